@@ -1,0 +1,236 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"zflow/reports"
+	"zflow/trace"
+)
+
+type inspectOpts struct {
+	step   int
+	module string
+	depth  int
+	stats  bool
+	json   bool
+}
+
+func newInspectCmd() *cobra.Command {
+	var o inspectOpts
+	cmd := &cobra.Command{
+		Use:   "inspect TRACE",
+		Short: "Summarise a trace: producer, counts and the call tree with shapes and dtypes",
+		Long: `inspect opens a trace, validates it (every key the manifest names exists,
+ids and parents are consistent, shapes and dtypes agree) and prints the
+producer, the counts and the call tree. It reads no tensor data unless
+--stats asks for per-tensor statistics.`,
+		Example: `  zflow inspect fixtures/dit/dit-f32.npz
+  zflow inspect fixtures/dit/dit-f32.npz --step 1 --module 'transformer.blocks.*' --depth 3
+  zflow inspect fixtures/toy.npz --stats
+  zflow inspect fixtures/toy.safetensors --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("step") {
+				o.step = -1
+			}
+			return runInspect(cmd.OutOrStdout(), args[0], o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.step, "step", -1, "only calls of this sampler step")
+	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
+	f.IntVar(&o.depth, "depth", 0, "only calls less than this deep in the tree (0: all)")
+	f.BoolVar(&o.stats, "stats", false, "read every listed tensor and print min, max, mean, std")
+	f.BoolVar(&o.json, "json", false, "print a machine-readable summary")
+	return cmd
+}
+
+// inspectSummary is the --json document. Counts cover the whole trace;
+// tree holds the calls the filters selected.
+type inspectSummary struct {
+	File      string          `json:"file"`
+	Format    string          `json:"format"`
+	FileBytes int64           `json:"file_bytes"`
+	Producer  map[string]any  `json:"producer"`
+	Calls     int             `json:"calls"`
+	Tensors   int             `json:"tensors"`
+	Params    int             `json:"params"`
+	Steps     int             `json:"steps"`
+	StepIDs   []int           `json:"step_ids"`
+	Bytes     int64           `json:"bytes"`
+	Inputs    []tensorSummary `json:"inputs"`
+	Outputs   []tensorSummary `json:"outputs"`
+	Tree      []callSummary   `json:"tree"`
+}
+
+type callSummary struct {
+	ID      int             `json:"id"`
+	Step    *int            `json:"step"`
+	Module  string          `json:"module"`
+	Ordinal int             `json:"ordinal"`
+	Type    string          `json:"type"`
+	Depth   int             `json:"depth"`
+	Parent  *int            `json:"parent"`
+	Params  []string        `json:"params"`
+	Ports   []tensorSummary `json:"ports"`
+	Scalars map[string]any  `json:"scalars,omitempty"`
+}
+
+type tensorSummary struct {
+	Name  string           `json:"name"`
+	Key   string           `json:"key"`
+	DType string           `json:"dtype"`
+	Shape []int            `json:"shape"`
+	Stats *reports.Summary `json:"stats,omitempty"`
+}
+
+func runInspect(w io.Writer, path string, o inspectOpts) error {
+	tr, err := trace.Open(path)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Close()
+	s, err := summarize(tr, o)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	printSummary(w, s)
+	return nil
+}
+
+func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
+	m := tr.Manifest
+	s := &inspectSummary{
+		File: tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
+		Calls: len(m.Calls), Tensors: len(tr.Keys()), Params: len(m.Params),
+		StepIDs: tr.Steps(), Bytes: tr.TotalBytes(),
+	}
+	s.Steps = len(s.StepIDs)
+	describe := func(name, key string) (tensorSummary, error) {
+		in, err := tr.Info(key)
+		if err != nil {
+			return tensorSummary{}, badInput(err)
+		}
+		ts := tensorSummary{Name: name, Key: key, DType: in.DType.String(), Shape: in.Shape}
+		if o.stats {
+			t, err := tr.Tensor(key)
+			if err != nil {
+				return ts, badInput(err)
+			}
+			sum, err := reports.SummarizeTensor(t)
+			if err != nil {
+				return ts, badInput(err)
+			}
+			ts.Stats = &sum
+		}
+		return ts, nil
+	}
+	for _, sec := range []struct {
+		m   map[string]string
+		out *[]tensorSummary
+	}{{m.Inputs, &s.Inputs}, {m.Outputs, &s.Outputs}} {
+		for _, name := range sortedNames(sec.m) {
+			ts, err := describe(name, sec.m[name])
+			if err != nil {
+				return nil, err
+			}
+			*sec.out = append(*sec.out, ts)
+		}
+	}
+	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
+	if o.step >= 0 {
+		f.Step = &o.step
+	}
+	calls, err := tr.Tree().Select(f)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	}
+	for _, c := range calls {
+		cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
+			Depth: tr.Tree().Depth(c.ID), Parent: c.Parent, Params: c.Params, Scalars: c.Scalars}
+		for _, p := range c.Tensors {
+			ts, err := describe(p.Name, p.Key)
+			if err != nil {
+				return nil, err
+			}
+			cs.Ports = append(cs.Ports, ts)
+		}
+		s.Tree = append(s.Tree, cs)
+	}
+	return s, nil
+}
+
+func printSummary(w io.Writer, s *inspectSummary) {
+	fmt.Fprintf(w, "%s  (%s, %s)\n", s.File, s.Format, humanBytes(s.FileBytes))
+	if len(s.Producer) > 0 {
+		fmt.Fprintf(w, "producer  %v %v on %v, %v\n", s.Producer["framework"], s.Producer["framework_version"], s.Producer["device"], s.Producer["dtype"])
+	}
+	fmt.Fprintf(w, "counts    %d calls, %d tensors, %d params, %d steps %v, %s of tensor data\n",
+		s.Calls, s.Tensors, s.Params, s.Steps, s.StepIDs, humanBytes(s.Bytes))
+	for _, sec := range []struct {
+		title string
+		ts    []tensorSummary
+	}{{"inputs", s.Inputs}, {"outputs", s.Outputs}} {
+		if len(sec.ts) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s\n", sec.title)
+		for _, t := range sec.ts {
+			printTensor(w, "  ", t)
+		}
+	}
+	fmt.Fprintf(w, "calls (%d shown)\n", len(s.Tree))
+	for _, c := range s.Tree {
+		indent := strings.Repeat("  ", c.Depth+1)
+		scope := "pre"
+		if c.Step != nil {
+			scope = fmt.Sprintf("s%d", *c.Step)
+		}
+		ord := ""
+		if c.Ordinal > 0 {
+			ord = fmt.Sprintf("#%d", c.Ordinal)
+		}
+		fmt.Fprintf(w, "%s%s %s%s  (%s)\n", indent, scope, c.Module, ord, c.Type)
+		for _, p := range c.Ports {
+			printTensor(w, indent+"    ", p)
+		}
+	}
+}
+
+func printTensor(w io.Writer, indent string, t tensorSummary) {
+	fmt.Fprintf(w, "%s%-28s %-8s %v", indent, t.Name, t.DType, t.Shape)
+	if st := t.Stats; st != nil {
+		fmt.Fprintf(w, "  min %.4g max %.4g mean %.4g std %.4g", st.Min, st.Max, st.Mean, st.Std)
+		if st.NaN+st.Inf > 0 {
+			fmt.Fprintf(w, "  nan %d inf %d", st.NaN, st.Inf)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func sortedNames(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }

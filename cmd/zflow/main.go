@@ -1,0 +1,73 @@
+// Command zflow is the workbench CLI: it inspects traces captured from a
+// reference model and (as the project grows) discovers, verifies and
+// generates with the semantics found in them.
+//
+// Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the README.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // a gate or check failed
+	exitBadInput = 2 // malformed input, unknown flag, missing file
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput marks err as the user's input's fault (exit code 2).
+func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the exit code; tests call it directly.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "zflow:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// cobra's own errors are usage errors: unknown flags, wrong arg counts.
+	return exitBadInput
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "zflow",
+		Short: "Port neural networks from a Python reference, checked against its captured tensors",
+		Long: `zflow reads a trace captured from one reference run (trace format v1: an
+.npz or .safetensors file of tensors plus a JSON manifest of the call tree)
+and answers questions about it.
+
+Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newInspectCmd())
+	return root
+}

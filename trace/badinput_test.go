@@ -1,0 +1,209 @@
+package trace
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBadInput: every malformed file gives an error naming the file (and
+// the entry, where there is one) and wrapping the right sentinel; none
+// panics.
+func TestBadInput(t *testing.T) {
+	good := func(t *testing.T, dir string) string {
+		path := filepath.Join(dir, "good.npz")
+		w, _ := Create(path)
+		w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+		w.Add("s0/m/out", Float32, []int{2}, f32Bytes(3, 4))
+		if err := w.Close(smallManifest()); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	withManifest := func(mut func(m *Manifest)) func(t *testing.T, dir string) string {
+		return func(t *testing.T, dir string) string {
+			m := smallManifest()
+			mut(m)
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				npyEntry("s0/m/in", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, m),
+			})
+		}
+	}
+	cases := []struct {
+		name  string
+		make  func(t *testing.T, dir string) string
+		kind  error
+		entry string // substring the message must hold
+	}{
+		{"missing file", func(t *testing.T, dir string) string { return filepath.Join(dir, "nope.npz") }, ErrNotFound, "no such file"},
+		{"directory", func(t *testing.T, dir string) string { return dir }, ErrFormat, "is a directory"},
+		{"empty file", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "e.npz")
+			os.WriteFile(p, nil, 0o644)
+			return p
+		}, ErrFormat, "empty file"},
+		{"not a trace", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "x.npz")
+			os.WriteFile(p, []byte("hello, this is text"), 0o644)
+			return p
+		}, ErrFormat, "neither an npz"},
+		{"truncated archive", func(t *testing.T, dir string) string {
+			p := good(t, dir)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, b[:len(b)*2/3], 0o644)
+			return p
+		}, ErrFormat, "not a valid zip"},
+		{"corrupt central directory", func(t *testing.T, dir string) string {
+			p := good(t, dir)
+			b, _ := os.ReadFile(p)
+			i := strings.LastIndex(string(b), "PK\x01\x02")
+			copy(b[i+28:], []byte{0xFF, 0xFF}) // name length of the last directory record
+			os.WriteFile(p, b, 0o644)
+			return p
+		}, ErrFormat, ""},
+		{"npy header lies about shape", func(t *testing.T, dir string) string {
+			m := smallManifest()
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{100}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, m),
+			})
+		}, ErrFormat, `entry "param/w"`},
+		{"npy header length past the entry", func(t *testing.T, dir string) string {
+			e := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+			e.data[8], e.data[9] = 0xFF, 0x7F
+			return writeZip(t, dir, []zipEntry{e, manifestEntry(t, smallManifest())})
+		}, ErrFormat, "exceeds the entry"},
+		{"bad npy magic", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{{name: "param/w.npy", data: []byte("garbage garbage garbage")}})
+		}, ErrFormat, "bad magic"},
+		{"big-endian dtype", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{npyEntry("param/w", ">f4", []int{2}, f32Bytes(1, 2))})
+		}, ErrFormat, "big-endian"},
+		{"fortran order", func(t *testing.T, dir string) string {
+			e := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+			s := strings.Replace(string(e.data), "False", "True ", 1)
+			return writeZip(t, dir, []zipEntry{{name: e.name, data: []byte(s)}})
+		}, ErrFormat, "fortran"},
+		{"entry that is not npy", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{{name: "readme.txt", data: []byte("hi")}})
+		}, ErrFormat, "readme.txt"},
+		{"no manifest", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))})
+		}, ErrManifest, "no manifest"},
+		{"manifest not JSON", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{npyEntry(ManifestKey, "|u1", []int{3}, []byte("{{{"))})
+		}, ErrManifest, "not valid JSON"},
+		{"manifest wrong version", withManifest(func(m *Manifest) { m.Version = 7 }), ErrManifest, "version 7"},
+		{"manifest names a missing key", withManifest(func(m *Manifest) { m.Inputs["x"] = "input/x" }), ErrManifest, `"input/x"`},
+		{"port names a missing key", withManifest(func(m *Manifest) {
+			m.Calls[0].Tensors = append(m.Calls[0].Tensors, Port{"arg0", "s0/m/arg0"})
+		}), ErrManifest, "s0/m/arg0"},
+		{"cycle in parent", withManifest(func(m *Manifest) {
+			m.Calls = append(m.Calls, Call{ID: 1, Module: "a", Parent: intp(2)}, Call{ID: 2, Module: "b", Parent: intp(1)})
+		}), ErrManifest, "cycle"},
+		{"self parent", withManifest(func(m *Manifest) { m.Calls[0].Parent = intp(0) }), ErrManifest, "cycle"},
+		{"parent missing", withManifest(func(m *Manifest) { m.Calls[0].Parent = intp(9) }), ErrManifest, "parent 9 does not exist"},
+		{"parent after child", withManifest(func(m *Manifest) {
+			m.Calls[0].Parent = intp(1)
+			m.Calls = append(m.Calls, Call{ID: 1, Module: "p"})
+		}), ErrManifest, "listed after"},
+		{"duplicate id", withManifest(func(m *Manifest) { m.Calls = append(m.Calls, m.Calls[0]) }), ErrManifest, "twice"},
+		{"unknown param", withManifest(func(m *Manifest) { m.Calls[0].Params = []string{"zz"} }), ErrManifest, `"zz"`},
+		{"dtype disagrees", withManifest(func(m *Manifest) { m.DTypes = map[string]string{"param/w": "bfloat16"} }), ErrManifest, "manifest says bfloat16"},
+		{"bf16 with an odd byte count", func(t *testing.T, dir string) string {
+			m := smallManifest()
+			m.DTypes = map[string]string{"param/w": "bfloat16"}
+			e := npyEntry("param/w", "<u2", []int{2}, []byte{1, 2, 3})
+			return writeZip(t, dir, []zipEntry{e, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, m)})
+		}, ErrFormat, "needs 4 bytes but the entry holds 3"},
+		{"deflated size lie", func(t *testing.T, dir string) string {
+			e := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+			e.deflate = true
+			p := writeZip(t, dir, []zipEntry{e, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+			b, _ := os.ReadFile(p)
+			// Raise the uncompressed size in the central directory record.
+			i := strings.Index(string(b), "PK\x01\x02")
+			b[i+24], b[i+25], b[i+26] = 0xFF, 0xFF, 0xFF
+			os.WriteFile(p, b, 0o644)
+			return p
+		}, ErrFormat, `"param/w.npy"`},
+		{"safetensors header past the end", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "s.safetensors")
+			os.WriteFile(p, []byte{0xF0, 0, 0, 0, 0, 0, 0, 0, '{', '}'}, 0o644)
+			return p
+		}, ErrFormat, "past the end"},
+		{"safetensors offsets past the end", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "s.safetensors")
+			hdr := `{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}`
+			b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
+			return p
+		}, ErrFormat, `entry "a"`},
+		{"safetensors without manifest", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "s.safetensors")
+			hdr := `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
+			b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
+			return p
+		}, ErrManifest, "manifest"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.make(t, t.TempDir())
+			tr, err := Open(path)
+			if err == nil {
+				tr.Close()
+				t.Fatal("opened without error")
+			}
+			if !errors.Is(err, tc.kind) {
+				t.Errorf("error %q does not wrap %v", err, tc.kind)
+			}
+			var te *Error
+			if !errors.As(err, &te) || te.File != path {
+				t.Errorf("error %q does not name the file", err)
+			}
+			if !strings.Contains(err.Error(), tc.entry) {
+				t.Errorf("error %q does not mention %q", err, tc.entry)
+			}
+			if strings.Count(err.Error(), "\n") > 0 {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+// TestDeflatedCorruptionIsCaughtOnRead: a deflated entry whose data is
+// damaged after a valid header opens, and fails (not panics) on read.
+func TestDeflatedCorruptionIsCaughtOnRead(t *testing.T) {
+	data := make([]byte, 4096)
+	for i := range data {
+		data[i] = byte(i % 251)
+	}
+	e := npyEntry("param/w", "|u1", []int{len(data)}, data)
+	e.deflate = true
+	m := smallManifest()
+	p := writeZip(t, t.TempDir(), []zipEntry{e, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, m)})
+	b, _ := os.ReadFile(p)
+	// Flip bytes late in the compressed stream of the first entry.
+	i := strings.Index(string(b), "PK\x03\x04") + 30 + len("param/w.npy") + 200
+	for j := 0; j < 8; j++ {
+		b[i+j] ^= 0x5A
+	}
+	os.WriteFile(p, b, 0o644)
+	tr, err := Open(p)
+	if err != nil {
+		return // caught already at open: also fine
+	}
+	defer tr.Close()
+	if _, err := tr.Tensor("param/w"); err == nil {
+		t.Fatal("corrupt deflated data read without error")
+	} else if !errors.Is(err, ErrFormat) {
+		t.Errorf("want ErrFormat, got %v", err)
+	}
+}

@@ -1,0 +1,84 @@
+package trace
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// openAndReadAll opens b as a trace file and, if that works, reads every
+// tensor as bytes and as float32: nothing may panic.
+func openAndReadAll(t *testing.T, name string, b []byte) {
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(path)
+	if err != nil {
+		return
+	}
+	defer tr.Close()
+	for _, k := range tr.Keys() {
+		ten, err := tr.Tensor(k)
+		if err != nil {
+			continue
+		}
+		ten.Float32()
+		ten.Float64()
+	}
+	tr.Tree().Select(Filter{Module: "*", MaxDepth: 2})
+}
+
+// seedTrace returns a small valid trace of the given kind as bytes.
+func seedTrace(f *testing.F, file string, deflate bool) []byte {
+	path := filepath.Join(f.TempDir(), file)
+	w, err := Create(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	w.Deflate = deflate
+	w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+	w.Add("s0/m/out", Float32, []int{2}, f32Bytes(3, 4))
+	w.Add("b", BFloat16, []int{2, 1}, []byte{1, 2, 3, 4})
+	if err := w.Close(smallManifest()); err != nil {
+		f.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
+}
+
+func FuzzOpenNpz(f *testing.F) {
+	f.Add(seedTrace(f, "s.npz", false))
+	f.Add(seedTrace(f, "d.npz", true))
+	f.Add([]byte("PK\x05\x06" + string(make([]byte, 18))))
+	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.npz", b) })
+}
+
+func FuzzOpenSafetensors(f *testing.F) {
+	f.Add(seedTrace(f, "s.safetensors", false))
+	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"))
+	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.safetensors", b) })
+}
+
+func FuzzNpyHeader(f *testing.F) {
+	f.Add(encodeNpyHeader("<f4", []int{2, 3}))
+	f.Add(encodeNpyHeader("|b1", []int{}))
+	f.Add([]byte("\x93NUMPY\x02\x00\x10\x00\x00\x00{'shape': (1,), }"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := parseNpyHeader(b, int64(len(b)))
+		if err != nil {
+			return
+		}
+		if h.size > len(b) {
+			t.Fatalf("header size %d beyond %d input bytes", h.size, len(b))
+		}
+		for _, d := range h.shape {
+			if d < 0 {
+				t.Fatalf("negative dimension in %v", h.shape)
+			}
+		}
+	})
+}

@@ -1,0 +1,224 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+)
+
+// ManifestKey is the npz entry (without ".npy") that holds the manifest.
+const ManifestKey = "__zflow__"
+
+// Info describes one stored tensor without reading its data.
+type Info struct {
+	Key        string
+	DType      DType
+	Shape      []int
+	Bytes      int64 // data size in bytes
+	Compressed bool  // a deflated npz entry: reading it decodes a copy
+}
+
+// Len is the number of elements.
+func (i Info) Len() int64 { return numElems(i.Shape) }
+
+// entry is where one tensor's data lives in the file.
+type entry struct {
+	Info
+	offset int64 // data offset in the mapping (stored data only)
+	source source
+}
+
+// source decodes the data of a compressed entry.
+type source interface {
+	decode(e *entry) ([]byte, error)
+}
+
+// Trace is an open trace file. It is safe for concurrent reads; Close
+// releases the mapping, after which views from it must not be used.
+type Trace struct {
+	Path     string
+	Kind     string // "npz" or "safetensors"
+	Manifest *Manifest
+
+	data    []byte // the mapping
+	entries map[string]*entry
+	order   []string // keys in file order
+	tree    *Tree
+}
+
+// Open opens and validates a trace. It reads the archive directory, the
+// tensor headers and the manifest, never the tensor data.
+func Open(path string) (*Trace, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &Error{File: path, Err: fmt.Errorf("%w: %v", ErrNotFound, err)}
+	}
+	if st.IsDir() {
+		return nil, errf(path, "", ErrFormat, "is a directory, not a trace file")
+	}
+	if st.Size() == 0 {
+		return nil, errf(path, "", ErrFormat, "empty file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{File: path, Err: err}
+	}
+	defer f.Close()
+	data, err := mapFile(f, st.Size())
+	if err != nil {
+		return nil, &Error{File: path, Err: fmt.Errorf("mmap: %w", err)}
+	}
+	t := &Trace{Path: path, data: data, entries: map[string]*entry{}}
+	switch {
+	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
+		t.Kind = "npz"
+		err = t.openNpz()
+	case looksLikeSafetensors(data):
+		t.Kind = "safetensors"
+		err = t.openSafetensors()
+	default:
+		err = errf(path, "", ErrFormat, "neither an npz archive nor a safetensors file")
+	}
+	if err == nil {
+		err = t.check()
+	}
+	if err != nil {
+		unmapFile(data)
+		return nil, err
+	}
+	return t, nil
+}
+
+// check applies the manifest's dtypes and validates it against the entries.
+func (t *Trace) check() error {
+	m := t.Manifest
+	for _, k := range sortedKeys(m.DTypes) {
+		e, ok := t.entries[k]
+		if !ok {
+			continue // validate names it
+		}
+		want, err := ParseDType(m.DTypes[k])
+		if err != nil {
+			return errf(t.Path, k, ErrManifest, "dtypes: %v", err)
+		}
+		switch {
+		case e.DType == want:
+		case want == BFloat16 && e.DType == Uint16:
+			e.DType = BFloat16
+		default:
+			return errf(t.Path, k, ErrManifest, "manifest says %s but the entry stores %s", want, e.DType)
+		}
+	}
+	if err := m.validate(func(k string) bool { _, ok := t.entries[k]; return ok }); err != nil {
+		return &Error{File: t.Path, Entry: ManifestKey, Err: fmt.Errorf("%w: %v", ErrManifest, err)}
+	}
+	t.tree = newTree(m.Calls)
+	return nil
+}
+
+// add registers a tensor entry, refusing duplicates and size lies.
+func (t *Trace) add(e *entry) error {
+	if _, dup := t.entries[e.Key]; dup {
+		return errf(t.Path, e.Key, ErrFormat, "duplicate entry")
+	}
+	if want := e.Len() * int64(e.DType.Size()); want != e.Bytes || e.Len() < 0 {
+		return errf(t.Path, e.Key, ErrFormat, "shape %v of %s needs %d bytes but the entry holds %d", e.Shape, e.DType, want, e.Bytes)
+	}
+	t.entries[e.Key] = e
+	t.order = append(t.order, e.Key)
+	return nil
+}
+
+// Close releases the file mapping.
+func (t *Trace) Close() error {
+	if t.data == nil {
+		return nil
+	}
+	err := unmapFile(t.data)
+	t.data = nil
+	return err
+}
+
+// Size is the file size in bytes.
+func (t *Trace) Size() int64 { return int64(len(t.data)) }
+
+// Keys lists the tensor keys in file order (the manifest excluded).
+func (t *Trace) Keys() []string { return append([]string(nil), t.order...) }
+
+// Info describes the tensor stored under key.
+func (t *Trace) Info(key string) (Info, error) {
+	e, ok := t.entries[key]
+	if !ok {
+		return Info{}, errf(t.Path, key, ErrNotFound, "no such tensor")
+	}
+	return e.Info, nil
+}
+
+// Tree is the call tree.
+func (t *Trace) Tree() *Tree { return t.tree }
+
+// Steps lists the distinct sampler steps, ascending.
+func (t *Trace) Steps() []int { return t.tree.Steps() }
+
+// Tensor returns the tensor stored under key: a view into the mapping for
+// stored data, a decoded copy for a compressed entry.
+func (t *Trace) Tensor(key string) (*Tensor, error) {
+	e, ok := t.entries[key]
+	if !ok {
+		return nil, errf(t.Path, key, ErrNotFound, "no such tensor")
+	}
+	if e.source != nil {
+		b, err := e.source.decode(e)
+		if err != nil {
+			return nil, errf(t.Path, key+".npy", ErrFormat, "%v", err)
+		}
+		return &Tensor{Info: e.Info, data: b, file: t.Path}, nil
+	}
+	return &Tensor{Info: e.Info, data: t.data[e.offset : e.offset+e.Bytes], view: true, file: t.Path}, nil
+}
+
+// Param returns the tensor of a parameter by its name.
+func (t *Trace) Param(name string) (*Tensor, error) {
+	k, ok := t.Manifest.Params[name]
+	if !ok {
+		return nil, errf(t.Path, name, ErrNotFound, "no such parameter")
+	}
+	return t.Tensor(k)
+}
+
+// TotalBytes is the sum of all tensors' data sizes.
+func (t *Trace) TotalBytes() int64 {
+	var n int64
+	for _, e := range t.entries {
+		n += e.Bytes
+	}
+	return n
+}
+
+// SortedKeys lists the tensor keys sorted by name.
+func (t *Trace) SortedKeys() []string {
+	k := t.Keys()
+	sort.Strings(k)
+	return k
+}
+
+func numElems(shape []int) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return -1
+		}
+		if d != 0 && n > (1<<62)/int64(d) {
+			return -1 // overflow: no file holds this many
+		}
+		n *= int64(d)
+	}
+	return n
+}

@@ -1,0 +1,209 @@
+package trace
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// allDTypes is one tensor of every dtype, for round trips.
+func allDTypes() []struct {
+	key   string
+	dt    DType
+	shape []int
+	data  []byte
+} {
+	type tc = struct {
+		key   string
+		dt    DType
+		shape []int
+		data  []byte
+	}
+	var out []tc
+	for d := Bool; d <= Float64; d++ {
+		n := 3 * 5
+		data := make([]byte, n*d.Size())
+		for i := range data {
+			data[i] = byte(i*7 + int(d))
+		}
+		if d == Bool {
+			for i := range data {
+				data[i] &= 1
+			}
+		}
+		out = append(out, tc{"t/" + d.String(), d, []int{3, 5}, data})
+	}
+	out = append(out, tc{"t/scalar", Float32, []int{}, f32Bytes(2.5)}, tc{"t/empty", Float32, []int{0, 4}, nil})
+	return out
+}
+
+func TestRoundTripAllContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		deflate bool
+	}{
+		{"npz stored", "a.npz", false},
+		{"npz deflated", "b.npz", true},
+		{"safetensors", "c.safetensors", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.file)
+			w, err := Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Deflate = tc.deflate
+			m := smallManifest()
+			w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+			w.Add("s0/m/out", Float32, []int{2}, f32Bytes(3, 4))
+			for _, x := range allDTypes() {
+				if err := w.Add(x.key, x.dt, x.shape, x.data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(m); err != nil {
+				t.Fatal(err)
+			}
+			tr, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			for _, x := range allDTypes() {
+				in, err := tr.Info(x.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if in.DType != x.dt || !slices.Equal(in.Shape, x.shape) || in.Compressed != tc.deflate {
+					t.Errorf("%s: got %v %v compressed=%v", x.key, in.DType, in.Shape, in.Compressed)
+				}
+				ten, err := tr.Tensor(x.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(ten.Bytes(), x.data) {
+					t.Errorf("%s: bytes differ", x.key)
+				}
+			}
+			if got := tr.Manifest.DTypes["t/bfloat16"]; got != "bfloat16" {
+				t.Errorf("bf16 not named in dtypes: %q", got)
+			}
+			if c := tr.Manifest.Calls[0]; c.Module != "m" || c.Tensors[0].Key != "s0/m/out" {
+				t.Errorf("calls did not round-trip: %+v", c)
+			}
+		})
+	}
+}
+
+func TestStoredF32IsAlignedView(t *testing.T) {
+	for _, file := range []string{"v.npz", "v.safetensors"} {
+		path := filepath.Join(t.TempDir(), file)
+		w, _ := Create(path)
+		w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+		w.Add("s0/m/out", Float32, []int{3}, f32Bytes(3, 4, 5))
+		if err := w.Close(smallManifest()); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ten, _ := tr.Tensor("s0/m/out")
+		v, ok := ten.Float32View()
+		if !ok || !ten.IsView() {
+			t.Fatalf("%s: stored f32 is not a view (ok=%v view=%v)", file, ok, ten.IsView())
+		}
+		start := uintptr(unsafe.Pointer(&tr.data[0]))
+		p := uintptr(unsafe.Pointer(&v[0]))
+		if p < start || p >= start+uintptr(len(tr.data)) {
+			t.Errorf("%s: view does not point into the mapping", file)
+		}
+		if !slices.Equal(v, []float32{3, 4, 5}) {
+			t.Errorf("%s: got %v", file, v)
+		}
+		tr.Close()
+	}
+}
+
+func TestWriterLeavesNothingOnAbortOrBadManifest(t *testing.T) {
+	dir := t.TempDir()
+	w, _ := Create(filepath.Join(dir, "x.npz"))
+	w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+	// The manifest names s0/m/out, which was never added.
+	if err := w.Close(smallManifest()); err == nil || !strings.Contains(err.Error(), "s0/m/out") {
+		t.Fatalf("want a missing-tensor error, got %v", err)
+	}
+	w2, _ := Create(filepath.Join(dir, "y.safetensors"))
+	w2.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+	w2.Abort()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+func TestWriterRefusesBadTensors(t *testing.T) {
+	w, _ := Create(filepath.Join(t.TempDir(), "x.npz"))
+	defer w.Abort()
+	for _, tc := range []struct {
+		key   string
+		dt    DType
+		shape []int
+		n     int
+	}{
+		{"a", Float32, []int{3}, 8},  // size lie
+		{"", Float32, []int{2}, 8},   // empty key
+		{"b", BFloat16, []int{2}, 3}, // odd bf16 bytes
+		{"c", Invalid, []int{1}, 1},  // no dtype
+		{ManifestKey, Uint8, []int{1}, 1},
+	} {
+		if err := w.Add(tc.key, tc.dt, tc.shape, make([]byte, tc.n)); err == nil {
+			t.Errorf("Add(%q, %v, %v, %d bytes) accepted", tc.key, tc.dt, tc.shape, tc.n)
+		}
+	}
+	w.Add("d", Float32, []int{1}, make([]byte, 4))
+	if err := w.Add("d", Float32, []int{1}, make([]byte, 4)); err == nil {
+		t.Error("duplicate key accepted")
+	}
+}
+
+func TestReadFloatConversions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.npz")
+	w, _ := Create(path)
+	w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
+	w.Add("s0/m/out", Float32, []int{2}, f32Bytes(3, 4))
+	// bf16 0x3FC0 = 1.5, 0xC000 = -2; f16 0x3C00 = 1, 0x7BFF = 65504.
+	w.Add("bf", BFloat16, []int{2}, []byte{0xC0, 0x3F, 0x00, 0xC0})
+	w.Add("h", Float16, []int{2}, []byte{0x00, 0x3C, 0xFF, 0x7B})
+	w.Add("i", Int32, []int{2}, []byte{0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x00, 0x00, 0x01}) // -1, 2^24+1
+	w.Add("d", Float64, []int{1}, []byte{0, 0, 0, 0, 0, 0, 0xF0, 0x3F})                 // 1.0
+	if err := w.Close(smallManifest()); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	get := func(k string) *Tensor { ten, _ := tr.Tensor(k); return ten }
+	if v, err := get("bf").Float32(); err != nil || !slices.Equal(v, []float32{1.5, -2}) {
+		t.Errorf("bf16: %v %v", v, err)
+	}
+	if v, err := get("h").Float32(); err != nil || !slices.Equal(v, []float32{1, 65504}) {
+		t.Errorf("f16: %v %v", v, err)
+	}
+	if _, err := get("i").Float32(); !errors.Is(err, ErrInexact) {
+		t.Errorf("int32 2^24+1 → f32: want ErrInexact, got %v", err)
+	}
+	if v, err := get("i").Float64(); err != nil || !slices.Equal(v, []float64{-1, 1<<24 + 1}) {
+		t.Errorf("int32 → f64: %v %v", v, err)
+	}
+	if v, err := get("d").Float32(); err != nil || !slices.Equal(v, []float32{1}) {
+		t.Errorf("f64 → f32: %v %v", v, err)
+	}
+}
