@@ -2,10 +2,14 @@ package trace
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 )
+
+// errNpyShort: the bytes given end inside the header (read more).
+var errNpyShort = errors.New("npy header truncated")
 
 // npyMagic opens every .npy file.
 const npyMagic = "\x93NUMPY"
@@ -35,7 +39,7 @@ func parseNpyHeader(b []byte, total int64) (npyHeader, error) {
 		dictLen, pre = int(binary.LittleEndian.Uint16(b[8:10])), 10
 	case 2, 3:
 		if len(b) < 12 {
-			return npyHeader{}, fmt.Errorf("npy header truncated")
+			return npyHeader{}, errNpyShort
 		}
 		dictLen, pre = int(binary.LittleEndian.Uint32(b[8:12])), 12
 	default:
@@ -45,7 +49,7 @@ func parseNpyHeader(b []byte, total int64) (npyHeader, error) {
 		return npyHeader{}, fmt.Errorf("npy header length %d exceeds the entry (%d bytes)", dictLen, total)
 	}
 	if len(b) < pre+dictLen {
-		return npyHeader{}, fmt.Errorf("npy header truncated")
+		return npyHeader{}, errNpyShort
 	}
 	h, err := parseNpyDict(string(b[pre : pre+dictLen]))
 	if err != nil {

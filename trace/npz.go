@@ -3,8 +3,10 @@ package trace
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 )
@@ -12,7 +14,7 @@ import (
 // openNpz indexes the archive: each entry's npy header is parsed, stored
 // entries become offsets into the mapping, deflated ones are decoded later.
 func (t *Trace) openNpz() error {
-	zr, err := zip.NewReader(bytes.NewReader(t.data), int64(len(t.data)))
+	zr, err := zip.NewReader(t.file, int64(len(t.data)))
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return errf(t.Path, "", ErrFormat, "not a valid zip archive: %v", err)
 	}
@@ -64,7 +66,15 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 		if f.CompressedSize64 != f.UncompressedSize64 || off < 0 || off+size > int64(len(t.data)) || off+size < off {
 			return nil, errf(t.Path, name, ErrFormat, "entry extends past the end of the file (truncated archive?)")
 		}
-		hdr = t.data[off : off+min(size, maxNpyHeader+12)]
+		if hdr, err = t.readAt(off, min(size, 4096)); err != nil {
+			return nil, err
+		}
+		if _, err := parseNpyHeader(hdr, size); errors.Is(err, errNpyShort) {
+			// A header longer than the usual page: read all it may be.
+			if hdr, err = t.readAt(off, min(size, maxNpyHeader+12)); err != nil {
+				return nil, err
+			}
+		}
 		e.offset = off
 	case zip.Deflate:
 		if size/maxDeflateRatio > int64(f.CompressedSize64)+1 {
@@ -79,8 +89,12 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 		if err != nil {
 			return nil, errf(t.Path, name, ErrFormat, "cannot inflate: %v", err)
 		}
+		off, err := f.DataOffset()
+		if err != nil || off < 0 || off+int64(f.CompressedSize64) > int64(len(t.data)) {
+			return nil, errf(t.Path, name, ErrFormat, "entry extends past the end of the file (truncated archive?)")
+		}
 		e.Compressed = true
-		e.source = deflated{f}
+		e.source = deflated{data: t.data[off : off+int64(f.CompressedSize64)], crc: f.CRC32}
 	default:
 		return nil, errf(t.Path, name, ErrFormat, "unsupported compression method %d", f.Method)
 	}
@@ -120,31 +134,33 @@ func (t *Trace) readManifestEntry(e *entry) ([]byte, error) {
 	if e.source != nil {
 		return e.source.decode(e)
 	}
-	return t.data[e.offset : e.offset+e.Bytes], nil
+	return t.readAt(e.offset, e.Bytes)
 }
 
-// deflated decodes a compressed npz entry in full, checking its length and
-// CRC (archive/zip verifies the CRC when the stream reaches EOF).
-type deflated struct{ f *zip.File }
+// deflated decodes a compressed npz entry from the mapping in full,
+// checking its length and CRC.
+type deflated struct {
+	data []byte // the compressed stream
+	crc  uint32
+}
 
 func (d deflated) decode(e *entry) ([]byte, error) {
-	rc, err := d.f.Open()
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	if _, err := io.CopyN(io.Discard, rc, e.offset); err != nil {
+	fr := flate.NewReader(bytes.NewReader(d.data))
+	defer fr.Close()
+	h := crc32.NewIEEE()
+	r := io.TeeReader(fr, h)
+	if _, err := io.CopyN(io.Discard, r, e.offset); err != nil {
 		return nil, fmt.Errorf("cannot inflate: %v", err)
 	}
 	buf := make([]byte, e.Bytes)
-	if _, err := io.ReadFull(rc, buf); err != nil {
+	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, fmt.Errorf("cannot inflate: %v", err)
 	}
-	if n, err := rc.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		if err == nil || err == io.EOF {
-			err = errors.New("entry is longer than its header says")
-		}
-		return nil, fmt.Errorf("cannot inflate: %v", err)
+	if n, err := r.Read(make([]byte, 1)); n != 0 || (err != nil && err != io.EOF) {
+		return nil, fmt.Errorf("entry is longer than its header says")
+	}
+	if h.Sum32() != d.crc {
+		return nil, fmt.Errorf("checksum mismatch (corrupt data)")
 	}
 	return buf, nil
 }

@@ -29,12 +29,20 @@ type stTensor struct {
 }
 
 func (t *Trace) openSafetensors() error {
-	n := int64(binary.LittleEndian.Uint64(t.data))
+	b, err := t.readAt(0, 8)
+	if err != nil {
+		return err
+	}
+	n := int64(binary.LittleEndian.Uint64(b))
 	if 8+n > int64(len(t.data)) {
 		return errf(t.Path, "", ErrFormat, "safetensors header of %d bytes runs past the end of the file", n)
 	}
+	hdr, err := t.readAt(8, n)
+	if err != nil {
+		return err
+	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(t.data[8:8+n], &raw); err != nil {
+	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return errf(t.Path, "", ErrFormat, "safetensors header is not valid JSON: %v", err)
 	}
 	base, size := 8+n, int64(len(t.data))-8-n

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sort"
@@ -43,7 +44,9 @@ type Trace struct {
 	Kind     string // "npz" or "safetensors"
 	Manifest *Manifest
 
-	data    []byte // the mapping
+	data []byte   // the mapping: touched only to read tensor data
+	file *os.File // open while indexing: headers are read with pread so
+	// that indexing does not fault file pages into RSS
 	entries map[string]*entry
 	order   []string // keys in file order
 	tree    *Tree
@@ -75,12 +78,18 @@ func Open(path string) (*Trace, error) {
 	if err != nil {
 		return nil, &Error{File: path, Err: fmt.Errorf("mmap: %w", err)}
 	}
-	t := &Trace{Path: path, data: data, entries: map[string]*entry{}}
+	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}}
+	defer func() { t.file = nil }()
+	head, err := t.readAt(0, 16)
+	if err != nil {
+		unmapFile(data)
+		return nil, err
+	}
 	switch {
-	case bytes.HasPrefix(data, []byte("PK\x03\x04")) || bytes.HasPrefix(data, []byte("PK\x05\x06")):
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")) || bytes.HasPrefix(head, []byte("PK\x05\x06")):
 		t.Kind = "npz"
 		err = t.openNpz()
-	case looksLikeSafetensors(data):
+	case looksLikeSafetensors(head):
 		t.Kind = "safetensors"
 		err = t.openSafetensors()
 	default:
@@ -94,6 +103,17 @@ func Open(path string) (*Trace, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// readAt reads up to n bytes at off (fewer at the end of the file) without
+// touching the mapping.
+func (t *Trace) readAt(off, n int64) ([]byte, error) {
+	n = max(0, min(n, int64(len(t.data))-off))
+	b := make([]byte, n)
+	if _, err := t.file.ReadAt(b, off); err != nil && err != io.EOF {
+		return nil, &Error{File: t.Path, Err: err}
+	}
+	return b, nil
 }
 
 // check applies the manifest's dtypes and validates it against the entries.

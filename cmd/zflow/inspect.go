@@ -116,6 +116,10 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 		File: tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
 		Calls: len(m.Calls), Tensors: len(tr.Keys()), Params: len(m.Params),
 		StepIDs: tr.Steps(), Bytes: tr.TotalBytes(),
+		Inputs: []tensorSummary{}, Outputs: []tensorSummary{}, Tree: []callSummary{},
+	}
+	if s.StepIDs == nil {
+		s.StepIDs = []int{}
 	}
 	s.Steps = len(s.StepIDs)
 	describe := func(name, key string) (tensorSummary, error) {

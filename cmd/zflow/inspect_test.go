@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// zflow runs the CLI in-process and returns its exit code and output.
+func zflow(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+const fixtures = "../../fixtures"
+
+func TestInspectJSONCounts(t *testing.T) {
+	for _, f := range []string{"toy.npz", "toy-bf16.npz", "toy-deflate.npz", "toy.safetensors"} {
+		code, out, stderr := zflow(t, "inspect", "--json", filepath.Join(fixtures, f))
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", f, code, stderr)
+		}
+		var s struct {
+			Calls, Tensors, Params, Steps int
+			Bytes                         int64
+			Tree                          []struct{ Module string }
+		}
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		// The toy model: 7 calls per step over 2 steps, 4 parameters.
+		if s.Calls != 14 || s.Params != 4 || s.Steps != 2 || len(s.Tree) != 14 || s.Tensors != 39 || s.Bytes == 0 {
+			t.Errorf("%s: calls=%d params=%d steps=%d tree=%d tensors=%d bytes=%d", f, s.Calls, s.Params, s.Steps, len(s.Tree), s.Tensors, s.Bytes)
+		}
+	}
+}
+
+func TestInspectFilters(t *testing.T) {
+	toy := filepath.Join(fixtures, "toy.npz")
+	for _, tc := range []struct {
+		args []string
+		want int // calls shown
+	}{
+		{[]string{"--step", "0"}, 7},
+		{[]string{"--module", "net.block.*"}, 8},
+		{[]string{"--module", "net.block.act", "--step", "1"}, 2},
+		{[]string{"--depth", "1"}, 2},
+		{[]string{"--depth", "2", "--step", "1"}, 3},
+	} {
+		code, out, stderr := zflow(t, append([]string{"inspect", "--json", toy}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr)
+		}
+		var s struct{ Tree []json.RawMessage }
+		json.Unmarshal([]byte(out), &s)
+		if len(s.Tree) != tc.want {
+			t.Errorf("%v: %d calls, want %d", tc.args, len(s.Tree), tc.want)
+		}
+	}
+}
+
+func TestInspectTextAndStats(t *testing.T) {
+	code, out, _ := zflow(t, "inspect", "--stats", "--step", "0", filepath.Join(fixtures, "toy-bf16.npz"))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"14 calls, 39 tensors, 4 params, 2 steps", "net.block.act#1  (SiLU)", "bfloat16", "mean", "std"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestInspectBadInput: bad files and bad flags give one line on stderr and
+// exit code 2.
+func TestInspectBadInput(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.npz")
+	os.WriteFile(empty, nil, 0o644)
+	truncated := filepath.Join(dir, "trunc.npz")
+	b, _ := os.ReadFile(filepath.Join(fixtures, "toy.npz"))
+	os.WriteFile(truncated, b[:len(b)/2], 0o644)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing", []string{"inspect", filepath.Join(dir, "nope.npz")}, "nope.npz"},
+		{"directory", []string{"inspect", dir}, "is a directory"},
+		{"empty", []string{"inspect", empty}, "empty file"},
+		{"truncated", []string{"inspect", truncated}, "trunc.npz"},
+		{"bad glob", []string{"inspect", "--module", "[", filepath.Join(fixtures, "toy.npz")}, "--module"},
+		{"no args", []string{"inspect"}, "accepts 1 arg"},
+		{"bad flag", []string{"inspect", "--frobnicate", "x"}, "unknown flag"},
+	} {
+		code, _, stderr := zflow(t, tc.args...)
+		if code != exitBadInput {
+			t.Errorf("%s: exit %d, want %d", tc.name, code, exitBadInput)
+		}
+		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s: stderr %q should be one line mentioning %q", tc.name, stderr, tc.want)
+		}
+	}
+}
