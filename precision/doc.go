@@ -3,8 +3,8 @@
 //
 // # Formats and what is exact
 //
-// Values travel as float32. bf16, f16 and f32 are sub-lattices of f32's
-// values, so widening bf16 or f16 to f32 (BF16ToF32, F16ToF32 and their
+// Values travel as float32. Every bf16 and f16 value is an f32 value, so
+// widening bf16 or f16 to f32 (BF16ToF32, F16ToF32 and their
 // slice forms) is exact, NaN payloads included.
 //
 // Narrowing f32 to bf16 (BF16Bits, RoundBF16) rounds to nearest, ties to
@@ -12,9 +12,10 @@
 // cvt.rn.bf16.f32 does on sm_80 and newer: subnormals are kept, ±Inf stays
 // ±Inf, and a finite value whose magnitude is at least the largest finite
 // bf16 plus half an ULP becomes ±Inf. NaN stays a quiet NaN: here its sign
-// and top payload bits are kept with the quiet bit set; PyTorch's CPU path
-// returns 0x7FC0 for every NaN and CUDA returns 0x7FFF. Payloads therefore
-// differ between producers, and nothing in zflow compares them.
+// and top payload bits are kept with the quiet bit set, while PyTorch's CPU
+// path returns 0x7FC0 for every NaN and CUDA's hardware conversion returns
+// its canonical NaN, 0x7FFF. Payloads differ between producers, so nothing
+// in zflow compares them.
 //
 // Narrowing f32 to f16 (F16Bits, RoundF16) is IEEE 754 binary16 round to
 // nearest, ties to even, with gradual underflow (subnormals down to 2^-24,
@@ -35,8 +36,8 @@
 // # Bit-exact
 //
 // Two values are bit-exact in a format when, rounded to that format, their
-// bit patterns are equal, with two exceptions: +0 and -0 are equal (no
-// arithmetic a port could be asked to reproduce tells them apart reliably),
+// bit patterns are equal, with two exceptions: +0 and -0 are equal (they
+// are equal values, and which one an op yields can hang on summation order),
 // and a NaN is never equal to anything, itself included; NaN pairs are
 // counted separately by reports. For values already in the format, rounding
 // is a no-op and this is plain bit equality.
@@ -50,6 +51,9 @@
 // +0 and -0 are both 0 (distance 0), the two smallest subnormals of opposite
 // sign are 2 apart, and the largest finite value is 1 from Inf. A NaN has no
 // place on the lattice: the distance is then ULPNaN (the largest uint64).
+// ULPDistance rounds both values to the format first, a no-op for values
+// already in it. On the f64 lattice, float32 inputs that are adjacent in
+// f32 are 2^29 apart.
 //
 // # Rel-RMS
 //
@@ -58,6 +62,7 @@
 //	sqrt( Σ (a_i - b_i)² / Σ b_i² )
 //
 // summed in float64. If the reference is all zeros it is 0 when ours is all
-// zeros too and +Inf otherwise. It is symmetric in neither argument: the
-// reference is always the denominator.
+// zeros too and +Inf otherwise. It is not symmetric: the reference is
+// always the denominator. RelRMS over slices skips pairs that are both NaN
+// or both the same infinity and is +Inf if any other pair is not finite.
 package precision

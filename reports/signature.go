@@ -1,0 +1,144 @@
+package reports
+
+import "fmt"
+
+// Signature is the kind of fault a failing boundary's error looks like.
+type Signature uint8
+
+// The signatures, in the order Diagnose tests for them after NoSignature.
+const (
+	NoSignature Signature = iota // the pair agrees to within CleanRelRMS
+	Numerics                     // NaN/Inf where the other side is finite, f16 range, isolated outliers, or random error
+	Topology                     // values in the wrong places: permuted rows, transposed grids, row blocks
+	Magnitude                    // per-channel scale off, means matched or moved only with the scale
+	Bias                         // per-channel mean off, scale matched
+	Activation                   // both off, or a smooth non-linear function of the reference
+)
+
+func (s Signature) String() string {
+	switch s {
+	case NoSignature:
+		return "none"
+	case Numerics:
+		return "numerics"
+	case Topology:
+		return "topology"
+	case Magnitude:
+		return "magnitude"
+	case Bias:
+		return "bias"
+	case Activation:
+		return "activation"
+	}
+	return fmt.Sprintf("Signature(%d)", uint8(s))
+}
+
+// The thresholds Diagnose uses; the package doc explains each.
+const (
+	CleanRelRMS       = 1.0 / 256 // bf16's machine epsilon, 2^-8
+	F16Max            = 65504     // largest finite binary16
+	F16RangeShare     = 0.5       // share of error at f16-range mismatches that means numerics
+	OutlierFraction   = 0.001     // the "top" elements for TopErrorShare
+	OutlierShare      = 0.5       // TopErrorShare at or above which error is outliers...
+	OutlierRowsFrac   = 0.5       // ...if they spread over at least this fraction of distinct rows
+	MultisetTol       = 1.0 / 256 // value match tolerance, in units of the channel's reference RMS
+	TopologyMultiset  = 0.95      // MultisetMatch at or above which values are all there...
+	TopologyGain      = 0.25      // ...and this much more than PositionMatch: they moved
+	RowConcentration  = 0.5       // RowFraction90 at or below which error is in row blocks
+	MinStructureRows  = 8         // fewer rows than this say nothing about row blocks
+	SmoothExplainedOK = 0.8       // error this much a function of the reference value is systematic
+	AffineExplainedOK = 0.9       // ...and this much per-channel affine is scale and/or shift
+	DominantShare     = 0.9       // share of the affine error one component needs to name it alone
+	maxBins           = 16        // SmoothExplained's bins per channel at most
+	rowsPerBin        = 32        // and at least this many rows in each
+)
+
+// Evidence holds the numbers Diagnose decided from; the package doc defines
+// each one.
+type Evidence struct {
+	RelRMS float64 // over finite pairs
+	Rows   int
+
+	OursNaN, OursInf, RefNaN, RefInf int
+	NonFiniteMismatch                int // positions where the sides' classes (finite, NaN, +Inf, -Inf) differ
+
+	F16RangeMismatch int     // finite positions where exactly one side is beyond ±F16Max
+	F16RangeShare    float64 // their share of Σdiff²
+
+	TopErrorShare float64 // share of Σdiff² in the largest OutlierFraction of |diff|
+	TopErrorCount int     // how many of those elements differ at all
+	TopErrorRows  int     // distinct rows they lie in
+
+	MultisetMatch float64 // fraction of finite pairs matched by per-channel sorted order
+	PositionMatch float64 // fraction of finite pairs matching in place
+	RowFraction90 float64 // fraction of rows holding 90% of Σdiff²
+
+	StdRatio  Range   // ours std / ref std, over channels with ref std > 0
+	MeanShift float64 // largest |Δmean| / ref std over channels
+	Slope     Range   // per-channel least-squares slope of ours on ref
+
+	SmoothExplained float64 // share of Σdiff² explained by a per-channel function of ref (binned)
+	AffineExplained float64 // share of Σdiff² explained by a per-channel affine map of ref
+	ScaleShare      float64 // scale energy / (scale + unexplained mean shift)
+	MeanShare       float64 // mean-shift energy / (scale + mean shift)
+}
+
+// Diagnosis is a signature with the evidence for it.
+type Diagnosis struct {
+	Signature Signature
+	Reason    string // one line naming the rule that fired and its numbers
+	Evidence  Evidence
+}
+
+// Diagnose reads the signature of the error between ours and ref, both
+// rows × channels (channels is the last dimension). It needs whole tensors:
+// the topology tests sort each channel.
+func Diagnose(ours, ref []float32, channels int) (Diagnosis, error) {
+	switch {
+	case len(ours) != len(ref):
+		return Diagnosis{}, fmt.Errorf("reports: diagnose %d values against %d reference values", len(ours), len(ref))
+	case channels <= 0:
+		return Diagnosis{}, fmt.Errorf("reports: diagnose with %d channels, want > 0", channels)
+	case len(ref)%channels != 0:
+		return Diagnosis{}, fmt.Errorf("reports: diagnose %d values, not whole rows of %d channels", len(ref), channels)
+	}
+	ev := measure(ours, ref, channels)
+	sig, reason := decide(ev)
+	return Diagnosis{Signature: sig, Reason: reason, Evidence: ev}, nil
+}
+
+// decide applies the rules in order; the first that holds names the
+// signature.
+func decide(e Evidence) (Signature, string) {
+	switch {
+	case e.NonFiniteMismatch > 0:
+		return Numerics, fmt.Sprintf("%d positions are NaN/Inf on one side only (ours %d NaN %d Inf, ref %d NaN %d Inf)",
+			e.NonFiniteMismatch, e.OursNaN, e.OursInf, e.RefNaN, e.RefInf)
+	case e.RelRMS <= CleanRelRMS:
+		return NoSignature, fmt.Sprintf("rel-RMS %.3g is within %.3g", e.RelRMS, CleanRelRMS)
+	case e.F16RangeMismatch > 0 && e.F16RangeShare >= F16RangeShare:
+		return Numerics, fmt.Sprintf("%d values cross the f16 range ±%d on one side only and carry %.0f%% of the error",
+			e.F16RangeMismatch, F16Max, 100*e.F16RangeShare)
+	case e.TopErrorShare >= OutlierShare && float64(e.TopErrorRows) >= OutlierRowsFrac*float64(min(e.TopErrorCount, e.Rows)):
+		return Numerics, fmt.Sprintf("isolated outliers: the largest %d errors (%d rows) carry %.0f%% of the error",
+			e.TopErrorCount, e.TopErrorRows, 100*e.TopErrorShare)
+	case e.MultisetMatch >= TopologyMultiset && e.MultisetMatch-e.PositionMatch >= TopologyGain:
+		return Topology, fmt.Sprintf("%.0f%% of values match per channel as multisets but only %.0f%% in place: values moved",
+			100*e.MultisetMatch, 100*e.PositionMatch)
+	case e.Rows >= MinStructureRows && e.RowFraction90 <= RowConcentration:
+		return Topology, fmt.Sprintf("%.0f%% of rows hold 90%% of the error: row blocks", 100*e.RowFraction90)
+	case e.SmoothExplained < SmoothExplainedOK:
+		return Numerics, fmt.Sprintf("error is random: a function of the reference value explains only %.0f%%", 100*e.SmoothExplained)
+	case e.AffineExplained < AffineExplainedOK:
+		return Activation, fmt.Sprintf("error is a non-linear function of the reference value (%.0f%% explained, %.0f%% of it affine)",
+			100*e.SmoothExplained, 100*e.AffineExplained)
+	case e.ScaleShare >= DominantShare:
+		return Magnitude, fmt.Sprintf("per-channel scale off (std ratio %.3g..%.3g, slope %.3g..%.3g); means match or follow the scale",
+			e.StdRatio.Min, e.StdRatio.Max, e.Slope.Min, e.Slope.Max)
+	case e.MeanShare >= DominantShare:
+		return Bias, fmt.Sprintf("per-channel means off by up to %.3g std with std ratio %.3g..%.3g",
+			e.MeanShift, e.StdRatio.Min, e.StdRatio.Max)
+	}
+	return Activation, fmt.Sprintf("per-channel scale and mean both off (std ratio %.3g..%.3g, mean shift up to %.3g std)",
+		e.StdRatio.Min, e.StdRatio.Max, e.MeanShift)
+}
