@@ -27,6 +27,10 @@ func RoundBF16(x float32) float32 { return BF16ToF32(BF16Bits(x)) }
 // same slice. It panics if dst is shorter than src.
 func RoundSliceBF16(dst, src []float32) {
 	dst = dst[:len(src)]
+	parallel(len(src), func(lo, hi int) { roundBF16(dst[lo:hi], src[lo:hi]) })
+}
+
+func roundBF16(dst, src []float32) {
 	for i, x := range src {
 		u := math.Float32bits(x)
 		if u&0x7FFFFFFF > 0x7F800000 {
@@ -41,6 +45,10 @@ func RoundSliceBF16(dst, src []float32) {
 // is shorter than src.
 func BF16ToF32Slice(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	parallel(len(src), func(lo, hi int) { bf16ToF32(dst[lo:hi], src[lo:hi]) })
+}
+
+func bf16ToF32(dst []float32, src []uint16) {
 	i := 0
 	// Four at a time with capped subslices: one bounds check per group,
 	// about 1.5x the simple loop (BenchmarkBF16ToF32).

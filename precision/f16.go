@@ -73,6 +73,10 @@ func RoundSliceF16(dst, src []float32) {
 // is shorter than src.
 func F16ToF32Slice(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
+	parallel(len(src), func(lo, hi int) { f16ToF32(dst[lo:hi], src[lo:hi]) })
+}
+
+func f16ToF32(dst []float32, src []uint16) {
 	for i, h := range src {
 		// Normal values, nearly all of real data, in one predictable branch:
 		// rebias the exponent in place (the mantissa shifts with it).

@@ -1,0 +1,32 @@
+package precision
+
+import (
+	"runtime"
+	"sync"
+)
+
+// parallelMin is the slice length below which splitting across cores costs
+// more than it saves (goroutine start-up is a few microseconds).
+const parallelMin = 1 << 18
+
+// parallel runs fn over [0, n) in contiguous pieces, one per core when n is
+// large, inline otherwise. Pieces are multiples of 64 elements so that no
+// two goroutines write the same cache line.
+func parallel(n int, fn func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if n < parallelMin || workers == 1 {
+		fn(0, n)
+		return
+	}
+	piece := (n/workers + 63) &^ 63
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += piece {
+		hi := min(lo+piece, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
