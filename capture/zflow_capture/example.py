@@ -20,6 +20,24 @@ discovery must find):
 - sampler: flow-matching Euler over sigmas [1.0, 0.75, 0.4, 0.0],
   x <- x + (sigma[i+1] - sigma[i]) * v, computed in f32 (sigmas are f32) and
   rounded to the model dtype.
+
+Planted faults (`build(fault=...)`, `capture(fault=...)`), each one change that
+a port might make, everything else (weights from the same seed, inputs, module
+paths, ports) unchanged; capture/examples/planted_faults.py writes them to
+fixtures/faults/, whose README.md says where each shows first:
+
+- "swap_shift_scale": the blocks read their 6 modulation chunks as scale, shift,
+  gate (twice) instead of shift, scale, gate;
+- "wrong_activation": the MLP uses SiLU instead of GELU-tanh;
+  "wrong_activation_erf": the exact (erf) GELU instead of GELU-tanh;
+- "transposed_unpatchify": the model output's image tokens are reordered as if
+  the (rows, columns) grid were (columns, rows);
+- "no_norm_offset": every modulation computes norm(x) * scale + shift, without
+  the 1 + (blocks and final norm);
+- "f16_overflow": the MLP's first linear runs as a float16 GEMM (f16 inputs and
+  weights, f32 accumulation, f16 result) with alpha = 2^15, unscaled after in
+  f32: neutral in exact arithmetic, but products beyond 65504 / 2^15 = 1.999 in
+  magnitude become +-Inf (and GELU(-Inf) = NaN); the rest carries f16 rounding.
 """
 
 import math
@@ -27,6 +45,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from .capture import Capture
 
@@ -34,6 +53,22 @@ SIGMAS = [1.0, 0.75, 0.4, 0.0]
 HIDDEN, HEADS, GRID, IN_CHANNELS = 32, 2, (3, 4), 16  # GRID: image rows x columns
 TEXT_LEN, TEXT_DIM, FREQ_DIM = 4, 24, 64
 AXES = (8, 8)  # RoPE channels per position axis (row, column); sum = head dim
+FAULTS = (None, "swap_shift_scale", "wrong_activation", "wrong_activation_erf",
+          "transposed_unpatchify", "no_norm_offset", "f16_overflow")
+F16_ALPHA = 2.0 ** 15  # the "f16_overflow" GEMM's scale: |x W^T| > 65504 / 2^15 overflows
+
+
+def check_fault(fault):
+    if fault not in FAULTS:
+        raise ValueError(f"fault {fault!r}: need one of {', '.join(map(repr, FAULTS))}")
+    return fault
+
+
+def modulate(x, shift, scale, fault=None):
+    """norm(x) * (1 + scale) + shift; the "no_norm_offset" fault drops the 1 +."""
+    if fault == "no_norm_offset":
+        return x * scale + shift
+    return x * (1 + scale) + shift
 
 
 @dataclass
@@ -129,11 +164,31 @@ class Attention(nn.Module):
         return self.to_out(out)
 
 
+class F16Linear(nn.Linear):
+    """The "f16_overflow" fault: a float16 GEMM with alpha = F16_ALPHA (f16 inputs
+    and weights, products summed in f32, the result rounded to f16, where values
+    beyond 65504 become +-Inf), then divided by alpha and the bias added in f32.
+    Emulated on the host, whose torch may lack f16 matmul; same parameters as
+    nn.Linear."""
+
+    def forward(self, x):
+        def f16(t):
+            return t.to(torch.float16).to(torch.float32)
+
+        y = f16(F16_ALPHA * (f16(x.float()) @ f16(self.weight.float()).t()))
+        return (y / F16_ALPHA + self.bias.float()).to(x.dtype)
+
+
 class FeedForward(nn.Module):
-    def __init__(self, dim, mult=4):
+    def __init__(self, dim, mult=4, fault=None):
         super().__init__()
-        self.proj_in = nn.Linear(dim, dim * mult)
-        self.act = nn.GELU(approximate="tanh")
+        self.proj_in = (F16Linear if fault == "f16_overflow" else nn.Linear)(dim, dim * mult)
+        if fault == "wrong_activation":
+            self.act = nn.SiLU()
+        elif fault == "wrong_activation_erf":
+            self.act = nn.GELU()
+        else:
+            self.act = nn.GELU(approximate="tanh")
         self.proj_out = nn.Linear(dim * mult, dim)
 
     def forward(self, x):
@@ -141,46 +196,61 @@ class FeedForward(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, dim, heads):
+    def __init__(self, dim, heads, fault=None):
         super().__init__()
+        self.fault = fault
         self.modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
         self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(dim, heads)
         self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.ff = FeedForward(dim)
+        self.ff = FeedForward(dim, fault=fault)
 
     def forward(self, hidden_states, temb, rotary_emb):
-        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.modulation(temb)[:, None].chunk(6, dim=-1)
+        chunks = self.modulation(temb)[:, None].chunk(6, dim=-1)
+        if self.fault == "swap_shift_scale":
+            scale_msa, shift_msa, gate_msa, scale_mlp, shift_mlp, gate_mlp = chunks
+        else:
+            shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = chunks
         x = hidden_states
-        h = self.norm1(x) * (1 + scale_msa) + shift_msa
+        h = modulate(self.norm1(x), shift_msa, scale_msa, self.fault)
         x = x + gate_msa * self.attn(h, rotary_emb=rotary_emb)
-        h = self.norm2(x) * (1 + scale_mlp) + shift_mlp
+        h = modulate(self.norm2(x), shift_mlp, scale_mlp, self.fault)
         return x + gate_mlp * self.ff(h)
 
 
 class AdaNormOut(nn.Module):
-    def __init__(self, dim):
+    def __init__(self, dim, fault=None):
         super().__init__()
+        self.fault = fault
         self.act = nn.SiLU()
         self.linear = nn.Linear(dim, 2 * dim)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
 
     def forward(self, x, temb):
         scale, shift = self.linear(self.act(temb))[:, None].chunk(2, dim=-1)
-        return self.norm(x) * (1 + scale) + shift
+        return modulate(self.norm(x), shift, scale, self.fault)
+
+
+def transpose_grid(tokens, grid):
+    """[B, rows*cols, C] row-major tokens read as if the grid were (cols, rows):
+    output token (r, c) is input token c * rows + r (the "transposed_unpatchify" fault)."""
+    rows, cols = grid
+    b, n, ch = tokens.shape
+    return tokens.reshape(b, cols, rows, ch).transpose(1, 2).reshape(b, n, ch)
 
 
 class TinyDiT(nn.Module):
-    def __init__(self, dim=HIDDEN, heads=HEADS, depth=2):
+    def __init__(self, dim=HIDDEN, heads=HEADS, depth=2, fault=None):
         super().__init__()
+        self.fault = check_fault(fault)
         self.grid = GRID
         self.x_embedder = nn.Linear(IN_CHANNELS, dim)
         self.context_embedder = nn.Linear(TEXT_DIM, dim)
         self.time_proj = Timesteps()
         self.time_embed = TimestepEmbedding(FREQ_DIM, dim)
         self.pos_embed = RotaryEmbedding()
-        self.blocks = nn.ModuleList(DiTBlock(dim, heads) for _ in range(depth))
-        self.norm_out = AdaNormOut(dim)
+        self.blocks = nn.ModuleList(DiTBlock(dim, heads, fault) for _ in range(depth))
+        self.norm_out = AdaNormOut(dim, fault)
         self.proj_out = nn.Linear(dim, IN_CHANNELS)
 
     def forward(self, hidden_states, encoder_hidden_states, timestep, return_dict=True):
@@ -192,6 +262,8 @@ class TinyDiT(nn.Module):
         for block in self.blocks:
             x = block(x, temb=temb, rotary_emb=rope)
         out = self.proj_out(self.norm_out(x[:, txt.shape[1]:], temb))
+        if self.fault == "transposed_unpatchify":
+            out = transpose_grid(out, self.grid)
         return DiTOutput(sample=out) if return_dict else (out,)
 
 
@@ -208,10 +280,11 @@ def randomize(model, generator):
                 p.copy_(torch.randn(p.shape, generator=generator) / math.sqrt(p.shape[1]))
 
 
-def build(seed=0, dtype=torch.float32, device="cpu"):
-    """The model and its inputs (noise, encoder_hidden_states), seeded."""
+def build(seed=0, dtype=torch.float32, device="cpu", fault=None):
+    """The model and its inputs (noise, encoder_hidden_states), seeded; a fault
+    changes the computation only, never the weights or the inputs."""
     g = torch.Generator().manual_seed(seed)
-    model = TinyDiT()
+    model = TinyDiT(fault=fault)
     randomize(model, g)
     noise = torch.randn(1, GRID[0] * GRID[1], IN_CHANNELS, generator=g)
     text = torch.randn(1, TEXT_LEN, TEXT_DIM, generator=g)
@@ -219,15 +292,21 @@ def build(seed=0, dtype=torch.float32, device="cpu"):
 
 
 @torch.no_grad()
-def capture(path, dtype=torch.float32, device="cpu", seed=0, **options):
-    """Run the 3-step Euler sampler under a Capture; returns the capture's summary."""
-    model, x, text = build(seed, dtype, device)
-    sigmas = torch.tensor(SIGMAS, dtype=torch.float32)
+def capture(path, dtype=torch.float32, device="cpu", seed=0, fault=None, n_steps=None, **options):
+    """Run the 3-step Euler sampler under a Capture; returns the capture's summary.
+
+    fault: one of FAULTS (None: the reference). n_steps: run only the first
+    n_steps Euler steps (input/sigmas then holds the n_steps + 1 used)."""
+    model, x, text = build(seed, dtype, device, fault)
+    n = len(SIGMAS) - 1 if n_steps is None else int(n_steps)
+    if not 1 <= n <= len(SIGMAS) - 1:
+        raise ValueError(f"n_steps {n_steps!r}: need 1..{len(SIGMAS) - 1}")
+    sigmas = torch.tensor(SIGMAS[:n + 1], dtype=torch.float32)
     with Capture(model, name="transformer", path=path, **options) as cap:
         cap.input("noise", x)
         cap.input("encoder_hidden_states", text)
         cap.input("sigmas", sigmas)
-        for i in range(len(SIGMAS) - 1):
+        for i in range(n):
             timestep = sigmas[i:i + 1].to(device, dtype)
             with cap.step(i):
                 v = model(hidden_states=x, encoder_hidden_states=text, timestep=timestep, return_dict=False)[0]

@@ -1,0 +1,411 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"zflow/semantics"
+)
+
+// Factor is one unknown and the values to try.
+type Factor struct {
+	Name   string // canonical name (FACTORS.md)
+	Scope  string // the blocks or roles it covers
+	Values []any
+	Stage  int // stages run in ascending order; factors of one stage interact
+}
+
+// Assignment gives every factor a value.
+type Assignment map[string]any
+
+// clone copies a; the values themselves are immutable by convention.
+func (a Assignment) clone() Assignment {
+	out := make(Assignment, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	return out
+}
+
+// key is a canonical encoding of a, for memoisation.
+func (a Assignment) key() string {
+	names := make([]string, 0, len(a))
+	for k := range a {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&sb, "%s=%v;", k, a[k])
+	}
+	return sb.String()
+}
+
+// Score is one evaluation at a factor's boundary. Lower Err is better;
+// TieBreak decides between equal Errs (rel-RMS when Err is 1 − exact).
+type Score struct {
+	Err      float64
+	TieBreak float64
+	Boundary string // "<scope>/<module>/<port>" the score was taken at
+	Metric   string // "rel_rms" or "exact_fraction"
+}
+
+func (s Score) less(t Score) bool {
+	if s.Err != t.Err {
+		return s.Err < t.Err
+	}
+	return s.TieBreak < t.TieBreak
+}
+
+// Metric names.
+const (
+	MetricRelRMS = "rel_rms"        // Err is rel-RMS
+	MetricExact  = "exact_fraction" // Err is 1 − fraction bit-exact
+)
+
+// Objective scores an assignment at the boundary where factor is first
+// observable.
+type Objective interface {
+	Score(ctx context.Context, factor string, a Assignment) (Score, error)
+}
+
+// ObjectiveFunc adapts a function to Objective.
+type ObjectiveFunc func(ctx context.Context, factor string, a Assignment) (Score, error)
+
+// Score calls f.
+func (f ObjectiveFunc) Score(ctx context.Context, factor string, a Assignment) (Score, error) {
+	return f(ctx, factor, a)
+}
+
+// Options tune the search; the zero value takes the documented defaults.
+type Options struct {
+	// DecisiveMargin: a winner is decisive when runner-up error / winner
+	// error is at least this. Default 2.
+	DecisiveMargin float64
+	// Unexplained: a rel-RMS winner whose error is above this reproduces
+	// nothing; the factor is undetermined. Default 0.5 (rel-RMS of 50%).
+	// Precision factors (MetricExact) are never undetermined this way: a
+	// GEMM may be far from bit-exact under every plan.
+	Unexplained float64
+	// MaxJoint: stages with at most this many combinations are searched
+	// exhaustively. Default 64.
+	MaxJoint int
+	// MaxRounds bounds coordinate descent per stage. Default 8.
+	MaxRounds int
+	// Progress, when set, is told what is being scored.
+	Progress func(stage int, done, total int)
+}
+
+func (o Options) withDefaults() Options {
+	if o.DecisiveMargin == 0 {
+		o.DecisiveMargin = 2
+	}
+	if o.Unexplained == 0 {
+		o.Unexplained = 0.5
+	}
+	if o.MaxJoint == 0 {
+		o.MaxJoint = 64
+	}
+	if o.MaxRounds == 0 {
+		o.MaxRounds = 8
+	}
+	return o
+}
+
+// Result is what a search found.
+type Result struct {
+	Assignment   Assignment
+	Factors      []semantics.Factor // in the order the factors were given
+	Undetermined []semantics.Undetermined
+	Evaluations  int // objective calls (cache misses)
+	Lookups      int // scores asked for, cached or not
+}
+
+// ErrNoCandidates: a factor was given without values.
+var ErrNoCandidates = errors.New("search: factor has no candidate values")
+
+// Run searches factors, starting from start (a factor missing from start
+// starts at its first value).
+func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment, o Options) (*Result, error) {
+	o = o.withDefaults()
+	s := &searcher{obj: obj, opts: o, cache: map[string]Score{}}
+	a := start.clone()
+	if a == nil {
+		a = Assignment{}
+	}
+	for _, f := range factors {
+		if len(f.Values) == 0 {
+			return nil, fmt.Errorf("%w: %s", ErrNoCandidates, f.Name)
+		}
+		if _, ok := a[f.Name]; !ok {
+			a[f.Name] = f.Values[0]
+		}
+	}
+	stages := map[int][]Factor{}
+	for _, f := range factors {
+		stages[f.Stage] = append(stages[f.Stage], f)
+	}
+	order := make([]int, 0, len(stages))
+	for st := range stages {
+		order = append(order, st)
+	}
+	slices.Sort(order)
+	res := &Result{}
+	found := map[string]semantics.Factor{}
+	var undetermined []semantics.Undetermined
+	for _, st := range order {
+		fs := stages[st]
+		var err error
+		if combos(fs) <= o.MaxJoint {
+			a, err = s.joint(ctx, st, fs, a)
+		} else {
+			a, err = s.descend(ctx, st, fs, a)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			sf, und, err := s.report(ctx, f, fs, a)
+			if err != nil {
+				return nil, err
+			}
+			found[f.Name] = sf
+			if und != nil {
+				undetermined = append(undetermined, *und)
+			}
+		}
+	}
+	for _, f := range factors {
+		res.Factors = append(res.Factors, found[f.Name])
+	}
+	res.Assignment, res.Undetermined = a, undetermined
+	res.Evaluations, res.Lookups = s.evals, s.lookups
+	return res, nil
+}
+
+type searcher struct {
+	obj     Objective
+	opts    Options
+	cache   map[string]Score
+	evals   int
+	lookups int
+}
+
+func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Score, error) {
+	s.lookups++
+	k := factor + "|" + a.key()
+	if sc, ok := s.cache[k]; ok {
+		return sc, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Score{}, err
+	}
+	sc, err := s.obj.Score(ctx, factor, a)
+	if err != nil {
+		return Score{}, fmt.Errorf("scoring %s = %v: %w", factor, a[factor], err)
+	}
+	if math.IsNaN(sc.Err) {
+		sc.Err = math.Inf(1) // a candidate that produces NaN explains nothing
+	}
+	s.evals++
+	s.cache[k] = sc
+	return sc, nil
+}
+
+// total is the stage's error under a: the sum over its factors.
+func (s *searcher) total(ctx context.Context, fs []Factor, a Assignment) (Score, error) {
+	var t Score
+	for _, f := range fs {
+		sc, err := s.score(ctx, f.Name, a)
+		if err != nil {
+			return Score{}, err
+		}
+		t.Err += sc.Err
+		t.TieBreak += sc.TieBreak
+	}
+	return t, nil
+}
+
+func combos(fs []Factor) int {
+	n := 1
+	for _, f := range fs {
+		n *= len(f.Values)
+		if n > 1<<20 {
+			return n
+		}
+	}
+	return n
+}
+
+// each calls fn with every combination of the stage's values over base.
+func each(fs []Factor, base Assignment, fn func(Assignment) error) error {
+	idx := make([]int, len(fs))
+	for {
+		a := base.clone()
+		for i, f := range fs {
+			a[f.Name] = f.Values[idx[i]]
+		}
+		if err := fn(a); err != nil {
+			return err
+		}
+		i := 0
+		for ; i < len(fs); i++ {
+			idx[i]++
+			if idx[i] < len(fs[i].Values) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i == len(fs) {
+			return nil
+		}
+	}
+}
+
+// joint tries every combination of the stage's factors.
+func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignment) (Assignment, error) {
+	best, bestScore := a, Score{Err: math.Inf(1)}
+	n, done := combos(fs), 0
+	err := each(fs, a, func(c Assignment) error {
+		t, err := s.total(ctx, fs, c)
+		if err != nil {
+			return err
+		}
+		if t.less(bestScore) {
+			best, bestScore = c, t
+		}
+		done++
+		if s.opts.Progress != nil {
+			s.opts.Progress(stage, done, n)
+		}
+		return nil
+	})
+	return best, err
+}
+
+// descend changes one factor at a time to its best value until no single
+// change improves the stage's total.
+func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assignment) (Assignment, error) {
+	cur, err := s.total(ctx, fs, a)
+	if err != nil {
+		return nil, err
+	}
+	for round := 0; round < s.opts.MaxRounds; round++ {
+		changed := false
+		for i, f := range fs {
+			for _, v := range f.Values {
+				c := a.clone()
+				c[f.Name] = v
+				t, err := s.total(ctx, fs, c)
+				if err != nil {
+					return nil, err
+				}
+				if t.less(cur) {
+					a, cur, changed = c, t, true
+				}
+			}
+			if s.opts.Progress != nil {
+				s.opts.Progress(stage, round*len(fs)+i+1, s.opts.MaxRounds*len(fs))
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return a, nil
+}
+
+// report scores every candidate of f (holding f at the candidate, the rest
+// of the stage at its best for it when the stage was searched jointly, at
+// the final assignment otherwise) and decides margin and decisiveness.
+func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignment) (semantics.Factor, *semantics.Undetermined, error) {
+	others := make([]Factor, 0, len(fs)-1)
+	for _, g := range fs {
+		if g.Name != f.Name {
+			others = append(others, g)
+		}
+	}
+	jointly := combos(fs) <= s.opts.MaxJoint
+	scores := make([]Score, len(f.Values))
+	for i, v := range f.Values {
+		base := a.clone()
+		base[f.Name] = v
+		best := Score{Err: math.Inf(1)}
+		try := func(c Assignment) error {
+			sc, err := s.score(ctx, f.Name, c)
+			if err == nil && sc.less(best) {
+				best = sc
+			}
+			return err
+		}
+		var err error
+		if jointly && len(others) > 0 {
+			err = each(others, base, try)
+		} else {
+			err = try(base)
+		}
+		if err != nil {
+			return semantics.Factor{}, nil, err
+		}
+		scores[i] = best
+	}
+	win := 0
+	for i := range scores {
+		if scores[i].less(scores[win]) {
+			win = i
+		}
+	}
+	out := semantics.Factor{
+		Name: f.Name, Scope: f.Scope, Value: f.Values[win],
+		Evidence: semantics.Evidence{Boundary: scores[win].Boundary, Metric: scores[win].Metric},
+	}
+	runnerUp := math.Inf(1)
+	for i, sc := range scores {
+		out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(sc.Err)})
+		if i != win {
+			runnerUp = min(runnerUp, sc.Err)
+		}
+	}
+	out.Margin = 1 // a lone candidate is declared, not decided
+	if len(scores) > 1 {
+		out.Margin = semantics.Margin(margin(scores[win].Err, runnerUp))
+	}
+	out.Decisive = float64(out.Margin) >= s.opts.DecisiveMargin
+	if scores[win].Metric != MetricExact && scores[win].Err > s.opts.Unexplained {
+		out.Decisive = false
+		return out, &semantics.Undetermined{Name: f.Name, Scope: f.Scope, Reason: fmt.Sprintf(
+			"no candidate reproduces %s: the best, %v, has %s %.3g", scores[win].Boundary, f.Values[win], scores[win].Metric, scores[win].Err)}, nil
+	}
+	if !out.Decisive {
+		out.Evidence.Note = fmt.Sprintf("margin %.3g below %.3g: the trace does not tell the candidates apart", float64(out.Margin), s.opts.DecisiveMargin)
+	}
+	return out, nil, nil
+}
+
+// margin is runnerUp / winner: +Inf for an exact winner beaten by anyone,
+// 1 when both are exact or there is no runner-up.
+func margin(winner, runnerUp float64) float64 {
+	switch {
+	case math.IsInf(runnerUp, 1) && math.IsInf(winner, 1):
+		return 1
+	case winner == 0 && runnerUp == 0:
+		return 1
+	case winner == 0:
+		return math.Inf(1)
+	}
+	return runnerUp / winner
+}
+
+// finite maps an infinite score (a candidate that gave NaN or failed to
+// fit) to the largest float, since JSON has no Inf.
+func finite(x float64) float64 {
+	if math.IsInf(x, 1) {
+		return math.MaxFloat64
+	}
+	return x
+}

@@ -1,0 +1,192 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+)
+
+// table is an objective defined by a function of the assignment, counting
+// calls.
+type table struct {
+	f     func(factor string, a Assignment) float64
+	calls int
+}
+
+func (t *table) Score(_ context.Context, factor string, a Assignment) (Score, error) {
+	t.calls++
+	return Score{Err: t.f(factor, a), Boundary: "s0/m/out", Metric: MetricRelRMS}, nil
+}
+
+func byName(r *Result) map[string]int {
+	m := map[string]int{}
+	for i, f := range r.Factors {
+		m[f.Name] = i
+	}
+	return m
+}
+
+func TestSingleFactorMarginAndCandidates(t *testing.T) {
+	obj := &table{f: func(_ string, a Assignment) float64 {
+		return map[any]float64{"identity": 1e-4, "tanh": 0.3, "sigmoid": 0.2}[a["gate_fn"]]
+	}}
+	r, err := Run(context.Background(), []Factor{{Name: "gate_fn", Values: []any{"tanh", "identity", "sigmoid"}}}, obj, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := r.Factors[0]
+	if f.Value != "identity" || !f.Decisive {
+		t.Fatalf("got %v decisive=%v", f.Value, f.Decisive)
+	}
+	if got, want := float64(f.Margin), 0.2/1e-4; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("margin %v, want %v", got, want)
+	}
+	if len(f.Candidates) != 3 || f.Candidates[0].Score != 0.3 {
+		t.Errorf("candidates %+v", f.Candidates)
+	}
+	if r.Evaluations != 3 {
+		t.Errorf("%d evaluations, want 3 (one per candidate, the rest cached)", r.Evaluations)
+	}
+}
+
+// TestInteractingFactorsJoint: two factors where only the right pair fits
+// and each alone looks no better (a coordinate descent from the wrong
+// corner would stop there); the joint search finds the pair.
+func TestInteractingFactorsJoint(t *testing.T) {
+	f := func(_ string, a Assignment) float64 {
+		switch {
+		case a["order"] == "scale,shift" && a["plus_one"] == true:
+			return 1e-6
+		case a["order"] == "shift,scale" && a["plus_one"] == false:
+			return 0.5 // the start: a local minimum for single changes
+		}
+		return 0.9
+	}
+	factors := []Factor{
+		{Name: "order", Values: []any{"shift,scale", "scale,shift"}},
+		{Name: "plus_one", Values: []any{false, true}},
+	}
+	r, err := Run(context.Background(), factors, &table{f: f}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := byName(r)
+	if r.Factors[i["order"]].Value != "scale,shift" || r.Factors[i["plus_one"]].Value != true {
+		t.Fatalf("joint search missed the pair: %+v", r.Assignment)
+	}
+	// Each factor's runner-up is scored with the other at its best for it.
+	if m := float64(r.Factors[i["order"]].Margin); math.Abs(m-0.5/1e-6) > 1 {
+		t.Errorf("order margin %v", m)
+	}
+	// Forced to coordinate descent, the same start gets stuck: the search
+	// reports what it reached, and the margin says it is not decisive.
+	r2, err := Run(context.Background(), factors, &table{f: f}, nil, Options{MaxJoint: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Assignment["order"] != "shift,scale" {
+		t.Fatalf("coordinate descent should stop at the local minimum, got %v", r2.Assignment)
+	}
+}
+
+func TestCoordinateDescentSeparable(t *testing.T) {
+	// Three independent factors with 5 values each (125 combinations, above
+	// MaxJoint): descent finds each optimum in one round.
+	want := map[string]any{"a": 3, "b": 0, "c": 4}
+	f := func(_ string, a Assignment) float64 {
+		e := 1e-6
+		for k, v := range want {
+			if a[k] != v {
+				e += 0.1
+			}
+		}
+		return e
+	}
+	var factors []Factor
+	for _, n := range []string{"a", "b", "c"} {
+		factors = append(factors, Factor{Name: n, Values: []any{0, 1, 2, 3, 4}})
+	}
+	obj := &table{f: f}
+	r, err := Run(context.Background(), factors, obj, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if r.Assignment[k] != v {
+			t.Errorf("%s = %v, want %v", k, r.Assignment[k], v)
+		}
+	}
+	if obj.calls >= 125*3 {
+		t.Errorf("%d calls: descent should not enumerate", obj.calls)
+	}
+}
+
+func TestNotDecisiveAndUndetermined(t *testing.T) {
+	factors := []Factor{
+		{Name: "flat", Values: []any{"x", "y"}, Stage: 0},
+		{Name: "bad", Values: []any{"p", "q"}, Stage: 1},
+		{Name: "lone", Values: []any{"only"}, Stage: 2},
+	}
+	f := func(factor string, a Assignment) float64 {
+		switch factor {
+		case "flat":
+			return 0.01 // both candidates equal: the trace cannot tell
+		case "bad":
+			return map[any]float64{"p": 0.8, "q": 0.9}[a["bad"]]
+		}
+		return 0.001
+	}
+	r, err := Run(context.Background(), factors, &table{f: f}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := byName(r)
+	if fl := r.Factors[i["flat"]]; fl.Decisive || float64(fl.Margin) != 1 || fl.Evidence.Note == "" {
+		t.Errorf("flat: %+v", fl)
+	}
+	if b := r.Factors[i["bad"]]; b.Decisive {
+		t.Errorf("bad should not be decisive: %+v", b)
+	}
+	if len(r.Undetermined) != 1 || r.Undetermined[0].Name != "bad" {
+		t.Errorf("undetermined = %+v", r.Undetermined)
+	}
+	if l := r.Factors[i["lone"]]; l.Decisive {
+		t.Errorf("a lone candidate is not decided: %+v", l)
+	}
+}
+
+func TestExactWinnerAndNaN(t *testing.T) {
+	f := func(_ string, a Assignment) float64 {
+		if a["k"] == "nan" {
+			return math.NaN()
+		}
+		return map[any]float64{"exact": 0, "close": 1e-3}[a["k"]]
+	}
+	r, err := Run(context.Background(), []Factor{{Name: "k", Values: []any{"nan", "close", "exact"}}}, &table{f: f}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Factors[0]
+	if got.Value != "exact" || !math.IsInf(float64(got.Margin), 1) || !got.Decisive {
+		t.Errorf("%+v", got)
+	}
+	if got.Candidates[0].Score != math.MaxFloat64 {
+		t.Errorf("NaN candidate should score as the worst, got %v", got.Candidates[0].Score)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	if _, err := Run(context.Background(), []Factor{{Name: "empty"}}, &table{}, nil, Options{}); !errors.Is(err, ErrNoCandidates) {
+		t.Errorf("want ErrNoCandidates, got %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, []Factor{{Name: "a", Values: []any{1, 2}}}, &table{f: func(string, Assignment) float64 { return 0 }}, nil, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("want context.Canceled, got %v", err)
+	}
+	boom := ObjectiveFunc(func(context.Context, string, Assignment) (Score, error) { return Score{}, errors.New("boom") })
+	if _, err := Run(context.Background(), []Factor{{Name: "a", Values: []any{1}}}, boom, nil, Options{}); err == nil {
+		t.Error("objective error swallowed")
+	}
+}
