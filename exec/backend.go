@@ -1,0 +1,120 @@
+package exec
+
+import "zflow/precision"
+
+// Basic is the part of the vocabulary every backend must implement itself:
+// storage, movement, elementwise arithmetic, and the op classes that need a
+// kernel of their own (GEMM, reductions, attention, rotations).
+//
+// Conventions for every op:
+//   - Arithmetic is done in f32 (PyTorch's "opmath") whatever the input
+//     formats; inputs are read exactly (bf16 and f16 widen exactly).
+//   - s.Out is the storage format of the result; the result is rounded to it
+//     once, at the end, plus at each internal point s.Round names (spec.go).
+//   - A nil optional tensor (bias, γ, β, mask) means "absent".
+//   - Shapes are row-major, last axis fastest. Axis arguments may be
+//     negative (counted from the end, as in PyTorch).
+//   - Inputs are never modified; every result is a new tensor.
+//   - A backend that cannot run a request returns an error wrapping
+//     ErrUnsupported that names the op and the reason; it never approximates.
+type Basic interface {
+	// Name is the backend's short name ("cpu", "cuda", ...).
+	Name() string
+
+	// Upload copies host values into a new tensor of the given shape stored
+	// in format f; each value is rounded to f (nearest, ties to even).
+	Upload(data []float32, shape []int, f precision.Format) (Tensor, error)
+	// Download copies a tensor's values to the host, widened exactly to f32.
+	Download(t Tensor) ([]float32, error)
+	// Free releases t's storage; t must not be used afterwards. Freeing
+	// nil or a view's parent while the view lives is the caller's error.
+	Free(t Tensor)
+
+	// Cast: y = round_f(x); no other rounding.
+	Cast(x Tensor, f precision.Format) (Tensor, error)
+	// Reshape: same values in the same order under a new shape (one -1 allowed).
+	Reshape(x Tensor, shape []int) (Tensor, error)
+	// Permute: y[i_perm[0], ..., i_perm[n-1]] = x[i_0, ..., i_n-1] (torch.permute).
+	Permute(x Tensor, perm []int) (Tensor, error)
+	// Slice: x[..., start:end, ...] along axis (0 ≤ start ≤ end ≤ dim after
+	// resolving a negative axis; indices are not negative).
+	Slice(x Tensor, axis, start, end int) (Tensor, error)
+	// Concat: torch.cat(xs, axis); all inputs must share one format, which the
+	// result keeps (no rounding).
+	Concat(xs []Tensor, axis int) (Tensor, error)
+
+	// Add: y = round(a + b), NumPy broadcasting.
+	Add(a, b Tensor, s Spec) (Tensor, error)
+	// Mul: y = round(a · b), NumPy broadcasting.
+	Mul(a, b Tensor, s Spec) (Tensor, error)
+	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants.
+	Act(x Tensor, f ActKind, s Spec) (Tensor, error)
+
+	// Linear: y = x·Wᵀ + b with W [out, in] (PyTorch), x [..., in], b [out] or
+	// nil; f32 accumulation; RoundBeforeBias rounds x·Wᵀ to s.Out before +b.
+	Linear(x, w, b Tensor, s Spec) (Tensor, error)
+	// Norm: over groups of p.Group elements of the last axis (0: the whole
+	// axis), layer: x̂ = (x−μ)/√(σ²+eps), rms: x̂ = x/√(mean x²+eps), stats
+	// rounded to f32 (doc.go); y = x̂·(γ + p.Offset) + β, γ and β of length
+	// Group (or nil).
+	// RoundNormalized rounds x̂ to s.Out before the γ multiply; RoundProduct
+	// rounds x̂·γ before +β; RoundScale rounds γ + Offset.
+	Norm(x, gamma, beta Tensor, p NormParams, s Spec) (Tensor, error)
+	// Rope: for each head of x [B, S, H·D] (H = p.Heads), the first p.RotaryDim
+	// elements: y = x·cos + rot(x)·sin, rot by p.Layout (interleaved:
+	// (a,b)→(−b,a) on adjacent pairs; half: [x1,x2]→[−x2,x1]); cos, sin are
+	// [S, RotaryDim] or [B, S, RotaryDim]; the rest of the head passes
+	// through. RoundProduct rounds x·cos and rot(x)·sin before the add.
+	Rope(x, cos, sin Tensor, p RopeParams, s Spec) (Tensor, error)
+	// Attention (SDPA): q [B, Sq, H·D], k, v [B, Sk, KV·D] (KV = p.KVHeads
+	// divides H = p.Heads; query head h reads kv head h/(H/KV)); per head
+	// y = softmax(q·kᵀ·scale + mask)·v, scale = p.Scale or 1/√D when 0;
+	// scores and softmax in f32; mask per p.Mask (explicit: a tensor that
+	// broadcasts to [B, Sq, Sk], nonzero = attend); a row with every key
+	// masked gives NaN, as PyTorch's math SDPA does. RoundScores rounds
+	// q·kᵀ·scale, RoundProbs rounds the probabilities before ·v (math SDPA),
+	// RoundWeights rounds exp(s − max) before ·v and divides by the f32 sum
+	// after (flash attention's bf16 P). Output [B, Sq, H·D], rounded once.
+	Attention(q, k, v, mask Tensor, p AttentionParams, s Spec) (Tensor, error)
+}
+
+// Extended holds the ops that are compositions of Basic ops. A backend may
+// specialise any of them (a fused kernel); one that does not embeds
+// Fallback, which composes them from Basic explicitly and honours the Spec
+// exactly (intermediates in f32 then one Cast, or rounded at each primitive
+// where s.Round asks). TimestepEmbed and RopeTable fall back to host
+// computation (Download, compute in Go, Upload): they are tiny.
+type Extended interface {
+	// Modulate: y = x·(1 + scale) + shift if p.PlusOne else x·scale + shift;
+	// shift/scale broadcast (e.g. [B, D] over x [B, S, D] via [B, 1, D]:
+	// shapes of rank rank(x)−1 are read as [B, D] and broadcast over the
+	// sequence axis). shift may be nil. RoundScale rounds 1+scale,
+	// RoundProduct rounds the product before +shift.
+	Modulate(x, shift, scale Tensor, p ModulateParams, s Spec) (Tensor, error)
+	// GatedResidual: out = x + g(gate)·y, g an ActKind used as the gate
+	// function (identity, tanh, sigmoid, ...); gate broadcasts like
+	// Modulate's scale. RoundGate rounds g(gate), RoundProduct rounds
+	// g(gate)·y before the add.
+	GatedResidual(x, y, gate Tensor, g ActKind, s Spec) (Tensor, error)
+	// GLU: y = f(gate)·value; RoundGate rounds f(gate) before the multiply.
+	GLU(gate, value Tensor, f ActKind, s Spec) (Tensor, error)
+	// Chunk: torch.chunk(x, n, axis): pieces of ceil(dim/n), the last shorter.
+	Chunk(x Tensor, n, axis int) ([]Tensor, error)
+	// Patchify: x [B, C, H, W] → [B, (H/p)·(W/p), C·p·p], features ordered
+	// (c, ph, pw) and rows (h, w) (diffusers' pack_latents).
+	Patchify(x Tensor, p PatchParams) (Tensor, error)
+	// Unpatchify: the inverse of Patchify, to [B, C, H, W].
+	Unpatchify(x Tensor, p PatchParams) (Tensor, error)
+	// TimestepEmbed: diffusers get_timestep_embedding on t [N] → [N, Dim], f32
+	// arithmetic at each step (see TimestepEmbedding), rounded to s.Out.
+	TimestepEmbed(t Tensor, p TimestepParams, s Spec) (Tensor, error)
+	// RopeTable: cos, sin [S, Σ AxesDims] from positions pos [S, len(AxesDims)]
+	// (see RopeTables for the formulas and precision), rounded to s.Out.
+	RopeTable(pos Tensor, p RopeTableParams, s Spec) (cos, sin Tensor, err error)
+}
+
+// Backend is the whole vocabulary (DESIGN.md, "The op vocabulary").
+type Backend interface {
+	Basic
+	Extended
+}

@@ -1,0 +1,67 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// func microAVX(kl int, ap, bp, c *float32, ldc int)
+//
+// c[4×16] (row stride ldc floats) += Σ_k ap[k·4+i] · bp[k·16+j], k in order;
+// each product rounded to f32 (VMULPS) before it is added (VADDPS): the
+// same arithmetic as microGo, lane by lane.
+TEXT ·microAVX(SB), NOSPLIT, $0-40
+	MOVQ kl+0(FP), CX
+	MOVQ ap+8(FP), SI
+	MOVQ bp+16(FP), DI
+	MOVQ c+24(FP), R9
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	LEAQ (R11)(R8*1), R12
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	VMOVUPS (R10), Y2
+	VMOVUPS 32(R10), Y3
+	VMOVUPS (R11), Y4
+	VMOVUPS 32(R11), Y5
+	VMOVUPS (R12), Y6
+	VMOVUPS 32(R12), Y7
+	TESTQ CX, CX
+	JEQ done
+loop:
+	VMOVUPS (DI), Y8
+	VMOVUPS 32(DI), Y9
+	VBROADCASTSS 0(SI), Y10
+	VMULPS Y8, Y10, Y11
+	VMULPS Y9, Y10, Y12
+	VADDPS Y11, Y0, Y0
+	VADDPS Y12, Y1, Y1
+	VBROADCASTSS 4(SI), Y10
+	VMULPS Y8, Y10, Y11
+	VMULPS Y9, Y10, Y12
+	VADDPS Y11, Y2, Y2
+	VADDPS Y12, Y3, Y3
+	VBROADCASTSS 8(SI), Y10
+	VMULPS Y8, Y10, Y11
+	VMULPS Y9, Y10, Y12
+	VADDPS Y11, Y4, Y4
+	VADDPS Y12, Y5, Y5
+	VBROADCASTSS 12(SI), Y10
+	VMULPS Y8, Y10, Y11
+	VMULPS Y9, Y10, Y12
+	VADDPS Y11, Y6, Y6
+	VADDPS Y12, Y7, Y7
+	ADDQ $16, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNE loop
+done:
+	VMOVUPS Y0, (R9)
+	VMOVUPS Y1, 32(R9)
+	VMOVUPS Y2, (R10)
+	VMOVUPS Y3, 32(R10)
+	VMOVUPS Y4, (R11)
+	VMOVUPS Y5, 32(R11)
+	VMOVUPS Y6, (R12)
+	VMOVUPS Y7, 32(R12)
+	VZEROUPPER
+	RET

@@ -1,0 +1,189 @@
+package cpu
+
+import (
+	"fmt"
+
+	"zflow/exec"
+)
+
+// Reshape returns a tensor sharing x's storage under a new shape.
+func (b *Backend) Reshape(x exec.Tensor, shape []int) (exec.Tensor, error) {
+	xt, err := b.get("reshape", "x", x)
+	if err != nil {
+		return nil, err
+	}
+	out, err := resolveShape(xt.shape, shape)
+	if err != nil {
+		return nil, err
+	}
+	return &Tensor{shape: out, format: xt.format, data: xt.data}, nil
+}
+
+// resolveShape fills in one -1 and checks the element count.
+func resolveShape(from, to []int) ([]int, error) {
+	out := append([]int(nil), to...)
+	n := exec.Numel(from)
+	known, infer := 1, -1
+	for i, d := range out {
+		switch {
+		case d == -1 && infer < 0:
+			infer = i
+		case d < 0:
+			return nil, fmt.Errorf("exec: reshape %v to %v: bad dimension %d", from, to, d)
+		default:
+			known *= d
+		}
+	}
+	if infer >= 0 {
+		if known == 0 || n%known != 0 {
+			return nil, fmt.Errorf("exec: reshape %v to %v: cannot infer -1", from, to)
+		}
+		out[infer] = n / known
+		known *= out[infer]
+	}
+	if known != n {
+		return nil, fmt.Errorf("exec: reshape %v (%d elements) to %v", from, n, to)
+	}
+	return out, nil
+}
+
+// strides are row-major element strides of shape.
+func strides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// Permute reorders axes: output axis i is input axis perm[i].
+func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
+	xt, err := b.get("permute", "x", x)
+	if err != nil {
+		return nil, err
+	}
+	r := len(xt.shape)
+	if len(perm) != r {
+		return nil, fmt.Errorf("exec: permute %v by %v: rank mismatch", xt.shape, perm)
+	}
+	seen := make([]bool, r)
+	p := make([]int, r)
+	outShape := make([]int, r)
+	for i, a := range perm {
+		a, err := exec.Axis(a, r)
+		if err != nil || seen[a] {
+			return nil, fmt.Errorf("exec: permute %v by %v: not a permutation", xt.shape, perm)
+		}
+		seen[a] = true
+		p[i] = a
+		outShape[i] = xt.shape[a]
+	}
+	out := newTensor(outShape, xt.format)
+	if len(out.data) == 0 {
+		return out, nil
+	}
+	in := strides(xt.shape)
+	src := make([]int, r) // input stride of each output axis
+	for i, a := range p {
+		src[i] = in[a]
+	}
+	if r == 0 {
+		copy(out.data, xt.data)
+		return out, nil
+	}
+	inner := outShape[r-1]
+	rows := len(out.data) / max(inner, 1)
+	b.parallel(rows, 256, func(lo, hi int) {
+		idx := make([]int, r-1)
+		for row := lo; row < hi; row++ {
+			rem, off := row, 0
+			for i := r - 2; i >= 0; i-- {
+				idx[i] = rem % outShape[i]
+				rem /= outShape[i]
+				off += idx[i] * src[i]
+			}
+			dst := out.data[row*inner : (row+1)*inner]
+			st := src[r-1]
+			for j := range dst {
+				dst[j] = xt.data[off+j*st]
+			}
+		}
+	})
+	return out, nil
+}
+
+// Slice copies x[..., start:end, ...] along axis.
+func (b *Backend) Slice(x exec.Tensor, axis, start, end int) (exec.Tensor, error) {
+	xt, err := b.get("slice", "x", x)
+	if err != nil {
+		return nil, err
+	}
+	ax, err := exec.Axis(axis, len(xt.shape))
+	if err != nil {
+		return nil, fmt.Errorf("slice: %w", err)
+	}
+	dim := xt.shape[ax]
+	if start < 0 || end < start || end > dim {
+		return nil, fmt.Errorf("exec: slice %v axis %d [%d:%d]: out of range", xt.shape, ax, start, end)
+	}
+	shape := append([]int(nil), xt.shape...)
+	shape[ax] = end - start
+	out := newTensor(shape, xt.format)
+	outer := exec.Numel(xt.shape[:ax])
+	inner := exec.Numel(xt.shape[ax+1:])
+	w := (end - start) * inner
+	for o := range outer {
+		copy(out.data[o*w:(o+1)*w], xt.data[(o*dim+start)*inner:(o*dim+end)*inner])
+	}
+	return out, nil
+}
+
+// Concat joins xs along axis; they must agree on format and other axes.
+func (b *Backend) Concat(xs []exec.Tensor, axis int) (exec.Tensor, error) {
+	if len(xs) == 0 {
+		return nil, fmt.Errorf("exec: concat: no tensors")
+	}
+	ts := make([]*Tensor, len(xs))
+	for i, x := range xs {
+		t, err := b.get("concat", fmt.Sprintf("input %d", i), x)
+		if err != nil {
+			return nil, err
+		}
+		ts[i] = t
+	}
+	first := ts[0]
+	ax, err := exec.Axis(axis, len(first.shape))
+	if err != nil {
+		return nil, fmt.Errorf("concat: %w", err)
+	}
+	shape := append([]int(nil), first.shape...)
+	shape[ax] = 0
+	for i, t := range ts {
+		if t.format != first.format {
+			return nil, fmt.Errorf("exec: concat: input %d is %v, input 0 is %v", i, t.format, first.format)
+		}
+		if len(t.shape) != len(first.shape) {
+			return nil, fmt.Errorf("exec: concat: input %d %v and input 0 %v differ in rank", i, t.shape, first.shape)
+		}
+		for d := range t.shape {
+			if d != ax && t.shape[d] != first.shape[d] {
+				return nil, fmt.Errorf("exec: concat on axis %d: input %d %v and input 0 %v differ on axis %d", ax, i, t.shape, first.shape, d)
+			}
+		}
+		shape[ax] += t.shape[ax]
+	}
+	out := newTensor(shape, first.format)
+	outer := exec.Numel(shape[:ax])
+	inner := exec.Numel(shape[ax+1:])
+	pos := 0
+	for o := range outer {
+		for _, t := range ts {
+			w := t.shape[ax] * inner
+			copy(out.data[pos:pos+w], t.data[o*w:(o+1)*w])
+			pos += w
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,112 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"zflow/exec"
+)
+
+// Norm normalises groups of the last axis (layer or RMS), statistics
+// accumulated in f64 and rounded to f32 (mean, variance, then
+// rstd = 1/√(var + eps) in f32), x̂ in f32, then y = x̂·(γ + offset) + β
+// with the Spec's rounding points: RoundNormalized (x̂), RoundScale
+// (γ + offset), RoundProduct (x̂·γ).
+func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("norm: %w", err)
+	}
+	if p.Kind != exec.NormLayer && p.Kind != exec.NormRMS {
+		return nil, exec.Unsupported(bk.Name(), "norm", "kind %v", p.Kind)
+	}
+	xt, err := bk.get("norm", "x", x)
+	if err != nil {
+		return nil, err
+	}
+	gt, err := bk.opt("norm", "gamma", gamma)
+	if err != nil {
+		return nil, err
+	}
+	bt, err := bk.opt("norm", "beta", beta)
+	if err != nil {
+		return nil, err
+	}
+	if len(xt.shape) == 0 {
+		return nil, fmt.Errorf("exec: norm: x is a scalar")
+	}
+	last := xt.shape[len(xt.shape)-1]
+	g := p.Group
+	if g == 0 {
+		g = last
+	}
+	if g <= 0 || last%g != 0 {
+		return nil, fmt.Errorf("exec: norm: group %d does not divide the last axis %d", p.Group, last)
+	}
+	for _, t := range []*Tensor{gt, bt} {
+		if t != nil && exec.Numel(t.shape) != g {
+			return nil, fmt.Errorf("exec: norm: parameter %v for groups of %d", t.shape, g)
+		}
+	}
+	f := s.Out
+	rn, rs, rp := s.Has(exec.RoundNormalized), s.Has(exec.RoundScale), s.Has(exec.RoundProduct)
+	// γ' = γ + offset once for all groups.
+	var scale []float32
+	if gt != nil {
+		scale = make([]float32, g)
+		for i, v := range gt.data {
+			scale[i] = v
+			if p.Offset != 0 {
+				scale[i] = at(rs, f, v+p.Offset)
+			}
+		}
+	} else if p.Offset != 0 {
+		return nil, fmt.Errorf("exec: norm: offset %g without γ", p.Offset)
+	}
+	out := newTensor(xt.shape, f)
+	groups := len(xt.data) / g
+	bk.parallel(groups, max(1, 2048/g), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
+			mean, rstd := stats(src, p.Kind, p.Eps)
+			for i, v := range src {
+				n := float32((v - mean) * rstd)
+				n = at(rn, f, n)
+				if scale != nil {
+					n = at(rp, f, float32(n*scale[i]))
+				}
+				if bt != nil {
+					n += bt.data[i]
+				}
+				dst[i] = n
+			}
+			roundInto(dst, dst, f)
+		}
+	})
+	return out, nil
+}
+
+// stats returns the mean to subtract (0 for RMS) and 1/√(var + eps), where
+// var is the biased variance (layer) or the mean square (RMS); sums in f64,
+// results rounded to f32, the reciprocal square root in f32.
+func stats(x []float32, kind exec.NormKind, eps float32) (mean, rstd float32) {
+	n := float64(len(x))
+	var v float64
+	if kind == exec.NormLayer {
+		var sum float64
+		for _, e := range x {
+			sum += float64(e)
+		}
+		mu := sum / n
+		for _, e := range x {
+			d := float64(e) - mu
+			v += d * d
+		}
+		mean = float32(mu)
+	} else {
+		for _, e := range x {
+			v += float64(e) * float64(e)
+		}
+	}
+	variance := float32(v / n)
+	return mean, 1 / float32(math.Sqrt(float64(variance+eps)))
+}

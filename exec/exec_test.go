@@ -1,0 +1,192 @@
+package exec
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"zflow/precision"
+)
+
+func TestBroadcast(t *testing.T) {
+	cases := []struct {
+		a, b, want []int
+		ok         bool
+	}{
+		{[]int{2, 3}, []int{3}, []int{2, 3}, true},
+		{[]int{2, 1}, []int{1, 3}, []int{2, 3}, true},
+		{[]int{1, 36, 64}, []int{1, 1, 64}, []int{1, 36, 64}, true},
+		{[]int{}, []int{4}, []int{4}, true},
+		{[]int{2, 3}, []int{2}, nil, false},
+	}
+	for _, c := range cases {
+		got, err := Broadcast(c.a, c.b)
+		if (err == nil) != c.ok || c.ok && !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Broadcast(%v, %v) = %v, %v; want %v ok=%v", c.a, c.b, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestCondShape(t *testing.T) {
+	cases := []struct{ c, x, want []int }{
+		{[]int{1, 64}, []int{1, 36, 64}, []int{1, 1, 64}},    // [B, D] over [B, S, D]
+		{[]int{1, 1, 64}, []int{1, 36, 64}, []int{1, 1, 64}}, // already broadcastable
+		{[]int{64}, []int{36, 64}, []int{64}},                // rank 2: NumPy rules
+	}
+	for _, c := range cases {
+		if got := CondShape(c.c, c.x); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("CondShape(%v, %v) = %v, want %v", c.c, c.x, got, c.want)
+		}
+	}
+}
+
+func TestChunkSizes(t *testing.T) {
+	// torch.chunk: pieces of ceil(dim/n); fewer pieces when dim runs out.
+	cases := []struct {
+		dim, n int
+		want   []int
+	}{
+		{384, 6, []int{64, 64, 64, 64, 64, 64}},
+		{5, 3, []int{2, 2, 1}},
+		{6, 4, []int{2, 2, 2}},
+		{1, 2, []int{1}},
+	}
+	for _, c := range cases {
+		got, _, err := ChunkSizes([]int{2, c.dim}, c.n, -1)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("chunk %d into %d = %v, %v; want %v", c.dim, c.n, got, err, c.want)
+		}
+	}
+	if _, _, err := ChunkSizes([]int{4}, 0, 0); err == nil {
+		t.Error("chunk into 0 pieces accepted")
+	}
+}
+
+func TestSpecStrings(t *testing.T) {
+	for r := Round(0); r < roundEnd; r++ {
+		got, err := ParseRound(r.String())
+		if err != nil || got != r {
+			t.Fatalf("ParseRound(%q) = %v, %v; want %v", r.String(), got, err, r)
+		}
+	}
+	for m := Math(0); m <= mathAll; m++ {
+		got, err := ParseMath(m.String())
+		if err != nil || got != m {
+			t.Fatalf("ParseMath(%q) = %v, %v; want %v", m.String(), got, err, m)
+		}
+	}
+	if _, err := ParseRound("sometimes"); err == nil {
+		t.Error("ParseRound accepted an unknown point")
+	}
+	for a := ActKind(0); a < actEnd; a++ {
+		if got, err := ParseAct(a.String()); err != nil || got != a {
+			t.Errorf("ParseAct(%q) = %v, %v", a.String(), got, err)
+		}
+	}
+	bad := []Spec{{}, {Out: precision.BF16, Round: roundEnd}, {Out: precision.F32, Math: 0x80}}
+	for _, s := range bad {
+		if s.Check() == nil {
+			t.Errorf("Spec %+v passed Check", s)
+		}
+	}
+	s := Composed(precision.BF16)
+	if !s.Has(RoundProduct) || !s.Has(RoundScale) || Out(precision.BF16).Has(RoundProduct) {
+		t.Error("RoundEach must include every point, Out none")
+	}
+}
+
+func TestActivateHandComputed(t *testing.T) {
+	cases := []struct {
+		f    ActKind
+		x    float32
+		want float64
+	}{
+		{ActIdentity, -3, -3},
+		{ActSiLU, 1, 0.7310585786300049},
+		{ActSiLU, -1, -0.2689414213699951},
+		{ActGELUTanh, 1, 0.8411919906082768},
+		{ActGELUTanh, -2, -0.04540230591222276},
+		{ActGELUErf, 1, 0.8413447460685429},
+		{ActTanh, 0.5, 0.46211715726000974},
+		{ActSigmoid, 0, 0.5},
+		{ActSigmoid, 2, 0.8807970779778823},
+		{ActReLU, -2, 0},
+		{ActReLU, 2, 2},
+	}
+	for _, c := range cases {
+		for _, m := range []Math{MathPrecise, MathFastExp} {
+			got := float64(Activate(c.f, c.x, m))
+			if math.Abs(got-c.want) > 4e-7*math.Max(1, math.Abs(c.want)) {
+				t.Errorf("%v(%g) [%v] = %.9g, want %.9g", c.f, c.x, m, got, c.want)
+			}
+		}
+	}
+}
+
+func TestTimestepEmbeddingHandComputed(t *testing.T) {
+	// dim 4: half 2, frequencies exp(−ln(10000)·i/2) = 1, 0.01.
+	p := TimestepParams{Dim: 4, Scale: 1, MaxPeriod: 10000}
+	got, err := TimestepEmbedding([]float32{0, 1}, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0, 0, 1, 1, math.Sin(1), math.Sin(0.01), math.Cos(1), math.Cos(0.01)}
+	approx(t, "sin first", got, want, 1e-7)
+	p.FlipSinToCos = true
+	got, _ = TimestepEmbedding([]float32{1}, p, 0)
+	approx(t, "flipped", got, []float64{math.Cos(1), math.Cos(0.01), math.Sin(1), math.Sin(0.01)}, 1e-7)
+	// freq shift 1: exponent/(half − 1), so the second frequency is 1e−4;
+	// scale 1000 multiplies the arguments; odd dim pads one zero.
+	p = TimestepParams{Dim: 5, FreqShift: 1, Scale: 1000, MaxPeriod: 10000}
+	got, _ = TimestepEmbedding([]float32{0.5}, p, 0)
+	approx(t, "shift, scale, odd", got, []float64{math.Sin(500), math.Sin(0.05), math.Cos(500), math.Cos(0.05), 0}, 3e-5)
+	if _, err := TimestepEmbedding([]float32{1}, TimestepParams{Dim: 4, MaxPeriod: 10000}, 0); err == nil {
+		t.Error("scale 0 accepted")
+	}
+}
+
+func TestRopeTablesHandComputed(t *testing.T) {
+	// One axis of width 4, θ = 100: frequencies 1 and 100^(−1/2) = 0.1.
+	p := RopeTableParams{Theta: 100, AxesDims: []int{4}, Layout: RopeInterleaved, FreqFormat: precision.F64, AngleFormat: precision.F64}
+	cos, sin, err := RopeTables([]float32{0, 2}, 2, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approx(t, "cos interleaved", cos, []float64{1, 1, 1, 1, math.Cos(2), math.Cos(2), math.Cos(0.2), math.Cos(0.2)}, 1e-7)
+	approx(t, "sin interleaved", sin, []float64{0, 0, 0, 0, math.Sin(2), math.Sin(2), math.Sin(0.2), math.Sin(0.2)}, 1e-7)
+	p.Layout = RopeHalf
+	cos, _, _ = RopeTables([]float32{2}, 1, p)
+	approx(t, "cos half", cos, []float64{math.Cos(2), math.Cos(0.2), math.Cos(2), math.Cos(0.2)}, 1e-7)
+	// Two axes: tables concatenated per axis.
+	p = RopeTableParams{Theta: 100, AxesDims: []int{2, 2}, Layout: RopeInterleaved, FreqFormat: precision.F32, AngleFormat: precision.F32}
+	cos, _, _ = RopeTables([]float32{1, 3}, 1, p)
+	approx(t, "two axes", cos, []float64{math.Cos(1), math.Cos(1), math.Cos(3), math.Cos(3)}, 1e-7)
+	// bf16 frequencies: 0.1 rounds to 0.10009765625.
+	p = RopeTableParams{Theta: 100, AxesDims: []int{4}, Layout: RopeHalf, FreqFormat: precision.BF16, AngleFormat: precision.F32}
+	cos, _, _ = RopeTables([]float32{10}, 1, p)
+	approx(t, "bf16 freq", cos[1:2], []float64{math.Cos(float64(float32(10 * 0.10009765625)))}, 1e-7)
+}
+
+func approx(t *testing.T, name string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	for i, w := range want {
+		if math.Abs(float64(got[i])-w) > tol*math.Max(1, math.Abs(w)) {
+			t.Errorf("%s[%d] = %.9g, want %.9g", name, i, got[i], w)
+		}
+	}
+}
+
+func TestEulerParamsTimesteps(t *testing.T) {
+	p := EulerParams{Sigmas: []float32{1, 0.75, 0.4, 0}, Sign: 1, Timestep: TimestepTransform{Scale: 1000, Format: precision.BF16}, Spec: Out(precision.BF16)}
+	// 1000, 750 → 752 in bf16 (750/4 = 187.5, ties to even 188), 400.
+	if got := p.Timesteps(); !reflect.DeepEqual(got, []float32{1000, 752, 400}) {
+		t.Errorf("timesteps %v", got)
+	}
+	p.Sign = 2
+	if p.check() == nil {
+		t.Error("sign 2 accepted")
+	}
+}

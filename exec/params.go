@@ -1,0 +1,170 @@
+package exec
+
+import (
+	"fmt"
+	"strings"
+
+	"zflow/precision"
+)
+
+// ActKind is a pointwise function: an activation, or a gate function.
+type ActKind uint8
+
+// The activations. PyTorch's definitions:
+//
+//	silu(x)      = x·σ(x) = x / (1 + e^−x)
+//	gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+//	gelu_erf(x)  = 0.5·x·(1 + erf(x/√2))
+//	sigmoid(x)   = 1 / (1 + e^−x)
+//	relu(x)      = max(x, 0)
+const (
+	ActIdentity ActKind = iota
+	ActSiLU
+	ActGELUTanh
+	ActGELUErf
+	ActTanh
+	ActSigmoid
+	ActReLU
+	actEnd
+)
+
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu"}
+
+func (a ActKind) String() string {
+	if a < actEnd {
+		return actNames[a]
+	}
+	return fmt.Sprintf("ActKind(%d)", uint8(a))
+}
+
+// Valid reports whether a is one of the defined kinds.
+func (a ActKind) Valid() bool { return a < actEnd }
+
+// ParseAct reads the String form.
+func ParseAct(s string) (ActKind, error) {
+	for i, n := range actNames {
+		if strings.EqualFold(s, n) {
+			return ActKind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("exec: unknown activation %q", s)
+}
+
+// NormKind is LayerNorm or RMSNorm.
+type NormKind uint8
+
+const (
+	NormLayer NormKind = iota + 1 // x̂ = (x − mean) / √(var + eps), biased variance
+	NormRMS                       // x̂ = x / √(mean(x²) + eps)
+)
+
+func (k NormKind) String() string {
+	switch k {
+	case NormLayer:
+		return "layer"
+	case NormRMS:
+		return "rms"
+	}
+	return fmt.Sprintf("NormKind(%d)", uint8(k))
+}
+
+// NormParams configures Norm.
+type NormParams struct {
+	Kind   NormKind
+	Eps    float32 // added to the variance (f32, as PyTorch passes it)
+	Offset float32 // γ' = γ + Offset: 0 (γ) or 1 (1 + γ, zero-centred weights)
+	Group  int     // elements normalised together along the last axis; 0 = all
+}
+
+// ModulateParams configures Modulate.
+type ModulateParams struct {
+	PlusOne bool // x·(1 + scale) rather than x·scale
+}
+
+// RopeLayout says which elements rotate together.
+type RopeLayout uint8
+
+const (
+	RopeInterleaved RopeLayout = iota + 1 // pairs (2i, 2i+1); tables repeat each frequency twice adjacently
+	RopeHalf                              // pairs (i, i + R/2); tables are [f, f] ("rotate half")
+)
+
+func (l RopeLayout) String() string {
+	switch l {
+	case RopeInterleaved:
+		return "interleaved"
+	case RopeHalf:
+		return "half"
+	}
+	return fmt.Sprintf("RopeLayout(%d)", uint8(l))
+}
+
+// RopeParams configures Rope.
+type RopeParams struct {
+	Heads     int        // H: x's last axis is H·D
+	Layout    RopeLayout //
+	RotaryDim int        // elements of each head that rotate (even); 0 = all D
+}
+
+// MaskKind is the attention mask.
+type MaskKind uint8
+
+const (
+	MaskNone     MaskKind = iota // every key visible
+	MaskCausal                   // query i sees keys j ≤ i (top-left aligned, as PyTorch's is_causal)
+	MaskExplicit                 // the mask tensor: nonzero = attend
+)
+
+func (m MaskKind) String() string {
+	switch m {
+	case MaskNone:
+		return "none"
+	case MaskCausal:
+		return "causal"
+	case MaskExplicit:
+		return "explicit"
+	}
+	return fmt.Sprintf("MaskKind(%d)", uint8(m))
+}
+
+// AttentionParams configures Attention. Layout: q [B, Sq, H·D], k and v
+// [B, Sk, KV·D], output [B, Sq, H·D] (heads contiguous within a row).
+// Causal masking is top-left aligned as in PyTorch's SDPA is_causal: query i
+// sees keys j ≤ i.
+type AttentionParams struct {
+	Heads   int // H, query heads
+	KVHeads int // KV, key/value heads; 0 = H; must divide H
+	Mask    MaskKind
+	Scale   float32 // 0 = 1/√D, computed in f32
+}
+
+// TimestepParams configures TimestepEmbed (diffusers get_timestep_embedding).
+type TimestepParams struct {
+	Dim          int     // embedding width
+	FlipSinToCos bool    // [cos, sin] rather than [sin, cos]
+	FreqShift    float32 // downscale_freq_shift
+	Scale        float32 // multiplies the arguments (diffusers' scale; 1 by default there); 0 is refused
+	MaxPeriod    float32 // 10000 in diffusers; 0 is refused
+}
+
+// RopeTableParams configures RopeTable: per axis a, with d = AxesDims[a],
+// frequencies f_i = 1/θ^(2i/d), i < d/2, angles pos[:, a]·f_i, tables
+// cos and sin of the angles laid out by Layout, axes concatenated.
+type RopeTableParams struct {
+	Theta    float64
+	AxesDims []int // even widths, one per position column
+	Layout   RopeLayout
+	// FreqFormat is the format the frequencies are computed in and stored
+	// in (F64: diffusers Flux; F32; BF16: an f32 buffer cast to bf16 by a
+	// whole-model cast, as in HF Llama under .to(bfloat16)).
+	FreqFormat precision.Format
+	// AngleFormat is the format of pos·f and of cos/sin (F64 or F32).
+	AngleFormat precision.Format
+}
+
+// PatchParams configures Patchify and Unpatchify.
+type PatchParams struct {
+	Patch  int // p: square patches
+	Height int // H of the unpatchified image (Unpatchify needs it; Patchify checks it if set)
+	Width  int // W, likewise
+}

@@ -1,0 +1,89 @@
+package exec
+
+import (
+	"fmt"
+	"math"
+
+	"zflow/precision"
+)
+
+// RopeTables computes rotary tables from positions pos [S, len(AxesDims)]
+// (row-major): for axis a of width d and i < d/2,
+//
+//	f_i = 1 / θ^(2i/d)   in FreqFormat: F64 all in f64; F32 each step
+//	                     rounded to f32; BF16/F16 computed as F32, then
+//	                     rounded to that format (a whole-model cast)
+//	α_i = pos[s, a] · f_i, cos α_i, sin α_i   in AngleFormat (F64 or F32)
+//
+// and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
+// [c0 c1 ... c0 c1 ...]; the axes are concatenated. cos and sin are f32,
+// [S, Σ d] row-major (the caller rounds them to a storage format).
+func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, err error) {
+	na := len(p.AxesDims)
+	if na == 0 || seq < 0 || len(pos) != seq*na {
+		return nil, nil, fmt.Errorf("exec: rope table: %d positions for %d rows of %d axes", len(pos), seq, na)
+	}
+	if p.Theta <= 0 || p.Layout != RopeInterleaved && p.Layout != RopeHalf {
+		return nil, nil, fmt.Errorf("exec: rope table: theta %g, layout %v", p.Theta, p.Layout)
+	}
+	if p.AngleFormat != precision.F64 && p.AngleFormat != precision.F32 {
+		return nil, nil, fmt.Errorf("exec: rope table: angle format %v is not f64 or f32", p.AngleFormat)
+	}
+	width := 0
+	freqs := make([][]float64, na)
+	for a, d := range p.AxesDims {
+		if d <= 0 || d%2 != 0 {
+			return nil, nil, fmt.Errorf("exec: rope table: axis %d width %d is not even", a, d)
+		}
+		if freqs[a], err = ropeFreqs(d, p.Theta, p.FreqFormat); err != nil {
+			return nil, nil, err
+		}
+		width += d
+	}
+	cos = make([]float32, seq*width)
+	sin = make([]float32, seq*width)
+	for s := range seq {
+		off := s * width
+		for a, fs := range freqs {
+			x := pos[s*na+a]
+			half := len(fs)
+			for i, f := range fs {
+				var c, sn float32
+				if p.AngleFormat == precision.F64 {
+					ang := float64(x) * f
+					c, sn = float32(math.Cos(ang)), float32(math.Sin(ang))
+				} else {
+					ang := float64(x * float32(f))
+					c, sn = float32(math.Cos(ang)), float32(math.Sin(ang))
+				}
+				if p.Layout == RopeInterleaved {
+					cos[off+2*i], cos[off+2*i+1] = c, c
+					sin[off+2*i], sin[off+2*i+1] = sn, sn
+				} else {
+					cos[off+i], cos[off+half+i] = c, c
+					sin[off+i], sin[off+half+i] = sn, sn
+				}
+			}
+			off += 2 * half
+		}
+	}
+	return cos, sin, nil
+}
+
+// ropeFreqs is 1/θ^(2i/d), i < d/2, in format f.
+func ropeFreqs(d int, theta float64, f precision.Format) ([]float64, error) {
+	out := make([]float64, d/2)
+	for i := range out {
+		switch f {
+		case precision.F64:
+			out[i] = 1 / math.Pow(theta, float64(2*i)/float64(d))
+		case precision.F32, precision.BF16, precision.F16:
+			e := float32(2*i) / float32(d)
+			pw := float32(math.Pow(float64(float32(theta)), float64(e)))
+			out[i] = float64(f.Round(1 / pw))
+		default:
+			return nil, fmt.Errorf("exec: rope table: frequency format %v", f)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package exec
+
+import (
+	"fmt"
+	"strings"
+
+	"zflow/precision"
+)
+
+// Spec is an op's precision: where its result is stored, where inside it
+// rounds, and which math variants it uses. Arithmetic is always f32; a
+// rounding point rounds an intermediate to Out (nearest, ties to even).
+type Spec struct {
+	Out   precision.Format // storage format of the result; the zero value is refused
+	Round Round            // internal rounding points, besides the final one
+	Math  Math             // math variants (fast exp, reciprocal division)
+}
+
+// Out is the Spec that stores in f, rounds nowhere else, precise math:
+// one PyTorch op on tensors of format f (compute in f32, round once).
+func Out(f precision.Format) Spec { return Spec{Out: f} }
+
+// Composed is the Spec of the same op written as separate PyTorch
+// primitives on tensors of format f: rounded after each of them.
+func Composed(f precision.Format) Spec { return Spec{Out: f, Round: RoundEach} }
+
+// Has reports whether s rounds at point r (RoundEach includes every point).
+func (s Spec) Has(r Round) bool { return s.Round&(r|RoundEach) != 0 }
+
+// Check returns an error if s names an invalid format or unknown bits.
+func (s Spec) Check() error {
+	if !s.Out.Valid() {
+		return fmt.Errorf("exec: spec: invalid output format %v", s.Out)
+	}
+	if s.Round&^roundAll != 0 {
+		return fmt.Errorf("exec: spec: unknown rounding bits %#x", uint32(s.Round&^roundAll))
+	}
+	if s.Math&^mathAll != 0 {
+		return fmt.Errorf("exec: spec: unknown math bits %#x", uint8(s.Math&^mathAll))
+	}
+	return nil
+}
+
+func (s Spec) String() string {
+	str := s.Out.String()
+	if s.Round != 0 {
+		str += " round=" + s.Round.String()
+	}
+	if s.Math != MathPrecise {
+		str += " math=" + s.Math.String()
+	}
+	return str
+}
+
+// Round is a set of internal rounding points. Each op documents which
+// points it has (backend.go); a point an op does not have is ignored.
+type Round uint32
+
+const (
+	// RoundEach: every intermediate rounded, as when the op is written as
+	// separate PyTorch primitives on tensors of the storage format.
+	RoundEach Round = 1 << iota
+	// RoundNormalized: norm: x̂ rounded before the γ multiply (HF Llama,
+	// diffusers RMSNorm: x̂ computed in f32 then .to(dtype), then ·γ).
+	RoundNormalized
+	// RoundScale: modulate: 1+scale rounded; norm: γ+offset rounded.
+	RoundScale
+	// RoundProduct: the product rounded before the following add
+	// (modulate, gated residual, norm's γ·x̂ before +β, rope's two products).
+	RoundProduct
+	// RoundGate: glu / gated residual: the activated gate rounded before
+	// the multiply.
+	RoundGate
+	// RoundBeforeBias: linear: x·Wᵀ rounded before +b (an unfused bias).
+	RoundBeforeBias
+	// RoundScores: attention: q·kᵀ·scale rounded before the softmax.
+	RoundScores
+	// RoundProbs: attention: the normalised softmax probabilities rounded
+	// before ·v (PyTorch's math SDPA: softmax output in the storage format).
+	RoundProbs
+	// RoundWeights: attention: the unnormalised weights exp(s − max) rounded
+	// before ·v, the division by their f32 sum done after (flash attention's
+	// bf16 P; memory-efficient attention likewise).
+	RoundWeights
+
+	roundEnd
+	roundAll = roundEnd - 1
+)
+
+var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights"}
+
+// String lists the points joined by "|" ("none" for the empty set).
+func (r Round) String() string {
+	if r == 0 {
+		return "none"
+	}
+	var parts []string
+	for i, n := range roundNames {
+		if r&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	if rest := r &^ roundAll; rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	return strings.Join(parts, "|")
+}
+
+// ParseRound reads the String form ("product|gate", "none", "").
+func ParseRound(s string) (Round, error) {
+	var r Round
+	for _, part := range strings.Split(s, "|") {
+		part = strings.TrimSpace(part)
+		if part == "" || part == "none" {
+			continue
+		}
+		found := false
+		for i, n := range roundNames {
+			if part == n {
+				r |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("exec: unknown rounding point %q", part)
+		}
+	}
+	return r, nil
+}
+
+// Math is a set of math variants; the zero value is precise everywhere.
+type Math uint8
+
+const (
+	// MathPrecise: exp, tanh, erf, sin, cos correctly rounded to f32
+	// (computed in f64, then rounded); PyTorch's CPU (Sleef, ≤1 ulp) and
+	// CUDA (expf, tanhf, ≤2 ulp) kernels are within an ulp or two of it.
+	MathPrecise Math = 0
+	// MathFastExp: exp(x) = 2^(f32(x·log2 e)) (CUDA's __expf: the product
+	// rounded to f32 first); tanh(x) = 1 − 2/(exp(2x) + 1) with that exp.
+	MathFastExp Math = 1 << 0
+	// MathRecipDiv: a division by a scalar is done as a multiplication by
+	// its f32 reciprocal (PyTorch on CUDA when the divisor is a CPU scalar).
+	MathRecipDiv Math = 1 << 1
+
+	mathAll = MathFastExp | MathRecipDiv
+)
+
+var mathNames = []string{"fast_exp", "recip_div"}
+
+// String lists the variants joined by "|" ("precise" for none).
+func (m Math) String() string {
+	if m == 0 {
+		return "precise"
+	}
+	var parts []string
+	for i, n := range mathNames {
+		if m&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	if rest := m &^ mathAll; rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint8(rest)))
+	}
+	return strings.Join(parts, "|")
+}
+
+// ParseMath reads the String form ("fast_exp|recip_div", "precise", "").
+func ParseMath(s string) (Math, error) {
+	var m Math
+	for _, part := range strings.Split(s, "|") {
+		part = strings.TrimSpace(part)
+		if part == "" || part == "precise" {
+			continue
+		}
+		found := false
+		for i, n := range mathNames {
+			if part == n {
+				m |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("exec: unknown math variant %q", part)
+		}
+	}
+	return m, nil
+}

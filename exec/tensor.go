@@ -1,0 +1,80 @@
+package exec
+
+import (
+	"fmt"
+
+	"zflow/precision"
+)
+
+// Tensor is a backend's handle to a stored tensor: a shape and a storage
+// format. Each backend has its own concrete type; passing one backend's
+// tensor to another is refused with an error.
+type Tensor interface {
+	// Shape is the tensor's shape; callers must not modify it.
+	Shape() []int
+	// Format is the storage format: every value is exactly a value of it.
+	Format() precision.Format
+}
+
+// Numel is the number of elements of a shape (1 for a scalar, []int{}).
+func Numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// CheckShape returns an error if shape has a negative dimension or more
+// elements than an int can count.
+func CheckShape(shape []int) error {
+	n := 1
+	for i, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("exec: shape %v: dimension %d is negative", shape, i)
+		}
+		if d != 0 && n > (1<<62)/d {
+			return fmt.Errorf("exec: shape %v: too many elements", shape)
+		}
+		n *= d
+	}
+	return nil
+}
+
+// Axis resolves a possibly negative axis against rank.
+func Axis(axis, rank int) (int, error) {
+	if axis < 0 {
+		axis += rank
+	}
+	if axis < 0 || axis >= rank {
+		return 0, fmt.Errorf("exec: axis %d out of range for rank %d", axis, rank)
+	}
+	return axis, nil
+}
+
+// Broadcast returns the NumPy broadcast of shapes a and b.
+func Broadcast(a, b []int) ([]int, error) {
+	n := max(len(a), len(b))
+	out := make([]int, n)
+	for i := range n {
+		da, db := 1, 1
+		if j := len(a) - n + i; j >= 0 {
+			da = a[j]
+		}
+		if j := len(b) - n + i; j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db, db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			return nil, fmt.Errorf("exec: shapes %v and %v do not broadcast", a, b)
+		}
+	}
+	return out, nil
+}
+
+// ShapeString formats a shape as [1 36 64].
+func ShapeString(shape []int) string { return fmt.Sprint(shape) }
