@@ -69,5 +69,6 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newInspectCmd())
+	root.AddCommand(newGenerateCmd())
 	return root
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"zflow/exec"
+	"zflow/exec/cpu"
+	"zflow/exec/program"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+type generateOpts struct {
+	semantics string
+	inputs    string
+	weights   string
+	out       string
+	traceOut  string
+	backend   string
+}
+
+// newGenerateCmd is `zflow generate` (the lead wires it into the root).
+func newGenerateCmd() *cobra.Command {
+	var o generateOpts
+	cmd := &cobra.Command{
+		Use:   "generate --semantics S.json --inputs TRACE",
+		Short: "Run a model with the semantics of a document, on the request held in a trace",
+		Long: `generate builds the model a semantics document describes, with the weights
+of a trace (--inputs, or --weights), runs the request in --inputs (a
+flow-matching Euler loop over input/sigmas with the document's Euler sign
+and timestep transform, or one forward) and writes the result as a trace
+v1 file holding output/<name> (-o). With --trace-out it also writes every
+boundary of its own run, keyed like the reference's ("s<step>/<module>/<port>"),
+for comparison with the reference trace.
+
+A request outside what the program supports (a missing input, a weight of the
+wrong shape, a factor value the builder has no dataflow for, NaN in the
+inputs) is refused with the reason and exit code 2; nothing is written.`,
+		Example: `  zflow generate --semantics semantics/testdata/dit-f32.json --inputs fixtures/dit/dit-f32.npz -o /tmp/dit-latents.npz
+  zflow generate --semantics semantics/testdata/dit-bf16.json --inputs fixtures/dit/dit-bf16.npz -o /tmp/dit-latents-bf16.npz --trace-out /tmp/dit-ours.npz`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runGenerate(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.semantics, "semantics", "", "semantics document (JSON, schema v1)")
+	f.StringVar(&o.inputs, "inputs", "", "trace holding the request's inputs (and the weights, unless --weights)")
+	f.StringVar(&o.weights, "weights", "", "trace holding the weights (default: --inputs)")
+	f.StringVarP(&o.out, "out", "o", "out.npz", "where to write the result (.npz or .safetensors)")
+	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
+	f.StringVar(&o.backend, "backend", "cpu", "backend to run on (cpu)")
+	cmd.MarkFlagRequired("semantics")
+	cmd.MarkFlagRequired("inputs")
+	return cmd
+}
+
+func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
+	start := time.Now()
+	if err := checkOutputs(o); err != nil {
+		return badInput(err)
+	}
+	doc, err := semantics.Read(o.semantics)
+	if err != nil {
+		return badInput(err)
+	}
+	in, err := trace.Open(o.inputs)
+	if err != nil {
+		return badInput(err)
+	}
+	defer in.Close()
+	wt := in
+	if o.weights != "" {
+		if wt, err = trace.Open(o.weights); err != nil {
+			return badInput(err)
+		}
+		defer wt.Close()
+	}
+	b, err := newBackend(o.backend)
+	if err != nil {
+		return badInput(err)
+	}
+	r, err := program.NewRunner(b, doc, program.TraceParams(wt), program.TraceInputs(in))
+	if err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", o.semantics, o.inputs, err))
+	}
+	defer r.Close()
+	var rec *program.Recorder
+	if o.traceOut != "" {
+		rec = &program.Recorder{B: b}
+		r.It.Hooks.Observe = rec.Observe
+	}
+	result, err := r.Run(progress(stderr))
+	if err != nil {
+		if errors.Is(err, exec.ErrUnsupported) {
+			return badInput(err)
+		}
+		return err
+	}
+	defer b.Free(result)
+	data, err := b.Download(result)
+	if err != nil {
+		return err
+	}
+	name := doc.Structure.Outputs[0].Name
+	outputs := map[string]program.HostTensor{name: {Data: data, Shape: result.Shape(), Format: result.Format()}}
+	producer := map[string]any{"framework": "zflow", "framework_version": "generate (program v1)", "device": b.Name(),
+		"semantics": o.semantics, "inputs": o.inputs, "dtype": doc.Precision.Activations}
+	if err := (&program.Recorder{B: b}).Write(o.out, outputs, producer); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: output/%s %v %v (%d model calls on %s, %.2fs)\n",
+		o.out, name, result.Shape(), result.Format(), r.Steps(), b.Name(), time.Since(start).Seconds())
+	if rec != nil {
+		if err := rec.Write(o.traceOut, outputs, producer); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s: %d boundary tensors\n", o.traceOut, rec.Len())
+	}
+	return nil
+}
+
+// checkOutputs refuses output paths a trace cannot be written to, and any
+// that would replace an input.
+func checkOutputs(o generateOpts) error {
+	outs := []string{o.out}
+	if o.traceOut != "" {
+		outs = append(outs, o.traceOut)
+	}
+	for _, p := range outs {
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".npz", ".safetensors":
+		default:
+			return fmt.Errorf("%s: a trace is written as .npz or .safetensors", p)
+		}
+		for _, src := range []string{o.inputs, o.weights, o.semantics} {
+			if src != "" && sameFile(p, src) {
+				return fmt.Errorf("%s: would overwrite an input", p)
+			}
+		}
+	}
+	if o.traceOut != "" && (o.out == o.traceOut || sameFile(o.out, o.traceOut)) {
+		return fmt.Errorf("-o and --trace-out name the same file %s", o.out)
+	}
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
+}
+
+// newBackend returns the backend named by --backend.
+func newBackend(name string) (exec.Backend, error) {
+	switch name {
+	case "cpu":
+		return cpu.New(0), nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (available: cpu)", name)
+}
+
+// progress returns a per-step progress printer when w is a terminal.
+func progress(w io.Writer) func(done, total int) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	start := time.Now()
+	return func(done, n int) {
+		const width = 30
+		fill := width * done / n
+		fmt.Fprintf(w, "\rstep %d/%d [%s%s] %.1fs", done, n, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), time.Since(start).Seconds())
+		if done == n {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"zflow/precision"
+	"zflow/trace"
+)
+
+const testdata = "../../semantics/testdata"
+
+// zflowGenerate runs `zflow generate args...` in-process.
+func zflowGenerate(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return zflow(t, append([]string{"generate"}, args...)...)
+}
+
+// readOutput reads a trace's named output as f32.
+func readOutput(t *testing.T, path, name string) []float32 {
+	t.Helper()
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	x, err := tr.Tensor(tr.Manifest.Outputs[name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := x.Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), v...)
+}
+
+func TestGenerateDiT(t *testing.T) {
+	for _, c := range []struct {
+		dtype string
+		tol   float64
+	}{{"f32", 1e-5}, {"bf16", 2e-2}} {
+		t.Run(c.dtype, func(t *testing.T) {
+			dir := t.TempDir()
+			in := filepath.Join(fixtures, "dit", "dit-"+c.dtype+".npz")
+			out, ours := filepath.Join(dir, "out.npz"), filepath.Join(dir, "ours.npz")
+			code, stdout, stderr := zflowGenerate(t, "--semantics", filepath.Join(testdata, "dit-"+c.dtype+".json"),
+				"--inputs", in, "-o", out, "--trace-out", ours)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "output/latents [1 12 16]") {
+				t.Errorf("stdout: %q", stdout)
+			}
+			got, want := readOutput(t, out, "latents"), readOutput(t, in, "latents")
+			rel, err := precision.RelRMS(got, want)
+			if err != nil || !(rel <= c.tol) {
+				t.Errorf("rel-RMS %g (%v), gate %g", rel, err, c.tol)
+			}
+			// Our trace is named like the reference's: every block output
+			// of every step is there, under the reference's key.
+			tr, err := trace.Open(ours)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			for _, key := range []string{"s0/transformer/kw.hidden_states", "s2/transformer.blocks.1/out", "s1/transformer.norm_out/out", "s0/transformer/out.0", "output/latents"} {
+				if _, err := tr.Info(key); err != nil {
+					t.Errorf("--trace-out lacks %s", key)
+				}
+			}
+			if len(tr.Manifest.Calls) == 0 {
+				t.Error("--trace-out has no calls")
+			}
+		})
+	}
+}
+
+// TestGenerateWeightsFlag: --weights supplies the parameters, --inputs
+// only the request.
+func TestGenerateWeightsFlag(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	out := filepath.Join(dir, "out.safetensors")
+	code, _, stderr := zflowGenerate(t, "--semantics", filepath.Join(testdata, "dit-f32.json"), "--inputs", in, "--weights", in, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rel, err := precision.RelRMS(readOutput(t, out, "latents"), readOutput(t, in, "latents"))
+	if err != nil || !(rel <= 1e-5) {
+		t.Errorf("rel-RMS %g (%v)", rel, err)
+	}
+}
+
+// TestGenerateExample runs the command's Example as written (from the
+// repository root), its /tmp outputs moved to a temporary directory.
+func TestGenerateExample(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir("../..")
+	for _, line := range strings.Split(newGenerateCmd().Example, "\n") {
+		args := strings.Fields(strings.ReplaceAll(line, "/tmp/", dir+"/"))
+		if len(args) < 2 || args[0] != "zflow" || args[1] != "generate" {
+			t.Fatalf("example line %q is not a zflow generate command", line)
+		}
+		if code, _, stderr := zflowGenerate(t, args[2:]...); code != 0 {
+			t.Errorf("%s: exit %d: %s", line, code, stderr)
+		}
+	}
+}
+
+// TestGenerateBadInput: refusals exit 2 with one line naming the problem
+// and write nothing.
+func TestGenerateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	dit := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	doc := filepath.Join(testdata, "dit-f32.json")
+	v2 := filepath.Join(dir, "v2.json")
+	b, _ := os.ReadFile(doc)
+	os.WriteFile(v2, bytes.Replace(b, []byte(`"version": 1`), []byte(`"version": 2`), 1), 0o644)
+	noGate := filepath.Join(dir, "nogate.json")
+	os.WriteFile(noGate, bytes.Replace(b, []byte(`"name": "gate_fn"`), []byte(`"name": "gate_fx"`), 1), 0o644)
+	nan := filepath.Join(dir, "nan.npz")
+	writeNaNCopy(t, dit, nan)
+	out := filepath.Join(dir, "out.npz")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no semantics", []string{"--inputs", dit, "-o", out}, "semantics"},
+		{"no inputs", []string{"--semantics", doc, "-o", out}, "inputs"},
+		{"missing doc", []string{"--semantics", filepath.Join(dir, "nope.json"), "--inputs", dit, "-o", out}, "nope.json"},
+		{"version", []string{"--semantics", v2, "--inputs", dit, "-o", out}, "version: 2 is not supported"},
+		{"unknown factor", []string{"--semantics", noGate, "--inputs", dit, "-o", out}, "gate_fx"},
+		{"wrong model", []string{"--semantics", doc, "--inputs", filepath.Join(fixtures, "toy.npz"), "-o", out}, "no parameter"},
+		{"backend", []string{"--semantics", doc, "--inputs", dit, "-o", out, "--backend", "tpu"}, "unknown backend"},
+		{"extension", []string{"--semantics", doc, "--inputs", dit, "-o", filepath.Join(dir, "out.txt")}, ".npz or .safetensors"},
+		{"overwrite input", []string{"--semantics", doc, "--inputs", dit, "-o", dit}, "overwrite"},
+		{"NaN input", []string{"--semantics", doc, "--inputs", nan, "-o", out}, "NaN"},
+	} {
+		code, _, stderr := zflowGenerate(t, tc.args...)
+		if code != exitBadInput {
+			t.Errorf("%s: exit %d, want %d (%s)", tc.name, code, exitBadInput, stderr)
+		}
+		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%s: stderr %q should be one line mentioning %q", tc.name, stderr, tc.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%s: %s was written", tc.name, out)
+		}
+	}
+}
+
+// writeNaNCopy copies a trace with one NaN planted in its first float input.
+func writeNaNCopy(t *testing.T, src, dst string) {
+	t.Helper()
+	tr, err := trace.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	w, err := trace.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noise := tr.Manifest.Inputs["noise"]
+	for _, k := range tr.Keys() {
+		x, err := tr.Tensor(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := append([]byte(nil), x.Bytes()...)
+		if k == noise {
+			copy(data, []byte{0, 0, 0xc0, 0x7f}) // f32 NaN
+		}
+		if err := w.Add(k, x.DType, x.Shape, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := *tr.Manifest
+	if err := w.Close(&m); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,163 @@
+package program
+
+import (
+	"fmt"
+
+	"zflow/exec"
+	"zflow/precision"
+	"zflow/semantics"
+)
+
+// embedder emits one stream's embedder: an optional norm and a linear over
+// features, or rows of a table by integer ids.
+func (b *builder) embedder(e *semantics.Embedder) error {
+	addr := "embed." + e.Stream
+	if !hasStream(b.st, e.Stream) {
+		return fmt.Errorf("%s: no such stream", addr)
+	}
+	x, err := b.inputValue(e.Input)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	switch e.Kind {
+	case "linear":
+		if e.Input == "latents" {
+			layout, err := b.doc.String("patch_layout", addr)
+			if err != nil {
+				return err
+			}
+			if layout != "none" {
+				return fmt.Errorf("%s: patch_layout %q is not supported: latents must arrive as tokens [batch, rows, features]", addr, layout)
+			}
+		}
+		if r, ok := e.Roles["norm"]; ok {
+			if x, err = b.norm(x, addr+".norm", r, 0, ""); err != nil {
+				return err
+			}
+		}
+		if x, err = b.linear(x, addr+".proj", e.Roles["proj"]); err != nil {
+			return err
+		}
+	case "table":
+		r := e.Roles["table"]
+		w, err := b.weight(r.Weight)
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		if x, err = b.emit1(OpGather, addr+".table", []string{w, x}, Attrs{}); err != nil {
+			return err
+		}
+		b.tapRole(x, r)
+	default:
+		return fmt.Errorf("%s: embedder kind %q is not supported", addr, e.Kind)
+	}
+	s := b.shape(x)
+	if len(s) != 3 || s[2] != b.st.Hidden {
+		return fmt.Errorf("%s: embedded rows are %v, not [batch, rows, %d]", addr, s, b.st.Hidden)
+	}
+	b.stream[e.Stream], b.tokens[e.Stream] = x, s[1]
+	return nil
+}
+
+// conditioning emits the conditioning vector: the timestep (scaled on the
+// input or inside the sinusoid), its sinusoid, the timestep MLP, plus the
+// pooled MLP when there is one.
+func (b *builder) conditioning() error {
+	c := b.st.Conditioning
+	if c == nil {
+		return nil
+	}
+	const addr = "conditioning"
+	if b.st.Run != "flow_euler" {
+		return fmt.Errorf("%s: a %s run has no timestep to embed", addr, b.st.Run)
+	}
+	scale, err := b.doc.Number("timestep_scale", addr)
+	if err != nil {
+		return err
+	}
+	at, err := b.doc.String("timestep_scale_at", addr)
+	if err != nil {
+		return err
+	}
+	t, embScale := stepTimestep, scale
+	if at == "input" {
+		k := b.constant("timestep_scale", []float32{float32(scale)}, []int{1}, precision.F32)
+		if t, err = b.emit1(OpMul, addr+".timestep_scale", []string{t, k}, Attrs{}); err != nil {
+			return err
+		}
+		embScale = 1
+	}
+	flip, err := b.doc.Bool("timestep_flip_sin_to_cos", addr)
+	if err != nil {
+		return err
+	}
+	shift, err := b.doc.Number("timestep_freq_shift", addr)
+	if err != nil {
+		return err
+	}
+	period, err := b.doc.Number("timestep_max_period", addr)
+	if err != nil {
+		return err
+	}
+	f, err := b.actKind("embed_act", addr)
+	if err != nil {
+		return err
+	}
+	seg := -1
+	if bd := c.Boundary; bd != nil {
+		seg = b.begin(addr, bd.Module)
+		b.tap(t, bd.Module, bd.Inputs["timestep"], true)
+		if port, ok := bd.Inputs["pooled"]; ok {
+			if pooled, err := b.inputValue("pooled"); err == nil {
+				b.tap(pooled, bd.Module, port, true)
+			}
+		}
+	}
+	tp := exec.TimestepParams{Dim: c.TimestepDim, FlipSinToCos: flip, FreqShift: float32(shift), Scale: float32(embScale), MaxPeriod: float32(period)}
+	h, err := b.emit1(OpTimestepEmbed, addr+".sinusoid", []string{t}, Attrs{Timestep: tp})
+	if err != nil {
+		return err
+	}
+	b.tapRole(h, c.Roles["sinusoid"])
+	if f := b.shapeFormat(len(b.p.Nodes) - 1); f != b.acts {
+		// The sinusoid is stored in its own format (f32 in every reference
+		// seen); the MLP reads it in the activations format.
+		if h, err = b.emit1(OpCast, addr+".sinusoid_cast", []string{h}, Attrs{Format: b.acts}); err != nil {
+			return err
+		}
+	}
+	if h, err = b.mlp2(h, addr, "time", c.Roles, f); err != nil {
+		return err
+	}
+	if _, ok := c.Roles["pooled_in"]; ok {
+		pooled, err := b.inputValue("pooled")
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		p, err := b.mlp2(pooled, addr, "pooled", c.Roles, f)
+		if err != nil {
+			return err
+		}
+		if h, err = b.emit1(OpAdd, addr+".sum", []string{h, p}, Attrs{}); err != nil {
+			return err
+		}
+	}
+	if bd := c.Boundary; bd != nil {
+		b.tap(h, bd.Module, bd.Outputs["cond"], false)
+		b.end(seg)
+	}
+	b.cond = h
+	return nil
+}
+
+// mlp2 emits linear(<name>_in) → f → linear(<name>_out).
+func (b *builder) mlp2(x, addr, name string, roles map[string]semantics.Role, f exec.ActKind) (string, error) {
+	h, err := b.linear(x, addr+"."+name+"_in", roles[name+"_in"])
+	if err != nil {
+		return "", err
+	}
+	if h, err = b.act(h, addr+"."+name+"_act", f); err != nil {
+		return "", err
+	}
+	return b.linear(h, addr+"."+name+"_out", roles[name+"_out"])
+}

@@ -1,0 +1,224 @@
+package program
+
+import (
+	"fmt"
+
+	"zflow/exec"
+	"zflow/precision"
+)
+
+// Op is what a node does: one exec.Backend call, or a host step.
+type Op uint8
+
+// The ops. Each reads Node.In in the order its comment gives ("" for an
+// absent optional input) and the Attrs fields it names.
+const (
+	OpLinear        Op = iota + 1 // x, w, b
+	OpNorm                        // x, γ, β; Attrs.Norm
+	OpModulate                    // x, shift, scale; Attrs.Modulate
+	OpGatedResidual               // x, y, gate; Attrs.Act (the gate function)
+	OpRope                        // x, cos, sin; Attrs.Rope
+	OpAttention                   // q, k, v, mask; Attrs.Attention
+	OpAct                         // x; Attrs.Act
+	OpGLU                         // gate, value; Attrs.Act
+	OpAdd                         // a, b
+	OpMul                         // a, b
+	OpCast                        // x; Attrs.Format
+	OpReshape                     // x; Attrs.Shape
+	OpSlice                       // x; Attrs.Axis, Start, End
+	OpConcat                      // xs...; Attrs.Axis
+	OpChunk                       // x; Attrs.N, Axis; one output per piece
+	OpTimestepEmbed               // t; Attrs.Timestep
+	OpRopeTable                   // positions; Attrs.RopeTable; outputs cos, sin
+	OpGather                      // table, ids: rows of table (host step)
+	opEnd
+)
+
+var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
+	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
+	"rope_table", "gather"}
+
+// String is the op's name, as precision rules name it.
+func (o Op) String() string {
+	if o > 0 && o < opEnd {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// movement reports whether o's outputs may share storage with its input
+// (a view): the interpreter keeps the input alive while they live.
+func (o Op) movement() bool {
+	return o == OpReshape || o == OpSlice || o == OpChunk
+}
+
+// Attrs are an op's parameters; each op reads the fields its constant names.
+type Attrs struct {
+	Norm      exec.NormParams
+	Modulate  exec.ModulateParams
+	Act       exec.ActKind
+	Rope      exec.RopeParams
+	Attention exec.AttentionParams
+	Timestep  exec.TimestepParams
+	RopeTable exec.RopeTableParams
+	Format    precision.Format
+	Shape     []int
+	Axis      int
+	Start     int
+	End       int
+	N         int
+}
+
+// Node is one operation.
+type Node struct {
+	Op    Op
+	In    []string // value names; "" for an absent optional input
+	Out   []string
+	Role  string    // "<address>.<part>", e.g. "blocks.0.image.q": what precision rules match
+	Spec  exec.Spec // for ops that round (not movement ops)
+	Attrs Attrs
+}
+
+// ValueKind says where a value comes from and how long it lives.
+type ValueKind uint8
+
+const (
+	Weight    ValueKind = iota + 1 // a parameter (Source: its path); lives for the whole run
+	Input                          // a request input (Source: its role); lives for the whole run
+	StepInput                      // given to each forward (Source: "latents", "timestep")
+	Const                          // host data made by the builder (Data); uploaded once
+	Temp                           // an intermediate: freed after its last use
+)
+
+func (k ValueKind) String() string {
+	switch k {
+	case Weight:
+		return "weight"
+	case Input:
+		return "input"
+	case StepInput:
+		return "step input"
+	case Const:
+		return "const"
+	case Temp:
+		return "temp"
+	}
+	return fmt.Sprintf("ValueKind(%d)", uint8(k))
+}
+
+// Tap says that a value is the reference's tensor at a module's port.
+type Tap struct {
+	Module string
+	Port   string
+	In     bool // an input port: observed, and overridable, when Module's segment starts
+}
+
+// Key is the tap's trace key in step scope s ("s0/<module>/<port>").
+func (t Tap) Key(step int) string { return fmt.Sprintf("s%d/%s/%s", step, t.Module, t.Port) }
+
+// Value is a named tensor of the program.
+type Value struct {
+	Name   string
+	Kind   ValueKind
+	Source string // Weight: parameter path; Input: role; StepInput: "latents" | "timestep"
+	Shape  []int  // static: a program is built for one request's shapes
+	Data   []float32
+	Format precision.Format // Const: the format Data is uploaded in
+	Taps   []Tap
+}
+
+// Segment is a run of nodes that computes one component with a reference
+// boundary (a block, the final stage, the whole model).
+type Segment struct {
+	Address    string // "blocks.0", "final", "model"
+	Module     string
+	Start, End int // nodes [Start, End)
+}
+
+// Program is a built model: values, nodes in execution order, segments.
+type Program struct {
+	Values   map[string]*Value
+	Order    []string // value names in creation order
+	Nodes    []Node
+	Segments []Segment
+	Outputs  []string // values one forward returns
+	// lastUse: value → index of the last node that reads it (Temps only).
+	lastUse map[string]int
+}
+
+// Value returns the named value.
+func (p *Program) Value(name string) (*Value, bool) {
+	v, ok := p.Values[name]
+	return v, ok
+}
+
+// ValuesOf lists the values of a kind, in creation order.
+func (p *Program) ValuesOf(k ValueKind) []*Value {
+	var out []*Value
+	for _, n := range p.Order {
+		if v := p.Values[n]; v.Kind == k {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// SegmentOf returns the segment with the given address.
+func (p *Program) SegmentOf(address string) (Segment, bool) {
+	for _, s := range p.Segments {
+		if s.Address == address {
+			return s, true
+		}
+	}
+	return Segment{}, false
+}
+
+// finalize checks that every node input exists and is made before it is
+// read, and records each Temp's last use.
+func (p *Program) finalize() error {
+	made := map[string]bool{}
+	for _, v := range p.Values {
+		if v.Kind != Temp {
+			made[v.Name] = true
+		}
+	}
+	p.lastUse = map[string]int{}
+	for i, n := range p.Nodes {
+		for _, in := range n.In {
+			if in == "" {
+				continue
+			}
+			if !made[in] {
+				return fmt.Errorf("program: node %d (%s %s) reads %q before it is made", i, n.Op, n.Role, in)
+			}
+			if p.Values[in].Kind == Temp {
+				p.lastUse[in] = i
+			}
+		}
+		for _, out := range n.Out {
+			v, ok := p.Values[out]
+			if !ok || v.Kind != Temp {
+				return fmt.Errorf("program: node %d (%s %s) writes %q, which is not a temp", i, n.Op, n.Role, out)
+			}
+			if made[out] {
+				return fmt.Errorf("program: node %d (%s %s) writes %q a second time", i, n.Op, n.Role, out)
+			}
+			made[out] = true
+		}
+	}
+	for _, o := range p.Outputs {
+		if !made[o] {
+			return fmt.Errorf("program: output %q is never made", o)
+		}
+	}
+	return nil
+}
+
+// NodeTaps lists the reference boundaries node i's results correspond to.
+func (p *Program) NodeTaps(i int) []Tap {
+	var out []Tap
+	for _, name := range p.Nodes[i].Out {
+		out = append(out, p.Values[name].Taps...)
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package program
+
+import (
+	"fmt"
+	"math"
+
+	"zflow/exec"
+)
+
+// runNode executes one node on the backend.
+func runNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
+	one := func(t exec.Tensor, err error) ([]exec.Tensor, error) {
+		if err != nil {
+			return nil, err
+		}
+		return []exec.Tensor{t}, nil
+	}
+	a := &n.Attrs
+	switch n.Op {
+	case OpLinear:
+		return one(b.Linear(in[0], in[1], in[2], n.Spec))
+	case OpNorm:
+		return one(b.Norm(in[0], in[1], in[2], a.Norm, n.Spec))
+	case OpModulate:
+		return one(b.Modulate(in[0], in[1], in[2], a.Modulate, n.Spec))
+	case OpGatedResidual:
+		return one(b.GatedResidual(in[0], in[1], in[2], a.Act, n.Spec))
+	case OpRope:
+		return one(b.Rope(in[0], in[1], in[2], a.Rope, n.Spec))
+	case OpAttention:
+		return one(b.Attention(in[0], in[1], in[2], in[3], a.Attention, n.Spec))
+	case OpAct:
+		return one(b.Act(in[0], a.Act, n.Spec))
+	case OpGLU:
+		return one(b.GLU(in[0], in[1], a.Act, n.Spec))
+	case OpAdd:
+		return one(b.Add(in[0], in[1], n.Spec))
+	case OpMul:
+		return one(b.Mul(in[0], in[1], n.Spec))
+	case OpCast:
+		return one(b.Cast(in[0], a.Format))
+	case OpReshape:
+		return one(b.Reshape(in[0], a.Shape))
+	case OpSlice:
+		return one(b.Slice(in[0], a.Axis, a.Start, a.End))
+	case OpConcat:
+		return one(b.Concat(in, a.Axis))
+	case OpChunk:
+		return b.Chunk(in[0], a.N, a.Axis)
+	case OpTimestepEmbed:
+		return one(b.TimestepEmbed(in[0], a.Timestep, n.Spec))
+	case OpRopeTable:
+		cos, sin, err := b.RopeTable(in[0], a.RopeTable, n.Spec)
+		if err != nil {
+			return nil, err
+		}
+		return []exec.Tensor{cos, sin}, nil
+	case OpGather:
+		return one(gather(b, in[0], in[1]))
+	}
+	return nil, fmt.Errorf("unknown op %v", n.Op)
+}
+
+// gather picks rows of table [R, W] by the integer ids (host step: the
+// vocabulary has no gather op; see the package's notes for exec).
+func gather(b exec.Backend, table, ids exec.Tensor) (exec.Tensor, error) {
+	tv, err := b.Download(table)
+	if err != nil {
+		return nil, err
+	}
+	iv, err := b.Download(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, width := table.Shape()[0], table.Shape()[1]
+	out := make([]float32, 0, len(iv)*width)
+	for i, id := range iv {
+		r := int(id)
+		if float32(r) != id || r < 0 || r >= rows || math.IsNaN(float64(id)) {
+			return nil, fmt.Errorf("gather: id %d is %v, not a row of a %d-row table", i, id, rows)
+		}
+		out = append(out, tv[r*width:(r+1)*width]...)
+	}
+	return b.Upload(out, append(append([]int(nil), ids.Shape()...), width), table.Format())
+}

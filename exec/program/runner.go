@@ -1,0 +1,241 @@
+package program
+
+import (
+	"fmt"
+	"slices"
+
+	"zflow/exec"
+	"zflow/precision"
+	"zflow/semantics"
+)
+
+// Runner drives a program: one forward (run "forward") or a flow-matching
+// Euler loop over the sigmas (run "flow_euler"):
+//
+//	t_i = round(σ_i)                         (cast "sampler.timestep")
+//	v   = model(x, t_i)
+//	x   ← x + round(sign·(σ[i+1] − σ[i]) · v)  (mul "sampler.scale", add "sampler.update")
+//
+// with σ differences in f32 and the rounding of each op from the
+// precision plan.
+type Runner struct {
+	B   exec.Backend
+	Doc *semantics.Document
+	P   *Program
+	It  *Interpreter
+
+	env     map[string]exec.Tensor // weights, inputs, constants
+	latents exec.Tensor
+	sigmas  []float32
+	sign    float32
+	spec    struct{ timestep, scale, update exec.Spec }
+}
+
+// NewRunner builds doc's program for the request in inputs, with the
+// weights from weights, and uploads both.
+func NewRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) (*Runner, error) {
+	shapes := Shapes{Weights: map[string][]int{}, Inputs: map[string][]int{}}
+	for _, path := range doc.Structure.ParamPaths() {
+		s, err := weights.Shape(path)
+		if err != nil {
+			return nil, fmt.Errorf("program: weights: %w", err)
+		}
+		shapes.Weights[path] = s
+	}
+	for _, in := range doc.Structure.Inputs {
+		s, err := inputs.Shape(in.Name)
+		if err != nil {
+			return nil, fmt.Errorf("program: inputs: role %s: %w", in.Role, err)
+		}
+		shapes.Inputs[in.Role] = s
+	}
+	p, err := Build(doc, shapes)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{B: b, Doc: doc, P: p, It: &Interpreter{B: b, P: p}, env: map[string]exec.Tensor{}}
+	if err := r.load(weights, inputs); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// inputName is the request's name of the input with a role.
+func inputName(doc *semantics.Document, role string) string {
+	for _, in := range doc.Structure.Inputs {
+		if in.Role == role {
+			return in.Name
+		}
+	}
+	return ""
+}
+
+func (r *Runner) load(weights, inputs Source) error {
+	upload := func(v *Value, src Source, name string) (exec.Tensor, error) {
+		data, f, err := src.Read(name)
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		if len(data) != exec.Numel(v.Shape) {
+			return nil, fmt.Errorf("program: %s %q: %d values for shape %v", v.Kind, name, len(data), v.Shape)
+		}
+		return r.B.Upload(data, v.Shape, f)
+	}
+	for _, name := range r.P.Order {
+		v := r.P.Values[name]
+		var t exec.Tensor
+		var err error
+		switch v.Kind {
+		case Weight:
+			t, err = upload(v, weights, v.Source)
+		case Input:
+			t, err = upload(v, inputs, inputName(r.Doc, v.Source))
+		case Const:
+			t, err = r.B.Upload(v.Data, v.Shape, v.Format)
+		case StepInput:
+			if v.Source != "latents" {
+				continue
+			}
+			if r.latents, err = upload(v, inputs, inputName(r.Doc, "latents")); err != nil {
+				return err
+			}
+			continue
+		default:
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		r.env[name] = t
+	}
+	if r.Doc.Structure.Run != "flow_euler" {
+		return nil
+	}
+	sig, _, err := inputs.Read(inputName(r.Doc, "sigmas"))
+	if err != nil {
+		return fmt.Errorf("program: sigmas: %w", err)
+	}
+	if len(sig) < 2 {
+		return fmt.Errorf("program: sigmas: %d values, a schedule needs at least 2", len(sig))
+	}
+	r.sigmas = sig
+	sign, err := r.Doc.Number("euler_sign", "sampler")
+	if err != nil {
+		return fmt.Errorf("program: %w", err)
+	}
+	r.sign = float32(sign)
+	pr := &r.Doc.Precision
+	for _, s := range []struct {
+		dst      *exec.Spec
+		op, role string
+	}{{&r.spec.timestep, "cast", "sampler.timestep"}, {&r.spec.scale, "mul", "sampler.scale"}, {&r.spec.update, "add", "sampler.update"}} {
+		if *s.dst, err = SpecFor(pr, s.op, s.role); err != nil {
+			return fmt.Errorf("program: %w", err)
+		}
+	}
+	return nil
+}
+
+// Steps is the number of model calls Run makes.
+func (r *Runner) Steps() int {
+	if r.sigmas == nil {
+		return 1
+	}
+	return len(r.sigmas) - 1
+}
+
+// Run runs the whole request and returns its result (the final latents, or
+// the forward's output), which the caller frees. progress, if not nil, is
+// called after each model call.
+func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
+	if r.sigmas == nil {
+		outs, err := r.It.Forward(0, r.env)
+		if err != nil {
+			return nil, err
+		}
+		if progress != nil {
+			progress(1, 1)
+		}
+		return outs[0], nil
+	}
+	x := r.latents
+	n := r.Steps()
+	for i := range n {
+		next, err := r.step(i, x)
+		if x != r.latents {
+			r.B.Free(x)
+		}
+		if err != nil {
+			return nil, err
+		}
+		x = next
+		if progress != nil {
+			progress(i+1, n)
+		}
+	}
+	if x == r.latents { // no steps: hand back a copy the caller may free
+		return r.B.Cast(x, x.Format())
+	}
+	return x, nil
+}
+
+// step runs model call i on x and returns the updated x.
+func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
+	var live []exec.Tensor
+	defer func() {
+		for _, t := range live {
+			r.B.Free(t)
+		}
+	}()
+	keep := func(t exec.Tensor, err error) (exec.Tensor, error) {
+		if err == nil {
+			live = append(live, t)
+		}
+		return t, err
+	}
+	t, err := keep(r.B.Upload([]float32{r.sigmas[i]}, []int{1}, r.spec.timestep.Out))
+	if err != nil {
+		return nil, fmt.Errorf("program: step %d: timestep: %w", i, err)
+	}
+	env := make(map[string]exec.Tensor, len(r.env)+2)
+	for k, v := range r.env {
+		env[k] = v
+	}
+	env[stepLatents], env[stepTimestep] = x, t
+	outs, err := r.It.Forward(i, env)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", i, err)
+	}
+	live = append(live, outs...)
+	dt := r.sign * (r.sigmas[i+1] - r.sigmas[i])
+	dtT, err := keep(r.B.Upload([]float32{dt}, []int{1}, precision.F32))
+	if err != nil {
+		return nil, err
+	}
+	p, err := keep(r.B.Mul(outs[0], dtT, r.spec.scale))
+	if err != nil {
+		return nil, fmt.Errorf("program: step %d: Euler: %w", i, err)
+	}
+	next, err := r.B.Add(x, p, r.spec.update)
+	if err != nil {
+		return nil, fmt.Errorf("program: step %d: Euler: %w", i, err)
+	}
+	if !slices.Equal(next.Shape(), x.Shape()) {
+		r.B.Free(next)
+		return nil, fmt.Errorf("program: step %d: the update is %v for latents %v", i, next.Shape(), x.Shape())
+	}
+	return next, nil
+}
+
+// Close frees the weights, inputs and constants.
+func (r *Runner) Close() {
+	for k, t := range r.env {
+		r.B.Free(t)
+		delete(r.env, k)
+	}
+	if r.latents != nil {
+		r.B.Free(r.latents)
+		r.latents = nil
+	}
+}

@@ -1,0 +1,137 @@
+package program
+
+import (
+	"fmt"
+	"slices"
+
+	"zflow/exec"
+)
+
+// inferShapes computes a node's output shapes from its input shapes (nil
+// for an absent optional input), checking what the op requires of them.
+func inferShapes(n *Node, in [][]int) ([][]int, error) {
+	one := func(s []int) ([][]int, error) { return [][]int{slices.Clone(s)}, nil }
+	x := in[0]
+	switch n.Op {
+	case OpLinear:
+		w := in[1]
+		if len(x) == 0 || len(w) != 2 || x[len(x)-1] != w[1] {
+			return nil, fmt.Errorf("input %v does not fit weight %v ([out, in])", x, w)
+		}
+		if b := in[2]; b != nil && (len(b) != 1 || b[0] != w[0]) {
+			return nil, fmt.Errorf("bias %v does not fit weight %v", b, w)
+		}
+		out := slices.Clone(x)
+		out[len(out)-1] = w[0]
+		return [][]int{out}, nil
+	case OpNorm:
+		g := n.Attrs.Norm.Group
+		if len(x) == 0 {
+			return nil, fmt.Errorf("input is a scalar")
+		}
+		last := x[len(x)-1]
+		if g == 0 {
+			g = last
+		}
+		if last%g != 0 {
+			return nil, fmt.Errorf("group %d does not divide width %d", g, last)
+		}
+		for i, p := range in[1:] {
+			if p != nil && (len(p) != 1 || p[0] != g) {
+				return nil, fmt.Errorf("%s %v is not [%d]", []string{"γ", "β"}[i], p, g)
+			}
+		}
+		return one(x)
+	case OpModulate, OpGatedResidual:
+		if n.Op == OpGatedResidual && !slices.Equal(x, in[1]) {
+			return nil, fmt.Errorf("residual %v and branch %v differ", x, in[1])
+		}
+		return one(x)
+	case OpRope, OpAct, OpCast:
+		return one(x)
+	case OpAttention:
+		p := n.Attrs.Attention
+		if len(x) != 3 || len(in[1]) != 3 || len(in[2]) != 3 || p.Heads <= 0 || x[2]%p.Heads != 0 {
+			return nil, fmt.Errorf("q %v, k %v, v %v with %d heads", x, in[1], in[2], p.Heads)
+		}
+		return one(x)
+	case OpGLU:
+		if !slices.Equal(x, in[1]) {
+			return nil, fmt.Errorf("gate %v and value %v differ", x, in[1])
+		}
+		return one(x)
+	case OpAdd, OpMul:
+		s, err := exec.Broadcast(x, in[1])
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{s}, nil
+	case OpReshape:
+		if exec.Numel(x) != exec.Numel(n.Attrs.Shape) {
+			return nil, fmt.Errorf("reshape %v to %v", x, n.Attrs.Shape)
+		}
+		return one(n.Attrs.Shape)
+	case OpSlice:
+		ax, err := exec.Axis(n.Attrs.Axis, len(x))
+		if err != nil {
+			return nil, err
+		}
+		if n.Attrs.Start < 0 || n.Attrs.End < n.Attrs.Start || n.Attrs.End > x[ax] {
+			return nil, fmt.Errorf("slice [%d:%d] of axis %d of %v", n.Attrs.Start, n.Attrs.End, ax, x)
+		}
+		out := slices.Clone(x)
+		out[ax] = n.Attrs.End - n.Attrs.Start
+		return [][]int{out}, nil
+	case OpConcat:
+		ax, err := exec.Axis(n.Attrs.Axis, len(x))
+		if err != nil {
+			return nil, err
+		}
+		out := slices.Clone(x)
+		for _, s := range in[1:] {
+			if len(s) != len(x) {
+				return nil, fmt.Errorf("concat of %v and %v", x, s)
+			}
+			for i := range s {
+				if i != ax && s[i] != x[i] {
+					return nil, fmt.Errorf("concat of %v and %v along axis %d", x, s, ax)
+				}
+			}
+			out[ax] += s[ax]
+		}
+		return [][]int{out}, nil
+	case OpChunk:
+		sizes, ax, err := exec.ChunkSizes(x, n.Attrs.N, n.Attrs.Axis)
+		if err != nil {
+			return nil, err
+		}
+		var outs [][]int
+		for _, sz := range sizes {
+			o := slices.Clone(x)
+			o[ax] = sz
+			outs = append(outs, o)
+		}
+		return outs, nil
+	case OpTimestepEmbed:
+		if len(x) != 1 {
+			return nil, fmt.Errorf("timesteps %v are not 1-D", x)
+		}
+		return [][]int{{x[0], n.Attrs.Timestep.Dim}}, nil
+	case OpRopeTable:
+		axes := n.Attrs.RopeTable.AxesDims
+		if len(x) != 2 || x[1] != len(axes) {
+			return nil, fmt.Errorf("positions %v are not [rows, %d axes]", x, len(axes))
+		}
+		w := 0
+		for _, d := range axes {
+			w += d
+		}
+		return [][]int{{x[0], w}, {x[0], w}}, nil
+	case OpGather:
+		if len(x) != 2 {
+			return nil, fmt.Errorf("table %v is not [rows, width]", x)
+		}
+		return [][]int{append(slices.Clone(in[1]), x[1])}, nil
+	}
+	return nil, fmt.Errorf("unknown op %v", n.Op)
+}

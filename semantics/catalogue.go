@@ -1,0 +1,367 @@
+package semantics
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Runs, stream names, embedder kinds and position sources.
+var (
+	runs            = []string{"flow_euler", "forward"}
+	streamNames     = []string{"image", "text"}
+	embedderKinds   = []string{"linear", "table"}
+	positionSources = []string{"input", "grid", "sequence"}
+	// inputRoles: what a request input is for. "positions.<stream>" holds a
+	// stream's position ids ([rows, axes]).
+	inputRoles = []string{"latents", "sigmas", "context", "pooled", "token_ids", "positions.image", "positions.text"}
+	// outputRoles: the final x of a flow_euler run, or a forward's result.
+	outputRoles = []string{"latents", "hidden"}
+)
+
+// RoleKind says what parameters a role carries.
+type RoleKind uint8
+
+const (
+	RoleLinear RoleKind = iota + 1 // weight [out, in] required, bias optional
+	RoleNorm                       // weight and bias optional (absent: not affine)
+	RoleTable                      // weight [rows, width] required, no bias
+	RolePoint                      // no parameters: a boundary only
+)
+
+func (k RoleKind) String() string {
+	switch k {
+	case RoleLinear:
+		return "linear"
+	case RoleNorm:
+		return "norm"
+	case RoleTable:
+		return "table"
+	case RolePoint:
+		return "point"
+	}
+	return fmt.Sprintf("RoleKind(%d)", uint8(k))
+}
+
+// roleSpec is one role a component may have.
+type roleSpec struct {
+	kind     RoleKind
+	required bool
+}
+
+// Block kinds and their roles. A dual_stream block has each role once per
+// stream, prefixed "<stream>." ("image.q", "text.q").
+var blockKinds = map[string]map[string]roleSpec{
+	// Two streams with their own weights, one attention over both rows
+	// (joined in joint order); per stream: modulation (6 chunks: attention
+	// then MLP group), norm1, q/k/v, q/k norms, out, norm2, MLP.
+	"dual_stream": {
+		"modulation": {RoleLinear, true}, "norm1": {RoleNorm, false},
+		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
+		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
+		"out": {RoleLinear, true}, "norm2": {RoleNorm, false},
+		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
+	},
+	// One weight set over the joined rows; attention and MLP in parallel
+	// from one modulated norm (3 chunks); out projects [attention, act(MLP)]
+	// back to the hidden width; one gated residual.
+	"single_stream_parallel": {
+		"modulation": {RoleLinear, true}, "norm": {RoleNorm, false},
+		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
+		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
+		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "out": {RoleLinear, true},
+	},
+	// One weight set over the joined rows; attention then MLP, each from
+	// its own modulated norm (6 chunks), each with a gated residual.
+	"single_stream": {
+		"modulation": {RoleLinear, true}, "norm1": {RoleNorm, false},
+		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
+		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
+		"out": {RoleLinear, true}, "norm2": {RoleNorm, false},
+		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
+	},
+	// Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x)),
+	// plain residual adds, no modulation.
+	"decoder": {
+		"attn_norm": {RoleNorm, true},
+		"q":         {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
+		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
+		"out": {RoleLinear, true}, "mlp_norm": {RoleNorm, true},
+		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
+	},
+}
+
+// Roles of the other components.
+var (
+	embedderRoles = map[string]map[string]roleSpec{
+		"linear": {"norm": {RoleNorm, false}, "proj": {RoleLinear, true}},
+		"table":  {"table": {RoleTable, true}},
+	}
+	conditioningRoles = map[string]roleSpec{
+		"sinusoid": {RolePoint, false},
+		"time_in":  {RoleLinear, true}, "time_out": {RoleLinear, true},
+		"pooled_in": {RoleLinear, false}, "pooled_out": {RoleLinear, false},
+	}
+	finalRoles = map[string]roleSpec{
+		"modulation": {RoleLinear, false}, "norm": {RoleNorm, false}, "head": {RoleLinear, false},
+	}
+)
+
+// BlockKinds lists the block kinds, sorted.
+func BlockKinds() []string { return sortedKeys(blockKinds) }
+
+// BlockRoles returns the roles of a block of kind with the given streams
+// (prefixed per stream for dual_stream) and their kinds.
+func BlockRoles(kind string, streams []string) map[string]RoleKind {
+	specs, ok := blockKinds[kind]
+	if !ok {
+		return nil
+	}
+	out := map[string]RoleKind{}
+	for name, s := range specs {
+		if kind == "dual_stream" {
+			for _, st := range streams {
+				out[st+"."+name] = s.kind
+			}
+		} else {
+			out[name] = s.kind
+		}
+	}
+	return out
+}
+
+// blockRoleSpecs is BlockRoles with the required flags.
+func blockRoleSpecs(kind string, streams []string) map[string]roleSpec {
+	specs := blockKinds[kind]
+	out := map[string]roleSpec{}
+	for name, s := range specs {
+		if kind == "dual_stream" {
+			for _, st := range streams {
+				out[st+"."+name] = s
+			}
+		} else {
+			out[name] = s
+		}
+	}
+	return out
+}
+
+// Activation names (the op vocabulary's, exec.ParseAct).
+var acts = []string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu"}
+
+// Value types of factors.
+type valueType uint8
+
+const (
+	typeEnum   valueType = iota + 1 // one of Enum
+	typeBool                        // true or false
+	typeNumber                      // a finite number that Check accepts
+	typeInts                        // a list of positive even integers
+	typeOrder                       // comma-separated permutation of Chunks
+)
+
+// FactorSpec is one entry of the factor catalogue.
+type FactorSpec struct {
+	Name   string
+	Doc    string
+	typ    valueType
+	enum   []string
+	chunks []string
+	check  func(float64) error
+}
+
+func positive(v float64) error {
+	if v <= 0 {
+		return fmt.Errorf("must be > 0")
+	}
+	return nil
+}
+
+func nonNegative(v float64) error {
+	if v < 0 {
+		return fmt.Errorf("must be ≥ 0")
+	}
+	return nil
+}
+
+func anyFinite(float64) error { return nil }
+
+func oneOf(vals ...float64) func(float64) error {
+	return func(v float64) error {
+		for _, w := range vals {
+			if v == w {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %v", vals)
+	}
+}
+
+// catalogue is the factor catalogue: canonical names and allowed values.
+var catalogue = []FactorSpec{
+	{Name: "gate_fn", Doc: "function applied to a residual gate: x + g(gate)·y", typ: typeEnum, enum: []string{"identity", "tanh", "sigmoid"}},
+	{Name: "rope_layout", Doc: "which elements rotate together: adjacent pairs, the two halves, or no RoPE", typ: typeEnum, enum: []string{"interleaved", "half", "none"}},
+	{Name: "rope_axes", Doc: "channels per position axis, summing to the rotary width", typ: typeInts},
+	{Name: "rope_theta", Doc: "RoPE base θ", typ: typeNumber, check: positive},
+	{Name: "joint_order", Doc: "which stream's rows come first in a joined sequence", typ: typeEnum, enum: []string{"text_first", "image_first"}},
+	{Name: "modulation_order", Doc: "chunk order of each modulation group (groups: attention, then MLP)", typ: typeOrder, chunks: []string{"shift", "scale", "gate"}},
+	{Name: "modulation_plus_one", Doc: "norm(x)·(1 + scale) + shift rather than norm(x)·scale + shift", typ: typeBool},
+	{Name: "modulation_act", Doc: "activation applied to the conditioning vector before a modulation linear", typ: typeEnum, enum: acts},
+	{Name: "final_norm_order", Doc: "chunk order of the final adaptive norm's modulation", typ: typeOrder, chunks: []string{"shift", "scale"}},
+	{Name: "timestep_flip_sin_to_cos", Doc: "sinusoid laid out [cos, sin] rather than [sin, cos]", typ: typeBool},
+	{Name: "timestep_freq_shift", Doc: "downscale_freq_shift of the sinusoid frequencies", typ: typeNumber, check: anyFinite},
+	{Name: "timestep_scale", Doc: "what the model multiplies the given timestep (σ) by", typ: typeNumber, check: positive},
+	{Name: "timestep_scale_at", Doc: "where that multiply happens: on the input before the sinusoid (input) or inside it after the frequency product (sinusoid)", typ: typeEnum, enum: []string{"input", "sinusoid"}},
+	{Name: "timestep_max_period", Doc: "max_period of the sinusoid frequencies", typ: typeNumber, check: positive},
+	{Name: "embed_act", Doc: "activation between the two linears of a conditioning MLP", typ: typeEnum, enum: acts},
+	{Name: "norm_kind", Doc: "layer or RMS normalisation", typ: typeEnum, enum: []string{"layer", "rms"}},
+	{Name: "norm_eps", Doc: "ε added to the variance", typ: typeNumber, check: nonNegative},
+	{Name: "norm_offset", Doc: "γ' = γ + offset: 0 (γ) or 1 (zero-centred weights)", typ: typeNumber, check: oneOf(0, 1)},
+	{Name: "qk_norm", Doc: "per-head normalisation of q and k", typ: typeEnum, enum: []string{"none", "rms", "layer"}},
+	{Name: "mlp_act", Doc: "MLP activation (of the gate projection when gated)", typ: typeEnum, enum: acts},
+	{Name: "mlp_glu", Doc: "gated MLP: out(act(mlp_gate(x))·mlp_in(x))", typ: typeBool},
+	{Name: "parallel_order", Doc: "order of [attention, MLP] rows of a parallel block's fused output projection", typ: typeEnum, enum: []string{"attention_first", "mlp_first"}},
+	{Name: "attention_causal", Doc: "query i sees keys j ≤ i only", typ: typeBool},
+	{Name: "attention_scale", Doc: "score scale; 0 means 1/√head_dim", typ: typeNumber, check: nonNegative},
+	{Name: "patch_layout", Doc: "how latents become tokens: none (already tokens) or patches with features (c, ph, pw)", typ: typeEnum, enum: []string{"none", "c_ph_pw"}},
+	{Name: "euler_sign", Doc: "x ← x + sign·(σ[i+1] − σ[i])·v", typ: typeNumber, check: oneOf(1, -1)},
+}
+
+// Catalogue returns the factor catalogue.
+func Catalogue() []FactorSpec { return append([]FactorSpec(nil), catalogue...) }
+
+// LookupSpec returns the catalogue entry of a factor name.
+func LookupSpec(name string) (FactorSpec, bool) {
+	for _, s := range catalogue {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return FactorSpec{}, false
+}
+
+// CheckValue returns an error if v is not an allowed value of the factor.
+func (s FactorSpec) CheckValue(v any) error {
+	switch s.typ {
+	case typeEnum:
+		str, ok := v.(string)
+		if !ok || !contains(s.enum, str) {
+			return fmt.Errorf("%v is not one of %s", jsonish(v), strings.Join(s.enum, ", "))
+		}
+	case typeBool:
+		if _, ok := v.(bool); !ok {
+			return fmt.Errorf("%v is not true or false", jsonish(v))
+		}
+	case typeNumber:
+		f, ok := number(v)
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%v is not a finite number", jsonish(v))
+		}
+		if err := s.check(f); err != nil {
+			return fmt.Errorf("%v %v", f, err)
+		}
+	case typeInts:
+		if _, err := Ints(v); err != nil {
+			return err
+		}
+	case typeOrder:
+		str, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%v is not a string", jsonish(v))
+		}
+		if _, err := Order(str, s.chunks); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Ints reads a factor value that is a list of positive even integers.
+func Ints(v any) ([]int, error) {
+	list, ok := v.([]any)
+	if !ok {
+		if ints, ok := v.([]int); ok {
+			list = make([]any, len(ints))
+			for i, n := range ints {
+				list[i] = float64(n)
+			}
+		} else {
+			return nil, fmt.Errorf("%v is not a list of integers", jsonish(v))
+		}
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	out := make([]int, len(list))
+	for i, e := range list {
+		f, ok := number(e)
+		if !ok || f != math.Trunc(f) || f <= 0 || int(f)%2 != 0 || f > 1<<20 {
+			return nil, fmt.Errorf("element %d (%v) is not a positive even integer", i, jsonish(e))
+		}
+		out[i] = int(f)
+	}
+	return out, nil
+}
+
+// Order reads a comma-separated permutation of chunks.
+func Order(s string, chunks []string) ([]string, error) {
+	parts := strings.Split(s, ",")
+	seen := map[string]bool{}
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		parts[i] = p
+		if !contains(chunks, p) {
+			return nil, fmt.Errorf("%q: %q is not one of %s", s, p, strings.Join(chunks, ", "))
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("%q names %q twice", s, p)
+		}
+		seen[p] = true
+	}
+	if len(parts) != len(chunks) {
+		return nil, fmt.Errorf("%q must name each of %s once", s, strings.Join(chunks, ", "))
+	}
+	return parts, nil
+}
+
+// number reads a JSON number (float64) or a Go integer.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+func jsonish(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Values lists an enum factor's allowed values (nil for other types).
+func (s FactorSpec) Values() []string { return append([]string(nil), s.enum...) }

@@ -1,0 +1,99 @@
+package semantics
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Format name and the schema version this package reads and writes.
+const (
+	FormatName = "zflow-semantics"
+	Version    = 1
+)
+
+// Document is a semantics document.
+type Document struct {
+	Format       string         `json:"format"`
+	Version      int            `json:"version"`
+	Source       Source         `json:"source"`
+	Structure    Structure      `json:"structure"`
+	Factors      []Factor       `json:"factors"`
+	Precision    Precision      `json:"precision"`
+	Undetermined []Undetermined `json:"undetermined"`
+}
+
+// Source names the trace the document was made from.
+type Source struct {
+	Trace    string         `json:"trace"`  // path as given to the producer
+	SHA256   string         `json:"sha256"` // of the trace file, lower-case hex
+	Producer map[string]any `json:"producer,omitempty"`
+}
+
+// Factor is one fact the weights cannot show, with its evidence.
+type Factor struct {
+	Name       string      `json:"name"`  // canonical name (catalogue.go)
+	Scope      string      `json:"scope"` // address glob (address.go)
+	Value      any         `json:"value"`
+	Margin     Margin      `json:"margin"` // runner-up error / winner error
+	Decisive   bool        `json:"decisive"`
+	Candidates []Candidate `json:"candidates"`
+	Evidence   Evidence    `json:"evidence"`
+}
+
+// Candidate is one value a search tried and its error.
+type Candidate struct {
+	Value any     `json:"value"`
+	Score float64 `json:"score"` // the evidence metric; lower is better
+}
+
+// Evidence says where and how a factor was decided.
+type Evidence struct {
+	Boundary string `json:"boundary"` // trace boundary "<module>/<port>" scored at
+	Metric   string `json:"metric"`   // rel_rms | exact_fraction | declared
+	Note     string `json:"note,omitempty"`
+}
+
+// Undetermined is a factor the trace could not decide, and why.
+type Undetermined struct {
+	Name   string `json:"name"`
+	Scope  string `json:"scope"`
+	Reason string `json:"reason"`
+}
+
+// Margin is runner-up error / winner error: ≥ 1 when the winner is better,
+// +Inf when the winner's error is zero (written "inf" in JSON), 0 when
+// nothing was measured (a declared factor).
+type Margin float64
+
+// MarshalJSON writes +Inf as the string "inf".
+func (m Margin) MarshalJSON() ([]byte, error) {
+	if math.IsInf(float64(m), 1) {
+		return []byte(`"inf"`), nil
+	}
+	if math.IsNaN(float64(m)) || math.IsInf(float64(m), -1) {
+		return nil, fmt.Errorf("margin %v is not a number a document can hold", float64(m))
+	}
+	return json.Marshal(float64(m))
+}
+
+// UnmarshalJSON reads a number or "inf".
+func (m *Margin) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s != "inf" {
+			return fmt.Errorf("margin: %q is neither a number nor \"inf\"", s)
+		}
+		*m = Margin(math.Inf(1))
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("margin: %v", err)
+	}
+	*m = Margin(f)
+	return nil
+}

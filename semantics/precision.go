@@ -1,0 +1,64 @@
+package semantics
+
+// Precision is the rounding plan: the format activations are stored in,
+// rules that give an op (by node op and role) other rounding points, the
+// RoPE tables' formats, and, once measured, each boundary's fraction of
+// bit-exact values.
+type Precision struct {
+	// Status: "declared" (written from the reference's source),
+	// "searched" (found by the precision search) or "placeholder".
+	Status      string `json:"status"`
+	Activations string `json:"activations"` // f32 | bf16 | f16
+	// Rules apply to a program node when Op equals the node's op and Role
+	// (a glob, as scopes; empty matches all) matches the node's role; the
+	// first matching rule wins; a node no rule matches stores in
+	// Activations and rounds nowhere else.
+	Rules     []PrecisionRule   `json:"rules,omitempty"`
+	RopeTable *RopeTableFormats `json:"rope_table,omitempty"`
+	// Exact: boundary ("<module>/<port>") → fraction bit-exact.
+	Exact map[string]float64 `json:"exact,omitempty"`
+}
+
+// PrecisionRule is one op's precision spec.
+type PrecisionRule struct {
+	Op    string `json:"op"`              // node op (precisionOps)
+	Role  string `json:"role,omitempty"`  // node role glob
+	Out   string `json:"out,omitempty"`   // storage format; empty: Activations
+	Round string `json:"round,omitempty"` // rounding points joined by "|"
+	Math  string `json:"math,omitempty"`  // variants joined by "|": precise, fast_exp, recip_div
+}
+
+// RopeTableFormats are the formats RoPE tables are computed in.
+type RopeTableFormats struct {
+	Freq  string `json:"freq"`  // the inverse frequencies: f64, f32 or bf16
+	Angle string `json:"angle"` // position·frequency and cos/sin: f64 or f32
+	Out   string `json:"out"`   // the tables' storage format
+}
+
+// Precision vocabulary.
+var (
+	precisionStatuses = []string{"declared", "searched", "placeholder"}
+	formats           = []string{"f32", "bf16", "f16", "f64"}
+	precisionOps      = []string{"linear", "norm", "modulate", "rope", "attention", "act", "glu", "gated_residual", "add", "mul", "timestep_embed", "cast"}
+	roundPoints       = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights"}
+	mathVariants      = []string{"precise", "fast_exp", "recip_div"}
+)
+
+// RoundPoints lists the rounding point names a rule may use.
+func RoundPoints() []string { return append([]string(nil), roundPoints...) }
+
+// MathVariants lists the math variant names a rule may use.
+func MathVariants() []string { return append([]string(nil), mathVariants...) }
+
+// PrecisionOps lists the node ops a rule may name.
+func PrecisionOps() []string { return append([]string(nil), precisionOps...) }
+
+// Rule returns the first rule for op whose role glob matches role.
+func (p *Precision) Rule(op, role string) (PrecisionRule, bool) {
+	for _, r := range p.Rules {
+		if r.Op == op && (r.Role == "" || MatchScope(r.Role, role)) {
+			return r, true
+		}
+	}
+	return PrecisionRule{}, false
+}
