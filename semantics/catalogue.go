@@ -2,8 +2,9 @@ package semantics
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -354,14 +355,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+// sortedKeys lists a map's keys in order, for deterministic output.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Values lists an enum factor's allowed values (nil for other types).
 func (s FactorSpec) Values() []string { return append([]string(nil), s.enum...) }
