@@ -1,0 +1,353 @@
+package factors
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"zflow/exec"
+	"zflow/search"
+	"zflow/search/internal/attn"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+// Stages of a block's factors: each is scored where it is first
+// observable, on the reference's own inputs to that boundary, after the
+// stages before it are decided.
+const (
+	stageAttention  = 1 + iota // rope_layout × joint_order × attention_causal, at the out projection's argument
+	stageModulation            // modulation_order × modulation_plus_one at q's (and mlp_in's) argument; modulation_act
+	stageGate                  // gate_fn (× joint_order) at the residual after the attention
+	stageMLP                   // mlp_act (× mlp_glu, parallel_order) at the MLP's output projection
+	stageNorms                 // qk_norm at the per-head norms
+)
+
+// set is one weight set of the block as the attention sees it.
+type set struct {
+	prefix  string // role prefix ("image.", "text.", "")
+	stream  string // its stream, or "" when it holds the joined rows
+	q, k, v []float32
+	rows    int
+	qw      int
+	target  tensor // the out projection's argument
+}
+
+// block holds what the objective reads.
+type block struct {
+	st     *semantics.Structure
+	blk    semantics.Block
+	addr   string
+	cp     *capture
+	sets   []set
+	tables []tableSrc
+	memo   map[string]search.Score
+}
+
+// tableSrc is a RoPE table the block reads: a real cos/sin pair, or one
+// complex tensor.
+type tableSrc struct {
+	cos, sin []float32
+	w        int // real width, or pairs for complex
+	rows     int
+	complex  bool
+}
+
+// Block returns the factors of block i of st that the trace shows, in
+// stages, and the objective that scores them, teacher-forced on the
+// captured tensors at each factor's boundary. Run them with search.Run;
+// the results' scopes are block i's address (and "model"/"positions" for
+// joint_order and rope_layout, which are read per block here and merged
+// by the caller).
+func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, search.Objective, error) {
+	if i < 0 || i >= len(st.Blocks) {
+		return nil, nil, fmt.Errorf("factors: block %d of %d", i, len(st.Blocks))
+	}
+	cp, err := newCapture(tr, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &block{st: st, blk: st.Blocks[i], addr: semantics.BlockAddress(i), cp: cp, memo: map[string]search.Score{}}
+	if err := b.load(); err != nil {
+		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
+	}
+	fs := b.factors()
+	return fs, search.ObjectiveFunc(b.score), nil
+}
+
+func (b *block) role(name string) (semantics.Role, bool) {
+	r, ok := b.blk.Roles[name]
+	return r, ok && r.Module != ""
+}
+
+// load reads each weight set's q, k (after their norms), v and the out
+// projection's argument, and the RoPE tables.
+func (b *block) load() error {
+	prefixes := []string{""}
+	if b.blk.Kind == "dual_stream" {
+		prefixes = nil
+		for _, s := range b.blk.Streams {
+			prefixes = append(prefixes, s+".")
+		}
+	}
+	for _, p := range prefixes {
+		s := set{prefix: p, stream: strings.TrimSuffix(p, ".")}
+		var err error
+		if s.q, s.qw, err = b.headValues(p+"q", p+"q_norm"); err != nil {
+			return err
+		}
+		if s.k, _, err = b.headValues(p+"k", p+"k_norm"); err != nil {
+			return err
+		}
+		if s.v, _, err = b.headValues(p+"v", ""); err != nil {
+			return err
+		}
+		qt, _ := b.cp.roleOut(b.blk.Roles[p+"q"])
+		s.rows = qt.tokens()
+		out, ok := b.role(p + "out")
+		if !ok {
+			return fmt.Errorf("no %sout role", p)
+		}
+		if s.target, err = b.cp.arg(out.Module); err != nil {
+			return err
+		}
+		b.sets = append(b.sets, s)
+	}
+	return b.loadTables()
+}
+
+// headValues is a projection's result after its per-head norm (reordered
+// from [heads, rows, head] when that is how the norm read it), first
+// batch only, and its width.
+func (b *block) headValues(role, normRole string) ([]float32, int, error) {
+	r, ok := b.role(role)
+	if !ok {
+		return nil, 0, fmt.Errorf("no %s role", role)
+	}
+	y, err := b.cp.roleOut(r)
+	if err != nil {
+		return nil, 0, err
+	}
+	w := y.width()
+	first := y.v[:y.tokens()*w]
+	n, ok := b.role(normRole)
+	if normRole == "" || !ok {
+		return first, w, nil
+	}
+	in, err := b.cp.arg(n.Module)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := b.cp.roleOut(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	if slices.Equal(in.v, y.v) {
+		return out.v[:len(first)], w, nil
+	}
+	if len(in.shape) < 3 {
+		return nil, 0, fmt.Errorf("%s's argument %v is not %s's result rearranged", normRole, in.shape, role)
+	}
+	dh, s, h := in.shape[len(in.shape)-1], in.shape[len(in.shape)-2], in.shape[len(in.shape)-3]
+	perm := func(src []float32) []float32 {
+		dst := make([]float32, s*w)
+		for hh := range h {
+			for ss := range s {
+				copy(dst[ss*w+hh*dh:ss*w+(hh+1)*dh], src[(hh*s+ss)*dh:(hh*s+ss+1)*dh])
+			}
+		}
+		return dst
+	}
+	if h*dh != w || !slices.Equal(perm(in.v), first) {
+		return nil, 0, fmt.Errorf("%s's argument %v is not %s's result rearranged", normRole, in.shape, role)
+	}
+	return perm(out.v), w, nil
+}
+
+// loadTables: the block's arguments that are not its streams or the
+// conditioning vector are RoPE tables (real pairs, cos of larger mean, or
+// complex ones).
+func (b *block) loadTables() error {
+	bd := b.blk.Boundary
+	if bd == nil {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, p := range bd.Inputs {
+		named[p] = true
+	}
+	call, ok := b.cp.calls[bd.Module]
+	if !ok {
+		return fmt.Errorf("no call of %s", bd.Module)
+	}
+	var reals []tensor
+	for _, p := range call.Tensors {
+		if isResult(p.Name) || named[p.Name] {
+			continue
+		}
+		info, err := b.cp.tr.Info(p.Key)
+		if err != nil || !info.DType.IsFloat() {
+			continue
+		}
+		t, err := b.cp.key(p.Key)
+		if err != nil {
+			return err
+		}
+		if t.dt == trace.Complex64 || t.dt == trace.Complex128 {
+			b.tables = append(b.tables, tableSrc{cos: t.v, w: t.width(), rows: t.tokens(), complex: true})
+			continue
+		}
+		reals = append(reals, t)
+	}
+	for j := 0; j+1 < len(reals); j += 2 {
+		c, s := reals[j], reals[j+1]
+		if mean(s.v) > mean(c.v) {
+			c, s = s, c
+		}
+		b.tables = append(b.tables, tableSrc{cos: c.v, sin: s.v, w: c.width(), rows: c.tokens()})
+	}
+	return nil
+}
+
+func mean(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	return s / math.Max(1, float64(len(x)))
+}
+
+// factors lists the block's factors by stage.
+func (b *block) factors() []search.Factor {
+	f := func(name, scope string, stage int, vals ...any) search.Factor {
+		return search.Factor{Name: name, Scope: scope, Values: vals, Stage: stage}
+	}
+	var fs []search.Factor
+	layouts := []any{attn.None}
+	if len(b.tables) > 0 {
+		layouts = []any{attn.Interleaved, attn.Half, attn.None}
+	}
+	fs = append(fs, f("rope_layout", "positions", stageAttention, layouts...),
+		f("attention_causal", b.addr, stageAttention, false, true))
+	if len(b.sets) == 2 {
+		fs = append(fs, f("joint_order", "model", stageAttention, "text_first", "image_first"))
+	}
+	if _, ok := b.role(b.sets[0].prefix + "modulation"); ok {
+		var orders []any
+		for _, o := range permutations([]string{"shift", "scale", "gate"}) {
+			orders = append(orders, strings.Join(o, ","))
+		}
+		fs = append(fs, f("modulation_order", b.addr, stageModulation, orders...),
+			f("modulation_plus_one", b.addr, stageModulation, true, false),
+			f("modulation_act", b.addr, stageModulation, actValues()...),
+			f("gate_fn", b.addr, stageGate, "identity", "tanh", "sigmoid"))
+		if len(b.sets) == 1 && b.blk.Boundary != nil && b.blk.Boundary.Inputs["joint"] == "" && len(b.blk.Streams) == 2 {
+			fs = append(fs, f("joint_order", "model", stageGate, "text_first", "image_first"))
+		}
+	}
+	fs = append(fs, f("mlp_act", b.addr, stageMLP, actValues()[1:]...))
+	if _, ok := b.role("mlp_gate"); ok {
+		fs = append(fs, f("mlp_glu", b.addr, stageMLP, true, false))
+	}
+	if b.blk.Kind == "single_stream_parallel" {
+		fs = append(fs, f("parallel_order", b.addr, stageMLP, "attention_first", "mlp_first"))
+	}
+	if _, ok := b.role(b.sets[0].prefix + "q_norm"); ok {
+		fs = append(fs, f("qk_norm", b.addr, stageNorms, "rms", "layer"))
+	}
+	return fs
+}
+
+func actValues() []any {
+	return []any{"identity", "silu", "gelu_tanh", "gelu_erf", "relu", "tanh", "sigmoid"}
+}
+
+func permutations(s []string) [][]string {
+	if len(s) <= 1 {
+		return [][]string{slices.Clone(s)}
+	}
+	var out [][]string
+	for i := range s {
+		rest := append(slices.Clone(s[:i]), s[i+1:]...)
+		for _, p := range permutations(rest) {
+			out = append(out, append([]string{s[i]}, p...))
+		}
+	}
+	return out
+}
+
+// score evaluates the boundary where factor is first observable.
+func (b *block) score(_ context.Context, factor string, a search.Assignment) (search.Score, error) {
+	var fn func(search.Assignment) (search.Score, error)
+	var keys []string
+	switch factor {
+	case "rope_layout", "attention_causal":
+		fn, keys = b.scoreAttention, []string{"rope_layout", "attention_causal", "joint_order"}
+	case "joint_order":
+		if len(b.sets) == 2 {
+			fn, keys = b.scoreAttention, []string{"rope_layout", "attention_causal", "joint_order"}
+		} else {
+			fn, keys = b.scoreGate, []string{"modulation_order", "gate_fn", "joint_order"}
+		}
+	case "modulation_order", "modulation_plus_one":
+		fn, keys = b.scoreModulation, []string{"modulation_order", "modulation_plus_one"}
+	case "modulation_act":
+		fn, keys = b.scoreModAct, []string{"modulation_act"}
+	case "gate_fn":
+		fn, keys = b.scoreGate, []string{"modulation_order", "gate_fn", "joint_order"}
+	case "mlp_act", "mlp_glu", "parallel_order":
+		fn, keys = b.scoreMLP, []string{"mlp_act", "mlp_glu", "parallel_order"}
+	case "qk_norm":
+		fn, keys = b.scoreQKNorm, []string{"qk_norm"}
+	default:
+		return search.Score{}, fmt.Errorf("factors: %s has no factor %q", b.addr, factor)
+	}
+	memo := keys[0] + ":" + factor
+	if len(keys) > 0 {
+		memo = strings.Join(keys, ",")
+	}
+	for _, k := range keys {
+		memo += fmt.Sprintf("|%v", a[k])
+	}
+	if s, ok := b.memo[memo]; ok {
+		return s, nil
+	}
+	s, err := fn(a)
+	if err == nil {
+		b.memo[memo] = s
+	}
+	return s, err
+}
+
+// sums accumulates a rel-RMS over several comparisons.
+type sums struct{ d, r float64 }
+
+func (s *sums) add(ours []float64, ref []float32, f interface{ Round(float32) float32 }) {
+	for i := range min(len(ours), len(ref)) {
+		d := float64(f.Round(float32(ours[i]))) - float64(ref[i])
+		s.d += d * d
+		s.r += float64(ref[i]) * float64(ref[i])
+	}
+	if len(ours) != len(ref) {
+		s.d = math.Inf(1)
+	}
+}
+
+func (s sums) score(boundary string) search.Score {
+	e := math.Sqrt(s.d / s.r)
+	if math.IsNaN(e) || s.r == 0 {
+		e = math.Inf(1)
+	}
+	return search.Score{Err: e, Boundary: boundary, Metric: search.MetricRelRMS}
+}
+
+// act applies a named activation in f32.
+func act(name any, x float32) float32 {
+	k, err := exec.ParseAct(fmt.Sprint(name))
+	if err != nil {
+		return float32(math.NaN())
+	}
+	return exec.Activate(k, x, 0)
+}

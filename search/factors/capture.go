@@ -1,0 +1,186 @@
+package factors
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"zflow/precision"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+// capture reads the reference's tensors at the boundaries a structure
+// names, at the first step the model is called in.
+type capture struct {
+	tr    *trace.Trace
+	calls map[string]trace.Call // module → its first call at the step
+	cache map[string]tensor
+}
+
+// tensor is one captured tensor: values widened to f32, its format and
+// shape.
+type tensor struct {
+	v     []float32
+	f     precision.Format
+	shape []int
+	dt    trace.DType
+}
+
+func (t tensor) width() int {
+	if len(t.shape) == 0 {
+		return 1
+	}
+	return t.shape[len(t.shape)-1]
+}
+
+// rows counts rows of the last axis's width.
+func (t tensor) rows() int { return len(t.v) / max(t.width(), 1) }
+
+// tokens is the second-to-last axis.
+func (t tensor) tokens() int {
+	if len(t.shape) < 2 {
+		return 1
+	}
+	return t.shape[len(t.shape)-2]
+}
+
+func newCapture(tr *trace.Trace, st *semantics.Structure) (*capture, error) {
+	c := &capture{tr: tr, calls: map[string]trace.Call{}, cache: map[string]tensor{}}
+	var step *int
+	for _, call := range tr.Tree().Calls() {
+		if call.Parent == nil && call.Module == st.Model.Module {
+			step = call.Step
+			break
+		}
+	}
+	for _, call := range tr.Tree().Calls() {
+		if !sameStep(call.Step, step) {
+			continue
+		}
+		if _, ok := c.calls[call.Module]; !ok {
+			c.calls[call.Module] = call
+		}
+	}
+	if _, ok := c.calls[st.Model.Module]; !ok {
+		return nil, fmt.Errorf("%s: no call of the model %s", tr.Path, st.Model.Module)
+	}
+	return c, nil
+}
+
+func sameStep(a, b *int) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func isResult(port string) bool { return port == "out" || strings.HasPrefix(port, "out.") }
+
+// port reads a module's port.
+func (c *capture) port(module, name string) (tensor, error) {
+	call, ok := c.calls[module]
+	if !ok {
+		return tensor{}, fmt.Errorf("no call of %s", module)
+	}
+	key, ok := call.Tensors.Key(name)
+	if !ok {
+		return tensor{}, fmt.Errorf("%s has no port %s", module, name)
+	}
+	return c.key(key)
+}
+
+func (c *capture) key(key string) (tensor, error) {
+	if t, ok := c.cache[key]; ok {
+		return t, nil
+	}
+	tn, err := c.tr.Tensor(key)
+	if err != nil {
+		return tensor{}, err
+	}
+	v, err := tn.Float32()
+	if err != nil {
+		return tensor{}, err
+	}
+	info, _ := c.tr.Info(key)
+	f := precision.F32
+	switch tn.DType {
+	case trace.BFloat16:
+		f = precision.BF16
+	case trace.Float16:
+		f = precision.F16
+	}
+	t := tensor{v: v, f: f, shape: slices.Clone(info.Shape), dt: tn.DType}
+	c.cache[key] = t
+	return t, nil
+}
+
+// arg is a module's first real floating argument; out its first real
+// floating result.
+func (c *capture) arg(module string) (tensor, error) { return c.first(module, false) }
+func (c *capture) out(module string) (tensor, error) { return c.first(module, true) }
+
+func (c *capture) first(module string, result bool) (tensor, error) {
+	call, ok := c.calls[module]
+	if !ok {
+		return tensor{}, fmt.Errorf("no call of %s", module)
+	}
+	for _, p := range call.Tensors {
+		if isResult(p.Name) != result {
+			continue
+		}
+		info, err := c.tr.Info(p.Key)
+		if err == nil && info.DType.IsFloat() && info.DType.Components() == 1 {
+			return c.key(p.Key)
+		}
+	}
+	return tensor{}, fmt.Errorf("%s has no floating %s", module, map[bool]string{true: "result", false: "argument"}[result])
+}
+
+// roleOut is a role's result (its port, "out" by default, falling back to
+// the first result).
+func (c *capture) roleOut(r semantics.Role) (tensor, error) {
+	if t, err := c.port(r.Module, r.OutPort()); err == nil {
+		return t, nil
+	}
+	return c.out(r.Module)
+}
+
+// param reads a parameter's values.
+func (c *capture) param(name string) ([]float32, error) {
+	key, ok := c.tr.Manifest.Params[name]
+	if !ok {
+		return nil, fmt.Errorf("no parameter %q", name)
+	}
+	t, err := c.key(key)
+	return t.v, err
+}
+
+// relRMS of ours (rounded to f) against ref.
+func relRMS(ours []float64, ref []float32, f precision.Format) float64 {
+	if len(ours) != len(ref) || len(ref) == 0 {
+		return math.Inf(1)
+	}
+	var sd, sr float64
+	for i, o := range ours {
+		d := float64(f.Round(float32(o))) - float64(ref[i])
+		sd += d * d
+		sr += float64(ref[i]) * float64(ref[i])
+	}
+	r := precision.RelRMSFromSums(sd, sr)
+	if math.IsNaN(r) {
+		return math.Inf(1)
+	}
+	return r
+}
+
+// chunk is the j-th of k chunks of each row of t.
+func chunk(t tensor, j, k int) []float32 {
+	w := t.width() / k
+	out := make([]float32, 0, t.rows()*w)
+	for r := range t.rows() {
+		out = append(out, t.v[r*t.width()+j*w:r*t.width()+(j+1)*w]...)
+	}
+	return out
+}

@@ -1,0 +1,436 @@
+package factors
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"zflow/search"
+	"zflow/search/internal/attn"
+	"zflow/semantics"
+)
+
+// order lists the weight sets (or streams) in joint order.
+func order(names []string, jointOrder any) []int {
+	first := "text"
+	if jointOrder == "image_first" {
+		first = "image"
+	}
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case names[a] == first && names[b] != first:
+			return -1
+		case names[b] == first && names[a] != first:
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+// tables returns cos and sin for the weight sets joined in ord.
+func (b *block) ropeTables(ord []int, layout string) (attn.Tables, bool) {
+	if layout == attn.None || len(b.tables) == 0 {
+		return attn.Tables{}, layout == attn.None
+	}
+	expand := func(t tableSrc) ([]float64, []float64, int) {
+		if t.complex {
+			return attn.Complex(t.cos, t.w, layout)
+		}
+		return f64(t.cos), f64(t.sin), t.w
+	}
+	total := 0
+	for _, s := range b.sets {
+		total += s.rows
+	}
+	if len(b.tables) == 1 && b.tables[0].rows == total {
+		c, s, w := expand(b.tables[0])
+		return attn.Tables{Cos: c[:total*w], Sin: s[:total*w], W: w}, true
+	}
+	if len(b.tables) != len(b.sets) {
+		return attn.Tables{}, false
+	}
+	var t attn.Tables
+	for _, i := range ord {
+		j := i
+		for k, tb := range b.tables {
+			if tb.rows == b.sets[i].rows && b.sets[0].rows != b.sets[len(b.sets)-1].rows {
+				j = k
+			}
+		}
+		c, s, w := expand(b.tables[j])
+		t.Cos, t.Sin, t.W = append(t.Cos, c[:b.sets[i].rows*w]...), append(t.Sin, s[:b.sets[i].rows*w]...), w
+	}
+	return t, true
+}
+
+func f64(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// scoreAttention: the attention of the captured q, k (after their norms)
+// and v, with RoPE, over the weight sets in joint order, against each out
+// projection's argument (a parallel block's: the better of its first and
+// last q-width columns), at a sample of rows and heads.
+func (b *block) scoreAttention(a search.Assignment) (search.Score, error) {
+	names := make([]string, len(b.sets))
+	in := make([]attn.Set, len(b.sets))
+	smp := attn.Sample{Heads: attn.Spread(b.blk.Heads, 4)}
+	for i, s := range b.sets {
+		names[i] = s.stream
+		in[i] = attn.Set{Q: s.q, K: s.k, V: s.v, Rows: s.rows}
+		smp.Rows = append(smp.Rows, attn.Spread(s.rows, 32))
+	}
+	ord := order(names, a["joint_order"])
+	layout := fmt.Sprint(a["rope_layout"])
+	t, ok := b.ropeTables(ord, layout)
+	boundary := b.blk.Roles[b.sets[0].prefix+"out"].Module + "/arg"
+	if !ok || t.W > b.blk.HeadDim {
+		return search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}, nil
+	}
+	p := attn.Params{Heads: b.blk.Heads, KVHeads: b.blk.KVHeads, D: b.blk.HeadDim, Layout: layout, Causal: a["attention_causal"] == true}
+	out := attn.Attend(in, ord, t, p, smp)
+	var worst float64
+	for i, s := range b.sets {
+		w := s.target.width()
+		e := attn.Compare(out[i], s.target.v, w, 0, smp.Rows[i], smp.Heads, p.D)
+		if w > s.qw {
+			e = math.Min(e, attn.Compare(out[i], s.target.v, w, w-s.qw, smp.Rows[i], smp.Heads, p.D))
+		}
+		worst = math.Max(worst, e)
+	}
+	return search.Score{Err: worst, Boundary: boundary, Metric: search.MetricRelRMS}, nil
+}
+
+// modChunks returns group g's shift, scale and gate vectors (per sample)
+// from a modulation role's result under a chunk order.
+func (b *block) modChunks(mod semantics.Role, g int, ord any) (shift, scale, gate []float32, err error) {
+	t, err := b.cp.roleOut(mod)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	k := t.width() / b.st.Hidden
+	names := strings.Split(fmt.Sprint(ord), ",")
+	if k%3 != 0 || (g+1)*3 > k || len(names) != 3 {
+		return nil, nil, nil, fmt.Errorf("%s makes %d chunks, not groups of 3", mod.Module, k)
+	}
+	for j, n := range names {
+		c := chunk(t, g*3+j, k)
+		switch n {
+		case "shift":
+			shift = c
+		case "scale":
+			scale = c
+		case "gate":
+			gate = c
+		}
+	}
+	return shift, scale, gate, nil
+}
+
+// modulate computes x·(1 + scale) + shift (or x·scale + shift) over rows
+// of width w, the per-sample vectors broadcast over each sample's tokens.
+func modulate(x tensor, shift, scale []float32, plusOne bool) []float64 {
+	w := x.width()
+	per := max(x.tokens(), 1)
+	out := make([]float64, len(x.v))
+	one := 0.0
+	if plusOne {
+		one = 1
+	}
+	for r := range x.rows() {
+		s := (r / per) * w
+		for c := range w {
+			out[r*w+c] = float64(x.v[r*w+c])*(one+float64(scale[s+c])) + float64(shift[s+c])
+		}
+	}
+	return out
+}
+
+// normNames are the modulated norms' roles of a kind: before the attention
+// and before the MLP.
+func normNames(kind string) (string, string) {
+	if kind == "single_stream_parallel" {
+		return "norm", ""
+	}
+	return "norm1", "norm2"
+}
+
+// scoreModulation: each weight set's norm result, modulated by its
+// modulation's chunks, against q's argument (group 0) and mlp_in's
+// argument (group 1).
+func (b *block) scoreModulation(a search.Assignment) (search.Score, error) {
+	var s sums
+	n1, n2 := normNames(b.blk.Kind)
+	boundary := ""
+	for _, st := range b.sets {
+		mod := b.blk.Roles[st.prefix+"modulation"]
+		for g, pair := range [][2]string{{n1, "q"}, {n2, "mlp_in"}} {
+			nr, ok := b.role(st.prefix + pair[0])
+			if pair[0] == "" || !ok {
+				continue
+			}
+			x, err := b.cp.roleOut(nr)
+			if err != nil {
+				return search.Score{}, err
+			}
+			target, err := b.cp.arg(b.blk.Roles[st.prefix+pair[1]].Module)
+			if err != nil {
+				return search.Score{}, err
+			}
+			shift, scale, _, err := b.modChunks(mod, g, a["modulation_order"])
+			if err != nil {
+				return search.Score{}, err
+			}
+			s.add(modulate(x, shift, scale, a["modulation_plus_one"] == true), target.v, target.f)
+			if boundary == "" {
+				boundary = b.blk.Roles[st.prefix+pair[1]].Module + "/arg"
+			}
+		}
+	}
+	return s.score(boundary), nil
+}
+
+// scoreModAct: act(cond) against each modulation linear's argument.
+func (b *block) scoreModAct(a search.Assignment) (search.Score, error) {
+	var s sums
+	bd := b.blk.Boundary
+	if bd == nil || bd.Inputs["cond"] == "" {
+		return search.Score{Err: math.Inf(1)}, nil
+	}
+	cond, err := b.cp.port(bd.Module, bd.Inputs["cond"])
+	if err != nil {
+		return search.Score{}, err
+	}
+	boundary := ""
+	for _, st := range b.sets {
+		mod := b.blk.Roles[st.prefix+"modulation"]
+		target, err := b.cp.arg(mod.Module)
+		if err != nil {
+			return search.Score{}, err
+		}
+		ours := make([]float64, len(cond.v))
+		for i, x := range cond.v {
+			ours[i] = float64(act(a["modulation_act"], x))
+		}
+		s.add(ours, target.v, target.f)
+		boundary = mod.Module + "/arg"
+	}
+	return s.score(boundary), nil
+}
+
+// gateFn applies a gate function.
+func gateFn(name any, x float32) float64 {
+	switch name {
+	case "tanh":
+		return math.Tanh(float64(x))
+	case "sigmoid":
+		return 1 / (1 + math.Exp(-float64(x)))
+	}
+	return float64(x)
+}
+
+// streamsIn reads the block's rows entering (or leaving) by stream, joined
+// in joint order when the boundary names streams rather than "joint".
+func (b *block) joined(ports map[string]string, jo any) (tensor, error) {
+	bd := b.blk.Boundary
+	if p, ok := ports["joint"]; ok {
+		return b.cp.port(bd.Module, p)
+	}
+	names := slices.Clone(b.blk.Streams)
+	var out tensor
+	for _, i := range order(names, jo) {
+		p, ok := ports[names[i]]
+		if !ok {
+			return tensor{}, fmt.Errorf("%s has no %s port", bd.Module, names[i])
+		}
+		t, err := b.cp.port(bd.Module, p)
+		if err != nil {
+			return tensor{}, err
+		}
+		if out.v == nil {
+			out = tensor{f: t.f, shape: slices.Clone(t.shape), dt: t.dt}
+			out.shape[len(out.shape)-2] = 0
+		}
+		out.v = append(out.v, t.v[:t.tokens()*t.width()]...)
+		out.shape[len(out.shape)-2] += t.tokens()
+	}
+	return out, nil
+}
+
+// scoreGate: x + g(gate)·out(attention) against the rows after the
+// attention's residual: norm2's argument, or (parallel) the block's result.
+func (b *block) scoreGate(a search.Assignment) (search.Score, error) {
+	var s sums
+	bd := b.blk.Boundary
+	if bd == nil {
+		return search.Score{Err: math.Inf(1)}, nil
+	}
+	_, n2 := normNames(b.blk.Kind)
+	boundary := ""
+	for _, st := range b.sets {
+		var x, target tensor
+		var err error
+		if len(b.sets) == 2 {
+			if x, err = b.cp.port(bd.Module, bd.Inputs[st.stream]); err != nil {
+				return search.Score{}, err
+			}
+		} else if x, err = b.joined(bd.Inputs, a["joint_order"]); err != nil {
+			return search.Score{}, err
+		}
+		if nr, ok := b.role(st.prefix + n2); n2 != "" && ok {
+			if target, err = b.cp.arg(nr.Module); err != nil {
+				return search.Score{}, err
+			}
+			boundary = nr.Module + "/arg"
+		} else if b.blk.Kind == "single_stream_parallel" {
+			if target, err = b.joined(bd.Outputs, a["joint_order"]); err != nil {
+				return search.Score{}, err
+			}
+			boundary = bd.Module + "/out"
+		} else {
+			return search.Score{Err: math.Inf(1)}, nil
+		}
+		o, err := b.cp.roleOut(b.blk.Roles[st.prefix+"out"])
+		if err != nil {
+			return search.Score{}, err
+		}
+		_, _, gate, err := b.modChunks(b.blk.Roles[st.prefix+"modulation"], 0, a["modulation_order"])
+		if err != nil {
+			return search.Score{}, err
+		}
+		w := x.width()
+		n := min(len(x.v), len(o.v))
+		ours := make([]float64, n)
+		for i := range n {
+			ours[i] = float64(x.v[i]) + gateFn(a["gate_fn"], gate[i%w])*float64(o.v[i])
+		}
+		s.add(ours, target.v[:min(n, len(target.v))], target.f)
+	}
+	return s.score(boundary), nil
+}
+
+// scoreMLP: act(mlp_in) (or act(mlp_gate)·mlp_in) against the MLP's output
+// projection's argument (a parallel block's out: its MLP columns).
+func (b *block) scoreMLP(a search.Assignment) (search.Score, error) {
+	var s sums
+	boundary := ""
+	for _, st := range b.sets {
+		in, err := b.cp.roleOut(b.blk.Roles[st.prefix+"mlp_in"])
+		if err != nil {
+			return search.Score{}, err
+		}
+		var gate tensor
+		if g, ok := b.role(st.prefix + "mlp_gate"); ok {
+			if gate, err = b.cp.roleOut(g); err != nil {
+				return search.Score{}, err
+			}
+		}
+		outRole := st.prefix + "mlp_out"
+		if b.blk.Kind == "single_stream_parallel" {
+			outRole = "out"
+		}
+		target, err := b.cp.arg(b.blk.Roles[outRole].Module)
+		if err != nil {
+			return search.Score{}, err
+		}
+		boundary = b.blk.Roles[outRole].Module + "/arg"
+		m := in.width()
+		col := 0
+		if b.blk.Kind == "single_stream_parallel" && a["parallel_order"] == "attention_first" {
+			col = target.width() - m
+		}
+		ref := make([]float32, 0, in.rows()*m)
+		for r := range in.rows() {
+			ref = append(ref, target.v[r*target.width()+col:r*target.width()+col+m]...)
+		}
+		ours := make([]float64, len(in.v))
+		for i, x := range in.v {
+			switch {
+			case gate.v != nil && a["mlp_glu"] == true:
+				ours[i] = float64(target.f.Round(act(a["mlp_act"], gate.v[i]))) * float64(x)
+			default:
+				ours[i] = float64(act(a["mlp_act"], x))
+			}
+		}
+		s.add(ours, ref, target.f)
+	}
+	return s.score(boundary), nil
+}
+
+// scoreQKNorm: RMS or layer normalisation of each per-head norm's argument
+// over the head width, times its weight (eps 1e-6), against its result.
+func (b *block) scoreQKNorm(a search.Assignment) (search.Score, error) {
+	var s sums
+	boundary := ""
+	for _, st := range b.sets {
+		for _, name := range []string{"q_norm", "k_norm"} {
+			r, ok := b.role(st.prefix + name)
+			if !ok {
+				continue
+			}
+			x, err := b.cp.arg(r.Module)
+			if err != nil {
+				return search.Score{}, err
+			}
+			y, err := b.cp.roleOut(r)
+			if err != nil {
+				return search.Score{}, err
+			}
+			var gamma, beta []float32
+			if r.Weight != "" {
+				if gamma, err = b.cp.param(r.Weight); err != nil {
+					return search.Score{}, err
+				}
+			}
+			if r.Bias != "" {
+				if beta, err = b.cp.param(r.Bias); err != nil {
+					return search.Score{}, err
+				}
+			}
+			s.add(norm(x, a["qk_norm"] == "layer", 1e-6, gamma, beta), y.v, y.f)
+			boundary = r.Module + "/" + r.OutPort()
+		}
+	}
+	return s.score(boundary), nil
+}
+
+// norm normalises rows of x (layer or RMS), then ·γ + β.
+func norm(x tensor, layer bool, eps float64, gamma, beta []float32) []float64 {
+	w := x.width()
+	out := make([]float64, len(x.v))
+	for r := range x.rows() {
+		row := x.v[r*w : (r+1)*w]
+		var mu, ss float64
+		if layer {
+			for _, v := range row {
+				mu += float64(v)
+			}
+			mu /= float64(w)
+		}
+		for _, v := range row {
+			ss += (float64(v) - mu) * (float64(v) - mu)
+		}
+		inv := 1 / math.Sqrt(ss/float64(w)+eps)
+		for c, v := range row {
+			y := (float64(v) - mu) * inv
+			if gamma != nil {
+				y *= float64(gamma[c])
+			}
+			if beta != nil {
+				y += float64(beta[c])
+			}
+			out[r*w+c] = y
+		}
+	}
+	return out
+}
