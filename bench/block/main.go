@@ -1,0 +1,532 @@
+//go:build linux
+
+// Command block times one real-width dual-stream DiT block (Flux's
+// FluxTransformerBlock: hidden 3072, 24 heads × 128, 4096 image + 512 text
+// rows, bf16) on the CUDA backend, op by op through exec.Backend, and the
+// GEMMs, attention and two pointwise ops alone. bench/block_torch.py times
+// the same block in PyTorch eager and prints the comparison.
+//
+//	block -iters 20 -json out.json -out block_out.bin
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"time"
+
+	"zflow/cuda"
+	"zflow/exec"
+	"zflow/precision"
+)
+
+var (
+	bf16 = precision.BF16
+	sOut = exec.Out(bf16)
+	sCmp = exec.Composed(bf16) // separate PyTorch primitives
+)
+
+type result struct {
+	Device     string             `json:"device"`
+	BlockMS    float64            `json:"block_ms"`
+	BlockAll   []float64          `json:"block_ms_all"`
+	Breakdown  map[string]float64 `json:"breakdown_ms"`
+	GEMM       []gemmResult       `json:"gemm"`
+	AttnMS     float64            `json:"attention_ms"`
+	AttnTFLOPS float64            `json:"attention_tflops"`
+	AttnWarps  map[string]float64 `json:"attention_ms_by_warps"`
+	Pointwise  map[string]float64 `json:"pointwise_gbps"`
+	SetupS     float64            `json:"setup_s"`
+}
+
+type gemmResult struct {
+	M, N, K int
+	Bias    bool
+	MS      float64 `json:"ms"`
+	TFLOPS  float64 `json:"tflops"`
+}
+
+func main() {
+	iters := flag.Int("iters", 20, "timed iterations")
+	warm := flag.Int("warmup", 3, "warm-up iterations")
+	jsonPath := flag.String("json", "", "write the results as JSON here")
+	outPath := flag.String("out", "", "write the block's outputs (img then txt, bf16 bits) here")
+	attnOnly := flag.Int("attn-only", 0, "run only the block's attention twice with this many flash warps (for a profiler)")
+	flag.Parse()
+	if *attnOnly != 0 {
+		if err := attnOnce(*attnOnly); err != nil {
+			fmt.Fprintln(os.Stderr, "block:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*iters, *warm, *jsonPath, *outPath); err != nil {
+		fmt.Fprintln(os.Stderr, "block:", err)
+		os.Exit(1)
+	}
+}
+
+// timer records events between ops and sums them by label.
+type timer struct {
+	b      *cuda.Backend
+	evs    []*cuda.Event
+	labels []string
+	n      int
+	on     bool
+}
+
+func (t *timer) mark(label string) {
+	if !t.on {
+		return
+	}
+	if t.n == len(t.evs) {
+		e, err := t.b.NewEvent()
+		if err != nil {
+			panic(err)
+		}
+		t.evs = append(t.evs, e)
+		t.labels = append(t.labels, label)
+	}
+	t.labels[t.n] = label
+	t.evs[t.n].Record()
+	t.n++
+}
+
+func (t *timer) collect(into map[string]float64) {
+	for i := 1; i < t.n; i++ {
+		ms, err := t.evs[i].Since(t.evs[i-1])
+		if err != nil {
+			panic(err)
+		}
+		into[t.labels[i]] += ms
+	}
+	t.n = 0
+}
+
+type weights map[string]exec.Tensor
+
+func run(iters, warm int, jsonPath, outPath string) error {
+	start := time.Now()
+	b, err := cuda.New()
+	if err != nil {
+		return err
+	}
+	res := result{Device: b.Device(), Breakdown: map[string]float64{}, Pointwise: map[string]float64{}, AttnWarps: map[string]float64{}}
+	fmt.Println("device:", res.Device)
+	w := weights{}
+	for i, sp := range tensors() {
+		t, err := b.Upload(values(i, sp), sp.shape, bf16)
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", sp.name, err)
+		}
+		w[sp.name] = t
+	}
+	// RoPE tables: text ids 0, image ids (0, row, col) on a 64×64 grid;
+	// axes (16, 56, 56), θ = 10000, f64 frequencies and angles (diffusers
+	// Flux), stored f32.
+	seq := txtLen + imgLen
+	pos := make([]float32, 3*seq)
+	for i := range imgLen {
+		pos[3*(txtLen+i)+1], pos[3*(txtLen+i)+2] = float32(i/64), float32(i%64)
+	}
+	pt, err := b.Upload(pos, []int{seq, 3}, precision.F32)
+	if err != nil {
+		return err
+	}
+	cos, sin, err := b.RopeTable(pt, exec.RopeTableParams{Theta: 10000, AxesDims: []int{16, 56, 56}, Layout: exec.RopeInterleaved,
+		FreqFormat: precision.F64, AngleFormat: precision.F64}, exec.Out(precision.F32))
+	if err != nil {
+		return err
+	}
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	res.SetupS = time.Since(start).Seconds()
+	// Attention alone first: it picks the flash kernel's warps per block
+	// for the block.
+	if err := attention(b, &res); err != nil {
+		return err
+	}
+
+	tm := &timer{b: b}
+	var img, txt exec.Tensor
+	for it := 0; it < warm+iters; it++ {
+		if img != nil {
+			b.Free(img)
+			b.Free(txt)
+		}
+		t0, _ := b.NewEvent()
+		t1, _ := b.NewEvent()
+		tm.on = it >= warm
+		t0.Record()
+		tm.mark("start")
+		img, txt, err = forward(b, w, cos, sin, tm)
+		if err != nil {
+			return err
+		}
+		t1.Record()
+		ms, err := t1.Since(t0)
+		if err != nil {
+			return err
+		}
+		if it >= warm {
+			res.BlockAll = append(res.BlockAll, ms)
+			tm.collect(res.Breakdown)
+		}
+		t0.Destroy()
+		t1.Destroy()
+	}
+	res.BlockMS = median(res.BlockAll)
+	for k := range res.Breakdown {
+		res.Breakdown[k] /= float64(iters)
+	}
+	fmt.Printf("block forward: median %.3f ms over %d iterations (min %.3f)\n", res.BlockMS, iters, minOf(res.BlockAll))
+	keys := make([]string, 0, len(res.Breakdown))
+	for k := range res.Breakdown {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return res.Breakdown[keys[i]] > res.Breakdown[keys[j]] })
+	for _, k := range keys {
+		fmt.Printf("  %-16s %8.3f ms\n", k, res.Breakdown[k])
+	}
+	if outPath != "" {
+		if err := writeOut(b, outPath, img, txt); err != nil {
+			return err
+		}
+	}
+	b.Free(img)
+	b.Free(txt)
+
+	if err := gemms(b, &res); err != nil {
+		return err
+	}
+	if err := pointwise(b, &res); err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		buf, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(jsonPath, buf, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	return s[len(s)/2]
+}
+
+func minOf(v []float64) float64 {
+	m := math.Inf(1)
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+// forward runs the block: the same ops, in the same order and with the
+// same rounding, as diffusers' FluxTransformerBlock in bf16 eager.
+func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, txt exec.Tensor, err error) {
+	var tmp []exec.Tensor
+	defer func() {
+		for _, t := range tmp {
+			b.Free(t)
+		}
+	}()
+	keep := func(t exec.Tensor, e error) exec.Tensor {
+		if e != nil && err == nil {
+			err = e
+		}
+		if t != nil {
+			tmp = append(tmp, t)
+		}
+		return t
+	}
+	lin := func(x exec.Tensor, name string) exec.Tensor {
+		if err != nil {
+			return nil
+		}
+		y := keep(b.Linear(x, w[name+".w"], w[name+".b"], sOut))
+		tm.mark("linear")
+		return y
+	}
+	layer := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}
+	qk := exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: headD}
+	sQK := exec.Spec{Out: bf16, Round: exec.RoundNormalized}
+
+	temb := keep(b.Act(w["in.temb"], exec.ActSiLU, sOut))
+	tm.mark("act")
+	type stream struct {
+		x                  exec.Tensor
+		mod                []exec.Tensor
+		q, k, v, attn, out exec.Tensor
+	}
+	ss := map[string]*stream{"img": {x: w["in.img"]}, "txt": {x: w["in.txt"]}}
+	for _, name := range []string{"img", "txt"} {
+		s := ss[name]
+		m := lin(temb, name+".mod")
+		if err != nil {
+			return nil, nil, err
+		}
+		s.mod, err = b.Chunk(m, 6, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		tmp = append(tmp, s.mod...)
+		tm.mark("chunk")
+		n := keep(b.Norm(s.x, nil, nil, layer, sOut))
+		tm.mark("norm")
+		mx := keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
+		tm.mark("modulate")
+		s.q, s.k, s.v = lin(mx, name+".q"), lin(mx, name+".k"), lin(mx, name+".v")
+		if err != nil {
+			return nil, nil, err
+		}
+		s.q = keep(b.Norm(s.q, w[name+".norm_q"], nil, qk, sQK))
+		s.k = keep(b.Norm(s.k, w[name+".norm_k"], nil, qk, sQK))
+		tm.mark("norm")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ti, tt := ss["img"], ss["txt"]
+	q := keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
+	k := keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
+	v := keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
+	tm.mark("concat")
+	if err != nil {
+		return nil, nil, err
+	}
+	rp := exec.RopeParams{Heads: heads, Layout: exec.RopeInterleaved}
+	q = keep(b.Rope(q, cos, sin, rp, sOut))
+	k = keep(b.Rope(k, cos, sin, rp, sOut))
+	tm.mark("rope")
+	if err != nil {
+		return nil, nil, err
+	}
+	a := keep(b.Attention(q, k, v, nil, exec.AttentionParams{Heads: heads}, sOut))
+	tm.mark("attention")
+	if err != nil {
+		return nil, nil, err
+	}
+	tt.attn = keep(b.Slice(a, 1, 0, txtLen))
+	ti.attn = keep(b.Slice(a, 1, txtLen, txtLen+imgLen))
+	tm.mark("slice")
+	outs := map[string]exec.Tensor{}
+	for _, name := range []string{"img", "txt"} {
+		s := ss[name]
+		o := lin(s.attn, name+".out")
+		if err != nil {
+			return nil, nil, err
+		}
+		x1 := keep(b.GatedResidual(s.x, o, s.mod[2], exec.ActIdentity, sCmp))
+		tm.mark("gated_residual")
+		n := keep(b.Norm(x1, nil, nil, layer, sOut))
+		tm.mark("norm")
+		mx := keep(b.Modulate(n, s.mod[3], s.mod[4], exec.ModulateParams{PlusOne: true}, sCmp))
+		tm.mark("modulate")
+		h := lin(mx, name+".ff1")
+		if err != nil {
+			return nil, nil, err
+		}
+		g := keep(b.Act(h, exec.ActGELUTanh, sOut))
+		tm.mark("act")
+		f := lin(g, name+".ff2")
+		if err != nil {
+			return nil, nil, err
+		}
+		y, e := b.GatedResidual(x1, f, s.mod[5], exec.ActIdentity, sCmp)
+		if e != nil {
+			return nil, nil, e
+		}
+		tm.mark("gated_residual")
+		outs[name] = y
+	}
+	return outs["img"], outs["txt"], err
+}
+
+func writeOut(b *cuda.Backend, path string, ts ...exec.Tensor) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, t := range ts {
+		v, err := b.Download(t)
+		if err != nil {
+			return err
+		}
+		h := make([]uint16, len(v))
+		for i, x := range v {
+			h[i] = precision.BF16Bits(x)
+		}
+		if err := binary.Write(f, binary.LittleEndian, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeIt runs fn warm + iters times and returns the median milliseconds.
+func timeIt(b *cuda.Backend, warm, iters int, fn func() (exec.Tensor, error)) (float64, error) {
+	var ms []float64
+	for i := 0; i < warm+iters; i++ {
+		t0, _ := b.NewEvent()
+		t1, _ := b.NewEvent()
+		t0.Record()
+		y, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		t1.Record()
+		d, err := t1.Since(t0)
+		if err != nil {
+			return 0, err
+		}
+		b.Free(y)
+		t0.Destroy()
+		t1.Destroy()
+		if i >= warm {
+			ms = append(ms, d)
+		}
+	}
+	return median(ms), nil
+}
+
+func gemms(b *cuda.Backend, res *result) error {
+	for _, c := range [][3]int{{4096, 3072, 3072}, {4096, 12288, 3072}, {4096, 3072, 12288}, {8192, 8192, 8192}} {
+		m, n, k := c[0], c[1], c[2]
+		x, err := b.Upload(hashValues(m*k, 101, 1), []int{m, k}, bf16)
+		if err != nil {
+			return err
+		}
+		wt, err := b.Upload(hashValues(n*k, 102, 1/math.Sqrt(float64(k))), []int{n, k}, bf16)
+		if err != nil {
+			return err
+		}
+		bias, err := b.Upload(hashValues(n, 103, 0.02), []int{n}, bf16)
+		if err != nil {
+			return err
+		}
+		for _, withBias := range []bool{false, true} {
+			var bt exec.Tensor
+			if withBias {
+				bt = bias
+			}
+			ms, err := timeIt(b, 3, 20, func() (exec.Tensor, error) { return b.Linear(x, wt, bt, sOut) })
+			if err != nil {
+				return err
+			}
+			g := gemmResult{M: m, N: n, K: k, Bias: withBias, MS: ms, TFLOPS: 2 * float64(m) * float64(n) * float64(k) / ms / 1e9}
+			res.GEMM = append(res.GEMM, g)
+			fmt.Printf("gemm %5d×%5d×%5d bias=%-5v %8.3f ms %7.1f TFLOP/s\n", m, n, k, withBias, ms, g.TFLOPS)
+		}
+		b.Free(x)
+		b.Free(wt)
+		b.Free(bias)
+	}
+	return nil
+}
+
+func attention(b *cuda.Backend, res *result) error {
+	seq := txtLen + imgLen
+	var qkv []exec.Tensor
+	for i := range 3 {
+		t, err := b.Upload(hashValues(seq*hidden, int64(201+i), 1), []int{1, seq, hidden}, bf16)
+		if err != nil {
+			return err
+		}
+		qkv = append(qkv, t)
+	}
+	best := 0
+	for _, w := range []int{4, 8} {
+		if err := b.SetFlashWarps(w); err != nil {
+			return err
+		}
+		ms, err := timeIt(b, 3, 20, func() (exec.Tensor, error) {
+			return b.Attention(qkv[0], qkv[1], qkv[2], nil, exec.AttentionParams{Heads: heads}, sOut)
+		})
+		if err != nil {
+			return err
+		}
+		res.AttnWarps[fmt.Sprint(w)] = ms
+		tf := 4 * float64(seq) * float64(seq) * float64(hidden) / ms / 1e9
+		fmt.Printf("attention [1 %d %d] 24 heads, flash %d warps: %.3f ms, %.1f TFLOP/s\n", seq, hidden, w, ms, tf)
+		if best == 0 || ms < res.AttnMS {
+			best, res.AttnMS, res.AttnTFLOPS = w, ms, tf
+		}
+	}
+	fmt.Printf("flash kernel: %d warps a block\n", best)
+	for _, t := range qkv {
+		b.Free(t)
+	}
+	return b.SetFlashWarps(best)
+}
+
+func pointwise(b *cuda.Backend, res *result) error {
+	n := 2 * 4096 * 3072
+	x, err := b.Upload(hashValues(n, 301, 1), []int{2, 4096, 3072}, bf16)
+	if err != nil {
+		return err
+	}
+	defer b.Free(x)
+	bytes := float64(4 * n) // bf16 read + bf16 write
+	for _, c := range []struct {
+		name string
+		fn   func() (exec.Tensor, error)
+	}{
+		{"cast bf16→bf16", func() (exec.Tensor, error) { return b.Cast(x, bf16) }},
+		{"act silu", func() (exec.Tensor, error) { return b.Act(x, exec.ActSiLU, sOut) }},
+		{"act gelu_tanh", func() (exec.Tensor, error) { return b.Act(x, exec.ActGELUTanh, sOut) }},
+		{"layernorm", func() (exec.Tensor, error) {
+			return b.Norm(x, nil, nil, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}, sOut)
+		}},
+	} {
+		ms, err := timeIt(b, 3, 20, c.fn)
+		if err != nil {
+			return err
+		}
+		gbps := bytes / ms / 1e6
+		res.Pointwise[c.name] = gbps
+		fmt.Printf("%-16s [2 4096 3072] bf16: %.3f ms, %.0f GB/s\n", c.name, ms, gbps)
+	}
+	return nil
+}
+
+// attnOnce runs the block's attention twice (a warm-up, then the launch a
+// profiler looks at) with w flash warps a block.
+func attnOnce(w int) error {
+	b, err := cuda.New()
+	if err != nil {
+		return err
+	}
+	if err := b.SetFlashWarps(w); err != nil {
+		return err
+	}
+	seq := txtLen + imgLen
+	var qkv []exec.Tensor
+	for i := range 3 {
+		t, err := b.Upload(hashValues(seq*hidden, int64(201+i), 1), []int{1, seq, hidden}, bf16)
+		if err != nil {
+			return err
+		}
+		qkv = append(qkv, t)
+	}
+	for range 2 {
+		y, err := b.Attention(qkv[0], qkv[1], qkv[2], nil, exec.AttentionParams{Heads: heads}, sOut)
+		if err != nil {
+			return err
+		}
+		b.Free(y)
+	}
+	return b.Sync()
+}

@@ -1,0 +1,246 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"zflow/exec"
+	"zflow/precision"
+)
+
+// attnP is zf_attn_p (the exact kernel).
+type attnP struct {
+	B, Sq, Sk, H, KV, D                       int32
+	FmtQ, FmtK, FmtV, FmtM, OutFmt, Mask      int32
+	MSb, MSi, MSj, RS, RProb, RW, Math, Total int32
+	Scale                                     float32
+	Pad                                       int32
+}
+
+// flashP is zf_flash_p.
+type flashP struct {
+	B, Sq, Sk, H, KV, QRs, KRs, Mask, MSb, MSi, MSj, FmtM, OutFmt, RoundScores int32
+	Scale                                                                      float32
+	Pad                                                                        int32
+}
+
+// SetExactAttention, when on, sends every attention to the exact kernel
+// (tests; it is slow at real sizes).
+func (b *Backend) SetExactAttention(on bool) {
+	b.mu.Lock()
+	b.exactAttn = on
+	b.mu.Unlock()
+}
+
+// SetFlashWarps sets the warps per block of the flash kernel (4 or 8: 64
+// or 128 query rows a block); the default is 4, or $ZFLOW_FLASH_WARPS.
+func (b *Backend) SetFlashWarps(n int) error {
+	if n != 4 && n != 8 {
+		return fmt.Errorf("cuda: flash warps %d (4 or 8)", n)
+	}
+	b.mu.Lock()
+	b.flashWarps = n
+	b.mu.Unlock()
+	return nil
+}
+
+// flashSmem is the flash kernel's dynamic shared memory: two stages of K
+// and V tiles of 64 rows of d+8 halves.
+func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
+
+// flashKernel compiles (once) and returns the flash kernel for head dim d,
+// the input format, mask kind, score rounding and current warps a block.
+func (b *Backend) flashKernel(d int, f16 bool, mask exec.MaskKind, round bool) (string, int, error) {
+	nw := b.flashWarps
+	if nw == 0 {
+		nw = 4
+	}
+	f, r := 0, 0
+	if f16 {
+		f = 1
+	}
+	if round {
+		r = 1
+	}
+	name := fmt.Sprintf("zf_flash_d%d_w%d_f%d_m%d_r%d", d, nw, f, int(mask), r)
+	if _, ok := b.fns[name]; ok {
+		return name, nw, nil
+	}
+	opts := []string{fmt.Sprintf("-DZF_D=%d", d), fmt.Sprintf("-DZF_NW=%d", nw), fmt.Sprintf("-DZF_HALF_IN=%d", f),
+		fmt.Sprintf("-DZF_MASK=%d", int(mask)), fmt.Sprintf("-DZF_ROUND=%d", r)}
+	if err := b.loadModule(name, pointwiseSource()+flashSource, opts, []string{"zf_flash"}); err != nil {
+		return "", 0, err
+	}
+	fn := b.fns["zf_flash"]
+	if err := b.d.check("cuFuncSetAttribute", b.d.cuFuncSetAttribute(fn, funcAttrMaxDynamicShared, int32(flashSmem(d)))); err != nil {
+		return "", 0, err
+	}
+	b.fns[name] = fn
+	return name, nw, nil
+}
+
+// Attention is scaled dot-product attention per head (see the package
+// documentation for which kernel runs and what it rounds).
+func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("attention: %w", err)
+	}
+	ts, err := b.gets("attention", []string{"q", "k", "v"}, q, k, v)
+	if err != nil {
+		return nil, err
+	}
+	qt, kt, vt := ts[0], ts[1], ts[2]
+	g, err := attnGeometry(qt.shape, kt.shape, vt.shape, p)
+	if err != nil {
+		return nil, err
+	}
+	var mt *Tensor
+	var mst []int
+	switch p.Mask {
+	case exec.MaskNone, exec.MaskCausal:
+		if mask != nil {
+			return nil, fmt.Errorf("exec: attention: mask kind %v with a mask tensor", p.Mask)
+		}
+		mst = []int{0, 0, 0}
+	case exec.MaskExplicit:
+		if mt, err = b.get("attention", "mask", mask); err != nil {
+			return nil, err
+		}
+		if mst, err = maskStrides(mt.shape, g.b, g.sq, g.sk); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, exec.Unsupported(b.Name(), "attention", "mask kind %v", p.Mask)
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1 / float32(math.Sqrt(float64(g.d)))
+	}
+	rprob, rw := s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
+	if rprob && rw {
+		return nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
+	}
+	if s.Round&exec.RoundEach != 0 {
+		rprob = true
+	}
+	outShape := []int{g.b, g.sq, g.h * g.d}
+	if exec.Numel(outShape) > math.MaxInt32 || exec.Numel(kt.shape) > math.MaxInt32 {
+		return nil, exec.Unsupported(b.Name(), "attention", "tensors over 2³¹ elements")
+	}
+	mptr := func() uintptr {
+		if mt != nil {
+			return mt.ptr()
+		}
+		return qt.ptr()
+	}
+	fmtM := int32(precision.F32)
+	if mt != nil {
+		fmtM = int32(mt.format)
+	}
+	fmtIn := qt.format
+	flash := !b.exactAttn && !rprob && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
+		kt.format == fmtIn && vt.format == fmtIn && (g.d == 64 || g.d == 128)
+	return b.result(outShape, s.Out, func(out *Tensor) error {
+		if exec.Numel(outShape) == 0 {
+			return nil
+		}
+		if flash {
+			name, nw, err := b.flashKernel(g.d, fmtIn == precision.F16, p.Mask, s.Has(exec.RoundScores))
+			if err != nil {
+				return err
+			}
+			fp := flashP{B: int32(g.b), Sq: int32(g.sq), Sk: int32(g.sk), H: int32(g.h), KV: int32(g.kv),
+				QRs: int32(g.h * g.d), KRs: int32(g.kv * g.d), Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]),
+				MSj: int32(mst[2]), FmtM: fmtM, OutFmt: int32(s.Out), Scale: scale}
+			if s.Has(exec.RoundScores) {
+				fp.RoundScores = 1
+			}
+			rows := 16 * nw
+			grid := [3]uint32{uint32((g.sq + rows - 1) / rows), uint32(g.b * g.h), 1}
+			pb := unsafe.Slice((*byte)(unsafe.Pointer(&fp)), unsafe.Sizeof(fp))
+			return b.launch(name, grid, [3]uint32{uint32(32 * nw), 1, 1}, uint32(flashSmem(g.d)), out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), pb)
+		}
+		total := g.b * g.h * g.sq
+		scratch, err := b.alloc(4 * total * (g.sk + g.d))
+		if err != nil {
+			return err
+		}
+		defer b.release(scratch) // later users are ordered after this launch
+		ap := attnP{B: int32(g.b), Sq: int32(g.sq), Sk: int32(g.sk), H: int32(g.h), KV: int32(g.kv), D: int32(g.d),
+			FmtQ: int32(qt.format), FmtK: int32(kt.format), FmtV: int32(vt.format), FmtM: fmtM, OutFmt: int32(s.Out),
+			Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]), MSj: int32(mst[2]), Math: int32(s.Math),
+			Total: int32(total), Scale: scale}
+		if s.Has(exec.RoundScores) {
+			ap.RS = 1
+		}
+		if rprob {
+			ap.RProb = 1
+		}
+		if rw {
+			ap.RW = 1
+		}
+		pb := unsafe.Slice((*byte)(unsafe.Pointer(&ap)), unsafe.Sizeof(ap))
+		blocks := max(1, min((total+127)/128, b.sms*32))
+		return b.launch("zf_attn_exact", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{128, 1, 1}, 0,
+			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), scratch.ptr, pb)
+	})
+}
+
+type attnDims struct{ b, sq, sk, h, kv, d int }
+
+// attnGeometry checks q [B, Sq, H·D], k and v [B, Sk, KV·D] (as exec/cpu).
+func attnGeometry(q, k, v []int, p exec.AttentionParams) (attnDims, error) {
+	var g attnDims
+	if len(q) != 3 || len(k) != 3 || len(v) != 3 {
+		return g, fmt.Errorf("exec: attention: q %v, k %v, v %v are not [B, S, heads·D]", q, k, v)
+	}
+	g.h, g.kv = p.Heads, p.KVHeads
+	if g.kv == 0 {
+		g.kv = g.h
+	}
+	if g.h <= 0 || g.kv <= 0 || g.h%g.kv != 0 || q[2]%g.h != 0 {
+		return g, fmt.Errorf("exec: attention: %d heads over %d kv heads for q %v", p.Heads, p.KVHeads, q)
+	}
+	g.b, g.sq, g.sk, g.d = q[0], q[1], k[1], q[2]/g.h
+	for _, t := range [][]int{k, v} {
+		if t[0] != g.b || t[1] != g.sk || t[2] != g.kv*g.d {
+			return g, fmt.Errorf("exec: attention: q %v, k %v, v %v do not agree for %d heads of %d over %d kv heads", q, k, v, g.h, g.d, g.kv)
+		}
+	}
+	return g, nil
+}
+
+// maskStrides returns the strides over (b, i, j) of a mask that broadcasts
+// to [B, Sq, Sk] (as exec/cpu).
+func maskStrides(m []int, b, sq, sk int) ([]int, error) {
+	target := []int{b, sq, sk}
+	if len(m) > 3 {
+		for len(m) > 3 && (m[0] == 1 || len(m) == 4 && m[1] == 1) {
+			if m[0] == 1 {
+				m = m[1:]
+			} else {
+				m = append([]int{m[0]}, m[2:]...)
+			}
+		}
+		if len(m) > 3 {
+			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
+		}
+	}
+	full := strides(m)
+	st := make([]int, 3)
+	for i := range 3 {
+		j := len(m) - 3 + i
+		switch {
+		case j < 0 || m[j] == 1:
+			st[i] = 0
+		case m[j] == target[i]:
+			st[i] = full[j]
+		default:
+			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
+		}
+	}
+	return st, nil
+}

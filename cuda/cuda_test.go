@@ -1,0 +1,703 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"zflow/exec"
+	"zflow/exec/cpu"
+	"zflow/precision"
+)
+
+// The device tests compare every op with the CPU backend (the reference)
+// on random inputs of real sizes, and GEMM and attention also with a
+// float64 reference on sampled rows. They skip, saying why, where New
+// fails (no driver, no GPU: CI). TestMain prints the table of results.
+
+var (
+	gpu    *Backend
+	gpuErr error
+	ref    = cpu.New(0)
+	rowsMu sync.Mutex
+	rows   []row
+)
+
+// row is one comparison: ours against the CPU backend (max |diff|, the
+// fraction of bit-exact elements, rel-RMS) and, where computed, both
+// against a float64 reference.
+type row struct {
+	op, spec, shape string
+	n               int
+	maxDiff, exact  float64
+	relRMS          float64
+	relF64, cpuF64  float64 // -1: not computed
+}
+
+func TestMain(m *testing.M) {
+	gpu, gpuErr = New()
+	if gpu != nil {
+		gpu.poison = true
+	}
+	code := m.Run()
+	if len(rows) > 0 {
+		fmt.Println()
+		fmt.Println("device:", gpu.Device())
+		fmt.Printf("%-34s %-34s %-18s %10s %12s %10s %11s %11s %11s\n", "op", "spec", "shape", "n", "max|diff|", "bit-exact", "relRMS-cpu", "relRMS-f64", "cpu-vs-f64")
+		for _, r := range rows {
+			f64 := func(v float64) string {
+				if v < 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.3e", v)
+			}
+			fmt.Printf("%-34s %-34s %-18s %10d %12.4g %10.6f %11.3e %11s %11s\n", r.op, r.spec, r.shape, r.n, r.maxDiff, r.exact, r.relRMS, f64(r.relF64), f64(r.cpuF64))
+		}
+	}
+	os.Exit(code)
+}
+
+func need(t *testing.T) *Backend {
+	t.Helper()
+	if gpu == nil {
+		t.Skipf("no CUDA device: %v (the CUDA tests run on a machine with an NVIDIA GPU)", gpuErr)
+	}
+	return gpu
+}
+
+func TestNewErrorIsUnsupported(t *testing.T) {
+	if gpu != nil {
+		t.Skip("a GPU is present")
+	}
+	if !errors.Is(gpuErr, exec.ErrUnsupported) {
+		t.Errorf("New without a GPU: %v, want an error wrapping exec.ErrUnsupported", gpuErr)
+	}
+	t.Logf("New: %v", gpuErr)
+}
+
+// randn draws n values: N(0, scale²) with a few outliers (×30).
+func randn(n int, seed uint64, scale float64) []float32 {
+	out := make([]float32, n)
+	parts := 16
+	step := (n + parts - 1) / parts
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		lo, hi := p*step, min((p+1)*step, n)
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(p)))
+			for i := lo; i < hi; i++ {
+				v := r.NormFloat64() * scale
+				if r.IntN(1000) == 0 {
+					v *= 30
+				}
+				out[i] = float32(v)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// pair is one tensor on both backends.
+type pair struct{ c, g exec.Tensor }
+
+func up(t *testing.T, b *Backend, data []float32, shape []int, f precision.Format) pair {
+	t.Helper()
+	c, err := ref.Upload(data, shape, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Upload(data, shape, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair{c, g}
+}
+
+func (p pair) free(b *Backend) {
+	if p.g != nil {
+		b.Free(p.g)
+	}
+	if p.c != nil {
+		ref.Free(p.c)
+	}
+}
+
+// stats compares ours with the reference values.
+func stats(f precision.Format, ours, want []float32) (maxDiff, exact, rel float64, bad int, firstBad int) {
+	var num, den float64
+	firstBad = -1
+	for i, w := range want {
+		o := ours[i]
+		if o != o || w != w {
+			if (o != o) == (w != w) {
+				exact++
+				continue
+			}
+			bad++
+			if firstBad < 0 {
+				firstBad = i
+			}
+			continue
+		}
+		if precision.BitExact(f, o, w) {
+			exact++
+		} else if firstBad < 0 {
+			firstBad = i
+		}
+		if math.IsInf(float64(o), 0) || math.IsInf(float64(w), 0) {
+			if o != w {
+				bad++
+			}
+			continue
+		}
+		d := math.Abs(float64(o) - float64(w))
+		maxDiff = max(maxDiff, d)
+		num += d * d
+		den += float64(w) * float64(w)
+	}
+	if den > 0 {
+		rel = math.Sqrt(num / den)
+	}
+	if len(want) > 0 {
+		exact /= float64(len(want))
+	}
+	return
+}
+
+func record(r row) {
+	rowsMu.Lock()
+	rows = append(rows, r)
+	rowsMu.Unlock()
+}
+
+// check downloads both results, records the row and, when exact is set,
+// fails unless every element is bit-exact.
+func check(t *testing.T, b *Backend, op string, s exec.Spec, res pair, exact bool) {
+	t.Helper()
+	want, err := ref.Download(res.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Download(res.g)
+	if err != nil {
+		t.Fatalf("%s: %v", op, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, CPU has %d", op, len(got), len(want))
+	}
+	f := res.c.Format()
+	md, ex, rel, bad, first := stats(f, got, want)
+	record(row{op: op, spec: s.String(), shape: fmt.Sprint(res.c.Shape()), n: len(want), maxDiff: md, exact: ex, relRMS: rel, relF64: -1, cpuF64: -1})
+	if bad > 0 {
+		t.Errorf("%s %v: %d NaN/Inf mismatches (first at %d: %v vs CPU %v)", op, s, bad, first, got[first], want[first])
+	}
+	if exact && ex < 1 {
+		t.Errorf("%s %v: %.8f bit-exact, want 1 (first difference at %d: %v vs CPU %v)", op, s, ex, first, got[first], want[first])
+	}
+	res.free(b)
+}
+
+// mk returns a helper that fails t on an op's error.
+func mk(t *testing.T) func(exec.Tensor, error) exec.Tensor {
+	return func(x exec.Tensor, err error) exec.Tensor {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+}
+
+var (
+	bf16 = precision.BF16
+	f16  = precision.F16
+	f32  = precision.F32
+	big  = []int{2, 4096, 3072}
+)
+
+func TestUploadCastDownload(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	data := randn(2*4096*3072, 1, 3)
+	for _, in := range []precision.Format{f32, bf16, f16} {
+		x := up(t, b, data, big, in)
+		for _, out := range []precision.Format{f32, bf16, f16} {
+			res := pair{m(ref.Cast(x.c, out)), m(b.Cast(x.g, out))}
+			check(t, b, fmt.Sprintf("cast %v→%v", in, out), exec.Out(out), res, true)
+		}
+		// Upload then Download is the identity on values of the format.
+		got, err := b.Download(x.g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ref.Download(x.c)
+		if _, ex, _, _, _ := stats(in, got, want); ex < 1 {
+			t.Errorf("upload/download %v: %.8f exact", in, ex)
+		}
+		x.free(b)
+	}
+}
+
+func TestPointwise(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	n := 2 * 4096 * 3072
+	condShape := []int{2, 3072}
+	x := up(t, b, randn(n, 2, 2), big, bf16)
+	y := up(t, b, randn(n, 3, 2), big, bf16)
+	c1 := up(t, b, randn(2*3072, 4, 1), condShape, bf16)
+	c2 := up(t, b, randn(2*3072, 5, 1), condShape, bf16)
+	bc := up(t, b, randn(2*3072, 6, 1), []int{2, 1, 3072}, bf16)
+	xf := up(t, b, randn(n, 7, 2), big, f32)
+	defer func() {
+		for _, p := range []pair{x, y, c1, c2, bc, xf} {
+			p.free(b)
+		}
+	}()
+	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
+		check(t, b, "add (bcast [2,1,3072])", s, pair{m(ref.Add(x.c, bc.c, s)), m(b.Add(x.g, bc.g, s))}, true)
+		check(t, b, "mul (bcast [2,1,3072])", s, pair{m(ref.Mul(x.c, bc.c, s)), m(b.Mul(x.g, bc.g, s))}, true)
+	}
+	check(t, b, "add f32+bf16", exec.Out(bf16), pair{m(ref.Add(xf.c, y.c, exec.Out(bf16))), m(b.Add(xf.g, y.g, exec.Out(bf16)))}, true)
+	for act := exec.ActIdentity; act <= exec.ActReLU; act++ {
+		for _, s := range []exec.Spec{exec.Out(bf16), {Out: bf16, Math: exec.MathFastExp}, exec.Out(f32)} {
+			in := x
+			if s.Out == f32 {
+				in = xf
+			}
+			check(t, b, "act "+act.String(), s, pair{m(ref.Act(in.c, act, s)), m(b.Act(in.g, act, s))}, true)
+		}
+	}
+	for _, s := range []exec.Spec{exec.Out(bf16), exec.Composed(bf16), {Out: bf16, Round: exec.RoundProduct}, exec.Out(f32)} {
+		for _, plus := range []bool{true, false} {
+			mp := exec.ModulateParams{PlusOne: plus}
+			check(t, b, fmt.Sprintf("modulate plus_one=%v", plus), s,
+				pair{m(ref.Modulate(x.c, c1.c, c2.c, mp, s)), m(b.Modulate(x.g, c1.g, c2.g, mp, s))}, true)
+		}
+		for _, g := range []exec.ActKind{exec.ActIdentity, exec.ActTanh} {
+			check(t, b, "gated residual "+g.String(), s,
+				pair{m(ref.GatedResidual(x.c, y.c, c1.c, g, s)), m(b.GatedResidual(x.g, y.g, c1.g, g, s))}, true)
+		}
+	}
+	for _, fn := range []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf} {
+		for _, s := range []exec.Spec{exec.Out(bf16), exec.Composed(bf16)} {
+			check(t, b, "glu "+fn.String(), s, pair{m(ref.GLU(x.c, y.c, fn, s)), m(b.GLU(x.g, y.g, fn, s))}, true)
+		}
+	}
+}
+
+func TestNorm(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	n := 2 * 4096 * 3072
+	// Activations with a per-row offset, as LayerNorm meets them.
+	data := randn(n, 11, 1.5)
+	for i := range data {
+		data[i] += float32((i/3072)%7) * 0.25
+	}
+	x := up(t, b, data, big, bf16)
+	xf := up(t, b, data, big, f32)
+	g := up(t, b, randn(3072, 12, 0.2), []int{3072}, bf16)
+	be := up(t, b, randn(3072, 13, 0.1), []int{3072}, bf16)
+	gh := up(t, b, randn(128, 14, 0.2), []int{128}, bf16)
+	defer func() {
+		for _, p := range []pair{x, xf, g, be, gh} {
+			p.free(b)
+		}
+	}()
+	cases := []struct {
+		name  string
+		x     pair
+		g, be exec.Tensor
+		gb    pair
+		p     exec.NormParams
+		s     exec.Spec
+	}{
+		{"layer, no affine", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}, exec.Out(bf16)},
+		{"layer γ β", x, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Out(bf16)},
+		{"layer 1+γ, β", x, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5, Offset: 1}, exec.Spec{Out: bf16, Round: exec.RoundScale | exec.RoundProduct}},
+		{"layer f32", xf, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}, exec.Out(f32)},
+		{"rms γ (HF: x̂ rounded)", x, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
+		{"rms per head (group 128)", x, gh.g, nil, pair{gh.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 128}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
+		{"rms f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Out(f32)},
+	}
+	for _, c := range cases {
+		res := pair{m(ref.Norm(c.x.c, c.gb.c, c.gb.g, c.p, c.s)), m(b.Norm(c.x.g, c.g, c.be, c.p, c.s))}
+		check(t, b, "norm "+c.name, c.s, res, true)
+	}
+}
+
+func TestRopeAndTimestep(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	seq, heads, d := 4608, 24, 128
+	x := up(t, b, randn(seq*heads*d, 21, 1), []int{1, seq, heads * d}, bf16)
+	// Tables as a rope table makes them: cos/sin of position·frequency.
+	pos := make([]float32, seq*3)
+	for i := range seq {
+		pos[3*i], pos[3*i+1], pos[3*i+2] = 0, float32(i/64), float32(i%64)
+	}
+	pp := up(t, b, pos, []int{seq, 3}, f32)
+	tp := exec.RopeTableParams{Theta: 10000, AxesDims: []int{16, 56, 56}, Layout: exec.RopeInterleaved, FreqFormat: precision.F64, AngleFormat: precision.F64}
+	cc, sc, err := ref.RopeTable(pp.c, tp, exec.Out(f32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, sg, err := b.RopeTable(pp.g, tp, exec.Out(f32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []exec.Spec{exec.Out(bf16), {Out: bf16, Round: exec.RoundProduct}} {
+		rp := exec.RopeParams{Heads: heads, Layout: exec.RopeInterleaved}
+		check(t, b, "rope interleaved (f32 tables)", s, pair{m(ref.Rope(x.c, cc, sc, rp, s)), m(b.Rope(x.g, cg, sg, rp, s))}, true)
+	}
+	// Half layout, partial rotary dim, bf16 tables per batch.
+	tb := up(t, b, randn(2*seq*64, 22, 1), []int{2, seq, 64}, bf16)
+	tb2 := up(t, b, randn(2*seq*64, 23, 1), []int{2, seq, 64}, bf16)
+	x2 := up(t, b, randn(2*seq*heads*d, 24, 1), []int{2, seq, heads * d}, bf16)
+	rp := exec.RopeParams{Heads: heads, Layout: exec.RopeHalf, RotaryDim: 64}
+	s := exec.Spec{Out: bf16, Round: exec.RoundProduct}
+	check(t, b, "rope half r=64 (bf16 tables)", s, pair{m(ref.Rope(x2.c, tb.c, tb2.c, rp, s)), m(b.Rope(x2.g, tb.g, tb2.g, rp, s))}, true)
+	for _, p := range []pair{x, pp, tb, tb2, x2, {cc, cg}, {sc, sg}} {
+		p.free(b)
+	}
+
+	ts := up(t, b, []float32{1000, 750, 400, 0.5, 1, 999}, []int{6}, f32)
+	for _, p := range []exec.TimestepParams{
+		{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000},
+		{Dim: 320, FreqShift: 1, Scale: 1, MaxPeriod: 10000},
+	} {
+		for _, s := range []exec.Spec{exec.Out(f32), exec.Out(bf16), {Out: f32, Math: exec.MathRecipDiv}} {
+			check(t, b, fmt.Sprintf("timestep dim=%d flip=%v", p.Dim, p.FlipSinToCos), s,
+				pair{m(ref.TimestepEmbed(ts.c, p, s)), m(b.TimestepEmbed(ts.g, p, s))}, true)
+		}
+	}
+	ts.free(b)
+}
+
+func TestMovement(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	x := up(t, b, randn(2*4096*3072, 31, 1), []int{2, 4096, 24, 128}, bf16)
+	check(t, b, "permute [0 2 1 3]", exec.Out(bf16), pair{m(ref.Permute(x.c, []int{0, 2, 1, 3})), m(b.Permute(x.g, []int{0, 2, 1, 3}))}, true)
+	check(t, b, "slice axis 1 [512:4096]", exec.Out(bf16), pair{m(ref.Slice(x.c, 1, 512, 4096)), m(b.Slice(x.g, 1, 512, 4096))}, true)
+	y := up(t, b, randn(2*512*3072, 32, 1), []int{2, 512, 24, 128}, bf16)
+	check(t, b, "concat axis 1", exec.Out(bf16), pair{m(ref.Concat([]exec.Tensor{y.c, x.c}, 1)), m(b.Concat([]exec.Tensor{y.g, x.g}, 1))}, true)
+	cc, err := ref.Chunk(x.c, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := b.Chunk(x.g, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cc {
+		check(t, b, fmt.Sprintf("chunk 3 axis 3 [%d]", i), exec.Out(bf16), pair{cc[i], cg[i]}, true)
+	}
+	r := pair{m(ref.Reshape(x.c, []int{2, 4096, -1})), m(b.Reshape(x.g, []int{2, 4096, -1}))}
+	x.free(b)
+	check(t, b, "reshape (after freeing the parent)", exec.Out(bf16), r, true)
+	img := up(t, b, randn(16*128*128, 33, 1), []int{1, 16, 128, 128}, f32)
+	pp := exec.PatchParams{Patch: 2, Height: 128, Width: 128}
+	check(t, b, "patchify p=2", exec.Out(f32), pair{m(ref.Patchify(img.c, pp)), m(b.Patchify(img.g, pp))}, true)
+	y.free(b)
+	img.free(b)
+}
+
+// gemmF64 computes y = x·wᵀ (+ bias) in float64 for the given rows.
+func gemmF64(x, w, bias []float32, k, n int, rowIdx []int) []float64 {
+	out := make([]float64, len(rowIdx)*n)
+	var wg sync.WaitGroup
+	for ri, i := range rowIdx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xr := x[i*k : (i+1)*k]
+			for j := range n {
+				wr := w[j*k : (j+1)*k]
+				var s float64
+				for e, v := range xr {
+					s += float64(v) * float64(wr[e])
+				}
+				if bias != nil {
+					s += float64(bias[j])
+				}
+				out[ri*n+j] = s
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func relF64(got []float32, n int, rowIdx []int, want []float64) float64 {
+	var num, den float64
+	for ri, i := range rowIdx {
+		for j := range n {
+			d := float64(got[i*n+j]) - want[ri*n+j]
+			num += d * d
+			den += want[ri*n+j] * want[ri*n+j]
+		}
+	}
+	return math.Sqrt(num / den)
+}
+
+func sampleRows(m, count int, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 9))
+	idx := r.Perm(m)[:min(count, m)]
+	sort.Ints(idx)
+	return idx
+}
+
+func TestLinear(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	cases := []struct {
+		m, k, n   int
+		f         precision.Format
+		bias, cpu bool
+		s         exec.Spec
+	}{
+		{4096, 3072, 3072, bf16, true, true, exec.Out(bf16)},
+		{4096, 3072, 3072, bf16, false, false, exec.Out(bf16)},
+		{4096, 3072, 3072, bf16, true, false, exec.Spec{Out: bf16, Round: exec.RoundBeforeBias}},
+		{4096, 3072, 12288, bf16, true, false, exec.Out(bf16)},
+		{4096, 12288, 3072, bf16, true, false, exec.Out(bf16)},
+		{4096, 3072, 3072, bf16, true, false, exec.Out(f32)},
+		{1024, 768, 512, f32, true, true, exec.Out(f32)},
+		{1024, 768, 512, f16, true, true, exec.Out(f16)},
+	}
+	for _, c := range cases {
+		xd := randn(c.m*c.k, uint64(c.m+c.k), 1)
+		wd := randn(c.n*c.k, uint64(c.n*7+c.k), 1/math.Sqrt(float64(c.k)))
+		x := up(t, b, xd, []int{c.m, c.k}, c.f)
+		w := up(t, b, wd, []int{c.n, c.k}, c.f)
+		var bias pair
+		var bd []float32
+		if c.bias {
+			bd = randn(c.n, uint64(c.n), 0.1)
+			bias = up(t, b, bd, []int{c.n}, c.f)
+		}
+		g := m(b.Linear(x.g, w.g, bias.g, c.s))
+		got, err := b.Download(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The f64 reference on the values as stored.
+		xs, _ := ref.Download(x.c)
+		ws, _ := ref.Download(w.c)
+		var bs []float32
+		if c.bias {
+			bs, _ = ref.Download(bias.c)
+		}
+		rowsIdx := sampleRows(c.m, 128, uint64(c.n))
+		want := gemmF64(xs, ws, bs, c.k, c.n, rowsIdx)
+		r := row{op: fmt.Sprintf("linear %v bias=%v", c.f, c.bias), spec: c.s.String(), shape: fmt.Sprintf("%dx%dx%d", c.m, c.n, c.k),
+			n: len(got), relF64: relF64(got, c.n, rowsIdx, want), cpuF64: -1, exact: -1, relRMS: -1, maxDiff: -1}
+		if c.cpu {
+			cr := m(ref.Linear(x.c, w.c, bias.c, c.s))
+			cd, _ := ref.Download(cr)
+			r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
+			r.cpuF64 = relF64(cd, c.n, rowsIdx, want)
+			ref.Free(cr)
+		}
+		record(r)
+		// bf16 output: rounding alone is ~1.1e-3 rel-RMS; f32: ~1e-7·√K.
+		limit := 4e-3
+		if c.s.Out == f32 && c.f == f32 {
+			limit = 1e-5
+		}
+		if r.relF64 > limit || math.IsNaN(r.relF64) {
+			t.Errorf("linear %+v: rel-RMS vs f64 %.3e > %.1e", c, r.relF64, limit)
+		}
+		b.Free(g)
+		x.free(b)
+		w.free(b)
+		bias.free(b)
+	}
+}
+
+// attnF64 is softmax(q·kᵀ·scale)·v in float64 for the sampled query rows
+// of every head (no mask, or causal).
+func attnF64(q, k, v, mask []float32, sq, sk, h, kv, d int, causal bool, rowIdx []int) []float64 {
+	out := make([]float64, len(rowIdx)*h*d)
+	var wg sync.WaitGroup
+	for hh := range h {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kh := hh / (h / kv)
+			sc := make([]float64, sk)
+			for ri, i := range rowIdx {
+				mx := math.Inf(-1)
+				for j := range sk {
+					if causal && j > i || mask != nil && mask[i*sk+j] == 0 {
+						sc[j] = math.Inf(-1)
+						continue
+					}
+					var s float64
+					for e := range d {
+						s += float64(q[i*h*d+hh*d+e]) * float64(k[j*kv*d+kh*d+e])
+					}
+					sc[j] = s / math.Sqrt(float64(d))
+					mx = max(mx, sc[j])
+				}
+				var sum float64
+				for j := range sk {
+					sc[j] = math.Exp(sc[j] - mx)
+					sum += sc[j]
+				}
+				for e := range d {
+					var a float64
+					for j := range sk {
+						a += sc[j] * float64(v[j*kv*d+kh*d+e])
+					}
+					out[(ri*h+hh)*d+e] = a / sum
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func attnRel(got []float32, h, d int, rowIdx []int, want []float64) float64 {
+	var num, den float64
+	for ri, i := range rowIdx {
+		for c := range h * d {
+			w := want[ri*h*d+c]
+			e := float64(got[i*h*d+c]) - w
+			num += e * e
+			den += w * w
+		}
+	}
+	return math.Sqrt(num / den)
+}
+
+func TestAttention(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	cases := []struct {
+		seq, h, kv, d int
+		f             precision.Format
+		mask          exec.MaskKind
+		cpu, exact    bool // compare with the CPU backend; force the exact kernel
+		s             exec.Spec
+		warps         int // flash warps per block (0: the default)
+	}{
+		{4608, 24, 24, 128, bf16, exec.MaskNone, false, false, exec.Out(bf16), 0},
+		{1024, 24, 24, 128, bf16, exec.MaskNone, true, false, exec.Out(bf16), 0},
+		{1024, 24, 24, 128, bf16, exec.MaskNone, true, false, exec.Spec{Out: bf16, Round: exec.RoundWeights}, 0},
+		{1024, 24, 24, 128, bf16, exec.MaskNone, true, true, exec.Spec{Out: bf16, Round: exec.RoundWeights}, 0},
+		{1000, 16, 4, 64, f16, exec.MaskCausal, true, false, exec.Out(f16), 0},
+		{1000, 16, 4, 64, bf16, exec.MaskCausal, true, true, exec.Composed(bf16), 0},
+		{300, 8, 8, 40, f32, exec.MaskNone, true, false, exec.Out(f32), 0},
+		{4608, 24, 24, 128, bf16, exec.MaskNone, false, false, exec.Out(bf16), 8},
+		{1000, 16, 4, 64, f16, exec.MaskCausal, true, false, exec.Out(f16), 8},
+		{777, 8, 8, 128, bf16, exec.MaskCausal, true, false, exec.Out(bf16), 8},
+		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, false, exec.Out(bf16), 0},
+		{1024, 24, 24, 128, bf16, exec.MaskNone, true, false, exec.Spec{Out: bf16, Round: exec.RoundScores}, 8},
+		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, true, exec.Out(bf16), 0},
+	}
+	for _, c := range cases {
+		qd := randn(c.seq*c.h*c.d, uint64(c.seq+c.h), 1)
+		kd := randn(c.seq*c.kv*c.d, uint64(c.seq+c.h+1), 1)
+		vd := randn(c.seq*c.kv*c.d, uint64(c.seq+c.h+2), 1)
+		q := up(t, b, qd, []int{1, c.seq, c.h * c.d}, c.f)
+		k := up(t, b, kd, []int{1, c.seq, c.kv * c.d}, c.f)
+		v := up(t, b, vd, []int{1, c.seq, c.kv * c.d}, c.f)
+		p := exec.AttentionParams{Heads: c.h, KVHeads: c.kv, Mask: c.mask}
+		var md []float32
+		var mt pair
+		if c.mask == exec.MaskExplicit {
+			// About a tenth of the keys hidden, key 0 always visible.
+			md = make([]float32, c.seq*c.seq)
+			for i := range c.seq {
+				for j := range c.seq {
+					if j == 0 || (i*7+j*13)%10 != 0 {
+						md[i*c.seq+j] = 1
+					}
+				}
+			}
+			mt = up(t, b, md, []int{1, c.seq, c.seq}, bf16)
+		}
+		b.SetExactAttention(c.exact)
+		if c.warps != 0 {
+			b.SetFlashWarps(c.warps)
+		}
+		g := m(b.Attention(q.g, k.g, v.g, mt.g, p, c.s))
+		b.SetExactAttention(false)
+		b.SetFlashWarps(4)
+		got, err := b.Download(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, _ := ref.Download(q.c)
+		ks, _ := ref.Download(k.c)
+		vs, _ := ref.Download(v.c)
+		rowIdx := sampleRows(c.seq, 48, uint64(c.seq))
+		want := attnF64(qs, ks, vs, md, c.seq, c.seq, c.h, c.kv, c.d, c.mask == exec.MaskCausal, rowIdx)
+		kernel := "flash"
+		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.s.Round&exec.RoundEach != 0 || c.d%64 != 0 {
+			kernel = "exact"
+		}
+		if kernel == "flash" {
+			kernel = fmt.Sprintf("flash/%dw", max(c.warps, 4))
+		}
+		r := row{op: fmt.Sprintf("attention %s %v H=%d/%d D=%d %v", kernel, c.f, c.h, c.kv, c.d, c.mask), spec: c.s.String(),
+			shape: fmt.Sprintf("[1 %d %d]", c.seq, c.h*c.d), n: len(got), relF64: attnRel(got, c.h, c.d, rowIdx, want), cpuF64: -1, exact: -1, relRMS: -1, maxDiff: -1}
+		if c.cpu {
+			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, p, c.s))
+			cd, _ := ref.Download(cr)
+			r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
+			r.cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
+			ref.Free(cr)
+			if kernel == "exact" && r.exact < 1 {
+				t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", r.op, r.exact)
+			}
+		}
+		record(r)
+		limit := 1e-2
+		if c.f == f32 {
+			limit = 1e-5
+		}
+		if r.relF64 > limit || math.IsNaN(r.relF64) {
+			t.Errorf("%s: rel-RMS vs f64 %.3e > %.0e", r.op, r.relF64, limit)
+		}
+		b.Free(g)
+		for _, x := range []pair{q, k, v, mt} {
+			x.free(b)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	x := m(b.Upload([]float32{1, 2, 3}, []int{3}, f32))
+	c := m(ref.Upload([]float32{1, 2, 3}, []int{3}, f32))
+	if _, err := b.Add(x, c, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
+		t.Errorf("adding a cpu tensor: %v, want ErrUnsupported", err)
+	}
+	b.Free(x)
+	if _, err := b.Act(x, exec.ActSiLU, exec.Out(f32)); err == nil || !strings.Contains(err.Error(), "freed") {
+		t.Errorf("using a freed tensor: %v", err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Errorf("sync: %v", err)
+	}
+}

@@ -1,0 +1,31 @@
+// Package cuda is zflow's CUDA backend: exec.Backend on an NVIDIA GPU,
+// with no cgo. It loads the driver (libcuda.so.1), NVRTC and cuBLASLt at
+// run time through purego, compiles the kernels of package kernels (the one
+// pointwise source, rendered as CUDA C) plus this package's norm and
+// attention kernels with NVRTC for the device's own architecture, and runs
+// GEMMs through cuBLASLt (f32 accumulation, bf16/f16/f32 in and out).
+//
+// Precision: every op implements the exec.Spec the CPU backend implements.
+// The pointwise ops (cast, add, mul, act, modulate, gated residual, GLU,
+// rope, timestep embedding) and the norms are bit-exact with exec/cpu:
+// the same f32 operations in the same order, no FMA contraction (the
+// pointwise module is compiled with --fmad=false), exp/tanh/erf/sin/cos
+// evaluated in f64 and rounded, as the CPU reference does; norm statistics
+// are f64 sums (exact for typical activations, so the order of summation
+// does not show), rounded to f32 as on the CPU. GEMMs are cuBLASLt's (f32
+// accumulation in its own order): within f32 rounding of the CPU. Attention
+// has two kernels: for bf16/f16 inputs with head dim 64 or 128 a
+// flash-style tensor-core kernel (f32 scores and softmax, the unnormalised
+// weights rounded to the input format before ·V and divided by their f32
+// sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
+// or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
+// computes each query row in the CPU's order (bit-exact, slow).
+//
+// Memory: device buffers come from a pool keyed by rounded size and go back
+// to it on Free; a weight uploaded once stays resident until freed. All
+// work runs in order on the context's null stream; Download synchronises.
+//
+// New fails with an error wrapping exec.ErrUnsupported that names what is
+// missing (no driver library, no GPU, no NVRTC, no cuBLASLt) on machines
+// without them; tests skip there.
+package cuda

@@ -1,0 +1,176 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"zflow/exec"
+)
+
+// normSource is the norm kernel: one warp per group, statistics as the CPU
+// computes them (f64 sums, then f32 mean, variance and 1/√(var + eps)),
+// then zf_norm_finish from the one pointwise source.
+const normSource = `
+#line 1 "cuda/norm.go"
+/* ---- CUDA only: norms (package cuda) ---- */
+struct zf_norm_p {
+  int groups; int g; int kind; int flags;
+  int fmt_x; int fmt_g; int fmt_b; int out_fmt;
+  int has_g; int has_b; float eps; float offset;
+};
+
+static __device__ __forceinline__ double zf_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+extern "C" __global__ void zf_norm(uchar* __restrict__ y, const uchar* __restrict__ x,
+                                   const uchar* __restrict__ gm, const uchar* __restrict__ bt,
+                                   const zf_norm_p p) {
+  int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  int lane = (int)(threadIdx.x & 31);
+  int nw = (int)((gridDim.x * blockDim.x) >> 5);
+  bool vec = p.g % 8 == 0; /* 8 elements a lane a step, 16-byte accesses */
+  for (int q = warp; q < p.groups; q += nw) {
+    int base = q * p.g;
+    float mean = 0.0f;
+    double acc = 0.0;
+    if (vec) {
+      float v[8];
+      if (p.kind == 1) {
+        double sum = 0.0;
+        for (int j = lane * 8; j < p.g; j += 256) {
+          zf_load8(x, p.fmt_x, base + j, 1, v);
+          _Pragma("unroll") for (int e = 0; e < 8; e++) sum += (double)v[e];
+        }
+        sum = zf_warp_sum(sum);
+        double mu = sum / (double)p.g;
+        mean = (float)mu;
+        for (int j = lane * 8; j < p.g; j += 256) {
+          zf_load8(x, p.fmt_x, base + j, 1, v);
+          _Pragma("unroll") for (int e = 0; e < 8; e++) {
+            double d = (double)v[e] - mu;
+            acc += d * d;
+          }
+        }
+      } else {
+        for (int j = lane * 8; j < p.g; j += 256) {
+          zf_load8(x, p.fmt_x, base + j, 1, v);
+          _Pragma("unroll") for (int e = 0; e < 8; e++) {
+            double d = (double)v[e];
+            acc += d * d;
+          }
+        }
+      }
+    } else if (p.kind == 1) {
+      double sum = 0.0;
+      for (int j = lane; j < p.g; j += 32) sum += (double)zf_load(x, p.fmt_x, base + j);
+      sum = zf_warp_sum(sum);
+      double mu = sum / (double)p.g;
+      mean = (float)mu;
+      for (int j = lane; j < p.g; j += 32) {
+        double d = (double)zf_load(x, p.fmt_x, base + j) - mu;
+        acc += d * d;
+      }
+    } else {
+      for (int j = lane; j < p.g; j += 32) {
+        double e = (double)zf_load(x, p.fmt_x, base + j);
+        acc += e * e;
+      }
+    }
+    acc = zf_warp_sum(acc);
+    float var = (float)(acc / (double)p.g);
+    float rstd = 1.0f / (float)sqrt((double)(var + p.eps));
+    if (vec) {
+      for (int j = lane * 8; j < p.g; j += 256) {
+        float v[8], gv[8], bv[8], r[8];
+        zf_load8(x, p.fmt_x, base + j, 1, v);
+        if (p.has_g != 0) zf_load8(gm, p.fmt_g, j, 1, gv);
+        if (p.has_b != 0) zf_load8(bt, p.fmt_b, j, 1, bv);
+        _Pragma("unroll") for (int e = 0; e < 8; e++) {
+          r[e] = zf_norm_finish(v[e], mean, rstd, p.has_g != 0 ? gv[e] : 0.0f, p.has_b != 0 ? bv[e] : 0.0f,
+                                p.has_g, p.has_b, p.offset, p.flags, p.out_fmt);
+        }
+        zf_store8(y, p.out_fmt, base + j, r);
+      }
+      continue;
+    }
+    for (int j = lane; j < p.g; j += 32) {
+      float v = zf_load(x, p.fmt_x, base + j);
+      float gv = p.has_g != 0 ? zf_load(gm, p.fmt_g, j) : 0.0f;
+      float bv = p.has_b != 0 ? zf_load(bt, p.fmt_b, j) : 0.0f;
+      zf_store(y, p.out_fmt, base + j,
+               zf_norm_finish(v, mean, rstd, gv, bv, p.has_g, p.has_b, p.offset, p.flags, p.out_fmt));
+    }
+  }
+}
+`
+
+var normKernels = []string{"zf_norm"}
+
+// normP is zf_norm_p.
+type normP struct {
+	Groups, G, Kind, Flags, FmtX, FmtG, FmtB, OutFmt, HasG, HasB int32
+	Eps, Offset                                                  float32
+}
+
+// Norm normalises groups of the last axis (layer or RMS), bit-exact with
+// the CPU backend's statistics and rounding points.
+func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("norm: %w", err)
+	}
+	if p.Kind != exec.NormLayer && p.Kind != exec.NormRMS {
+		return nil, exec.Unsupported(b.Name(), "norm", "kind %v", p.Kind)
+	}
+	xt, err := b.get("norm", "x", x)
+	if err != nil {
+		return nil, err
+	}
+	gt, err := b.opt("norm", "gamma", gamma)
+	if err != nil {
+		return nil, err
+	}
+	bt, err := b.opt("norm", "beta", beta)
+	if err != nil {
+		return nil, err
+	}
+	if len(xt.shape) == 0 {
+		return nil, fmt.Errorf("exec: norm: x is a scalar")
+	}
+	last := xt.shape[len(xt.shape)-1]
+	g := p.Group
+	if g == 0 {
+		g = last
+	}
+	if g <= 0 || last%g != 0 {
+		return nil, fmt.Errorf("exec: norm: group %d does not divide the last axis %d", p.Group, last)
+	}
+	for _, t := range []*Tensor{gt, bt} {
+		if t != nil && t.numel() != g {
+			return nil, fmt.Errorf("exec: norm: parameter %v for groups of %d", t.shape, g)
+		}
+	}
+	if gt == nil && p.Offset != 0 {
+		return nil, fmt.Errorf("exec: norm: offset %g without γ", p.Offset)
+	}
+	np := normP{Groups: int32(xt.numel() / g), G: int32(g), Kind: int32(p.Kind), Flags: flags(s), FmtX: int32(xt.format),
+		OutFmt: int32(s.Out), Eps: p.Eps, Offset: p.Offset}
+	gp, bp := xt, xt
+	if gt != nil {
+		np.HasG, np.FmtG, gp = 1, int32(gt.format), gt
+	}
+	if bt != nil {
+		np.HasB, np.FmtB, bp = 1, int32(bt.format), bt
+	}
+	return b.result(xt.shape, s.Out, func(out *Tensor) error {
+		if np.Groups == 0 {
+			return nil
+		}
+		blocks := max(1, min((int(np.Groups)+7)/8, b.sms*16))
+		pb := unsafe.Slice((*byte)(unsafe.Pointer(&np)), unsafe.Sizeof(np))
+		return b.launch("zf_norm", [3]uint32{uint32(blocks), 1, 1}, block256, 0, out.ptr(), xt.ptr(), gp.ptr(), bp.ptr(), pb)
+	})
+}

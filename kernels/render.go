@@ -1,0 +1,157 @@
+package kernels
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"sort"
+)
+
+//go:embed pointwise.zf
+var source string
+
+// Source is the target-neutral kernel source (pointwise.zf).
+func Source() string { return source }
+
+// Target is a language the source is rendered in.
+type Target uint8
+
+const (
+	CUDA Target = iota + 1 // CUDA C for NVRTC
+	MSL                    // Metal Shading Language
+	Host                   // C++ for the host (tests)
+)
+
+func (t Target) String() string {
+	switch t {
+	case CUDA:
+		return "cuda"
+	case MSL:
+		return "msl"
+	case Host:
+		return "host"
+	}
+	return fmt.Sprintf("Target(%d)", uint8(t))
+}
+
+// Render returns the source for target t: its prelude, then the source
+// unchanged (a #line directive keeps compiler messages on pointwise.zf's
+// lines).
+func Render(t Target) (string, error) {
+	p, ok := preludes[t]
+	if !ok {
+		return "", fmt.Errorf("kernels: no prelude for target %v", t)
+	}
+	return p + "\n#line 1 \"pointwise.zf\"\n" + source, nil
+}
+
+// Prelude is target t's definitions of the target words ("" if unknown).
+func Prelude(t Target) string { return preludes[t] }
+
+var kernelRE = regexp.MustCompile(`(?m)^ZF_KERNEL\((\w+)\)`)
+
+// Kernels lists the kernel entry points the source defines, sorted.
+func Kernels() []string {
+	var names []string
+	for _, m := range kernelRE.FindAllStringSubmatch(source, -1) {
+		names = append(names, m[1])
+	}
+	sort.Strings(names)
+	return names
+}
+
+// The preludes. Each defines exactly the words listed in pointwise.zf's
+// header comment; render_test.go checks that every target defines the same
+// set and that the source uses nothing else.
+var preludes = map[Target]string{
+	CUDA: `/* target: CUDA C (NVRTC) */
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+struct alignas(16) zf_v4 { uint x, y, z, w; };
+#define ZF_FN static __device__ __forceinline__
+#define ZF_KERNEL(name) extern "C" __global__ void name
+#define ZF_IN(p, i) const uchar* __restrict__ p
+#define ZF_OUT(p, i) uchar* __restrict__ p
+#define ZF_PARAMS(T, p, i) const T p
+#define ZF_TID
+#define ZF_FOR_EACH(i, n) for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < (n); i += (int)(blockDim.x * gridDim.x))
+#define ZF_PREF(T) const T&
+#define ZF_DEV
+#define ZF_THREAD
+#define ZF_UNROLL _Pragma("unroll")
+#define zf_bits(x) __float_as_uint(x)
+#define zf_float(u) __uint_as_float(u)
+#define zf_exp_cr(x) ((float)exp((double)(x)))
+#define zf_exp2_cr(x) ((float)exp2((double)(x)))
+#define zf_tanh_cr(x) ((float)tanh((double)(x)))
+#define zf_erf_cr(x) ((float)erf((double)(x)))
+#define zf_sin_cr(x) ((float)sin((double)(x)))
+#define zf_cos_cr(x) ((float)cos((double)(x)))
+`,
+	MSL: `/* target: Metal Shading Language (compile with fast math off) */
+#include <metal_stdlib>
+using namespace metal;
+typedef uint4 zf_v4;
+#define ZF_FN static inline
+#define ZF_KERNEL(name) kernel void name
+#define ZF_IN(p, i) device const uchar* p [[buffer(i)]]
+#define ZF_OUT(p, i) device uchar* p [[buffer(i)]]
+#define ZF_PARAMS(T, p, i) constant T& p [[buffer(i)]]
+#define ZF_TID , uint zf_gid [[thread_position_in_grid]], uint zf_gsz [[threads_per_grid]]
+#define ZF_FOR_EACH(i, n) for (int i = (int)zf_gid; i < (n); i += (int)zf_gsz)
+#define ZF_PREF(T) constant T&
+#define ZF_DEV device
+#define ZF_THREAD thread
+#define ZF_UNROLL _Pragma("unroll")
+#define zf_bits(x) as_type<uint>(x)
+#define zf_float(u) as_type<float>(u)
+#define zf_exp_cr(x) precise::exp(x)
+#define zf_exp2_cr(x) precise::exp2(x)
+#define zf_tanh_cr(x) precise::tanh(x)
+#define zf_erf_cr(x) zf_msl_erf(x)
+#define zf_sin_cr(x) precise::sin(x)
+#define zf_cos_cr(x) precise::cos(x)
+/* Metal has no erf: erfc by its continued-fraction fit (relative error
+ * below 1.2e-7), so erf is within a few f32 ulps, not correctly rounded. */
+static inline float zf_msl_erf(float x) {
+  float z = fabs(x);
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float r = t * precise::exp(-z * z - 1.26551223f + t * (1.00002368f + t * (0.37409196f + t * (0.09678418f +
+            t * (-0.18628806f + t * (0.27886807f + t * (-1.13520398f + t * (1.48851587f +
+            t * (-0.82215223f + t * 0.17087277f)))))))));
+  float e = 1.0f - r;
+  return x >= 0.0f ? e : -e;
+}
+`,
+	Host: `/* target: host C++ (tests only; compile with -ffp-contract=off, SSE math) */
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+typedef unsigned int uint;
+typedef unsigned short ushort;
+typedef unsigned char uchar;
+struct alignas(16) zf_v4 { uint x, y, z, w; };
+static inline uint zf_host_bits(float x) { uint u; std::memcpy(&u, &x, 4); return u; }
+static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); return x; }
+#define ZF_FN static inline
+#define ZF_KERNEL(name) extern "C" void name
+#define ZF_IN(p, i) const uchar* p
+#define ZF_OUT(p, i) uchar* p
+#define ZF_PARAMS(T, p, i) const T& p
+#define ZF_TID
+#define ZF_FOR_EACH(i, n) for (int i = 0; i < (n); i++)
+#define ZF_PREF(T) const T&
+#define ZF_DEV
+#define ZF_THREAD
+#define ZF_UNROLL
+#define zf_bits(x) zf_host_bits(x)
+#define zf_float(u) zf_host_float(u)
+#define zf_exp_cr(x) ((float)std::exp((double)(x)))
+#define zf_exp2_cr(x) ((float)std::exp2((double)(x)))
+#define zf_tanh_cr(x) ((float)std::tanh((double)(x)))
+#define zf_erf_cr(x) ((float)std::erf((double)(x)))
+#define zf_sin_cr(x) ((float)std::sin((double)(x)))
+#define zf_cos_cr(x) ((float)std::cos((double)(x)))
+`,
+}

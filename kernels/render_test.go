@@ -1,0 +1,151 @@
+package kernels
+
+import (
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"zflow/exec"
+	"zflow/precision"
+)
+
+// defines reads the source's #define NAME VALUE lines.
+func defines(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	re := regexp.MustCompile(`(?m)^#define (\w+) ([^ \n/]+)`)
+	for _, m := range re.FindAllStringSubmatch(source, -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+func TestRenderingsShareTheSource(t *testing.T) {
+	for _, tg := range []Target{CUDA, MSL, Host} {
+		src, err := Render(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(src, source) {
+			t.Errorf("%v rendering does not end with the source verbatim", tg)
+		}
+	}
+	if _, err := Render(Target(0)); err == nil {
+		t.Error("Render accepted an unknown target")
+	}
+}
+
+// TestPreludesDefineTheSameWords checks that every target defines the same
+// target words and that the source uses no ZF_/zf_ word that neither it
+// nor every prelude defines: the arithmetic cannot depend on the target.
+func TestPreludesDefineTheSameWords(t *testing.T) {
+	defRE := regexp.MustCompile(`(?m)^(?:#define|typedef \w+|struct alignas\(16\)) (\w+)`)
+	words := func(s string) []string {
+		var out []string
+		for _, m := range defRE.FindAllStringSubmatch(s, -1) {
+			if strings.HasPrefix(m[1], "ZF_") || strings.HasPrefix(m[1], "zf_") {
+				out = append(out, m[1])
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	cuda := words(Prelude(CUDA))
+	for _, tg := range []Target{MSL, Host} {
+		if got := words(Prelude(tg)); strings.Join(got, " ") != strings.Join(cuda, " ") {
+			t.Errorf("%v prelude defines %v,\ncuda defines %v", tg, got, cuda)
+		}
+	}
+	defined := map[string]bool{}
+	for _, w := range cuda {
+		defined[w] = true
+	}
+	for _, w := range words(source) {
+		defined[w] = true
+	}
+	// Functions and structs the source defines itself.
+	for _, m := range regexp.MustCompile(`(?:ZF_FN \w+|struct) (zf_\w+)`).FindAllStringSubmatch(source, -1) {
+		defined[m[1]] = true
+	}
+	for _, k := range Kernels() {
+		defined[k] = true
+	}
+	for _, m := range regexp.MustCompile(`\b((?:ZF|zf)_\w+)`).FindAllStringSubmatch(source, -1) {
+		if !defined[m[1]] {
+			t.Errorf("source uses %s, which neither it nor the preludes define", m[1])
+		}
+	}
+	want := []string{"zf_copy", "zf_elementwise", "zf_rope_kernel", "zf_timestep"}
+	if got := Kernels(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kernels %v, want %v", got, want)
+	}
+}
+
+// TestCodesMatch checks the source's codes against the Go side's.
+func TestCodesMatch(t *testing.T) {
+	d := defines(t)
+	ints := map[string]int{
+		"ZF_F32": int(precision.F32), "ZF_BF16": int(precision.BF16), "ZF_F16": int(precision.F16), "ZF_F64": int(precision.F64),
+		"ZF_ACT_IDENTITY": int(exec.ActIdentity), "ZF_ACT_SILU": int(exec.ActSiLU), "ZF_ACT_GELU_TANH": int(exec.ActGELUTanh),
+		"ZF_ACT_GELU_ERF": int(exec.ActGELUErf), "ZF_ACT_TANH": int(exec.ActTanh), "ZF_ACT_SIGMOID": int(exec.ActSigmoid),
+		"ZF_ACT_RELU": int(exec.ActReLU), "ZF_MATH_FAST_EXP": int(exec.MathFastExp), "ZF_MATH_RECIP_DIV": int(exec.MathRecipDiv),
+		"ZF_OP_ADD": OpAdd, "ZF_OP_MUL": OpMul, "ZF_OP_ACT": OpAct, "ZF_OP_CAST": OpCast, "ZF_OP_MODULATE": OpModulate,
+		"ZF_OP_GATED": OpGated, "ZF_OP_GLU": OpGLU, "ZF_R_SCALE": RScale, "ZF_R_PRODUCT": RProduct, "ZF_R_GATE": RGate,
+		"ZF_R_NORMALIZED": RNormalized, "ZF_PLUS_ONE": PlusOne, "ZF_HAS_SHIFT": HasShift, "ZF_MAXR": MaxRank, "ZF_VEC8": Vec8,
+	}
+	for name, want := range ints {
+		got, err := strconv.Atoi(d[name])
+		if err != nil || got != want {
+			t.Errorf("%s = %q, Go has %d", name, d[name], want)
+		}
+	}
+	// The f32 constants, exactly as exec/pointwise.go rounds them.
+	floats := map[string]float32{
+		"ZF_LOG2E":      float32(1.4426950408889634),
+		"ZF_GELU_BETA":  float32(0.7978845608028654),
+		"ZF_GELU_KAPPA": float32(0.044715),
+		"ZF_SQRT_HALF":  float32(0.7071067811865476),
+	}
+	for name, want := range floats {
+		lit := strings.TrimSuffix(d[name], "f")
+		got, err := strconv.ParseFloat(lit, 32)
+		if err != nil || float32(got) != want {
+			t.Errorf("%s = %q, want f32 %v (bits %#x)", name, d[name], want, math.Float32bits(want))
+		}
+	}
+}
+
+func TestNewEWCollapses(t *testing.T) {
+	cases := []struct {
+		out  []int
+		ins  [][]int
+		rank int32
+		dims []int32
+	}{
+		{[]int{2, 4096, 3072}, [][]int{{2, 4096, 3072}, {2, 4096, 3072}}, 1, []int32{2 * 4096 * 3072}},
+		{[]int{2, 4096, 3072}, [][]int{{2, 4096, 3072}, {2, 1, 3072}}, 3, []int32{2, 4096, 3072}},
+		{[]int{2, 4096, 3072}, [][]int{{2, 4096, 3072}, {3072}}, 2, []int32{2 * 4096, 3072}},
+		{[]int{4, 1, 5}, [][]int{{4, 1, 5}, {1}}, 1, []int32{20}},
+	}
+	for _, c := range cases {
+		p, err := NewEW(c.out, c.ins...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Rank != c.rank {
+			t.Errorf("%v %v: rank %d, want %d (dims %v)", c.out, c.ins, p.Rank, c.rank, p.Dims)
+			continue
+		}
+		for i, d := range c.dims {
+			if p.Dims[i] != d {
+				t.Errorf("%v %v: dims %v, want %v", c.out, c.ins, p.Dims[:p.Rank], c.dims)
+			}
+		}
+	}
+	if _, err := NewEW([]int{2, 3}, []int{3, 3}); err == nil {
+		t.Error("NewEW accepted shapes that do not broadcast")
+	}
+}
