@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/exec"
-	"zflow/exec/cpu"
 	"zflow/exec/program"
 	"zflow/semantics"
 	"zflow/trace"
@@ -57,7 +56,7 @@ inputs) is refused with the reason and exit code 2; nothing is written.`,
 	f.StringVar(&o.weights, "weights", "", "trace holding the weights (default: --inputs)")
 	f.StringVarP(&o.out, "out", "o", "out.npz", "where to write the result (.npz or .safetensors)")
 	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
-	f.StringVar(&o.backend, "backend", "cpu", "backend to run on (cpu)")
+	f.StringVar(&o.backend, "backend", "cpu", "backend to run on: cpu (the reference), cuda (linux, NVIDIA driver), metal (darwin)")
 	cmd.MarkFlagRequired("semantics")
 	cmd.MarkFlagRequired("inputs")
 	return cmd
@@ -162,14 +161,6 @@ func sameFile(a, b string) bool {
 	return err == nil && os.SameFile(sa, sb)
 }
 
-// newBackend returns the backend named by --backend.
-func newBackend(name string) (exec.Backend, error) {
-	switch name {
-	case "cpu":
-		return cpu.New(0), nil
-	}
-	return nil, fmt.Errorf("unknown backend %q (available: cpu)", name)
-}
 
 // progress returns a per-step progress printer when w is a terminal.
 func progress(w io.Writer) func(done, total int) {

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+
+	"zflow/cuda"
+	"zflow/exec"
+	"zflow/exec/cpu"
+	"zflow/metal"
+)
+
+// backendNames lists what --backend accepts.
+const backendNames = "cpu, cuda, metal"
+
+// newBackend returns the backend named by --backend. A GPU backend that
+// cannot start here (no driver, no device, wrong platform) is an error
+// naming what is missing, never a silent fall back to the CPU.
+func newBackend(name string) (exec.Backend, error) {
+	switch name {
+	case "cpu":
+		return cpu.New(0), nil
+	case "cuda":
+		return cuda.Open()
+	case "metal":
+		return metal.Open()
+	}
+	return nil, fmt.Errorf("unknown backend %q (available: %s)", name, backendNames)
+}
