@@ -88,6 +88,9 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
+	if err := b.refuse("attention", s, exec.RoundAccum, 0); err != nil {
+		return nil, err
+	}
 	ts, err := b.gets("attention", []string{"q", "k", "v"}, q, k, v)
 	if err != nil {
 		return nil, err

@@ -734,3 +734,12 @@ func Open() (exec.Backend, error) {
 	}
 	return b, nil
 }
+
+// refuse returns ErrUnsupported when s asks for a rounding point or math
+// variant this backend has no kernel for, rather than ignoring it.
+func (b *Backend) refuse(op string, s exec.Spec, round exec.Round, math exec.Math) error {
+	if s.Round&round != 0 || s.Math&math != 0 {
+		return exec.Unsupported(b.Name(), op, "%v has no CUDA kernel yet", exec.Spec{Out: s.Out, Round: s.Round & round, Math: s.Math & math})
+	}
+	return nil
+}

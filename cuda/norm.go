@@ -122,6 +122,9 @@ func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spe
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
 	}
+	if err := b.refuse("norm", s, exec.RoundStats, exec.MathWelford); err != nil {
+		return nil, err
+	}
 	if p.Kind != exec.NormLayer && p.Kind != exec.NormRMS {
 		return nil, exec.Unsupported(b.Name(), "norm", "kind %v", p.Kind)
 	}

@@ -108,6 +108,10 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("act: %w", err)
 	}
+	// Act's RoundEach (every primitive rounded) has no kernel here yet.
+	if err := b.refuse("act", s, exec.RoundEach, 0); err != nil {
+		return nil, err
+	}
 	if !f.Valid() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}

@@ -47,7 +47,9 @@ type Basic interface {
 	Add(a, b Tensor, s Spec) (Tensor, error)
 	// Mul: y = round(a · b), NumPy broadcasting.
 	Mul(a, b Tensor, s Spec) (Tensor, error)
-	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants.
+	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants;
+	// RoundEach computes f as separate primitives on tensors of s.Out,
+	// rounding every intermediate and constant (ActivateComposed in pointwise.go).
 	Act(x Tensor, f ActKind, s Spec) (Tensor, error)
 
 	// Linear: y = x·Wᵀ + b with W [out, in] (PyTorch), x [..., in], b [out] or
@@ -58,7 +60,11 @@ type Basic interface {
 	// rounded to f32 (doc.go); y = x̂·(γ + p.Offset) + β, γ and β of length
 	// Group (or nil).
 	// RoundNormalized rounds x̂ to s.Out before the γ multiply; RoundProduct
-	// rounds x̂·γ before +β; RoundScale rounds γ + Offset.
+	// rounds x̂·γ before +β; RoundScale rounds γ + Offset. RoundStats (layer
+	// norms only) computes the statistics in s.Out the way PyTorch's CPU
+	// kernel does for reduced-precision tensors, and x̂ = x·rstd + (−rstd·mean)
+	// (NormStats in moments.go); MathWelford (layer norms only) reduces them
+	// as PyTorch's CUDA kernel does (WelfordMoments in moments.go).
 	Norm(x, gamma, beta Tensor, p NormParams, s Spec) (Tensor, error)
 	// Rope: for each head of x [B, S, H·D] (H = p.Heads), the first p.RotaryDim
 	// elements: y = x·cos + rot(x)·sin, rot by p.Layout (interleaved:
@@ -74,7 +80,9 @@ type Basic interface {
 	// masked gives NaN, as PyTorch's math SDPA does. RoundScores rounds
 	// q·kᵀ·scale, RoundProbs rounds the probabilities before ·v (math SDPA),
 	// RoundWeights rounds exp(s − max) before ·v and divides by the f32 sum
-	// after (flash attention's bf16 P). Output [B, Sq, H·D], rounded once.
+	// after (flash attention's bf16 P); RoundAccum keeps the P·v sum in
+	// s.Out (each product and partial sum rounded, in key order). Output
+	// [B, Sq, H·D], rounded once.
 	Attention(q, k, v, mask Tensor, p AttentionParams, s Spec) (Tensor, error)
 }
 
@@ -94,9 +102,11 @@ type Extended interface {
 	// GatedResidual: out = x + g(gate)·y, g an ActKind used as the gate
 	// function (identity, tanh, sigmoid, ...); gate broadcasts like
 	// Modulate's scale. RoundGate rounds g(gate), RoundProduct rounds
-	// g(gate)·y before the add.
+	// g(gate)·y before the add. g is one primitive (RoundEach does not
+	// compose it as Act does).
 	GatedResidual(x, y, gate Tensor, g ActKind, s Spec) (Tensor, error)
-	// GLU: y = f(gate)·value; RoundGate rounds f(gate) before the multiply.
+	// GLU: y = f(gate)·value; RoundGate rounds f(gate) before the multiply;
+	// f is one primitive (RoundEach does not compose it as Act does).
 	GLU(gate, value Tensor, f ActKind, s Spec) (Tensor, error)
 	// Chunk: torch.chunk(x, n, axis): pieces of ceil(dim/n), the last shorter.
 	Chunk(x Tensor, n, axis int) ([]Tensor, error)

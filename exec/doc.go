@@ -54,7 +54,15 @@
 //     f32, cast it to the activation format, then multiply by γ: that is
 //     Spec{Out: BF16, Round: RoundNormalized}.
 //   - Spec.Math picks variants of the transcendental functions and of
-//     division (MathFastExp, MathRecipDiv).
+//     division (MathFastExp, MathRecipDiv), and of a layer norm's reduction
+//     (MathWelford: PyTorch's CUDA kernel's order, moments.go).
+//   - Some references are not "one op rounded once" inside a kernel:
+//     PyTorch ≤ 1.13's CPU kernels on bf16 compute in bf16 arithmetic.
+//     Act with RoundEach composes the activation of rounded primitives
+//     (ActivateComposed); RoundStats gives a layer norm that kernel's
+//     statistics (NormStats); RoundAccum keeps attention's P·v sum in the
+//     storage format. Each reproduces the kernel bit for bit
+//     (exec/cpu/testdata/torch113_bf16.txt).
 //
 // Movement ops (Reshape, Permute, Slice, Concat, Chunk, Patchify) never
 // round: they keep their input's format. Cast rounds and does nothing else.

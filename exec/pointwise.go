@@ -1,6 +1,10 @@
 package exec
 
-import "math"
+import (
+	"math"
+
+	"zflow/precision"
+)
 
 // The scalar f32 math every backend's pointwise kernels must reproduce.
 // Each function is written as PyTorch's kernel computes it in f32 "opmath"
@@ -36,6 +40,45 @@ func Tanh32(x float32, m Math) float32 {
 
 // Erf32 is erf(x) in f32, correctly rounded.
 func Erf32(x float32) float32 { return float32(math.Erf(float64(x))) }
+
+// ActivateSpec is f(x) as an op with spec s computes it before its final
+// rounding: Activate in f32, or, when s has RoundEach, ActivateComposed.
+func ActivateSpec(f ActKind, x float32, s Spec) float32 {
+	if s.Round&RoundEach != 0 {
+		return ActivateComposed(f, x, s.Out, s.Math)
+	}
+	return Activate(f, x, s.Math)
+}
+
+// ActivateComposed is f(x) written as separate PyTorch primitives on tensors of
+// format out: every intermediate and every constant rounded to out (PyTorch
+// ≤ 1.13's CPU kernels for bf16, whose Vectorized<BFloat16> arithmetic
+// rounds after each operation; a model that spells the formula out in
+// bf16 tensors does the same). With r = round to out:
+//
+//	silu:      r(x / r(1 + r(exp(−x))))
+//	sigmoid:   r(1 / r(1 + r(exp(−x))))
+//	gelu_tanh: c = r(r(x·x)·x); u = r(r(β)·r(x + r(r(κ)·c))); r(r(0.5·x)·r(1 + r(tanh u)))
+//	gelu_erf:  r(r(x·0.5)·r(1 + r(erf(r(x·r(√½))))))
+//
+// tanh, relu and identity are one primitive: r(Activate). The result is
+// rounded to out (an op's final rounding changes nothing).
+func ActivateComposed(f ActKind, x float32, out precision.Format, m Math) float32 {
+	r := out.Round
+	switch f {
+	case ActSiLU:
+		return r(x / r(1+r(Exp32(-x, m))))
+	case ActSigmoid:
+		return r(1 / r(1+r(Exp32(-x, m))))
+	case ActGELUTanh:
+		cube := r(float32(r(float32(x*x)) * x))
+		inner := r(float32(r(geluBeta) * r(x+r(float32(r(geluKappa)*cube)))))
+		return r(float32(r(float32(0.5*x)) * r(1+r(Tanh32(inner, m)))))
+	case ActGELUErf:
+		return r(float32(r(float32(x*0.5)) * r(1+r(Erf32(r(float32(x*r(sqrtHalf))))))))
+	}
+	return r(Activate(f, x, m))
+}
 
 // Activate is f(x) for one of the ActKinds, in f32 (not rounded to a
 // storage format). An invalid kind gives NaN; ops check kinds first.

@@ -82,12 +82,24 @@ const (
 	// before ·v, the division by their f32 sum done after (flash attention's
 	// bf16 P; memory-efficient attention likewise).
 	RoundWeights
+	// RoundStats: layer norm: the statistics computed in the storage format
+	// as PyTorch's CPU kernel computes them for a reduced-precision tensor
+	// when its compute type is the tensor's own (torch ≤ 1.13 on bf16):
+	// Welford moments over 256-bit vectors with every operation rounded,
+	// eps, var + eps, √ and 1/√ rounded, and y = x·rstd + (−rstd·mean)
+	// (see NormMoments). RMS norms refuse it; RoundEach does not imply it.
+	RoundStats
+	// RoundAccum: attention: probabilities·v accumulated in the storage
+	// format, in key order, every product and every partial sum rounded
+	// (PyTorch ≤ 1.13's CPU matmul without transposed operands on bf16).
+	// RoundEach does not imply it.
+	RoundAccum
 
 	roundEnd
 	roundAll = roundEnd - 1
 )
 
-var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights"}
+var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum"}
 
 // String lists the points joined by "|" ("none" for the empty set).
 func (r Round) String() string {
@@ -142,11 +154,17 @@ const (
 	// MathRecipDiv: a division by a scalar is done as a multiplication by
 	// its f32 reciprocal (PyTorch on CUDA when the divisor is a CPU scalar).
 	MathRecipDiv Math = 1 << 1
+	// MathWelford: layer norm: the statistics as PyTorch's CUDA layer-norm
+	// kernel reduces them (per-thread Welford over 4-element vectors with
+	// FMA, a warp-shuffle tree, then across warps), rstd = 1/√(var + eps)
+	// rounded once (rsqrt), and γ·x̂ + β fused (see WelfordMoments). RMS
+	// norms refuse it.
+	MathWelford Math = 1 << 2
 
-	mathAll = MathFastExp | MathRecipDiv
+	mathAll = MathFastExp | MathRecipDiv | MathWelford
 )
 
-var mathNames = []string{"fast_exp", "recip_div"}
+var mathNames = []string{"fast_exp", "recip_div", "welford"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

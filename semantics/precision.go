@@ -25,7 +25,27 @@ type PrecisionRule struct {
 	Role  string `json:"role,omitempty"`  // node role glob
 	Out   string `json:"out,omitempty"`   // storage format; empty: Activations
 	Round string `json:"round,omitempty"` // rounding points joined by "|"
-	Math  string `json:"math,omitempty"`  // variants joined by "|": precise, fast_exp, recip_div
+	Math  string `json:"math,omitempty"`  // variants joined by "|": precise, fast_exp, recip_div, welford
+	// Evidence: how the precision search decided the rule (absent for a
+	// declared rule).
+	Evidence *RuleEvidence `json:"evidence,omitempty"`
+}
+
+// RuleEvidence is a searched rule's evidence: the rule's candidates scored
+// teacher-forced at the boundaries whose value depends on the ops it
+// covers.
+type RuleEvidence struct {
+	Metric     string  `json:"metric"`     // exact_fraction
+	Boundaries int     `json:"boundaries"` // boundary values scored (over every step)
+	Exact      float64 `json:"exact"`      // pooled fraction bit-exact under the rule
+	// Margin: error of the best candidate that scores differently / the
+	// winner's error ("inf" when the winner is exact).
+	Margin   Margin `json:"margin"`
+	Decisive bool   `json:"decisive"`
+	// Equivalent: candidates that score exactly as the winner here (the
+	// trace does not tell them apart).
+	Equivalent []string    `json:"equivalent,omitempty"`
+	Candidates []Candidate `json:"candidates,omitempty"` // label → 1 − exact fraction
 }
 
 // RopeTableFormats are the formats RoPE tables are computed in.
@@ -40,8 +60,8 @@ var (
 	precisionStatuses = []string{"declared", "searched", "placeholder"}
 	formats           = []string{"f32", "bf16", "f16", "f64"}
 	precisionOps      = []string{"linear", "norm", "modulate", "rope", "attention", "act", "glu", "gated_residual", "add", "mul", "timestep_embed", "cast"}
-	roundPoints       = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights"}
-	mathVariants      = []string{"precise", "fast_exp", "recip_div"}
+	roundPoints       = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum"}
+	mathVariants      = []string{"precise", "fast_exp", "recip_div", "welford"}
 )
 
 // RoundPoints lists the rounding point names a rule may use.

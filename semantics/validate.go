@@ -419,6 +419,20 @@ func (pr *Precision) validate(p *problems) {
 				p.add(rf+".math", "%q is not one of %s", m, strings.Join(mathVariants, ", "))
 			}
 		}
+		if e := r.Evidence; e != nil {
+			if e.Metric != "exact_fraction" && e.Metric != "rel_rms" {
+				p.add(rf+".evidence.metric", "%q is not exact_fraction or rel_rms", e.Metric)
+			}
+			if !(e.Exact >= 0 && e.Exact <= 1) {
+				p.add(rf+".evidence.exact", "%v is not a fraction in [0, 1]", e.Exact)
+			}
+			if !(e.Margin >= 0) {
+				p.add(rf+".evidence.margin", "%v is negative", float64(e.Margin))
+			}
+			if e.Boundaries < 0 {
+				p.add(rf+".evidence.boundaries", "%d is negative", e.Boundaries)
+			}
+		}
 	}
 	if t := pr.RopeTable; t != nil {
 		if !contains(formats, t.Freq) {

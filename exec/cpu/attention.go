@@ -9,7 +9,7 @@ import (
 
 // Attention is scaled dot-product attention per head, f32 scores and
 // softmax, with the Spec's rounding points (RoundScores, RoundProbs,
-// RoundWeights); the output is rounded once to s.Out.
+// RoundWeights, RoundAccum); the output is rounded once to s.Out.
 func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
@@ -53,6 +53,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 	}
 	f := s.Out
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
+	raccum := s.Round&exec.RoundAccum != 0
 	if rprob && rw {
 		return nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
 	}
@@ -110,6 +111,12 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 					w = w / sum
 				}
 				vrow := vt.data[(bb*g.sk+j)*kw+kh*g.d:][:g.d]
+				if raccum {
+					for e, vv := range vrow {
+						acc[e] = f.Round(acc[e] + f.Round(float32(w*vv)))
+					}
+					continue
+				}
 				for e, vv := range vrow {
 					acc[e] += float32(w * vv)
 				}

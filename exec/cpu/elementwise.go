@@ -45,7 +45,8 @@ func (b *Backend) Mul(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("mul", a, c, s, func(x, y float32) float32 { return x * y })
 }
 
-// Act is f(x) in f32 (exec.Activate), rounded once to s.Out.
+// Act is f(x) in f32 (exec.ActivateSpec: composed under RoundEach),
+// rounded to s.Out.
 func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("act: %w", err)
@@ -61,7 +62,7 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	b.parallel(len(xt.data), 4096, func(lo, hi int) {
 		dst, src := out.data[lo:hi], xt.data[lo:hi]
 		for i, v := range src {
-			dst[i] = exec.Activate(f, v, s.Math)
+			dst[i] = exec.ActivateSpec(f, v, s)
 		}
 		roundInto(dst, dst, s.Out)
 	})

@@ -11,7 +11,11 @@ import (
 // accumulated in f64 and rounded to f32 (mean, variance, then
 // rstd = 1/√(var + eps) in f32), x̂ in f32, then y = x̂·(γ + offset) + β
 // with the Spec's rounding points: RoundNormalized (x̂), RoundScale
-// (γ + offset), RoundProduct (x̂·γ).
+// (γ + offset), RoundProduct (x̂·γ). RoundStats (layer norms) takes rstd
+// and shift from exec.NormStats instead and x̂ = x·rstd + shift;
+// MathWelford (layer norms) takes the mean and variance from
+// exec.WelfordMoments, rstd = 1/√(var + eps) rounded once, and γ·x̂ + β
+// as one fused multiply-add.
 func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
@@ -49,6 +53,13 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	}
 	f := s.Out
 	rn, rs, rp := s.Has(exec.RoundNormalized), s.Has(exec.RoundScale), s.Has(exec.RoundProduct)
+	rstats, welford := s.Round&exec.RoundStats != 0, s.Math&exec.MathWelford != 0
+	if (rstats || welford) && p.Kind != exec.NormLayer {
+		return nil, exec.Unsupported(bk.Name(), "norm", "%v on a %v norm (a layer-norm kernel's arithmetic)", s, p.Kind)
+	}
+	if rstats && welford {
+		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
+	}
 	// γ' = γ + offset once for all groups.
 	var scale []float32
 	if gt != nil {
@@ -67,15 +78,35 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	bk.parallel(groups, max(1, 2048/g), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
-			mean, rstd := stats(src, p.Kind, p.Eps)
+			var mean, rstd, shift float32
+			switch {
+			case rstats:
+				rstd, shift = exec.NormStats(src, p.Eps, f)
+			case welford:
+				var v float32
+				mean, v = exec.WelfordMoments(src)
+				rstd = float32(1 / math.Sqrt(float64(v+p.Eps)))
+			default:
+				mean, rstd = stats(src, p.Kind, p.Eps)
+			}
 			for i, v := range src {
-				n := float32((v - mean) * rstd)
-				n = at(rn, f, n)
-				if scale != nil {
-					n = at(rp, f, float32(n*scale[i]))
+				var n float32
+				if rstats {
+					n = float32(v*rstd) + shift
+				} else {
+					n = float32((v - mean) * rstd)
 				}
-				if bt != nil {
-					n += bt.data[i]
+				n = at(rn, f, n)
+				switch {
+				case welford && scale != nil && bt != nil && !rp:
+					n = exec.FMA32(scale[i], n, bt.data[i]) // γ·x̂ + β contracted
+				default:
+					if scale != nil {
+						n = at(rp, f, float32(n*scale[i]))
+					}
+					if bt != nil {
+						n += bt.data[i]
+					}
 				}
 				dst[i] = n
 			}

@@ -25,6 +25,7 @@ func (b *builder) linear(x, role string, r semantics.Role) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	b.tapRoleInput(x, r)
 	b.tapRole(out, r)
 	return out, nil
 }
@@ -68,6 +69,7 @@ func (b *builder) norm(x, addr string, r semantics.Role, group int, kind string)
 	if err != nil {
 		return "", err
 	}
+	b.tapRoleInput(x, r)
 	b.tapRole(out, r)
 	return out, nil
 }

@@ -152,6 +152,18 @@ func (b *builder) tap(name, module, port string, in bool) {
 	v.Taps = append(v.Taps, Tap{Module: module, Port: port, In: in})
 }
 
+// tapRoleInput taps the value a linear or norm role reads at its
+// module's first positional argument (arg0): the module is called on it.
+// The tap is an output tap (In false): it is observed when the value is
+// made, wherever that is (a modulated norm feeding q/k/v, an attention
+// output entering the out projection, a residual entering a norm), which
+// puts elementwise results between roles on the boundary list.
+func (b *builder) tapRoleInput(x string, r semantics.Role) {
+	if r.Module != "" {
+		b.tap(x, r.Module, "arg0", false)
+	}
+}
+
 // tapRole taps a role's output port on its module.
 func (b *builder) tapRole(name string, r semantics.Role) {
 	if r.Module != "" {

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"zflow/exec"
 	"zflow/precision"
@@ -89,7 +90,7 @@ func refValues(ref *trace.Trace, key string, shape []int) ([]float32, bool, erro
 	if err != nil {
 		return nil, false, nil
 	}
-	if info.DType.Components() != 1 || !SameLayout(info.Shape, shape) {
+	if info.DType.Components() != 1 || !SameLayout(info.Shape, shape) && !headsFirst(info.Shape, shape) {
 		return nil, false, nil
 	}
 	t, err := ref.Tensor(key)
@@ -100,7 +101,54 @@ func refValues(ref *trace.Trace, key string, shape []int) ([]float32, bool, erro
 	if err != nil {
 		return nil, false, fmt.Errorf("reference %s: %w", key, err)
 	}
+	v, _ = Relayout(v, info.Shape, shape)
 	return v, true, nil
+}
+
+// Relayout returns a reference tensor's values (of shape ref) in the
+// element order of a value of shape ours: unchanged when SameLayout, the
+// head and sequence axes swapped when the reference holds per-head rows
+// heads first ([..., H, S, D] for our [..., S, H·D] or [..., S, H, D], the
+// layout attention code makes with view + transpose(1, 2)); ok is false
+// for any other pair of shapes.
+func Relayout(v []float32, ref, ours []int) ([]float32, bool) {
+	if SameLayout(ref, ours) {
+		return v, true
+	}
+	if !headsFirst(ref, ours) {
+		return nil, false
+	}
+	r := squeeze(ref)
+	n := len(r)
+	h, s, d := r[n-3], r[n-2], r[n-1]
+	block := h * s * d
+	out := make([]float32, len(v))
+	for b := 0; b+block <= len(v); b += block {
+		for hi := range h {
+			for si := range s {
+				copy(out[b+(si*h+hi)*d:][:d], v[b+(hi*s+si)*d:][:d])
+			}
+		}
+	}
+	return out, true
+}
+
+// headsFirst reports whether ref is [..., H, S, D] (H, S > 1) and ours the
+// same rows sequence first: [..., S, H·D] or [..., S, H, D].
+func headsFirst(ref, ours []int) bool {
+	r, o := squeeze(ref), squeeze(ours)
+	n := len(r)
+	if n < 3 {
+		return false
+	}
+	h, s, d := r[n-3], r[n-2], r[n-1]
+	lead := r[:n-3]
+	for _, want := range [][]int{append(slices.Clone(lead), s, h*d), append(slices.Clone(lead), s, h, d)} {
+		if slices.Equal(o, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // SameLayout reports whether tensors of shapes a and b hold their elements

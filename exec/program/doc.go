@@ -10,12 +10,21 @@
 // block kinds, roles and factors of the document are the whole recipe.
 //
 // Values carry taps: the reference's trace boundaries (module path and
-// port) they correspond to. The interpreter reports every tapped value as
-// it is made (so a run can be written as a trace named like the
-// reference's) and, on request, replaces the value at a module's input
-// port with the reference's own tensor when that module's segment starts
-// (teacher forcing). It frees every intermediate after its last use.
+// port) they correspond to — a role's output, the value a linear or norm
+// role's module was called with (its arg0: a modulated norm, an attention
+// output, a residual), a segment's inputs and outputs. The interpreter
+// reports every tapped value as it is made (so a run can be written as a
+// trace named like the reference's) and, on request, replaces the value at
+// a module's input port with the reference's own tensor when that module's
+// segment starts (teacher forcing), or, with Hooks.OverrideOutputs, every
+// tapped value once observed (teacher forcing at every boundary, which
+// precision/plan scores with). Hooks.Run may take over node execution (a
+// memo). The interpreter frees every intermediate after its last use.
+// Relayout reads a reference tensor held heads first ([B, H, S, D]) in the
+// program's [B, S, H·D] order.
 //
 // Runner drives a program: one forward, or a flow-matching Euler loop over
-// the sigmas with the document's sign and timestep transform.
+// the sigmas with the document's sign and timestep transform (Forward and
+// Update run one model call and one update for callers that steer the
+// loop); SetPrecision rebuilds it under another precision plan.
 package program

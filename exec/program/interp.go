@@ -17,6 +17,14 @@ type Hooks struct {
 	// forcing); like is our value (its shape and format). The interpreter
 	// owns and frees what it returns. ok false keeps our value.
 	Override func(step int, tap Tap, like exec.Tensor) (t exec.Tensor, ok bool, err error)
+	// OverrideOutputs offers every output tap to Override too, after
+	// Observe: what Override returns replaces our value for the nodes that
+	// read it (teacher forcing at every boundary, so that each boundary is
+	// computed from the reference's own values).
+	OverrideOutputs bool
+	// Run, if set, runs node i in place of RunNode (to memoise or
+	// instrument it). What it returns is owned by the interpreter.
+	Run func(step, i int, n *Node, in []exec.Tensor) ([]exec.Tensor, error)
 }
 
 // Interpreter runs a program's nodes on a backend.
@@ -90,7 +98,13 @@ func (r *run) forward() ([]exec.Tensor, error) {
 			}
 			in[j] = t
 		}
-		outs, err := runNode(r.it.B, n, in)
+		var outs []exec.Tensor
+		var err error
+		if h := r.it.Hooks.Run; h != nil {
+			outs, err = h(r.step, i, n, in)
+		} else {
+			outs, err = RunNode(r.it.B, n, in)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("program: node %d (%s %s): %w", i, n.Op, n.Role, err)
 		}
@@ -177,6 +191,11 @@ func (r *run) made(name string) error {
 			if err := r.observe(name, tp); err != nil {
 				return err
 			}
+			if r.it.Hooks.OverrideOutputs {
+				if err := r.override(name, tp); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		for _, s := range r.active {
@@ -193,22 +212,35 @@ func (r *run) made(name string) error {
 
 // serve offers an input tap to Override, then to Observe.
 func (r *run) serve(name string, tp Tap) error {
-	if h := r.it.Hooks.Override; h != nil {
-		cur, _ := r.get(name)
-		t, ok, err := h(r.step, tp, cur)
-		if err != nil {
-			return fmt.Errorf("program: override %s: %w", tp.Key(r.step), err)
-		}
-		if ok {
-			if !slices.Equal(t.Shape(), cur.Shape()) {
-				r.it.B.Free(t)
-				return fmt.Errorf("program: override %s: shape %v, ours is %v", tp.Key(r.step), t.Shape(), cur.Shape())
-			}
-			r.vals[name] = t
-			r.owned = append(r.owned, t)
-		}
+	if err := r.override(name, tp); err != nil {
+		return err
 	}
 	return r.observe(name, tp)
+}
+
+// override offers a tap to Override and keeps what it returns.
+func (r *run) override(name string, tp Tap) error {
+	h := r.it.Hooks.Override
+	if h == nil {
+		return nil
+	}
+	cur, err := r.get(name)
+	if err != nil {
+		return err
+	}
+	t, ok, err := h(r.step, tp, cur)
+	if err != nil {
+		return fmt.Errorf("program: override %s: %w", tp.Key(r.step), err)
+	}
+	if ok {
+		if !slices.Equal(t.Shape(), cur.Shape()) {
+			r.it.B.Free(t)
+			return fmt.Errorf("program: override %s: shape %v, ours is %v", tp.Key(r.step), t.Shape(), cur.Shape())
+		}
+		r.vals[name] = t
+		r.owned = append(r.owned, t)
+	}
+	return nil
 }
 
 func (r *run) observe(name string, tp Tap) error {

@@ -48,6 +48,22 @@ func (rc *Recorder) Observe(step int, tp Tap, t exec.Tensor) error {
 	return nil
 }
 
+// Add keeps a host tensor as the value at tap tp in step (once per key),
+// for values a run makes outside Observe (before teacher forcing replaces
+// them, for instance).
+func (rc *Recorder) Add(step int, tp Tap, t HostTensor) {
+	key := tp.Key(step)
+	if rc.seen == nil {
+		rc.seen = map[string]bool{}
+	}
+	if rc.seen[key] {
+		return
+	}
+	rc.seen[key] = true
+	rc.entries = append(rc.entries, recorded{step: step, module: tp.Module, port: tp.Port,
+		shape: slices.Clone(t.Shape), format: t.Format, data: t.Data})
+}
+
 // Len is the number of recorded tensors.
 func (rc *Recorder) Len() int { return len(rc.entries) }
 

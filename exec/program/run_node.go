@@ -7,8 +7,8 @@ import (
 	"zflow/exec"
 )
 
-// runNode executes one node on the backend.
-func runNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
+// RunNode executes one node on the backend.
+func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	one := func(t exec.Tensor, err error) ([]exec.Tensor, error) {
 		if err != nil {
 			return nil, err

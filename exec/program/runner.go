@@ -125,11 +125,20 @@ func (r *Runner) load(weights, inputs Source) error {
 		return fmt.Errorf("program: %w", err)
 	}
 	r.sign = float32(sign)
+	return r.loadSpecs()
+}
+
+// loadSpecs resolves the sampler's specs from the plan.
+func (r *Runner) loadSpecs() error {
+	if r.sigmas == nil {
+		return nil
+	}
 	pr := &r.Doc.Precision
 	for _, s := range []struct {
 		dst      *exec.Spec
 		op, role string
 	}{{&r.spec.timestep, "cast", "sampler.timestep"}, {&r.spec.scale, "mul", "sampler.scale"}, {&r.spec.update, "add", "sampler.update"}} {
+		var err error
 		if *s.dst, err = SpecFor(pr, s.op, s.role); err != nil {
 			return fmt.Errorf("program: %w", err)
 		}
@@ -182,22 +191,30 @@ func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
 
 // step runs model call i on x and returns the updated x.
 func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
-	var live []exec.Tensor
+	outs, err := r.Forward(i, x)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
-		for _, t := range live {
+		for _, t := range outs {
 			r.B.Free(t)
 		}
 	}()
-	keep := func(t exec.Tensor, err error) (exec.Tensor, error) {
-		if err == nil {
-			live = append(live, t)
-		}
-		return t, err
+	return r.Update(i, x, outs[0])
+}
+
+// Forward runs model call i of a flow_euler run on latents x (the
+// timestep is σ_i cast by the plan) and returns the forward's outputs,
+// which the caller frees; outs[0] is the velocity.
+func (r *Runner) Forward(i int, x exec.Tensor) ([]exec.Tensor, error) {
+	if r.sigmas == nil || i < 0 || i >= r.Steps() {
+		return nil, fmt.Errorf("program: step %d of a run with %d steps", i, r.Steps())
 	}
-	t, err := keep(r.B.Upload([]float32{r.sigmas[i]}, []int{1}, r.spec.timestep.Out))
+	t, err := r.B.Upload([]float32{r.sigmas[i]}, []int{1}, r.spec.timestep.Out)
 	if err != nil {
 		return nil, fmt.Errorf("program: step %d: timestep: %w", i, err)
 	}
+	defer r.B.Free(t)
 	env := make(map[string]exec.Tensor, len(r.env)+2)
 	for k, v := range r.env {
 		env[k] = v
@@ -207,16 +224,26 @@ func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("step %d: %w", i, err)
 	}
-	live = append(live, outs...)
+	return outs, nil
+}
+
+// Update is the Euler update after model call i: x + round(sign·(σ[i+1] −
+// σ[i])·v) with the plan's sampler specs. The caller frees the result.
+func (r *Runner) Update(i int, x, v exec.Tensor) (exec.Tensor, error) {
+	if r.sigmas == nil || i < 0 || i >= r.Steps() {
+		return nil, fmt.Errorf("program: step %d of a run with %d steps", i, r.Steps())
+	}
 	dt := r.sign * (r.sigmas[i+1] - r.sigmas[i])
-	dtT, err := keep(r.B.Upload([]float32{dt}, []int{1}, precision.F32))
+	dtT, err := r.B.Upload([]float32{dt}, []int{1}, precision.F32)
 	if err != nil {
 		return nil, err
 	}
-	p, err := keep(r.B.Mul(outs[0], dtT, r.spec.scale))
+	defer r.B.Free(dtT)
+	p, err := r.B.Mul(v, dtT, r.spec.scale)
 	if err != nil {
 		return nil, fmt.Errorf("program: step %d: Euler: %w", i, err)
 	}
+	defer r.B.Free(p)
 	next, err := r.B.Add(x, p, r.spec.update)
 	if err != nil {
 		return nil, fmt.Errorf("program: step %d: Euler: %w", i, err)
@@ -226,6 +253,58 @@ func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
 		return nil, fmt.Errorf("program: step %d: the update is %v for latents %v", i, next.Shape(), x.Shape())
 	}
 	return next, nil
+}
+
+// Latents is the request's initial latents (a flow_euler run), owned by
+// the runner; nil for a forward run.
+func (r *Runner) Latents() exec.Tensor { return r.latents }
+
+// SetPrecision rebuilds the program under another precision plan (the
+// document is copied; its structure and factors are unchanged), keeping
+// the uploaded weights and inputs and re-uploading the constants.
+func (r *Runner) SetPrecision(pr semantics.Precision) error {
+	doc := *r.Doc
+	doc.Precision = pr
+	shapes := Shapes{Weights: map[string][]int{}, Inputs: map[string][]int{}}
+	for _, v := range r.P.Values {
+		switch v.Kind {
+		case Weight:
+			shapes.Weights[v.Source] = v.Shape
+		case Input, StepInput:
+			if v.Source != "timestep" {
+				shapes.Inputs[v.Source] = v.Shape
+			}
+		}
+	}
+	p, err := Build(&doc, shapes)
+	if err != nil {
+		return err
+	}
+	for name, v := range p.Values {
+		if old, ok := r.P.Values[name]; (v.Kind == Weight || v.Kind == Input) && (!ok || old.Kind != v.Kind || old.Source != v.Source) {
+			return fmt.Errorf("program: precision changed %s %q", v.Kind, name)
+		}
+	}
+	for name, v := range r.P.Values {
+		if v.Kind == Const {
+			if t, ok := r.env[name]; ok {
+				r.B.Free(t)
+				delete(r.env, name)
+			}
+		}
+	}
+	for _, name := range p.Order {
+		if v := p.Values[name]; v.Kind == Const {
+			t, err := r.B.Upload(v.Data, v.Shape, v.Format)
+			if err != nil {
+				return err
+			}
+			r.env[name] = t
+		}
+	}
+	r.Doc, r.P = &doc, p
+	r.It = &Interpreter{B: r.B, P: p, Hooks: r.It.Hooks}
+	return r.loadSpecs()
 }
 
 // Close frees the weights, inputs and constants.

@@ -1,0 +1,164 @@
+package cpu
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"zflow/exec"
+	"zflow/precision"
+)
+
+// torch113 reads testdata/torch113_bf16.txt: activations on 48 inputs, and
+// layer-norm cases, each as bf16 bit patterns widened to f32.
+type lnCase struct {
+	n          int
+	affine     bool
+	x, g, b, y []float32
+}
+
+func torch113(t *testing.T) (acts map[string][]float32, lns []lnCase) {
+	t.Helper()
+	f, err := os.Open("testdata/torch113_bf16.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	acts = map[string][]float32{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "//") {
+			continue
+		}
+		if strings.HasPrefix(line, "LN ") {
+			fs := strings.Fields(line)
+			n, _ := strconv.Atoi(fs[1])
+			lns = append(lns, lnCase{n: n, affine: fs[2] == "True"})
+			continue
+		}
+		name, list, ok := strings.Cut(line, ":")
+		if !ok {
+			t.Fatalf("testdata: bad line %q", line)
+		}
+		var v []float32
+		for _, h := range strings.Split(list, ",") {
+			u, err := strconv.ParseUint(strings.TrimSpace(h), 0, 16)
+			if err != nil {
+				t.Fatalf("testdata: %v", err)
+			}
+			v = append(v, precision.BF16ToF32(uint16(u)))
+		}
+		if len(lns) == 0 {
+			acts[name] = v
+			continue
+		}
+		c := &lns[len(lns)-1]
+		switch name {
+		case "x":
+			c.x = v
+		case "g":
+			c.g = v
+		case "b":
+			c.b = v
+		case "y":
+			c.y = v
+		}
+	}
+	return acts, lns
+}
+
+// TestComposedActivationsTorch113: PyTorch 1.13's CPU SiLU and GELU on
+// bf16 round after every primitive (Vectorized<BFloat16> arithmetic), and
+// Act with RoundEach reproduces them bit for bit; rounded once it does not.
+func TestComposedActivationsTorch113(t *testing.T) {
+	acts, _ := torch113(t)
+	bk := New(1)
+	x := acts["x"]
+	for _, c := range []struct {
+		name string
+		f    exec.ActKind
+	}{{"silu", exec.ActSiLU}, {"gelu_tanh", exec.ActGELUTanh}, {"gelu_erf", exec.ActGELUErf}} {
+		want := acts[c.name]
+		xt := up(t, bk, precision.BF16, []int{len(x)}, x...)
+		gt, err := bk.Act(xt, c.f, exec.Composed(precision.BF16))
+		got := values(t, bk, gt, err)
+		ot, err := bk.Act(xt, c.f, exec.Out(precision.BF16))
+		once := values(t, bk, ot, err)
+		bad, badOnce := 0, 0
+		for i := range want {
+			if got[i] != want[i] {
+				bad++
+				t.Errorf("%s(%v): composed %v, torch 1.13 %v", c.name, x[i], got[i], want[i])
+			}
+			if once[i] != want[i] {
+				badOnce++
+			}
+		}
+		t.Logf("%s: composed %d/%d exact, rounded once %d/%d", c.name, len(want)-bad, len(want), len(want)-badOnce, len(want))
+		if badOnce == 0 {
+			t.Errorf("%s: rounding once matches torch 1.13 too: the vectors do not tell the forms apart", c.name)
+		}
+	}
+}
+
+// TestLayerNormStatsTorch113: PyTorch 1.13's CPU LayerNorm on bf16 (its
+// Welford moments in bf16 arithmetic, lane by lane, with the tail and the
+// chunk cascade) is reproduced by RoundStats bit for bit: one whole vector
+// (N 32), a scalar tail (N 20), a cascade of chunks (N 600), affine.
+func TestLayerNormStatsTorch113(t *testing.T) {
+	_, lns := torch113(t)
+	if len(lns) == 0 {
+		t.Fatal("no layer-norm cases")
+	}
+	bk := New(1)
+	for _, c := range lns {
+		rows := len(c.x) / c.n
+		xt := up(t, bk, precision.BF16, []int{rows, c.n}, c.x...)
+		var g, b exec.Tensor
+		if c.affine {
+			g = up(t, bk, precision.BF16, []int{c.n}, c.g...)
+			b = up(t, bk, precision.BF16, []int{c.n}, c.b...)
+		}
+		p := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}
+		gt, err := bk.Norm(xt, g, b, p, exec.Spec{Out: precision.BF16, Round: exec.RoundStats})
+		got := values(t, bk, gt, err)
+		pt, err := bk.Norm(xt, g, b, p, exec.Out(precision.BF16))
+		plain := values(t, bk, pt, err)
+		bad, badPlain := 0, 0
+		for i := range c.y {
+			if got[i] != c.y[i] {
+				bad++
+			}
+			if plain[i] != c.y[i] {
+				badPlain++
+			}
+		}
+		t.Logf("N %d affine %v: stats %d/%d exact, f32 statistics %d/%d", c.n, c.affine, len(c.y)-bad, len(c.y), len(c.y)-badPlain, len(c.y))
+		if bad > 0 {
+			t.Errorf("N %d affine %v: %d values differ from torch 1.13", c.n, c.affine, bad)
+		}
+	}
+}
+
+// TestNormRefusals: the layer-norm kernels' arithmetic is refused on RMS
+// norms and together.
+func TestNormRefusals(t *testing.T) {
+	bk := New(1)
+	x := up(t, bk, precision.BF16, []int{1, 4}, 1, 2, 3, 4)
+	for _, c := range []struct {
+		kind exec.NormKind
+		s    exec.Spec
+	}{
+		{exec.NormRMS, exec.Spec{Out: precision.BF16, Round: exec.RoundStats}},
+		{exec.NormRMS, exec.Spec{Out: precision.BF16, Math: exec.MathWelford}},
+		{exec.NormLayer, exec.Spec{Out: precision.BF16, Round: exec.RoundStats, Math: exec.MathWelford}},
+	} {
+		if _, err := bk.Norm(x, nil, nil, exec.NormParams{Kind: c.kind, Eps: 1e-6}, c.s); err == nil {
+			t.Errorf("%v norm with %v: no error", c.kind, c.s)
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/semantics"
+)
+
+// Op classes. A node's class is its op, except the sampler's operations,
+// which are not program nodes: the timestep cast and the Euler update.
+const (
+	ClassEulerStep    = "euler_step"    // mul "sampler.scale" and add "sampler.update"
+	ClassTimestepCast = "timestep_cast" // cast "sampler.timestep"
+)
+
+// Sampler roles (program.Runner).
+const (
+	roleTimestep = "sampler.timestep"
+	roleScale    = "sampler.scale"
+	roleUpdate   = "sampler.update"
+)
+
+// Unit is one thing a precision rule can address: a program node's op and
+// role, or one of the sampler's operations.
+type Unit struct {
+	Op, Role string
+	// Kind is the norm kind of a norm node (RoundStats is for layer norms).
+	Kind exec.NormKind
+}
+
+// Class returns u's op class.
+func (u Unit) Class() string {
+	switch u.Role {
+	case roleScale, roleUpdate:
+		return ClassEulerStep
+	case roleTimestep:
+		return ClassTimestepCast
+	}
+	return u.Op
+}
+
+// Candidate is one precision an op class may have: the rule fields for
+// each op of the class (Op "" in a template: every op of the class), or,
+// for rope_table, the tables' formats.
+type Candidate struct {
+	Label string
+	Rules []semantics.PrecisionRule // Role is left empty: the factor's glob fills it
+	Table *semantics.RopeTableFormats
+	// layerOnly: valid only for layer norms (RoundStats).
+	layerOnly bool
+}
+
+// String is the label (search keys assignments by it).
+func (c Candidate) String() string { return c.Label }
+
+// applies reports whether c can be given to every unit of us.
+func (c Candidate) applies(us []Unit) bool {
+	if !c.layerOnly {
+		return true
+	}
+	for _, u := range us {
+		if u.Kind != exec.NormLayer {
+			return false
+		}
+	}
+	return true
+}
+
+// spec is one candidate spec in rule form: out ("" = the activations
+// format), round and math as the rule strings.
+type spec struct{ out, round, math string }
+
+func (s spec) label() string {
+	var parts []string
+	if s.out != "" {
+		parts = append(parts, "out="+s.out)
+	}
+	if s.round != "" {
+		parts = append(parts, "round="+s.round)
+	}
+	if s.math != "" {
+		parts = append(parts, "math="+s.math)
+	}
+	if len(parts) == 0 {
+		return "plain"
+	}
+	return strings.Join(parts, " ")
+}
+
+// product lists every combination of the given outs, rounds and maths.
+func product(outs, rounds, maths []string) []spec {
+	var out []spec
+	for _, o := range outs {
+		for _, r := range rounds {
+			for _, m := range maths {
+				out = append(out, spec{o, r, m})
+			}
+		}
+	}
+	return out
+}
+
+// Precision candidates per class, each a documented arithmetic a reference
+// may use (exec/spec.go says what each rounding point and variant means):
+//
+//	norm            statistics in f32, one rounding; x̂ rounded before ·γ
+//	                (HF/diffusers RMSNorm); x̂·γ rounded before +β; every
+//	                step rounded; layer norms only: the statistics reduced as
+//	                PyTorch's CUDA kernel does (welford), or in the storage
+//	                format (PyTorch ≤ 1.13's CPU layer norm on bf16: stats)
+//	modulate        x·(1+scale)+shift fused, or 1+scale and/or the product
+//	                rounded (each PyTorch op on bf16 tensors)
+//	gated_residual  fused, or g(gate) and/or the product rounded; the
+//	                residual stream stored in f32 or not
+//	act, glu        f in f32 rounded once, or composed of rounded
+//	                primitives (act) / the gate rounded (glu); precise or
+//	                fast exp
+//	linear          the bias added in f32 (fused epilogue) or after rounding
+//	attention       flash-style (bf16 weights P), math SDPA (scores and/or
+//	                probabilities rounded), or f32 throughout; the P·v sum
+//	                kept in the storage format (PyTorch ≤ 1.13's CPU matmul
+//	                on bf16); precise or fast exp
+//	rope            x·cos + rot(x)·sin in f32 rounded once, or each product
+//	                rounded (the formula on bf16 tensors)
+//	rope_table      inverse frequencies in f64, f32 or the activations'
+//	                format; angles in f64 or f32; tables stored in f32 or the
+//	                activations' format
+//	timestep_embed  stored in f32 or the activations' format; precise or
+//	                fast exp; division or reciprocal multiply
+//	add, mul        stored in the activations' format or f32 (a residual
+//	                stream kept in f32)
+//	euler_step      v·dt in f32 then x + · rounded once (diffusers), every
+//	                step in the activations' format, or latents kept in f32
+//	timestep_cast   σ cast to the activations' format or kept in f32
+func classCandidates(class, acts string) []Candidate {
+	exp := []string{"", "fast_exp"}
+	var specs []spec
+	switch class {
+	case "norm":
+		specs = product([]string{""}, []string{"", "normalized", "product", "normalized|product", "each"}, []string{""})
+	case "modulate":
+		specs = product([]string{""}, []string{"", "scale", "product", "scale|product"}, []string{""})
+	case "gated_residual":
+		specs = product([]string{"", "f32"}, []string{"", "gate", "product", "gate|product"}, []string{""})
+	case "act":
+		specs = product([]string{""}, []string{"", "each"}, exp)
+	case "glu":
+		specs = product([]string{""}, []string{"", "gate"}, exp)
+	case "linear":
+		specs = product([]string{""}, []string{"", "before_bias"}, []string{""})
+	case "attention":
+		specs = product([]string{""}, []string{"", "weights", "probs", "scores", "scores|probs", "scores|weights", "scores|probs|accum"}, exp)
+	case "rope":
+		specs = product([]string{""}, []string{"", "product"}, []string{""})
+	case "timestep_embed":
+		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div"})
+	case "add", "mul":
+		specs = product([]string{"", "f32"}, []string{""}, []string{""})
+	case ClassTimestepCast:
+		specs = product([]string{"", "f32"}, []string{""}, []string{""})
+	case ClassEulerStep:
+		return []Candidate{
+			{Label: "scale=f32 update=" + acts, Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale, Out: "f32"}, {Op: "add", Role: roleUpdate}}},
+			{Label: "scale=" + acts + " update=" + acts, Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale}, {Op: "add", Role: roleUpdate}}},
+			{Label: "scale=f32 update=f32", Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale, Out: "f32"}, {Op: "add", Role: roleUpdate, Out: "f32"}}},
+		}
+	case "rope_table":
+		var out []Candidate
+		freqs := []string{"f64", "f32"}
+		if acts != "f32" {
+			freqs = append(freqs, acts)
+		}
+		outs := []string{"f32"}
+		if acts != "f32" {
+			outs = append(outs, acts)
+		}
+		for _, o := range outs {
+			for _, a := range []string{"f64", "f32"} {
+				for _, f := range freqs {
+					t := &semantics.RopeTableFormats{Freq: f, Angle: a, Out: o}
+					out = append(out, Candidate{Label: tableLabel(t), Table: t})
+				}
+			}
+		}
+		return out
+	default:
+		return nil
+	}
+	op := class
+	var out []Candidate
+	for _, s := range specs {
+		c := Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: op, Out: s.out, Round: s.round, Math: s.math}}}
+		if class == ClassTimestepCast {
+			c.Rules[0].Op, c.Rules[0].Role = "cast", roleTimestep
+		}
+		out = append(out, c)
+	}
+	if class == "norm" {
+		// Layer-norm kernels' own statistics: PyTorch's CUDA kernel, and
+		// its CPU kernel on a reduced-precision compute type.
+		for _, s := range []spec{{"", "", "welford"}, {"", "stats", ""}} {
+			out = append(out, Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, layerOnly: true})
+		}
+	}
+	return out
+}
+
+func tableLabel(t *semantics.RopeTableFormats) string {
+	return fmt.Sprintf("freq=%s angle=%s out=%s", t.Freq, t.Angle, t.Out)
+}
+
+// Classes lists the op classes the search knows, in the order it reports
+// them.
+func Classes() []string {
+	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
+		"act", "glu", "gated_residual", "add", "mul", ClassEulerStep, ClassTimestepCast}
+}
+
+// unitsOf lists the units of a program and runner: its nodes that take a
+// precision, and the sampler's operations of a flow_euler run.
+func unitsOf(p *program.Program, flow bool) []Unit {
+	var out []Unit
+	seen := map[Unit]bool{}
+	for _, n := range p.Nodes {
+		u, ok := nodeUnit(&n)
+		if ok && !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	if flow {
+		out = append(out, Unit{Op: "cast", Role: roleTimestep}, Unit{Op: "mul", Role: roleScale}, Unit{Op: "add", Role: roleUpdate})
+	}
+	return out
+}
+
+// nodeUnit is the unit of a node whose precision a rule sets.
+func nodeUnit(n *program.Node) (Unit, bool) {
+	switch n.Op {
+	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast:
+		return Unit{}, false
+	}
+	u := Unit{Op: n.Op.String(), Role: n.Role}
+	if n.Op == program.OpNorm {
+		u.Kind = n.Attrs.Norm.Kind
+	}
+	return u, true
+}
+
+// RoleGroup is the role glob a role belongs to for per-role factors: its
+// part name under its kind of address, every block and stream together
+// ("blocks.0.image.q_norm" → "blocks.*.q_norm", "final.norm" stays).
+func RoleGroup(role string) string {
+	parts := strings.Split(role, ".")
+	if len(parts) < 2 {
+		return role
+	}
+	if parts[0] == "blocks" {
+		return "blocks.*." + parts[len(parts)-1]
+	}
+	if parts[0] == "embed" && len(parts) >= 3 {
+		return "embed.*." + parts[len(parts)-1]
+	}
+	return role
+}

@@ -1,0 +1,682 @@
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/search"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+// DiscoverOptions tune Discover; the zero value runs every model call and
+// search's defaults.
+type DiscoverOptions struct {
+	Eval   Options        // Steps: model calls per evaluation (0: all); FreeRunning and Keep are ignored
+	Search search.Options // DecisiveMargin also decides per-role rules
+	// Progress, when set, is told each stage's progress.
+	Progress func(stage string, done, total int)
+}
+
+// Report is what Discover found.
+type Report struct {
+	Before, After semantics.Precision
+	// Classes: one row per op class the program has, in Classes() order.
+	Classes []ClassReport
+	// Roles: the per-role rules kept because the trace shows a difference
+	// from their class's plan; Tried: every role factor searched.
+	Roles, Tried []RoleReport
+	// BeforeRecords and AfterRecords are the teacher-forced boundaries
+	// under Before and After.
+	BeforeRecords, AfterRecords []Record
+	Evaluations                 int // program runs (cache misses)
+}
+
+// ClassReport is one op class's factor.
+type ClassReport struct {
+	Class         string
+	Before, After string // candidate labels ("" when the class was not searched)
+	// Boundaries: records made by an op of the class (OpClass == Class);
+	// Scored: records whose value depends on the class (its factor's
+	// evidence, which includes boundaries after other ops).
+	Boundaries, Scored      int
+	ExactBefore, ExactAfter float64 // pooled over Boundaries, or over Scored when Boundaries is 0
+	// Margin: error of the best candidate that scores differently / the
+	// winner's error (+Inf when the winner is exact, 1 when every candidate
+	// scores the same); Equivalent: candidates scoring exactly as the
+	// winner.
+	Margin             float64
+	Decisive, Observed bool
+	Equivalent         []string
+	Candidates         []semantics.Candidate // label → 1 − exact fraction
+	Note               string
+}
+
+// RoleReport is one per-role factor.
+type RoleReport struct {
+	Class, Role string // role glob
+	Value       string // winner
+	ClassValue  string // the class's plan
+	Err         float64
+	ClassErr    float64 // error under the class's plan
+	Margin      float64 // ClassErr / Err
+	Equivalent  []string
+	Candidates  []semantics.Candidate
+	scored      int
+}
+
+// factor is one search factor: a class, or a class over one role group.
+type factor struct {
+	name  string // search name: the class, or "class@glob"
+	class string
+	glob  string // "" for the whole class
+	cands []Candidate
+	cover bits // units it sets
+}
+
+type discovery struct {
+	e      *Evaluator
+	start  semantics.Precision
+	acts   string
+	units  []Unit
+	ids    []int // unit ids, parallel to units
+	byName map[string]*factor
+	order  []*factor // class factors, in Classes() order
+	roles  []*factor
+	kept   []semantics.PrecisionRule // start rules of classes not searched
+	cache  map[string][]Record
+	evals  int
+	opts   DiscoverOptions
+}
+
+// Prepare makes a document's precision section complete enough to build
+// its program: a missing rope_table gets the formats the search starts
+// from (f32 throughout) when the structure has positions.
+func Prepare(doc *semantics.Document) {
+	if doc.Structure.Positions != nil && doc.Precision.RopeTable == nil {
+		doc.Precision.RopeTable = &semantics.RopeTableFormats{Freq: "f32", Angle: "f32", Out: "f32"}
+	}
+	if doc.Precision.Status == "" {
+		doc.Precision.Status = "placeholder"
+	}
+}
+
+// Discover searches the precision plan of doc against the reference trace,
+// starting from doc's plan, and returns the report; Report.After is the
+// plan found (status "searched", with each boundary's exact fraction).
+func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semantics.Document, o DiscoverOptions) (*Report, error) {
+	d := *doc
+	Prepare(&d)
+	o.Eval.FreeRunning, o.Eval.Keep = false, false
+	e, err := NewEvaluator(b, ref, &d, o.Eval)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return discover(ctx, e, d.Precision, o)
+}
+
+func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o DiscoverOptions) (*Report, error) {
+	ds := &discovery{e: e, start: start, acts: start.Activations, byName: map[string]*factor{},
+		cache: map[string][]Record{}, opts: o}
+	if o.Search.DecisiveMargin == 0 {
+		ds.opts.Search.DecisiveMargin = 2
+	}
+	ds.units = e.Units()
+	for _, u := range ds.units {
+		ds.ids = append(ds.ids, e.units.id(u))
+	}
+	before, err := ds.run(start)
+	if err != nil {
+		return nil, fmt.Errorf("plan: the document's own plan: %w", err)
+	}
+	rep := &Report{Before: start, BeforeRecords: before}
+
+	// Stage 1: one factor per op class, coordinate descent over all.
+	startA := search.Assignment{}
+	var factors []search.Factor
+	for _, class := range Classes() {
+		us := ds.classUnits(class, "")
+		if len(us) == 0 {
+			continue
+		}
+		f := &factor{name: class, class: class, cover: ds.coverOf(us)}
+		for _, c := range classCandidates(class, ds.acts) {
+			if c.applies(ds.unitsOf(us)) {
+				f.cands = append(f.cands, c)
+			}
+		}
+		sv := ds.startValue(f, us)
+		ds.byName[f.name] = f
+		ds.order = append(ds.order, f)
+		startA[f.name] = sv
+		if ds.scored(before, f) == 0 {
+			continue // not observable at any boundary: keep the document's plan
+		}
+		factors = append(factors, search.Factor{Name: f.name, Scope: "*", Values: labels(f.cands)})
+	}
+	for _, f := range ds.order {
+		if !slices.ContainsFunc(factors, func(sf search.Factor) bool { return sf.Name == f.name }) {
+			ds.keepStart(f)
+		}
+	}
+	so := o.Search
+	if o.Progress != nil {
+		so.Progress = func(stage, done, total int) { o.Progress("op classes", done, total) }
+	}
+	res1, err := search.Run(ctx, factors, ds, startA, so)
+	if err != nil {
+		return nil, err
+	}
+	a := res1.Assignment
+
+	// Stage 2: per role group, where the class's plan leaves a role's
+	// boundaries inexact.
+	mid, err := ds.run(ds.precisionOf(a))
+	if err != nil {
+		return nil, err
+	}
+	var roleFactors []search.Factor
+	for _, f := range ds.order {
+		if !slices.ContainsFunc(factors, func(sf search.Factor) bool { return sf.Name == f.name }) {
+			continue
+		}
+		groups := ds.groups(f.class)
+		if len(groups) < 2 {
+			continue
+		}
+		for _, g := range groups {
+			us := ds.classUnits(f.class, g)
+			rf := &factor{name: f.class + "@" + g, class: f.class, glob: g, cover: ds.coverOf(us)}
+			if ds.scored(mid, rf) == 0 || ds.errOf(mid, rf).Err == 0 {
+				continue
+			}
+			for _, c := range classCandidates(f.class, ds.acts) {
+				if c.applies(ds.unitsOf(us)) {
+					rf.cands = append(rf.cands, c)
+				}
+			}
+			ds.byName[rf.name] = rf
+			ds.roles = append(ds.roles, rf)
+			a[rf.name] = a[f.name]
+			roleFactors = append(roleFactors, search.Factor{Name: rf.name, Scope: g, Values: labels(rf.cands)})
+		}
+	}
+	var res2 *search.Result
+	if len(roleFactors) > 0 {
+		if o.Progress != nil {
+			so.Progress = func(stage, done, total int) { o.Progress("roles", done, total) }
+		}
+		if res2, err = search.Run(ctx, roleFactors, ds, a, so); err != nil {
+			return nil, err
+		}
+		a = res2.Assignment
+		for i, rf := range roleFactors {
+			f := ds.byName[rf.Name]
+			cv := a[f.class].(string)
+			rr := RoleReport{Class: f.class, Role: f.glob, Value: a[rf.Name].(string), ClassValue: cv,
+				Candidates: res2.Factors[i].Candidates}
+			for _, c := range res2.Factors[i].Candidates {
+				if c.Value == rr.Value {
+					rr.Err = c.Score
+				}
+				if c.Value == cv {
+					rr.ClassErr = c.Score
+				}
+			}
+			rr.Margin = ratio(rr.ClassErr, rr.Err)
+			_, _, rr.Equivalent = decide(rr.Candidates, rr.Value)
+			rep.Tried = append(rep.Tried, rr)
+			if rr.Value == cv || rr.Margin < ds.opts.Search.DecisiveMargin {
+				a[rf.Name] = cv // the trace shows no difference: the class's plan holds
+				continue
+			}
+			rep.Roles = append(rep.Roles, rr)
+		}
+	}
+
+	after := ds.precisionOf(a)
+	recs, err := ds.run(after)
+	if err != nil {
+		return nil, err
+	}
+	after.Exact = exactByBoundary(recs)
+	after.Status = "searched"
+	rep.After, rep.AfterRecords = after, recs
+	rep.Evaluations = ds.evals
+	for _, f := range ds.order {
+		row := ClassReport{Class: f.class, Before: startA[f.name].(string), After: a[f.name].(string)}
+		for _, sf := range res1.Factors {
+			if sf.Name == f.name {
+				row.Observed = true
+				row.Candidates = sf.Candidates
+				_, row.Margin, row.Equivalent = decide(sf.Candidates, row.After)
+				row.Decisive = row.Margin >= ds.opts.Search.DecisiveMargin
+				if !row.Decisive {
+					row.Note = fmt.Sprintf("margin %.3g below %.3g: the trace does not tell the candidates apart", row.Margin, ds.opts.Search.DecisiveMargin)
+				}
+			}
+		}
+		if !row.Observed {
+			row.Note = "no captured boundary depends on this class: the document's plan is kept"
+		}
+		row.Boundaries, row.ExactBefore = classExact(before, f.class)
+		_, row.ExactAfter = classExact(recs, f.class)
+		row.Scored = ds.scored(recs, f)
+		if row.Boundaries == 0 {
+			row.ExactBefore = 1 - ds.errOf(before, f).Err
+			row.ExactAfter = 1 - ds.errOf(recs, f).Err
+		}
+		rep.Classes = append(rep.Classes, row)
+	}
+	ds.attachEvidence(rep, recs)
+	return rep, nil
+}
+
+// decide reads a factor's scored candidates: the winner's error, the
+// margin over the best candidate that scores differently, and the
+// candidates that score exactly as the winner.
+func decide(cands []semantics.Candidate, winner string) (err, margin float64, equivalent []string) {
+	err = math.Inf(1)
+	for _, c := range cands {
+		if c.Value == winner {
+			err = c.Score
+		}
+	}
+	runnerUp := math.Inf(1)
+	for _, c := range cands {
+		switch {
+		case c.Value == winner:
+		case c.Score == err:
+			equivalent = append(equivalent, fmt.Sprint(c.Value))
+		case c.Score > err:
+			runnerUp = min(runnerUp, c.Score)
+		}
+	}
+	switch {
+	case math.IsInf(runnerUp, 1) || runnerUp == math.MaxFloat64 && err == math.MaxFloat64:
+		margin = 1
+		if err == 0 && !math.IsInf(runnerUp, 1) {
+			margin = math.Inf(1)
+		}
+	default:
+		margin = ratio(runnerUp, err)
+	}
+	return err, margin, equivalent
+}
+
+// attachEvidence gives each searched rule of rep.After its factor's
+// evidence.
+func (ds *discovery) attachEvidence(rep *Report, recs []Record) {
+	roles := map[string]RoleReport{}
+	for _, rr := range rep.Roles {
+		roles[rr.Class+"@"+rr.Role] = rr
+	}
+	classes := map[string]ClassReport{}
+	for _, c := range rep.Classes {
+		classes[c.Class] = c
+	}
+	for i := range rep.After.Rules {
+		r := &rep.After.Rules[i]
+		class := Unit{Op: r.Op, Role: r.Role}.Class()
+		name := class
+		if r.Role != "" {
+			if _, ok := roles[class+"@"+r.Role]; ok {
+				name = class + "@" + r.Role
+			}
+		}
+		f, ok := ds.byName[name]
+		if !ok {
+			continue
+		}
+		sc := ds.errOf(recs, f)
+		ev := &semantics.RuleEvidence{Metric: search.MetricExact, Boundaries: ds.scored(recs, f), Exact: 1 - sc.Err}
+		if rr, ok := roles[name]; ok {
+			ev.Margin, ev.Equivalent, ev.Candidates = semantics.Margin(rr.Margin), rr.Equivalent, rr.Candidates
+		} else if c, ok := classes[class]; ok && c.Observed {
+			ev.Margin, ev.Equivalent, ev.Candidates = semantics.Margin(c.Margin), c.Equivalent, c.Candidates
+		} else {
+			continue
+		}
+		ev.Decisive = float64(ev.Margin) >= ds.opts.Search.DecisiveMargin
+		r.Evidence = ev
+	}
+}
+
+func labels(cs []Candidate) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		out[i] = c.Label
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	switch {
+	case a == 0 && b == 0:
+		return 1
+	case b == 0:
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+// classUnits lists the indexes of the units of class whose role matches
+// glob ("" for all).
+func (ds *discovery) classUnits(class, glob string) []int {
+	var out []int
+	for i, u := range ds.units {
+		if u.Class() == class && (glob == "" || semantics.MatchScope(glob, u.Role)) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (ds *discovery) unitsOf(idx []int) []Unit {
+	out := make([]Unit, len(idx))
+	for i, j := range idx {
+		out[i] = ds.units[j]
+	}
+	return out
+}
+
+func (ds *discovery) coverOf(idx []int) bits {
+	var b bits
+	for _, j := range idx {
+		b.set(ds.ids[j])
+	}
+	return b
+}
+
+// groups lists a class's role groups in first-seen order.
+func (ds *discovery) groups(class string) []string {
+	var out []string
+	for _, j := range ds.classUnits(class, "") {
+		if g := RoleGroup(ds.units[j].Role); !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// startValue is the candidate of f that the start plan gives its first
+// unit; a plan no candidate matches becomes a candidate of its own.
+func (ds *discovery) startValue(f *factor, us []int) string {
+	if f.class == "rope_table" {
+		t := ds.start.RopeTable
+		for _, c := range f.cands {
+			if t != nil && *c.Table == *t {
+				return c.Label
+			}
+		}
+		if t == nil {
+			return f.cands[0].Label
+		}
+		c := Candidate{Label: "declared " + tableLabel(t), Table: t}
+		f.cands = append(f.cands, c)
+		return c.Label
+	}
+	for _, c := range f.cands {
+		if ds.sameSpecs(c, ds.start, us) {
+			return c.Label
+		}
+	}
+	u := ds.units[us[0]]
+	s, err := program.SpecFor(&ds.start, u.Op, u.Role)
+	if err != nil {
+		return f.cands[0].Label
+	}
+	var rules []semantics.PrecisionRule
+	for _, op := range classOps(f) {
+		s2, _ := program.SpecFor(&ds.start, op.Op, op.Role)
+		rules = append(rules, ruleOf(op.Op, op.Role, s2, ds.acts))
+	}
+	c := Candidate{Label: "declared " + specLabel(s, ds.acts), Rules: rules}
+	f.cands = append(f.cands, c)
+	return c.Label
+}
+
+// classOps lists the (op, role) templates of a factor's candidates.
+func classOps(f *factor) []semantics.PrecisionRule {
+	var out []semantics.PrecisionRule
+	for _, r := range f.cands[0].Rules {
+		out = append(out, semantics.PrecisionRule{Op: r.Op, Role: r.Role})
+	}
+	return out
+}
+
+// sameSpecs reports whether candidate c gives units us the specs plan p
+// gives them.
+func (ds *discovery) sameSpecs(c Candidate, p semantics.Precision, us []int) bool {
+	cp := semantics.Precision{Activations: ds.acts, Rules: c.Rules}
+	for _, j := range us {
+		u := ds.units[j]
+		a, err1 := program.SpecFor(&cp, u.Op, u.Role)
+		b, err2 := program.SpecFor(&p, u.Op, u.Role)
+		if err1 != nil || err2 != nil || a != b {
+			return false
+		}
+	}
+	return true
+}
+
+func ruleOf(op, role string, s exec.Spec, acts string) semantics.PrecisionRule {
+	r := semantics.PrecisionRule{Op: op, Role: role}
+	if o := s.Out.String(); o != acts {
+		r.Out = o
+	}
+	if s.Round != 0 {
+		r.Round = s.Round.String()
+	}
+	if s.Math != 0 {
+		r.Math = s.Math.String()
+	}
+	return r
+}
+
+func specLabel(s exec.Spec, acts string) string {
+	r := ruleOf("", "", s, acts)
+	return spec{r.Out, r.Round, r.Math}.label()
+}
+
+// keepStart keeps the start plan's rules for the ops of a class that is
+// not searched.
+func (ds *discovery) keepStart(f *factor) {
+	for _, r := range ds.start.Rules {
+		for _, t := range classOps(f) {
+			if r.Op == t.Op && (t.Role == "" || r.Role == t.Role) && !slices.Contains(ds.kept, r) {
+				ds.kept = append(ds.kept, r)
+			}
+		}
+	}
+}
+
+// precisionOf is the plan of an assignment: per-role rules first, then
+// the classes' rules, then the start's rules for classes not searched;
+// rules that change no unit's spec are dropped.
+func (ds *discovery) precisionOf(a search.Assignment) semantics.Precision {
+	p := semantics.Precision{Status: "searched", Activations: ds.acts, RopeTable: ds.start.RopeTable}
+	emit := func(f *factor, glob string) {
+		label, _ := a[f.name].(string)
+		for _, c := range f.cands {
+			if c.Label != label {
+				continue
+			}
+			if c.Table != nil {
+				t := *c.Table
+				p.RopeTable = &t
+			}
+			for _, r := range c.Rules {
+				if r.Role == "" {
+					r.Role = glob
+				}
+				p.Rules = append(p.Rules, r)
+			}
+		}
+	}
+	for _, f := range ds.roles {
+		if a[f.name] != nil && a[f.name] != a[f.class] {
+			emit(f, f.glob)
+		}
+	}
+	for _, f := range ds.order {
+		emit(f, "")
+	}
+	p.Rules = append(p.Rules, ds.kept...)
+	p.Rules = ds.simplify(p)
+	return p
+}
+
+// simplify drops the rules whose removal changes no unit's spec.
+func (ds *discovery) simplify(p semantics.Precision) []semantics.PrecisionRule {
+	specs := func(q semantics.Precision) []exec.Spec {
+		out := make([]exec.Spec, len(ds.units))
+		for i, u := range ds.units {
+			out[i], _ = program.SpecFor(&q, u.Op, u.Role)
+		}
+		return out
+	}
+	want := specs(p)
+	rules := slices.Clone(p.Rules)
+	for i := 0; i < len(rules); {
+		q := p
+		q.Rules = slices.Delete(slices.Clone(rules), i, i+1)
+		if slices.Equal(specs(q), want) {
+			rules = q.Rules
+			continue
+		}
+		i++
+	}
+	return rules
+}
+
+// run evaluates a plan (memoised by the plan).
+func (ds *discovery) run(p semantics.Precision) ([]Record, error) {
+	p.Exact = nil
+	js, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if recs, ok := ds.cache[string(js)]; ok {
+		return recs, nil
+	}
+	recs, err := ds.e.Run(p)
+	if err != nil {
+		return nil, err
+	}
+	ds.evals++
+	ds.cache[string(js)] = recs
+	return recs, nil
+}
+
+// Score is the search objective: 1 − the fraction of values bit-exact over
+// the boundaries whose value depends on the factor's units, rel-RMS over
+// them as the tie breaker.
+func (ds *discovery) Score(ctx context.Context, name string, a search.Assignment) (search.Score, error) {
+	f, ok := ds.byName[name]
+	if !ok {
+		return search.Score{}, fmt.Errorf("plan: unknown factor %q", name)
+	}
+	recs, err := ds.run(ds.precisionOf(a))
+	if err != nil {
+		if errors.Is(err, exec.ErrUnsupported) {
+			return search.Score{Err: math.Inf(1), TieBreak: math.Inf(1), Metric: search.MetricExact}, nil
+		}
+		return search.Score{}, err
+	}
+	return ds.errOf(recs, f), nil
+}
+
+// errOf pools f's records.
+func (ds *discovery) errOf(recs []Record, f *factor) search.Score {
+	var n, exact int
+	var sd, sr float64
+	worst, worstFrac := "", 2.0
+	for i := range recs {
+		r := &recs[i]
+		if !r.cone.intersects(f.cover) {
+			continue
+		}
+		n += r.N
+		exact += r.Exact
+		sd += r.SumD2
+		sr += r.SumR2
+		if fr := r.ExactFraction(); fr < worstFrac {
+			worst, worstFrac = r.Key, fr
+		}
+	}
+	sc := search.Score{Metric: search.MetricExact, Boundary: worst}
+	if n > 0 {
+		sc.Err = 1 - float64(exact)/float64(n)
+		sc.TieBreak = precisionRelRMS(sd, sr)
+	}
+	return sc
+}
+
+// scored counts f's records.
+func (ds *discovery) scored(recs []Record, f *factor) int {
+	n := 0
+	for i := range recs {
+		if recs[i].cone.intersects(f.cover) {
+			n++
+		}
+	}
+	return n
+}
+
+// classExact pools the records made by an op of class.
+func classExact(recs []Record, class string) (int, float64) {
+	var n, b, exact int
+	for i := range recs {
+		if recs[i].OpClass == class {
+			b++
+			n += recs[i].N
+			exact += recs[i].Exact
+		}
+	}
+	if n == 0 {
+		return b, 1
+	}
+	return b, float64(exact) / float64(n)
+}
+
+// exactByBoundary pools each boundary's exact fraction over the steps.
+func exactByBoundary(recs []Record) map[string]float64 {
+	n, ex := map[string]int{}, map[string]int{}
+	for i := range recs {
+		k := recs[i].Boundary()
+		n[k] += recs[i].N
+		ex[k] += recs[i].Exact
+	}
+	out := make(map[string]float64, len(n))
+	for k, v := range n {
+		out[k] = 1
+		if v > 0 {
+			out[k] = float64(ex[k]) / float64(v)
+		}
+	}
+	return out
+}
+
+func precisionRelRMS(sd, sr float64) float64 {
+	if sr == 0 {
+		if sd == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Sqrt(sd / sr)
+}
+
+// String summarises a role report.
+func (r RoleReport) String() string {
+	return fmt.Sprintf("%s %s: %s (class plan %s: %.4g%% → %.4g%% exact)", r.Class, r.Role, r.Value, r.ClassValue,
+		100*(1-r.ClassErr), 100*(1-r.Err))
+}

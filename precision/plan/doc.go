@@ -1,0 +1,75 @@
+// Package plan finds a reference's rounding plan — where it stores to the
+// activations' format and which arithmetic variants it uses — and measures
+// how bit-exact a plan makes a program (DESIGN.md, Discovery step 4
+// "Precision", and "Reports").
+//
+// # Units, classes, candidates
+//
+// A plan (semantics.Precision) gives every unit of a program its exec.Spec:
+// each node that takes a precision (by op and role: "norm"
+// "blocks.0.image.q_norm") and the sampler's operations (the timestep cast,
+// the Euler update). Units are grouped in op classes: the node's op
+// (norm, modulate, gated_residual, act, glu, linear, attention, rope,
+// rope_table, timestep_embed, add, mul), or euler_step and timestep_cast
+// for the sampler. Each class has a short list of candidate precisions,
+// each one arithmetic a reference is known to use (classCandidates lists
+// them with their sources: rounding after every primitive or once, norm
+// statistics in f32, in the storage format or in CUDA's Welford order,
+// fast or precise exp, a GEMM's bias before or after rounding, flash or
+// math attention, a residual stream in f32 or not). A candidate that only
+// fits some units (layer-norm kernels' statistics) is offered only to
+// factors whose units it fits.
+//
+// # Score
+//
+// An Evaluator runs the program teacher forced at every boundary: each
+// value the trace holds (a module's output, or the input a linear or norm
+// module was called with) is compared with the reference's tensor and
+// then replaced by it, so every boundary is computed from the reference's
+// own values at the boundaries before it, and a plan's choice for one class
+// is scored only where it acts. A boundary's cone is the set of units its
+// value depends on back to those replaced values. A factor's score is
+// pooled over the boundaries whose cone holds one of its units:
+//
+//	Err      = 1 − (values bit-exact) / (values)   in the reference's stored format
+//	TieBreak = sqrt(Σ(ours − ref)² / Σref²)          (rel-RMS)
+//
+// "Bit-exact" is precision.BitExact in the reference's format (±0 equal,
+// NaN never), as zflow diff measures it. Runs are memoised node by node
+// (a node whose spec and inputs, identified by how they were computed, are
+// unchanged is not recomputed) and comparisons by value, so scoring a
+// change to one class costs that class's nodes.
+//
+// # Search
+//
+// Discover runs search.Run twice. First one factor per op class (every
+// class at once, by coordinate descent from the document's plan); a class
+// no boundary depends on is not searched and keeps the document's rules.
+// Then, for each class whose plan leaves some role group's boundaries
+// inexact ("blocks.*.q_norm" apart from "blocks.*.norm1", RoleGroup), one
+// factor per such group, starting from the class's winner; a per-role rule
+// is kept only when the group's error under the class's plan is at least
+// search's DecisiveMargin times its error under the role's winner (the
+// trace shows a difference). Each class's margin is the error of the best
+// candidate that scores differently over the winner's (+Inf when the
+// winner is exact); candidates that score exactly as the winner are
+// reported as equivalent on this trace, and the simplest (first) one is
+// kept.
+//
+// The plan found has the role rules first, then the class rules, then the
+// document's rules for classes not searched; a rule that changes no unit's
+// spec is dropped. Every searched rule carries its evidence
+// (semantics.RuleEvidence), and precision.exact holds each boundary's
+// exact fraction pooled over the steps.
+//
+// # What cannot be bit-exact, and why
+//
+// A plan fixes where values are rounded; it cannot change the order in
+// which a library sums. Boundaries after a GEMM or attention (cuBLAS,
+// flash attention and MKL sum in other orders than k order, with FMAs)
+// are exact only where the different f32 sums round to the same stored
+// value; tables of transcendental functions (timestep sinusoids, RoPE
+// cos/sin in f32) differ where the reference's sin, cos or exp are not
+// correctly rounded (Sleef, CUDA's libdevice: ≤ 1–2 ulp). Record.Elementwise
+// tells the boundaries that depend on neither.
+package plan
