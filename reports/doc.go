@@ -73,7 +73,10 @@
 //     on the other (NonFiniteMismatch > 0). Matching NaN/Inf, such as a
 //     -Inf attention mask on both sides, are not faults.
 //  2. none, if RelRMS over the finite pairs is at most CleanRelRMS = 2^-8,
-//     bf16's machine epsilon: what remains is rounding.
+//     bf16's unit roundoff: what remains is rounding. DiagnoseIn takes the
+//     reference's format and uses its unit roundoff instead
+//     (CleanRelRMSFor: f16 2^-11, f32 2^-24), so an f32 reference's error
+//     far above f32 rounding is read even when it is below bf16's.
 //  3. numerics, if values beyond the f16 range (|x| > 65504) on one side
 //     only carry at least F16RangeShare (half) of Σd².
 //  4. numerics, if the largest OutlierFraction (0.1%, at least one) of the
@@ -91,22 +94,35 @@
 //     error sits in row blocks (one stream of a joint sequence, RoPE on
 //     some axes).
 //  7. numerics, if the error is not a function of the reference value:
-//     SmoothExplained, the share of Σd² removed by subtracting, within each
-//     channel, the mean d of pairs with similar reference values (up to 16
-//     equal-count bins of the sorted reference, at least 32 rows a bin), is
-//     below SmoothExplainedOK (0.8). This is random error.
+//     Systematic, the best of three estimates of the share of Σd² such a
+//     function removes, is below SmoothExplainedOK (0.5). The estimates:
+//     SmoothExplained subtracts, within each channel, the mean d of pairs
+//     with similar reference values (up to 16 equal-count bins of the
+//     sorted reference, at least 32 rows a bin); PooledExplained does the
+//     same over all channels at once (up to 64 bins of at least 32 pairs),
+//     which sees an element-wise function with few rows per channel;
+//     AffineExplained is the per-channel affine fit of rule 8. Random
+//     error scores near the fits' chance level (about 2·channels/pairs for
+//     the affine fit). The threshold is not higher because a wrong
+//     activation cannot score near 1: GELU is not one-to-one below zero,
+//     so two inputs with one reference value carry different errors (the
+//     planted SiLU-for-GELU fault at 16 rows scores 0.80, erf-for-tanh
+//     GELU 0.75).
 //  8. activation, if the error is systematic but a per-channel affine fit
 //     ours ≈ α·ref + β removes less than AffineExplainedOK (0.9) of Σd²
 //     (AffineExplained): a non-linear function, such as SiLU for GELU.
-//  9. Otherwise the affine error splits, per channel, into a scale part
-//     n(α-1)²·var(ref) (std off) and a mean part n·Δmean² (mean off), and
-//     the mean part that the scale does not explain is n·(Δmean -
-//     (α-1)·mean(ref))². magnitude if the scale part is at least
-//     DominantShare (0.9) of scale + the smaller of the two mean parts
-//     (ScaleShare): std off with means matched, or moved only as the scale
-//     moves them. bias if the mean part is at least DominantShare of scale +
-//     mean (MeanShare): mean off with std matched. activation otherwise:
-//     both off together.
+//  9. Otherwise the error is affine per channel: a modulation-like fault.
+//     It splits, per channel, into a scale part n(α-1)²·var(ref) (std off)
+//     and a mean part n·Δmean² (mean off), and the mean part that the
+//     scale does not explain is n·(Δmean - (α-1)·mean(ref))². magnitude if
+//     the scale part is at least DominantShare (0.9) of scale + the
+//     smaller of the two mean parts (ScaleShare): std off with means
+//     matched, or moved only as the scale moves them (a missing 1 + scale,
+//     a norm's scale).
+//  10. bias otherwise: the means are off beyond what the scale explains,
+//     with or without the std (a shift, a residual, a chunk order: reading
+//     [shift, scale] as [scale, shift] moves the means and the stds about
+//     equally, MeanShare about 0.6, and is affine).
 //
 // Evidence also carries StdRatio (range over channels of ours std / ref
 // std), MeanShift (largest |Δmean| in units of the reference std) and Slope

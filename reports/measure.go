@@ -64,7 +64,7 @@ func measure(ours, ref []float32, C int) Evidence {
 	e.RelRMS = precision.RelRMSFromSums(sumD2, sumR2)
 	if sumD2 == 0 {
 		e.MultisetMatch, e.PositionMatch = 1, 1
-		e.SmoothExplained, e.AffineExplained = 1, 1
+		e.SmoothExplained, e.PooledExplained, e.AffineExplained = 1, 1, 1
 		e.Slope, e.StdRatio = Range{1, 1}, Range{1, 1}
 		return e
 	}
@@ -73,6 +73,7 @@ func measure(ours, ref []float32, C int) Evidence {
 	e.RowFraction90 = rowFraction(rowE, sumD2, 0.9)
 	e.MultisetMatch, e.PositionMatch = matches(ours, ref, C, mom)
 	e.SmoothExplained = smoothExplained(ours, ref, C, sumD2)
+	e.PooledExplained = pooledExplained(ours, ref, sumD2)
 	affine(&e, mom, sumD2)
 	return e
 }
@@ -240,6 +241,38 @@ func smoothExplained(ours, ref []float32, C int, sumD2 float64) float64 {
 			for _, p := range part {
 				resid += (p.d - mean) * (p.d - mean)
 			}
+		}
+	}
+	return clamp01(1 - resid/sumD2)
+}
+
+// pooledExplained is smoothExplained over all channels at once: the share
+// of sumD2 removed by subtracting the mean difference of pairs with
+// similar reference values, in up to maxPooledBins equal-count bins of at
+// least rowsPerBin pairs. An element-wise function applied wrongly (an
+// activation) makes the same error at the same value in every channel, so
+// pooling sees it with the few rows per channel that defeat the
+// per-channel bins.
+func pooledExplained(ours, ref []float32, sumD2 float64) float64 {
+	type pair struct{ r, d float64 }
+	all := make([]pair, 0, len(ref))
+	for i, r := range ref {
+		if o := ours[i]; isFinite(o) && isFinite(r) {
+			all = append(all, pair{float64(r), float64(o) - float64(r)})
+		}
+	}
+	slices.SortFunc(all, func(a, b pair) int { return -cmpDesc(a.r, b.r) })
+	bins := min(maxPooledBins, max(1, len(all)/rowsPerBin))
+	var resid float64
+	for b := range bins {
+		part := all[b*len(all)/bins : (b+1)*len(all)/bins]
+		var mean float64
+		for _, p := range part {
+			mean += p.d
+		}
+		mean /= float64(max(1, len(part)))
+		for _, p := range part {
+			resid += (p.d - mean) * (p.d - mean)
 		}
 	}
 	return clamp01(1 - resid/sumD2)

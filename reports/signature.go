@@ -1,6 +1,10 @@
 package reports
 
-import "fmt"
+import (
+	"fmt"
+
+	"zflow/precision"
+)
 
 // Signature is the kind of fault a failing boundary's error looks like.
 type Signature uint8
@@ -11,8 +15,8 @@ const (
 	Numerics                     // NaN/Inf where the other side is finite, f16 range, isolated outliers, or random error
 	Topology                     // values in the wrong places: permuted rows, transposed grids, row blocks
 	Magnitude                    // per-channel scale off, means matched or moved only with the scale
-	Bias                         // per-channel mean off, scale matched
-	Activation                   // both off, or a smooth non-linear function of the reference
+	Bias                         // per-channel mean off beyond what the scale explains
+	Activation                   // a systematic, non-affine function of the reference
 )
 
 func (s Signature) String() string {
@@ -46,10 +50,11 @@ const (
 	TopologyGain      = 0.25      // ...and this much more than PositionMatch: they moved
 	RowConcentration  = 0.5       // RowFraction90 at or below which error is in row blocks
 	MinStructureRows  = 8         // fewer rows than this say nothing about row blocks
-	SmoothExplainedOK = 0.8       // error this much a function of the reference value is systematic
+	SmoothExplainedOK = 0.5       // error this much a function of the reference value is systematic
 	AffineExplainedOK = 0.9       // ...and this much per-channel affine is scale and/or shift
 	DominantShare     = 0.9       // share of the affine error one component needs to name it alone
 	maxBins           = 16        // SmoothExplained's bins per channel at most
+	maxPooledBins     = 64        // PooledExplained's bins at most
 	rowsPerBin        = 32        // and at least this many rows in each
 )
 
@@ -78,6 +83,7 @@ type Evidence struct {
 	Slope     Range   // per-channel least-squares slope of ours on ref
 
 	SmoothExplained float64 // share of Σdiff² explained by a per-channel function of ref (binned)
+	PooledExplained float64 // share of Σdiff² explained by one function of ref for all channels (binned)
 	AffineExplained float64 // share of Σdiff² explained by a per-channel affine map of ref
 	ScaleShare      float64 // scale energy / (scale + unexplained mean shift)
 	MeanShare       float64 // mean-shift energy / (scale + mean shift)
@@ -94,6 +100,14 @@ type Diagnosis struct {
 // rows × channels (channels is the last dimension). It needs whole tensors:
 // the topology tests sort each channel.
 func Diagnose(ours, ref []float32, channels int) (Diagnosis, error) {
+	return DiagnoseIn(ours, ref, channels, precision.BF16)
+}
+
+// DiagnoseIn is Diagnose for a reference stored in format f: rule 2 calls
+// the pair clean only within CleanRelRMSFor(f), f's rounding, so an error
+// far above f32's rounding but below bf16's is still read in an f32
+// reference. Diagnose is DiagnoseIn with BF16.
+func DiagnoseIn(ours, ref []float32, channels int, f precision.Format) (Diagnosis, error) {
 	switch {
 	case len(ours) != len(ref):
 		return Diagnosis{}, fmt.Errorf("reports: diagnose %d values against %d reference values", len(ours), len(ref))
@@ -102,20 +116,43 @@ func Diagnose(ours, ref []float32, channels int) (Diagnosis, error) {
 	case len(ref)%channels != 0:
 		return Diagnosis{}, fmt.Errorf("reports: diagnose %d values, not whole rows of %d channels", len(ref), channels)
 	}
+	return diagnose(ours, ref, channels, f, true), nil
+}
+
+// diagnose measures and decides; tokenRows false says the rows are not
+// token rows (a single-row tensor read as one channel), so the row-block
+// rule does not apply: RowFraction90 is then reported as 1.
+func diagnose(ours, ref []float32, channels int, f precision.Format, tokenRows bool) Diagnosis {
 	ev := measure(ours, ref, channels)
-	sig, reason := decide(ev)
-	return Diagnosis{Signature: sig, Reason: reason, Evidence: ev}, nil
+	if !tokenRows {
+		ev.RowFraction90 = 1
+	}
+	sig, reason := decide(ev, CleanRelRMSFor(f))
+	return Diagnosis{Signature: sig, Reason: reason, Evidence: ev}
+}
+
+// CleanRelRMSFor is the rel-RMS within which DiagnoseIn calls a pair
+// clean: the unit roundoff of f (bf16 2^-8 = CleanRelRMS, f16 2^-11, f32
+// and f64 2^-24).
+func CleanRelRMSFor(f precision.Format) float64 {
+	switch f {
+	case precision.BF16:
+		return CleanRelRMS
+	case precision.F16:
+		return 1.0 / 2048
+	}
+	return 1.0 / (1 << 24)
 }
 
 // decide applies the rules in order; the first that holds names the
 // signature.
-func decide(e Evidence) (Signature, string) {
+func decide(e Evidence, clean float64) (Signature, string) {
 	switch {
 	case e.NonFiniteMismatch > 0:
 		return Numerics, fmt.Sprintf("%d positions are NaN/Inf on one side only (ours %d NaN %d Inf, ref %d NaN %d Inf)",
 			e.NonFiniteMismatch, e.OursNaN, e.OursInf, e.RefNaN, e.RefInf)
-	case e.RelRMS <= CleanRelRMS:
-		return NoSignature, fmt.Sprintf("rel-RMS %.3g is within %.3g", e.RelRMS, CleanRelRMS)
+	case e.RelRMS <= clean:
+		return NoSignature, fmt.Sprintf("rel-RMS %.3g is within %.3g", e.RelRMS, clean)
 	case e.F16RangeMismatch > 0 && e.F16RangeShare >= F16RangeShare:
 		return Numerics, fmt.Sprintf("%d values cross the f16 range ±%d on one side only and carry %.0f%% of the error",
 			e.F16RangeMismatch, F16Max, 100*e.F16RangeShare)
@@ -127,18 +164,24 @@ func decide(e Evidence) (Signature, string) {
 			100*e.MultisetMatch, 100*e.PositionMatch)
 	case e.Rows >= MinStructureRows && e.RowFraction90 <= RowConcentration:
 		return Topology, fmt.Sprintf("%.0f%% of rows hold 90%% of the error: row blocks", 100*e.RowFraction90)
-	case e.SmoothExplained < SmoothExplainedOK:
-		return Numerics, fmt.Sprintf("error is random: a function of the reference value explains only %.0f%%", 100*e.SmoothExplained)
+	case e.Systematic() < SmoothExplainedOK:
+		return Numerics, fmt.Sprintf("error is random: a function of the reference value explains only %.0f%% (per channel %.0f%%, pooled %.0f%%, affine %.0f%%)",
+			100*e.Systematic(), 100*e.SmoothExplained, 100*e.PooledExplained, 100*e.AffineExplained)
 	case e.AffineExplained < AffineExplainedOK:
-		return Activation, fmt.Sprintf("error is a non-linear function of the reference value (%.0f%% explained, %.0f%% of it affine)",
-			100*e.SmoothExplained, 100*e.AffineExplained)
+		return Activation, fmt.Sprintf("error is a non-linear function of the reference value (%.0f%% explained, only %.0f%% by a per-channel affine map)",
+			100*e.Systematic(), 100*e.AffineExplained)
 	case e.ScaleShare >= DominantShare:
-		return Magnitude, fmt.Sprintf("per-channel scale off (std ratio %.3g..%.3g, slope %.3g..%.3g); means match or follow the scale",
-			e.StdRatio.Min, e.StdRatio.Max, e.Slope.Min, e.Slope.Max)
-	case e.MeanShare >= DominantShare:
-		return Bias, fmt.Sprintf("per-channel means off by up to %.3g std with std ratio %.3g..%.3g",
-			e.MeanShift, e.StdRatio.Min, e.StdRatio.Max)
+		return Magnitude, fmt.Sprintf("per-channel scale off (std ratio %.3g..%.3g, slope %.3g..%.3g, scale share %.2f); means match or follow the scale",
+			e.StdRatio.Min, e.StdRatio.Max, e.Slope.Min, e.Slope.Max, e.ScaleShare)
 	}
-	return Activation, fmt.Sprintf("per-channel scale and mean both off (std ratio %.3g..%.3g, mean shift up to %.3g std)",
-		e.StdRatio.Min, e.StdRatio.Max, e.MeanShift)
+	return Bias, fmt.Sprintf("per-channel means off beyond what the scale explains (mean shift up to %.3g std, mean share %.2f, scale share %.2f, std ratio %.3g..%.3g): a shift, residual or chunk order",
+		e.MeanShift, e.MeanShare, e.ScaleShare, e.StdRatio.Min, e.StdRatio.Max)
+}
+
+// Systematic is how much of the error a function of the reference value
+// explains, by the best of the three estimates: per-channel bins, pooled
+// bins, per-channel affine fit. Binning needs rows (rowsPerBin a bin); a
+// boundary with few rows is read by the other two.
+func (e Evidence) Systematic() float64 {
+	return max(e.SmoothExplained, e.PooledExplained, e.AffineExplained)
 }

@@ -40,3 +40,64 @@ echo "$out" | awk '
     if (("BenchmarkOpen/open" in ns) && ("BenchmarkOpen/baseline-readfile" in ns))
       printf "  BenchmarkOpen: opening takes %.2fx the time of reading the 128 MiB file whole\n", ns["BenchmarkOpen/open"]/ns["BenchmarkOpen/baseline-readfile"]
   }'
+
+# zflow diff against NumPy (issue 4): the same per-boundary metrics over a
+# pair of 4 GiB bf16 traces (bench/gentrace: a DiT-shaped run and a close
+# "port" of it), each tool run once from the page cache. Throughput counts
+# the bytes of both traces compared; peak RSS is /usr/bin/time's %M.
+# Needs ~8.1 GB free in $BENCH_DIR (the pair is kept between runs; set
+# DIFF_BYTES for a smaller pair).
+diff_bench() {
+DIFF_BYTES=${DIFF_BYTES:-$((4<<30))}
+DIFF_DIR="$BENCH_DIR/zflow-bench-diff-$DIFF_BYTES"
+echo "== zflow diff vs NumPy on a pair of $(awk -v b="$DIFF_BYTES" 'BEGIN {printf "%.2f GiB", b/2^30}') bf16 traces"
+if [ ! -f "$DIFF_DIR/ours.npz" ]; then
+  need=$(( 2 * DIFF_BYTES / 1024 + 1048576 ))   # KiB, with 1 GiB to spare
+  free=$(df -Pk "$BENCH_DIR" | awk 'NR == 2 {print $4}')
+  if [ "$free" -lt "$need" ]; then
+    echo "  skipped: $BENCH_DIR has $((free / 1048576)) GiB free, the pair needs $((need / 1048576)) GiB (set BENCH_DIR or DIFF_BYTES)"
+    return 0
+  fi
+  mkdir -p "$DIFF_DIR"
+  go run ./bench/gentrace -o "$DIFF_DIR" -bytes "$DIFF_BYTES"
+fi
+if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  echo "  skipped: /usr/bin/python3 has no numpy (apt-get install python3-numpy)"
+  return 0
+fi
+pair=$(( $(stat -c %s "$DIFF_DIR/ours.npz") + $(stat -c %s "$DIFF_DIR/ref.npz") ))
+cat "$DIFF_DIR/ours.npz" "$DIFF_DIR/ref.npz" > /dev/null   # both tools read from the page cache
+z=$( { /usr/bin/time -f "%e %M %U %S" $ZFLOW diff "$DIFF_DIR/ours.npz" "$DIFF_DIR/ref.npz" --format json > "$DIFF_DIR/zflow.json"; } 2>&1 | tail -1 )
+cat "$DIFF_DIR/ours.npz" "$DIFF_DIR/ref.npz" > /dev/null
+n=$( { /usr/bin/time -f "%e %M %U %S" /usr/bin/python3 bench/diff_numpy.py "$DIFF_DIR/ours.npz" "$DIFF_DIR/ref.npz" > "$DIFF_DIR/numpy.json"; } 2>&1 | tail -1 )
+awk -v z="$z" -v n="$n" -v s="$pair" -v cores="$(nproc)" 'BEGIN {
+  split(z, Z, " "); split(n, N, " ");
+  printf "  zflow diff (%d cores):       %7.2f s, %5.2f GB/s, peak RSS %7.1f MiB (CPU %.1f s user, %.1f s system)\n", cores, Z[1], s/Z[1]/1e9, Z[2]/1024, Z[3], Z[4];
+  printf "  NumPy (bench/diff_numpy.py): %7.2f s, %5.2f GB/s, peak RSS %7.1f MiB (CPU %.1f s user, %.1f s system)\n", N[1], s/N[1]/1e9, N[2]/1024, N[3], N[4];
+  printf "  ratio: zflow is %.1fx NumPy'"'"'s throughput at %.1f%% of its peak RSS\n", N[1]/Z[1], 100*Z[2]/N[2];
+}'
+# Both must have computed the same numbers.
+/usr/bin/python3 - "$DIFF_DIR/zflow.json" "$DIFF_DIR/numpy.json" <<'PY'
+import json, sys
+z, n = (json.load(open(p)) for p in sys.argv[1:])
+nb = {b["key"]: b for b in n["boundaries"]}
+worst = 0.0
+for b in z["boundaries"]:
+    m = nb[b["key"]]
+    for k in ("max_abs", "mean_abs", "rel_rms", "cosine", "psnr", "exact_fraction"):
+        a, c = float(b[k]), float(m[k])
+        if a != c:
+            worst = max(worst, abs(a - c) / max(abs(c), 1e-300))
+    assert b["ulp"]["median"] == m["ulp"]["median"] and b["ulp"]["p99"] == m["ulp"]["p99"] and b["ulp"]["max"] == m["ulp"]["max"], b["key"]
+assert len(z["boundaries"]) == len(n["boundaries"])
+print(f"  agreement: {len(z['boundaries'])} boundaries, ULP quantiles equal, largest relative difference {worst:.1e}")
+PY
+}
+
+echo "== reports: the diff kernel against the Accumulator (4M bf16 pairs, one core)"
+out=$(go test ./reports -run '^$' -bench 'KernelBF16Bits|AccumulatorBF16' -benchtime 10x 2>&1 | grep -E '^Benchmark')
+echo "$out"
+echo "$out" | awk '{ name=$1; sub(/-[0-9]+$/, "", name); ns[name]=$3 }
+  END { if (("BenchmarkKernelBF16Bits" in ns) && ("BenchmarkAccumulatorBF16" in ns))
+    printf "  %.1f ns per element against %.1f: %.1fx faster\n", ns["BenchmarkKernelBF16Bits"]/4194304, ns["BenchmarkAccumulatorBF16"]/4194304, ns["BenchmarkAccumulatorBF16"]/ns["BenchmarkKernelBF16Bits"] }'
+diff_bench

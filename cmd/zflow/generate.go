@@ -94,7 +94,10 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 	defer r.Close()
 	var rec *program.Recorder
 	if o.traceOut != "" {
-		rec = &program.Recorder{B: b}
+		rec = &program.Recorder{B: b, Like: func(key string) ([]int, bool) {
+			info, err := in.Info(key)
+			return info.Shape, err == nil
+		}}
 		r.It.Hooks.Observe = rec.Observe
 	}
 	result, err := r.Run(progress(stderr))
@@ -123,6 +126,12 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s: %d boundary tensors\n", o.traceOut, rec.Len())
+		// Let `zflow diff` with no paths compare this run with its reference.
+		if err := updateWorkspace(func(w *workspace) {
+			w.Reference, w.Semantics, w.Generated = o.inputs, o.semantics, o.traceOut
+		}); err != nil {
+			return fmt.Errorf("the run is written, but the workspace is not updated: %w", err)
+		}
 	}
 	return nil
 }
@@ -160,7 +169,6 @@ func sameFile(a, b string) bool {
 	sb, err := os.Stat(b)
 	return err == nil && os.SameFile(sa, sb)
 }
-
 
 // progress returns a per-step progress printer when w is a terminal.
 func progress(w io.Writer) func(done, total int) {

@@ -185,3 +185,36 @@ func writeNaNCopy(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// TestGenerateUpdatesAnExistingWorkspace: with a workspace present, a run
+// with --trace-out records itself so `zflow diff` needs no paths; without
+// one, nothing is created.
+func TestGenerateUpdatesAnExistingWorkspace(t *testing.T) {
+	doc, _ := filepath.Abs(filepath.Join(testdata, "dit-f32.json"))
+	in, _ := filepath.Abs("../../fixtures/dit/dit-f32.npz")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	args := []string{"--semantics", doc, "--inputs", in, "-o", "out.npz", "--trace-out", "ours.npz"}
+	if code, _, stderr := zflowGenerate(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(workspaceFile); err == nil {
+		t.Fatal("generate created a workspace unasked")
+	}
+	if code, _, stderr := zflow(t, "workspace", "--ref", in); code != 0 {
+		t.Fatalf("workspace: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := zflowGenerate(t, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	w, err := loadWorkspace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Reference != in || w.Semantics != doc || w.Generated != "ours.npz" {
+		t.Errorf("workspace %+v", w)
+	}
+	if code, out, stderr := zflow(t, "diff", "--step", "0", "--format", "json"); code != 0 || !strings.Contains(out, `"boundaries"`) {
+		t.Errorf("diff from the workspace: exit %d: %s", code, stderr)
+	}
+}

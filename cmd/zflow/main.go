@@ -70,5 +70,10 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.`,
 	}
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newGenerateCmd())
+	root.AddCommand(newDiffCmd())
+	root.AddCommand(newStatsCmd())
+	root.AddCommand(newWorkspaceCmd())
+	root.AddCommand(newVerifyCmd())
+	root.AddCommand(newPrecisionCmd())
 	return root
 }

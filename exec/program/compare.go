@@ -133,6 +133,24 @@ func Relayout(v []float32, ref, ours []int) ([]float32, bool) {
 	return out, true
 }
 
+// headsFirstOrder is Relayout's inverse: values in our sequence-first
+// order rearranged into the reference's heads-first shape ref.
+func headsFirstOrder(v []float32, ref []int) []float32 {
+	r := squeeze(ref)
+	n := len(r)
+	h, s, d := r[n-3], r[n-2], r[n-1]
+	block := h * s * d
+	out := make([]float32, len(v))
+	for b := 0; b+block <= len(v); b += block {
+		for hi := range h {
+			for si := range s {
+				copy(out[b+(hi*s+si)*d:][:d], v[b+(si*h+hi)*d:][:d])
+			}
+		}
+	}
+	return out
+}
+
 // headsFirst reports whether ref is [..., H, S, D] (H, S > 1) and ours the
 // same rows sequence first: [..., S, H·D] or [..., S, H, D].
 func headsFirst(ref, ours []int) bool {

@@ -23,3 +23,22 @@ func TestSameLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadsFirstOrderInvertsRelayout: writing our value in the reference's
+// heads-first layout and reading it back gives it unchanged.
+func TestHeadsFirstOrderInvertsRelayout(t *testing.T) {
+	ours, ref := []int{2, 3, 4 * 5}, []int{2, 4, 3, 5}
+	v := make([]float32, 2*3*4*5)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	back, ok := Relayout(headsFirstOrder(v, ref), ref, ours)
+	if !ok {
+		t.Fatal("shapes not recognised as heads first")
+	}
+	for i := range v {
+		if back[i] != v[i] {
+			t.Fatalf("element %d: %v, want %v", i, back[i], v[i])
+		}
+	}
+}

@@ -15,7 +15,11 @@ import (
 // Recorder keeps every tapped value a run observes, to write them as a
 // trace whose keys and calls are named like the reference's.
 type Recorder struct {
-	B       exec.Backend
+	B exec.Backend
+	// Like, when set, gives the reference's shape of a key, so a value the
+	// reference holds heads first ([B, H, S, D] where ours is [B, S, H·D])
+	// is written in the reference's layout and pairs with it in a diff.
+	Like    func(key string) ([]int, bool)
 	entries []recorded
 	seen    map[string]bool
 }
@@ -92,7 +96,17 @@ func (rc *Recorder) Write(path string, outputs map[string]HostTensor, producer m
 	index := map[callKey]int{}
 	for _, e := range rc.entries {
 		key := Tap{Module: e.module, Port: e.port}.Key(e.step)
-		if err := addTensor(w, key, HostTensor{Data: e.data, Shape: e.shape, Format: e.format}); err != nil {
+		t := HostTensor{Data: e.data, Shape: e.shape, Format: e.format}
+		if rc.Like != nil {
+			switch ref, ok := rc.Like(key); {
+			case !ok || slices.Equal(ref, e.shape):
+			case SameLayout(ref, e.shape): // the same elements in order: a reshape
+				t.Shape = slices.Clone(ref)
+			case headsFirst(ref, e.shape):
+				t = HostTensor{Data: headsFirstOrder(e.data, ref), Shape: slices.Clone(ref), Format: e.format}
+			}
+		}
+		if err := addTensor(w, key, t); err != nil {
 			w.Abort()
 			return err
 		}

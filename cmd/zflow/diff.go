@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"zflow/reports"
+	"zflow/trace"
+)
+
+type diffOpts struct {
+	step         int
+	module, port string
+	gates        []string
+	format       string
+	reports      []string
+	plot         string
+	channels     int
+	onlyFailing  bool
+	failUnpaired bool
+	jobs         int
+	ref          string
+}
+
+func newDiffCmd() *cobra.Command {
+	var o diffOpts
+	cmd := &cobra.Command{
+		Use:   "diff [OURS [REF]]",
+		Short: "Compare a port's trace with the reference's, boundary by boundary, with gates and a diagnosis",
+		Long: `diff pairs the boundaries (captured tensors) of OURS and REF by key, in the
+reference's execution order: the run's inputs; each call's arguments when it
+is entered, its children, its results when it returns; the run's outputs.
+For each pair it reports max |diff|, mean |diff|, rel-RMS, cosine, PSNR,
+the fraction bit-exact in the reference's dtype, ULP distances (median, p99,
+max), NaN/Inf counts and the worst row, and applies the gates. The first
+failing boundary is named, with its per-channel table and the signature of
+its error (magnitude, bias, activation, topology, numerics) and the numbers
+that decided it. Boundaries present on one side only are listed.
+
+Gates (--gate, repeatable) are [GLOB:]METRIC OP VALUE, OP one of <= < >= > ==;
+metrics: max_abs mean_abs rel_rms cosine psnr exact (fraction bit-exact)
+ulp_median ulp_p99 ulp_max nan inf nonfinite (positions NaN/Inf on one side
+only). GLOB limits a gate to boundaries whose key or module path matches
+('*' crosses dots). "rel_rms<=auto" takes the threshold from the pair's
+dtypes (the coarser side): bf16 1/16, f16 1/64, f32 1e-4, integers exact.
+Without --gate the gates are "rel_rms<=auto" and "nonfinite==0".
+
+With no paths, OURS is the workspace's generated trace and REF its reference
+(zflow workspace); one path is OURS, against --ref or the workspace's
+reference.
+
+Exit codes: 0 every boundary passes, 1 a gate failed (or --fail-unpaired and
+a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
+		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz
+  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --step 0 --module 'transformer.blocks.*'
+  zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
+  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
+  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots`,
+		Args: cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("step") {
+				o.step = -1
+			}
+			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.step, "step", -1, "only boundaries of this sampler step")
+	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
+	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
+	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
+	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
+	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
+	f.StringVar(&o.plot, "plot", "", "write PNG plots into this folder")
+	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
+	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
+	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
+	return cmd
+}
+
+// diffFormats maps --format names to the writers of a report.
+var diffFormats = map[string]func(r *reports.DiffReport, w io.Writer, o reports.RenderOptions) error{
+	"table":    (*reports.DiffReport).WriteTable,
+	"markdown": (*reports.DiffReport).WriteMarkdown,
+	"junit":    (*reports.DiffReport).WriteJUnit,
+	"csv":      (*reports.DiffReport).WriteCSV,
+	"json": func(r *reports.DiffReport, w io.Writer, o reports.RenderOptions) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r.Document(o.Channels))
+	},
+}
+
+func formatNames() string { return "table, json, markdown, junit or csv" }
+
+// diffPaths resolves OURS and REF from the arguments, --ref and the
+// workspace, in that order of precedence.
+func diffPaths(args []string, ref string) (string, string, error) {
+	if len(args) == 2 && ref != "" {
+		return "", "", errors.New("REF given twice: as an argument and as --ref")
+	}
+	var ours string
+	if len(args) > 0 {
+		ours = args[0]
+	}
+	if len(args) == 2 {
+		ref = args[1]
+	}
+	if ours != "" && ref != "" {
+		return ours, ref, nil
+	}
+	ws, err := loadWorkspace()
+	if err != nil {
+		return "", "", err
+	}
+	if ours == "" {
+		ours = ws.Generated
+	}
+	if ref == "" {
+		ref = ws.Reference
+	}
+	switch {
+	case ours == "" && ref == "":
+		return "", "", fmt.Errorf("no traces to compare: give OURS REF, or set the workspace (zflow workspace --ref REF --generated OURS)")
+	case ours == "":
+		return "", "", fmt.Errorf("no trace of ours: give OURS, or set the workspace's generated trace (zflow workspace --generated OURS)")
+	case ref == "":
+		return "", "", fmt.Errorf("no reference: give REF or --ref, or set the workspace's (zflow workspace --ref REF)")
+	}
+	return ours, ref, nil
+}
+
+func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
+	write, ok := diffFormats[o.format]
+	if !ok {
+		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
+	}
+	type reportFile struct {
+		path  string
+		write func(*reports.DiffReport, io.Writer, reports.RenderOptions) error
+	}
+	var files []reportFile
+	for _, spec := range o.reports {
+		name, path, found := strings.Cut(spec, "=")
+		w, ok := diffFormats[name]
+		if !found || !ok || path == "" {
+			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
+		}
+		files = append(files, reportFile{path, w})
+	}
+	var gates []reports.Gate
+	for _, s := range o.gates {
+		g, err := reports.ParseGate(s)
+		if err != nil {
+			return badInput(err)
+		}
+		gates = append(gates, g)
+	}
+	sel := reports.Selection{Module: o.module, Port: o.port}
+	if o.step >= 0 {
+		sel.Step = &o.step
+	}
+	if err := sel.Validate(); err != nil {
+		return badInput(err)
+	}
+	oursPath, refPath, err := diffPaths(args, o.ref)
+	if err != nil {
+		return badInput(err)
+	}
+	ours, err := trace.Open(oursPath)
+	if err != nil {
+		return badInput(err)
+	}
+	defer ours.Close()
+	ref, err := trace.Open(refPath)
+	if err != nil {
+		return badInput(err)
+	}
+	defer ref.Close()
+
+	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs})
+	if err != nil {
+		return badInput(err)
+	}
+	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
+	for _, f := range files {
+		var buf bytes.Buffer
+		if err := f.write(r, &buf, ro); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(f.path, buf.Bytes()); err != nil {
+			return badInput(fmt.Errorf("--report: %w", err))
+		}
+	}
+	if o.plot != "" {
+		paths, err := r.WritePlots(o.plot)
+		if err != nil {
+			return badInput(fmt.Errorf("--plot: %w", err))
+		}
+		for _, p := range paths {
+			fmt.Fprintln(stderr, "wrote", p)
+		}
+	}
+	if err := write(r, stdout, ro); err != nil {
+		return err
+	}
+	switch {
+	case !r.Pass():
+		d := r.Boundaries[r.FirstFailing]
+		msg := fmt.Sprintf("%d of %d boundaries failed; first failing %s", r.Failed(), len(r.Boundaries), d.Key)
+		if r.Finding != nil {
+			msg += fmt.Sprintf(" (signature: %s)", r.Finding.Diagnosis.Signature)
+		}
+		return &exitError{code: exitFailed, err: errors.New(msg)}
+	case o.failUnpaired && len(r.Unpaired) > 0:
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d boundaries are unpaired (--fail-unpaired)", len(r.Unpaired))}
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"zflow/exec/cpu"
+	"zflow/precision/plan"
+	"zflow/reports"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+type precisionOpts struct {
+	trace, semantics, out string
+	fromScratch           bool
+	steps                 int
+	format                string
+	jobs                  int
+}
+
+// newPrecisionCmd is `zflow precision`: precision discovery (DESIGN.md,
+// Discovery step 4).
+func newPrecisionCmd() *cobra.Command {
+	var o precisionOpts
+	cmd := &cobra.Command{
+		Use:   "precision --trace REF --semantics S.json [-o S2.json]",
+		Short: "Discover where the reference rounds: search the precision plan until boundaries are bit-exact",
+		Long: `precision searches the rounding plan of a semantics document against the
+reference trace it describes: for each op class (norm, modulate,
+gated_residual, act, glu, linear, attention, rope, rope_table,
+timestep_embed, add, mul, euler_step, timestep_cast) the candidate
+precisions (where it stores to the activations' format: after every
+primitive or only at the end; norm statistics and the normalised value;
+fast or precise exp; a GEMM's bias before or after rounding; flash-style or
+math attention; a residual stream in f32 or not), each scored teacher
+forced: every boundary the trace holds is computed from the reference's own
+values at the boundaries before it, and the score is 1 − the fraction of
+values bit-exact in the stored format (rel-RMS breaks ties). Coordinate
+descent runs over all classes at once, then, where a class's plan leaves a
+role's boundaries inexact, over that role group (q/k norms apart from block
+norms, ...); a per-role rule is kept only when its margin over the class's
+plan is decisive.
+
+It starts from the document's plan (--from-scratch: from an empty one) and
+prints one row per op class: the plan before and after, the exact fraction
+over the class's boundaries before and after, and the margin (error of the
+best candidate that scores differently / the winner's). With -o it writes
+the document with the plan found (precision.status "searched", each rule's
+evidence, each boundary's exact fraction in precision.exact), atomically.
+
+Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
+		Example: `  zflow precision --trace fixtures/dit/dit-bf16.npz --semantics semantics/testdata/dit-bf16.json --from-scratch
+  zflow precision --trace fixtures/dit/dit-bf16.npz --semantics semantics/testdata/dit-bf16.json -o /tmp/dit-bf16.json --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPrecision(cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.trace, "trace", "", "the reference trace (default: the workspace's reference)")
+	f.StringVar(&o.semantics, "semantics", "", "the semantics document (default: the workspace's)")
+	f.StringVarP(&o.out, "out", "o", "", "write the document with the discovered plan here")
+	f.BoolVar(&o.fromScratch, "from-scratch", false, "start from an empty plan (no rules, no rope_table) instead of the document's")
+	f.IntVar(&o.steps, "steps", 0, "model calls per evaluation of a flow_euler run (0: all)")
+	f.StringVar(&o.format, "format", "table", "output on stdout: table or json")
+	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines (0: one per core)")
+	return cmd
+}
+
+// workspacePaths fills a trace and a document path from the workspace.
+func workspacePaths(tr, doc string) (string, string, error) {
+	if tr != "" && doc != "" {
+		return tr, doc, nil
+	}
+	ws, err := loadWorkspace()
+	if err != nil {
+		return "", "", err
+	}
+	if tr == "" {
+		tr = ws.Reference
+	}
+	if doc == "" {
+		doc = ws.Semantics
+	}
+	switch {
+	case tr == "":
+		return "", "", fmt.Errorf("no reference trace: give --trace or set the workspace's (zflow workspace --ref REF)")
+	case doc == "":
+		return "", "", fmt.Errorf("no semantics document: give --semantics or set the workspace's")
+	}
+	return tr, doc, nil
+}
+
+func runPrecision(stdout io.Writer, o precisionOpts) error {
+	if o.format != "table" && o.format != "json" {
+		return badInput(fmt.Errorf("--format %q: want table or json", o.format))
+	}
+	if o.steps < 0 {
+		return badInput(fmt.Errorf("--steps %d: want 0 (all) or more", o.steps))
+	}
+	trPath, docPath, err := workspacePaths(o.trace, o.semantics)
+	if err != nil {
+		return badInput(err)
+	}
+	if o.out != "" && (sameFile(o.out, trPath) || o.out == trPath) {
+		return badInput(fmt.Errorf("-o %s would overwrite the trace", o.out))
+	}
+	doc, err := semantics.Read(docPath)
+	if err != nil {
+		return badInput(err)
+	}
+	tr, err := trace.Open(trPath)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Close()
+	if o.fromScratch {
+		doc.Precision = semantics.Precision{Status: "placeholder", Activations: doc.Precision.Activations}
+	}
+	rep, err := plan.Discover(context.Background(), cpu.New(o.jobs), tr, doc, plan.DiscoverOptions{Eval: plan.Options{Steps: o.steps}})
+	if err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
+	}
+	if o.out != "" {
+		doc.Precision = rep.After
+		if err := doc.Write(o.out); err != nil {
+			return badInput(err)
+		}
+	}
+	if o.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(precisionDocument(trPath, docPath, rep))
+	}
+	fmt.Fprintf(stdout, "precision of %s against %s\n\n", docPath, trPath)
+	if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if o.out != "" {
+		fmt.Fprintf(stdout, "\nwrote %s (precision.status searched, %d rules)\n", o.out, len(rep.After.Rules))
+	}
+	return nil
+}
+
+// precisionDoc is the --format json output of zflow precision, version 1.
+type precisionDoc struct {
+	Format    string              `json:"format"` // "zflow-precision"
+	Version   int                 `json:"version"`
+	Trace     string              `json:"trace"`
+	Semantics string              `json:"semantics"`
+	Classes   []precisionClassDoc `json:"classes"`
+	Roles     []precisionRoleDoc  `json:"roles"`
+	Before    semantics.Precision `json:"before"`
+	After     semantics.Precision `json:"after"`
+	Exact     precisionCountsDoc  `json:"exact"`
+	Inexact   []precisionBoundDoc `json:"inexact"`
+	Runs      int                 `json:"program_runs"`
+}
+
+type precisionClassDoc struct {
+	Class       string                `json:"class"`
+	Before      string                `json:"before"`
+	After       string                `json:"after"`
+	Boundaries  int                   `json:"boundaries"`
+	Scored      int                   `json:"scored"`
+	ExactBefore float64               `json:"exact_before"`
+	ExactAfter  float64               `json:"exact_after"`
+	Observed    bool                  `json:"observed"`
+	Margin      semantics.Margin      `json:"margin"`
+	Decisive    bool                  `json:"decisive"`
+	Equivalent  []string              `json:"equivalent,omitempty"`
+	Candidates  []semantics.Candidate `json:"candidates"`
+	Note        string                `json:"note,omitempty"`
+}
+
+type precisionRoleDoc struct {
+	Class      string           `json:"class"`
+	Role       string           `json:"role"`
+	Value      string           `json:"value"`
+	ClassValue string           `json:"class_value"`
+	Exact      float64          `json:"exact"`
+	ClassExact float64          `json:"class_exact"`
+	Margin     semantics.Margin `json:"margin"`
+}
+
+type precisionCountsDoc struct {
+	Boundaries int `json:"boundaries"`
+	Exact      int `json:"exact"`
+}
+
+type precisionBoundDoc struct {
+	Key     string        `json:"key"`
+	OpClass string        `json:"op_class"`
+	Exact   float64       `json:"exact_fraction"`
+	RelRMS  reports.Float `json:"rel_rms"`
+}
+
+func precisionDocument(tr, doc string, rep *plan.Report) precisionDoc {
+	d := precisionDoc{Format: "zflow-precision", Version: 1, Trace: tr, Semantics: doc, Before: rep.Before, After: rep.After,
+		Runs: rep.Evaluations, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
+	for _, c := range rep.Classes {
+		d.Classes = append(d.Classes, precisionClassDoc{Class: c.Class, Before: c.Before, After: c.After,
+			Boundaries: c.Boundaries, Scored: c.Scored, ExactBefore: c.ExactBefore, ExactAfter: c.ExactAfter,
+			Observed: c.Observed, Margin: semantics.Margin(c.Margin), Decisive: c.Decisive, Equivalent: c.Equivalent,
+			Candidates: c.Candidates, Note: c.Note})
+	}
+	for _, r := range rep.Roles {
+		d.Roles = append(d.Roles, precisionRoleDoc{Class: r.Class, Role: r.Role, Value: r.Value, ClassValue: r.ClassValue,
+			Exact: 1 - r.Err, ClassExact: 1 - r.ClassErr, Margin: semantics.Margin(r.Margin)})
+	}
+	for i := range rep.AfterRecords {
+		rec := &rep.AfterRecords[i]
+		d.Exact.Boundaries++
+		if rec.Exact == rec.N {
+			d.Exact.Exact++
+			continue
+		}
+		d.Inexact = append(d.Inexact, precisionBoundDoc{Key: rec.Key, OpClass: rec.OpClass, Exact: rec.ExactFraction(), RelRMS: reports.Float(rec.RelRMS())})
+	}
+	return d
+}

@@ -1,0 +1,100 @@
+package reports
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"zflow/precision"
+	"zflow/trace"
+)
+
+// Finding is what Diff says about the first failing boundary: both sides'
+// per-channel statistics (channels are the last dimension) and the
+// signature Diagnose reads from them, with its evidence.
+type Finding struct {
+	Key             string
+	Rows, NChannels int
+	Diagnosis       Diagnosis
+	Channels        ChannelDiff
+	ErrRMS          []float64 // per channel: RMS of ours - ref over finite pairs
+	// OneRow says the tensor had a single row, so Diagnose read its values
+	// as one channel (per-channel statistics need rows).
+	OneRow bool
+}
+
+// diagnoseBoundary reads both tensors of a compared pair whole (Diagnose
+// sorts each channel) and diagnoses them. It is the one place Diff holds a
+// whole tensor pair in memory, and it runs once.
+func diagnoseBoundary(ours, ref *trace.Trace, d *BoundaryDiff) (*Finding, error) {
+	ot, err := ours.Tensor(d.Key)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := ref.Tensor(d.Key)
+	if err != nil {
+		return nil, err
+	}
+	o, err := ot.Float32()
+	if err != nil {
+		return nil, err
+	}
+	r, err := rt.Float32()
+	if err != nil {
+		return nil, err
+	}
+	ri, _ := ref.Info(d.Key)
+	C := rowLen(ri)
+	if len(r) == 0 || len(o) != len(r) {
+		return nil, nil
+	}
+	f := &Finding{Key: d.Key, Rows: len(r) / C, NChannels: C}
+	// One row has no per-channel statistics: its values are read as the
+	// rows of one channel instead (a [1, C] embedding, a modulation
+	// vector), and the row-block rule is off (those rows are channels).
+	dc := C
+	if f.Rows == 1 {
+		dc, f.OneRow = 1, true
+	}
+	f.Diagnosis = diagnose(o, r, dc, fmtOrF32(d.DType), !f.OneRow)
+	if f.Channels, err = CompareChannels(o, r, C); err != nil {
+		return nil, err
+	}
+	f.ErrRMS = make([]float64, C)
+	n := make([]int, C)
+	for i, x := range o {
+		ch := i % C
+		if e := float64(x) - float64(r[i]); !math.IsNaN(e) && !math.IsInf(e, 0) {
+			f.ErrRMS[ch] += e * e
+			n[ch]++
+		}
+	}
+	for ch := range f.ErrRMS {
+		if n[ch] > 0 {
+			f.ErrRMS[ch] = math.Sqrt(f.ErrRMS[ch] / float64(n[ch]))
+		}
+	}
+	return f, nil
+}
+
+// WorstChannels lists up to k channels (all if k <= 0) by falling error
+// RMS, ties by index.
+func (f *Finding) WorstChannels(k int) []int {
+	idx := make([]int, len(f.ErrRMS))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(f.ErrRMS[b], f.ErrRMS[a]) })
+	if k > 0 && k < len(idx) {
+		idx = idx[:k]
+	}
+	return idx
+}
+
+// fmtOrF32 is the format a dtype is diagnosed in.
+func fmtOrF32(dtype string) precision.Format {
+	if f, ok := formatOf(dtype); ok {
+		return f
+	}
+	return precision.F32
+}
