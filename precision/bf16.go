@@ -1,6 +1,9 @@
 package precision
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // BF16Bits rounds x to bfloat16 (round to nearest, ties to even) and returns
 // its bit pattern. ±Inf stay ±Inf; finite values at or beyond the overflow
@@ -49,18 +52,27 @@ func BF16ToF32Slice(dst []float32, src []uint16) {
 }
 
 func bf16ToF32(dst []float32, src []uint16) {
-	i := 0
-	// Four at a time with capped subslices: one bounds check per group,
-	// about 1.5x the simple loop (BenchmarkBF16ToF32).
-	for ; i+4 <= len(src); i += 4 {
-		s := src[i : i+4 : i+4]
-		d := dst[i : i+4 : i+4]
-		d[0] = math.Float32frombits(uint32(s[0]) << 16)
-		d[1] = math.Float32frombits(uint32(s[1]) << 16)
-		d[2] = math.Float32frombits(uint32(s[2]) << 16)
-		d[3] = math.Float32frombits(uint32(s[3]) << 16)
-	}
+	i := words64(dst, src)
 	for ; i < len(src); i++ {
 		dst[i] = math.Float32frombits(uint32(src[i]) << 16)
 	}
+}
+
+// words64 widens as many leading elements as it can four at a time, one
+// 64-bit load and two 64-bit stores per four: each bf16 becomes the high
+// half of its f32 (bit patterns, little-endian). It returns how many it
+// did (0 when the slices are not 8-byte aligned).
+func words64(dst []float32, src []uint16) int {
+	n := len(src) / 4
+	if n == 0 || uintptr(unsafe.Pointer(&src[0]))%8 != 0 || uintptr(unsafe.Pointer(&dst[0]))%8 != 0 {
+		return 0
+	}
+	in := unsafe.Slice((*uint64)(unsafe.Pointer(&src[0])), n)
+	out := unsafe.Slice((*uint64)(unsafe.Pointer(&dst[0])), 2*n)
+	for j, x := range in {
+		o := out[2*j : 2*j+2 : 2*j+2]
+		o[0] = (x<<16)&0x00000000FFFF0000 | (x<<32)&0xFFFF000000000000
+		o[1] = (x>>16)&0x00000000FFFF0000 | x&0xFFFF000000000000
+	}
+	return 4 * n
 }
