@@ -38,6 +38,25 @@ fixtures/faults/, whose README.md says where each shows first:
   weights, f32 accumulation, f16 result) with alpha = 2^15, unscaled after in
   f32: neutral in exact arithmetic, but products beyond 65504 / 2^15 = 1.999 in
   magnitude become +-Inf (and GELU(-Inf) = NaN); the rest carries f16 rounding.
+
+Planted controls (`build(control=...)`, `capture(control=...)`): the reference
+itself written differently, one semantic factor flipped, for testing that
+discovery finds each flip (capture/examples/planted_controls.py writes them to
+fixtures/controls/, whose README.md lists the factor each one flips):
+
+- "tanh_gate": both residuals are x + tanh(gate) * y (gate_fn tanh);
+- "half_rope": RoPE rotates the two halves of each head ("rotate half")
+  instead of adjacent pairs, over one position axis of 16 channels (text rows
+  at 0, image rows at their row-major index): rope_layout half, rope_axes [16]
+  (exec's half layout is per axis, so one axis keeps the model coherent);
+- "image_first": the joint sequence is cat([image, text]) (and the positions
+  likewise): joint_order image_first;
+- "final_shift_scale": the final norm's 2 chunks are shift, scale
+  (final_norm_order "shift,scale");
+- "euler_minus": the sampler steps x <- x - (sigma[i+1] - sigma[i]) * v
+  (euler_sign -1);
+- "rms_norm": norm1 and norm2 are RMS norms without affine, eps 1e-6, instead
+  of LayerNorm (norm_kind rms at blocks.*.norm1 and blocks.*.norm2).
 """
 
 import math
@@ -55,6 +74,7 @@ TEXT_LEN, TEXT_DIM, FREQ_DIM = 4, 24, 64
 AXES = (8, 8)  # RoPE channels per position axis (row, column); sum = head dim
 FAULTS = (None, "swap_shift_scale", "wrong_activation", "wrong_activation_erf",
           "transposed_unpatchify", "no_norm_offset", "f16_overflow")
+CONTROLS = (None, "tanh_gate", "half_rope", "image_first", "final_shift_scale", "euler_minus", "rms_norm")
 F16_ALPHA = 2.0 ** 15  # the "f16_overflow" GEMM's scale: |x W^T| > 65504 / 2^15 overflows
 
 
@@ -62,6 +82,12 @@ def check_fault(fault):
     if fault not in FAULTS:
         raise ValueError(f"fault {fault!r}: need one of {', '.join(map(repr, FAULTS))}")
     return fault
+
+
+def check_control(control):
+    if control not in CONTROLS:
+        raise ValueError(f"control {control!r}: need one of {', '.join(map(repr, CONTROLS))}")
+    return control
 
 
 def modulate(x, shift, scale, fault=None):
@@ -99,34 +125,48 @@ class TimestepEmbedding(nn.Module):
         return self.linear_2(self.act(self.linear_1(emb.to(self.linear_1.weight.dtype))))
 
 
-def positions(grid, text_len, device):
-    """(row, column) of each row of the joint sequence: text rows at 0, then the image grid."""
+def positions(grid, text_len, device, control=None):
+    """(row, column) of each row of the joint sequence: text rows at 0, then the image grid.
+
+    Controls: "image_first" puts the image rows first; "half_rope" has one axis,
+    the image rows' row-major index."""
     rows, cols = grid
     r, c = torch.meshgrid(torch.arange(rows, device=device), torch.arange(cols, device=device), indexing="ij")
     image = torch.stack([r.reshape(-1), c.reshape(-1)], dim=-1)
-    return torch.cat([torch.zeros(text_len, 2, dtype=image.dtype, device=device), image]).float()
+    if control == "half_rope":
+        image = (r * cols + c).reshape(-1, 1)
+    text = torch.zeros(text_len, image.shape[1], dtype=image.dtype, device=device)
+    if control == "image_first":
+        return torch.cat([image, text]).float()
+    return torch.cat([text, image]).float()
 
 
 class RotaryEmbedding(nn.Module):
-    """cos and sin per row of the joint sequence, pairs interleaved, in f32."""
+    """cos and sin per row of the joint sequence, pairs interleaved (half: each
+    axis's angles twice, [a, a]), in f32."""
 
-    def __init__(self, axes=AXES, theta=10000.0):
+    def __init__(self, axes=AXES, theta=10000.0, half=False):
         super().__init__()
-        self.axes, self.theta = axes, theta
+        self.axes, self.theta, self.half = axes, theta, half
 
     def forward(self, ids):
         angles = []
         for axis, dim in enumerate(self.axes):
             inv = 1.0 / self.theta ** (torch.arange(0, dim, 2, dtype=torch.float32, device=ids.device) / dim)
-            angles.append((ids[:, axis:axis + 1] * inv[None]).repeat_interleave(2, dim=-1))
+            a = ids[:, axis:axis + 1] * inv[None]
+            angles.append(torch.cat([a, a], dim=-1) if self.half else a.repeat_interleave(2, dim=-1))
         angles = torch.cat(angles, dim=-1)
         return torch.cos(angles), torch.sin(angles)
 
 
-def apply_rope(x, cos, sin):
+def apply_rope(x, cos, sin, half=False):
     xf = x.float()
-    pairs = xf.unflatten(-1, (-1, 2))
-    rotated = torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)
+    if half:
+        x1, x2 = xf.chunk(2, dim=-1)
+        rotated = torch.cat([-x2, x1], dim=-1)
+    else:
+        pairs = xf.unflatten(-1, (-1, 2))
+        rotated = torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)
     return (xf * cos + rotated * sin).to(x.dtype)
 
 
@@ -142,9 +182,22 @@ class RMSNorm(nn.Module):
         return self.weight * normed.to(x.dtype)
 
 
-class Attention(nn.Module):
-    def __init__(self, dim, heads):
+class ParameterFreeRMSNorm(nn.Module):
+    """The "rms_norm" control's norm1/norm2: x / sqrt(mean(x^2) + eps), no affine."""
+
+    def __init__(self, eps=1e-6):
         super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, half_rope=False):
+        super().__init__()
+        self.half_rope = half_rope
         self.heads, self.head_dim = heads, dim // heads
         self.to_q, self.to_k, self.to_v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
         self.norm_q, self.norm_k = RMSNorm(self.head_dim), RMSNorm(self.head_dim)
@@ -156,8 +209,8 @@ class Attention(nn.Module):
         def heads(t):
             return t.view(b, s, self.heads, self.head_dim).transpose(1, 2)
 
-        q = apply_rope(self.norm_q(heads(self.to_q(hidden_states))), *rotary_emb)
-        k = apply_rope(self.norm_k(heads(self.to_k(hidden_states))), *rotary_emb)
+        q = apply_rope(self.norm_q(heads(self.to_q(hidden_states))), *rotary_emb, half=self.half_rope)
+        k = apply_rope(self.norm_k(heads(self.to_k(hidden_states))), *rotary_emb, half=self.half_rope)
         v = heads(self.to_v(hidden_states))
         weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)
         out = (weights @ v).transpose(1, 2).reshape(b, s, -1)
@@ -196,13 +249,20 @@ class FeedForward(nn.Module):
 
 
 class DiTBlock(nn.Module):
-    def __init__(self, dim, heads, fault=None):
+    def __init__(self, dim, heads, fault=None, control=None):
         super().__init__()
         self.fault = fault
+        self.gate = torch.tanh if control == "tanh_gate" else (lambda g: g)
         self.modulation = nn.Sequential(nn.SiLU(), nn.Linear(dim, 6 * dim))
-        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.attn = Attention(dim, heads)
-        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+        def norm():
+            if control == "rms_norm":
+                return ParameterFreeRMSNorm(eps=1e-6)
+            return nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+        self.norm1 = norm()
+        self.attn = Attention(dim, heads, half_rope=control == "half_rope")
+        self.norm2 = norm()
         self.ff = FeedForward(dim, fault=fault)
 
     def forward(self, hidden_states, temb, rotary_emb):
@@ -213,21 +273,23 @@ class DiTBlock(nn.Module):
             shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = chunks
         x = hidden_states
         h = modulate(self.norm1(x), shift_msa, scale_msa, self.fault)
-        x = x + gate_msa * self.attn(h, rotary_emb=rotary_emb)
+        x = x + self.gate(gate_msa) * self.attn(h, rotary_emb=rotary_emb)
         h = modulate(self.norm2(x), shift_mlp, scale_mlp, self.fault)
-        return x + gate_mlp * self.ff(h)
+        return x + self.gate(gate_mlp) * self.ff(h)
 
 
 class AdaNormOut(nn.Module):
-    def __init__(self, dim, fault=None):
+    def __init__(self, dim, fault=None, control=None):
         super().__init__()
-        self.fault = fault
+        self.fault, self.control = fault, control
         self.act = nn.SiLU()
         self.linear = nn.Linear(dim, 2 * dim)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
 
     def forward(self, x, temb):
         scale, shift = self.linear(self.act(temb))[:, None].chunk(2, dim=-1)
+        if self.control == "final_shift_scale":
+            shift, scale = scale, shift
         return modulate(self.norm(x), shift, scale, self.fault)
 
 
@@ -240,28 +302,36 @@ def transpose_grid(tokens, grid):
 
 
 class TinyDiT(nn.Module):
-    def __init__(self, dim=HIDDEN, heads=HEADS, depth=2, fault=None):
+    def __init__(self, dim=HIDDEN, heads=HEADS, depth=2, fault=None, control=None):
         super().__init__()
         self.fault = check_fault(fault)
+        self.control = check_control(control)
         self.grid = GRID
         self.x_embedder = nn.Linear(IN_CHANNELS, dim)
         self.context_embedder = nn.Linear(TEXT_DIM, dim)
         self.time_proj = Timesteps()
         self.time_embed = TimestepEmbedding(FREQ_DIM, dim)
-        self.pos_embed = RotaryEmbedding()
-        self.blocks = nn.ModuleList(DiTBlock(dim, heads, fault) for _ in range(depth))
-        self.norm_out = AdaNormOut(dim, fault)
+        if control == "half_rope":
+            self.pos_embed = RotaryEmbedding(axes=(dim // heads,), half=True)
+        else:
+            self.pos_embed = RotaryEmbedding()
+        self.blocks = nn.ModuleList(DiTBlock(dim, heads, fault, control) for _ in range(depth))
+        self.norm_out = AdaNormOut(dim, fault, control)
         self.proj_out = nn.Linear(dim, IN_CHANNELS)
 
     def forward(self, hidden_states, encoder_hidden_states, timestep, return_dict=True):
         img = self.x_embedder(hidden_states)
         txt = self.context_embedder(encoder_hidden_states)
         temb = self.time_embed(self.time_proj(timestep))
-        rope = self.pos_embed(positions(self.grid, txt.shape[1], hidden_states.device))
-        x = torch.cat([txt, img], dim=1)  # text rows first
+        rope = self.pos_embed(positions(self.grid, txt.shape[1], hidden_states.device, self.control))
+        if self.control == "image_first":
+            x = torch.cat([img, txt], dim=1)
+        else:
+            x = torch.cat([txt, img], dim=1)  # text rows first
         for block in self.blocks:
             x = block(x, temb=temb, rotary_emb=rope)
-        out = self.proj_out(self.norm_out(x[:, txt.shape[1]:], temb))
+        image_rows = x[:, :img.shape[1]] if self.control == "image_first" else x[:, txt.shape[1]:]
+        out = self.proj_out(self.norm_out(image_rows, temb))
         if self.fault == "transposed_unpatchify":
             out = transpose_grid(out, self.grid)
         return DiTOutput(sample=out) if return_dict else (out,)
@@ -280,11 +350,11 @@ def randomize(model, generator):
                 p.copy_(torch.randn(p.shape, generator=generator) / math.sqrt(p.shape[1]))
 
 
-def build(seed=0, dtype=torch.float32, device="cpu", fault=None):
+def build(seed=0, dtype=torch.float32, device="cpu", fault=None, control=None):
     """The model and its inputs (noise, encoder_hidden_states), seeded; a fault
-    changes the computation only, never the weights or the inputs."""
+    or a control changes the computation only, never the weights or the inputs."""
     g = torch.Generator().manual_seed(seed)
-    model = TinyDiT(fault=fault)
+    model = TinyDiT(fault=fault, control=control)
     randomize(model, g)
     noise = torch.randn(1, GRID[0] * GRID[1], IN_CHANNELS, generator=g)
     text = torch.randn(1, TEXT_LEN, TEXT_DIM, generator=g)
@@ -292,12 +362,14 @@ def build(seed=0, dtype=torch.float32, device="cpu", fault=None):
 
 
 @torch.no_grad()
-def capture(path, dtype=torch.float32, device="cpu", seed=0, fault=None, n_steps=None, **options):
+def capture(path, dtype=torch.float32, device="cpu", seed=0, fault=None, n_steps=None, control=None, **options):
     """Run the 3-step Euler sampler under a Capture; returns the capture's summary.
 
-    fault: one of FAULTS (None: the reference). n_steps: run only the first
-    n_steps Euler steps (input/sigmas then holds the n_steps + 1 used)."""
-    model, x, text = build(seed, dtype, device, fault)
+    fault: one of FAULTS (None: the reference). control: one of CONTROLS
+    (None: the reference; "euler_minus" flips the sampler's sign). n_steps: run
+    only the first n_steps Euler steps (input/sigmas then holds the n_steps + 1
+    used)."""
+    model, x, text = build(seed, dtype, device, fault, control)
     n = len(SIGMAS) - 1 if n_steps is None else int(n_steps)
     if not 1 <= n <= len(SIGMAS) - 1:
         raise ValueError(f"n_steps {n_steps!r}: need 1..{len(SIGMAS) - 1}")
@@ -310,6 +382,9 @@ def capture(path, dtype=torch.float32, device="cpu", seed=0, fault=None, n_steps
             timestep = sigmas[i:i + 1].to(device, dtype)
             with cap.step(i):
                 v = model(hidden_states=x, encoder_hidden_states=text, timestep=timestep, return_dict=False)[0]
-            x = (x.float() + (sigmas[i + 1] - sigmas[i]) * v.float()).to(dtype)
+            dsigma = sigmas[i + 1] - sigmas[i]
+            if control == "euler_minus":
+                dsigma = -dsigma
+            x = (x.float() + dsigma * v.float()).to(dtype)
         cap.output("latents", x)
     return cap.summary

@@ -70,6 +70,7 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.`,
 	}
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newGenerateCmd())
+	root.AddCommand(newDiscoverCmd())
 	root.AddCommand(newDiffCmd())
 	root.AddCommand(newStatsCmd())
 	root.AddCommand(newWorkspaceCmd())

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"zflow/exec"
+	"zflow/precision"
 	"zflow/search"
 	"zflow/search/internal/attn"
 	"zflow/semantics"
@@ -53,6 +54,7 @@ type tableSrc struct {
 	w        int // real width, or pairs for complex
 	rows     int
 	complex  bool
+	f        precision.Format // the captured tables' format
 }
 
 // Block returns the factors of block i of st that the trace shows, in
@@ -196,7 +198,7 @@ func (b *block) loadTables() error {
 			return err
 		}
 		if t.dt == trace.Complex64 || t.dt == trace.Complex128 {
-			b.tables = append(b.tables, tableSrc{cos: t.v, w: t.width(), rows: t.tokens(), complex: true})
+			b.tables = append(b.tables, tableSrc{cos: t.v, w: t.width(), rows: t.tokens(), complex: true, f: t.f})
 			continue
 		}
 		reals = append(reals, t)
@@ -206,7 +208,7 @@ func (b *block) loadTables() error {
 		if mean(s.v) > mean(c.v) {
 			c, s = s, c
 		}
-		b.tables = append(b.tables, tableSrc{cos: c.v, sin: s.v, w: c.width(), rows: c.tokens()})
+		b.tables = append(b.tables, tableSrc{cos: c.v, sin: s.v, w: c.width(), rows: c.tokens(), f: c.f})
 	}
 	return nil
 }
@@ -230,7 +232,8 @@ func (b *block) factors() []search.Factor {
 		layouts = []any{attn.Interleaved, attn.Half, attn.None}
 	}
 	fs = append(fs, f("rope_layout", "positions", stageAttention, layouts...),
-		f("attention_causal", b.addr, stageAttention, false, true))
+		f("attention_causal", b.addr, stageAttention, false, true),
+		f("attention_scale", b.addr, stageAttention, attentionScales(b.blk.HeadDim)...))
 	if len(b.sets) == 2 {
 		fs = append(fs, f("joint_order", "model", stageAttention, "text_first", "image_first"))
 	}
@@ -260,6 +263,15 @@ func (b *block) factors() []search.Factor {
 	return fs
 }
 
+// attentionKeys are the factors the attention score reads.
+var attentionKeys = []string{"rope_layout", "attention_causal", "attention_scale", "joint_order"}
+
+// attentionScales are the score scales tried: 0 (the schema's 1/√head_dim),
+// 1/head_dim and 1 (no scale).
+func attentionScales(headDim int) []any {
+	return []any{0.0, 1 / float64(max(headDim, 1)), 1.0}
+}
+
 func actValues() []any {
 	return []any{"identity", "silu", "gelu_tanh", "gelu_erf", "relu", "tanh", "sigmoid"}
 }
@@ -283,11 +295,11 @@ func (b *block) score(_ context.Context, factor string, a search.Assignment) (se
 	var fn func(search.Assignment) (search.Score, error)
 	var keys []string
 	switch factor {
-	case "rope_layout", "attention_causal":
-		fn, keys = b.scoreAttention, []string{"rope_layout", "attention_causal", "joint_order"}
+	case "rope_layout", "attention_causal", "attention_scale":
+		fn, keys = b.scoreAttention, attentionKeys
 	case "joint_order":
 		if len(b.sets) == 2 {
-			fn, keys = b.scoreAttention, []string{"rope_layout", "attention_causal", "joint_order"}
+			fn, keys = b.scoreAttention, attentionKeys
 		} else {
 			fn, keys = b.scoreGate, []string{"modulation_order", "gate_fn", "joint_order"}
 		}
@@ -343,11 +355,12 @@ func (s sums) score(boundary string) search.Score {
 	return search.Score{Err: e, Boundary: boundary, Metric: search.MetricRelRMS}
 }
 
-// act applies a named activation in f32.
-func act(name any, x float32) float32 {
+// actFunc is a named activation in f32 (NaN for a name exec does not
+// know), parsed once for a whole tensor.
+func actFunc(name any) func(float32) float32 {
 	k, err := exec.ParseAct(fmt.Sprint(name))
 	if err != nil {
-		return float32(math.NaN())
+		return func(float32) float32 { return float32(math.NaN()) }
 	}
-	return exec.Activate(k, x, 0)
+	return func(x float32) float32 { return exec.Activate(k, x, 0) }
 }

@@ -18,18 +18,18 @@ const conformanceDir = "../../../shared/conformance"
 var truth = map[string]map[string]any{
 	"flux": {"rope_layout": "interleaved", "joint_order": "text_first", "attention_causal": false,
 		"modulation_order": "shift,scale,gate", "modulation_plus_one": true, "modulation_act": "silu",
-		"gate_fn": "identity", "mlp_act": "gelu_tanh", "parallel_order": "attention_first", "qk_norm": "rms"},
+		"gate_fn": "identity", "mlp_act": "gelu_tanh", "parallel_order": "attention_first", "qk_norm": "rms", "attention_scale": 0.0},
 	"qwenimage": {"rope_layout": "interleaved", "joint_order": "text_first", "attention_causal": false,
 		"modulation_order": "shift,scale,gate", "modulation_plus_one": true, "modulation_act": "silu",
-		"gate_fn": "identity", "mlp_act": "gelu_tanh", "qk_norm": "rms"},
-	"llama": {"rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+		"gate_fn": "identity", "mlp_act": "gelu_tanh", "qk_norm": "rms", "attention_scale": 0.0},
+	"llama": {"rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true, "attention_scale": 0.0},
 	"dit": {"rope_layout": "interleaved", "joint_order": "text_first", "attention_causal": false,
 		"modulation_order": "shift,scale,gate", "modulation_plus_one": true, "modulation_act": "silu",
-		"gate_fn": "identity", "mlp_act": "gelu_tanh", "qk_norm": "rms"},
+		"gate_fn": "identity", "mlp_act": "gelu_tanh", "qk_norm": "rms", "attention_scale": 0.0},
 }
 
 // mustDecide: factors every trace shows clearly wherever they apply.
-var mustDecide = map[string]bool{"rope_layout": true, "attention_causal": true, "modulation_order": true,
+var mustDecide = map[string]bool{"rope_layout": true, "attention_causal": true, "attention_scale": true, "modulation_order": true,
 	"modulation_plus_one": true, "gate_fn": true, "mlp_glu": true, "qk_norm": true, "parallel_order": true}
 
 func traces(t *testing.T) []string {
@@ -149,10 +149,13 @@ func TestPlantedFaults(t *testing.T) {
 // order.
 func TestModelFactors(t *testing.T) {
 	want := map[string]map[string]any{
-		"flux":      {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu"},
-		"qwenimage": {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu"},
-		"dit":       {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu", "joint_order": "text_first"},
-		"llama":     {},
+		"flux": {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu",
+			PooledAct: "silu", "modulation_act": "silu", "patch_layout": "none"},
+		"qwenimage": {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu",
+			"modulation_act": "silu", "patch_layout": "none"},
+		"dit": {"final_norm_order": "scale,shift", "modulation_plus_one": true, "embed_act": "silu", "joint_order": "text_first",
+			"modulation_act": "silu", "patch_layout": "none"},
+		"llama": {},
 	}
 	for _, path := range traces(t) {
 		model := strings.SplitN(filepath.Base(path), "-", 2)[0]

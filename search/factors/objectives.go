@@ -97,7 +97,8 @@ func (b *block) scoreAttention(a search.Assignment) (search.Score, error) {
 	if !ok || t.W > b.blk.HeadDim {
 		return search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}, nil
 	}
-	p := attn.Params{Heads: b.blk.Heads, KVHeads: b.blk.KVHeads, D: b.blk.HeadDim, Layout: layout, Causal: a["attention_causal"] == true}
+	scale, _ := a["attention_scale"].(float64)
+	p := attn.Params{Heads: b.blk.Heads, KVHeads: b.blk.KVHeads, D: b.blk.HeadDim, Layout: layout, Causal: a["attention_causal"] == true, Scale: scale}
 	out := attn.Attend(in, ord, t, p, smp)
 	var worst float64
 	for i, s := range b.sets {
@@ -137,21 +138,39 @@ func (b *block) modChunks(mod semantics.Role, g int, ord any) (shift, scale, gat
 	return shift, scale, gate, nil
 }
 
-// modulate computes x·(1 + scale) + shift (or x·scale + shift) over rows
-// of width w, the per-sample vectors broadcast over each sample's tokens.
-func modulate(x tensor, shift, scale []float32, plusOne bool) []float64 {
+// sampleRows caps the rows the pointwise scores (modulation, gate, final
+// norm, MLP) read: every row where there are few; at real widths that many
+// spread over them, which tell candidates apart as well as all rows do.
+const sampleRows = 1024
+
+// modulateRows computes x·(1 + scale) + shift (or x·scale + shift) at the
+// given rows of x (of its width), the per-sample vectors broadcast over
+// each sample's tokens.
+func modulateRows(x tensor, rows []int, shift, scale []float32, plusOne bool) []float64 {
 	w := x.width()
 	per := max(x.tokens(), 1)
-	out := make([]float64, len(x.v))
+	out := make([]float64, 0, len(rows)*w)
 	one := 0.0
 	if plusOne {
 		one = 1
 	}
-	for r := range x.rows() {
+	for _, r := range rows {
 		s := (r / per) * w
 		for c := range w {
-			out[r*w+c] = float64(x.v[r*w+c])*(one+float64(scale[s+c])) + float64(shift[s+c])
+			out = append(out, float64(x.v[r*w+c])*(one+float64(scale[s+c]))+float64(shift[s+c]))
 		}
+	}
+	return out
+}
+
+// rowsOf gathers the given rows of w values each.
+func rowsOf(v []float32, w int, rows []int) []float32 {
+	out := make([]float32, 0, len(rows)*w)
+	for _, r := range rows {
+		if (r+1)*w > len(v) {
+			return nil
+		}
+		out = append(out, v[r*w:(r+1)*w]...)
 	}
 	return out
 }
@@ -191,7 +210,8 @@ func (b *block) scoreModulation(a search.Assignment) (search.Score, error) {
 			if err != nil {
 				return search.Score{}, err
 			}
-			s.add(modulate(x, shift, scale, a["modulation_plus_one"] == true), target.v, target.f)
+			rows := attn.Spread(x.rows(), sampleRows)
+			s.add(modulateRows(x, rows, shift, scale, a["modulation_plus_one"] == true), rowsOf(target.v, x.width(), rows), target.f)
 			if boundary == "" {
 				boundary = b.blk.Roles[st.prefix+pair[1]].Module + "/arg"
 			}
@@ -219,8 +239,9 @@ func (b *block) scoreModAct(a search.Assignment) (search.Score, error) {
 			return search.Score{}, err
 		}
 		ours := make([]float64, len(cond.v))
+		fn := actFunc(a["modulation_act"])
 		for i, x := range cond.v {
-			ours[i] = float64(act(a["modulation_act"], x))
+			ours[i] = float64(fn(x))
 		}
 		s.add(ours, target.v, target.f)
 		boundary = mod.Module + "/arg"
@@ -310,11 +331,17 @@ func (b *block) scoreGate(a search.Assignment) (search.Score, error) {
 		}
 		w := x.width()
 		n := min(len(x.v), len(o.v))
-		ours := make([]float64, n)
-		for i := range n {
-			ours[i] = float64(x.v[i]) + gateFn(a["gate_fn"], gate[i%w])*float64(o.v[i])
+		if len(target.v) < n {
+			return search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}, nil
 		}
-		s.add(ours, target.v[:min(n, len(target.v))], target.f)
+		rows := attn.Spread(n/max(w, 1), sampleRows)
+		ours := make([]float64, 0, len(rows)*w)
+		for _, r := range rows {
+			for i := r * w; i < (r+1)*w; i++ {
+				ours = append(ours, float64(x.v[i])+gateFn(a["gate_fn"], gate[i%w])*float64(o.v[i]))
+			}
+		}
+		s.add(ours, rowsOf(target.v, w, rows), target.f)
 	}
 	return s.score(boundary), nil
 }
@@ -349,17 +376,19 @@ func (b *block) scoreMLP(a search.Assignment) (search.Score, error) {
 		if b.blk.Kind == "single_stream_parallel" && a["parallel_order"] == "attention_first" {
 			col = target.width() - m
 		}
-		ref := make([]float32, 0, in.rows()*m)
-		for r := range in.rows() {
+		rows := attn.Spread(in.rows(), sampleRows)
+		ref := make([]float32, 0, len(rows)*m)
+		ours := make([]float64, 0, len(rows)*m)
+		fn := actFunc(a["mlp_act"])
+		glu := gate.v != nil && a["mlp_glu"] == true
+		for _, r := range rows {
 			ref = append(ref, target.v[r*target.width()+col:r*target.width()+col+m]...)
-		}
-		ours := make([]float64, len(in.v))
-		for i, x := range in.v {
-			switch {
-			case gate.v != nil && a["mlp_glu"] == true:
-				ours[i] = float64(target.f.Round(act(a["mlp_act"], gate.v[i]))) * float64(x)
-			default:
-				ours[i] = float64(act(a["mlp_act"], x))
+			for i := r * m; i < (r+1)*m; i++ {
+				if glu {
+					ours = append(ours, float64(target.f.Round(fn(gate.v[i])))*float64(in.v[i]))
+				} else {
+					ours = append(ours, float64(fn(in.v[i])))
+				}
 			}
 		}
 		s.add(ours, ref, target.f)

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
-	"slices"
 
 	"zflow/exec"
 	"zflow/precision"
@@ -63,7 +62,11 @@ func (v *values) bytesHash(key string) uint64 {
 }
 
 // sortedHash hashes a tensor's elements as a multiset: equal hashes mean
-// the same values, possibly rearranged (a reshape and a transpose).
+// the same values, possibly rearranged (a reshape and a transpose). It is
+// order-independent without sorting: the sums (mod 2⁶⁴) of two
+// independent 64-bit mixes of each element's bits, hashed with the dtype;
+// linear in the elements (a sort of 14M elements took 1.5 s at real
+// widths).
 func (v *values) sortedHash(key string) uint64 {
 	if h, ok := v.sorted[key]; ok {
 		return h
@@ -74,26 +77,44 @@ func (v *values) sortedHash(key string) uint64 {
 	}
 	size := t.DType.Size()
 	b := t.Bytes()
-	elems := make([]uint64, 0, len(b)/max(size, 1))
+	var s1, s2 uint64
+	k1, k2 := v.seed1(), v.seed1()^0x9e3779b97f4a7c15
 	for i := 0; i+size <= len(b); i += size {
 		var e uint64
 		for j := min(size, 8) - 1; j >= 0; j-- {
 			e = e<<8 | uint64(b[i+j])
 		}
-		elems = append(elems, e)
+		s1 += mix64(e ^ k1)
+		s2 += mix64(e*0xff51afd7ed558ccd ^ k2)
 	}
-	slices.Sort(elems)
 	var h maphash.Hash
 	h.SetSeed(v.seed)
 	h.WriteByte(byte(t.DType))
-	var buf [8]byte
-	for _, e := range elems {
-		binary.LittleEndian.PutUint64(buf[:], e)
-		h.Write(buf[:])
-	}
-	s := h.Sum64()
-	v.sorted[key] = s
-	return s
+	var buf [16]byte
+	binary.LittleEndian.PutUint64(buf[:8], s1)
+	binary.LittleEndian.PutUint64(buf[8:], s2)
+	h.Write(buf[:])
+	sum := h.Sum64()
+	v.sorted[key] = sum
+	return sum
+}
+
+// seed1 is a 64-bit key derived from the values' seed.
+func (v *values) seed1() uint64 {
+	var h maphash.Hash
+	h.SetSeed(v.seed)
+	h.WriteString("multiset")
+	return h.Sum64()
+}
+
+// mix64 is SplitMix64's finaliser: a bijective mix of 64 bits.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // same reports whether two ports hold the same values in the same order.

@@ -4,7 +4,11 @@
 // query rows and heads, from captured q, k and v.
 package attn
 
-import "math"
+import (
+	"math"
+	"runtime"
+	"sync"
+)
 
 // RoPE layouts (the rope_layout factor's values).
 const (
@@ -95,7 +99,10 @@ func Rope(x []float64, t Tables, r int, layout string) {
 // Attend computes softmax(q·kᵀ·scale)·v over the sets joined in order
 // (order[j] is the set whose rows come j-th), with RoPE on q and k, at the
 // sample. out[set] is [len(sample.Rows[set]), len(sample.Heads)·D]. Query
-// head h reads key/value head h / (Heads/KVHeads).
+// head h reads key/value head h / (Heads/KVHeads). The keys and values of
+// the heads sampled are made first, then the sampled query rows are spread
+// over the cores; each output element is computed by one goroutine in a
+// fixed order, so the result does not depend on the scheduling.
 func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64 {
 	dh := p.D
 	type at struct{ set, row int }
@@ -111,35 +118,47 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 	group := max(p.Heads/max(p.KVHeads, 1), 1)
 	keys := map[int][][]float64{}
 	vals := map[int][][]float64{}
-	kvFor := func(h int) ([][]float64, [][]float64) {
-		if k, ok := keys[h]; ok {
-			return k, vals[h]
+	for _, h := range smp.Heads {
+		kv := h / group
+		if _, ok := keys[kv]; ok {
+			continue
 		}
 		ks, vs := make([][]float64, n), make([][]float64, n)
-		for j, a := range rows {
-			kw := len(sets[a.set].K) / sets[a.set].Rows
-			ks[j] = widen(sets[a.set].K[a.row*kw+h*dh : a.row*kw+(h+1)*dh])
-			Rope(ks[j], t, j, p.Layout)
-			vs[j] = widen(sets[a.set].V[a.row*kw+h*dh : a.row*kw+(h+1)*dh])
-		}
-		keys[h], vals[h] = ks, vs
-		return ks, vs
+		parallel(n, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				a := rows[j]
+				kw := len(sets[a.set].K) / sets[a.set].Rows
+				ks[j] = widen(sets[a.set].K[a.row*kw+kv*dh : a.row*kw+(kv+1)*dh])
+				Rope(ks[j], t, j, p.Layout)
+				vs[j] = widen(sets[a.set].V[a.row*kw+kv*dh : a.row*kw+(kv+1)*dh])
+			}
+		})
+		keys[kv], vals[kv] = ks, vs
 	}
 	scale := p.Scale
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(dh))
 	}
 	out := make([][]float64, len(sets))
-	scores := make([]float64, n)
-	for si, s := range sets {
-		qw := len(s.Q) / s.Rows
+	type item struct{ si, qi int }
+	var items []item
+	for si := range sets {
 		out[si] = make([]float64, len(smp.Rows[si])*len(smp.Heads)*dh)
-		for qi, r := range smp.Rows[si] {
-			j := start[si] + r
-			for hi, h := range smp.Heads {
+		for qi := range smp.Rows[si] {
+			items = append(items, item{si, qi})
+		}
+	}
+	parallel(len(items), func(lo, hi int) {
+		scores := make([]float64, n)
+		for _, it := range items[lo:hi] {
+			s := sets[it.si]
+			qw := len(s.Q) / s.Rows
+			r := smp.Rows[it.si][it.qi]
+			j := start[it.si] + r
+			for hx, h := range smp.Heads {
 				q := widen(s.Q[r*qw+h*dh : r*qw+(h+1)*dh])
 				Rope(q, t, j, p.Layout)
-				ks, vs := kvFor(h / group)
+				ks, vs := keys[h/group], vals[h/group]
 				mx := math.Inf(-1)
 				for kj := range n {
 					if p.Causal && kj > j {
@@ -158,7 +177,7 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 					scores[kj] = math.Exp(scores[kj] - mx)
 					sum += scores[kj]
 				}
-				o := out[si][(qi*len(smp.Heads)+hi)*dh : (qi*len(smp.Heads)+hi+1)*dh]
+				o := out[it.si][(it.qi*len(smp.Heads)+hx)*dh : (it.qi*len(smp.Heads)+hx+1)*dh]
 				for kj := range n {
 					if scores[kj] == 0 {
 						continue
@@ -170,8 +189,27 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 				}
 			}
 		}
-	}
+	})
 	return out
+}
+
+// parallel runs fn over [0, n) in contiguous pieces, one per core.
+func parallel(n int, fn func(lo, hi int)) {
+	w := min(runtime.GOMAXPROCS(0), n)
+	if w <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := range w {
+		lo, hi := k*n/w, (k+1)*n/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(lo, hi)
+		}()
+	}
+	wg.Wait()
 }
 
 // Compare is the rel-RMS of ours (one set's output at the sample) against

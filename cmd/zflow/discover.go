@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/precision/plan"
+	"zflow/search/discover"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+type discoverOpts struct {
+	trace     string
+	out       string
+	json      bool
+	backend   string
+	precision bool
+	check     bool
+}
+
+func newDiscoverCmd() *cobra.Command {
+	var o discoverOpts
+	cmd := &cobra.Command{
+		Use:   "discover --trace TRACE [-o semantics.json]",
+		Short: "Find a reference's semantics from one trace, with every factor's evidence",
+		Long: `discover reads one reference trace and finds, from its call tree, shapes and
+captured values alone, the model's structure and every factor of the catalogue
+(search/FACTORS.md) it shows: each scored teacher-forced where it is first
+observable, with every candidate's error and the margin (runner-up error /
+winner error). A factor is decisive at margin ≥ 2; below that the trace does not
+tell its candidates apart and the document says so. What the trace cannot
+decide is listed as undetermined, with the reason.
+
+It writes the semantics document (-o, atomically) and prints a table of the
+factors (value, margin, decisive) on stdout, or with --json the document itself;
+progress goes to stderr. The document's precision is a placeholder (activations
+in the trace's format, the timestep and RoPE-table formats the search saw)
+unless --precision runs the rounding-plan search on it. --check generates the
+trace's own request with the discovered document and reports how close the
+result is to the reference's output.
+
+Exit codes: 0 success, 2 bad input (unreadable trace, nothing discoverable,
+unwritable output).`,
+		Example: `  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json
+  zflow discover --trace fixtures/dit/dit-bf16.npz -o /tmp/dit-bf16-semantics.json --check
+  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDiscover(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.trace, "trace", "", "the reference trace (.npz or .safetensors)")
+	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
+	f.BoolVar(&o.json, "json", false, "print the document on stdout instead of the table")
+	f.StringVar(&o.backend, "backend", "cpu", "backend for --precision and --check (cpu)")
+	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (precision/plan) and write it")
+	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
+	cmd.MarkFlagRequired("trace")
+	return cmd
+}
+
+func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.out == "" {
+		return badInput(fmt.Errorf("-o: empty path"))
+	}
+	if sameFile(o.out, o.trace) {
+		return badInput(fmt.Errorf("%s: would overwrite the trace", o.out))
+	}
+	var b exec.Backend
+	if o.precision || o.check {
+		var err error
+		if b, err = newBackend(o.backend); err != nil {
+			return badInput(err)
+		}
+	} else if !slices.Contains(strings.Split(backendNames, ", "), o.backend) {
+		return badInput(fmt.Errorf("unknown backend %q (available: %s)", o.backend, backendNames))
+	}
+	tr, err := trace.Open(o.trace)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Close()
+	start := time.Now()
+	res, err := discover.Run(ctx, tr, discover.Options{Progress: discoverProgress(stderr)})
+	if err != nil {
+		return badInput(err)
+	}
+	doc := res.Doc
+	for _, p := range res.Phases {
+		fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d searches, %d evaluations\n", p.Name, p.Duration.Seconds(), p.Searches, p.Evaluations)
+	}
+	if o.precision {
+		fmt.Fprintln(stderr, "discover: searching the rounding plan (precision/plan) ...")
+		rep, err := plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Progress: func(stage string, done, total int) {
+			fmt.Fprintf(stderr, "\rprecision: %s %d/%d", stage, done, total)
+		}})
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return fmt.Errorf("precision search: %w", err)
+		}
+		doc.Precision = rep.After
+	}
+	if err := doc.Write(o.out); err != nil {
+		return badInput(err)
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+	} else {
+		printFactors(stdout, doc)
+		fmt.Fprintf(stdout, "wrote %s (%.2fs)\n", o.out, time.Since(start).Seconds())
+	}
+	if o.check {
+		return discoverCheck(stderr, b, tr, o.out)
+	}
+	return nil
+}
+
+// discoverCheck generates the trace's request with the written document
+// and reports the result against the reference's output (on stderr, so
+// that --json's stdout stays the document).
+func discoverCheck(w io.Writer, bk exec.Backend, tr *trace.Trace, path string) error {
+	doc, err := semantics.Read(path)
+	if err != nil {
+		return err
+	}
+	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
+	if err != nil {
+		return fmt.Errorf("--check: the discovered document does not build: %w", err)
+	}
+	defer r.Close()
+	out, err := r.Run(nil)
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	defer bk.Free(out)
+	ours, err := bk.Download(out)
+	if err != nil {
+		return err
+	}
+	name := doc.Structure.Outputs[0].Name
+	ref, err := tr.Tensor(tr.Manifest.Outputs[name])
+	if err != nil {
+		return err
+	}
+	rv, err := ref.Float32()
+	if err != nil {
+		return err
+	}
+	rel, err := precision.RelRMS(ours, rv)
+	if err != nil {
+		return err
+	}
+	exact, err := precision.ExactFraction(out.Format(), ours, rv)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "check: generate with %s reproduces output/%s to rel-RMS %.3g, %.2f%% bit-exact (%d model calls on %s)\n",
+		path, name, rel, 100*exact, r.Steps(), bk.Name())
+	return nil
+}
+
+// printFactors prints the factor table, the undetermined list and the
+// precision plan's status.
+func printFactors(w io.Writer, doc *semantics.Document) {
+	decisive := 0
+	for _, f := range doc.Factors {
+		if f.Decisive {
+			decisive++
+		}
+	}
+	fmt.Fprintf(w, "%s: %d factors (%d decisive), %d undetermined, %d blocks, hidden %d\n\n",
+		doc.Source.Trace, len(doc.Factors), decisive, len(doc.Undetermined), len(doc.Structure.Blocks), doc.Structure.Hidden)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FACTOR\tSCOPE\tVALUE\tMARGIN\tDECISIVE")
+	for _, f := range doc.Factors {
+		label, value := discover.Describe(f)
+		margin, dec := discover.Margin(float64(f.Margin)), "yes"
+		switch {
+		case f.Evidence.Metric == "declared":
+			margin, dec = "—", "structure"
+		case len(f.Candidates) == 1:
+			margin, dec = "—", "one candidate"
+		case !f.Decisive:
+			dec = "no: does not matter here"
+		}
+		fmt.Fprintf(tw, "%s:\t%s\t%s\t%s\t%s\n", label, f.Scope, value, margin, dec)
+	}
+	tw.Flush()
+	if len(doc.Undetermined) > 0 {
+		fmt.Fprintln(w, "\nundetermined:")
+		for _, u := range doc.Undetermined {
+			fmt.Fprintf(w, "  %s at %s: %s\n", u.Name, u.Scope, u.Reason)
+		}
+	}
+	p := doc.Precision
+	var rules []string
+	for _, r := range p.Rules {
+		s := r.Op
+		if r.Role != "" {
+			s += " " + r.Role
+		}
+		for _, kv := range [][2]string{{"out", r.Out}, {"round", r.Round}, {"math", r.Math}} {
+			if kv[1] != "" {
+				s += " " + kv[0] + "=" + kv[1]
+			}
+		}
+		rules = append(rules, s)
+	}
+	fmt.Fprintf(w, "\nprecision: %s, activations %s", p.Status, p.Activations)
+	if len(rules) > 0 {
+		fmt.Fprintf(w, "; rules: %s", strings.Join(rules, "; "))
+	}
+	if t := p.RopeTable; t != nil {
+		fmt.Fprintf(w, "; RoPE tables: frequencies %s, angles %s, stored %s", t.Freq, t.Angle, t.Out)
+	}
+	fmt.Fprintln(w)
+}
+
+// discoverProgress returns a live progress printer when w is a terminal.
+func discoverProgress(w io.Writer) func(phase string, done, total int) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return func(phase string, done, total int) {
+		fmt.Fprintf(w, "\rdiscover: %s %d/%d   ", phase, done, total)
+		if done == total {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
+}
