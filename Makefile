@@ -17,11 +17,17 @@ test: build
 	$(MAKE) --no-print-directory fuzz
 	./scripts/pytest.sh
 
-# The main job on the embedded fixtures.
+# The main job on the embedded fixtures: discover the semantics of a
+# captured reference, generate with them, and diff the run against the
+# reference boundary by boundary.
+DEMO_DIR ?= /tmp/zflow-demo
 demo: build
-	./$(BIN) inspect fixtures/dit/dit-bf16.npz --depth 3
-	./$(BIN) inspect fixtures/toy.npz --stats --step 0
-	./$(BIN) inspect fixtures/toy.safetensors --json --module 'net.block.act' | head -40
+	@mkdir -p $(DEMO_DIR)
+	./$(BIN) inspect fixtures/dit/dit-bf16.npz --depth 2 --step 0
+	./$(BIN) discover --trace fixtures/dit/dit-bf16.npz --precision -o $(DEMO_DIR)/semantics.json
+	./$(BIN) generate --semantics $(DEMO_DIR)/semantics.json --inputs fixtures/dit/dit-bf16.npz -o $(DEMO_DIR)/latents.npz --trace-out $(DEMO_DIR)/ours.npz
+	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing
+	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing || echo "(a planted fault, caught: exit $$?)"
 
 bench: build
 	./scripts/bench.sh
