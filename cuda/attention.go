@@ -232,7 +232,7 @@ func maskStrides(m []int, b, sq, sk int) ([]int, error) {
 			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
 		}
 	}
-	full := strides(m)
+	full := exec.Strides(m)
 	st := make([]int, 3)
 	for i := range 3 {
 		j := len(m) - 3 + i

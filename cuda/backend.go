@@ -504,7 +504,7 @@ func (b *Backend) Reshape(x exec.Tensor, shape []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := resolveShape(xt.shape, shape)
+	out, err := exec.ResolveShape(xt.shape, shape)
 	if err != nil {
 		return nil, err
 	}
@@ -512,43 +512,6 @@ func (b *Backend) Reshape(x exec.Tensor, shape []int) (exec.Tensor, error) {
 	xt.buf.refs++
 	b.mu.Unlock()
 	return &Tensor{shape: out, format: xt.format, buf: xt.buf, b: b}, nil
-}
-
-func resolveShape(from, to []int) ([]int, error) {
-	out := append([]int(nil), to...)
-	n := exec.Numel(from)
-	known, infer := 1, -1
-	for i, d := range out {
-		switch {
-		case d == -1 && infer < 0:
-			infer = i
-		case d < 0:
-			return nil, fmt.Errorf("exec: reshape %v to %v: bad dimension %d", from, to, d)
-		default:
-			known *= d
-		}
-	}
-	if infer >= 0 {
-		if known == 0 || n%known != 0 {
-			return nil, fmt.Errorf("exec: reshape %v to %v: cannot infer -1", from, to)
-		}
-		out[infer] = n / known
-		known *= out[infer]
-	}
-	if known != n {
-		return nil, fmt.Errorf("exec: reshape %v (%d elements) to %v", from, n, to)
-	}
-	return out, nil
-}
-
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
 }
 
 // copyKernel queues a strided copy.
@@ -574,7 +537,7 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 		return nil, fmt.Errorf("exec: permute %v by %v: rank mismatch", xt.shape, perm)
 	}
 	seen := make([]bool, r)
-	in := strides(xt.shape)
+	in := exec.Strides(xt.shape)
 	outShape, sst := make([]int, r), make([]int, r)
 	for i, a := range perm {
 		a, err := exec.Axis(a, r)
@@ -591,7 +554,7 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 		if r == 0 {
 			return b.copyKernel(out, xt, []int{1}, []int{0}, []int{0}, 0, 0)
 		}
-		return b.copyKernel(out, xt, outShape, sst, strides(outShape), 0, 0)
+		return b.copyKernel(out, xt, outShape, sst, exec.Strides(outShape), 0, 0)
 	})
 }
 

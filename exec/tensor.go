@@ -78,3 +78,43 @@ func Broadcast(a, b []int) ([]int, error) {
 
 // ShapeString formats a shape as [1 36 64].
 func ShapeString(shape []int) string { return fmt.Sprint(shape) }
+
+// ResolveShape returns the shape a reshape of from to to gives, with one
+// -1 in to inferred; the element count must not change.
+func ResolveShape(from, to []int) ([]int, error) {
+	out := append([]int(nil), to...)
+	n := Numel(from)
+	known, infer := 1, -1
+	for i, d := range out {
+		switch {
+		case d == -1 && infer < 0:
+			infer = i
+		case d < 0:
+			return nil, fmt.Errorf("exec: reshape %v to %v: bad dimension %d", from, to, d)
+		default:
+			known *= d
+		}
+	}
+	if infer >= 0 {
+		if known == 0 || n%known != 0 {
+			return nil, fmt.Errorf("exec: reshape %v to %v: cannot infer -1", from, to)
+		}
+		out[infer] = n / known
+		known *= out[infer]
+	}
+	if known != n {
+		return nil, fmt.Errorf("exec: reshape %v (%d elements) to %v", from, n, to)
+	}
+	return out, nil
+}
+
+// Strides are the row-major element strides of shape.
+func Strides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}

@@ -490,16 +490,6 @@ func (b *Backend) TimestepEmbed(t exec.Tensor, p exec.TimestepParams, s exec.Spe
 	})
 }
 
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
-}
-
 // copyInto dispatches one strided copy.
 func (b *Backend) copyInto(out, src *Tensor, dims, sst, dst []int, srcBase, dstBase int) error {
 	p, err := kernels.NewCopy(dims, sst, dst, srcBase, dstBase, esize(src.format))
@@ -519,7 +509,7 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if len(perm) != r || r > kernels.MaxRank {
 		return nil, fmt.Errorf("exec: permute %v by %v", xt.shape, perm)
 	}
-	in := strides(xt.shape)
+	in := exec.Strides(xt.shape)
 	outShape, sst, seen := make([]int, r), make([]int, r), make([]bool, r)
 	for i, a := range perm {
 		a, err := exec.Axis(a, r)
@@ -535,7 +525,7 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, b.copyInto(out, xt, outShape, sst, strides(outShape), 0, 0)
+	return out, b.copyInto(out, xt, outShape, sst, exec.Strides(outShape), 0, 0)
 }
 
 // Slice copies x[..., start:end, ...] along axis.

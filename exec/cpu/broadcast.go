@@ -42,7 +42,7 @@ func newBcast(op string, out []int, ins ...[]int) (*bcast, error) {
 		if len(s) > r {
 			return nil, fmt.Errorf("exec: %s: input %v has more axes than the result %v", op, s, shape)
 		}
-		full := strides(s)
+		full := exec.Strides(s)
 		st := make([]int, r)
 		for i := range r {
 			j := len(s) - r + i

@@ -12,50 +12,11 @@ func (b *Backend) Reshape(x exec.Tensor, shape []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := resolveShape(xt.shape, shape)
+	out, err := exec.ResolveShape(xt.shape, shape)
 	if err != nil {
 		return nil, err
 	}
 	return &Tensor{shape: out, format: xt.format, data: xt.data}, nil
-}
-
-// resolveShape fills in one -1 and checks the element count.
-func resolveShape(from, to []int) ([]int, error) {
-	out := append([]int(nil), to...)
-	n := exec.Numel(from)
-	known, infer := 1, -1
-	for i, d := range out {
-		switch {
-		case d == -1 && infer < 0:
-			infer = i
-		case d < 0:
-			return nil, fmt.Errorf("exec: reshape %v to %v: bad dimension %d", from, to, d)
-		default:
-			known *= d
-		}
-	}
-	if infer >= 0 {
-		if known == 0 || n%known != 0 {
-			return nil, fmt.Errorf("exec: reshape %v to %v: cannot infer -1", from, to)
-		}
-		out[infer] = n / known
-		known *= out[infer]
-	}
-	if known != n {
-		return nil, fmt.Errorf("exec: reshape %v (%d elements) to %v", from, n, to)
-	}
-	return out, nil
-}
-
-// strides are row-major element strides of shape.
-func strides(shape []int) []int {
-	s := make([]int, len(shape))
-	acc := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		s[i] = acc
-		acc *= shape[i]
-	}
-	return s
 }
 
 // Permute reorders axes: output axis i is input axis perm[i].
@@ -84,7 +45,7 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if len(out.data) == 0 {
 		return out, nil
 	}
-	in := strides(xt.shape)
+	in := exec.Strides(xt.shape)
 	src := make([]int, r) // input stride of each output axis
 	for i, a := range p {
 		src[i] = in[a]
