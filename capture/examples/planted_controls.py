@@ -41,6 +41,10 @@ CONTROLS = {
                     "the sampler steps `x ← x − (σ[i+1] − σ[i])·v`"),
     "rms_norm": ("norm_kind", "blocks.*.norm1, blocks.*.norm2", "rms", "layer",
                  "norm1 and norm2 are RMS norms without affine (eps 1e-6) instead of LayerNorm"),
+    "patchify": ("patch_layout", "embed.image", "c_ph_pw", "none",
+                 "the latents are `[1, 4, 6, 8]`, packed into 12 rows of 16 by a 2×2 patchify like diffusers' "
+                 "`_pack_latents` (features `(c, ph, pw)`, rows `(h, w)`) before `x_embedder`, unpacked after "
+                 "`proj_out`; the Euler loop runs on `[1, 4, 6, 8]`"),
 }
 
 

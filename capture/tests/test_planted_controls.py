@@ -36,7 +36,9 @@ def test_controls_listed():
 def test_control_changes_the_model(control):
     """Same weights and inputs (parameters bit-identical), another computation:
     another output, or (image_first, whose attention is order-equivariant with
-    the positions moved along) the same output from rows in another order."""
+    the positions moved along) the same output from rows in another order, or
+    (patchify, whose latents are the reference's tokens unpacked) the same
+    output in another layout."""
     ref, _, _ = example.build()
     ctl, _, _ = example.build(control=control)
     for (n1, p1), (n2, p2) in zip(ref.named_parameters(), ctl.named_parameters()):
@@ -47,8 +49,25 @@ def test_control_changes_the_model(control):
         assert torch.allclose(v_ref, v, atol=1e-5)
         n_img = v.shape[1]
         assert torch.equal(rows[:, :n_img], rows_ref[:, -n_img:])
+    elif control == "patchify":
+        assert v.shape == (1, example.LATENT_CHANNELS, example.GRID[0] * example.PATCH, example.GRID[1] * example.PATCH)
+        assert torch.equal(rows, rows_ref)
+        assert torch.allclose(example.pack_latents(v), v_ref, atol=1e-6)
     else:
         assert not torch.allclose(v_ref, v, atol=1e-3)
+
+
+def test_pack_latents_is_diffusers():
+    """(c, ph, pw) features, (h, w) rows, as diffusers' _pack_latents; unpack inverts it."""
+    x = torch.arange(2 * 3 * 4 * 6, dtype=torch.float32).reshape(2, 3, 4, 6)
+    packed = example.pack_latents(x)
+    assert packed.shape == (2, 6, 12)
+    for b in range(2):
+        for h in range(2):
+            for w in range(3):
+                want = torch.stack([x[b, c, 2 * h + ph, 2 * w + pw] for c in range(3) for ph in range(2) for pw in range(2)])
+                assert torch.equal(packed[b, h * 3 + w], want)
+    assert torch.equal(example.unpack_latents(packed, 4, 6), x)
 
 
 def test_unknown_control():

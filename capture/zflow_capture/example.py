@@ -56,7 +56,12 @@ fixtures/controls/, whose README.md lists the factor each one flips):
 - "euler_minus": the sampler steps x <- x - (sigma[i+1] - sigma[i]) * v
   (euler_sign -1);
 - "rms_norm": norm1 and norm2 are RMS norms without affine, eps 1e-6, instead
-  of LayerNorm (norm_kind rms at blocks.*.norm1 and blocks.*.norm2).
+  of LayerNorm (norm_kind rms at blocks.*.norm1 and blocks.*.norm2);
+- "patchify": the latents are an image [1, C, H, W] (C = 4, H = 6, W = 8: the
+  reference's 12 noise tokens of 16 features unpacked, so the same values),
+  packed by a 2x2 patchify exactly like diffusers' _pack_latents (features
+  (c, ph, pw), rows (h, w)) before x_embedder and unpacked by the inverse
+  after proj_out; the Euler loop runs on [1, C, H, W] (patch_layout c_ph_pw).
 """
 
 import math
@@ -74,7 +79,10 @@ TEXT_LEN, TEXT_DIM, FREQ_DIM = 4, 24, 64
 AXES = (8, 8)  # RoPE channels per position axis (row, column); sum = head dim
 FAULTS = (None, "swap_shift_scale", "wrong_activation", "wrong_activation_erf",
           "transposed_unpatchify", "no_norm_offset", "f16_overflow")
-CONTROLS = (None, "tanh_gate", "half_rope", "image_first", "final_shift_scale", "euler_minus", "rms_norm")
+CONTROLS = (None, "tanh_gate", "half_rope", "image_first", "final_shift_scale", "euler_minus", "rms_norm",
+            "patchify")
+PATCH = 2  # the "patchify" control's patch size: IN_CHANNELS = LATENT_CHANNELS * PATCH^2
+LATENT_CHANNELS = IN_CHANNELS // (PATCH * PATCH)
 F16_ALPHA = 2.0 ** 15  # the "f16_overflow" GEMM's scale: |x W^T| > 65504 / 2^15 overflows
 
 
@@ -301,6 +309,22 @@ def transpose_grid(tokens, grid):
     return tokens.reshape(b, cols, rows, ch).transpose(1, 2).reshape(b, n, ch)
 
 
+def pack_latents(x, p=PATCH):
+    """[B, C, H, W] -> [B, (H/p)(W/p), C p p], features (c, ph, pw), rows (h, w):
+    diffusers' _pack_latents (the "patchify" control)."""
+    b, c, h, w = x.shape
+    x = x.view(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
+    return x.reshape(b, (h // p) * (w // p), c * p * p)
+
+
+def unpack_latents(x, h, w, p=PATCH):
+    """The inverse of pack_latents: [B, (H/p)(W/p), C p p] -> [B, C, H, W]."""
+    b, _, f = x.shape
+    c = f // (p * p)
+    x = x.view(b, h // p, w // p, c, p, p).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(b, c, h, w)
+
+
 class TinyDiT(nn.Module):
     def __init__(self, dim=HIDDEN, heads=HEADS, depth=2, fault=None, control=None):
         super().__init__()
@@ -320,6 +344,9 @@ class TinyDiT(nn.Module):
         self.proj_out = nn.Linear(dim, IN_CHANNELS)
 
     def forward(self, hidden_states, encoder_hidden_states, timestep, return_dict=True):
+        if self.control == "patchify":
+            height, width = hidden_states.shape[-2:]
+            hidden_states = pack_latents(hidden_states)
         img = self.x_embedder(hidden_states)
         txt = self.context_embedder(encoder_hidden_states)
         temb = self.time_embed(self.time_proj(timestep))
@@ -334,6 +361,8 @@ class TinyDiT(nn.Module):
         out = self.proj_out(self.norm_out(image_rows, temb))
         if self.fault == "transposed_unpatchify":
             out = transpose_grid(out, self.grid)
+        if self.control == "patchify":
+            out = unpack_latents(out, height, width)
         return DiTOutput(sample=out) if return_dict else (out,)
 
 
@@ -358,6 +387,8 @@ def build(seed=0, dtype=torch.float32, device="cpu", fault=None, control=None):
     randomize(model, g)
     noise = torch.randn(1, GRID[0] * GRID[1], IN_CHANNELS, generator=g)
     text = torch.randn(1, TEXT_LEN, TEXT_DIM, generator=g)
+    if control == "patchify":  # the same values as an image the model packs back
+        noise = unpack_latents(noise, GRID[0] * PATCH, GRID[1] * PATCH)
     return model.to(device, dtype).eval(), noise.to(device, dtype), text.to(device, dtype)
 
 

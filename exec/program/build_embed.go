@@ -26,8 +26,8 @@ func (b *builder) embedder(e *semantics.Embedder) error {
 			if err != nil {
 				return err
 			}
-			if layout != "none" {
-				return fmt.Errorf("%s: patch_layout %q is not supported: latents must arrive as tokens [batch, rows, features]", addr, layout)
+			if x, err = b.patchify(x, e, addr, layout); err != nil {
+				return err
 			}
 		}
 		if r, ok := e.Roles["norm"]; ok {
@@ -57,6 +57,48 @@ func (b *builder) embedder(e *semantics.Embedder) error {
 	}
 	b.stream[e.Stream], b.tokens[e.Stream] = x, s[1]
 	return nil
+}
+
+// patchify turns the latents into the image embedder's rows by
+// patch_layout: "none" takes them as they are (tokens [batch, rows,
+// features]); "c_ph_pw" cuts [B, C, H, W] latents into p×p patches
+// (p: the embedder's patch), features (c, ph, pw), rows (h, w), as
+// diffusers' pack_latents, and has final undo it after the head.
+func (b *builder) patchify(x string, e *semantics.Embedder, addr, layout string) (string, error) {
+	s := b.shape(x)
+	switch layout {
+	case "none":
+		if e.Patch > 1 {
+			return "", fmt.Errorf("%s: patch_layout none with patch %d: patches need a layout", addr, e.Patch)
+		}
+		return x, nil
+	case "c_ph_pw":
+	default:
+		return "", fmt.Errorf("%s: patch_layout %q is not supported: latents must arrive as tokens or as [batch, channels, height, width] cut into patches c_ph_pw", addr, layout)
+	}
+	if b.patch != nil {
+		return "", fmt.Errorf("%s: the latents are patchified twice", addr)
+	}
+	p := e.Patch
+	if p <= 0 {
+		return "", fmt.Errorf("%s: patch_layout c_ph_pw needs the embedder's patch size (structure embedders[].patch)", addr)
+	}
+	if len(s) != 4 {
+		return "", fmt.Errorf("%s: patch_layout c_ph_pw needs latents [batch, channels, height, width], not %v", addr, s)
+	}
+	if s[2]%p != 0 || s[3]%p != 0 {
+		return "", fmt.Errorf("%s: latents %v are not whole %d×%d patches", addr, s, p, p)
+	}
+	if w := s[1] * p * p; e.InWidth != 0 && w != e.InWidth {
+		return "", fmt.Errorf("%s: latents %v in %d×%d patches have %d features, the embedder reads %d", addr, s, p, p, w, e.InWidth)
+	}
+	pp := exec.PatchParams{Patch: p, Height: s[2], Width: s[3]}
+	y, err := b.emit1(OpPatchify, addr+".patchify", []string{x}, Attrs{Patch: pp})
+	if err != nil {
+		return "", err
+	}
+	b.patch = &pp
+	return y, nil
 }
 
 // conditioning emits the conditioning vector: the timestep (scaled on the

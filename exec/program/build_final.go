@@ -50,6 +50,11 @@ func (b *builder) final() (string, error) {
 			return "", err
 		}
 	}
+	if p := b.patch; p != nil {
+		if y, err = b.emit1(OpUnpatchify, addr+".unpatchify", []string{y}, Attrs{Patch: *p}); err != nil {
+			return "", err
+		}
+	}
 	if b.st.Run == "flow_euler" {
 		if want := b.shape(stepLatents); fmt.Sprint(b.shape(y)) != fmt.Sprint(want) {
 			return "", fmt.Errorf("%s: the model predicts %v for latents %v", addr, b.shape(y), want)

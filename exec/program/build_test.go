@@ -59,7 +59,22 @@ func TestBuildRefuses(t *testing.T) {
 		want   string
 	}{
 		{"missing factor", func(d *semantics.Document, _ *program.Shapes) { dropFactor(d, "gate_fn") }, `no factor "gate_fn" covers blocks.0`},
-		{"patches", func(d *semantics.Document, _ *program.Shapes) { setFactor(d, "patch_layout", "c_ph_pw") }, `patch_layout "c_ph_pw" is not supported`},
+		{"patches without a size", func(d *semantics.Document, _ *program.Shapes) { setFactor(d, "patch_layout", "c_ph_pw") }, "needs the embedder's patch size"},
+		{"patches of tokens", func(d *semantics.Document, _ *program.Shapes) {
+			setFactor(d, "patch_layout", "c_ph_pw")
+			d.Structure.Embedders[0].Patch = 2
+		}, "needs latents [batch, channels, height, width]"},
+		{"patches of the wrong width", func(d *semantics.Document, s *program.Shapes) {
+			setFactor(d, "patch_layout", "c_ph_pw")
+			d.Structure.Embedders[0].Patch = 2
+			s.Inputs["latents"] = []int{1, 8, 6, 8}
+		}, "have 32 features, the embedder reads 16"},
+		{"partial patches", func(d *semantics.Document, s *program.Shapes) {
+			setFactor(d, "patch_layout", "c_ph_pw")
+			d.Structure.Embedders[0].Patch = 2
+			s.Inputs["latents"] = []int{1, 4, 5, 8}
+		}, "are not whole 2×2 patches"},
+		{"patch layout", func(d *semantics.Document, _ *program.Shapes) { setFactor(d, "patch_layout", "ph_pw_c") }, `patch_layout "ph_pw_c" is not supported`},
 		{"weight shape", func(d *semantics.Document, s *program.Shapes) {
 			s.Weights[d.Structure.Blocks[0].Roles["q"].Weight] = []int{32, 16}
 		}, "blocks.0.q (linear)"},

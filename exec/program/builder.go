@@ -32,6 +32,9 @@ type builder struct {
 	cos    string   // RoPE tables, "" when there are none
 	sin    string
 	rotary int // Σ rope axes
+	// patch: the latents' patchify (patch_layout c_ph_pw), undone after the
+	// head; nil when the latents arrive as tokens.
+	patch *exec.PatchParams
 }
 
 // Build makes the program of doc for a request of the given shapes. Every

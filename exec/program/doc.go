@@ -8,6 +8,9 @@
 // (position ids) and intermediates. Build makes one from a semantics
 // document and the shapes of the weights and inputs, knowing no model: the
 // block kinds, roles and factors of the document are the whole recipe.
+// Latents given as an image [B, C, H, W] (patch_layout c_ph_pw) are cut
+// into the embedder's patches by a Patchify node before the image embedder
+// and put back by Unpatchify after the head.
 //
 // Values carry taps: the reference's trace boundaries (module path and
 // port) they correspond to — a role's output, the value a linear or norm

@@ -31,12 +31,14 @@ const (
 	OpTimestepEmbed               // t; Attrs.Timestep
 	OpRopeTable                   // positions; Attrs.RopeTable; outputs cos, sin
 	OpGather                      // table, ids: rows of table (host step)
+	OpPatchify                    // x [B, C, H, W]; Attrs.Patch: → [B, (H/p)·(W/p), C·p·p]
+	OpUnpatchify                  // x [B, (H/p)·(W/p), C·p·p]; Attrs.Patch: → [B, C, H, W]
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather"}
+	"rope_table", "gather", "patchify", "unpatchify"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -49,7 +51,7 @@ func (o Op) String() string {
 // movement reports whether o's outputs may share storage with its input
 // (a view): the interpreter keeps the input alive while they live.
 func (o Op) movement() bool {
-	return o == OpReshape || o == OpSlice || o == OpChunk
+	return o == OpReshape || o == OpSlice || o == OpChunk || o == OpPatchify || o == OpUnpatchify
 }
 
 // Attrs are an op's parameters; each op reads the fields its constant names.
@@ -61,6 +63,7 @@ type Attrs struct {
 	Attention exec.AttentionParams
 	Timestep  exec.TimestepParams
 	RopeTable exec.RopeTableParams
+	Patch     exec.PatchParams
 	Format    precision.Format
 	Shape     []int
 	Axis      int

@@ -57,6 +57,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return []exec.Tensor{cos, sin}, nil
 	case OpGather:
 		return one(gather(b, in[0], in[1]))
+	case OpPatchify:
+		return one(b.Patchify(in[0], a.Patch))
+	case OpUnpatchify:
+		return one(b.Unpatchify(in[0], a.Patch))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

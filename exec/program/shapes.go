@@ -132,6 +132,23 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("table %v is not [rows, width]", x)
 		}
 		return [][]int{append(slices.Clone(in[1]), x[1])}, nil
+	case OpPatchify:
+		_, packed, err := exec.PatchShapes(x, n.Attrs.Patch)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{packed}, nil
+	case OpUnpatchify:
+		p := n.Attrs.Patch
+		if len(x) != 3 || p.Patch <= 0 || p.Height <= 0 || p.Width <= 0 {
+			return nil, fmt.Errorf("input %v with patch %d, %d×%d", x, p.Patch, p.Height, p.Width)
+		}
+		q := p.Patch
+		c := x[2] / (q * q)
+		if c*q*q != x[2] || p.Height%q != 0 || p.Width%q != 0 || x[1] != (p.Height/q)*(p.Width/q) {
+			return nil, fmt.Errorf("input %v does not hold %d×%d in patches of %d", x, p.Height, p.Width, q)
+		}
+		return [][]int{{x[0], c, p.Height, p.Width}}, nil
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

@@ -20,6 +20,7 @@ var controls = map[string]flip{
 	"final_shift_scale": {"final_norm_order": {"final": "shift,scale"}},
 	"euler_minus":       {"euler_sign": {"sampler": -1.0}},
 	"rms_norm":          {"norm_kind": {"blocks.0.norm1": "rms", "blocks.0.norm2": "rms", "blocks.1.norm1": "rms", "blocks.1.norm2": "rms", "final.norm": "layer"}},
+	"patchify":          {"patch_layout": {"embed.image": "c_ph_pw"}},
 }
 
 // TestPlantedControls: each control (the DiT reference written with one

@@ -23,8 +23,10 @@
 //     the call with the most such children wins. Blocks with one
 //     parameter-shape signature (depth and shapes of their sub-tree, no
 //     names) must read as one kind.
-//   - Embedders and streams: the linear reading the latents unchanged makes
-//     the image rows; a linear reading another request input's rows (after
+//   - Embedders and streams: the linear reading the latents unchanged (or
+//     rearranged: the same values in another order) makes the image rows;
+//     when the latents are [B, C, H, W] and that linear reads C·p·p
+//     features, its patch is p (the layout is the factor patch_layout); a linear reading another request input's rows (after
 //     an optional norm whose argument is that input) makes the text rows; a
 //     table read by integer ids makes a language model's text rows. The
 //     hidden width is what they return; a stream's tokens are its rows.

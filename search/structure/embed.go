@@ -24,6 +24,7 @@ func (d *discoverer) findEmbedders() error {
 			d.tokens[image] = tokensOf(li.out)
 			d.st.Embedders = append(d.st.Embedders, semantics.Embedder{
 				Stream: image, Input: "latents", Kind: "linear", InWidth: li.inW,
+				Patch: patchSize(lp.shape, li.inW),
 				Roles: map[string]semantics.Role{"proj": d.linearRole(li)},
 			})
 		} else {
@@ -203,4 +204,18 @@ func portNamed(ps []port, name string) (port, bool) {
 		}
 	}
 	return port{}, false
+}
+
+// patchSize is p when latents [B, C, H, W] reach an embedder of width
+// C·p·p in whole p×p patches (which layout cuts them is the factor
+// patch_layout); 0 when the latents are not such an image.
+func patchSize(latents []int, inW int) int {
+	if len(latents) != 4 || latents[1] <= 0 || inW%latents[1] != 0 {
+		return 0
+	}
+	p := int(math.Round(math.Sqrt(float64(inW / latents[1]))))
+	if p < 1 || latents[1]*p*p != inW || latents[2]%p != 0 || latents[3]%p != 0 {
+		return 0
+	}
+	return p
 }
