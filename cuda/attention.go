@@ -96,7 +96,7 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 		return nil, err
 	}
 	qt, kt, vt := ts[0], ts[1], ts[2]
-	g, err := attnGeometry(qt.shape, kt.shape, vt.shape, p)
+	g, err := exec.AttentionGeometry(qt.shape, kt.shape, vt.shape, p)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 		if mt, err = b.get("attention", "mask", mask); err != nil {
 			return nil, err
 		}
-		if mst, err = maskStrides(mt.shape, g.b, g.sq, g.sk); err != nil {
+		if mst, err = exec.MaskStrides(mt.shape, g.B, g.Sq, g.Sk); err != nil {
 			return nil, err
 		}
 	default:
@@ -120,7 +120,7 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 	}
 	scale := p.Scale
 	if scale == 0 {
-		scale = 1 / float32(math.Sqrt(float64(g.d)))
+		scale = 1 / float32(math.Sqrt(float64(g.D)))
 	}
 	rprob, rw := s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	if rprob && rw {
@@ -129,7 +129,7 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 	if s.Round&exec.RoundEach != 0 {
 		rprob = true
 	}
-	outShape := []int{g.b, g.sq, g.h * g.d}
+	outShape := []int{g.B, g.Sq, g.H * g.D}
 	if exec.Numel(outShape) > math.MaxInt32 || exec.Numel(kt.shape) > math.MaxInt32 {
 		return nil, exec.Unsupported(b.Name(), "attention", "tensors over 2³¹ elements")
 	}
@@ -145,34 +145,34 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 	}
 	fmtIn := qt.format
 	flash := !b.exactAttn && !rprob && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
-		kt.format == fmtIn && vt.format == fmtIn && (g.d == 64 || g.d == 128)
+		kt.format == fmtIn && vt.format == fmtIn && (g.D == 64 || g.D == 128)
 	return b.result(outShape, s.Out, func(out *Tensor) error {
 		if exec.Numel(outShape) == 0 {
 			return nil
 		}
 		if flash {
-			name, nw, err := b.flashKernel(g.d, fmtIn == precision.F16, p.Mask, s.Has(exec.RoundScores))
+			name, nw, err := b.flashKernel(g.D, fmtIn == precision.F16, p.Mask, s.Has(exec.RoundScores))
 			if err != nil {
 				return err
 			}
-			fp := flashP{B: int32(g.b), Sq: int32(g.sq), Sk: int32(g.sk), H: int32(g.h), KV: int32(g.kv),
-				QRs: int32(g.h * g.d), KRs: int32(g.kv * g.d), Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]),
+			fp := flashP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV),
+				QRs: int32(g.H * g.D), KRs: int32(g.KV * g.D), Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]),
 				MSj: int32(mst[2]), FmtM: fmtM, OutFmt: int32(s.Out), Scale: scale}
 			if s.Has(exec.RoundScores) {
 				fp.RoundScores = 1
 			}
 			rows := 16 * nw
-			grid := [3]uint32{uint32((g.sq + rows - 1) / rows), uint32(g.b * g.h), 1}
+			grid := [3]uint32{uint32((g.Sq + rows - 1) / rows), uint32(g.B * g.H), 1}
 			pb := unsafe.Slice((*byte)(unsafe.Pointer(&fp)), unsafe.Sizeof(fp))
-			return b.launch(name, grid, [3]uint32{uint32(32 * nw), 1, 1}, uint32(flashSmem(g.d)), out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), pb)
+			return b.launch(name, grid, [3]uint32{uint32(32 * nw), 1, 1}, uint32(flashSmem(g.D)), out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), pb)
 		}
-		total := g.b * g.h * g.sq
-		scratch, err := b.alloc(4 * total * (g.sk + g.d))
+		total := g.B * g.H * g.Sq
+		scratch, err := b.alloc(4 * total * (g.Sk + g.D))
 		if err != nil {
 			return err
 		}
 		defer b.release(scratch) // later users are ordered after this launch
-		ap := attnP{B: int32(g.b), Sq: int32(g.sq), Sk: int32(g.sk), H: int32(g.h), KV: int32(g.kv), D: int32(g.d),
+		ap := attnP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV), D: int32(g.D),
 			FmtQ: int32(qt.format), FmtK: int32(kt.format), FmtV: int32(vt.format), FmtM: fmtM, OutFmt: int32(s.Out),
 			Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]), MSj: int32(mst[2]), Math: int32(s.Math),
 			Total: int32(total), Scale: scale}
@@ -190,60 +190,4 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 		return b.launch("zf_attn_exact", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{128, 1, 1}, 0,
 			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), scratch.ptr, pb)
 	})
-}
-
-type attnDims struct{ b, sq, sk, h, kv, d int }
-
-// attnGeometry checks q [B, Sq, H·D], k and v [B, Sk, KV·D] (as exec/cpu).
-func attnGeometry(q, k, v []int, p exec.AttentionParams) (attnDims, error) {
-	var g attnDims
-	if len(q) != 3 || len(k) != 3 || len(v) != 3 {
-		return g, fmt.Errorf("exec: attention: q %v, k %v, v %v are not [B, S, heads·D]", q, k, v)
-	}
-	g.h, g.kv = p.Heads, p.KVHeads
-	if g.kv == 0 {
-		g.kv = g.h
-	}
-	if g.h <= 0 || g.kv <= 0 || g.h%g.kv != 0 || q[2]%g.h != 0 {
-		return g, fmt.Errorf("exec: attention: %d heads over %d kv heads for q %v", p.Heads, p.KVHeads, q)
-	}
-	g.b, g.sq, g.sk, g.d = q[0], q[1], k[1], q[2]/g.h
-	for _, t := range [][]int{k, v} {
-		if t[0] != g.b || t[1] != g.sk || t[2] != g.kv*g.d {
-			return g, fmt.Errorf("exec: attention: q %v, k %v, v %v do not agree for %d heads of %d over %d kv heads", q, k, v, g.h, g.d, g.kv)
-		}
-	}
-	return g, nil
-}
-
-// maskStrides returns the strides over (b, i, j) of a mask that broadcasts
-// to [B, Sq, Sk] (as exec/cpu).
-func maskStrides(m []int, b, sq, sk int) ([]int, error) {
-	target := []int{b, sq, sk}
-	if len(m) > 3 {
-		for len(m) > 3 && (m[0] == 1 || len(m) == 4 && m[1] == 1) {
-			if m[0] == 1 {
-				m = m[1:]
-			} else {
-				m = append([]int{m[0]}, m[2:]...)
-			}
-		}
-		if len(m) > 3 {
-			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
-		}
-	}
-	full := exec.Strides(m)
-	st := make([]int, 3)
-	for i := range 3 {
-		j := len(m) - 3 + i
-		switch {
-		case j < 0 || m[j] == 1:
-			st[i] = 0
-		case m[j] == target[i]:
-			st[i] = full[j]
-		default:
-			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
-		}
-	}
-	return st, nil
 }

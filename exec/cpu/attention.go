@@ -26,7 +26,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 	if err != nil {
 		return nil, err
 	}
-	g, err := attnGeometry(qt.shape, kt.shape, vt.shape, p)
+	g, err := exec.AttentionGeometry(qt.shape, kt.shape, vt.shape, p)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 		if mt, err = bk.get("attention", "mask", mask); err != nil {
 			return nil, err
 		}
-		if mst, err = maskStrides(mt.shape, g.b, g.sq, g.sk); err != nil {
+		if mst, err = exec.MaskStrides(mt.shape, g.B, g.Sq, g.Sk); err != nil {
 			return nil, err
 		}
 	default:
@@ -49,7 +49,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 	}
 	scale := p.Scale
 	if scale == 0 {
-		scale = 1 / float32(math.Sqrt(float64(g.d)))
+		scale = 1 / float32(math.Sqrt(float64(g.D)))
 	}
 	f := s.Out
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
@@ -60,20 +60,20 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 	if s.Round&exec.RoundEach != 0 {
 		rprob = true // the math SDPA: every intermediate in the storage format
 	}
-	out := newTensor([]int{g.b, g.sq, g.h * g.d}, f)
-	rep := g.h / g.kv
-	qw, kw := g.h*g.d, g.kv*g.d
-	bk.parallel(g.b*g.h*g.sq, 16, func(lo, hi int) {
-		sc := make([]float32, g.sk)
-		acc := make([]float32, g.d)
+	out := newTensor([]int{g.B, g.Sq, g.H * g.D}, f)
+	rep := g.H / g.KV
+	qw, kw := g.H*g.D, g.KV*g.D
+	bk.parallel(g.B*g.H*g.Sq, 16, func(lo, hi int) {
+		sc := make([]float32, g.Sk)
+		acc := make([]float32, g.D)
 		for idx := lo; idx < hi; idx++ {
-			i := idx % g.sq
-			h := (idx / g.sq) % g.h
-			bb := idx / (g.sq * g.h)
+			i := idx % g.Sq
+			h := (idx / g.Sq) % g.H
+			bb := idx / (g.Sq * g.H)
 			kh := h / rep
-			qrow := qt.data[(bb*g.sq+i)*qw+h*g.d:][:g.d]
+			qrow := qt.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]
 			mx := float32(math.Inf(-1))
-			for j := range g.sk {
+			for j := range g.Sk {
 				visible := true
 				switch p.Mask {
 				case exec.MaskCausal:
@@ -85,7 +85,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 					sc[j] = float32(math.Inf(-1))
 					continue
 				}
-				krow := kt.data[(bb*g.sk+j)*kw+kh*g.d:][:g.d]
+				krow := kt.data[(bb*g.Sk+j)*kw+kh*g.D:][:g.D]
 				var dot float32
 				for e, qv := range qrow {
 					dot += float32(qv * krow[e])
@@ -110,7 +110,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 				default:
 					w = w / sum
 				}
-				vrow := vt.data[(bb*g.sk+j)*kw+kh*g.d:][:g.d]
+				vrow := vt.data[(bb*g.Sk+j)*kw+kh*g.D:][:g.D]
 				if raccum {
 					for e, vv := range vrow {
 						acc[e] = f.Round(acc[e] + f.Round(float32(w*vv)))
@@ -121,7 +121,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 					acc[e] += float32(w * vv)
 				}
 			}
-			dst := out.data[(bb*g.sq+i)*qw+h*g.d:][:g.d]
+			dst := out.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]
 			for e, a := range acc {
 				if rw {
 					a /= sum
@@ -132,61 +132,4 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 		}
 	})
 	return out, nil
-}
-
-type attnDims struct{ b, sq, sk, h, kv, d int }
-
-// attnGeometry checks q [B, Sq, H·D], k and v [B, Sk, KV·D].
-func attnGeometry(q, k, v []int, p exec.AttentionParams) (attnDims, error) {
-	var g attnDims
-	if len(q) != 3 || len(k) != 3 || len(v) != 3 {
-		return g, fmt.Errorf("exec: attention: q %v, k %v, v %v are not [B, S, heads·D]", q, k, v)
-	}
-	g.h, g.kv = p.Heads, p.KVHeads
-	if g.kv == 0 {
-		g.kv = g.h
-	}
-	if g.h <= 0 || g.kv <= 0 || g.h%g.kv != 0 || q[2]%g.h != 0 {
-		return g, fmt.Errorf("exec: attention: %d heads over %d kv heads for q %v", p.Heads, p.KVHeads, q)
-	}
-	g.b, g.sq, g.sk, g.d = q[0], q[1], k[1], q[2]/g.h
-	for _, t := range [][]int{k, v} {
-		if t[0] != g.b || t[1] != g.sk || t[2] != g.kv*g.d {
-			return g, fmt.Errorf("exec: attention: q %v, k %v, v %v do not agree for %d heads of %d over %d kv heads", q, k, v, g.h, g.d, g.kv)
-		}
-	}
-	return g, nil
-}
-
-// maskStrides returns the strides over (b, i, j) of a mask that broadcasts
-// to [B, Sq, Sk].
-func maskStrides(m []int, b, sq, sk int) ([]int, error) {
-	target := []int{b, sq, sk}
-	if len(m) > 3 {
-		// Leading 1s (e.g. [B, 1, Sq, Sk] with one head axis) are dropped.
-		for len(m) > 3 && (m[0] == 1 || len(m) == 4 && m[1] == 1) {
-			if m[0] == 1 {
-				m = m[1:]
-			} else {
-				m = append([]int{m[0]}, m[2:]...)
-			}
-		}
-		if len(m) > 3 {
-			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
-		}
-	}
-	full := exec.Strides(m)
-	st := make([]int, 3)
-	for i := range 3 {
-		j := len(m) - 3 + i
-		switch {
-		case j < 0 || m[j] == 1:
-			st[i] = 0
-		case m[j] == target[i]:
-			st[i] = full[j]
-		default:
-			return nil, fmt.Errorf("exec: attention: mask %v does not broadcast to %v", m, target)
-		}
-	}
-	return st, nil
 }
