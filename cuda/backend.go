@@ -616,27 +616,15 @@ func (b *Backend) Concat(xs []exec.Tensor, axis int) (exec.Tensor, error) {
 		}
 		ts[i] = t
 	}
-	first := ts[0]
-	ax, err := exec.Axis(axis, len(first.shape))
-	if err != nil {
-		return nil, fmt.Errorf("concat: %w", err)
-	}
-	shape := append([]int(nil), first.shape...)
-	shape[ax] = 0
+	shapes, formats := make([][]int, len(ts)), make([]precision.Format, len(ts))
 	for i, t := range ts {
-		if t.format != first.format {
-			return nil, fmt.Errorf("exec: concat: input %d is %v, input 0 is %v", i, t.format, first.format)
-		}
-		if len(t.shape) != len(first.shape) {
-			return nil, fmt.Errorf("exec: concat: input %d %v and input 0 %v differ in rank", i, t.shape, first.shape)
-		}
-		for d := range t.shape {
-			if d != ax && t.shape[d] != first.shape[d] {
-				return nil, fmt.Errorf("exec: concat on axis %d: input %d %v and input 0 %v differ on axis %d", ax, i, t.shape, first.shape, d)
-			}
-		}
-		shape[ax] += t.shape[ax]
+		shapes[i], formats[i] = t.shape, t.format
 	}
+	shape, ax, err := exec.ConcatShape(shapes, formats, axis)
+	if err != nil {
+		return nil, err
+	}
+	first := ts[0]
 	outer, inner := exec.Numel(shape[:ax]), exec.Numel(shape[ax+1:])
 	total := shape[ax] * inner
 	return b.result(shape, first.format, func(out *Tensor) error {

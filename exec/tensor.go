@@ -118,3 +118,34 @@ func Strides(shape []int) []int {
 	}
 	return s
 }
+
+// ConcatShape checks torch.cat's rules for inputs of the given shapes and
+// formats (one format, equal ranks, equal sizes off the axis) and returns
+// the result's shape and the resolved axis.
+func ConcatShape(shapes [][]int, formats []precision.Format, axis int) ([]int, int, error) {
+	if len(shapes) == 0 {
+		return nil, 0, fmt.Errorf("exec: concat: no tensors")
+	}
+	first := shapes[0]
+	ax, err := Axis(axis, len(first))
+	if err != nil {
+		return nil, 0, fmt.Errorf("concat: %w", err)
+	}
+	shape := append([]int(nil), first...)
+	shape[ax] = 0
+	for i, s := range shapes {
+		if formats[i] != formats[0] {
+			return nil, 0, fmt.Errorf("exec: concat: input %d is %v, input 0 is %v", i, formats[i], formats[0])
+		}
+		if len(s) != len(first) {
+			return nil, 0, fmt.Errorf("exec: concat: input %d %v and input 0 %v differ in rank", i, s, first)
+		}
+		for d := range s {
+			if d != ax && s[d] != first[d] {
+				return nil, 0, fmt.Errorf("exec: concat on axis %d: input %d %v and input 0 %v differ on axis %d", ax, i, s, first, d)
+			}
+		}
+		shape[ax] += s[ax]
+	}
+	return shape, ax, nil
+}
