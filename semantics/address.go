@@ -55,6 +55,26 @@ func (s *Structure) Addresses() []string {
 	return out
 }
 
+// Addresses lists the document's addresses: the structure's (version 1),
+// or model, sampler and every segment of the program (version 2).
+func (d *Document) Addresses() []string {
+	if d.Program == nil {
+		return d.Structure.Addresses()
+	}
+	out := []string{"model"}
+	if d.Structure.Run == "flow_euler" {
+		out = append(out, "sampler")
+	}
+	seen := map[string]bool{"model": true, "sampler": true}
+	for _, s := range d.Program.Segments {
+		if !seen[s.Address] {
+			seen[s.Address] = true
+			out = append(out, s.Address)
+		}
+	}
+	return out
+}
+
 // BlockAddress is the address of block i.
 func BlockAddress(i int) string { return "blocks." + strconv.Itoa(i) }
 

@@ -10,14 +10,21 @@ import (
 const (
 	FormatName = "zflow-semantics"
 	Version    = 1
+	// ProgramVersion is the version of a document that carries its
+	// program (Program): version 1 documents name a block kind per block
+	// and are built by recipe.
+	ProgramVersion = 2
 )
 
 // Document is a semantics document.
 type Document struct {
-	Format       string         `json:"format"`
-	Version      int            `json:"version"`
-	Source       Source         `json:"source"`
-	Structure    Structure      `json:"structure"`
+	Format    string    `json:"format"`
+	Version   int       `json:"version"`
+	Source    Source    `json:"source"`
+	Structure Structure `json:"structure"`
+	// Program is the model's dataflow (version 2); nil in a version 1
+	// document, whose blocks are built by the recipe of their kind.
+	Program      *Program       `json:"program,omitempty"`
 	Factors      []Factor       `json:"factors"`
 	Precision    Precision      `json:"precision"`
 	Undetermined []Undetermined `json:"undetermined"`

@@ -86,7 +86,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		want   string
 	}{
 		{"format", func(d *Document) { d.Format = "other" }, "format:"},
-		{"version", func(d *Document) { d.Version = 2 }, "version: 2 is not supported"},
+		{"version", func(d *Document) { d.Version = 9 }, "version: 9 is not supported"},
 		{"sha256", func(d *Document) { d.Source.SHA256 = "abc" }, "source.sha256"},
 		{"trace", func(d *Document) { d.Source.Trace = "" }, "source.trace: empty"},
 		{"run", func(d *Document) { d.Structure.Run = "ddim" }, "structure.run"},

@@ -44,8 +44,15 @@ func (d *Document) Validate() error {
 	if d.Format != FormatName {
 		p.add("format", "%q, want %q", d.Format, FormatName)
 	}
-	if d.Version != Version {
-		p.add("version", "%d is not supported (this zflow reads version %d)", d.Version, Version)
+	switch {
+	case d.Version == ProgramVersion && d.Program == nil:
+		p.add("program", "a version %d document carries its program", ProgramVersion)
+		return p.err()
+	case d.Version == Version && d.Program != nil:
+		p.add("program", "a version %d document has no program (version %d has)", Version, ProgramVersion)
+		return p.err()
+	case d.Version != Version && d.Version != ProgramVersion:
+		p.add("version", "%d is not supported (this zflow reads versions %d and %d)", d.Version, Version, ProgramVersion)
 		return p.err() // the rest may mean something else in another version
 	}
 	if d.Source.Trace == "" {
@@ -54,7 +61,12 @@ func (d *Document) Validate() error {
 	if !hexSHA256.MatchString(d.Source.SHA256) {
 		p.add("source.sha256", "%q is not 64 lower-case hex digits", d.Source.SHA256)
 	}
-	d.Structure.validate(&p)
+	if d.Program != nil {
+		d.Structure.validateDriving(&p)
+		d.Program.validate(&p)
+	} else {
+		d.Structure.validate(&p)
+	}
 	d.validateFactors(&p)
 	d.Precision.validate(&p)
 	for i, u := range d.Undetermined {
@@ -206,6 +218,42 @@ func (s *Structure) validate(p *problems) {
 	validateBoundary(p, f+".final.boundary", s.Final.Boundary, []string{"x", "cond"}, []string{"out"})
 }
 
+// validateDriving checks the part of the structure a program document
+// keeps: how the model is driven (run, inputs by role, the one output).
+// Input roles other than latents and sigmas are the trace's input names.
+func (s *Structure) validateDriving(p *problems) {
+	const f = "structure"
+	if !contains(runs, s.Run) {
+		p.add(f+".run", "%q is not one of %s", s.Run, strings.Join(runs, ", "))
+	}
+	inputs := map[string]bool{}
+	for i, in := range s.Inputs {
+		inf := fmt.Sprintf("%s.inputs[%d]", f, i)
+		if in.Role == "" || in.Name == "" {
+			p.add(inf, "role and name must not be empty")
+		}
+		if inputs[in.Role] {
+			p.add(inf+".role", "%q appears twice", in.Role)
+		}
+		inputs[in.Role] = true
+	}
+	if s.Run == "flow_euler" {
+		for _, need := range []string{"latents", "sigmas"} {
+			if !inputs[need] {
+				p.add(f+".inputs", "a flow_euler run needs an input with role %q", need)
+			}
+		}
+	}
+	if len(s.Outputs) != 1 {
+		p.add(f+".outputs", "%d outputs, want exactly one", len(s.Outputs))
+	}
+	for i, o := range s.Outputs {
+		if !contains(outputRoles, o.Role) || o.Name == "" {
+			p.add(fmt.Sprintf("%s.outputs[%d]", f, i), "role %q (one of %s) and a name", o.Role, strings.Join(outputRoles, ", "))
+		}
+	}
+}
+
 // outputRolesOfRun is the model's output port role for a run.
 func outputRolesOfRun(run string) []string {
 	if run == "forward" {
@@ -342,7 +390,7 @@ func validateRoles(p *problems, f string, roles map[string]Role, specs map[strin
 }
 
 func (d *Document) validateFactors(p *problems) {
-	addrs := d.Structure.Addresses()
+	addrs := d.Addresses()
 	type key struct{ name, addr string }
 	owner := map[key]int{}
 	for i, fc := range d.Factors {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // Manifest format name and the version this package reads and writes.
@@ -48,6 +49,10 @@ type Port struct {
 // Ports keeps a call's tensors in the order the manifest lists them
 // (arguments before results), which a JSON object decoded into a map loses.
 type Ports []Port
+
+// IsResult reports whether a port is one of a call's results ("out",
+// "out.0", "out.sample") rather than an argument.
+func IsResult(port string) bool { return port == "out" || strings.HasPrefix(port, "out.") }
 
 // Key returns the key of the named port.
 func (ps Ports) Key(name string) (string, bool) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,7 +90,7 @@ func TestDiscoverBadInput(t *testing.T) {
 		{"no trace flag", []string{"-o", out}, "trace"},
 		{"missing trace", []string{"--trace", filepath.Join(dir, "nope.npz"), "-o", out}, "nope.npz"},
 		{"truncated", []string{"--trace", truncated, "-o", out}, "truncated.npz"},
-		{"no blocks", []string{"--trace", filepath.Join(fixtures, "toy.npz"), "-o", out}, "toy.npz"},
+		{"no blocks", []string{"--trace", filepath.Join(fixtures, "toy.npz"), "--engine", "recipes", "-o", out}, "toy.npz"},
 		{"backend", []string{"--trace", dit, "-o", out, "--backend", "tpu"}, "unknown backend"},
 		{"overwrite", []string{"--trace", dit, "-o", dit}, "overwrite"},
 		{"unwritable", []string{"--trace", dit, "-o", filepath.Join(dir, "no", "such", "dir", "x.json")}, "x.json"},
@@ -105,5 +107,31 @@ func TestDiscoverBadInput(t *testing.T) {
 				t.Errorf("%s was written", out)
 			}
 		})
+	}
+}
+
+// TestDiscoverProgramEngine: a model no recipe fits (the toy fixture: an
+// embedding added to the latents, a norm → linear → SiLU residual block)
+// is read by the program search, and the written version 2 document
+// reproduces the trace's output from the request.
+func TestDiscoverProgramEngine(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "toy.json")
+	code, _, stderr := zflow(t, "discover", "--trace", filepath.Join(fixtures, "toy.npz"), "--check", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	doc, err := semantics.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Version != semantics.ProgramVersion || doc.Program == nil || len(doc.Program.FromTrace()) != 0 {
+		t.Fatalf("version %d, program %v", doc.Version, doc.Program != nil)
+	}
+	m := regexp.MustCompile(`to rel-RMS ([0-9.eE+-]+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no check line in %q", stderr)
+	}
+	if rel, _ := strconv.ParseFloat(m[1], 64); rel > 1e-5 {
+		t.Errorf("rel-RMS %v > 1e-5", rel)
 	}
 }

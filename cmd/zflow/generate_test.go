@@ -119,7 +119,7 @@ func TestGenerateBadInput(t *testing.T) {
 	doc := filepath.Join(testdata, "dit-f32.json")
 	v2 := filepath.Join(dir, "v2.json")
 	b, _ := os.ReadFile(doc)
-	os.WriteFile(v2, bytes.Replace(b, []byte(`"version": 1`), []byte(`"version": 2`), 1), 0o644)
+	os.WriteFile(v2, bytes.Replace(b, []byte(`"version": 1`), []byte(`"version": 9`), 1), 0o644)
 	noGate := filepath.Join(dir, "nogate.json")
 	os.WriteFile(noGate, bytes.Replace(b, []byte(`"name": "gate_fn"`), []byte(`"name": "gate_fx"`), 1), 0o644)
 	nan := filepath.Join(dir, "nan.npz")
@@ -133,7 +133,7 @@ func TestGenerateBadInput(t *testing.T) {
 		{"no semantics", []string{"--inputs", dit, "-o", out}, "semantics"},
 		{"no inputs", []string{"--semantics", doc, "-o", out}, "inputs"},
 		{"missing doc", []string{"--semantics", filepath.Join(dir, "nope.json"), "--inputs", dit, "-o", out}, "nope.json"},
-		{"version", []string{"--semantics", v2, "--inputs", dit, "-o", out}, "version: 2 is not supported"},
+		{"version", []string{"--semantics", v2, "--inputs", dit, "-o", out}, "version: 9 is not supported"},
 		{"unknown factor", []string{"--semantics", noGate, "--inputs", dit, "-o", out}, "gate_fx"},
 		{"wrong model", []string{"--semantics", doc, "--inputs", filepath.Join(fixtures, "toy.npz"), "-o", out}, "no parameter"},
 		{"backend", []string{"--semantics", doc, "--inputs", dit, "-o", out, "--backend", "tpu"}, "unknown backend"},

@@ -42,6 +42,13 @@ type builder struct {
 // document lacks, a value this builder does not support) is an error that
 // names the part of the structure and the reason.
 func Build(doc *semantics.Document, shapes Shapes) (*Program, error) {
+	if doc.Program != nil {
+		p, err := buildProgram(doc, shapes)
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		return p, nil
+	}
 	act, err := precision.ParseFormat(doc.Precision.Activations)
 	if err != nil {
 		return nil, fmt.Errorf("program: precision.activations: %w", err)

@@ -61,8 +61,25 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Patchify(in[0], a.Patch))
 	case OpUnpatchify:
 		return one(b.Unpatchify(in[0], a.Patch))
+	case OpPermute:
+		return one(b.Permute(in[0], a.Perm))
+	case OpRound:
+		return one(roundHost(b, in[0], n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
+}
+
+// roundHost rounds each value to the nearest integer, ties to even (host
+// step: a timestep cast to an integer dtype is tiny).
+func roundHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	v, err := b.Download(x)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range v {
+		v[i] = float32(math.RoundToEven(float64(f)))
+	}
+	return b.Upload(v, x.Shape(), s.Out)
 }
 
 // gather picks rows of table [R, W] by the integer ids (host step: the

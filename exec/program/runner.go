@@ -35,7 +35,11 @@ type Runner struct {
 // weights from weights, and uploads both.
 func NewRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) (*Runner, error) {
 	shapes := Shapes{Weights: map[string][]int{}, Inputs: map[string][]int{}}
-	for _, path := range doc.Structure.ParamPaths() {
+	paths := doc.Structure.ParamPaths()
+	if doc.Program != nil {
+		paths = doc.Program.ParamPaths()
+	}
+	for _, path := range paths {
 		s, err := weights.Shape(path)
 		if err != nil {
 			return nil, fmt.Errorf("program: weights: %w", err)

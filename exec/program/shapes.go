@@ -66,6 +66,23 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, err
 		}
 		return [][]int{s}, nil
+	case OpPermute:
+		p := n.Attrs.Perm
+		if len(p) != len(x) {
+			return nil, fmt.Errorf("permutation %v of %v", p, x)
+		}
+		out := make([]int, len(x))
+		seen := make([]bool, len(x))
+		for i, a := range p {
+			if a < 0 || a >= len(x) || seen[a] {
+				return nil, fmt.Errorf("permutation %v of %v", p, x)
+			}
+			seen[a] = true
+			out[i] = x[a]
+		}
+		return [][]int{out}, nil
+	case OpRound:
+		return one(x)
 	case OpReshape:
 		if exec.Numel(x) != exec.Numel(n.Attrs.Shape) {
 			return nil, fmt.Errorf("reshape %v to %v", x, n.Attrs.Shape)

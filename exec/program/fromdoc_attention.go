@@ -1,0 +1,16 @@
+package program
+
+import (
+	"zflow/exec"
+	"zflow/semantics"
+)
+
+// attentionFromDoc and attentionToDoc convert attention attributes (the
+// mask kind is converted by the callers).
+func attentionFromDoc(t *semantics.AttentionAttrs) exec.AttentionParams {
+	return exec.AttentionParams{Heads: t.Heads, KVHeads: t.KVHeads, Scale: float32(t.Scale)}
+}
+
+func attentionToDoc(a *exec.AttentionParams) *semantics.AttentionAttrs {
+	return &semantics.AttentionAttrs{Heads: a.Heads, KVHeads: a.KVHeads, Scale: float64(a.Scale)}
+}

@@ -1,0 +1,193 @@
+package synth
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/semantics"
+)
+
+// decisiveMargin is the margin (runner-up error / winner error) at which
+// a factor is decisive (search.Options' default).
+const decisiveMargin = 2
+
+// factor makes a catalogue factor from scored candidates: the winner is
+// value; the margin is the best other value's error over the winner's.
+func factor(name, scope string, value any, cands []semantics.Candidate, boundary string) semantics.Factor {
+	win, other := math.Inf(1), math.Inf(1)
+	for _, c := range cands {
+		if sameValue(c.Value, value) {
+			win = math.Min(win, c.Score)
+		} else {
+			other = math.Min(other, c.Score)
+		}
+	}
+	margin := math.Inf(1)
+	if win > 0 {
+		margin = other / win
+	}
+	if math.IsInf(other, 1) && !math.IsInf(win, 1) {
+		margin = math.Inf(1)
+	}
+	// one score per value
+	best := map[string]semantics.Candidate{}
+	var order []string
+	for _, c := range cands {
+		k := valueKey(c.Value)
+		if b, ok := best[k]; !ok || c.Score < b.Score {
+			if !ok {
+				order = append(order, k)
+			}
+			best[k] = c
+		}
+	}
+	var out []semantics.Candidate
+	for _, k := range order {
+		out = append(out, best[k])
+	}
+	return semantics.Factor{Name: name, Scope: scope, Value: value, Margin: semantics.Margin(margin),
+		Decisive: margin >= decisiveMargin, Candidates: out,
+		Evidence: semantics.Evidence{Boundary: boundary, Metric: "rel_rms", Note: "program search (search/synth)"}}
+}
+
+func valueKey(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "s:" + x
+	case bool:
+		return "b:" + strconv.FormatBool(x)
+	case int:
+		return "n:" + strconv.FormatFloat(float64(x), 'g', -1, 64)
+	case float64:
+		return "n:" + strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return "?"
+}
+
+func sameValue(a, b any) bool { return valueKey(a) == valueKey(b) }
+
+// readFactors reads the catalogue's factors off the recovered program:
+// each attention's RoPE layout, causality, scale and q/k norm; each MLP's
+// activation and gating; the RoPE tables' θ.
+func (s *synth) readFactors() []semantics.Factor {
+	var out []semantics.Factor
+	seen := map[string]bool{}
+	add := func(f semantics.Factor) {
+		k := f.Name + "@" + f.Scope
+		if seen[k] || f.Scope == "" {
+			return
+		}
+		seen[k] = true
+		out = append(out, f)
+	}
+	for _, a := range s.attn {
+		ch := a.choice
+		rope := "none"
+		if ch.rope != 0 {
+			rope = ch.rope.String()
+		}
+		add(factor("rope_layout", a.scope, rope, relabel(a.candidates, "rope=", func(x string) any { return x }), a.boundary))
+		add(factor("attention_causal", a.scope, ch.params.Mask == exec.MaskCausal,
+			relabel(a.candidates, "causal=", func(x string) any { return x == "true" }), a.boundary))
+		scale := 0.0
+		if ch.params.Scale != 0 {
+			scale = float64(ch.params.Scale)
+		}
+		add(semantics.Factor{Name: "attention_scale", Scope: a.scope, Value: scale, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: []semantics.Candidate{{Value: scale, Score: ch.score}},
+			Evidence:   semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "the scale the attention search fitted (0: 1/√head_dim)"}})
+		qk := "none"
+		if f := s.normOf(ch.q); f != nil {
+			qk = f.norm.Kind.String()
+		}
+		add(semantics.Factor{Name: "qk_norm", Scope: a.scope, Value: qk, Margin: 0, Candidates: []semantics.Candidate{{Value: qk, Score: 0}},
+			Evidence: semantics.Evidence{Metric: "declared", Note: "read from the program: what q is made by before attention"}})
+	}
+	for _, m := range s.mlps {
+		scope, x := m.scope, m.x
+		if x.fit == nil {
+			continue
+		}
+		switch x.fit.kind {
+		case "glu":
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·b"}, Candidates: []semantics.Candidate{{Value: true}}})
+			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
+		case "glue":
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)"}, Candidates: []semantics.Candidate{{Value: false}}})
+			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
+		}
+	}
+	for _, r := range s.ropes {
+		add(semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
+	}
+	return fixCandidates(out)
+}
+
+// fixCandidates keeps only candidates whose values the catalogue accepts
+// (evidence labels that are not values are dropped).
+func fixCandidates(fs []semantics.Factor) []semantics.Factor {
+	for i := range fs {
+		spec, ok := semantics.LookupSpec(fs[i].Name)
+		if !ok {
+			continue
+		}
+		fs[i].Candidates = slices.DeleteFunc(fs[i].Candidates, func(c semantics.Candidate) bool { return spec.CheckValue(c.Value) != nil })
+	}
+	return fs
+}
+
+// relabel maps attention evidence labels ("… causal=true … rope=half")
+// to one factor's values.
+func relabel(cands []semantics.Candidate, key string, parse func(string) any) []semantics.Candidate {
+	var out []semantics.Candidate
+	for _, c := range cands {
+		l, _ := c.Value.(string)
+		i := strings.Index(l, key)
+		if i < 0 {
+			continue
+		}
+		v := l[i+len(key):]
+		if j := strings.IndexByte(v, ' '); j >= 0 {
+			v = v[:j]
+		}
+		out = append(out, semantics.Candidate{Value: parse(v), Score: c.Score})
+	}
+	return out
+}
+
+// normOf is the norm fit a value was read from, through movement ops and
+// RoPE.
+func (s *synth) normOf(v *val) *leafFit {
+	for v != nil {
+		if v.fit != nil && (v.fit.kind == "norm" || (v.fit.kind == "glue" && v.fit.norm.Kind != 0)) {
+			return v.fit
+		}
+		if v.from == nil || len(v.from.args) == 0 {
+			return nil
+		}
+		switch v.from.op {
+		case program.OpReshape, program.OpPermute, program.OpSlice, program.OpRope:
+			v = v.from.args[0]
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// mlpRecord is a down projection (a linear that narrows) and its input.
+type mlpRecord struct {
+	scope, boundary string
+	x               *val
+}
+
+// ropeRecord is RoPE tables the search recomputed from positions.
+type ropeRecord struct {
+	scope, boundary string
+	fit             *leafFit
+}

@@ -1,0 +1,357 @@
+package synth
+
+import (
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+)
+
+// maxOperands bounds how many of a scope's most recent values of the
+// target's shape the pairwise forms consider.
+const maxOperands = 12
+
+// glue explains target as a small expression over the scope's values:
+// tried from the simplest form up (the same tensor moved or cut; one
+// pointwise function; a scaled value; a residual or product of two;
+// attention), the first form that reproduces target within its format's
+// tolerance wins. nil: nothing in the vocabulary explains it.
+func (s *synth) glue(target *val, sc *scope) *val {
+	tol := tolerance(target.format)
+	vals := recentFirst(sc.vals)
+	for _, try := range []func(*val, []*val) *val{s.moved, s.cut, s.pointwise, s.combined} {
+		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
+			return v
+		}
+	}
+	if v := s.attention(target, sc); v != nil {
+		return v
+	}
+	return nil
+}
+
+func recentFirst(vs []*val) []*val {
+	out := slices.Clone(vs)
+	slices.Reverse(out)
+	return out
+}
+
+// moved: a value itself, reshaped, or permuted then reshaped.
+func (s *synth) moved(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.numel() != t.numel() || v.opaque {
+			continue
+		}
+		if relRMS(v.data, t.data) <= tol {
+			if slices.Equal(v.shape, t.shape) {
+				return v
+			}
+			return s.reshape(v, t.shape)
+		}
+	}
+	for _, v := range vals {
+		if v.numel() != t.numel() || v.opaque || len(v.shape) < 2 || len(v.shape) > 5 {
+			continue
+		}
+		for _, perm := range permutations(len(v.shape)) {
+			if isIdentity(perm) {
+				continue
+			}
+			if relRMS(permuteData(v, perm), t.data) <= tol {
+				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "permute"})
+				return s.reshape(p, t.shape)
+			}
+		}
+	}
+	return nil
+}
+
+// cut: a contiguous slice of one axis of a value (a chunk of a fused
+// projection, one stream's rows), or the i-th of k pieces of each group
+// of a grouped last axis (per-head [q k v] layouts).
+func (s *synth) cut(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || v.numel() <= t.numel() || len(v.shape) == 0 {
+			continue
+		}
+		for ax := range v.shape {
+			rest := v.numel() / v.shape[ax]
+			if t.numel()%rest != 0 {
+				continue
+			}
+			size := t.numel() / rest
+			if size >= v.shape[ax] {
+				continue
+			}
+			for start := 0; start+size <= v.shape[ax]; start++ {
+				if relRMS(sliceData(v, ax, start, start+size), t.data) > tol {
+					continue
+				}
+				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
+				return s.reshape(c, t.shape)
+			}
+		}
+		// grouped: last axis W = G·k·w, piece i of each group
+		w := v.shape[len(v.shape)-1]
+		tw := t.numel() / (v.numel() / w)
+		if tw <= 0 || w%tw != 0 || t.numel()%(v.numel()/w) != 0 {
+			continue
+		}
+		k := w / tw
+		for g := 2; g <= tw; g++ {
+			if tw%g != 0 {
+				continue
+			}
+			inner := tw / g
+			shape := append(slices.Clone(v.shape[:len(v.shape)-1]), g, k, inner)
+			for i := range k {
+				gv := &val{shape: shape, data: v.data, format: v.format}
+				if relRMS(sliceData(gv, len(shape)-2, i, i+1), t.data) > tol {
+					continue
+				}
+				r := s.reshape(v, shape)
+				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: len(shape) - 2, Start: i, End: i + 1}, args: []*val{r}, out: v.format, label: "grouped slice"})
+				return s.reshape(c, t.shape)
+			}
+		}
+	}
+	return nil
+}
+
+var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU}
+
+// pointwise: an activation of a value, a parameterless norm of it, or
+// the value times a constant (an embedding or residual multiplier).
+func (s *synth) pointwise(t *val, vals []*val) *val {
+	for _, v := range sameShape(t, vals) {
+		var cands []*expr
+		for _, a := range glueActs {
+			cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()})
+		}
+		cands = append(cands, s.normCandidates(v, t)...)
+		if w, ev := s.best(t, cands); w != nil {
+			w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, norm: w.from.attrs.Norm, candidates: ev}
+			return w
+		}
+		if c, ok := fitScalar(v, t); ok {
+			k := s.constant(c)
+			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, k}, out: t.format, label: "scaled"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// combined: a + g·b with g one or a constant (residuals, scaled
+// residuals), a·b and f(a)·b (gated units), over pairs of values of the
+// target's shape.
+func (s *synth) combined(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for i, a := range ops {
+		for j, b := range ops {
+			if i == j {
+				continue
+			}
+			if i < j {
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"}}); w != nil {
+					return w
+				}
+				if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, b}, out: t.format, label: "mul"}}); w != nil {
+					for _, g := range []*val{a, b} {
+						if g.fit != nil && g.fit.kind == "glue" && g.fit.norm.Kind == 0 {
+							w.fit = &leafFit{kind: "glu", act: g.fit.act, candidates: g.fit.candidates}
+						}
+					}
+					return w
+				}
+			}
+			// a + c·b
+			r := make([]float32, len(t.data))
+			for k := range r {
+				r[k] = t.data[k] - a.data[k]
+			}
+			if c, ok := fitScalar(b, &val{data: r, format: t.format, shape: t.shape}); ok && c != 1 {
+				k := s.constant(c)
+				scaled := s.derive(&expr{op: program.OpMul, args: []*val{b, k}, out: t.format, label: "scaled"})
+				if scaled != nil {
+					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, scaled}, out: t.format, label: "scaled residual"}}); w != nil {
+						return w
+					}
+				}
+			}
+			var cands []*expr
+			for _, f := range glueActs {
+				cands = append(cands, &expr{op: program.OpGLU, attrs: program.Attrs{Act: f}, args: []*val{a, b}, out: t.format, label: f.String()})
+			}
+			if w, ev := s.best(t, cands); w != nil {
+				w.fit = &leafFit{kind: "glu", act: w.from.attrs.Act, candidates: ev}
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+func sameShape(t *val, vals []*val) []*val {
+	var out []*val
+	for _, v := range vals {
+		if !v.opaque && slices.Equal(v.shape, t.shape) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// fitScalar fits t ≈ c·v by least squares and snaps c to 4 significant
+// digits when that keeps the fit; ok is false when no single constant
+// fits.
+func fitScalar(v, t *val) (float64, bool) {
+	var vv, vt float64
+	for i := range v.data {
+		x := float64(v.data[i])
+		vv += x * x
+		vt += x * float64(t.data[i])
+	}
+	if vv == 0 {
+		return 0, false
+	}
+	c := vt / vv
+	if c == 0 || math.IsNaN(c) {
+		return 0, false
+	}
+	fits := func(x float64) bool {
+		fit := make([]float32, len(v.data))
+		for i := range fit {
+			fit[i] = float32(x * float64(v.data[i]))
+		}
+		return relRMS(fit, t.data) <= 2*tolerance(t.format)
+	}
+	snapped := snap(c, fits)
+	return snapped, fits(snapped)
+}
+
+// snapCandidates are simple numbers near c, simplest first: the square
+// root or reciprocal square root of an integer, a reciprocal of an
+// integer, then c to 3 and 4 significant digits.
+func snapCandidates(c float64) []float64 {
+	var out []float64
+	if r := math.Round(c * c); r >= 1 {
+		out = append(out, math.Copysign(math.Sqrt(r), c))
+	}
+	if r := math.Round(1 / (c * c)); r >= 1 {
+		out = append(out, math.Copysign(1/math.Sqrt(r), c))
+	}
+	if r := math.Round(1 / c); r != 0 && math.Abs(r) >= 1 {
+		out = append(out, 1/r)
+	}
+	for _, digits := range []float64{3, 4} {
+		p := math.Pow(10, math.Floor(math.Log10(math.Abs(c)))-digits+1)
+		out = append(out, math.Round(c/p)*p)
+	}
+	return out
+}
+
+// snap is the simplest number near c that keep(x) accepts, else c.
+func snap(c float64, keep func(float64) bool) float64 {
+	for _, x := range snapCandidates(c) {
+		if math.Abs(x-c) <= 1e-3*math.Abs(c) && keep(x) {
+			return x
+		}
+	}
+	return c
+}
+
+// constant is a scalar the program holds.
+func (s *synth) constant(c float64) *val {
+	s.seq++
+	v := &val{shape: []int{1}, data: []float32{float32(c)}, format: f32, seq: s.seq}
+	s.em.constScalar(v)
+	return v
+}
+
+func isIdentity(p []int) bool {
+	for i, x := range p {
+		if i != x {
+			return false
+		}
+	}
+	return true
+}
+
+// permutations of 0..n-1 (n ≤ 5), identity first.
+func permutations(n int) [][]int {
+	var out [][]int
+	var rec func(p []int, used []bool)
+	rec = func(p []int, used []bool) {
+		if len(p) == n {
+			out = append(out, slices.Clone(p))
+			return
+		}
+		for i := range n {
+			if !used[i] {
+				used[i] = true
+				rec(append(p, i), used)
+				used[i] = false
+			}
+		}
+	}
+	rec(nil, make([]bool, n))
+	return out
+}
+
+// permuteData is v's data permuted (torch.permute), row-major.
+func permuteData(v *val, perm []int) []float32 {
+	n := len(v.shape)
+	strides := make([]int, n)
+	st := 1
+	for i := n - 1; i >= 0; i-- {
+		strides[i] = st
+		st *= v.shape[i]
+	}
+	outShape := make([]int, n)
+	for i, a := range perm {
+		outShape[i] = v.shape[a]
+	}
+	out := make([]float32, len(v.data))
+	idx := make([]int, n)
+	for k := range out {
+		off := 0
+		for i := range n {
+			off += idx[i] * strides[perm[i]]
+		}
+		out[k] = v.data[off]
+		for i := n - 1; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < outShape[i] {
+				break
+			}
+			idx[i] = 0
+		}
+	}
+	return out
+}
+
+// sliceData is v[..., start:end, ...] along ax.
+func sliceData(v *val, ax, start, end int) []float32 {
+	outer := 1
+	for _, d := range v.shape[:ax] {
+		outer *= d
+	}
+	inner := 1
+	for _, d := range v.shape[ax+1:] {
+		inner *= d
+	}
+	dim := v.shape[ax]
+	out := make([]float32, 0, outer*(end-start)*inner)
+	for o := range outer {
+		out = append(out, v.data[(o*dim+start)*inner:(o*dim+end)*inner]...)
+	}
+	return out
+}

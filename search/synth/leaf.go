@@ -1,0 +1,394 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+// leafFit is what fitting a leaf call found: its kind (what the op is,
+// read from shapes and values, never from names) and the evidence.
+type leafFit struct {
+	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue
+	act        exec.ActKind
+	norm       exec.NormParams
+	rope       exec.RopeTableParams
+	timestep   exec.TimestepParams
+	candidates []semantics.Candidate
+	boundary   string
+}
+
+// leaf explains a call without children: a linear (2-D weight, or a
+// [in, out] one), a patch convolution, an embedding table, a norm (1-D
+// parameters), a sinusoidal timestep embedding, RoPE tables from
+// positions, or — without parameters — any expression over its
+// arguments (activations, identities, scalings).
+func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[string]*val) error {
+	var results []trace.Port
+	for _, p := range c.Tensors {
+		if trace.IsResult(p.Name) {
+			results = append(results, p)
+		}
+	}
+	var xs []*val
+	for _, p := range c.Tensors {
+		if v, ok := args[p.Name]; ok && !trace.IsResult(p.Name) {
+			xs = append(xs, v)
+		}
+	}
+	var params []*val
+	for _, name := range c.Params {
+		params = append(params, s.params[name])
+	}
+	targets := make([]*val, len(results))
+	for i, p := range results {
+		t, err := s.capture(p.Key)
+		if err != nil {
+			return err
+		}
+		targets[i] = t
+	}
+	fits := s.fitLeaf(sc, xs, params, targets)
+	for i, f := range fits {
+		if f == nil || f.fit == nil {
+			continue
+		}
+		switch {
+		case f.fit.kind == "linear" && len(xs) > 0 && xs[0].shape[len(xs[0].shape)-1] > f.shape[len(f.shape)-1]:
+			s.mlps = append(s.mlps, mlpRecord{scope: sc.module, boundary: targets[i].origin, x: xs[0]})
+		case f.fit.kind == "rope_table" && i == 0:
+			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
+		}
+	}
+	for i, p := range results {
+		if fits[i] != nil {
+			outs[p.Name] = fits[i]
+			continue
+		}
+		t := targets[i]
+		t.opaque = true
+		s.opaque = append(s.opaque, t)
+		outs[p.Name] = t
+	}
+	return nil
+}
+
+// fitLeaf returns, per target, the explained value (nil: not explained).
+func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
+	out := make([]*val, len(targets))
+	if len(targets) == 1 && len(xs) >= 1 {
+		t := targets[0]
+		var fit *val
+		switch {
+		case len(params) == 0:
+			fit = s.fitSinusoid(xs[0], t)
+			if fit == nil {
+				fit = s.glue(t, sc)
+			}
+		case isMatrix(params[0]) && xs[0].integral():
+			fit = s.fitEmbedding(xs[0], params, t)
+		case isMatrix(params[0]):
+			fit = s.fitLinear(xs[0], params, t)
+		case len(params[0].shape) >= 4:
+			fit = s.fitConv(xs[0], params, t)
+		case allVectors(params):
+			fit = s.fitNorm(xs[0], params, t)
+		}
+		if fit != nil {
+			out[0] = adopt(t, fit)
+		}
+		return out
+	}
+	if len(targets) == 2 && len(params) == 0 {
+		if cos, sin := s.fitRopeTable(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
+	}
+	for i, t := range targets {
+		if len(params) == 0 {
+			if v := s.glue(t, sc); v != nil {
+				out[i] = adopt(t, v)
+			}
+		}
+	}
+	return out
+}
+
+// adopt gives target's reference data the binding of the fitted value.
+func adopt(target, fit *val) *val {
+	if fit.from == nil && fit.name != "" {
+		fit.keys = append(fit.keys, target.keys...)
+		return fit
+	}
+	return &val{shape: target.shape, data: target.data, format: target.format, origin: target.origin,
+		from: fit.from, name: fit.name, keys: append(slices.Clone(fit.keys), target.keys...), seq: target.seq, fit: fit.fit}
+}
+
+func isMatrix(v *val) bool { return v != nil && len(v.shape) == 2 }
+
+func allVectors(vs []*val) bool {
+	for _, v := range vs {
+		if v == nil || len(v.shape) != 1 {
+			return false
+		}
+	}
+	return len(vs) > 0 && len(vs) <= 2
+}
+
+// integral reports whether every value is an integer (token ids,
+// positions).
+func (v *val) integral() bool {
+	for _, x := range v.data {
+		if x != float32(math.Trunc(float64(x))) {
+			return false
+		}
+	}
+	return len(v.data) > 0
+}
+
+// tolerance is the rel-RMS under which a candidate reproduces a value of
+// format f: a few roundings of the format, far below what a wrong
+// candidate leaves (a wrong factor leaves ≥ 1e-2 in every planted and
+// conformance case).
+func tolerance(f precision.Format) float64 {
+	switch f {
+	case precision.BF16:
+		return 1.5e-2
+	case precision.F16:
+		return 2e-3
+	}
+	return 1e-4
+}
+
+// best scores candidates against target and returns the winner when it
+// reproduces target, with every candidate's score.
+func (s *synth) best(target *val, cands []*expr) (*val, []semantics.Candidate) {
+	var win *val
+	bestScore := math.Inf(1)
+	var ev []semantics.Candidate
+	for _, e := range cands {
+		v, sc := s.ev.score(e, target)
+		ev = append(ev, semantics.Candidate{Value: e.label, Score: finite(sc)})
+		if sc < bestScore {
+			win, bestScore = v, sc
+		}
+	}
+	if win == nil || bestScore > tolerance(target.format) {
+		return nil, ev
+	}
+	return win, ev
+}
+
+// finite keeps a score JSON can hold.
+func finite(x float64) float64 {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return math.MaxFloat64
+	}
+	return x
+}
+
+func (s *synth) fitLinear(x *val, params []*val, t *val) *val {
+	w := params[0]
+	var bias *val
+	if len(params) > 1 && len(params[1].shape) == 1 {
+		bias = params[1]
+	}
+	in, outW := x.shape[len(x.shape)-1], t.shape[len(t.shape)-1]
+	var cands []*expr
+	if w.shape[0] == outW && w.shape[1] == in {
+		cands = append(cands, &expr{op: program.OpLinear, args: []*val{x, w, bias}, out: t.format, label: "linear"})
+	}
+	if w.shape[0] == in && w.shape[1] == outW {
+		// a weight stored [in, out] (Conv1D)
+		if wt := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 0}}, args: []*val{w}, out: w.format, label: "[in, out] weight"}); wt != nil {
+			cands = append(cands, &expr{op: program.OpLinear, args: []*val{x, wt, bias}, out: t.format, label: "linear [in, out]"})
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "linear", candidates: ev}
+	}
+	return v
+}
+
+func (s *synth) fitEmbedding(ids *val, params []*val, t *val) *val {
+	table := params[0]
+	if t.shape[len(t.shape)-1] != table.shape[1] {
+		return nil
+	}
+	v, ev := s.best(t, []*expr{{op: program.OpGather, args: []*val{table, ids}, out: table.format, label: "table"}})
+	if v != nil {
+		v.fit = &leafFit{kind: "embedding", candidates: ev}
+		if !slices.Equal(v.shape, t.shape) {
+			v = s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{v}, out: v.format})
+		}
+	}
+	return v
+}
+
+// fitNorm searches the norm's kind, ε and γ offset, and which 1-D
+// parameter is γ.
+func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
+	if !slices.Equal(x.shape, t.shape) {
+		return nil
+	}
+	last := x.shape[len(x.shape)-1]
+	assign := [][2]*val{{params[0], nil}}
+	if len(params) == 2 {
+		assign = [][2]*val{{params[0], params[1]}, {params[1], params[0]}}
+	}
+	var cands []*expr
+	for _, gb := range assign {
+		g, b := gb[0], gb[1]
+		width := g.shape[0]
+		if last%width != 0 || (b != nil && b.shape[0] != width) {
+			continue
+		}
+		group := 0
+		if width != last {
+			group = width
+		}
+		for _, kind := range []exec.NormKind{exec.NormLayer, exec.NormRMS} {
+			if kind == exec.NormRMS && b != nil {
+				continue
+			}
+			for _, eps := range []float32{1e-6, 1e-5, 1e-8, 1e-12} {
+				for _, off := range []float32{0, 1} {
+					p := exec.NormParams{Kind: kind, Eps: eps, Offset: off, Group: group}
+					cands = append(cands, &expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, g, b}, out: t.format,
+						label: fmt.Sprintf("%s eps=%g offset=%g", kind, eps, off)})
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
+	}
+	return v
+}
+
+// fitParamlessNorm is a norm without parameters (LayerNorm without
+// affine), tried by the glue search on same-shape values.
+func (s *synth) normCandidates(x *val, t *val) []*expr {
+	var cands []*expr
+	for _, kind := range []exec.NormKind{exec.NormLayer, exec.NormRMS} {
+		for _, eps := range []float32{1e-6, 1e-5, 1e-8, 1e-12} {
+			p := exec.NormParams{Kind: kind, Eps: eps}
+			cands = append(cands, &expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, nil, nil}, out: t.format,
+				label: fmt.Sprintf("%s eps=%g", kind, eps)})
+		}
+	}
+	return cands
+}
+
+// fitConv explains a convolution whose kernel equals its stride (a patch
+// embedding) as patchify → linear → channels-first, frames kept apart.
+func (s *synth) fitConv(x *val, params []*val, t *val) *val {
+	w := params[0]
+	var bias *val
+	if len(params) > 1 && len(params[1].shape) == 1 {
+		bias = params[1]
+	}
+	r := len(w.shape)
+	if len(x.shape) != r || len(t.shape) != r || (r != 4 && r != 5) {
+		return nil
+	}
+	p := w.shape[r-1]
+	if w.shape[r-2] != p || (r == 5 && w.shape[2] != 1) {
+		return nil
+	}
+	B, C, O := x.shape[0], x.shape[1], w.shape[0]
+	H, W := x.shape[r-2], x.shape[r-1]
+	if C != w.shape[1] || H%p != 0 || W%p != 0 || t.shape[1] != O {
+		return nil
+	}
+	F := 1
+	if r == 5 {
+		F = x.shape[2]
+	}
+	img := x
+	if r == 5 {
+		img = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{x}, out: x.format})
+		img = s.reshape(img, []int{B * F, C, H, W})
+	}
+	patches := s.derive(&expr{op: program.OpPatchify, attrs: program.Attrs{Patch: exec.PatchParams{Patch: p, Height: H, Width: W}}, args: []*val{img}, out: x.format})
+	wm := s.reshape(w, []int{O, C * p * p})
+	if patches == nil || wm == nil {
+		return nil
+	}
+	lin := &expr{op: program.OpLinear, args: []*val{patches, wm, bias}, out: t.format, label: "patch"}
+	y, err := s.ev.run(lin)
+	if err != nil {
+		return nil
+	}
+	y = s.reshape(y, []int{B, F * (H / p) * (W / p), O})
+	y = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{y}, out: t.format})
+	y = s.reshape(y, t.shape)
+	if y == nil || relRMS(y.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(y.data, t.data)}}}
+	return y
+}
+
+// fitSinusoid explains a 1-D input becoming [N, D] as a sinusoidal
+// timestep embedding.
+func (s *synth) fitSinusoid(x, t *val) *val {
+	if len(x.shape) != 1 || len(t.shape) != 2 || t.shape[0] != x.shape[0] || t.shape[1]%2 != 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, flip := range []bool{true, false} {
+		for _, shift := range []float32{0, 1} {
+			for _, scale := range []float32{1, 1000} {
+				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: scale, MaxPeriod: 10000}
+				cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
+					label: fmt.Sprintf("flip=%v shift=%g scale=%g", flip, shift, scale)})
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev}
+	}
+	return v
+}
+
+// derive runs a movement or helper expression and returns its value (nil
+// when it cannot run).
+func (s *synth) derive(e *expr) *val {
+	for _, a := range e.args {
+		if a == nil && e.op != program.OpLinear && e.op != program.OpNorm {
+			return nil
+		}
+	}
+	v, err := s.ev.run(e)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func (s *synth) reshape(v *val, shape []int) *val {
+	if v == nil {
+		return nil
+	}
+	if slices.Equal(v.shape, shape) {
+		return v
+	}
+	if v.numel() != exec.Numel(shape) {
+		return nil
+	}
+	return s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(shape)}, args: []*val{v}, out: v.format})
+}

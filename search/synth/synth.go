@@ -1,0 +1,464 @@
+package synth
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"sort"
+
+	"zflow/exec/cpu"
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+var f32 = precision.F32
+
+// synth is the state of one discovery.
+type synth struct {
+	tr     *trace.Trace
+	ev     *evaluator
+	em     *emitter
+	params map[string]*val
+	opaque []*val
+	attn   []attnRecord
+	mlps   []mlpRecord
+	ropes  []ropeRecord
+	seq    int
+}
+
+// attnRecord is one attention the search explained, for the factors.
+type attnRecord struct {
+	choice     attnChoice
+	scope      string
+	boundary   string
+	candidates []semantics.Candidate
+}
+
+// Result is a discovered program document and what could not be
+// explained.
+type Result struct {
+	Doc *semantics.Document
+	// Opaque lists the boundaries no expression explains ("<module>/<port>").
+	Opaque []string
+	// Unexplained lists every boundary, in the order the search met them,
+	// that no expression explains (needed by the output or not).
+	Unexplained []string
+	Evals       int
+}
+
+// Complete reports whether the program makes its output from the request
+// alone (no boundary taken from the trace).
+func (r *Result) Complete() bool { return len(r.Opaque) == 0 }
+
+// Discover recovers the model's program from the trace: every call of
+// step 0 explained from its arguments (leaves fitted from shapes and
+// values, the glue between calls searched as expressions of the op
+// vocabulary), then the sampler around it. The document it returns is
+// version 2; it is not yet checked (the caller runs the teacher-forced
+// check).
+func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error) {
+	roots := stepRoots(tr, 0)
+	if len(roots) != 1 {
+		return nil, fmt.Errorf("synth: step 0 has %d root calls; one model call per step is supported", len(roots))
+	}
+	root := roots[0]
+	act := precision.F32
+	if d, _ := tr.Manifest.Producer["dtype"].(string); d == "bfloat16" {
+		act = precision.BF16
+	} else if d == "float16" {
+		act = precision.F16
+	}
+	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}}
+	drive, err := s.driving(root)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := s.call(root, drive.args)
+	if err != nil {
+		return nil, err
+	}
+	out, ok := outs[drive.outPort]
+	if !ok {
+		return nil, fmt.Errorf("synth: the model call has no result %q", drive.outPort)
+	}
+	final := out
+	var factors []semantics.Factor
+	if drive.run == "flow_euler" {
+		v, sign, f, err := s.velocity(root, out)
+		if err != nil {
+			return nil, err
+		}
+		final = v
+		factors = append(factors, f)
+		_ = sign
+	}
+	if final.opaque || s.needsOpaque(final) {
+		// an output the program cannot make: still a document, incomplete
+		final.opaque = true
+	}
+	name, err := s.em.emit(final, "model")
+	if err != nil {
+		return nil, err
+	}
+	s.em.p.Outputs = []string{name}
+	factors = append(factors, s.readFactors()...)
+	doc := &semantics.Document{
+		Format: semantics.FormatName, Version: semantics.ProgramVersion,
+		Source:    semantics.Source{Trace: path, Producer: tr.Manifest.Producer},
+		Structure: drive.structure,
+		Program:   s.programDoc(),
+		Factors:   factors,
+		Precision: semantics.Precision{Status: "placeholder", Activations: act.String(), Rules: s.em.rules},
+	}
+	if doc.Source.SHA256, err = fileSHA256(path); err != nil {
+		return nil, err
+	}
+	res := &Result{Doc: doc, Evals: s.ev.evals}
+	for _, v := range s.opaque {
+		res.Unexplained = append(res.Unexplained, v.origin)
+	}
+	for _, v := range s.em.consts {
+		res.Opaque = append(res.Opaque, v.origin)
+		doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: "value", Scope: "model",
+			Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it from the request; the program takes it from the trace (step 0) as a constant", v.origin)})
+	}
+	return res, nil
+}
+
+// stepRoots are the calls of a step without a parent.
+func stepRoots(tr *trace.Trace, step int) []trace.Call {
+	var out []trace.Call
+	for _, c := range tr.Manifest.Calls {
+		if c.Parent == nil && c.Step != nil && *c.Step == step {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// drive is how the model is called: its arguments bound to request
+// values, its result port, and the structure's driving part.
+type drive struct {
+	run       string
+	args      map[string]*val
+	outPort   string
+	structure semantics.Structure
+}
+
+// driving binds the model call's arguments to the request: an input
+// passed unchanged, the latents of a flow-matching loop (the input whose
+// values the call's argument holds at step 0 and whose shape the run's
+// output has), and the timestep made from σ.
+func (s *synth) driving(root trace.Call) (*drive, error) {
+	m := s.tr.Manifest
+	d := &drive{run: "forward", args: map[string]*val{}}
+	st := &d.structure
+	st.Model = semantics.Boundary{Module: root.Module}
+	inputs := map[string]*val{}
+	for _, name := range sortedNames(m.Inputs) {
+		v, err := s.capture(m.Inputs[name])
+		if err != nil {
+			return nil, err
+		}
+		inputs[name] = v
+	}
+	sigmaName := ""
+	for name, v := range inputs {
+		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 && len(s.tr.Steps()) >= 1 && !v.integral() {
+			sigmaName = name
+		}
+	}
+	var results []trace.Port
+	for _, p := range root.Tensors {
+		if trace.IsResult(p.Name) {
+			results = append(results, p)
+		}
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("synth: the model call %s has no tensor result", root.Module)
+	}
+	d.outPort = results[0].Name
+	outName := sortedNames(m.Outputs)
+	if len(outName) == 0 {
+		return nil, fmt.Errorf("synth: the trace has no output")
+	}
+	if sigmaName != "" {
+		d.run = "flow_euler"
+	}
+	st.Run = d.run
+	roles := map[string]string{}
+	for _, p := range root.Tensors {
+		if trace.IsResult(p.Name) {
+			continue
+		}
+		target, err := s.capture(p.Key)
+		if err != nil {
+			return nil, err
+		}
+		bound := false
+		for _, name := range sortedNames(inputs) {
+			in := inputs[name]
+			if name == sigmaName || in.numel() != target.numel() || relRMS(in.data, target.data) > 0 {
+				continue
+			}
+			role := name
+			if d.run == "flow_euler" && slices.Equal(in.shape, s.outputShape()) {
+				role = "latents"
+			}
+			if _, dup := roles[role]; !dup {
+				roles[role] = name
+				kind := program.Input
+				vname := program.InputValue(role)
+				if role == "latents" {
+					kind, vname = program.StepInput, program.StepLatents
+				}
+				s.em.bindLeaf(in, kind, vname, role)
+			}
+			if slices.Equal(in.shape, target.shape) {
+				in.keys = append(in.keys, target.keys...)
+				d.args[p.Name] = in
+			} else {
+				d.args[p.Name] = adopt(target, s.reshape(in, target.shape))
+			}
+			bound = true
+			break
+		}
+		if bound {
+			continue
+		}
+		if d.run == "flow_euler" {
+			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
+				d.args[p.Name] = v
+				continue
+			}
+		}
+		target.opaque = true
+		d.args[p.Name] = target
+	}
+	if d.run == "flow_euler" {
+		roles["sigmas"] = sigmaName
+		if _, ok := roles["latents"]; !ok {
+			return nil, fmt.Errorf("synth: no model argument holds the latents of the flow loop")
+		}
+	}
+	for _, role := range sortedNames(roles) {
+		name := roles[role]
+		st.Inputs = append(st.Inputs, semantics.Input{Role: role, Name: name, Shape: slices.Clone(inputs[name].shape)})
+	}
+	outRole := "hidden"
+	if d.run == "flow_euler" {
+		outRole = "latents"
+	}
+	st.Outputs = []semantics.Output{{Role: outRole, Name: outName[0]}}
+	return d, nil
+}
+
+// outputShape is the shape of the run's (first) output.
+func (s *synth) outputShape() []int {
+	names := sortedNames(s.tr.Manifest.Outputs)
+	if len(names) == 0 {
+		return nil
+	}
+	info, err := s.tr.Info(s.tr.Manifest.Outputs[names[0]])
+	if err != nil {
+		return nil
+	}
+	return info.Shape
+}
+
+// timestep explains the model's timestep argument from σ at every step:
+// σ, σ·1000, 1 − σ or (1 − σ)·1000, stored in the argument's dtype
+// (rounded to an integer for an integer dtype).
+func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
+	sig := &val{shape: []int{1}, data: sigmas.data[:1], format: f32}
+	s.em.bindLeaf(sig, program.StepInput, program.StepTimestep, "timestep")
+	info, _ := s.tr.Info(p.Key)
+	integer := !info.DType.IsFloat()
+	best, bestErr := (*val)(nil), math.Inf(1)
+	for _, c := range []float64{1, 1000} {
+		var v *val = sig
+		if c != 1 {
+			v = s.derive(&expr{op: program.OpMul, args: []*val{sig, s.constant(c)}, out: f32, label: "timestep scale"})
+		}
+		switch {
+		case integer:
+			v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
+		case target.format != f32:
+			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
+		}
+		if v == nil {
+			continue
+		}
+		v = s.reshape(v, target.shape)
+		if v == nil {
+			continue
+		}
+		// every step: σ_i through the same expression against the argument
+		worst := 0.0
+		for i := range s.tr.Steps() {
+			want, err := s.portAt(p, i)
+			if err != nil || len(want) != 1 {
+				worst = math.Inf(1)
+				break
+			}
+			got := float64(sigmas.data[i]) * c
+			if integer {
+				got = math.RoundToEven(got)
+			} else {
+				got = float64(target.format.Round(float32(got)))
+			}
+			worst = math.Max(worst, math.Abs(got-float64(want[0]))/math.Max(math.Abs(float64(want[0])), 1e-30))
+		}
+		if worst < bestErr {
+			best, bestErr = v, worst
+		}
+	}
+	if best == nil || bestErr > 1e-6 {
+		return nil
+	}
+	return adopt(target, best)
+}
+
+// portAt reads a call's port at step i (same module and ordinal).
+func (s *synth) portAt(p trace.Port, step int) ([]float32, error) {
+	key := fmt.Sprintf("s%d/%s", step, p.Key[len("s0/"):])
+	t, err := s.tr.Tensor(key)
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
+
+// velocity finds what the loop integrates: v_i = (x_{i+1} − x_i) /
+// (σ_{i+1} − σ_i) against the model's result, as is, negated, or its
+// first half of channels (a learned-σ output), at step 0.
+func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor, error) {
+	m := s.tr.Manifest
+	var latents, sigmas *val
+	for _, in := range s.em.p.ValuesOf(program.StepInput) {
+		_ = in
+	}
+	names := sortedNames(m.Inputs)
+	for _, n := range names {
+		v, _ := s.capture(m.Inputs[n])
+		if slices.Equal(v.shape, s.outputShape()) && latents == nil {
+			latents = v
+		}
+		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 {
+			sigmas = v
+		}
+	}
+	next, err := s.nextLatents(root)
+	if err != nil || latents == nil || sigmas == nil {
+		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %v", err)
+	}
+	dt := float64(sigmas.data[1] - sigmas.data[0])
+	implied := make([]float32, len(next))
+	for i := range implied {
+		implied[i] = float32((float64(next[i]) - float64(latents.data[i])) / dt)
+	}
+	want := &val{shape: latents.shape, data: implied, format: latents.format}
+	var forms []*val
+	if r := s.reshape(out, latents.shape); r != nil {
+		forms = append(forms, r)
+	}
+	if len(out.shape) >= 2 && out.shape[1] == 2*latents.shape[1] {
+		c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: latents.shape[1]}, args: []*val{out}, out: out.format, label: "first half of channels"})
+		if r := s.reshape(c, latents.shape); r != nil {
+			forms = append(forms, r)
+		}
+	}
+	var best *val
+	bestSign, bestErr, runner := 1, math.Inf(1), math.Inf(1)
+	var cands []semantics.Candidate
+	for _, f := range forms {
+		for _, sign := range []int{1, -1} {
+			d := make([]float32, len(f.data))
+			for i := range d {
+				d[i] = float32(sign) * f.data[i]
+			}
+			e := relRMS(d, want.data)
+			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
+			if e < bestErr {
+				runner = bestErr
+				best, bestSign, bestErr = f, sign, e
+			} else if e < runner {
+				runner = e
+			}
+		}
+	}
+	if best == nil {
+		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
+	}
+	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+sortedNames(m.Outputs)[0])
+	return best, bestSign, f, nil
+}
+
+// nextLatents is x_1: the model's latents argument at step 1, or the run's
+// output after one step.
+func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
+	if len(s.tr.Steps()) > 1 {
+		for _, c := range stepRoots(s.tr, 1) {
+			for _, p := range c.Tensors {
+				if trace.IsResult(p.Name) {
+					continue
+				}
+				t, err := s.tr.Tensor(p.Key)
+				if err != nil {
+					continue
+				}
+				if slices.Equal(t.Shape, s.outputShape()) {
+					return t.Float32()
+				}
+			}
+		}
+	}
+	names := sortedNames(s.tr.Manifest.Outputs)
+	t, err := s.tr.Tensor(s.tr.Manifest.Outputs[names[0]])
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// programDoc is the program in the document's form, with the notes of its
+// constants.
+func (s *synth) programDoc() *semantics.Program {
+	dp := program.ToDoc(s.em.p)
+	for i := range dp.Values {
+		if n, ok := s.em.notes[dp.Values[i].Name]; ok {
+			dp.Values[i].Note = n
+		}
+		dp.Values[i].FromTrace = s.em.fromTrace[dp.Values[i].Name]
+	}
+	return dp
+}

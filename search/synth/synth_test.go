@@ -1,0 +1,172 @@
+package synth
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"zflow/exec/cpu"
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+func TestSnap(t *testing.T) {
+	for _, tc := range []struct {
+		c, want float64
+	}{
+		{0.06248, 0.0625},            // 1/√256 (an attention multiplier)
+		{0.20412, 1 / math.Sqrt(24)}, // 1/√24
+		{7.9999, 8},                  // √64 (an embedding scale)
+		{0.2200, 0.22},               // a residual multiplier
+		{12.0003, 12},
+	} {
+		if got := snap(tc.c, func(float64) bool { return true }); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("snap(%v) = %v, want %v", tc.c, got, tc.want)
+		}
+	}
+	// a keep that refuses the simple numbers leaves c as it is
+	if got := snap(0.06248, func(float64) bool { return false }); got != 0.06248 {
+		t.Errorf("snap with nothing kept = %v", got)
+	}
+}
+
+func TestIsIota(t *testing.T) {
+	for _, tc := range []struct {
+		shape []int
+		data  []float32
+		want  bool
+	}{
+		{[]int{1, 4}, []float32{0, 1, 2, 3}, true},
+		{[]int{2, 3}, []float32{0, 1, 2, 0, 1, 2}, true},
+		{[]int{1, 4}, []float32{1, 2, 3, 4}, false},
+		{[]int{1, 1}, []float32{0}, false},
+	} {
+		if got := isIota(&val{shape: tc.shape, data: tc.data}); got != tc.want {
+			t.Errorf("isIota(%v %v) = %v", tc.shape, tc.data, got)
+		}
+	}
+}
+
+func TestPermuteAndSliceData(t *testing.T) {
+	v := &val{shape: []int{2, 3}, data: []float32{0, 1, 2, 3, 4, 5}}
+	if got := permuteData(v, []int{1, 0}); !slices.Equal(got, []float32{0, 3, 1, 4, 2, 5}) {
+		t.Errorf("transpose = %v", got)
+	}
+	if got := sliceData(v, 1, 1, 3); !slices.Equal(got, []float32{1, 2, 4, 5}) {
+		t.Errorf("slice = %v", got)
+	}
+	if n := len(permutations(4)); n != 24 {
+		t.Errorf("%d permutations of 4", n)
+	}
+}
+
+// conformance opens a shared conformance trace, skipping without ../shared.
+func conformance(t *testing.T, name string) (*trace.Trace, string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "..", "shared", "conformance", name)
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("%s not present (../shared/conformance is beside the checkout in CI only)", path)
+	}
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr, path
+}
+
+// TestDiscoverLanguageModels: the program search reads real decoders it
+// has no recipe for (Conv1D weights and a fused q/k/v; an embedding and
+// residual multiplier and a 1/head_dim attention scale) and the program
+// reproduces the trace's output from the request alone.
+func TestDiscoverLanguageModels(t *testing.T) {
+	for _, tc := range []struct {
+		trace string
+		want  map[string]any
+	}{
+		{"gpt2-f32.npz", map[string]any{"rope_layout": "none", "mlp_act": "gelu_tanh", "mlp_glu": false, "attention_causal": true, "attention_scale": 0.0}},
+		{"granite-f32.npz", map[string]any{"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "attention_scale": 0.0625, "rope_theta": 10000.0}},
+	} {
+		t.Run(tc.trace, func(t *testing.T) {
+			tr, path := conformance(t, tc.trace)
+			res, err := Discover(context.Background(), tr, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Doc.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if !res.Complete() {
+				t.Fatalf("incomplete: taken from the trace: %v", res.Opaque)
+			}
+			for name, want := range tc.want {
+				found := false
+				for _, f := range res.Doc.Factors {
+					if f.Name == name {
+						found = true
+						if !sameValue(f.Value, want) {
+							t.Errorf("%s at %s = %v, want %v", name, f.Scope, f.Value, want)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("no factor %s", name)
+				}
+			}
+			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
+				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
+			}
+		})
+	}
+}
+
+// TestDiscoverSaysWhatItCannotMake: a construct the vocabulary lacks
+// (mistral's sliding-window attention) leaves the attention output
+// unexplained; the document says so instead of pretending.
+func TestDiscoverSaysWhatItCannotMake(t *testing.T) {
+	tr, path := conformance(t, "mistral-f32.npz")
+	res, err := Discover(context.Background(), tr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Complete() || len(res.Doc.Program.FromTrace()) == 0 || len(res.Doc.Undetermined) == 0 {
+		t.Fatalf("complete=%v, from trace %v, undetermined %v", res.Complete(), res.Doc.Program.FromTrace(), res.Doc.Undetermined)
+	}
+}
+
+func generate(t *testing.T, doc *semantics.Document, tr *trace.Trace) float64 {
+	t.Helper()
+	bk := cpu.New(0)
+	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	out, err := r.Run(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Free(out)
+	ours, err := bk.Download(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := tr.Tensor(tr.Manifest.Outputs[doc.Structure.Outputs[0].Name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := ref.Float32()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := precision.RelRMS(ours, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}

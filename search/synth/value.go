@@ -1,0 +1,163 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/precision"
+)
+
+// val is a tensor the search knows at step 0: a captured boundary, a
+// parameter, a request input, or a value a candidate expression computed
+// from them (teacher forced: every captured value is the reference's own).
+type val struct {
+	shape  []int
+	data   []float32
+	format precision.Format
+	// origin is the boundary it was captured at ("<module>/<port>"), the
+	// parameter path, or "" for a computed value.
+	origin string
+	// keys are the trace keys of the boundaries the value is (taps).
+	keys []string
+	// name is the program value it is bound to once emitted ("" before).
+	name string
+	// from is how a computed value is made (nil for a leaf value).
+	from *expr
+	// opaque: a captured value no expression explains; a program that
+	// reads it takes it from the trace as a constant.
+	opaque bool
+	iota   bool // positions 0…n−1: a constant of the request's shape
+	// fit is what a fitted leaf found about the value (its activation, its
+	// norm): read by the factor readers.
+	fit *leafFit
+	seq int // creation order within the search (recent = larger)
+}
+
+func (v *val) numel() int { return exec.Numel(v.shape) }
+
+func (v *val) String() string {
+	if v.origin != "" {
+		return v.origin
+	}
+	if v.from != nil {
+		return v.from.desc()
+	}
+	return fmt.Sprintf("value%v", v.shape)
+}
+
+// expr is a candidate computation: one node of the vocabulary over
+// values. Its result is a val (data computed eagerly, at step 0).
+type expr struct {
+	op    program.Op
+	attrs program.Attrs
+	args  []*val // nil entries: absent optional inputs
+	out   precision.Format
+	label string // what it is, for evidence ("silu", "causal", ...)
+	pick  int    // which result of a multi-result op
+	// shapes: every result's shape (multi-result ops), set by run.
+	shapes [][]int
+	// node: the expression of result 0 when this is another result of
+	// the same node (one node, several values); sibling memoises them.
+	node    *expr
+	sibling map[int]*expr
+}
+
+func (e *expr) desc() string {
+	s := e.op.String()
+	if e.label != "" {
+		s += "(" + e.label + ")"
+	}
+	return s
+}
+
+// relRMS is ‖a − b‖ / ‖b‖ in float64 (0 when both are zero, +Inf on a
+// length mismatch).
+func relRMS(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d, r float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		if math.IsNaN(x) != math.IsNaN(y) || math.IsInf(x, 0) != math.IsInf(y, 0) {
+			return math.Inf(1)
+		}
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			continue
+		}
+		d += (x - y) * (x - y)
+		r += y * y
+	}
+	if r == 0 {
+		if d == 0 {
+			return 0
+		}
+		return math.Inf(1)
+	}
+	return math.Sqrt(d / r)
+}
+
+// evaluator runs single nodes on the CPU reference backend.
+type evaluator struct {
+	b     exec.Backend
+	evals int
+}
+
+// run computes e's result at step 0 from its arguments' data.
+func (ev *evaluator) run(e *expr) (*val, error) {
+	ins := make([]exec.Tensor, len(e.args))
+	defer func() {
+		for _, t := range ins {
+			if t != nil {
+				ev.b.Free(t)
+			}
+		}
+	}()
+	for i, a := range e.args {
+		if a == nil {
+			continue
+		}
+		t, err := ev.b.Upload(a.data, a.shape, a.format)
+		if err != nil {
+			return nil, err
+		}
+		ins[i] = t
+	}
+	n := program.Node{Op: e.op, Attrs: e.attrs, Spec: exec.Spec{Out: e.out}}
+	ev.evals++
+	outs, err := program.RunNode(ev.b, &n, ins)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, t := range outs {
+			ev.b.Free(t)
+		}
+	}()
+	if e.pick < 0 || e.pick >= len(outs) {
+		return nil, fmt.Errorf("%s: result %d of %d", e.op, e.pick, len(outs))
+	}
+	e.shapes = e.shapes[:0]
+	for _, t := range outs {
+		e.shapes = append(e.shapes, slices.Clone(t.Shape()))
+	}
+	o := outs[e.pick]
+	data, err := ev.b.Download(o)
+	if err != nil {
+		return nil, err
+	}
+	return &val{shape: slices.Clone(o.Shape()), data: data, format: o.Format(), from: e}, nil
+}
+
+// score is a candidate's error against a target, +Inf when it cannot be
+// computed or has another number of elements.
+func (ev *evaluator) score(e *expr, target *val) (*val, float64) {
+	v, err := ev.run(e)
+	if err != nil || v.numel() != target.numel() {
+		return nil, math.Inf(1)
+	}
+	return v, relRMS(v.data, target.data)
+}

@@ -1,0 +1,246 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/trace"
+)
+
+// scope is what the glue search may build a call's values from: the
+// call's arguments, its own parameters, and the results of its children
+// so far, in creation order.
+type scope struct {
+	module string // module path, with "#<ordinal>" from the second call on
+	vals   []*val
+	// own: values made inside the scope (children's results), which the
+	// attention search draws its operands from.
+	own map[*val]bool
+}
+
+func (sc *scope) add(v *val, own bool) {
+	sc.vals = append(sc.vals, v)
+	if own {
+		sc.own[v] = true
+	}
+}
+
+// capture reads a boundary of step 0 as a value.
+func (s *synth) capture(key string) (*val, error) {
+	t, err := s.tr.Tensor(key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := t.Float32()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	s.seq++
+	return &val{shape: slices.Clone(t.Shape), data: slices.Clone(data), format: formatOf(t.DType), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
+}
+
+// formatOf is the storage format a dtype's values are computed in
+// (integers and booleans: exact f32 values).
+func formatOf(d trace.DType) precision.Format {
+	switch d {
+	case trace.BFloat16:
+		return precision.BF16
+	case trace.Float16:
+		return precision.F16
+	}
+	return precision.F32
+}
+
+// boundaryName drops a key's scope ("s0/a.b/out" → "a.b/out").
+func boundaryName(key string) string {
+	m, p, ok := splitKey(key)
+	if !ok {
+		return key
+	}
+	return m + "/" + p
+}
+
+// call explains one call of step 0 given its bound arguments (port →
+// value) and returns its results by port. Every value it returns carries
+// the reference's data (teacher forcing) and, when explained, how the
+// program computes it.
+func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error) {
+	module := moduleOf(c)
+	sc := &scope{module: module, own: map[*val]bool{}}
+	for _, p := range c.Tensors {
+		if v, ok := args[p.Name]; ok {
+			sc.add(v, false)
+		}
+	}
+	for _, name := range c.Params {
+		v, err := s.param(name)
+		if err != nil {
+			return nil, err
+		}
+		sc.add(v, false)
+	}
+	start := len(s.em.p.Nodes)
+	outs := map[string]*val{}
+	children := s.children(c)
+	if len(children) == 0 {
+		if err := s.leaf(c, sc, args, outs); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, ch := range children {
+			chArgs := map[string]*val{}
+			for _, p := range ch.Tensors {
+				if trace.IsResult(p.Name) {
+					continue
+				}
+				target, err := s.capture(p.Key)
+				if err != nil {
+					return nil, err
+				}
+				v := s.explain(target, sc)
+				chArgs[p.Name] = v
+				if !slices.Contains(sc.vals, v) {
+					sc.add(v, false)
+				}
+			}
+			res, err := s.call(ch, chArgs)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range ch.Tensors {
+				if v, ok := res[p.Name]; ok {
+					sc.add(v, true)
+				}
+			}
+		}
+		for _, p := range c.Tensors {
+			if !trace.IsResult(p.Name) {
+				continue
+			}
+			target, err := s.capture(p.Key)
+			if err != nil {
+				return nil, err
+			}
+			outs[p.Name] = s.explain(target, sc)
+		}
+	}
+	for _, p := range c.Tensors {
+		if v, ok := outs[p.Name]; ok && !s.needsOpaque(v) {
+			if _, err := s.em.emit(v, module); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.em.segment(module, module, start)
+	return outs, nil
+}
+
+// explain finds the expression over the scope that reproduces target and
+// returns a value with target's data bound to it; a target nothing
+// explains is returned opaque (the program would have to take it from
+// the trace).
+func (s *synth) explain(target *val, sc *scope) *val {
+	v := s.glue(target, sc)
+	if v == nil && isIota(target) {
+		// positions 0…n−1 along the last axis: made from the request's
+		// shape alone
+		target.iota = true
+		s.em.iota(target)
+		return target
+	}
+	if v == nil {
+		target.opaque = true
+		s.opaque = append(s.opaque, target)
+		return target
+	}
+	if v == target {
+		return v
+	}
+	// Teacher forcing: later searches see the reference's data under the
+	// expression's binding.
+	if v.from == nil && v.name != "" && len(v.keys) > 0 && v != target {
+		// an existing bound value: the target is the same tensor
+		v.keys = append(v.keys, target.keys...)
+		return v
+	}
+	out := &val{shape: target.shape, data: target.data, format: target.format, origin: target.origin,
+		from: v.from, name: v.name, keys: append(slices.Clone(v.keys), target.keys...), seq: target.seq, fit: v.fit}
+	if v.name != "" {
+		// already emitted: share the binding
+		s.em.tapAll(out)
+	}
+	return out
+}
+
+// needsOpaque reports whether computing v reads an opaque value.
+func (s *synth) needsOpaque(v *val) bool {
+	if v == nil {
+		return false
+	}
+	if v.name != "" {
+		return false
+	}
+	if v.from == nil {
+		return v.opaque
+	}
+	for _, a := range v.from.args {
+		if a != nil && s.needsOpaque(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// children are c's child calls in entry order.
+func (s *synth) children(c trace.Call) []trace.Call {
+	var out []trace.Call
+	for _, id := range s.tr.Tree().Children(c.ID) {
+		if ch, ok := s.tr.Tree().Call(id); ok {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// moduleOf is the call's module as its keys spell it.
+func moduleOf(c trace.Call) string {
+	if c.Ordinal > 0 {
+		return fmt.Sprintf("%s#%d", c.Module, c.Ordinal)
+	}
+	return c.Module
+}
+
+// param returns a parameter as a weight value (declared once).
+func (s *synth) param(name string) (*val, error) {
+	if v, ok := s.params[name]; ok {
+		return v, nil
+	}
+	key, ok := s.tr.Manifest.Params[name]
+	if !ok {
+		return nil, fmt.Errorf("parameter %q has no tensor", name)
+	}
+	v, err := s.capture(key)
+	if err != nil {
+		return nil, err
+	}
+	v.origin, v.keys = name, nil
+	s.em.bindLeaf(v, program.Weight, "param:"+name, name)
+	s.params[name] = v
+	return v, nil
+}
+
+// isIota reports whether v holds 0…n−1 along its last axis in every row.
+func isIota(v *val) bool {
+	if len(v.shape) == 0 || v.numel() == 0 {
+		return false
+	}
+	n := v.shape[len(v.shape)-1]
+	for i, x := range v.data {
+		if x != float32(i%n) {
+			return false
+		}
+	}
+	return n > 1
+}
