@@ -271,7 +271,13 @@ func TestPointwise(t *testing.T) {
 	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
 		check(t, b, "add (bcast [2,1,3072])", s, pair{m(ref.Add(x.c, bc.c, s)), m(b.Add(x.g, bc.g, s))}, true)
 		check(t, b, "mul (bcast [2,1,3072])", s, pair{m(ref.Mul(x.c, bc.c, s)), m(b.Mul(x.g, bc.g, s))}, true)
+		check(t, b, "sub (bcast [2,1,3072])", s, pair{m(ref.Sub(x.c, bc.c, s)), m(b.Sub(x.g, bc.g, s))}, true)
+		check(t, b, "div (bcast [2,1,3072])", s, pair{m(ref.Div(x.c, bc.c, s)), m(b.Div(x.g, bc.g, s))}, true)
+		check(t, b, "sub (bcast [2,1,3072] − x)", s, pair{m(ref.Sub(bc.c, x.c, s)), m(b.Sub(bc.g, x.g, s))}, true)
+		rd := exec.Spec{Out: s.Out, Math: exec.MathRecipDiv}
+		check(t, b, "div recip_div", rd, pair{m(ref.Div(x.c, bc.c, rd)), m(b.Div(x.g, bc.g, rd))}, true)
 	}
+	check(t, b, "div f32/bf16", exec.Out(bf16), pair{m(ref.Div(xf.c, y.c, exec.Out(bf16))), m(b.Div(xf.g, y.g, exec.Out(bf16)))}, true)
 	check(t, b, "add f32+bf16", exec.Out(bf16), pair{m(ref.Add(xf.c, y.c, exec.Out(bf16))), m(b.Add(xf.g, y.g, exec.Out(bf16)))}, true)
 	for act := exec.ActIdentity; act <= exec.ActReLU; act++ {
 		for _, s := range []exec.Spec{exec.Out(bf16), {Out: bf16, Math: exec.MathFastExp}, exec.Out(f32)} {

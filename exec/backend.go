@@ -47,6 +47,13 @@ type Basic interface {
 	Add(a, b Tensor, s Spec) (Tensor, error)
 	// Mul: y = round(a · b), NumPy broadcasting.
 	Mul(a, b Tensor, s Spec) (Tensor, error)
+	// Sub: y = round(a − b), NumPy broadcasting; one rounding (torch's a - b,
+	// which Add(a, Mul(b, −1)) is not when the product rounds).
+	Sub(a, b Tensor, s Spec) (Tensor, error)
+	// Div: y = round(a / b), NumPy broadcasting, IEEE f32 division;
+	// MathRecipDiv: y = round(a · f32(1/b)) (a divisor the caller knows is a
+	// host scalar, as PyTorch on CUDA divides by one).
+	Div(a, b Tensor, s Spec) (Tensor, error)
 	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants;
 	// RoundEach computes f as separate primitives on tensors of s.Out,
 	// rounding every intermediate and constant (ActivateComposed in pointwise.go).
