@@ -66,8 +66,8 @@ func (c *counting) Norm(x, g, b exec.Tensor, p exec.NormParams, s exec.Spec) (ex
 func (c *counting) Rope(x, cs, sn exec.Tensor, p exec.RopeParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Rope(x, cs, sn, p, s))
 }
-func (c *counting) Attention(q, k, v, m exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
-	return c.track(c.Backend.Attention(q, k, v, m, p, s))
+func (c *counting) Attention(q, k, v, m, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Attention(q, k, v, m, bias, p, s))
 }
 func (c *counting) Modulate(x, sh, sc exec.Tensor, p exec.ModulateParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Modulate(x, sh, sc, p, s))

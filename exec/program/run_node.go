@@ -28,7 +28,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpRope:
 		return one(b.Rope(in[0], in[1], in[2], a.Rope, n.Spec))
 	case OpAttention:
-		return one(b.Attention(in[0], in[1], in[2], in[3], a.Attention, n.Spec))
+		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), a.Attention, n.Spec))
 	case OpAct:
 		return one(b.Act(in[0], a.Act, n.Spec))
 	case OpGLU:
@@ -63,6 +63,15 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Unpatchify(in[0], a.Patch))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
+}
+
+// at is input i, or nil when the node has fewer inputs (an optional input
+// left off the end: an attention node of four inputs has no bias).
+func at(in []exec.Tensor, i int) exec.Tensor {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
 }
 
 // gather picks rows of table [R, W] by the integer ids (host step: the

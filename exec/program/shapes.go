@@ -54,6 +54,15 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		if len(x) != 3 || len(in[1]) != 3 || len(in[2]) != 3 || p.Heads <= 0 || x[2]%p.Heads != 0 {
 			return nil, fmt.Errorf("q %v, k %v, v %v with %d heads", x, in[1], in[2], p.Heads)
 		}
+		if len(in) > 4 && in[4] != nil {
+			g, err := exec.AttentionGeometry(x, in[1], in[2], p)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := exec.BiasStrides(in[4], g.B, g.H, g.Sq, g.Sk); err != nil {
+				return nil, err
+			}
+		}
 		return one(x)
 	case OpGLU:
 		if !slices.Equal(x, in[1]) {
