@@ -54,6 +54,15 @@ func (c *counting) Add(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 func (c *counting) Mul(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Mul(a, b, s))
 }
+func (c *counting) Sub(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Sub(a, b, s))
+}
+func (c *counting) Div(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Div(a, b, s))
+}
+func (c *counting) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
+	return c.track(c.Backend.Permute(x, perm))
+}
 func (c *counting) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Act(x, f, s))
 }

@@ -33,12 +33,15 @@ const (
 	OpGather                      // table, ids: rows of table (host step)
 	OpPatchify                    // x [B, C, H, W]; Attrs.Patch: → [B, (H/p)·(W/p), C·p·p]
 	OpUnpatchify                  // x [B, (H/p)·(W/p), C·p·p]; Attrs.Patch: → [B, C, H, W]
+	OpPermute                     // x; Attrs.Perm: output axis i is input axis Perm[i] (torch.permute)
+	OpSub                         // a, b: a − b, rounded once
+	OpDiv                         // a, b: a / b, rounded once
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -51,7 +54,7 @@ func (o Op) String() string {
 // movement reports whether o's outputs may share storage with its input
 // (a view): the interpreter keeps the input alive while they live.
 func (o Op) movement() bool {
-	return o == OpReshape || o == OpSlice || o == OpChunk || o == OpPatchify || o == OpUnpatchify
+	return o == OpReshape || o == OpSlice || o == OpChunk || o == OpPatchify || o == OpUnpatchify || o == OpPermute
 }
 
 // Attrs are an op's parameters; each op reads the fields its constant names.
@@ -66,6 +69,7 @@ type Attrs struct {
 	Patch     exec.PatchParams
 	Format    precision.Format
 	Shape     []int
+	Perm      []int // OpPermute
 	Axis      int
 	Start     int
 	End       int

@@ -37,6 +37,12 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Add(in[0], in[1], n.Spec))
 	case OpMul:
 		return one(b.Mul(in[0], in[1], n.Spec))
+	case OpSub:
+		return one(b.Sub(in[0], in[1], n.Spec))
+	case OpDiv:
+		return one(b.Div(in[0], in[1], n.Spec))
+	case OpPermute:
+		return one(b.Permute(in[0], a.Perm))
 	case OpCast:
 		return one(b.Cast(in[0], a.Format))
 	case OpReshape:

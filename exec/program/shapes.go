@@ -69,7 +69,13 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("gate %v and value %v differ", x, in[1])
 		}
 		return one(x)
-	case OpAdd, OpMul:
+	case OpPermute:
+		out, _, err := exec.PermuteShape(x, n.Attrs.Perm)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{out}, nil
+	case OpAdd, OpMul, OpSub, OpDiv:
 		s, err := exec.Broadcast(x, in[1])
 		if err != nil {
 			return nil, err
