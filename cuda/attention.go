@@ -17,14 +17,19 @@ type attnP struct {
 	FmtQ, FmtK, FmtV, FmtM, OutFmt, Mask      int32
 	MSb, MSi, MSj, RS, RProb, RW, Math, Total int32
 	Scale                                     float32
-	Pad                                       int32
+	Each, Window                              int32
+	Cap                                       float32
+	Alibi, HasBias, FmtB                      int32
+	BSb, BSh, BSi, BSj                        int32
 }
 
 // flashP is zf_flash_p.
 type flashP struct {
 	B, Sq, Sk, H, KV, QRs, KRs, Mask, MSb, MSi, MSj, FmtM, OutFmt, RoundScores int32
 	Scale                                                                      float32
-	Pad                                                                        int32
+	Window                                                                     int32
+	Cap                                                                        float32
+	FmtB, BSb, BSh, BSi, BSj                                                   int32
 }
 
 // SetExactAttention, when on, sends every attention to the exact kernel
@@ -51,26 +56,35 @@ func (b *Backend) SetFlashWarps(n int) error {
 // and V tiles of 64 rows of d+8 halves.
 func flashSmem(d int) int { return 2 * 2 * 64 * (d + 8) * 2 }
 
+// flashFlags are the flash kernel's compile-time options besides the
+// head dim and the warps: what each module carries.
+type flashFlags struct {
+	f16, round, cap, alibi, bias bool
+	mask                         exec.MaskKind
+}
+
+func bit(on bool) int {
+	if on {
+		return 1
+	}
+	return 0
+}
+
 // flashKernel compiles (once) and returns the flash kernel for head dim d,
-// the input format, mask kind, score rounding and current warps a block.
-func (b *Backend) flashKernel(d int, f16 bool, mask exec.MaskKind, round bool) (string, int, error) {
+// the options ff and the current warps a block.
+func (b *Backend) flashKernel(d int, ff flashFlags) (string, int, error) {
 	nw := b.flashWarps
 	if nw == 0 {
 		nw = 4
 	}
-	f, r := 0, 0
-	if f16 {
-		f = 1
-	}
-	if round {
-		r = 1
-	}
-	name := fmt.Sprintf("zf_flash_d%d_w%d_f%d_m%d_r%d", d, nw, f, int(mask), r)
+	name := fmt.Sprintf("zf_flash_d%d_w%d_f%d_m%d_r%d_c%d_a%d_b%d", d, nw, bit(ff.f16), int(ff.mask), bit(ff.round),
+		bit(ff.cap), bit(ff.alibi), bit(ff.bias))
 	if _, ok := b.fns[name]; ok {
 		return name, nw, nil
 	}
-	opts := []string{fmt.Sprintf("-DZF_D=%d", d), fmt.Sprintf("-DZF_NW=%d", nw), fmt.Sprintf("-DZF_HALF_IN=%d", f),
-		fmt.Sprintf("-DZF_MASK=%d", int(mask)), fmt.Sprintf("-DZF_ROUND=%d", r)}
+	opts := []string{fmt.Sprintf("-DZF_D=%d", d), fmt.Sprintf("-DZF_NW=%d", nw), fmt.Sprintf("-DZF_HALF_IN=%d", bit(ff.f16)),
+		fmt.Sprintf("-DZF_MASK=%d", int(ff.mask)), fmt.Sprintf("-DZF_ROUND=%d", bit(ff.round)),
+		fmt.Sprintf("-DZF_CAP=%d", bit(ff.cap)), fmt.Sprintf("-DZF_ALIBI=%d", bit(ff.alibi)), fmt.Sprintf("-DZF_BIAS=%d", bit(ff.bias))}
 	if err := b.loadModule(name, pointwiseSource()+flashSource, opts, []string{"zf_flash"}); err != nil {
 		return "", 0, err
 	}
@@ -83,8 +97,9 @@ func (b *Backend) flashKernel(d int, f16 bool, mask exec.MaskKind, round bool) (
 }
 
 // Attention is scaled dot-product attention per head (see the package
-// documentation for which kernel runs and what it rounds).
-func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+// documentation for which kernel runs and what it rounds); window, cap,
+// ALiBi and bias as exec.Backend says, in both kernels.
+func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
@@ -96,52 +111,63 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 		return nil, err
 	}
 	qt, kt, vt := ts[0], ts[1], ts[2]
-	g, err := exec.AttentionGeometry(qt.shape, kt.shape, vt.shape, p)
+	mt, err := b.opt("attention", "mask", mask)
 	if err != nil {
 		return nil, err
 	}
-	var mt *Tensor
-	var mst []int
-	switch p.Mask {
-	case exec.MaskNone, exec.MaskCausal:
-		if mask != nil {
-			return nil, fmt.Errorf("exec: attention: mask kind %v with a mask tensor", p.Mask)
-		}
+	bt, err := b.opt("attention", "bias", bias)
+	if err != nil {
+		return nil, err
+	}
+	a, err := exec.CheckAttention(q, k, v, mask, bias, p)
+	if err != nil {
+		return nil, err
+	}
+	g := a.AttentionDims
+	mst, bst := a.MaskStrides, a.BiasStrides
+	if mst == nil {
 		mst = []int{0, 0, 0}
-	case exec.MaskExplicit:
-		if mt, err = b.get("attention", "mask", mask); err != nil {
-			return nil, err
-		}
-		if mst, err = exec.MaskStrides(mt.shape, g.B, g.Sq, g.Sk); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, exec.Unsupported(b.Name(), "attention", "mask kind %v", p.Mask)
 	}
-	scale := p.Scale
-	if scale == 0 {
-		scale = 1 / float32(math.Sqrt(float64(g.D)))
+	if bst == nil {
+		bst = []int{0, 0, 0, 0}
 	}
+	each := s.Round&exec.RoundEach != 0
 	rprob, rw := s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	if rprob && rw {
 		return nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
 	}
-	if s.Round&exec.RoundEach != 0 {
+	if each {
 		rprob = true
 	}
 	outShape := []int{g.B, g.Sq, g.H * g.D}
 	if exec.Numel(outShape) > math.MaxInt32 || exec.Numel(kt.shape) > math.MaxInt32 {
 		return nil, exec.Unsupported(b.Name(), "attention", "tensors over 2³¹ elements")
 	}
-	mptr := func() uintptr {
-		if mt != nil {
-			return mt.ptr()
-		}
-		return qt.ptr()
+	if bt != nil && exec.Numel(bt.shape) > math.MaxInt32 {
+		return nil, exec.Unsupported(b.Name(), "attention", "a bias over 2³¹ elements")
 	}
-	fmtM := int32(precision.F32)
+	// The ALiBi slopes (exec.ALiBiSlopes, the one formula) go up as f32.
+	var slopes *Tensor
+	if p.ALiBi {
+		st, err := b.Upload(exec.ALiBiSlopes(g.H), []int{g.H}, precision.F32)
+		if err != nil {
+			return nil, fmt.Errorf("attention: alibi slopes: %w", err)
+		}
+		slopes = st.(*Tensor)
+		defer b.Free(slopes) // later users are ordered after the launch
+	}
+	ptr := func(t *Tensor) uintptr {
+		if t != nil {
+			return t.ptr()
+		}
+		return qt.ptr() // never read
+	}
+	fmtM, fmtB := int32(precision.F32), int32(precision.F32)
 	if mt != nil {
 		fmtM = int32(mt.format)
+	}
+	if bt != nil {
+		fmtB = int32(bt.format)
 	}
 	fmtIn := qt.format
 	flash := !b.exactAttn && !rprob && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
@@ -151,20 +177,24 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 			return nil
 		}
 		if flash {
-			name, nw, err := b.flashKernel(g.D, fmtIn == precision.F16, p.Mask, s.Has(exec.RoundScores))
+			ff := flashFlags{f16: fmtIn == precision.F16, round: s.Has(exec.RoundScores), cap: p.Softcap > 0,
+				alibi: p.ALiBi, bias: bt != nil, mask: p.Mask}
+			name, nw, err := b.flashKernel(g.D, ff)
 			if err != nil {
 				return err
 			}
 			fp := flashP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV),
 				QRs: int32(g.H * g.D), KRs: int32(g.KV * g.D), Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]),
-				MSj: int32(mst[2]), FmtM: fmtM, OutFmt: int32(s.Out), Scale: scale}
-			if s.Has(exec.RoundScores) {
+				MSj: int32(mst[2]), FmtM: fmtM, OutFmt: int32(s.Out), Scale: a.Scale, Window: int32(p.Window), Cap: p.Softcap,
+				FmtB: fmtB, BSb: int32(bst[0]), BSh: int32(bst[1]), BSi: int32(bst[2]), BSj: int32(bst[3])}
+			if ff.round {
 				fp.RoundScores = 1
 			}
 			rows := 16 * nw
 			grid := [3]uint32{uint32((g.Sq + rows - 1) / rows), uint32(g.B * g.H), 1}
 			pb := unsafe.Slice((*byte)(unsafe.Pointer(&fp)), unsafe.Sizeof(fp))
-			return b.launch(name, grid, [3]uint32{uint32(32 * nw), 1, 1}, uint32(flashSmem(g.D)), out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), pb)
+			return b.launch(name, grid, [3]uint32{uint32(32 * nw), 1, 1}, uint32(flashSmem(g.D)), out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(),
+				ptr(mt), ptr(bt), ptr(slopes), pb)
 		}
 		total := g.B * g.H * g.Sq
 		scratch, err := b.alloc(4 * total * (g.Sk + g.D))
@@ -175,19 +205,14 @@ func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s
 		ap := attnP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV), D: int32(g.D),
 			FmtQ: int32(qt.format), FmtK: int32(kt.format), FmtV: int32(vt.format), FmtM: fmtM, OutFmt: int32(s.Out),
 			Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]), MSj: int32(mst[2]), Math: int32(s.Math),
-			Total: int32(total), Scale: scale}
-		if s.Has(exec.RoundScores) {
-			ap.RS = 1
-		}
-		if rprob {
-			ap.RProb = 1
-		}
-		if rw {
-			ap.RW = 1
-		}
+			Total: int32(total), Scale: a.Scale, Window: int32(p.Window), Cap: p.Softcap, FmtB: fmtB,
+			BSb: int32(bst[0]), BSh: int32(bst[1]), BSi: int32(bst[2]), BSj: int32(bst[3])}
+		ap.RS, ap.Each = int32(bit(s.Has(exec.RoundScores) && !each)), int32(bit(each))
+		ap.RProb, ap.RW = int32(bit(rprob)), int32(bit(rw))
+		ap.Alibi, ap.HasBias = int32(bit(p.ALiBi)), int32(bit(bt != nil))
 		pb := unsafe.Slice((*byte)(unsafe.Pointer(&ap)), unsafe.Sizeof(ap))
 		blocks := max(1, min((total+127)/128, b.sms*32))
 		return b.launch("zf_attn_exact", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{128, 1, 1}, 0,
-			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), mptr(), scratch.ptr, pb)
+			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), ptr(mt), ptr(bt), ptr(slopes), scratch.ptr, pb)
 	})
 }

@@ -14,7 +14,8 @@ struct zf_attn_p {
   int b; int sq; int sk; int h; int kv; int d;
   int fmt_q; int fmt_k; int fmt_v; int fmt_m; int out_fmt; int mask;
   int m_sb; int m_si; int m_sj; int rs; int rprob; int rw; int math; int total;
-  float scale; int pad;
+  float scale; int each; int window; float cap;
+  int alibi; int has_bias; int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
 };
 
 /* Go's max: NaN if either is NaN; -0 < +0. */
@@ -26,7 +27,8 @@ static __device__ __forceinline__ float zf_gomax(float a, float b) {
 
 extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __restrict__ q,
                                          const uchar* __restrict__ k, const uchar* __restrict__ v,
-                                         const uchar* __restrict__ m, float* __restrict__ scratch,
+                                         const uchar* __restrict__ m, const uchar* __restrict__ bias,
+                                         const float* __restrict__ slopes, float* __restrict__ scratch,
                                          const zf_attn_p p) {
   const float ninf = __int_as_float(0xff800000);
   int qw = p.h * p.d, kw = p.kv * p.d, rep = p.h / p.kv;
@@ -43,7 +45,7 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
     for (int j = 0; j < p.sk; j++) {
       bool visible = true;
       if (p.mask == 1) {
-        visible = j <= i;
+        visible = j <= i && (p.window == 0 || j > i - p.window);
       } else if (p.mask == 2) {
         visible = zf_load(m, p.fmt_m, bb * p.m_sb + i * p.m_si + j * p.m_sj) != 0.0f;
       }
@@ -56,7 +58,20 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       for (int e = 0; e < p.d; e++) {
         dot += zf_load(q, p.fmt_q, qoff + e) * zf_load(k, p.fmt_k, koff + e);
       }
-      float sv = zf_at(p.rs, p.out_fmt, dot * p.scale);
+      /* The score chain of exec.Backend's Attention, in its order. */
+      float sv = zf_at(p.each, p.out_fmt, dot * p.scale);
+      if (p.cap > 0.0f) {
+        sv = zf_at(p.each, p.out_fmt, sv / p.cap);
+        sv = zf_at(p.each, p.out_fmt, zf_tanh(sv, p.math));
+        sv = zf_at(p.each, p.out_fmt, p.cap * sv);
+      }
+      if (p.alibi != 0) {
+        sv = zf_at(p.each, p.out_fmt, sv + zf_round(slopes[h] * (float)j, p.fmt_q));
+      }
+      if (p.has_bias != 0) {
+        sv = zf_at(p.each, p.out_fmt, sv + zf_load(bias, p.fmt_b, bb * p.b_sb + h * p.b_sh + i * p.b_si + j * p.b_sj));
+      }
+      sv = zf_at(p.rs, p.out_fmt, sv);
       sc[(size_t)j * tot] = sv;
       mx = zf_gomax(mx, sv);
     }
@@ -122,6 +137,15 @@ const flashSource = `
 #ifndef ZF_ROUND
 #define ZF_ROUND 0 /* 1: scores rounded to the output format (RoundScores) */
 #endif
+#ifndef ZF_CAP
+#define ZF_CAP 0 /* 1: scores soft-capped: cap·tanh(s/cap) */
+#endif
+#ifndef ZF_ALIBI
+#define ZF_ALIBI 0 /* 1: + the ALiBi bias, slope·j rounded to the input format */
+#endif
+#ifndef ZF_BIAS
+#define ZF_BIAS 0 /* 1: + an additive bias tensor */
+#endif
 #define ZF_BR (16 * ZF_NW)
 #define ZF_BC 64
 #define ZF_LDS (ZF_D + 8)
@@ -132,7 +156,8 @@ struct zf_flash_p {
   int q_rs; int k_rs;
   int mask; int m_sb; int m_si; int m_sj; int fmt_m;
   int out_fmt; int round_scores;
-  float scale; int pad;
+  float scale; int window; float cap;
+  int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
 };
 
 struct alignas(16) zf_u4 { unsigned int x, y, z, w; };
@@ -194,7 +219,8 @@ static __device__ __forceinline__ float zf_ex2(float x) {
 template <bool F16>
 static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, const ushort* __restrict__ q,
                                                      const ushort* __restrict__ k, const ushort* __restrict__ v,
-                                                     const uchar* __restrict__ mask, const zf_flash_p& p) {
+                                                     const uchar* __restrict__ mask, const uchar* __restrict__ bias,
+                                                     const float* __restrict__ slopes, const zf_flash_p& p) {
   extern __shared__ zf_u4 zf_sh[];
   ushort* sh = (ushort*)zf_sh; /* K0, V0, K1, V1: two stages of K and V tiles */
   const float ninf = __int_as_float(0xff800000);
@@ -227,6 +253,9 @@ static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, cons
   int kend = p.sk;
   if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BR);
   const int ntiles = (kend + ZF_BC - 1) / ZF_BC;
+  /* A sliding window: the block's first row sees no key before qbase − window + 1. */
+  const int t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_BC : 0;
+  const float slope = ZF_ALIBI ? slopes[head] : 0.0f;
   auto load_tile = [&](int t) {
     ushort* kb = sh + (t & 1) * 2 * ZF_TILE;
     ushort* vb = kb + ZF_TILE;
@@ -239,9 +268,9 @@ static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, cons
       zf_cp16(vb + row * ZF_LDS + col, vp + g, ok ? 16 : 0);
     }
   };
-  if (ntiles > 0) load_tile(0);
+  if (t0 < ntiles) load_tile(t0);
   zf_cp_commit();
-  for (int t = 0; t < ntiles; t++) {
+  for (int t = t0; t < ntiles; t++) {
     const int k0 = t * ZF_BC;
     if (t + 1 < ntiles) load_tile(t + 1); /* in flight while tile t is computed */
     zf_cp_commit();
@@ -272,11 +301,25 @@ static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, cons
       for (int e = 0; e < 2; e++) {
         int j = k0 + n * 8 + c2 + e;
         float x0 = s[n][e] * p.scale, x1 = s[n][2 + e] * p.scale;
+        if (ZF_CAP != 0) {
+          x0 = p.cap * zf_tanh(x0 / p.cap, 0);
+          x1 = p.cap * zf_tanh(x1 / p.cap, 0);
+        }
+        if (ZF_ALIBI != 0) {
+          float ab = zf_round(slope * (float)j, ZF_HALF_IN ? ZF_F16 : ZF_BF16);
+          x0 += ab;
+          x1 += ab;
+        }
+        if (ZF_BIAS != 0 && j < p.sk) {
+          int bo = bb * p.b_sb + head * p.b_sh + j * p.b_sj;
+          if (r0 < p.sq) x0 += zf_load(bias, p.fmt_b, bo + r0 * p.b_si);
+          if (r1 < p.sq) x1 += zf_load(bias, p.fmt_b, bo + r1 * p.b_si);
+        }
         if (ZF_ROUND != 0) { x0 = zf_round(x0, p.out_fmt); x1 = zf_round(x1, p.out_fmt); }
         bool ok0 = j < p.sk, ok1 = j < p.sk;
         if (ZF_MASK == 1) {
-          ok0 = ok0 && j <= r0;
-          ok1 = ok1 && j <= r1;
+          ok0 = ok0 && j <= r0 && (p.window == 0 || j > r0 - p.window);
+          ok1 = ok1 && j <= r1 && (p.window == 0 || j > r1 - p.window);
         } else if (ZF_MASK == 2) {
           ok0 = ok0 && r0 < p.sq && zf_load(mask, p.fmt_m, bb * p.m_sb + r0 * p.m_si + j * p.m_sj) != 0.0f;
           ok1 = ok1 && r1 < p.sq && zf_load(mask, p.fmt_m, bb * p.m_sb + r1 * p.m_si + j * p.m_sj) != 0.0f;
@@ -350,7 +393,8 @@ static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, cons
 }
 
 extern "C" __global__ void __launch_bounds__(32 * ZF_NW) zf_flash(uchar* __restrict__ y, const ushort* __restrict__ q,
-    const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask, const zf_flash_p p) {
-  zf_flash_body<ZF_HALF_IN != 0>(y, q, k, v, mask, p);
+    const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask,
+    const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p) {
+  zf_flash_body<ZF_HALF_IN != 0>(y, q, k, v, mask, bias, slopes, p);
 }
 `

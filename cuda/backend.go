@@ -532,20 +532,15 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := len(xt.shape)
-	if len(perm) != r {
-		return nil, fmt.Errorf("exec: permute %v by %v: rank mismatch", xt.shape, perm)
+	outShape, axes, err := exec.PermuteShape(xt.shape, perm)
+	if err != nil {
+		return nil, err
 	}
-	seen := make([]bool, r)
+	r := len(outShape)
 	in := exec.Strides(xt.shape)
-	outShape, sst := make([]int, r), make([]int, r)
-	for i, a := range perm {
-		a, err := exec.Axis(a, r)
-		if err != nil || seen[a] {
-			return nil, fmt.Errorf("exec: permute %v by %v: not a permutation", xt.shape, perm)
-		}
-		seen[a] = true
-		outShape[i], sst[i] = xt.shape[a], in[a]
+	sst := make([]int, r)
+	for i, a := range axes {
+		sst[i] = in[a]
 	}
 	if r > kernels.MaxRank {
 		return nil, exec.Unsupported(b.Name(), "permute", "rank %d (at most %d)", r, kernels.MaxRank)

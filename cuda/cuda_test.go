@@ -271,7 +271,13 @@ func TestPointwise(t *testing.T) {
 	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
 		check(t, b, "add (bcast [2,1,3072])", s, pair{m(ref.Add(x.c, bc.c, s)), m(b.Add(x.g, bc.g, s))}, true)
 		check(t, b, "mul (bcast [2,1,3072])", s, pair{m(ref.Mul(x.c, bc.c, s)), m(b.Mul(x.g, bc.g, s))}, true)
+		check(t, b, "sub (bcast [2,1,3072])", s, pair{m(ref.Sub(x.c, bc.c, s)), m(b.Sub(x.g, bc.g, s))}, true)
+		check(t, b, "div (bcast [2,1,3072])", s, pair{m(ref.Div(x.c, bc.c, s)), m(b.Div(x.g, bc.g, s))}, true)
+		check(t, b, "sub (bcast [2,1,3072] − x)", s, pair{m(ref.Sub(bc.c, x.c, s)), m(b.Sub(bc.g, x.g, s))}, true)
+		rd := exec.Spec{Out: s.Out, Math: exec.MathRecipDiv}
+		check(t, b, "div recip_div", rd, pair{m(ref.Div(x.c, bc.c, rd)), m(b.Div(x.g, bc.g, rd))}, true)
 	}
+	check(t, b, "div f32/bf16", exec.Out(bf16), pair{m(ref.Div(xf.c, y.c, exec.Out(bf16))), m(b.Div(xf.g, y.g, exec.Out(bf16)))}, true)
 	check(t, b, "add f32+bf16", exec.Out(bf16), pair{m(ref.Add(xf.c, y.c, exec.Out(bf16))), m(b.Add(xf.g, y.g, exec.Out(bf16)))}, true)
 	for act := exec.ActIdentity; act <= exec.ActReLU; act++ {
 		for _, s := range []exec.Spec{exec.Out(bf16), {Out: bf16, Math: exec.MathFastExp}, exec.Out(f32)} {
@@ -639,7 +645,7 @@ func TestAttention(t *testing.T) {
 		if c.warps != 0 {
 			b.SetFlashWarps(c.warps)
 		}
-		g := m(b.Attention(q.g, k.g, v.g, mt.g, p, c.s))
+		g := m(b.Attention(q.g, k.g, v.g, mt.g, nil, p, c.s))
 		b.SetExactAttention(false)
 		b.SetFlashWarps(4)
 		got, err := b.Download(g)
@@ -661,7 +667,7 @@ func TestAttention(t *testing.T) {
 		r := row{op: fmt.Sprintf("attention %s %v H=%d/%d D=%d %v", kernel, c.f, c.h, c.kv, c.d, c.mask), spec: c.s.String(),
 			shape: fmt.Sprintf("[1 %d %d]", c.seq, c.h*c.d), n: len(got), relF64: attnRel(got, c.h, c.d, rowIdx, want), cpuF64: -1, exact: -1, relRMS: -1, maxDiff: -1}
 		if c.cpu {
-			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, p, c.s))
+			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, p, c.s))
 			cd, _ := ref.Download(cr)
 			r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
 			r.cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
@@ -699,5 +705,112 @@ func TestErrors(t *testing.T) {
 	}
 	if err := b.Sync(); err != nil {
 		t.Errorf("sync: %v", err)
+	}
+}
+
+// TestAttentionExtras: sliding windows, soft-capping, ALiBi and additive
+// biases, on both kernels, against the CPU backend: the exact kernel
+// bit-exact under the same Spec, the flash kernel within rel-RMS 1e-2 of
+// the CPU run with flash's own rounding (RoundWeights). Each case also
+// checks, on the CPU, that its extras change the output (rel-RMS > 5e-2
+// from the same call without them), so that a kernel ignoring one fails.
+func TestAttentionExtras(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	type biasKind int
+	const (
+		noBias    biasKind = iota
+		batchBias          // [B, 1, Sq, Sk] bf16
+		headBias           // [1, H, 1, Sk] f32
+		bhBias             // [B·H, 1, Sk] bf16 (ALiBi's layout)
+	)
+	cases := []struct {
+		name     string
+		bsz, seq int
+		h, kv, d int
+		f        precision.Format
+		p        exec.AttentionParams
+		bias     biasKind
+		s        exec.Spec
+		exact    bool
+	}{
+		{"window 128", 1, 1000, 16, 4, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 128}, noBias, exec.Out(bf16), false},
+		{"window 128", 1, 1000, 16, 4, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 128}, noBias, exec.Spec{Out: bf16, Round: exec.RoundWeights}, true},
+		{"window 100 8 warps", 1, 777, 8, 8, 128, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 100}, noBias, exec.Out(bf16), false},
+		{"softcap 5", 1, 777, 8, 8, 128, bf16, exec.AttentionParams{Scale: 0.5, Softcap: 5}, noBias, exec.Out(bf16), false},
+		{"softcap 5", 1, 777, 8, 8, 128, bf16, exec.AttentionParams{Scale: 0.5, Softcap: 5}, noBias, exec.Spec{Out: bf16, Round: exec.RoundProbs}, true},
+		{"softcap 5 eager", 1, 300, 8, 4, 64, bf16, exec.AttentionParams{Scale: 0.5, Softcap: 5, Mask: exec.MaskCausal, Window: 64}, noBias, exec.Composed(bf16), true},
+		{"alibi 12 heads", 1, 640, 12, 12, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, ALiBi: true, Scale: 0.05}, noBias, exec.Spec{Out: bf16, Round: exec.RoundScores}, false},
+		{"alibi 12 heads", 1, 640, 12, 12, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, ALiBi: true, Scale: 0.05}, noBias, exec.Spec{Out: bf16, Round: exec.RoundScores | exec.RoundProbs}, true},
+		{"alibi f16", 1, 512, 16, 16, 64, f16, exec.AttentionParams{ALiBi: true, Scale: 0.05}, noBias, exec.Out(f16), false},
+		{"bias [B,1,Sq,Sk]", 2, 512, 8, 8, 64, bf16, exec.AttentionParams{}, batchBias, exec.Out(bf16), false},
+		{"bias [B,1,Sq,Sk]", 2, 512, 8, 8, 64, bf16, exec.AttentionParams{}, batchBias, exec.Out(bf16), true},
+		{"bias [1,H,1,Sk] causal", 2, 512, 8, 2, 128, bf16, exec.AttentionParams{Mask: exec.MaskCausal}, headBias, exec.Out(bf16), false},
+		{"bias [B·H,1,Sk] + alibi", 2, 300, 4, 4, 64, bf16, exec.AttentionParams{ALiBi: true}, bhBias, exec.Out(bf16), false},
+		{"everything f32", 2, 300, 6, 3, 40, f32, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, batchBias, exec.Out(f32), true},
+		{"everything bf16 eager", 2, 300, 6, 3, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, headBias, exec.Composed(bf16), true},
+	}
+	for ci, c := range cases {
+		c.p.Heads, c.p.KVHeads = c.h, c.kv
+		seed := uint64(1000 + ci)
+		q := up(t, b, randn(c.bsz*c.seq*c.h*c.d, seed, 1), []int{c.bsz, c.seq, c.h * c.d}, c.f)
+		k := up(t, b, randn(c.bsz*c.seq*c.kv*c.d, seed+1, 1), []int{c.bsz, c.seq, c.kv * c.d}, c.f)
+		v := up(t, b, randn(c.bsz*c.seq*c.kv*c.d, seed+2, 1), []int{c.bsz, c.seq, c.kv * c.d}, c.f)
+		var bias pair
+		switch c.bias {
+		case batchBias:
+			bias = up(t, b, randn(c.bsz*c.seq*c.seq, seed+3, 2), []int{c.bsz, 1, c.seq, c.seq}, bf16)
+		case headBias:
+			bias = up(t, b, randn(c.h*c.seq, seed+3, 2), []int{1, c.h, 1, c.seq}, f32)
+		case bhBias:
+			bias = up(t, b, randn(c.bsz*c.h*c.seq, seed+3, 2), []int{c.bsz * c.h, 1, c.seq}, bf16)
+		}
+		b.SetExactAttention(c.exact)
+		if strings.Contains(c.name, "8 warps") {
+			b.SetFlashWarps(8)
+		}
+		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, c.p, c.s))
+		b.SetExactAttention(false)
+		b.SetFlashWarps(4)
+		got, err := b.Download(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kernel := "flash"
+		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.d%64 != 0 {
+			kernel = "exact"
+		}
+		op := fmt.Sprintf("attention %s %s %v H=%d/%d D=%d", kernel, c.name, c.f, c.h, c.kv, c.d)
+		refSpec := c.s
+		if kernel == "flash" {
+			refSpec.Round |= exec.RoundWeights
+		}
+		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, c.p, refSpec))
+		want, _ := ref.Download(cr)
+		r := row{op: op, spec: c.s.String(), shape: fmt.Sprintf("[%d %d %d]", c.bsz, c.seq, c.h*c.d), n: len(got), relF64: -1, cpuF64: -1}
+		var bad int
+		r.maxDiff, r.exact, r.relRMS, bad, _ = stats(c.s.Out, got, want)
+		record(r)
+		switch {
+		case bad > 0:
+			t.Errorf("%s: %d NaN/Inf mismatches with the CPU", op, bad)
+		case kernel == "exact" && r.exact < 1:
+			t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", op, r.exact)
+		case kernel == "flash" && !(r.relRMS <= 1e-2):
+			t.Errorf("%s: rel-RMS vs the CPU %.3e > 1e-2", op, r.relRMS)
+		}
+		// The extras must show: the same call without them differs.
+		plain := exec.AttentionParams{Heads: c.h, KVHeads: c.kv, Mask: c.p.Mask, Scale: c.p.Scale}
+		pr := m(ref.Attention(q.c, k.c, v.c, nil, nil, plain, refSpec))
+		pw, _ := ref.Download(pr)
+		if _, _, rel, _, _ := stats(c.s.Out, pw, want); !(rel > 5e-2) {
+			t.Errorf("%s: the extras change the CPU's output by rel-RMS %.3e only; the case tests nothing", op, rel)
+		}
+		ref.Free(cr)
+		ref.Free(pr)
+		b.Free(g)
+		for _, x := range []pair{q, k, v, bias} {
+			x.free(b)
+		}
 	}
 }

@@ -19,7 +19,13 @@
 // weights rounded to the input format before ·V and divided by their f32
 // sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
 // or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
-// computes each query row in the CPU's order (bit-exact, slow).
+// computes each query row in the CPU's order (bit-exact, slow). Both
+// kernels take the whole score chain of exec.Backend's Attention: causal
+// sliding windows (the flash kernel skips the key tiles before a block's
+// window), the soft-cap (tanh through f64, as the CPU's), ALiBi (slopes from
+// exec.ALiBiSlopes, uploaded per call) and an additive bias of any format
+// and broadcast; the flash kernel rounds the scores at most once, after all
+// of it (RoundScores), and RoundEach goes to the exact kernel.
 //
 // Memory: device buffers come from a pool keyed by rounded size and go back
 // to it on Free; a weight uploaded once stays resident until freed. All

@@ -103,6 +103,16 @@ func (b *Backend) Mul(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("mul", kernels.OpMul, a, c, s)
 }
 
+// Sub is a − b, rounded once to s.Out.
+func (b *Backend) Sub(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("sub", kernels.OpSub, a, c, s)
+}
+
+// Div is a / b (a · (1/b) under MathRecipDiv), rounded once to s.Out.
+func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("div", kernels.OpDiv, a, c, s)
+}
+
 // Act is f(x), rounded once to s.Out.
 func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {

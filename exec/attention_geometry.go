@@ -1,6 +1,11 @@
 package exec
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+
+	"zflow/precision"
+)
 
 // AttentionDims is the geometry of an attention call: batch, query and key
 // rows, query heads, kv heads and head width.
@@ -61,4 +66,140 @@ func MaskStrides(m []int, b, sq, sk int) ([]int, error) {
 		}
 	}
 	return st, nil
+}
+
+// AttentionArgs is an attention call checked once, at the front door
+// (CheckAttention): its geometry, the resolved scale, and the strides the
+// kernels read the mask and the bias with. Backends do arithmetic only.
+type AttentionArgs struct {
+	AttentionDims
+	Scale float32 // p.Scale, or 1/√D in f32 when 0
+	// MaskStrides: strides over (b, i, j) of the explicit mask (nil without one).
+	MaskStrides []int
+	// BiasStrides: strides over (b, h, i, j) of the bias (nil without one).
+	BiasStrides []int
+}
+
+// CheckAttention checks every argument of an Attention call (nil mask or
+// bias: absent) against p and returns what the kernels need. A request
+// outside what the op defines (a window on a non-causal mask, an unknown
+// mask kind) is an error wrapping ErrUnsupported; a malformed one (shapes
+// that do not agree, a negative window, a cap that is not a positive
+// finite number) a plain error.
+func CheckAttention(q, k, v, mask, bias Tensor, p AttentionParams) (AttentionArgs, error) {
+	var a AttentionArgs
+	if q == nil || k == nil || v == nil {
+		return a, fmt.Errorf("exec: attention: q, k and v are required")
+	}
+	g, err := AttentionGeometry(q.Shape(), k.Shape(), v.Shape(), p)
+	if err != nil {
+		return a, err
+	}
+	a.AttentionDims = g
+	switch p.Mask {
+	case MaskNone, MaskCausal:
+		if mask != nil {
+			return a, fmt.Errorf("exec: attention: mask kind %v with a mask tensor %v", p.Mask, mask.Shape())
+		}
+	case MaskExplicit:
+		if mask == nil {
+			return a, fmt.Errorf("exec: attention: mask kind explicit without a mask tensor")
+		}
+		if a.MaskStrides, err = MaskStrides(mask.Shape(), g.B, g.Sq, g.Sk); err != nil {
+			return a, err
+		}
+	default:
+		return a, fmt.Errorf("exec: attention: %w: mask kind %v", ErrUnsupported, p.Mask)
+	}
+	switch {
+	case p.Window < 0:
+		return a, fmt.Errorf("exec: attention: window %d", p.Window)
+	case p.Window > 0 && p.Mask != MaskCausal:
+		return a, fmt.Errorf("exec: attention: %w: a sliding window of %d on a %v mask (windows are causal)", ErrUnsupported, p.Window, p.Mask)
+	case p.Softcap < 0 || math.IsNaN(float64(p.Softcap)) || math.IsInf(float64(p.Softcap), 0):
+		return a, fmt.Errorf("exec: attention: softcap %g (want a positive finite cap, or 0 for none)", p.Softcap)
+	}
+	if bias != nil {
+		if a.BiasStrides, err = BiasStrides(bias.Shape(), g.B, g.H, g.Sq, g.Sk); err != nil {
+			return a, err
+		}
+	}
+	a.Scale = p.Scale
+	if a.Scale == 0 {
+		a.Scale = 1 / float32(math.Sqrt(float64(g.D)))
+	}
+	return a, nil
+}
+
+// BiasStrides returns the strides over (b, h, i, j) of an additive
+// attention bias that broadcasts to [B, H, Sq, Sk]: shapes of rank 4 or less
+// by NumPy's rules (leading axes added: [B, 1, Sq, Sk], [1, H, 1, Sk],
+// [Sq, Sk]); a rank-3 shape [B·H, Sq or 1, Sk or 1] is read as
+// [B, H, Sq or 1, Sk or 1] (the layout of a bias built per batch·head, as
+// ALiBi tensors are), and [1, ·, ·] as [1, 1, ·, ·].
+func BiasStrides(m []int, b, h, sq, sk int) ([]int, error) {
+	target := []int{b, h, sq, sk}
+	shape := m
+	switch {
+	case len(m) > 4:
+		return nil, fmt.Errorf("exec: attention: bias %v has more than 4 axes", m)
+	case len(m) == 3 && m[0] == b*h:
+		shape = []int{b, h, m[1], m[2]}
+	case len(m) == 3 && m[0] == 1:
+		shape = []int{1, 1, m[1], m[2]}
+	case len(m) == 3:
+		return nil, fmt.Errorf("exec: attention: bias %v: a rank-3 bias is [B·H = %d, Sq or 1, Sk or 1]", m, b*h)
+	}
+	full := Strides(shape)
+	st := make([]int, 4)
+	for i := range 4 {
+		j := len(shape) - 4 + i
+		switch {
+		case j < 0 || shape[j] == 1 && target[i] != 1:
+			st[i] = 0
+		case shape[j] == target[i]:
+			st[i] = full[j]
+		default:
+			return nil, fmt.Errorf("exec: attention: bias %v does not broadcast to %v", m, target)
+		}
+	}
+	return st, nil
+}
+
+// ALiBiSlopes are the per-head slopes of ALiBi as BLOOM builds them
+// (build_alibi_tensor in transformers' modeling_bloom.py): with
+// n = 2^⌊log₂ heads⌋, base = f32(2^(−2^(−(log₂ n − 3)))) and slope_h =
+// f32(base^(h+1)) for h < n; for a head count that is not a power of 2, the
+// remaining min(n, heads − n) heads take the odd powers 1, 3, 5, … of
+// f32(2^(−2^(−(log₂ 2n − 3)))). Each power is the f32 nearest the power of
+// the f32 base (torch.pow on an f32 tensor). 4 heads: 1/4, 1/16, 1/64, 1/256.
+func ALiBiSlopes(heads int) []float32 {
+	if heads <= 0 {
+		return nil
+	}
+	n := 1
+	for n*2 <= heads {
+		n *= 2
+	}
+	base := func(n int) float64 {
+		return float64(float32(math.Exp2(-math.Exp2(-(math.Log2(float64(n)) - 3)))))
+	}
+	out := make([]float32, 0, heads)
+	b := base(n)
+	for i := 1; i <= n; i++ {
+		out = append(out, float32(math.Pow(b, float64(i))))
+	}
+	if n != heads {
+		eb := base(2 * n)
+		for i := 0; i < min(n, heads-n); i++ {
+			out = append(out, float32(math.Pow(eb, float64(2*i+1))))
+		}
+	}
+	return out
+}
+
+// ALiBiBias is the ALiBi bias of a head's key j, as Attention adds it:
+// f32(slope·j) rounded to the query's format f.
+func ALiBiBias(slope float32, j int, f precision.Format) float32 {
+	return f.Round(float32(slope * float32(j)))
 }

@@ -47,6 +47,13 @@ type Basic interface {
 	Add(a, b Tensor, s Spec) (Tensor, error)
 	// Mul: y = round(a · b), NumPy broadcasting.
 	Mul(a, b Tensor, s Spec) (Tensor, error)
+	// Sub: y = round(a − b), NumPy broadcasting; one rounding (torch's a - b,
+	// which Add(a, Mul(b, −1)) is not when the product rounds).
+	Sub(a, b Tensor, s Spec) (Tensor, error)
+	// Div: y = round(a / b), NumPy broadcasting, IEEE f32 division;
+	// MathRecipDiv: y = round(a · f32(1/b)) (a divisor the caller knows is a
+	// host scalar, as PyTorch on CUDA divides by one).
+	Div(a, b Tensor, s Spec) (Tensor, error)
 	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants;
 	// RoundEach computes f as separate primitives on tensors of s.Out,
 	// rounding every intermediate and constant (ActivateComposed in pointwise.go).
@@ -74,16 +81,24 @@ type Basic interface {
 	Rope(x, cos, sin Tensor, p RopeParams, s Spec) (Tensor, error)
 	// Attention (SDPA): q [B, Sq, H·D], k, v [B, Sk, KV·D] (KV = p.KVHeads
 	// divides H = p.Heads; query head h reads kv head h/(H/KV)); per head
-	// y = softmax(q·kᵀ·scale + mask)·v, scale = p.Scale or 1/√D when 0;
-	// scores and softmax in f32; mask per p.Mask (explicit: a tensor that
+	// y = softmax(s + mask)·v with scores, in f32 and in this order,
+	// s = q·kᵀ·scale (scale = p.Scale or 1/√D when 0); s = c·tanh(s/c) when
+	// c = p.Softcap > 0; s += r_q(f32(slope_h·j)) when p.ALiBi (ALiBiSlopes;
+	// r_q rounds to q's format); s += bias[b, h, i, j] when bias is not nil
+	// (read exactly in its format; broadcast as BiasStrides says: [B, 1, Sq,
+	// Sk], [1, H, 1, Sk], [B·H, 1, Sk], …). Mask per p.Mask (causal: j ≤ i,
+	// and j > i − p.Window when p.Window > 0; explicit: a tensor that
 	// broadcasts to [B, Sq, Sk], nonzero = attend); a row with every key
-	// masked gives NaN, as PyTorch's math SDPA does. RoundScores rounds
-	// q·kᵀ·scale, RoundProbs rounds the probabilities before ·v (math SDPA),
+	// masked gives NaN, as PyTorch's math SDPA does. RoundScores rounds the
+	// scores once, after the last of scale, cap, ALiBi and bias that applies
+	// (one fused op: baddbmm(alibi, q, kᵀ, α = scale)); RoundEach rounds after
+	// each of them (s/c, tanh and c· separately: eager attention on tensors
+	// of s.Out). RoundProbs rounds the probabilities before ·v (math SDPA),
 	// RoundWeights rounds exp(s − max) before ·v and divides by the f32 sum
 	// after (flash attention's bf16 P); RoundAccum keeps the P·v sum in
 	// s.Out (each product and partial sum rounded, in key order). Output
-	// [B, Sq, H·D], rounded once.
-	Attention(q, k, v, mask Tensor, p AttentionParams, s Spec) (Tensor, error)
+	// [B, Sq, H·D], rounded once. CheckAttention validates the arguments.
+	Attention(q, k, v, mask, bias Tensor, p AttentionParams, s Spec) (Tensor, error)
 }
 
 // Extended holds the ops that are compositions of Basic ops. A backend may

@@ -136,6 +136,17 @@ type AttentionParams struct {
 	KVHeads int // KV, key/value heads; 0 = H; must divide H
 	Mask    MaskKind
 	Scale   float32 // 0 = 1/√D, computed in f32
+	// Window is a sliding window on a causal mask: query i sees keys j with
+	// i − Window < j ≤ i (HF's sliding-window causal mask); 0 = none. Only
+	// with MaskCausal; any other mask with a window is refused.
+	Window int
+	// Softcap, when > 0, caps the scaled scores: s ← Softcap·tanh(s/Softcap),
+	// in f32, before any bias or mask is added (attention-logit soft-capping).
+	Softcap float32
+	// ALiBi adds slope_h·j to head h's scores, j the key position 0…Sk−1 and
+	// slope_h = ALiBiSlopes(H)[h]; the bias value f32(slope_h·j) is rounded to
+	// q's format before the add (a bias tensor built in f32, then cast).
+	ALiBi bool
 }
 
 // TimestepParams configures TimestepEmbed (diffusers get_timestep_embedding).

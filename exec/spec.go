@@ -73,7 +73,9 @@ const (
 	RoundGate
 	// RoundBeforeBias: linear: x·Wᵀ rounded before +b (an unfused bias).
 	RoundBeforeBias
-	// RoundScores: attention: q·kᵀ·scale rounded before the softmax.
+	// RoundScores: attention: the scores rounded before the softmax, once,
+	// after the last of q·kᵀ·scale, the soft-cap, ALiBi and the bias
+	// (RoundEach rounds after each of them instead).
 	RoundScores
 	// RoundProbs: attention: the normalised softmax probabilities rounded
 	// before ·v (PyTorch's math SDPA: softmax output in the storage format).

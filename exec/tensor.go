@@ -108,6 +108,27 @@ func ResolveShape(from, to []int) ([]int, error) {
 	return out, nil
 }
 
+// PermuteShape checks torch.permute's rule (perm names each axis once;
+// negative axes count from the end) and returns the result's shape and
+// perm with its axes resolved: output axis i is input axis axes[i].
+func PermuteShape(shape, perm []int) (out, axes []int, err error) {
+	r := len(shape)
+	if len(perm) != r {
+		return nil, nil, fmt.Errorf("exec: permute %v by %v: rank mismatch", shape, perm)
+	}
+	seen := make([]bool, r)
+	out, axes = make([]int, r), make([]int, r)
+	for i, a := range perm {
+		a, err := Axis(a, r)
+		if err != nil || seen[a] {
+			return nil, nil, fmt.Errorf("exec: permute %v by %v: not a permutation", shape, perm)
+		}
+		seen[a] = true
+		axes[i], out[i] = a, shape[a]
+	}
+	return out, axes, nil
+}
+
 // Strides are the row-major element strides of shape.
 func Strides(shape []int) []int {
 	s := make([]int, len(shape))

@@ -291,6 +291,10 @@ func hostJobs(t *testing.T) []hostJob {
 		s := zexec.Out(f)
 		ew("add bcast "+f.String(), OpAdd, 0, s, 0, must(b.Add(a, c, s)), a, c)
 		ew("mul bcast "+f.String(), OpMul, 0, s, 0, must(b.Mul(a, c, s)), a, c)
+		ew("sub bcast "+f.String(), OpSub, 0, s, 0, must(b.Sub(a, c, s)), a, c)
+		ew("div bcast "+f.String(), OpDiv, 0, s, 0, must(b.Div(a, c, s)), a, c)
+		rd := zexec.Spec{Out: f, Math: zexec.MathRecipDiv}
+		ew("div recip bcast "+f.String(), OpDiv, 0, rd, 0, must(b.Div(a, c, rd)), a, c)
 	}
 	specs := []zexec.Spec{zexec.Out(precision.BF16), zexec.Composed(precision.BF16), zexec.Out(precision.F32),
 		{Out: precision.BF16, Round: zexec.RoundProduct}, {Out: precision.F16, Round: zexec.RoundScale | zexec.RoundGate}}

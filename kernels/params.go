@@ -16,6 +16,8 @@ const (
 	OpModulate = 5
 	OpGated    = 6
 	OpGLU      = 7
+	OpSub      = 8
+	OpDiv      = 9 // a / b; a · (1/b) under exec.MathRecipDiv
 
 	RScale      = 1  // ZF_R_SCALE
 	RProduct    = 2  // ZF_R_PRODUCT

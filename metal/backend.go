@@ -321,6 +321,16 @@ func (b *Backend) Mul(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("mul", kernels.OpMul, a, c, s)
 }
 
+// Sub is a − b, rounded once.
+func (b *Backend) Sub(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("sub", kernels.OpSub, a, c, s)
+}
+
+// Div is a / b (a · (1/b) under MathRecipDiv), rounded once.
+func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("div", kernels.OpDiv, a, c, s)
+}
+
 // Act is f(x), rounded once.
 func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
@@ -505,19 +515,18 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := len(xt.shape)
-	if len(perm) != r || r > kernels.MaxRank {
-		return nil, fmt.Errorf("exec: permute %v by %v", xt.shape, perm)
+	outShape, axes, err := exec.PermuteShape(xt.shape, perm)
+	if err != nil {
+		return nil, err
+	}
+	r := len(outShape)
+	if r > kernels.MaxRank {
+		return nil, exec.Unsupported(b.Name(), "permute", "rank %d (at most %d)", r, kernels.MaxRank)
 	}
 	in := exec.Strides(xt.shape)
-	outShape, sst, seen := make([]int, r), make([]int, r), make([]bool, r)
-	for i, a := range perm {
-		a, err := exec.Axis(a, r)
-		if err != nil || seen[a] {
-			return nil, fmt.Errorf("exec: permute %v by %v: not a permutation", xt.shape, perm)
-		}
-		seen[a] = true
-		outShape[i], sst[i] = xt.shape[a], in[a]
+	sst := make([]int, r)
+	for i, a := range axes {
+		sst[i] = in[a]
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -616,6 +625,6 @@ func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, erro
 }
 
 // Attention has no Metal kernel yet.
-func (b *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	return nil, exec.Unsupported(b.Name(), "attention", "no Metal attention kernel yet")
 }

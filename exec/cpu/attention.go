@@ -8,9 +8,10 @@ import (
 )
 
 // Attention is scaled dot-product attention per head, f32 scores and
-// softmax, with the Spec's rounding points (RoundScores, RoundProbs,
-// RoundWeights, RoundAccum); the output is rounded once to s.Out.
-func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+// softmax (capped, biased and masked as exec.Backend says), with the Spec's
+// rounding points (RoundScores, RoundEach, RoundProbs, RoundWeights,
+// RoundAccum); the output is rounded once to s.Out.
+func (bk *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
@@ -26,38 +27,32 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 	if err != nil {
 		return nil, err
 	}
-	g, err := exec.AttentionGeometry(qt.shape, kt.shape, vt.shape, p)
+	mt, err := bk.opt("attention", "mask", mask)
 	if err != nil {
 		return nil, err
 	}
-	var mt *Tensor
-	var mst []int
-	switch p.Mask {
-	case exec.MaskNone, exec.MaskCausal:
-		if mask != nil {
-			return nil, fmt.Errorf("exec: attention: mask kind %v with a mask tensor", p.Mask)
-		}
-	case exec.MaskExplicit:
-		if mt, err = bk.get("attention", "mask", mask); err != nil {
-			return nil, err
-		}
-		if mst, err = exec.MaskStrides(mt.shape, g.B, g.Sq, g.Sk); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, exec.Unsupported(bk.Name(), "attention", "mask kind %v", p.Mask)
+	bt, err := bk.opt("attention", "bias", bias)
+	if err != nil {
+		return nil, err
 	}
-	scale := p.Scale
-	if scale == 0 {
-		scale = 1 / float32(math.Sqrt(float64(g.D)))
+	a, err := exec.CheckAttention(q, k, v, mask, bias, p)
+	if err != nil {
+		return nil, err
+	}
+	g, mst, bst := a.AttentionDims, a.MaskStrides, a.BiasStrides
+	scale, capv := a.Scale, p.Softcap
+	var slopes []float32
+	if p.ALiBi {
+		slopes = exec.ALiBiSlopes(g.H)
 	}
 	f := s.Out
+	each := s.Round&exec.RoundEach != 0
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	raccum := s.Round&exec.RoundAccum != 0
 	if rprob && rw {
 		return nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
 	}
-	if s.Round&exec.RoundEach != 0 {
+	if each {
 		rprob = true // the math SDPA: every intermediate in the storage format
 	}
 	out := newTensor([]int{g.B, g.Sq, g.H * g.D}, f)
@@ -77,7 +72,7 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 				visible := true
 				switch p.Mask {
 				case exec.MaskCausal:
-					visible = j <= i
+					visible = j <= i && (p.Window == 0 || j > i-p.Window)
 				case exec.MaskExplicit:
 					visible = mt.data[bb*mst[0]+i*mst[1]+j*mst[2]] != 0
 				}
@@ -90,7 +85,19 @@ func (bk *Backend) Attention(q, k, v, mask exec.Tensor, p exec.AttentionParams, 
 				for e, qv := range qrow {
 					dot += float32(qv * krow[e])
 				}
-				sv := at(rs, f, dot*scale)
+				sv := at(each, f, float32(dot*scale))
+				if capv > 0 {
+					sv = at(each, f, sv/capv)
+					sv = at(each, f, exec.Tanh32(sv, s.Math))
+					sv = at(each, f, float32(capv*sv))
+				}
+				if slopes != nil {
+					sv = at(each, f, sv+exec.ALiBiBias(slopes[h], j, qt.format))
+				}
+				if bt != nil {
+					sv = at(each, f, sv+bt.data[bb*bst[0]+h*bst[1]+i*bst[2]+j*bst[3]])
+				}
+				sv = at(rs && !each, f, sv)
 				sc[j] = sv
 				mx = max(mx, sv)
 			}

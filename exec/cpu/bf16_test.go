@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"testing"
 
 	"zflow/exec"
@@ -100,4 +101,44 @@ func TestRMSNormRoundNormalized(t *testing.T) {
 	same(t, "round x̂", got, []float32{2.546875, 3.40625})
 	got = vals(t, bk)(bk.Norm(x, g, nil, p, exec.Out(bf16)))
 	same(t, "fused", got, []float32{2.546875, 3.390625})
+}
+
+// TestSubDivRoundOnce: Sub and Div round a − b and a / b once, which their
+// compositions from Add and Mul on bf16 tensors do not.
+func TestSubDivRoundOnce(t *testing.T) {
+	bk := New(2)
+	v := vals(t, bk)
+	s := exec.Out(bf16)
+	// a − b with a = 2 (bf16), b = 2^-8 + 2^-20 (f32): 2 − 2^-8 − 2^-20 is
+	// just below the tie between 2 − 2^-7 and 2, so it rounds to 2 − 2^-7.
+	// Add(a, Mul(b, −1)) stores −b in bf16 first (−2^-8), and 2 − 2^-8 is
+	// the tie itself, which goes to 2 (even).
+	a := up(t, bk, bf16, []int{1}, 2)
+	b := up(t, bk, f32, []int{1}, 1.0/256+1.0/(1<<20))
+	same(t, "sub", v(bk.Sub(a, b, s)), []float32{2 - 1.0/128})
+	neg := up(t, bk, f32, []int{1}, -1)
+	nb, err := bk.Mul(b, neg, s)
+	same(t, "add(a, mul(b, −1))", v(bk.Add(a, nb, s)), []float32{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 7 / 3 = 2.333…, between 2.328125 and 2.34375 (ulp 2^-6): nearer the
+	// first. Mul(7, Div(1, 3)) rounds 1/3 to 0.333984375 first, and
+	// 7 · 0.333984375 = 2.337890625 rounds up to 2.34375.
+	seven, three := up(t, bk, bf16, []int{1}, 7), up(t, bk, bf16, []int{1}, 3)
+	same(t, "div", v(bk.Div(seven, three, s)), []float32{2.328125})
+	third, err := bk.Div(up(t, bk, bf16, []int{1}, 1), three, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same(t, "1/3", v(third, nil), []float32{0.333984375})
+	same(t, "mul(7, div(1, 3))", v(bk.Mul(seven, third, s)), []float32{2.34375})
+	// MathRecipDiv in f32: 7 · f32(1/3) = 7 · 0x3EAAAAAB rounds to
+	// 0x40155556, one ulp above the correctly rounded 7/3 (0x40155555).
+	same(t, "div f32", v(bk.Div(seven, three, exec.Out(f32))), []float32{math.Float32frombits(0x40155555)})
+	same(t, "div recip f32", v(bk.Div(seven, three, exec.Spec{Out: f32, Math: exec.MathRecipDiv})), []float32{math.Float32frombits(0x40155556)})
+	// Broadcasting as Add's: [2, 2] − [2] and [2, 1] / [2, 2].
+	m := up(t, bk, f32, []int{2, 2}, 1, 2, 3, 4)
+	same(t, "sub bcast", v(bk.Sub(m, up(t, bk, f32, []int{2}, 1, 10), exec.Out(f32))), []float32{0, -8, 2, -6})
+	same(t, "div bcast", v(bk.Div(up(t, bk, f32, []int{2, 1}, 12, 24), m, exec.Out(f32))), []float32{12, 6, 8, 6})
 }

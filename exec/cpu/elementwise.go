@@ -45,6 +45,19 @@ func (b *Backend) Mul(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("mul", a, c, s, func(x, y float32) float32 { return x * y })
 }
 
+// Sub is a − b, rounded once to s.Out.
+func (b *Backend) Sub(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("sub", a, c, s, func(x, y float32) float32 { return x - y })
+}
+
+// Div is a / b (a · (1/b) under MathRecipDiv), rounded once to s.Out.
+func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	if s.Math&exec.MathRecipDiv != 0 {
+		return b.binary("div", a, c, s, func(x, y float32) float32 { return x * (1 / y) })
+	}
+	return b.binary("div", a, c, s, func(x, y float32) float32 { return x / y })
+}
+
 // Act is f(x) in f32 (exec.ActivateSpec: composed under RoundEach),
 // rounded to s.Out.
 func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {

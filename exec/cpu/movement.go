@@ -26,22 +26,11 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := len(xt.shape)
-	if len(perm) != r {
-		return nil, fmt.Errorf("exec: permute %v by %v: rank mismatch", xt.shape, perm)
+	outShape, p, err := exec.PermuteShape(xt.shape, perm)
+	if err != nil {
+		return nil, err
 	}
-	seen := make([]bool, r)
-	p := make([]int, r)
-	outShape := make([]int, r)
-	for i, a := range perm {
-		a, err := exec.Axis(a, r)
-		if err != nil || seen[a] {
-			return nil, fmt.Errorf("exec: permute %v by %v: not a permutation", xt.shape, perm)
-		}
-		seen[a] = true
-		p[i] = a
-		outShape[i] = xt.shape[a]
-	}
+	r := len(outShape)
 	out := newTensor(outShape, xt.format)
 	if len(out.data) == 0 {
 		return out, nil

@@ -54,6 +54,15 @@ func (c *counting) Add(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 func (c *counting) Mul(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Mul(a, b, s))
 }
+func (c *counting) Sub(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Sub(a, b, s))
+}
+func (c *counting) Div(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Div(a, b, s))
+}
+func (c *counting) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
+	return c.track(c.Backend.Permute(x, perm))
+}
 func (c *counting) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Act(x, f, s))
 }
@@ -66,8 +75,8 @@ func (c *counting) Norm(x, g, b exec.Tensor, p exec.NormParams, s exec.Spec) (ex
 func (c *counting) Rope(x, cs, sn exec.Tensor, p exec.RopeParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Rope(x, cs, sn, p, s))
 }
-func (c *counting) Attention(q, k, v, m exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
-	return c.track(c.Backend.Attention(q, k, v, m, p, s))
+func (c *counting) Attention(q, k, v, m, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Attention(q, k, v, m, bias, p, s))
 }
 func (c *counting) Modulate(x, sh, sc exec.Tensor, p exec.ModulateParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Modulate(x, sh, sc, p, s))

@@ -18,7 +18,7 @@ const (
 	OpModulate                    // x, shift, scale; Attrs.Modulate
 	OpGatedResidual               // x, y, gate; Attrs.Act (the gate function)
 	OpRope                        // x, cos, sin; Attrs.Rope
-	OpAttention                   // q, k, v, mask; Attrs.Attention
+	OpAttention                   // q, k, v, mask, bias (mask, bias optional); Attrs.Attention
 	OpAct                         // x; Attrs.Act
 	OpGLU                         // gate, value; Attrs.Act
 	OpAdd                         // a, b
@@ -33,14 +33,16 @@ const (
 	OpGather                      // table, ids: rows of table (host step)
 	OpPatchify                    // x [B, C, H, W]; Attrs.Patch: → [B, (H/p)·(W/p), C·p·p]
 	OpUnpatchify                  // x [B, (H/p)·(W/p), C·p·p]; Attrs.Patch: → [B, C, H, W]
-	OpPermute                     // x; Attrs.Perm (torch.permute)
-	OpRound                       // x: round half to even to an integer (host step; torch round(), or a cast to an integer dtype of an integral value)
+	OpPermute                     // x; Attrs.Perm: output axis i is input axis Perm[i] (torch.permute)
+	OpSub                         // a, b: a − b, rounded once
+	OpDiv                         // a, b: a / b, rounded once
+	OpRound                       // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "round"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -68,7 +70,7 @@ type Attrs struct {
 	Patch     exec.PatchParams
 	Format    precision.Format
 	Shape     []int
-	Perm      []int
+	Perm      []int // OpPermute
 	Axis      int
 	Start     int
 	End       int

@@ -28,7 +28,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpRope:
 		return one(b.Rope(in[0], in[1], in[2], a.Rope, n.Spec))
 	case OpAttention:
-		return one(b.Attention(in[0], in[1], in[2], in[3], a.Attention, n.Spec))
+		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), a.Attention, n.Spec))
 	case OpAct:
 		return one(b.Act(in[0], a.Act, n.Spec))
 	case OpGLU:
@@ -37,6 +37,12 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Add(in[0], in[1], n.Spec))
 	case OpMul:
 		return one(b.Mul(in[0], in[1], n.Spec))
+	case OpSub:
+		return one(b.Sub(in[0], in[1], n.Spec))
+	case OpDiv:
+		return one(b.Div(in[0], in[1], n.Spec))
+	case OpPermute:
+		return one(b.Permute(in[0], a.Perm))
 	case OpCast:
 		return one(b.Cast(in[0], a.Format))
 	case OpReshape:
@@ -61,8 +67,6 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Patchify(in[0], a.Patch))
 	case OpUnpatchify:
 		return one(b.Unpatchify(in[0], a.Patch))
-	case OpPermute:
-		return one(b.Permute(in[0], a.Perm))
 	case OpRound:
 		return one(roundHost(b, in[0], n.Spec))
 	}
@@ -80,6 +84,15 @@ func roundHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) 
 		v[i] = float32(math.RoundToEven(float64(f)))
 	}
 	return b.Upload(v, x.Shape(), s.Out)
+}
+
+// at is input i, or nil when the node has fewer inputs (an optional input
+// left off the end: an attention node of four inputs has no bias).
+func at(in []exec.Tensor, i int) exec.Tensor {
+	if i < len(in) {
+		return in[i]
+	}
+	return nil
 }
 
 // gather picks rows of table [R, W] by the integer ids (host step: the

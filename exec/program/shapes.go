@@ -54,33 +54,33 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		if len(x) != 3 || len(in[1]) != 3 || len(in[2]) != 3 || p.Heads <= 0 || x[2]%p.Heads != 0 {
 			return nil, fmt.Errorf("q %v, k %v, v %v with %d heads", x, in[1], in[2], p.Heads)
 		}
+		if len(in) > 4 && in[4] != nil {
+			g, err := exec.AttentionGeometry(x, in[1], in[2], p)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := exec.BiasStrides(in[4], g.B, g.H, g.Sq, g.Sk); err != nil {
+				return nil, err
+			}
+		}
 		return one(x)
 	case OpGLU:
 		if !slices.Equal(x, in[1]) {
 			return nil, fmt.Errorf("gate %v and value %v differ", x, in[1])
 		}
 		return one(x)
-	case OpAdd, OpMul:
+	case OpPermute:
+		out, _, err := exec.PermuteShape(x, n.Attrs.Perm)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{out}, nil
+	case OpAdd, OpMul, OpSub, OpDiv:
 		s, err := exec.Broadcast(x, in[1])
 		if err != nil {
 			return nil, err
 		}
 		return [][]int{s}, nil
-	case OpPermute:
-		p := n.Attrs.Perm
-		if len(p) != len(x) {
-			return nil, fmt.Errorf("permutation %v of %v", p, x)
-		}
-		out := make([]int, len(x))
-		seen := make([]bool, len(x))
-		for i, a := range p {
-			if a < 0 || a >= len(x) || seen[a] {
-				return nil, fmt.Errorf("permutation %v of %v", p, x)
-			}
-			seen[a] = true
-			out[i] = x[a]
-		}
-		return [][]int{out}, nil
 	case OpRound:
 		return one(x)
 	case OpReshape:

@@ -130,8 +130,8 @@ func product(outs, rounds, maths []string) []spec {
 //	                activations' format
 //	timestep_embed  stored in f32 or the activations' format; precise or
 //	                fast exp; division or reciprocal multiply
-//	add, mul        stored in the activations' format or f32 (a residual
-//	                stream kept in f32)
+//	add, mul, sub,  stored in the activations' format or f32 (a residual
+//	div             stream kept in f32)
 //	euler_step      v·dt in f32 then x + · rounded once (diffusers), every
 //	                step in the activations' format, or latents kept in f32
 //	timestep_cast   σ cast to the activations' format or kept in f32
@@ -157,7 +157,7 @@ func classCandidates(class, acts string) []Candidate {
 		specs = product([]string{""}, []string{"", "product"}, []string{""})
 	case "timestep_embed":
 		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div"})
-	case "add", "mul":
+	case "add", "mul", "sub", "div":
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
 	case ClassTimestepCast:
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
@@ -216,7 +216,7 @@ func tableLabel(t *semantics.RopeTableFormats) string {
 // them.
 func Classes() []string {
 	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
-		"act", "glu", "gated_residual", "add", "mul", ClassEulerStep, ClassTimestepCast}
+		"act", "glu", "gated_residual", "add", "mul", "sub", "div", ClassEulerStep, ClassTimestepCast}
 }
 
 // unitsOf lists the units of a program and runner: its nodes that take a
@@ -240,7 +240,8 @@ func unitsOf(p *program.Program, flow bool) []Unit {
 // nodeUnit is the unit of a node whose precision a rule sets.
 func nodeUnit(n *program.Node) (Unit, bool) {
 	switch n.Op {
-	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast:
+	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast,
+		program.OpPermute:
 		return Unit{}, false
 	}
 	u := Unit{Op: n.Op.String(), Role: n.Role}

@@ -345,7 +345,8 @@ func (e *Evaluator) about(t exec.Tensor, name string) tinfo {
 // their input's, and they have no precision of their own.
 func transparent(op program.Op) bool {
 	switch op {
-	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast:
+	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast,
+		program.OpPermute:
 		return true
 	}
 	return false

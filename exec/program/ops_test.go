@@ -1,0 +1,177 @@
+package program
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"zflow/exec"
+	"zflow/exec/cpu"
+	"zflow/precision"
+)
+
+// runOne builds a one-node program over the given inputs (Input values,
+// uploaded in their formats) and runs it through the interpreter.
+func runOne(t *testing.T, n Node, ins map[string]*Value) ([]float32, []int) {
+	t.Helper()
+	b := cpu.New(1)
+	p := &Program{Values: map[string]*Value{}}
+	env := map[string]exec.Tensor{}
+	shapes := make([][]int, len(n.In))
+	for i, name := range n.In {
+		if name == "" {
+			continue
+		}
+		v := ins[name]
+		p.Values[name], p.Order = v, append(p.Order, name)
+		x, err := b.Upload(v.Data, v.Shape, v.Format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env[name] = x
+		shapes[i] = v.Shape
+	}
+	outs, err := inferShapes(&n, shapes)
+	if err != nil {
+		t.Fatalf("%s: shapes: %v", n.Op, err)
+	}
+	p.Values["y"] = &Value{Name: "y", Kind: Temp, Shape: outs[0]}
+	p.Order = append(p.Order, "y")
+	n.Out = []string{"y"}
+	p.Nodes = []Node{n}
+	p.Outputs = []string{"y"}
+	if err := p.finalize(); err != nil {
+		t.Fatal(err)
+	}
+	it := &Interpreter{B: b, P: p}
+	res, err := it.Forward(0, env)
+	if err != nil {
+		t.Fatalf("%s: %v", n.Op, err)
+	}
+	got, err := b.Download(res[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res[0].Shape(), outs[0]) {
+		t.Errorf("%s: result %v, inferred %v", n.Op, res[0].Shape(), outs[0])
+	}
+	return got, res[0].Shape()
+}
+
+func in(name string, kind ValueKind, f precision.Format, shape []int, data ...float32) *Value {
+	return &Value{Name: name, Kind: kind, Shape: shape, Data: data, Format: f}
+}
+
+// TestConstScalarOperand: x · c and x + c with c a Const [1] in f32 and x
+// bf16 compute in f32 and round once to Spec.Out (torch's x * 0.22 on a
+// bf16 tensor), so the constant is not rounded to bf16 first.
+func TestConstScalarOperand(t *testing.T) {
+	bf := precision.BF16
+	c022 := float32(0.22) // f32 0.2199999988…; in bf16 it would be 0.2197265625
+	cases := []struct {
+		name string
+		op   Op
+		x, c float32
+		out  precision.Format
+		want float32
+	}{
+		// 0.796875 · 0.22 = 0.1753125… → bf16 0.17578125 (with c in bf16: 0.1748046875).
+		{"mul 0.22", OpMul, 0.796875, c022, bf, 0.17578125},
+		{"mul 0.22 f32 out", OpMul, 0.796875, c022, precision.F32, float32(0.796875) * c022},
+		// (1 + 2^-7) · 12 = 12.09375, a tie between 12.0625 and 12.125: to even.
+		{"mul 12", OpMul, 1 + 1.0/128, 12, bf, 12.125},
+		// 0.03125 + 0.22 = 0.25125 → 0.251953125 (with c in bf16: 0.25).
+		{"add 0.22", OpAdd, 0.03125, c022, bf, 0.251953125},
+		{"sub 0.22", OpSub, 0.796875, c022, bf, precision.RoundBF16(0.796875 - c022)},
+		{"div 12", OpDiv, 7, 12, bf, precision.RoundBF16(7.0 / 12)},
+	}
+	for _, c := range cases {
+		for _, order := range [][2]string{{"x", "c"}, {"c", "x"}} {
+			if (c.op == OpSub || c.op == OpDiv) && order[0] == "c" {
+				continue
+			}
+			ins := map[string]*Value{
+				"x": in("x", Input, bf, []int{1, 2, 1}, c.x, c.x),
+				"c": in("c", Const, precision.F32, []int{1}, c.c),
+			}
+			got, shape := runOne(t, Node{Op: c.op, In: order[:], Spec: exec.Out(c.out)}, ins)
+			if !slices.Equal(shape, []int{1, 2, 1}) {
+				t.Errorf("%s: shape %v", c.name, shape)
+			}
+			for i, g := range got {
+				if math.Float32bits(g) != math.Float32bits(c.want) {
+					t.Errorf("%s (%s %s)[%d] = %v, want %v", c.name, order[0], order[1], i, g, c.want)
+				}
+			}
+		}
+	}
+}
+
+func TestSubDivPermuteNodes(t *testing.T) {
+	f32 := precision.F32
+	a := in("a", Input, f32, []int{2, 3}, 1, 2, 3, 4, 5, 6)
+	b := in("b", Input, f32, []int{3}, 1, 2, 4)
+	got, _ := runOne(t, Node{Op: OpSub, In: []string{"a", "b"}, Spec: exec.Out(f32)}, map[string]*Value{"a": a, "b": b})
+	if want := []float32{0, 0, -1, 3, 3, 2}; !slices.Equal(got, want) {
+		t.Errorf("sub: %v, want %v", got, want)
+	}
+	got, _ = runOne(t, Node{Op: OpDiv, In: []string{"a", "b"}, Spec: exec.Out(f32)}, map[string]*Value{"a": a, "b": b})
+	if want := []float32{1, 1, 0.75, 4, 2.5, 1.5}; !slices.Equal(got, want) {
+		t.Errorf("div: %v, want %v", got, want)
+	}
+	// [B=1, S=2, H=3] → heads first [1, 3, 2]; a movement op: no Spec.
+	x := in("x", Input, f32, []int{1, 2, 3}, 0, 1, 2, 3, 4, 5)
+	got, shape := runOne(t, Node{Op: OpPermute, In: []string{"x"}, Attrs: Attrs{Perm: []int{0, 2, 1}}}, map[string]*Value{"x": x})
+	if want := []float32{0, 3, 1, 4, 2, 5}; !slices.Equal(got, want) || !slices.Equal(shape, []int{1, 3, 2}) {
+		t.Errorf("permute: %v %v, want %v [1 3 2]", got, shape, want)
+	}
+	got, _ = runOne(t, Node{Op: OpPermute, In: []string{"x"}, Attrs: Attrs{Perm: []int{-1, 0, 1}}}, map[string]*Value{"x": x})
+	if want := []float32{0, 3, 1, 4, 2, 5}; !slices.Equal(got, want) {
+		t.Errorf("permute with a negative axis: %v, want %v", got, want)
+	}
+	if !OpPermute.movement() || OpSub.movement() || OpDiv.movement() {
+		t.Error("permute must be a movement op, sub and div not")
+	}
+	for _, bad := range [][]int{{0, 1}, {0, 0, 1}, {0, 1, 3}} {
+		n := Node{Op: OpPermute, In: []string{"x"}, Attrs: Attrs{Perm: bad}}
+		if _, err := inferShapes(&n, [][]int{{1, 2, 3}}); err == nil {
+			t.Errorf("permute of [1 2 3] by %v accepted", bad)
+		}
+	}
+	n := Node{Op: OpSub, In: []string{"a", "b"}}
+	if _, err := inferShapes(&n, [][]int{{2, 3}, {2}}); err == nil {
+		t.Error("sub of [2 3] and [2] accepted")
+	}
+	for _, o := range []Op{OpPermute, OpSub, OpDiv} {
+		if o.String() == "" || o.String()[0] == 'O' {
+			t.Errorf("op %d has no name (%q)", o, o.String())
+		}
+	}
+}
+
+// TestAttentionNodeBias: an attention node reads its bias from In[4]; a
+// node of four inputs has none.
+func TestAttentionNodeBias(t *testing.T) {
+	f32 := precision.F32
+	ins := map[string]*Value{
+		"q":    in("q", Input, f32, []int{1, 1, 2}, 0, 0),
+		"k":    in("k", Input, f32, []int{1, 2, 2}, 0, 0, 0, 0),
+		"v":    in("v", Input, f32, []int{1, 2, 2}, 0, 0, 1, 1),
+		"bias": in("bias", Input, f32, []int{1, 1, 1, 2}, 0, 1),
+	}
+	p := exec.AttentionParams{Heads: 2}
+	got, _ := runOne(t, Node{Op: OpAttention, In: []string{"q", "k", "v", "", "bias"}, Spec: exec.Out(f32), Attrs: Attrs{Attention: p}}, ins)
+	s := float32(1 / (1 + math.Exp(-1)))
+	if math.Abs(float64(got[0]-s)) > 1e-7 || math.Abs(float64(got[1]-s)) > 1e-7 {
+		t.Errorf("biased: %v, want %v twice", got, s)
+	}
+	got, _ = runOne(t, Node{Op: OpAttention, In: []string{"q", "k", "v", ""}, Spec: exec.Out(f32), Attrs: Attrs{Attention: p}}, ins)
+	if got[0] != 0.5 || got[1] != 0.5 {
+		t.Errorf("no bias: %v, want 0.5 twice", got)
+	}
+	ins["bias"] = in("bias", Input, f32, []int{3, 1, 2}, 0, 0, 0, 0, 0, 0)
+	n := Node{Op: OpAttention, In: []string{"q", "k", "v", "", "bias"}, Attrs: Attrs{Attention: p}}
+	if _, err := inferShapes(&n, [][]int{{1, 1, 2}, {1, 2, 2}, {1, 2, 2}, nil, {3, 1, 2}}); err == nil {
+		t.Error("a bias [3 1 2] for 2 heads accepted")
+	}
+}
