@@ -8,9 +8,11 @@ import (
 // attentionFromDoc and attentionToDoc convert attention attributes (the
 // mask kind is converted by the callers).
 func attentionFromDoc(t *semantics.AttentionAttrs) exec.AttentionParams {
-	return exec.AttentionParams{Heads: t.Heads, KVHeads: t.KVHeads, Scale: float32(t.Scale)}
+	return exec.AttentionParams{Heads: t.Heads, KVHeads: t.KVHeads, Scale: float32(t.Scale),
+		Window: t.Window, Softcap: float32(t.Softcap), ALiBi: t.ALiBi}
 }
 
 func attentionToDoc(a *exec.AttentionParams) *semantics.AttentionAttrs {
-	return &semantics.AttentionAttrs{Heads: a.Heads, KVHeads: a.KVHeads, Scale: float64(a.Scale)}
+	return &semantics.AttentionAttrs{Heads: a.Heads, KVHeads: a.KVHeads, Scale: float64(a.Scale),
+		Window: a.Window, Softcap: float64(a.Softcap), ALiBi: a.ALiBi}
 }

@@ -34,8 +34,18 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		return nil
 	}
 	width := t.shape[2]
-	pool := s.operands(sc, t)
-	if len(pool) == 0 {
+	pool, fused := s.operands(sc, t)
+	triples := fused
+	for _, q := range pool {
+		for _, k := range pool {
+			for _, v := range pool {
+				if q != k && q != v && k != v && slices.Equal(v.shape, k.shape) {
+					triples = append(triples, [3]*val{q, k, v})
+				}
+			}
+		}
+	}
+	if len(triples) == 0 {
 		return nil
 	}
 	tables := ropeTables(sc)
@@ -48,29 +58,24 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			headDims = append(headDims, d)
 		}
 	}
-	var best *attnChoice
+	var all []attnChoice
 	var evidence []semantics.Candidate
 	try := func(ch attnChoice) {
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil}, out: t.format, label: ch.label}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
 		v, score := s.ev.score(e, t)
 		evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
-		if v != nil && (best == nil || score < best.score) {
+		if v != nil {
 			ch.score, ch.result = score, v
-			best = &ch
+			all = append(all, ch)
 		}
 	}
-	for _, q := range pool {
+	for _, tr := range triples {
+		q, k, v := tr[0], tr[1], tr[2]
 		if q.shape[2] != width || q.shape[1] != t.shape[1] {
 			continue
 		}
-		for _, k := range pool {
-			if k == q {
-				continue
-			}
-			for _, v := range pool {
-				if v == q || v == k || !slices.Equal(v.shape, k.shape) {
-					continue
-				}
+		{
+			{
 				for _, d := range headDims {
 					if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
 						continue
@@ -101,54 +106,183 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	if best == nil {
+	if len(all) == 0 {
 		return nil
 	}
-	if best.score > tolerance(t.format) {
-		s.refineScale(best, t)
+	// The operands, head width and RoPE first; what shapes the scores
+	// (scale, window, ALiBi, cap) by coordinate descent on the three best.
+	slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	var best *attnChoice
+	for i := range min(3, len(all)) {
+		ch := all[i]
+		if ch.score > tolerance(t.format) {
+			s.refine(&ch, t)
+		}
+		if best == nil || ch.score < best.score {
+			c := ch
+			best = &c
+		}
+		if best.score <= tolerance(t.format) {
+			break
+		}
 	}
 	if best.score > tolerance(t.format) {
 		return nil
 	}
+	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return best.result
 }
 
-// refineScale searches the score scale (golden section over log scale)
-// and keeps it when it reproduces the target, snapped to a simple number.
-func (s *synth) refineScale(best *attnChoice, t *val) {
-	f := func(scale float64) (float64, *val) {
-		p := best.params
-		p.Scale = float32(scale)
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{best.q, best.k, best.v, nil}, out: t.format}
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// refine improves a choice by what shapes the scores: for each discrete
+// variant (ALiBi or not; a sliding window or not, on causal choices) the
+// scale and the logit cap are fitted by coordinate descent, and the best
+// variant is kept when it lowers the error.
+func (s *synth) refine(ch *attnChoice, t *val) {
+	eval := func(p exec.AttentionParams) (float64, *val) {
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format}
 		v, sc := s.ev.score(e, t)
 		return sc, v
 	}
-	lo, hi := math.Log(1e-3), math.Log(4.0)
-	g := (math.Sqrt(5) - 1) / 2
-	a, b := hi-g*(hi-lo), lo+g*(hi-lo)
-	fa, _ := f(math.Exp(a))
-	fb, _ := f(math.Exp(b))
-	for range 60 {
-		if fa < fb {
-			hi, b, fb = b, a, fa
-			a = hi - g*(hi-lo)
-			fa, _ = f(math.Exp(a))
-		} else {
-			lo, a, fa = a, b, fb
-			b = lo + g*(hi-lo)
-			fb, _ = f(math.Exp(b))
+	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
+	window := func(p exec.AttentionParams) exec.AttentionParams {
+		best, bestSc := p, score(p)
+		for w := 1; w < ch.k.shape[1]; w++ {
+			q := p
+			q.Window = w
+			if sc := score(q); sc < 0.9*bestSc {
+				best, bestSc = q, sc
+			}
+		}
+		return best
+	}
+	continuous := func(p exec.AttentionParams) exec.AttentionParams {
+		cur := score(p)
+		for range 3 {
+			changed := false
+			for _, k := range []struct {
+				set    func(*exec.AttentionParams, float32)
+				lo, hi float64
+			}{
+				{func(q *exec.AttentionParams, x float32) { q.Scale = x }, 1e-3, 4},
+				{func(q *exec.AttentionParams, x float32) { q.Softcap = x }, 0.5, 500},
+			} {
+				set := k.set
+				try := func(x float64) float64 { q := p; set(&q, float32(x)); return score(q) }
+				if x := s.searchParam(try, k.lo, k.hi); x > 0 {
+					q := p
+					set(&q, float32(x))
+					if sc := score(q); sc < 0.99*cur {
+						p, cur, changed = q, sc, true
+					}
+				}
+			}
+			if !changed {
+				break
+			}
+		}
+		return p
+	}
+	best, bestSc := ch.params, ch.score
+	for _, alibi := range []bool{false, true} {
+		for _, win := range []bool{false, true} {
+			if win && ch.params.Mask != exec.MaskCausal {
+				continue
+			}
+			p := ch.params
+			p.ALiBi = alibi
+			if win {
+				p = window(p)
+				if p.Window == 0 {
+					continue
+				}
+			}
+			p = continuous(p)
+			if win {
+				p = window(p)
+			}
+			if sc := score(p); sc < bestSc {
+				best, bestSc = p, sc
+			}
 		}
 	}
-	fitted := math.Exp((lo + hi) / 2)
-	atFit, _ := f(fitted)
-	scale := snap(fitted, func(x float64) bool { sc, _ := f(x); return sc <= math.Max(1.01*atFit, tolerance(t.format)) })
-	sc, v := f(scale)
-	if v != nil && sc < best.score {
-		best.params.Scale = float32(scale)
-		best.score, best.result = sc, v
-		best.label += fmt.Sprintf(" scale=%g", scale)
+	if bestSc < ch.score {
+		sc, v := eval(best)
+		ch.params, ch.score, ch.result = best, sc, v
+		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g", best.Window, best.ALiBi, best.Softcap, best.Scale)
+	}
+	s.simplify(ch, eval, tolerance(t.format))
+}
+
+// searchParam minimises f over [lo, hi] by golden section on a log scale
+// and returns the simplest number near the minimum that does as well.
+func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
+	a0, b0 := math.Log(lo), math.Log(hi)
+	g := (math.Sqrt(5) - 1) / 2
+	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
+	fa, fb := f(math.Exp(a)), f(math.Exp(b))
+	for range 60 {
+		if fa < fb {
+			b0, b, fb = b, a, fa
+			a = b0 - g*(b0-a0)
+			fa = f(math.Exp(a))
+		} else {
+			a0, a, fa = a, b, fb
+			b = a0 + g*(b0-a0)
+			fb = f(math.Exp(b))
+		}
+	}
+	x := math.Exp((a0 + b0) / 2)
+	at := f(x)
+	return snap(x, func(y float64) bool { return f(y) <= 1.01*at+1e-12 })
+}
+
+// simplify replaces the fitted scale and cap by the simplest nearby
+// numbers (jointly: the two trade off) that keep the error.
+func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float64, *val), tol float64) {
+	// how far the fit may be from the simple number: the fitted values
+	// scatter with the format's rounding
+	within := 2e-3
+	if tol > 1e-3 {
+		within = 1e-2
+	}
+	near := func(x float32) []float64 {
+		if x == 0 {
+			return []float64{0}
+		}
+		var out []float64
+		for _, c := range snapCandidates(float64(x)) {
+			if math.Abs(c-float64(x)) <= within*math.Abs(float64(x)) {
+				out = append(out, c)
+			}
+		}
+		return append(out, float64(x))
+	}
+	limit := math.Max(1.05*ch.score, tol/2)
+	for _, sc := range near(ch.params.Scale) {
+		for _, cap := range near(ch.params.Softcap) {
+			p := ch.params
+			p.Scale, p.Softcap = float32(sc), float32(cap)
+			if p == ch.params {
+				return
+			}
+			if e, v := eval(p); v != nil && e <= limit {
+				ch.params, ch.score, ch.result = p, e, v
+				ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g", sc, cap)
+				return
+			}
+		}
 	}
 }
 
@@ -168,17 +302,17 @@ func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int)
 }
 
 // operands are the values attention may read: the scope's own rank-3
-// results whose rows and width fit, their per-head forms made rank 3, and
-// the pieces of a fused projection.
-func (s *synth) operands(sc *scope, t *val) []*val {
-	var pool []*val
+// results whose rows fit, and its per-head results made rank 3; fused
+// are the (q, k, v) triples cut from one fused projection, in that order
+// ([Q|K|V] blocks, or per head [q k v]).
+func (s *synth) operands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 	add := func(v *val) {
 		if v != nil && len(v.shape) == 3 && v.shape[0] == t.shape[0] && !v.opaque {
 			pool = append(pool, v)
 		}
 	}
-	own := recentFirst(sc.vals)
-	for _, v := range own {
+	wq := t.shape[2]
+	for _, v := range recentFirst(sc.vals) {
 		if !sc.own[v] || v.opaque {
 			continue
 		}
@@ -186,22 +320,30 @@ func (s *synth) operands(sc *scope, t *val) []*val {
 		case 3:
 			add(v)
 			w := v.shape[2]
-			if w == 3*t.shape[2] || (w > t.shape[2] && (w-t.shape[2])%2 == 0) {
-				kv := (w - t.shape[2]) / 2
-				for _, cut := range [][2]int{{0, t.shape[2]}, {t.shape[2], t.shape[2] + kv}, {t.shape[2] + kv, w}} {
-					add(s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: cut[0], End: cut[1]}, args: []*val{v}, out: v.format}))
+			if w > wq && (w-wq)%2 == 0 {
+				kv := (w - wq) / 2
+				var tr [3]*val
+				for i, cut := range [][2]int{{0, wq}, {wq, wq + kv}, {wq + kv, w}} {
+					tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: cut[0], End: cut[1]}, args: []*val{v}, out: v.format})
+				}
+				if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+					fused = append(fused, tr)
 				}
 			}
-			if w%3 == 0 && w == 3*t.shape[2] {
-				for _, d := range []int{8, 16, 32, 64, 128} {
-					if t.shape[2]%d != 0 {
+			if w == 3*wq {
+				for d := 8; d <= 256 && d <= wq; d *= 2 {
+					if wq%d != 0 {
 						continue
 					}
-					h := t.shape[2] / d
+					h := wq / d
 					g := s.reshape(v, []int{v.shape[0], v.shape[1], h, 3, d})
+					var tr [3]*val
 					for i := range 3 {
 						c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: i, End: i + 1}, args: []*val{g}, out: v.format})
-						add(s.reshape(c, []int{v.shape[0], v.shape[1], h * d}))
+						tr[i] = s.reshape(c, []int{v.shape[0], v.shape[1], h * d})
+					}
+					if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+						fused = append(fused, tr)
 					}
 				}
 			}
@@ -217,7 +359,7 @@ func (s *synth) operands(sc *scope, t *val) []*val {
 	if len(pool) > 9 {
 		pool = pool[:9]
 	}
-	return pool
+	return pool, fused
 }
 
 // ropeTables are the (cos, sin) pairs among the scope's values: two

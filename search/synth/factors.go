@@ -95,7 +95,8 @@ func (s *synth) readFactors() []semantics.Factor {
 			relabel(a.candidates, "causal=", func(x string) any { return x == "true" }), a.boundary))
 		scale := 0.0
 		if ch.params.Scale != 0 {
-			scale = float64(ch.params.Scale)
+			// the simple number the f32 parameter holds (1/√24, not its f32 rounding)
+			scale = snap(float64(ch.params.Scale), func(x float64) bool { return float32(x) == ch.params.Scale })
 		}
 		add(semantics.Factor{Name: "attention_scale", Scope: a.scope, Value: scale, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: []semantics.Candidate{{Value: scale, Score: ch.score}},

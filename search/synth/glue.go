@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"math/big"
 	"slices"
 
 	"zflow/exec"
@@ -246,7 +247,7 @@ func snapCandidates(c float64) []float64 {
 		out = append(out, math.Copysign(math.Sqrt(r), c))
 	}
 	if r := math.Round(1 / (c * c)); r >= 1 {
-		out = append(out, math.Copysign(1/math.Sqrt(r), c))
+		out = append(out, math.Copysign(rsqrt(r), c)) // as configs write it: d**-0.5
 	}
 	if r := math.Round(1 / c); r != 0 && math.Abs(r) >= 1 {
 		out = append(out, 1/r)
@@ -256,6 +257,16 @@ func snapCandidates(c float64) []float64 {
 		out = append(out, math.Round(c/p)*p)
 	}
 	return out
+}
+
+// rsqrt is 1/√r correctly rounded (1/math.Sqrt(r) rounds twice; a
+// config's d**-0.5 is rounded once).
+func rsqrt(r float64) float64 {
+	x := new(big.Float).SetPrec(200).SetFloat64(r)
+	x.Sqrt(x)
+	x.Quo(new(big.Float).SetPrec(200).SetFloat64(1), x)
+	f, _ := x.Float64()
+	return f
 }
 
 // snap is the simplest number near c that keep(x) accepts, else c.

@@ -226,7 +226,16 @@ func (s *synth) fitEmbedding(ids *val, params []*val, t *val) *val {
 	if t.shape[len(t.shape)-1] != table.shape[1] {
 		return nil
 	}
-	v, ev := s.best(t, []*expr{{op: program.OpGather, args: []*val{table, ids}, out: table.format, label: "table"}})
+	g := &expr{op: program.OpGather, args: []*val{table, ids}, out: table.format, label: "table"}
+	v, ev := s.best(t, []*expr{g})
+	if v == nil {
+		// rows times a constant (an embedding scale such as √hidden)
+		if rows := s.reshape(s.derive(g), t.shape); rows != nil {
+			if c, ok := fitScalar(rows, t); ok {
+				v, ev = s.best(t, []*expr{{op: program.OpMul, args: []*val{rows, s.constant(c)}, out: t.format, label: fmt.Sprintf("table × %g", c)}})
+			}
+		}
+	}
 	if v != nil {
 		v.fit = &leafFit{kind: "embedding", candidates: ev}
 		if !slices.Equal(v.shape, t.shape) {
