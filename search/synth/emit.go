@@ -188,3 +188,12 @@ func (em *emitter) iota(v *val) {
 	em.notes[v.name] = "positions 0…n−1 along the last axis (made from the request's shape)"
 	em.tapAll(v)
 }
+
+// constant declares v's data as a constant with a note saying why it is
+// one, and binds v to it.
+func (em *emitter) constant(v *val, note string) {
+	v.name = em.addValue(&program.Value{Name: "const:" + v.origin, Kind: program.Const,
+		Shape: slices.Clone(v.shape), Data: slices.Clone(v.data), Format: v.format})
+	em.notes[v.name] = note
+	em.tapAll(v)
+}

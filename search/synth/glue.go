@@ -21,12 +21,17 @@ const maxOperands = 12
 func (s *synth) glue(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.cut, s.pointwise, s.combined} {
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.pointwise, s.combined,
+		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
+		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) }} {
 		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
 			return v
 		}
 	}
 	if v := s.attention(target, sc); v != nil {
+		return v
+	}
+	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
 	}
 	return nil

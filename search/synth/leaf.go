@@ -72,6 +72,10 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 			continue
 		}
 		t := targets[i]
+		if s.shapeConstant(t, xs) {
+			outs[p.Name] = t
+			continue
+		}
 		t.opaque = true
 		s.opaque = append(s.opaque, t)
 		outs[p.Name] = t

@@ -30,7 +30,11 @@ type synth struct {
 	attn   []attnRecord
 	mlps   []mlpRecord
 	ropes  []ropeRecord
+	mods   []modRecord
+	gates  []gateRecord
 	seq    int
+	// steps memoises values recomputed at other steps.
+	steps map[*val]map[int][]float32
 }
 
 // attnRecord is one attention the search explained, for the factors.
@@ -75,7 +79,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	} else if d == "float16" {
 		act = precision.F16
 	}
-	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}}
+	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err
@@ -277,7 +281,8 @@ func (s *synth) outputShape() []int {
 // σ, σ·1000, 1 − σ or (1 − σ)·1000, stored in the argument's dtype
 // (rounded to an integer for an integer dtype).
 func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
-	sig := &val{shape: []int{1}, data: sigmas.data[:1], format: f32}
+	sig := &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
+		perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
 	s.em.bindLeaf(sig, program.StepInput, program.StepTimestep, "timestep")
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()

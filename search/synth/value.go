@@ -34,6 +34,8 @@ type val struct {
 	// norm): read by the factor readers.
 	fit *leafFit
 	seq int // creation order within the search (recent = larger)
+	// perStep gives a step input's value at each step (σ_i).
+	perStep func(step int) []float32
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }

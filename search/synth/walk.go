@@ -18,6 +18,9 @@ type scope struct {
 	// own: values made inside the scope (children's results), which the
 	// attention search draws its operands from.
 	own map[*val]bool
+	arg map[*val]bool // the call's arguments
+	// vecs memoises the vectors (vectors) by batch and width.
+	vecs map[string][]vec
 }
 
 func (sc *scope) add(v *val, own bool) {
@@ -68,10 +71,11 @@ func boundaryName(key string) string {
 // program computes it.
 func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error) {
 	module := moduleOf(c)
-	sc := &scope{module: module, own: map[*val]bool{}}
+	sc := &scope{module: module, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	for _, p := range c.Tensors {
 		if v, ok := args[p.Name]; ok {
 			sc.add(v, false)
+			sc.arg[v] = true
 		}
 	}
 	for _, name := range c.Params {

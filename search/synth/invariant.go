@@ -1,0 +1,189 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"zflow/exec/program"
+)
+
+// at is v's value at another step of the run: a captured boundary read
+// there, a computed value recomputed from its arguments there, anything
+// else (parameters, constants, request inputs) as at step 0. ok is false
+// when the trace does not hold it.
+func (s *synth) at(v *val, step int) ([]float32, bool) {
+	if step == 0 {
+		return v.data, true
+	}
+	if m, ok := s.steps[v]; ok {
+		if d, ok := m[step]; ok {
+			return d, d != nil
+		}
+	} else {
+		s.steps[v] = map[int][]float32{}
+	}
+	d := s.compute(v, step)
+	s.steps[v][step] = d
+	return d, d != nil
+}
+
+func (s *synth) compute(v *val, step int) []float32 {
+	if v.perStep != nil {
+		return v.perStep(step)
+	}
+	if key := stepKey(v.keys); key != "" {
+		key = fmt.Sprintf("s%d%s", step, key[strings.IndexByte(key, '/'):])
+		t, err := s.tr.Tensor(key)
+		if err != nil {
+			return nil
+		}
+		d, err := t.Float32()
+		if err != nil || len(d) != v.numel() {
+			return nil
+		}
+		return d
+	}
+	if v.from == nil {
+		return v.data
+	}
+	e := *v.from
+	e.args = make([]*val, len(v.from.args))
+	for i, a := range v.from.args {
+		if a == nil {
+			continue
+		}
+		d, ok := s.at(a, step)
+		if !ok {
+			return nil
+		}
+		e.args[i] = &val{shape: a.shape, data: d, format: a.format}
+	}
+	r, err := s.ev.run(&e)
+	if err != nil {
+		return nil
+	}
+	return r.data
+}
+
+// invariant reports whether data computed at every step by f equals its
+// step-0 value (rel-RMS within tol), in a run of at least two steps.
+func (s *synth) invariant(f func(step int) ([]float32, bool), tol float64) bool {
+	steps := s.tr.Steps()
+	if len(steps) < 2 {
+		return false
+	}
+	d0, ok := f(0)
+	if !ok {
+		return false
+	}
+	for _, st := range steps[1:] {
+		d, ok := f(st)
+		if !ok || relRMS(d, d0) > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// varying reports whether every value changes between steps 0 and 1 (a
+// call whose arguments all vary: what it computes that does not vary
+// cannot depend on their values, only on their shapes).
+func (s *synth) varying(args []*val) bool {
+	if len(s.tr.Steps()) < 2 || len(args) == 0 {
+		return false
+	}
+	for _, a := range args {
+		d, ok := s.at(a, s.tr.Steps()[1])
+		if !ok || relRMS(d, a.data) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// shapeConstant makes v a constant of the request's shapes when it is
+// equal at every step and the call computing it reads only arguments that
+// vary; it reports whether it did.
+func (s *synth) shapeConstant(v *val, args []*val) bool {
+	if !s.varying(args) {
+		return false
+	}
+	if !s.invariant(func(step int) ([]float32, bool) { return s.at(v, step) }, 0) {
+		return false
+	}
+	s.em.constant(v, "equal at every captured step, made where every argument varies: a constant of the request's shapes (a position table)")
+	return true
+}
+
+// tensorArgs are the call scope's argument values.
+func tensorArgs(sc *scope) []*val {
+	var out []*val
+	for _, v := range sc.vals {
+		if sc.arg[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// constantResidual explains t = a + C, C a constant of the request's
+// shapes (a position table added inside a scope whose arguments vary).
+func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
+	args := tensorArgs(sc)
+	if !s.varying(args) {
+		return nil
+	}
+	cands := sameShape(t, vals)
+	for _, v := range vals {
+		if v.opaque || v.numel() != t.numel() || slices.Equal(v.shape, t.shape) || len(v.shape) > 4 {
+			continue
+		}
+		for _, perm := range permutations(len(v.shape)) {
+			pv := v
+			if !isIdentity(perm) {
+				pv = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "permute"})
+			}
+			if r := s.reshape(pv, t.shape); r != nil {
+				cands = append(cands, r)
+			}
+		}
+	}
+	for _, a := range cands {
+		r := make([]float32, len(t.data))
+		for i := range r {
+			r[i] = t.data[i] - a.data[i]
+		}
+		ok := s.invariant(func(step int) ([]float32, bool) {
+			tv, ok1 := s.at(t, step)
+			av, ok2 := s.at(a, step)
+			if !ok1 || !ok2 {
+				return nil, false
+			}
+			d := make([]float32, len(tv))
+			for i := range d {
+				d[i] = tv[i] - av[i]
+			}
+			return d, true
+		}, tolerance(t.format))
+		if !ok || relRMS(r, t.data) < 1e-3 {
+			continue
+		}
+		c := &val{shape: slices.Clone(t.shape), data: r, format: f32}
+		s.em.constant(c, "t − a, equal at every captured step inside a scope whose arguments all vary: a table the model adds (a position table)")
+		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, c}, out: t.format, label: "constant table"}}); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// stepKey is the first of keys in step 0's scope ("s0/…"), or "".
+func stepKey(keys []string) string {
+	for _, k := range keys {
+		if strings.HasPrefix(k, "s0/") {
+			return k
+		}
+	}
+	return ""
+}

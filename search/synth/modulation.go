@@ -1,0 +1,292 @@
+package synth
+
+import (
+	"fmt"
+
+	"math"
+	"slices"
+	"zflow/semantics"
+
+	"zflow/exec"
+	"zflow/exec/program"
+)
+
+// vec is a per-sample, per-channel vector the scope holds or can cut:
+// one chunk of a modulation projection, one row of a learned table, or
+// the sum of both (a table added to a shared projection).
+type vec struct {
+	v     *val // [B, C]
+	label string
+	index int // the chunk or row it is (for the chunk order)
+	parts int // how many chunks its source holds
+}
+
+// vectors lists the [B, C] vectors the scope's values give: each value
+// of B·k·C elements read as k chunks, each table [k, C] read as k rows
+// (broadcast over B), and table rows plus chunks where both have k.
+func (s *synth) vectors(sc *scope, b, c int) []vec {
+	key := fmt.Sprintf("%d/%d", b, c)
+	if v, ok := sc.vecs[key]; ok {
+		return v
+	}
+	var out []vec
+	var chunked, tables []*val
+	for _, v := range recentFirst(sc.vals) {
+		if v.opaque || v.numel()%c != 0 {
+			continue
+		}
+		switch {
+		case v.numel()%(b*c) == 0 && (len(v.shape) < 3 || v.shape[len(v.shape)-2] != v.numel()/(b*c) || v.shape[0] == b) && !isRows(v, c):
+			chunked = append(chunked, v)
+		}
+		if len(v.shape) >= 2 && v.shape[len(v.shape)-1] == c && v.numel()/c <= 16 && v.from == nil && v.name != "" && len(v.keys) == 0 {
+			tables = append(tables, v) // a parameter [k, C] or [1, k, C]
+		}
+	}
+	piece := func(v *val, k, i, bb int) *val {
+		r := s.reshape(v, []int{bb, k, c})
+		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: i, End: i + 1}, args: []*val{r}, out: v.format})
+		return s.reshape(sl, []int{bb, c})
+	}
+	for _, v := range chunked {
+		k := v.numel() / (b * c)
+		if k > 16 {
+			continue
+		}
+		for i := range k {
+			if p := piece(v, k, i, b); p != nil {
+				out = append(out, vec{v: p, label: fmt.Sprintf("%s chunk %d/%d", v, i, k), index: i, parts: k})
+			}
+		}
+	}
+	for _, t := range tables {
+		k := t.numel() / c
+		for i := range k {
+			if p := piece(t, k, i, 1); p != nil {
+				out = append(out, vec{v: p, label: fmt.Sprintf("%s row %d/%d", t, i, k), index: i, parts: k})
+			}
+		}
+		for _, v := range chunked {
+			if v != t && v.numel() == b*c && k > 1 {
+				// rows of the table plus one vector (broadcast over the rows)
+				tr := s.reshape(t, []int{1, k, c})
+				vr := s.reshape(v, []int{b, 1, c})
+				sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, vr}, out: v.format, label: "table + vector"})
+				for i := range k {
+					if p := piece(sum, k, i, b); p != nil {
+						out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s %d/%d", t, v, i, k), index: i, parts: k})
+					}
+				}
+			}
+			if v == t || v.numel() != b*k*c {
+				continue
+			}
+			tr := s.reshape(t, []int{1, k, c})
+			vr := s.reshape(v, []int{b, k, c})
+			sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, vr}, out: v.format, label: "table + chunks"})
+			for i := range k {
+				if p := piece(sum, k, i, b); p != nil {
+					out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s chunk %d/%d", t, v, i, k), index: i, parts: k})
+				}
+			}
+		}
+	}
+	sc.vecs[key] = out
+	return out
+}
+
+// isRows: a value with rows of width c (a token sequence), not a vector.
+func isRows(v *val, c int) bool { return len(v.shape) == 3 && v.shape[1] > 16 && v.shape[2] == c }
+
+// affinePerChannel fits t[b, r, c] ≈ a[b, c]·x[b, r, c] + d[b, c] by
+// least squares over the rows; ok is false when the fit leaves more than
+// the format's tolerance.
+func affinePerChannel(x, t *val, tol float64) (a, d []float64, ok bool) {
+	if len(t.shape) != 3 || !slices.Equal(x.shape, t.shape) || t.shape[1] < 2 {
+		return nil, nil, false
+	}
+	B, R, C := t.shape[0], t.shape[1], t.shape[2]
+	a, d = make([]float64, B*C), make([]float64, B*C)
+	fit := make([]float32, len(t.data))
+	for b := range B {
+		for c := range C {
+			var sx, sy, sxx, sxy float64
+			for r := range R {
+				i := (b*R+r)*C + c
+				xv, yv := float64(x.data[i]), float64(t.data[i])
+				sx, sy, sxx, sxy = sx+xv, sy+yv, sxx+xv*xv, sxy+xv*yv
+			}
+			n := float64(R)
+			den := n*sxx - sx*sx
+			if den == 0 {
+				return nil, nil, false
+			}
+			a[b*C+c] = (n*sxy - sx*sy) / den
+			d[b*C+c] = (sy - a[b*C+c]*sx) / n
+			for r := range R {
+				i := (b*R+r)*C + c
+				fit[i] = float32(a[b*C+c]*float64(x.data[i]) + d[b*C+c])
+			}
+		}
+	}
+	return a, d, relRMS(fit, t.data) <= 2*tol
+}
+
+// nearest is the vector of the pool closest to want (after f), and its
+// rel-RMS.
+func nearest(pool []vec, want []float64, f exec.ActKind) (vec, float64) {
+	best, be := vec{}, math.Inf(1)
+	w := make([]float32, len(want))
+	for i, x := range want {
+		w[i] = float32(x)
+	}
+	for _, p := range pool {
+		if p.v.numel() != len(want) {
+			continue
+		}
+		got := p.v.data
+		if f != exec.ActIdentity {
+			got = make([]float32, len(p.v.data))
+			for i, x := range p.v.data {
+				got[i] = exec.Activate(f, x, 0)
+			}
+		}
+		if e := relRMS(got, w); e < be {
+			best, be = p, e
+		}
+	}
+	return best, be
+}
+
+// modulated explains t = x·(1 + scale) + shift (or x·scale + shift, or
+// without a shift) with scale and shift vectors of the scope.
+func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	tol := tolerance(t.format)
+	B, C := t.shape[0], t.shape[2]
+	xs := sameShape(t, vals)
+	if len(xs) > 6 {
+		xs = xs[:6]
+	}
+	for _, x := range xs {
+		a, d, ok := affinePerChannel(x, t, tol)
+		if !ok {
+			continue
+		}
+		pool := s.vectors(sc, B, C)
+		var dn float64
+		for _, v := range d {
+			dn = math.Max(dn, math.Abs(v))
+		}
+		var cands []*expr
+		info := map[*expr][2]vec{}
+		for _, plus := range []bool{true, false} {
+			want := slices.Clone(a)
+			if plus {
+				for i := range want {
+					want[i]--
+				}
+			}
+			scale, e1 := nearest(pool, want, exec.ActIdentity)
+			if e1 > 10*tol {
+				continue
+			}
+			var shift *val
+			var sh vec
+			label := fmt.Sprintf("plus_one=%v scale=%s", plus, scale.label)
+			if dn > 1e-6 {
+				var e2 float64
+				if sh, e2 = nearest(pool, d, exec.ActIdentity); e2 > 10*tol {
+					continue
+				}
+				shift = sh.v
+				label += " shift=" + sh.label
+			}
+			e := &expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}},
+				args: []*val{x, shift, scale.v}, out: t.format, label: label}
+			cands = append(cands, e)
+			info[e] = [2]vec{scale, sh}
+		}
+		if w, ev := s.best(t, cands); w != nil {
+			w.fit = &leafFit{kind: "modulate", candidates: ev}
+			in := info[w.from]
+			s.mods = append(s.mods, modRecord{scope: sc.module, boundary: t.origin, plusOne: w.from.attrs.Modulate.PlusOne,
+				scale: in[0], shift: in[1], candidates: ev})
+			return w
+		}
+	}
+	return nil
+}
+
+// gated explains t = x + g(gate)·y, gate a vector of the scope and g
+// the identity, tanh or sigmoid.
+func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	tol := tolerance(t.format)
+	B, R, C := t.shape[0], t.shape[1], t.shape[2]
+	ops := sameShape(t, vals)
+	if len(ops) > 8 {
+		ops = ops[:8]
+	}
+	for _, x := range ops {
+		for _, y := range ops {
+			if x == y {
+				continue
+			}
+			g := make([]float64, B*C)
+			for b := range B {
+				for c := range C {
+					var num, den float64
+					for r := range R {
+						i := (b*R+r)*C + c
+						yv := float64(y.data[i])
+						num += (float64(t.data[i]) - float64(x.data[i])) * yv
+						den += yv * yv
+					}
+					if den > 0 {
+						g[b*C+c] = num / den
+					}
+				}
+			}
+			pool := s.vectors(sc, B, C)
+			var cands []*expr
+			info := map[*expr]vec{}
+			for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
+				gate, e := nearest(pool, g, f)
+				if e > 10*tol {
+					continue
+				}
+				ex := &expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: f}, args: []*val{x, y, gate.v}, out: t.format,
+					label: f.String()}
+				cands = append(cands, ex)
+				info[ex] = gate
+			}
+			if w, ev := s.best(t, cands); w != nil {
+				w.fit = &leafFit{kind: "gated", act: w.from.attrs.Act, candidates: ev}
+				s.gates = append(s.gates, gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: info[w.from], candidates: ev})
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// modRecord is one modulation the search explained, for the factors.
+type modRecord struct {
+	scope, boundary string
+	plusOne         bool
+	scale, shift    vec
+	candidates      []semantics.Candidate
+}
+
+// gateRecord is one gated residual the search explained.
+type gateRecord struct {
+	scope, boundary string
+	fn              exec.ActKind
+	gate            vec
+	candidates      []semantics.Candidate
+}

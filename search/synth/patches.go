@@ -1,0 +1,109 @@
+package synth
+
+import (
+	"math"
+	"slices"
+
+	"zflow/exec/program"
+)
+
+// patched explains t as a value cut into (or put back from) square
+// patches: [B, C, (F,) H, W] ↔ [B, (F·)(H/p)·(W/p), C·p·p] with the
+// feature axis in any order of (c, ph, pw), found from the values (each
+// candidate is a reshape, a permutation and a reshape).
+func (s *synth) patched(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || v.numel() != t.numel() {
+			continue
+		}
+		var img, tok *val
+		switch {
+		case len(v.shape) == 3 && (len(t.shape) == 4 || len(t.shape) == 5):
+			img, tok = t, v // unpatchify
+		case len(t.shape) == 3 && (len(v.shape) == 4 || len(v.shape) == 5):
+			img, tok = v, t // patchify
+		default:
+			continue
+		}
+		for _, m := range patchMoves(img.shape, tok.shape) {
+			src, perm, dst := m.split, m.perm, tok.shape
+			if img == t {
+				// tokens → image: split the tokens, invert the permutation
+				src, perm, dst = m.tokSplit, m.inverse, t.shape
+			}
+			sv := &val{shape: src, data: v.data}
+			if relRMS(permuteData(sv, perm), t.data) > tol {
+				continue
+			}
+			r := s.reshape(v, src)
+			p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
+			if out := s.reshape(p, dst); out != nil {
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// patchMove is one patch layout: the image split into [B, C, (F,) h, p,
+// w, p] (split), permuted (perm) into the token split [B, (F,) h, w, f…]
+// (tokSplit); inverse undoes perm.
+type patchMove struct {
+	split, tokSplit, perm, inverse []int
+}
+
+// patchMoves lists the layouts that fit an image shape [B, C, (F,) H, W]
+// and a token shape [B, N, D]: the patch p from the sizes, every order of
+// the feature axis (c, ph, pw).
+func patchMoves(img, tok []int) []patchMove {
+	if len(tok) != 3 || tok[0] != img[0] {
+		return nil
+	}
+	frames := 1
+	if len(img) == 5 {
+		frames = img[2]
+	}
+	B, C, H, W := img[0], img[1], img[len(img)-2], img[len(img)-1]
+	n := tok[1] / frames
+	if n == 0 || tok[1]%frames != 0 {
+		return nil
+	}
+	p := int(math.Round(math.Sqrt(float64(H*W) / float64(n))))
+	if p < 1 || H%p != 0 || W%p != 0 || (H/p)*(W/p) != n || tok[2] != C*p*p {
+		return nil
+	}
+	h, w := H/p, W/p
+	// image split axes: B=0, C=1, [F=2], h, ph, w, pw
+	var split []int
+	var axF, axC, axH, axPH, axW, axPW int
+	if len(img) == 5 {
+		split = []int{B, C, frames, h, p, w, p}
+		axC, axF, axH, axPH, axW, axPW = 1, 2, 3, 4, 5, 6
+	} else {
+		split = []int{B, C, h, p, w, p}
+		axC, axF, axH, axPH, axW, axPW = 1, -1, 2, 3, 4, 5
+	}
+	var out []patchMove
+	for _, order := range permutations(3) {
+		feat := [3]int{axC, axPH, axPW}
+		perm := []int{0}
+		if axF >= 0 {
+			perm = append(perm, axF)
+		}
+		perm = append(perm, axH, axW)
+		for _, o := range order {
+			perm = append(perm, feat[o])
+		}
+		tokSplit := make([]int, len(perm))
+		for i, a := range perm {
+			tokSplit[i] = split[a]
+		}
+		inv := make([]int, len(perm))
+		for i, a := range perm {
+			inv[a] = i
+		}
+		out = append(out, patchMove{split: slices.Clone(split), tokSplit: tokSplit, perm: perm, inverse: inv})
+	}
+	return out
+}
