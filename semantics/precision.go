@@ -26,6 +26,10 @@ type PrecisionRule struct {
 	Out   string `json:"out,omitempty"`   // storage format; empty: Activations
 	Round string `json:"round,omitempty"` // rounding points joined by "|"
 	Math  string `json:"math,omitempty"`  // variants joined by "|": precise, fast_exp, recip_div, welford
+	// Pinned: a storage format the trace shows (the captured dtype of the
+	// node's boundary), declared by discovery; the rounding search keeps
+	// it ahead of what it searches.
+	Pinned bool `json:"pinned,omitempty"`
 	// Evidence: how the precision search decided the rule (absent for a
 	// declared rule).
 	Evidence *RuleEvidence `json:"evidence,omitempty"`

@@ -503,6 +503,11 @@ func (ds *discovery) keepStart(f *factor) {
 // rules that change no unit's spec are dropped.
 func (ds *discovery) precisionOf(a search.Assignment) semantics.Precision {
 	p := semantics.Precision{Status: "searched", Activations: ds.acts, RopeTable: ds.start.RopeTable}
+	for _, r := range ds.start.Rules {
+		if r.Pinned {
+			p.Rules = append(p.Rules, r)
+		}
+	}
 	emit := func(f *factor, glob string) {
 		label, _ := a[f.name].(string)
 		for _, c := range f.cands {

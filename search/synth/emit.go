@@ -152,7 +152,7 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 	out := outs[e.pick]
 	em.p.Nodes = append(em.p.Nodes, program.Node{Op: e.op, In: in, Out: outs, Role: role, Attrs: e.attrs})
 	if rounds(e.op) && e.out != em.act {
-		em.rules = append(em.rules, semantics.PrecisionRule{Op: e.op.String(), Role: role, Out: e.out.String()})
+		em.rules = append(em.rules, semantics.PrecisionRule{Op: e.op.String(), Role: role, Out: e.out.String(), Pinned: true})
 	}
 	v.name = out
 	em.tapAll(v)

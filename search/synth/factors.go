@@ -126,7 +126,97 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
 	}
+	for _, f := range s.conditioningFactors() {
+		add(f)
+	}
 	return fixCandidates(out)
+}
+
+// conditioningFactors read the modulation off the program: each scope's
+// chunk order (the chunk indices its shift, scale and gate came from),
+// the plus-one form, the gate function, the final norm's order (a
+// two-chunk modulation without a gate), the activation before the
+// modulation linear, and the timestep sinusoid.
+func (s *synth) conditioningFactors() []semantics.Factor {
+	var out []semantics.Factor
+	declared := func(name, scope string, v any, note, boundary string) semantics.Factor {
+		return semantics.Factor{Name: name, Scope: scope, Value: v, Candidates: []semantics.Candidate{{Value: v}},
+			Evidence: semantics.Evidence{Metric: "declared", Boundary: boundary, Note: note}}
+	}
+	gates := map[string][]gateRecord{}
+	for _, g := range s.gates {
+		gates[g.scope] = append(gates[g.scope], g)
+		out = append(out, factor("gate_fn", g.scope, g.fn.String(), g.candidates, g.boundary))
+	}
+	for i, m := range s.mods {
+		scope := m.scope
+		plus := factor("modulation_plus_one", scope, m.plusOne, relabel(m.candidates, "plus_one=", func(x string) any { return x == "true" }), m.boundary)
+		out = append(out, plus)
+		if m.scale.src != nil && m.scale.src.fit != nil && m.scale.src.fit.kind == "linear" {
+			act := "identity"
+			if in := m.scale.src.fit.in; in != nil && in.fit != nil && in.fit.kind == "glue" && in.fit.norm.Kind == 0 {
+				act = in.fit.act.String()
+			}
+			out = append(out, declared("modulation_act", scope, act, "what the modulation linear reads the conditioning through", m.boundary))
+		}
+		idx := map[string]int{"scale": m.scale.index}
+		if m.shift.v != nil {
+			idx["shift"] = m.shift.index
+		}
+		var gate *gateRecord
+		for j := range gates[scope] {
+			g := gates[scope][j]
+			if g.gate.src == m.scale.src && g.gate.parts == m.scale.parts && g.gate.index/3 == m.scale.index/3 {
+				gate = &g
+			}
+		}
+		name, parts := "final_norm_order", 2
+		if gate != nil {
+			idx["gate"] = gate.gate.index
+			name, parts = "modulation_order", 3
+		} else if m.scale.parts%3 == 0 && m.scale.parts != 2 {
+			continue // a group whose gate the search did not see
+		}
+		if len(idx) != parts {
+			continue
+		}
+		names := make([]string, 0, parts)
+		for k := range idx {
+			names = append(names, k)
+		}
+		slices.SortFunc(names, func(a, b string) int { return idx[a] - idx[b] })
+		scopeI := scope
+		if i > 0 && s.mods[i-1].scope == scope {
+			scopeI = scope // one order per scope: the first group decides, a disagreement shows as another value
+		}
+		out = append(out, declared(name, scopeI, strings.Join(names, ","), "the chunk indices the program's shift, scale and gate read", m.boundary))
+	}
+	for _, sn := range s.sinusoids {
+		sn.embedAct = s.embedAct(sn.out)
+		p := sn.fit.timestep
+		out = append(out, factor("timestep_flip_sin_to_cos", sn.scope, p.FlipSinToCos, relabel(sn.fit.candidates, "flip=", func(x string) any { return x == "true" }), sn.boundary))
+		out = append(out, factor("timestep_freq_shift", sn.scope, float64(p.FreqShift), relabel(sn.fit.candidates, "shift=", parseNumber), sn.boundary))
+		scale, at := float64(p.Scale), "sinusoid"
+		if sn.inputScale != 1 {
+			scale, at = sn.inputScale, "input"
+		}
+		out = append(out, declared("timestep_scale", sn.scope, scale, "the sinusoid's scale times what the model multiplies its timestep by before it", sn.boundary))
+		if scale != 1 {
+			out = append(out, declared("timestep_scale_at", sn.scope, at, "where that multiply is", sn.boundary))
+		}
+		if sn.embedAct != "" {
+			out = append(out, declared("embed_act", sn.scope, sn.embedAct, "between the two linears after the sinusoid", sn.boundary))
+		}
+	}
+	return out
+}
+
+func parseNumber(x string) any {
+	f, err := strconv.ParseFloat(x, 64)
+	if err != nil {
+		return x
+	}
+	return f
 }
 
 // fixCandidates keeps only candidates whose values the catalogue accepts
@@ -191,4 +281,35 @@ type mlpRecord struct {
 type ropeRecord struct {
 	scope, boundary string
 	fit             *leafFit
+}
+
+// sinusoidRecord is a timestep sinusoid the search fitted: what the model
+// multiplies its timestep by before it, and the activation between the
+// two linears after it.
+type sinusoidRecord struct {
+	scope, boundary string
+	fit             *leafFit
+	inputScale      float64
+	embedAct        string
+	out             *val
+}
+
+// embedAct is the activation between the linear that reads x and the
+// linear after it (a conditioning MLP), "" when there is none.
+func (s *synth) embedAct(x *val) string {
+	for _, l1 := range s.linears {
+		if l1.fit.in != x {
+			continue
+		}
+		for _, l2 := range s.linears {
+			in := l2.fit.in
+			if in == nil || in.fit == nil || in.fit.kind != "glue" || in.fit.norm.Kind != 0 || in.from == nil {
+				continue
+			}
+			if a := in.from.args[0]; a == l1 || (a.from != nil && a.from == l1.from) {
+				return in.fit.act.String()
+			}
+		}
+	}
+	return ""
 }

@@ -51,7 +51,11 @@ func (s *synth) moved(t *val, vals []*val) *val {
 			continue
 		}
 		if relRMS(v.data, t.data) <= tol {
-			if slices.Equal(v.shape, t.shape) {
+			if v.format != t.format {
+				// the same values stored in another format: a cast
+				v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{v}, out: t.format, label: "cast"})
+			}
+			if v == nil || slices.Equal(v.shape, t.shape) {
 				return v
 			}
 			return s.reshape(v, t.shape)

@@ -22,6 +22,7 @@ type leafFit struct {
 	timestep   exec.TimestepParams
 	candidates []semantics.Candidate
 	boundary   string
+	in         *val // a linear's input
 }
 
 // leaf explains a call without children: a linear (2-D weight, or a
@@ -59,9 +60,22 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 		if f == nil || f.fit == nil {
 			continue
 		}
+		if f.fit.kind == "linear" {
+			s.linears = append(s.linears, f)
+		}
 		switch {
 		case f.fit.kind == "linear" && len(xs) > 0 && xs[0].shape[len(xs[0].shape)-1] > f.shape[len(f.shape)-1]:
 			s.mlps = append(s.mlps, mlpRecord{scope: sc.module, boundary: targets[i].origin, x: xs[0]})
+		case f.fit.kind == "sinusoid":
+			scale := 1.0
+			if x := xs[0]; x.from != nil && x.from.op == program.OpMul && !x.request {
+				for _, a := range x.from.args {
+					if a != nil && a.numel() == 1 && a.from == nil && len(a.keys) == 0 {
+						scale = float64(a.data[0])
+					}
+				}
+			}
+			s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, inputScale: scale, out: f})
 		case f.fit.kind == "rope_table" && i == 0:
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
 		}
@@ -220,7 +234,7 @@ func (s *synth) fitLinear(x *val, params []*val, t *val) *val {
 	}
 	v, ev := s.best(t, cands)
 	if v != nil {
-		v.fit = &leafFit{kind: "linear", candidates: ev}
+		v.fit = &leafFit{kind: "linear", candidates: ev, in: x}
 	}
 	return v
 }

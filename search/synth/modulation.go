@@ -17,8 +17,9 @@ import (
 type vec struct {
 	v     *val // [B, C]
 	label string
-	index int // the chunk or row it is (for the chunk order)
-	parts int // how many chunks its source holds
+	index int  // the chunk or row it is (for the chunk order)
+	parts int  // how many chunks its source holds
+	src   *val // the value chunked (not the table)
 }
 
 // vectors lists the [B, C] vectors the scope's values give: each value
@@ -55,7 +56,7 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 		}
 		for i := range k {
 			if p := piece(v, k, i, b); p != nil {
-				out = append(out, vec{v: p, label: fmt.Sprintf("%s chunk %d/%d", v, i, k), index: i, parts: k})
+				out = append(out, vec{v: p, label: fmt.Sprintf("%s chunk %d/%d", v, i, k), index: i, parts: k, src: v})
 			}
 		}
 	}
@@ -74,7 +75,7 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 				sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, vr}, out: v.format, label: "table + vector"})
 				for i := range k {
 					if p := piece(sum, k, i, b); p != nil {
-						out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s %d/%d", t, v, i, k), index: i, parts: k})
+						out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s %d/%d", t, v, i, k), index: i, parts: k, src: v})
 					}
 				}
 			}
@@ -86,7 +87,7 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 			sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, vr}, out: v.format, label: "table + chunks"})
 			for i := range k {
 				if p := piece(sum, k, i, b); p != nil {
-					out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s chunk %d/%d", t, v, i, k), index: i, parts: k})
+					out = append(out, vec{v: p, label: fmt.Sprintf("%s row + %s chunk %d/%d", t, v, i, k), index: i, parts: k, src: v})
 				}
 			}
 		}

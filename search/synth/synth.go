@@ -22,17 +22,19 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
-	tr     *trace.Trace
-	ev     *evaluator
-	em     *emitter
-	params map[string]*val
-	opaque []*val
-	attn   []attnRecord
-	mlps   []mlpRecord
-	ropes  []ropeRecord
-	mods   []modRecord
-	gates  []gateRecord
-	seq    int
+	tr        *trace.Trace
+	ev        *evaluator
+	em        *emitter
+	params    map[string]*val
+	opaque    []*val
+	attn      []attnRecord
+	mlps      []mlpRecord
+	ropes     []ropeRecord
+	mods      []modRecord
+	sinusoids []sinusoidRecord
+	linears   []*val
+	gates     []gateRecord
+	seq       int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 }
@@ -239,6 +241,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		}
 		if d.run == "flow_euler" {
 			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
+				v.request = true
 				d.args[p.Name] = v
 				continue
 			}

@@ -34,6 +34,9 @@ type val struct {
 	// norm): read by the factor readers.
 	fit *leafFit
 	seq int // creation order within the search (recent = larger)
+	// request: a value the pipeline gives the model (its timestep made
+	// from σ), not one the model computes.
+	request bool
 	// perStep gives a step input's value at each step (σ_i).
 	perStep func(step int) []float32
 }

@@ -162,6 +162,14 @@ func (s *synth) explain(target *val, sc *scope) *val {
 	if v == target {
 		return v
 	}
+	if slices.Contains(sc.vals, v) {
+		// the same tensor as a value the scope holds: one value, two boundaries
+		v.keys = append(v.keys, target.keys...)
+		if v.name != "" {
+			s.em.tapAll(v)
+		}
+		return v
+	}
 	// Teacher forcing: later searches see the reference's data under the
 	// expression's binding.
 	if v.from == nil && v.name != "" && len(v.keys) > 0 && v != target {
