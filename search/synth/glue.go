@@ -2,8 +2,10 @@ package synth
 
 import (
 	"math"
+
 	"math/big"
 	"slices"
+	"zflow/precision"
 
 	"zflow/exec"
 	"zflow/exec/program"
@@ -19,6 +21,35 @@ const maxOperands = 12
 // attention), the first form that reproduces target within its format's
 // tolerance wins. nil: nothing in the vocabulary explains it.
 func (s *synth) glue(target *val, sc *scope) *val {
+	// (evidence needs many values: one integer-valued timestep is exact in
+	// bf16 by chance)
+	if target.format == precision.F32 && s.em.act != precision.F32 && target.numel() >= 16 && !target.integral() && representable(target, s.em.act) {
+		// f32 storage of values the activations' format holds exactly: a
+		// value computed in that format and cast (x.float())
+		proxy := *target
+		proxy.format = s.em.act
+		if v := s.glueIn(&proxy, sc); v != nil {
+			if v.format == precision.F32 {
+				return v
+			}
+			return s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: precision.F32}, args: []*val{v}, out: precision.F32, label: "cast"})
+		}
+		return nil
+	}
+	return s.glueIn(target, sc)
+}
+
+// representable reports whether every value of v is exact in format f.
+func representable(v *val, f precision.Format) bool {
+	for _, x := range v.data {
+		if !f.Representable(x) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.pointwise, s.combined,
