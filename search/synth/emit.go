@@ -34,7 +34,7 @@ func newEmitter(act precision.Format) *emitter {
 }
 
 func (em *emitter) addValue(v *program.Value) string {
-	base := v.Name
+	base := strings.Join(strings.Fields(v.Name), "_")
 	name := base
 	for i := 2; em.p.Values[name] != nil; i++ {
 		name = base + "#" + strconv.Itoa(i)

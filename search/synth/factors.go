@@ -123,6 +123,8 @@ func (s *synth) readFactors() []semantics.Factor {
 		}
 	}
 	for _, r := range s.ropes {
+		add(semantics.Factor{Name: "rope_axes", Scope: r.scope, Value: slices.Clone(r.fit.rope.AxesDims), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: []semantics.Candidate{{Value: slices.Clone(r.fit.rope.AxesDims)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
 		add(semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
 	}
@@ -152,9 +154,9 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		scope := m.scope
 		plus := factor("modulation_plus_one", scope, m.plusOne, relabel(m.candidates, "plus_one=", func(x string) any { return x == "true" }), m.boundary)
 		out = append(out, plus)
-		if m.scale.src != nil && m.scale.src.fit != nil && m.scale.src.fit.kind == "linear" {
+		if src := through(m.scale.src); src != nil && src.fit != nil && src.fit.kind == "linear" {
 			act := "identity"
-			if in := m.scale.src.fit.in; in != nil && in.fit != nil && in.fit.kind == "glue" && in.fit.norm.Kind == 0 {
+			if in := through(src.fit.in); in != nil && in.fit != nil && in.fit.kind == "glue" && in.fit.norm.Kind == 0 {
 				act = in.fit.act.String()
 			}
 			out = append(out, declared("modulation_act", scope, act, "what the modulation linear reads the conditioning through", m.boundary))
@@ -298,7 +300,7 @@ type sinusoidRecord struct {
 // linear after it (a conditioning MLP), "" when there is none.
 func (s *synth) embedAct(x *val) string {
 	for _, l1 := range s.linears {
-		if l1.fit.in != x {
+		if through(l1.fit.in) != x && l1.fit.in != x {
 			continue
 		}
 		for _, l2 := range s.linears {
@@ -312,4 +314,18 @@ func (s *synth) embedAct(x *val) string {
 		}
 	}
 	return ""
+}
+
+// through is the value v moves or casts (v itself when it is computed
+// otherwise).
+func through(v *val) *val {
+	for v != nil && v.from != nil && len(v.from.args) > 0 {
+		switch v.from.op {
+		case program.OpCast, program.OpReshape, program.OpPermute:
+			v = v.from.args[0]
+		default:
+			return v
+		}
+	}
+	return v
 }

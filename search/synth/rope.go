@@ -139,3 +139,132 @@ func thetaCandidates(cosT, pos *val, d int, layout exec.RopeLayout) []float64 {
 	}
 	return out
 }
+
+// fitGridRope explains two parameterless results that are RoPE tables of
+// S rows as rope_table over grid positions (row-major over 1 to 3 axes
+// whose sizes multiply to S, each from 0): the split of the width into
+// axes, the layout and θ searched, checked by recomputing both tables.
+func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
+	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
+		return nil, nil
+	}
+	d := cosT.shape[len(cosT.shape)-1]
+	rows := cosT.numel() / d
+	if d%2 != 0 || rows < 2 {
+		return nil, nil
+	}
+	type cand struct {
+		grid, axes []int
+		layout     exec.RopeLayout
+		theta      float64
+	}
+	var cands []cand
+	for _, grid := range factorizations(rows, 3) {
+		for _, axes := range evenSplits(d, len(grid)) {
+			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+				if layout == exec.RopeHalf && len(axes) > 1 {
+					continue // a half layout over several axes is laid out per axis: not this op's
+				}
+				for _, theta := range []float64{10000, 256, 1000, 100000, 500000} {
+					cands = append(cands, cand{grid, axes, layout, theta})
+				}
+			}
+		}
+	}
+	var best *cand
+	bestScore := math.Inf(1)
+	var bestIDs *val
+	var ev []semantics.Candidate
+	for i := range cands {
+		c := &cands[i]
+		ids := gridIDs(c.grid)
+		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
+		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format}
+		cv, e1 := s.ev.score(e, cosT)
+		sv, e2 := s.ev.score(pickOf(e, 1), sinT)
+		sc := math.Max(e1, e2)
+		ev = append(ev, semantics.Candidate{Value: fmt.Sprintf("grid %v axes %v %s theta=%g", c.grid, c.axes, c.layout, c.theta), Score: finite(sc)})
+		if cv != nil && sv != nil && sc < bestScore {
+			best, bestScore, bestIDs = c, sc, ids
+		}
+	}
+	if best == nil || bestScore > tolerance(cosT.format) {
+		return nil, nil
+	}
+	s.em.constant(bestIDs, fmt.Sprintf("grid positions %v, row-major from 0 (made from the request's shape)", best.grid))
+	p := exec.RopeTableParams{Theta: best.theta, AxesDims: best.axes, Layout: best.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
+	e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{bestIDs}, out: cosT.format, label: "grid rope"}
+	c, err := s.ev.run(e)
+	if err != nil {
+		return nil, nil
+	}
+	sn, err := s.ev.run(pickOf(e, 1))
+	if err != nil {
+		return nil, nil
+	}
+	cosV, sinV := s.reshape(c, cosT.shape), s.reshape(sn, sinT.shape)
+	if cosV == nil || sinV == nil {
+		return nil, nil
+	}
+	fit := &leafFit{kind: "rope_table", rope: p, candidates: ev}
+	cosV.fit, sinV.fit = fit, fit
+	return cosV, sinV
+}
+
+// gridIDs are row-major positions over grid, one column per axis.
+func gridIDs(grid []int) *val {
+	n := 1
+	for _, g := range grid {
+		n *= g
+	}
+	data := make([]float32, 0, n*len(grid))
+	idx := make([]int, len(grid))
+	for range n {
+		for _, x := range idx {
+			data = append(data, float32(x))
+		}
+		for a := len(grid) - 1; a >= 0; a-- {
+			idx[a]++
+			if idx[a] < grid[a] {
+				break
+			}
+			idx[a] = 0
+		}
+	}
+	return &val{shape: []int{n, len(grid)}, data: data, format: precision.F32, origin: "grid positions"}
+}
+
+// factorizations lists the ordered ways of writing n as a product of 1 to
+// k factors > 1 (n itself first).
+func factorizations(n, k int) [][]int {
+	out := [][]int{{n}}
+	if k == 1 {
+		return out
+	}
+	for f := 2; f < n; f++ {
+		if n%f != 0 {
+			continue
+		}
+		for _, rest := range factorizations(n/f, k-1) {
+			out = append(out, append([]int{f}, rest...))
+		}
+	}
+	return out
+}
+
+// evenSplits lists the ways of writing d as k even parts > 0.
+func evenSplits(d, k int) [][]int {
+	if k == 1 {
+		if d > 0 && d%2 == 0 {
+			return [][]int{{d}}
+		}
+		return nil
+	}
+	var out [][]int
+	for first := 2; first < d; first += 2 {
+		for _, rest := range evenSplits(d-first, k-1) {
+			out = append(out, append([]int{first}, rest...))
+		}
+	}
+	return out
+}
