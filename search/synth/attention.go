@@ -306,6 +306,15 @@ func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int)
 // are the (q, k, v) triples cut from one fused projection, in that order
 // ([Q|K|V] blocks, or per head [q k v]).
 func (s *synth) operands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
+	pool, fused = s.allOperands(sc, t)
+	if len(pool) > 9 {
+		pool = pool[:9]
+	}
+	return pool, fused
+}
+
+// allOperands is operands without the bound on the pool.
+func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 	add := func(v *val) {
 		if v != nil && len(v.shape) == 3 && v.shape[0] == t.shape[0] && !v.opaque {
 			pool = append(pool, v)
@@ -355,9 +364,6 @@ func (s *synth) operands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 				add(s.reshape(v, []int{v.shape[0], v.shape[1], v.shape[2] * v.shape[3]}))
 			}
 		}
-	}
-	if len(pool) > 9 {
-		pool = pool[:9]
 	}
 	return pool, fused
 }

@@ -86,6 +86,9 @@ func (s *synth) readFactors() []semantics.Factor {
 	}
 	for _, a := range s.attn {
 		ch := a.choice
+		if a.joint != "" {
+			add(factor("joint_order", a.scope, a.joint, jointOrders(a.candidates, a.joint), a.boundary))
+		}
 		rope := "none"
 		if ch.rope != 0 {
 			rope = ch.rope.String()
@@ -328,4 +331,22 @@ func through(v *val) *val {
 		}
 	}
 	return v
+}
+
+// jointOrders reads the joint order candidates off joint attention
+// evidence (mine_first is relative to the stream scored).
+func jointOrders(cands []semantics.Candidate, winner string) []semantics.Candidate {
+	other := map[string]string{"text_first": "image_first", "image_first": "text_first"}[winner]
+	var out []semantics.Candidate
+	best := map[bool]float64{true: math.Inf(1), false: math.Inf(1)}
+	for _, c := range relabel(cands, "mine_first=", func(x string) any { return x == "true" }) {
+		b := c.Value.(bool)
+		best[b] = math.Min(best[b], c.Score)
+	}
+	win, lose := best[true], best[false]
+	if lose < win {
+		win, lose = lose, win
+	}
+	out = append(out, semantics.Candidate{Value: winner, Score: finite(win)}, semantics.Candidate{Value: other, Score: finite(lose)})
+	return out
 }

@@ -52,7 +52,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.pointwise, s.combined,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) }} {
 		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
@@ -60,6 +60,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		}
 	}
 	if v := s.attention(target, sc); v != nil {
+		return v
+	}
+	if v := s.jointAttention(target, sc); v != nil {
 		return v
 	}
 	if v := s.constantResidual(target, sc, vals); v != nil {
@@ -405,4 +408,52 @@ func sliceData(v *val, ax, start, end int) []float32 {
 		out = append(out, v.data[(o*dim+start)*inner:(o*dim+end)*inner]...)
 	}
 	return out
+}
+
+// joined explains t as values of the scope joined along one axis (a
+// joint sequence, register tokens before the text, sinusoids side by
+// side), up to four pieces, each the same tensor as a value (moved).
+func (s *synth) joined(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	for ax := range t.shape {
+		if t.shape[ax] < 2 {
+			continue
+		}
+		var pieces []*val
+		off := 0
+		for off < t.shape[ax] && len(pieces) < 4 {
+			var found *val
+			for _, v := range vals {
+				if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] > t.shape[ax]-off || v.shape[ax] == t.shape[ax] {
+					continue
+				}
+				same := true
+				for i := range v.shape {
+					if i != ax && v.shape[i] != t.shape[i] {
+						same = false
+					}
+				}
+				if !same {
+					continue
+				}
+				part := &val{shape: v.shape, data: sliceData(t, ax, off, off+v.shape[ax]), format: t.format}
+				if relRMS(v.data, part.data) <= tol {
+					found = v
+					break
+				}
+			}
+			if found == nil {
+				break
+			}
+			pieces = append(pieces, found)
+			off += found.shape[ax]
+		}
+		if off != t.shape[ax] || len(pieces) < 2 {
+			continue
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: pieces, out: t.format, label: "concat"}}); w != nil {
+			return w
+		}
+	}
+	return nil
 }

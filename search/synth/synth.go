@@ -37,11 +37,14 @@ type synth struct {
 	seq       int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
+	// joint memoises joined attentions (two streams' rows of one node).
+	joint map[string]*val
 }
 
 // attnRecord is one attention the search explained, for the factors.
 type attnRecord struct {
 	choice     attnChoice
+	joint      string // the joint order of a joined attention, "" otherwise
 	scope      string
 	boundary   string
 	candidates []semantics.Candidate
@@ -81,7 +84,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	} else if d == "float16" {
 		act = precision.F16
 	}
-	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}}
+	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err

@@ -104,6 +104,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 					return nil, err
 				}
 				v := s.explain(target, sc)
+				markUsed(v)
 				chArgs[p.Name] = v
 				if !slices.Contains(sc.vals, v) {
 					sc.add(v, false)
@@ -255,4 +256,20 @@ func isIota(v *val) bool {
 		}
 	}
 	return n > 1
+}
+
+// markUsed marks v, and what it moves, as read by a call.
+func markUsed(v *val) {
+	for v != nil {
+		v.used = true
+		if v.from == nil || len(v.from.args) == 0 {
+			return
+		}
+		switch v.from.op {
+		case program.OpReshape, program.OpPermute, program.OpCast:
+			v = v.from.args[0]
+		default:
+			return
+		}
+	}
 }

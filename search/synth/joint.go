@@ -1,0 +1,204 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/semantics"
+)
+
+// jointAttention explains t as one stream's rows of attention over two
+// streams joined along the sequence (each stream with its own q, k and v,
+// in either order), RoPE applied to the joined rows or to one stream's.
+// The joined attention is computed once for both streams (joint cache).
+func (s *synth) jointAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	width := t.shape[2]
+	pool, _ := s.allOperands(sc, t)
+	byRows := map[int][]*val{}
+	for _, v := range pool {
+		if !v.used && v.shape[2] == width {
+			byRows[v.shape[1]] = append(byRows[v.shape[1]], v)
+		}
+	}
+	rows := t.shape[1]
+	mine := byRows[rows]
+	tables := ropeTables(sc)
+	var best *jointChoice
+	var evidence []semantics.Candidate
+	for other, theirs := range byRows {
+		if other == rows {
+			continue
+		}
+		for _, a := range s.triplesOf(mine) {
+			for _, b := range s.triplesOf(theirs) {
+				for _, mineFirst := range []bool{true, false} {
+					first, second := a, b
+					if !mineFirst {
+						first, second = b, a
+					}
+					for _, d := range headDims(tables, width) {
+						for _, rope := range jointRopes(tables, first[0].shape[1], second[0].shape[1]) {
+							ch := s.tryJoint(t, first, second, mineFirst, d, rope)
+							if ch == nil {
+								continue
+							}
+							evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(ch.score)})
+							if best == nil || ch.score < best.score {
+								best = ch
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if best == nil || best.score > tolerance(t.format) {
+		return nil
+	}
+	order := "text_first"
+	if best.mineFirst == (rows > best.otherRows) {
+		order = "image_first"
+	}
+	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
+	s.attn = append(s.attn, attnRecord{choice: best.attnChoice, scope: sc.module, boundary: t.origin, candidates: evidence, joint: order})
+	return best.result
+}
+
+// jointChoice is one assignment of the joint attention search.
+type jointChoice struct {
+	attnChoice
+	mineFirst bool
+	otherRows int
+}
+
+// jointRope is where RoPE goes in a joined sequence: nowhere, on the
+// joined rows, or on the first or second stream's rows only.
+type jointRope struct {
+	layout exec.RopeLayout // 0: none
+	tb     [2]*val
+	part   int // 0: joined rows, 1: first stream, 2: second stream
+}
+
+func jointRopes(tables [][2]*val, r1, r2 int) []jointRope {
+	out := []jointRope{{}}
+	for _, tb := range tables {
+		n := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
+		for _, l := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+			switch n {
+			case r1 + r2:
+				out = append(out, jointRope{layout: l, tb: tb})
+			case r1:
+				out = append(out, jointRope{layout: l, tb: tb, part: 1})
+			case r2:
+				out = append(out, jointRope{layout: l, tb: tb, part: 2})
+			}
+		}
+	}
+	return out
+}
+
+// headDims are the head widths to try: the RoPE tables' widths, then the
+// powers of two that divide the width.
+func headDims(tables [][2]*val, width int) []int {
+	var out []int
+	for _, tb := range tables {
+		if d := tb[0].shape[len(tb[0].shape)-1]; width%d == 0 && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	for d := 8; d <= 256 && d <= width; d *= 2 {
+		if width%d == 0 && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// triplesOf lists the ordered (q, k, v) triples of distinct values, v
+// a projection's result as it came (values are not normalised or rotated
+// before attention reads them).
+func (s *synth) triplesOf(vs []*val) [][3]*val {
+	var out [][3]*val
+	for _, q := range vs {
+		for _, k := range vs {
+			for _, v := range vs {
+				if q != k && q != v && k != v && through(v).fit != nil && through(v).fit.kind == "linear" {
+					out = append(out, [3]*val{q, k, v})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// tryJoint scores one joint assignment: the streams' q, k, v joined,
+// rotated as rope says, attention over the joined rows, t's rows cut out.
+func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, rope jointRope) *jointChoice {
+	heads := t.shape[2] / d
+	r1 := first[0].shape[1]
+	join := func(a, b *val) *val {
+		if a == nil || b == nil {
+			return nil
+		}
+		return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a, b}, out: a.format, label: "joint"})
+	}
+	rot := func(x *val) *val {
+		if rope.layout == 0 {
+			return x
+		}
+		return s.rotate(x, rope.tb, rope.layout, heads, d)
+	}
+	var q, k *val
+	switch rope.part {
+	case 0:
+		q, k = rot(join(first[0], second[0])), rot(join(first[1], second[1]))
+	case 1:
+		q, k = join(rot(first[0]), second[0]), join(rot(first[1]), second[1])
+	case 2:
+		q, k = join(first[0], rot(second[0])), join(first[1], rot(second[1]))
+	}
+	v := join(first[2], second[2])
+	if q == nil || k == nil || v == nil {
+		return nil
+	}
+	p := exec.AttentionParams{Heads: heads, KVHeads: heads}
+	key := fmt.Sprintf("%p %p %p %v", q.from, k.from, v.from, p)
+	full, ok := s.joint[key]
+	if !ok {
+		var err error
+		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, nil}, out: t.format})
+		if err != nil {
+			return nil
+		}
+		s.joint[key] = full
+	}
+	start := 0
+	if !mineFirst {
+		start = r1
+	}
+	out := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+	if out == nil {
+		return nil
+	}
+	sc := relRMS(out.data, t.data)
+	if math.IsNaN(sc) {
+		return nil
+	}
+	label := fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v", heads, ropeName(rope.layout), mineFirst)
+	ch := &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, headDim: d, rope: rope.layout, params: p, label: label, score: sc, result: out},
+		mineFirst: mineFirst, otherRows: first[0].shape[1] + second[0].shape[1] - t.shape[1]}
+	return ch
+}
+
+func ropeName(l exec.RopeLayout) string {
+	if l == 0 {
+		return "none"
+	}
+	return l.String()
+}
