@@ -134,6 +134,23 @@ func (s *synth) readFactors() []semantics.Factor {
 	for _, f := range s.conditioningFactors() {
 		add(f)
 	}
+	for _, b := range s.patchLayouts {
+		add(semantics.Factor{Name: "patch_layout", Scope: "model", Value: "c_ph_pw", Candidates: []semantics.Candidate{{Value: "c_ph_pw"}},
+			Evidence: semantics.Evidence{Metric: "declared", Boundary: b, Note: "the latents' patches, features (c, ph, pw), found from the values"}})
+	}
+	// a joined sequence of the image rows (the latents' patches) and
+	// another stream: which comes first
+	for _, j := range s.joins {
+		if s.patchRows == 0 || (j.first == s.patchRows) == (j.second == s.patchRows) {
+			continue
+		}
+		order := "text_first"
+		if j.first == s.patchRows {
+			order = "image_first"
+		}
+		add(semantics.Factor{Name: "joint_order", Scope: "model", Value: order, Candidates: []semantics.Candidate{{Value: order}},
+			Evidence: semantics.Evidence{Metric: "declared", Boundary: j.boundary, Note: "the rows of a joined sequence, read off the values"}})
+	}
 	return fixCandidates(out)
 }
 
@@ -148,53 +165,75 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		return semantics.Factor{Name: name, Scope: scope, Value: v, Candidates: []semantics.Candidate{{Value: v}},
 			Evidence: semantics.Evidence{Metric: "declared", Boundary: boundary, Note: note}}
 	}
-	gates := map[string][]gateRecord{}
 	for _, g := range s.gates {
-		gates[g.scope] = append(gates[g.scope], g)
 		out = append(out, factor("gate_fn", g.scope, g.fn.String(), g.candidates, g.boundary))
 	}
-	for i, m := range s.mods {
-		scope := m.scope
-		plus := factor("modulation_plus_one", scope, m.plusOne, relabel(m.candidates, "plus_one=", func(x string) any { return x == "true" }), m.boundary)
-		out = append(out, plus)
+	// chunk roles by source: which chunk of which projection each shift,
+	// scale and gate is
+	type roles struct {
+		idx      map[int]string // chunk index → role
+		parts    int
+		scope    string
+		boundary string
+	}
+	bySrc := map[*val]*roles{}
+	var srcs []*val
+	note := func(v *val, role, scope, boundary string) {
+		src, i, parts, ok := chunkOf(v)
+		if !ok {
+			return
+		}
+		r := bySrc[src]
+		if r == nil {
+			r = &roles{idx: map[int]string{}, parts: parts, scope: scope, boundary: boundary}
+			bySrc[src] = r
+			srcs = append(srcs, src)
+		}
+		r.idx[i] = role
+	}
+	for _, m := range s.mods {
+		out = append(out, factor("modulation_plus_one", m.scope, m.plusOne, relabel(m.candidates, "plus_one=", func(x string) any { return x == "true" }), m.boundary))
 		if src := through(m.scale.src); src != nil && src.fit != nil && src.fit.kind == "linear" {
 			act := "identity"
 			if in := through(src.fit.in); in != nil && in.fit != nil && in.fit.kind == "glue" && in.fit.norm.Kind == 0 {
 				act = in.fit.act.String()
 			}
-			out = append(out, declared("modulation_act", scope, act, "what the modulation linear reads the conditioning through", m.boundary))
+			out = append(out, declared("modulation_act", m.scope, act, "what the modulation linear reads the conditioning through", m.boundary))
 		}
-		idx := map[string]int{"scale": m.scale.index}
+		note(m.scale.v, "scale", m.scope, m.boundary)
 		if m.shift.v != nil {
-			idx["shift"] = m.shift.index
+			note(m.shift.v, "shift", m.scope, m.boundary)
 		}
-		var gate *gateRecord
-		for j := range gates[scope] {
-			g := gates[scope][j]
-			if g.gate.src == m.scale.src && g.gate.parts == m.scale.parts && g.gate.index/3 == m.scale.index/3 {
-				gate = &g
-			}
-		}
-		name, parts := "final_norm_order", 2
-		if gate != nil {
-			idx["gate"] = gate.gate.index
-			name, parts = "modulation_order", 3
-		} else if m.scale.parts%3 == 0 && m.scale.parts != 2 {
-			continue // a group whose gate the search did not see
-		}
-		if len(idx) != parts {
+	}
+	for _, g := range s.gates {
+		note(g.gate.v, "gate", g.scope, g.boundary)
+	}
+	for _, src := range srcs {
+		r := bySrc[src]
+		group, name := 3, "modulation_order"
+		if r.parts == 2 {
+			group, name = 2, "final_norm_order"
+		} else if r.parts%3 != 0 {
 			continue
 		}
-		names := make([]string, 0, parts)
-		for k := range idx {
-			names = append(names, k)
+		var orders []string
+		for g := 0; g < r.parts; g += group {
+			var names []string
+			for i := g; i < g+group; i++ {
+				if role, ok := r.idx[i]; ok {
+					names = append(names, role)
+				}
+			}
+			if len(names) == group {
+				orders = append(orders, strings.Join(names, ","))
+			}
 		}
-		slices.SortFunc(names, func(a, b string) int { return idx[a] - idx[b] })
-		scopeI := scope
-		if i > 0 && s.mods[i-1].scope == scope {
-			scopeI = scope // one order per scope: the first group decides, a disagreement shows as another value
+		if len(orders) == 0 {
+			continue
 		}
-		out = append(out, declared(name, scopeI, strings.Join(names, ","), "the chunk indices the program's shift, scale and gate read", m.boundary))
+		// every complete group agrees, or the first is written and the
+		// disagreement shows as another value
+		out = append(out, declared(name, r.scope, orders[0], "the chunk indices the program's shift, scale and gate read", r.boundary))
 	}
 	for _, sn := range s.sinusoids {
 		sn.embedAct = s.embedAct(sn.out)
@@ -349,4 +388,51 @@ func jointOrders(cands []semantics.Candidate, winner string) []semantics.Candida
 	}
 	out = append(out, semantics.Candidate{Value: winner, Score: finite(win)}, semantics.Candidate{Value: other, Score: finite(lose)})
 	return out
+}
+
+// joinRecord is a joined sequence of two parts (rows of each).
+type joinRecord struct {
+	boundary      string
+	first, second int
+}
+
+// chunkOf follows a vector back through reshapes and slices to the value
+// it is a chunk of: that value, the chunk's index and how many chunks of
+// its size the value holds.
+func chunkOf(v *val) (src *val, index, parts int, ok bool) {
+	for v != nil && v.from != nil && len(v.from.args) > 0 {
+		switch v.from.op {
+		case program.OpReshape, program.OpCast:
+			v = v.from.args[0]
+		case program.OpSlice:
+			a := v.from.attrs
+			x := v.from.args[0]
+			ax := a.Axis
+			if ax < 0 {
+				ax += len(x.shape)
+			}
+			size := a.End - a.Start
+			if size <= 0 || x.shape[ax]%size != 0 {
+				return nil, 0, 0, false
+			}
+			index, parts = a.Start/size, x.shape[ax]/size
+			if parts == 1 {
+				v = x // a whole axis: not a chunk
+				continue
+			}
+			// the sliced value, through reshapes and table sums, is the source
+			x = through(x)
+			if x.from != nil && x.from.op == program.OpAdd {
+				for _, y := range x.from.args {
+					if y != nil && len(through(y).keys) > 0 {
+						x = through(y)
+					}
+				}
+			}
+			return x, index, parts, true
+		default:
+			return v, 0, 1, true
+		}
+	}
+	return v, 0, 1, v != nil
 }

@@ -423,24 +423,22 @@ func (s *synth) joined(t *val, vals []*val) *val {
 		off := 0
 		for off < t.shape[ax] && len(pieces) < 4 {
 			var found *val
+			rest := t.numel() / t.shape[ax]
 			for _, v := range vals {
-				if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] > t.shape[ax]-off || v.shape[ax] == t.shape[ax] {
+				if v.opaque || v.numel()%rest != 0 {
 					continue
 				}
-				same := true
-				for i := range v.shape {
-					if i != ax && v.shape[i] != t.shape[i] {
-						same = false
-					}
-				}
-				if !same {
+				n := v.numel() / rest
+				if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 					continue
 				}
-				part := &val{shape: v.shape, data: sliceData(t, ax, off, off+v.shape[ax]), format: t.format}
-				if relRMS(v.data, part.data) <= tol {
-					found = v
-					break
+				if relRMS(v.data, sliceData(t, ax, off, off+n)) > tol {
+					continue
 				}
+				shape := slices.Clone(t.shape)
+				shape[ax] = n
+				found = s.reshape(v, shape) // the piece, in t's layout
+				break
 			}
 			if found == nil {
 				break
@@ -452,6 +450,9 @@ func (s *synth) joined(t *val, vals []*val) *val {
 			continue
 		}
 		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: pieces, out: t.format, label: "concat"}}); w != nil {
+			if len(pieces) == 2 && ax == 1 && len(t.shape) == 3 {
+				s.joins = append(s.joins, joinRecord{boundary: t.origin, first: pieces[0].shape[1], second: pieces[1].shape[1]})
+			}
 			return w
 		}
 	}

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -154,6 +155,11 @@ func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 		for i := range r {
 			r[i] = t.data[i] - a.data[i]
 		}
+		if crop := s.paramCrop(&val{shape: t.shape, data: r, format: t.format}, t, sc); crop != nil {
+			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, crop}, out: t.format, label: "parameter table"}}); w != nil {
+				return w
+			}
+		}
 		ok := s.invariant(func(step int) ([]float32, bool) {
 			tv, ok1 := s.at(t, step)
 			av, ok2 := s.at(a, step)
@@ -165,7 +171,7 @@ func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 				d[i] = tv[i] - av[i]
 			}
 			return d, true
-		}, tolerance(t.format))
+		}, 3*tolerance(t.format))
 		if !ok || relRMS(r, t.data) < 1e-3 {
 			continue
 		}
@@ -186,4 +192,53 @@ func stepKey(keys []string) string {
 		}
 	}
 	return ""
+}
+
+// paramCrop finds c [1, h·w, D] as a window of a parameter table read as
+// a square grid [1, g, g, D] (a learned position table cropped to the
+// image), at every offset.
+func (s *synth) paramCrop(c, t *val, sc *scope) *val {
+	if len(c.shape) != 3 {
+		return nil
+	}
+	d, n := c.shape[2], c.shape[1]
+	h := int(math.Round(math.Sqrt(float64(n))))
+	if h*h != n {
+		return nil
+	}
+	// the window must match c to t's tolerance relative to t (c is t − a:
+	// its rounding noise is t's)
+	tol := tolerance(c.format) * rms(t.data) / math.Max(rms(c.data), 1e-30)
+	for _, p := range sc.vals {
+		if p.from != nil || len(p.keys) != 0 || p.name == "" || p.numel()%d != 0 || p.shape[len(p.shape)-1] != d {
+			continue
+		}
+		rows := p.numel() / d
+		g := int(math.Round(math.Sqrt(float64(rows))))
+		if g*g != rows || g < h {
+			continue
+		}
+		grid := &val{shape: []int{1, g, g, d}, data: p.data}
+		for top := 0; top+h <= g; top++ {
+			byRows := &val{shape: []int{1, h, g, d}, data: sliceData(grid, 1, top, top+h)}
+			for left := 0; left+h <= g; left++ {
+				if relRMS(sliceData(byRows, 2, left, left+h), c.data) > tol {
+					continue
+				}
+				r := s.reshape(p, []int{1, g, g, d})
+				r = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: top, End: top + h}, args: []*val{r}, out: p.format})
+				r = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: left, End: left + h}, args: []*val{r}, out: p.format})
+				return s.reshape(r, c.shape)
+			}
+		}
+	}
+	return nil
+}
+
+func rms(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s / math.Max(float64(len(x)), 1))
 }

@@ -372,6 +372,7 @@ func (s *synth) fitConv(x *val, params []*val, t *val) *val {
 	if y == nil || relRMS(y.data, t.data) > tolerance(t.format) {
 		return nil
 	}
+	s.patchRows = F * (H / p) * (W / p)
 	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(y.data, t.data)}}}
 	return y
 }

@@ -39,6 +39,10 @@ func (s *synth) patched(t *val, vals []*val) *val {
 			r := s.reshape(v, src)
 			p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
 			if out := s.reshape(p, dst); out != nil {
+				if img == v && m.order == [3]int{0, 1, 2} {
+					s.patchRows = t.shape[1]
+					s.patchLayouts = append(s.patchLayouts, t.origin)
+				}
 				return out
 			}
 		}
@@ -51,6 +55,7 @@ func (s *synth) patched(t *val, vals []*val) *val {
 // (tokSplit); inverse undoes perm.
 type patchMove struct {
 	split, tokSplit, perm, inverse []int
+	order                          [3]int // the feature axis: (c, ph, pw) read in this order
 }
 
 // patchMoves lists the layouts that fit an image shape [B, C, (F,) H, W]
@@ -103,7 +108,7 @@ func patchMoves(img, tok []int) []patchMove {
 		for i, a := range perm {
 			inv[a] = i
 		}
-		out = append(out, patchMove{split: slices.Clone(split), tokSplit: tokSplit, perm: perm, inverse: inv})
+		out = append(out, patchMove{split: slices.Clone(split), tokSplit: tokSplit, perm: perm, inverse: inv, order: [3]int{order[0], order[1], order[2]}})
 	}
 	return out
 }

@@ -37,6 +37,13 @@ type synth struct {
 	seq       int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
+	// patchRows is the image stream's rows (the latents' patches), 0 when
+	// the latents are not patched; patchLayouts where (c, ph, pw) patches
+	// were found.
+	patchRows    int
+	patchLayouts []string
+	// joins are the joined sequences of two streams the search found.
+	joins []joinRecord
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
 }
