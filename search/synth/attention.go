@@ -93,12 +93,14 @@ func (s *synth) attention(t *val, sc *scope) *val {
 								continue
 							}
 							for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
-								rq, rk := s.rotate(q, tb, layout, pp.Heads, d), s.rotate(k, tb, layout, pp.KVHeads, d)
-								if rq == nil || rk == nil {
-									continue
+								for _, rows := range ropeRows(tb, q, k) {
+									rq, rk := s.rotateRows(q, tb, layout, pp.Heads, d, rows), s.rotateRows(k, tb, layout, pp.KVHeads, d, rows)
+									if rq == nil || rk == nil {
+										continue
+									}
+									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
+										label: base + " rope=" + layout.String()})
 								}
-								try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-									label: base + " rope=" + layout.String()})
 							}
 						}
 					}
@@ -284,6 +286,45 @@ func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float6
 			}
 		}
 	}
+}
+
+// ropeRows are where tables of fewer rows than q and k may apply: all
+// rows ([0, 0]), or the first or the last rows of the sequence (one
+// stream's rows of a joined sequence: [start, end]).
+func ropeRows(tb [2]*val, q, k *val) [][2]int {
+	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
+	n := q.shape[1]
+	switch {
+	case r == n && k.shape[1] == n:
+		return [][2]int{{0, 0}}
+	case r < n && k.shape[1] == n:
+		return [][2]int{{0, r}, {n - r, n}}
+	}
+	return nil
+}
+
+// rotateRows applies RoPE to x, or only to rows [start, end) of it.
+func (s *synth) rotateRows(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int, rows [2]int) *val {
+	if rows[1] == 0 {
+		return s.rotate(x, tb, layout, heads, d)
+	}
+	cut := func(a, b int) *val {
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: a, End: b}, args: []*val{x}, out: x.format})
+	}
+	var parts []*val
+	if rows[0] > 0 {
+		parts = append(parts, cut(0, rows[0]))
+	}
+	parts = append(parts, s.rotate(cut(rows[0], rows[1]), tb, layout, heads, d))
+	if rows[1] < x.shape[1] {
+		parts = append(parts, cut(rows[1], x.shape[1]))
+	}
+	for _, p := range parts {
+		if p == nil {
+			return nil
+		}
+	}
+	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: parts, out: x.format, label: "rows rotated"})
 }
 
 // rotate applies RoPE to x [B, S, H·d] with tables tb (cos, sin).

@@ -169,27 +169,29 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		out = append(out, factor("gate_fn", g.scope, g.fn.String(), g.candidates, g.boundary))
 	}
 	// chunk roles by source: which chunk of which projection each shift,
-	// scale and gate is
-	type roles struct {
-		idx      map[int]string // chunk index → role
-		parts    int
-		scope    string
-		boundary string
+	// scale and gate reads; each modulation paired with the first free
+	// gate after it (streams may interleave their chunks)
+	type group struct{ shift, scale, gate int }
+	type source struct {
+		parts           int
+		mods            []group
+		gates           []int
+		scope, boundary string
 	}
-	bySrc := map[*val]*roles{}
+	bySrc := map[*val]*source{}
 	var srcs []*val
-	note := func(v *val, role, scope, boundary string) {
+	at := func(v *val, scope, boundary string) (*source, int, bool) {
 		src, i, parts, ok := chunkOf(v)
-		if !ok {
-			return
+		if !ok || parts < 2 {
+			return nil, 0, false
 		}
 		r := bySrc[src]
 		if r == nil {
-			r = &roles{idx: map[int]string{}, parts: parts, scope: scope, boundary: boundary}
+			r = &source{parts: parts, scope: scope, boundary: boundary}
 			bySrc[src] = r
 			srcs = append(srcs, src)
 		}
-		r.idx[i] = role
+		return r, i, true
 	}
 	for _, m := range s.mods {
 		out = append(out, factor("modulation_plus_one", m.scope, m.plusOne, relabel(m.candidates, "plus_one=", func(x string) any { return x == "true" }), m.boundary))
@@ -200,40 +202,63 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 			}
 			out = append(out, declared("modulation_act", m.scope, act, "what the modulation linear reads the conditioning through", m.boundary))
 		}
-		note(m.scale.v, "scale", m.scope, m.boundary)
-		if m.shift.v != nil {
-			note(m.shift.v, "shift", m.scope, m.boundary)
+		r, sc, ok := at(m.scale.v, m.scope, m.boundary)
+		if !ok {
+			continue
 		}
+		g := group{shift: -1, scale: sc, gate: -1}
+		if m.shift.v != nil {
+			if r2, sh, ok := at(m.shift.v, m.scope, m.boundary); ok && r2 == r {
+				g.shift = sh
+			}
+		}
+		r.mods = append(r.mods, g)
 	}
 	for _, g := range s.gates {
-		note(g.gate.v, "gate", g.scope, g.boundary)
+		if r, i, ok := at(g.gate.v, g.scope, g.boundary); ok {
+			r.gates = append(r.gates, i)
+		}
 	}
 	for _, src := range srcs {
 		r := bySrc[src]
-		group, name := 3, "modulation_order"
-		if r.parts == 2 {
-			group, name = 2, "final_norm_order"
-		} else if r.parts%3 != 0 {
-			continue
-		}
+		slices.Sort(r.gates)
+		taken := map[int]bool{}
 		var orders []string
-		for g := 0; g < r.parts; g += group {
-			var names []string
-			for i := g; i < g+group; i++ {
-				if role, ok := r.idx[i]; ok {
-					names = append(names, role)
+		for _, g := range r.mods {
+			after := max(g.shift, g.scale)
+			for _, k := range r.gates {
+				if k > after && !taken[k] {
+					g.gate, taken[k] = k, true
+					break
 				}
 			}
-			if len(names) == group {
-				orders = append(orders, strings.Join(names, ","))
+			idx := map[string]int{"scale": g.scale}
+			if g.shift >= 0 {
+				idx["shift"] = g.shift
 			}
+			if g.gate >= 0 {
+				idx["gate"] = g.gate
+			}
+			if len(idx) < 2 || (len(idx) == 2 && g.shift < 0) {
+				continue
+			}
+			names := make([]string, 0, len(idx))
+			for k := range idx {
+				names = append(names, k)
+			}
+			slices.SortFunc(names, func(a, b string) int { return idx[a] - idx[b] })
+			orders = append(orders, strings.Join(names, ","))
 		}
-		if len(orders) == 0 {
-			continue
+		for _, o := range orders {
+			name := "modulation_order"
+			if !strings.Contains(o, "gate") {
+				name = "final_norm_order"
+			}
+			// the first reading per source; the others agree or show as
+			// another value at another scope
+			out = append(out, declared(name, r.scope, o, "the chunk indices the program's shift, scale and gate read", r.boundary))
+			break
 		}
-		// every complete group agrees, or the first is written and the
-		// disagreement shows as another value
-		out = append(out, declared(name, r.scope, orders[0], "the chunk indices the program's shift, scale and gate read", r.boundary))
 	}
 	for _, sn := range s.sinusoids {
 		sn.embedAct = s.embedAct(sn.out)

@@ -109,6 +109,33 @@ func (s *synth) moved(t *val, vals []*val) *val {
 			}
 		}
 	}
+	// a value read with the target's axes in another order (heads split
+	// off the width and moved: [B, S, H·D] → [B, H, S, D])
+	if len(t.shape) >= 3 && len(t.shape) <= 5 {
+		for _, v := range vals {
+			if v.numel() != t.numel() || v.opaque {
+				continue
+			}
+			for _, pi := range permutations(len(t.shape)) {
+				if isIdentity(pi) {
+					continue
+				}
+				// split: the shape that pi permutes into t's
+				split := make([]int, len(t.shape))
+				for i, a := range pi {
+					split[a] = t.shape[i]
+				}
+				if relRMS(permuteData(&val{shape: split, data: v.data}, pi), t.data) > tol {
+					continue
+				}
+				r := s.reshape(v, split)
+				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: pi}, args: []*val{r}, out: v.format, label: "permute"})
+				if p != nil && slices.Equal(p.shape, t.shape) {
+					return p
+				}
+			}
+		}
+	}
 	return nil
 }
 
