@@ -320,10 +320,10 @@ func relabel(cands []semantics.Candidate, key string, parse func(string) any) []
 	return out
 }
 
-// normOf is the norm fit a value was read from, through movement ops and
-// RoPE.
+// normOf is the norm fit a value was read from, through movement ops,
+// joins and RoPE.
 func (s *synth) normOf(v *val) *leafFit {
-	for v != nil {
+	for depth := 0; v != nil && depth < 32; depth++ {
 		if v.fit != nil && (v.fit.kind == "norm" || (v.fit.kind == "glue" && v.fit.norm.Kind != 0)) {
 			return v.fit
 		}
@@ -331,8 +331,15 @@ func (s *synth) normOf(v *val) *leafFit {
 			return nil
 		}
 		switch v.from.op {
-		case program.OpReshape, program.OpPermute, program.OpSlice, program.OpRope:
+		case program.OpReshape, program.OpPermute, program.OpSlice, program.OpRope, program.OpCast:
 			v = v.from.args[0]
+		case program.OpConcat:
+			for _, a := range v.from.args {
+				if f := s.normOf(a); f != nil {
+					return f
+				}
+			}
+			return nil
 		default:
 			return nil
 		}

@@ -291,51 +291,60 @@ func (s *synth) outputShape() []int {
 }
 
 // timestep explains the model's timestep argument from σ at every step:
-// σ, σ·1000, 1 − σ or (1 − σ)·1000, stored in the argument's dtype
-// (rounded to an integer for an integer dtype).
+// σ or 1 − σ, stored in the activations' format or not, times 1 or 1000,
+// stored in the argument's dtype (rounded to an integer for an integer
+// dtype); each candidate is the program's own expression, evaluated at
+// every step against the argument.
 func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 	sig := &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
 		perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
 	s.em.bindLeaf(sig, program.StepInput, program.StepTimestep, "timestep")
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()
-	best, bestErr := (*val)(nil), math.Inf(1)
-	for _, c := range []float64{1, 1000} {
-		var v *val = sig
-		if c != 1 {
-			v = s.derive(&expr{op: program.OpMul, args: []*val{sig, s.constant(c)}, out: f32, label: "timestep scale"})
-		}
-		switch {
-		case integer:
-			v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
-		case target.format != f32:
-			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
-		}
-		if v == nil {
-			continue
-		}
-		v = s.reshape(v, target.shape)
-		if v == nil {
-			continue
-		}
-		// every step: σ_i through the same expression against the argument
-		worst := 0.0
-		for i := range s.tr.Steps() {
-			want, err := s.portAt(p, i)
-			if err != nil || len(want) != 1 {
-				worst = math.Inf(1)
-				break
+	one := s.constant(1)
+	var best *val
+	bestErr := math.Inf(1)
+	pres := []precision.Format{precision.F32}
+	if s.em.act != precision.F32 {
+		pres = append(pres, s.em.act)
+	}
+	for _, flip := range []bool{false, true} {
+		for _, pre := range pres {
+			for _, c := range []float64{1, 1000} {
+				v := sig
+				if flip {
+					v = s.derive(&expr{op: program.OpSub, args: []*val{one, v}, out: f32, label: "1 − σ"})
+				}
+				if pre != precision.F32 && v != nil {
+					v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: pre}, args: []*val{v}, out: pre})
+				}
+				if c != 1 && v != nil {
+					v = s.derive(&expr{op: program.OpMul, args: []*val{v, s.constant(c)}, out: f32, label: "timestep scale"})
+				}
+				switch {
+				case v == nil:
+				case integer:
+					v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
+				case target.format != v.format:
+					v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
+				}
+				if v = s.reshape(v, target.shape); v == nil {
+					continue
+				}
+				worst := 0.0
+				for _, st := range s.tr.Steps() {
+					want, err := s.portAt(p, st)
+					got, ok := s.at(v, st)
+					if err != nil || !ok || len(want) != len(got) {
+						worst = math.Inf(1)
+						break
+					}
+					worst = math.Max(worst, relRMS(got, want))
+				}
+				if worst < bestErr {
+					best, bestErr = v, worst
+				}
 			}
-			got := float64(sigmas.data[i]) * c
-			if integer {
-				got = math.RoundToEven(got)
-			} else {
-				got = float64(target.format.Round(float32(got)))
-			}
-			worst = math.Max(worst, math.Abs(got-float64(want[0]))/math.Max(math.Abs(float64(want[0])), 1e-30))
-		}
-		if worst < bestErr {
-			best, bestErr = v, worst
 		}
 	}
 	if best == nil || bestErr > 1e-6 {
