@@ -37,12 +37,13 @@ const (
 	OpSub                         // a, b: a − b, rounded once
 	OpDiv                         // a, b: a / b, rounded once
 	OpRound                       // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
+	OpMean                        // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {

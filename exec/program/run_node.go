@@ -69,6 +69,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Unpatchify(in[0], a.Patch))
 	case OpRound:
 		return one(roundHost(b, in[0], n.Spec))
+	case OpMean:
+		return one(meanHost(b, in[0], at(in, 1), a.Axis, n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }
@@ -84,6 +86,54 @@ func roundHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) 
 		v[i] = float32(math.RoundToEven(float64(f)))
 	}
 	return b.Upload(v, x.Shape(), s.Out)
+}
+
+// meanHost is the mean of x over axis, weighted by mask (x's shape up to
+// and including axis, broadcast over the rest) when given, in f64, then
+// rounded to s.Out (host step: pooled text rows are tiny).
+func meanHost(b exec.Backend, x, mask exec.Tensor, axis int, s exec.Spec) (exec.Tensor, error) {
+	shape := x.Shape()
+	ax, err := exec.Axis(axis, len(shape))
+	if err != nil {
+		return nil, err
+	}
+	xv, err := b.Download(x)
+	if err != nil {
+		return nil, err
+	}
+	outer, n, inner := 1, shape[ax], 1
+	for _, d := range shape[:ax] {
+		outer *= d
+	}
+	for _, d := range shape[ax+1:] {
+		inner *= d
+	}
+	var mv []float32
+	if mask != nil {
+		if exec.Numel(mask.Shape()) != outer*n {
+			return nil, fmt.Errorf("mean: mask %v for %v over axis %d", mask.Shape(), shape, ax)
+		}
+		if mv, err = b.Download(mask); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]float32, outer*inner)
+	for o := range outer {
+		for i := range inner {
+			var sum, wsum float64
+			for k := range n {
+				w := 1.0
+				if mv != nil {
+					w = float64(mv[o*n+k])
+				}
+				sum += w * float64(xv[(o*n+k)*inner+i])
+				wsum += w
+			}
+			out[o*inner+i] = float32(sum / wsum)
+		}
+	}
+	oshape := append(append([]int(nil), shape[:ax]...), shape[ax+1:]...)
+	return b.Upload(out, oshape, s.Out)
 }
 
 // at is input i, or nil when the node has fewer inputs (an optional input

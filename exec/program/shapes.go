@@ -83,6 +83,12 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		return [][]int{s}, nil
 	case OpRound:
 		return one(x)
+	case OpMean:
+		ax, err := exec.Axis(n.Attrs.Axis, len(x))
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{append(slices.Clone(x[:ax]), x[ax+1:]...)}, nil
 	case OpReshape:
 		if exec.Numel(x) != exec.Numel(n.Attrs.Shape) {
 			return nil, fmt.Errorf("reshape %v to %v", x, n.Attrs.Shape)

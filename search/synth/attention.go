@@ -21,6 +21,7 @@ type attnChoice struct {
 	score     float64
 	result    *val
 	qNorm     *leafFit // the fit of the value q was read from (a q norm)
+	rows      int      // the first row of the target in the attention's rows (-1: all)
 	ropeAfter bool
 }
 
@@ -62,16 +63,36 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	var evidence []semantics.Candidate
 	try := func(ch attnChoice) {
 		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
-		v, score := s.ev.score(e, t)
-		evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
-		if v != nil {
-			ch.score, ch.result = score, v
-			all = append(all, ch)
+		if ch.q.shape[1] == t.shape[1] {
+			v, score := s.ev.score(e, t)
+			evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
+			if v != nil {
+				ch.score, ch.result = score, v
+				all = append(all, ch)
+			}
+			return
+		}
+		// one stream's rows of attention over a joined sequence: the
+		// first or the last rows
+		full, err := s.ev.run(e)
+		if err != nil {
+			return
+		}
+		for _, start := range []int{0, ch.q.shape[1] - t.shape[1]} {
+			sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+			if sl == nil {
+				continue
+			}
+			score := relRMS(sl.data, t.data)
+			evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
+			c := ch
+			c.score, c.result, c.rows = score, sl, start
+			all = append(all, c)
 		}
 	}
 	for _, tr := range triples {
 		q, k, v := tr[0], tr[1], tr[2]
-		if q.shape[2] != width || q.shape[1] != t.shape[1] {
+		if q.shape[2] != width || q.shape[1] < t.shape[1] {
 			continue
 		}
 		{
@@ -154,8 +175,19 @@ func cmpFloat(a, b float64) int {
 func (s *synth) refine(ch *attnChoice, t *val) {
 	eval := func(p exec.AttentionParams) (float64, *val) {
 		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format}
-		v, sc := s.ev.score(e, t)
-		return sc, v
+		if ch.q.shape[1] == t.shape[1] {
+			v, sc := s.ev.score(e, t)
+			return sc, v
+		}
+		full, err := s.ev.run(e)
+		if err != nil {
+			return math.Inf(1), nil
+		}
+		v := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: ch.rows, End: ch.rows + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+		if v == nil {
+			return math.Inf(1), nil
+		}
+		return relRMS(v.data, t.data), v
 	}
 	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
 	window := func(p exec.AttentionParams) exec.AttentionParams {

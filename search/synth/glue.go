@@ -52,7 +52,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.summed, s.pooled,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) }} {
 		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
@@ -481,6 +481,71 @@ func (s *synth) joined(t *val, vals []*val) *val {
 				s.joins = append(s.joins, joinRecord{boundary: t.origin, first: pieces[0].shape[1], second: pieces[1].shape[1]})
 			}
 			return w
+		}
+	}
+	return nil
+}
+
+// pooled explains t [B, C] as the mean of a value [B, S, C] over its rows,
+// weighted by a mask of the scope ([B, S]) or not.
+func (s *synth) pooled(t *val, vals []*val) *val {
+	if len(t.shape) != 2 {
+		return nil
+	}
+	var masks []*val
+	for _, v := range vals {
+		if len(v.shape) == 2 && v.integral() && !v.opaque {
+			masks = append(masks, v)
+		}
+	}
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[2] != t.shape[1] {
+			continue
+		}
+		cands := []*expr{{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, nil}, out: t.format, label: "mean"}}
+		for _, m := range masks {
+			if m.shape[0] == v.shape[0] && m.shape[1] == v.shape[1] {
+				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, m}, out: t.format, label: "masked mean"})
+			}
+		}
+		if w, _ := s.best(t, cands); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// summed explains t as the sum of three values of its shape (a
+// conditioning vector made of several embeddings), added left to right in
+// the order that reproduces it.
+func (s *synth) summed(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	tol := tolerance(t.format)
+	sum := make([]float32, len(t.data))
+	for i := range ops {
+		for j := i + 1; j < len(ops); j++ {
+			for k := j + 1; k < len(ops); k++ {
+				for e := range sum {
+					sum[e] = ops[i].data[e] + ops[j].data[e] + ops[k].data[e]
+				}
+				if relRMS(sum, t.data) > 2*tol {
+					continue
+				}
+				var cands []*expr
+				for _, p := range permutations(3) {
+					a, b, c := ops[[]int{i, j, k}[p[0]]], ops[[]int{i, j, k}[p[1]]], ops[[]int{i, j, k}[p[2]]]
+					ab := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format})
+					if ab != nil {
+						cands = append(cands, &expr{op: program.OpAdd, args: []*val{ab, c}, out: t.format, label: "sum of three"})
+					}
+				}
+				if w, _ := s.best(t, cands); w != nil {
+					return w
+				}
+			}
 		}
 	}
 	return nil

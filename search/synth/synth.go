@@ -256,6 +256,13 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				continue
 			}
 		}
+		if s.invariant(func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
+			// a setting the pipeline passes unchanged at every step (a
+			// guidance scale): a constant of the request
+			s.em.constant(target, "equal at every captured step: a constant of the request the pipeline passes (not an input of the trace)")
+			d.args[p.Name] = target
+			continue
+		}
 		target.opaque = true
 		d.args[p.Name] = target
 	}
