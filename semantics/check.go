@@ -200,3 +200,50 @@ func (d *Document) names(addr string) bool {
 	}
 	return false
 }
+
+// StatusLine is one line saying the document's status: "complete: …", or
+// "incomplete: N boundaries not reproduced, first <boundary> (<signature>)"
+// with the holes and a check that did not run after it; "unchecked" for a
+// document without a status.
+func (d *Document) StatusLine() string {
+	c := d.Check
+	switch {
+	case d.Status == "":
+		return "unchecked: the document has no self-check"
+	case d.Status == StatusComplete && c != nil:
+		return fmt.Sprintf("complete: %d boundary values reproduced teacher forced", c.Boundaries)
+	case d.Status == StatusComplete:
+		return StatusComplete
+	}
+	var parts []string
+	if c != nil && c.NotRun != "" {
+		parts = append(parts, "not checked: "+c.NotRun)
+	} else {
+		nr := d.NotReproduced()
+		s := plural(len(nr), "boundary", "boundaries") + " not reproduced"
+		if len(nr) > 0 {
+			s += fmt.Sprintf(", first %s (%s)", nr[0].Boundary, nr[0].Signature)
+		}
+		parts = append(parts, s)
+	}
+	if hs := d.Holes(); len(hs) > 0 {
+		parts = append(parts, fmt.Sprintf("%s of the structure undetermined, first %s", plural(countAddresses(hs), "part", "parts"), hs[0].Address))
+	}
+	return StatusIncomplete + ": " + strings.Join(parts, "; ")
+}
+
+// countAddresses counts the distinct addresses of holes.
+func countAddresses(hs []Hole) int {
+	seen := map[string]bool{}
+	for _, h := range hs {
+		seen[h.Address] = true
+	}
+	return len(seen)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"zflow/check"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
 	"zflow/precision/plan"
@@ -138,22 +139,11 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
-	v := &verification{mode: "teacher-forced", trace: trPath, semantics: docPath, class: map[string]string{}}
-	if o.freeRunning {
-		v.mode = "free-running"
-	}
-	e, err := plan.NewEvaluator(cpu.New(o.jobs), ref, doc, plan.Options{Steps: o.steps, FreeRunning: o.freeRunning, Keep: true})
+	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}
-	v.recs, err = e.Run(doc.Precision)
-	e.Close()
-	if err != nil {
-		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
-	}
-	for i := range v.recs {
-		v.class[v.recs[i].Key] = v.recs[i].OpClass
-	}
+	v := &verification{mode: rep.Mode, trace: trPath, semantics: docPath, recs: rep.Records, class: rep.Class}
 	// The boundaries become two small traces, ours and the reference's
 	// values at the same keys, so that zflow diff's comparison, gates,
 	// diagnosis and renderers apply unchanged.
