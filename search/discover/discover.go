@@ -143,6 +143,12 @@ func (d *discovery) run(ctx context.Context) error {
 	if d.doc.Undetermined == nil {
 		d.doc.Undetermined = []semantics.Undetermined{}
 	}
+	if len(d.doc.Holes()) > 0 {
+		// Parts of the structure discovery could not read: a partial
+		// document, each part named in undetermined (the self-check,
+		// package check, settles the status of the rest).
+		d.doc.Status = semantics.StatusIncomplete
+	}
 	if err := d.doc.Validate(); err != nil {
 		return fmt.Errorf("discover: the document made from %s does not validate: %w", d.tr.Path, err)
 	}
@@ -266,9 +272,16 @@ func (d *discovery) sampler(ctx context.Context, ph *Phase) error {
 // blocks: each block's factors, and what its structure forces.
 func (d *discovery) blocks(ctx context.Context, ph *Phase) error {
 	n := len(d.st.Blocks)
+	holes := map[string]bool{}
+	for _, h := range d.doc.Holes() {
+		holes[h.Address] = true
+	}
 	for i, blk := range d.st.Blocks {
 		d.progress("blocks", i, n)
 		addr := semantics.BlockAddress(i)
+		if holes[addr] {
+			continue // the structure's entry says why it was not read
+		}
 		fs, obj, err := factors.Block(d.tr, d.st, i)
 		if err != nil {
 			d.undetermined("blocks", addr, "%v", err)
@@ -381,6 +394,10 @@ func (d *discovery) positions(ctx context.Context, ph *Phase) error {
 	}
 	d.progress("positions", 0, 1)
 	layout, jo := d.agreed("rope_layout"), d.agreed("joint_order")
+	if layout == "" && !d.measured("rope_layout") {
+		d.undetermined("rope_axes", "positions", "the RoPE layout is read from the blocks, and no block's was measured")
+		return nil
+	}
 	if layout == "" {
 		d.undetermined("rope_axes", "positions", "the blocks do not agree on a RoPE layout")
 		return nil
@@ -414,6 +431,16 @@ func (d *discovery) positions(ctx context.Context, ph *Phase) error {
 	d.collect(r, nil, "")
 	d.progress("positions", 1, 1)
 	return nil
+}
+
+// measured reports whether an entry of the factor exists.
+func (d *discovery) measured(name string) bool {
+	for _, e := range d.entries {
+		if e.f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // agreed is the value the entries of a model-level factor agree on ("" when
