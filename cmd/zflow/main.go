@@ -43,17 +43,18 @@ func main() {
 // run executes the CLI and returns the exit code; tests call it directly.
 // A panic anywhere is an internal error: one line, exit 3, never the code
 // for bad input.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdout, stderr io.Writer) int {
+	return execute(newRootCmd(), args, stdout, stderr)
+}
+
+// execute runs root on args and returns the exit code.
+func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(stderr, "zflow: internal error: %s (please report)\n", strings.Join(strings.Fields(fmt.Sprint(r)), " "))
 			code = exitInternal
 		}
 	}()
-	return execute(newRootCmd(), args, stdout, stderr)
-}
-
-func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
