@@ -85,7 +85,7 @@ func (s *Structure) validate(p *problems) {
 		p.add(f+".run", "%q is not one of %s", s.Run, strings.Join(runs, ", "))
 	}
 	if s.Hidden <= 0 {
-		p.add(f+".hidden", "%d must be > 0", s.Hidden)
+		p.hole("model", f+".hidden", "%d must be > 0", s.Hidden)
 	}
 	if s.Model.Module == "" {
 		p.add(f+".model.module", "empty")

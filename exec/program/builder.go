@@ -74,7 +74,7 @@ func (b *builder) build() error {
 	if err := b.declareInputs(); err != nil {
 		return err
 	}
-	if err := b.jointOrder(); err != nil {
+	if err := b.jointOrder(); err != nil && !b.passesUnjoined() {
 		return err
 	}
 	model := b.begin("model", b.st.Model.Module)

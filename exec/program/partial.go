@@ -46,6 +46,26 @@ func (p *Program) PassedTaps() []Tap {
 	return out
 }
 
+// passesUnjoined: a partial program that passes every block, each by its
+// streams' own outputs, and builds no RoPE tables, never joins the
+// streams, so it needs no joint order (read from the blocks, which are
+// undetermined); the streams keep the structure's order.
+func (b *builder) passesUnjoined() bool {
+	if len(b.pass) == 0 || len(b.pass) < len(b.st.Blocks) || b.st.Positions != nil && !b.skipPositions() {
+		return false
+	}
+	for _, blk := range b.st.Blocks {
+		if blk.Boundary == nil || blk.Boundary.Outputs["joint"] != "" {
+			return false
+		}
+	}
+	b.joint = nil
+	for _, s := range b.st.Streams {
+		b.joint = append(b.joint, s.Name)
+	}
+	return true
+}
+
 // skipPositions: a partial program that passes every block has no use
 // for RoPE tables (only blocks read them), and leaves them out when the
 // document does not say how they are made (the layout is read from the
