@@ -138,7 +138,9 @@ func (d *discovery) run(ctx context.Context) error {
 			return fmt.Errorf("discover: %s: %w", s.name, err)
 		}
 	}
-	d.doc.Factors, d.doc.Undetermined = merge(d.entries, d.st, d.opts.Search, d.doc.Undetermined)
+	entries, und := placed(d.entries, d.st)
+	d.doc.Undetermined = append(d.doc.Undetermined, und...)
+	d.doc.Factors, d.doc.Undetermined = merge(entries, d.st, d.opts.Search, d.doc.Undetermined)
 	d.doc.Precision = d.precision()
 	if d.doc.Undetermined == nil {
 		d.doc.Undetermined = []semantics.Undetermined{}
