@@ -19,7 +19,7 @@ func BuildPartial(doc *semantics.Document, shapes Shapes) (*Program, error) {
 	pass := map[string]bool{}
 	for _, h := range doc.Holes() {
 		if !isBlockAddress(&doc.Structure, h.Address) {
-			return nil, fmt.Errorf("program: the document is incomplete: %s is not expressed (%s), and a partial program passes undetermined blocks only", h.Address, h.Problem)
+			return nil, fmt.Errorf("program: %s is not expressed (%s), and a partial program passes undetermined blocks only", h.Address, h.Problem)
 		}
 		pass[h.Address] = true
 	}
