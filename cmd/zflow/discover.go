@@ -179,8 +179,8 @@ func selfCheck(stderr io.Writer, b exec.Backend, tr *trace.Trace, doc *semantics
 		return fmt.Errorf("self-check: %w", err)
 	}
 	check.Apply(doc, res)
-	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d boundary values compared, %d skipped, %d boundaries not reproduced\n",
-		"self-check", time.Since(start).Seconds(), res.Compared, res.Skipped, len(res.Failures))
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d boundary values compared, %d skipped, %s not reproduced\n",
+		"self-check", time.Since(start).Seconds(), res.Compared, res.Skipped, plural(len(res.Failures), "boundary", "boundaries"))
 	return nil
 }
 
