@@ -47,10 +47,13 @@ func Discover(tr *trace.Trace) (*semantics.Document, error) {
 }
 
 // Run discovers the semantics document of the reference in tr. It fails
-// when the trace has no discoverable structure (no model call, embedder
-// or block), when the file cannot be hashed, or when the document it makes
-// does not validate; everything else the trace cannot decide goes to the
-// document's undetermined list, with the reason.
+// when the trace has nothing to discover (no model call with parameters,
+// or neither a block nor an embedder), when the file cannot be hashed, or
+// when the document it makes does not validate; everything else the trace
+// cannot decide goes to the document's undetermined list, with the reason,
+// and a part of the structure it cannot read makes the document partial
+// (status incomplete; semantics.Hole). The self-check that settles the
+// status of the rest is package check's, run after the precision search.
 func Run(ctx context.Context, tr *trace.Trace, o Options) (*Result, error) {
 	d := &discovery{tr: tr, opts: o, res: &Result{}}
 	if err := d.run(ctx); err != nil {
