@@ -146,6 +146,9 @@ func TestDiscoverPartial(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if b, _ := os.ReadFile(out); !strings.Contains(string(b), `"factors": [`) {
+				t.Error("a partial document's factors are not a JSON array")
+			}
 			holes := map[string]bool{}
 			for _, h := range doc.Holes() {
 				holes[h.Address] = true

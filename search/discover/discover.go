@@ -148,6 +148,9 @@ func (d *discovery) run(ctx context.Context) error {
 	if d.doc.Undetermined == nil {
 		d.doc.Undetermined = []semantics.Undetermined{}
 	}
+	if d.doc.Factors == nil { // a partial document may have none: [] not null
+		d.doc.Factors = []semantics.Factor{}
+	}
 	if len(d.doc.Holes()) > 0 {
 		// Parts of the structure discovery could not read: a partial
 		// document, each part named in undetermined (the self-check,
