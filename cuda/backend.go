@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"zflow/exec"
+	"zflow/internal/workers"
 	"zflow/kernels"
 	"zflow/precision"
 )
@@ -444,13 +445,13 @@ func parallelFor(n int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	var g workers.Group
 	step := (n + parts - 1) / parts
 	for lo := 0; lo < n; lo += step {
-		wg.Add(1)
-		go func(lo, hi int) { defer wg.Done(); fn(lo, hi) }(lo, min(lo+step, n))
+		hi := min(lo+step, n)
+		g.Go(func() { fn(lo, hi) })
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 // Download copies t to the host (synchronising) and widens it to f32.

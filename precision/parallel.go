@@ -1,6 +1,7 @@
 package precision
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 )
@@ -19,14 +20,26 @@ func parallel(n int, fn func(lo, hi int)) {
 		return
 	}
 	piece := (n/workers + 63) &^ 63
+	// A worker's panic is carried to the caller (as zflow/internal/workers
+	// does; precision is a leaf and imports nothing of zflow).
 	var wg sync.WaitGroup
+	var once sync.Once
+	var caught any
 	for lo := 0; lo < n; lo += piece {
 		hi := min(lo+piece, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					once.Do(func() { caught = r })
+				}
+			}()
 			fn(lo, hi)
 		}()
 	}
 	wg.Wait()
+	if caught != nil {
+		panic(fmt.Sprintf("in a worker goroutine: %v", caught))
+	}
 }

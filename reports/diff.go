@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"zflow/internal/workers"
 	"zflow/precision"
 	"zflow/trace"
 )
@@ -211,9 +212,9 @@ const (
 	widenChunk     = 1 << 14 // values widened into a buffer at a time
 )
 
-func runJobs(jobs []*pairJob, workers, segLen int) error {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+func runJobs(jobs []*pairJob, nw, segLen int) error {
+	if nw <= 0 {
+		nw = runtime.GOMAXPROCS(0)
 	}
 	if segLen <= 0 {
 		segLen = defaultSegment
@@ -229,13 +230,11 @@ func runJobs(jobs []*pairJob, workers, segLen int) error {
 		}
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
+	var g workers.Group
 	var errMu sync.Mutex
 	var firstErr error
-	for range min(workers, max(1, len(tasks))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range min(nw, max(1, len(tasks))) {
+		g.Go(func() {
 			w := &worker{h: new(segHist), bo: make([]float32, widenChunk), br: make([]float32, widenChunk)}
 			for {
 				i := int(next.Add(1) - 1)
@@ -250,9 +249,9 @@ func runJobs(jobs []*pairJob, workers, segLen int) error {
 					errMu.Unlock()
 				}
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	return firstErr
 }
 

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -48,15 +49,8 @@ func diagnoseBoundary(ours, ref *trace.Trace, d *BoundaryDiff) (*Finding, error)
 	if len(r) == 0 || len(o) != len(r) {
 		return nil, nil
 	}
-	f := &Finding{Key: d.Key, Rows: len(r) / C, NChannels: C}
-	// One row has no per-channel statistics: its values are read as the
-	// rows of one channel instead (a [1, C] embedding, a modulation
-	// vector), and the row-block rule is off (those rows are channels).
-	dc := C
-	if f.Rows == 1 {
-		dc, f.OneRow = 1, true
-	}
-	f.Diagnosis = diagnose(o, r, dc, fmtOrF32(d.DType), !f.OneRow)
+	f := &Finding{Key: d.Key, Rows: len(r) / C, NChannels: C, OneRow: len(r) == C}
+	f.Diagnosis = DiagnoseRows(o, r, C, fmtOrF32(d.DType))
 	if f.Channels, err = CompareChannels(o, r, C); err != nil {
 		return nil, err
 	}
@@ -75,6 +69,22 @@ func diagnoseBoundary(ours, ref *trace.Trace, d *BoundaryDiff) (*Finding, error)
 		}
 	}
 	return f, nil
+}
+
+// DiagnoseRows is the diagnosis Diff gives a boundary: ours and ref are
+// rows of rowLen channels (the last dimension), stored in format f. One row
+// has no per-channel statistics: its values are read as the rows of one
+// channel instead (a [1, C] embedding, a modulation vector), and the
+// row-block rule is off (those rows are channels). The lengths must agree
+// and be whole rows (DiagnoseIn's errors otherwise read as NoSignature).
+func DiagnoseRows(ours, ref []float32, rowLen int, f precision.Format) Diagnosis {
+	if rowLen <= 0 || len(ours) != len(ref) || len(ref)%rowLen != 0 {
+		return Diagnosis{Reason: fmt.Sprintf("%d values against %d in rows of %d: not diagnosed", len(ours), len(ref), rowLen)}
+	}
+	if len(ref) == rowLen {
+		return diagnose(ours, ref, 1, f, false)
+	}
+	return diagnose(ours, ref, rowLen, f, true)
 }
 
 // WorstChannels lists up to k channels (all if k <= 0) by falling error

@@ -8,9 +8,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"zflow/internal/workers"
 	"zflow/trace"
 )
 
@@ -45,22 +45,20 @@ const statsChunk = 1 << 16
 // tensor, one per worker at a time. A tensor whose values float32 cannot
 // hold (float64 beyond its range or precision, large integers) gets an
 // Error instead of statistics; other read errors are returned.
-func Stats(tr *trace.Trace, sel Selection, perChannel bool, workers int) (*StatsReport, error) {
+func Stats(tr *trace.Trace, sel Selection, perChannel bool, nw int) (*StatsReport, error) {
 	bs, err := Boundaries(tr, sel)
 	if err != nil {
 		return nil, err
 	}
 	r := &StatsReport{File: tr.Path, Selection: sel, PerChannel: perChannel, Tensors: make([]TensorStats, len(bs))}
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	if nw <= 0 {
+		nw = runtime.GOMAXPROCS(0)
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
+	var g workers.Group
 	errs := make([]error, len(bs))
-	for range min(workers, max(1, len(bs))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range min(nw, max(1, len(bs))) {
+		g.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(bs) {
@@ -68,9 +66,9 @@ func Stats(tr *trace.Trace, sel Selection, perChannel bool, workers int) (*Stats
 				}
 				r.Tensors[i], errs[i] = tensorStats(tr, bs[i], perChannel)
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

@@ -36,7 +36,7 @@ func (s *Structure) Addresses() []string {
 		}
 	}
 	for _, e := range s.Embedders {
-		out = append(out, "embed."+e.Stream)
+		out = append(out, EmbedAddress(e.Stream))
 		for _, r := range sortedKeys(e.Roles) {
 			out = append(out, "embed."+e.Stream+"."+r)
 		}
@@ -77,6 +77,9 @@ func (d *Document) Addresses() []string {
 
 // BlockAddress is the address of block i.
 func BlockAddress(i int) string { return "blocks." + strconv.Itoa(i) }
+
+// EmbedAddress is the address of a stream's embedder.
+func EmbedAddress(stream string) string { return "embed." + stream }
 
 // MatchScope reports whether address a matches the scope glob.
 func MatchScope(scope, a string) bool {

@@ -28,6 +28,12 @@ type Document struct {
 	Factors      []Factor       `json:"factors"`
 	Precision    Precision      `json:"precision"`
 	Undetermined []Undetermined `json:"undetermined"`
+	// Status is what the producer's self-check found (check.go):
+	// StatusComplete, StatusIncomplete, or empty for a document nobody
+	// checked (hand-written, or older than the self-check).
+	Status string `json:"status,omitempty"`
+	// Check is how the self-check ran; absent when Status is empty.
+	Check *Check `json:"check,omitempty"`
 }
 
 // Source names the trace the document was made from.
@@ -61,11 +67,21 @@ type Evidence struct {
 	Note     string `json:"note,omitempty"`
 }
 
-// Undetermined is a factor the trace could not decide, and why.
+// Undetermined is what the trace could not decide, or a part the document
+// does not reproduce, and why.
 type Undetermined struct {
 	Name   string `json:"name"`
 	Scope  string `json:"scope"`
 	Reason string `json:"reason"`
+	// The fields below are set on a boundary the self-check does not
+	// reproduce (Name UndeterminedBoundary) and absent otherwise.
+	Boundary  string  `json:"boundary,omitempty"`  // "<module>/<port>" (the trace key without its scope) or "output/<name>"
+	Step      *int    `json:"step,omitempty"`      // the first step at which it was not reproduced
+	Steps     int     `json:"steps,omitempty"`     // how many steps were not reproduced
+	Signature string  `json:"signature,omitempty"` // the diagnosis (Signatures)
+	RelRMS    *Number `json:"rel_rms,omitempty"`   // at Step
+	Cosine    *Number `json:"cosine,omitempty"`    // at Step
+	Tolerance float64 `json:"tolerance,omitempty"` // the rel-RMS it had to be within
 }
 
 // Margin is runner-up error / winner error: ≥ 1 when the winner is better,

@@ -13,18 +13,27 @@ var ErrInvalid = errors.New("invalid semantics document")
 // maxProblems caps how many problems one error lists.
 const maxProblems = 20
 
-// problems collects validation problems, each naming its field.
-type problems []string
+// problems collects validation problems, each naming its field, and the
+// structure's holes (check.go), which only an incomplete document may have.
+type problems struct {
+	list  []string
+	holes []Hole
+}
 
 func (p *problems) add(field, format string, args ...any) {
-	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+	p.list = append(p.list, field+": "+fmt.Sprintf(format, args...))
+}
+
+// hole records a part of the structure left out at address addr.
+func (p *problems) hole(addr, field, format string, args ...any) {
+	p.holes = append(p.holes, Hole{Address: addr, Problem: field + ": " + fmt.Sprintf(format, args...)})
 }
 
 func (p problems) err() error {
-	if len(p) == 0 {
+	if len(p.list) == 0 {
 		return nil
 	}
-	list := p
+	list := p.list
 	more := ""
 	if len(list) > maxProblems {
 		more = fmt.Sprintf("; and %d more", len(list)-maxProblems)
@@ -69,6 +78,7 @@ func (d *Document) Validate() error {
 	}
 	d.validateFactors(&p)
 	d.Precision.validate(&p)
+	d.validateCheck(&p)
 	for i, u := range d.Undetermined {
 		f := fmt.Sprintf("undetermined[%d]", i)
 		if u.Name == "" {
@@ -87,7 +97,7 @@ func (s *Structure) validate(p *problems) {
 		p.add(f+".run", "%q is not one of %s", s.Run, strings.Join(runs, ", "))
 	}
 	if s.Hidden <= 0 {
-		p.add(f+".hidden", "%d must be > 0", s.Hidden)
+		p.hole("model", f+".hidden", "%d must be > 0", s.Hidden)
 	}
 	if s.Model.Module == "" {
 		p.add(f+".model.module", "empty")
@@ -108,7 +118,7 @@ func (s *Structure) validate(p *problems) {
 		}
 	}
 	if len(s.Streams) == 0 {
-		p.add(f+".streams", "empty")
+		p.hole("model", f+".streams", "empty")
 	}
 	inputs := map[string]bool{}
 	for i, in := range s.Inputs {
@@ -138,7 +148,7 @@ func (s *Structure) validate(p *problems) {
 		}
 	}
 	if len(s.Outputs) != 1 {
-		p.add(f+".outputs", "%d outputs, want exactly one", len(s.Outputs))
+		p.hole("model", f+".outputs", "%d outputs, want exactly one", len(s.Outputs))
 	}
 	for i, o := range s.Outputs {
 		of := fmt.Sprintf("%s.outputs[%d]", f, i)
@@ -162,28 +172,29 @@ func (s *Structure) validate(p *problems) {
 		if !inputs[e.Input] {
 			p.add(ef+".input", "%q is not a declared input role", e.Input)
 		}
+		addr := EmbedAddress(e.Stream)
 		if !contains(embedderKinds, e.Kind) {
-			p.add(ef+".kind", "%q is not one of %s", e.Kind, strings.Join(embedderKinds, ", "))
+			p.hole(addr, ef+".kind", "%q is not one of %s", e.Kind, strings.Join(embedderKinds, ", "))
 			continue
 		}
 		if e.InWidth <= 0 {
-			p.add(ef+".in_width", "%d must be > 0", e.InWidth)
+			p.hole(addr, ef+".in_width", "%d must be > 0", e.InWidth)
 		}
 		if e.Patch < 0 {
 			p.add(ef+".patch", "%d must be ≥ 0", e.Patch)
 		}
-		validateRoles(p, ef+".roles", e.Roles, embedderRoles[e.Kind])
+		validateRoles(p, addr, ef+".roles", e.Roles, embedderRoles[e.Kind])
 	}
 	for name := range streams {
 		if !embedded[name] {
-			p.add(f+".embedders", "stream %q has no embedder", name)
+			p.hole(EmbedAddress(name), f+".embedders", "stream %q has no embedder", name)
 		}
 	}
 	if c := s.Conditioning; c != nil {
 		if c.TimestepDim <= 0 || c.TimestepDim%2 != 0 {
 			p.add(f+".conditioning.timestep_dim", "%d must be even and > 0", c.TimestepDim)
 		}
-		validateRoles(p, f+".conditioning.roles", c.Roles, conditioningRoles)
+		validateRoles(p, "conditioning", f+".conditioning.roles", c.Roles, conditioningRoles)
 		validateBoundary(p, f+".conditioning.boundary", c.Boundary, []string{"timestep", "pooled"}, []string{"cond"})
 		_, in := c.Roles["pooled_in"]
 		_, out := c.Roles["pooled_out"]
@@ -201,20 +212,22 @@ func (s *Structure) validate(p *problems) {
 		}
 		for name := range streams {
 			if _, ok := pos.Streams[name]; !ok {
-				p.add(f+".positions.streams", "stream %q has no position source", name)
+				p.hole("positions", f+".positions.streams", "stream %q has no position source", name)
 			}
 		}
 	}
 	if len(s.Blocks) == 0 {
-		p.add(f+".blocks", "empty")
+		p.hole("blocks", f+".blocks", "empty")
 	}
 	for i, b := range s.Blocks {
-		b.validate(p, fmt.Sprintf("%s.blocks[%d]", f, i), streams)
+		b.validate(p, BlockAddress(i), fmt.Sprintf("%s.blocks[%d]", f, i), streams)
 	}
-	if !streams[s.Final.Stream] {
+	if s.Final.Stream == "" {
+		p.hole("final", f+".final.stream", "empty")
+	} else if !streams[s.Final.Stream] {
 		p.add(f+".final.stream", "%q is not a declared stream", s.Final.Stream)
 	}
-	validateRoles(p, f+".final.roles", s.Final.Roles, finalRoles)
+	validateRoles(p, "final", f+".final.roles", s.Final.Roles, finalRoles)
 	validateBoundary(p, f+".final.boundary", s.Final.Boundary, []string{"x", "cond"}, []string{"out"})
 }
 
@@ -314,9 +327,11 @@ func validatePositionSource(p *problems, f string, ps PositionSource, isStream b
 	}
 }
 
-func (b *Block) validate(p *problems, f string, streams map[string]bool) {
+// validate checks block b at address addr: what its dataflow needs and
+// does not have is a hole there.
+func (b *Block) validate(p *problems, addr, f string, streams map[string]bool) {
 	if _, ok := blockKinds[b.Kind]; !ok {
-		p.add(f+".kind", "%q is not one of %s", b.Kind, strings.Join(BlockKinds(), ", "))
+		p.hole(addr, f+".kind", "%q is not one of %s", b.Kind, strings.Join(BlockKinds(), ", "))
 		return
 	}
 	if len(b.Streams) == 0 {
@@ -336,15 +351,15 @@ func (b *Block) validate(p *problems, f string, streams map[string]bool) {
 		p.add(f+".streams", "a dual_stream block has two streams, not %d", len(b.Streams))
 	}
 	if b.Heads <= 0 || b.HeadDim <= 0 {
-		p.add(f, "heads %d and head_dim %d must be > 0", b.Heads, b.HeadDim)
+		p.hole(addr, f, "heads %d and head_dim %d must be > 0", b.Heads, b.HeadDim)
 	}
 	if b.KVHeads <= 0 || (b.Heads > 0 && b.Heads%b.KVHeads != 0) {
-		p.add(f+".kv_heads", "%d must be > 0 and divide heads %d", b.KVHeads, b.Heads)
+		p.hole(addr, f+".kv_heads", "%d must be > 0 and divide heads %d", b.KVHeads, b.Heads)
 	}
 	if b.MLPWidth <= 0 {
-		p.add(f+".mlp_width", "%d must be > 0", b.MLPWidth)
+		p.hole(addr, f+".mlp_width", "%d must be > 0", b.MLPWidth)
 	}
-	validateRoles(p, f+".roles", b.Roles, blockRoleSpecs(b.Kind, b.Streams))
+	validateRoles(p, addr, f+".roles", b.Roles, blockRoleSpecs(b.Kind, b.Streams))
 	if bd := b.Boundary; bd != nil {
 		for _, role := range append(sortedKeys(bd.Inputs), sortedKeys(bd.Outputs)...) {
 			if !streams[role] && role != "joint" && role != "cond" {
@@ -355,11 +370,12 @@ func (b *Block) validate(p *problems, f string, streams map[string]bool) {
 }
 
 // validateRoles checks roles against the specs: every required role
-// present, no unknown role, parameters as the role's kind wants.
-func validateRoles(p *problems, f string, roles map[string]Role, specs map[string]roleSpec) {
+// present (a missing one is a hole at addr), no unknown role, parameters
+// as the role's kind wants.
+func validateRoles(p *problems, addr, f string, roles map[string]Role, specs map[string]roleSpec) {
 	for _, name := range sortedKeys(specs) {
 		if _, ok := roles[name]; !ok && specs[name].required {
-			p.add(f, "required role %q is missing", name)
+			p.hole(addr, f, "required role %q is missing", name)
 		}
 	}
 	for _, name := range sortedKeys(roles) {

@@ -3,17 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"zflow/check"
 	"zflow/exec"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
@@ -46,18 +47,31 @@ captured values alone, the model's structure and every factor of the catalogue
 observable, with every candidate's error and the margin (runner-up error /
 winner error). A factor is decisive at margin ≥ 2; below that the trace does not
 tell its candidates apart and the document says so. What the trace cannot
-decide is listed as undetermined, with the reason.
+decide is listed as undetermined, with the reason; a part of the structure it
+cannot read (a block whose dataflow is outside what it knows, a missing
+embedder) is left out and named there: the document is then partial.
+
+Before writing, it checks the document (package check): its program runs
+teacher forced on the trace, every captured boundary compared within its
+format's tolerance (rel-RMS 1e-4 for f32, 2e-2 for bf16). Each boundary it
+does not reproduce becomes an undetermined entry (the boundary, the
+diagnosis signature, rel-RMS and cosine), and the document's status is
+"complete" or "incomplete"; the last line on stdout says which:
+"incomplete: N boundaries not reproduced, first <boundary> (<signature>)".
+zflow generate refuses an incomplete document.
 
 It writes the semantics document (-o, atomically) and prints a table of the
-factors (value, margin, decisive) on stdout, or with --json the document itself;
-progress goes to stderr. The document's precision is a placeholder (activations
-in the trace's format, the timestep and RoPE-table formats the search saw)
-unless --precision runs the rounding-plan search on it. --check generates the
-trace's own request with the discovered document and reports how close the
-result is to the reference's output.
+factors (value, margin, decisive) on stdout, or with --json the document itself
+(the status line then goes to stderr); progress goes to stderr. The document's
+precision is a placeholder (activations in the trace's format, the timestep and
+RoPE-table formats the search saw) unless --precision runs the rounding-plan
+search on it. --check generates the trace's own request with the discovered
+document and reports how close the result is to the reference's output (a
+measurement: it runs an incomplete document too, where it builds, and says so).
 
-Exit codes: 0 success, 2 bad input (unreadable trace, nothing discoverable,
-unwritable output).`,
+Exit codes: 0 a document was written (complete or incomplete), 2 bad input
+(unreadable trace, nothing discoverable, unwritable output), 3 an internal
+error.`,
 		Example: `  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json
   zflow discover --trace fixtures/dit/dit-bf16.npz -o /tmp/dit-bf16-semantics.json --check
   zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --json`,
@@ -70,7 +84,7 @@ unwritable output).`,
 	f.StringVar(&o.trace, "trace", "", "the reference trace (.npz or .safetensors)")
 	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
 	f.BoolVar(&o.json, "json", false, "print the document on stdout instead of the table")
-	f.StringVar(&o.backend, "backend", "cpu", "backend for --precision and --check (cpu)")
+	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (precision/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
@@ -88,14 +102,9 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 	if sameFile(o.out, o.trace) {
 		return badInput(fmt.Errorf("%s: would overwrite the trace", o.out))
 	}
-	var b exec.Backend
-	if o.precision || o.check {
-		var err error
-		if b, err = newBackend(o.backend); err != nil {
-			return badInput(err)
-		}
-	} else if !slices.Contains(strings.Split(backendNames, ", "), o.backend) {
-		return badInput(fmt.Errorf("unknown backend %q (available: %s)", o.backend, backendNames))
+	b, err := newBackend(o.backend)
+	if err != nil {
+		return badInput(err)
 	}
 	tr, err := trace.Open(o.trace)
 	if err != nil {
@@ -108,15 +117,12 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 		return badInput(err)
 	}
 	if o.precision {
-		fmt.Fprintln(stderr, "discover: searching the rounding plan (precision/plan) ...")
-		rep, err := plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Progress: func(stage string, done, total int) {
-			fmt.Fprintf(stderr, "\rprecision: %s %d/%d", stage, done, total)
-		}})
-		fmt.Fprintln(stderr)
-		if err != nil {
-			return fmt.Errorf("precision search: %w", err)
+		if err := discoverPrecision(ctx, stderr, b, tr, doc); err != nil {
+			return err
 		}
-		doc.Precision = rep.After
+	}
+	if err := selfCheck(stderr, b, tr, doc); err != nil {
+		return badInput(err)
 	}
 	if err := doc.Write(o.out); err != nil {
 		return badInput(err)
@@ -127,9 +133,11 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 		if err := enc.Encode(doc); err != nil {
 			return err
 		}
+		fmt.Fprintln(stderr, "discover:", doc.StatusLine())
 	} else {
 		printFactors(stdout, doc)
 		fmt.Fprintf(stdout, "wrote %s (%.2fs)\n", o.out, time.Since(start).Seconds())
+		fmt.Fprintln(stdout, doc.StatusLine())
 	}
 	if o.check {
 		return discoverCheck(stderr, b, tr, o.out)
@@ -251,9 +259,52 @@ func outputTolerance(doc *semantics.Document) float64 {
 	return 5e-2
 }
 
+// discoverPrecision searches the rounding plan into doc. A document the
+// search cannot run (one with holes, one whose program does not build)
+// keeps its placeholder plan; the self-check says why it cannot run.
+func discoverPrecision(ctx context.Context, stderr io.Writer, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+	if hs := doc.Holes(); len(hs) > 0 {
+		fmt.Fprintf(stderr, "precision: not searched: the document is incomplete (%s is not expressed)\n", hs[0].Address)
+		return nil
+	}
+	fmt.Fprintln(stderr, "discover: searching the rounding plan (precision/plan) ...")
+	rep, err := plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Progress: func(stage string, done, total int) {
+		fmt.Fprintf(stderr, "\rprecision: %s %d/%d", stage, done, total)
+	}})
+	fmt.Fprintln(stderr)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, trace.ErrFormat) || errors.Is(err, trace.ErrManifest):
+		return badInput(fmt.Errorf("precision search: %w", err))
+	case err != nil:
+		fmt.Fprintf(stderr, "precision: not searched: %v\n", err)
+		return nil
+	}
+	doc.Precision = rep.After
+	return nil
+}
+
+// selfCheck runs the document teacher forced at every captured boundary
+// and writes what it finds into it (package check).
+func selfCheck(stderr io.Writer, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+	start := time.Now()
+	res, err := check.Self(b, doc, tr)
+	if err != nil {
+		return fmt.Errorf("self-check: %w", err)
+	}
+	check.Apply(doc, res)
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d boundary values compared, %d skipped, %s not reproduced\n",
+		"self-check", time.Since(start).Seconds(), res.Compared, res.Skipped, plural(len(res.Failures), "boundary", "boundaries"))
+	return nil
+}
+
 // discoverCheck generates the trace's request with the written document
 // and reports the result against the reference's output (on stderr, so
-// that --json's stdout stays the document).
+// that --json's stdout stays the document). It is a measurement: it runs
+// an incomplete document too, where the document builds, and says the
+// document is incomplete; one that does not build is reported, not an
+// error (the document is written and says why).
 func discoverCheck(w io.Writer, bk exec.Backend, tr *trace.Trace, path string) error {
 	doc, err := semantics.Read(path)
 	if err != nil {
@@ -265,14 +316,19 @@ func discoverCheck(w io.Writer, bk exec.Backend, tr *trace.Trace, path string) e
 			return nil
 		}
 	}
+	if doc.Incomplete() {
+		defer fmt.Fprintf(w, "check: the document is %s\n", doc.StatusLine())
+	}
 	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
 	if err != nil {
-		return fmt.Errorf("--check: the discovered document does not build: %w", err)
+		fmt.Fprintf(w, "check: not run: the discovered document does not build: %v\n", err)
+		return nil
 	}
 	defer r.Close()
 	out, err := r.Run(nil)
 	if err != nil {
-		return fmt.Errorf("--check: %w", err)
+		fmt.Fprintf(w, "check: not run: %v\n", err)
+		return nil
 	}
 	defer bk.Free(out)
 	ours, err := bk.Download(out)
@@ -331,6 +387,10 @@ func printFactors(w io.Writer, doc *semantics.Document) {
 	if len(doc.Undetermined) > 0 {
 		fmt.Fprintln(w, "\nundetermined:")
 		for _, u := range doc.Undetermined {
+			if u.Boundary != "" {
+				fmt.Fprintf(w, "  %s %s at %s (%s): %s\n", u.Name, u.Boundary, u.Scope, u.Signature, u.Reason)
+				continue
+			}
 			fmt.Fprintf(w, "  %s at %s: %s\n", u.Name, u.Scope, u.Reason)
 		}
 	}

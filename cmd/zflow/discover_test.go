@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"zflow/semantics"
+	"zflow/trace"
 )
 
 // TestDiscoverDiT: the table names each factor with its value, margin and
@@ -81,6 +82,17 @@ func TestDiscoverBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(truncated, b[:len(b)/2], 0o644)
+	empty := filepath.Join(dir, "empty.npz") // a valid trace of no call: nothing to discover
+	w, err := trace.Create(empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add("input/x", trace.Float32, []int{2}, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(&trace.Manifest{Inputs: map[string]string{"x": "input/x"}}); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "out.json")
 	for _, tc := range []struct {
 		name string
@@ -90,7 +102,7 @@ func TestDiscoverBadInput(t *testing.T) {
 		{"no trace flag", []string{"-o", out}, "trace"},
 		{"missing trace", []string{"--trace", filepath.Join(dir, "nope.npz"), "-o", out}, "nope.npz"},
 		{"truncated", []string{"--trace", truncated, "-o", out}, "truncated.npz"},
-		{"no blocks", []string{"--trace", filepath.Join(fixtures, "toy.npz"), "--engine", "recipes", "-o", out}, "toy.npz"},
+		{"nothing to discover", []string{"--trace", empty, "-o", out}, "empty.npz: no root call with parameters: nothing to discover"},
 		{"backend", []string{"--trace", dit, "-o", out, "--backend", "tpu"}, "unknown backend"},
 		{"overwrite", []string{"--trace", dit, "-o", dit}, "overwrite"},
 		{"unwritable", []string{"--trace", dit, "-o", filepath.Join(dir, "no", "such", "dir", "x.json")}, "x.json"},
@@ -100,8 +112,14 @@ func TestDiscoverBadInput(t *testing.T) {
 			if code != exitBadInput {
 				t.Errorf("exit %d, want %d: %s", code, exitBadInput, stderr)
 			}
-			if !strings.Contains(stderr, tc.want) {
-				t.Errorf("stderr %q does not name %q", stderr, tc.want)
+			var errs []string
+			for _, l := range strings.Split(stderr, "\n") {
+				if strings.HasPrefix(l, "zflow: ") {
+					errs = append(errs, l)
+				}
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0], tc.want) {
+				t.Errorf("stderr %q does not say in one line %q", stderr, tc.want)
 			}
 			if _, err := os.Stat(out); err == nil {
 				t.Errorf("%s was written", out)
@@ -133,5 +151,49 @@ func TestDiscoverProgramEngine(t *testing.T) {
 	}
 	if rel, _ := strconv.ParseFloat(m[1], 64); rel > 1e-5 {
 		t.Errorf("rel-RMS %v > 1e-5", rel)
+	}
+}
+
+// TestDiscoverPartial: a model outside what the recipes read (the toy
+// fixtures: a block without an attention; the program engine reads it,
+// TestDiscoverProgramEngine) gets a valid partial document,
+// exit 0: every part it could read, the others named in undetermined, the
+// status incomplete, and the status line saying why it was not checked.
+// generate refuses it; with --allow-incomplete the builder refuses it too,
+// naming the part.
+func TestDiscoverPartial(t *testing.T) {
+	for _, name := range []string{"toy.npz", "toy-bf16.npz", "toy.safetensors"} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "doc.json")
+			src := filepath.Join(fixtures, name)
+			code, stdout, stderr := zflow(t, "discover", "--trace", src, "--engine", "recipes", "-o", out, "--check")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			doc, err := semantics.Read(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(out); !strings.Contains(string(b), `"factors": [`) {
+				t.Error("a partial document's factors are not a JSON array")
+			}
+			holes := map[string]bool{}
+			for _, h := range doc.Holes() {
+				holes[h.Address] = true
+			}
+			if !doc.Incomplete() || !holes["blocks"] || len(doc.Structure.Embedders) != 1 || doc.Check == nil || doc.Check.NotRun == "" {
+				t.Errorf("status %q, holes %v, %d embedders, check %+v", doc.Status, holes, len(doc.Structure.Embedders), doc.Check)
+			}
+			if !strings.Contains(stdout, "\nincomplete: not checked: ") || !strings.Contains(stderr, "check: not run: ") {
+				t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+			for _, args := range [][]string{{}, {"--allow-incomplete"}} {
+				code, _, stderr := zflowGenerate(t, append([]string{"--semantics", out, "--inputs", src, "-o", filepath.Join(dir, "x.npz")}, args...)...)
+				if code != exitBadInput || !strings.Contains(stderr, "incomplete") || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+					t.Errorf("generate %v: exit %d: %s", args, code, stderr)
+				}
+			}
+		})
 	}
 }

@@ -24,6 +24,9 @@ type generateOpts struct {
 	out       string
 	traceOut  string
 	backend   string
+	// allowIncomplete runs a document whose self-check found it
+	// incomplete (where it builds), saying so on stderr.
+	allowIncomplete bool
 }
 
 // newGenerateCmd is `zflow generate` (the lead wires it into the root).
@@ -42,7 +45,11 @@ for comparison with the reference trace.
 
 A request outside what the program supports (a missing input, a weight of the
 wrong shape, a factor value the builder has no dataflow for, NaN in the
-inputs) is refused with the reason and exit code 2; nothing is written.`,
+inputs) is refused with the reason and exit code 2; nothing is written. So is
+a document whose status is "incomplete" (zflow discover's self-check found
+boundaries it does not reproduce, or parts it could not read), unless
+--allow-incomplete: then it runs where it builds, and stderr says how many
+boundaries it does not reproduce.`,
 		Example: `  zflow generate --semantics semantics/testdata/dit-f32.json --inputs fixtures/dit/dit-f32.npz -o /tmp/dit-latents.npz
   zflow generate --semantics semantics/testdata/dit-bf16.json --inputs fixtures/dit/dit-bf16.npz -o /tmp/dit-latents-bf16.npz --trace-out /tmp/dit-ours.npz`,
 		Args: cobra.NoArgs,
@@ -57,6 +64,7 @@ inputs) is refused with the reason and exit code 2; nothing is written.`,
 	f.StringVarP(&o.out, "out", "o", "out.npz", "where to write the result (.npz or .safetensors)")
 	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
 	f.StringVar(&o.backend, "backend", "cpu", "backend to run on: cpu (the reference), cuda (linux, NVIDIA driver), metal (darwin)")
+	f.BoolVar(&o.allowIncomplete, "allow-incomplete", false, "run a document whose self-check found it incomplete (it does not reproduce its reference)")
 	cmd.MarkFlagRequired("semantics")
 	cmd.MarkFlagRequired("inputs")
 	return cmd
@@ -70,6 +78,13 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 	doc, err := semantics.Read(o.semantics)
 	if err != nil {
 		return badInput(err)
+	}
+	if doc.Incomplete() {
+		if !o.allowIncomplete {
+			return badInput(fmt.Errorf("%s is %s; generate refuses it (--allow-incomplete runs it anyway)", o.semantics, doc.StatusLine()))
+		}
+		fmt.Fprintf(stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
+			o.semantics, plural(len(doc.NotReproduced()), "boundary", "boundaries"), doc.StatusLine())
 	}
 	in, err := trace.Open(o.inputs)
 	if err != nil {
@@ -134,6 +149,13 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		}
 	}
 	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // checkOutputs refuses output paths a trace cannot be written to, and any

@@ -2,7 +2,8 @@
 // reference model and (as the project grows) discovers, verifies and
 // generates with the semantics found in them.
 //
-// Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.
+// Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
+// 3 an internal error (a bug: please report it).
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -19,6 +21,7 @@ const (
 	exitOK       = 0
 	exitFailed   = 1 // a gate or check failed
 	exitBadInput = 2 // malformed input, unknown flag, missing file
+	exitInternal = 3 // a panic: a bug, never the input's fault
 )
 
 // exitError carries an exit code out of a command.
@@ -38,8 +41,20 @@ func main() {
 }
 
 // run executes the CLI and returns the exit code; tests call it directly.
+// A panic anywhere is an internal error: one line, exit 3, never the code
+// for bad input.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
+	return execute(newRootCmd(), args, stdout, stderr)
+}
+
+// execute runs root on args and returns the exit code.
+func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "zflow: internal error: %s (please report)\n", strings.Join(strings.Fields(fmt.Sprint(r)), " "))
+			code = exitInternal
+		}
+	}()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -64,7 +79,8 @@ func newRootCmd() *cobra.Command {
 .npz or .safetensors file of tensors plus a JSON manifest of the call tree)
 and answers questions about it.
 
-Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage.`,
+Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
+3 an internal error (please report it).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"zflow/check"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
 	"zflow/precision/plan"
@@ -91,6 +92,9 @@ type verification struct {
 	diff                   *reports.DiffReport
 	recs                   []plan.Record
 	class                  map[string]string // key → op class
+	// skipped: boundary values inside blocks an incomplete document
+	// leaves undetermined (check.Report.Skipped): not computed, not listed.
+	skipped int
 }
 
 func runVerify(stdout io.Writer, o verifyOpts) error {
@@ -138,22 +142,11 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
-	v := &verification{mode: "teacher-forced", trace: trPath, semantics: docPath, class: map[string]string{}}
-	if o.freeRunning {
-		v.mode = "free-running"
-	}
-	e, err := plan.NewEvaluator(cpu.New(o.jobs), ref, doc, plan.Options{Steps: o.steps, FreeRunning: o.freeRunning, Keep: true})
+	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}
-	v.recs, err = e.Run(doc.Precision)
-	e.Close()
-	if err != nil {
-		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
-	}
-	for i := range v.recs {
-		v.class[v.recs[i].Key] = v.recs[i].OpClass
-	}
+	v := &verification{mode: rep.Mode, trace: trPath, semantics: docPath, recs: rep.Records, class: rep.Class, skipped: len(rep.Skipped)}
 	// The boundaries become two small traces, ours and the reference's
 	// values at the same keys, so that zflow diff's comparison, gates,
 	// diagnosis and renderers apply unchanged.
@@ -266,6 +259,9 @@ type (
 		Mode      string `json:"mode"` // teacher-forced | free-running
 		Trace     string `json:"trace"`
 		Semantics string `json:"semantics"`
+		// Skipped: boundary values inside undetermined blocks of an
+		// incomplete document, not computed (absent when none).
+		Skipped int `json:"skipped_undetermined,omitempty"`
 	}
 	verifyTotalDoc struct {
 		OpClass       string         `json:"op_class"`
@@ -280,7 +276,7 @@ type (
 )
 
 func (v *verification) document(worst int) verifyDoc {
-	d := verifyDoc{DiffDoc: v.diff.Document(worst), Verify: verifyRunDoc{Mode: v.mode, Trace: v.trace, Semantics: v.semantics}}
+	d := verifyDoc{DiffDoc: v.diff.Document(worst), Verify: verifyRunDoc{Mode: v.mode, Trace: v.trace, Semantics: v.semantics, Skipped: v.skipped}}
 	for i, b := range d.DiffDoc.Boundaries {
 		vb := verifyBoundaryDoc{BoundaryDoc: b, OpClass: v.class[b.Key]}
 		if m := v.diff.Boundaries[i].Metrics; m != nil {
@@ -402,6 +398,9 @@ func (v *verification) writeText(w io.Writer, o reports.RenderOptions, markdown 
 		}
 		fmt.Fprintf(w, "  %-26s %10d %9d %10s %10.3g %8d  %s\n", name, t.pool.Boundaries, t.pool.N, plan.Pct(t.pool.Fraction()),
 			t.pool.RelRMS(), t.ulpMax, strings.Join(hist, " "))
+	}
+	if v.skipped > 0 {
+		fmt.Fprintf(w, "\n%d boundary values inside blocks the document leaves undetermined were skipped (not computed)\n", v.skipped)
 	}
 	i := v.firstInexact()
 	switch {

@@ -1,8 +1,9 @@
 package cpu
 
 import (
-	"sync"
 	"sync/atomic"
+
+	"zflow/internal/workers"
 )
 
 // GEMM blocking. A micro-tile is mr×nr outputs kept in registers; a K block
@@ -71,11 +72,11 @@ func (bk *Backend) gemm(c, a, b []float32, m, n, k int) {
 			}
 		}
 	}
-	workers := min(bk.workers, tiles)
+	nw := min(bk.workers, tiles)
 	if m*n*k < parallelFlops {
-		workers = 1
+		nw = 1
 	}
-	if workers <= 1 {
+	if nw <= 1 {
 		tmp := make([]float32, mr*nr)
 		for t := range tiles {
 			tile(t, tmp)
@@ -83,11 +84,9 @@ func (bk *Backend) gemm(c, a, b []float32, m, n, k int) {
 		return
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var g workers.Group
+	for range nw {
+		g.Go(func() {
 			tmp := make([]float32, mr*nr)
 			for {
 				t := int(next.Add(1) - 1)
@@ -96,9 +95,9 @@ func (bk *Backend) gemm(c, a, b []float32, m, n, k int) {
 				}
 				tile(t, tmp)
 			}
-		}()
+		})
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }

@@ -1,6 +1,6 @@
 package cpu
 
-import "sync"
+import "zflow/internal/workers"
 
 // parallel calls fn on [lo, hi) ranges that cover [0, n), at most one range
 // per worker and none smaller than grain (so small ops run inline).
@@ -13,15 +13,11 @@ func (b *Backend) parallel(n, grain int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	var g workers.Group
 	step := (n + parts - 1) / parts
 	for lo := 0; lo < n; lo += step {
 		hi := min(lo+step, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
+		g.Go(func() { fn(lo, hi) })
 	}
-	wg.Wait()
+	g.Wait()
 }

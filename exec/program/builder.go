@@ -35,12 +35,15 @@ type builder struct {
 	// patch: the latents' patchify (patch_layout c_ph_pw), undone after the
 	// head; nil when the latents arrive as tokens.
 	patch *exec.PatchParams
+	// pass: the addresses of blocks a partial program passes (partial.go).
+	pass map[string]bool
 }
 
 // Build makes the program of doc for a request of the given shapes. Every
-// refusal (a role without a weight of the right shape, a factor the
-// document lacks, a value this builder does not support) is an error that
-// names the part of the structure and the reason.
+// refusal (a part the document leaves out, a role without a weight of the
+// right shape, a factor the document lacks, a value this builder does not
+// support) is an error that names the part of the structure and the
+// reason.
 func Build(doc *semantics.Document, shapes Shapes) (*Program, error) {
 	if doc.Program != nil {
 		p, err := buildProgram(doc, shapes)
@@ -49,6 +52,13 @@ func Build(doc *semantics.Document, shapes Shapes) (*Program, error) {
 		}
 		return p, nil
 	}
+	if hs := doc.Holes(); len(hs) > 0 {
+		return nil, fmt.Errorf("program: the document is incomplete: %s is not expressed (%s); no program is built from it", hs[0].Address, hs[0].Problem)
+	}
+	return build(doc, shapes, nil)
+}
+
+func build(doc *semantics.Document, shapes Shapes, pass map[string]bool) (*Program, error) {
 	act, err := precision.ParseFormat(doc.Precision.Activations)
 	if err != nil {
 		return nil, fmt.Errorf("program: precision.activations: %w", err)
@@ -56,7 +66,7 @@ func Build(doc *semantics.Document, shapes Shapes) (*Program, error) {
 	b := &builder{
 		doc: doc, st: &doc.Structure, shapes: shapes, acts: act,
 		p:      &Program{Values: map[string]*Value{}},
-		stream: map[string]string{}, tokens: map[string]int{},
+		stream: map[string]string{}, tokens: map[string]int{}, pass: pass,
 	}
 	if err := b.build(); err != nil {
 		return nil, fmt.Errorf("program: %w", err)
@@ -71,7 +81,7 @@ func (b *builder) build() error {
 	if err := b.declareInputs(); err != nil {
 		return err
 	}
-	if err := b.jointOrder(); err != nil {
+	if err := b.jointOrder(); err != nil && !b.passesUnjoined() {
 		return err
 	}
 	model := b.begin("model", b.st.Model.Module)
@@ -83,8 +93,10 @@ func (b *builder) build() error {
 	if err := b.conditioning(); err != nil {
 		return err
 	}
-	if err := b.positions(); err != nil {
-		return err
+	if !b.skipPositions() {
+		if err := b.positions(); err != nil {
+			return err
+		}
 	}
 	for i := range b.st.Blocks {
 		if err := b.block(i, &b.st.Blocks[i]); err != nil {

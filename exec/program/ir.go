@@ -151,6 +151,10 @@ type Program struct {
 	Nodes    []Node
 	Segments []Segment
 	Outputs  []string // values one forward returns
+	// Passed names the values a partial program passes through an
+	// undetermined block (BuildPartial): not computed, so a check skips
+	// their taps.
+	Passed []string
 	// lastUse: value → index of the last node that reads it (Temps only).
 	lastUse map[string]int
 }

@@ -24,6 +24,7 @@ type Runner struct {
 	P   *Program
 	It  *Interpreter
 
+	build   func(*semantics.Document, Shapes) (*Program, error)
 	env     map[string]exec.Tensor // weights, inputs, constants
 	latents exec.Tensor
 	sigmas  []float32
@@ -34,6 +35,16 @@ type Runner struct {
 // NewRunner builds doc's program for the request in inputs, with the
 // weights from weights, and uploads both.
 func NewRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) (*Runner, error) {
+	return newRunner(b, doc, weights, inputs, Build)
+}
+
+// NewPartialRunner is NewRunner for a teacher-forced check of a document
+// with holes (BuildPartial); its results mean nothing free running.
+func NewPartialRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) (*Runner, error) {
+	return newRunner(b, doc, weights, inputs, BuildPartial)
+}
+
+func newRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source, build func(*semantics.Document, Shapes) (*Program, error)) (*Runner, error) {
 	shapes := Shapes{Weights: map[string][]int{}, Inputs: map[string][]int{}}
 	paths := doc.Structure.ParamPaths()
 	if doc.Program != nil {
@@ -53,11 +64,11 @@ func NewRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) 
 		}
 		shapes.Inputs[in.Role] = s
 	}
-	p, err := Build(doc, shapes)
+	p, err := build(doc, shapes)
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{B: b, Doc: doc, P: p, It: &Interpreter{B: b, P: p}, env: map[string]exec.Tensor{}}
+	r := &Runner{B: b, Doc: doc, P: p, It: &Interpreter{B: b, P: p}, build: build, env: map[string]exec.Tensor{}}
 	if err := r.load(weights, inputs); err != nil {
 		r.Close()
 		return nil, err
@@ -280,7 +291,7 @@ func (r *Runner) SetPrecision(pr semantics.Precision) error {
 			}
 		}
 	}
-	p, err := Build(&doc, shapes)
+	p, err := r.build(&doc, shapes)
 	if err != nil {
 		return err
 	}

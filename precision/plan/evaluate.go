@@ -30,6 +30,9 @@ type Options struct {
 	// MemoValues bounds the values the node memo keeps (0: 1<<27, 512 MiB
 	// of f32); past it the memo starts over.
 	MemoValues int
+	// Partial builds the program around the document's undetermined
+	// blocks (program.BuildPartial), for a teacher-forced check.
+	Partial bool
 }
 
 // Record is one boundary of one run: our value against the reference's.
@@ -133,7 +136,14 @@ type cmpResult struct {
 
 // NewEvaluator loads doc's program with the trace's weights and inputs.
 func NewEvaluator(b exec.Backend, ref *trace.Trace, doc *semantics.Document, o Options) (*Evaluator, error) {
-	r, err := program.NewRunner(b, doc, program.TraceParams(ref), program.TraceInputs(ref))
+	newRunner := program.NewRunner
+	if o.Partial {
+		if o.FreeRunning {
+			return nil, fmt.Errorf("plan: a partial program runs teacher forced only")
+		}
+		newRunner = program.NewPartialRunner
+	}
+	r, err := newRunner(b, doc, program.TraceParams(ref), program.TraceInputs(ref))
 	if err != nil {
 		return nil, err
 	}

@@ -47,10 +47,13 @@ func Discover(tr *trace.Trace) (*semantics.Document, error) {
 }
 
 // Run discovers the semantics document of the reference in tr. It fails
-// when the trace has no discoverable structure (no model call, embedder
-// or block), when the file cannot be hashed, or when the document it makes
-// does not validate; everything else the trace cannot decide goes to the
-// document's undetermined list, with the reason.
+// when the trace has nothing to discover (no model call with parameters,
+// or neither a block nor an embedder), when the file cannot be hashed, or
+// when the document it makes does not validate; everything else the trace
+// cannot decide goes to the document's undetermined list, with the reason,
+// and a part of the structure it cannot read makes the document partial
+// (status incomplete; semantics.Hole). The self-check that settles the
+// status of the rest is package check's, run after the precision search.
 func Run(ctx context.Context, tr *trace.Trace, o Options) (*Result, error) {
 	d := &discovery{tr: tr, opts: o, res: &Result{}}
 	if err := d.run(ctx); err != nil {
@@ -138,10 +141,21 @@ func (d *discovery) run(ctx context.Context) error {
 			return fmt.Errorf("discover: %s: %w", s.name, err)
 		}
 	}
-	d.doc.Factors, d.doc.Undetermined = merge(d.entries, d.st, d.opts.Search, d.doc.Undetermined)
+	entries, und := placed(d.entries, d.st)
+	d.doc.Undetermined = append(d.doc.Undetermined, und...)
+	d.doc.Factors, d.doc.Undetermined = merge(entries, d.st, d.opts.Search, d.doc.Undetermined)
 	d.doc.Precision = d.precision()
 	if d.doc.Undetermined == nil {
 		d.doc.Undetermined = []semantics.Undetermined{}
+	}
+	if d.doc.Factors == nil { // a partial document may have none: [] not null
+		d.doc.Factors = []semantics.Factor{}
+	}
+	if len(d.doc.Holes()) > 0 {
+		// Parts of the structure discovery could not read: a partial
+		// document, each part named in undetermined (the self-check,
+		// package check, settles the status of the rest).
+		d.doc.Status = semantics.StatusIncomplete
 	}
 	if err := d.doc.Validate(); err != nil {
 		return fmt.Errorf("discover: the document made from %s does not validate: %w", d.tr.Path, err)
@@ -266,9 +280,16 @@ func (d *discovery) sampler(ctx context.Context, ph *Phase) error {
 // blocks: each block's factors, and what its structure forces.
 func (d *discovery) blocks(ctx context.Context, ph *Phase) error {
 	n := len(d.st.Blocks)
+	holes := map[string]bool{}
+	for _, h := range d.doc.Holes() {
+		holes[h.Address] = true
+	}
 	for i, blk := range d.st.Blocks {
 		d.progress("blocks", i, n)
 		addr := semantics.BlockAddress(i)
+		if holes[addr] {
+			continue // the structure's entry says why it was not read
+		}
 		fs, obj, err := factors.Block(d.tr, d.st, i)
 		if err != nil {
 			d.undetermined("blocks", addr, "%v", err)
@@ -381,6 +402,10 @@ func (d *discovery) positions(ctx context.Context, ph *Phase) error {
 	}
 	d.progress("positions", 0, 1)
 	layout, jo := d.agreed("rope_layout"), d.agreed("joint_order")
+	if layout == "" && !d.measured("rope_layout") {
+		d.undetermined("rope_axes", "positions", "the RoPE layout is read from the blocks, and no block's was measured")
+		return nil
+	}
 	if layout == "" {
 		d.undetermined("rope_axes", "positions", "the blocks do not agree on a RoPE layout")
 		return nil
@@ -414,6 +439,16 @@ func (d *discovery) positions(ctx context.Context, ph *Phase) error {
 	d.collect(r, nil, "")
 	d.progress("positions", 1, 1)
 	return nil
+}
+
+// measured reports whether an entry of the factor exists.
+func (d *discovery) measured(name string) bool {
+	for _, e := range d.entries {
+		if e.f.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // agreed is the value the entries of a model-level factor agree on ("" when

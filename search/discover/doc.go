@@ -38,6 +38,16 @@
 // a single candidate is written with margin 1, not decisive, and a note
 // giving the error it reproduces its boundary with.
 //
+// # Partial documents
+//
+// A part of the structure outside what search/structure reads (no block
+// holds an attention, a block whose attention it cannot reproduce, a
+// stream without an embedder) is left out of the document and named in
+// undetermined (a structure entry at its address); the document is then
+// incomplete and every factor that could still be observed is written,
+// with its margin. Blocks left undetermined are not searched for factors;
+// a reading at an address the structure lacks is not written (placed).
+//
 // # Precision
 //
 // The document's precision is a placeholder a generator can run with

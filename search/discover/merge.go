@@ -280,6 +280,35 @@ func merge(entries []entry, st *semantics.Structure, o search.Options, und []sem
 	return out, und
 }
 
+// placed keeps the entries whose address the structure has. One it lacks
+// (a block-level reading of a model-level part the structure does not
+// have: rope_layout at positions in a model without RoPE tables) is not
+// written: where the reading is that the part is absent (rope_layout
+// none) the two agree and nothing is said; otherwise the reading is
+// listed as undetermined.
+func placed(entries []entry, st *semantics.Structure) ([]entry, []semantics.Undetermined) {
+	addrs := map[string]bool{}
+	for _, a := range st.Addresses() {
+		addrs[a] = true
+	}
+	var kept []entry
+	var und []semantics.Undetermined
+	said := map[string]bool{}
+	for _, e := range entries {
+		if addrs[e.addr] {
+			kept = append(kept, e)
+			continue
+		}
+		if e.f.Name == "rope_layout" && fmt.Sprint(e.f.Value) == "none" || said[e.f.Name+" "+e.addr] {
+			continue
+		}
+		said[e.f.Name+" "+e.addr] = true
+		und = append(und, semantics.Undetermined{Name: e.f.Name, Scope: e.addr, Reason: fmt.Sprintf(
+			"%s reads %v, but the structure has no %s: not written", e.origin(), e.f.Value, e.addr)})
+	}
+	return kept, und
+}
+
 // globs lists the scopes to try for a factor's address groups, coarsest
 // first: "*" when they span more than one component, "blocks.*.<suffix>"
 // from the shortest suffix, "blocks.*", then each literal address.

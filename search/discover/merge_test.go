@@ -101,3 +101,37 @@ func TestMarginText(t *testing.T) {
 		}
 	}
 }
+
+// TestPlaced: readings at an address the structure lacks are not written
+// (so the document validates); "no RoPE" where the structure has no
+// positions agrees and says nothing, any other reading is undetermined.
+func TestPlaced(t *testing.T) {
+	layouts := []any{"none", "interleaved", "half"}
+	st := &semantics.Structure{Blocks: []semantics.Block{{}}}
+	none := measured("rope_layout", "positions", layouts, 1e-7, 1, 1)
+	none.from = "blocks.0"
+	half := measured("rope_layout", "positions", layouts, 1, 1, 1e-7)
+	gate := measured("gate_fn", "blocks.0", []any{"identity", "tanh"}, 1e-7, 1e-2)
+	for _, c := range []struct {
+		name    string
+		entries []entry
+		kept    int
+		und     string
+	}{
+		{"no RoPE, no positions", []entry{none, gate}, 1, ""},
+		{"a layout, no positions", []entry{half, half, gate}, 1, "rope_layout positions"},
+		{"every address present", []entry{gate}, 1, ""},
+	} {
+		kept, und := placed(c.entries, st)
+		var got []string
+		for _, u := range und {
+			got = append(got, u.Name+" "+u.Scope)
+			if !strings.Contains(u.Reason, "not written") {
+				t.Errorf("%s: reason %q", c.name, u.Reason)
+			}
+		}
+		if len(kept) != c.kept || strings.Join(got, "|") != c.und {
+			t.Errorf("%s: kept %d, undetermined %v; want %d, %q", c.name, len(kept), got, c.kept, c.und)
+		}
+	}
+}

@@ -201,16 +201,37 @@ func (b *block) loadTables() error {
 			b.tables = append(b.tables, tableSrc{cos: t.v, w: t.width(), rows: t.tokens(), complex: true, f: t.f})
 			continue
 		}
-		reals = append(reals, t)
+		if unitBounded(t.v) {
+			reals = append(reals, t)
+		}
 	}
-	for j := 0; j+1 < len(reals); j += 2 {
+	// Consecutive real arguments of one shape are a pair (an attention
+	// mask, a position id array or anything else between them is not a
+	// table: tables are bounded by 1 and come in pairs).
+	for j := 0; j+1 < len(reals); j++ {
 		c, s := reals[j], reals[j+1]
+		if !slices.Equal(c.shape, s.shape) || len(c.v)%max(c.width(), 1) != 0 {
+			continue
+		}
 		if mean(s.v) > mean(c.v) {
 			c, s = s, c
 		}
 		b.tables = append(b.tables, tableSrc{cos: c.v, sin: s.v, w: c.width(), rows: c.tokens(), f: c.f})
+		j++
 	}
 	return nil
+}
+
+// unitBounded: every value finite and within [−1, 1] (and the rounding of
+// a stored format), as cos and sin tables are.
+func unitBounded(x []float32) bool {
+	const tol = 1.0 / 128 // bf16 rounds 1 − ε up to at most 1 + 2⁻⁸
+	for _, v := range x {
+		if !(v >= -1-tol && v <= 1+tol) {
+			return false
+		}
+	}
+	return len(x) > 0
 }
 
 func mean(x []float32) float64 {

@@ -48,8 +48,14 @@ func (b *block) ropeTables(ord []int, layout string) (attn.Tables, bool) {
 	for _, s := range b.sets {
 		total += s.rows
 	}
+	// A table shorter than the rows it must cover (its rows counted on
+	// an axis other than the one its values fill) is not these rows' table.
+	fits := func(c, s []float64, w, rows int) bool { return w > 0 && len(c) >= rows*w && len(s) >= rows*w }
 	if len(b.tables) == 1 && b.tables[0].rows == total {
 		c, s, w := expand(b.tables[0])
+		if !fits(c, s, w, total) {
+			return attn.Tables{}, false
+		}
 		return attn.Tables{Cos: c[:total*w], Sin: s[:total*w], W: w}, true
 	}
 	if len(b.tables) != len(b.sets) {
@@ -64,6 +70,9 @@ func (b *block) ropeTables(ord []int, layout string) (attn.Tables, bool) {
 			}
 		}
 		c, s, w := expand(b.tables[j])
+		if !fits(c, s, w, b.sets[i].rows) {
+			return attn.Tables{}, false
+		}
 		t.Cos, t.Sin, t.W = append(t.Cos, c[:b.sets[i].rows*w]...), append(t.Sin, s[:b.sets[i].rows*w]...), w
 	}
 	return t, true

@@ -434,6 +434,12 @@ func thetaOf(freq []float64, axes []int) float64 {
 	var est []float64
 	first := 0
 	for _, d := range axes {
+		if first+d/2 > len(freq) {
+			// No frequencies read for this axis (readAxes could not read
+			// the tables in this layout: a cat([cos, cos]) table read as
+			// interleaved pairs): no estimate.
+			break
+		}
 		var sum float64
 		n := 0
 		for i := 1; i < d/2; i++ {

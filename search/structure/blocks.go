@@ -58,7 +58,7 @@ func (d *discoverer) findBlocks() error {
 		}
 	}
 	if len(best) == 0 {
-		return fmt.Errorf("%s: %w: no call under the model call %s holds an attention (three projections of the same rows)", d.tr.Path, errNoBlocks, d.g.root.c.Module)
+		return fmt.Errorf("%w: no call under the model call %s holds an attention (three projections of the same rows)", errNoBlocks, d.g.root.c.Module)
 	}
 	d.blocks = best
 	d.sigs = make([]string, len(best))

@@ -56,8 +56,10 @@ type discoverer struct {
 // Discover reads the structure of the model in tr from its call tree,
 // tensor shapes, parameter shapes and captured values (never from a
 // module, class or parameter name). What it cannot decide is returned as
-// undetermined, with the reason; the error is for traces it cannot read at
-// all (no model call, no blocks).
+// undetermined, with the reason (a part it cannot read at all, such as
+// the blocks or an embedder, is left out and named there); the error is
+// for traces with nothing to discover (no model call with parameters, no
+// block and no embedder).
 func Discover(tr *trace.Trace) (semantics.Structure, []semantics.Undetermined, error) {
 	d := &discoverer{tr: tr, v: newValues(tr), linears: map[*node]linearInfo{}, tokens: map[string]int{}, used: map[string]bool{}}
 	if err := d.discover(); err != nil {
@@ -80,10 +82,21 @@ func (d *discoverer) discover() error {
 		}
 	}
 	if err := d.findBlocks(); err != nil {
-		return err
+		if !errors.Is(err, errNoBlocks) {
+			return err
+		}
+		// A partial structure: what comes before and after blocks is
+		// still read; the document says none were found.
+		d.undetermined("structure.blocks", "blocks", "%v", err)
 	}
 	if err := d.findEmbedders(); err != nil {
 		return err
+	}
+	if d.st.Hidden == 0 {
+		if len(d.blocks) == 0 {
+			return fmt.Errorf("%s: nothing to discover: no call holds an attention and no linear or table reads a request input", d.tr.Path)
+		}
+		d.hiddenFromBlocks()
 	}
 	d.findCond()
 	d.findConditioning()

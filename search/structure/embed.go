@@ -62,7 +62,8 @@ func (d *discoverer) findEmbedders() error {
 		}
 	}
 	if d.st.Hidden == 0 {
-		return fmt.Errorf("%s: no embedder found: no linear or table outside the blocks reads a request input", d.tr.Path)
+		d.undetermined("structure.embedders", "model", "no embedder found: no linear or table outside the blocks reads a request input")
+		return nil
 	}
 	for _, s := range []string{image, text} {
 		if n, ok := d.tokens[s]; ok {
@@ -73,6 +74,18 @@ func (d *discoverer) findEmbedders() error {
 		d.undetermined("structure.streams", "model", "the image and text streams both have %d rows: which weight set serves which stream is read from row counts and cannot be told apart", n)
 	}
 	return nil
+}
+
+// hiddenFromBlocks: without an embedder, the hidden width is what the
+// first block's first float argument of several rows holds (its streams
+// stay unknown: no embedder says which rows are whose).
+func (d *discoverer) hiddenFromBlocks() {
+	for _, p := range d.blocks[0].ins {
+		if p.float() && tokensOf(p) >= 2 {
+			d.st.Hidden = p.width()
+			return
+		}
+	}
 }
 
 func (d *discoverer) setHidden(w int) {

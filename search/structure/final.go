@@ -14,6 +14,7 @@ func (d *discoverer) findFinal() {
 	f := &d.st.Final
 	f.Roles = map[string]semantics.Role{}
 	if len(d.blocks) == 0 {
+		d.undetermined("structure.final", "final", "the stage after the blocks is read from where they end, and no block was found")
 		return
 	}
 	last := d.blocks[len(d.blocks)-1].subtree()

@@ -26,6 +26,9 @@ func (t table) rows() int { return tokensOf(t.cos) }
 // pairs of one shape (cos has the larger mean: cos θ ≈ 1 where the angle
 // is small), complex ones alone.
 func (d *discoverer) findTables() {
+	if len(d.blocks) == 0 {
+		return // no block reads tables
+	}
 	b := d.blocks[0]
 	var reals []port
 	for _, p := range b.ins {

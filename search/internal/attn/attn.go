@@ -7,7 +7,8 @@ package attn
 import (
 	"math"
 	"runtime"
-	"sync"
+
+	"zflow/internal/workers"
 )
 
 // RoPE layouts (the rope_layout factor's values).
@@ -200,16 +201,12 @@ func parallel(n int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var wg sync.WaitGroup
+	var g workers.Group
 	for k := range w {
 		lo, hi := k*n/w, (k+1)*n/w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
+		g.Go(func() { fn(lo, hi) })
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 // Compare is the rel-RMS of ours (one set's output at the sample) against
