@@ -192,7 +192,7 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 		if rrel <= outputTolerance(rdoc) {
 			return rdoc, nil
 		}
-		fmt.Fprintf(stderr, "discover: the recipes' document reproduces the output to rel-RMS %.3g only; searching the program\n", rrel)
+		fmt.Fprintf(stderr, "discover: the recipes' document misses the output by rel-RMS %.3g; searching the program\n", rrel)
 	} else {
 		fmt.Fprintf(stderr, "discover: the recipes do not fit (%v); searching the program\n", rerr)
 	}

@@ -151,8 +151,12 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 	}
 	out := outs[e.pick]
 	em.p.Nodes = append(em.p.Nodes, program.Node{Op: e.op, In: in, Out: outs, Role: role, Attrs: e.attrs})
-	if rounds(e.op) && e.out != em.act {
-		em.rules = append(em.rules, semantics.PrecisionRule{Op: e.op.String(), Role: role, Out: e.out.String(), Pinned: true})
+	if rounds(e.op) && (e.out != em.act || e.math != 0) {
+		r := semantics.PrecisionRule{Op: e.op.String(), Role: role, Out: e.out.String(), Pinned: true}
+		if e.math != 0 {
+			r.Math = e.math.String()
+		}
+		em.rules = append(em.rules, r)
 	}
 	v.name = out
 	em.tapAll(v)

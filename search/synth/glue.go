@@ -440,7 +440,11 @@ func sliceData(v *val, ax, start, end int) []float32 {
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
-func (s *synth) joined(t *val, vals []*val) *val {
+func (s *synth) joined(t *val, vals []*val) *val { return s.joinedAt(t, vals, 0) }
+
+// joinedAt is joined with pieces that are themselves joins (depth ≤ 1):
+// two streams' attention rows joined, then joined with an MLP's columns.
+func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 	tol := tolerance(t.format)
 	for ax := range t.shape {
 		if t.shape[ax] < 2 {
@@ -466,6 +470,25 @@ func (s *synth) joined(t *val, vals []*val) *val {
 				shape[ax] = n
 				found = s.reshape(v, shape) // the piece, in t's layout
 				break
+			}
+			if found == nil && depth == 0 {
+				// a piece that is itself a join of values
+				for _, v := range vals {
+					if v.opaque || v.numel()%rest != 0 {
+						continue
+					}
+					n := v.numel() / rest
+					if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
+						continue
+					}
+					shape := slices.Clone(t.shape)
+					shape[ax] = n
+					sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format}
+					if w := s.joinedAt(sub, vals, depth+1); w != nil {
+						found = w
+						break
+					}
+				}
 			}
 			if found == nil {
 				break

@@ -388,8 +388,12 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 		for _, shift := range []float32{0, 1} {
 			for _, scale := range []float32{1, 1000} {
 				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: scale, MaxPeriod: 10000}
-				cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
-					label: fmt.Sprintf("flip=%v shift=%g scale=%g", flip, shift, scale)})
+				// the reference's exp and division variants decide large
+				// arguments (a guidance scale of 6000)
+				for _, m := range []exec.Math{exec.MathPrecise, exec.MathRecipDiv, exec.MathFastExp, exec.MathFastExp | exec.MathRecipDiv} {
+					cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
+						math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g math=%s", flip, shift, scale, m)})
+				}
 			}
 		}
 	}

@@ -233,6 +233,7 @@ func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 	if len(ops) > 8 {
 		ops = ops[:8]
 	}
+	ops = append(ops, s.rowSlices(t, vals)...)
 	for _, x := range ops {
 		for _, y := range ops {
 			if x == y {
@@ -290,4 +291,25 @@ type gateRecord struct {
 	fn              exec.ActKind
 	gate            vec
 	candidates      []semantics.Candidate
+}
+
+// rowSlices are the first and the last rows of the scope's longer
+// sequences, cut to t's rows: one stream's part of a joined sequence
+// (a residual computed over the joined rows, then split).
+func (s *synth) rowSlices(t *val, vals []*val) []*val {
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[2] != t.shape[2] || v.shape[1] <= t.shape[1] {
+			continue
+		}
+		for _, start := range []int{0, v.shape[1] - t.shape[1]} {
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{v}, out: v.format, label: "rows"}); c != nil {
+				out = append(out, c)
+			}
+		}
+		if len(out) >= 8 {
+			break
+		}
+	}
+	return out
 }

@@ -62,8 +62,9 @@ type expr struct {
 	attrs program.Attrs
 	args  []*val // nil entries: absent optional inputs
 	out   precision.Format
-	label string // what it is, for evidence ("silu", "causal", ...)
-	pick  int    // which result of a multi-result op
+	label string    // what it is, for evidence ("silu", "causal", ...)
+	pick  int       // which result of a multi-result op
+	math  exec.Math // math variants (the reference's exp, its division)
 	// shapes: every result's shape (multi-result ops), set by run.
 	shapes [][]int
 	// node: the expression of result 0 when this is another result of
@@ -133,7 +134,7 @@ func (ev *evaluator) run(e *expr) (*val, error) {
 		}
 		ins[i] = t
 	}
-	n := program.Node{Op: e.op, Attrs: e.attrs, Spec: exec.Spec{Out: e.out}}
+	n := program.Node{Op: e.op, Attrs: e.attrs, Spec: exec.Spec{Out: e.out, Math: e.math}}
 	ev.evals++
 	outs, err := program.RunNode(ev.b, &n, ins)
 	if err != nil {
