@@ -163,8 +163,15 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 		}
 		return res.Doc, nil
 	}
-	programs := func() (*semantics.Document, error) {
+	programs := func() (doc *semantics.Document, err error) {
 		t0 := time.Now()
+		// a failure inside the program search is reported as one, so that
+		// auto still writes the recipes' (partial) document
+		defer func() {
+			if r := recover(); r != nil {
+				doc, err = nil, fmt.Errorf("program search: internal error: %v (please report)", r)
+			}
+		}()
 		res, err := synth.Discover(ctx, tr, o.trace)
 		if err != nil {
 			return nil, err

@@ -22,6 +22,7 @@ type attnChoice struct {
 	result    *val
 	qNorm     *leafFit // the fit of the value q was read from (a q norm)
 	rows      int      // the first row of the target in the attention's rows (-1: all)
+	bias      *val     // an additive score bias the scope holds (a mask, a position bias), or nil
 	ropeAfter bool
 }
 
@@ -139,7 +140,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	for i := range min(3, len(all)) {
 		ch := all[i]
 		if ch.score > tolerance(t.format) {
-			s.refine(&ch, t)
+			s.refine(&ch, t, biases(sc, ch.q, ch.k))
 		}
 		if best == nil || ch.score < best.score {
 			c := ch
@@ -172,9 +173,10 @@ func cmpFloat(a, b float64) int {
 // variant (ALiBi or not; a sliding window or not, on causal choices) the
 // scale and the logit cap are fitted by coordinate descent, and the best
 // variant is kept when it lowers the error.
-func (s *synth) refine(ch *attnChoice, t *val) {
+func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
+	var curBias *val
 	eval := func(p exec.AttentionParams) (float64, *val) {
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, curBias}, out: t.format}
 		if ch.q.shape[1] == t.shape[1] {
 			v, sc := s.ev.score(e, t)
 			return sc, v
@@ -229,34 +231,61 @@ func (s *synth) refine(ch *attnChoice, t *val) {
 		return p
 	}
 	best, bestSc := ch.params, ch.score
-	for _, alibi := range []bool{false, true} {
-		for _, win := range []bool{false, true} {
-			if win && ch.params.Mask != exec.MaskCausal {
-				continue
-			}
-			p := ch.params
-			p.ALiBi = alibi
-			if win {
-				p = window(p)
-				if p.Window == 0 {
+	var bestBias *val
+	for _, b := range append([]*val{nil}, bias...) {
+		curBias = b
+		for _, alibi := range []bool{false, true} {
+			for _, win := range []bool{false, true} {
+				if win && ch.params.Mask != exec.MaskCausal {
 					continue
 				}
-			}
-			p = continuous(p)
-			if win {
-				p = window(p)
-			}
-			if sc := score(p); sc < bestSc {
-				best, bestSc = p, sc
+				p := ch.params
+				p.ALiBi = alibi
+				if win {
+					p = window(p)
+					if p.Window == 0 {
+						continue
+					}
+				}
+				p = continuous(p)
+				if win {
+					p = window(p)
+				}
+				if sc := score(p); sc < bestSc {
+					best, bestSc, bestBias = p, sc, b
+				}
 			}
 		}
+		if bestSc <= tolerance(t.format) {
+			break
+		}
 	}
+	curBias = bestBias
 	if bestSc < ch.score {
 		sc, v := eval(best)
-		ch.params, ch.score, ch.result = best, sc, v
-		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g", best.Window, best.ALiBi, best.Softcap, best.Scale)
+		ch.params, ch.score, ch.result, ch.bias = best, sc, v, bestBias
+		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil)
 	}
 	s.simplify(ch, eval, tolerance(t.format))
+}
+
+// biases are the scope's values attention may add to its scores: float
+// tensors whose last axis is the keys and whose rows are the queries or
+// one (an additive mask, a position bias), read as [B or B·H, .., Sq|1, Sk].
+func biases(sc *scope, q, k *val) []*val {
+	var out []*val
+	sq, sk := q.shape[1], k.shape[1]
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || n < 3 || v.shape[n-1] != sk || (v.shape[n-2] != sq && v.shape[n-2] != 1) || v.integral() && allOnes(v) {
+			continue
+		}
+		out = append(out, v)
+		if len(out) == 4 {
+			break
+		}
+	}
+	return out
 }
 
 // searchParam minimises f over [lo, hi] by golden section on a log scale

@@ -189,7 +189,7 @@ func (em *emitter) constScalar(v *val) {
 func (em *emitter) iota(v *val) {
 	v.name = em.addValue(&program.Value{Name: "const:positions", Kind: program.Const,
 		Shape: slices.Clone(v.shape), Data: slices.Clone(v.data), Format: precision.F32})
-	em.notes[v.name] = "positions 0…n−1 along the last axis (made from the request's shape)"
+	em.notes[v.name] = fmt.Sprintf("positions %g…%g along the last axis (made from the request's shape)", v.data[0], v.data[0]+float32(v.shape[len(v.shape)-1]-1))
 	em.tapAll(v)
 }
 

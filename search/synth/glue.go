@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"strings"
 
 	"math/big"
 	"slices"
@@ -52,7 +53,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.summed, s.pooled,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.summed, s.pooled, s.projected,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) }} {
 		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
@@ -567,6 +568,48 @@ func (s *synth) summed(t *val, vals []*val) *val {
 				}
 				if w, _ := s.best(t, cands); w != nil {
 					return w
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// projected explains t as a linear of a value by a matrix parameter the
+// call holds itself (F.linear(x, self.weight, self.bias) in a forward),
+// stored [out, in] or [in, out], with a vector parameter as bias or none.
+func (s *synth) projected(t *val, vals []*val) *val {
+	var mats, vecs []*val
+	for _, v := range vals {
+		if v.from != nil || len(v.keys) != 0 || !strings.HasPrefix(v.name, "param:") {
+			continue
+		}
+		switch len(v.shape) {
+		case 2:
+			mats = append(mats, v)
+		case 1:
+			vecs = append(vecs, v)
+		}
+	}
+	if len(mats) == 0 || len(t.shape) == 0 {
+		return nil
+	}
+	out := t.shape[len(t.shape)-1]
+	for _, x := range vals {
+		if x.opaque || len(x.shape) != len(t.shape) || !slices.Equal(x.shape[:len(x.shape)-1], t.shape[:len(t.shape)-1]) {
+			continue
+		}
+		for _, w := range mats {
+			for _, b := range append([]*val{nil}, vecs...) {
+				if b != nil && b.shape[0] != out {
+					continue
+				}
+				params := []*val{w}
+				if b != nil {
+					params = append(params, b)
+				}
+				if v := s.fitLinear(x, params, t); v != nil {
+					return v
 				}
 			}
 		}

@@ -43,7 +43,8 @@ func TestIsIota(t *testing.T) {
 	}{
 		{[]int{1, 4}, []float32{0, 1, 2, 3}, true},
 		{[]int{2, 3}, []float32{0, 1, 2, 0, 1, 2}, true},
-		{[]int{1, 4}, []float32{1, 2, 3, 4}, false},
+		{[]int{1, 4}, []float32{2, 3, 4, 5}, true}, // an offset (a learned table read from 2)
+		{[]int{1, 4}, []float32{0, 2, 4, 6}, false},
 		{[]int{1, 1}, []float32{0}, false},
 	} {
 		if got := isIota(&val{shape: tc.shape, data: tc.data}); got != tc.want {

@@ -244,18 +244,20 @@ func (s *synth) param(name string) (*val, error) {
 	return v, nil
 }
 
-// isIota reports whether v holds 0…n−1 along its last axis in every row.
+// isIota reports whether v holds c…c+n−1 along its last axis in every
+// row (positions; c an offset such as a learned table's 2).
 func isIota(v *val) bool {
 	if len(v.shape) == 0 || v.numel() == 0 {
 		return false
 	}
 	n := v.shape[len(v.shape)-1]
+	c := v.data[0]
 	for i, x := range v.data {
-		if x != float32(i%n) {
+		if x != float32(i%n)+c {
 			return false
 		}
 	}
-	return n > 1
+	return n > 1 && c >= 0 && c <= 16
 }
 
 // markUsed marks v, and what it moves, as read by a call.
