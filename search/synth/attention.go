@@ -50,7 +50,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	if len(triples) == 0 {
 		return nil
 	}
-	tables := ropeTables(sc)
+	tables := s.ropeTables(sc)
 	var headDims []int
 	for _, tb := range tables {
 		headDims = append(headDims, tb[0].shape[len(tb[0].shape)-1])
@@ -472,8 +472,13 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 
 // ropeTables are the (cos, sin) pairs among the scope's values: two
 // consecutive values of one shape with cos² + sin² = 1.
-func ropeTables(sc *scope) [][2]*val {
+func (s *synth) ropeTables(sc *scope) [][2]*val {
 	var out [][2]*val
+	for _, v := range sc.vals {
+		if c, sn := s.complexTable(v); c != nil {
+			out = append(out, [2]*val{c, sn})
+		}
+	}
 	for i := 0; i+1 < len(sc.vals); i++ {
 		c, sn := sc.vals[i], sc.vals[i+1]
 		if c.opaque && sn.opaque {
@@ -493,4 +498,36 @@ func allOnes(v *val) bool {
 		}
 	}
 	return true
+}
+
+// complexTable reads a complex RoPE table [.., D/2, 2] (unit (re, im)
+// pairs, multiplied into adjacent pairs of channels) as the cos and sin
+// tables [.., D] of an interleaved rotation: each of re and im repeated
+// for its pair. nil when v is not one.
+func (s *synth) complexTable(v *val) (*val, *val) {
+	n := len(v.shape)
+	if v.opaque || n < 2 || v.shape[n-1] != 2 || v.numel() < 4 {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(v.data); i += 2 {
+		r := float64(v.data[i])*float64(v.data[i]) + float64(v.data[i+1])*float64(v.data[i+1])
+		if math.Abs(r-1) > 0.05 {
+			return nil, nil
+		}
+	}
+	half := v.shape[n-2]
+	lead := slices.Clone(v.shape[:n-2])
+	part := func(i int) *val {
+		c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + 1}, args: []*val{v}, out: v.format})
+		if c == nil {
+			return nil
+		}
+		rep := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{c, c}, out: v.format, label: "pairs"})
+		return s.reshape(rep, append(lead, 2*half))
+	}
+	c, sn := part(0), part(1)
+	if c == nil || sn == nil {
+		return nil, nil
+	}
+	return c, sn
 }

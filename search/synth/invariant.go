@@ -107,7 +107,8 @@ func (s *synth) varying(args []*val) bool {
 // equal at every step and the call computing it reads only arguments that
 // vary; it reports whether it did.
 func (s *synth) shapeConstant(v *val, args []*val) bool {
-	if !s.varying(args) {
+	// a call without tensor arguments computes from settings and shapes
+	if len(args) > 0 && !s.varying(args) || len(s.tr.Steps()) < 2 {
 		return false
 	}
 	if !s.invariant(func(step int) ([]float32, bool) { return s.at(v, step) }, 0) {

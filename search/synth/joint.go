@@ -28,7 +28,7 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 	}
 	rows := t.shape[1]
 	mine := byRows[rows]
-	tables := ropeTables(sc)
+	tables := s.ropeTables(sc)
 	var best *jointChoice
 	var evidence []semantics.Candidate
 	for other, theirs := range byRows {
@@ -82,7 +82,8 @@ type jointChoice struct {
 type jointRope struct {
 	layout exec.RopeLayout // 0: none
 	tb     [2]*val
-	part   int // 0: joined rows, 1: first stream, 2: second stream
+	part   int     // 0: joined rows, 1: first stream, 2: second stream, 3: each its own (tb, tb2)
+	tb2    [2]*val // the second stream's tables (part 3)
 }
 
 func jointRopes(tables [][2]*val, r1, r2 int) []jointRope {
@@ -95,6 +96,11 @@ func jointRopes(tables [][2]*val, r1, r2 int) []jointRope {
 				out = append(out, jointRope{layout: l, tb: tb})
 			case r1:
 				out = append(out, jointRope{layout: l, tb: tb, part: 1})
+				for _, tb2 := range tables {
+					if tb2 != tb && tb2[0].numel()/tb2[0].shape[len(tb2[0].shape)-1] == r2 {
+						out = append(out, jointRope{layout: l, tb: tb, tb2: tb2, part: 3})
+					}
+				}
 			case r2:
 				out = append(out, jointRope{layout: l, tb: tb, part: 2})
 			}
@@ -154,6 +160,7 @@ func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, r
 		}
 		return s.rotate(x, rope.tb, rope.layout, heads, d)
 	}
+	rot2 := func(x *val) *val { return s.rotate(x, rope.tb2, rope.layout, heads, d) }
 	var q, k *val
 	switch rope.part {
 	case 0:
@@ -162,6 +169,8 @@ func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, r
 		q, k = join(rot(first[0]), second[0]), join(rot(first[1]), second[1])
 	case 2:
 		q, k = join(first[0], rot(second[0])), join(first[1], rot(second[1]))
+	case 3:
+		q, k = join(rot(first[0]), rot2(second[0])), join(rot(first[1]), rot2(second[1]))
 	}
 	v := join(first[2], second[2])
 	if q == nil || k == nil || v == nil {

@@ -21,30 +21,43 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	}
 	d := cosT.shape[len(cosT.shape)-1]
 	rows := cosT.numel() / d
+	// positions: one column (a sequence) or one per axis ([rows, k] ids)
 	var pos *val
+	naxes := 0
 	for _, x := range xs {
-		if x.integral() && x.numel() == rows {
-			pos = x
+		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= 3 {
+			pos, naxes = x, x.numel()/rows
 		}
 	}
 	if pos == nil || d%2 != 0 {
 		return nil, nil
 	}
-	p2 := s.reshape(pos, []int{rows, 1})
+	p2 := s.reshape(pos, []int{rows, naxes})
 	if p2 == nil {
 		return nil, nil
 	}
 	var cands []*expr
 	var pairs [][2]*expr
-	_ = cands
 	for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
-		for _, theta := range thetaCandidates(cosT, pos, d, layout) {
-			for _, ff := range []precision.Format{precision.F32, precision.F64} {
-				p := exec.RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: ff, AngleFormat: precision.F32}
-				label := fmt.Sprintf("%s theta=%g freq=%s", layout, theta, ff)
-				c := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{p2}, out: cosT.format, label: label}
-				cands = append(cands, c)
-				pairs = append(pairs, [2]*expr{c, pickOf(c, 1)})
+		splits := evenSplits(d, naxes)
+		if layout == exec.RopeHalf && naxes > 1 {
+			continue // per axis [f, f]: not how a half layout over several axes is laid out
+		}
+		thetas := []float64{10000}
+		if naxes == 1 {
+			thetas = thetaCandidates(cosT, pos, d, layout)
+		}
+		for _, axes := range splits {
+			for _, theta := range thetas {
+				for _, ff := range []precision.Format{precision.F32, precision.F64} {
+					for _, af := range []precision.Format{precision.F32, precision.F64} {
+						p := exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: layout, FreqFormat: ff, AngleFormat: af}
+						label := fmt.Sprintf("%s axes %v theta=%g freq=%s angle=%s", layout, axes, theta, ff, af)
+						c := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{p2}, out: cosT.format, label: label}
+						cands = append(cands, c)
+						pairs = append(pairs, [2]*expr{c, pickOf(c, 1)})
+					}
+				}
 			}
 		}
 	}

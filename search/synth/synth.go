@@ -44,6 +44,8 @@ type synth struct {
 	patchLayouts []string
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
+	// sigma is σ_i, the step input every timestep argument is made from.
+	sigma *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
 }
@@ -125,6 +127,11 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	}
 	s.em.p.Outputs = []string{name}
 	factors = append(factors, s.readFactors()...)
+	if drive.run == "flow_euler" {
+		// the program's timestep input is σ_i in f32: it makes the model's
+		// timestep argument itself
+		s.em.rules = append(s.em.rules, semantics.PrecisionRule{Op: "cast", Role: "sampler.timestep", Out: "f32", Pinned: true})
+	}
 	doc := &semantics.Document{
 		Format: semantics.FormatName, Version: semantics.ProgramVersion,
 		Source:    semantics.Source{Trace: path, Producer: tr.Manifest.Producer},
@@ -303,9 +310,12 @@ func (s *synth) outputShape() []int {
 // dtype); each candidate is the program's own expression, evaluated at
 // every step against the argument.
 func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
-	sig := &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
-		perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
-	s.em.bindLeaf(sig, program.StepInput, program.StepTimestep, "timestep")
+	if s.sigma == nil {
+		s.sigma = &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
+			perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
+		s.em.bindLeaf(s.sigma, program.StepInput, program.StepTimestep, "timestep")
+	}
+	sig := s.sigma
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()
 	one := s.constant(1)

@@ -41,7 +41,11 @@ func (s *synth) capture(key string) (*val, error) {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	s.seq++
-	return &val{shape: slices.Clone(t.Shape), data: slices.Clone(data), format: formatOf(t.DType), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
+	shape := slices.Clone(t.Shape)
+	if c := t.DType.Components(); c > 1 {
+		shape = append(shape, c) // complex: (real, imaginary) pairs on a last axis
+	}
+	return &val{shape: shape, data: slices.Clone(data), format: formatOf(t.DType), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
 }
 
 // formatOf is the storage format a dtype's values are computed in
