@@ -4,7 +4,7 @@ PYTHON  ?= /usr/bin/python3
 BIN     := bin/zflow
 FUZZTIME ?= 3000x
 
-.PHONY: build test demo bench lint fixtures fuzz clean
+.PHONY: build test demo bench lint fixtures fuzz clean conformance
 
 build:
 	$(GO) build -o $(BIN) ./cmd/zflow
@@ -28,6 +28,11 @@ demo: build
 	./$(BIN) generate --semantics $(DEMO_DIR)/semantics.json --inputs fixtures/dit/dit-bf16.npz -o $(DEMO_DIR)/latents.npz --trace-out $(DEMO_DIR)/ours.npz
 	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing
 	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing || echo "(a planted fault, caught: exit $$?)"
+
+# The shared conformance table (../shared/conformance, skipped without it)
+# and its regression gate (scripts/conformance-passing.txt).
+conformance: build
+	./scripts/conformance.sh
 
 bench: build
 	./scripts/bench.sh

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"zflow/search/sampler"
 
 	"zflow/search"
 	"zflow/search/factors"
@@ -234,12 +235,12 @@ func (d *discovery) sampler(ctx context.Context, ph *Phase) error {
 		return nil
 	}
 	d.progress("sampler", 0, 2)
-	l, err := search.FindLoop(d.tr)
+	l, err := sampler.FindLoop(d.tr)
 	if err != nil {
 		d.undetermined("euler_sign", "sampler", "%v", err)
 		return nil
 	}
-	fs, obj, err := search.EulerFactors(d.tr, l)
+	fs, obj, err := sampler.EulerFactors(d.tr, l)
 	if err != nil {
 		d.undetermined("euler_sign", "sampler", "%v", err)
 	} else {
@@ -253,7 +254,7 @@ func (d *discovery) sampler(ctx context.Context, ph *Phase) error {
 	if d.st.Conditioning == nil {
 		return nil
 	}
-	fs, obj, err = search.TimestepFactors(d.tr, l)
+	fs, obj, err = sampler.TimestepFactors(d.tr, l)
 	if err != nil {
 		d.undetermined("timestep_scale", "conditioning", "%v", err)
 		return nil

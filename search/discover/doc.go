@@ -4,8 +4,8 @@
 // trace shows, each scored teacher-forced at the boundary where it is
 // first observable and decided by search.Run with its margin:
 //
-//   - the sampler: euler_sign (search.EulerFactors) and the timestep
-//     sinusoid's factors (search.TimestepFactors), flow_euler runs only;
+//   - the sampler: euler_sign (sampler.EulerFactors) and the timestep
+//     sinusoid's factors (sampler.TimestepFactors), flow_euler runs only;
 //   - per block: factors.Block (attention, modulation, gate, MLP, q/k
 //     norm factors);
 //   - outside the blocks: factors.Model (final norm order and plus-one,

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"zflow/search/sampler"
 
-	"zflow/search"
 	"zflow/semantics"
 	"zflow/trace"
 )
@@ -39,7 +39,7 @@ type discoverer struct {
 	g    *graph
 	st   semantics.Structure
 	und  []semantics.Undetermined
-	loop *search.Loop
+	loop *sampler.Loop
 
 	step    int
 	linears map[*node]linearInfo
@@ -111,12 +111,12 @@ func (d *discoverer) discover() error {
 	return nil
 }
 
-// findModel: the per-step call of a flow-matching loop (search.FindLoop)
+// findModel: the per-step call of a flow-matching loop (sampler.FindLoop)
 // or, without one, the root call of the first step holding the most
 // parameters.
 func (d *discoverer) findModel() error {
 	var model trace.Call
-	if l, err := search.FindLoop(d.tr); err == nil {
+	if l, err := sampler.FindLoop(d.tr); err == nil {
 		d.loop = l
 		d.step = l.Steps[0]
 		c, ok := l.Call(d.tr, d.step)

@@ -10,7 +10,7 @@
 //
 // # How each part is found
 //
-//   - Run: a flow-matching loop found by search.FindLoop (flow_euler), else
+//   - Run: a flow-matching loop found by sampler.FindLoop (flow_euler), else
 //     the root call of the first step holding the most parameters (forward).
 //   - Linears: calls with one 2-D parameter [out, in] (and a 1-D bias of
 //     out), reading a width-in argument and returning width-out rows.

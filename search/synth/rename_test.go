@@ -136,7 +136,12 @@ func renamed(t *testing.T, src, dst string) {
 // TestRenamedTraces: with every name opaque the program search finds the
 // same program and the same factor values (names only address things).
 func TestRenamedTraces(t *testing.T) {
-	for _, name := range []string{"gpt2-f32.npz", "bloom-f32.npz", "pixart-f32.npz", "auraflow-f32.npz"} {
+	models := []string{"auraflow", "bloom", "cogview4", "flux", "gemma2", "gpt2", "granite", "hunyuanvideo", "llama", "mistral", "pixart", "qwenimage", "wan"}
+	if testing.Short() {
+		models = []string{"gpt2", "pixart"}
+	}
+	for _, m := range models {
+		name := m + "-f32.npz"
 		t.Run(name, func(t *testing.T) {
 			tr, path := conformance(t, name)
 			dst := filepath.Join(t.TempDir(), name)
@@ -171,7 +176,9 @@ func TestRenamedTraces(t *testing.T) {
 			if va, vb := values(a), values(b); !slices.Equal(va, vb) {
 				t.Errorf("factors differ:\n%v\n%v", va, vb)
 			}
-			if ra, rb := generate(t, a.Doc, tr), generate(t, b.Doc, rt); ra > 1e-5 || rb != ra {
+			// the same program runs the same: names change nothing (how close
+			// it comes is TestDiscover*'s and the conformance table's)
+			if ra, rb := generate(t, a.Doc, tr), generate(t, b.Doc, rt); rb != ra {
 				t.Errorf("generated output rel-RMS %.3g, renamed %.3g", ra, rb)
 			}
 		})

@@ -1,9 +1,10 @@
-package search
+package sampler
 
 import (
 	"context"
 	"fmt"
 	"math"
+	"zflow/search"
 
 	"zflow/exec"
 	"zflow/precision"
@@ -92,7 +93,7 @@ func bounded(v []float32, limit float32) bool {
 
 // predict computes the sinusoid output from the model's own timestep under
 // assignment a, rounded to the captured output's format.
-func (s *sinusoid) predict(step int, a Assignment) ([]float32, error) {
+func (s *sinusoid) predict(step int, a search.Assignment) ([]float32, error) {
 	scale := float32(a["timestep_scale"].(float64))
 	t := make([]float32, len(s.capturedIn[step]))
 	for i := range t {
@@ -124,7 +125,7 @@ func (s *sinusoid) predict(step int, a Assignment) ([]float32, error) {
 
 // TimestepFactors are the sinusoid's factors, scored jointly at its output
 // from the model's own timestep (teacher-forced).
-func TimestepFactors(tr *trace.Trace, l *Loop) ([]Factor, Objective, error) {
+func TimestepFactors(tr *trace.Trace, l *Loop) ([]search.Factor, search.Objective, error) {
 	if l.Timestep == "" {
 		return nil, nil, fmt.Errorf("%s: the model call has no timestep port", tr.Path)
 	}
@@ -133,7 +134,7 @@ func TimestepFactors(tr *trace.Trace, l *Loop) ([]Factor, Objective, error) {
 		return nil, nil, fmt.Errorf("%s: %w", tr.Path, err)
 	}
 	const stage = 1
-	factors := []Factor{
+	factors := []search.Factor{
 		{Name: "timestep_scale", Scope: s.module, Values: []any{1.0, 1000.0}, Stage: stage},
 		{Name: "timestep_scale_at", Scope: s.module, Values: []any{"input", "sinusoid"}, Stage: stage},
 		{Name: "timestep_scale_rounded", Scope: s.module, Values: []any{false, true}, Stage: stage},
@@ -142,12 +143,12 @@ func TimestepFactors(tr *trace.Trace, l *Loop) ([]Factor, Objective, error) {
 		{Name: "timestep_max_period", Scope: s.module, Values: []any{10000.0}, Stage: stage},
 	}
 	boundary := s.module + "/" + s.out[0].Name
-	obj := ObjectiveFunc(func(_ context.Context, _ string, a Assignment) (Score, error) {
+	obj := search.ObjectiveFunc(func(_ context.Context, _ string, a search.Assignment) (search.Score, error) {
 		var num, den float64
 		for st := range s.capturedOut {
 			pred, err := s.predict(st, a)
 			if err != nil {
-				return Score{}, err
+				return search.Score{}, err
 			}
 			for i, want := range s.capturedOut[st] {
 				e := float64(pred[i]) - float64(want)
@@ -159,7 +160,7 @@ func TimestepFactors(tr *trace.Trace, l *Loop) ([]Factor, Objective, error) {
 		if math.IsNaN(r) {
 			r = math.Inf(1)
 		}
-		return Score{Err: r, Boundary: boundary, Metric: MetricRelRMS}, nil
+		return search.Score{Err: r, Boundary: boundary, Metric: search.MetricRelRMS}, nil
 	})
 	return factors, obj, nil
 }

@@ -1,8 +1,9 @@
-package search
+package sampler
 
 import (
 	"context"
 	"fmt"
+	"zflow/search"
 
 	"zflow/precision"
 	"zflow/trace"
@@ -69,7 +70,7 @@ func loadEuler(tr *trace.Trace, l *Loop) (*eulerData, error) {
 
 // score predicts every next x as x + sign·Δσ·v (f32, rounded to x's
 // format) and returns the rel-RMS against the captured ones.
-func (d *eulerData) score(sign float32) Score {
+func (d *eulerData) score(sign float32) search.Score {
 	var num, den float64
 	for i := range d.x {
 		for j, x := range d.x[i] {
@@ -79,18 +80,18 @@ func (d *eulerData) score(sign float32) Score {
 			den += float64(d.next[i][j]) * float64(d.next[i][j])
 		}
 	}
-	return Score{Err: precision.RelRMSFromSums(num, den), Boundary: d.boundary, Metric: MetricRelRMS}
+	return search.Score{Err: precision.RelRMSFromSums(num, den), Boundary: d.boundary, Metric: search.MetricRelRMS}
 }
 
 // EulerFactors is the euler_sign factor of a loop and its objective.
-func EulerFactors(tr *trace.Trace, l *Loop) ([]Factor, Objective, error) {
+func EulerFactors(tr *trace.Trace, l *Loop) ([]search.Factor, search.Objective, error) {
 	d, err := loadEuler(tr, l)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: euler_sign: %w", tr.Path, err)
 	}
-	f := Factor{Name: "euler_sign", Scope: l.Model, Values: []any{1.0, -1.0}}
-	obj := ObjectiveFunc(func(_ context.Context, _ string, a Assignment) (Score, error) {
+	f := search.Factor{Name: "euler_sign", Scope: l.Model, Values: []any{1.0, -1.0}}
+	obj := search.ObjectiveFunc(func(_ context.Context, _ string, a search.Assignment) (search.Score, error) {
 		return d.score(float32(a["euler_sign"].(float64))), nil
 	})
-	return []Factor{f}, obj, nil
+	return []search.Factor{f}, obj, nil
 }

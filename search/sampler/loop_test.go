@@ -1,4 +1,4 @@
-package search
+package sampler
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"zflow/search"
 	"zflow/semantics"
 	"zflow/trace"
 )
 
-const conformanceDir = "../../shared/conformance"
+const conformanceDir = "../../../shared/conformance"
 
 func openTrace(t *testing.T, path string) *trace.Trace {
 	t.Helper()
@@ -25,7 +26,7 @@ func openTrace(t *testing.T, path string) *trace.Trace {
 // samplerTraces: the project's own DiT fixtures, plus the conformance
 // diffusion traces when ../shared is present.
 func samplerTraces(t *testing.T) []string {
-	paths := []string{"../fixtures/dit/dit-f32.npz", "../fixtures/dit/dit-bf16.npz"}
+	paths := []string{"../../fixtures/dit/dit-f32.npz", "../../fixtures/dit/dit-bf16.npz"}
 	for _, m := range []string{"flux", "qwenimage"} {
 		for _, p := range []string{"f32", "bf16"} {
 			path := filepath.Join(conformanceDir, m+"-"+p+".npz")
@@ -55,7 +56,7 @@ func TestFindLoopAndEulerSign(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Run(context.Background(), fs, obj, nil, Options{})
+			r, err := search.Run(context.Background(), fs, obj, nil, search.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +89,7 @@ func TestTimestepFactors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Run(context.Background(), fs, obj, nil, Options{})
+			r, err := search.Run(context.Background(), fs, obj, nil, search.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
