@@ -9,7 +9,7 @@
 // boundary is computed from the reference's own values at the boundaries
 // before it and an error shows where it arises) or free running, over the
 // steps of a flow_euler run; every compared boundary is a record
-// (precision/plan.Record) with both sides' values.
+// (search/plan.Record) with both sides' values.
 //
 // Self is the self-check: Run teacher forced, every boundary gated at its
 // format's tolerance (Tolerance), each one beyond it diagnosed with the

@@ -7,7 +7,7 @@ import (
 
 	"zflow/exec"
 	"zflow/exec/program"
-	"zflow/precision/plan"
+	"zflow/search/plan"
 	"zflow/semantics"
 	"zflow/trace"
 )

@@ -8,7 +8,7 @@ import (
 
 	"zflow/exec"
 	"zflow/precision"
-	"zflow/precision/plan"
+	"zflow/search/plan"
 	"zflow/reports"
 	"zflow/semantics"
 	"zflow/trace"

@@ -19,7 +19,7 @@ import (
 	"zflow/exec/cpu"
 	"zflow/exec/program"
 	"zflow/precision"
-	"zflow/precision/plan"
+	"zflow/search/plan"
 	"zflow/search/discover"
 	"zflow/search/synth"
 	"zflow/semantics"
@@ -85,7 +85,7 @@ error.`,
 	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
 	f.BoolVar(&o.json, "json", false, "print the document on stdout instead of the table")
 	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
-	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (precision/plan) and write it")
+	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
 	cmd.MarkFlagRequired("trace")
@@ -274,7 +274,7 @@ func discoverPrecision(ctx context.Context, stderr io.Writer, b exec.Backend, tr
 		fmt.Fprintf(stderr, "precision: not searched: the document is incomplete (%s is not expressed)\n", hs[0].Address)
 		return nil
 	}
-	fmt.Fprintln(stderr, "discover: searching the rounding plan (precision/plan) ...")
+	fmt.Fprintln(stderr, "discover: searching the rounding plan (search/plan) ...")
 	rep, err := plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Progress: func(stage string, done, total int) {
 		fmt.Fprintf(stderr, "\rprecision: %s %d/%d", stage, done, total)
 	}})

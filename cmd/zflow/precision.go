@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/exec/cpu"
-	"zflow/precision/plan"
+	"zflow/search/plan"
 	"zflow/reports"
 	"zflow/semantics"
 	"zflow/trace"

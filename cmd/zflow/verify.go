@@ -16,7 +16,7 @@ import (
 	"zflow/check"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
-	"zflow/precision/plan"
+	"zflow/search/plan"
 	"zflow/reports"
 	"zflow/semantics"
 	"zflow/trace"

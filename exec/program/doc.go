@@ -21,7 +21,7 @@
 // a module's input port with the reference's own tensor when that module's
 // segment starts (teacher forcing), or, with Hooks.OverrideOutputs, every
 // tapped value once observed (teacher forcing at every boundary, which
-// precision/plan scores with). Hooks.Run may take over node execution (a
+// search/plan scores with). Hooks.Run may take over node execution (a
 // memo). The interpreter frees every intermediate after its last use.
 // Relayout reads a reference tensor held heads first ([B, H, S, D]) in the
 // program's [B, S, H·D] order.

@@ -186,7 +186,7 @@ func (b *block) loadTables() error {
 	}
 	var reals []tensor
 	for _, p := range call.Tensors {
-		if isResult(p.Name) || named[p.Name] {
+		if trace.IsResult(p.Name) || named[p.Name] {
 			continue
 		}
 		info, err := b.cp.tr.Info(p.Key)

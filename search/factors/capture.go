@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"zflow/precision"
 	"zflow/semantics"
@@ -76,8 +75,6 @@ func sameStep(a, b *int) bool {
 	return *a == *b
 }
 
-func isResult(port string) bool { return port == "out" || strings.HasPrefix(port, "out.") }
-
 // port reads a module's port.
 func (c *capture) port(module, name string) (tensor, error) {
 	call, ok := c.calls[module]
@@ -127,7 +124,7 @@ func (c *capture) first(module string, result bool) (tensor, error) {
 		return tensor{}, fmt.Errorf("no call of %s", module)
 	}
 	for _, p := range call.Tensors {
-		if isResult(p.Name) != result {
+		if trace.IsResult(p.Name) != result {
 			continue
 		}
 		info, err := c.tr.Info(p.Key)

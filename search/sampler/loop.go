@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"zflow/precision"
 	"zflow/trace"
@@ -56,7 +55,7 @@ func (l *Loop) findModel(tr *trace.Trace) error {
 			continue
 		}
 		for _, p := range c.Tensors {
-			if isOutput(p.Name) {
+			if trace.IsResult(p.Name) {
 				continue
 			}
 			name, ok := sameAsInput(tr, p.Key)
@@ -65,7 +64,7 @@ func (l *Loop) findModel(tr *trace.Trace) error {
 			}
 			in, _ := tr.Info(p.Key)
 			for _, q := range c.Tensors {
-				if oi, _ := tr.Info(q.Key); isOutput(q.Name) && equalShape(oi.Shape, in.Shape) {
+				if oi, _ := tr.Info(q.Key); trace.IsResult(q.Name) && equalShape(oi.Shape, in.Shape) {
 					l.Model, l.Latents, l.Velocity, l.Noise = c.Module, p.Name, q.Name, name
 					return nil
 				}
@@ -104,7 +103,7 @@ func (l *Loop) findSigmas(tr *trace.Trace) error {
 func (l *Loop) timestepPort(tr *trace.Trace, sigmas []float32) (string, float64) {
 	first, _ := l.Call(tr, l.Steps[0])
 	for _, p := range first.Tensors {
-		if isOutput(p.Name) || p.Name == l.Latents {
+		if trace.IsResult(p.Name) || p.Name == l.Latents {
 			continue
 		}
 		ratio, ok := math.NaN(), true
@@ -180,8 +179,6 @@ func sameAsInput(tr *trace.Trace, key string) (string, bool) {
 	}
 	return "", false
 }
-
-func isOutput(port string) bool { return port == "out" || strings.HasPrefix(port, "out.") }
 
 func equalShape(a, b []int) bool {
 	if len(a) != len(b) {

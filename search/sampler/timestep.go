@@ -30,7 +30,7 @@ func findSinusoid(tr *trace.Trace, l *Loop) (*sinusoid, error) {
 	first := l.Steps[0]
 	calls, _ := tr.Tree().Select(trace.Filter{Step: &first})
 	for _, c := range calls {
-		if len(c.Params) > 0 || len(c.Tensors) != 2 || isOutput(c.Tensors[0].Name) || !isOutput(c.Tensors[1].Name) {
+		if len(c.Params) > 0 || len(c.Tensors) != 2 || trace.IsResult(c.Tensors[0].Name) || !trace.IsResult(c.Tensors[1].Name) {
 			continue
 		}
 		in, _ := tr.Info(c.Tensors[0].Key)

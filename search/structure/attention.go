@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"zflow/search/internal/attn"
+	"zflow/trace"
 )
 
 // wset is one weight set of a block: the projections of one set of rows
@@ -257,7 +258,7 @@ func (d *discoverer) targets(b *node, ws *wset, qw int) []target {
 			if !p.float() || tokensOf(p) != ws.rows || p.rows() != ws.in.rows() {
 				continue
 			}
-			isArg := !isResult(p.name)
+			isArg := !trace.IsResult(p.name)
 			if p.width() == qw {
 				h := d.v.bytesHash(p.key)
 				if !seen[h] || (isLinear && isArg) {

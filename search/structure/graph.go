@@ -3,7 +3,6 @@ package structure
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"zflow/trace"
 )
@@ -65,7 +64,6 @@ func (p port) float() bool { return p.dt.IsFloat() && p.dt.Components() == 1 }
 
 // isResult reports whether a port name is a result (trace format: "out",
 // "out.<...>").
-func isResult(name string) bool { return name == "out" || strings.HasPrefix(name, "out.") }
 
 // graph is the model call's sub-tree.
 type graph struct {
@@ -103,7 +101,7 @@ func newGraph(tr *trace.Trace, id int) (*graph, error) {
 				return err
 			}
 			pt := port{name: p.Name, key: p.Key, dt: info.DType, shape: slices.Clone(info.Shape)}
-			if isResult(p.Name) {
+			if trace.IsResult(p.Name) {
 				n.outs = append(n.outs, pt)
 			} else {
 				n.ins = append(n.ins, pt)
