@@ -8,8 +8,8 @@ import (
 
 	"zflow/exec"
 	"zflow/precision"
-	"zflow/search/plan"
 	"zflow/reports"
+	"zflow/search/plan"
 	"zflow/semantics"
 	"zflow/trace"
 )

@@ -225,6 +225,9 @@ var catalogue = []FactorSpec{
 	{Name: "parallel_order", Doc: "order of [attention, MLP] rows of a parallel block's fused output projection", typ: typeEnum, enum: []string{"attention_first", "mlp_first"}},
 	{Name: "attention_causal", Doc: "query i sees keys j ≤ i only", typ: typeBool},
 	{Name: "attention_scale", Doc: "score scale; 0 means 1/√head_dim", typ: typeNumber, check: nonNegative},
+	{Name: "attention_window", Doc: "sliding window of a causal attention: query i sees keys i − window < j ≤ i; 0 means none", typ: typeNumber, check: nonNegative},
+	{Name: "attention_softcap", Doc: "attention-logit soft cap c: scores c·tanh(s/c); 0 means none", typ: typeNumber, check: nonNegative},
+	{Name: "attention_alibi", Doc: "ALiBi: slope_h · key position added to head h's scores", typ: typeBool},
 	{Name: "patch_layout", Doc: "how latents become tokens: none (already tokens) or patches with features (c, ph, pw)", typ: typeEnum, enum: []string{"none", "c_ph_pw"}},
 	{Name: "euler_sign", Doc: "x ← x + sign·(σ[i+1] − σ[i])·v", typ: typeNumber, check: oneOf(1, -1)},
 }

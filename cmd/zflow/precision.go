@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/exec/cpu"
-	"zflow/search/plan"
 	"zflow/reports"
+	"zflow/search/plan"
 	"zflow/semantics"
 	"zflow/trace"
 )

@@ -16,8 +16,8 @@ import (
 	"zflow/check"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
-	"zflow/search/plan"
 	"zflow/reports"
+	"zflow/search/plan"
 	"zflow/semantics"
 	"zflow/trace"
 )

@@ -104,6 +104,19 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(semantics.Factor{Name: "attention_scale", Scope: a.scope, Value: scale, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: []semantics.Candidate{{Value: scale, Score: ch.score}},
 			Evidence:   semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "the scale the attention search fitted (0: 1/√head_dim)"}})
+		for _, x := range []struct {
+			name string
+			v    any
+			on   bool
+		}{{"attention_window", float64(ch.params.Window), ch.params.Window > 0},
+			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
+			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi}} {
+			if x.on {
+				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+					Candidates: []semantics.Candidate{{Value: x.v, Score: ch.score}},
+					Evidence:   semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "found by the attention search's coordinate descent (" + ch.label + ")"}})
+			}
+		}
 		qk := "none"
 		if f := s.normOf(ch.q); f != nil {
 			qk = f.norm.Kind.String()
