@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -26,12 +27,18 @@ func factor(name, scope string, value any, cands []semantics.Candidate, boundary
 			other = math.Min(other, c.Score)
 		}
 	}
-	margin := math.Inf(1)
-	if win > 0 {
-		margin = other / win
-	}
-	if math.IsInf(other, 1) && !math.IsInf(win, 1) {
+	var margin float64
+	switch {
+	case math.IsInf(win, 1) || math.IsNaN(win):
+		margin = 0 // the value was not among the candidates scored
+	case math.IsInf(other, 1):
+		margin = math.Inf(1) // no other value was scored
+	case win == 0 && other > 0:
 		margin = math.Inf(1)
+	case win == 0:
+		margin = 1
+	default:
+		margin = other / win
 	}
 	// one score per value
 	best := map[string]semantics.Candidate{}
@@ -143,6 +150,24 @@ func (s *synth) readFactors() []semantics.Factor {
 			Candidates: []semantics.Candidate{{Value: slices.Clone(r.fit.rope.AxesDims)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
 		add(semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
+	}
+	for _, n := range s.norms {
+		p := n.fit.norm
+		var kc, ec, oc []semantics.Candidate
+		for _, c := range n.fit.candidates {
+			l, _ := c.Value.(string)
+			var kind string
+			var eps, off float64
+			if n, _ := fmt.Sscanf(l, "%s eps=%g offset=%g", &kind, &eps, &off); n < 2 {
+				continue
+			}
+			kc = append(kc, semantics.Candidate{Value: kind, Score: c.Score})
+			ec = append(ec, semantics.Candidate{Value: eps, Score: c.Score})
+			oc = append(oc, semantics.Candidate{Value: off, Score: c.Score})
+		}
+		add(factor("norm_kind", n.scope, p.Kind.String(), kc, n.boundary))
+		add(factor("norm_eps", n.scope, snap(float64(p.Eps), func(x float64) bool { return float32(x) == p.Eps }), ec, n.boundary))
+		add(factor("norm_offset", n.scope, float64(p.Offset), oc, n.boundary))
 	}
 	for _, f := range s.conditioningFactors() {
 		add(f)
@@ -480,4 +505,10 @@ func chunkOf(v *val) (src *val, index, parts int, ok bool) {
 		}
 	}
 	return v, 0, 1, v != nil
+}
+
+// normRecord is a norm the search fitted.
+type normRecord struct {
+	scope, boundary string
+	fit             *leafFit
 }

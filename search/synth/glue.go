@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
 	"math/big"
@@ -206,6 +207,9 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		cands = append(cands, s.normCandidates(v, t)...)
 		if w, ev := s.best(t, cands); w != nil {
 			w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, norm: w.from.attrs.Norm, candidates: ev}
+			if w.from.op == program.OpNorm {
+				s.norms = append(s.norms, normRecord{scope: s.scopeOf, boundary: t.origin, fit: &leafFit{kind: "norm", norm: w.from.attrs.Norm, candidates: ev}})
+			}
 			return w
 		}
 		if c, ok := fitScalar(v, t); ok {
@@ -340,14 +344,18 @@ func rsqrt(r float64) float64 {
 	return f
 }
 
-// snap is the simplest number near c that keep(x) accepts, else c.
+// snap is the simplest number near c that keep(x) accepts (the shortest
+// decimal; among equals, the first of snapCandidates), else c.
 func snap(c float64, keep func(float64) bool) float64 {
+	best, bestLen := c, math.MaxInt
 	for _, x := range snapCandidates(c) {
 		if math.Abs(x-c) <= 1e-3*math.Abs(c) && keep(x) {
-			return x
+			if n := len(strconv.FormatFloat(x, 'g', -1, 64)); n < bestLen {
+				best, bestLen = x, n
+			}
 		}
 	}
-	return c
+	return best
 }
 
 // constant is a scalar the program holds.

@@ -76,6 +76,8 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 				}
 			}
 			s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, inputScale: scale, out: f})
+		case f.fit.kind == "norm":
+			s.norms = append(s.norms, normRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
 		case f.fit.kind == "rope_table" && i == 0:
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
 		}

@@ -32,6 +32,8 @@ type synth struct {
 	ropes     []ropeRecord
 	mods      []modRecord
 	sinusoids []sinusoidRecord
+	norms     []normRecord
+	scopeOf   string // the module of the call being explained
 	linears   []*val
 	gates     []gateRecord
 	seq       int
@@ -272,6 +274,9 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		}
 		target.opaque = true
 		d.args[p.Name] = target
+	}
+	if lat, ok := roles["latents"]; ok && len(inputs[lat].shape) == 3 {
+		s.patchRows = inputs[lat].shape[1] // the latents arrive as token rows
 	}
 	if d.run == "flow_euler" {
 		roles["sigmas"] = sigmaName

@@ -75,6 +75,9 @@ func boundaryName(key string) string {
 // program computes it.
 func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error) {
 	module := moduleOf(c)
+	outer := s.scopeOf
+	s.scopeOf = module
+	defer func() { s.scopeOf = outer }()
 	sc := &scope{module: module, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	for _, p := range c.Tensors {
 		if v, ok := args[p.Name]; ok {
@@ -157,6 +160,12 @@ func (s *synth) explain(target *val, sc *scope) *val {
 		// shape alone
 		target.iota = true
 		s.em.iota(target)
+		return target
+	}
+	if v == nil && target.integral() && s.invariant(func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
+		// integer values equal at every step that no request input holds:
+		// positions or indices made from the request's shapes
+		s.em.constant(target, "integer values equal at every captured step: positions made from the request's shapes")
 		return target
 	}
 	if v == nil {
