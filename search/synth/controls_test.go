@@ -63,3 +63,59 @@ func TestPlantedControls(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedConstructs: constructs no shared trace shows (fixtures/
+// constructs, README.md there): partial rotary, a per-head fused q/k/v, a
+// fused gate/up projection, parallel residuals from two norms, modulation
+// without shift, tanh gates. Each document is complete, reproduces the
+// trace's output, and says what the code does.
+func TestPlantedConstructs(t *testing.T) {
+	for _, tc := range []struct {
+		trace  string
+		want   map[string]any
+		rotary int // the RoPE nodes' rotary width (0: no RoPE)
+	}{
+		{"lm.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0, "mlp_glu": true, "mlp_act": "silu", "attention_causal": true}, 4},
+		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0},
+	} {
+		t.Run(tc.trace, func(t *testing.T) {
+			path := filepath.Join("..", "..", "fixtures", "constructs", tc.trace)
+			tr, err := trace.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			res, err := Discover(context.Background(), tr, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Complete() {
+				t.Fatalf("taken from the trace: %v", res.Opaque)
+			}
+			for name, want := range tc.want {
+				ok := false
+				for _, f := range res.Doc.Factors {
+					ok = ok || f.Name == name && sameValue(f.Value, want)
+				}
+				if !ok {
+					t.Errorf("no %s = %v", name, want)
+				}
+			}
+			ropes := 0
+			for _, n := range res.Doc.Program.Nodes {
+				if n.Op == "rope" {
+					ropes++
+					if n.Attrs.Rope.RotaryDim != tc.rotary {
+						t.Errorf("rope rotary_dim %d, want %d", n.Attrs.Rope.RotaryDim, tc.rotary)
+					}
+				}
+			}
+			if (ropes > 0) != (tc.rotary > 0) {
+				t.Errorf("%d rope nodes", ropes)
+			}
+			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
+				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
+			}
+		})
+	}
+}

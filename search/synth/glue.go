@@ -230,6 +230,7 @@ func (s *synth) combined(t *val, vals []*val) *val {
 	if len(ops) > maxOperands {
 		ops = ops[:maxOperands]
 	}
+	ops = append(ops, s.chunksOf(t, vals)...)
 	for i, a := range ops {
 		for j, b := range ops {
 			if i == j {
@@ -623,4 +624,29 @@ func (s *synth) projected(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// chunksOf are the pieces of the scope's wider values cut to t's width
+// along the last axis (a fused gate/up projection's halves), k ≤ 4.
+func (s *synth) chunksOf(t *val, vals []*val) []*val {
+	var out []*val
+	n := len(t.shape)
+	if n == 0 {
+		return nil
+	}
+	w := t.shape[n-1]
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != n || !slices.Equal(v.shape[:n-1], t.shape[:n-1]) || v.shape[n-1] <= w || v.shape[n-1]%w != 0 || v.shape[n-1]/w > 4 {
+			continue
+		}
+		for i := 0; i < v.shape[n-1]; i += w {
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + w}, args: []*val{v}, out: v.format, label: "chunk"}); c != nil {
+				out = append(out, c)
+			}
+		}
+		if len(out) >= 8 {
+			break
+		}
+	}
+	return out
 }

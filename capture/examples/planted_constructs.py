@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Write the planted-construct traces the program search is tested on.
+
+    /usr/bin/python3 capture/examples/planted_constructs.py [OUT_DIR]
+
+OUT_DIR defaults to fixtures/constructs. Constructs common in real models that
+no shared conformance trace shows (issue 11), each in a tiny model of plain torch
+modules with seeded random weights, float32 on CPU:
+
+- lm.npz: a decoder with partial rotary (RoPE on the first 4 of each head's 8
+  channels, rotate-half), one fused q/k/v projection laid out per head [q k v],
+  a fused gate/up projection (SwiGLU), and parallel residuals from two norms
+  (x + attn(ln1 x) + mlp(ln2 x)); one forward over 10 ids.
+- dit.npz: a DiT block whose modulation has no shift (scale and gate only,
+  4 chunks) and tanh gates; a 2-step flow-matching Euler loop.
+"""
+
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # run in place, without installing
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from zflow_capture import Capture  # noqa: E402
+
+DEFAULT_OUT = os.path.normpath(os.path.join(HERE, "..", "..", "fixtures", "constructs"))
+
+
+def rotate_half(x):
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([-b, a], dim=-1)
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim, theta=10000.0):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / theta ** (torch.arange(0, dim, 2).float() / dim), persistent=False)
+
+    def forward(self, positions):
+        f = positions.float()[:, None] * self.inv_freq[None, :]
+        emb = torch.cat([f, f], dim=-1)
+        return emb.cos(), emb.sin()
+
+
+class Attention(nn.Module):
+    def __init__(self, hidden, heads, rotary):
+        super().__init__()
+        self.heads, self.d, self.rotary = heads, hidden // heads, rotary
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.dense = nn.Linear(hidden, hidden)
+
+    def forward(self, x, cos, sin):
+        b, s, _ = x.shape
+        qkv = self.qkv(x).view(b, s, self.heads, 3, self.d)
+        q, k, v = (qkv[:, :, :, i].transpose(1, 2) for i in range(3))  # [b, h, s, d]
+        r = self.rotary
+
+        def rope(t):
+            rot, rest = t[..., :r], t[..., r:]
+            return torch.cat([rot * cos + rotate_half(rot) * sin, rest], dim=-1)
+
+        q, k = rope(q), rope(k)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d)
+        causal = torch.ones(s, s, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+        out = scores.softmax(-1) @ v
+        return self.dense(out.transpose(1, 2).reshape(b, s, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden, inner):
+        super().__init__()
+        self.gate_up = nn.Linear(hidden, 2 * inner, bias=False)
+        self.down = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x):
+        g, u = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(F.silu(g) * u)
+
+
+class Layer(nn.Module):
+    def __init__(self, hidden, heads, rotary):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.attn, self.mlp = Attention(hidden, heads, rotary), MLP(hidden, 2 * hidden)
+
+    def forward(self, x, cos, sin):
+        return x + self.attn(self.ln1(x), cos, sin) + self.mlp(self.ln2(x))
+
+
+class LM(nn.Module):
+    def __init__(self, vocab=50, hidden=32, heads=4, layers=2, rotary=4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.rotary = Rotary(rotary)
+        self.layers = nn.ModuleList(Layer(hidden, heads, rotary) for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        cos, sin = self.rotary(torch.arange(ids.shape[1]))
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.norm(x)
+
+
+class Timesteps(nn.Module):
+    def __init__(self, dim=32):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, t):
+        half = self.dim // 2
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32) / half)
+        a = t.float()[:, None] * freqs[None, :]
+        return torch.cat([a.cos(), a.sin()], dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.mod = nn.Linear(hidden, 4 * hidden)
+        self.norm1 = nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
+        self.norm2 = nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
+        self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.out = nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x, c):
+        scale1, gate1, scale2, gate2 = self.mod(F.silu(c)).chunk(4, dim=-1)
+        h = self.norm1(x) * (1 + scale1[:, None])
+        b, s, w = h.shape
+        d = w // self.heads
+        q, k, v = (p(h).view(b, s, self.heads, d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        x = x + torch.tanh(gate1[:, None]) * self.out(a.transpose(1, 2).reshape(b, s, w))
+        h = self.norm2(x) * (1 + scale2[:, None])
+        return x + torch.tanh(gate2[:, None]) * self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class DiT(nn.Module):
+    def __init__(self, channels=8, hidden=32, heads=4):
+        super().__init__()
+        self.time_proj = Timesteps(32)
+        self.t1, self.t2 = nn.Linear(32, hidden), nn.Linear(hidden, hidden)
+        self.embed = nn.Linear(channels, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(2))
+        self.norm_out = nn.LayerNorm(hidden)
+        self.proj_out = nn.Linear(hidden, channels)
+
+    def forward(self, x, timestep):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        h = self.embed(x)
+        for blk in self.blocks:
+            h = blk(h, c)
+        return self.proj_out(self.norm_out(h))
+
+
+def randomise(model, gen):
+    """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen) if name.endswith("weight")
+                        else 0.1 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0] if argv else DEFAULT_OUT
+    os.makedirs(out, exist_ok=True)
+    gen = torch.Generator().manual_seed(0)
+
+    lm = LM().eval()
+    randomise(lm, gen)
+    ids = torch.randint(0, 50, (1, 10), generator=gen)
+    path = os.path.join(out, "lm.npz")
+    with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
+        cap.input("input_ids", ids)
+        with cap.step(0):
+            h = lm(ids)
+        cap.output("hidden", h)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    dit = DiT().eval()
+    randomise(dit, gen)
+    x = torch.randn(1, 12, 8, generator=gen)
+    sigmas = torch.tensor([1.0, 0.6, 0.0])
+    path = os.path.join(out, "dit.npz")
+    with torch.no_grad(), Capture(dit, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("sigmas", sigmas)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v = dit(x, sigmas[i:i + 1])
+            x = x + (sigmas[i + 1] - sigmas[i]) * v
+        cap.output("latents", x)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
