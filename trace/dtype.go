@@ -1,6 +1,10 @@
 package trace
 
-import "fmt"
+import (
+	"fmt"
+
+	"zflow/precision"
+)
 
 // DType is the element type of a stored tensor.
 type DType uint8
@@ -132,4 +136,17 @@ func dtypeFromSafetensors(s string) (DType, error) {
 		}
 	}
 	return Invalid, fmt.Errorf("unsupported safetensors dtype %q", s)
+}
+
+// Format is the number format a dtype's values are computed in by a
+// reader that widens to float32: bf16 and f16 as themselves, everything
+// else (f32, f64, integers, booleans) as f32.
+func (d DType) Format() precision.Format {
+	switch d {
+	case BFloat16:
+		return precision.BF16
+	case Float16:
+		return precision.F16
+	}
+	return precision.F32
 }

@@ -18,7 +18,6 @@ import (
 	"zflow/exec"
 	"zflow/exec/cpu"
 	"zflow/exec/program"
-	"zflow/precision"
 	"zflow/search/discover"
 	"zflow/search/plan"
 	"zflow/search/synth"
@@ -224,34 +223,11 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 // returns the rel-RMS of the result against the trace's output (+Inf when
 // it cannot run).
 func outputRelRMS(tr *trace.Trace, doc *semantics.Document) float64 {
-	bk := cpu.New(0)
-	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
-	if err != nil {
+	rep, err := program.Reproduce(cpu.New(0), doc, tr)
+	if err != nil || math.IsNaN(rep.RelRMS) {
 		return math.Inf(1)
 	}
-	defer r.Close()
-	out, err := r.Run(nil)
-	if err != nil {
-		return math.Inf(1)
-	}
-	defer bk.Free(out)
-	ours, err := bk.Download(out)
-	if err != nil {
-		return math.Inf(1)
-	}
-	ref, err := tr.Tensor(tr.Manifest.Outputs[doc.Structure.Outputs[0].Name])
-	if err != nil {
-		return math.Inf(1)
-	}
-	rv, err := ref.Float32()
-	if err != nil {
-		return math.Inf(1)
-	}
-	rel, err := precision.RelRMS(ours, rv)
-	if err != nil || math.IsNaN(rel) {
-		return math.Inf(1)
-	}
-	return rel
+	return rep.RelRMS
 }
 
 // outputTolerance is how close a document's generated output must be to
@@ -326,41 +302,13 @@ func discoverCheck(w io.Writer, bk exec.Backend, tr *trace.Trace, path string) e
 	if doc.Incomplete() {
 		defer fmt.Fprintf(w, "check: the document is %s\n", doc.StatusLine())
 	}
-	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
+	rep, err := program.Reproduce(bk, doc, tr)
 	if err != nil {
-		fmt.Fprintf(w, "check: not run: the discovered document does not build: %v\n", err)
+		fmt.Fprintf(w, "check: not run: the discovered document does not run: %v\n", err)
 		return nil
-	}
-	defer r.Close()
-	out, err := r.Run(nil)
-	if err != nil {
-		fmt.Fprintf(w, "check: not run: %v\n", err)
-		return nil
-	}
-	defer bk.Free(out)
-	ours, err := bk.Download(out)
-	if err != nil {
-		return err
-	}
-	name := doc.Structure.Outputs[0].Name
-	ref, err := tr.Tensor(tr.Manifest.Outputs[name])
-	if err != nil {
-		return err
-	}
-	rv, err := ref.Float32()
-	if err != nil {
-		return err
-	}
-	rel, err := precision.RelRMS(ours, rv)
-	if err != nil {
-		return err
-	}
-	exact, err := precision.ExactFraction(out.Format(), ours, rv)
-	if err != nil {
-		return err
 	}
 	fmt.Fprintf(w, "check: generate with %s reproduces output/%s to rel-RMS %.3g, %.2f%% bit-exact (%d model calls on %s)\n",
-		path, name, rel, 100*exact, r.Steps(), bk.Name())
+		path, rep.Output, rep.RelRMS, 100*rep.Exact, rep.Steps, bk.Name())
 	return nil
 }
 

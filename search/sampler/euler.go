@@ -59,7 +59,7 @@ func loadEuler(tr *trace.Trace, l *Loop) (*eulerData, error) {
 		}
 		d.x, d.v, d.next = append(d.x, x), append(d.v, v), append(d.next, next)
 		d.dsigma = append(d.dsigma, sig[i+1]-sig[i])
-		d.format = storedFormat(dt)
+		d.format = dt.Format()
 	}
 	if len(d.x) == 0 {
 		return nil, fmt.Errorf("no step has both x and the next x captured")

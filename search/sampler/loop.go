@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"zflow/precision"
 	"zflow/trace"
 )
 
@@ -208,18 +207,6 @@ func floats(tr *trace.Trace, key string) ([]float32, error) {
 		return nil, err
 	}
 	return t.Float32()
-}
-
-// storedFormat is the precision format a tensor is stored in (f32 for
-// everything that is not bf16 or f16).
-func storedFormat(dt trace.DType) precision.Format {
-	switch dt {
-	case trace.BFloat16:
-		return precision.BF16
-	case trace.Float16:
-		return precision.F16
-	}
-	return precision.F32
 }
 
 func sortedNames(m map[string]string) []string {

@@ -45,7 +45,7 @@ func findSinusoid(tr *trace.Trace, l *Loop) (*sinusoid, error) {
 		mc, _ := l.Call(tr, first)
 		tkey, _ := mc.Tensors.Key(l.Timestep)
 		ti, _ := tr.Info(tkey)
-		s := &sinusoid{module: c.Module, dim: out.Shape[1], tFormat: storedFormat(ti.DType), outFormat: storedFormat(out.DType)}
+		s := &sinusoid{module: c.Module, dim: out.Shape[1], tFormat: ti.DType.Format(), outFormat: out.DType.Format()}
 		if err := s.load(tr, l, c); err != nil {
 			return nil, err
 		}

@@ -347,7 +347,7 @@ func (d *discoverer) sequentialMLP(b *node, ws *wset, assigned map[*node]bool) (
 			continue
 		}
 		y := d.v.floats(x.in.key)
-		f := format(x.in.dt)
+		f := x.in.dt.Format()
 		for _, g := range cands {
 			if g.n == x.n || g.outW != x.inW || g.inW != d.st.Hidden {
 				continue
@@ -391,7 +391,7 @@ func (d *discoverer) parallelMLP(ws *wset, out linearInfo, attnCol, qw int, assi
 	for r := range rows {
 		copy(y[r*m:(r+1)*m], x[r*out.inW+col:r*out.inW+col+m])
 	}
-	f := format(out.in.dt)
+	f := out.in.dt.Format()
 	best := mlpFound{err: math.Inf(1)}
 	for _, g := range rest {
 		if g.outW != m {

@@ -60,7 +60,7 @@ func (d *discoverer) findCond() {
 				break
 			}
 			y := d.v.floats(m.in.key)
-			if _, err := actOf(x, y, format(m.in.dt)); err > tolFunc {
+			if _, err := actOf(x, y, m.in.dt.Format()); err > tolFunc {
 				ok = false
 			}
 		}
@@ -79,7 +79,7 @@ func (d *discoverer) condAct(li linearInfo) (exec.ActKind, float64) {
 	if d.cond == nil || !vector(li.in, d.st.Hidden) {
 		return 0, math.Inf(1)
 	}
-	return actOf(d.v.floats(d.cond.key), d.v.floats(li.in.key), format(li.in.dt))
+	return actOf(d.v.floats(d.cond.key), d.v.floats(li.in.key), li.in.dt.Format())
 }
 
 // isModulation reports whether li reads act(cond) and returns k·hidden.
@@ -128,7 +128,7 @@ func (d *discoverer) findConditioning() {
 				for j := range sum {
 					sum[j] = float64(x[j]) + float64(y[j])
 				}
-				if e := relErr(sum, c, format(cond.dt)); e < best && e < tolFunc {
+				if e := relErr(sum, c, cond.dt.Format()); e < best && e < tolFunc {
 					best, lasts = e, []linearInfo{a, b}
 				}
 			}
@@ -229,7 +229,7 @@ func (d *discoverer) feeder(last linearInfo) (linearInfo, bool) {
 		if !ok || n == last.n || !d.outside(n) || li.out.numel() != last.in.numel() {
 			continue
 		}
-		if _, err := actOf(d.v.floats(li.out.key), y, format(last.in.dt)); err < bestErr {
+		if _, err := actOf(d.v.floats(li.out.key), y, last.in.dt.Format()); err < bestErr {
 			best, bestErr = li, err
 		}
 	}

@@ -127,17 +127,6 @@ func (v *values) rearranged(a, b port) bool {
 	return a.dt == b.dt && a.numel() == b.numel() && v.sortedHash(a.key) == v.sortedHash(b.key)
 }
 
-// format is the storage format of a dtype (f32 for everything not 16-bit).
-func format(dt trace.DType) precision.Format {
-	switch dt {
-	case trace.BFloat16:
-		return precision.BF16
-	case trace.Float16:
-		return precision.F16
-	}
-	return precision.F32
-}
-
 // relErr is the rel-RMS of ours, rounded to f, against ref; +Inf when the
 // lengths differ or ref is all zero while ours is not.
 func relErr(ours []float64, ref []float32, f precision.Format) float64 {
@@ -167,9 +156,9 @@ func (v *values) close(a, b port) float64 {
 	if x == nil || y == nil {
 		return math.Inf(1)
 	}
-	f := format(b.dt)
-	if format(a.dt) != precision.F32 {
-		f = format(a.dt)
+	f := b.dt.Format()
+	if a.dt.Format() != precision.F32 {
+		f = a.dt.Format()
 	}
 	return relErr(widen(x), y, f)
 }

@@ -10,7 +10,6 @@ import (
 
 	"zflow/exec/cpu"
 	"zflow/exec/program"
-	"zflow/precision"
 	"zflow/semantics"
 	"zflow/trace"
 )
@@ -144,32 +143,9 @@ func TestDiscoverLanguageModels(t *testing.T) {
 
 func generate(t *testing.T, doc *semantics.Document, tr *trace.Trace) float64 {
 	t.Helper()
-	bk := cpu.New(0)
-	r, err := program.NewRunner(bk, doc, program.TraceParams(tr), program.TraceInputs(tr))
+	rep, err := program.Reproduce(cpu.New(0), doc, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	out, err := r.Run(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bk.Free(out)
-	ours, err := bk.Download(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := tr.Tensor(tr.Manifest.Outputs[doc.Structure.Outputs[0].Name])
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv, err := ref.Float32()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := precision.RelRMS(ours, rv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rel
+	return rep.RelRMS
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"zflow/exec/program"
-	"zflow/precision"
 	"zflow/trace"
 )
 
@@ -45,19 +44,7 @@ func (s *synth) capture(key string) (*val, error) {
 	if c := t.DType.Components(); c > 1 {
 		shape = append(shape, c) // complex: (real, imaginary) pairs on a last axis
 	}
-	return &val{shape: shape, data: slices.Clone(data), format: formatOf(t.DType), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
-}
-
-// formatOf is the storage format a dtype's values are computed in
-// (integers and booleans: exact f32 values).
-func formatOf(d trace.DType) precision.Format {
-	switch d {
-	case trace.BFloat16:
-		return precision.BF16
-	case trace.Float16:
-		return precision.F16
-	}
-	return precision.F32
+	return &val{shape: shape, data: slices.Clone(data), format: t.DType.Format(), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
 }
 
 // boundaryName drops a key's scope ("s0/a.b/out" → "a.b/out").
