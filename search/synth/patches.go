@@ -36,6 +36,7 @@ func (s *synth) patched(t *val, vals []*val) *val {
 			if relRMS(permuteData(sv, perm), t.data) > tol {
 				continue
 			}
+			src, perm = mergeAxes(src, perm)
 			r := s.reshape(v, src)
 			p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
 			if out := s.reshape(p, dst); out != nil {
@@ -111,4 +112,62 @@ func patchMoves(img, tok []int) []patchMove {
 		out = append(out, patchMove{split: slices.Clone(split), tokSplit: tokSplit, perm: perm, inverse: inv, order: [3]int{order[0], order[1], order[2]}})
 	}
 	return out
+}
+
+// mergeAxes rewrites a permutation of shape with the fewest axes: runs of
+// source axes that stay adjacent and in order after it become one (and
+// axes of size 1 go), which moves the same elements with a permutation of
+// lower rank (backends bound the rank they permute).
+func mergeAxes(shape, perm []int) ([]int, []int) {
+	// drop size-1 axes
+	var keep []int
+	for _, a := range perm {
+		if shape[a] != 1 {
+			keep = append(keep, a)
+		}
+	}
+	if len(keep) == 0 {
+		return []int{1}, []int{0}
+	}
+	// group consecutive runs in the output order
+	var groups [][]int
+	for _, a := range keep {
+		if n := len(groups); n > 0 && groups[n-1][len(groups[n-1])-1]+1 == a && nextKept(shape, groups[n-1][len(groups[n-1])-1], a) {
+			groups[n-1] = append(groups[n-1], a)
+			continue
+		}
+		groups = append(groups, []int{a})
+	}
+	// the merged source shape, in source order of the groups' first axes
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return groups[i][0] - groups[j][0] })
+	newShape := make([]int, len(groups))
+	rank := make([]int, len(groups)) // group → its axis in the merged source
+	for pos, g := range order {
+		n := 1
+		for _, a := range groups[g] {
+			n *= shape[a]
+		}
+		newShape[pos] = n
+		rank[g] = pos
+	}
+	newPerm := make([]int, len(groups))
+	for i := range groups {
+		newPerm[i] = rank[i]
+	}
+	return newShape, newPerm
+}
+
+// nextKept reports whether axes a and b (a < b) are adjacent once size-1
+// axes are dropped.
+func nextKept(shape []int, a, b int) bool {
+	for i := a + 1; i < b; i++ {
+		if shape[i] != 1 {
+			return false
+		}
+	}
+	return true
 }

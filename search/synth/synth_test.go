@@ -149,3 +149,36 @@ func generate(t *testing.T, doc *semantics.Document, tr *trace.Trace) float64 {
 	}
 	return rep.RelRMS
 }
+
+func TestMergeAxes(t *testing.T) {
+	for _, tc := range []struct {
+		shape, perm, wantShape, wantPerm []int
+	}{
+		{[]int{2, 3, 4}, []int{0, 1, 2}, []int{24}, []int{0}},
+		{[]int{2, 3, 4}, []int{0, 2, 1}, []int{2, 3, 4}, []int{0, 2, 1}},
+		{[]int{1, 2, 3, 4, 5}, []int{0, 1, 3, 2, 4}, []int{2, 3, 4, 5}, []int{0, 2, 1, 3}},
+		// wan's unpatchify [B, F, h, w, 1, p, q, C] → [B, C, F, 1, h, p, w, q]:
+		// B and the 1 go, F and h stay together: rank 8 becomes 5
+		{[]int{1, 2, 3, 3, 1, 2, 2, 4}, []int{0, 7, 1, 4, 2, 5, 3, 6}, []int{6, 3, 2, 2, 4}, []int{4, 0, 2, 1, 3}},
+	} {
+		s, p := mergeAxes(tc.shape, tc.perm)
+		if !slices.Equal(s, tc.wantShape) || !slices.Equal(p, tc.wantPerm) {
+			t.Errorf("mergeAxes(%v, %v) = %v, %v; want %v, %v", tc.shape, tc.perm, s, p, tc.wantShape, tc.wantPerm)
+			continue
+		}
+		// the same elements move: compare the data
+		n := 1
+		for _, d := range tc.shape {
+			n *= d
+		}
+		data := make([]float32, n)
+		for i := range data {
+			data[i] = float32(i)
+		}
+		want := permuteData(&val{shape: tc.shape, data: data}, tc.perm)
+		got := permuteData(&val{shape: s, data: data}, p)
+		if !slices.Equal(got, want) {
+			t.Errorf("mergeAxes(%v, %v) moves other elements", tc.shape, tc.perm)
+		}
+	}
+}
