@@ -41,6 +41,9 @@ echo "$out" | awk '
       printf "  BenchmarkOpen: opening takes %.2fx the time of reading the 128 MiB file whole\n", ns["BenchmarkOpen/open"]/ns["BenchmarkOpen/baseline-readfile"]
   }'
 
+echo "== program search (search/synth) on the planted constructs, against generating with the program found (same process)"
+go test ./search/synth -run '^$' -bench ProgramSearch -benchtime 3x 2>&1 | grep -E '^Benchmark' | awk '{ printf "  %s: %s ms per search, %.1fx the time of one generation of the request\n", $1, $5, $7 }'
+
 # zflow diff against NumPy (issue 4): the same per-boundary metrics over a
 # pair of 4 GiB bf16 traces (bench/gentrace: a DiT-shaped run and a close
 # "port" of it), each tool run once from the page cache. Throughput counts
