@@ -26,6 +26,12 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 			byRows[v.shape[1]] = append(byRows[v.shape[1]], v)
 		}
 	}
+	// the most recent few per stream: the triples grow as the cube
+	for r, vs := range byRows {
+		if len(vs) > maxJointOperands {
+			byRows[r] = vs[:maxJointOperands]
+		}
+	}
 	rows := t.shape[1]
 	mine := byRows[rows]
 	tables := s.ropeTables(sc)
@@ -69,6 +75,9 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 	s.attn = append(s.attn, attnRecord{choice: best.attnChoice, scope: sc.module, boundary: t.origin, candidates: evidence, joint: order})
 	return best.result
 }
+
+// maxJointOperands bounds each stream's operands of a joint attention.
+const maxJointOperands = 6
 
 // jointChoice is one assignment of the joint attention search.
 type jointChoice struct {
