@@ -75,23 +75,7 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if bestI < 0 || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	// One node makes both tables.
-	e := cands[bestI]
-	c, err := s.ev.run(e)
-	if err != nil {
-		return nil, nil
-	}
-	sn, err := s.ev.run(pickOf(e, 1))
-	if err != nil {
-		return nil, nil
-	}
-	fit := &leafFit{kind: "rope_table", rope: e.attrs.RopeTable, candidates: ev}
-	cosV, sinV := s.reshape(c, cosT.shape), s.reshape(sn, sinT.shape)
-	if cosV == nil || sinV == nil {
-		return nil, nil
-	}
-	cosV.fit, sinV.fit = fit, fit
-	return cosV, sinV
+	return s.tables(cands[bestI], cosT, sinT, ev)
 }
 
 // pickOf is an expression for result i of e's node (sharing its node).
@@ -207,21 +191,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	s.em.constant(bestIDs, fmt.Sprintf("grid positions %v, row-major from 0 (made from the request's shape)", best.grid))
 	p := exec.RopeTableParams{Theta: best.theta, AxesDims: best.axes, Layout: best.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
 	e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{bestIDs}, out: cosT.format, label: "grid rope"}
-	c, err := s.ev.run(e)
-	if err != nil {
-		return nil, nil
-	}
-	sn, err := s.ev.run(pickOf(e, 1))
-	if err != nil {
-		return nil, nil
-	}
-	cosV, sinV := s.reshape(c, cosT.shape), s.reshape(sn, sinT.shape)
-	if cosV == nil || sinV == nil {
-		return nil, nil
-	}
-	fit := &leafFit{kind: "rope_table", rope: p, candidates: ev}
-	cosV.fit, sinV.fit = fit, fit
-	return cosV, sinV
+	return s.tables(e, cosT, sinT, ev)
 }
 
 // gridIDs are row-major positions over grid, one column per axis.
@@ -280,4 +250,24 @@ func evenSplits(d, k int) [][]int {
 		}
 	}
 	return out
+}
+
+// tables runs the one node that makes both RoPE tables (e, result 0 cos
+// and result 1 sin) and shapes them as the targets.
+func (s *synth) tables(e *expr, cosT, sinT *val, ev []semantics.Candidate) (*val, *val) {
+	c, err := s.ev.run(e)
+	if err != nil {
+		return nil, nil
+	}
+	sn, err := s.ev.run(pickOf(e, 1))
+	if err != nil {
+		return nil, nil
+	}
+	cosV, sinV := s.reshape(c, cosT.shape), s.reshape(sn, sinT.shape)
+	if cosV == nil || sinV == nil {
+		return nil, nil
+	}
+	fit := &leafFit{kind: "rope_table", rope: e.attrs.RopeTable, candidates: ev}
+	cosV.fit, sinV.fit = fit, fit
+	return cosV, sinV
 }
