@@ -11,6 +11,10 @@ modules with seeded random weights, float32 on CPU:
   channels, rotate-half), one fused q/k/v projection laid out per head [q k v],
   a fused gate/up projection (SwiGLU), and parallel residuals from two norms
   (x + attn(ln1 x) + mlp(ln2 x)); one forward over 10 ids.
+- lm_inline.npz: a decoder whose RoPE tables are made inside the attention
+  (a sin/cos buffer indexed by the position ids it is given, rotate-every-two
+  on the first 4 of each head's 8 channels), attention and MLP in parallel
+  from one norm (x + attn(ln x) + mlp(ln x)).
 - dit.npz: a DiT block whose modulation has no shift (scale and gate only,
   4 chunks) and tanh gates; a 2-step flow-matching Euler loop.
 """
@@ -109,6 +113,69 @@ class LM(nn.Module):
         return self.norm(x)
 
 
+def rotate_every_two(x):
+    a, b = x[..., ::2], x[..., 1::2]
+    return torch.stack([-b, a], dim=-1).flatten(-2)
+
+
+class InlineAttention(nn.Module):
+    """RoPE tables made inside, from a non-persistent buffer and the position ids."""
+
+    def __init__(self, hidden, heads, rotary, max_pos=64, theta=10000.0):
+        super().__init__()
+        self.heads, self.d, self.rotary = heads, hidden // heads, rotary
+        inv = 1.0 / theta ** (torch.arange(0, rotary, 2).float() / rotary)
+        f = torch.arange(max_pos).float()[:, None] * inv[None, :]
+        self.register_buffer("sincos", torch.cat([f.sin(), f.cos()], dim=-1), persistent=False)
+        self.q, self.k, self.v = (nn.Linear(hidden, hidden, bias=False) for _ in range(3))
+        self.out = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, x, position_ids):
+        b, s, w = x.shape
+        q, k, v = (p(x).view(b, s, self.heads, self.d) for p in (self.q, self.k, self.v))
+        sc = self.sincos[position_ids]  # [b, s, rotary]
+        sin, cos = sc.chunk(2, dim=-1)
+        sin = sin.repeat_interleave(2, dim=-1)[:, :, None, :]
+        cos = cos.repeat_interleave(2, dim=-1)[:, :, None, :]
+        r = self.rotary
+
+        def rope(t):
+            rot, rest = t[..., :r], t[..., r:]
+            return torch.cat([rot * cos + rotate_every_two(rot) * sin, rest], dim=-1)
+
+        q, k, v = rope(q).transpose(1, 2), rope(k).transpose(1, 2), v.transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.d)
+        scores = scores.masked_fill(~torch.ones(s, s, dtype=torch.bool).tril(), float("-inf"))
+        return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, w))
+
+
+class ParallelLayer(nn.Module):
+    def __init__(self, hidden, heads, rotary):
+        super().__init__()
+        self.ln = nn.LayerNorm(hidden)
+        self.attn = InlineAttention(hidden, heads, rotary)
+        self.fc_in, self.fc_out = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x, position_ids):
+        h = self.ln(x)
+        return x + self.attn(h, position_ids) + self.fc_out(F.gelu(self.fc_in(h), approximate="tanh"))
+
+
+class InlineLM(nn.Module):
+    def __init__(self, vocab=50, hidden=32, heads=4, layers=2, rotary=4):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(ParallelLayer(hidden, heads, rotary) for _ in range(layers))
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        position_ids = torch.arange(ids.shape[1])[None, :]
+        for layer in self.layers:
+            x = layer(x, position_ids)
+        return self.norm(x)
+
+
 class Timesteps(nn.Module):
     def __init__(self, dim=32):
         super().__init__()
@@ -183,6 +250,17 @@ def main(argv=None):
     randomise(lm, gen)
     ids = torch.randint(0, 50, (1, 10), generator=gen)
     path = os.path.join(out, "lm.npz")
+    with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
+        cap.input("input_ids", ids)
+        with cap.step(0):
+            h = lm(ids)
+        cap.output("hidden", h)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    lm = InlineLM().eval()
+    randomise(lm, gen)
+    ids = torch.randint(0, 50, (1, 10), generator=gen)
+    path = os.path.join(out, "lm_inline.npz")
     with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
         cap.input("input_ids", ids)
         with cap.step(0):

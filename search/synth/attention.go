@@ -7,6 +7,7 @@ import (
 
 	"zflow/exec"
 	"zflow/exec/program"
+	"zflow/precision"
 	"zflow/semantics"
 )
 
@@ -130,6 +131,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
+	if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
+		s.inlineRope(t, sc, all, try) // try collects into all
+	}
 	if len(all) == 0 {
 		return nil
 	}
@@ -154,6 +158,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		return nil
 	}
 	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
+	if best.cos != nil && best.cos.fit != nil && best.cos.fit.kind == "rope_table" {
+		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: t.origin, fit: best.cos.fit})
+	}
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return best.result
@@ -530,4 +537,72 @@ func (s *synth) complexTable(v *val) (*val, *val) {
 		return nil, nil
 	}
 	return c, sn
+}
+
+func anyWithin(cs []attnChoice, tol float64) bool {
+	for _, c := range cs {
+		if c.score <= tol {
+			return true
+		}
+	}
+	return false
+}
+
+// inlineRope tries RoPE tables the scope does not hold but can make: from
+// integer positions of the scope (a position_ids argument, positions
+// 0…n−1), for the three best choices without RoPE, every head width,
+// rotary width (all of a head, half, a quarter), layout and common θ
+// (rotary tables computed inside the attention from a buffer). try
+// scores and collects each.
+func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnChoice)) {
+	rows := t.shape[1]
+	var pos *val
+	for _, v := range recentFirst(sc.vals) {
+		if !v.opaque && len(v.shape) <= 2 && v.numel() == rows && v.integral() {
+			pos = v
+			break
+		}
+	}
+	if pos == nil || len(all) == 0 {
+		return
+	}
+	ids := s.reshape(pos, []int{rows, 1})
+	if ids == nil {
+		return
+	}
+	base := slices.Clone(all)
+	slices.SortStableFunc(base, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	if len(base) > 3 {
+		base = base[:3]
+	}
+	for _, ch := range base {
+		d := ch.headDim
+		for _, r := range []int{d, d / 2, d / 4} {
+			if r < 2 || r%2 != 0 {
+				continue
+			}
+			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+				for _, theta := range []float64{10000, 1e6, 500000} {
+					p := exec.RopeTableParams{Theta: theta, AxesDims: []int{r}, Layout: layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
+					e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: ch.q.format, label: "inline rope"}
+					cosT, err1 := s.ev.run(e)
+					sinT, err2 := s.ev.run(pickOf(e, 1))
+					if err1 != nil || err2 != nil {
+						continue
+					}
+					fit := &leafFit{kind: "rope_table", rope: p, candidates: []semantics.Candidate{{Value: fmt.Sprintf("%s theta=%g rotary=%d", layout, theta, r), Score: 0}}}
+					cosT.fit, sinT.fit = fit, fit
+					tb := [2]*val{cosT, sinT}
+					rq, rk := s.rotate(ch.q, tb, layout, ch.params.Heads, d), s.rotate(ch.k, tb, layout, ch.params.KVHeads, d)
+					if rq == nil || rk == nil {
+						continue
+					}
+					c := ch
+					c.q, c.k, c.rope, c.cos, c.sin = rq, rk, layout, cosT, sinT
+					c.label = fmt.Sprintf("heads=%d kv=%d causal=%v rope=%s", ch.params.Heads, ch.params.KVHeads, ch.params.Mask == exec.MaskCausal, layout)
+					try(c)
+				}
+			}
+		}
+	}
 }
