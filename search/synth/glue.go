@@ -199,6 +199,16 @@ var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, e
 // pointwise: an activation of a value, a parameterless norm of it, or
 // the value times a constant (an embedding or residual multiplier).
 func (s *synth) pointwise(t *val, vals []*val) *val {
+	if len(t.shape) == 2 {
+		// a sinusoid computed in the forward (no module of its own)
+		for _, v := range vals {
+			if !v.opaque && len(v.shape) == 1 && v.shape[0] == t.shape[0] {
+				if w := s.fitSinusoid(v, t); w != nil {
+					return w
+				}
+			}
+		}
+	}
 	for _, v := range sameShape(t, vals) {
 		var cands []*expr
 		for _, a := range glueActs {

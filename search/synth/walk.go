@@ -142,6 +142,12 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 // the trace).
 func (s *synth) explain(target *val, sc *scope) *val {
 	v := s.glue(target, sc)
+	if v == nil && isFill(target) {
+		// one integer everywhere (token type ids, a segment index):
+		// made from the request's shape
+		s.em.constant(target, fmt.Sprintf("%g everywhere (made from the request's shape)", target.data[0]))
+		return target
+	}
 	if v == nil && isIota(target) {
 		// positions 0…n−1 along the last axis: made from the request's
 		// shape alone
@@ -274,4 +280,17 @@ func markUsed(v *val) {
 			return
 		}
 	}
+}
+
+// isFill reports whether v holds one small integer everywhere.
+func isFill(v *val) bool {
+	if v.numel() < 2 || !v.integral() || v.data[0] < 0 || v.data[0] > 16 {
+		return false
+	}
+	for _, x := range v.data {
+		if x != v.data[0] {
+			return false
+		}
+	}
+	return true
 }
