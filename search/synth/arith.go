@@ -1,0 +1,238 @@
+package synth
+
+import (
+	"strings"
+
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+)
+
+// maxOperands bounds how many of a scope's most recent values of the
+// target's shape the pairwise forms consider.
+const maxOperands = 12
+
+var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU}
+
+// pointwise: an activation of a value, a parameterless norm of it, or
+// the value times a constant (an embedding or residual multiplier).
+func (s *synth) pointwise(t *val, vals []*val) *val {
+	if len(t.shape) == 2 {
+		// a sinusoid computed in the forward (no module of its own)
+		for _, v := range vals {
+			if !v.opaque && len(v.shape) == 1 && v.shape[0] == t.shape[0] {
+				if w := s.fitSinusoid(v, t); w != nil {
+					return w
+				}
+			}
+		}
+	}
+	for _, v := range sameShape(t, vals) {
+		var cands []*expr
+		for _, a := range glueActs {
+			cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()})
+		}
+		cands = append(cands, s.normCandidates(v, t)...)
+		if w, ev := s.best(t, cands); w != nil {
+			w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, norm: w.from.attrs.Norm, candidates: ev}
+			if w.from.op == program.OpNorm {
+				s.norms = append(s.norms, normRecord{scope: s.scopeOf, boundary: t.origin, fit: &leafFit{kind: "norm", norm: w.from.attrs.Norm, candidates: ev}})
+			}
+			return w
+		}
+		if c, ok := fitScalar(v, t); ok {
+			k := s.constant(c)
+			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, k}, out: t.format, label: "scaled"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// combined: a + g·b with g one or a constant (residuals, scaled
+// residuals), a·b and f(a)·b (gated units), over pairs of values of the
+// target's shape.
+func (s *synth) combined(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	ops = append(ops, s.chunksOf(t, vals)...)
+	for i, a := range ops {
+		for j, b := range ops {
+			if i == j {
+				continue
+			}
+			if i < j {
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"}}); w != nil {
+					return w
+				}
+				if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, b}, out: t.format, label: "mul"}}); w != nil {
+					for _, g := range []*val{a, b} {
+						if g.fit != nil && g.fit.kind == "glue" && g.fit.norm.Kind == 0 {
+							w.fit = &leafFit{kind: "glu", act: g.fit.act, candidates: g.fit.candidates}
+						}
+					}
+					return w
+				}
+			}
+			// a + c·b
+			r := make([]float32, len(t.data))
+			for k := range r {
+				r[k] = t.data[k] - a.data[k]
+			}
+			if c, ok := fitScalar(b, &val{data: r, format: t.format, shape: t.shape}); ok && c != 1 {
+				k := s.constant(c)
+				scaled := s.derive(&expr{op: program.OpMul, args: []*val{b, k}, out: t.format, label: "scaled"})
+				if scaled != nil {
+					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, scaled}, out: t.format, label: "scaled residual"}}); w != nil {
+						return w
+					}
+				}
+			}
+			var cands []*expr
+			for _, f := range glueActs {
+				cands = append(cands, &expr{op: program.OpGLU, attrs: program.Attrs{Act: f}, args: []*val{a, b}, out: t.format, label: f.String()})
+			}
+			if w, ev := s.best(t, cands); w != nil {
+				w.fit = &leafFit{kind: "glu", act: w.from.attrs.Act, candidates: ev}
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// pooled explains t [B, C] as the mean of a value [B, S, C] over its rows,
+// weighted by a mask of the scope ([B, S]) or not.
+func (s *synth) pooled(t *val, vals []*val) *val {
+	if len(t.shape) != 2 {
+		return nil
+	}
+	var masks []*val
+	for _, v := range vals {
+		if len(v.shape) == 2 && v.integral() && !v.opaque {
+			masks = append(masks, v)
+		}
+	}
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[2] != t.shape[1] {
+			continue
+		}
+		cands := []*expr{{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, nil}, out: t.format, label: "mean"}}
+		for _, m := range masks {
+			if m.shape[0] == v.shape[0] && m.shape[1] == v.shape[1] {
+				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, m}, out: t.format, label: "masked mean"})
+			}
+		}
+		if w, _ := s.best(t, cands); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// summed explains t as the sum of three values of its shape (a
+// conditioning vector made of several embeddings), added left to right in
+// the order that reproduces it.
+func (s *synth) summed(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	tol := tolerance(t.format)
+	sum := make([]float32, len(t.data))
+	for i := range ops {
+		for j := i + 1; j < len(ops); j++ {
+			for k := j + 1; k < len(ops); k++ {
+				for e := range sum {
+					sum[e] = ops[i].data[e] + ops[j].data[e] + ops[k].data[e]
+				}
+				if relRMS(sum, t.data) > 2*tol {
+					continue
+				}
+				var cands []*expr
+				for _, p := range permutations(3) {
+					a, b, c := ops[[]int{i, j, k}[p[0]]], ops[[]int{i, j, k}[p[1]]], ops[[]int{i, j, k}[p[2]]]
+					ab := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format})
+					if ab != nil {
+						cands = append(cands, &expr{op: program.OpAdd, args: []*val{ab, c}, out: t.format, label: "sum of three"})
+					}
+				}
+				if w, _ := s.best(t, cands); w != nil {
+					return w
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// projected explains t as a linear of a value by a matrix parameter the
+// call holds itself (F.linear(x, self.weight, self.bias) in a forward),
+// stored [out, in] or [in, out], with a vector parameter as bias or none.
+func (s *synth) projected(t *val, vals []*val) *val {
+	var mats, vecs []*val
+	for _, v := range vals {
+		if v.from != nil || len(v.keys) != 0 || !strings.HasPrefix(v.name, "param:") {
+			continue
+		}
+		switch len(v.shape) {
+		case 2:
+			mats = append(mats, v)
+		case 1:
+			vecs = append(vecs, v)
+		}
+	}
+	if len(mats) == 0 || len(t.shape) == 0 {
+		return nil
+	}
+	out := t.shape[len(t.shape)-1]
+	for _, x := range vals {
+		if x.opaque || len(x.shape) != len(t.shape) || !slices.Equal(x.shape[:len(x.shape)-1], t.shape[:len(t.shape)-1]) {
+			continue
+		}
+		for _, w := range mats {
+			for _, b := range append([]*val{nil}, vecs...) {
+				if b != nil && b.shape[0] != out {
+					continue
+				}
+				params := []*val{w}
+				if b != nil {
+					params = append(params, b)
+				}
+				if v := s.fitLinear(x, params, t); v != nil {
+					return v
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// chunksOf are the pieces of the scope's wider values cut to t's width
+// along the last axis (a fused gate/up projection's halves), k ≤ 4.
+func (s *synth) chunksOf(t *val, vals []*val) []*val {
+	var out []*val
+	n := len(t.shape)
+	if n == 0 {
+		return nil
+	}
+	w := t.shape[n-1]
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != n || !slices.Equal(v.shape[:n-1], t.shape[:n-1]) || v.shape[n-1] <= w || v.shape[n-1]%w != 0 || v.shape[n-1]/w > 4 {
+			continue
+		}
+		for i := 0; i < v.shape[n-1]; i += w {
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + w}, args: []*val{v}, out: v.format, label: "chunk"}); c != nil {
+				out = append(out, c)
+			}
+		}
+		if len(out) >= 8 {
+			break
+		}
+	}
+	return out
+}

@@ -1,0 +1,273 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec"
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/semantics"
+)
+
+// biases are the scope's values attention may add to its scores: float
+// tensors whose last axis is the keys and whose rows are the queries or
+// one (an additive mask, a position bias), read as [B or B·H, .., Sq|1, Sk].
+func biases(sc *scope, q, k *val) []*val {
+	var out []*val
+	sq, sk := q.shape[1], k.shape[1]
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || n < 3 || v.shape[n-1] != sk || (v.shape[n-2] != sq && v.shape[n-2] != 1) || v.integral() && allOnes(v) {
+			continue
+		}
+		out = append(out, v)
+		if len(out) == 4 {
+			break
+		}
+	}
+	return out
+}
+
+// ropeRows are where tables of fewer rows than q and k may apply: all
+// rows ([0, 0]), or the first or the last rows of the sequence (one
+// stream's rows of a joined sequence: [start, end]).
+func ropeRows(tb [2]*val, q, k *val) [][2]int {
+	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
+	n := q.shape[1]
+	switch {
+	case r == n && k.shape[1] == n:
+		return [][2]int{{0, 0}}
+	case r < n && k.shape[1] == n:
+		return [][2]int{{0, r}, {n - r, n}}
+	}
+	return nil
+}
+
+// rotateRows applies RoPE to x, or only to rows [start, end) of it.
+func (s *synth) rotateRows(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int, rows [2]int) *val {
+	if rows[1] == 0 {
+		return s.rotate(x, tb, layout, heads, d)
+	}
+	cut := func(a, b int) *val {
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: a, End: b}, args: []*val{x}, out: x.format})
+	}
+	var parts []*val
+	if rows[0] > 0 {
+		parts = append(parts, cut(0, rows[0]))
+	}
+	parts = append(parts, s.rotate(cut(rows[0], rows[1]), tb, layout, heads, d))
+	if rows[1] < x.shape[1] {
+		parts = append(parts, cut(rows[1], x.shape[1]))
+	}
+	for _, p := range parts {
+		if p == nil {
+			return nil
+		}
+	}
+	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: parts, out: x.format, label: "rows rotated"})
+}
+
+// rotate applies RoPE to x [B, S, H·d] with tables tb (cos, sin).
+func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int) *val {
+	r := tb[0].shape[len(tb[0].shape)-1]
+	rows := tb[0].numel() / r
+	if rows != x.shape[1] || r%2 != 0 {
+		return nil
+	}
+	p := exec.RopeParams{Heads: heads, Layout: layout, RotaryDim: r}
+	if r == d {
+		p.RotaryDim = 0
+	}
+	cos, sin := s.reshape(tb[0], []int{rows, r}), s.reshape(tb[1], []int{rows, r})
+	return s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{x, cos, sin}, out: x.format, label: layout.String()})
+}
+
+// operands are the values attention may read: the scope's own rank-3
+// results whose rows fit, and its per-head results made rank 3; fused
+// are the (q, k, v) triples cut from one fused projection, in that order
+// ([Q|K|V] blocks, or per head [q k v]).
+func (s *synth) operands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
+	pool, fused = s.allOperands(sc, t)
+	if len(pool) > 9 {
+		pool = pool[:9]
+	}
+	return pool, fused
+}
+
+// allOperands is operands without the bound on the pool.
+func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
+	add := func(v *val) {
+		if v != nil && len(v.shape) == 3 && v.shape[0] == t.shape[0] && !v.opaque {
+			pool = append(pool, v)
+		}
+	}
+	wq := t.shape[2]
+	for _, v := range recentFirst(sc.vals) {
+		if !sc.own[v] || v.opaque {
+			continue
+		}
+		switch len(v.shape) {
+		case 3:
+			add(v)
+			w := v.shape[2]
+			if w > wq && (w-wq)%2 == 0 {
+				kv := (w - wq) / 2
+				var tr [3]*val
+				for i, cut := range [][2]int{{0, wq}, {wq, wq + kv}, {wq + kv, w}} {
+					tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: cut[0], End: cut[1]}, args: []*val{v}, out: v.format})
+				}
+				if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+					fused = append(fused, tr)
+				}
+			}
+			if w == 3*wq {
+				for d := 8; d <= 256 && d <= wq; d *= 2 {
+					if wq%d != 0 {
+						continue
+					}
+					h := wq / d
+					g := s.reshape(v, []int{v.shape[0], v.shape[1], h, 3, d})
+					var tr [3]*val
+					for i := range 3 {
+						c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: i, End: i + 1}, args: []*val{g}, out: v.format})
+						tr[i] = s.reshape(c, []int{v.shape[0], v.shape[1], h * d})
+					}
+					if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+						fused = append(fused, tr)
+					}
+				}
+			}
+		case 4:
+			// [B, H, S, D] → [B, S, H·D]
+			pv := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{v}, out: v.format})
+			if pv != nil {
+				add(s.reshape(pv, []int{v.shape[0], v.shape[2], v.shape[1] * v.shape[3]}))
+				add(s.reshape(v, []int{v.shape[0], v.shape[1], v.shape[2] * v.shape[3]}))
+			}
+		}
+	}
+	return pool, fused
+}
+
+// ropeTables are the (cos, sin) pairs among the scope's values: two
+// consecutive values of one shape with cos² + sin² = 1.
+func (s *synth) ropeTables(sc *scope) [][2]*val {
+	var out [][2]*val
+	for _, v := range sc.vals {
+		if c, sn := s.complexTable(v); c != nil {
+			out = append(out, [2]*val{c, sn})
+		}
+	}
+	for i := 0; i+1 < len(sc.vals); i++ {
+		c, sn := sc.vals[i], sc.vals[i+1]
+		if c.opaque && sn.opaque {
+			// a table the program cannot make is still usable: taken as a constant
+		}
+		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && unitCircle(c, sn) && !allOnes(c) {
+			out = append(out, [2]*val{c, sn})
+		}
+	}
+	return out
+}
+
+func allOnes(v *val) bool {
+	for _, x := range v.data {
+		if x != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// complexTable reads a complex RoPE table [.., D/2, 2] (unit (re, im)
+// pairs, multiplied into adjacent pairs of channels) as the cos and sin
+// tables [.., D] of an interleaved rotation: each of re and im repeated
+// for its pair. nil when v is not one.
+func (s *synth) complexTable(v *val) (*val, *val) {
+	n := len(v.shape)
+	if v.opaque || n < 2 || v.shape[n-1] != 2 || v.numel() < 4 {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(v.data); i += 2 {
+		r := float64(v.data[i])*float64(v.data[i]) + float64(v.data[i+1])*float64(v.data[i+1])
+		if math.Abs(r-1) > 0.05 {
+			return nil, nil
+		}
+	}
+	half := v.shape[n-2]
+	lead := slices.Clone(v.shape[:n-2])
+	part := func(i int) *val {
+		c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + 1}, args: []*val{v}, out: v.format})
+		if c == nil {
+			return nil
+		}
+		rep := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{c, c}, out: v.format, label: "pairs"})
+		return s.reshape(rep, append(lead, 2*half))
+	}
+	c, sn := part(0), part(1)
+	if c == nil || sn == nil {
+		return nil, nil
+	}
+	return c, sn
+}
+
+// inlineRope tries RoPE tables the scope does not hold but can make: from
+// integer positions of the scope (a position_ids argument, positions
+// 0…n−1), for the three best choices without RoPE, every head width,
+// rotary width (all of a head, half, a quarter), layout and common θ
+// (rotary tables computed inside the attention from a buffer). try
+// scores and collects each.
+func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnChoice)) {
+	rows := t.shape[1]
+	var pos *val
+	for _, v := range recentFirst(sc.vals) {
+		if !v.opaque && len(v.shape) <= 2 && v.numel() == rows && v.integral() {
+			pos = v
+			break
+		}
+	}
+	if pos == nil || len(all) == 0 {
+		return
+	}
+	ids := s.reshape(pos, []int{rows, 1})
+	if ids == nil {
+		return
+	}
+	base := slices.Clone(all)
+	slices.SortStableFunc(base, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	if len(base) > 3 {
+		base = base[:3]
+	}
+	for _, ch := range base {
+		d := ch.headDim
+		for _, r := range []int{d, d / 2, d / 4} {
+			if r < 2 || r%2 != 0 {
+				continue
+			}
+			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+				for _, theta := range []float64{10000, 1e6, 500000} {
+					p := exec.RopeTableParams{Theta: theta, AxesDims: []int{r}, Layout: layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
+					e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: ch.q.format, label: "inline rope"}
+					cosT, err1 := s.ev.run(e)
+					sinT, err2 := s.ev.run(pickOf(e, 1))
+					if err1 != nil || err2 != nil {
+						continue
+					}
+					fit := &leafFit{kind: "rope_table", rope: p, candidates: []semantics.Candidate{{Value: fmt.Sprintf("%s theta=%g rotary=%d", layout, theta, r), Score: 0}}}
+					cosT.fit, sinT.fit = fit, fit
+					tb := [2]*val{cosT, sinT}
+					rq, rk := s.rotate(ch.q, tb, layout, ch.params.Heads, d), s.rotate(ch.k, tb, layout, ch.params.KVHeads, d)
+					if rq == nil || rk == nil {
+						continue
+					}
+					c := ch
+					c.q, c.k, c.rope, c.cos, c.sin = rq, rk, layout, cosT, sinT
+					c.label = fmt.Sprintf("heads=%d kv=%d causal=%v rope=%s", ch.params.Heads, ch.params.KVHeads, ch.params.Mask == exec.MaskCausal, layout)
+					try(c)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+
+	"zflow/exec"
+	"zflow/exec/program"
+)
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// refine improves a choice by what shapes the scores: for each discrete
+// variant (ALiBi or not; a sliding window or not, on causal choices) the
+// scale and the logit cap are fitted by coordinate descent, and the best
+// variant is kept when it lowers the error.
+func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
+	var curBias *val
+	eval := func(p exec.AttentionParams) (float64, *val) {
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, curBias}, out: t.format}
+		if ch.q.shape[1] == t.shape[1] {
+			v, sc := s.ev.score(e, t)
+			return sc, v
+		}
+		full, err := s.ev.run(e)
+		if err != nil {
+			return math.Inf(1), nil
+		}
+		v := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: ch.rows, End: ch.rows + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+		if v == nil {
+			return math.Inf(1), nil
+		}
+		return relRMS(v.data, t.data), v
+	}
+	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
+	window := func(p exec.AttentionParams) exec.AttentionParams {
+		best, bestSc := p, score(p)
+		for w := 1; w < ch.k.shape[1]; w++ {
+			q := p
+			q.Window = w
+			if sc := score(q); sc < 0.9*bestSc {
+				best, bestSc = q, sc
+			}
+		}
+		return best
+	}
+	continuous := func(p exec.AttentionParams) exec.AttentionParams {
+		cur := score(p)
+		for range 3 {
+			changed := false
+			for _, k := range []struct {
+				set    func(*exec.AttentionParams, float32)
+				lo, hi float64
+			}{
+				{func(q *exec.AttentionParams, x float32) { q.Scale = x }, 1e-3, 4},
+				{func(q *exec.AttentionParams, x float32) { q.Softcap = x }, 0.5, 500},
+			} {
+				set := k.set
+				try := func(x float64) float64 { q := p; set(&q, float32(x)); return score(q) }
+				if x := s.searchParam(try, k.lo, k.hi); x > 0 {
+					q := p
+					set(&q, float32(x))
+					if sc := score(q); sc < 0.99*cur {
+						p, cur, changed = q, sc, true
+					}
+				}
+			}
+			if !changed {
+				break
+			}
+		}
+		return p
+	}
+	best, bestSc := ch.params, ch.score
+	var bestBias *val
+	for _, b := range append([]*val{nil}, bias...) {
+		curBias = b
+		for _, alibi := range []bool{false, true} {
+			for _, win := range []bool{false, true} {
+				if win && ch.params.Mask != exec.MaskCausal {
+					continue
+				}
+				p := ch.params
+				p.ALiBi = alibi
+				if win {
+					p = window(p)
+					if p.Window == 0 {
+						continue
+					}
+				}
+				p = continuous(p)
+				if win {
+					p = window(p)
+				}
+				if sc := score(p); sc < bestSc {
+					best, bestSc, bestBias = p, sc, b
+				}
+			}
+		}
+		if bestSc <= tolerance(t.format) {
+			break
+		}
+	}
+	curBias = bestBias
+	if bestSc < ch.score {
+		sc, v := eval(best)
+		ch.params, ch.score, ch.result, ch.bias = best, sc, v, bestBias
+		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil)
+	}
+	s.simplify(ch, eval, tolerance(t.format))
+}
+
+// searchParam minimises f over [lo, hi] by golden section on a log scale
+// and returns the simplest number near the minimum that does as well.
+func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
+	a0, b0 := math.Log(lo), math.Log(hi)
+	g := (math.Sqrt(5) - 1) / 2
+	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
+	fa, fb := f(math.Exp(a)), f(math.Exp(b))
+	for range 60 {
+		if fa < fb {
+			b0, b, fb = b, a, fa
+			a = b0 - g*(b0-a0)
+			fa = f(math.Exp(a))
+		} else {
+			a0, a, fa = a, b, fb
+			b = a0 + g*(b0-a0)
+			fb = f(math.Exp(b))
+		}
+	}
+	x := math.Exp((a0 + b0) / 2)
+	at := f(x)
+	return snap(x, func(y float64) bool { return f(y) <= 1.01*at+1e-12 })
+}
+
+// simplify replaces the fitted scale and cap by the simplest nearby
+// numbers (jointly: the two trade off) that keep the error.
+func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float64, *val), tol float64) {
+	// how far the fit may be from the simple number: the fitted values
+	// scatter with the format's rounding
+	within := 2e-3
+	if tol > 1e-3 {
+		within = 1e-2
+	}
+	near := func(x float32) []float64 {
+		if x == 0 {
+			return []float64{0}
+		}
+		var out []float64
+		for _, c := range snapCandidates(float64(x)) {
+			if math.Abs(c-float64(x)) <= within*math.Abs(float64(x)) {
+				out = append(out, c)
+			}
+		}
+		return append(out, float64(x))
+	}
+	limit := math.Max(1.05*ch.score, tol/2)
+	for _, sc := range near(ch.params.Scale) {
+		for _, cap := range near(ch.params.Softcap) {
+			p := ch.params
+			p.Scale, p.Softcap = float32(sc), float32(cap)
+			if p == ch.params {
+				return
+			}
+			if e, v := eval(p); v != nil && e <= limit {
+				ch.params, ch.score, ch.result = p, e, v
+				ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g", sc, cap)
+				return
+			}
+		}
+	}
+}
+
+func anyWithin(cs []attnChoice, tol float64) bool {
+	for _, c := range cs {
+		if c.score <= tol {
+			return true
+		}
+	}
+	return false
+}

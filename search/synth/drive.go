@@ -1,0 +1,321 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"zflow/exec/program"
+	"zflow/precision"
+	"zflow/semantics"
+	"zflow/trace"
+)
+
+// drive is how the model is called: its arguments bound to request
+// values, its result port, and the structure's driving part.
+type drive struct {
+	run       string
+	args      map[string]*val
+	outPort   string
+	structure semantics.Structure
+}
+
+// driving binds the model call's arguments to the request: an input
+// passed unchanged, the latents of a flow-matching loop (the input whose
+// values the call's argument holds at step 0 and whose shape the run's
+// output has), and the timestep made from σ.
+func (s *synth) driving(root trace.Call) (*drive, error) {
+	m := s.tr.Manifest
+	d := &drive{run: "forward", args: map[string]*val{}}
+	st := &d.structure
+	st.Model = semantics.Boundary{Module: root.Module}
+	inputs := map[string]*val{}
+	for _, name := range sortedNames(m.Inputs) {
+		v, err := s.capture(m.Inputs[name])
+		if err != nil {
+			return nil, err
+		}
+		inputs[name] = v
+	}
+	sigmaName := ""
+	for name, v := range inputs {
+		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 && len(s.tr.Steps()) >= 1 && !v.integral() {
+			sigmaName = name
+		}
+	}
+	var results []trace.Port
+	for _, p := range root.Tensors {
+		if trace.IsResult(p.Name) {
+			results = append(results, p)
+		}
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("synth: the model call %s has no tensor result", root.Module)
+	}
+	d.outPort = results[0].Name
+	outName := sortedNames(m.Outputs)
+	if len(outName) == 0 {
+		return nil, fmt.Errorf("synth: the trace has no output")
+	}
+	if sigmaName != "" {
+		d.run = "flow_euler"
+	}
+	st.Run = d.run
+	roles := map[string]string{}
+	for _, p := range root.Tensors {
+		if trace.IsResult(p.Name) {
+			continue
+		}
+		target, err := s.capture(p.Key)
+		if err != nil {
+			return nil, err
+		}
+		bound := false
+		for _, name := range sortedNames(inputs) {
+			in := inputs[name]
+			if name == sigmaName || in.numel() != target.numel() || relRMS(in.data, target.data) > 0 {
+				continue
+			}
+			role := name
+			if d.run == "flow_euler" && slices.Equal(in.shape, s.outputShape()) {
+				role = "latents"
+			}
+			if _, dup := roles[role]; !dup {
+				roles[role] = name
+				kind := program.Input
+				vname := program.InputValue(role)
+				if role == "latents" {
+					kind, vname = program.StepInput, program.StepLatents
+				}
+				s.em.bindLeaf(in, kind, vname, role)
+			}
+			if slices.Equal(in.shape, target.shape) {
+				in.keys = append(in.keys, target.keys...)
+				d.args[p.Name] = in
+			} else {
+				d.args[p.Name] = adopt(target, s.reshape(in, target.shape))
+			}
+			bound = true
+			break
+		}
+		if bound {
+			continue
+		}
+		if d.run == "flow_euler" {
+			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
+				v.request = true
+				d.args[p.Name] = v
+				continue
+			}
+		}
+		if s.invariant(func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
+			// a setting the pipeline passes unchanged at every step (a
+			// guidance scale): a constant of the request
+			s.em.constant(target, "equal at every captured step: a constant of the request the pipeline passes (not an input of the trace)")
+			d.args[p.Name] = target
+			continue
+		}
+		target.opaque = true
+		d.args[p.Name] = target
+	}
+	if lat, ok := roles["latents"]; ok && len(inputs[lat].shape) == 3 {
+		s.patchRows = inputs[lat].shape[1] // the latents arrive as token rows
+	}
+	if d.run == "flow_euler" {
+		roles["sigmas"] = sigmaName
+		if _, ok := roles["latents"]; !ok {
+			return nil, fmt.Errorf("synth: no model argument holds the latents of the flow loop")
+		}
+	}
+	for _, role := range sortedNames(roles) {
+		name := roles[role]
+		st.Inputs = append(st.Inputs, semantics.Input{Role: role, Name: name, Shape: slices.Clone(inputs[name].shape)})
+	}
+	outRole := "hidden"
+	if d.run == "flow_euler" {
+		outRole = "latents"
+	}
+	st.Outputs = []semantics.Output{{Role: outRole, Name: outName[0]}}
+	return d, nil
+}
+
+// outputShape is the shape of the run's (first) output.
+func (s *synth) outputShape() []int {
+	names := sortedNames(s.tr.Manifest.Outputs)
+	if len(names) == 0 {
+		return nil
+	}
+	info, err := s.tr.Info(s.tr.Manifest.Outputs[names[0]])
+	if err != nil {
+		return nil
+	}
+	return info.Shape
+}
+
+// timestep explains the model's timestep argument from σ at every step:
+// σ or 1 − σ, stored in the activations' format or not, times 1 or 1000,
+// stored in the argument's dtype (rounded to an integer for an integer
+// dtype); each candidate is the program's own expression, evaluated at
+// every step against the argument.
+func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
+	if s.sigma == nil {
+		s.sigma = &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
+			perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
+		s.em.bindLeaf(s.sigma, program.StepInput, program.StepTimestep, "timestep")
+	}
+	sig := s.sigma
+	info, _ := s.tr.Info(p.Key)
+	integer := !info.DType.IsFloat()
+	one := s.constant(1)
+	var best *val
+	bestErr := math.Inf(1)
+	pres := []precision.Format{precision.F32}
+	if s.em.act != precision.F32 {
+		pres = append(pres, s.em.act)
+	}
+	for _, flip := range []bool{false, true} {
+		for _, pre := range pres {
+			for _, c := range []float64{1, 1000} {
+				v := sig
+				if flip {
+					v = s.derive(&expr{op: program.OpSub, args: []*val{one, v}, out: f32, label: "1 − σ"})
+				}
+				if pre != precision.F32 && v != nil {
+					v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: pre}, args: []*val{v}, out: pre})
+				}
+				if c != 1 && v != nil {
+					v = s.derive(&expr{op: program.OpMul, args: []*val{v, s.constant(c)}, out: f32, label: "timestep scale"})
+				}
+				switch {
+				case v == nil:
+				case integer:
+					v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
+				case target.format != v.format:
+					v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
+				}
+				if v = s.reshape(v, target.shape); v == nil {
+					continue
+				}
+				worst := 0.0
+				for _, st := range s.tr.Steps() {
+					want, err := s.portAt(p, st)
+					got, ok := s.at(v, st)
+					if err != nil || !ok || len(want) != len(got) {
+						worst = math.Inf(1)
+						break
+					}
+					worst = math.Max(worst, relRMS(got, want))
+				}
+				if worst < bestErr {
+					best, bestErr = v, worst
+				}
+			}
+		}
+	}
+	if best == nil || bestErr > 1e-6 {
+		return nil
+	}
+	return adopt(target, best)
+}
+
+// portAt reads a call's port at step i (same module and ordinal).
+func (s *synth) portAt(p trace.Port, step int) ([]float32, error) {
+	key := fmt.Sprintf("s%d/%s", step, p.Key[len("s0/"):])
+	t, err := s.tr.Tensor(key)
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
+
+// velocity finds what the loop integrates: v_i = (x_{i+1} − x_i) /
+// (σ_{i+1} − σ_i) against the model's result, as is, negated, or its
+// first half of channels (a learned-σ output), at step 0.
+func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor, error) {
+	m := s.tr.Manifest
+	var latents, sigmas *val
+	for _, in := range s.em.p.ValuesOf(program.StepInput) {
+		_ = in
+	}
+	names := sortedNames(m.Inputs)
+	for _, n := range names {
+		v, _ := s.capture(m.Inputs[n])
+		if slices.Equal(v.shape, s.outputShape()) && latents == nil {
+			latents = v
+		}
+		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 {
+			sigmas = v
+		}
+	}
+	next, err := s.nextLatents(root)
+	if err != nil || latents == nil || sigmas == nil {
+		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %v", err)
+	}
+	dt := float64(sigmas.data[1] - sigmas.data[0])
+	implied := make([]float32, len(next))
+	for i := range implied {
+		implied[i] = float32((float64(next[i]) - float64(latents.data[i])) / dt)
+	}
+	want := &val{shape: latents.shape, data: implied, format: latents.format}
+	var forms []*val
+	if r := s.reshape(out, latents.shape); r != nil {
+		forms = append(forms, r)
+	}
+	if len(out.shape) >= 2 && out.shape[1] == 2*latents.shape[1] {
+		c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: latents.shape[1]}, args: []*val{out}, out: out.format, label: "first half of channels"})
+		if r := s.reshape(c, latents.shape); r != nil {
+			forms = append(forms, r)
+		}
+	}
+	var best *val
+	bestSign, bestErr, runner := 1, math.Inf(1), math.Inf(1)
+	var cands []semantics.Candidate
+	for _, f := range forms {
+		for _, sign := range []int{1, -1} {
+			d := make([]float32, len(f.data))
+			for i := range d {
+				d[i] = float32(sign) * f.data[i]
+			}
+			e := relRMS(d, want.data)
+			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
+			if e < bestErr {
+				runner = bestErr
+				best, bestSign, bestErr = f, sign, e
+			} else if e < runner {
+				runner = e
+			}
+		}
+	}
+	if best == nil {
+		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
+	}
+	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+sortedNames(m.Outputs)[0])
+	return best, bestSign, f, nil
+}
+
+// nextLatents is x_1: the model's latents argument at step 1, or the run's
+// output after one step.
+func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
+	if len(s.tr.Steps()) > 1 {
+		for _, c := range stepRoots(s.tr, 1) {
+			for _, p := range c.Tensors {
+				if trace.IsResult(p.Name) {
+					continue
+				}
+				t, err := s.tr.Tensor(p.Key)
+				if err != nil {
+					continue
+				}
+				if slices.Equal(t.Shape, s.outputShape()) {
+					return t.Float32()
+				}
+			}
+		}
+	}
+	names := sortedNames(s.tr.Manifest.Outputs)
+	t, err := s.tr.Tensor(s.tr.Manifest.Outputs[names[0]])
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
