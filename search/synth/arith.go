@@ -1,9 +1,8 @@
 package synth
 
 import (
-	"strings"
-
 	"slices"
+	"strings"
 
 	"zflow/exec"
 	"zflow/exec/program"

@@ -2,9 +2,9 @@ package synth
 
 import (
 	"slices"
-	"zflow/precision"
 
 	"zflow/exec/program"
+	"zflow/precision"
 )
 
 // glue explains target as a small expression over the scope's values:

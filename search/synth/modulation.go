@@ -2,13 +2,12 @@ package synth
 
 import (
 	"fmt"
-
 	"math"
 	"slices"
-	"zflow/semantics"
 
 	"zflow/exec"
 	"zflow/exec/program"
+	"zflow/semantics"
 )
 
 // vec is a per-sample, per-channel vector the scope holds or can cut:

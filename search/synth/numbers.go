@@ -2,9 +2,8 @@ package synth
 
 import (
 	"math"
-	"strconv"
-
 	"math/big"
+	"strconv"
 )
 
 // fitScalar fits t ≈ c·v by least squares and snaps c to 4 significant
