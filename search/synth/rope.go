@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"zflow/exec"
@@ -154,44 +155,105 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 		grid, axes []int
 		layout     exec.RopeLayout
 		theta      float64
+		stride     float32 // positions are the grid index times this (rescaled positions)
+		joint      bool    // half layout over the axes together: [f_a f_b … | f_a f_b …]
 	}
 	var cands []cand
 	for _, grid := range factorizations(rows, 3) {
 		for _, axes := range evenSplits(d, len(grid)) {
 			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
-				if layout == exec.RopeHalf && len(axes) > 1 {
-					continue // a half layout over several axes is laid out per axis: not this op's
-				}
-				for _, theta := range []float64{10000, 256, 1000, 100000, 500000} {
-					cands = append(cands, cand{grid, axes, layout, theta})
+				for _, joint := range []bool{false, true} {
+					if joint && (layout != exec.RopeHalf || len(axes) < 2 || !allSame(axes)) {
+						continue
+					}
+					for _, stride := range gridStrides(grid) {
+						for _, theta := range []float64{10000, 256, 1000, 100000, 500000} {
+							cands = append(cands, cand{grid, axes, layout, theta, stride, joint})
+						}
+					}
 				}
 			}
 		}
 	}
 	var best *cand
 	bestScore := math.Inf(1)
-	var bestIDs *val
 	var ev []semantics.Candidate
+	build := func(c *cand) (*val, *expr, *val, *val) {
+		ids := gridIDs(c.grid)
+		for i := range ids.data {
+			ids.data[i] *= c.stride
+		}
+		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
+		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format, label: "grid rope"}
+		cv, err1 := s.ev.run(e)
+		sv, err2 := s.ev.run(pickOf(e, 1))
+		if err1 != nil || err2 != nil {
+			return nil, nil, nil, nil
+		}
+		if c.joint {
+			cv, sv = s.regroup(cv, len(c.axes)), s.regroup(sv, len(c.axes))
+		}
+		return ids, e, cv, sv
+	}
 	for i := range cands {
 		c := &cands[i]
-		ids := gridIDs(c.grid)
-		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
-		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format}
-		cv, e1 := s.ev.score(e, cosT)
-		sv, e2 := s.ev.score(pickOf(e, 1), sinT)
-		sc := math.Max(e1, e2)
-		ev = append(ev, semantics.Candidate{Value: fmt.Sprintf("grid %v axes %v %s theta=%g", c.grid, c.axes, c.layout, c.theta), Score: finite(sc)})
-		if cv != nil && sv != nil && sc < bestScore {
-			best, bestScore, bestIDs = c, sc, ids
+		_, _, cv, sv := build(c)
+		if cv == nil || sv == nil || cv.numel() != cosT.numel() {
+			continue
+		}
+		sc := math.Max(relRMS(cv.data, cosT.data), relRMS(sv.data, sinT.data))
+		ev = append(ev, semantics.Candidate{Value: fmt.Sprintf("grid %v×%g axes %v %s joint=%v theta=%g", c.grid, c.stride, c.axes, c.layout, c.joint, c.theta), Score: finite(sc)})
+		if sc < bestScore {
+			best, bestScore = c, sc
+		}
+		if sc == 0 {
+			break
 		}
 	}
 	if best == nil || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	s.em.constant(bestIDs, fmt.Sprintf("grid positions %v, row-major from 0 (made from the request's shape)", best.grid))
-	p := exec.RopeTableParams{Theta: best.theta, AxesDims: best.axes, Layout: best.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
-	e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{bestIDs}, out: cosT.format, label: "grid rope"}
-	return s.tables(e, cosT, sinT, ev)
+	ids, e, cv, sv := build(best)
+	s.em.constant(ids, fmt.Sprintf("grid positions %v × %g, row-major (made from the request's shape)", best.grid, best.stride))
+	cosV, sinV := s.reshape(cv, cosT.shape), s.reshape(sv, sinT.shape)
+	if cosV == nil || sinV == nil {
+		return nil, nil
+	}
+	fit := &leafFit{kind: "rope_table", rope: e.attrs.RopeTable, candidates: ev}
+	cosV.fit, sinV.fit = fit, fit
+	return cosV, sinV
+}
+
+func allSame(xs []int) bool {
+	for _, x := range xs {
+		if x != xs[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// gridStrides are the position scales to try: 1, and the powers of two
+// that map the largest axis onto 256 or 512 positions (a model that
+// rescales its grid to a fixed base, idx·base // n).
+func gridStrides(grid []int) []float32 {
+	out := []float32{1}
+	for _, base := range []int{256, 512} {
+		n := slices.Max(grid)
+		if base%n == 0 && base/n > 1 {
+			out = append(out, float32(base/n))
+		}
+	}
+	return out
+}
+
+// regroup lays per-axis half tables [f_a f_a | f_b f_b] out as one half
+// layout over all axes [f_a f_b | f_a f_b] (k axes of equal width).
+func (s *synth) regroup(t *val, k int) *val {
+	rows, w := t.shape[0], t.shape[len(t.shape)-1]
+	r := s.reshape(t, []int{rows, k, 2, w / (2 * k)})
+	p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{r}, out: t.format, label: "axes together"})
+	return s.reshape(p, []int{rows, w})
 }
 
 // gridIDs are row-major positions over grid, one column per axis.
