@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -24,7 +25,15 @@ type DiffOptions struct {
 	// pair is split into segments that run on any core and are merged in
 	// order, so results do not depend on the scheduling.
 	SegmentLen int
+	// AllowNonFinite lifts the check that always applies otherwise,
+	// whatever Gates say: no position NaN or Inf on one side and not the
+	// same on the other (nonfinite==0).
+	AllowNonFinite bool
 }
+
+// ErrNoMatch is returned (wrapped) when a selection or a gate's glob
+// matches no boundary: a check of nothing is not a pass.
+var ErrNoMatch = errors.New("matches nothing")
 
 // BoundaryDiff is one paired boundary's comparison.
 type BoundaryDiff struct {
@@ -54,8 +63,13 @@ type DiffReport struct {
 	Finding      *Finding // the first failing boundary's per-channel diagnosis, if it could be made
 }
 
-// Pass reports whether every paired boundary passed.
-func (r *DiffReport) Pass() bool { return r.FirstFailing < 0 }
+// Pass reports whether every paired boundary passed. A report that paired
+// no boundary does not pass: it checked nothing.
+func (r *DiffReport) Pass() bool { return r.FirstFailing < 0 && len(r.Boundaries) > 0 }
+
+// NothingPaired reports whether no boundary of ours pairs with one of the
+// reference's.
+func (r *DiffReport) NothingPaired() bool { return len(r.Boundaries) == 0 }
 
 // Failed counts the boundaries that failed.
 func (r *DiffReport) Failed() int {
@@ -76,9 +90,7 @@ func (r *DiffReport) Failed() int {
 // input could not be read (a malformed tensor); a failing comparison is
 // not an error.
 func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
-	if o.Gates == nil {
-		o.Gates = DefaultGates
-	}
+	o.Gates = effectiveGates(o.Gates, o.AllowNonFinite)
 	ob, err := Boundaries(ours, o.Selection)
 	if err != nil {
 		return nil, err
@@ -87,7 +99,15 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(rb) == 0 && o.Selection != (Selection{}) {
+		return nil, selectionMatchesNothing(ref, o.Selection)
+	}
 	paired, unpaired := PairBoundaries(ob, rb)
+	if len(paired) > 0 {
+		if err := gatesMatch(o.Gates, paired); err != nil {
+			return nil, err
+		}
+	}
 	r := &DiffReport{Ours: ours.Path, Ref: ref.Path, Selection: o.Selection, Gates: o.Gates,
 		Unpaired: unpaired, FirstFailing: -1, Boundaries: make([]BoundaryDiff, len(paired))}
 	var jobs []*pairJob
@@ -125,6 +145,61 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 		}
 	}
 	return r, nil
+}
+
+// effectiveGates are the gates a run applies: gates (DefaultGates when
+// nil), plus nonfinite==0 unless allowNonFinite (which also drops the
+// default set's own nonfinite==0; a nonfinite gate given by name stays).
+func effectiveGates(gates []Gate, allowNonFinite bool) []Gate {
+	always := Gate{Metric: "nonfinite", Op: "==", Value: 0}
+	if gates == nil {
+		gates = DefaultGates
+		if allowNonFinite {
+			return slices.DeleteFunc(slices.Clone(gates), func(g Gate) bool { return g == always })
+		}
+	}
+	if allowNonFinite || slices.Contains(gates, always) {
+		return gates
+	}
+	return append(slices.Clone(gates), always)
+}
+
+// selectionMatchesNothing names the parts of sel that select no boundary
+// of tr, each tried alone (or the combination, when each part matches
+// something by itself).
+func selectionMatchesNothing(tr *trace.Trace, sel Selection) error {
+	var parts []string
+	try := func(name string, one Selection) {
+		if b, err := Boundaries(tr, one); err == nil && len(b) == 0 {
+			parts = append(parts, name)
+		}
+	}
+	if sel.Step != nil {
+		try(fmt.Sprintf("--step %d", *sel.Step), Selection{Step: sel.Step})
+	}
+	if sel.Module != "" {
+		try(fmt.Sprintf("--module %q", sel.Module), Selection{Module: sel.Module})
+	}
+	if sel.Port != "" {
+		try(fmt.Sprintf("--port %q", sel.Port), Selection{Port: sel.Port})
+	}
+	what := strings.Join(parts, " and ")
+	if what == "" {
+		what = "the selection " + sel.String()
+	}
+	return fmt.Errorf("%s: %s %w: no boundary of the reference is selected", tr.Path, what, ErrNoMatch)
+}
+
+// gatesMatch checks that every gate with a glob applies to at least one
+// paired boundary.
+func gatesMatch(gates []Gate, paired []Boundary) error {
+	for _, g := range gates {
+		if g.Glob == "" || slices.ContainsFunc(paired, g.Applies) {
+			continue
+		}
+		return fmt.Errorf("gate %q: glob %q %w: no paired boundary's key or module path matches it", g.String(), g.Glob, ErrNoMatch)
+	}
+	return nil
 }
 
 // prepare fills a pair's shapes and dtypes and returns the job that

@@ -144,7 +144,8 @@ type (
 		Scope  string `json:"scope"`
 		Module string `json:"module"`
 		Port   string `json:"port"`
-		Side   string `json:"side"` // the trace that has it: "ours" or "ref"
+		Side   string `json:"side"`             // the trace that has it: "ours" or "ref"
+		Reason string `json:"reason,omitempty"` // why it has no pair, where more is known
 	}
 	DiagnosisDoc struct {
 		Boundary  string           `json:"boundary"`
@@ -199,7 +200,7 @@ func (r *DiffReport) Document(worst int) DiffDoc {
 		doc.Boundaries[i] = r.Boundaries[i].document(i)
 	}
 	for _, u := range r.Unpaired {
-		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side})
+		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side, Reason: u.Reason})
 	}
 	if r.FirstFailing >= 0 {
 		b := doc.Boundaries[r.FirstFailing]

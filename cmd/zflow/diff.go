@@ -15,17 +15,18 @@ import (
 )
 
 type diffOpts struct {
-	step         int
-	module, port string
-	gates        []string
-	format       string
-	reports      []string
-	plot         string
-	channels     int
-	onlyFailing  bool
-	failUnpaired bool
-	jobs         int
-	ref          string
+	step           int
+	module, port   string
+	gates          []string
+	format         string
+	reports        []string
+	plot           string
+	channels       int
+	onlyFailing    bool
+	failUnpaired   bool
+	allowNonFinite bool
+	jobs           int
+	ref            string
 }
 
 func newDiffCmd() *cobra.Command {
@@ -49,7 +50,11 @@ ulp_median ulp_p99 ulp_max nan inf nonfinite (positions NaN/Inf on one side
 only). GLOB limits a gate to boundaries whose key or module path matches
 ('*' crosses dots). "rel_rms<=auto" takes the threshold from the pair's
 dtypes (the coarser side): bf16 1/16, f16 1/64, f32 1e-4, integers exact.
-Without --gate the gates are "rel_rms<=auto" and "nonfinite==0".
+Without --gate the gates are "rel_rms<=auto" and "nonfinite==0"; with
+--gate, "nonfinite==0" is still applied (a NaN or Inf on one side only fails
+whatever the other gates say) unless --allow-nonfinite. A --step, --module,
+--port or gate glob that matches no boundary is bad input (exit 2), and a
+run that pairs no boundary fails.
 
 With no paths, OURS is the workspace's generated trace and REF its reference
 (zflow workspace); one path is OURS, against --ref or the workspace's
@@ -81,6 +86,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
+	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	return cmd
@@ -186,7 +192,7 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	}
 	defer ref.Close()
 
-	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs})
+	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite})
 	if err != nil {
 		return badInput(err)
 	}
@@ -213,6 +219,8 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		return err
 	}
 	switch {
+	case r.NothingPaired():
+		return &exitError{code: exitFailed, err: fmt.Errorf("no boundary compared: none of %s pairs with one of %s (%d unpaired)", oursPath, refPath, len(r.Unpaired))}
 	case !r.Pass():
 		d := r.Boundaries[r.FirstFailing]
 		msg := fmt.Sprintf("%d of %d boundaries failed; first failing %s", r.Failed(), len(r.Boundaries), d.Key)

@@ -413,3 +413,42 @@ func TestReportExamples(t *testing.T) {
 }
 
 type cobraCmd struct{ name, example string }
+
+// TestDiffNoFalsePass: the reproductions of issue 12's items 1 and 2. A
+// NaN on one side only fails whatever --gate says; a selection or a gate
+// that matches nothing is bad input; a run that pairs nothing fails.
+func TestDiffNoFalsePass(t *testing.T) {
+	f16 := filepath.Join(fixtures, "faults", "f16_overflow.npz")
+	lm := filepath.Join(fixtures, "constructs", "lm.npz")
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string // in stderr
+	}{
+		{"NaN fails whatever --gate says", []string{f16, faultRef, "--gate", "cosine>=0.999"}, 1, "boundaries failed"},
+		{"NaN fails the default gates", []string{f16, faultRef}, 1, "boundaries failed"},
+		{"--allow-nonfinite lifts it", []string{f16, faultRef, "--gate", "cosine>=0.999", "--allow-nonfinite"}, 0, ""},
+		{"a module typo", []string{faultClean, faultRef, "--module", "transfomer.*"}, 2, `--module "transfomer.*" matches nothing`},
+		{"a step the trace lacks", []string{faultClean, faultRef, "--step", "3"}, 2, "--step 3 matches nothing"},
+		{"a port typo", []string{faultClean, faultRef, "--port", "kw.hiden*"}, 2, `--port "kw.hiden*" matches nothing`},
+		{"a gate glob typo", []string{faultClean, faultRef, "--gate", "tranformer.blocks.*:rel_rms<=1e-6"}, 2, `glob "tranformer.blocks.*" matches nothing`},
+		{"no key pairs", []string{lm, faultRef}, 1, "no boundary compared"},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff"}, c.args...)...)
+		if code != c.want || !strings.Contains(stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; stderr %q, want it to say %q", c.name, code, c.want, stderr, c.says)
+		}
+		if c.name == "no key pairs" && !strings.Contains(out, "FAIL: no boundary compared") {
+			t.Errorf("%s: the table does not say FAIL:\n%s", c.name, out)
+		}
+	}
+	code, out, _ := zflow(t, "diff", lm, faultRef, "--format", "json")
+	if code != 1 || !strings.Contains(out, `"pass": false`) {
+		t.Errorf("no key pairs, json: exit %d, want 1 and \"pass\": false", code)
+	}
+	code, out, _ = zflow(t, "diff", lm, faultRef, "--format", "junit")
+	if code != 1 || !strings.Contains(out, `failures="1"`) {
+		t.Errorf("no key pairs, junit: exit %d, want 1 and a failure:\n%s", code, out)
+	}
+}
