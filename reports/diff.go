@@ -222,6 +222,10 @@ func prepare(d *BoundaryDiff, ours, ref *trace.Trace) (*pairJob, error) {
 	case !ok || !oursOK:
 		d.Skipped = fmt.Sprintf("not compared: %s against %s cannot be read as float32 without losing bits", d.OursDType, d.DType)
 		return nil, nil
+	case oi.DType == trace.Uint16 && ri.DType == trace.BFloat16 || oi.DType == trace.BFloat16 && ri.DType == trace.Uint16:
+		d.Error = fmt.Sprintf("dtypes differ: ours %s, ref %s: bf16 bit patterns without their manifest dtypes entry are read as integers "+
+			"(zflow diff --ours-dtype bf16 reads our uint16 tensors as bf16)", d.OursDType, d.DType)
+		return nil, nil
 	case !sameLayout(oi.Shape, ri.Shape) || oi.DType.Components() != ri.DType.Components():
 		d.Error = fmt.Sprintf("shapes differ: ours %v %s, ref %v %s", oi.Shape, d.OursDType, ri.Shape, d.DType)
 		return nil, nil

@@ -181,6 +181,21 @@ func (t *Trace) Info(key string) (Info, error) {
 	return e.Info, nil
 }
 
+// Uint16AsBFloat16 reads every uint16 tensor of the trace as bf16 bit
+// patterns, as if the manifest's dtypes named each one bfloat16 (a port
+// that wrote bf16 without the dtypes entry), and returns how many it
+// changed. Call it before reading; it is not safe concurrently with reads.
+func (t *Trace) Uint16AsBFloat16() int {
+	n := 0
+	for _, e := range t.entries {
+		if e.DType == Uint16 {
+			e.DType = BFloat16
+			n++
+		}
+	}
+	return n
+}
+
 // Tree is the call tree.
 func (t *Trace) Tree() *Tree { return t.tree }
 

@@ -25,6 +25,7 @@ type diffOpts struct {
 	onlyFailing    bool
 	failUnpaired   bool
 	allowNonFinite bool
+	oursDType      string
 	jobs           int
 	ref            string
 }
@@ -42,7 +43,9 @@ the fraction bit-exact in the reference's dtype, ULP distances (median, p99,
 max), NaN/Inf counts and the worst row, and applies the gates. The first
 failing boundary is named, with its per-channel table and the signature of
 its error (magnitude, bias, activation, topology, numerics) and the numbers
-that decided it. Boundaries present on one side only are listed.
+that decided it. Boundaries present on one side only are listed. A uint16 tensor paired with
+a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
+unless --ours-dtype bf16 declares OURS' uint16 tensors bf16.
 
 Gates (--gate, repeatable) are [GLOB:]METRIC OP VALUE, OP one of <= < >= > ==;
 metrics: max_abs mean_abs rel_rms cosine psnr exact (fraction bit-exact)
@@ -87,6 +90,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
 	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
+	f.StringVar(&o.oursDType, "ours-dtype", "", "bf16: read OURS' uint16 tensors as bf16 bit patterns (a port that wrote bf16 without the manifest's dtypes entry)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	return cmd
@@ -177,6 +181,11 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	if err := sel.Validate(); err != nil {
 		return badInput(err)
 	}
+	switch o.oursDType {
+	case "", "bf16", "bfloat16":
+	default:
+		return badInput(fmt.Errorf("--ours-dtype %q: the only dtype it declares is bf16 (uint16 tensors read as bf16)", o.oursDType))
+	}
 	oursPath, refPath, err := diffPaths(args, o.ref)
 	if err != nil {
 		return badInput(err)
@@ -186,6 +195,9 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		return badInput(err)
 	}
 	defer ours.Close()
+	if o.oursDType != "" {
+		ours.Uint16AsBFloat16()
+	}
 	ref, err := trace.Open(refPath)
 	if err != nil {
 		return badInput(err)

@@ -452,3 +452,32 @@ func TestDiffNoFalsePass(t *testing.T) {
 		t.Errorf("no key pairs, junit: exit %d, want 1 and a failure:\n%s", code, out)
 	}
 }
+
+// TestDiffBF16WithoutDTypes: issue 12, item 4. A port trace that wrote
+// bf16 bits without the manifest's dtypes entry holds uint16 tensors:
+// paired with the reference's bf16 they fail, saying so, unless
+// --ours-dtype bf16 declares them.
+func TestDiffBF16WithoutDTypes(t *testing.T) {
+	ours := filepath.Join(t.TempDir(), "no-dtypes.npz")
+	mt := loadTrace(t, ditBF16)
+	if len(mt.m.DTypes) == 0 {
+		t.Fatal("the fixture names no bf16 tensor")
+	}
+	mt.m.DTypes = nil
+	mt.writeRaw(t, ours)
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string
+	}{
+		{"uint16 against bf16", nil, 1, "dtypes differ: ours uint16, ref bfloat16"},
+		{"declared bf16", []string{"--ours-dtype", "bf16"}, 0, ""},
+		{"another dtype", []string{"--ours-dtype", "f16"}, 2, `--ours-dtype "f16"`},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff", ours, ditBF16, "--format", "json"}, c.args...)...)
+		if code != c.want || !strings.Contains(out+stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; want it to say %q; stderr %s", c.name, code, c.want, c.says, stderr)
+		}
+	}
+}
