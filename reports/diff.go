@@ -50,6 +50,8 @@ type BoundaryDiff struct {
 
 	Checks []Check
 	Pass   bool
+
+	close map[int]*CloseStats // by gate index: the allclose gates' counts
 }
 
 // DiffReport is the comparison of two traces.
@@ -119,6 +121,12 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 			return nil, err
 		}
 		if job != nil {
+			for gi, g := range o.Gates {
+				if g.Metric == "allclose" && g.Applies(b) {
+					job.closeGates = append(job.closeGates, gi)
+					job.tols = append(job.tols, g.Tol.resolve(d.OursDType, d.DType))
+				}
+			}
 			jobs = append(jobs, job)
 		}
 	}
@@ -261,6 +269,10 @@ type pairJob struct {
 	ours, ref *trace.Trace
 	format    precision.Format
 	n, rowLen int
+	// the allclose gates that apply (indexes into the gates) and their
+	// tolerances, resolved for the pair's dtypes
+	closeGates []int
+	tols       []Tolerance
 
 	open   sync.Once
 	ot, rt *trace.Tensor
@@ -341,7 +353,7 @@ func (w *worker) run(t task) error {
 	if j.failed() == nil {
 		from := t.seg * j.segLen
 		to := min(j.n, from+j.segLen)
-		p := newPartial()
+		p := j.newPartial()
 		if err := w.compare(j, &p, from, to); err != nil {
 			w.h.reset()
 			j.fail(err)
@@ -358,6 +370,15 @@ func (w *worker) run(t task) error {
 		return nil
 	}
 	return j.finish()
+}
+
+// newPartial is a segment's empty sums, with a CloseStats per allclose gate.
+func (j *pairJob) newPartial() partial {
+	p := newPartial()
+	for _, t := range j.tols {
+		p.close = append(p.close, newCloseStats(t))
+	}
+	return p
 }
 
 func (j *pairJob) fail(err error) {
@@ -401,7 +422,11 @@ func u16view(b []byte) []uint16 {
 // compare runs the kernel that fits the pair over [from, to).
 func (w *worker) compare(j *pairJob, p *partial, from, to int) error {
 	if j.bits {
-		p.bf16Bits(w.h, u16view(j.ot.Bytes())[from:to], u16view(j.rt.Bytes())[from:to], from)
+		o, r := u16view(j.ot.Bytes())[from:to], u16view(j.rt.Bytes())[from:to]
+		p.bf16Bits(w.h, o, r, from)
+		for k := range p.close {
+			p.close[k].bf16(o, r, from)
+		}
 		return nil
 	}
 	ov, oview := j.ot.Float32View()
@@ -433,6 +458,9 @@ func (w *worker) compare(j *pairJob, p *partial, from, to int) error {
 		} else {
 			p.rounded(w.h, j.format, o, r, at)
 		}
+		for k := range p.close {
+			p.close[k].f32(o, r, at)
+		}
 		at = end
 	}
 	return nil
@@ -450,7 +478,7 @@ func (j *pairJob) finish() error {
 		}
 		return err
 	}
-	total := newPartial()
+	total := j.newPartial()
 	for i := range j.parts {
 		total.merge(&j.parts[i])
 	}
@@ -460,6 +488,12 @@ func (j *pairJob) finish() error {
 	}
 	j.d.Metrics = &m
 	j.d.NonFiniteMismatch = total.mismatch
+	for k, gi := range j.closeGates {
+		if j.d.close == nil {
+			j.d.close = map[int]*CloseStats{}
+		}
+		j.d.close[gi] = &total.close[k]
+	}
 	release(j.ot, 0, j.n)
 	release(j.rt, 0, j.n)
 	return nil

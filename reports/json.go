@@ -138,6 +138,19 @@ type (
 		Threshold Float  `json:"threshold"` // what was compared against (auto resolved)
 		Value     Float  `json:"value"`
 		Pass      bool   `json:"pass"`
+		// AllClose: an allclose gate's counts (value is mismatched)
+		AllClose *AllCloseDoc `json:"allclose,omitempty"`
+	}
+	AllCloseDoc struct {
+		Atol        Float `json:"atol"`
+		Rtol        Float `json:"rtol"`
+		EqualNaN    bool  `json:"equal_nan"`
+		Mismatched  int   `json:"mismatched"`
+		Total       int   `json:"total"`
+		MaxAbs      Float `json:"max_abs"`
+		MaxAbsIndex int   `json:"max_abs_index"` // flat element index; -1 when none
+		MaxRel      Float `json:"max_rel"`
+		MaxRelIndex int   `json:"max_rel_index"`
 	}
 	UnpairedDoc struct {
 		Key    string `json:"key"`
@@ -235,7 +248,12 @@ func (d *BoundaryDiff) document(i int) BoundaryDoc {
 		b.OursShape = d.OursShape
 	}
 	for _, c := range d.Checks {
-		b.Checks = append(b.Checks, CheckDoc{Gate: c.Gate.String(), Threshold: Float(c.Threshold), Value: Float(c.Got), Pass: c.Pass})
+		cd := CheckDoc{Gate: c.Gate.String(), Threshold: Float(c.Threshold), Value: Float(c.Got), Pass: c.Pass}
+		if s := c.Close; s != nil {
+			cd.AllClose = &AllCloseDoc{Atol: Float(s.Tol.Atol), Rtol: Float(s.Tol.Rtol), EqualNaN: s.Tol.EqualNaN, Mismatched: s.Mismatched,
+				Total: s.Total, MaxAbs: Float(s.MaxAbs), MaxAbsIndex: s.MaxAbsAt, MaxRel: Float(s.MaxRel), MaxRelIndex: s.MaxRelAt}
+		}
+		b.Checks = append(b.Checks, cd)
 	}
 	m := d.Metrics
 	if m == nil {

@@ -26,6 +26,9 @@ type diffOpts struct {
 	failUnpaired   bool
 	allowNonFinite bool
 	oursDType      string
+	atol, rtol     float64
+	equalNaN       bool
+	tolGiven       bool
 	jobs           int
 	ref            string
 }
@@ -53,6 +56,13 @@ ulp_median ulp_p99 ulp_max nan inf nonfinite (positions NaN/Inf on one side
 only). GLOB limits a gate to boundaries whose key or module path matches
 ('*' crosses dots). "rel_rms<=auto" takes the threshold from the pair's
 dtypes (the coarser side): bf16 1/16, f16 1/64, f32 1e-4, integers exact.
+Element-wise tolerance the way PyTorch states it: --atol A --rtol R (or the
+gate allclose(atol=A,rtol=R), or a bare "allclose" for torch.testing.
+assert_close's defaults per dtype: bf16 atol 1e-5 rtol 1.6e-2, f16 1e-5 1e-3,
+f32 1e-5 1.3e-6, integers exact) fails a boundary where any element has
+|ours-ref| > atol + rtol·|ref|, and reports mismatched elements as
+count / total (percent) with the greatest absolute and relative differences
+and their indexes. NaN is unequal to NaN unless --equal-nan.
 Without --gate the gates are "rel_rms<=auto" and "nonfinite==0"; with
 --gate, "nonfinite==0" is still applied (a NaN or Inf on one side only fails
 whatever the other gates say) unless --allow-nonfinite. A --step, --module,
@@ -69,11 +79,16 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --step 0 --module 'transformer.blocks.*'
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
+  zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --atol 1e-5 --rtol 1.3e-6
   zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("step") {
 				o.step = -1
+			}
+			o.tolGiven = cmd.Flags().Changed("atol") || cmd.Flags().Changed("rtol")
+			if o.tolGiven && !(cmd.Flags().Changed("atol") && cmd.Flags().Changed("rtol")) {
+				return badInput(errors.New("--atol and --rtol: give both or neither, as torch.testing.assert_close wants"))
 			}
 			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
@@ -90,6 +105,9 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
 	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
+	f.Float64Var(&o.atol, "atol", 0, "element-wise tolerance: adds the gate allclose(atol=A,rtol=R) (give --rtol too)")
+	f.Float64Var(&o.rtol, "rtol", 0, "element-wise relative tolerance (with --atol): |ours-ref| <= atol + rtol·|ref|, torch.testing.assert_close's test")
+	f.BoolVar(&o.equalNaN, "equal-nan", false, "allclose gates count NaN against NaN as equal")
 	f.StringVar(&o.oursDType, "ours-dtype", "", "bf16: read OURS' uint16 tensors as bf16 bit patterns (a port that wrote bf16 without the manifest's dtypes entry)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
@@ -173,6 +191,18 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 			return badInput(err)
 		}
 		gates = append(gates, g)
+	}
+	if o.tolGiven {
+		g, err := reports.ParseGate(fmt.Sprintf("allclose(atol=%g,rtol=%g)", o.atol, o.rtol))
+		if err != nil {
+			return badInput(fmt.Errorf("--atol/--rtol: %w", err))
+		}
+		gates = append(gates, g)
+	}
+	if o.equalNaN {
+		for i := range gates {
+			gates[i].Tol.EqualNaN = gates[i].Tol.EqualNaN || gates[i].Metric == "allclose"
+		}
 	}
 	sel := reports.Selection{Module: o.module, Port: o.port}
 	if o.step >= 0 {

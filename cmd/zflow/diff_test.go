@@ -481,3 +481,42 @@ func TestDiffBF16WithoutDTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestDiffAllClose: issue 12, item 5: --atol/--rtol and the allclose gate,
+// with torch.testing.assert_close's test and report.
+func TestDiffAllClose(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string // in stdout or stderr
+	}{
+		{"f32 within assert_close's defaults", []string{faultClean, faultRef, "--atol", "1e-5", "--rtol", "1.3e-6"}, 0, "PASS"},
+		{"the dtypes' defaults", []string{faultClean, faultRef, "--gate", "allclose"}, 0, "PASS"},
+		{"a wrong activation", []string{faultAct, faultRef, "--gate", "allclose"}, 1,
+			"allclose(atol=1e-05,rtol=1.3e-06): mismatched elements: 2029 / 2048 (99.1%), greatest absolute difference 0.1931 at index (0, 2, 48)"},
+		{"bf16 bits against themselves, exactly", []string{ditBF16, ditBF16, "--atol", "0", "--rtol", "0"}, 0, "PASS"},
+		{"bf16 against f32", []string{ditBF16, ditF32, "--step", "0", "--gate", "allclose(atol=1e-2,rtol=1e-2)"}, 1, "mismatched elements: 6 / 512 (1.17%)"},
+		{"--atol without --rtol", []string{faultClean, faultRef, "--atol", "1e-5"}, 2, "give both or neither"},
+		{"a bad parameter", []string{faultClean, faultRef, "--gate", "allclose(atol=x,rtol=0)"}, 2, "not a finite number"},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff"}, c.args...)...)
+		if code != c.want || !strings.Contains(out+stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; want it to say %q; stderr %s", c.name, code, c.want, c.says, stderr)
+		}
+	}
+	code, out, _ := zflow(t, "diff", faultAct, faultRef, "--gate", "allclose", "--format", "json")
+	var doc struct {
+		FirstFailing struct {
+			Checks []struct {
+				AllClose *struct{ Mismatched, Total int } `json:"allclose"`
+			}
+		} `json:"first_failing"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 {
+		t.Fatalf("json: exit %d, %v", code, err)
+	}
+	if cs := doc.FirstFailing.Checks; len(cs) == 0 || cs[0].AllClose == nil || cs[0].AllClose.Mismatched != 2029 || cs[0].AllClose.Total != 2048 {
+		t.Errorf("json first_failing checks: %+v", cs)
+	}
+}
