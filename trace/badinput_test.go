@@ -145,6 +145,29 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
 			return p
 		}, ErrFormat, `entry "a"`},
+		// issue 12, item 6: 2^31 · 2^31 f32 elements are 2^64 bytes, which
+		// wrapped to 0 in int64 and matched an empty entry.
+		{"npz shape whose byte size wraps", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{1 << 31, 1 << 31}, nil),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrFormat, `entry "param/w": malformed trace: shape [2147483648 2147483648] of float32: its size in bytes overflows`},
+		{"npz shape of 2^63 elements", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "|u1", []int{1 << 32, 1 << 31}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrFormat, "overflows"},
+		{"safetensors shape whose byte size wraps", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "s.safetensors")
+			hdr := `{"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}`
+			b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
+			return p
+		}, ErrFormat, `entry "a": malformed trace: shape [2147483648 2147483648] of float32: its size in bytes overflows`},
 		{"safetensors without manifest", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "s.safetensors")
 			hdr := `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
@@ -205,5 +228,26 @@ func TestDeflatedCorruptionIsCaughtOnRead(t *testing.T) {
 		t.Fatal("corrupt deflated data read without error")
 	} else if !errors.Is(err, ErrFormat) {
 		t.Errorf("want ErrFormat, got %v", err)
+	}
+}
+
+// TestReadStaysInsideTheEntry: issue 12, item 6: a tensor whose shape
+// claims more values than its data holds reads none past the data (the
+// next entry's bytes), whatever the header says.
+func TestReadStaysInsideTheEntry(t *testing.T) {
+	next := f32Bytes(1, 2, 3, 4)
+	ten := &Tensor{Info: Info{Key: "k", DType: Float32, Shape: []int{4}, Bytes: 16}, data: next[:8], file: "f.npz"}
+	for _, c := range []struct {
+		n    int
+		from int64
+		ok   bool
+	}{{2, 0, true}, {1, 1, true}, {4, 0, false}, {1, 2, false}, {1, -1, false}, {0, 3, false}} {
+		err := ten.ReadFloat32(make([]float32, c.n), c.from)
+		if (err == nil) != c.ok {
+			t.Errorf("%d values from %d: %v, want ok %v", c.n, c.from, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"k"`)) {
+			t.Errorf("%d values from %d: %v", c.n, c.from, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"sort"
 )
@@ -148,7 +149,11 @@ func (t *Trace) add(e *entry) error {
 	if _, dup := t.entries[e.Key]; dup {
 		return errf(t.Path, e.Key, ErrFormat, "duplicate entry")
 	}
-	if want := e.Len() * int64(e.DType.Size()); want != e.Bytes || e.Len() < 0 {
+	want, ok := byteSize(e.Shape, e.DType)
+	if !ok {
+		return errf(t.Path, e.Key, ErrFormat, "shape %v of %s: its size in bytes overflows (no file holds it; the entry holds %d)", e.Shape, e.DType, e.Bytes)
+	}
+	if want != e.Bytes {
 		return errf(t.Path, e.Key, ErrFormat, "shape %v of %s needs %d bytes but the entry holds %d", e.Shape, e.DType, want, e.Bytes)
 	}
 	t.entries[e.Key] = e
@@ -244,16 +249,38 @@ func (t *Trace) SortedKeys() []string {
 	return k
 }
 
+// numElems is the number of elements of shape: 0 when a dimension is 0,
+// -1 when one is negative or the product passes 2^62 (no file holds that
+// many).
 func numElems(shape []int) int64 {
 	n := int64(1)
 	for _, d := range shape {
 		if d < 0 {
 			return -1
 		}
-		if d != 0 && n > (1<<62)/int64(d) {
-			return -1 // overflow: no file holds this many
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	for _, d := range shape {
+		if n > (1<<62)/int64(d) {
+			return -1
 		}
 		n *= int64(d)
 	}
 	return n
+}
+
+// byteSize is the size in bytes of shape's elements of dt; ok is false
+// when a dimension is negative or the product overflows int64 (every
+// multiplication is checked, so a shape cannot wrap round to a small size).
+func byteSize(shape []int, dt DType) (int64, bool) {
+	n, s := numElems(shape), int64(dt.Size())
+	if n < 0 || s <= 0 || n > math.MaxInt64/s {
+		return 0, false
+	}
+	return n * s, true
 }

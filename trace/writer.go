@@ -79,7 +79,9 @@ func (w *Writer) Add(key string, dt DType, shape []int, data []byte) error {
 	if dt.Size() == 0 {
 		return fmt.Errorf("%s: tensor %q: invalid dtype", w.path, key)
 	}
-	if want := numElems(shape) * int64(dt.Size()); want != int64(len(data)) {
+	if want, ok := byteSize(shape, dt); !ok {
+		return fmt.Errorf("%s: tensor %q: shape %v of %s: its size in bytes overflows", w.path, key, shape, dt)
+	} else if want != int64(len(data)) {
 		return fmt.Errorf("%s: tensor %q: shape %v of %s needs %d bytes, got %d", w.path, key, shape, dt, want, len(data))
 	}
 	w.keys[key] = true

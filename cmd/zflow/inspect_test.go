@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"zflow/trace"
 )
 
 // zflow runs the CLI in-process and returns its exit code and output.
@@ -104,6 +106,28 @@ func TestInspectBadInput(t *testing.T) {
 		}
 		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%s: stderr %q should be one line mentioning %q", tc.name, stderr, tc.want)
+		}
+	}
+}
+
+// TestWrappedShapeIsBadInput: issue 12, item 6: a shape whose byte size
+// wraps past 2^64 is refused by every command that reads the trace, with
+// one line and exit 2, never a panic.
+func TestWrappedShapeIsBadInput(t *testing.T) {
+	mt := loadTrace(t, filepath.Join(fixtures, "faults", "ref.npz"))
+	k := mt.keys[0]
+	mt.ts[k].shape, mt.ts[k].data = []int{1 << 31, 1 << 31}, nil
+	mt.ts[k].dt = trace.Float32
+	bad := filepath.Join(t.TempDir(), "wrapped.npz")
+	mt.writeRaw(t, bad)
+	for _, args := range [][]string{
+		{"stats", bad},
+		{"inspect", bad, "--stats"},
+		{"diff", bad, filepath.Join(fixtures, "faults", "ref.npz")},
+	} {
+		code, _, stderr := zflow(t, args...)
+		if code != 2 || !strings.Contains(stderr, "overflows") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
 	}
 }
