@@ -163,8 +163,16 @@ func (m *Manifest) validate(has func(key string) bool) error {
 			return fmt.Errorf("call %d: negative step %d", c.ID, *c.Step)
 		}
 		if c.Parent != nil {
-			if err := checkParent(m.Calls, index, i); err != nil {
-				return err
+			// Every earlier call's parent comes before it, so a parent
+			// before call i ends a chain that strictly descends to a root:
+			// no walk is needed (linear in the calls). Only a violation
+			// walks, once, to name a cycle or a missing id.
+			j, ok := index[*c.Parent]
+			if !ok {
+				return fmt.Errorf("call %d: parent %d does not exist", c.ID, *c.Parent)
+			}
+			if j >= i {
+				return checkParent(m.Calls, index, i)
 			}
 		}
 		for _, p := range c.Params {
@@ -182,7 +190,8 @@ func (m *Manifest) validate(has func(key string) bool) error {
 }
 
 // checkParent follows call i's parent chain, naming a cycle or a missing id
-// before the weaker "parent after child" error.
+// before the weaker "parent after child" error. validate calls it only on
+// the error path, at most once.
 func checkParent(calls []Call, index map[int]int, i int) error {
 	c := calls[i]
 	seen := map[int]bool{c.ID: true}
