@@ -76,6 +76,7 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 			}
 		}
 		e.offset = off
+		e.stored = &storedCRC{from: off, n: size, want: f.CRC32}
 	case zip.Deflate:
 		if size/maxDeflateRatio > int64(f.CompressedSize64)+1 {
 			return nil, errf(t.Path, name, ErrFormat, "claims %d bytes from %d compressed, more than deflate can give", size, f.CompressedSize64)
@@ -133,6 +134,16 @@ func (t *Trace) readManifestEntry(e *entry) ([]byte, error) {
 	}
 	if e.source != nil {
 		return e.source.decode(e)
+	}
+	if s := e.stored; s != nil {
+		b, err := t.readAt(s.from, s.n)
+		if err != nil {
+			return nil, err
+		}
+		if sum := crc32.ChecksumIEEE(b); sum != s.want {
+			return nil, errf(t.Path, ManifestKey+".npy", ErrFormat, "checksum mismatch: the stored bytes have CRC-32 %08x, the archive says %08x (corrupt data)", sum, s.want)
+		}
+		return b[s.n-e.Bytes:], nil
 	}
 	return t.readAt(e.offset, e.Bytes)
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"math"
 	"os"
 	"sort"
+	"sync"
 )
 
 // ManifestKey is the npz entry (without ".npy") that holds the manifest.
@@ -31,6 +33,32 @@ type entry struct {
 	Info
 	offset int64 // data offset in the mapping (stored data only)
 	source source
+	stored *storedCRC // a stored npz entry's checksum, checked on first read
+}
+
+// storedCRC checks a stored zip entry's CRC-32 once, on the first read of
+// the entry, over the mapped bytes in place (as zip.File.Open checks it
+// at the end of the stream; nothing is copied).
+type storedCRC struct {
+	from, n int64 // the zip entry's bytes in the mapping: npy header and data
+	want    uint32
+	once    sync.Once
+	err     error
+}
+
+// check reports whether data[from:from+n] has the CRC the archive gives.
+func (s *storedCRC) check(data []byte) error {
+	s.once.Do(func() {
+		const chunk = 1 << 20
+		var sum uint32
+		for at := s.from; at < s.from+s.n; at += chunk {
+			sum = crc32.Update(sum, crc32.IEEETable, data[at:min(at+chunk, s.from+s.n)])
+		}
+		if sum != s.want {
+			s.err = fmt.Errorf("checksum mismatch: the stored bytes have CRC-32 %08x, the archive says %08x (corrupt data)", sum, s.want)
+		}
+	})
+	return s.err
 }
 
 // source decodes the data of a compressed entry.
@@ -220,6 +248,11 @@ func (t *Trace) Tensor(key string) (*Tensor, error) {
 			return nil, errf(t.Path, key+".npy", ErrFormat, "%v", err)
 		}
 		return &Tensor{Info: e.Info, data: b, file: t.Path}, nil
+	}
+	if e.stored != nil {
+		if err := e.stored.check(t.data); err != nil {
+			return nil, errf(t.Path, key+".npy", ErrFormat, "%v", err)
+		}
 	}
 	return &Tensor{Info: e.Info, data: t.data[e.offset : e.offset+e.Bytes], view: true, file: t.Path}, nil
 }
