@@ -69,7 +69,7 @@ func FuzzOpenNpz(f *testing.F) {
 	f.Add(seedTrace(f, "s.npz", false))
 	f.Add(seedTrace(f, "d.npz", true))
 	f.Add([]byte("PK\x05\x06" + string(make([]byte, 18))))
-	f.Add(wrappedNpz(f)) // a shape whose byte size wraps past 2^64
+	f.Add(wrappedNpz(f))                    // a shape whose byte size wraps past 2^64
 	flipped := seedTrace(f, "c.npz", false) // a stored data byte flipped: the CRC catches it
 	i := bytes.Index(flipped, []byte("\x93NUMPY"))
 	flipped[i+10+int(flipped[i+8])+int(flipped[i+9])<<8] ^= 1
