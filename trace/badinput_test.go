@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -168,6 +169,29 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
 			return p
 		}, ErrFormat, `entry "a": malformed trace: shape [2147483648 2147483648] of float32: its size in bytes overflows`},
+		// issue 12, item 14: what the readers of record refuse.
+		{"data after the manifest JSON", rawManifest(func(b []byte) []byte { return append(b, []byte(` {"format": "x"}`)...) }),
+			ErrManifest, "data after its JSON value"},
+		{"a duplicate key in the manifest", rawManifest(func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"version":1`, `"version":1,"version":1`, 1))
+		}), ErrManifest, `key "version" appears twice`},
+		{"a duplicate key deep in the manifest", rawManifest(func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"module":"m"`, `"module":"m","module":"evil"`, 1))
+		}), ErrManifest, `key "module" appears twice`},
+		{"a second manifest entry", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrManifest, "a second manifest entry"},
+		{"safetensors bytes after the last tensor", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 8),
+			ErrFormat, "data bytes [4, 8) at the end belong to no tensor"},
+		{"safetensors bytes between tensors", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, 12),
+			ErrFormat, `entry "b": malformed trace: data bytes [4, 8) before it belong to no tensor`},
+		{"safetensors duplicate key", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4),
+			ErrFormat, `key "a" appears twice`},
 		{"safetensors without manifest", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "s.safetensors")
 			hdr := `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
@@ -198,6 +222,32 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error is not one line: %q", err)
 			}
 		})
+	}
+}
+
+// rawManifest writes the small trace with its manifest's JSON bytes edited.
+func rawManifest(edit func(b []byte) []byte) func(t *testing.T, dir string) string {
+	return func(t *testing.T, dir string) string {
+		b, err := json.Marshal(smallManifest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = edit(b)
+		return writeZip(t, dir, []zipEntry{
+			npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+			npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+			npyEntry(ManifestKey, "|u1", []int{len(b)}, b),
+		})
+	}
+}
+
+// safetensorsWith writes a safetensors file of header hdr and n data bytes.
+func safetensorsWith(hdr string, n int) func(t *testing.T, dir string) string {
+	return func(t *testing.T, dir string) string {
+		p := filepath.Join(dir, "s.safetensors")
+		b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+		os.WriteFile(p, append(b, make([]byte, n)...), 0o644)
+		return p
 	}
 }
 

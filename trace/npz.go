@@ -29,6 +29,9 @@ func (t *Trace) openNpz() error {
 			return err
 		}
 		if key == ManifestKey {
+			if manifest != nil {
+				return errf(t.Path, f.Name, ErrManifest, "a second manifest entry (which one is meant?)")
+			}
 			if manifest, err = t.readManifestEntry(e); err != nil {
 				return err
 			}

@@ -109,7 +109,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.Float64Var(&o.rtol, "rtol", 0, "element-wise relative tolerance (with --atol): |ours-ref| <= atol + rtol·|ref|, torch.testing.assert_close's test")
 	f.BoolVar(&o.equalNaN, "equal-nan", false, "allclose gates count NaN against NaN as equal")
 	f.StringVar(&o.oursDType, "ours-dtype", "", "bf16: read OURS' uint16 tensors as bf16 bit patterns (a port that wrote bf16 without the manifest's dtypes entry)")
-	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	return cmd
 }

@@ -131,3 +131,42 @@ func TestWrappedShapeIsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestLeniencies: issue 12, item 14, the command line's part: a negative
+// --step and a --jobs outside 1..1024 are bad input; control characters
+// in module names are escaped, not sent to the terminal.
+func TestLeniencies(t *testing.T) {
+	ref := filepath.Join(fixtures, "faults", "ref.npz")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"diff", faultClean, ref, "--step", "-1"}, "--step -1: steps are 0 or more"},
+		{[]string{"inspect", ref, "--step", "-1"}, "--step -1"},
+		{[]string{"stats", ref, "--step", "-2"}, "--step -2"},
+		{[]string{"diff", faultClean, ref, "--jobs", "0"}, "--jobs 0: want 1 to 1024"},
+		{[]string{"diff", faultClean, ref, "--jobs", "-3"}, "--jobs -3"},
+		{[]string{"stats", ref, "--jobs", "1000000"}, "--jobs 1000000"},
+	} {
+		code, _, stderr := zflow(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.says) {
+			t.Errorf("%v: exit %d, stderr %q, want exit 2 saying %q", c.args, code, stderr, c.says)
+		}
+	}
+	if code, _, stderr := zflow(t, "diff", faultClean, ref, "--jobs", "2"); code != 0 {
+		t.Errorf("--jobs 2: exit %d: %s", code, stderr)
+	}
+
+	mt := loadTrace(t, ref)
+	mt.m.Calls[0].Module = "evil\x1b[31m\nFAKE LINE"
+	mt.m.Calls[0].Type = "T\x07"
+	p := filepath.Join(t.TempDir(), "ctl.npz")
+	mt.writeRaw(t, p)
+	code, out, stderr := zflow(t, "inspect", p)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	if strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\nFAKE LINE") || !strings.Contains(out, `evil\x1b[31m\nFAKE LINE`) {
+		t.Errorf("control characters reach the terminal:\n%q", out)
+	}
+}

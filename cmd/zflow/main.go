@@ -71,6 +71,27 @@ func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code
 	return exitBadInput
 }
 
+// maxJobs bounds --jobs: more workers than this only cost memory.
+const maxJobs = 1024
+
+// checkCommonFlags refuses what the commands' shared flags cannot mean:
+// a negative --step (no step is negative; leave the flag out for every
+// step) and a --jobs outside 1..maxJobs (leave it out for one per core).
+func checkCommonFlags(cmd *cobra.Command) error {
+	f := cmd.Flags()
+	if f.Lookup("step") != nil && f.Changed("step") {
+		if s, err := f.GetInt("step"); err == nil && s < 0 {
+			return badInput(fmt.Errorf("--step %d: steps are 0 or more (leave --step out for every step)", s))
+		}
+	}
+	if f.Lookup("jobs") != nil && f.Changed("jobs") {
+		if j, err := f.GetInt("jobs"); err == nil && (j < 1 || j > maxJobs) {
+			return badInput(fmt.Errorf("--jobs %d: want 1 to %d (leave --jobs out for one per core)", j, maxJobs))
+		}
+	}
+	return nil
+}
+
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "zflow",
@@ -81,8 +102,9 @@ and answers questions about it.
 
 Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 3 an internal error (please report it).`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkCommonFlags(cmd) },
 	}
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newGenerateCmd())

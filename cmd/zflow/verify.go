@@ -81,7 +81,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
-	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
 
