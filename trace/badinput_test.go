@@ -349,3 +349,54 @@ func TestStoredCRC(t *testing.T) {
 		t.Errorf("flipped manifest byte: %v", err)
 	}
 }
+
+// TestDecodeBudget: issue 12, item 8. Deflated entries that declare more
+// decoded bytes, together, than the budget are refused at open, before
+// anything is decoded; entries whose data overlap (two names on one
+// stream, a bomb's multiplier) are refused whatever their method.
+func TestDecodeBudget(t *testing.T) {
+	zeros := npyEntry("param/w", "|u1", []int{1 << 16}, make([]byte, 1<<16))
+	zeros.deflate = true
+	p := writeZip(t, t.TempDir(), []zipEntry{zeros, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+	defer func(old int64) { MaxDecoded = old }(MaxDecoded)
+	for _, c := range []struct {
+		budget int64
+		ok     bool
+	}{{0, true}, {1 << 20, true}, {1 << 16, false}, {1000, false}} {
+		MaxDecoded = c.budget
+		tr, err := Open(p)
+		if err == nil {
+			tr.Close()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("budget %d: %v, want ok %v", c.budget, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"param/w.npy"`) || !strings.Contains(err.Error(), "--max-decoded")) {
+			t.Errorf("budget %d: %v", c.budget, err)
+		}
+	}
+	MaxDecoded = 0
+	if got := DecodedBudget(1 << 20); got != 1<<30 {
+		t.Errorf("DecodedBudget(1 MiB) = %d, want the 1 GiB floor", got)
+	}
+	if got := DecodedBudget(1 << 30); got != 64<<30 {
+		t.Errorf("DecodedBudget(1 GiB) = %d, want 64 GiB", got)
+	}
+
+	// Two central-directory records on one local entry.
+	for _, deflate := range []bool{false, true} {
+		a := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+		a.deflate = deflate
+		b := a
+		b.name = "param/v.npy"
+		p = writeZip(t, t.TempDir(), []zipEntry{a, b, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+		raw, _ := os.ReadFile(p)
+		first := strings.Index(string(raw), "PK\x01\x02")
+		second := first + 1 + strings.Index(string(raw[first+1:]), "PK\x01\x02")
+		copy(raw[second+42:second+46], raw[first+42:first+46]) // the second record's local header offset := the first's
+		os.WriteFile(p, raw, 0o644)
+		if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "overlap") {
+			t.Errorf("deflate %v: overlapping entries: %v", deflate, err)
+		}
+	}
+}

@@ -170,3 +170,23 @@ func TestLeniencies(t *testing.T) {
 		t.Errorf("control characters reach the terminal:\n%q", out)
 	}
 }
+
+// TestMaxDecodedFlag: --max-decoded bounds what a trace's deflated entries
+// may decode to (issue 12, item 8).
+func TestMaxDecodedFlag(t *testing.T) {
+	p := filepath.Join(fixtures, "toy-deflate.npz")
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"inspect", p}, 0},
+		{[]string{"inspect", p, "--max-decoded", "1000"}, 2},
+		{[]string{"inspect", p, "--max-decoded", "100000000"}, 0},
+		{[]string{"inspect", p, "--max-decoded", "-1"}, 2},
+		{[]string{"inspect", p}, 0}, // the flag of one run does not outlive it
+	} {
+		if code, _, stderr := zflow(t, c.args...); code != c.want {
+			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.want, stderr)
+		}
+	}
+}

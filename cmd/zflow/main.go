@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"zflow/trace"
 )
 
 // Exit codes, documented in the README.
@@ -93,6 +95,7 @@ func checkCommonFlags(cmd *cobra.Command) error {
 }
 
 func newRootCmd() *cobra.Command {
+	var maxDecoded int64
 	root := &cobra.Command{
 		Use:   "zflow",
 		Short: "Port neural networks from a Python reference, checked against its captured tensors",
@@ -102,10 +105,18 @@ and answers questions about it.
 
 Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 3 an internal error (please report it).`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return checkCommonFlags(cmd) },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if maxDecoded < 0 {
+				return badInput(fmt.Errorf("--max-decoded %d: want a number of bytes (0: the default)", maxDecoded))
+			}
+			trace.MaxDecoded = maxDecoded
+			return checkCommonFlags(cmd)
+		},
 	}
+	root.PersistentFlags().Int64Var(&maxDecoded, "max-decoded", 0,
+		"bytes the deflated entries of one npz trace may decode to, together (0: 64 times the file's size, at least 1 GiB)")
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newGenerateCmd())
 	root.AddCommand(newDiscoverCmd())
