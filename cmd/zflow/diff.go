@@ -182,6 +182,9 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		if !found || !ok || path == "" {
 			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
 		}
+		if err := checkOutputPath("--report", path); err != nil {
+			return badInput(err)
+		}
 		files = append(files, reportFile{path, w})
 	}
 	var gates []reports.Gate

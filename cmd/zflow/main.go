@@ -11,10 +11,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"zflow/internal/tempfiles"
 	"zflow/trace"
 )
 
@@ -39,7 +43,51 @@ func (e *exitError) Unwrap() error { return e.err }
 func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
 
 func main() {
+	cleanupOnSignal()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cleanupOnSignal makes SIGINT and SIGTERM remove the temporary files the
+// run's writers have not renamed into place yet (nothing half-written is
+// left behind), then exit 130 or 143 as a shell would report the signal.
+func cleanupOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		n := tempfiles.RemoveAll()
+		fmt.Fprintf(os.Stderr, "zflow: %v: stopped (%d unfinished files removed)\n", s, n)
+		code := 130
+		if s == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+}
+
+// checkOutputPath refuses, before any work, an output path that cannot be
+// written: a directory, a folder that does not exist, or one this process
+// cannot create files in.
+func checkOutputPath(flag, p string) error {
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s: is a directory", flag, p)
+	}
+	dir := filepath.Dir(p)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s %s: folder %s: %w", flag, p, dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s: %s is not a folder", flag, p, dir)
+	}
+	f, err := tempfiles.Create(dir, ".zflow-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, p, dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	tempfiles.Done(f.Name())
+	return nil
 }
 
 // run executes the CLI and returns the exit code; tests call it directly.

@@ -110,6 +110,11 @@ func runPrecision(stdout io.Writer, o precisionOpts) error {
 	if o.out != "" && (sameFile(o.out, trPath) || o.out == trPath) {
 		return badInput(fmt.Errorf("-o %s would overwrite the trace", o.out))
 	}
+	if o.out != "" {
+		if err := checkOutputPath("-o", o.out); err != nil {
+			return badInput(err)
+		}
+	}
 	doc, err := semantics.Read(docPath)
 	if err != nil {
 		return badInput(err)
