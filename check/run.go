@@ -39,6 +39,9 @@ type Report struct {
 	Skipped []plan.Record
 	// Class is each record's op class by trace key (plan.Record.OpClass).
 	Class map[string]string
+	// Unmatched are the keys the program tapped where the reference
+	// holds another shape (not compared), with our value's shape.
+	Unmatched map[string][]int
 	// Partial says the program was built around holes (BuildPartial).
 	Partial bool
 }
@@ -67,6 +70,7 @@ func Run(b exec.Backend, doc *semantics.Document, tr *trace.Trace, o Options) (*
 	if err != nil {
 		return nil, err
 	}
+	rep.Unmatched = e.Unmatched()
 	taps := e.Program().PassedTaps()
 	passed := map[string]bool{}
 	for _, tp := range taps {

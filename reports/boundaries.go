@@ -30,6 +30,24 @@ type Selection struct {
 	Port   string // only ports (and inputs and outputs) whose name matches this glob
 }
 
+// String is the selection as the flags that make it.
+func (s Selection) String() string {
+	var parts []string
+	if s.Step != nil {
+		parts = append(parts, fmt.Sprintf("--step %d", *s.Step))
+	}
+	if s.Module != "" {
+		parts = append(parts, fmt.Sprintf("--module %q", s.Module))
+	}
+	if s.Port != "" {
+		parts = append(parts, fmt.Sprintf("--port %q", s.Port))
+	}
+	if len(parts) == 0 {
+		return "(everything)"
+	}
+	return strings.Join(parts, " ")
+}
+
 // Validate checks the globs.
 func (s Selection) Validate() error {
 	for _, g := range []struct{ flag, glob string }{{"module", s.Module}, {"port", s.Port}} {
@@ -115,7 +133,8 @@ func Boundaries(tr *trace.Trace, sel Selection) ([]Boundary, error) {
 // Unpaired is a boundary that only one of the two traces has.
 type Unpaired struct {
 	Boundary
-	Side string // "ours" or "ref": the trace that has it
+	Side   string // "ours" or "ref": the trace that has it
+	Reason string // why it has no pair, when more is known than that the other side lacks the key
 }
 
 // PairBoundaries pairs two boundary lists by key. Paired boundaries come in
@@ -132,12 +151,12 @@ func PairBoundaries(ours, ref []Boundary) (paired []Boundary, unpaired []Unpaire
 		if inOurs[b.Key] {
 			paired = append(paired, b)
 		} else {
-			unpaired = append(unpaired, Unpaired{b, "ref"})
+			unpaired = append(unpaired, Unpaired{Boundary: b, Side: "ref"})
 		}
 	}
 	for _, b := range ours {
 		if !inRef[b.Key] {
-			unpaired = append(unpaired, Unpaired{b, "ours"})
+			unpaired = append(unpaired, Unpaired{Boundary: b, Side: "ours"})
 		}
 	}
 	return paired, unpaired

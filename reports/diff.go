@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -24,7 +25,15 @@ type DiffOptions struct {
 	// pair is split into segments that run on any core and are merged in
 	// order, so results do not depend on the scheduling.
 	SegmentLen int
+	// AllowNonFinite lifts the check that always applies otherwise,
+	// whatever Gates say: no position NaN or Inf on one side and not the
+	// same on the other (nonfinite==0).
+	AllowNonFinite bool
 }
+
+// ErrNoMatch is returned (wrapped) when a selection or a gate's glob
+// matches no boundary: a check of nothing is not a pass.
+var ErrNoMatch = errors.New("matches nothing")
 
 // BoundaryDiff is one paired boundary's comparison.
 type BoundaryDiff struct {
@@ -41,6 +50,8 @@ type BoundaryDiff struct {
 
 	Checks []Check
 	Pass   bool
+
+	close map[int]*CloseStats // by gate index: the allclose gates' counts
 }
 
 // DiffReport is the comparison of two traces.
@@ -54,8 +65,13 @@ type DiffReport struct {
 	Finding      *Finding // the first failing boundary's per-channel diagnosis, if it could be made
 }
 
-// Pass reports whether every paired boundary passed.
-func (r *DiffReport) Pass() bool { return r.FirstFailing < 0 }
+// Pass reports whether every paired boundary passed. A report that paired
+// no boundary does not pass: it checked nothing.
+func (r *DiffReport) Pass() bool { return r.FirstFailing < 0 && len(r.Boundaries) > 0 }
+
+// NothingPaired reports whether no boundary of ours pairs with one of the
+// reference's.
+func (r *DiffReport) NothingPaired() bool { return len(r.Boundaries) == 0 }
 
 // Failed counts the boundaries that failed.
 func (r *DiffReport) Failed() int {
@@ -76,9 +92,7 @@ func (r *DiffReport) Failed() int {
 // input could not be read (a malformed tensor); a failing comparison is
 // not an error.
 func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
-	if o.Gates == nil {
-		o.Gates = DefaultGates
-	}
+	o.Gates = effectiveGates(o.Gates, o.AllowNonFinite)
 	ob, err := Boundaries(ours, o.Selection)
 	if err != nil {
 		return nil, err
@@ -87,7 +101,15 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(rb) == 0 && o.Selection != (Selection{}) {
+		return nil, selectionMatchesNothing(ref, o.Selection)
+	}
 	paired, unpaired := PairBoundaries(ob, rb)
+	if len(paired) > 0 {
+		if err := gatesMatch(o.Gates, paired); err != nil {
+			return nil, err
+		}
+	}
 	r := &DiffReport{Ours: ours.Path, Ref: ref.Path, Selection: o.Selection, Gates: o.Gates,
 		Unpaired: unpaired, FirstFailing: -1, Boundaries: make([]BoundaryDiff, len(paired))}
 	var jobs []*pairJob
@@ -99,6 +121,12 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 			return nil, err
 		}
 		if job != nil {
+			for gi, g := range o.Gates {
+				if g.Metric == "allclose" && g.Applies(b) {
+					job.closeGates = append(job.closeGates, gi)
+					job.tols = append(job.tols, g.Tol.resolve(d.OursDType, d.DType))
+				}
+			}
 			jobs = append(jobs, job)
 		}
 	}
@@ -127,6 +155,61 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 	return r, nil
 }
 
+// effectiveGates are the gates a run applies: gates (DefaultGates when
+// nil), plus nonfinite==0 unless allowNonFinite (which also drops the
+// default set's own nonfinite==0; a nonfinite gate given by name stays).
+func effectiveGates(gates []Gate, allowNonFinite bool) []Gate {
+	always := Gate{Metric: "nonfinite", Op: "==", Value: 0}
+	if gates == nil {
+		gates = DefaultGates
+		if allowNonFinite {
+			return slices.DeleteFunc(slices.Clone(gates), func(g Gate) bool { return g == always })
+		}
+	}
+	if allowNonFinite || slices.Contains(gates, always) {
+		return gates
+	}
+	return append(slices.Clone(gates), always)
+}
+
+// selectionMatchesNothing names the parts of sel that select no boundary
+// of tr, each tried alone (or the combination, when each part matches
+// something by itself).
+func selectionMatchesNothing(tr *trace.Trace, sel Selection) error {
+	var parts []string
+	try := func(name string, one Selection) {
+		if b, err := Boundaries(tr, one); err == nil && len(b) == 0 {
+			parts = append(parts, name)
+		}
+	}
+	if sel.Step != nil {
+		try(fmt.Sprintf("--step %d", *sel.Step), Selection{Step: sel.Step})
+	}
+	if sel.Module != "" {
+		try(fmt.Sprintf("--module %q", sel.Module), Selection{Module: sel.Module})
+	}
+	if sel.Port != "" {
+		try(fmt.Sprintf("--port %q", sel.Port), Selection{Port: sel.Port})
+	}
+	what := strings.Join(parts, " and ")
+	if what == "" {
+		what = "the selection " + sel.String()
+	}
+	return fmt.Errorf("%s: %s %w: no boundary of the reference is selected", tr.Path, what, ErrNoMatch)
+}
+
+// gatesMatch checks that every gate with a glob applies to at least one
+// paired boundary.
+func gatesMatch(gates []Gate, paired []Boundary) error {
+	for _, g := range gates {
+		if g.Glob == "" || slices.ContainsFunc(paired, g.Applies) {
+			continue
+		}
+		return fmt.Errorf("gate %q: glob %q %w: no paired boundary's key or module path matches it", g.String(), g.Glob, ErrNoMatch)
+	}
+	return nil
+}
+
 // prepare fills a pair's shapes and dtypes and returns the job that
 // compares it, or nil when it cannot be compared (d.Error or d.Skipped
 // says why).
@@ -146,6 +229,10 @@ func prepare(d *BoundaryDiff, ours, ref *trace.Trace) (*pairJob, error) {
 	switch {
 	case !ok || !oursOK:
 		d.Skipped = fmt.Sprintf("not compared: %s against %s cannot be read as float32 without losing bits", d.OursDType, d.DType)
+		return nil, nil
+	case oi.DType == trace.Uint16 && ri.DType == trace.BFloat16 || oi.DType == trace.BFloat16 && ri.DType == trace.Uint16:
+		d.Error = fmt.Sprintf("dtypes differ: ours %s, ref %s: bf16 bit patterns without their manifest dtypes entry are read as integers "+
+			"(zflow diff --ours-dtype bf16 reads our uint16 tensors as bf16)", d.OursDType, d.DType)
 		return nil, nil
 	case !sameLayout(oi.Shape, ri.Shape) || oi.DType.Components() != ri.DType.Components():
 		d.Error = fmt.Sprintf("shapes differ: ours %v %s, ref %v %s", oi.Shape, d.OursDType, ri.Shape, d.DType)
@@ -182,6 +269,10 @@ type pairJob struct {
 	ours, ref *trace.Trace
 	format    precision.Format
 	n, rowLen int
+	// the allclose gates that apply (indexes into the gates) and their
+	// tolerances, resolved for the pair's dtypes
+	closeGates []int
+	tols       []Tolerance
 
 	open   sync.Once
 	ot, rt *trace.Tensor
@@ -262,7 +353,7 @@ func (w *worker) run(t task) error {
 	if j.failed() == nil {
 		from := t.seg * j.segLen
 		to := min(j.n, from+j.segLen)
-		p := newPartial()
+		p := j.newPartial()
 		if err := w.compare(j, &p, from, to); err != nil {
 			w.h.reset()
 			j.fail(err)
@@ -279,6 +370,15 @@ func (w *worker) run(t task) error {
 		return nil
 	}
 	return j.finish()
+}
+
+// newPartial is a segment's empty sums, with a CloseStats per allclose gate.
+func (j *pairJob) newPartial() partial {
+	p := newPartial()
+	for _, t := range j.tols {
+		p.close = append(p.close, newCloseStats(t))
+	}
+	return p
 }
 
 func (j *pairJob) fail(err error) {
@@ -322,7 +422,11 @@ func u16view(b []byte) []uint16 {
 // compare runs the kernel that fits the pair over [from, to).
 func (w *worker) compare(j *pairJob, p *partial, from, to int) error {
 	if j.bits {
-		p.bf16Bits(w.h, u16view(j.ot.Bytes())[from:to], u16view(j.rt.Bytes())[from:to], from)
+		o, r := u16view(j.ot.Bytes())[from:to], u16view(j.rt.Bytes())[from:to]
+		p.bf16Bits(w.h, o, r, from)
+		for k := range p.close {
+			p.close[k].bf16(o, r, from)
+		}
 		return nil
 	}
 	ov, oview := j.ot.Float32View()
@@ -354,6 +458,9 @@ func (w *worker) compare(j *pairJob, p *partial, from, to int) error {
 		} else {
 			p.rounded(w.h, j.format, o, r, at)
 		}
+		for k := range p.close {
+			p.close[k].f32(o, r, at)
+		}
 		at = end
 	}
 	return nil
@@ -371,7 +478,7 @@ func (j *pairJob) finish() error {
 		}
 		return err
 	}
-	total := newPartial()
+	total := j.newPartial()
 	for i := range j.parts {
 		total.merge(&j.parts[i])
 	}
@@ -381,6 +488,12 @@ func (j *pairJob) finish() error {
 	}
 	j.d.Metrics = &m
 	j.d.NonFiniteMismatch = total.mismatch
+	for k, gi := range j.closeGates {
+		if j.d.close == nil {
+			j.d.close = map[int]*CloseStats{}
+		}
+		j.d.close[gi] = &total.close[k]
+	}
 	release(j.ot, 0, j.n)
 	release(j.rt, 0, j.n)
 	return nil

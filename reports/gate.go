@@ -27,6 +27,7 @@ type Gate struct {
 	Op     string
 	Value  float64 // unused when Auto
 	Auto   bool
+	Tol    Tolerance // the allclose gate's (Metric "allclose"; see Tolerance)
 }
 
 // GateMetrics names the metrics a gate can test, with what each reads.
@@ -43,6 +44,7 @@ var GateMetrics = map[string]string{
 	"nan":        "NaN values on our side",
 	"inf":        "Inf values on our side",
 	"nonfinite":  "positions that are NaN or Inf on one side and not the same on the other",
+	"allclose":   "allclose or allclose(atol=A,rtol=R): no element with |ours-ref| > atol + rtol·|ref| (torch.testing.assert_close; defaults per dtype)",
 }
 
 // DefaultGates apply when none are given: rel-RMS within what the pair's
@@ -103,6 +105,11 @@ func ParseGate(s string) (Gate, error) {
 			return g, fmt.Errorf("gate %q: glob %q: %w", s, g.Glob, err)
 		}
 	}
+	if strings.HasPrefix(expr, "allclose") {
+		a, err := parseAllClose(s, expr)
+		a.Glob = g.Glob
+		return a, err
+	}
 	i := strings.IndexAny(expr, "<>=")
 	if i < 0 {
 		return g, fmt.Errorf("gate %q: no comparison (want METRIC OP VALUE, OP one of <= < >= > ==)", s)
@@ -140,7 +147,7 @@ func ParseGate(s string) (Gate, error) {
 }
 
 func sortedMetricNames() []string {
-	return []string{"max_abs", "mean_abs", "rel_rms", "cosine", "psnr", "exact", "ulp_median", "ulp_p99", "ulp_max", "nan", "inf", "nonfinite"}
+	return []string{"max_abs", "mean_abs", "rel_rms", "cosine", "psnr", "exact", "ulp_median", "ulp_p99", "ulp_max", "nan", "inf", "nonfinite", "allclose"}
 }
 
 // String writes the gate back in the form ParseGate reads.
@@ -150,6 +157,9 @@ func (g Gate) String() string {
 		v = strconv.FormatFloat(g.Value, 'g', -1, 64)
 	}
 	s := g.Metric + g.Op + v
+	if g.Metric == "allclose" {
+		s = g.allCloseString()
+	}
 	if g.Glob != "" {
 		s = g.Glob + ":" + s
 	}
@@ -175,21 +185,28 @@ type Check struct {
 	Format    string  // for auto: the format the threshold was chosen for
 	Got       float64
 	Pass      bool
+	Close     *CloseStats // an allclose check's counts (Got is Mismatched)
+	shape     []int       // the reference's, for Close's indexes
 }
 
 // String is the check as a person reads it: "rel_rms<=0.0625 (auto, bf16):
 // 0.013 ok".
 func (c Check) String() string {
+	verdict := "ok"
+	if !c.Pass {
+		verdict = "FAILED"
+	}
+	if cs := c.Close; cs != nil {
+		g := c.Gate
+		g.Tol = cs.Tol
+		return fmt.Sprintf("%s: %s %s", g.String(), cs.text(c.shape), verdict)
+	}
 	s := c.Gate.Metric + c.Gate.Op + strconv.FormatFloat(c.Threshold, 'g', 4, 64)
 	if c.Gate.Auto {
 		s += " (auto, " + c.Format + ")"
 	}
 	if c.Gate.Glob != "" {
 		s = c.Gate.Glob + ":" + s
-	}
-	verdict := "ok"
-	if !c.Pass {
-		verdict = "FAILED"
 	}
 	return fmt.Sprintf("%s: %s %s", s, strconv.FormatFloat(c.Got, 'g', 4, 64), verdict)
 }
@@ -230,8 +247,18 @@ func (d *BoundaryDiff) metric(name string) float64 {
 // metric fails every comparison.
 func (d *BoundaryDiff) evaluate(gates []Gate) {
 	d.Pass = true
-	for _, g := range gates {
+	for gi, g := range gates {
 		if !g.Applies(d.Boundary) {
+			continue
+		}
+		if g.Metric == "allclose" {
+			cs := d.close[gi]
+			if cs == nil {
+				panic("reports: allclose gate without its counts")
+			}
+			c := Check{Gate: g, Got: float64(cs.Mismatched), Pass: cs.Mismatched == 0, Close: cs, shape: d.Shape}
+			d.Checks = append(d.Checks, c)
+			d.Pass = d.Pass && c.Pass
 			continue
 		}
 		c := Check{Gate: g, Threshold: g.Value, Got: d.metric(g.Metric)}

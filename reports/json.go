@@ -138,13 +138,27 @@ type (
 		Threshold Float  `json:"threshold"` // what was compared against (auto resolved)
 		Value     Float  `json:"value"`
 		Pass      bool   `json:"pass"`
+		// AllClose: an allclose gate's counts (value is mismatched)
+		AllClose *AllCloseDoc `json:"allclose,omitempty"`
+	}
+	AllCloseDoc struct {
+		Atol        Float `json:"atol"`
+		Rtol        Float `json:"rtol"`
+		EqualNaN    bool  `json:"equal_nan"`
+		Mismatched  int   `json:"mismatched"`
+		Total       int   `json:"total"`
+		MaxAbs      Float `json:"max_abs"`
+		MaxAbsIndex int   `json:"max_abs_index"` // flat element index; -1 when none
+		MaxRel      Float `json:"max_rel"`
+		MaxRelIndex int   `json:"max_rel_index"`
 	}
 	UnpairedDoc struct {
 		Key    string `json:"key"`
 		Scope  string `json:"scope"`
 		Module string `json:"module"`
 		Port   string `json:"port"`
-		Side   string `json:"side"` // the trace that has it: "ours" or "ref"
+		Side   string `json:"side"`             // the trace that has it: "ours" or "ref"
+		Reason string `json:"reason,omitempty"` // why it has no pair, where more is known
 	}
 	DiagnosisDoc struct {
 		Boundary  string           `json:"boundary"`
@@ -199,7 +213,7 @@ func (r *DiffReport) Document(worst int) DiffDoc {
 		doc.Boundaries[i] = r.Boundaries[i].document(i)
 	}
 	for _, u := range r.Unpaired {
-		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side})
+		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side, Reason: u.Reason})
 	}
 	if r.FirstFailing >= 0 {
 		b := doc.Boundaries[r.FirstFailing]
@@ -234,7 +248,12 @@ func (d *BoundaryDiff) document(i int) BoundaryDoc {
 		b.OursShape = d.OursShape
 	}
 	for _, c := range d.Checks {
-		b.Checks = append(b.Checks, CheckDoc{Gate: c.Gate.String(), Threshold: Float(c.Threshold), Value: Float(c.Got), Pass: c.Pass})
+		cd := CheckDoc{Gate: c.Gate.String(), Threshold: Float(c.Threshold), Value: Float(c.Got), Pass: c.Pass}
+		if s := c.Close; s != nil {
+			cd.AllClose = &AllCloseDoc{Atol: Float(s.Tol.Atol), Rtol: Float(s.Tol.Rtol), EqualNaN: s.Tol.EqualNaN, Mismatched: s.Mismatched,
+				Total: s.Total, MaxAbs: Float(s.MaxAbs), MaxAbsIndex: s.MaxAbsAt, MaxRel: Float(s.MaxRel), MaxRelIndex: s.MaxRelAt}
+		}
+		b.Checks = append(b.Checks, cd)
 	}
 	m := d.Metrics
 	if m == nil {

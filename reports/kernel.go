@@ -40,6 +40,8 @@ type partial struct {
 	sumAbs, sumSqDiff, sumSqOurs, sumSqRef, dot float64
 	maxAbs, maxRef                              float64
 	maxAbsIndex                                 int // absolute element index; -1 if no finite pair yet
+
+	close []CloseStats // one per allclose gate of the pair
 }
 
 func newPartial() partial { return partial{maxAbsIndex: -1} }
@@ -58,6 +60,9 @@ func (p *partial) merge(q *partial) {
 	p.sumSqRef += q.sumSqRef
 	p.dot += q.dot
 	p.maxRef = max(p.maxRef, q.maxRef)
+	for k := range min(len(p.close), len(q.close)) {
+		p.close[k].merge(&q.close[k])
+	}
 	if q.maxAbsIndex >= 0 && (p.maxAbsIndex < 0 || q.maxAbs > p.maxAbs) {
 		p.maxAbs, p.maxAbsIndex = q.maxAbs, q.maxAbsIndex
 	}

@@ -77,11 +77,16 @@ func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 		}
 		b.Cases = append(b.Cases, tc)
 	}
+	if r.NothingPaired() {
+		b.Cases = append(b.Cases, testcase{Name: "no boundary compared", Classname: "zflow.diff", Time: "0",
+			Failure: &failure{Message: r.nothingPairedText(), Type: "nothing-compared"}})
+		b.Failures++
+	}
 	b.Tests = len(b.Cases)
 	u := testsuite{Name: "unpaired"}
 	for _, x := range r.Unpaired {
 		u.Cases = append(u.Cases, testcase{Name: x.Key, Classname: "zflow.diff.unpaired", Time: "0",
-			Skipped: &skipped{Message: "only in " + x.Side}})
+			Skipped: &skipped{Message: "only in " + x.Side + x.reasonSuffix()}})
 	}
 	u.Tests, u.Skipped = len(u.Cases), len(u.Cases)
 	doc := testsuites{Name: "zflow diff", Tests: b.Tests + u.Tests, Failures: b.Failures,
@@ -166,7 +171,7 @@ func (r *DiffReport) WriteCSV(w io.Writer, o RenderOptions) error {
 	for _, u := range r.Unpaired {
 		row := []string{"", u.Key, u.Scope, u.Module, strconv.Itoa(u.Ordinal), u.Port}
 		row = append(row, make([]string, len(CSVHeader)-len(row)-2)...)
-		row = append(row, "unpaired-"+u.Side, "")
+		row = append(row, "unpaired-"+u.Side, u.Reason)
 		if err := cw.Write(row); err != nil {
 			return err
 		}

@@ -121,6 +121,19 @@ func (r *DiffReport) summaryLine() string {
 		doc.Boundaries, doc.Passed, doc.Failed, doc.Skipped, doc.Unpaired)
 }
 
+// reasonSuffix is ": REASON" when the unpaired boundary has one.
+func (u Unpaired) reasonSuffix() string {
+	if u.Reason == "" {
+		return ""
+	}
+	return ": " + u.Reason
+}
+
+// nothingPairedText says why a report that paired no boundary fails.
+func (r *DiffReport) nothingPairedText() string {
+	return fmt.Sprintf("no boundary compared: none of ours pairs with one of the reference's (%d unpaired)", len(r.Unpaired))
+}
+
 func (r *DiffReport) gateList() string {
 	var g []string
 	for _, x := range r.Gates {
@@ -205,8 +218,12 @@ func (r *DiffReport) WriteTable(w io.Writer, o RenderOptions) error {
 	if len(r.Unpaired) > 0 {
 		fmt.Fprintf(w, "unpaired (%d):\n", len(r.Unpaired))
 		for _, u := range r.Unpaired {
-			fmt.Fprintf(w, "  only in %-4s %s\n", u.Side, u.Key)
+			fmt.Fprintf(w, "  only in %-4s %s%s\n", u.Side, u.Key, u.reasonSuffix())
 		}
+	}
+	if r.NothingPaired() {
+		fmt.Fprintln(w, "FAIL: "+r.nothingPairedText())
+		return nil
 	}
 	if r.FirstFailing < 0 {
 		fmt.Fprintln(w, "PASS")
@@ -241,6 +258,9 @@ func (r *DiffReport) WriteMarkdown(w io.Writer, o RenderOptions) error {
 	}
 	fmt.Fprintf(w, "## zflow diff: %s\n\n", verdict)
 	fmt.Fprintf(w, "Ours `%s` against ref `%s`. Gates: `%s`.\n\n%s.\n\n", r.Ours, r.Ref, r.gateList(), r.summaryLine())
+	if r.NothingPaired() {
+		fmt.Fprintf(w, "**FAIL:** %s.\n\n", r.nothingPairedText())
+	}
 	if r.FirstFailing >= 0 {
 		d := &r.Boundaries[r.FirstFailing]
 		fmt.Fprintf(w, "**First failing boundary:** #%d `%s`: %s\n\n", r.FirstFailing, d.Key, d.failedChecks())
@@ -284,7 +304,7 @@ func (r *DiffReport) WriteMarkdown(w io.Writer, o RenderOptions) error {
 	if len(r.Unpaired) > 0 {
 		fmt.Fprintf(w, "### Unpaired boundaries (%d)\n\n", len(r.Unpaired))
 		for _, u := range r.Unpaired {
-			fmt.Fprintf(w, "- only in %s: `%s`\n", u.Side, u.Key)
+			fmt.Fprintf(w, "- only in %s: `%s`%s\n", u.Side, u.Key, u.reasonSuffix())
 		}
 		fmt.Fprintln(w)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"zflow/internal/tempfiles"
 )
 
 // maxDocBytes bounds what Read accepts: a document is a few hundred KiB
@@ -64,7 +66,7 @@ func (d *Document) Write(path string) error {
 		return fmt.Errorf("semantics: %s: %w", path, err)
 	}
 	b = append(b, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := tempfiles.Create(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("semantics: %w", err)
 	}
@@ -85,6 +87,7 @@ func (d *Document) Write(path string) error {
 	if err := tmp.Close(); err != nil {
 		return fail(err)
 	}
+	defer tempfiles.Done(tmp.Name())
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("semantics: %s: %w", path, err)

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -145,6 +146,52 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
 			return p
 		}, ErrFormat, `entry "a"`},
+		// issue 12, item 6: 2^31 · 2^31 f32 elements are 2^64 bytes, which
+		// wrapped to 0 in int64 and matched an empty entry.
+		{"npz shape whose byte size wraps", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{1 << 31, 1 << 31}, nil),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrFormat, `entry "param/w": malformed trace: shape [2147483648 2147483648] of float32: its size in bytes overflows`},
+		{"npz shape of 2^63 elements", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "|u1", []int{1 << 32, 1 << 31}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrFormat, "overflows"},
+		{"safetensors shape whose byte size wraps", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "s.safetensors")
+			hdr := `{"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}`
+			b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+			os.WriteFile(p, append(b, 1, 2, 3, 4), 0o644)
+			return p
+		}, ErrFormat, `entry "a": malformed trace: shape [2147483648 2147483648] of float32: its size in bytes overflows`},
+		// issue 12, item 14: what the readers of record refuse.
+		{"data after the manifest JSON", rawManifest(func(b []byte) []byte { return append(b, []byte(` {"format": "x"}`)...) }),
+			ErrManifest, "data after its JSON value"},
+		{"a duplicate key in the manifest", rawManifest(func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"version":1`, `"version":1,"version":1`, 1))
+		}), ErrManifest, `key "version" appears twice`},
+		{"a duplicate key deep in the manifest", rawManifest(func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"module":"m"`, `"module":"m","module":"evil"`, 1))
+		}), ErrManifest, `key "module" appears twice`},
+		{"a second manifest entry", func(t *testing.T, dir string) string {
+			return writeZip(t, dir, []zipEntry{
+				npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+				npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+				manifestEntry(t, smallManifest()),
+				manifestEntry(t, smallManifest()),
+			})
+		}, ErrManifest, "a second manifest entry"},
+		{"safetensors bytes after the last tensor", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 8),
+			ErrFormat, "data bytes [4, 8) at the end belong to no tensor"},
+		{"safetensors bytes between tensors", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, 12),
+			ErrFormat, `entry "b": malformed trace: data bytes [4, 8) before it belong to no tensor`},
+		{"safetensors duplicate key", safetensorsWith(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 4),
+			ErrFormat, `key "a" appears twice`},
 		{"safetensors without manifest", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, "s.safetensors")
 			hdr := `{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`
@@ -178,6 +225,32 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// rawManifest writes the small trace with its manifest's JSON bytes edited.
+func rawManifest(edit func(b []byte) []byte) func(t *testing.T, dir string) string {
+	return func(t *testing.T, dir string) string {
+		b, err := json.Marshal(smallManifest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = edit(b)
+		return writeZip(t, dir, []zipEntry{
+			npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+			npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+			npyEntry(ManifestKey, "|u1", []int{len(b)}, b),
+		})
+	}
+}
+
+// safetensorsWith writes a safetensors file of header hdr and n data bytes.
+func safetensorsWith(hdr string, n int) func(t *testing.T, dir string) string {
+	return func(t *testing.T, dir string) string {
+		p := filepath.Join(dir, "s.safetensors")
+		b := append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...)
+		os.WriteFile(p, append(b, make([]byte, n)...), 0o644)
+		return p
+	}
+}
+
 // TestDeflatedCorruptionIsCaughtOnRead: a deflated entry whose data is
 // damaged after a valid header opens, and fails (not panics) on read.
 func TestDeflatedCorruptionIsCaughtOnRead(t *testing.T) {
@@ -205,5 +278,125 @@ func TestDeflatedCorruptionIsCaughtOnRead(t *testing.T) {
 		t.Fatal("corrupt deflated data read without error")
 	} else if !errors.Is(err, ErrFormat) {
 		t.Errorf("want ErrFormat, got %v", err)
+	}
+}
+
+// TestReadStaysInsideTheEntry: issue 12, item 6: a tensor whose shape
+// claims more values than its data holds reads none past the data (the
+// next entry's bytes), whatever the header says.
+func TestReadStaysInsideTheEntry(t *testing.T) {
+	next := f32Bytes(1, 2, 3, 4)
+	ten := &Tensor{Info: Info{Key: "k", DType: Float32, Shape: []int{4}, Bytes: 16}, data: next[:8], file: "f.npz"}
+	for _, c := range []struct {
+		n    int
+		from int64
+		ok   bool
+	}{{2, 0, true}, {1, 1, true}, {4, 0, false}, {1, 2, false}, {1, -1, false}, {0, 3, false}} {
+		err := ten.ReadFloat32(make([]float32, c.n), c.from)
+		if (err == nil) != c.ok {
+			t.Errorf("%d values from %d: %v, want ok %v", c.n, c.from, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"k"`)) {
+			t.Errorf("%d values from %d: %v", c.n, c.from, err)
+		}
+	}
+}
+
+// TestStoredCRC: issue 12, item 9. A flipped byte in a stored entry's
+// data opens (the data are not read at open) and is refused on the first
+// read of the entry, naming it; a flipped byte in the stored manifest is
+// refused at open. The other entries still read.
+func TestStoredCRC(t *testing.T) {
+	entries := func() []zipEntry {
+		return []zipEntry{
+			npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+			npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+			manifestEntry(t, smallManifest()),
+		}
+	}
+	flip := func(t *testing.T, p string, at func(b []byte) int) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[at(b)] ^= 0x01
+		os.WriteFile(p, b, 0o644)
+	}
+	p := writeZip(t, t.TempDir(), entries())
+	// the first data byte of param/w, the first entry: past its npy header
+	flip(t, p, func(b []byte) int {
+		i := strings.Index(string(b), "\x93NUMPY")
+		return i + 10 + int(b[i+8]) + int(b[i+9])<<8
+	})
+	tr, err := Open(p)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer tr.Close()
+	for range 2 { // the first read checks; a later one gives the same error
+		_, err = tr.Tensor("param/w")
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `entry "param/w.npy"`) || !strings.Contains(err.Error(), "checksum mismatch") {
+			t.Errorf("flipped data byte: %v", err)
+		}
+	}
+	if x, err := tr.Tensor("s0/m/out"); err != nil || len(x.Bytes()) != 8 {
+		t.Errorf("the intact entry: %v", err)
+	}
+
+	p = writeZip(t, t.TempDir(), entries())
+	flip(t, p, func(b []byte) int { return strings.Index(string(b), `"zflow-trace"`) + 3 })
+	if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "__zflow__.npy") || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("flipped manifest byte: %v", err)
+	}
+}
+
+// TestDecodeBudget: issue 12, item 8. Deflated entries that declare more
+// decoded bytes, together, than the budget are refused at open, before
+// anything is decoded; entries whose data overlap (two names on one
+// stream, a bomb's multiplier) are refused whatever their method.
+func TestDecodeBudget(t *testing.T) {
+	zeros := npyEntry("param/w", "|u1", []int{1 << 16}, make([]byte, 1<<16))
+	zeros.deflate = true
+	p := writeZip(t, t.TempDir(), []zipEntry{zeros, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+	defer func(old int64) { MaxDecoded = old }(MaxDecoded)
+	for _, c := range []struct {
+		budget int64
+		ok     bool
+	}{{0, true}, {1 << 20, true}, {1 << 16, false}, {1000, false}} {
+		MaxDecoded = c.budget
+		tr, err := Open(p)
+		if err == nil {
+			tr.Close()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("budget %d: %v, want ok %v", c.budget, err, c.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"param/w.npy"`) || !strings.Contains(err.Error(), "--max-decoded")) {
+			t.Errorf("budget %d: %v", c.budget, err)
+		}
+	}
+	MaxDecoded = 0
+	if got := DecodedBudget(1 << 20); got != 1<<30 {
+		t.Errorf("DecodedBudget(1 MiB) = %d, want the 1 GiB floor", got)
+	}
+	if got := DecodedBudget(1 << 30); got != 64<<30 {
+		t.Errorf("DecodedBudget(1 GiB) = %d, want 64 GiB", got)
+	}
+
+	// Two central-directory records on one local entry.
+	for _, deflate := range []bool{false, true} {
+		a := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+		a.deflate = deflate
+		b := a
+		b.name = "param/v.npy"
+		p = writeZip(t, t.TempDir(), []zipEntry{a, b, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+		raw, _ := os.ReadFile(p)
+		first := strings.Index(string(raw), "PK\x01\x02")
+		second := first + 1 + strings.Index(string(raw[first+1:]), "PK\x01\x02")
+		copy(raw[second+42:second+46], raw[first+42:first+46]) // the second record's local header offset := the first's
+		os.WriteFile(p, raw, 0o644)
+		if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "overlap") {
+			t.Errorf("deflate %v: overlapping entries: %v", deflate, err)
+		}
 	}
 }

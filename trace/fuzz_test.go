@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -50,16 +51,37 @@ func seedTrace(f *testing.F, file string, deflate bool) []byte {
 	return b
 }
 
+// wrappedNpz is a trace whose param/w claims 2^62 f32 elements in no bytes.
+func wrappedNpz(f *testing.F) []byte {
+	p := writeZip(f, f.TempDir(), []zipEntry{
+		npyEntry("param/w", "<f4", []int{1 << 31, 1 << 31}, nil),
+		npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+		manifestEntry(f, smallManifest()),
+	})
+	b, err := os.ReadFile(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return b
+}
+
 func FuzzOpenNpz(f *testing.F) {
 	f.Add(seedTrace(f, "s.npz", false))
 	f.Add(seedTrace(f, "d.npz", true))
 	f.Add([]byte("PK\x05\x06" + string(make([]byte, 18))))
+	f.Add(wrappedNpz(f))                    // a shape whose byte size wraps past 2^64
+	flipped := seedTrace(f, "c.npz", false) // a stored data byte flipped: the CRC catches it
+	i := bytes.Index(flipped, []byte("\x93NUMPY"))
+	flipped[i+10+int(flipped[i+8])+int(flipped[i+9])<<8] ^= 1
+	f.Add(flipped)
 	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.npz", b) })
 }
 
 func FuzzOpenSafetensors(f *testing.F) {
 	f.Add(seedTrace(f, "s.safetensors", false))
 	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"))
+	hdr := `{"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}`
+	f.Add(append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...))
 	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.safetensors", b) })
 }
 

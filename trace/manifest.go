@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -120,6 +121,12 @@ func parseManifest(b []byte) (*Manifest, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("manifest has data after its JSON value (at byte %d)", dec.InputOffset())
+	}
+	if err := noDuplicateKeys(b); err != nil {
+		return nil, fmt.Errorf("manifest: %v", err)
+	}
 	if m.Format != FormatName {
 		return nil, fmt.Errorf("manifest format is %q, want %q", m.Format, FormatName)
 	}
@@ -127,6 +134,52 @@ func parseManifest(b []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest version %d is not supported (this zflow reads version %d)", m.Version, Version)
 	}
 	return &m, nil
+}
+
+// noDuplicateKeys refuses a JSON document in which an object names a key
+// twice (encoding/json would keep the last silently).
+func noDuplicateKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type frame struct {
+		keys  map[string]bool // nil for an array
+		isKey bool            // an object's next string token is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].keys != nil && stack[top].isKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:top]
+				continue
+			}
+			k := tok.(string)
+			if stack[top].keys[k] {
+				return fmt.Errorf("key %q appears twice in one object (at byte %d)", k, dec.InputOffset())
+			}
+			stack[top].keys[k] = true
+			stack[top].isKey = false
+			continue
+		}
+		if top >= 0 && stack[top].keys != nil {
+			stack[top].isKey = true // after this value, a key or '}'
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]bool{}, isKey: true})
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim(']'), json.Delim('}'):
+			stack = stack[:top]
+		}
+	}
 }
 
 // validate checks the manifest against the tensors the file holds: every
@@ -163,8 +216,16 @@ func (m *Manifest) validate(has func(key string) bool) error {
 			return fmt.Errorf("call %d: negative step %d", c.ID, *c.Step)
 		}
 		if c.Parent != nil {
-			if err := checkParent(m.Calls, index, i); err != nil {
-				return err
+			// Every earlier call's parent comes before it, so a parent
+			// before call i ends a chain that strictly descends to a root:
+			// no walk is needed (linear in the calls). Only a violation
+			// walks, once, to name a cycle or a missing id.
+			j, ok := index[*c.Parent]
+			if !ok {
+				return fmt.Errorf("call %d: parent %d does not exist", c.ID, *c.Parent)
+			}
+			if j >= i {
+				return checkParent(m.Calls, index, i)
 			}
 		}
 		for _, p := range c.Params {
@@ -182,7 +243,8 @@ func (m *Manifest) validate(has func(key string) bool) error {
 }
 
 // checkParent follows call i's parent chain, naming a cycle or a missing id
-// before the weaker "parent after child" error.
+// before the weaker "parent after child" error. validate calls it only on
+// the error path, at most once.
 func checkParent(calls []Call, index map[int]int, i int) error {
 	c := calls[i]
 	seen := map[int]bool{c.ID: true}

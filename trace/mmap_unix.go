@@ -4,6 +4,7 @@ package trace
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,3 +22,19 @@ func mapFile(f *os.File, size int64) ([]byte, error) {
 }
 
 func unmapFile(b []byte) error { return unix.Munmap(b) }
+
+// releaseMapped drops the whole pages inside b, a part of the read-only
+// file mapping, from the resident set (the page cache keeps them; a later
+// touch faults them back unchanged). Advice only.
+func releaseMapped(b []byte) {
+	page := uintptr(os.Getpagesize())
+	if len(b) == 0 {
+		return
+	}
+	start := uintptr(unsafe.Pointer(&b[0]))
+	lo := (start + page - 1) &^ (page - 1)
+	hi := (start + uintptr(len(b))) &^ (page - 1)
+	if hi > lo {
+		_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
+	}
+}

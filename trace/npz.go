@@ -3,11 +3,14 @@ package trace
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
+	"slices"
 	"strings"
 )
 
@@ -17,6 +20,9 @@ func (t *Trace) openNpz() error {
 	zr, err := zip.NewReader(t.file, int64(len(t.data)))
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		return errf(t.Path, "", ErrFormat, "not a valid zip archive: %v", err)
+	}
+	if err := t.checkZipLayout(zr.File); err != nil {
+		return err
 	}
 	var manifest []byte
 	for _, f := range zr.File {
@@ -29,6 +35,9 @@ func (t *Trace) openNpz() error {
 			return err
 		}
 		if key == ManifestKey {
+			if manifest != nil {
+				return errf(t.Path, f.Name, ErrManifest, "a second manifest entry (which one is meant?)")
+			}
 			if manifest, err = t.readManifestEntry(e); err != nil {
 				return err
 			}
@@ -76,6 +85,7 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 			}
 		}
 		e.offset = off
+		e.stored = &storedCRC{from: off, n: size, want: f.CRC32}
 	case zip.Deflate:
 		if size/maxDeflateRatio > int64(f.CompressedSize64)+1 {
 			return nil, errf(t.Path, name, ErrFormat, "claims %d bytes from %d compressed, more than deflate can give", size, f.CompressedSize64)
@@ -114,6 +124,64 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 	return e, nil
 }
 
+// MaxDecoded bounds the bytes that the deflated entries of one npz trace
+// may decode to, all entries together (their sizes as the archive
+// declares them; decoding checks each size exactly). 0: DecodedBudget of
+// the file's size. The CLI's --max-decoded sets it.
+var MaxDecoded int64
+
+// DecodedBudget is the default MaxDecoded for a file of size bytes: 64
+// times the file, and at least 1 GiB. Float data deflate by a few percent;
+// a file that claims more is a decompression bomb or needs --max-decoded.
+func DecodedBudget(size int64) int64 {
+	if size > math.MaxInt64/64 {
+		return math.MaxInt64
+	}
+	return max(64*size, 1<<30)
+}
+
+// checkZipLayout refuses an archive whose entries overlap (two names on
+// one stream: a bomb's multiplier) and one whose deflated entries declare
+// more decoded bytes, together, than the budget (MaxDecoded), before
+// anything is decoded.
+func (t *Trace) checkZipLayout(files []*zip.File) error {
+	type span struct {
+		name       string
+		start, end int64
+	}
+	spans := make([]span, 0, len(files))
+	budget := MaxDecoded
+	if budget <= 0 {
+		budget = DecodedBudget(int64(len(t.data)))
+	}
+	var decoded int64
+	for _, f := range files {
+		off, err := f.DataOffset()
+		if err != nil {
+			return errf(t.Path, f.Name, ErrFormat, "bad local header: %v", err)
+		}
+		n := int64(f.CompressedSize64)
+		if n < 0 || off < 0 || off > int64(len(t.data))-n {
+			return errf(t.Path, f.Name, ErrFormat, "entry extends past the end of the file (truncated archive?)")
+		}
+		spans = append(spans, span{f.Name, off, off + n})
+		if f.Method == zip.Deflate {
+			u := int64(f.UncompressedSize64)
+			if u < 0 || u > budget-decoded {
+				return errf(t.Path, f.Name, ErrFormat, "deflated entries would decode to more than %d bytes together (a decompression bomb? --max-decoded raises the budget)", budget)
+			}
+			decoded += u
+		}
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+	for i := 1; i < len(spans); i++ {
+		if spans[i].start < spans[i-1].end || spans[i].start == spans[i-1].start {
+			return errf(t.Path, spans[i].name, ErrFormat, "the entry's data overlap those of %q", spans[i-1].name)
+		}
+	}
+	return nil
+}
+
 // maxDeflateRatio is deflate's best compression ratio (258-byte matches
 // coded in one bit or so); a size claim beyond it is a lie.
 const maxDeflateRatio = 1100
@@ -133,6 +201,16 @@ func (t *Trace) readManifestEntry(e *entry) ([]byte, error) {
 	}
 	if e.source != nil {
 		return e.source.decode(e)
+	}
+	if s := e.stored; s != nil {
+		b, err := t.readAt(s.from, s.n)
+		if err != nil {
+			return nil, err
+		}
+		if sum := crc32.ChecksumIEEE(b); sum != s.want {
+			return nil, errf(t.Path, ManifestKey+".npy", ErrFormat, "checksum mismatch: the stored bytes have CRC-32 %08x, the archive says %08x (corrupt data)", sum, s.want)
+		}
+		return b[s.n-e.Bytes:], nil
 	}
 	return t.readAt(e.offset, e.Bytes)
 }

@@ -34,7 +34,7 @@ func (t *Trace) openSafetensors() error {
 		return err
 	}
 	n := int64(binary.LittleEndian.Uint64(b))
-	if 8+n > int64(len(t.data)) {
+	if n < 0 || 8+n > int64(len(t.data)) {
 		return errf(t.Path, "", ErrFormat, "safetensors header of %d bytes runs past the end of the file", n)
 	}
 	hdr, err := t.readAt(8, n)
@@ -44,6 +44,9 @@ func (t *Trace) openSafetensors() error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(hdr, &raw); err != nil {
 		return errf(t.Path, "", ErrFormat, "safetensors header is not valid JSON: %v", err)
+	}
+	if err := noDuplicateKeys(hdr); err != nil {
+		return errf(t.Path, "", ErrFormat, "safetensors header: %v", err)
 	}
 	base, size := 8+n, int64(len(t.data))-8-n
 	type span struct {
@@ -91,6 +94,18 @@ func (t *Trace) openSafetensors() error {
 		if spans[i].start < spans[i-1].end {
 			return errf(t.Path, spans[i].key, ErrFormat, "data overlaps tensor %q", spans[i-1].key)
 		}
+	}
+	// Every data byte belongs to a tensor, as the reference reader demands:
+	// bytes no tensor covers hide something.
+	covered := int64(0)
+	for _, s := range spans {
+		if s.start != covered {
+			return errf(t.Path, s.key, ErrFormat, "data bytes [%d, %d) before it belong to no tensor", covered, s.start)
+		}
+		covered = s.end
+	}
+	if covered != size {
+		return errf(t.Path, "", ErrFormat, "data bytes [%d, %d) at the end belong to no tensor", covered, size)
 	}
 	// Safetensors orders entries by name; file order is data order.
 	sort.SliceStable(t.order, func(i, j int) bool { return t.entries[t.order[i]].offset < t.entries[t.order[j]].offset })

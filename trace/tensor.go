@@ -62,10 +62,13 @@ func (t *Tensor) Float32() ([]float32, error) {
 // large tensor can be streamed in chunks.
 func (t *Tensor) ReadFloat32(dst []float32, from int64) error {
 	n := int64(len(dst))
-	if from < 0 || from+n > t.Scalars() {
-		return errf(t.file, t.Key, ErrNotFound, "values [%d, %d) out of range (%d)", from, from+n, t.Scalars())
-	}
 	size := int64(t.DType.Size() / t.DType.Components())
+	// Bounded by the data itself, not only the shape, so that a read never
+	// reaches past the entry whatever the header claims.
+	have := min(t.Scalars(), int64(len(t.data))/max(1, size))
+	if from < 0 || from > have || n > have-from {
+		return errf(t.file, t.Key, ErrNotFound, "values [%d, %d) out of range (%d)", from, from+n, have)
+	}
 	src := t.data[from*size : (from+n)*size]
 	switch t.DType {
 	case BFloat16:

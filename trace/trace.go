@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"sort"
+	"sync"
 )
 
 // ManifestKey is the npz entry (without ".npy") that holds the manifest.
@@ -30,6 +33,34 @@ type entry struct {
 	Info
 	offset int64 // data offset in the mapping (stored data only)
 	source source
+	stored *storedCRC // a stored npz entry's checksum, checked on first read
+}
+
+// storedCRC checks a stored zip entry's CRC-32 once, on the first read of
+// the entry, over the mapped bytes in place (as zip.File.Open checks it
+// at the end of the stream; nothing is copied).
+type storedCRC struct {
+	from, n int64 // the zip entry's bytes in the mapping: npy header and data
+	want    uint32
+	once    sync.Once
+	err     error
+}
+
+// check reports whether data[from:from+n] has the CRC the archive gives.
+func (s *storedCRC) check(data []byte) error {
+	s.once.Do(func() {
+		const chunk = 1 << 20
+		var sum uint32
+		for at := s.from; at < s.from+s.n; at += chunk {
+			b := data[at:min(at+chunk, s.from+s.n)]
+			sum = crc32.Update(sum, crc32.IEEETable, b)
+			releaseMapped(b) // the check does not grow the resident set by the entry's size
+		}
+		if sum != s.want {
+			s.err = fmt.Errorf("checksum mismatch: the stored bytes have CRC-32 %08x, the archive says %08x (corrupt data)", sum, s.want)
+		}
+	})
+	return s.err
 }
 
 // source decodes the data of a compressed entry.
@@ -148,7 +179,11 @@ func (t *Trace) add(e *entry) error {
 	if _, dup := t.entries[e.Key]; dup {
 		return errf(t.Path, e.Key, ErrFormat, "duplicate entry")
 	}
-	if want := e.Len() * int64(e.DType.Size()); want != e.Bytes || e.Len() < 0 {
+	want, ok := byteSize(e.Shape, e.DType)
+	if !ok {
+		return errf(t.Path, e.Key, ErrFormat, "shape %v of %s: its size in bytes overflows (no file holds it; the entry holds %d)", e.Shape, e.DType, e.Bytes)
+	}
+	if want != e.Bytes {
 		return errf(t.Path, e.Key, ErrFormat, "shape %v of %s needs %d bytes but the entry holds %d", e.Shape, e.DType, want, e.Bytes)
 	}
 	t.entries[e.Key] = e
@@ -181,6 +216,21 @@ func (t *Trace) Info(key string) (Info, error) {
 	return e.Info, nil
 }
 
+// Uint16AsBFloat16 reads every uint16 tensor of the trace as bf16 bit
+// patterns, as if the manifest's dtypes named each one bfloat16 (a port
+// that wrote bf16 without the dtypes entry), and returns how many it
+// changed. Call it before reading; it is not safe concurrently with reads.
+func (t *Trace) Uint16AsBFloat16() int {
+	n := 0
+	for _, e := range t.entries {
+		if e.DType == Uint16 {
+			e.DType = BFloat16
+			n++
+		}
+	}
+	return n
+}
+
 // Tree is the call tree.
 func (t *Trace) Tree() *Tree { return t.tree }
 
@@ -200,6 +250,11 @@ func (t *Trace) Tensor(key string) (*Tensor, error) {
 			return nil, errf(t.Path, key+".npy", ErrFormat, "%v", err)
 		}
 		return &Tensor{Info: e.Info, data: b, file: t.Path}, nil
+	}
+	if e.stored != nil {
+		if err := e.stored.check(t.data); err != nil {
+			return nil, errf(t.Path, key+".npy", ErrFormat, "%v", err)
+		}
 	}
 	return &Tensor{Info: e.Info, data: t.data[e.offset : e.offset+e.Bytes], view: true, file: t.Path}, nil
 }
@@ -229,16 +284,38 @@ func (t *Trace) SortedKeys() []string {
 	return k
 }
 
+// numElems is the number of elements of shape: 0 when a dimension is 0,
+// -1 when one is negative or the product passes 2^62 (no file holds that
+// many).
 func numElems(shape []int) int64 {
 	n := int64(1)
 	for _, d := range shape {
 		if d < 0 {
 			return -1
 		}
-		if d != 0 && n > (1<<62)/int64(d) {
-			return -1 // overflow: no file holds this many
+		if d == 0 {
+			n = 0
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	for _, d := range shape {
+		if n > (1<<62)/int64(d) {
+			return -1
 		}
 		n *= int64(d)
 	}
 	return n
+}
+
+// byteSize is the size in bytes of shape's elements of dt; ok is false
+// when a dimension is negative or the product overflows int64 (every
+// multiplication is checked, so a shape cannot wrap round to a small size).
+func byteSize(shape []int, dt DType) (int64, bool) {
+	n, s := numElems(shape), int64(dt.Size())
+	if n < 0 || s <= 0 || n > math.MaxInt64/s {
+		return 0, false
+	}
+	return n * s, true
 }

@@ -12,16 +12,29 @@ type Tree struct {
 	index    map[int]int   // id → position
 	children map[int][]int // id → child ids, in entry order
 	roots    []int
+	depth    []int // by position; -1 where the parent does not come first (walked on demand)
 }
 
 func newTree(calls []Call) *Tree {
-	t := &Tree{calls: calls, index: make(map[int]int, len(calls)), children: map[int][]int{}}
+	t := &Tree{calls: calls, index: make(map[int]int, len(calls)), children: map[int][]int{}, depth: make([]int, len(calls))}
 	for i, c := range calls {
 		t.index[c.ID] = i
 		if c.Parent == nil {
 			t.roots = append(t.roots, c.ID)
 		} else {
 			t.children[*c.Parent] = append(t.children[*c.Parent], c.ID)
+		}
+	}
+	// Depths in one pass: a validated manifest lists a parent before its
+	// children, so its depth is known when a child's is computed.
+	for i, c := range calls {
+		switch j, ok := t.index[deref(c.Parent)]; {
+		case c.Parent == nil:
+			t.depth[i] = 0
+		case ok && j < i && t.depth[j] >= 0:
+			t.depth[i] = t.depth[j] + 1
+		default:
+			t.depth[i] = -1
 		}
 	}
 	return t
@@ -56,11 +69,23 @@ func (t *Tree) Parent(id int) (Call, bool) {
 
 // Depth is the number of ancestors of id (0 for a root).
 func (t *Tree) Depth(id int) int {
+	if i, ok := t.index[id]; ok && t.depth[i] >= 0 {
+		return t.depth[i]
+	}
+	// Not in entry order (a tree of unvalidated calls): walk, at most as
+	// many steps as there are calls, so a cycle cannot loop.
 	d := 0
-	for c, ok := t.Parent(id); ok; c, ok = t.Parent(c.ID) {
+	for c, ok := t.Parent(id); ok && d < len(t.calls); c, ok = t.Parent(c.ID) {
 		d++
 	}
 	return d
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // Steps lists the distinct non-null steps, ascending.

@@ -1,8 +1,11 @@
 package trace
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestTreeNavigation(t *testing.T) {
@@ -60,5 +63,66 @@ func TestTreeNavigation(t *testing.T) {
 	}
 	if _, err := tr.Select(Filter{Module: "net.["}); err == nil {
 		t.Error("bad glob accepted")
+	}
+}
+
+// TestDeepTreeIsLinear: issue 12, item 7. 3·10^4 nested calls (2 minutes
+// to validate before, walking every parent chain with a fresh map) open
+// and give every depth in time linear in the calls; the errors of a bad
+// chain are still named.
+func TestDeepTreeIsLinear(t *testing.T) {
+	const n = 30000
+	m := smallManifest()
+	for i := 1; i < n; i++ {
+		m.Calls = append(m.Calls, Call{ID: i, Step: intp(0), Module: fmt.Sprintf("m%d", i), Parent: intp(i - 1)})
+	}
+	p := writeZip(t, t.TempDir(), []zipEntry{
+		npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2)),
+		npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
+		manifestEntry(t, m),
+	})
+	start := time.Now()
+	tr, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tree := tr.Tree()
+	for i := range n {
+		if d := tree.Depth(i); d != i {
+			t.Fatalf("depth of call %d: %d", i, d)
+		}
+	}
+	if sel, err := tree.Select(Filter{Module: "*", MaxDepth: n}); err != nil || len(sel) != n {
+		t.Errorf("select: %d of %d calls, %v", len(sel), n, err)
+	}
+	// Linear is a few milliseconds; quadratic was minutes. 5 s leaves room
+	// for a slow, shared machine without letting n² through.
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("%d nested calls took %v", n, el)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(calls []Call)
+		want string
+	}{
+		{"a cycle deep in the chain", func(calls []Call) { calls[100].Parent = intp(n - 1) }, "cycle in parent chain"},
+		{"a missing parent", func(calls []Call) { calls[n-1].Parent = intp(n + 5) }, "parent 30005 does not exist"},
+		{"parent after child", func(calls []Call) {
+			calls[n-2].Parent, calls[n-1].Parent = intp(n-1), intp(n-3)
+		}, "is listed after it"},
+	} {
+		calls := slices.Clone(m.Calls)
+		for i := range calls {
+			if calls[i].Parent != nil {
+				calls[i].Parent = intp(*calls[i].Parent)
+			}
+		}
+		c.edit(calls)
+		bad := *m
+		bad.Calls = calls
+		if err := bad.validate(func(string) bool { return true }); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"zflow/internal/tempfiles"
 )
 
 // Writer writes a trace atomically: tensors stream to a temporary file next
@@ -49,7 +51,7 @@ func Create(path string) (*Writer, error) {
 	default:
 		return nil, fmt.Errorf("%s: unknown trace extension (want .npz or .safetensors)", path)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := tempfiles.Create(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +60,7 @@ func Create(path string) (*Writer, error) {
 		w.count = &countWriter{w: tmp}
 		w.zw = zip.NewWriter(w.count)
 	} else {
-		if w.data, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".data-*"); err != nil {
+		if w.data, err = tempfiles.Create(filepath.Dir(path), "."+filepath.Base(path)+".data-*"); err != nil {
 			w.Abort()
 			return nil, err
 		}
@@ -79,7 +81,9 @@ func (w *Writer) Add(key string, dt DType, shape []int, data []byte) error {
 	if dt.Size() == 0 {
 		return fmt.Errorf("%s: tensor %q: invalid dtype", w.path, key)
 	}
-	if want := numElems(shape) * int64(dt.Size()); want != int64(len(data)) {
+	if want, ok := byteSize(shape, dt); !ok {
+		return fmt.Errorf("%s: tensor %q: shape %v of %s: its size in bytes overflows", w.path, key, shape, dt)
+	} else if want != int64(len(data)) {
 		return fmt.Errorf("%s: tensor %q: shape %v of %s needs %d bytes, got %d", w.path, key, shape, dt, want, len(data))
 	}
 	w.keys[key] = true
@@ -190,6 +194,7 @@ func (w *Writer) finish(m *Manifest) error {
 	if err := os.Rename(w.tmp.Name(), w.path); err != nil {
 		return err
 	}
+	tempfiles.Done(w.tmp.Name())
 	w.tmp = nil
 	return nil
 }
@@ -224,6 +229,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	err := errors.Join(w.tmp.Close(), os.Remove(w.tmp.Name()))
+	tempfiles.Done(w.tmp.Name())
 	w.tmp = nil
 	return err
 }
@@ -232,6 +238,7 @@ func (w *Writer) cleanupData() {
 	if w.data != nil {
 		w.data.Close()
 		os.Remove(w.data.Name())
+		tempfiles.Done(w.data.Name())
 		w.data = nil
 	}
 }

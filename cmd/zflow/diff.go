@@ -15,17 +15,22 @@ import (
 )
 
 type diffOpts struct {
-	step         int
-	module, port string
-	gates        []string
-	format       string
-	reports      []string
-	plot         string
-	channels     int
-	onlyFailing  bool
-	failUnpaired bool
-	jobs         int
-	ref          string
+	step           int
+	module, port   string
+	gates          []string
+	format         string
+	reports        []string
+	plot           string
+	channels       int
+	onlyFailing    bool
+	failUnpaired   bool
+	allowNonFinite bool
+	oursDType      string
+	atol, rtol     float64
+	equalNaN       bool
+	tolGiven       bool
+	jobs           int
+	ref            string
 }
 
 func newDiffCmd() *cobra.Command {
@@ -41,7 +46,9 @@ the fraction bit-exact in the reference's dtype, ULP distances (median, p99,
 max), NaN/Inf counts and the worst row, and applies the gates. The first
 failing boundary is named, with its per-channel table and the signature of
 its error (magnitude, bias, activation, topology, numerics) and the numbers
-that decided it. Boundaries present on one side only are listed.
+that decided it. Boundaries present on one side only are listed. A uint16 tensor paired with
+a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
+unless --ours-dtype bf16 declares OURS' uint16 tensors bf16.
 
 Gates (--gate, repeatable) are [GLOB:]METRIC OP VALUE, OP one of <= < >= > ==;
 metrics: max_abs mean_abs rel_rms cosine psnr exact (fraction bit-exact)
@@ -49,7 +56,18 @@ ulp_median ulp_p99 ulp_max nan inf nonfinite (positions NaN/Inf on one side
 only). GLOB limits a gate to boundaries whose key or module path matches
 ('*' crosses dots). "rel_rms<=auto" takes the threshold from the pair's
 dtypes (the coarser side): bf16 1/16, f16 1/64, f32 1e-4, integers exact.
-Without --gate the gates are "rel_rms<=auto" and "nonfinite==0".
+Element-wise tolerance the way PyTorch states it: --atol A --rtol R (or the
+gate allclose(atol=A,rtol=R), or a bare "allclose" for torch.testing.
+assert_close's defaults per dtype: bf16 atol 1e-5 rtol 1.6e-2, f16 1e-5 1e-3,
+f32 1e-5 1.3e-6, integers exact) fails a boundary where any element has
+|ours-ref| > atol + rtol·|ref|, and reports mismatched elements as
+count / total (percent) with the greatest absolute and relative differences
+and their indexes. NaN is unequal to NaN unless --equal-nan.
+Without --gate the gates are "rel_rms<=auto" and "nonfinite==0"; with
+--gate, "nonfinite==0" is still applied (a NaN or Inf on one side only fails
+whatever the other gates say) unless --allow-nonfinite. A --step, --module,
+--port or gate glob that matches no boundary is bad input (exit 2), and a
+run that pairs no boundary fails.
 
 With no paths, OURS is the workspace's generated trace and REF its reference
 (zflow workspace); one path is OURS, against --ref or the workspace's
@@ -61,11 +79,16 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --step 0 --module 'transformer.blocks.*'
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
+  zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --atol 1e-5 --rtol 1.3e-6
   zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("step") {
 				o.step = -1
+			}
+			o.tolGiven = cmd.Flags().Changed("atol") || cmd.Flags().Changed("rtol")
+			if o.tolGiven && !(cmd.Flags().Changed("atol") && cmd.Flags().Changed("rtol")) {
+				return badInput(errors.New("--atol and --rtol: give both or neither, as torch.testing.assert_close wants"))
 			}
 			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
 		},
@@ -81,7 +104,12 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
-	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
+	f.Float64Var(&o.atol, "atol", 0, "element-wise tolerance: adds the gate allclose(atol=A,rtol=R) (give --rtol too)")
+	f.Float64Var(&o.rtol, "rtol", 0, "element-wise relative tolerance (with --atol): |ours-ref| <= atol + rtol·|ref|, torch.testing.assert_close's test")
+	f.BoolVar(&o.equalNaN, "equal-nan", false, "allclose gates count NaN against NaN as equal")
+	f.StringVar(&o.oursDType, "ours-dtype", "", "bf16: read OURS' uint16 tensors as bf16 bit patterns (a port that wrote bf16 without the manifest's dtypes entry)")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	return cmd
 }
@@ -154,6 +182,9 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		if !found || !ok || path == "" {
 			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
 		}
+		if err := checkOutputPath("--report", path); err != nil {
+			return badInput(err)
+		}
 		files = append(files, reportFile{path, w})
 	}
 	var gates []reports.Gate
@@ -164,12 +195,29 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		}
 		gates = append(gates, g)
 	}
+	if o.tolGiven {
+		g, err := reports.ParseGate(fmt.Sprintf("allclose(atol=%g,rtol=%g)", o.atol, o.rtol))
+		if err != nil {
+			return badInput(fmt.Errorf("--atol/--rtol: %w", err))
+		}
+		gates = append(gates, g)
+	}
+	if o.equalNaN {
+		for i := range gates {
+			gates[i].Tol.EqualNaN = gates[i].Tol.EqualNaN || gates[i].Metric == "allclose"
+		}
+	}
 	sel := reports.Selection{Module: o.module, Port: o.port}
 	if o.step >= 0 {
 		sel.Step = &o.step
 	}
 	if err := sel.Validate(); err != nil {
 		return badInput(err)
+	}
+	switch o.oursDType {
+	case "", "bf16", "bfloat16":
+	default:
+		return badInput(fmt.Errorf("--ours-dtype %q: the only dtype it declares is bf16 (uint16 tensors read as bf16)", o.oursDType))
 	}
 	oursPath, refPath, err := diffPaths(args, o.ref)
 	if err != nil {
@@ -180,13 +228,16 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		return badInput(err)
 	}
 	defer ours.Close()
+	if o.oursDType != "" {
+		ours.Uint16AsBFloat16()
+	}
 	ref, err := trace.Open(refPath)
 	if err != nil {
 		return badInput(err)
 	}
 	defer ref.Close()
 
-	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs})
+	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite})
 	if err != nil {
 		return badInput(err)
 	}
@@ -213,6 +264,8 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		return err
 	}
 	switch {
+	case r.NothingPaired():
+		return &exitError{code: exitFailed, err: fmt.Errorf("no boundary compared: none of %s pairs with one of %s (%d unpaired)", oursPath, refPath, len(r.Unpaired))}
 	case !r.Pass():
 		d := r.Boundaries[r.FirstFailing]
 		msg := fmt.Sprintf("%d of %d boundaries failed; first failing %s", r.Failed(), len(r.Boundaries), d.Key)

@@ -413,3 +413,110 @@ func TestReportExamples(t *testing.T) {
 }
 
 type cobraCmd struct{ name, example string }
+
+// TestDiffNoFalsePass: the reproductions of issue 12's items 1 and 2. A
+// NaN on one side only fails whatever --gate says; a selection or a gate
+// that matches nothing is bad input; a run that pairs nothing fails.
+func TestDiffNoFalsePass(t *testing.T) {
+	f16 := filepath.Join(fixtures, "faults", "f16_overflow.npz")
+	lm := filepath.Join(fixtures, "constructs", "lm.npz")
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string // in stderr
+	}{
+		{"NaN fails whatever --gate says", []string{f16, faultRef, "--gate", "cosine>=0.999"}, 1, "boundaries failed"},
+		{"NaN fails the default gates", []string{f16, faultRef}, 1, "boundaries failed"},
+		{"--allow-nonfinite lifts it", []string{f16, faultRef, "--gate", "cosine>=0.999", "--allow-nonfinite"}, 0, ""},
+		{"a module typo", []string{faultClean, faultRef, "--module", "transfomer.*"}, 2, `--module "transfomer.*" matches nothing`},
+		{"a step the trace lacks", []string{faultClean, faultRef, "--step", "3"}, 2, "--step 3 matches nothing"},
+		{"a port typo", []string{faultClean, faultRef, "--port", "kw.hiden*"}, 2, `--port "kw.hiden*" matches nothing`},
+		{"a gate glob typo", []string{faultClean, faultRef, "--gate", "tranformer.blocks.*:rel_rms<=1e-6"}, 2, `glob "tranformer.blocks.*" matches nothing`},
+		{"no key pairs", []string{lm, faultRef}, 1, "no boundary compared"},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff"}, c.args...)...)
+		if code != c.want || !strings.Contains(stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; stderr %q, want it to say %q", c.name, code, c.want, stderr, c.says)
+		}
+		if c.name == "no key pairs" && !strings.Contains(out, "FAIL: no boundary compared") {
+			t.Errorf("%s: the table does not say FAIL:\n%s", c.name, out)
+		}
+	}
+	code, out, _ := zflow(t, "diff", lm, faultRef, "--format", "json")
+	if code != 1 || !strings.Contains(out, `"pass": false`) {
+		t.Errorf("no key pairs, json: exit %d, want 1 and \"pass\": false", code)
+	}
+	code, out, _ = zflow(t, "diff", lm, faultRef, "--format", "junit")
+	if code != 1 || !strings.Contains(out, `failures="1"`) {
+		t.Errorf("no key pairs, junit: exit %d, want 1 and a failure:\n%s", code, out)
+	}
+}
+
+// TestDiffBF16WithoutDTypes: issue 12, item 4. A port trace that wrote
+// bf16 bits without the manifest's dtypes entry holds uint16 tensors:
+// paired with the reference's bf16 they fail, saying so, unless
+// --ours-dtype bf16 declares them.
+func TestDiffBF16WithoutDTypes(t *testing.T) {
+	ours := filepath.Join(t.TempDir(), "no-dtypes.npz")
+	mt := loadTrace(t, ditBF16)
+	if len(mt.m.DTypes) == 0 {
+		t.Fatal("the fixture names no bf16 tensor")
+	}
+	mt.m.DTypes = nil
+	mt.writeRaw(t, ours)
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string
+	}{
+		{"uint16 against bf16", nil, 1, "dtypes differ: ours uint16, ref bfloat16"},
+		{"declared bf16", []string{"--ours-dtype", "bf16"}, 0, ""},
+		{"another dtype", []string{"--ours-dtype", "f16"}, 2, `--ours-dtype "f16"`},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff", ours, ditBF16, "--format", "json"}, c.args...)...)
+		if code != c.want || !strings.Contains(out+stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; want it to say %q; stderr %s", c.name, code, c.want, c.says, stderr)
+		}
+	}
+}
+
+// TestDiffAllClose: issue 12, item 5: --atol/--rtol and the allclose gate,
+// with torch.testing.assert_close's test and report.
+func TestDiffAllClose(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+		says string // in stdout or stderr
+	}{
+		{"f32 within assert_close's defaults", []string{faultClean, faultRef, "--atol", "1e-5", "--rtol", "1.3e-6"}, 0, "PASS"},
+		{"the dtypes' defaults", []string{faultClean, faultRef, "--gate", "allclose"}, 0, "PASS"},
+		{"a wrong activation", []string{faultAct, faultRef, "--gate", "allclose"}, 1,
+			"allclose(atol=1e-05,rtol=1.3e-06): mismatched elements: 2029 / 2048 (99.1%), greatest absolute difference 0.1931 at index (0, 2, 48)"},
+		{"bf16 bits against themselves, exactly", []string{ditBF16, ditBF16, "--atol", "0", "--rtol", "0"}, 0, "PASS"},
+		{"bf16 against f32", []string{ditBF16, ditF32, "--step", "0", "--gate", "allclose(atol=1e-2,rtol=1e-2)"}, 1, "mismatched elements: 6 / 512 (1.17%)"},
+		{"--atol without --rtol", []string{faultClean, faultRef, "--atol", "1e-5"}, 2, "give both or neither"},
+		{"a bad parameter", []string{faultClean, faultRef, "--gate", "allclose(atol=x,rtol=0)"}, 2, "not a finite number"},
+	} {
+		code, out, stderr := zflow(t, append([]string{"diff"}, c.args...)...)
+		if code != c.want || !strings.Contains(out+stderr, c.says) {
+			t.Errorf("%s: exit %d, want %d; want it to say %q; stderr %s", c.name, code, c.want, c.says, stderr)
+		}
+	}
+	code, out, _ := zflow(t, "diff", faultAct, faultRef, "--gate", "allclose", "--format", "json")
+	var doc struct {
+		FirstFailing struct {
+			Checks []struct {
+				AllClose *struct{ Mismatched, Total int } `json:"allclose"`
+			}
+		} `json:"first_failing"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 1 {
+		t.Fatalf("json: exit %d, %v", code, err)
+	}
+	if cs := doc.FirstFailing.Checks; len(cs) == 0 || cs[0].AllClose == nil || cs[0].AllClose.Mismatched != 2029 || cs[0].AllClose.Total != 2048 {
+		t.Errorf("json first_failing checks: %+v", cs)
+	}
+}

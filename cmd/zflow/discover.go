@@ -101,6 +101,9 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 	if sameFile(o.out, o.trace) {
 		return badInput(fmt.Errorf("%s: would overwrite the trace", o.out))
 	}
+	if err := checkOutputPath("-o", o.out); err != nil {
+		return badInput(err)
+	}
 	b, err := newBackend(o.backend)
 	if err != nil {
 		return badInput(err)

@@ -138,7 +138,8 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		o.out, name, result.Shape(), result.Format(), r.Steps(), b.Name(), time.Since(start).Seconds())
 	if rec != nil {
 		if err := rec.Write(o.traceOut, outputs, producer); err != nil {
-			return err
+			os.Remove(o.out) // nothing half-done: -o goes with the run that failed
+			return fmt.Errorf("--trace-out: %w (%s removed)", err, o.out)
 		}
 		fmt.Fprintf(stdout, "wrote %s: %d boundary tensors\n", o.traceOut, rec.Len())
 		// Let `zflow diff` with no paths compare this run with its reference.
@@ -179,6 +180,12 @@ func checkOutputs(o generateOpts) error {
 	}
 	if o.traceOut != "" && (o.out == o.traceOut || sameFile(o.out, o.traceOut)) {
 		return fmt.Errorf("-o and --trace-out name the same file %s", o.out)
+	}
+	if err := checkOutputPath("-o", o.out); err != nil {
+		return err
+	}
+	if o.traceOut != "" {
+		return checkOutputPath("--trace-out", o.traceOut)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"zflow/precision"
 	"zflow/trace"
@@ -216,5 +217,45 @@ func TestGenerateUpdatesAnExistingWorkspace(t *testing.T) {
 	}
 	if code, out, stderr := zflow(t, "diff", "--step", "0", "--format", "json"); code != 0 || !strings.Contains(out, `"boundaries"`) {
 		t.Errorf("diff from the workspace: exit %d: %s", code, stderr)
+	}
+}
+
+// TestOutputsCheckedFirst: issue 12, item 12. A bad output path is bad
+// input before any computation, and nothing of the run is left written:
+// generate with a bad --trace-out leaves no -o; discover and precision
+// refuse a bad -o at once (not after their search); diff and verify a bad
+// --report.
+func TestOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "latents.npz")
+	missing := filepath.Join(dir, "no-such-folder", "x")
+	folder := filepath.Join(t.TempDir(), "d.npz")
+	if err := os.Mkdir(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"generate --trace-out in a missing folder", []string{"generate", "--semantics", ditDoc, "--inputs", ditTrace, "-o", out, "--trace-out", missing + ".npz"}, "--trace-out"},
+		{"generate -o a directory", []string{"generate", "--semantics", ditDoc, "--inputs", ditTrace, "-o", folder, "--trace-out", filepath.Join(dir, "t.npz")}, "is a directory"},
+		{"discover -o in a missing folder", []string{"discover", "--trace", ditTrace, "-o", missing + ".json"}, "-o " + missing},
+		{"precision -o in a missing folder", []string{"precision", "--trace", ditTrace, "--semantics", ditDoc, "-o", missing + ".json"}, "-o " + missing},
+		{"diff --report in a missing folder", []string{"diff", ditTrace, ditTrace, "--report", "junit=" + missing + ".xml"}, "--report " + missing},
+		{"verify --report in a missing folder", []string{"verify", "--trace", ditTrace, "--semantics", ditDoc, "--report", "junit=" + missing + ".xml"}, "--report " + missing},
+	} {
+		start := time.Now()
+		code, _, stderr := zflow(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.says) {
+			t.Errorf("%s: exit %d, stderr %q, want exit 2 saying %q", c.name, code, stderr, c.says)
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("%s: %v before refusing: the work ran first", c.name, el)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		t.Errorf("left behind: %s", e.Name())
 	}
 }

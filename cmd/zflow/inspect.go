@@ -6,7 +6,10 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -177,9 +180,10 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 }
 
 func printSummary(w io.Writer, s *inspectSummary) {
-	fmt.Fprintf(w, "%s  (%s, %s)\n", s.File, s.Format, humanBytes(s.FileBytes))
+	fmt.Fprintf(w, "%s  (%s, %s)\n", termSafe(s.File), s.Format, humanBytes(s.FileBytes))
 	if len(s.Producer) > 0 {
-		fmt.Fprintf(w, "producer  %v %v on %v, %v\n", s.Producer["framework"], s.Producer["framework_version"], s.Producer["device"], s.Producer["dtype"])
+		p := func(k string) string { return termSafe(fmt.Sprint(s.Producer[k])) }
+		fmt.Fprintf(w, "producer  %v %v on %v, %v\n", p("framework"), p("framework_version"), p("device"), p("dtype"))
 	}
 	fmt.Fprintf(w, "counts    %d calls, %d tensors, %d params, %d steps %v, %s of tensor data\n",
 		s.Calls, s.Tensors, s.Params, s.Steps, s.StepIDs, humanBytes(s.Bytes))
@@ -206,15 +210,33 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		if c.Ordinal > 0 {
 			ord = fmt.Sprintf("#%d", c.Ordinal)
 		}
-		fmt.Fprintf(w, "%s%s %s%s  (%s)\n", indent, scope, c.Module, ord, c.Type)
+		fmt.Fprintf(w, "%s%s %s%s  (%s)\n", indent, scope, termSafe(c.Module), ord, termSafe(c.Type))
 		for _, p := range c.Ports {
 			printTensor(w, indent+"    ", p)
 		}
 	}
 }
 
+// termSafe escapes what a terminal would act on rather than show: control
+// characters (an ESC sequence recolours the screen, a newline spoofs a
+// line), DEL, C1 controls and invalid UTF-8, written as Go escapes.
+func termSafe(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
 func printTensor(w io.Writer, indent string, t tensorSummary) {
-	fmt.Fprintf(w, "%s%-28s %-8s %v", indent, t.Name, t.DType, t.Shape)
+	fmt.Fprintf(w, "%s%-28s %-8s %v", indent, termSafe(t.Name), t.DType, t.Shape)
 	if st := t.Stats; st != nil {
 		fmt.Fprintf(w, "  min %.4g max %.4g mean %.4g std %.4g", st.Min, st.Max, st.Mean, st.Std)
 		if st.NaN+st.Inf > 0 {

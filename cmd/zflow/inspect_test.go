@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"zflow/trace"
 )
 
 // zflow runs the CLI in-process and returns its exit code and output.
@@ -104,6 +106,87 @@ func TestInspectBadInput(t *testing.T) {
 		}
 		if !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%s: stderr %q should be one line mentioning %q", tc.name, stderr, tc.want)
+		}
+	}
+}
+
+// TestWrappedShapeIsBadInput: issue 12, item 6: a shape whose byte size
+// wraps past 2^64 is refused by every command that reads the trace, with
+// one line and exit 2, never a panic.
+func TestWrappedShapeIsBadInput(t *testing.T) {
+	mt := loadTrace(t, filepath.Join(fixtures, "faults", "ref.npz"))
+	k := mt.keys[0]
+	mt.ts[k].shape, mt.ts[k].data = []int{1 << 31, 1 << 31}, nil
+	mt.ts[k].dt = trace.Float32
+	bad := filepath.Join(t.TempDir(), "wrapped.npz")
+	mt.writeRaw(t, bad)
+	for _, args := range [][]string{
+		{"stats", bad},
+		{"inspect", bad, "--stats"},
+		{"diff", bad, filepath.Join(fixtures, "faults", "ref.npz")},
+	} {
+		code, _, stderr := zflow(t, args...)
+		if code != 2 || !strings.Contains(stderr, "overflows") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+// TestLeniencies: issue 12, item 14, the command line's part: a negative
+// --step and a --jobs outside 1..1024 are bad input; control characters
+// in module names are escaped, not sent to the terminal.
+func TestLeniencies(t *testing.T) {
+	ref := filepath.Join(fixtures, "faults", "ref.npz")
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"diff", faultClean, ref, "--step", "-1"}, "--step -1: steps are 0 or more"},
+		{[]string{"inspect", ref, "--step", "-1"}, "--step -1"},
+		{[]string{"stats", ref, "--step", "-2"}, "--step -2"},
+		{[]string{"diff", faultClean, ref, "--jobs", "0"}, "--jobs 0: want 1 to 1024"},
+		{[]string{"diff", faultClean, ref, "--jobs", "-3"}, "--jobs -3"},
+		{[]string{"stats", ref, "--jobs", "1000000"}, "--jobs 1000000"},
+	} {
+		code, _, stderr := zflow(t, c.args...)
+		if code != 2 || !strings.Contains(stderr, c.says) {
+			t.Errorf("%v: exit %d, stderr %q, want exit 2 saying %q", c.args, code, stderr, c.says)
+		}
+	}
+	if code, _, stderr := zflow(t, "diff", faultClean, ref, "--jobs", "2"); code != 0 {
+		t.Errorf("--jobs 2: exit %d: %s", code, stderr)
+	}
+
+	mt := loadTrace(t, ref)
+	mt.m.Calls[0].Module = "evil\x1b[31m\nFAKE LINE"
+	mt.m.Calls[0].Type = "T\x07"
+	p := filepath.Join(t.TempDir(), "ctl.npz")
+	mt.writeRaw(t, p)
+	code, out, stderr := zflow(t, "inspect", p)
+	if code != 0 {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	if strings.ContainsAny(out, "\x1b\x07") || strings.Contains(out, "\nFAKE LINE") || !strings.Contains(out, `evil\x1b[31m\nFAKE LINE`) {
+		t.Errorf("control characters reach the terminal:\n%q", out)
+	}
+}
+
+// TestMaxDecodedFlag: --max-decoded bounds what a trace's deflated entries
+// may decode to (issue 12, item 8).
+func TestMaxDecodedFlag(t *testing.T) {
+	p := filepath.Join(fixtures, "toy-deflate.npz")
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"inspect", p}, 0},
+		{[]string{"inspect", p, "--max-decoded", "1000"}, 2},
+		{[]string{"inspect", p, "--max-decoded", "100000000"}, 0},
+		{[]string{"inspect", p, "--max-decoded", "-1"}, 2},
+		{[]string{"inspect", p}, 0}, // the flag of one run does not outlive it
+	} {
+		if code, _, stderr := zflow(t, c.args...); code != c.want {
+			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.want, stderr)
 		}
 	}
 }

@@ -11,9 +11,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"zflow/internal/tempfiles"
+	"zflow/trace"
 )
 
 // Exit codes, documented in the README.
@@ -37,7 +43,51 @@ func (e *exitError) Unwrap() error { return e.err }
 func badInput(err error) error { return &exitError{code: exitBadInput, err: err} }
 
 func main() {
+	cleanupOnSignal()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cleanupOnSignal makes SIGINT and SIGTERM remove the temporary files the
+// run's writers have not renamed into place yet (nothing half-written is
+// left behind), then exit 130 or 143 as a shell would report the signal.
+func cleanupOnSignal() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		n := tempfiles.RemoveAll()
+		fmt.Fprintf(os.Stderr, "zflow: %v: stopped (%d unfinished files removed)\n", s, n)
+		code := 130
+		if s == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+}
+
+// checkOutputPath refuses, before any work, an output path that cannot be
+// written: a directory, a folder that does not exist, or one this process
+// cannot create files in.
+func checkOutputPath(flag, p string) error {
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s: is a directory", flag, p)
+	}
+	dir := filepath.Dir(p)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("%s %s: folder %s: %w", flag, p, dir, errors.Unwrap(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s: %s is not a folder", flag, p, dir)
+	}
+	f, err := tempfiles.Create(dir, ".zflow-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, p, dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	tempfiles.Done(f.Name())
+	return nil
 }
 
 // run executes the CLI and returns the exit code; tests call it directly.
@@ -71,7 +121,29 @@ func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code
 	return exitBadInput
 }
 
+// maxJobs bounds --jobs: more workers than this only cost memory.
+const maxJobs = 1024
+
+// checkCommonFlags refuses what the commands' shared flags cannot mean:
+// a negative --step (no step is negative; leave the flag out for every
+// step) and a --jobs outside 1..maxJobs (leave it out for one per core).
+func checkCommonFlags(cmd *cobra.Command) error {
+	f := cmd.Flags()
+	if f.Lookup("step") != nil && f.Changed("step") {
+		if s, err := f.GetInt("step"); err == nil && s < 0 {
+			return badInput(fmt.Errorf("--step %d: steps are 0 or more (leave --step out for every step)", s))
+		}
+	}
+	if f.Lookup("jobs") != nil && f.Changed("jobs") {
+		if j, err := f.GetInt("jobs"); err == nil && (j < 1 || j > maxJobs) {
+			return badInput(fmt.Errorf("--jobs %d: want 1 to %d (leave --jobs out for one per core)", j, maxJobs))
+		}
+	}
+	return nil
+}
+
 func newRootCmd() *cobra.Command {
+	var maxDecoded int64
 	root := &cobra.Command{
 		Use:   "zflow",
 		Short: "Port neural networks from a Python reference, checked against its captured tensors",
@@ -83,7 +155,16 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 3 an internal error (please report it).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if maxDecoded < 0 {
+				return badInput(fmt.Errorf("--max-decoded %d: want a number of bytes (0: the default)", maxDecoded))
+			}
+			trace.MaxDecoded = maxDecoded
+			return checkCommonFlags(cmd)
+		},
 	}
+	root.PersistentFlags().Int64Var(&maxDecoded, "max-decoded", 0,
+		"bytes the deflated entries of one npz trace may decode to, together (0: 64 times the file's size, at least 1 GiB)")
 	root.AddCommand(newInspectCmd())
 	root.AddCommand(newGenerateCmd())
 	root.AddCommand(newDiscoverCmd())

@@ -68,7 +68,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
 	f.BoolVar(&o.fromScratch, "from-scratch", false, "start from an empty plan (no rules, no rope_table) instead of the document's")
 	f.IntVar(&o.steps, "steps", 0, "model calls per evaluation of a flow_euler run (0: all)")
 	f.StringVar(&o.format, "format", "table", "output on stdout: table or json")
-	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines (0: one per core)")
+	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
 
@@ -109,6 +109,11 @@ func runPrecision(stdout io.Writer, o precisionOpts) error {
 	}
 	if o.out != "" && (sameFile(o.out, trPath) || o.out == trPath) {
 		return badInput(fmt.Errorf("-o %s would overwrite the trace", o.out))
+	}
+	if o.out != "" {
+		if err := checkOutputPath("-o", o.out); err != nil {
+			return badInput(err)
+		}
 	}
 	doc, err := semantics.Read(docPath)
 	if err != nil {

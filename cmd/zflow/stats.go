@@ -50,7 +50,7 @@ integers) is listed with an error instead.`,
 	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
 	f.BoolVar(&o.perChannel, "per-channel", false, "add per-channel statistics (channels: the last dimension)")
 	f.StringVar(&o.format, "format", "table", "output: table, json, markdown or csv")
-	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
 

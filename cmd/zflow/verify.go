@@ -81,7 +81,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
-	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines (0: one per core)")
+	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
 
@@ -95,6 +95,50 @@ type verification struct {
 	// skipped: boundary values inside blocks an incomplete document
 	// leaves undetermined (check.Report.Skipped): not computed, not listed.
 	skipped int
+	// notCompared: the reference's boundaries the run neither compared
+	// nor skipped (the program made no value there of the reference's
+	// shape), listed as unpaired with the reason; refBoundaries counts
+	// every boundary of the reference: compared + skipped + not compared.
+	notCompared   []reports.Unpaired
+	misshapen     []int // indexes into notCompared: the program's value has another shape
+	refBoundaries int
+}
+
+// notCompared accounts for every boundary of the reference: those that
+// the run neither compared nor skipped come back as unpaired, each with
+// the reason, and misshapen indexes those where the program's value has
+// another shape than the reference's (a boundary the program does not
+// reproduce: it fails the run).
+func notCompared(ref *trace.Trace, rep *check.Report) (out []reports.Unpaired, misshapen []int, err error) {
+	all, err := reports.Boundaries(ref, reports.Selection{})
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Records {
+		seen[r.Key] = true
+	}
+	for _, r := range rep.Skipped {
+		seen[r.Key] = true
+	}
+	for _, b := range all {
+		if seen[b.Key] {
+			continue
+		}
+		info, err := ref.Info(b.Key)
+		if err != nil {
+			return nil, nil, err
+		}
+		reason := fmt.Sprintf("not compared: the program taps no value here (reference %v %s)", info.Shape, info.DType)
+		if ours, ok := rep.Unmatched[b.Key]; ok {
+			reason = fmt.Sprintf("not compared: shapes differ: ours %v, ref %v %s", ours, info.Shape, info.DType)
+			misshapen = append(misshapen, len(out))
+		} else if info.DType.Components() != 1 {
+			reason = fmt.Sprintf("not compared: %s values are not compared", info.DType)
+		}
+		out = append(out, reports.Unpaired{Boundary: b, Side: "ref", Reason: reason})
+	}
+	return out, misshapen, nil
 }
 
 func runVerify(stdout io.Writer, o verifyOpts) error {
@@ -115,6 +159,9 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 		w, ok := verifyFormats[name]
 		if !found || !ok || path == "" {
 			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
+		}
+		if err := checkOutputPath("--report", path); err != nil {
+			return badInput(err)
 		}
 		files = append(files, reportFile{path, w})
 	}
@@ -164,6 +211,11 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs}); err != nil {
 		return badInput(err)
 	}
+	if v.notCompared, v.misshapen, err = notCompared(ref, rep); err != nil {
+		return badInput(err)
+	}
+	v.diff.Unpaired = append(v.diff.Unpaired, v.notCompared...)
+	v.refBoundaries = len(v.diff.Boundaries) + v.skipped + len(v.notCompared)
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
@@ -178,6 +230,14 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	}
 	if err := write(v, stdout, ro); err != nil {
 		return err
+	}
+	if v.diff.NothingPaired() {
+		return &exitError{code: exitFailed, err: fmt.Errorf("no boundary compared: the program reproduces none of %s's boundaries", trPath)}
+	}
+	if n := len(v.misshapen); n > 0 {
+		u := v.notCompared[v.misshapen[0]]
+		return &exitError{code: exitFailed, err: fmt.Errorf("%d of the reference's %d boundaries have another shape in the program (first %s: %s)",
+			n, v.refBoundaries, u.Key, u.Reason)}
 	}
 	if !v.diff.Pass() {
 		d := v.diff.Boundaries[v.diff.FirstFailing]
@@ -262,6 +322,12 @@ type (
 		// Skipped: boundary values inside undetermined blocks of an
 		// incomplete document, not computed (absent when none).
 		Skipped int `json:"skipped_undetermined,omitempty"`
+		// ReferenceBoundaries counts every boundary of the reference:
+		// compared (counts.boundaries) + skipped_undetermined +
+		// not_compared (listed in unpaired with the reason).
+		ReferenceBoundaries int `json:"reference_boundaries"`
+		NotCompared         int `json:"not_compared"`
+		Misshapen           int `json:"not_compared_shape"` // of not_compared: the program's value there has another shape (fails)
 	}
 	verifyTotalDoc struct {
 		OpClass       string         `json:"op_class"`
@@ -276,7 +342,8 @@ type (
 )
 
 func (v *verification) document(worst int) verifyDoc {
-	d := verifyDoc{DiffDoc: v.diff.Document(worst), Verify: verifyRunDoc{Mode: v.mode, Trace: v.trace, Semantics: v.semantics, Skipped: v.skipped}}
+	d := verifyDoc{DiffDoc: v.diff.Document(worst), Verify: verifyRunDoc{Mode: v.mode, Trace: v.trace, Semantics: v.semantics, Skipped: v.skipped,
+		ReferenceBoundaries: v.refBoundaries, NotCompared: len(v.notCompared), Misshapen: len(v.misshapen)}}
 	for i, b := range d.DiffDoc.Boundaries {
 		vb := verifyBoundaryDoc{BoundaryDoc: b, OpClass: v.class[b.Key]}
 		if m := v.diff.Boundaries[i].Metrics; m != nil {
@@ -402,6 +469,8 @@ func (v *verification) writeText(w io.Writer, o reports.RenderOptions, markdown 
 	if v.skipped > 0 {
 		fmt.Fprintf(w, "\n%d boundary values inside blocks the document leaves undetermined were skipped (not computed)\n", v.skipped)
 	}
+	fmt.Fprintf(w, "\nthe reference's %d boundaries: %d compared, %d skipped (undetermined), %d not compared (%d of them: the program's value has another shape)\n",
+		v.refBoundaries, len(v.diff.Boundaries), v.skipped, len(v.notCompared), len(v.misshapen))
 	i := v.firstInexact()
 	switch {
 	case i < 0:

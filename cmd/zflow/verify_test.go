@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"zflow/reports"
 	"zflow/semantics"
+	"zflow/trace"
 )
 
 var (
@@ -123,6 +125,9 @@ func TestVerifyCSVAndMarkdown(t *testing.T) {
 		t.Errorf("header %v", h)
 	}
 	for _, r := range rows[1:] {
+		if strings.HasPrefix(r[len(r)-3], "unpaired-") {
+			continue // not compared (--steps 1 runs step 0 only): no op class
+		}
 		if strings.Contains(r[1], ".norm1/out") && r[len(r)-1] != "norm" {
 			t.Errorf("%s: op class %q", r[1], r[len(r)-1])
 		}
@@ -203,6 +208,74 @@ func TestVerifyPrecisionExamples(t *testing.T) {
 			if code, _, stderr := zflow(t, args[1:]...); code != 0 {
 				t.Errorf("%s: exit %d: %s", line, code, stderr)
 			}
+		}
+	}
+}
+
+// TestVerifyAccountsForEveryBoundary: issue 12, item 3. With every step-0
+// call port of the reference zero-sized, the program's values there have
+// another shape: they are listed as not compared, with the reason, and
+// the run fails. Either way compared + skipped + not compared is every
+// boundary of the reference.
+func TestVerifyAccountsForEveryBoundary(t *testing.T) {
+	zeroed := filepath.Join(t.TempDir(), "zero-s0.npz")
+	mt := loadTrace(t, ditTrace)
+	n := 0
+	for _, k := range mt.keys {
+		if x := mt.ts[k]; strings.HasPrefix(k, "s0/") && len(x.shape) > 0 {
+			x.shape[0], x.data = 0, nil
+			n++
+		}
+	}
+	if n == 0 || !mt.write(zeroed) {
+		t.Fatalf("could not write the zero-sized trace (%d ports)", n)
+	}
+	for _, c := range []struct {
+		name, trace string
+		code        int
+		misshapen   bool
+	}{
+		{"the fixture", ditTrace, 0, false},
+		{"step-0 ports zero-sized", zeroed, 1, true},
+	} {
+		code, stdout, stderr := zflow(t, "verify", "--trace", c.trace, "--semantics", ditDoc, "--format", "json")
+		if code != c.code {
+			t.Fatalf("%s: exit %d, want %d: %s", c.name, code, c.code, stderr)
+		}
+		var doc struct {
+			Counts   struct{ Boundaries int } `json:"counts"`
+			Unpaired []struct{ Side, Reason string }
+			Verify   struct {
+				Skipped    int `json:"skipped_undetermined"`
+				Reference  int `json:"reference_boundaries"`
+				NotCompare int `json:"not_compared"`
+				Misshapen  int `json:"not_compared_shape"`
+			}
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := trace.Open(c.trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := reports.Boundaries(tr, reports.Selection{})
+		tr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := doc.Verify
+		if v.Reference != len(all) || doc.Counts.Boundaries+v.Skipped+v.NotCompare != len(all) || len(doc.Unpaired) != v.NotCompare {
+			t.Errorf("%s: %d reference boundaries, reported %d: %d compared + %d skipped + %d not compared (%d listed)",
+				c.name, len(all), v.Reference, doc.Counts.Boundaries, v.Skipped, v.NotCompare, len(doc.Unpaired))
+		}
+		for _, u := range doc.Unpaired {
+			if u.Side != "ref" || !strings.HasPrefix(u.Reason, "not compared: ") {
+				t.Errorf("%s: unpaired %+v", c.name, u)
+			}
+		}
+		if (v.Misshapen > 0) != c.misshapen || c.misshapen && !strings.Contains(stderr, "another shape") {
+			t.Errorf("%s: %d misshapen; stderr %s", c.name, v.Misshapen, stderr)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"zflow/internal/tempfiles"
 	"zflow/trace"
 )
 
@@ -92,10 +93,11 @@ func recordWorkspace(update func(*workspace)) error {
 // writeFileAtomic writes data to path through a temporary file in the same
 // folder and a rename, so a reader never sees half a file.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := tempfiles.Create(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
+	defer tempfiles.Done(tmp.Name())
 	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr

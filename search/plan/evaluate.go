@@ -98,11 +98,14 @@ type Evaluator struct {
 	flow  bool
 	model semantics.Boundary
 
-	refs  map[string]*refValue
-	memo  map[uint64][]exec.Tensor
-	held  int // values in memo
-	cmps  map[string]cmpResult
-	units *unitTable
+	refs map[string]*refValue
+	// unmatched: keys the program tapped where the reference holds real
+	// values of another shape (not compared), with our value's shape.
+	unmatched map[string][]int
+	memo      map[uint64][]exec.Tensor
+	held      int // values in memo
+	cmps      map[string]cmpResult
+	units     *unitTable
 
 	// per program
 	nodeKey  []uint64
@@ -443,6 +446,7 @@ func (e *Evaluator) override(step int, tp program.Tap, like exec.Tensor) (exec.T
 	key := tp.Key(step)
 	rv := e.refValue(key, like.Shape())
 	if rv == nil {
+		e.noteUnmatched(key, like.Shape())
 		return nil, false, nil
 	}
 	ours := like
@@ -466,6 +470,7 @@ func (e *Evaluator) override(step int, tp program.Tap, like exec.Tensor) (exec.T
 func (e *Evaluator) observe(step int, tp program.Tap, t exec.Tensor) error {
 	key := tp.Key(step)
 	if e.refValue(key, t.Shape()) == nil {
+		e.noteUnmatched(key, t.Shape())
 		return nil
 	}
 	e.tapInfo(t, tp)
@@ -577,6 +582,26 @@ func (e *Evaluator) refValue(key string, shape []int) *refValue {
 	e.refs[key] = rv
 	return rv
 }
+
+// noteUnmatched records a tapped key whose reference tensor holds real
+// values of a shape other than ours (so it is not compared).
+func (e *Evaluator) noteUnmatched(key string, shape []int) {
+	info, err := e.Ref.Info(key)
+	if err != nil || info.DType.Components() != 1 {
+		return
+	}
+	if e.unmatched == nil {
+		e.unmatched = map[string][]int{}
+	}
+	if _, ok := e.unmatched[key]; !ok {
+		e.unmatched[key] = slices.Clone(shape)
+	}
+}
+
+// Unmatched are the keys the program tapped where the reference holds
+// real values of another shape, so that they were not compared, with the
+// shape of our value there.
+func (e *Evaluator) Unmatched() map[string][]int { return e.unmatched }
 
 func (e *Evaluator) fail(err error) {
 	if e.err == nil {
