@@ -45,12 +45,15 @@ lint:
 fixtures:
 	$(GO) generate ./fixtures
 
-# Brief fuzzing of the trace readers; the seed corpora live in
-# trace/testdata/fuzz and run on every plain `go test` too.
+# Brief fuzzing of the trace readers, the manifest validator and the
+# semantics parser; the seed corpora live in trace/testdata/fuzz (and the
+# f.Add seeds) and run on every plain `go test` too.
 fuzz:
 	$(GO) test ./trace -run '^$$' -fuzz '^FuzzOpenNpz$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./trace -run '^$$' -fuzz '^FuzzOpenSafetensors$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 	$(GO) test ./trace -run '^$$' -fuzz '^FuzzNpyHeader$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./trace -run '^$$' -fuzz '^FuzzManifest$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0
+	$(GO) test ./semantics -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 0
 
 clean:
 	rm -rf bin

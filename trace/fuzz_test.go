@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,6 +101,38 @@ func FuzzNpyHeader(f *testing.F) {
 		for _, d := range h.shape {
 			if d < 0 {
 				t.Fatalf("negative dimension in %v", h.shape)
+			}
+		}
+	})
+}
+
+// FuzzManifest: the manifest parser and validator on any bytes, against a
+// trace holding the keys smallManifest names: no panic, and a manifest
+// that validates builds a tree whose every call has a depth.
+func FuzzManifest(f *testing.F) {
+	b, _ := json.Marshal(smallManifest())
+	f.Add(b)
+	deep := smallManifest()
+	for i := 1; i < 200; i++ {
+		deep.Calls = append(deep.Calls, Call{ID: i, Step: intp(0), Module: "m", Parent: intp(i - 1)})
+	}
+	b, _ = json.Marshal(deep)
+	f.Add(b)
+	f.Add([]byte(`{"format":"zflow-trace","version":1,"calls":[{"id":0,"parent":0}]}`))
+	f.Add([]byte(`{"format":"zflow-trace","version":1,"version":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := parseManifest(b)
+		if err != nil {
+			return
+		}
+		has := func(k string) bool { return k == "param/w" || k == "s0/m/out" }
+		if m.validate(has) != nil {
+			return
+		}
+		tree := newTree(m.Calls)
+		for _, c := range m.Calls {
+			if d := tree.Depth(c.ID); d < 0 || d >= len(m.Calls) {
+				t.Fatalf("call %d: depth %d of %d calls", c.ID, d, len(m.Calls))
 			}
 		}
 	})

@@ -137,49 +137,76 @@ func parseManifest(b []byte) (*Manifest, error) {
 }
 
 // noDuplicateKeys refuses a JSON document in which an object names a key
-// twice (encoding/json would keep the last silently).
+// twice (encoding/json would keep the last silently). b must be valid
+// JSON (it is scanned after a successful Decode): a single pass over the
+// bytes, each object's keys in a short list (a map past 16 keys).
 func noDuplicateKeys(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	type frame struct {
-		keys  map[string]bool // nil for an array
-		isKey bool            // an object's next string token is a key
+	type object struct {
+		keys []string
+		set  map[string]bool
 	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		top := len(stack) - 1
-		if top >= 0 && stack[top].keys != nil && stack[top].isKey {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:top]
+	var stack []*object
+	var inObject []bool // per open container: an object, not an array
+	expectKey := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '{':
+			stack = append(stack, &object{})
+			inObject = append(inObject, true)
+			expectKey = true
+		case '[':
+			inObject = append(inObject, false)
+			expectKey = false
+		case '}', ']':
+			if c == '}' {
+				stack = stack[:len(stack)-1]
+			}
+			inObject = inObject[:len(inObject)-1]
+			expectKey = false
+		case ',':
+			expectKey = len(inObject) > 0 && inObject[len(inObject)-1]
+		case '"':
+			start := i
+			escaped := false
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					escaped = true
+					i++
+				}
+			}
+			if !expectKey {
 				continue
 			}
-			k := tok.(string)
-			if stack[top].keys[k] {
-				return fmt.Errorf("key %q appears twice in one object (at byte %d)", k, dec.InputOffset())
+			expectKey = false
+			key := string(b[start+1 : i])
+			if escaped {
+				var k string
+				if err := json.Unmarshal(b[start:i+1], &k); err != nil {
+					return err
+				}
+				key = k
 			}
-			stack[top].keys[k] = true
-			stack[top].isKey = false
-			continue
-		}
-		if top >= 0 && stack[top].keys != nil {
-			stack[top].isKey = true // after this value, a key or '}'
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{keys: map[string]bool{}, isKey: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		case json.Delim(']'), json.Delim('}'):
-			stack = stack[:top]
+			o := stack[len(stack)-1]
+			dup := false
+			if o.set != nil {
+				dup = o.set[key]
+				o.set[key] = true
+			} else {
+				dup = slices.Contains(o.keys, key)
+				o.keys = append(o.keys, key)
+				if len(o.keys) > 16 {
+					o.set = map[string]bool{}
+					for _, k := range o.keys {
+						o.set[k] = true
+					}
+				}
+			}
+			if dup {
+				return fmt.Errorf("key %q appears twice in one object (at byte %d)", key, start)
+			}
 		}
 	}
+	return nil
 }
 
 // validate checks the manifest against the tensors the file holds: every

@@ -207,3 +207,28 @@ func TestReadFloatConversions(t *testing.T) {
 		t.Errorf("f64 → f32: %v %v", v, err)
 	}
 }
+
+// TestNoDuplicateKeys: keys compared as JSON reads them (escapes
+// decoded); strings that hold braces, quotes or commas are not keys.
+func TestNoDuplicateKeys(t *testing.T) {
+	for _, c := range []struct {
+		doc string
+		dup string // "" for none
+	}{
+		{`{"a":1,"b":{"a":2},"c":[{"a":1},{"a":2}]}`, ""},
+		{`{"a":1,"a":2}`, "a"},
+		{`{"a":"x\",\"a\":{","b":1}`, ""},
+		{`{"version":1,"vers\u0069on":2}`, "version"},
+		{`{"c":[{"k":1,"k":2}]}`, "k"},
+		{`[{"a":1},{"a":1}]`, ""},
+		{`{"a":{"x":1},"b":{"x":1},"a2":[1,{"y":1,"y":0}]}`, "y"},
+	} {
+		err := noDuplicateKeys([]byte(c.doc))
+		switch {
+		case c.dup == "" && err != nil:
+			t.Errorf("%s: %v", c.doc, err)
+		case c.dup != "" && (err == nil || !strings.Contains(err.Error(), `key "`+c.dup+`" appears twice`)):
+			t.Errorf("%s: %v, want %q twice", c.doc, err, c.dup)
+		}
+	}
+}

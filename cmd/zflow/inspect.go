@@ -113,6 +113,10 @@ func runInspect(w io.Writer, path string, o inspectOpts) error {
 	return nil
 }
 
+// summarizeTensor is reports.SummarizeTensor (a variable so that a test
+// can count the reads).
+var summarizeTensor = reports.SummarizeTensor
+
 func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	m := tr.Manifest
 	s := &inspectSummary{
@@ -125,6 +129,9 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 		s.StepIDs = []int{}
 	}
 	s.Steps = len(s.StepIDs)
+	// Each tensor is read once, however many ports name it (a manifest
+	// of 10^6 calls may name one key 10^6 times).
+	stats := map[string]*reports.Summary{}
 	describe := func(name, key string) (tensorSummary, error) {
 		in, err := tr.Info(key)
 		if err != nil {
@@ -132,15 +139,20 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 		}
 		ts := tensorSummary{Name: name, Key: key, DType: in.DType.String(), Shape: in.Shape}
 		if o.stats {
+			if st, ok := stats[key]; ok {
+				ts.Stats = st
+				return ts, nil
+			}
 			t, err := tr.Tensor(key)
 			if err != nil {
 				return ts, badInput(err)
 			}
-			sum, err := reports.SummarizeTensor(t)
+			sum, err := summarizeTensor(t)
 			if err != nil {
 				return ts, badInput(err)
 			}
 			ts.Stats = &sum
+			stats[key] = &sum
 		}
 		return ts, nil
 	}

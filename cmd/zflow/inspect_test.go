@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"zflow/reports"
 	"zflow/trace"
 )
 
@@ -188,5 +190,44 @@ func TestMaxDecodedFlag(t *testing.T) {
 		if code, _, stderr := zflow(t, c.args...); code != c.want {
 			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.want, stderr)
 		}
+	}
+}
+
+// TestInspectStatsReadsEachTensorOnce: issue 12, item 10. A manifest whose
+// calls name one key many times reads that tensor once for --stats, not
+// once per port (10^6 reads of one tensor took 41 s).
+func TestInspectStatsReadsEachTensorOnce(t *testing.T) {
+	mt := loadTrace(t, filepath.Join(fixtures, "faults", "ref.npz"))
+	c0 := mt.m.Calls[len(mt.m.Calls)-1]
+	shared := c0.Tensors[0].Key
+	last := c0.ID
+	for _, c := range mt.m.Calls {
+		last = max(last, c.ID)
+	}
+	const extra = 5000
+	for i := range extra {
+		id := last + 1 + i
+		mt.m.Calls = append(mt.m.Calls, trace.Call{ID: id, Step: c0.Step, Module: fmt.Sprintf("copy.%d", i), Tensors: trace.Ports{{Name: "out", Key: shared}}})
+	}
+	p := filepath.Join(t.TempDir(), "shared.npz")
+	mt.writeRaw(t, p)
+	reads := map[string]int{}
+	defer func(f func(*trace.Tensor) (reports.Summary, error)) { summarizeTensor = f }(summarizeTensor)
+	orig := summarizeTensor
+	summarizeTensor = func(x *trace.Tensor) (reports.Summary, error) { reads[x.Key]++; return orig(x) }
+	code, out, stderr := zflow(t, "inspect", p, "--stats")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(out, "copy."); n != extra {
+		t.Errorf("%d of %d copies listed", n, extra)
+	}
+	for k, n := range reads {
+		if n != 1 {
+			t.Errorf("%s read %d times", k, n)
+		}
+	}
+	if reads[shared] != 1 {
+		t.Errorf("the shared tensor read %d times", reads[shared])
 	}
 }

@@ -109,7 +109,13 @@ type verification struct {
 // the reason, and misshapen indexes those where the program's value has
 // another shape than the reference's (a boundary the program does not
 // reproduce: it fails the run).
-func notCompared(ref *trace.Trace, rep *check.Report) (out []reports.Unpaired, misshapen []int, err error) {
+func notCompared(ref *trace.Trace, rep *check.Report, steps int) (out []reports.Unpaired, misshapen []int, err error) {
+	ran := map[int]bool{} // the steps the run compared something in
+	for _, r := range rep.Records {
+		if r.Module != "" {
+			ran[r.Step] = true
+		}
+	}
 	all, err := reports.Boundaries(ref, reports.Selection{})
 	if err != nil {
 		return nil, nil, err
@@ -133,6 +139,8 @@ func notCompared(ref *trace.Trace, rep *check.Report) (out []reports.Unpaired, m
 		if ours, ok := rep.Unmatched[b.Key]; ok {
 			reason = fmt.Sprintf("not compared: shapes differ: ours %v, ref %v %s", ours, info.Shape, info.DType)
 			misshapen = append(misshapen, len(out))
+		} else if steps > 0 && b.Step != nil && !ran[*b.Step] {
+			reason = fmt.Sprintf("not compared: step %d was not run (--steps %d)", *b.Step, steps)
 		} else if info.DType.Components() != 1 {
 			reason = fmt.Sprintf("not compared: %s values are not compared", info.DType)
 		}
@@ -211,7 +219,7 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs}); err != nil {
 		return badInput(err)
 	}
-	if v.notCompared, v.misshapen, err = notCompared(ref, rep); err != nil {
+	if v.notCompared, v.misshapen, err = notCompared(ref, rep, o.steps); err != nil {
 		return badInput(err)
 	}
 	v.diff.Unpaired = append(v.diff.Unpaired, v.notCompared...)

@@ -279,3 +279,15 @@ func TestVerifyAccountsForEveryBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyNotRunSteps: with --steps, the boundaries of the steps the run
+// did not reach are accounted for as not run, not as missing taps.
+func TestVerifyNotRunSteps(t *testing.T) {
+	code, stdout, stderr := zflow(t, "verify", "--trace", ditTrace, "--semantics", ditDoc, "--steps", "1", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "was not run (--steps 1)") {
+		t.Errorf("no boundary listed as not run")
+	}
+}

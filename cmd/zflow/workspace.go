@@ -26,6 +26,10 @@ import (
 // reads it). Every field is optional.
 const workspaceFile = "zflow-workspace.json"
 
+// workspaceLock serialises the workspace's read-modify-writes: two writers
+// at once would otherwise lose one's field.
+const workspaceLock = ".zflow-workspace.lock"
+
 type workspace struct {
 	Version   int    `json:"version"`
 	Reference string `json:"reference,omitempty"` // the reference trace
@@ -82,6 +86,11 @@ func updateWorkspace(update func(*workspace)) error {
 //
 // Commands call it after they succeed.
 func recordWorkspace(update func(*workspace)) error {
+	unlock, err := lockWorkspace()
+	if err != nil {
+		return fmt.Errorf("%s: lock: %w", workspaceFile, err)
+	}
+	defer unlock()
 	w, err := loadWorkspace()
 	if err != nil {
 		return err
@@ -162,6 +171,13 @@ func runWorkspace(w io.Writer, o workspaceOpts, setRef, setSem, setGen bool) err
 		}
 		fmt.Fprintf(w, "removed %s\n", workspaceFile)
 		return nil
+	}
+	if setRef || setSem || setGen {
+		unlock, err := lockWorkspace()
+		if err != nil {
+			return fmt.Errorf("%s: lock: %w", workspaceFile, err)
+		}
+		defer unlock()
 	}
 	ws, err := loadWorkspace()
 	if err != nil {
