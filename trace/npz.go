@@ -39,7 +39,7 @@ func (t *Trace) openNpz() error {
 		}
 	}
 	if manifest == nil {
-		return errf(t.Path, ManifestKey+".npy", ErrManifest, "archive has no manifest entry")
+		return errf(t.Path, ManifestKey+".npy", ErrManifest, "archive has no manifest entry (%s)", noManifestHint)
 	}
 	m, err := parseManifest(manifest)
 	if err != nil {
