@@ -40,3 +40,32 @@ func writeBareSafetensors(t testing.TB, dir, dtype string, shape []int, data []b
 	}
 	return path
 }
+
+// OpenPort reads a file without a manifest as a bare trace (keys are its
+// tensor names, native BF16 kept), and a file with one exactly as Open.
+func TestOpenPort(t *testing.T) {
+	dir := t.TempDir()
+	p := writeBareSafetensors(t, dir, "BF16", []int{2}, []byte{0x80, 0x3f, 0x00, 0x40})
+	tr, err := OpenPort(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	v, err := tr.Tensor("s0/m/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := v.Float32()
+	if !tr.Bare() || tr.Manifest == nil || len(tr.Tree().Roots()) != 0 || v.DType != BFloat16 || f[0] != 1 || f[1] != 2 {
+		t.Errorf("bare %v, manifest %v, dtype %s, values %v", tr.Bare(), tr.Manifest, v.DType, f)
+	}
+	full := writeZip(t, dir, []zipEntry{npyEntry("param/w", "<f4", []int{1}, f32Bytes(1)), npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
+	tr2, err := OpenPort(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	if tr2.Bare() || len(tr2.Tree().Roots()) != 1 {
+		t.Errorf("a trace with a manifest read as bare (%v) or without its call tree", tr2.Bare())
+	}
+}

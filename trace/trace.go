@@ -50,11 +50,15 @@ type Trace struct {
 	entries map[string]*entry
 	order   []string // keys in file order
 	tree    *Tree
+	port    bool // OpenPort: a missing manifest is allowed
+	bare    bool // read without a manifest
 }
 
 // Open opens and validates a trace. It reads the archive directory, the
 // tensor headers and the manifest, never the tensor data.
-func Open(path string) (*Trace, error) {
+func Open(path string) (*Trace, error) { return open(path, false) }
+
+func open(path string, port bool) (*Trace, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -78,7 +82,7 @@ func Open(path string) (*Trace, error) {
 	if err != nil {
 		return nil, &Error{File: path, Err: fmt.Errorf("mmap: %w", err)}
 	}
-	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}}
+	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}, port: port}
 	defer func() { t.file = nil }()
 	head, err := t.readAt(0, 16)
 	if err != nil {
