@@ -12,12 +12,21 @@ const noManifestHint = "a reference trace needs one: see " + FormatDoc
 // metadata, as np.savez, safetensors.numpy or any language's safetensors
 // writer make them) is accepted. Such a trace has no call tree: Bare
 // reports true, its Manifest is empty, and its tensor names are its keys.
+// So is a file whose manifest names no calls, inputs or outputs (only
+// dtypes, say): its manifest is kept.
 // A file that has a manifest is read and validated exactly as Open does.
 func OpenPort(path string) (*Trace, error) { return open(path, true) }
 
 // Bare reports whether the trace was read without a manifest (OpenPort):
 // its keys are its boundaries and it has no call tree.
 func (t *Trace) Bare() bool { return t.bare }
+
+// noCallTree reports whether a manifest names no calls, inputs or
+// outputs (zflow_capture.save_trace writes one to name bf16 entries): a
+// port trace with such a manifest is bare, its keys its boundaries.
+func (m *Manifest) noCallTree() bool {
+	return len(m.Calls) == 0 && len(m.Inputs) == 0 && len(m.Outputs) == 0
+}
 
 // bareManifest stands in for the manifest of a trace that has none, so
 // that readers of Manifest's maps need no nil checks.

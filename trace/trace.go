@@ -102,6 +102,9 @@ func open(path string, port bool) (*Trace, error) {
 	if err == nil {
 		err = t.check()
 	}
+	if err == nil && port && !t.bare {
+		t.bare = t.Manifest.noCallTree()
+	}
 	if err != nil {
 		unmapFile(data)
 		return nil, err
