@@ -105,3 +105,22 @@ def test_bad_input_writes_nothing(tmp_path, tensors, bf16, step, problem):
     with pytest.raises(CaptureError, match=problem):
         save_trace(tmp_path / "t.npz", tensors, bf16_keys=bf16, step=step)
     assert os.listdir(tmp_path) == []
+
+
+def test_other_python_on_path():
+    """The python3 first on PATH (often without torch, sometimes without NumPy) imports the package."""
+    import shutil
+    py = shutil.which("python3")
+    if py is None or os.path.realpath(py) == os.path.realpath(sys.executable):
+        pytest.skip("no other python3 on PATH")
+    env = {**os.environ, "PYTHONPATH": CAPTURE}
+    r = subprocess.run([py, "-m", "zflow_capture", "--help"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr
+    probe = ("import zflow_capture as z\n"
+             "try:\n    import numpy\nexcept ImportError:\n"
+             "    try:\n        z.save_trace('never.npz', {})\n    except z.CaptureError as e:\n"
+             "        assert 'needs numpy' in str(e), e\n        print('no numpy: refused')\n"
+             "    else:\n        raise SystemExit('save_trace ran without numpy')\n"
+             "else:\n    print('numpy present')\n")
+    r = subprocess.run([py, "-c", probe], env=env, cwd=os.environ.get("TMPDIR", "/tmp"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() in ("no numpy: refused", "numpy present"), r.stderr

@@ -209,3 +209,11 @@ func TestDiffMap(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFlag: zflow --version prints the release on one line, exit 0.
+func TestVersionFlag(t *testing.T) {
+	code, out, stderr := zflow(t, "--version")
+	if code != 0 || !strings.HasPrefix(out, "zflow version "+version) || strings.Count(out, "\n") != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+}
