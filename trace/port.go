@@ -28,6 +28,10 @@ func (m *Manifest) noCallTree() bool {
 	return len(m.Calls) == 0 && len(m.Inputs) == 0 && len(m.Outputs) == 0
 }
 
+// HasManifest reports whether the file held a manifest (a bare trace may
+// hold one that names no calls).
+func (t *Trace) HasManifest() bool { return !t.bare || t.treeless }
+
 // bareManifest stands in for the manifest of a trace that has none, so
 // that readers of Manifest's maps need no nil checks.
 func bareManifest() *Manifest {

@@ -69,3 +69,37 @@ func TestOpenPort(t *testing.T) {
 		t.Errorf("a trace with a manifest read as bare (%v) or without its call tree", tr2.Bare())
 	}
 }
+
+// A port trace whose manifest names no calls, inputs or outputs (dtypes
+// only, as zflow_capture.save_trace writes it) is bare, its manifest kept;
+// Open reads the same file as a trace with an empty call tree.
+func TestOpenPortManifestWithoutCalls(t *testing.T) {
+	dir := t.TempDir()
+	m := &Manifest{Format: FormatName, Version: Version, DTypes: map[string]string{"s0/m/out": "bfloat16"}}
+	p := writeZip(t, dir, []zipEntry{npyEntry("s0/m/out", "<u2", []int{1}, []byte{0x80, 0x3f}), manifestEntry(t, m)})
+	tr, err := OpenPort(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	in, _ := tr.Info("s0/m/out")
+	if !tr.Bare() || !tr.HasManifest() || in.DType != BFloat16 {
+		t.Errorf("bare %v, has manifest %v, dtype %s", tr.Bare(), tr.HasManifest(), in.DType)
+	}
+	bare, err := OpenPort(writeBareSafetensors(t, dir, "F32", []int{1}, f32Bytes(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if !bare.Bare() || bare.HasManifest() {
+		t.Errorf("no manifest: bare %v, has manifest %v", bare.Bare(), bare.HasManifest())
+	}
+	ref, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	if ref.Bare() || !ref.HasManifest() {
+		t.Errorf("Open: bare %v, has manifest %v", ref.Bare(), ref.HasManifest())
+	}
+}

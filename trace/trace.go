@@ -47,11 +47,12 @@ type Trace struct {
 	data []byte   // the mapping: touched only to read tensor data
 	file *os.File // open while indexing: headers are read with pread so
 	// that indexing does not fault file pages into RSS
-	entries map[string]*entry
-	order   []string // keys in file order
-	tree    *Tree
-	port    bool // OpenPort: a missing manifest is allowed
-	bare    bool // read without a manifest
+	entries  map[string]*entry
+	order    []string // keys in file order
+	tree     *Tree
+	port     bool // OpenPort: a missing manifest is allowed
+	bare     bool // read as a port trace: no manifest, or one without a call tree
+	treeless bool // bare, with a manifest (dtypes only, say)
 }
 
 // Open opens and validates a trace. It reads the archive directory, the
@@ -104,6 +105,7 @@ func open(path string, port bool) (*Trace, error) {
 	}
 	if err == nil && port && !t.bare {
 		t.bare = t.Manifest.noCallTree()
+		t.treeless = t.bare
 	}
 	if err != nil {
 		unmapFile(data)

@@ -178,7 +178,11 @@ func portNote(stderr io.Writer, ours, ref *trace.Trace) {
 	if !ours.Bare() {
 		return
 	}
-	msg := fmt.Sprintf("note: OURS %s had no call tree (no manifest): its %d keys are paired with the reference's by name, in the reference's execution order", ours.Path, len(ours.Keys()))
+	why := "no manifest"
+	if ours.HasManifest() {
+		why = "its manifest names no calls"
+	}
+	msg := fmt.Sprintf("note: OURS %s had no call tree (%s): its %d keys are paired with the reference's by name, in the reference's execution order", ours.Path, why, len(ours.Keys()))
 	if bf := ours.AdoptBF16(ref); len(bf) > 0 {
 		msg += fmt.Sprintf("; %d uint16 entries read as bfloat16, as the reference stores them", len(bf))
 	}
