@@ -73,6 +73,9 @@ func Boundaries(tr *trace.Trace, sel Selection) ([]Boundary, error) {
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
+	if tr.Bare() {
+		return bareBoundaries(tr, sel), nil
+	}
 	tree := tr.Tree()
 	seen := map[string]bool{}
 	var out []Boundary

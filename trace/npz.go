@@ -47,8 +47,12 @@ func (t *Trace) openNpz() error {
 			return err
 		}
 	}
+	if manifest == nil && t.port {
+		t.Manifest, t.bare = bareManifest(), true
+		return nil
+	}
 	if manifest == nil {
-		return errf(t.Path, ManifestKey+".npy", ErrManifest, "archive has no manifest entry")
+		return errf(t.Path, ManifestKey+".npy", ErrManifest, "archive has no manifest entry (%s)", noManifestHint)
 	}
 	m, err := parseManifest(manifest)
 	if err != nil {

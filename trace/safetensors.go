@@ -110,8 +110,12 @@ func (t *Trace) openSafetensors() error {
 	// Safetensors orders entries by name; file order is data order.
 	sort.SliceStable(t.order, func(i, j int) bool { return t.entries[t.order[i]].offset < t.entries[t.order[j]].offset })
 	doc, ok := meta[SafetensorsMetadataKey]
+	if !ok && t.port {
+		t.Manifest, t.bare = bareManifest(), true
+		return nil
+	}
 	if !ok {
-		return errf(t.Path, "__metadata__", ErrManifest, "no %q manifest in the metadata", SafetensorsMetadataKey)
+		return errf(t.Path, "__metadata__", ErrManifest, "no %q manifest in the metadata (%s)", SafetensorsMetadataKey, noManifestHint)
 	}
 	m, err := parseManifest([]byte(doc))
 	if err != nil {

@@ -78,14 +78,19 @@ type Trace struct {
 	data []byte   // the mapping: touched only to read tensor data
 	file *os.File // open while indexing: headers are read with pread so
 	// that indexing does not fault file pages into RSS
-	entries map[string]*entry
-	order   []string // keys in file order
-	tree    *Tree
+	entries  map[string]*entry
+	order    []string // keys in file order
+	tree     *Tree
+	port     bool // OpenPort: a missing manifest is allowed
+	bare     bool // read as a port trace: no manifest, or one without a call tree
+	treeless bool // bare, with a manifest (dtypes only, say)
 }
 
 // Open opens and validates a trace. It reads the archive directory, the
 // tensor headers and the manifest, never the tensor data.
-func Open(path string) (*Trace, error) {
+func Open(path string) (*Trace, error) { return open(path, false) }
+
+func open(path string, port bool) (*Trace, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -109,7 +114,7 @@ func Open(path string) (*Trace, error) {
 	if err != nil {
 		return nil, &Error{File: path, Err: fmt.Errorf("mmap: %w", err)}
 	}
-	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}}
+	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}, port: port}
 	defer func() { t.file = nil }()
 	head, err := t.readAt(0, 16)
 	if err != nil {
@@ -128,6 +133,10 @@ func Open(path string) (*Trace, error) {
 	}
 	if err == nil {
 		err = t.check()
+	}
+	if err == nil && port && !t.bare {
+		t.bare = t.Manifest.noCallTree()
+		t.treeless = t.bare
 	}
 	if err != nil {
 		unmapFile(data)

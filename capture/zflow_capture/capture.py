@@ -15,14 +15,11 @@ from collections import Counter
 import torch
 
 from . import hooks
-from ._version import __version__
+from ._version import FORMAT, VERSION, __version__
 from .errors import CaptureBudgetError, CaptureError
 from .flatten import flatten_call, flatten_result
 from .tensors import dtype_name, to_host
 from .writer import open_writer
-
-FORMAT = "zflow-trace"
-VERSION = 1
 
 
 def _check_name(kind, name):

@@ -7,12 +7,12 @@ uint16 bit patterns and named in the manifest.
 """
 
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .errors import CaptureError
+from .host import HostTensor  # noqa: F401 - re-exported: writers import it from here too
 
 # torch dtype -> (npy descr, safetensors dtype). None: safetensors has no name.
 _DTYPES = {
@@ -33,21 +33,6 @@ _DTYPES = {
 for _name, _descr, _st in (("uint16", "<u2", "U16"), ("uint32", "<u4", "U32"), ("uint64", "<u8", "U64")):
     if hasattr(torch, _name):
         _DTYPES[getattr(torch, _name)] = (_descr, _st)
-
-
-@dataclass(frozen=True)
-class HostTensor:
-    """A tensor's bytes on the host, with what a writer needs to store it."""
-
-    dtype: str  # torch-style name: "float32", "bfloat16", ...
-    descr: str  # npy descr it is stored as ("<u2" for bfloat16)
-    safetensors: str  # safetensors dtype, or None where it has none
-    shape: tuple
-    data: np.ndarray  # 1-D uint8, C order
-
-    @property
-    def nbytes(self):
-        return int(self.data.size)
 
 
 def dtype_name(dtype):

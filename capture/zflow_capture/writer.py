@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 
 from .errors import CaptureError
-from .tensors import HostTensor
+from .host import HostTensor
 
 MANIFEST_ENTRY = "__zflow__.npy"
 ALIGN = 64  # tensor data starts on this boundary so readers can mmap it typed

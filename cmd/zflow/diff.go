@@ -31,6 +31,7 @@ type diffOpts struct {
 	tolGiven       bool
 	jobs           int
 	ref            string
+	keyMap         string
 }
 
 func newDiffCmd() *cobra.Command {
@@ -49,6 +50,19 @@ its error (magnitude, bias, activation, topology, numerics) and the numbers
 that decided it. Boundaries present on one side only are listed. A uint16 tensor paired with
 a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
 unless --ours-dtype bf16 declares OURS' uint16 tensors bf16.
+
+OURS may be a port's trace without a manifest (np.savez, safetensors from
+any language, capture/c/zflow_trace.h): its tensor names are its keys,
+paired with the reference's in the reference's execution order (a line on
+stderr says so). REF must be a reference trace, manifest included; the
+format is in docs/trace-format.md.
+
+--map FILE renames OURS's keys before pairing, so a port keeps its own
+names: one rule a line, REGEX => TEMPLATE, REGEX a Go regexp over the whole
+key, $1 (or ${1}) in TEMPLATE its groups; the first matching rule wins, a
+key no rule matches keeps its name, # starts a comment line. A rule that
+matches no key is reported on stderr. For example
+  ^(s\d+)/blk(\d+)\.q/(.*)$ => $1/transformer.transformer_blocks.$2.attn.to_q/$3
 
 Gates (--gate, repeatable) are [GLOB:]METRIC OP VALUE, OP one of <= < >= > ==;
 metrics: max_abs mean_abs rel_rms cosine psnr exact (fraction bit-exact)
@@ -80,7 +94,8 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --atol 1e-5 --rtol 1.3e-6
-  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots`,
+  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots
+  zflow diff fixtures/ports/dit-own-names.safetensors fixtures/dit/dit-bf16.npz --map fixtures/ports/dit-own-names.map --step 0`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("step") {
@@ -111,6 +126,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.StringVar(&o.oursDType, "ours-dtype", "", "bf16: read OURS' uint16 tensors as bf16 bit patterns (a port that wrote bf16 without the manifest's dtypes entry)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
+	f.StringVar(&o.keyMap, "map", "", "rename OURS's keys by the rules of this file (lines REGEX => TEMPLATE)")
 	return cmd
 }
 
@@ -164,6 +180,41 @@ func diffPaths(args []string, ref string) (string, string, error) {
 		return "", "", fmt.Errorf("no reference: give REF or --ref, or set the workspace's (zflow workspace --ref REF)")
 	}
 	return ours, ref, nil
+}
+
+// openOurs opens a port's trace (a manifest optional) and renames its
+// keys by km, saying on stderr which of km's rules matched no key.
+func openOurs(stderr io.Writer, path string, km *trace.KeyMap) (*trace.Trace, error) {
+	ours, err := trace.OpenPort(path)
+	if err != nil || km == nil {
+		return ours, err
+	}
+	unused, err := ours.Rename(km)
+	if err != nil {
+		ours.Close()
+		return nil, err
+	}
+	for _, r := range unused {
+		fmt.Fprintf(stderr, "note: --map %s %s matched no key of %s\n", km.File, r, path)
+	}
+	return ours, nil
+}
+
+// portNote says, in one line, that OURS has no call tree (a port trace
+// without a manifest) and how its keys are paired.
+func portNote(stderr io.Writer, ours, ref *trace.Trace) {
+	if !ours.Bare() {
+		return
+	}
+	why := "no manifest"
+	if ours.HasManifest() {
+		why = "its manifest names no calls"
+	}
+	msg := fmt.Sprintf("note: OURS %s had no call tree (%s): its %d keys are paired with the reference's by name, in the reference's execution order", ours.Path, why, len(ours.Keys()))
+	if bf := ours.AdoptBF16(ref); len(bf) > 0 {
+		msg += fmt.Sprintf("; %d uint16 entries read as bfloat16, as the reference stores them", len(bf))
+	}
+	fmt.Fprintln(stderr, msg)
 }
 
 func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
@@ -223,7 +274,13 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	if err != nil {
 		return badInput(err)
 	}
-	ours, err := trace.Open(oursPath)
+	var km *trace.KeyMap
+	if o.keyMap != "" {
+		if km, err = trace.ReadKeyMap(o.keyMap); err != nil {
+			return badInput(fmt.Errorf("--map: %w", err))
+		}
+	}
+	ours, err := openOurs(stderr, oursPath, km)
 	if err != nil {
 		return badInput(err)
 	}
@@ -236,6 +293,7 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
+	portNote(stderr, ours, ref)
 
 	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite})
 	if err != nil {

@@ -148,8 +148,9 @@ func newRootCmd() *cobra.Command {
 		Use:   "zflow",
 		Short: "Port neural networks from a Python reference, checked against its captured tensors",
 		Long: `zflow reads a trace captured from one reference run (trace format v1: an
-.npz or .safetensors file of tensors plus a JSON manifest of the call tree)
-and answers questions about it.
+.npz or .safetensors file of tensors plus a JSON manifest of the call tree,
+docs/trace-format.md) and answers questions about it. A port's trace for
+zflow diff needs no manifest: its tensor names are its keys.
 
 Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 3 an internal error (please report it).`,
@@ -162,6 +163,7 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 			trace.MaxDecoded = maxDecoded
 			return checkCommonFlags(cmd)
 		},
+		Version: versionString(),
 	}
 	root.PersistentFlags().Int64Var(&maxDecoded, "max-decoded", 0,
 		"bytes the deflated entries of one npz trace may decode to, together (0: 64 times the file's size, at least 1 GiB)")
