@@ -240,33 +240,26 @@ def randomise(model, gen):
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
 
 
+def capture_lm(lm, gen, path):
+    """One forward of a randomised decoder over 10 ids, captured."""
+    randomise(lm, gen)
+    ids = torch.randint(0, 50, (1, 10), generator=gen)
+    with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
+        cap.input("input_ids", ids)
+        with cap.step(0):
+            h = lm(ids)
+        cap.output("hidden", h)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     out = argv[0] if argv else DEFAULT_OUT
     os.makedirs(out, exist_ok=True)
     gen = torch.Generator().manual_seed(0)
 
-    lm = LM().eval()
-    randomise(lm, gen)
-    ids = torch.randint(0, 50, (1, 10), generator=gen)
-    path = os.path.join(out, "lm.npz")
-    with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
-        cap.input("input_ids", ids)
-        with cap.step(0):
-            h = lm(ids)
-        cap.output("hidden", h)
-    print(f"wrote {path}: {os.path.getsize(path)} bytes")
-
-    lm = InlineLM().eval()
-    randomise(lm, gen)
-    ids = torch.randint(0, 50, (1, 10), generator=gen)
-    path = os.path.join(out, "lm_inline.npz")
-    with torch.no_grad(), Capture(lm, name="lm", path=path) as cap:
-        cap.input("input_ids", ids)
-        with cap.step(0):
-            h = lm(ids)
-        cap.output("hidden", h)
-    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+    for model, name in ((LM(), "lm.npz"), (InlineLM(), "lm_inline.npz")):
+        capture_lm(model.eval(), gen, os.path.join(out, name))
 
     dit = DiT().eval()
     randomise(dit, gen)
