@@ -33,6 +33,9 @@ type discoverOpts struct {
 	precision bool
 	check     bool
 	engine    string
+	// programBudget bounds the program search (auto then keeps the
+	// recipes' partial document).
+	programBudget time.Duration
 }
 
 func newDiscoverCmd() *cobra.Command {
@@ -86,6 +89,7 @@ error.`,
 	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
+	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
 	cmd.MarkFlagRequired("trace")
 	return cmd
@@ -115,6 +119,9 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 	defer tr.Close()
 	start := time.Now()
 	doc, err := discoverDoc(ctx, stderr, tr, o)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &exitError{code: exitFailed, err: err} // not bad input: the search ran out of time
+	}
 	if err != nil {
 		return badInput(err)
 	}
@@ -174,7 +181,12 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 				doc, err = nil, fmt.Errorf("program search: internal error: %v (please report)", r)
 			}
 		}()
-		res, err := synth.Discover(ctx, tr, o.trace)
+		sctx, cancel := context.WithTimeout(ctx, o.programBudget)
+		defer cancel()
+		res, err := synth.Discover(sctx, tr, o.trace)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -197,3 +197,25 @@ func TestDiscoverPartial(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverProgramBudget: the program search stops at its budget;
+// alone it fails (exit 1, saying so), under auto the recipes' document is
+// written instead.
+func TestDiscoverProgramBudget(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "toy.json")
+	toy := filepath.Join(fixtures, "toy.npz")
+	code, _, stderr := zflow(t, "discover", "--trace", toy, "--engine", "program", "--program-budget", "1ns", "-o", out)
+	if code != exitFailed || !strings.Contains(stderr, "out of time") {
+		t.Errorf("program engine: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s written", out)
+	}
+	code, _, stderr = zflow(t, "discover", "--trace", toy, "--program-budget", "1ns", "-o", out)
+	if code != 0 || !strings.Contains(stderr, "out of time") {
+		t.Errorf("auto: exit %d: %s", code, stderr)
+	}
+	if doc, err := semantics.Read(out); err != nil || doc.Program != nil {
+		t.Errorf("auto wrote %v (program %v)", err, doc != nil && doc.Program != nil)
+	}
+}

@@ -20,6 +20,7 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
+	ctx       context.Context // cancelled: the search stops at the next call
 	tr        *trace.Trace
 	ev        *evaluator
 	em        *emitter
@@ -93,7 +94,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	} else if d == "float16" {
 		act = precision.F16
 	}
-	s := &synth{tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
+	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,9 @@ func boundaryName(key string) string {
 // the reference's data (teacher forcing) and, when explained, how the
 // program computes it.
 func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error) {
+	if err := s.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("synth: stopped at %s: %w", c.Module, err)
+	}
 	module := moduleOf(c)
 	outer := s.scopeOf
 	s.scopeOf = module
