@@ -2,6 +2,8 @@ package trace
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -327,4 +329,19 @@ func byteSize(shape []int, dt DType) (int64, bool) {
 		return 0, false
 	}
 	return n * s, true
+}
+
+// SHA256 is the lower-case hex SHA-256 of the trace file (what a document
+// made from it records as its source).
+func (t *Trace) SHA256() (string, error) {
+	f, err := os.Open(t.Path)
+	if err != nil {
+		return "", fmt.Errorf("trace: hashing %s: %w", t.Path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("trace: hashing %s: %w", t.Path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -1,12 +1,8 @@
 package discover
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 
 	"zflow/precision"
 	"zflow/semantics"
@@ -18,19 +14,14 @@ const Producer = "zflow discover"
 
 // source names the trace: its path, its SHA-256 and its producer.
 func source(tr *trace.Trace) (semantics.Source, error) {
-	f, err := os.Open(tr.Path)
+	sum, err := tr.SHA256()
 	if err != nil {
-		return semantics.Source{}, fmt.Errorf("discover: hashing the trace: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return semantics.Source{}, fmt.Errorf("discover: hashing %s: %w", tr.Path, err)
+		return semantics.Source{}, fmt.Errorf("discover: %w", err)
 	}
 	p := map[string]any{}
 	maps.Copy(p, tr.Manifest.Producer)
 	p["written_by"] = Producer
-	return semantics.Source{Trace: tr.Path, SHA256: hex.EncodeToString(h.Sum(nil)), Producer: p}, nil
+	return semantics.Source{Trace: tr.Path, SHA256: sum, Producer: p}, nil
 }
 
 // precision is the placeholder plan a generator runs with (package doc).

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -30,7 +31,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 	st := &d.structure
 	st.Model = semantics.Boundary{Module: root.Module}
 	inputs := map[string]*val{}
-	for _, name := range sortedNames(m.Inputs) {
+	for _, name := range slices.Sorted(maps.Keys(m.Inputs)) {
 		v, err := s.capture(m.Inputs[name])
 		if err != nil {
 			return nil, err
@@ -53,7 +54,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		return nil, fmt.Errorf("synth: the model call %s has no tensor result", root.Module)
 	}
 	d.outPort = results[0].Name
-	outName := sortedNames(m.Outputs)
+	outName := slices.Sorted(maps.Keys(m.Outputs))
 	if len(outName) == 0 {
 		return nil, fmt.Errorf("synth: the trace has no output")
 	}
@@ -71,7 +72,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 			return nil, err
 		}
 		bound := false
-		for _, name := range sortedNames(inputs) {
+		for _, name := range slices.Sorted(maps.Keys(inputs)) {
 			in := inputs[name]
 			if name == sigmaName || in.numel() != target.numel() || relRMS(in.data, target.data) > 0 {
 				continue
@@ -127,7 +128,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 			return nil, fmt.Errorf("synth: no model argument holds the latents of the flow loop")
 		}
 	}
-	for _, role := range sortedNames(roles) {
+	for _, role := range slices.Sorted(maps.Keys(roles)) {
 		name := roles[role]
 		st.Inputs = append(st.Inputs, semantics.Input{Role: role, Name: name, Shape: slices.Clone(inputs[name].shape)})
 	}
@@ -141,7 +142,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 
 // outputShape is the shape of the run's (first) output.
 func (s *synth) outputShape() []int {
-	names := sortedNames(s.tr.Manifest.Outputs)
+	names := slices.Sorted(maps.Keys(s.tr.Manifest.Outputs))
 	if len(names) == 0 {
 		return nil
 	}
@@ -237,7 +238,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor
 	for _, in := range s.em.p.ValuesOf(program.StepInput) {
 		_ = in
 	}
-	names := sortedNames(m.Inputs)
+	names := slices.Sorted(maps.Keys(m.Inputs))
 	for _, n := range names {
 		v, _ := s.capture(m.Inputs[n])
 		if slices.Equal(v.shape, s.outputShape()) && latents == nil {
@@ -289,7 +290,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor
 	if best == nil {
 		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
 	}
-	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+sortedNames(m.Outputs)[0])
+	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+slices.Sorted(maps.Keys(m.Outputs))[0])
 	return best, bestSign, f, nil
 }
 
@@ -312,7 +313,7 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 			}
 		}
 	}
-	names := sortedNames(s.tr.Manifest.Outputs)
+	names := slices.Sorted(maps.Keys(s.tr.Manifest.Outputs))
 	t, err := s.tr.Tensor(s.tr.Manifest.Outputs[names[0]])
 	if err != nil {
 		return nil, err

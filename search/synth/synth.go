@@ -2,12 +2,7 @@ package synth
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
-	"sort"
 
 	"zflow/exec/cpu"
 	"zflow/exec/program"
@@ -141,7 +136,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 		Factors:   factors,
 		Precision: semantics.Precision{Status: "placeholder", Activations: act.String(), Rules: s.em.rules},
 	}
-	if doc.Source.SHA256, err = fileSHA256(path); err != nil {
+	if doc.Source.SHA256, err = tr.SHA256(); err != nil {
 		return nil, err
 	}
 	res := &Result{Doc: doc, Evals: s.ev.evals}
@@ -165,28 +160,6 @@ func stepRoots(tr *trace.Trace, step int) []trace.Call {
 		}
 	}
 	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // programDoc is the program in the document's form, with the notes of its
