@@ -24,6 +24,13 @@ const (
 // the self-check does not reproduce.
 const UndeterminedBoundary = "boundary"
 
+// UndeterminedNotComputed is the name of an undetermined entry for a
+// boundary a program does not compute: nothing of the vocabulary makes it
+// and the output does not depend on it (an attention's probabilities, a
+// mask no op reads). It does not make a document incomplete; the status
+// line counts it.
+const UndeterminedNotComputed = "boundary_not_computed"
+
 // Signatures are the diagnoses a not-reproduced boundary can carry: the
 // signatures of reports.Diagnose, by name.
 var Signatures = []string{"numerics", "topology", "magnitude", "bias", "activation"}
@@ -103,6 +110,18 @@ func (d *Document) NotReproduced() []Undetermined {
 		}
 	}
 	return out
+}
+
+// NotComputed counts the boundaries the document's program does not
+// compute (UndeterminedNotComputed entries).
+func (d *Document) NotComputed() int {
+	n := 0
+	for _, u := range d.Undetermined {
+		if u.Name == UndeterminedNotComputed {
+			n++
+		}
+	}
+	return n
 }
 
 // Hole is a part of the structure a document leaves out or cannot
@@ -214,7 +233,11 @@ func (d *Document) StatusLine() string {
 	case d.Status == "":
 		return "unchecked: the document has no self-check"
 	case d.Status == StatusComplete && c != nil:
-		return fmt.Sprintf("complete: %d boundary values reproduced teacher forced", c.Boundaries)
+		line := fmt.Sprintf("complete: %d boundary values reproduced teacher forced", c.Boundaries)
+		if n := d.NotComputed(); n > 0 {
+			line += fmt.Sprintf("; %s not computed (the output does not depend on them; undetermined lists them)", plural(n, "boundary", "boundaries"))
+		}
+		return line
 	case d.Status == StatusComplete:
 		return StatusComplete
 	}

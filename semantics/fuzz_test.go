@@ -11,6 +11,8 @@ import (
 // reads back.
 func FuzzParse(f *testing.F) {
 	docs, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
+	v2, _ := filepath.Glob(filepath.Join("testdata", "program", "*.json"))
+	docs = append(docs, v2...)
 	for _, p := range docs {
 		if b, err := os.ReadFile(p); err == nil {
 			f.Add(b)

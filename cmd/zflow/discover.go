@@ -102,6 +102,9 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 	if o.out == "" {
 		return badInput(fmt.Errorf("-o: empty path"))
 	}
+	if o.programBudget <= 0 {
+		return badInput(fmt.Errorf("--program-budget %s: want a duration > 0", o.programBudget))
+	}
 	if sameFile(o.out, o.trace) {
 		return badInput(fmt.Errorf("%s: would overwrite the trace", o.out))
 	}

@@ -102,6 +102,8 @@ func TestDiscoverBadInput(t *testing.T) {
 		{"no trace flag", []string{"-o", out}, "trace"},
 		{"missing trace", []string{"--trace", filepath.Join(dir, "nope.npz"), "-o", out}, "nope.npz"},
 		{"truncated", []string{"--trace", truncated, "-o", out}, "truncated.npz"},
+		{"budget", []string{"--trace", dit, "-o", out, "--program-budget", "0s"}, "--program-budget 0s"},
+		{"engine", []string{"--trace", dit, "-o", out, "--engine", "magic"}, "--engine"},
 		{"nothing to discover", []string{"--trace", empty, "-o", out}, "empty.npz: no root call with parameters: nothing to discover"},
 		{"backend", []string{"--trace", dit, "-o", out, "--backend", "tpu"}, "unknown backend"},
 		{"overwrite", []string{"--trace", dit, "-o", dit}, "overwrite"},

@@ -143,6 +143,17 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	for _, v := range s.opaque {
 		res.Unexplained = append(res.Unexplained, v.origin)
 	}
+	taken := map[string]bool{}
+	for _, v := range s.em.consts {
+		taken[v.origin] = true
+	}
+	for _, v := range s.opaque {
+		if !taken[v.origin] {
+			taken[v.origin] = true
+			doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: semantics.UndeterminedNotComputed, Scope: "model",
+				Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it; the output does not depend on it, so the program does not compute it (not compared)", v.origin)})
+		}
+	}
 	for _, v := range s.em.consts {
 		res.Opaque = append(res.Opaque, v.origin)
 		doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: "value", Scope: "model",

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"zflow/exec/cpu"
@@ -180,5 +181,25 @@ func TestMergeAxes(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("mergeAxes(%v, %v) moves other elements", tc.shape, tc.perm)
 		}
+	}
+}
+
+// TestNotComputedBoundaries: what the program does not compute (bloom's
+// attention probabilities, which only a dropout reads) is named in the
+// document, not silently left out.
+func TestNotComputedBoundaries(t *testing.T) {
+	tr, path := conformance(t, "bloom-f32.npz")
+	res, err := Discover(context.Background(), tr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, u := range res.Doc.Undetermined {
+		if u.Name == semantics.UndeterminedNotComputed && strings.Contains(u.Reason, "attention_dropout/arg0") {
+			found = true
+		}
+	}
+	if !found || res.Doc.NotComputed() == 0 {
+		t.Errorf("%d boundaries listed as not computed; the dropout's probabilities not among them", res.Doc.NotComputed())
 	}
 }
