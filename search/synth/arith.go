@@ -2,7 +2,6 @@ package synth
 
 import (
 	"slices"
-	"strings"
 
 	"zflow/exec"
 	"zflow/exec/program"
@@ -175,7 +174,7 @@ func (s *synth) summed(t *val, vals []*val) *val {
 func (s *synth) projected(t *val, vals []*val) *val {
 	var mats, vecs []*val
 	for _, v := range vals {
-		if v.from != nil || len(v.keys) != 0 || !strings.HasPrefix(v.name, "param:") {
+		if !v.param {
 			continue
 		}
 		switch len(v.shape) {

@@ -39,7 +39,7 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 		case v.numel()%(b*c) == 0 && (len(v.shape) < 3 || v.shape[len(v.shape)-2] != v.numel()/(b*c) || v.shape[0] == b) && !isRows(v, c):
 			chunked = append(chunked, v)
 		}
-		if len(v.shape) >= 2 && v.shape[len(v.shape)-1] == c && v.numel()/c <= 16 && v.from == nil && v.name != "" && len(v.keys) == 0 {
+		if len(v.shape) >= 2 && v.shape[len(v.shape)-1] == c && v.numel()/c <= 16 && v.param {
 			tables = append(tables, v) // a parameter [k, C] or [1, k, C]
 		}
 	}

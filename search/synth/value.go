@@ -34,6 +34,8 @@ type val struct {
 	// norm): read by the factor readers.
 	fit *leafFit
 	seq int // creation order within the search (recent = larger)
+	// param: a parameter of the model (a weight), not a computed value.
+	param bool
 	// used: a later call of the scope reads it (so attention does not).
 	used bool
 	// request: a value the pipeline gives the model (its timestep made

@@ -248,6 +248,7 @@ func (s *synth) param(name string) (*val, error) {
 		return nil, err
 	}
 	v.origin, v.keys = name, nil
+	v.param = true
 	s.em.bindLeaf(v, program.Weight, "param:"+name, name)
 	s.params[name] = v
 	return v, nil
