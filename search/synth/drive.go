@@ -232,12 +232,9 @@ func (s *synth) portAt(p trace.Port, step int) ([]float32, error) {
 // velocity finds what the loop integrates: v_i = (x_{i+1} − x_i) /
 // (σ_{i+1} − σ_i) against the model's result, as is, negated, or its
 // first half of channels (a learned-σ output), at step 0.
-func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor, error) {
+func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, error) {
 	m := s.tr.Manifest
 	var latents, sigmas *val
-	for _, in := range s.em.p.ValuesOf(program.StepInput) {
-		_ = in
-	}
 	names := slices.Sorted(maps.Keys(m.Inputs))
 	for _, n := range names {
 		v, _ := s.capture(m.Inputs[n])
@@ -250,7 +247,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor
 	}
 	next, err := s.nextLatents(root)
 	if err != nil || latents == nil || sigmas == nil {
-		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %v", err)
+		return nil, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %v", err)
 	}
 	dt := float64(sigmas.data[1] - sigmas.data[0])
 	implied := make([]float32, len(next))
@@ -288,10 +285,10 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, int, semantics.Factor
 		}
 	}
 	if best == nil {
-		return nil, 0, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
+		return nil, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
 	}
 	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+slices.Sorted(maps.Keys(m.Outputs))[0])
-	return best, bestSign, f, nil
+	return best, f, nil
 }
 
 // nextLatents is x_1: the model's latents argument at step 1, or the run's

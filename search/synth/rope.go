@@ -37,8 +37,7 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if p2 == nil {
 		return nil, nil
 	}
-	var cands []*expr
-	var pairs [][2]*expr
+	var pairs [][2]*expr // cos and sin of one node each
 	for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 		splits := evenSplits(d, naxes)
 		if layout == exec.RopeHalf && naxes > 1 {
@@ -55,7 +54,6 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 						p := exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: layout, FreqFormat: ff, AngleFormat: af}
 						label := fmt.Sprintf("%s axes %v theta=%g freq=%s angle=%s", layout, axes, theta, ff, af)
 						c := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{p2}, out: cosT.format, label: label}
-						cands = append(cands, c)
 						pairs = append(pairs, [2]*expr{c, pickOf(c, 1)})
 					}
 				}
@@ -76,7 +74,7 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if bestI < 0 || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	return s.tables(cands[bestI], cosT, sinT, ev)
+	return s.tables(pairs[bestI][0], cosT, sinT, ev)
 }
 
 // pickOf is an expression for result i of e's node (sharing its node).

@@ -105,13 +105,12 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	final := out
 	var factors []semantics.Factor
 	if drive.run == "flow_euler" {
-		v, sign, f, err := s.velocity(root, out)
+		v, f, err := s.velocity(root, out)
 		if err != nil {
 			return nil, err
 		}
 		final = v
 		factors = append(factors, f)
-		_ = sign
 	}
 	if final.opaque || s.needsOpaque(final) {
 		// an output the program cannot make: still a document, incomplete
