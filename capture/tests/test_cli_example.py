@@ -54,7 +54,10 @@ def test_example_trace(tmp_path, tag, dtype):
     assert roots[0]["scalars"] == {"kw.return_dict": False}
     np.testing.assert_array_equal(arrays[roots[0]["tensors"]["kw.hidden_states"]], arrays["input/noise"])
 
-    # The committed fixture is this run (bit for bit when made by this torch).
+    # The committed fixture is this run: bit for bit when made by this torch, except
+    # bf16 results computed on another kind of CPU (oneDNN's bf16 kernels use
+    # avx512_bf16/AMX where present and a float fallback elsewhere, so matmul sums
+    # round differently). Those agree within bf16 rounding carried over three steps.
     fixture = os.path.join(FIXTURES, f"dit-{tag}.npz")
     if not os.path.exists(fixture):
         pytest.skip(f"{fixture} is missing: run capture/examples/dit_reference.py")
@@ -65,5 +68,22 @@ def test_example_trace(tmp_path, tag, dtype):
     for key, a in arrays.items():
         b = committed_arrays[key]
         assert a.dtype == b.dtype and a.shape == b.shape, key
-        if same_torch or key.startswith(("param/", "input/")):
+        if key.startswith(("param/", "input/")) or (same_torch and tag == "f32"):
             np.testing.assert_array_equal(a, b, err_msg=key)
+        elif same_torch:
+            x, y = as_float(a), as_float(b)
+            scale = max(float(np.mean(y * y)), 1e-30)
+            assert np.sqrt(np.mean((x - y) ** 2) / scale) <= BF16_KERNEL_DRIFT, key
+
+
+# Four bf16 units of rounding (2^-8 each): the most two CPUs' bf16 kernels are
+# expected to drift apart over the example's three steps (1.0e-2 measured between
+# an avx512_bf16 machine and the fixture's).
+BF16_KERNEL_DRIFT = 4 * 2.0 ** -8
+
+
+def as_float(a):
+    """A trace array as float64 (bf16 is stored as its uint16 bit pattern)."""
+    if a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return a.astype(np.float64)
