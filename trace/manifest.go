@@ -133,7 +133,22 @@ func parseManifest(b []byte) (*Manifest, error) {
 	if m.Version != Version {
 		return nil, fmt.Errorf("manifest version %d is not supported (this zflow reads version %d)", m.Version, Version)
 	}
+	m.onePass()
 	return &m, nil
+}
+
+// onePass reads a trace recorded without a sampler loop (no call has a
+// step: a language model's one forward) as one pass, step 0, so that every
+// reader sees the model's call in the step it looks at first.
+func (m *Manifest) onePass() {
+	for _, c := range m.Calls {
+		if c.Step != nil {
+			return
+		}
+	}
+	for i := range m.Calls {
+		m.Calls[i].Step = new(int)
+	}
 }
 
 // noDuplicateKeys refuses a JSON document in which an object names a key

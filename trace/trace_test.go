@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -229,6 +230,36 @@ func TestNoDuplicateKeys(t *testing.T) {
 			t.Errorf("%s: %v", c.doc, err)
 		case c.dup != "" && (err == nil || !strings.Contains(err.Error(), `key "`+c.dup+`" appears twice`)):
 			t.Errorf("%s: %v, want %q twice", c.doc, err, c.dup)
+		}
+	}
+}
+
+// TestOnePass: a trace without a sampler loop (no call has a step) reads as
+// step 0; a trace with steps keeps its calls outside the loop unstepped.
+func TestOnePass(t *testing.T) {
+	head := `{"format":"zflow-trace","version":1,"calls":[`
+	for _, c := range []struct {
+		calls string
+		want  []string // each call's step, "nil" for none
+	}{
+		{`{"id":0,"step":null,"module":"m"},{"id":1,"step":null,"module":"m.a","parent":0}`, []string{"0", "0"}},
+		{`{"id":0,"step":null,"module":"te"},{"id":1,"step":0,"module":"m"}`, []string{"nil", "0"}},
+		{`{"id":0,"step":2,"module":"m"}`, []string{"2"}},
+	} {
+		m, err := parseManifest([]byte(head + c.calls + `]}`))
+		if err != nil {
+			t.Fatalf("%s: %v", c.calls, err)
+		}
+		var got []string
+		for _, call := range m.Calls {
+			if call.Step == nil {
+				got = append(got, "nil")
+			} else {
+				got = append(got, strconv.Itoa(*call.Step))
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: steps %v, want %v", c.calls, got, c.want)
 		}
 	}
 }

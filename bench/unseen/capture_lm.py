@@ -1,0 +1,127 @@
+"""Capture tiny random-weight transformers language models (real third-party code) as zflow
+traces, to measure discovery on architectures the shared conformance set does not hold.
+
+usage: python3 capture_lm.py OUTDIR [ARCH ...]
+Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
+bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
+buffers bf16, non-persistent buffers as built). Needs torch and transformers; one line per
+architecture, failures included."""
+import math, os, sys, traceback
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
+import zflow_capture  # noqa: E402
+
+COMMON = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+              intermediate_size=96, vocab_size=128, max_position_embeddings=64, head_dim=16)
+# Per-architecture settings: names the config spells its own way, or a construct to turn on.
+EXTRA = {
+    "gpt_neox": dict(rotary_pct=0.5, use_parallel_residual=True),
+    "phi": dict(partial_rotary_factor=0.5),
+    "stablelm": dict(partial_rotary_factor=0.25),
+    "persimmon": dict(partial_rotary_factor=0.5, qk_layernorm=True),
+    "falcon": dict(new_decoder_architecture=False, multi_query=True, parallel_attn=True, alibi=False, head_dim=None),
+    "opt": dict(ffn_dim=96, word_embed_proj_dim=64, do_layer_norm_before=True),
+    "gptj": dict(n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=64),
+    "codegen": dict(n_embd=64, n_head=4, n_layer=2, rotary_dim=8, n_positions=64, n_ctx=64),
+    "gpt_bigcode": dict(n_embd=64, n_head=4, n_layer=2, n_positions=64, multi_query=True, n_inner=96),
+    "mpt": dict(d_model=64, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64),
+    "cohere": dict(logit_scale=0.5, use_qk_norm=False),
+    "olmo": dict(clip_qkv=2.0),
+    "glm": dict(partial_rotary_factor=0.5),
+    "glm4": dict(partial_rotary_factor=0.5),
+    "starcoder2": dict(sliding_window=8, use_bias=True),
+    "qwen2": dict(use_sliding_window=False),
+    "nemotron": dict(partial_rotary_factor=0.5),
+    "gemma": dict(),
+    "gemma3_text": dict(sliding_window=8, query_pre_attn_scalar=16),
+    "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48),
+    "biogpt": dict(),
+    "xglm": dict(d_model=64, attention_heads=4, num_layers=2, ffn_dim=96),
+}
+DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
+           "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
+           "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
+           "biogpt", "xglm", "ernie4_5", "arcee", "apertus", "seed_oss", "hunyuan_v1_dense", "ministral"]
+
+
+def randomize(model, gen):
+    """Every weight redrawn so no factor hides behind a zero or a one."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                if name.endswith("bias"):
+                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+                else:
+                    p.copy_(1.0 + 0.4 * (torch.rand(p.shape, generator=gen) - 0.5))
+            else:
+                fan_in = math.prod(p.shape[1:])
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
+
+
+def place(model, dtype, device):
+    """As from_pretrained(torch_dtype=dtype): floating parameters and persistent buffers cast."""
+    for mod in model.modules():
+        for n, p in list(mod._parameters.items()):
+            if p is not None and p.is_floating_point():
+                p.data = p.data.to(dtype)
+        for n, b in list(mod._buffers.items()):
+            if b is not None and b.is_floating_point() and n not in mod._non_persistent_buffers_set:
+                mod._buffers[n] = b.to(dtype)
+    return model.to(device)
+
+
+def build(arch):
+    from transformers import AutoConfig, AutoModel
+    kw = dict(COMMON)
+    kw.update(EXTRA.get(arch, {}))
+    kw = {k: v for k, v in kw.items() if v is not None}
+    kw.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = AutoConfig.for_model(arch, **kw)
+    if hasattr(cfg, "use_cache"):
+        cfg.use_cache = False
+    torch.manual_seed(0)
+    try:
+        model = AutoModel.from_config(cfg, attn_implementation="sdpa")
+    except ValueError:  # an architecture without an SDPA path runs its own (eager) attention
+        model = AutoModel.from_config(cfg, attn_implementation="eager")
+    randomize(model, torch.Generator().manual_seed(1))
+    return model.eval(), cfg
+
+
+def capture(arch, outdir):
+    ids = torch.randint(0, 128, (1, 12), generator=torch.Generator().manual_seed(2))
+    done = []
+    for tag, dtype, device in (("f32", torch.float32, "cpu"),
+                               ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")):
+        model, cfg = build(arch)
+        model = place(model, dtype, device)
+        path = os.path.join(outdir, f"{arch}-{tag}.npz")
+        prod = {"case": arch, "library": "transformers", "model_type": cfg.model_type}
+        with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
+            x = ids.to(device)
+            cap.input("input_ids", x)
+            with torch.no_grad():
+                out = model(input_ids=x, use_cache=False) if "use_cache" in model.forward.__code__.co_varnames else model(input_ids=x)
+            h = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            cap.output("hidden", h)
+        done.append(f"{tag} {cap.summary['calls']} calls")
+    return ", ".join(done)
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    import transformers
+    print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
+    for arch in sys.argv[2:] or DEFAULT:
+        try:
+            print(f"{arch:18s} ok   {capture(arch, outdir)}", flush=True)
+        except Exception as e:
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+            print(f"{arch:18s} FAIL {msg[:200]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
