@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 )
 
@@ -81,7 +82,8 @@ type Trace struct {
 	file *os.File // open while indexing: headers are read with pread so
 	// that indexing does not fault file pages into RSS
 	entries  map[string]*entry
-	order    []string // keys in file order
+	alias    map[string]string // a call tensor's canonical key → the key it is stored under, where they differ
+	order    []string          // keys in file order
 	tree     *Tree
 	port     bool // OpenPort: a missing manifest is allowed
 	bare     bool // read as a port trace: no manifest, or one without a call tree
@@ -182,7 +184,51 @@ func (t *Trace) check() error {
 		return &Error{File: t.Path, Entry: ManifestKey, Err: fmt.Errorf("%w: %v", ErrManifest, err)}
 	}
 	t.tree = newTree(m.Calls)
+	t.alias = canonicalAliases(m.Calls, t.entries)
 	return nil
+}
+
+// CallKey is the key the format names a call's tensor by:
+// s<step>/<module>[#<ordinal>]/<port>, scope "pre" outside the loop.
+func CallKey(step *int, module string, ordinal int, port string) string {
+	scope := "pre"
+	if step != nil {
+		scope = "s" + strconv.Itoa(*step)
+	}
+	if ordinal > 0 {
+		module += "#" + strconv.Itoa(ordinal)
+	}
+	return scope + "/" + module + "/" + port
+}
+
+// canonicalAliases maps the format's name of each call tensor to the key
+// it is stored under where a writer chose another (a one-pass trace keeps
+// "pre/..." keys for calls read as step 0), so readers may ask by the
+// format's name.
+func canonicalAliases(calls []Call, entries map[string]*entry) map[string]string {
+	alias := map[string]string{}
+	for _, c := range calls {
+		for _, p := range c.Tensors {
+			ck := CallKey(c.Step, c.Module, c.Ordinal, p.Name)
+			if _, stored := entries[ck]; ck != p.Key && !stored {
+				alias[ck] = p.Key
+			}
+		}
+	}
+	return alias
+}
+
+// entry finds the entry of key, stored under it or under the key a call's
+// canonical name aliases.
+func (t *Trace) entry(key string) (*entry, bool) {
+	if e, ok := t.entries[key]; ok {
+		return e, true
+	}
+	if k, ok := t.alias[key]; ok {
+		e, ok := t.entries[k]
+		return e, ok
+	}
+	return nil, false
 }
 
 // add registers a tensor entry, refusing duplicates and size lies.
@@ -220,7 +266,7 @@ func (t *Trace) Keys() []string { return append([]string(nil), t.order...) }
 
 // Info describes the tensor stored under key.
 func (t *Trace) Info(key string) (Info, error) {
-	e, ok := t.entries[key]
+	e, ok := t.entry(key)
 	if !ok {
 		return Info{}, errf(t.Path, key, ErrNotFound, "no such tensor")
 	}
@@ -251,7 +297,7 @@ func (t *Trace) Steps() []int { return t.tree.Steps() }
 // Tensor returns the tensor stored under key: a view into the mapping for
 // stored data, a decoded copy for a compressed entry.
 func (t *Trace) Tensor(key string) (*Tensor, error) {
-	e, ok := t.entries[key]
+	e, ok := t.entry(key)
 	if !ok {
 		return nil, errf(t.Path, key, ErrNotFound, "no such tensor")
 	}

@@ -263,3 +263,40 @@ func TestOnePass(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalKeys: a call tensor stored under a key of the writer's
+// choosing is found by the format's name too (a one-pass trace's "pre/"
+// keys read as step 0's), and Keys still lists each entry once.
+func TestCanonicalKeys(t *testing.T) {
+	m := smallManifest()
+	m.Calls = []Call{
+		{ID: 0, Module: "m", Params: []string{"m.w"}, Tensors: Ports{{"out", "pre/m/out"}}},
+		{ID: 1, Module: "m", Ordinal: 1, Tensors: Ports{{"out", "anything"}}},
+	}
+	path := writeZip(t, t.TempDir(), []zipEntry{
+		manifestEntry(t, m),
+		npyEntry("param/w", "<f4", []int{1}, f32Bytes(1)),
+		npyEntry("pre/m/out", "<f4", []int{1}, f32Bytes(2)),
+		npyEntry("anything", "<f4", []int{1}, f32Bytes(3)),
+	})
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for key, want := range map[string]float32{"s0/m/out": 2, "pre/m/out": 2, "s0/m#1/out": 3, "anything": 3} {
+		x, err := tr.Tensor(key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if v, _ := x.Float32(); len(v) != 1 || v[0] != want {
+			t.Errorf("%s = %v, want %v", key, v, want)
+		}
+	}
+	if _, err := tr.Tensor("s1/m/out"); err == nil {
+		t.Error("s1/m/out found; no call of step 1 exists")
+	}
+	if got := len(tr.Keys()); got != 3 {
+		t.Errorf("Keys lists %d entries, want 3", got)
+	}
+}

@@ -39,6 +39,9 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 			}
 			return w
 		}
+		if w := s.squared(t, v); w != nil {
+			return w
+		}
 		if c, ok := fitScalar(v, t); ok {
 			k := s.constant(c)
 			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, k}, out: t.format, label: "scaled"}}); w != nil {
@@ -233,4 +236,26 @@ func (s *synth) chunksOf(t *val, vals []*val) []*val {
 		}
 	}
 	return out
+}
+
+// squared explains t as f(v)·f(v) for an activation f or none (squared
+// ReLU and its kin). Only a target with no negative element can be one.
+func (s *synth) squared(t, v *val) *val {
+	for _, x := range t.data {
+		if x < 0 {
+			return nil
+		}
+	}
+	var cands []*expr
+	for _, a := range append([]exec.ActKind{exec.ActIdentity}, glueActs...) {
+		f := v
+		if a != exec.ActIdentity {
+			if f = s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()}); f == nil {
+				continue
+			}
+		}
+		cands = append(cands, &expr{op: program.OpMul, args: []*val{f, f}, out: t.format, label: a.String() + " squared"})
+	}
+	w, _ := s.best(t, cands)
+	return w
 }
