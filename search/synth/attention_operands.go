@@ -167,9 +167,37 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		}
 		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && unitCircle(c, sn) && !allOnes(c) {
 			out = append(out, [2]*val{c, sn})
+			if ic, is := s.pairedHalf(c), s.pairedHalf(sn); ic != nil && is != nil {
+				out = append(out, [2]*val{ic, is})
+			}
 		}
 	}
 	return out
+}
+
+// pairedHalf re-lays a table of the half layout ([f | f]: its two halves
+// equal) for rotation of adjacent pairs: the first half's channels each
+// repeated for its pair (cos[..., :D/2].repeat_interleave(2)), as models
+// that share one table module between both layouts do. nil otherwise.
+func (s *synth) pairedHalf(v *val) *val {
+	n := len(v.shape)
+	d := v.shape[n-1]
+	if v.opaque || d%2 != 0 || d < 4 {
+		return nil
+	}
+	for i := 0; i < len(v.data); i += d {
+		if !slices.Equal(v.data[i:i+d/2], v.data[i+d/2:i+d]) {
+			return nil
+		}
+	}
+	lead := slices.Clone(v.shape[:n-1])
+	first := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: 0, End: d / 2}, args: []*val{v}, out: v.format})
+	col := s.reshape(first, append(slices.Clone(lead), d/2, 1))
+	if col == nil {
+		return nil
+	}
+	rep := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n}, args: []*val{col, col}, out: v.format, label: "pairs"})
+	return s.reshape(rep, append(lead, d))
 }
 
 func allOnes(v *val) bool {
@@ -270,4 +298,39 @@ func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnCho
 			}
 		}
 	}
+}
+
+// rotated explains a per-head value t [B, H, S, D] as RoPE applied to a
+// projection of the scope outside attention (a model that normalises q
+// and k after rotating them): the tables among the scope's values, both
+// layouts.
+func (s *synth) rotated(t *val, sc *scope) *val {
+	if len(t.shape) != 4 {
+		return nil
+	}
+	b, h, n, d := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
+	tables := s.ropeTables(sc)
+	if len(tables) == 0 {
+		return nil
+	}
+	pool, _ := s.allOperands(sc, t)
+	for _, x := range pool {
+		if x.shape[0] != b || x.shape[1] != n || x.shape[2] != h*d {
+			continue
+		}
+		var cands []*expr
+		for _, tb := range tables {
+			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+				y := s.reshape(s.rotate(x, tb, layout, h, d), []int{b, n, h, d})
+				if y == nil {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{y}, out: t.format, label: layout.String()})
+			}
+		}
+		if w, _ := s.best(t, cands); w != nil {
+			return w
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"slices"
 
 	"zflow/exec/program"
@@ -46,7 +47,8 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	vals := recentFirst(sc.vals)
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.summed, s.pooled, s.projected,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
-		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) }} {
+		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
+		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
 		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
 			return v
 		}
@@ -59,6 +61,31 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
+	}
+	return s.reshaped(target, sc, vals)
+}
+
+// reshaped explains a target stored in another shape than the values it
+// is made of (rows flattened, [B·S, D] for [B, S, D]): the target read in
+// the shape of a recent value of as many elements, explained there, then
+// reshaped. Tried once per target (the proxy is not reshaped again).
+func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
+	if t.reshapedFrom {
+		return nil
+	}
+	tried := map[string]bool{fmt.Sprint(t.shape): true}
+	for _, v := range vals {
+		key := fmt.Sprint(v.shape)
+		if tried[key] || v.numel() != t.numel() || len(tried) > 3 {
+			continue
+		}
+		tried[key] = true
+		proxy := *t
+		proxy.shape = slices.Clone(v.shape)
+		proxy.reshapedFrom = true
+		if w := s.glueIn(&proxy, sc); w != nil {
+			return s.reshape(w, t.shape)
+		}
 	}
 	return nil
 }

@@ -111,8 +111,15 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.glue(t, sc)
 			}
-		case isMatrix(params[0]) && xs[0].integral():
-			fit = s.fitEmbedding(xs[0], params, t)
+		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
+			// the ids may be any integer argument (a mask may come first)
+			for _, x := range xs {
+				if x.integral() {
+					if fit = s.fitEmbedding(x, params, t); fit != nil {
+						break
+					}
+				}
+			}
 		case isMatrix(params[0]):
 			fit = s.fitLinear(xs[0], params, t)
 		case len(params[0].shape) >= 4:
@@ -256,6 +263,16 @@ func (s *synth) fitEmbedding(ids *val, params []*val, t *val) *val {
 	g := &expr{op: program.OpGather, args: []*val{table, ids}, out: table.format, label: "table"}
 	v, ev := s.best(t, []*expr{g})
 	if v == nil {
+		// rows at ids + c (a learned position table whose first rows are
+		// reserved: OPT's offset of 2)
+		if c := rowOffset(table, ids, t); c != 0 {
+			if shifted := s.derive(&expr{op: program.OpAdd, args: []*val{ids, s.constant(float64(c))}, out: ids.format, label: "offset"}); shifted != nil {
+				g = &expr{op: program.OpGather, args: []*val{table, shifted}, out: table.format, label: fmt.Sprintf("table at ids%+d", c)}
+				v, ev = s.best(t, []*expr{g})
+			}
+		}
+	}
+	if v == nil {
 		// rows times a constant (an embedding scale such as √hidden)
 		if rows := s.reshape(s.derive(g), t.shape); rows != nil {
 			if c, ok := fitScalar(rows, t); ok {
@@ -298,8 +315,8 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 			if kind == exec.NormRMS && b != nil {
 				continue
 			}
-			for _, eps := range []float32{1e-6, 1e-5, 1e-8, 1e-12} {
-				for _, off := range []float32{0, 1} {
+			for _, off := range []float32{0, 1} {
+				for _, eps := range epsCandidates(kind, x, g, b, off, group, t) {
 					p := exec.NormParams{Kind: kind, Eps: eps, Offset: off, Group: group}
 					cands = append(cands, &expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, g, b}, out: t.format,
 						label: fmt.Sprintf("%s eps=%g offset=%g", kind, eps, off)})
@@ -309,7 +326,31 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 	}
 	v, ev := s.best(t, cands)
 	if v != nil {
+		v = s.simplestEps(v, t)
 		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
+	}
+	return v
+}
+
+// simplestEps keeps the winning norm but takes the first ε of its
+// candidates (common values, then measured ones with more digits) that
+// scores within 10% of the best: ε's last digits are below what f32
+// rounding shows, and the document should not claim them.
+func (s *synth) simplestEps(v, t *val) *val {
+	w := v.from
+	best := relRMS(v.data, t.data)
+	p := w.attrs.Norm
+	g, b := w.args[1], w.args[2]
+	for _, eps := range epsCandidates(p.Kind, w.args[0], g, b, p.Offset, p.Group, t) {
+		if eps == p.Eps {
+			return v
+		}
+		e := *w
+		e.attrs.Norm.Eps = eps
+		e.label = fmt.Sprintf("%s eps=%g offset=%g", p.Kind, eps, p.Offset)
+		if u, sc := s.ev.score(&e, t); u != nil && sc <= 1.1*best {
+			return u
+		}
 	}
 	return v
 }
@@ -319,7 +360,7 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 func (s *synth) normCandidates(x *val, t *val) []*expr {
 	var cands []*expr
 	for _, kind := range []exec.NormKind{exec.NormLayer, exec.NormRMS} {
-		for _, eps := range []float32{1e-6, 1e-5, 1e-8, 1e-12} {
+		for _, eps := range epsCandidates(kind, x, nil, nil, 0, 0, t) {
 			p := exec.NormParams{Kind: kind, Eps: eps}
 			cands = append(cands, &expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, nil, nil}, out: t.format,
 				label: fmt.Sprintf("%s eps=%g", kind, eps)})
@@ -432,4 +473,86 @@ func (s *synth) reshape(v *val, shape []int) *val {
 		return nil
 	}
 	return s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(shape)}, args: []*val{v}, out: v.format})
+}
+
+// commonEps are the ε configs write most.
+var commonEps = []float32{1e-6, 1e-5, 1e-8, 1e-12}
+
+// epsCandidates are the common ε and, where the target is f32 (precise
+// enough to show it), ε measured from the values: per element,
+// ((x−μ)·γ/(y−β))² − var(x) is ε; the median over the rows, written to 2
+// to 5 significant digits (a config's 1.5625e-7 as well as its 1e-6).
+func epsCandidates(kind exec.NormKind, x, g, b *val, off float32, group int, t *val) []float32 {
+	out := slices.Clone(commonEps)
+	if t.format != precision.F32 || group != 0 {
+		return out
+	}
+	e := measuredEps(kind, x, g, b, off, t)
+	if !(e > 0) {
+		return out
+	}
+	for digits := 2.0; digits <= 5; digits++ {
+		p := math.Pow(10, math.Floor(math.Log10(e))-digits+1)
+		if c := float32(math.Round(e/p) * p); c > 0 && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func measuredEps(kind exec.NormKind, x, g, b *val, off float32, t *val) float64 {
+	d := x.shape[len(x.shape)-1]
+	var es []float64
+	for r := 0; r+d <= len(x.data) && len(es) < 1<<14; r += d {
+		row := x.data[r : r+d]
+		var mu, v float64
+		if kind == exec.NormLayer {
+			for _, xi := range row {
+				mu += float64(xi)
+			}
+			mu /= float64(d)
+		}
+		for _, xi := range row {
+			v += (float64(xi) - mu) * (float64(xi) - mu)
+		}
+		v /= float64(d)
+		for i, xi := range row {
+			gi, bi := float64(off), 0.0
+			if g != nil {
+				gi += float64(g.data[i])
+			} else {
+				gi = 1
+			}
+			if b != nil {
+				bi = float64(b.data[i])
+			}
+			y := float64(t.data[r+i]) - bi
+			if math.Abs(y) < 1e-3 || math.Abs(gi) < 1e-3 {
+				continue
+			}
+			q := (float64(xi) - mu) * gi / y
+			es = append(es, q*q-v)
+		}
+	}
+	if len(es) == 0 {
+		return 0
+	}
+	slices.Sort(es)
+	return es[len(es)/2]
+}
+
+// rowOffset is c when t's first row is the table's row ids[0] + c (the
+// first exact match), else 0.
+func rowOffset(table, ids, t *val) int {
+	d := table.shape[1]
+	if len(ids.data) == 0 || len(t.data) < d {
+		return 0
+	}
+	row := t.data[:d]
+	for j := 0; j < table.shape[0]; j++ {
+		if slices.Equal(table.data[j*d:(j+1)*d], row) {
+			return j - int(ids.data[0])
+		}
+	}
+	return 0
 }

@@ -43,6 +43,9 @@ type val struct {
 	request bool
 	// perStep gives a step input's value at each step (σ_i).
 	perStep func(step int) []float32
+	// reshapedFrom: a target read in another value's shape (glue's
+	// reshaped form), not to be reshaped again.
+	reshapedFrom bool
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }
