@@ -46,6 +46,17 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
+	// q and k normalised after the split of a fused projection, v read
+	// from it as it is
+	for _, f := range fused {
+		for _, q := range pool {
+			for _, k := range pool {
+				if q != k && slices.Equal(f[2].shape, k.shape) {
+					triples = append(triples, [3]*val{q, k, f[2]})
+				}
+			}
+		}
+	}
 	if len(triples) == 0 {
 		return nil
 	}
