@@ -102,6 +102,16 @@ type NodeAttrs struct {
 	Start     int             `json:"start,omitempty"`
 	End       int             `json:"end,omitempty"`
 	N         int             `json:"n,omitempty"`
+	Route     *RouteAttrs     `json:"route,omitempty"`
+	UpFirst   bool            `json:"up_first,omitempty"`
+}
+
+// RouteAttrs configure a top-k router: the K largest of each row (after a
+// softmax when Softmax), renormalised to sum to one when Normalize.
+type RouteAttrs struct {
+	K         int  `json:"k"`
+	Softmax   bool `json:"softmax,omitempty"`
+	Normalize bool `json:"normalize,omitempty"`
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.
@@ -195,7 +205,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

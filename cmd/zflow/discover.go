@@ -181,7 +181,7 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 		// auto still writes the recipes' (partial) document
 		defer func() {
 			if r := recover(); r != nil {
-				doc, err = nil, fmt.Errorf("program search: internal error: %v (please report)", r)
+				doc, err = nil, fmt.Errorf("program search: internal error: %v (please report)%s", r, traceback())
 			}
 		}()
 		sctx, cancel := context.WithTimeout(ctx, o.programBudget)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -101,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(stderr, "zflow: internal error: %s (please report)\n", strings.Join(strings.Fields(fmt.Sprint(r)), " "))
+			fmt.Fprintf(stderr, "zflow: internal error: %s (please report)%s\n", strings.Join(strings.Fields(fmt.Sprint(r)), " "), traceback())
 			code = exitInternal
 		}
 	}()
@@ -176,4 +177,13 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 	root.AddCommand(newVerifyCmd())
 	root.AddCommand(newPrecisionCmd())
 	return root
+}
+
+// traceback is the panicking goroutine's stack when ZFLOW_TRACEBACK is
+// set (for a bug report), else "".
+func traceback() string {
+	if os.Getenv("ZFLOW_TRACEBACK") == "" {
+		return ""
+	}
+	return "\n" + string(debug.Stack())
 }

@@ -206,6 +206,10 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	}
 	a.Shape, a.Perm = slices.Clone(d.Shape), slices.Clone(d.Perm)
 	a.Axis, a.Start, a.End, a.N = d.Axis, d.Start, d.End, d.N
+	if r := d.Route; r != nil {
+		a.Route = RouteParams{K: r.K, Softmax: r.Softmax, Normalize: r.Normalize}
+	}
+	a.UpFirst = d.UpFirst
 	if !op.movement() && op != OpConcat && op != OpGather {
 		if n.Spec, err = SpecFor(pr, op.String(), n.Role); err != nil {
 			return Node{}, err
@@ -253,7 +257,7 @@ func ToDoc(p *Program) *semantics.Program {
 func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	var d semantics.NodeAttrs
 	switch op {
-	case OpAct, OpGLU, OpGatedResidual:
+	case OpAct, OpGLU, OpGatedResidual, OpExperts:
 		d.Act = a.Act.String()
 	case OpNorm:
 		d.Norm = &semantics.NormAttrs{Kind: a.Norm.Kind.String(), Eps: float64(a.Norm.Eps), Offset: float64(a.Norm.Offset), Group: a.Norm.Group}
@@ -277,5 +281,9 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	}
 	d.Shape, d.Perm = slices.Clone(a.Shape), slices.Clone(a.Perm)
 	d.Axis, d.Start, d.End, d.N = a.Axis, a.Start, a.End, a.N
+	if a.Route.K > 0 {
+		d.Route = &semantics.RouteAttrs{K: a.Route.K, Softmax: a.Route.Softmax, Normalize: a.Route.Normalize}
+	}
+	d.UpFirst = a.UpFirst
 	return d
 }

@@ -38,12 +38,14 @@ const (
 	OpDiv                         // a, b: a / b, rounded once
 	OpRound                       // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
 	OpMean                        // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
+	OpRoute                       // logits [.., E]; Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
+	OpExperts                     // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -76,6 +78,8 @@ type Attrs struct {
 	Start     int
 	End       int
 	N         int
+	Route     RouteParams // OpRoute
+	UpFirst   bool        // OpExperts: w1 holds up before gate
 }
 
 // Node is one operation.

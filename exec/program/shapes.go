@@ -150,6 +150,23 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			w += d
 		}
 		return [][]int{{x[0], w}, {x[0], w}}, nil
+	case OpRoute:
+		k := n.Attrs.Route.K
+		if len(x) == 0 || k < 1 || k > x[len(x)-1] {
+			return nil, fmt.Errorf("top %d of %v", k, x)
+		}
+		out := slices.Clone(x)
+		out[len(out)-1] = k
+		return [][]int{out, slices.Clone(out)}, nil
+	case OpExperts:
+		w1, w2 := in[3], in[4]
+		if len(x) != 2 || len(w1) != 3 || len(w2) != 3 || w1[0] != w2[0] || w1[2] != x[1] || w2[1] != x[1] || w1[1] != 2*w2[2] {
+			return nil, fmt.Errorf("tokens %v do not fit experts %v, %v", x, w1, w2)
+		}
+		if !slices.Equal(in[1], in[2]) || len(in[1]) != 2 || in[1][0] != x[0] {
+			return nil, fmt.Errorf("routes %v and %v for tokens %v", in[1], in[2], x)
+		}
+		return [][]int{slices.Clone(x)}, nil
 	case OpGather:
 		if len(x) != 2 {
 			return nil, fmt.Errorf("table %v is not [rows, width]", x)

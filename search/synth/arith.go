@@ -259,3 +259,47 @@ func (s *synth) squared(t, v *val) *val {
 	w, _ := s.best(t, cands)
 	return w
 }
+
+// rowGated explains t as a + f(g)·b with g one number per row ([.., 1]:
+// a shared expert's sigmoid gate) and f an activation or none.
+func (s *synth) rowGated(t *val, vals []*val) *val {
+	n := len(t.shape)
+	var gates []*val
+	for _, v := range vals {
+		if len(v.shape) == n && v.shape[n-1] == 1 && t.shape[n-1] > 1 && slices.Equal(v.shape[:n-1], t.shape[:n-1]) && !v.opaque {
+			gates = append(gates, v)
+		}
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for _, g := range gates {
+		for _, f := range append([]exec.ActKind{exec.ActIdentity}, glueActs...) {
+			fg := g
+			if f != exec.ActIdentity {
+				if fg = s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{g}, out: t.format, label: f.String()}); fg == nil {
+					continue
+				}
+			}
+			for _, b := range ops {
+				gb := s.derive(&expr{op: program.OpMul, args: []*val{fg, b}, out: t.format, label: "row gate"})
+				if gb == nil {
+					continue
+				}
+				for _, a := range ops {
+					if a == b {
+						continue
+					}
+					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, gb}, out: t.format, label: "row-gated residual"}}); w != nil {
+						return w
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

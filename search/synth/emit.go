@@ -130,10 +130,7 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 	}
 	em.n++
 	role := fmt.Sprintf("%s.%s%d", scope, e.op, em.n)
-	n := 1
-	if e.op == program.OpRopeTable {
-		n = 2
-	}
+	n := max(1, len(e.shapes)) // an op of several results (RoPE tables, a router) makes them all at once
 	var outs []string
 	for i := range n {
 		name := role

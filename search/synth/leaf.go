@@ -122,6 +122,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 		case isMatrix(params[0]):
 			fit = s.fitLinear(xs[0], params, t)
+		case len(params) == 2 && len(params[0].shape) == 3 && len(params[1].shape) == 3:
+			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) >= 4:
 			fit = s.fitConv(xs[0], params, t)
 		case allVectors(params):
@@ -131,6 +133,14 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			out[0] = adopt(t, fit)
 		}
 		return out
+	}
+	if len(targets) == 3 && len(params) == 1 && isMatrix(params[0]) && len(xs) >= 1 {
+		if r := s.fitRouter(xs[0], params[0], targets); r != nil {
+			for i := range targets {
+				out[i] = adopt(targets[i], r[i])
+			}
+			return out
+		}
 	}
 	if len(targets) == 2 && len(params) == 0 {
 		if cos, sin := s.fitRopeTable(xs, targets[0], targets[1]); cos != nil {

@@ -127,6 +127,9 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 			}
 			outs[p.Name] = s.explain(target, sc)
 		}
+		if len(c.Params) > 0 {
+			s.refitAsLeaf(c, sc, args, outs)
+		}
 	}
 	for _, p := range c.Tensors {
 		if v, ok := outs[p.Name]; ok && !s.needsOpaque(v) {
@@ -297,4 +300,42 @@ func isFill(v *val) bool {
 		}
 	}
 	return true
+}
+
+// refitAsLeaf explains the results the children did not, by fitting the
+// call as a whole to its own arguments and parameters (a module whose
+// children see only a gathered part of its work: the experts of a
+// mixture, called on the tokens routed to each).
+func (s *synth) refitAsLeaf(c trace.Call, sc *scope, args map[string]*val, outs map[string]*val) {
+	var names []string
+	var targets []*val
+	missing := false
+	for _, p := range c.Tensors {
+		if v, ok := outs[p.Name]; ok && trace.IsResult(p.Name) {
+			names, targets = append(names, p.Name), append(targets, v)
+			missing = missing || v.opaque
+		}
+	}
+	if !missing {
+		return
+	}
+	var xs, params []*val
+	for _, p := range c.Tensors {
+		if v, ok := args[p.Name]; ok && !trace.IsResult(p.Name) {
+			xs = append(xs, v)
+		}
+	}
+	for _, name := range c.Params {
+		params = append(params, s.params[name])
+	}
+	if len(xs) == 0 {
+		return
+	}
+	for i, f := range s.fitLeaf(sc, xs, params, targets) {
+		if t := targets[i]; f != nil && t.opaque {
+			t.opaque = false
+			s.opaque = slices.DeleteFunc(s.opaque, func(v *val) bool { return v == t })
+			outs[names[i]] = f
+		}
+	}
 }
