@@ -1,7 +1,8 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py OUTDIR [ARCH ...]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ...]
+--small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
 buffers bf16, non-persistent buffers as built). Needs torch and transformers; one line per
@@ -72,10 +73,12 @@ def place(model, dtype, device):
     return model.to(device)
 
 
-def build(arch):
+def build(arch, small=False):
     from transformers import AutoConfig, AutoModel
     kw = dict(COMMON)
     kw.update(EXTRA.get(arch, {}))
+    if small:
+        kw.update({k: v for k, v in SMALL.items() if k in kw or k in COMMON})
     kw = {k: v for k, v in kw.items() if v is not None}
     kw.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
     cfg = AutoConfig.for_model(arch, **kw)
@@ -90,12 +93,18 @@ def build(arch):
     return model.eval(), cfg
 
 
-def capture(arch, outdir):
-    ids = torch.randint(0, 128, (1, 12), generator=torch.Generator().manual_seed(2))
+SMALL = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=1, intermediate_size=48, vocab_size=64,
+             n_embd=32, n_head=2, n_inner=48, d_model=32, n_heads=2, ffn_dim=48, word_embed_proj_dim=32,
+             moe_intermediate_size=16, shared_expert_intermediate_size=24)
+
+
+def capture(arch, outdir, small=False):
+    n = 8 if small else 12
+    ids = torch.randint(0, 64 if small else 128, (1, n), generator=torch.Generator().manual_seed(2))
     done = []
-    for tag, dtype, device in (("f32", torch.float32, "cpu"),
-                               ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")):
-        model, cfg = build(arch)
+    runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
+    for tag, dtype, device in runs[:1] if small else runs:
+        model, cfg = build(arch, small)
         model = place(model, dtype, device)
         path = os.path.join(outdir, f"{arch}-{tag}.npz")
         prod = {"case": arch, "library": "transformers", "model_type": cfg.model_type}
@@ -111,13 +120,16 @@ def capture(arch, outdir):
 
 
 def main():
-    outdir = sys.argv[1]
+    args = sys.argv[1:]
+    small = "--small" in args
+    args = [a for a in args if a != "--small"]
+    outdir = args[0]
     os.makedirs(outdir, exist_ok=True)
     import transformers
     print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
-    for arch in sys.argv[2:] or DEFAULT:
+    for arch in args[1:] or DEFAULT:
         try:
-            print(f"{arch:18s} ok   {capture(arch, outdir)}", flush=True)
+            print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)
         except Exception as e:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
             print(f"{arch:18s} FAIL {msg[:200]}", flush=True)

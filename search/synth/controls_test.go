@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"zflow/trace"
@@ -113,6 +114,35 @@ func TestPlantedConstructs(t *testing.T) {
 			}
 			if (ropes > 0) != (tc.rotary > 0) {
 				t.Errorf("%d rope nodes", ropes)
+			}
+			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
+				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
+			}
+		})
+	}
+}
+
+// TestUnseenArchitectures: real models (transformers) the shared set does
+// not hold, discovered complete and generating their output; each shows
+// constructs listed in fixtures/unseen/README.md.
+func TestUnseenArchitectures(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "unseen", "*.npz"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures/unseen traces (%v)", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
+			tr, err := trace.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			res, err := Discover(context.Background(), tr, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Complete() {
+				t.Fatalf("taken from the trace: %v", res.Opaque)
 			}
 			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
 				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
