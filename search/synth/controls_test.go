@@ -81,19 +81,7 @@ func TestPlantedConstructs(t *testing.T) {
 		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0},
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
-			path := filepath.Join("..", "..", "fixtures", "constructs", tc.trace)
-			tr, err := trace.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			res, err := Discover(context.Background(), tr, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Complete() {
-				t.Fatalf("taken from the trace: %v", res.Opaque)
-			}
+			res, tr := discoverComplete(t, filepath.Join("..", "..", "fixtures", "constructs", tc.trace))
 			for name, want := range tc.want {
 				ok := false
 				for _, f := range res.Doc.Factors {
@@ -132,21 +120,30 @@ func TestUnseenArchitectures(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
-			tr, err := trace.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			res, err := Discover(context.Background(), tr, path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Complete() {
-				t.Fatalf("taken from the trace: %v", res.Opaque)
-			}
+			res, tr := discoverComplete(t, path)
 			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
 				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
 			}
 		})
 	}
+}
+
+// discoverComplete opens path (closed when the test ends) and discovers
+// it, failing the test unless the program makes everything from the
+// request.
+func discoverComplete(t *testing.T, path string) (*Result, *trace.Trace) {
+	t.Helper()
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	res, err := Discover(context.Background(), tr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete() {
+		t.Fatalf("taken from the trace: %v", res.Opaque)
+	}
+	return res, tr
 }

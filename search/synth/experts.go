@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
 	"zflow/exec/program"
 	"zflow/semantics"
 )
@@ -102,4 +101,3 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	return v
 }
 
-var _ = exec.ActSiLU
