@@ -100,4 +100,3 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	}
 	return v
 }
-
