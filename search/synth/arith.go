@@ -256,8 +256,19 @@ func (s *synth) squared(t, v *val) *val {
 		}
 		cands = append(cands, &expr{op: program.OpMul, args: []*val{f, f}, out: t.format, label: a.String() + " squared"})
 	}
-	w, _ := s.best(t, cands)
+	w, ev := s.best(t, cands)
+	if w != nil {
+		w.fit = &leafFit{kind: "squared", act: w.from.args[0].actOf(), candidates: ev}
+	}
 	return w
+}
+
+// actOf is the activation v is made by (identity for any other value).
+func (v *val) actOf() exec.ActKind {
+	if v.from != nil && v.from.op == program.OpAct {
+		return v.from.attrs.Act
+	}
+	return exec.ActIdentity
 }
 
 // rowGated explains t as a + f(g)·b with g one number per row ([.., 1]:

@@ -97,6 +97,7 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	v, ev := s.best(t, cands)
 	if v != nil {
 		v.fit = &leafFit{kind: "experts", act: v.from.attrs.Act, candidates: ev}
+		s.mlps = append(s.mlps, mlpRecord{scope: s.scopeOf, boundary: t.origin, x: v})
 	}
 	return v
 }

@@ -99,12 +99,14 @@ func (s *synth) readFactors() []semantics.Factor {
 		rope := "none"
 		if ch.rope != 0 {
 			rope = ch.rope.String()
+		} else if l, ok := rotatedBefore(ch.q); ok {
+			rope = l.String() // q rotated before attention (and normalised after)
 		}
 		add(factor("rope_layout", a.scope, rope, relabel(a.candidates, "rope=", func(x string) any { return x }), a.boundary))
 		add(factor("attention_causal", a.scope, ch.params.Mask == exec.MaskCausal,
 			relabel(a.candidates, "causal=", func(x string) any { return x == "true" }), a.boundary))
 		scale := 0.0
-		if ch.params.Scale != 0 {
+		if ch.params.Scale != 0 && ch.params.Scale != float32(1/math.Sqrt(float64(ch.headDim))) {
 			// the simple number the f32 parameter holds (1/√24, not its f32 rounding)
 			scale = snap(float64(ch.params.Scale), func(x float64) bool { return float32(x) == ch.params.Scale })
 		}
@@ -140,8 +142,15 @@ func (s *synth) readFactors() []semantics.Factor {
 		case "glu":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·b"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
-		case "glue":
+		case "glue", "squared":
+			act := x.fit.act.String()
+			if x.fit.kind == "squared" {
+				act += "_squared"
+			}
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)"}, Candidates: []semantics.Candidate{{Value: false}}})
+			add(factor("mlp_act", scope, act, x.fit.candidates, m.boundary))
+		case "experts":
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
 		}
 	}
@@ -426,6 +435,22 @@ func (s *synth) embedAct(x *val) string {
 		}
 	}
 	return ""
+}
+
+// rotatedBefore finds a RoPE node q is made from through moves and a
+// norm (a model that rotates q before normalising it), and its layout.
+func rotatedBefore(q *val) (exec.RopeLayout, bool) {
+	for v, hops := q, 0; v != nil && v.from != nil && len(v.from.args) > 0 && hops < 8; hops++ {
+		switch v.from.op {
+		case program.OpRope:
+			return v.from.attrs.Rope.Layout, true
+		case program.OpCast, program.OpReshape, program.OpPermute, program.OpNorm:
+			v = v.from.args[0]
+		default:
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // through is the value v moves or casts (v itself when it is computed
