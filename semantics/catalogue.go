@@ -151,16 +151,6 @@ func blockRoleSpecs(kind string, streams []string) map[string]roleSpec {
 // Activation names (the op vocabulary's, exec.ParseAct).
 var acts = []string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu"}
 
-// mlpActs are acts and their squares ("relu_squared": f(x)·f(x), the
-// squared ReLU of Primer-style MLPs; "identity_squared" is x·x).
-var mlpActs = func() []string {
-	out := slices.Clone(acts)
-	for _, a := range acts {
-		out = append(out, a+"_squared")
-	}
-	return out
-}()
-
 // Value types of factors.
 type valueType uint8
 
@@ -230,7 +220,8 @@ var catalogue = []FactorSpec{
 	{Name: "norm_eps", Doc: "ε added to the variance", typ: typeNumber, check: nonNegative},
 	{Name: "norm_offset", Doc: "γ' = γ + offset: 0 (γ) or 1 (zero-centred weights)", typ: typeNumber, check: oneOf(0, 1)},
 	{Name: "qk_norm", Doc: "per-head normalisation of q and k", typ: typeEnum, enum: []string{"none", "rms", "layer"}},
-	{Name: "mlp_act", Doc: "MLP activation (of the gate projection when gated; <act>_squared: f(x)·f(x))", typ: typeEnum, enum: mlpActs},
+	{Name: "mlp_act", Doc: "MLP activation (of the gate projection when gated)", typ: typeEnum, enum: acts},
+	{Name: "mlp_squared", Doc: "the MLP activation is squared: f(x)·f(x) (squared ReLU)", typ: typeBool},
 	{Name: "mlp_glu", Doc: "gated MLP: out(act(mlp_gate(x))·mlp_in(x))", typ: typeBool},
 	{Name: "parallel_order", Doc: "order of [attention, MLP] rows of a parallel block's fused output projection", typ: typeEnum, enum: []string{"attention_first", "mlp_first"}},
 	{Name: "attention_causal", Doc: "query i sees keys j ≤ i only", typ: typeBool},

@@ -106,12 +106,14 @@ type NodeAttrs struct {
 	UpFirst   bool            `json:"up_first,omitempty"`
 }
 
-// RouteAttrs configure a top-k router: the K largest of each row (after a
-// softmax when Softmax), renormalised to sum to one when Normalize.
+// RouteAttrs configure a top-k router: the K largest of each row after
+// the score function (softmax, sigmoid, or none), renormalised to sum to
+// one when Normalize, times Scale (absent: 1).
 type RouteAttrs struct {
-	K         int  `json:"k"`
-	Softmax   bool `json:"softmax,omitempty"`
-	Normalize bool `json:"normalize,omitempty"`
+	K         int     `json:"k"`
+	Score     string  `json:"score,omitempty"`
+	Normalize bool    `json:"normalize,omitempty"`
+	Scale     float64 `json:"scale,omitempty"`
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.

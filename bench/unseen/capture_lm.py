@@ -1,7 +1,7 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py [--small] OUTDIR [ARCH ...]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more]
 --small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
@@ -39,8 +39,37 @@ EXTRA = {
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
     "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48),
     "biogpt": dict(),
+    "gpt_neo": dict(attention_types=[[["global", "local"], 1]], window_size=4, num_layers=2, intermediate_size=96),
+    "olmoe": dict(num_experts=4, num_experts_per_tok=2),
+    "dbrx": dict(d_model=64, n_heads=4, n_layers=2, ffn_config={"ffn_hidden_size": 96, "moe_num_experts": 4, "moe_top_k": 2},
+                 attn_config={"kv_n_heads": 2, "clip_qkv": 2.0, "rope_theta": 10000.0}),
+    "granitemoe": dict(num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=2.0, residual_multiplier=0.5,
+                       attention_multiplier=0.0625, logits_scaling=1.0),
+    "jetmoe": dict(num_local_experts=4, num_experts_per_tok=2, kv_channels=16),
+    "phimoe": dict(num_local_experts=4, num_experts_per_tok=2),
+    "qwen3_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
+    "deepseek_v2": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+                        kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, first_k_dense_replace=1),
+    "deepseek_v3": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, n_group=1, topk_group=1,
+                        kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, first_k_dense_replace=1),
+    "gpt_oss": dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=8),
+    "glm4_moe": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+                     partial_rotary_factor=0.5, n_group=1, topk_group=1),
+    "cohere2": dict(sliding_window=8),
+    "llama4_text": dict(num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=96),
+    "hunyuan_v1_moe": dict(num_experts=4, moe_topk=2),
+    "ernie4_5_moe": dict(moe_num_experts=4, moe_k=2, moe_intermediate_size=32, moe_layer_start_index=1),
+    "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1),
+    "falcon_new": dict(_type="falcon", new_decoder_architecture=True, num_kv_heads=2, parallel_attn=True, head_dim=None),
+    "falcon_alibi": dict(_type="falcon", alibi=True, new_decoder_architecture=False, multi_query=True, parallel_attn=True, head_dim=None),
+    "mpt_alibi": dict(_type="mpt", d_model=64, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64, attn_config={"alibi": True}),
+    "granite_mult": dict(_type="granite", embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.0625),
     "xglm": dict(d_model=64, attention_heads=4, num_layers=2, ffn_dim=96),
 }
+# A second batch: mixtures of experts, local/sliding attention, clipped q/k/v, parallel blocks.
+MORE = ["gpt_neo", "olmoe", "dbrx", "granitemoe", "jetmoe", "phimoe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+        "gpt_oss", "glm4_moe", "cohere2", "bitnet", "llama4_text", "hunyuan_v1_moe", "ernie4_5_moe", "dots1",
+        "doge", "olmo3", "vaultgemma", "flex_olmo", "falcon_new", "falcon_alibi", "mpt_alibi", "granite_mult"]
 DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
@@ -79,9 +108,9 @@ def build(arch, small=False):
     kw.update(EXTRA.get(arch, {}))
     if small:
         kw.update({k: v for k, v in SMALL.items() if k in kw or k in COMMON})
-    kw = {k: v for k, v in kw.items() if v is not None}
+    kw = {k: v for k, v in kw.items() if not (k == "head_dim" and v is None)}
     kw.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    cfg = AutoConfig.for_model(arch, **kw)
+    cfg = AutoConfig.for_model(kw.pop("_type", arch), **kw)
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = False
     torch.manual_seed(0)
@@ -127,7 +156,10 @@ def main():
     os.makedirs(outdir, exist_ok=True)
     import transformers
     print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
-    for arch in args[1:] or DEFAULT:
+    cases = args[1:] or DEFAULT
+    if cases == ["more"]:
+        cases = MORE
+    for arch in cases:
         try:
             print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)
         except Exception as e:

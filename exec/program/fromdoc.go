@@ -207,7 +207,10 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	a.Shape, a.Perm = slices.Clone(d.Shape), slices.Clone(d.Perm)
 	a.Axis, a.Start, a.End, a.N = d.Axis, d.Start, d.End, d.N
 	if r := d.Route; r != nil {
-		a.Route = RouteParams{K: r.K, Softmax: r.Softmax, Normalize: r.Normalize}
+		if !slices.Contains(RouteScores, r.Score) {
+			return Node{}, fmt.Errorf("route: score %q is not one of softmax, sigmoid or none", r.Score)
+		}
+		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale)}
 	}
 	a.UpFirst = d.UpFirst
 	if !op.movement() && op != OpConcat && op != OpGather {
@@ -282,7 +285,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	d.Shape, d.Perm = slices.Clone(a.Shape), slices.Clone(a.Perm)
 	d.Axis, d.Start, d.End, d.N = a.Axis, a.Start, a.End, a.N
 	if a.Route.K > 0 {
-		d.Route = &semantics.RouteAttrs{K: a.Route.K, Softmax: a.Route.Softmax, Normalize: a.Route.Normalize}
+		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale)}
 	}
 	d.UpFirst = a.UpFirst
 	return d

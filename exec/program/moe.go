@@ -9,14 +9,19 @@ import (
 	"zflow/precision"
 )
 
-// RouteParams configure a top-k router: over the last axis, a softmax
-// first (Softmax), then the K largest, renormalised to sum to one
-// (Normalize).
+// RouteParams configure a top-k router: over the last axis, a score
+// function first (Score: "softmax", "sigmoid", or "" for the logits as
+// they are), then the K largest, renormalised to sum to one (Normalize),
+// then multiplied by Scale (0: 1).
 type RouteParams struct {
 	K         int
-	Softmax   bool
+	Score     string
 	Normalize bool
+	Scale     float32
 }
+
+// RouteScores are the score functions a router may apply.
+var RouteScores = []string{"softmax", "sigmoid", ""}
 
 // routeHost picks each row's K largest entries of x [.., E] (after a
 // softmax in f32 when p.Softmax): their weights, rounded to s.Out, and
@@ -37,8 +42,14 @@ func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exe
 	order := make([]int, e)
 	for r := range rows {
 		row := v[r*e : (r+1)*e]
-		if p.Softmax {
+		switch p.Score {
+		case "softmax":
 			row = softmax32(row)
+		case "sigmoid":
+			row = sigmoid32(row)
+		case "":
+		default:
+			return nil, fmt.Errorf("route: unknown score function %q", p.Score)
 		}
 		for i := range order {
 			order[i] = i
@@ -60,6 +71,9 @@ func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exe
 			x := row[order[j]]
 			if p.Normalize {
 				x /= sum
+			}
+			if p.Scale != 0 {
+				x *= p.Scale
 			}
 			w[r*p.K+j], idx[r*p.K+j] = s.Out.Round(x), float32(order[j])
 		}
@@ -89,6 +103,15 @@ func softmax32(x []float32) []float32 {
 	}
 	for i := range out {
 		out[i] /= sum
+	}
+	return out
+}
+
+// sigmoid32 is 1/(1 + exp(−x)) per element, in f32.
+func sigmoid32(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = exec.Activate(exec.ActSigmoid, v, 0)
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 // residuals), a·b and f(a)·b (gated units), over pairs of values of the
 // target's shape.
 func (s *synth) combined(t *val, vals []*val) *val {
-	ops := sameShape(t, vals)
+	ops := s.likeShape(t, vals)
 	if len(ops) > maxOperands {
 		ops = ops[:maxOperands]
 	}

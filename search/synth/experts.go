@@ -9,51 +9,129 @@ import (
 )
 
 // fitRouter explains a call with one weight matrix and three results as
-// a mixture-of-experts router: the logits (a linear of its input), then
-// each row's top-k weights and expert indices (whichever result is
-// integral), searched over softmax before the pick and renormalisation
-// after it. nil when the results are not that.
+// a mixture-of-experts router: the logits (a linear of its input, as
+// [tokens, experts]), then each row's top-k weights and expert indices
+// (the integral result), in whatever order the call returns them. nil
+// when the results are not that.
 func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
-	logits := s.fitLinear(x, []*val{w}, targets[0])
+	e := w.shape[0]
+	li, wi, ii := -1, -1, -1
+	for i, t := range targets {
+		last := 0
+		if len(t.shape) > 0 {
+			last = t.shape[len(t.shape)-1]
+		}
+		switch {
+		case t.integral() && ii < 0:
+			ii = i
+		case last == e && li < 0:
+			li = i
+		case wi < 0:
+			wi = i
+		}
+	}
+	if li < 0 || wi < 0 || ii < 0 {
+		return nil
+	}
+	lT := targets[li]
+	x2 := s.reshape(x, []int{lT.numel() / e, x.shape[len(x.shape)-1]})
+	if x2 == nil {
+		return nil
+	}
+	logits := s.fitLinear(x2, []*val{w}, lT)
 	if logits == nil {
 		return nil
 	}
-	wi, ii := 1, 2
-	if targets[1].integral() && !targets[2].integral() {
-		wi, ii = 2, 1
-	}
-	wT, iT := targets[wi], targets[ii]
-	if !iT.integral() || !slices.Equal(wT.shape, iT.shape) || len(wT.shape) == 0 {
+	wv, iv := s.routes(logits, targets[wi], targets[ii])
+	if wv == nil {
 		return nil
 	}
-	k := wT.shape[len(wT.shape)-1]
+	out := make([]*val, 3)
+	out[li], out[wi], out[ii] = logits, wv, iv
+	return out
+}
+
+// routes explains wT and iT [.., k] as the top-k weights and indices of
+// logits [.., E]: the score function, renormalisation and a scale
+// searched; the indices must match exactly. nil, nil when none does.
+func (s *synth) routes(logits, wT, iT *val) (*val, *val) {
+	if !slices.Equal(wT.shape, iT.shape) || len(wT.shape) == 0 || !iT.integral() {
+		return nil, nil
+	}
+	k, e := wT.shape[len(wT.shape)-1], logits.shape[len(logits.shape)-1]
+	if k > e {
+		return nil, nil
+	}
+	in := s.reshape(logits, []int{iT.numel() / k, e})
+	if in == nil {
+		return nil, nil
+	}
 	var ev []semantics.Candidate
-	for _, softmax := range []bool{true, false} {
+	for _, score := range program.RouteScores {
 		for _, normalize := range []bool{false, true} {
-			p := program.RouteParams{K: k, Softmax: softmax, Normalize: normalize}
-			e := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{s.reshape(logits, []int{iT.numel() / k, logits.shape[len(logits.shape)-1]})}, out: wT.format,
-				label: fmt.Sprintf("top %d softmax=%v normalize=%v", k, softmax, normalize)}
-			if e.args[0] == nil {
-				return nil
-			}
-			wv, sc := s.ev.score(e, wT)
-			ev = append(ev, semantics.Candidate{Value: e.label, Score: finite(sc)})
-			if wv == nil || sc > tolerance(wT.format) {
+			p := program.RouteParams{K: k, Score: score, Normalize: normalize}
+			r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: fmt.Sprintf("top %d score=%s normalize=%v", k, score, normalize)}
+			iv, err := s.ev.run(pickOf(r, 1))
+			if err != nil || !slices.Equal(iv.data, iT.data) {
 				continue
 			}
-			iv, err := s.ev.run(pickOf(e, 1))
-			if err != nil || !slices.Equal(iv.data, iT.data) {
+			wv, sc := s.ev.score(r, wT)
+			if wv != nil && sc > tolerance(wT.format) {
+				// the weights times a constant (a routed scaling factor)
+				if c, ok := fitScalar(wv, wT); ok {
+					p.Scale = float32(c)
+					r = &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: r.label + fmt.Sprintf(" scale=%g", c)}
+					if iv, err = s.ev.run(pickOf(r, 1)); err != nil {
+						continue
+					}
+					wv, sc = s.ev.score(r, wT)
+				}
+			}
+			ev = append(ev, semantics.Candidate{Value: r.label, Score: finite(sc)})
+			if wv == nil || sc > tolerance(wT.format) {
 				continue
 			}
 			wv, iv = s.reshape(wv, wT.shape), s.reshape(iv, iT.shape)
 			if wv == nil || iv == nil {
-				return nil
+				return nil, nil
 			}
 			fit := &leafFit{kind: "router", candidates: ev}
 			wv.fit, iv.fit = fit, fit
-			out := make([]*val, 3)
-			out[0], out[wi], out[ii] = logits, wv, iv
-			return out
+			return wv, iv
+		}
+	}
+	return nil, nil
+}
+
+// routed explains t, the weights or the indices of a router computed in
+// its forward (no call of its own), from a [.., E] value of the scope:
+// its sibling result is looked up among the targets to come.
+func (s *synth) routed(t *val, vals []*val) *val {
+	if len(t.shape) == 0 {
+		return nil
+	}
+	k := t.shape[len(t.shape)-1]
+	for _, v := range vals {
+		if v.opaque || v.integral() || len(v.shape) == 0 || v.shape[len(v.shape)-1] <= k || v.numel()/v.shape[len(v.shape)-1] != t.numel()/k {
+			continue
+		}
+		e := v.shape[len(v.shape)-1]
+		in := s.reshape(v, []int{t.numel() / k, e})
+		if in == nil {
+			continue
+		}
+		for _, score := range program.RouteScores {
+			for _, normalize := range []bool{false, true} {
+				r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: program.RouteParams{K: k, Score: score, Normalize: normalize}}, args: []*val{in}, out: t.format,
+					label: fmt.Sprintf("top %d score=%s normalize=%v", k, score, normalize)}
+				pick := r
+				if t.integral() {
+					pick = pickOf(r, 1)
+				}
+				if w, _ := s.best(t, []*expr{pick}); w != nil && (!t.integral() || slices.Equal(w.data, t.data)) {
+					return s.reshape(w, t.shape)
+				}
+			}
 		}
 	}
 	return nil

@@ -143,12 +143,11 @@ func (s *synth) readFactors() []semantics.Factor {
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·b"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
 		case "glue", "squared":
-			act := x.fit.act.String()
-			if x.fit.kind == "squared" {
-				act += "_squared"
-			}
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)"}, Candidates: []semantics.Candidate{{Value: false}}})
-			add(factor("mlp_act", scope, act, x.fit.candidates, m.boundary))
+			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
+			if x.fit.kind == "squared" {
+				add(semantics.Factor{Name: "mlp_squared", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·f(a)"}, Candidates: []semantics.Candidate{{Value: true}}})
+			}
 		case "experts":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))

@@ -45,7 +45,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.rowGated, s.summed, s.pooled, s.projected,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.combined, s.rowGated, s.routed, s.summed, s.pooled, s.projected,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
@@ -216,6 +216,23 @@ func sameShape(t *val, vals []*val) []*val {
 	for _, v := range vals {
 		if !v.opaque && slices.Equal(v.shape, t.shape) {
 			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// likeShape is sameShape, and the values of as many elements and the
+// same last axis in another shape ([B·S, D] for [B, S, D]: a mixture's
+// tokens flattened), reshaped to t's.
+func (s *synth) likeShape(t *val, vals []*val) []*val {
+	out := sameShape(t, vals)
+	last := func(v *val) int { return v.shape[len(v.shape)-1] }
+	for _, v := range vals {
+		if v.opaque || slices.Equal(v.shape, t.shape) || len(v.shape) == 0 || len(t.shape) == 0 || v.numel() != t.numel() || last(v) != last(t) {
+			continue
+		}
+		if r := s.reshape(v, t.shape); r != nil {
+			out = append(out, r)
 		}
 	}
 	return out
