@@ -122,6 +122,9 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 					fused = append(fused, tr)
 				}
 			}
+			if w > wq && (w-wq)%2 == 0 {
+				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
+			}
 			if w == 3*wq {
 				for d := 8; d <= 256 && d <= wq; d *= 2 {
 					if wq%d != 0 {
@@ -333,4 +336,36 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 		}
 	}
 	return nil
+}
+
+// groupedQKV cuts a fused projection laid out per kv head as [q…q k v]
+// (the group's G query heads, then its key and value: Falcon's
+// grouped layout), for every head width that fits; G = 1 is the
+// per-head [q k v] layout, which the caller tries itself.
+func (s *synth) groupedQKV(v *val, wq, wkv int) [][3]*val {
+	var out [][3]*val
+	b, n := v.shape[0], v.shape[1]
+	for d := 8; d <= 256 && d <= wkv; d *= 2 {
+		if wq%d != 0 || wkv%d != 0 {
+			continue
+		}
+		h, kv := wq/d, wkv/d
+		if h%kv != 0 || h == kv {
+			continue
+		}
+		g := h / kv
+		x := s.reshape(v, []int{b, n, kv, g + 2, d})
+		if x == nil {
+			continue
+		}
+		cut := func(a, e, width int) *val {
+			c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: a, End: e}, args: []*val{x}, out: v.format})
+			return s.reshape(c, []int{b, n, width})
+		}
+		q, k, vv := cut(0, g, wq), cut(g, g+1, wkv), cut(g+1, g+2, wkv)
+		if q != nil && k != nil && vv != nil {
+			out = append(out, [3]*val{q, k, vv})
+		}
+	}
+	return out
 }
