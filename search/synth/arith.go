@@ -73,7 +73,7 @@ func (s *synth) combined(t *val, vals []*val) *val {
 				if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, b}, out: t.format, label: "mul"}}); w != nil {
 					for _, g := range []*val{a, b} {
 						if g.fit != nil && g.fit.kind == "glue" && g.fit.norm.Kind == 0 {
-							w.fit = &leafFit{kind: "glu", act: g.fit.act, candidates: g.fit.candidates}
+							w.fit = &leafFit{kind: "glu", act: g.fit.act, squared: g.fit.squared, candidates: g.fit.candidates}
 						}
 					}
 					return w
@@ -258,7 +258,7 @@ func (s *synth) squared(t, v *val) *val {
 	}
 	w, ev := s.best(t, cands)
 	if w != nil {
-		w.fit = &leafFit{kind: "squared", act: w.from.args[0].actOf(), candidates: ev}
+		w.fit = &leafFit{kind: "glue", act: w.from.args[0].actOf(), squared: true, candidates: ev}
 	}
 	return w
 }

@@ -135,18 +135,23 @@ func (s *synth) readFactors() []semantics.Factor {
 	}
 	for _, m := range s.mlps {
 		scope, x := m.scope, m.x
+		if x.fit != nil && x.fit.kind == "norm" && x.from != nil && len(x.from.args) > 0 && x.from.args[0].fit != nil {
+			x = x.from.args[0] // a norm between the activation and the down projection (a sub-norm)
+		}
 		if x.fit == nil {
 			continue
 		}
 		switch x.fit.kind {
-		case "glu":
-			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·b"}, Candidates: []semantics.Candidate{{Value: true}}})
+		case "glu", "glue":
+			glu := x.fit.kind == "glu"
+			note := "the MLP's down projection reads f(a)"
+			if glu {
+				note += "·b"
+			}
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: glu, Evidence: semantics.Evidence{Metric: "declared", Note: note}, Candidates: []semantics.Candidate{{Value: glu}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
-		case "glue", "squared":
-			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)"}, Candidates: []semantics.Candidate{{Value: false}}})
-			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
-			if x.fit.kind == "squared" {
-				add(semantics.Factor{Name: "mlp_squared", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)·f(a)"}, Candidates: []semantics.Candidate{{Value: true}}})
+			if x.fit.squared {
+				add(semantics.Factor{Name: "mlp_squared", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "f(a) is squared: f(a)·f(a)"}, Candidates: []semantics.Candidate{{Value: true}}})
 			}
 		case "experts":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})

@@ -17,6 +17,7 @@ import (
 type leafFit struct {
 	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue
 	act        exec.ActKind
+	squared    bool // glue, glu: the activation is squared, f(x)·f(x)
 	norm       exec.NormParams
 	rope       exec.RopeTableParams
 	timestep   exec.TimestepParams
