@@ -114,6 +114,7 @@ type RouteAttrs struct {
 	Score     string  `json:"score,omitempty"`
 	Normalize bool    `json:"normalize,omitempty"`
 	Scale     float64 `json:"scale,omitempty"`
+	TiesHigh  bool    `json:"ties_high,omitempty"` // of equal scores, the higher index first
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.

@@ -210,7 +210,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		if !slices.Contains(RouteScores, r.Score) {
 			return Node{}, fmt.Errorf("route: score %q is not one of softmax, sigmoid or none", r.Score)
 		}
-		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale)}
+		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh}
 	}
 	a.UpFirst = d.UpFirst
 	if !op.movement() && op != OpConcat && op != OpGather {
@@ -285,7 +285,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	d.Shape, d.Perm = slices.Clone(a.Shape), slices.Clone(a.Perm)
 	d.Axis, d.Start, d.End, d.N = a.Axis, a.Start, a.End, a.N
 	if a.Route.K > 0 {
-		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale)}
+		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale), TiesHigh: a.Route.TiesHigh}
 	}
 	d.UpFirst = a.UpFirst
 	return d

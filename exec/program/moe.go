@@ -18,6 +18,9 @@ type RouteParams struct {
 	Score     string
 	Normalize bool
 	Scale     float32
+	// TiesHigh: of equal scores the higher index comes first (what
+	// torch.topk on CUDA was seen to do; on the CPU the lower one).
+	TiesHigh bool
 }
 
 // RouteScores are the score functions a router may apply.
@@ -25,8 +28,8 @@ var RouteScores = []string{"softmax", "sigmoid", ""}
 
 // routeHost picks each row's K largest entries of x [.., E] (after a
 // softmax in f32 when p.Softmax): their weights, rounded to s.Out, and
-// their indices (as f32), largest first, ties to the lower index as
-// torch.topk. A host step: router logits are tokens × experts.
+// their indices (as f32), largest first, ties to the lower index (the
+// higher with p.TiesHigh). A host step: router logits are tokens × experts.
 func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exec.Tensor, error) {
 	shape := x.Shape()
 	if len(shape) == 0 || p.K < 1 || p.K > shape[len(shape)-1] {
@@ -60,6 +63,8 @@ func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exe
 				return -1
 			case row[a] < row[b]:
 				return 1
+			case p.TiesHigh:
+				return b - a
 			}
 			return 0
 		})

@@ -67,10 +67,9 @@ func (s *synth) routes(logits, wT, iT *val) (*val, *val) {
 		return nil, nil
 	}
 	var ev []semantics.Candidate
-	for _, score := range program.RouteScores {
-		for _, normalize := range []bool{false, true} {
-			p := program.RouteParams{K: k, Score: score, Normalize: normalize}
-			r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: fmt.Sprintf("top %d score=%s normalize=%v", k, score, normalize)}
+	for _, p := range routeCandidates(k) {
+		{
+			r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: routeLabel(p)}
 			iv, err := s.ev.run(pickOf(r, 1))
 			if err != nil || !slices.Equal(iv.data, iT.data) {
 				continue
@@ -120,10 +119,9 @@ func (s *synth) routed(t *val, vals []*val) *val {
 		if in == nil {
 			continue
 		}
-		for _, score := range program.RouteScores {
-			for _, normalize := range []bool{false, true} {
-				r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: program.RouteParams{K: k, Score: score, Normalize: normalize}}, args: []*val{in}, out: t.format,
-					label: fmt.Sprintf("top %d score=%s normalize=%v", k, score, normalize)}
+		for _, p := range routeCandidates(k) {
+			{
+				r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: t.format, label: routeLabel(p)}
 				pick := r
 				if t.integral() {
 					pick = pickOf(r, 1)
@@ -178,4 +176,22 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 		s.mlps = append(s.mlps, mlpRecord{scope: s.scopeOf, boundary: t.origin, x: v})
 	}
 	return v
+}
+
+// routeCandidates are the routers tried for top k: each score function,
+// renormalised or not, ties to the lower index first, then to the higher.
+func routeCandidates(k int) []program.RouteParams {
+	var out []program.RouteParams
+	for _, high := range []bool{false, true} {
+		for _, score := range program.RouteScores {
+			for _, normalize := range []bool{false, true} {
+				out = append(out, program.RouteParams{K: k, Score: score, Normalize: normalize, TiesHigh: high})
+			}
+		}
+	}
+	return out
+}
+
+func routeLabel(p program.RouteParams) string {
+	return fmt.Sprintf("top %d score=%s normalize=%v ties_high=%v", p.K, p.Score, p.Normalize, p.TiesHigh)
 }
