@@ -149,7 +149,7 @@ func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionPar
 	// The ALiBi slopes (exec.ALiBiSlopes, the one formula) go up as f32.
 	var slopes *Tensor
 	if p.ALiBi {
-		st, err := b.Upload(exec.ALiBiSlopes(g.H), []int{g.H}, precision.F32)
+		st, err := b.Upload(p.Slopes(g.H), []int{g.H}, precision.F32)
 		if err != nil {
 			return nil, fmt.Errorf("attention: alibi slopes: %w", err)
 		}

@@ -147,6 +147,24 @@ type AttentionParams struct {
 	// slope_h = ALiBiSlopes(H)[h]; the bias value f32(slope_h·j) is rounded to
 	// q's format before the add (a bias tensor built in f32, then cast).
 	ALiBi bool
+	// ALiBiScale multiplies the slopes (0: 1): ALiBi added to q·kᵀ before
+	// the scores are scaled, (q·kᵀ + slope·j)·scale, as Falcon does.
+	ALiBiScale float32
+}
+
+// Slopes are the ALiBi slopes of p's heads (ALiBiSlopes), times
+// ALiBiScale when set; nil without ALiBi.
+func (p AttentionParams) Slopes(heads int) []float32 {
+	if !p.ALiBi {
+		return nil
+	}
+	s := ALiBiSlopes(heads)
+	if p.ALiBiScale != 0 {
+		for i := range s {
+			s[i] *= p.ALiBiScale
+		}
+	}
+	return s
 }
 
 // TimestepParams configures TimestepEmbed (diffusers get_timestep_embedding).

@@ -141,6 +141,9 @@ type AttentionAttrs struct {
 	Window  int     `json:"window,omitempty"`
 	Softcap float64 `json:"softcap,omitempty"`
 	ALiBi   bool    `json:"alibi,omitempty"`
+	// ALiBiScale multiplies the slopes (absent: 1): ALiBi added before the
+	// scores are scaled.
+	ALiBiScale float64 `json:"alibi_scale,omitempty"`
 }
 
 // TimestepAttrs configure a sinusoidal timestep embedding.

@@ -41,10 +41,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionPa
 	}
 	g, mst, bst := a.AttentionDims, a.MaskStrides, a.BiasStrides
 	scale, capv := a.Scale, p.Softcap
-	var slopes []float32
-	if p.ALiBi {
-		slopes = exec.ALiBiSlopes(g.H)
-	}
+	slopes := p.Slopes(g.H)
 	f := s.Out
 	each := s.Round&exec.RoundEach != 0
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0

@@ -147,13 +147,15 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		return nil
 	}
 	// The operands, head width and RoPE first; what shapes the scores
-	// (scale, window, ALiBi, cap) by coordinate descent on the three best.
+	// (scale, window, ALiBi, cap, a bias) by coordinate descent on the six
+	// best (a bias the first stage lacks can make a worse-scoring RoPE
+	// or causality choice the right one).
 	slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 	var best *attnChoice
-	for i := range min(3, len(all)) {
+	for i := range min(6, len(all)) {
 		ch := all[i]
 		if ch.score > tolerance(t.format) {
-			s.refine(&ch, t, biases(sc, ch.q, ch.k))
+			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim))
 		}
 		if best == nil || ch.score < best.score {
 			c := ch

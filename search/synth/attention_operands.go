@@ -30,6 +30,22 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// withScaled adds each bias times 1/√d: a bias added to the scores
+// before they are scaled ((q·k + alibi)/√d, Falcon's ALiBi).
+func (s *synth) withScaled(bs []*val, d int) []*val {
+	if d <= 0 {
+		return bs
+	}
+	out := slices.Clone(bs)
+	c := s.constant(1 / math.Sqrt(float64(d)))
+	for _, b := range bs {
+		if v := s.derive(&expr{op: program.OpMul, args: []*val{b, c}, out: b.format, label: "bias before the scale"}); v != nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // ropeRows are where tables of fewer rows than q and k may apply: all
 // rows ([0, 0]), or the first or the last rows of the sequence (one
 // stream's rows of a joined sequence: [start, end]).

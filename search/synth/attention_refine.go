@@ -83,13 +83,15 @@ func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
 	var bestBias *val
 	for _, b := range append([]*val{nil}, bias...) {
 		curBias = b
-		for _, alibi := range []bool{false, true} {
+		for _, alibi := range []float32{-1, 0, float32(1 / math.Sqrt(float64(ch.headDim)))} {
 			for _, win := range []bool{false, true} {
 				if win && ch.params.Mask != exec.MaskCausal {
 					continue
 				}
+				// -1: no ALiBi; 0: slopes as they are; else slopes times
+				// 1/√d (ALiBi added before the scale)
 				p := ch.params
-				p.ALiBi = alibi
+				p.ALiBi, p.ALiBiScale = alibi >= 0, max(alibi, 0)
 				if win {
 					p = window(p)
 					if p.Window == 0 {

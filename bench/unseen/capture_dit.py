@@ -1,0 +1,359 @@
+"""Capture tiny random-weight diffusers diffusion transformers (real third-party model code) as zflow traces, to
+measure discovery on architectures the shared conformance set does not hold.
+
+usage: PYTHONPATH=<dir holding diffusers> python3 capture_dit.py OUTDIR [CASE ...]
+Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present, bfloat16 placed as
+from_pretrained(torch_dtype=bf16) leaves it: floating parameters and persistent buffers bf16, non-persistent
+buffers as built). Same seeds for both precisions. One line per case, failures included.
+
+Diffusion convention (shared/conformance README, "The second set"): a 3-step flow-matching Euler loop over
+sigmas [1.0, 0.75, 0.4, 0.0], x <- x + (sigma[i+1] - sigma[i]) * v in the latents' dtype, v the transformer output
+(its first half of channels where the pipeline drops a learned sigma); each model call inside cap.step(i); the
+timestep is what the model's own diffusers pipeline passes (stated per case in producer.timestep). Inputs:
+the conditioning tensors, "noise" (initial x), "sigmas"; output "latents" (final x). Model name "transformer".
+"""
+import math
+import os
+import sys
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
+import zflow_capture  # noqa: E402
+
+SIGMAS = [1.0, 0.75, 0.4, 0.0]
+
+
+def randomize(model, gen):
+    """Every weight redrawn so no factor hides behind a zero or a one."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                if name.endswith("bias"):
+                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+                else:
+                    p.copy_(1.0 + 0.4 * (torch.rand(p.shape, generator=gen) - 0.5))
+            else:
+                fan_in = math.prod(p.shape[1:])
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
+
+
+def place(model, dtype, device):
+    """As from_pretrained(torch_dtype=dtype): floating parameters and persistent buffers cast."""
+    keep = set(getattr(model, "_keep_in_fp32_modules", None) or [])
+    for mname, mod in model.named_modules():
+        fp32 = dtype != torch.float32 and any(k in mname.split(".") for k in keep)
+        for n, p in list(mod._parameters.items()):
+            if p is not None and p.is_floating_point():
+                p.data = p.data.to(torch.float32 if fp32 else dtype)
+        for n, b in list(mod._buffers.items()):
+            if b is not None and b.is_floating_point() and n not in mod._non_persistent_buffers_set:
+                mod._buffers[n] = b.to(dtype)
+    return model.to(device)
+
+
+def rnd(gen, *shape):
+    return torch.randn(shape, generator=gen)
+
+
+def text_mask(n, pad):
+    m = torch.ones(1, n, dtype=torch.int64)
+    if pad:
+        m[:, n - pad:] = 0
+    return m
+
+
+# Each case: build() -> model (f32, CPU, randomized later); inputs(gen) -> dict of f32/int CPU tensors, "noise"
+# last-but-conditioning; call(model, x, sigma, cond, dtype) -> v in x's dtype. NOTE strings go to the producer.
+
+def sd3_build():
+    from diffusers.models.transformers.transformer_sd3 import SD3Transformer2DModel
+    return SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=16,
+                                 num_attention_heads=4, joint_attention_dim=32, caption_projection_dim=64,
+                                 pooled_projection_dim=32, out_channels=4, pos_embed_max_size=8)
+
+
+def sd3_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "pooled_projections": rnd(g, 1, 32), "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def sd3_call(model, x, sigma, c, dtype):
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    return model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                 pooled_projections=c["pooled_projections"], joint_attention_kwargs=None, return_dict=False)[0]
+
+
+def sana_build():
+    from diffusers.models.transformers.sana_transformer import SanaTransformer2DModel
+    return SanaTransformer2DModel(in_channels=4, out_channels=4, num_attention_heads=4, attention_head_dim=16,
+                                  num_layers=2, num_cross_attention_heads=4, cross_attention_head_dim=16,
+                                  cross_attention_dim=64, caption_channels=32, mlp_ratio=2.5, sample_size=8,
+                                  patch_size=1)
+
+
+def sana_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "encoder_attention_mask": text_mask(8, 2),
+            "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def sana_call(model, x, sigma, c, dtype):
+    # SanaPipeline keeps its latents in float32 and passes t.expand(B).to(latents.dtype): a float32 sigma*1000.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    return model(x, encoder_hidden_states=c["encoder_hidden_states"],
+                 encoder_attention_mask=c["encoder_attention_mask"], timestep=t, return_dict=False,
+                 attention_kwargs=None)[0]
+
+
+LTX_F, LTX_H, LTX_W = 2, 4, 4
+
+
+def ltx_build():
+    from diffusers.models.transformers.transformer_ltx import LTXVideoTransformer3DModel
+    return LTXVideoTransformer3DModel(in_channels=4, out_channels=4, patch_size=1, patch_size_t=1,
+                                      num_attention_heads=4, attention_head_dim=16, cross_attention_dim=64,
+                                      num_layers=2, caption_channels=32)
+
+
+def ltx_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "encoder_attention_mask": text_mask(8, 2),
+            "noise": rnd(g, 1, LTX_F * LTX_H * LTX_W, 4)}
+
+
+def ltx_call(model, x, sigma, c, dtype):
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    # LTXPipeline: rope_interpolation_scale = (vae_temporal_compression / frame_rate, spatial, spatial) = (8/25, 32, 32)
+    return model(hidden_states=x, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                 encoder_attention_mask=c["encoder_attention_mask"], num_frames=LTX_F, height=LTX_H, width=LTX_W,
+                 rope_interpolation_scale=(8 / 25, 32, 32), attention_kwargs=None, return_dict=False)[0]
+
+
+def cogvideox_build():
+    from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXTransformer3DModel
+    return CogVideoXTransformer3DModel(num_attention_heads=4, attention_head_dim=16, in_channels=4, out_channels=4,
+                                       time_embed_dim=48, text_embed_dim=32, num_layers=2, sample_width=8,
+                                       sample_height=8, sample_frames=5, patch_size=2, max_text_seq_length=8)
+
+
+def cogvideox_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "noise": rnd(g, 1, 2, 4, 8, 8)}
+
+
+def cogvideox_call(model, x, sigma, c, dtype):
+    # CogVideoXPipeline passes scheduler.timesteps (int64, 0..1000 scale) expanded to the batch.
+    t = torch.tensor([int(round(sigma * 1000))], dtype=torch.int64, device=x.device)
+    return model(hidden_states=x, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                 image_rotary_emb=None, attention_kwargs=None, return_dict=False)[0]
+
+
+def _resize_crop_region_for_grid(src, tgt_size):
+    # diffusers pipelines/hunyuandit/pipeline_hunyuandit.py get_resize_crop_region_for_grid
+    th = tw = tgt_size
+    h, w = src
+    r = h / w
+    if r > 1:
+        resize_height = th
+        resize_width = int(round(th / h * w))
+    else:
+        resize_width = tw
+        resize_height = int(round(tw / w * h))
+    crop_top = int(round((th - resize_height) / 2.0))
+    crop_left = int(round((tw - resize_width) / 2.0))
+    return (crop_top, crop_left), (crop_top + resize_height, crop_left + resize_width)
+
+
+def hunyuandit_build():
+    from diffusers.models.transformers.hunyuan_transformer_2d import HunyuanDiT2DModel
+    return HunyuanDiT2DModel(num_attention_heads=4, attention_head_dim=16, in_channels=4, patch_size=2,
+                             sample_size=8, hidden_size=64, num_layers=4, mlp_ratio=2.0, learn_sigma=True,
+                             cross_attention_dim=48, cross_attention_dim_t5=32, pooled_projection_dim=32,
+                             text_len=8, text_len_t5=8, use_style_cond_and_image_meta_size=True)
+
+
+def hunyuandit_inputs(g):
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed
+    # HunyuanDiTPipeline: grid = latent size / patch, base_size = 512 // 8 // patch; 2-D RoPE over head_dim.
+    grid = (8 // 2, 8 // 2)
+    cos, sin = get_2d_rotary_pos_embed(16, _resize_crop_region_for_grid(grid, 512 // 8 // 2), grid, output_type="pt")
+    return {"encoder_hidden_states": rnd(g, 1, 8, 48), "text_embedding_mask": text_mask(8, 0),
+            "encoder_hidden_states_t5": rnd(g, 1, 8, 32), "text_embedding_mask_t5": text_mask(8, 2),
+            "image_meta_size": torch.tensor([[1024.0, 1024.0, 64.0, 64.0, 0.0, 0.0]]),
+            "style": torch.zeros(1, dtype=torch.int64), "image_rotary_cos": cos, "image_rotary_sin": sin,
+            "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def hunyuandit_call(model, x, sigma, c, dtype):
+    # HunyuanDiTPipeline: t_expand = tensor([t] * B).to(dtype=latent_model_input.dtype), t from the DDPM scheduler.
+    t = torch.tensor([int(round(sigma * 1000))], device=x.device).to(dtype=x.dtype)
+    out = model(x, t, encoder_hidden_states=c["encoder_hidden_states"],
+                text_embedding_mask=c["text_embedding_mask"],
+                encoder_hidden_states_t5=c["encoder_hidden_states_t5"],
+                text_embedding_mask_t5=c["text_embedding_mask_t5"], image_meta_size=c["image_meta_size"],
+                style=c["style"], image_rotary_emb=(c["image_rotary_cos"], c["image_rotary_sin"]),
+                return_dict=False)[0]
+    v, _ = out.chunk(2, dim=1)
+    return v
+
+
+def lumina2_build():
+    from diffusers.models.transformers.transformer_lumina2 import Lumina2Transformer2DModel
+    return Lumina2Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, hidden_size=64, num_layers=2,
+                                     num_refiner_layers=1, num_attention_heads=4, num_kv_heads=2, multiple_of=16,
+                                     axes_dim_rope=(4, 6, 6), axes_lens=(300, 512, 512), cap_feat_dim=32)
+
+
+def lumina2_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "encoder_attention_mask": text_mask(8, 2),
+            "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def lumina2_call(model, x, sigma, c, dtype):
+    # Lumina2Pipeline: current_timestep = 1 - t / num_train_timesteps (float32), then noise_pred = -noise_pred.
+    t = torch.tensor([1.0 - sigma], dtype=torch.float32, device=x.device)
+    out = model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                encoder_attention_mask=c["encoder_attention_mask"], return_dict=False, attention_kwargs=None)[0]
+    return -out
+
+
+CASES = {
+    "sd3": dict(build=sd3_build, inputs=sd3_inputs, call=sd3_call, files=["transformer_sd3.py"],
+                timestep="sigma*1000 float32 (StableDiffusion3Pipeline: t.expand(B), FlowMatchEuler timesteps, not cast)",
+                velocity="model output as is (flow velocity), not negated",
+                note="MMDiT: 2 JointTransformerBlocks, joint attention over [image, text] (image first), AdaLayerNormZero "
+                     "per stream; the last block is context_pre_only (text stream: AdaLayerNormContinuous only, no "
+                     "to_add_out / ff_context, returns None for text); PatchEmbed sincos table 8x8 (persistent "
+                     "buffer, bf16 in the bf16 run) centre-cropped to the 4x4 grid; pooled text + t via "
+                     "CombinedTimestepTextProjEmbeddings; final AdaLayerNormContinuous [scale, shift]"),
+    "sana": dict(build=sana_build, inputs=sana_inputs, call=sana_call, files=["sana_transformer.py"],
+                 timestep="sigma*1000 float32 (SanaPipeline: t.expand(B).to(latents.dtype), its latents float32)",
+                 velocity="model output as is (out_channels == latent channels: no learned-sigma split), not negated",
+                 note="linear self-attention (SanaLinearAttnProcessor2_0: ReLU kernel on q and k, f32 matmuls, value "
+                      "padded with a ones row for the normaliser, /(den+1e-15)); SDPA cross-attention with a "
+                      "(1-mask)*-10000 bias; GLUMBConv FFN (1x1 conv -> SiLU -> depthwise 3x3 -> GLU with SiLU gate "
+                      "-> 1x1 conv) on the 2-D token grid; no positional embedding (interpolation_scale None); "
+                      "caption PixArtAlphaTextProjection + RMSNorm; AdaLayerNormSingle shared t-modulation + "
+                      "per-block scale_shift_table; patch 1"),
+    "ltx": dict(build=ltx_build, inputs=ltx_inputs, call=ltx_call, files=["transformer_ltx.py"],
+                timestep="sigma*1000 float32 (LTXPipeline: t.expand(B))",
+                velocity="model output as is, not negated; latents packed (B, F*H*W, C) with patch 1x1x1",
+                note="video DiT on packed tokens: proj_in Linear; RMSNorm (no affine) pre-norms; self-attn with "
+                     "torch.nn.RMSNorm q/k norm across all heads and interleaved 3-D RoPE (LTXVideoRotaryPosEmbed: "
+                     "dim//6 freqs per axis over coords scaled by rope_interpolation_scale/base, 2*x-1, pi/2; "
+                     "dim%6 leading channels padded cos=1 sin=0); cross-attn to the caption with a -10000 mask bias; "
+                     "dispatch_attention_fn native SDPA on (B,S,H,D); GELU-tanh FFN; AdaLayerNormSingle + per-block "
+                     "table; AdaLayerNorm final norm (shift, scale order, chunk_dim 1)"),
+    "cogvideox": dict(build=cogvideox_build, inputs=cogvideox_inputs, call=cogvideox_call,
+                      files=["cogvideox_transformer_3d.py"],
+                      timestep="round(sigma*1000) int64 (CogVideoXPipeline passes scheduler.timesteps)",
+                      velocity="model output as is (a v-prediction model run in a flow loop), not negated",
+                      note="CogVideoX-2b style: CogVideoXPatchEmbed (per-frame 2x2 conv + text Linear, [text, video] "
+                           "sequence) + 3-D sincos table (non-persistent f32 buffer, zero rows for text); "
+                           "CogVideoXLayerNormZero gives both streams their own shift/scale/gate from one Linear "
+                           "over a shared LayerNorm; joint full attention with per-head LayerNorm q/k norm; one FFN "
+                           "over the concatenated streams; norm_final LayerNorm then AdaLayerNorm (shift, scale); "
+                           "Timesteps(64) -> TimestepEmbedding(64->48); video (B, F, C, H, W)"),
+    "hunyuandit": dict(build=hunyuandit_build, inputs=hunyuandit_inputs, call=hunyuandit_call,
+                       files=["hunyuan_transformer_2d.py"],
+                       timestep="round(sigma*1000) cast to the latents' dtype (HunyuanDiTPipeline: "
+                                "torch.tensor([t]*B).to(latent_model_input.dtype); bf16 t in the bf16 run)",
+                       velocity="first half of the output channels (learned sigma: noise_pred.chunk(2, dim=1)[0]), "
+                                "not negated; an epsilon model run in a flow loop",
+                       note="U-ViT-style long skips (4 blocks: block 0 output concatenated into block 3 through "
+                            "FP32LayerNorm(2d) + Linear); AdaLayerNormShift (shift only, no scale/gate, SiLU in f32) "
+                            "before self-attn; FP32LayerNorms; self- and cross-attn both with LayerNorm q/k norm and "
+                            "interleaved 2-D RoPE on q (k only in self-attn); text = [BERT, T5 projected by "
+                            "PixArtAlphaTextProjection(silu_fp32)] with masked rows replaced by a learned padding; "
+                            "t-embedding + attention-pooled T5 (F.multi_head_attention_forward) + image-size "
+                            "sinusoids + style embedding -> extra_embedder; hidden_dtype = timestep dtype; RoPE "
+                            "tables recorded as inputs image_rotary_cos/sin"),
+    "lumina2": dict(build=lumina2_build, inputs=lumina2_inputs, call=lumina2_call,
+                    files=["transformer_lumina2.py"],
+                    timestep="1 - sigma float32 (Lumina2Pipeline: 1 - t / num_train_timesteps; Lumina's t=0 is noise)",
+                    velocity="negated model output (Lumina2Pipeline: noise_pred = -noise_pred)",
+                    note="Lumina-Image-2.0 single-stream DiT: context_refiner (unmodulated, masked) and noise_refiner "
+                         "(modulated) blocks before joint [caption(effective length), image] blocks; GQA 4 q / 2 kv "
+                         "heads with per-head RMSNorm q/k norm; complex (complex128 table) 3-axis RoPE over "
+                         "(caption index, row, col) ids, axes (4, 6, 6); sandwich RMSNorms (norm2/ffn_norm2 on the "
+                         "branch outputs) with tanh gates; LuminaRMSNormZero scale-only modulation; SwiGLU FFN with "
+                         "SiLU in f32; patchify by view/permute + Linear; LuminaLayerNormContinuous (scale only) + "
+                         "Linear out; text mask with 2 padded tokens (only the effective caption joins the sequence)"),
+}
+
+FILE_COMMITS = {
+    "transformer_sd3.py": "38b0c9e679b0894d0483df9da80bc103aa1bff52",
+    "sana_transformer.py": "065628f582a780fb3ff7985c34edcf427a045733",
+    "transformer_ltx.py": "061bc7f9dcaf23ad84a8f36f93bc586c2f3f8191",
+    "cogvideox_transformer_3d.py": "00789ad1e43335e528f935fb7b0f96466cb58e7a",
+    "hunyuan_transformer_2d.py": "03e717a407a62ceedd5c81cdc903b12dd3c5a48f",
+    "transformer_lumina2.py": "98bd0ce2d97f91fb6088ba65b6bda07cff57a3fb",
+    "normalization.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
+    "activations.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
+    "modeling_common.py": "12b4edc2fe7bfd717b1b8bc310a61d9eeab62248",
+}
+
+
+def build(case):
+    spec = CASES[case]
+    torch.manual_seed(0)
+    model = spec["build"]()
+    randomize(model, torch.Generator().manual_seed(1))
+    return model.eval()
+
+
+def to_run(t, dtype, device):
+    return (t.to(dtype) if t.is_floating_point() else t).to(device)
+
+
+def capture(case, outdir):
+    spec = CASES[case]
+    done = []
+    runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
+    for tag, dtype, device in runs:
+        model = place(build(case), dtype, device)
+        inputs = spec["inputs"](torch.Generator().manual_seed(2))
+        # RoPE tables and the like stay float32, as the pipeline builds them; everything else in the run's dtype.
+        cond = {k: (v.to(device) if k.startswith("image_rotary") else to_run(v, dtype, device))
+                for k, v in inputs.items() if k != "noise"}
+        x = to_run(inputs["noise"], dtype, device)
+        path = os.path.join(outdir, f"{case}-{tag}.npz")
+        import diffusers
+        prod = {"case": case, "library": "diffusers", "library_version": diffusers.__version__,
+                "library_source": "reconstructed from huggingface/diffusers files: "
+                                  + ", ".join(f"{f}@{FILE_COMMITS[f][:12]}" for f in spec["files"] + [
+                                      "normalization.py", "activations.py", "modeling_common.py"]),
+                "placement": "hf", "timestep": spec["timestep"], "velocity": spec["velocity"],
+                "note": spec["note"]}
+        with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
+            for k, v in cond.items():
+                cap.input(k, v)
+            cap.input("noise", x)
+            cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32, device=device))
+            with torch.no_grad():
+                for i in range(len(SIGMAS) - 1):
+                    with cap.step(i):
+                        v = spec["call"](model, x, SIGMAS[i], cond, dtype)
+                    x = x + (SIGMAS[i + 1] - SIGMAS[i]) * v.to(x.dtype)
+            cap.output("latents", x)
+        done.append(f"{tag} {cap.summary['calls']} calls")
+    return ", ".join(done)
+
+
+def main():
+    args = sys.argv[1:]
+    outdir = args[0]
+    os.makedirs(outdir, exist_ok=True)
+    import diffusers
+    print("torch", torch.__version__, "diffusers", diffusers.__version__, "from", os.path.dirname(diffusers.__file__),
+          flush=True)
+    for case in args[1:] or list(CASES):
+        try:
+            print(f"{case:12s} ok   {capture(case, outdir)}", flush=True)
+        except Exception as e:
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+            print(f"{case:12s} FAIL {msg[:300]}", flush=True)
+            if os.environ.get("CAPTURE_DIT_TRACE"):
+                traceback.print_exc()
+
+
+if __name__ == "__main__":
+    main()
