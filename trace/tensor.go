@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"unsafe"
 
@@ -56,6 +57,27 @@ func (t *Tensor) Float32() ([]float32, error) {
 	}
 	out := make([]float32, t.Scalars())
 	return out, t.ReadFloat32(out, 0)
+}
+
+// Float32Rounded is Float32, except that a value float32 cannot hold (a
+// float64 or complex128 table, a large integer) is rounded to the
+// nearest float32 instead of refused: for readers that compare within a
+// tolerance (discovery), so that a reference keeping a table in float64
+// is still read.
+func (t *Tensor) Float32Rounded() ([]float32, error) {
+	v, err := t.Float32()
+	if !errors.Is(err, ErrInexact) {
+		return v, err
+	}
+	w, err := t.Float64()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(w))
+	for i, x := range w {
+		out[i] = float32(x)
+	}
+	return out, nil
 }
 
 // ReadFloat32 widens real values [from, from+len(dst)) into dst, so a

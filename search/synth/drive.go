@@ -226,7 +226,7 @@ func (s *synth) portAt(p trace.Port, step int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.Float32()
+	return t.Float32Rounded()
 }
 
 // velocity finds what the loop integrates: v_i = (x_{i+1} − x_i) /
@@ -305,7 +305,7 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 					continue
 				}
 				if slices.Equal(t.Shape, s.outputShape()) {
-					return t.Float32()
+					return t.Float32Rounded()
 				}
 			}
 		}
@@ -315,5 +315,5 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.Float32()
+	return t.Float32Rounded()
 }

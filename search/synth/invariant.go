@@ -39,7 +39,7 @@ func (s *synth) compute(v *val, step int) []float32 {
 		if err != nil {
 			return nil
 		}
-		d, err := t.Float32()
+		d, err := t.Float32Rounded()
 		if err != nil || len(d) != v.numel() {
 			return nil
 		}
@@ -134,7 +134,10 @@ func tensorArgs(sc *scope) []*val {
 func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 	args := tensorArgs(sc)
 	if !s.varying(args) {
-		return nil
+		// some argument is the same at every step (the text): a table is
+		// still read off rows joined from the varying ones, where the
+		// rows from the others add exactly nothing
+		return s.joinedResidual(t, vals)
 	}
 	cands := sameShape(t, vals)
 	for _, v := range vals {
@@ -151,14 +154,53 @@ func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	for _, j := range s.joinedViews(t, vals) {
+		cands = append(cands, j.v)
+	}
+	return s.tableResidual(t, sc, cands, "t − a, equal at every captured step inside a scope whose arguments all vary: a table the model adds (a position table)")
+}
+
+// joinedResidual is constantResidual over rows joined from two values of
+// which one varies and one does not: t − join must be zero on the
+// constant one's rows.
+func (s *synth) joinedResidual(t *val, vals []*val) *val {
+	var cands []*val
+	for _, j := range s.joinedViews(t, vals) {
+		vary := [2]bool{s.varying([]*val{j.parts[0]}), s.varying([]*val{j.parts[1]})}
+		if vary[0] == vary[1] {
+			continue
+		}
+		fixed, lo := 0, 0
+		if vary[0] {
+			fixed, lo = 1, j.parts[0].shape[1]
+		}
+		hi := lo + j.parts[fixed].shape[1]
+		d := t.shape[2]
+		zero := true
+		for i := lo * d; i < hi*d && zero; i++ {
+			zero = t.data[i] == j.v.data[i]
+		}
+		if zero {
+			cands = append(cands, j.v)
+		}
+	}
+	return s.tableResidual(t, nil, cands, "t − a, equal at every captured step and zero on the rows joined from the arguments that do not vary: a table the model adds to the rows that do (a position table)")
+}
+
+// tableResidual explains t = a + C for the first candidate a whose
+// residual is a parameter window or equal at every step; sc (nil: no
+// parameter windows) is the scope whose parameters may hold the table.
+func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val {
 	for _, a := range cands {
 		r := make([]float32, len(t.data))
 		for i := range r {
 			r[i] = t.data[i] - a.data[i]
 		}
-		if crop := s.paramCrop(&val{shape: t.shape, data: r, format: t.format}, t, sc); crop != nil {
-			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, crop}, out: t.format, label: "parameter table"}}); w != nil {
-				return w
+		if sc != nil {
+			if crop := s.paramCrop(&val{shape: t.shape, data: r, format: t.format}, t, sc); crop != nil {
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, crop}, out: t.format, label: "parameter table"}}); w != nil {
+					return w
+				}
 			}
 		}
 		ok := s.invariant(func(step int) ([]float32, bool) {
@@ -177,7 +219,7 @@ func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 			continue
 		}
 		c := &val{shape: slices.Clone(t.shape), data: r, format: f32}
-		s.em.constant(c, "t − a, equal at every captured step inside a scope whose arguments all vary: a table the model adds (a position table)")
+		s.em.constant(c, note)
 		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, c}, out: t.format, label: "constant table"}}); w != nil {
 			return w
 		}
@@ -242,4 +284,61 @@ func rms(x []float32) float64 {
 		s += float64(v) * float64(v)
 	}
 	return math.Sqrt(s / math.Max(float64(len(x)), 1))
+}
+
+// joinedViews are the concatenations, along the rows, of two of vals
+// read as rows of t's width ([B, n, D], through a permutation: a patch
+// convolution's [B·F, D, h, w] output as tokens) whose rows add up to
+// t's: what a table may be added to after the text and image tokens are
+// joined (CogVideoX's patch embedding).
+// joined is a concatenation joinedViews made and its two pieces.
+type joined struct {
+	v     *val
+	parts [2]*val
+}
+
+func (s *synth) joinedViews(t *val, vals []*val) []joined {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	b, n, d := t.shape[0], t.shape[1], t.shape[2]
+	var views []*val
+	for _, v := range vals {
+		if v.opaque || v.numel()%(b*d) != 0 || v.numel() >= t.numel() || len(v.shape) > 4 || len(v.shape) < 2 {
+			continue
+		}
+		rows := v.numel() / (b * d)
+		for a := range v.shape {
+			if v.shape[a] != d {
+				continue
+			}
+			// the width moved last, the other axes in their order: the
+			// rows in the value's own order (channels-last)
+			perm := append(slices.DeleteFunc(slices.Collect(func(yield func(int) bool) {
+				for i := range v.shape {
+					if !yield(i) {
+						return
+					}
+				}
+			}), func(i int) bool { return i == a }), a)
+			pv := v
+			if !isIdentity(perm) {
+				pv = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "permute"})
+			}
+			if r := s.reshape(pv, []int{b, rows, d}); r != nil {
+				views = append(views, r)
+			}
+		}
+	}
+	var out []joined
+	for i, x := range views {
+		for j, y := range views {
+			if i != j && x.shape[1]+y.shape[1] == n {
+				if c := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{x, y}, out: t.format, label: "joined rows"}); c != nil {
+					out = append(out, joined{v: c, parts: [2]*val{x, y}})
+				}
+			}
+		}
+	}
+	return out
 }

@@ -25,7 +25,9 @@ type vec struct {
 // of B·k·C elements read as k chunks, each table [k, C] read as k rows
 // (broadcast over B), and table rows plus chunks where both have k.
 func (s *synth) vectors(sc *scope, b, c int) []vec {
-	key := fmt.Sprintf("%d/%d", b, c)
+	// keyed by the scope's size too: values added later (a second
+	// modulation's chunks) join the pool
+	key := fmt.Sprintf("%d/%d/%d", b, c, len(sc.vals))
 	if v, ok := sc.vecs[key]; ok {
 		return v
 	}

@@ -60,17 +60,27 @@ type patchMove struct {
 }
 
 // patchMoves lists the layouts that fit an image shape [B, C, (F,) H, W]
-// and a token shape [B, N, D]: the patch p from the sizes, every order of
-// the feature axis (c, ph, pw).
+// or [B, F, C, H, W] (frames before channels) and a token shape
+// [B, N, D]: the patch p from the sizes, every order of the feature axis
+// (c, ph, pw).
 func patchMoves(img, tok []int) []patchMove {
 	if len(tok) != 3 || tok[0] != img[0] {
 		return nil
 	}
-	frames := 1
-	if len(img) == 5 {
-		frames = img[2]
+	if len(img) != 5 {
+		return patchMovesFor(img, tok, 1, -1)
 	}
-	B, C, H, W := img[0], img[1], img[len(img)-2], img[len(img)-1]
+	return append(patchMovesFor(img, tok, 1, 2), patchMovesFor(img, tok, 2, 1)...)
+}
+
+// patchMovesFor is patchMoves with the channels at image axis axC and the
+// frames at axF (-1: none).
+func patchMovesFor(img, tok []int, axC, axF int) []patchMove {
+	frames := 1
+	if axF >= 0 {
+		frames = img[axF]
+	}
+	B, C, H, W := img[0], img[axC], img[len(img)-2], img[len(img)-1]
 	n := tok[1] / frames
 	if n == 0 || tok[1]%frames != 0 {
 		return nil
@@ -80,16 +90,15 @@ func patchMoves(img, tok []int) []patchMove {
 		return nil
 	}
 	h, w := H/p, W/p
-	// image split axes: B=0, C=1, [F=2], h, ph, w, pw
-	var split []int
-	var axF, axC, axH, axPH, axW, axPW int
-	if len(img) == 5 {
-		split = []int{B, C, frames, h, p, w, p}
-		axC, axF, axH, axPH, axW, axPW = 1, 2, 3, 4, 5, 6
-	} else {
-		split = []int{B, C, h, p, w, p}
-		axC, axF, axH, axPH, axW, axPW = 1, -1, 2, 3, 4, 5
+	// image split axes: B, then C and F in the image's order, then h, ph, w, pw
+	lead := len(img) - 2
+	split := make([]int, lead, lead+4)
+	split[0], split[axC] = B, C
+	if axF >= 0 {
+		split[axF] = frames
 	}
+	split = append(split, h, p, w, p)
+	axH, axPH, axW, axPW := lead, lead+1, lead+2, lead+3
 	var out []patchMove
 	for _, order := range permutations(3) {
 		feat := [3]int{axC, axPH, axPW}

@@ -35,7 +35,7 @@ func (s *synth) capture(key string) (*val, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := t.Float32()
+	data, err := t.Float32Rounded()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
