@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"zflow/internal/workers"
@@ -51,6 +52,11 @@ type BoundaryDiff struct {
 	Checks []Check
 	Pass   bool
 
+	// Elapsed is the time spent comparing the pair, summed over the
+	// workers that compared its segments (and, for the first failing
+	// boundary, diagnosing it); 0 when it was not compared.
+	Elapsed time.Duration
+
 	close map[int]*CloseStats // by gate index: the allclose gates' counts
 }
 
@@ -63,6 +69,9 @@ type DiffReport struct {
 	Unpaired     []Unpaired
 	FirstFailing int      // index into Boundaries; -1 if every boundary passes
 	Finding      *Finding // the first failing boundary's per-channel diagnosis, if it could be made
+	// Elapsed is the wall time of the comparison (a caller that did more
+	// for the report, such as zflow verify's run, may set its own).
+	Elapsed time.Duration
 }
 
 // Pass reports whether every paired boundary passed. A report that paired
@@ -92,6 +101,7 @@ func (r *DiffReport) Failed() int {
 // input could not be read (a malformed tensor); a failing comparison is
 // not an error.
 func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
+	start := time.Now()
 	o.Gates = effectiveGates(o.Gates, o.AllowNonFinite)
 	ob, err := Boundaries(ours, o.Selection)
 	if err != nil {
@@ -148,10 +158,13 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 		}
 	}
 	if r.FirstFailing >= 0 && r.Boundaries[r.FirstFailing].Metrics != nil {
-		if r.Finding, err = diagnoseBoundary(ours, ref, &r.Boundaries[r.FirstFailing]); err != nil {
+		d, t0 := &r.Boundaries[r.FirstFailing], time.Now()
+		if r.Finding, err = diagnoseBoundary(ours, ref, d); err != nil {
 			return nil, err
 		}
+		d.Elapsed += time.Since(t0)
 	}
+	r.Elapsed = time.Since(start)
 	return r, nil
 }
 
@@ -280,10 +293,11 @@ type pairJob struct {
 	segLen int
 	left   atomic.Int32 // segments not yet done
 
-	mu    sync.Mutex // guards what follows
-	err   error      // the first error reading the pair
-	parts []partial  // per segment
-	hist  ulpHist
+	mu      sync.Mutex // guards what follows
+	err     error      // the first error reading the pair
+	parts   []partial  // per segment
+	hist    ulpHist
+	elapsed time.Duration // summed over the segments
 }
 
 // task is one segment of one pair.
@@ -349,6 +363,7 @@ func runJobs(jobs []*pairJob, nw, segLen int) error {
 // run compares one segment and, after the pair's last one, finishes it.
 func (w *worker) run(t task) error {
 	j := t.job
+	t0 := time.Now()
 	j.open.Do(j.load)
 	if j.failed() == nil {
 		from := t.seg * j.segLen
@@ -366,6 +381,9 @@ func (w *worker) run(t task) error {
 			release(j.rt, from, to)
 		}
 	}
+	j.mu.Lock()
+	j.elapsed += time.Since(t0)
+	j.mu.Unlock()
 	if j.left.Add(-1) != 0 {
 		return nil
 	}
@@ -488,6 +506,7 @@ func (j *pairJob) finish() error {
 	}
 	j.d.Metrics = &m
 	j.d.NonFiniteMismatch = total.mismatch
+	j.d.Elapsed = j.elapsed
 	for k, gi := range j.closeGates {
 		if j.d.close == nil {
 			j.d.close = map[int]*CloseStats{}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -136,20 +137,23 @@ func notCompared(ref *trace.Trace, rep *check.Report, steps int) (out []reports.
 			return nil, nil, err
 		}
 		reason := fmt.Sprintf("not compared: the program taps no value here (reference %v %s)", info.Shape, info.DType)
+		shape := false
 		if ours, ok := rep.Unmatched[b.Key]; ok {
 			reason = fmt.Sprintf("not compared: shapes differ: ours %v, ref %v %s", ours, info.Shape, info.DType)
 			misshapen = append(misshapen, len(out))
+			shape = true
 		} else if steps > 0 && b.Step != nil && !ran[*b.Step] {
 			reason = fmt.Sprintf("not compared: step %d was not run (--steps %d)", *b.Step, steps)
 		} else if info.DType.Components() != 1 {
 			reason = fmt.Sprintf("not compared: %s values are not compared", info.DType)
 		}
-		out = append(out, reports.Unpaired{Boundary: b, Side: "ref", Reason: reason})
+		out = append(out, reports.Unpaired{Boundary: b, Side: "ref", Reason: reason, ShapeMismatch: shape})
 	}
 	return out, misshapen, nil
 }
 
 func runVerify(stdout io.Writer, o verifyOpts) error {
+	start := time.Now()
 	if o.teacherForced && o.freeRunning {
 		return badInput(errors.New("--teacher-forced and --free-running exclude each other"))
 	}
@@ -224,6 +228,7 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	}
 	v.diff.Unpaired = append(v.diff.Unpaired, v.notCompared...)
 	v.refBoundaries = len(v.diff.Boundaries) + v.skipped + len(v.notCompared)
+	v.diff.Elapsed = time.Since(start) // the run's, not only the comparison's
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
