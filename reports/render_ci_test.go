@@ -113,3 +113,59 @@ func TestJUnitErrorsAndTime(t *testing.T) {
 		}
 	}
 }
+
+func TestUnpairedSummary(t *testing.T) {
+	unpaired := func(ref, ours int) []Unpaired {
+		var out []Unpaired
+		for i := range ref {
+			out = append(out, Unpaired{Boundary: Boundary{Key: "r" + strconv.Itoa(i)}, Side: "ref"})
+		}
+		for i := range ours {
+			out = append(out, Unpaired{Boundary: Boundary{Key: "o" + strconv.Itoa(i)}, Side: "ours"})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name      string
+		ref, ours int
+		list      bool
+		shown     int
+		head      string
+	}{
+		{"a few, all listed", 3, 0, false, 3, "unpaired (3: 3 only in ref)"},
+		{"exactly the limit", 4, 1, false, 5, "unpaired (5: 4 only in ref, 1 only in ours)"},
+		{"one over", 6, 0, false, 5, "unpaired (6: 6 only in ref), the first 5 (--list-unpaired lists them all)"},
+		{"many", 105, 2, false, 5, "unpaired (107: 105 only in ref, 2 only in ours), the first 5 (--list-unpaired lists them all)"},
+		{"many, --list-unpaired", 105, 2, true, 107, "unpaired (107: 105 only in ref, 2 only in ours)"},
+	} {
+		r := &DiffReport{Unpaired: unpaired(c.ref, c.ours), FirstFailing: -1}
+		shown, head := r.unpairedShown(RenderOptions{ListUnpaired: c.list})
+		if len(shown) != c.shown || head != c.head {
+			t.Errorf("%s: %d shown, %q; want %d, %q", c.name, len(shown), head, c.shown, c.head)
+		}
+		for _, write := range []func(*DiffReport, *bytes.Buffer) error{
+			func(r *DiffReport, b *bytes.Buffer) error { return r.WriteTable(b, RenderOptions{ListUnpaired: c.list}) },
+			func(r *DiffReport, b *bytes.Buffer) error { return r.WriteMarkdown(b, RenderOptions{ListUnpaired: c.list}) },
+		} {
+			var b bytes.Buffer
+			if err := write(r, &b); err != nil {
+				t.Fatal(err)
+			}
+			listed := bytes.Count(b.Bytes(), []byte("only in ref")) + bytes.Count(b.Bytes(), []byte("only in ours"))
+			// the head line names each side once
+			sides := 0
+			if c.ref > 0 {
+				sides++
+			}
+			if c.ours > 0 {
+				sides++
+			}
+			if listed != c.shown+sides {
+				t.Errorf("%s: %d lines name a side, want %d listed + %d in the count:\n%s", c.name, listed, c.shown, sides, b.String())
+			}
+			if more := c.ref + c.ours - c.shown; more > 0 && !bytes.Contains(b.Bytes(), []byte("and "+strconv.Itoa(more)+" more")) {
+				t.Errorf("%s: no '... and %d more':\n%s", c.name, more, b.String())
+			}
+		}
+	}
+}

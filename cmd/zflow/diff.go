@@ -23,6 +23,7 @@ type diffOpts struct {
 	plot           string
 	channels       int
 	onlyFailing    bool
+	listUnpaired   bool
 	failUnpaired   bool
 	allowNonFinite bool
 	oursDType      string
@@ -47,8 +48,9 @@ the fraction bit-exact in the reference's dtype, ULP distances (median, p99,
 max), NaN/Inf counts and the worst row, and applies the gates. The first
 failing boundary is named, with its per-channel table and the signature of
 its error (magnitude, bias, activation, topology, numerics) and the numbers
-that decided it. Boundaries present on one side only are listed. A uint16 tensor paired with
-a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
+that decided it. Boundaries present on one side only are counted and the
+first 5 listed (--list-unpaired lists them all; json, csv and junit always
+do). A uint16 tensor paired with a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
 unless --ours-dtype bf16 declares OURS' uint16 tensors bf16.
 
 OURS may be a port's trace without a manifest (np.savez, safetensors from
@@ -118,6 +120,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.StringVar(&o.plot, "plot", "", "write PNG plots into this folder")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
+	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
 	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
 	f.Float64Var(&o.atol, "atol", 0, "element-wise tolerance: adds the gate allclose(atol=A,rtol=R) (give --rtol too)")
@@ -299,7 +302,7 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	if err != nil {
 		return badInput(err)
 	}
-	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
+	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
 		if err := f.write(r, &buf, ro); err != nil {

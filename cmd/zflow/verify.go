@@ -33,6 +33,7 @@ type verifyOpts struct {
 	reports          []string
 	channels         int
 	onlyFailing      bool
+	listUnpaired     bool
 	jobs             int
 }
 
@@ -82,6 +83,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
+	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
@@ -231,7 +233,7 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	v.diff.Elapsed = time.Since(start) // the run's, not only the comparison's
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
-	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
+	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
 		if err := f.write(v, &buf, ro); err != nil {
