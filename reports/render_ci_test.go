@@ -144,8 +144,12 @@ func TestUnpairedSummary(t *testing.T) {
 			t.Errorf("%s: %d shown, %q; want %d, %q", c.name, len(shown), head, c.shown, c.head)
 		}
 		for _, write := range []func(*DiffReport, *bytes.Buffer) error{
-			func(r *DiffReport, b *bytes.Buffer) error { return r.WriteTable(b, RenderOptions{ListUnpaired: c.list}) },
-			func(r *DiffReport, b *bytes.Buffer) error { return r.WriteMarkdown(b, RenderOptions{ListUnpaired: c.list}) },
+			func(r *DiffReport, b *bytes.Buffer) error {
+				return r.WriteTable(b, RenderOptions{ListUnpaired: c.list})
+			},
+			func(r *DiffReport, b *bytes.Buffer) error {
+				return r.WriteMarkdown(b, RenderOptions{ListUnpaired: c.list})
+			},
 		} {
 			var b bytes.Buffer
 			if err := write(r, &b); err != nil {
