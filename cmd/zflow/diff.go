@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -89,6 +88,11 @@ With no paths, OURS is the workspace's generated trace and REF its reference
 (zflow workspace); one path is OURS, against --ref or the workspace's
 reference.
 
+--report FORMAT=PATH also writes a format to a file, atomically, replacing
+it; --report FORMAT+=PATH appends (markdown and table only), in one write
+after a blank line, as a CI job summary wants:
+--report markdown+=$GITHUB_STEP_SUMMARY.
+
 Exit codes: 0 every boundary passes, 1 a gate failed (or --fail-unpaired and
 a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz
@@ -116,7 +120,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
 	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
-	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
+	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.StringVar(&o.plot, "plot", "", "write PNG plots into this folder")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
@@ -225,21 +229,13 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	if !ok {
 		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
 	}
-	type reportFile struct {
-		path  string
-		write func(*reports.DiffReport, io.Writer, reports.RenderOptions) error
-	}
-	var files []reportFile
+	var files []reportSpec
 	for _, spec := range o.reports {
-		name, path, found := strings.Cut(spec, "=")
-		w, ok := diffFormats[name]
-		if !found || !ok || path == "" {
-			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
-		}
-		if err := checkOutputPath("--report", path); err != nil {
+		rs, err := parseReportSpec(spec, func(f string) bool { _, ok := diffFormats[f]; return ok }, formatNames())
+		if err != nil {
 			return badInput(err)
 		}
-		files = append(files, reportFile{path, w})
+		files = append(files, rs)
 	}
 	var gates []reports.Gate
 	for _, s := range o.gates {
@@ -305,11 +301,11 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
-		if err := f.write(r, &buf, ro); err != nil {
+		if err := diffFormats[f.format](r, &buf, ro); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(f.path, buf.Bytes()); err != nil {
-			return badInput(fmt.Errorf("--report: %w", err))
+		if err := f.write(buf.Bytes()); err != nil {
+			return badInput(err)
 		}
 	}
 	if o.plot != "" {

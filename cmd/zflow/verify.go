@@ -80,7 +80,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.IntVar(&o.steps, "steps", 0, "model calls of a flow_euler run (0: all)")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
 	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
-	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
+	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
@@ -163,21 +163,13 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	if !ok {
 		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
 	}
-	type reportFile struct {
-		path  string
-		write verifyWriter
-	}
-	var files []reportFile
+	var files []reportSpec
 	for _, spec := range o.reports {
-		name, path, found := strings.Cut(spec, "=")
-		w, ok := verifyFormats[name]
-		if !found || !ok || path == "" {
-			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
-		}
-		if err := checkOutputPath("--report", path); err != nil {
+		rs, err := parseReportSpec(spec, func(f string) bool { _, ok := verifyFormats[f]; return ok }, formatNames())
+		if err != nil {
 			return badInput(err)
 		}
-		files = append(files, reportFile{path, w})
+		files = append(files, rs)
 	}
 	var gates []reports.Gate
 	for _, s := range o.gates {
@@ -236,11 +228,11 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
-		if err := f.write(v, &buf, ro); err != nil {
+		if err := verifyFormats[f.format](v, &buf, ro); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(f.path, buf.Bytes()); err != nil {
-			return badInput(fmt.Errorf("--report: %w", err))
+		if err := f.write(buf.Bytes()); err != nil {
+			return badInput(err)
 		}
 	}
 	if err := write(v, stdout, ro); err != nil {
