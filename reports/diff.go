@@ -26,6 +26,10 @@ type DiffOptions struct {
 	// pair is split into segments that run on any core and are merged in
 	// order, so results do not depend on the scheduling.
 	SegmentLen int
+	// Progress, when set, is told after each compared pair how many of
+	// the pairs to compare are done (calls are serialised; the count
+	// reaches the total).
+	Progress func(done, total int)
 	// AllowNonFinite lifts the check that always applies otherwise,
 	// whatever Gates say: no position NaN or Inf on one side and not the
 	// same on the other (nonfinite==0).
@@ -140,7 +144,18 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 			jobs = append(jobs, job)
 		}
 	}
-	if err := runJobs(jobs, o.Workers, o.SegmentLen); err != nil {
+	var onDone func()
+	if o.Progress != nil {
+		var mu sync.Mutex
+		finished := 0
+		onDone = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			finished++
+			o.Progress(finished, len(jobs))
+		}
+	}
+	if err := runJobs(jobs, o.Workers, o.SegmentLen, onDone); err != nil {
 		return nil, err
 	}
 	for i := range r.Boundaries {
@@ -317,7 +332,9 @@ const (
 	widenChunk     = 1 << 14 // values widened into a buffer at a time
 )
 
-func runJobs(jobs []*pairJob, nw, segLen int) error {
+// runJobs compares the pairs' segments on nw workers; onDone (when not
+// nil) is called after each pair is finished.
+func runJobs(jobs []*pairJob, nw, segLen int, onDone func()) error {
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
 	}
@@ -346,7 +363,11 @@ func runJobs(jobs []*pairJob, nw, segLen int) error {
 				if i >= len(tasks) {
 					return
 				}
-				if err := w.run(tasks[i]); err != nil {
+				finished, err := w.run(tasks[i])
+				if finished && onDone != nil {
+					onDone()
+				}
+				if err != nil {
 					errMu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -360,8 +381,9 @@ func runJobs(jobs []*pairJob, nw, segLen int) error {
 	return firstErr
 }
 
-// run compares one segment and, after the pair's last one, finishes it.
-func (w *worker) run(t task) error {
+// run compares one segment and, after the pair's last one, finishes it
+// (and says so).
+func (w *worker) run(t task) (finished bool, err error) {
 	j := t.job
 	t0 := time.Now()
 	j.open.Do(j.load)
@@ -385,9 +407,9 @@ func (w *worker) run(t task) error {
 	j.elapsed += time.Since(t0)
 	j.mu.Unlock()
 	if j.left.Add(-1) != 0 {
-		return nil
+		return false, nil
 	}
-	return j.finish()
+	return true, j.finish()
 }
 
 // newPartial is a segment's empty sums, with a CloseStats per allclose gate.

@@ -111,7 +111,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 			if o.tolGiven && !(cmd.Flags().Changed("atol") && cmd.Flags().Changed("rtol")) {
 				return badInput(errors.New("--atol and --rtol: give both or neither, as torch.testing.assert_close wants"))
 			}
-			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+			return runDiff(cmd.OutOrStdout(), newUI(cmd), args, o)
 		},
 	}
 	f := cmd.Flags()
@@ -224,7 +224,8 @@ func portNote(stderr io.Writer, ours, ref *trace.Trace) {
 	fmt.Fprintln(stderr, msg)
 }
 
-func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
+func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
+	stderr := u.info()
 	write, ok := diffFormats[o.format]
 	if !ok {
 		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
@@ -294,7 +295,10 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	defer ref.Close()
 	portNote(stderr, ours, ref)
 
-	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite})
+	pg := u.progress("diff")
+	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite,
+		Progress: pg.Steps("boundaries")})
+	pg.Close()
 	if err != nil {
 		return badInput(err)
 	}

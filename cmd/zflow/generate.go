@@ -54,7 +54,7 @@ boundaries it does not reproduce.`,
   zflow generate --semantics semantics/testdata/dit-bf16.json --inputs fixtures/dit/dit-bf16.npz -o /tmp/dit-latents-bf16.npz --trace-out /tmp/dit-ours.npz`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runGenerate(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			return runGenerate(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -70,7 +70,7 @@ boundaries it does not reproduce.`,
 	return cmd
 }
 
-func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
+func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	start := time.Now()
 	if err := checkOutputs(o); err != nil {
 		return badInput(err)
@@ -83,7 +83,7 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		if !o.allowIncomplete {
 			return badInput(fmt.Errorf("%s is %s; generate refuses it (--allow-incomplete runs it anyway)", o.semantics, doc.StatusLine()))
 		}
-		fmt.Fprintf(stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
+		fmt.Fprintf(u.stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
 			o.semantics, plural(len(doc.NotReproduced()), "boundary", "boundaries"), doc.StatusLine())
 	}
 	in, err := trace.Open(o.inputs)
@@ -115,7 +115,9 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		}}
 		r.It.Hooks.Observe = rec.Observe
 	}
-	result, err := r.Run(progress(stderr))
+	pg := u.progress("generate")
+	result, err := r.Run(pg.Steps("model calls"))
+	pg.Close()
 	if err != nil {
 		if errors.Is(err, exec.ErrUnsupported) {
 			return badInput(err)
@@ -197,25 +199,4 @@ func sameFile(a, b string) bool {
 	}
 	sb, err := os.Stat(b)
 	return err == nil && os.SameFile(sa, sb)
-}
-
-// progress returns a per-step progress printer when w is a terminal.
-func progress(w io.Writer) func(done, total int) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	start := time.Now()
-	return func(done, n int) {
-		const width = 30
-		fill := width * done / n
-		fmt.Fprintf(w, "\rstep %d/%d [%s%s] %.1fs", done, n, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), time.Since(start).Seconds())
-		if done == n {
-			fmt.Fprintln(w)
-		}
-	}
 }

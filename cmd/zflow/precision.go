@@ -58,7 +58,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
   zflow precision --trace fixtures/dit/dit-bf16.npz --semantics semantics/testdata/dit-bf16.json -o /tmp/dit-bf16.json --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPrecision(cmd.OutOrStdout(), o)
+			return runPrecision(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -96,7 +96,7 @@ func workspacePaths(tr, doc string) (string, string, error) {
 	return tr, doc, nil
 }
 
-func runPrecision(stdout io.Writer, o precisionOpts) error {
+func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 	if o.format != "table" && o.format != "json" {
 		return badInput(fmt.Errorf("--format %q: want table or json", o.format))
 	}
@@ -127,7 +127,7 @@ func runPrecision(stdout io.Writer, o precisionOpts) error {
 	if o.fromScratch {
 		doc.Precision = semantics.Precision{Status: "placeholder", Activations: doc.Precision.Activations}
 	}
-	rep, err := plan.Discover(context.Background(), cpu.New(o.jobs), tr, doc, plan.DiscoverOptions{Eval: plan.Options{Steps: o.steps}})
+	rep, err := searchPlan(context.Background(), u, cpu.New(o.jobs), tr, doc, plan.Options{Steps: o.steps})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}

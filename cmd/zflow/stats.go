@@ -41,7 +41,7 @@ integers) is listed with an error instead.`,
 			if !cmd.Flags().Changed("step") {
 				o.step = -1
 			}
-			return runStats(cmd.OutOrStdout(), args[0], o)
+			return runStats(cmd.OutOrStdout(), newUI(cmd), args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -54,7 +54,7 @@ integers) is listed with an error instead.`,
 	return cmd
 }
 
-func runStats(w io.Writer, path string, o statsOpts) error {
+func runStats(w io.Writer, u ui, path string, o statsOpts) error {
 	switch o.format {
 	case "table", "json", "markdown", "csv":
 	default:
@@ -72,7 +72,10 @@ func runStats(w io.Writer, path string, o statsOpts) error {
 		return badInput(err)
 	}
 	defer tr.Close()
+	pg := u.progress("stats")
+	pg.Stage("reading the tensors")
 	r, err := reports.Stats(tr, sel, o.perChannel, o.jobs)
+	pg.Close()
 	if err != nil {
 		return badInput(err)
 	}

@@ -69,7 +69,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
   zflow verify --trace fixtures/dit/dit-f32.npz --semantics semantics/testdata/dit-f32.json --format json --gate 'transformer.blocks.*:exact>=0.3'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runVerify(cmd.OutOrStdout(), o)
+			return runVerify(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -154,7 +154,7 @@ func notCompared(ref *trace.Trace, rep *check.Report, steps int) (out []reports.
 	return out, misshapen, nil
 }
 
-func runVerify(stdout io.Writer, o verifyOpts) error {
+func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	start := time.Now()
 	if o.teacherForced && o.freeRunning {
 		return badInput(errors.New("--teacher-forced and --free-running exclude each other"))
@@ -195,6 +195,9 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
+	pg := u.progress("verify")
+	defer pg.Close()
+	pg.Stage("running the program " + runMode(o.freeRunning))
 	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
@@ -214,9 +217,10 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	}
 	defer oursTr.Close()
 	defer refTr.Close()
-	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs}); err != nil {
+	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs, Progress: pg.Steps("comparing boundaries")}); err != nil {
 		return badInput(err)
 	}
+	pg.Close()
 	if v.notCompared, v.misshapen, err = notCompared(ref, rep, o.steps); err != nil {
 		return badInput(err)
 	}
@@ -252,6 +256,14 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 			v.diff.Failed(), len(v.diff.Boundaries), d.Key, v.class[d.Key])}
 	}
 	return nil
+}
+
+// runMode names the mode a verify run computes its boundaries in.
+func runMode(freeRunning bool) string {
+	if freeRunning {
+		return "free running"
+	}
+	return "teacher forced"
 }
 
 // boundaryTraces writes our values and the reference's at every record's
