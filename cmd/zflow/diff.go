@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,7 +118,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
 	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
+	addFormatFlag(cmd, &o.format, reportFormats, nil)
 	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.StringVar(&o.plot, "plot", "", "write PNG plots into this folder")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
@@ -134,6 +133,8 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	f.StringVar(&o.keyMap, "map", "", "rename OURS's keys by the rules of this file (lines REGEX => TEMPLATE)")
+	completeReports(cmd, reportFormats)
+	completeValues(cmd, "ours-dtype", []string{"bf16"})
 	return cmd
 }
 
@@ -144,13 +145,11 @@ var diffFormats = map[string]func(r *reports.DiffReport, w io.Writer, o reports.
 	"junit":    (*reports.DiffReport).WriteJUnit,
 	"csv":      (*reports.DiffReport).WriteCSV,
 	"json": func(r *reports.DiffReport, w io.Writer, o reports.RenderOptions) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r.Document(o.Channels))
+		return writeJSON(w, r.Document(o.Channels))
 	},
 }
 
-func formatNames() string { return "table, json, markdown, junit or csv" }
+func formatNames() string { return orList(reportFormats) }
 
 // diffPaths resolves OURS and REF from the arguments, --ref and the
 // workspace, in that order of precedence.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,8 @@ import (
 type discoverOpts struct {
 	trace     string
 	out       string
-	json      bool
+	format    string
+	json      bool // --json: --format json
 	backend   string
 	precision bool
 	check     bool
@@ -62,8 +62,9 @@ diagnosis signature, rel-RMS and cosine), and the document's status is
 zflow generate refuses an incomplete document.
 
 It writes the semantics document (-o, atomically) and prints a table of the
-factors (value, margin, decisive) on stdout, or with --json the document itself
-(the status line then goes to stderr); progress goes to stderr. The document's
+factors (value, margin, decisive) on stdout, or with --format json (or
+--json) the document itself (the status line then goes to stderr); progress
+goes to stderr. The document's
 precision is a placeholder (activations in the trace's format, the timestep and
 RoPE-table formats the search saw) unless --precision runs the rounding-plan
 search on it. --check generates the trace's own request with the discovered
@@ -75,21 +76,27 @@ Exit codes: 0 a document was written (complete or incomplete), 2 bad input
 error.`,
 		Example: `  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json
   zflow discover --trace fixtures/dit/dit-bf16.npz -o /tmp/dit-bf16-semantics.json --check
-  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --json`,
+  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.format, err = resolveFormat(cmd, o.format, o.json, tableJSON); err != nil {
+				return badInput(err)
+			}
 			return runDiscover(cmd.Context(), cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.trace, "trace", "", "the reference trace (.npz or .safetensors)")
 	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
-	f.BoolVar(&o.json, "json", false, "print the document on stdout instead of the table")
+	addFormatFlag(cmd, &o.format, tableJSON, &o.json)
 	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
+	completeValues(cmd, "backend", backends)
+	completeValues(cmd, "engine", []string{"auto", "recipes", "program"})
 	cmd.MarkFlagRequired("trace")
 	return cmd
 }
@@ -138,10 +145,8 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	if err := doc.Write(o.out); err != nil {
 		return badInput(err)
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(doc); err != nil {
+	if o.format == "json" {
+		if err := writeJSON(stdout, doc); err != nil {
 			return err
 		}
 		fmt.Fprintln(u.info(), "discover:", doc.StatusLine())

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -67,7 +67,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
 	f.StringVarP(&o.out, "out", "o", "", "write the document with the discovered plan here")
 	f.BoolVar(&o.fromScratch, "from-scratch", false, "start from an empty plan (no rules, no rope_table) instead of the document's")
 	f.IntVar(&o.steps, "steps", 0, "model calls per evaluation of a flow_euler run (0: all)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table or json")
+	addFormatFlag(cmd, &o.format, tableJSON, nil)
 	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
@@ -97,8 +97,8 @@ func workspacePaths(tr, doc string) (string, string, error) {
 }
 
 func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
-	if o.format != "table" && o.format != "json" {
-		return badInput(fmt.Errorf("--format %q: want table or json", o.format))
+	if !slices.Contains(tableJSON, o.format) {
+		return badInput(fmt.Errorf("--format %q: want %s", o.format, orList(tableJSON)))
 	}
 	if o.steps < 0 {
 		return badInput(fmt.Errorf("--steps %d: want 0 (all) or more", o.steps))
@@ -138,9 +138,7 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 		}
 	}
 	if o.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(precisionDocument(trPath, docPath, rep))
+		return writeJSON(stdout, precisionDocument(trPath, docPath, rep))
 	}
 	fmt.Fprintf(stdout, "precision of %s against %s\n\n", docPath, trPath)
 	if err := rep.WriteTable(stdout); err != nil {

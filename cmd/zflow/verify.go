@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,12 +78,13 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.BoolVar(&o.freeRunning, "free-running", false, "run on our own values from the request on")
 	f.IntVar(&o.steps, "steps", 0, "model calls of a flow_euler run (0: all)")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
+	addFormatFlag(cmd, &o.format, reportFormats, nil)
 	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
 	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
+	completeReports(cmd, reportFormats)
 	return cmd
 }
 
@@ -312,9 +312,7 @@ var verifyFormats = map[string]verifyWriter{
 	"junit":    func(v *verification, w io.Writer, o reports.RenderOptions) error { return v.diff.WriteJUnit(w, o) },
 	"csv":      (*verification).writeCSV,
 	"json": func(v *verification, w io.Writer, o reports.RenderOptions) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v.document(o.Channels))
+		return writeJSON(w, v.document(o.Channels))
 	},
 }
 
