@@ -94,12 +94,12 @@ after a blank line, as a CI job summary wants:
 
 Exit codes: 0 every boundary passes, 1 a gate failed (or --fail-unpaired and
 a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
-		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz
+		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz   # exit 1: a planted fault, caught
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --step 0 --module 'transformer.blocks.*'
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
-  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
+  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json   # exit 1: step 2's timestep differs
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --atol 1e-5 --rtol 1.3e-6
-  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots
+  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown+=/tmp/zflow.md --plot /tmp/zflow-plots   # exit 1: a planted fault
   zflow diff fixtures/ports/dit-own-names.safetensors fixtures/dit/dit-bf16.npz --map fixtures/ports/dit-own-names.map --step 0`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -399,16 +399,13 @@ func TestReportExamples(t *testing.T) {
 	t.Chdir(dir)
 	for _, cmd := range []*cobraCmd{{"diff", newDiffCmd().Example}, {"stats", newStatsCmd().Example}, {"workspace", newWorkspaceCmd().Example}} {
 		for _, line := range strings.Split(cmd.example, "\n") {
-			var args []string
-			for _, f := range strings.Fields(strings.ReplaceAll(line, "/tmp/", dir+"/")) {
-				args = append(args, strings.Trim(f, "'"))
+			args, want, err := exampleCommand(strings.ReplaceAll(line, "/tmp/", dir+"/"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if len(args) < 2 || args[0] != "zflow" {
-				t.Fatalf("example line %q is not a zflow command", line)
-			}
-			code, _, stderr := zflow(t, args[1:]...)
-			if code != 0 && !(code == 1 && args[1] == "diff") {
-				t.Errorf("%s: exit %d: %s", line, code, stderr)
+			// the exit code the example documents ("# exit 1: ..."), 0 without
+			if code, _, stderr := zflow(t, args...); code != want {
+				t.Errorf("%s: exit %d, want %d: %s", line, code, want, stderr)
 			}
 		}
 	}
