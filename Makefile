@@ -26,8 +26,8 @@ demo: build
 	./$(BIN) inspect fixtures/dit/dit-bf16.npz --depth 2 --step 0
 	./$(BIN) discover --trace fixtures/dit/dit-bf16.npz --precision -o $(DEMO_DIR)/semantics.json
 	./$(BIN) generate --semantics $(DEMO_DIR)/semantics.json --inputs fixtures/dit/dit-bf16.npz -o $(DEMO_DIR)/latents.npz --trace-out $(DEMO_DIR)/ours.npz
-	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing
-	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing || echo "(a planted fault, caught: exit $$?)"
+	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing --plot $(DEMO_DIR)/plots
+	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing --plot $(DEMO_DIR)/plots-fault || echo "(a planted fault, caught: exit $$?)"
 
 # The shared conformance table (../shared/conformance, skipped without it)
 # and its regression gate (scripts/conformance-passing.txt).

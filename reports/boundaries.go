@@ -138,6 +138,9 @@ type Unpaired struct {
 	Boundary
 	Side   string // "ours" or "ref": the trace that has it
 	Reason string // why it has no pair, when more is known than that the other side lacks the key
+	// ShapeMismatch: the other side has a value here, of another shape
+	// (zflow verify: the program's value), an error rather than a gap.
+	ShapeMismatch bool
 }
 
 // PairBoundaries pairs two boundary lists by key. Paired boundaries come in

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"zflow/internal/workers"
@@ -25,6 +26,10 @@ type DiffOptions struct {
 	// pair is split into segments that run on any core and are merged in
 	// order, so results do not depend on the scheduling.
 	SegmentLen int
+	// Progress, when set, is told after each compared pair how many of
+	// the pairs to compare are done (calls are serialised; the count
+	// reaches the total).
+	Progress func(done, total int)
 	// AllowNonFinite lifts the check that always applies otherwise,
 	// whatever Gates say: no position NaN or Inf on one side and not the
 	// same on the other (nonfinite==0).
@@ -51,6 +56,11 @@ type BoundaryDiff struct {
 	Checks []Check
 	Pass   bool
 
+	// Elapsed is the time spent comparing the pair, summed over the
+	// workers that compared its segments (and, for the first failing
+	// boundary, diagnosing it); 0 when it was not compared.
+	Elapsed time.Duration
+
 	close map[int]*CloseStats // by gate index: the allclose gates' counts
 }
 
@@ -63,6 +73,9 @@ type DiffReport struct {
 	Unpaired     []Unpaired
 	FirstFailing int      // index into Boundaries; -1 if every boundary passes
 	Finding      *Finding // the first failing boundary's per-channel diagnosis, if it could be made
+	// Elapsed is the wall time of the comparison (a caller that did more
+	// for the report, such as zflow verify's run, may set its own).
+	Elapsed time.Duration
 }
 
 // Pass reports whether every paired boundary passed. A report that paired
@@ -92,6 +105,7 @@ func (r *DiffReport) Failed() int {
 // input could not be read (a malformed tensor); a failing comparison is
 // not an error.
 func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
+	start := time.Now()
 	o.Gates = effectiveGates(o.Gates, o.AllowNonFinite)
 	ob, err := Boundaries(ours, o.Selection)
 	if err != nil {
@@ -130,7 +144,18 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 			jobs = append(jobs, job)
 		}
 	}
-	if err := runJobs(jobs, o.Workers, o.SegmentLen); err != nil {
+	var onDone func()
+	if o.Progress != nil {
+		var mu sync.Mutex
+		finished := 0
+		onDone = func() {
+			mu.Lock()
+			defer mu.Unlock()
+			finished++
+			o.Progress(finished, len(jobs))
+		}
+	}
+	if err := runJobs(jobs, o.Workers, o.SegmentLen, onDone); err != nil {
 		return nil, err
 	}
 	for i := range r.Boundaries {
@@ -148,10 +173,13 @@ func Diff(ours, ref *trace.Trace, o DiffOptions) (*DiffReport, error) {
 		}
 	}
 	if r.FirstFailing >= 0 && r.Boundaries[r.FirstFailing].Metrics != nil {
-		if r.Finding, err = diagnoseBoundary(ours, ref, &r.Boundaries[r.FirstFailing]); err != nil {
+		d, t0 := &r.Boundaries[r.FirstFailing], time.Now()
+		if r.Finding, err = diagnoseBoundary(ours, ref, d); err != nil {
 			return nil, err
 		}
+		d.Elapsed += time.Since(t0)
 	}
+	r.Elapsed = time.Since(start)
 	return r, nil
 }
 
@@ -280,10 +308,11 @@ type pairJob struct {
 	segLen int
 	left   atomic.Int32 // segments not yet done
 
-	mu    sync.Mutex // guards what follows
-	err   error      // the first error reading the pair
-	parts []partial  // per segment
-	hist  ulpHist
+	mu      sync.Mutex // guards what follows
+	err     error      // the first error reading the pair
+	parts   []partial  // per segment
+	hist    ulpHist
+	elapsed time.Duration // summed over the segments
 }
 
 // task is one segment of one pair.
@@ -303,7 +332,9 @@ const (
 	widenChunk     = 1 << 14 // values widened into a buffer at a time
 )
 
-func runJobs(jobs []*pairJob, nw, segLen int) error {
+// runJobs compares the pairs' segments on nw workers; onDone (when not
+// nil) is called after each pair is finished.
+func runJobs(jobs []*pairJob, nw, segLen int, onDone func()) error {
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
 	}
@@ -332,7 +363,11 @@ func runJobs(jobs []*pairJob, nw, segLen int) error {
 				if i >= len(tasks) {
 					return
 				}
-				if err := w.run(tasks[i]); err != nil {
+				finished, err := w.run(tasks[i])
+				if finished && onDone != nil {
+					onDone()
+				}
+				if err != nil {
 					errMu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -346,9 +381,11 @@ func runJobs(jobs []*pairJob, nw, segLen int) error {
 	return firstErr
 }
 
-// run compares one segment and, after the pair's last one, finishes it.
-func (w *worker) run(t task) error {
+// run compares one segment and, after the pair's last one, finishes it
+// (and says so).
+func (w *worker) run(t task) (finished bool, err error) {
 	j := t.job
+	t0 := time.Now()
 	j.open.Do(j.load)
 	if j.failed() == nil {
 		from := t.seg * j.segLen
@@ -366,10 +403,13 @@ func (w *worker) run(t task) error {
 			release(j.rt, from, to)
 		}
 	}
+	j.mu.Lock()
+	j.elapsed += time.Since(t0)
+	j.mu.Unlock()
 	if j.left.Add(-1) != 0 {
-		return nil
+		return false, nil
 	}
-	return j.finish()
+	return true, j.finish()
 }
 
 // newPartial is a segment's empty sums, with a CloseStats per allclose gate.
@@ -488,6 +528,7 @@ func (j *pairJob) finish() error {
 	}
 	j.d.Metrics = &m
 	j.d.NonFiniteMismatch = total.mismatch
+	j.d.Elapsed = j.elapsed
 	for k, gi := range j.closeGates {
 		if j.d.close == nil {
 			j.d.close = map[int]*CloseStats{}

@@ -299,3 +299,21 @@ func TestDiffShapeMismatchAndSkip(t *testing.T) {
 		t.Errorf("first failing %d, finding %v", r.FirstFailing, r.Finding)
 	}
 }
+
+func TestDiffProgress(t *testing.T) {
+	o, r := open(t, writeTrace(t, "o.npz", nested(1), nil, nil)), open(t, writeTrace(t, "r.npz", nested(0), nil, nil))
+	for _, workers := range []int{1, 4} {
+		var seen []int
+		total := -1
+		rep, err := Diff(o, r, DiffOptions{Workers: workers, SegmentLen: 1, Progress: func(done, n int) {
+			seen = append(seen, done)
+			total = n
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != len(rep.Boundaries) || len(seen) != total || !slices.IsSorted(seen) || seen[len(seen)-1] != total {
+			t.Errorf("%d workers: progress %v of %d, want 1..%d", workers, seen, total, len(rep.Boundaries))
+		}
+	}
+}

@@ -159,6 +159,9 @@ type (
 		Port   string `json:"port"`
 		Side   string `json:"side"`             // the trace that has it: "ours" or "ref"
 		Reason string `json:"reason,omitempty"` // why it has no pair, where more is known
+		// ShapeMismatch: the other side has a value of another shape here
+		// (zflow verify), an error of the port rather than a gap
+		ShapeMismatch bool `json:"shape_mismatch,omitempty"`
 	}
 	DiagnosisDoc struct {
 		Boundary  string           `json:"boundary"`
@@ -213,7 +216,7 @@ func (r *DiffReport) Document(worst int) DiffDoc {
 		doc.Boundaries[i] = r.Boundaries[i].document(i)
 	}
 	for _, u := range r.Unpaired {
-		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side, Reason: u.Reason})
+		doc.Unpaired = append(doc.Unpaired, UnpairedDoc{Key: u.Key, Scope: u.Scope, Module: u.Module, Port: u.Port, Side: u.Side, Reason: u.Reason, ShapeMismatch: u.ShapeMismatch})
 	}
 	if r.FirstFailing >= 0 {
 		b := doc.Boundaries[r.FirstFailing]

@@ -7,13 +7,29 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
+// JUnit error types: a pair that could not be compared is an error of
+// the run's inputs, not a gate's failure.
+const (
+	JUnitShapeMismatch = "shape-mismatch" // the two sides hold tensors of different shapes
+	JUnitDTypeMismatch = "dtype-mismatch" // bf16 bits against integers (no manifest dtypes entry)
+)
+
+// junitSeconds is a duration as JUnit's time attribute: seconds, to the
+// nanosecond (a small pair compares in microseconds).
+func junitSeconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 9, 64) }
+
 // WriteJUnit writes JUnit XML: suite "boundaries" has one test case per
-// paired boundary (a failure for each failing one, its message the failed
-// gates, its text the metrics and, for the first failing boundary, the
-// diagnosis; a skipped element for pairs not compared), and suite
-// "unpaired" one skipped test case per unpaired boundary.
+// paired boundary (a failure for each one failing a gate, its message the
+// failed gates, its text the metrics and, for the first failing
+// boundary, the diagnosis; an error, type JUnitShapeMismatch or
+// JUnitDTypeMismatch, for a pair that could not be compared; a skipped
+// element for pairs not compared by design), and suite "unpaired" one
+// skipped test case per unpaired boundary (an error where Unpaired says
+// the shapes differ). Each test case's time is the time spent comparing
+// it; the suites' and the document's, the report's Elapsed.
 func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 	type failure struct {
 		Message string `xml:"message,attr"`
@@ -28,6 +44,7 @@ func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 		Classname string   `xml:"classname,attr"`
 		Time      string   `xml:"time,attr"`
 		Failure   *failure `xml:"failure,omitempty"`
+		Error     *failure `xml:"error,omitempty"`
 		Skipped   *skipped `xml:"skipped,omitempty"`
 		SystemOut string   `xml:"system-out,omitempty"`
 	}
@@ -41,6 +58,7 @@ func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 		Failures   int        `xml:"failures,attr"`
 		Errors     int        `xml:"errors,attr"`
 		Skipped    int        `xml:"skipped,attr"`
+		Time       string     `xml:"time,attr"`
 		Properties []property `xml:"properties>property,omitempty"`
 		Cases      []testcase `xml:"testcase"`
 	}
@@ -49,15 +67,25 @@ func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 		Name     string      `xml:"name,attr"`
 		Tests    int         `xml:"tests,attr"`
 		Failures int         `xml:"failures,attr"`
+		Errors   int         `xml:"errors,attr"`
 		Skipped  int         `xml:"skipped,attr"`
+		Time     string      `xml:"time,attr"`
 		Suites   []testsuite `xml:"testsuite"`
 	}
-	b := testsuite{Name: "boundaries", Properties: []property{
+	total := junitSeconds(r.Elapsed)
+	b := testsuite{Name: "boundaries", Time: total, Properties: []property{
 		{"ours", r.Ours}, {"ref", r.Ref}, {"gates", r.gateList()}}}
 	for i := range r.Boundaries {
 		d := &r.Boundaries[i]
-		tc := testcase{Name: d.Key, Classname: "zflow.diff." + d.Scope, Time: "0", SystemOut: d.metricsText()}
+		tc := testcase{Name: d.Key, Classname: "zflow.diff." + d.Scope, Time: junitSeconds(d.Elapsed), SystemOut: d.metricsText()}
 		switch {
+		case d.Error != "":
+			typ := JUnitDTypeMismatch
+			if !sameLayout(d.OursShape, d.Shape) {
+				typ = JUnitShapeMismatch
+			}
+			tc.Error = &failure{Message: d.Error, Type: typ, Text: d.metricsText()}
+			b.Errors++
 		case !d.Pass:
 			text := d.metricsText()
 			if i == r.FirstFailing {
@@ -78,19 +106,26 @@ func (r *DiffReport) WriteJUnit(w io.Writer, o RenderOptions) error {
 		b.Cases = append(b.Cases, tc)
 	}
 	if r.NothingPaired() {
-		b.Cases = append(b.Cases, testcase{Name: "no boundary compared", Classname: "zflow.diff", Time: "0",
+		b.Cases = append(b.Cases, testcase{Name: "no boundary compared", Classname: "zflow.diff", Time: total,
 			Failure: &failure{Message: r.nothingPairedText(), Type: "nothing-compared"}})
 		b.Failures++
 	}
 	b.Tests = len(b.Cases)
-	u := testsuite{Name: "unpaired"}
+	u := testsuite{Name: "unpaired", Time: "0"}
 	for _, x := range r.Unpaired {
-		u.Cases = append(u.Cases, testcase{Name: x.Key, Classname: "zflow.diff.unpaired", Time: "0",
-			Skipped: &skipped{Message: "only in " + x.Side + x.reasonSuffix()}})
+		tc := testcase{Name: x.Key, Classname: "zflow.diff.unpaired", Time: "0"}
+		if x.ShapeMismatch {
+			tc.Error = &failure{Message: "only in " + x.Side + x.reasonSuffix(), Type: JUnitShapeMismatch}
+			u.Errors++
+		} else {
+			tc.Skipped = &skipped{Message: "only in " + x.Side + x.reasonSuffix()}
+			u.Skipped++
+		}
+		u.Cases = append(u.Cases, tc)
 	}
-	u.Tests, u.Skipped = len(u.Cases), len(u.Cases)
-	doc := testsuites{Name: "zflow diff", Tests: b.Tests + u.Tests, Failures: b.Failures,
-		Skipped: b.Skipped + u.Skipped, Suites: []testsuite{b, u}}
+	u.Tests = len(u.Cases)
+	doc := testsuites{Name: "zflow diff", Tests: b.Tests + u.Tests, Failures: b.Failures, Errors: b.Errors + u.Errors,
+		Skipped: b.Skipped + u.Skipped, Time: total, Suites: []testsuite{b, u}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}

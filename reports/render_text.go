@@ -12,6 +12,37 @@ import (
 type RenderOptions struct {
 	Channels    int  // channels listed in the per-channel table, worst first (<= 0: all)
 	OnlyFailing bool // list only failing boundaries (table and Markdown)
+	// ListUnpaired lists every unpaired boundary in table and Markdown
+	// output; otherwise they are counted and the first UnpairedShown
+	// listed. JSON, CSV and JUnit always list them all.
+	ListUnpaired bool
+}
+
+// UnpairedShown is how many unpaired boundaries table and Markdown output
+// list without RenderOptions.ListUnpaired.
+const UnpairedShown = 5
+
+// unpairedShown is the unpaired boundaries a human-readable report lists
+// and a line saying how many there are (per side) and, when not all are
+// listed, how to list them.
+func (r *DiffReport) unpairedShown(o RenderOptions) ([]Unpaired, string) {
+	sides := map[string]int{}
+	for _, u := range r.Unpaired {
+		sides[u.Side]++
+	}
+	var parts []string
+	for _, side := range []string{"ref", "ours"} {
+		if n := sides[side]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d only in %s", n, side))
+		}
+	}
+	head := fmt.Sprintf("unpaired (%d: %s)", len(r.Unpaired), strings.Join(parts, ", "))
+	shown := r.Unpaired
+	if !o.ListUnpaired && len(shown) > UnpairedShown {
+		shown = shown[:UnpairedShown]
+		head += fmt.Sprintf(", the first %d (--list-unpaired lists them all)", UnpairedShown)
+	}
+	return shown, head
 }
 
 // num formats a metric for people: 4 significant digits, "inf", "-inf",
@@ -216,9 +247,13 @@ func (r *DiffReport) WriteTable(w io.Writer, o RenderOptions) error {
 	}
 	fmt.Fprintln(w, r.summaryLine())
 	if len(r.Unpaired) > 0 {
-		fmt.Fprintf(w, "unpaired (%d):\n", len(r.Unpaired))
-		for _, u := range r.Unpaired {
+		shown, head := r.unpairedShown(o)
+		fmt.Fprintln(w, head+":")
+		for _, u := range shown {
 			fmt.Fprintf(w, "  only in %-4s %s%s\n", u.Side, u.Key, u.reasonSuffix())
+		}
+		if n := len(r.Unpaired) - len(shown); n > 0 {
+			fmt.Fprintf(w, "  ... and %d more\n", n)
 		}
 	}
 	if r.NothingPaired() {
@@ -302,9 +337,13 @@ func (r *DiffReport) WriteMarkdown(w io.Writer, o RenderOptions) error {
 		fmt.Fprint(w, "\n</details>\n\n")
 	}
 	if len(r.Unpaired) > 0 {
-		fmt.Fprintf(w, "### Unpaired boundaries (%d)\n\n", len(r.Unpaired))
-		for _, u := range r.Unpaired {
+		shown, head := r.unpairedShown(o)
+		fmt.Fprintf(w, "### Unpaired boundaries (%d)\n\n%s.\n\n", len(r.Unpaired), strings.ToUpper(head[:1])+head[1:])
+		for _, u := range shown {
 			fmt.Fprintf(w, "- only in %s: `%s`%s\n", u.Side, u.Key, u.reasonSuffix())
+		}
+		if n := len(r.Unpaired) - len(shown); n > 0 {
+			fmt.Fprintf(w, "- ... and %d more\n", n)
 		}
 		fmt.Fprintln(w)
 	}

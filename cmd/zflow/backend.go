@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"zflow/cuda"
 	"zflow/exec"
@@ -9,8 +10,8 @@ import (
 	"zflow/metal"
 )
 
-// backendNames lists what --backend accepts.
-const backendNames = "cpu, cuda, metal"
+// backends lists what --backend accepts.
+var backends = []string{"cpu", "cuda", "metal"}
 
 // newBackend returns the backend named by --backend. A GPU backend that
 // cannot start here (no driver, no device, wrong platform) is an error
@@ -24,5 +25,5 @@ func newBackend(name string) (exec.Backend, error) {
 	case "metal":
 		return metal.Open()
 	}
-	return nil, fmt.Errorf("unknown backend %q (available: %s)", name, backendNames)
+	return nil, fmt.Errorf("unknown backend %q (available: %s)", name, strings.Join(backends, ", "))
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +21,7 @@ type diffOpts struct {
 	plot           string
 	channels       int
 	onlyFailing    bool
+	listUnpaired   bool
 	failUnpaired   bool
 	allowNonFinite bool
 	oursDType      string
@@ -47,8 +46,9 @@ the fraction bit-exact in the reference's dtype, ULP distances (median, p99,
 max), NaN/Inf counts and the worst row, and applies the gates. The first
 failing boundary is named, with its per-channel table and the signature of
 its error (magnitude, bias, activation, topology, numerics) and the numbers
-that decided it. Boundaries present on one side only are listed. A uint16 tensor paired with
-a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
+that decided it. Boundaries present on one side only are counted and the
+first 5 listed (--list-unpaired lists them all; json, csv and junit always
+do). A uint16 tensor paired with a bf16 one fails (bf16 bits written without the manifest's dtypes entry)
 unless --ours-dtype bf16 declares OURS' uint16 tensors bf16.
 
 OURS may be a port's trace without a manifest (np.savez, safetensors from
@@ -87,14 +87,19 @@ With no paths, OURS is the workspace's generated trace and REF its reference
 (zflow workspace); one path is OURS, against --ref or the workspace's
 reference.
 
+--report FORMAT=PATH also writes a format to a file, atomically, replacing
+it; --report FORMAT+=PATH appends (markdown and table only), in one write
+after a blank line, as a CI job summary wants:
+--report markdown+=$GITHUB_STEP_SUMMARY.
+
 Exit codes: 0 every boundary passes, 1 a gate failed (or --fail-unpaired and
 a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
-		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz
+		Example: `  zflow diff fixtures/faults/no_norm_offset.npz fixtures/faults/ref.npz   # exit 1: a planted fault, caught
   zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --step 0 --module 'transformer.blocks.*'
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --gate 'rel_rms<=2e-3' --gate 'exact>=0.999'
-  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json
+  zflow diff fixtures/dit/dit-bf16.npz fixtures/dit/dit-f32.npz --gate 'transformer.blocks.*:rel_rms<=1e-2' --format json   # exit 1: step 2's timestep differs
   zflow diff fixtures/faults/clean.npz fixtures/faults/ref.npz --atol 1e-5 --rtol 1.3e-6
-  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown=/tmp/zflow.md --plot /tmp/zflow-plots
+  zflow diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --report junit=/tmp/zflow.xml --report markdown+=/tmp/zflow.md --plot /tmp/zflow-plots   # exit 1: a planted fault
   zflow diff fixtures/ports/dit-own-names.safetensors fixtures/dit/dit-bf16.npz --map fixtures/ports/dit-own-names.map --step 0`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,7 +110,7 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 			if o.tolGiven && !(cmd.Flags().Changed("atol") && cmd.Flags().Changed("rtol")) {
 				return badInput(errors.New("--atol and --rtol: give both or neither, as torch.testing.assert_close wants"))
 			}
-			return runDiff(cmd.OutOrStdout(), cmd.ErrOrStderr(), args, o)
+			return runDiff(cmd.OutOrStdout(), newUI(cmd), args, o)
 		},
 	}
 	f := cmd.Flags()
@@ -113,11 +118,12 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
 	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
-	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
+	addFormatFlag(cmd, &o.format, reportFormats, nil)
+	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.StringVar(&o.plot, "plot", "", "write PNG plots into this folder")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
+	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
 	f.BoolVar(&o.failUnpaired, "fail-unpaired", false, "exit 1 when a boundary is present on one side only")
 	f.BoolVar(&o.allowNonFinite, "allow-nonfinite", false, "do not fail a boundary for NaN/Inf positions that differ between the sides (checked whatever --gate says otherwise)")
 	f.Float64Var(&o.atol, "atol", 0, "element-wise tolerance: adds the gate allclose(atol=A,rtol=R) (give --rtol too)")
@@ -127,6 +133,8 @@ a boundary is unpaired), 2 bad input (a trace, a flag, a gate expression).`,
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	f.StringVar(&o.ref, "ref", "", "the reference trace (instead of REF or the workspace's)")
 	f.StringVar(&o.keyMap, "map", "", "rename OURS's keys by the rules of this file (lines REGEX => TEMPLATE)")
+	completeReports(cmd, reportFormats)
+	completeValues(cmd, "ours-dtype", []string{"bf16"})
 	return cmd
 }
 
@@ -137,13 +145,11 @@ var diffFormats = map[string]func(r *reports.DiffReport, w io.Writer, o reports.
 	"junit":    (*reports.DiffReport).WriteJUnit,
 	"csv":      (*reports.DiffReport).WriteCSV,
 	"json": func(r *reports.DiffReport, w io.Writer, o reports.RenderOptions) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r.Document(o.Channels))
+		return writeJSON(w, r.Document(o.Channels))
 	},
 }
 
-func formatNames() string { return "table, json, markdown, junit or csv" }
+func formatNames() string { return orList(reportFormats) }
 
 // diffPaths resolves OURS and REF from the arguments, --ref and the
 // workspace, in that order of precedence.
@@ -217,26 +223,19 @@ func portNote(stderr io.Writer, ours, ref *trace.Trace) {
 	fmt.Fprintln(stderr, msg)
 }
 
-func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
+func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
+	stderr := u.info()
 	write, ok := diffFormats[o.format]
 	if !ok {
 		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
 	}
-	type reportFile struct {
-		path  string
-		write func(*reports.DiffReport, io.Writer, reports.RenderOptions) error
-	}
-	var files []reportFile
+	var files []reportSpec
 	for _, spec := range o.reports {
-		name, path, found := strings.Cut(spec, "=")
-		w, ok := diffFormats[name]
-		if !found || !ok || path == "" {
-			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
-		}
-		if err := checkOutputPath("--report", path); err != nil {
+		rs, err := parseReportSpec(spec, func(f string) bool { _, ok := diffFormats[f]; return ok }, formatNames())
+		if err != nil {
 			return badInput(err)
 		}
-		files = append(files, reportFile{path, w})
+		files = append(files, rs)
 	}
 	var gates []reports.Gate
 	for _, s := range o.gates {
@@ -295,18 +294,21 @@ func runDiff(stdout, stderr io.Writer, args []string, o diffOpts) error {
 	defer ref.Close()
 	portNote(stderr, ours, ref)
 
-	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite})
+	pg := u.progress("diff")
+	r, err := reports.Diff(ours, ref, reports.DiffOptions{Selection: sel, Gates: gates, Workers: o.jobs, AllowNonFinite: o.allowNonFinite,
+		Progress: pg.Steps("boundaries")})
+	pg.Close()
 	if err != nil {
 		return badInput(err)
 	}
-	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
+	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
-		if err := f.write(r, &buf, ro); err != nil {
+		if err := diffFormats[f.format](r, &buf, ro); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(f.path, buf.Bytes()); err != nil {
-			return badInput(fmt.Errorf("--report: %w", err))
+		if err := f.write(buf.Bytes()); err != nil {
+			return badInput(err)
 		}
 	}
 	if o.plot != "" {

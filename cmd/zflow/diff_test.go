@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -398,16 +399,13 @@ func TestReportExamples(t *testing.T) {
 	t.Chdir(dir)
 	for _, cmd := range []*cobraCmd{{"diff", newDiffCmd().Example}, {"stats", newStatsCmd().Example}, {"workspace", newWorkspaceCmd().Example}} {
 		for _, line := range strings.Split(cmd.example, "\n") {
-			var args []string
-			for _, f := range strings.Fields(strings.ReplaceAll(line, "/tmp/", dir+"/")) {
-				args = append(args, strings.Trim(f, "'"))
+			args, want, err := exampleCommand(strings.ReplaceAll(line, "/tmp/", dir+"/"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if len(args) < 2 || args[0] != "zflow" {
-				t.Fatalf("example line %q is not a zflow command", line)
-			}
-			code, _, stderr := zflow(t, args[1:]...)
-			if code != 0 && !(code == 1 && args[1] == "diff") {
-				t.Errorf("%s: exit %d: %s", line, code, stderr)
+			// the exit code the example documents ("# exit 1: ..."), 0 without
+			if code, _, stderr := zflow(t, args...); code != want {
+				t.Errorf("%s: exit %d, want %d: %s", line, code, want, stderr)
 			}
 		}
 	}
@@ -549,6 +547,40 @@ func TestWorkspaceConcurrentWriters(t *testing.T) {
 		}
 		if w.Reference == "" || w.Semantics == "" || w.Generated == "" {
 			t.Fatalf("round %d: a field was lost: %+v", round, w)
+		}
+	}
+}
+
+// TestDiffUnpairedSummary: table output counts the unpaired boundaries and
+// lists the first few unless --list-unpaired; JSON always lists them all.
+func TestDiffUnpairedSummary(t *testing.T) {
+	port := filepath.Join(fixtures, "ports", "dit-own-names.safetensors")
+	base := []string{"diff", port, ditBF16, "--map", filepath.Join(fixtures, "ports", "dit-own-names.map"), "--step", "0"}
+	code, js, _ := zflow(t, append(base, "--format", "json")...)
+	var doc struct{ Unpaired []any }
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || code != 0 || len(doc.Unpaired) <= 5 {
+		t.Fatalf("json: exit %d, %d unpaired, %v", code, len(doc.Unpaired), err)
+	}
+	n := len(doc.Unpaired)
+	for _, c := range []struct {
+		name   string
+		extra  []string
+		listed int
+	}{
+		{"summarised", nil, 5},
+		{"--list-unpaired", []string{"--list-unpaired"}, n},
+		{"markdown summarised", []string{"--format", "markdown"}, 5},
+	} {
+		code, out, stderr := zflow(t, append(base, c.extra...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, stderr)
+		}
+		listed := strings.Count(out, "only in ref ") + strings.Count(out, "only in ref: ")
+		if listed != c.listed {
+			t.Errorf("%s: %d listed, want %d", c.name, listed, c.listed)
+		}
+		if want := fmt.Sprintf("(%d: %d only in ref)", n, n); !strings.Contains(out, want) {
+			t.Errorf("%s: no count %q", c.name, want)
 		}
 	}
 }

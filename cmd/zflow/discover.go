@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +26,8 @@ import (
 type discoverOpts struct {
 	trace     string
 	out       string
-	json      bool
+	format    string
+	json      bool // --json: --format json
 	backend   string
 	precision bool
 	check     bool
@@ -63,8 +62,9 @@ diagnosis signature, rel-RMS and cosine), and the document's status is
 zflow generate refuses an incomplete document.
 
 It writes the semantics document (-o, atomically) and prints a table of the
-factors (value, margin, decisive) on stdout, or with --json the document itself
-(the status line then goes to stderr); progress goes to stderr. The document's
+factors (value, margin, decisive) on stdout, or with --format json (or
+--json) the document itself (the status line then goes to stderr); progress
+goes to stderr. The document's
 precision is a placeholder (activations in the trace's format, the timestep and
 RoPE-table formats the search saw) unless --precision runs the rounding-plan
 search on it. --check generates the trace's own request with the discovered
@@ -76,26 +76,32 @@ Exit codes: 0 a document was written (complete or incomplete), 2 bad input
 error.`,
 		Example: `  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json
   zflow discover --trace fixtures/dit/dit-bf16.npz -o /tmp/dit-bf16-semantics.json --check
-  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --json`,
+  zflow discover --trace fixtures/dit/dit-f32.npz -o /tmp/dit-semantics.json --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDiscover(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			var err error
+			if o.format, err = resolveFormat(cmd, o.format, o.json, tableJSON); err != nil {
+				return badInput(err)
+			}
+			return runDiscover(cmd.Context(), cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.trace, "trace", "", "the reference trace (.npz or .safetensors)")
 	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
-	f.BoolVar(&o.json, "json", false, "print the document on stdout instead of the table")
+	addFormatFlag(cmd, &o.format, tableJSON, &o.json)
 	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
+	completeValues(cmd, "backend", backends)
+	completeValues(cmd, "engine", []string{"auto", "recipes", "program"})
 	cmd.MarkFlagRequired("trace")
 	return cmd
 }
 
-func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) error {
+func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -121,7 +127,7 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 	}
 	defer tr.Close()
 	start := time.Now()
-	doc, err := discoverDoc(ctx, stderr, tr, o)
+	doc, err := discoverDoc(ctx, u, tr, o)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &exitError{code: exitFailed, err: err} // not bad input: the search ran out of time
 	}
@@ -129,30 +135,28 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 		return badInput(err)
 	}
 	if o.precision {
-		if err := discoverPrecision(ctx, stderr, b, tr, doc); err != nil {
+		if err := discoverPrecision(ctx, u, b, tr, doc); err != nil {
 			return err
 		}
 	}
-	if err := selfCheck(stderr, b, tr, doc); err != nil {
+	if err := selfCheck(u, b, tr, doc); err != nil {
 		return badInput(err)
 	}
 	if err := doc.Write(o.out); err != nil {
 		return badInput(err)
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(doc); err != nil {
+	if o.format == "json" {
+		if err := writeJSON(stdout, doc); err != nil {
 			return err
 		}
-		fmt.Fprintln(stderr, "discover:", doc.StatusLine())
+		fmt.Fprintln(u.info(), "discover:", doc.StatusLine())
 	} else {
 		printFactors(stdout, doc)
 		fmt.Fprintf(stdout, "wrote %s (%.2fs)\n", o.out, time.Since(start).Seconds())
 		fmt.Fprintln(stdout, doc.StatusLine())
 	}
 	if o.check {
-		return discoverCheck(stderr, b, tr, o.out)
+		return discoverCheck(u.stderr, b, tr, o.out)
 	}
 	return nil
 }
@@ -161,9 +165,12 @@ func runDiscover(ctx context.Context, stdout, stderr io.Writer, o discoverOpts) 
 // keeps their document when it builds and reproduces the trace's output
 // (end to end, within the format's tolerance); otherwise the program
 // search's, when it reproduces the output more closely.
-func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o discoverOpts) (*semantics.Document, error) {
+func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*semantics.Document, error) {
+	stderr := u.info()
 	recipes := func() (*semantics.Document, error) {
-		res, err := discover.Run(ctx, tr, discover.Options{Progress: discoverProgress(stderr)})
+		pg := u.progress("discover")
+		res, err := discover.Run(ctx, tr, discover.Options{Progress: pg.Func()})
+		pg.Close()
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +193,10 @@ func discoverDoc(ctx context.Context, stderr io.Writer, tr *trace.Trace, o disco
 		}()
 		sctx, cancel := context.WithTimeout(ctx, o.programBudget)
 		defer cancel()
+		pg := u.progress("discover")
+		pg.Stage("program search")
 		res, err := synth.Discover(sctx, tr, o.trace)
+		pg.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)
 		}
@@ -263,16 +273,15 @@ func outputTolerance(doc *semantics.Document) float64 {
 // discoverPrecision searches the rounding plan into doc. A document the
 // search cannot run (one with holes, one whose program does not build)
 // keeps its placeholder plan; the self-check says why it cannot run.
-func discoverPrecision(ctx context.Context, stderr io.Writer, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+	stderr := u.info()
 	if hs := doc.Holes(); len(hs) > 0 {
 		fmt.Fprintf(stderr, "precision: not searched: the document is incomplete (%s is not expressed)\n", hs[0].Address)
 		return nil
 	}
 	fmt.Fprintln(stderr, "discover: searching the rounding plan (search/plan) ...")
-	rep, err := plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Progress: func(stage string, done, total int) {
-		fmt.Fprintf(stderr, "\rprecision: %s %d/%d", stage, done, total)
-	}})
-	fmt.Fprintln(stderr)
+	start := time.Now()
+	rep, err := searchPlan(ctx, u, b, tr, doc, plan.Options{})
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -282,20 +291,34 @@ func discoverPrecision(ctx context.Context, stderr io.Writer, b exec.Backend, tr
 		fmt.Fprintf(stderr, "precision: not searched: %v\n", err)
 		return nil
 	}
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs\n", "precision", time.Since(start).Seconds(), rep.Evaluations)
 	doc.Precision = rep.After
 	return nil
 }
 
+// searchPlan is plan.Discover with its progress shown: a stage while the
+// evaluator loads and scores the document's own plan, then the search's
+// stages ("op classes", "roles").
+func searchPlan(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document, eval plan.Options) (*plan.Report, error) {
+	pg := u.progress("precision")
+	defer pg.Close()
+	pg.Stage("scoring the document's plan")
+	return plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Eval: eval, Progress: pg.Func()})
+}
+
 // selfCheck runs the document teacher forced at every captured boundary
 // and writes what it finds into it (package check).
-func selfCheck(stderr io.Writer, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+func selfCheck(u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
 	start := time.Now()
+	pg := u.progress("discover")
+	pg.Stage("self-check")
 	res, err := check.Self(b, doc, tr)
+	pg.Close()
 	if err != nil {
 		return fmt.Errorf("self-check: %w", err)
 	}
 	check.Apply(doc, res)
-	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d boundary values compared, %d skipped, %s not reproduced\n",
+	fmt.Fprintf(u.info(), "discover: %-9s %6.2fs  %d boundary values compared, %d skipped, %s not reproduced\n",
 		"self-check", time.Since(start).Seconds(), res.Compared, res.Skipped, plural(len(res.Failures), "boundary", "boundaries"))
 	return nil
 }
@@ -389,22 +412,4 @@ func printFactors(w io.Writer, doc *semantics.Document) {
 		fmt.Fprintf(w, "; RoPE tables: frequencies %s, angles %s, stored %s", t.Freq, t.Angle, t.Out)
 	}
 	fmt.Fprintln(w)
-}
-
-// discoverProgress returns a live progress printer when w is a terminal.
-func discoverProgress(w io.Writer) func(phase string, done, total int) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return func(phase string, done, total int) {
-		fmt.Fprintf(w, "\rdiscover: %s %d/%d   ", phase, done, total)
-		if done == total {
-			fmt.Fprint(w, "\r\033[K")
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type generateOpts struct {
 	out       string
 	traceOut  string
 	backend   string
+	format    string
 	// allowIncomplete runs a document whose self-check found it
 	// incomplete (where it builds), saying so on stderr.
 	allowIncomplete bool
@@ -49,12 +51,24 @@ inputs) is refused with the reason and exit code 2; nothing is written. So is
 a document whose status is "incomplete" (zflow discover's self-check found
 boundaries it does not reproduce, or parts it could not read), unless
 --allow-incomplete: then it runs where it builds, and stderr says how many
-boundaries it does not reproduce.`,
+boundaries it does not reproduce.
+
+On stdout it says what it wrote; --format json prints it as a document
+("format": "zflow-generate", "version": 1: the output tensor's name, key,
+shape and dtype, the files written, the backend, the model calls and the
+seconds). Progress goes to stderr.
+
+Exit codes: 0 written, 2 bad input (a document, a trace, a refused request,
+an unwritable path), 3 an internal error.`,
 		Example: `  zflow generate --semantics semantics/testdata/dit-f32.json --inputs fixtures/dit/dit-f32.npz -o /tmp/dit-latents.npz
-  zflow generate --semantics semantics/testdata/dit-bf16.json --inputs fixtures/dit/dit-bf16.npz -o /tmp/dit-latents-bf16.npz --trace-out /tmp/dit-ours.npz`,
+  zflow generate --semantics semantics/testdata/dit-bf16.json --inputs fixtures/dit/dit-bf16.npz -o /tmp/dit-latents-bf16.npz --trace-out /tmp/dit-ours.npz
+  zflow generate --semantics semantics/testdata/dit-f32.json --inputs fixtures/dit/dit-f32.npz -o /tmp/dit-latents.npz --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runGenerate(cmd.OutOrStdout(), cmd.ErrOrStderr(), o)
+			if !slices.Contains(tableJSON, o.format) {
+				return badInput(fmt.Errorf("--format %q: want %s", o.format, orList(tableJSON)))
+			}
+			return runGenerate(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -65,12 +79,14 @@ boundaries it does not reproduce.`,
 	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
 	f.StringVar(&o.backend, "backend", "cpu", "backend to run on: cpu (the reference), cuda (linux, NVIDIA driver), metal (darwin)")
 	f.BoolVar(&o.allowIncomplete, "allow-incomplete", false, "run a document whose self-check found it incomplete (it does not reproduce its reference)")
+	addFormatFlag(cmd, &o.format, tableJSON, nil)
+	completeValues(cmd, "backend", backends)
 	cmd.MarkFlagRequired("semantics")
 	cmd.MarkFlagRequired("inputs")
 	return cmd
 }
 
-func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
+func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	start := time.Now()
 	if err := checkOutputs(o); err != nil {
 		return badInput(err)
@@ -83,7 +99,7 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		if !o.allowIncomplete {
 			return badInput(fmt.Errorf("%s is %s; generate refuses it (--allow-incomplete runs it anyway)", o.semantics, doc.StatusLine()))
 		}
-		fmt.Fprintf(stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
+		fmt.Fprintf(u.stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
 			o.semantics, plural(len(doc.NotReproduced()), "boundary", "boundaries"), doc.StatusLine())
 	}
 	in, err := trace.Open(o.inputs)
@@ -115,7 +131,9 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 		}}
 		r.It.Hooks.Observe = rec.Observe
 	}
-	result, err := r.Run(progress(stderr))
+	pg := u.progress("generate")
+	result, err := r.Run(pg.Steps("model calls"))
+	pg.Close()
 	if err != nil {
 		if errors.Is(err, exec.ErrUnsupported) {
 			return badInput(err)
@@ -132,16 +150,18 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 	producer := map[string]any{"framework": "zflow", "framework_version": "generate (program v1)", "device": b.Name(),
 		"semantics": o.semantics, "inputs": o.inputs, "dtype": doc.Precision.Activations}
 	if err := (&program.Recorder{B: b}).Write(o.out, outputs, producer); err != nil {
-		return err
+		return fmt.Errorf("-o %s: %w", o.out, err)
 	}
-	fmt.Fprintf(stdout, "wrote %s: output/%s %v %v (%d model calls on %s, %.2fs)\n",
-		o.out, name, result.Shape(), result.Format(), r.Steps(), b.Name(), time.Since(start).Seconds())
+	gd := generateDoc{Format: "zflow-generate", Version: 1, Semantics: o.semantics, Inputs: o.inputs, Weights: o.weights,
+		Backend: b.Name(), ModelCalls: r.Steps(),
+		Output: generatedTensor{Name: name, Key: "output/" + name, Shape: result.Shape(), DType: fmt.Sprint(result.Format())},
+		Out:    o.out}
 	if rec != nil {
 		if err := rec.Write(o.traceOut, outputs, producer); err != nil {
 			os.Remove(o.out) // nothing half-done: -o goes with the run that failed
 			return fmt.Errorf("--trace-out: %w (%s removed)", err, o.out)
 		}
-		fmt.Fprintf(stdout, "wrote %s: %d boundary tensors\n", o.traceOut, rec.Len())
+		gd.TraceOut = &generatedTrace{Path: o.traceOut, Tensors: rec.Len()}
 		// Let `zflow diff` with no paths compare this run with its reference.
 		if err := updateWorkspace(func(w *workspace) {
 			w.Reference, w.Semantics, w.Generated = o.inputs, o.semantics, o.traceOut
@@ -149,7 +169,43 @@ func runGenerate(stdout, stderr io.Writer, o generateOpts) error {
 			return fmt.Errorf("the run is written, but the workspace is not updated: %w", err)
 		}
 	}
+	gd.Seconds = time.Since(start).Seconds()
+	if o.format == "json" {
+		return writeJSON(stdout, gd)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s %v %s (%d model calls on %s, %.2fs)\n",
+		gd.Out, gd.Output.Key, gd.Output.Shape, gd.Output.DType, gd.ModelCalls, gd.Backend, gd.Seconds)
+	if t := gd.TraceOut; t != nil {
+		fmt.Fprintf(stdout, "wrote %s: %d boundary tensors\n", t.Path, t.Tensors)
+	}
 	return nil
+}
+
+// generateDoc is the --format json document of zflow generate, version 1.
+type generateDoc struct {
+	Format     string          `json:"format"` // "zflow-generate"
+	Version    int             `json:"version"`
+	Semantics  string          `json:"semantics"`
+	Inputs     string          `json:"inputs"`
+	Weights    string          `json:"weights,omitempty"` // when not the inputs' trace
+	Backend    string          `json:"backend"`
+	ModelCalls int             `json:"model_calls"`
+	Seconds    float64         `json:"seconds"`
+	Output     generatedTensor `json:"output"`    // the result, in Out
+	Out        string          `json:"out"`       // -o
+	TraceOut   *generatedTrace `json:"trace_out"` // --trace-out; null without
+}
+
+type generatedTensor struct {
+	Name  string `json:"name"`
+	Key   string `json:"key"`
+	Shape []int  `json:"shape"`
+	DType string `json:"dtype"` // the stored format: f32, bf16, f16
+}
+
+type generatedTrace struct {
+	Path    string `json:"path"`
+	Tensors int    `json:"tensors"` // boundary tensors written
 }
 
 func plural(n int, one, many string) string {
@@ -197,25 +253,4 @@ func sameFile(a, b string) bool {
 	}
 	sb, err := os.Stat(b)
 	return err == nil && os.SameFile(sa, sb)
-}
-
-// progress returns a per-step progress printer when w is a terminal.
-func progress(w io.Writer) func(done, total int) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	start := time.Now()
-	return func(done, n int) {
-		const width = 30
-		fill := width * done / n
-		fmt.Fprintf(w, "\rstep %d/%d [%s%s] %.1fs", done, n, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), time.Since(start).Seconds())
-		if done == n {
-			fmt.Fprintln(w)
-		}
-	}
 }

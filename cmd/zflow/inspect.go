@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -22,7 +21,8 @@ type inspectOpts struct {
 	module string
 	depth  int
 	stats  bool
-	json   bool
+	format string
+	json   bool // --json: --format json
 }
 
 func newInspectCmd() *cobra.Command {
@@ -33,17 +33,23 @@ func newInspectCmd() *cobra.Command {
 		Long: `inspect opens a trace, validates it (every key the manifest names exists,
 ids and parents are consistent, shapes and dtypes agree) and prints the
 producer, the counts and the call tree. It reads no tensor data unless
---stats asks for per-tensor statistics.`,
+--stats asks for per-tensor statistics. --format json prints the summary as
+a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
 		Example: `  zflow inspect fixtures/dit/dit-f32.npz
   zflow inspect fixtures/dit/dit-f32.npz --step 1 --module 'transformer.blocks.*' --depth 3
   zflow inspect fixtures/toy.npz --stats
-  zflow inspect fixtures/toy.safetensors --json`,
+  zflow inspect fixtures/toy.safetensors --format json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("step") {
 				o.step = -1
 			}
-			return runInspect(cmd.OutOrStdout(), args[0], o)
+			var err error
+			if o.format, err = resolveFormat(cmd, o.format, o.json, tableJSON); err != nil {
+				return badInput(err)
+			}
+			u := newUI(cmd)
+			return runInspect(cmd.OutOrStdout(), u, args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -51,13 +57,16 @@ producer, the counts and the call tree. It reads no tensor data unless
 	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
 	f.IntVar(&o.depth, "depth", 0, "only calls less than this deep in the tree (0: all)")
 	f.BoolVar(&o.stats, "stats", false, "read every listed tensor and print min, max, mean, std")
-	f.BoolVar(&o.json, "json", false, "print a machine-readable summary")
+	addFormatFlag(cmd, &o.format, tableJSON, &o.json)
 	return cmd
 }
 
-// inspectSummary is the --json document. Counts cover the whole trace;
-// tree holds the calls the filters selected.
+// inspectSummary is the --format json document. Its "format" is the
+// trace's (npz or safetensors), as it was before documents had versions;
+// version is the document's (1). Counts cover the whole trace; tree holds
+// the calls the filters selected.
 type inspectSummary struct {
+	Version   int             `json:"version"`
 	File      string          `json:"file"`
 	Format    string          `json:"format"`
 	FileBytes int64           `json:"file_bytes"`
@@ -94,20 +103,23 @@ type tensorSummary struct {
 	Stats *reports.Summary `json:"stats,omitempty"`
 }
 
-func runInspect(w io.Writer, path string, o inspectOpts) error {
+func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 	tr, err := trace.Open(path)
 	if err != nil {
 		return badInput(err)
 	}
 	defer tr.Close()
+	pg := u.progress("inspect")
+	if o.stats {
+		pg.Stage("reading the tensors")
+	}
 	s, err := summarize(tr, o)
+	pg.Close()
 	if err != nil {
 		return err
 	}
-	if o.json {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+	if o.format == "json" {
+		return writeJSON(w, s)
 	}
 	printSummary(w, s)
 	return nil
@@ -120,7 +132,8 @@ var summarizeTensor = reports.SummarizeTensor
 func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	m := tr.Manifest
 	s := &inspectSummary{
-		File: tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
+		Version: 1,
+		File:    tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
 		Calls: len(m.Calls), Tensors: len(tr.Keys()), Params: len(m.Params),
 		StepIDs: tr.Steps(), Bytes: tr.TotalBytes(),
 		Inputs: []tensorSummary{}, Outputs: []tensorSummary{}, Tree: []callSummary{},

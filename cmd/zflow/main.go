@@ -166,6 +166,7 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 		},
 		Version: versionString(),
 	}
+	root.PersistentFlags().BoolP("quiet", "q", false, "no progress and no notes on stderr (errors and warnings still print; stdout is unchanged)")
 	root.PersistentFlags().Int64Var(&maxDecoded, "max-decoded", 0,
 		"bytes the deflated entries of one npz trace may decode to, together (0: 64 times the file's size, at least 1 GiB)")
 	root.AddCommand(newInspectCmd())

@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -58,7 +58,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
   zflow precision --trace fixtures/dit/dit-bf16.npz --semantics semantics/testdata/dit-bf16.json -o /tmp/dit-bf16.json --format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPrecision(cmd.OutOrStdout(), o)
+			return runPrecision(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -67,7 +67,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
 	f.StringVarP(&o.out, "out", "o", "", "write the document with the discovered plan here")
 	f.BoolVar(&o.fromScratch, "from-scratch", false, "start from an empty plan (no rules, no rope_table) instead of the document's")
 	f.IntVar(&o.steps, "steps", 0, "model calls per evaluation of a flow_euler run (0: all)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table or json")
+	addFormatFlag(cmd, &o.format, tableJSON, nil)
 	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
@@ -96,9 +96,9 @@ func workspacePaths(tr, doc string) (string, string, error) {
 	return tr, doc, nil
 }
 
-func runPrecision(stdout io.Writer, o precisionOpts) error {
-	if o.format != "table" && o.format != "json" {
-		return badInput(fmt.Errorf("--format %q: want table or json", o.format))
+func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
+	if !slices.Contains(tableJSON, o.format) {
+		return badInput(fmt.Errorf("--format %q: want %s", o.format, orList(tableJSON)))
 	}
 	if o.steps < 0 {
 		return badInput(fmt.Errorf("--steps %d: want 0 (all) or more", o.steps))
@@ -127,7 +127,7 @@ func runPrecision(stdout io.Writer, o precisionOpts) error {
 	if o.fromScratch {
 		doc.Precision = semantics.Precision{Status: "placeholder", Activations: doc.Precision.Activations}
 	}
-	rep, err := plan.Discover(context.Background(), cpu.New(o.jobs), tr, doc, plan.DiscoverOptions{Eval: plan.Options{Steps: o.steps}})
+	rep, err := searchPlan(context.Background(), u, cpu.New(o.jobs), tr, doc, plan.Options{Steps: o.steps})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}
@@ -138,9 +138,7 @@ func runPrecision(stdout io.Writer, o precisionOpts) error {
 		}
 	}
 	if o.format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(precisionDocument(trPath, docPath, rep))
+		return writeJSON(stdout, precisionDocument(trPath, docPath, rep))
 	}
 	fmt.Fprintf(stdout, "precision of %s against %s\n\n", docPath, trPath)
 	if err := rep.WriteTable(stdout); err != nil {

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +41,7 @@ integers) is listed with an error instead.`,
 			if !cmd.Flags().Changed("step") {
 				o.step = -1
 			}
-			return runStats(cmd.OutOrStdout(), args[0], o)
+			return runStats(cmd.OutOrStdout(), newUI(cmd), args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -49,16 +49,14 @@ integers) is listed with an error instead.`,
 	f.StringVar(&o.module, "module", "", "only calls whose module path matches this glob ('*' crosses dots)")
 	f.StringVar(&o.port, "port", "", "only ports (and inputs/outputs) whose name matches this glob")
 	f.BoolVar(&o.perChannel, "per-channel", false, "add per-channel statistics (channels: the last dimension)")
-	f.StringVar(&o.format, "format", "table", "output: table, json, markdown or csv")
+	addFormatFlag(cmd, &o.format, statsFormats, nil)
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
 }
 
-func runStats(w io.Writer, path string, o statsOpts) error {
-	switch o.format {
-	case "table", "json", "markdown", "csv":
-	default:
-		return badInput(fmt.Errorf("--format %q: want table, json, markdown or csv", o.format))
+func runStats(w io.Writer, u ui, path string, o statsOpts) error {
+	if !slices.Contains(statsFormats, o.format) {
+		return badInput(fmt.Errorf("--format %q: want %s", o.format, orList(statsFormats)))
 	}
 	sel := reports.Selection{Module: o.module, Port: o.port}
 	if o.step >= 0 {
@@ -72,15 +70,16 @@ func runStats(w io.Writer, path string, o statsOpts) error {
 		return badInput(err)
 	}
 	defer tr.Close()
+	pg := u.progress("stats")
+	pg.Stage("reading the tensors")
 	r, err := reports.Stats(tr, sel, o.perChannel, o.jobs)
+	pg.Close()
 	if err != nil {
 		return badInput(err)
 	}
 	switch o.format {
 	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r.Document())
+		return writeJSON(w, r.Document())
 	case "markdown":
 		return r.WriteMarkdown(w)
 	case "csv":

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +32,7 @@ type verifyOpts struct {
 	reports          []string
 	channels         int
 	onlyFailing      bool
+	listUnpaired     bool
 	jobs             int
 }
 
@@ -67,7 +68,7 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
   zflow verify --trace fixtures/dit/dit-f32.npz --semantics semantics/testdata/dit-f32.json --format json --gate 'transformer.blocks.*:exact>=0.3'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runVerify(cmd.OutOrStdout(), o)
+			return runVerify(cmd.OutOrStdout(), newUI(cmd), o)
 		},
 	}
 	f := cmd.Flags()
@@ -77,11 +78,13 @@ Exit codes: 0 every boundary passes its gates, 1 a gate failed, 2 bad input
 	f.BoolVar(&o.freeRunning, "free-running", false, "run on our own values from the request on")
 	f.IntVar(&o.steps, "steps", 0, "model calls of a flow_euler run (0: all)")
 	f.StringArrayVar(&o.gates, "gate", nil, "a gate, [GLOB:]METRIC OP VALUE (repeatable; default rel_rms<=auto and nonfinite==0)")
-	f.StringVar(&o.format, "format", "table", "output on stdout: table, json, markdown, junit or csv")
-	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml (repeatable)")
+	addFormatFlag(cmd, &o.format, reportFormats, nil)
+	f.StringArrayVar(&o.reports, "report", nil, "also write FORMAT=PATH, e.g. junit=report.xml, or append with FORMAT+=PATH (markdown, table), e.g. markdown+=$GITHUB_STEP_SUMMARY (repeatable)")
 	f.IntVar(&o.channels, "channels", 16, "channels in the per-channel table, worst first (0: all)")
 	f.BoolVar(&o.onlyFailing, "only-failing", false, "list only failing boundaries in table and markdown output")
+	f.BoolVar(&o.listUnpaired, "list-unpaired", false, "list every unpaired boundary in table and markdown output (default: the count and the first 5)")
 	f.IntVar(&o.jobs, "jobs", 0, "worker goroutines, 1 to 1024 (default: one per core)")
+	completeReports(cmd, reportFormats)
 	return cmd
 }
 
@@ -136,20 +139,23 @@ func notCompared(ref *trace.Trace, rep *check.Report, steps int) (out []reports.
 			return nil, nil, err
 		}
 		reason := fmt.Sprintf("not compared: the program taps no value here (reference %v %s)", info.Shape, info.DType)
+		shape := false
 		if ours, ok := rep.Unmatched[b.Key]; ok {
 			reason = fmt.Sprintf("not compared: shapes differ: ours %v, ref %v %s", ours, info.Shape, info.DType)
 			misshapen = append(misshapen, len(out))
+			shape = true
 		} else if steps > 0 && b.Step != nil && !ran[*b.Step] {
 			reason = fmt.Sprintf("not compared: step %d was not run (--steps %d)", *b.Step, steps)
 		} else if info.DType.Components() != 1 {
 			reason = fmt.Sprintf("not compared: %s values are not compared", info.DType)
 		}
-		out = append(out, reports.Unpaired{Boundary: b, Side: "ref", Reason: reason})
+		out = append(out, reports.Unpaired{Boundary: b, Side: "ref", Reason: reason, ShapeMismatch: shape})
 	}
 	return out, misshapen, nil
 }
 
-func runVerify(stdout io.Writer, o verifyOpts) error {
+func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
+	start := time.Now()
 	if o.teacherForced && o.freeRunning {
 		return badInput(errors.New("--teacher-forced and --free-running exclude each other"))
 	}
@@ -157,21 +163,13 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	if !ok {
 		return badInput(fmt.Errorf("--format %q: want %s", o.format, formatNames()))
 	}
-	type reportFile struct {
-		path  string
-		write verifyWriter
-	}
-	var files []reportFile
+	var files []reportSpec
 	for _, spec := range o.reports {
-		name, path, found := strings.Cut(spec, "=")
-		w, ok := verifyFormats[name]
-		if !found || !ok || path == "" {
-			return badInput(fmt.Errorf("--report %q: want FORMAT=PATH, FORMAT one of %s", spec, formatNames()))
-		}
-		if err := checkOutputPath("--report", path); err != nil {
+		rs, err := parseReportSpec(spec, func(f string) bool { _, ok := verifyFormats[f]; return ok }, formatNames())
+		if err != nil {
 			return badInput(err)
 		}
-		files = append(files, reportFile{path, w})
+		files = append(files, rs)
 	}
 	var gates []reports.Gate
 	for _, s := range o.gates {
@@ -197,6 +195,9 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
+	pg := u.progress("verify")
+	defer pg.Close()
+	pg.Stage("running the program " + runMode(o.freeRunning))
 	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
@@ -216,24 +217,26 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 	}
 	defer oursTr.Close()
 	defer refTr.Close()
-	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs}); err != nil {
+	if v.diff, err = reports.Diff(oursTr, refTr, reports.DiffOptions{Gates: gates, Workers: o.jobs, Progress: pg.Steps("comparing boundaries")}); err != nil {
 		return badInput(err)
 	}
+	pg.Close()
 	if v.notCompared, v.misshapen, err = notCompared(ref, rep, o.steps); err != nil {
 		return badInput(err)
 	}
 	v.diff.Unpaired = append(v.diff.Unpaired, v.notCompared...)
 	v.refBoundaries = len(v.diff.Boundaries) + v.skipped + len(v.notCompared)
+	v.diff.Elapsed = time.Since(start) // the run's, not only the comparison's
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
-	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing}
+	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
 	for _, f := range files {
 		var buf bytes.Buffer
-		if err := f.write(v, &buf, ro); err != nil {
+		if err := verifyFormats[f.format](v, &buf, ro); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(f.path, buf.Bytes()); err != nil {
-			return badInput(fmt.Errorf("--report: %w", err))
+		if err := f.write(buf.Bytes()); err != nil {
+			return badInput(err)
 		}
 	}
 	if err := write(v, stdout, ro); err != nil {
@@ -253,6 +256,14 @@ func runVerify(stdout io.Writer, o verifyOpts) error {
 			v.diff.Failed(), len(v.diff.Boundaries), d.Key, v.class[d.Key])}
 	}
 	return nil
+}
+
+// runMode names the mode a verify run computes its boundaries in.
+func runMode(freeRunning bool) string {
+	if freeRunning {
+		return "free running"
+	}
+	return "teacher forced"
 }
 
 // boundaryTraces writes our values and the reference's at every record's
@@ -301,9 +312,7 @@ var verifyFormats = map[string]verifyWriter{
 	"junit":    func(v *verification, w io.Writer, o reports.RenderOptions) error { return v.diff.WriteJUnit(w, o) },
 	"csv":      (*verification).writeCSV,
 	"json": func(v *verification, w io.Writer, o reports.RenderOptions) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v.document(o.Channels))
+		return writeJSON(w, v.document(o.Channels))
 	},
 }
 

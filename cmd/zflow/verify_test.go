@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"encoding/xml"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,8 +245,11 @@ func TestVerifyAccountsForEveryBoundary(t *testing.T) {
 		}
 		var doc struct {
 			Counts   struct{ Boundaries int } `json:"counts"`
-			Unpaired []struct{ Side, Reason string }
-			Verify   struct {
+			Unpaired []struct {
+				Side, Reason  string
+				ShapeMismatch bool `json:"shape_mismatch"`
+			}
+			Verify struct {
 				Skipped    int `json:"skipped_undetermined"`
 				Reference  int `json:"reference_boundaries"`
 				NotCompare int `json:"not_compared"`
@@ -269,13 +273,25 @@ func TestVerifyAccountsForEveryBoundary(t *testing.T) {
 			t.Errorf("%s: %d reference boundaries, reported %d: %d compared + %d skipped + %d not compared (%d listed)",
 				c.name, len(all), v.Reference, doc.Counts.Boundaries, v.Skipped, v.NotCompare, len(doc.Unpaired))
 		}
+		flagged := 0
 		for _, u := range doc.Unpaired {
 			if u.Side != "ref" || !strings.HasPrefix(u.Reason, "not compared: ") {
 				t.Errorf("%s: unpaired %+v", c.name, u)
 			}
+			if u.ShapeMismatch {
+				flagged++
+			}
 		}
-		if (v.Misshapen > 0) != c.misshapen || c.misshapen && !strings.Contains(stderr, "another shape") {
-			t.Errorf("%s: %d misshapen; stderr %s", c.name, v.Misshapen, stderr)
+		if (v.Misshapen > 0) != c.misshapen || c.misshapen && !strings.Contains(stderr, "another shape") || flagged != v.Misshapen {
+			t.Errorf("%s: %d misshapen (%d flagged shape_mismatch); stderr %s", c.name, v.Misshapen, flagged, stderr)
+		}
+		// JUnit: a value of another shape is an error, not a skip
+		_, junit, _ := zflow(t, "verify", "--trace", c.trace, "--semantics", ditDoc, "--format", "junit")
+		var jd struct {
+			Errors int `xml:"errors,attr"`
+		}
+		if err := xml.Unmarshal([]byte(junit), &jd); err != nil || jd.Errors != v.Misshapen {
+			t.Errorf("%s: junit errors %d, want %d (%v)", c.name, jd.Errors, v.Misshapen, err)
 		}
 	}
 }

@@ -125,7 +125,8 @@ func writeFileAtomic(path string, data []byte) error {
 
 type workspaceOpts struct {
 	ref, semantics, generated string
-	clear, json               bool
+	clear, json               bool // json: --format json
+	format                    string
 }
 
 func newWorkspaceCmd() *cobra.Command {
@@ -144,11 +145,15 @@ a field (an empty value clears it); traces are opened and validated first.
 --clear deletes the file.`,
 		Example: `  zflow workspace --ref fixtures/dit/dit-f32.npz --generated fixtures/dit/dit-bf16.npz
   zflow diff --step 1
-  zflow workspace --json
+  zflow workspace --format json
   zflow workspace --clear`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
+			var err error
+			if o.format, err = resolveFormat(cmd, o.format, o.json, tableJSON); err != nil {
+				return badInput(err)
+			}
 			return runWorkspace(cmd.OutOrStdout(), o, f.Changed("ref"), f.Changed("semantics"), f.Changed("generated"))
 		},
 	}
@@ -157,7 +162,7 @@ a field (an empty value clears it); traces are opened and validated first.
 	f.StringVar(&o.semantics, "semantics", "", "set the semantics document")
 	f.StringVar(&o.generated, "generated", "", "set the last generated trace (ours)")
 	f.BoolVar(&o.clear, "clear", false, "delete the workspace file")
-	f.BoolVar(&o.json, "json", false, "print the workspace as JSON")
+	addFormatFlag(cmd, &o.format, tableJSON, &o.json)
 	return cmd
 }
 
@@ -205,10 +210,8 @@ func runWorkspace(w io.Writer, o workspaceOpts, setRef, setSem, setGen bool) err
 			return err
 		}
 	}
-	if o.json {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ws)
+	if o.format == "json" {
+		return writeJSON(w, ws)
 	}
 	show := func(s string) string {
 		if s == "" {
