@@ -121,12 +121,20 @@ func (s *synth) attention(t *val, sc *scope) *val {
 						base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal)
 						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none"})
 						for _, tb := range tables {
-							if tb[0].shape[len(tb[0].shape)-1] > d {
-								continue
+							tw := tb[0].shape[len(tb[0].shape)-1]
+							// a table as wide as q and k rotates the whole width
+							// before the heads split (each head its own
+							// frequencies); otherwise one head's width
+							hq, hk, rd := pp.Heads, pp.KVHeads, d
+							if tw > d {
+								if tw != width || k.shape[2] != width {
+									continue
+								}
+								hq, hk, rd = 1, 1, width
 							}
 							for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 								for _, rows := range ropeRows(tb, q, k) {
-									rq, rk := s.rotateRows(q, tb, layout, pp.Heads, d, rows), s.rotateRows(k, tb, layout, pp.KVHeads, d, rows)
+									rq, rk := s.rotateRows(q, tb, layout, hq, rd, rows), s.rotateRows(k, tb, layout, hk, rd, rows)
 									if rq == nil || rk == nil {
 										continue
 									}

@@ -13,7 +13,7 @@ import (
 // candidate is a reshape, a permutation and a reshape).
 func (s *synth) patched(t *val, vals []*val) *val {
 	tol := tolerance(t.format)
-	for _, v := range vals {
+	for _, v := range append(slices.Clone(vals), s.imageRows(t, vals)...) {
 		if v.opaque || v.numel() != t.numel() {
 			continue
 		}
@@ -179,4 +179,29 @@ func nextKept(shape []int, a, b int) bool {
 		}
 	}
 	return true
+}
+
+// imageRows are the first and the last rows of each token value [B, R, D]
+// with more rows than an image t holds (its text rows before or after the
+// image's: a joined sequence's image rows, unpatchified).
+func (s *synth) imageRows(t *val, vals []*val) []*val {
+	if len(t.shape) != 4 && len(t.shape) != 5 {
+		return nil
+	}
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || t.numel()%(v.shape[0]*v.shape[2]) != 0 {
+			continue
+		}
+		n := t.numel() / (v.shape[0] * v.shape[2])
+		if n >= v.shape[1] {
+			continue
+		}
+		for _, start := range []int{v.shape[1] - n, 0} {
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + n}, args: []*val{v}, out: v.format, label: "image rows"}); c != nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
