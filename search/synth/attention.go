@@ -140,6 +140,12 @@ func (s *synth) attention(t *val, sc *scope) *val {
 									}
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
 										label: base + " rope=" + layout.String()})
+									if q != k && !slices.Equal(q.data, k.data) {
+										// q rotated, k not (cross-attention to text rows
+										// that have no image positions)
+										try(attnChoice{q: rq, k: k, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
+											label: base + " rope=" + layout.String() + " q_only"})
+									}
 								}
 							}
 						}

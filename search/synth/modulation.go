@@ -211,6 +211,16 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 			cands = append(cands, e)
 			info[e] = [2]vec{scale, sh}
 		}
+		if allNear(a, 1, 10*tol) && dn > 1e-6 {
+			// no scale: x + shift (a shift-only modulation)
+			if sh, e2 := nearest(pool, d, exec.ActIdentity); e2 <= 10*tol {
+				if col := s.reshape(sh.v, []int{B, 1, C}); col != nil {
+					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{x, col}, out: t.format, label: "shift=" + sh.label}}); w != nil {
+						return w
+					}
+				}
+			}
+		}
 		if w, ev := s.best(t, cands); w != nil {
 			w.fit = &leafFit{kind: "modulate", candidates: ev}
 			in := info[w.from]
@@ -313,4 +323,14 @@ func (s *synth) rowSlices(t *val, vals []*val) []*val {
 		}
 	}
 	return out
+}
+
+// allNear reports whether every x is within tol of c (relative to c).
+func allNear(xs []float64, c, tol float64) bool {
+	for _, x := range xs {
+		if math.Abs(x-c) > tol*math.Max(1, math.Abs(c)) {
+			return false
+		}
+	}
+	return true
 }
