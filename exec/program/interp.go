@@ -139,8 +139,17 @@ func (r *run) forward() ([]exec.Tensor, error) {
 		if err != nil {
 			return nil, err
 		}
+		if p.Values[name].Kind != Temp || !slices.Contains(r.owned, t) {
+			// a value that outlives the forward (a constant, a weight, an
+			// input) or a view of one: the caller frees what it gets, so it
+			// gets a copy
+			if t, err = r.it.B.Cast(t, t.Format()); err != nil {
+				return nil, err
+			}
+		} else {
+			r.disown(t)
+		}
 		outs[i] = t
-		r.disown(t)
 	}
 	return outs, nil
 }

@@ -1,0 +1,154 @@
+package program
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"zflow/exec"
+	"zflow/exec/cpu"
+	"zflow/precision"
+)
+
+// TestRoute: top-k weights and indices per row, for each score function,
+// renormalised and scaled, ties either way.
+func TestRoute(t *testing.T) {
+	b := cpu.New(1)
+	logits := []float32{1, 3, 3, 0, 2, -1, 0.5, 4}
+	x, err := b.Upload(logits, []int{2, 4}, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	softmax := func(r []float32) []float32 { return softmax32(r) }
+	for _, c := range []struct {
+		name string
+		p    RouteParams
+		idx  []float32
+		w    func() []float32
+	}{
+		{"logits, ties low", RouteParams{K: 2}, []float32{1, 2, 3, 0}, func() []float32 { return []float32{3, 3, 4, 2} }},
+		{"logits, ties high", RouteParams{K: 2, TiesHigh: true}, []float32{2, 1, 3, 0}, func() []float32 { return []float32{3, 3, 4, 2} }},
+		{"softmax", RouteParams{K: 2, Score: "softmax"}, []float32{1, 2, 3, 0}, func() []float32 {
+			a, c := softmax(logits[:4]), softmax(logits[4:])
+			return []float32{a[1], a[2], c[3], c[0]}
+		}},
+		{"softmax renormalised, scaled", RouteParams{K: 2, Score: "softmax", Normalize: true, Scale: 2.5}, []float32{1, 2, 3, 0}, func() []float32 {
+			a, c := softmax(logits[:4]), softmax(logits[4:])
+			return []float32{a[1] / (a[1] + a[2]) * 2.5, a[2] / (a[1] + a[2]) * 2.5, c[3] / (c[3] + c[0]) * 2.5, c[0] / (c[3] + c[0]) * 2.5}
+		}},
+		{"sigmoid", RouteParams{K: 1, Score: "sigmoid"}, []float32{1, 3}, func() []float32 {
+			return []float32{exec.Activate(exec.ActSigmoid, 3, 0), exec.Activate(exec.ActSigmoid, 4, 0)}
+		}},
+	} {
+		outs, err := routeHost(b, x, c.p, exec.Out(precision.F32))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		w, _ := b.Download(outs[0])
+		idx, _ := b.Download(outs[1])
+		if !slices.Equal(idx, c.idx) {
+			t.Errorf("%s: indices %v, want %v", c.name, idx, c.idx)
+		}
+		if want := c.w(); !slices.Equal(w, want) {
+			t.Errorf("%s: weights %v, want %v", c.name, w, want)
+		}
+	}
+	if _, err := routeHost(b, x, RouteParams{K: 5}, exec.Out(precision.F32)); err == nil {
+		t.Error("top 5 of 4 accepted")
+	}
+	if _, err := routeHost(b, x, RouteParams{K: 1, Score: "tanh"}, exec.Out(precision.F32)); err == nil {
+		t.Error("an unknown score function accepted")
+	}
+}
+
+// TestExperts: each token is the weighted sum of its chosen experts'
+// gated MLPs, computed here by hand.
+func TestExperts(t *testing.T) {
+	b := cpu.New(1)
+	const T, D, I, E = 3, 2, 2, 3
+	xs := []float32{1, -1, 0.5, 2, -1.5, 0.25}
+	w1 := make([]float32, E*2*I*D) // [E, 2I, D]: gate rows, then up rows
+	w2 := make([]float32, E*D*I)   // [E, D, I]
+	for i := range w1 {
+		w1[i] = float32(math.Sin(float64(i) + 1))
+	}
+	for i := range w2 {
+		w2[i] = float32(math.Cos(float64(i) + 1))
+	}
+	idx := []float32{0, 2, 1, 0, 2, 1}
+	wts := []float32{0.75, 0.25, 0.5, 0.5, 0.9, 0.1}
+	up := func(d []float32, s []int) exec.Tensor {
+		x, err := b.Upload(d, s, precision.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	got, err := expertsRun(b, up(xs, []int{T, D}), up(idx, []int{T, 2}), up(wts, []int{T, 2}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), exec.ActSiLU, false, exec.Out(precision.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := b.Download(got)
+	expert := func(e int, x []float32) []float64 {
+		h := make([]float64, 2*I)
+		for r := range 2 * I {
+			for c := range D {
+				h[r] += float64(w1[(e*2*I+r)*D+c]) * float64(x[c])
+			}
+		}
+		g := make([]float64, I)
+		for i := range I {
+			g[i] = h[i] / (1 + math.Exp(-h[i])) * h[I+i]
+		}
+		out := make([]float64, D)
+		for r := range D {
+			for c := range I {
+				out[r] += float64(w2[(e*D+r)*I+c]) * g[c]
+			}
+		}
+		return out
+	}
+	for tok := range T {
+		want := make([]float64, D)
+		for j := range 2 {
+			o := expert(int(idx[tok*2+j]), xs[tok*D:(tok+1)*D])
+			for r := range D {
+				want[r] += float64(wts[tok*2+j]) * o[r]
+			}
+		}
+		for r := range D {
+			if math.Abs(float64(y[tok*D+r])-want[r]) > 1e-5*math.Max(1, math.Abs(want[r])) {
+				t.Errorf("token %d channel %d = %v, want %v", tok, r, y[tok*D+r], want[r])
+			}
+		}
+	}
+}
+
+// TestOutputThatOutlivesTheForward: a program whose output is a constant
+// hands out a copy, so a caller that frees what it gets (a sampler loop)
+// does not free the constant under the next forward.
+func TestOutputThatOutlivesTheForward(t *testing.T) {
+	b := cpu.New(1)
+	p := &Program{Values: map[string]*Value{"c": {Name: "c", Kind: Const, Shape: []int{2}, Data: []float32{1, 2}, Format: precision.F32}}, Order: []string{"c"}, Outputs: []string{"c"}}
+	if err := p.finalize(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.Upload([]float32{1, 2}, []int{2}, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := &Interpreter{B: b, P: p}
+	for step := range 3 {
+		outs, err := it.Forward(step, map[string]exec.Tensor{"c": c})
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		if outs[0] == c {
+			t.Fatalf("step %d: the constant itself handed out", step)
+		}
+		if v, err := b.Download(outs[0]); err != nil || !slices.Equal(v, []float32{1, 2}) {
+			t.Fatalf("step %d: %v %v", step, v, err)
+		}
+		b.Free(outs[0])
+	}
+}
