@@ -124,8 +124,36 @@ func TestUnseenArchitectures(t *testing.T) {
 			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
 				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
 			}
+			name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".npz"), "-f32")
+			for factor, want := range unseenFactors[name] {
+				ok := false
+				for _, f := range res.Doc.Factors {
+					ok = ok || f.Name == factor && sameValue(f.Value, want)
+				}
+				if !ok {
+					t.Errorf("no %s = %v", factor, want)
+				}
+			}
 		})
 	}
+}
+
+// unseenFactors are facts of fixtures/unseen's models read from their
+// source (transformers 5.17): what the documents must say.
+var unseenFactors = map[string]map[string]any{
+	"hunyuan_v1_dense": {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
+	"helium":           {"rope_layout": "interleaved", "mlp_glu": true},
+	"glm":              {"rope_layout": "interleaved"},
+	"gemma":            {"mlp_act": "gelu_tanh", "mlp_glu": true},
+	"arcee":            {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": false},
+	"bitnet":           {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": true},
+	"persimmon":        {"qk_norm": "layer", "mlp_squared": true},
+	"mixtral":          {"mlp_act": "silu", "mlp_glu": true, "rope_layout": "half"},
+	"qwen2_moe":        {"mlp_act": "silu", "mlp_glu": true},
+	"falcon_alibi":     {"attention_alibi": true, "rope_layout": "none", "attention_causal": true},
+	"falcon_new":       {"rope_layout": "half", "mlp_act": "gelu_erf"},
+	"granitemoe":       {"attention_scale": 0.0625},
+	"opt":              {"mlp_act": "relu", "rope_layout": "none"},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
