@@ -47,17 +47,18 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		}
 	}
 	// q and k normalised after the split of a fused projection, v read
-	// from it as it is
+	// from it as it is: tried only when the plain triples fail (below)
+	var mixed [][3]*val
 	for _, f := range fused {
 		for _, q := range pool {
 			for _, k := range pool {
 				if q != k && slices.Equal(f[2].shape, k.shape) {
-					triples = append(triples, [3]*val{q, k, f[2]})
+					mixed = append(mixed, [3]*val{q, k, f[2]})
 				}
 			}
 		}
 	}
-	if len(triples) == 0 {
+	if len(triples) == 0 && len(mixed) == 0 {
 		return nil
 	}
 	tables := s.ropeTables(sc)
@@ -101,51 +102,57 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			all = append(all, c)
 		}
 	}
-	for _, tr := range triples {
-		q, k, v := tr[0], tr[1], tr[2]
-		if q.shape[2] != width || q.shape[1] < t.shape[1] {
-			continue
-		}
-		{
-			{
-				for _, d := range headDims {
-					if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
-						continue
+	// scan tries every triple × head width × causality × RoPE choice;
+	// wide adds the rarer forms (q rotated alone, tables re-laid for
+	// adjacent pairs), which a second scan tries only when the first
+	// finds nothing within tolerance.
+	scan := func(triples [][3]*val, tables [][2]*val, wide bool) {
+		for _, tr := range triples {
+			q, k, v := tr[0], tr[1], tr[2]
+			if q.shape[2] != width || q.shape[1] < t.shape[1] {
+				continue
+			}
+			for _, d := range headDims {
+				if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
+					continue
+				}
+				p := exec.AttentionParams{Heads: width / d, KVHeads: k.shape[2] / d}
+				for _, causal := range []bool{false, true} {
+					pp := p
+					if causal {
+						pp.Mask = exec.MaskCausal
 					}
-					p := exec.AttentionParams{Heads: width / d, KVHeads: k.shape[2] / d}
-					for _, causal := range []bool{false, true} {
-						pp := p
-						if causal {
-							pp.Mask = exec.MaskCausal
-						}
-						base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal)
+					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal)
+					if !wide {
 						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none"})
-						for _, tb := range tables {
-							tw := tb[0].shape[len(tb[0].shape)-1]
-							// a table as wide as q and k rotates the whole width
-							// before the heads split (each head its own
-							// frequencies); otherwise one head's width
-							hq, hk, rd := pp.Heads, pp.KVHeads, d
-							if tw > d {
-								if tw != width || k.shape[2] != width {
+					}
+					for _, tb := range tables {
+						tw := tb[0].shape[len(tb[0].shape)-1]
+						// a table as wide as q and k rotates the whole width
+						// before the heads split (each head its own
+						// frequencies); otherwise one head's width
+						hq, hk, rd := pp.Heads, pp.KVHeads, d
+						if tw > d {
+							if tw != width || k.shape[2] != width {
+								continue
+							}
+							hq, hk, rd = 1, 1, width
+						}
+						for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
+							for _, rows := range ropeRows(tb, q, k) {
+								rq := s.rotateRows(q, tb, layout, hq, rd, rows)
+								if rq == nil {
 									continue
 								}
-								hq, hk, rd = 1, 1, width
-							}
-							for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
-								for _, rows := range ropeRows(tb, q, k) {
-									rq, rk := s.rotateRows(q, tb, layout, hq, rd, rows), s.rotateRows(k, tb, layout, hk, rd, rows)
-									if rq == nil || rk == nil {
-										continue
-									}
+								if rk := s.rotateRows(k, tb, layout, hk, rd, rows); rk != nil {
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
 										label: base + " rope=" + layout.String()})
-									if q != k && !slices.Equal(q.data, k.data) {
-										// q rotated, k not (cross-attention to text rows
-										// that have no image positions)
-										try(attnChoice{q: rq, k: k, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-											label: base + " rope=" + layout.String() + " q_only"})
-									}
+								}
+								if wide && q != k && !slices.Equal(q.data, k.data) {
+									// q rotated, k not (cross-attention to text rows
+									// that have no image positions)
+									try(attnChoice{q: rq, k: k, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
+										label: base + " rope=" + layout.String() + " q_only"})
 								}
 							}
 						}
@@ -154,6 +161,21 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
+	tol := tolerance(t.format)
+	scan(triples, tables, false)
+	if !anyWithin(all, tol) {
+		scan(mixed, tables, false)
+	}
+	if !anyWithin(all, tol) {
+		var relaid [][2]*val
+		for _, tb := range tables {
+			if c, sn := s.pairedHalf(tb[0]), s.pairedHalf(tb[1]); c != nil && sn != nil {
+				relaid = append(relaid, [2]*val{c, sn})
+			}
+		}
+		scan(append(triples, mixed...), relaid, false)
+		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
+	}
 	if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
 		s.inlineRope(t, sc, all, try) // try collects into all
 	}
@@ -161,13 +183,16 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		return nil
 	}
 	// The operands, head width and RoPE first; what shapes the scores
-	// (scale, window, ALiBi, cap, a bias) by coordinate descent on the six
-	// best (a bias the first stage lacks can make a worse-scoring RoPE
-	// or causality choice the right one).
+	// (scale, window, ALiBi, cap, a bias) by coordinate descent on the
+	// three best; on three more where the scope holds a bias (a mask the
+	// first stage lacks can make a worse-scoring choice the right one).
 	slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]
+		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 {
+			break
+		}
 		if ch.score > tolerance(t.format) {
 			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim))
 		}

@@ -186,9 +186,6 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		}
 		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && unitCircle(c, sn) && !allOnes(c) {
 			out = append(out, [2]*val{c, sn})
-			if ic, is := s.pairedHalf(c), s.pairedHalf(sn); ic != nil && is != nil {
-				out = append(out, [2]*val{ic, is})
-			}
 		}
 	}
 	return out
@@ -331,6 +328,11 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 	tables := s.ropeTables(sc)
 	if len(tables) == 0 {
 		return nil
+	}
+	for _, tb := range slices.Clone(tables) {
+		if c, sn := s.pairedHalf(tb[0]), s.pairedHalf(tb[1]); c != nil && sn != nil {
+			tables = append(tables, [2]*val{c, sn})
+		}
 	}
 	pool, _ := s.allOperands(sc, t)
 	for _, x := range pool {
