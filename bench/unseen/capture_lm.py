@@ -7,11 +7,12 @@ Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA whe
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
 buffers bf16, non-persistent buffers as built). Needs torch and transformers; one line per
 architecture, failures included."""
-import math, os, sys, traceback
+import os, sys, traceback
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
 import zflow_capture  # noqa: E402
+from weights import place, randomize  # noqa: E402
 
 COMMON = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
               intermediate_size=96, vocab_size=128, max_position_embeddings=64, head_dim=16)
@@ -74,32 +75,6 @@ DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stable
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
            "biogpt", "xglm", "ernie4_5", "arcee", "apertus", "seed_oss", "hunyuan_v1_dense", "ministral"]
-
-
-def randomize(model, gen):
-    """Every weight redrawn so no factor hides behind a zero or a one."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                if name.endswith("bias"):
-                    p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-                else:
-                    p.copy_(1.0 + 0.4 * (torch.rand(p.shape, generator=gen) - 0.5))
-            else:
-                fan_in = math.prod(p.shape[1:])
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(fan_in))
-
-
-def place(model, dtype, device):
-    """As from_pretrained(torch_dtype=dtype): floating parameters and persistent buffers cast."""
-    for mod in model.modules():
-        for n, p in list(mod._parameters.items()):
-            if p is not None and p.is_floating_point():
-                p.data = p.data.to(dtype)
-        for n, b in list(mod._buffers.items()):
-            if b is not None and b.is_floating_point() and n not in mod._non_persistent_buffers_set:
-                mod._buffers[n] = b.to(dtype)
-    return model.to(device)
 
 
 def build(arch, small=False):
