@@ -38,7 +38,7 @@ const (
 	OpDiv                         // a, b: a / b, rounded once
 	OpRound                       // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
 	OpMean                        // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
-	OpRoute                       // logits [.., E]; Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
+	OpRoute                       // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
 	OpExperts                     // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
 	opEnd
 )

@@ -30,7 +30,7 @@ var RouteScores = []string{"softmax", "sigmoid", ""}
 // softmax in f32 when p.Softmax): their weights, rounded to s.Out, and
 // their indices (as f32), largest first, ties to the lower index (the
 // higher with p.TiesHigh). A host step: router logits are tokens × experts.
-func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exec.Tensor, error) {
+func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) ([]exec.Tensor, error) {
 	shape := x.Shape()
 	if len(shape) == 0 || p.K < 1 || p.K > shape[len(shape)-1] {
 		return nil, fmt.Errorf("route: top %d of %v", p.K, shape)
@@ -40,6 +40,15 @@ func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exe
 		return nil, err
 	}
 	e := shape[len(shape)-1]
+	var bv []float32
+	if bias != nil {
+		if exec.Numel(bias.Shape()) != e {
+			return nil, fmt.Errorf("route: bias %v for %d experts", bias.Shape(), e)
+		}
+		if bv, err = b.Download(bias); err != nil {
+			return nil, err
+		}
+	}
 	rows := len(v) / e
 	w, idx := make([]float32, rows*p.K), make([]float32, rows*p.K)
 	order := make([]int, e)
@@ -57,11 +66,20 @@ func routeHost(b exec.Backend, x exec.Tensor, p RouteParams, s exec.Spec) ([]exe
 		for i := range order {
 			order[i] = i
 		}
+		// the choice reads score + bias (a load-balancing correction);
+		// the weights are the scores themselves
+		choice := row
+		if bv != nil {
+			choice = make([]float32, e)
+			for i := range choice {
+				choice[i] = row[i] + bv[i]
+			}
+		}
 		slices.SortStableFunc(order, func(a, b int) int {
 			switch {
-			case row[a] > row[b]:
+			case choice[a] > choice[b]:
 				return -1
-			case row[a] < row[b]:
+			case choice[a] < choice[b]:
 				return 1
 			case p.TiesHigh:
 				return b - a

@@ -40,7 +40,7 @@ func TestRoute(t *testing.T) {
 			return []float32{exec.Activate(exec.ActSigmoid, 3, 0), exec.Activate(exec.ActSigmoid, 4, 0)}
 		}},
 	} {
-		outs, err := routeHost(b, x, c.p, exec.Out(precision.F32))
+		outs, err := routeHost(b, x, nil, c.p, exec.Out(precision.F32))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -53,10 +53,25 @@ func TestRoute(t *testing.T) {
 			t.Errorf("%s: weights %v, want %v", c.name, w, want)
 		}
 	}
-	if _, err := routeHost(b, x, RouteParams{K: 5}, exec.Out(precision.F32)); err == nil {
+	// a bias moves the choice, not the weights: row 0 picks 0 and 1 (1 + 3
+	// beats 3 + 0), weighted by the logits themselves
+	bias, err := b.Upload([]float32{3, 0, 0, 0}, []int{4}, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := routeHost(b, x, bias, RouteParams{K: 2}, exec.Out(precision.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := b.Download(outs[0])
+	idx, _ := b.Download(outs[1])
+	if !slices.Equal(idx, []float32{0, 1, 0, 3}) || !slices.Equal(w, []float32{1, 3, 2, 4}) {
+		t.Errorf("biased choice: indices %v weights %v, want [0 1 0 3] [1 3 2 4]", idx, w)
+	}
+	if _, err := routeHost(b, x, nil, RouteParams{K: 5}, exec.Out(precision.F32)); err == nil {
 		t.Error("top 5 of 4 accepted")
 	}
-	if _, err := routeHost(b, x, RouteParams{K: 1, Score: "tanh"}, exec.Out(precision.F32)); err == nil {
+	if _, err := routeHost(b, x, nil, RouteParams{K: 1, Score: "tanh"}, exec.Out(precision.F32)); err == nil {
 		t.Error("an unknown score function accepted")
 	}
 }

@@ -155,6 +155,9 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		if len(x) == 0 || k < 1 || k > x[len(x)-1] {
 			return nil, fmt.Errorf("top %d of %v", k, x)
 		}
+		if len(in) > 1 && in[1] != nil && exec.Numel(in[1]) != x[len(x)-1] {
+			return nil, fmt.Errorf("bias %v for %d experts", in[1], x[len(x)-1])
+		}
 		out := slices.Clone(x)
 		out[len(out)-1] = k
 		return [][]int{out, slices.Clone(out)}, nil

@@ -109,6 +109,9 @@ func (s *synth) routed(t *val, vals []*val) *val {
 	if len(t.shape) == 0 {
 		return nil
 	}
+	if w := s.routedBiased(t, vals); w != nil {
+		return w
+	}
 	k := t.shape[len(t.shape)-1]
 	for _, v := range vals {
 		if v.opaque || v.integral() || len(v.shape) == 0 || v.shape[len(v.shape)-1] <= k || v.numel()/v.shape[len(v.shape)-1] != t.numel()/k {
@@ -194,4 +197,40 @@ func routeCandidates(k int) []program.RouteParams {
 
 func routeLabel(p program.RouteParams) string {
 	return fmt.Sprintf("top %d score=%s normalize=%v ties_high=%v", p.K, p.Score, p.Normalize, p.TiesHigh)
+}
+
+// routedBiased explains router weights t chosen on score + bias but read
+// from the score (a load-balancing correction: the choice is biased, the
+// weights are not), where the scope holds score + bias as an add of a
+// [.., E] value and an [E] one.
+func (s *synth) routedBiased(t *val, vals []*val) *val {
+	if t.integral() {
+		return nil
+	}
+	k := t.shape[len(t.shape)-1]
+	for _, v := range vals {
+		if v.from == nil || v.from.op != program.OpAdd || len(v.from.args) != 2 || len(v.shape) == 0 {
+			continue
+		}
+		e := v.shape[len(v.shape)-1]
+		for i, bias := range v.from.args {
+			score := v.from.args[1-i]
+			if bias == nil || score == nil || bias.numel() != e || !slices.Equal(score.shape, v.shape) || e <= k || score.numel()/e != t.numel()/k {
+				continue
+			}
+			in := s.reshape(score, []int{t.numel() / k, e})
+			b := s.reshape(bias, []int{e})
+			if in == nil || b == nil {
+				continue
+			}
+			var cands []*expr
+			for _, p := range routeCandidates(k) {
+				cands = append(cands, &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in, b}, out: t.format, label: routeLabel(p) + " biased choice"})
+			}
+			if w, _ := s.best(t, cands); w != nil {
+				return s.reshape(w, t.shape)
+			}
+		}
+	}
+	return nil
 }
