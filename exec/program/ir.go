@@ -40,12 +40,13 @@ const (
 	OpMean                        // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
 	OpRoute                       // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
 	OpExperts                     // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
+	OpSoftmax                     // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {

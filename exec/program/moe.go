@@ -130,6 +130,26 @@ func softmax32(x []float32) []float32 {
 	return out
 }
 
+// softmaxHost is softmax over x's last axis (softmax32 per row), rounded
+// to s.Out. A host step: the rows are a router's scores.
+func softmaxHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	shape := x.Shape()
+	if len(shape) == 0 {
+		return nil, fmt.Errorf("softmax of a scalar")
+	}
+	v, err := b.Download(x)
+	if err != nil {
+		return nil, err
+	}
+	e := shape[len(shape)-1]
+	for r := 0; r+e <= len(v); r += e {
+		for i, p := range softmax32(v[r : r+e]) {
+			v[r+i] = s.Out.Round(p)
+		}
+	}
+	return b.Upload(v, shape, s.Out)
+}
+
 // sigmoid32 is 1/(1 + exp(−x)) per element, in f32.
 func sigmoid32(x []float32) []float32 {
 	out := make([]float32, len(x))

@@ -167,3 +167,26 @@ func TestOutputThatOutlivesTheForward(t *testing.T) {
 		b.Free(outs[0])
 	}
 }
+
+// TestSoftmaxHost: each row's softmax, rounded once to the output format.
+func TestSoftmaxHost(t *testing.T) {
+	b := cpu.New(1)
+	x, err := b.Upload([]float32{0, 1, 2, 3, 3, 3}, []int{2, 3}, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []precision.Format{precision.F32, precision.BF16} {
+		y, err := softmaxHost(b, x, exec.Out(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.Download(y)
+		want := append(softmax32([]float32{0, 1, 2}), softmax32([]float32{3, 3, 3})...)
+		for i := range want {
+			want[i] = f.Round(want[i])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%v: %v, want %v", f, got, want)
+		}
+	}
+}

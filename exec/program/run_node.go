@@ -73,6 +73,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(meanHost(b, in[0], at(in, 1), a.Axis, n.Spec))
 	case OpRoute:
 		return routeHost(b, in[0], at(in, 1), a.Route, n.Spec)
+	case OpSoftmax:
+		return one(softmaxHost(b, in[0], n.Spec))
 	case OpExperts:
 		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], a.Act, a.UpFirst, n.Spec))
 	}

@@ -150,6 +150,11 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			w += d
 		}
 		return [][]int{{x[0], w}, {x[0], w}}, nil
+	case OpSoftmax:
+		if len(x) == 0 {
+			return nil, fmt.Errorf("softmax of a scalar")
+		}
+		return one(x)
 	case OpRoute:
 		k := n.Attrs.Route.K
 		if len(x) == 0 || k < 1 || k > x[len(x)-1] {

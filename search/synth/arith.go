@@ -314,3 +314,27 @@ func (s *synth) rowGated(t *val, vals []*val) *val {
 	}
 	return nil
 }
+
+// paramAdded explains t as a value of its shape plus a parameter of one
+// row ([E] or [1, E], broadcast over t's rows: a per-expert correction).
+func (s *synth) paramAdded(t *val, vals []*val) *val {
+	if len(t.shape) == 0 {
+		return nil
+	}
+	e := t.shape[len(t.shape)-1]
+	for _, p := range vals {
+		if !p.param || p.numel() != e || p.numel() == t.numel() {
+			continue
+		}
+		row := s.reshape(p, []int{e})
+		if row == nil {
+			continue
+		}
+		for _, v := range sameShape(t, vals) {
+			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{v, row}, out: t.format, label: "parameter added"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}

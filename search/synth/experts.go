@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"zflow/exec/program"
@@ -233,4 +234,58 @@ func (s *synth) routedBiased(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// softmaxed explains t as the softmax over its last axis of a value of
+// its shape, or of a linear of one by a weight of the scope (router
+// scores computed in the forward: softmax(F.linear(x, W))).
+func (s *synth) softmaxed(t *val, vals []*val) *val {
+	if len(t.shape) == 0 || !rowsSumToOne(t) {
+		return nil
+	}
+	e := t.shape[len(t.shape)-1]
+	var cands []*expr
+	add := func(v *val) {
+		cands = append(cands, &expr{op: program.OpSoftmax, args: []*val{v}, out: t.format, label: "softmax"})
+	}
+	for _, v := range sameShape(t, vals) {
+		add(v)
+	}
+	for _, w := range vals {
+		if !w.param || len(w.shape) != 2 || w.shape[0] != e {
+			continue
+		}
+		for _, x := range vals {
+			if x.opaque || x.param || len(x.shape) == 0 || x.shape[len(x.shape)-1] != w.shape[1] || x.numel()/w.shape[1] != t.numel()/e {
+				continue
+			}
+			if l := s.reshape(s.derive(&expr{op: program.OpLinear, args: []*val{x, w, nil}, out: t.format, label: "linear"}), t.shape); l != nil {
+				add(l)
+			}
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// rowsSumToOne reports whether every row of v (its last axis) is
+// nonnegative and sums to 1 within f32 rounding.
+func rowsSumToOne(v *val) bool {
+	e := v.shape[len(v.shape)-1]
+	if e < 2 {
+		return false
+	}
+	for r := 0; r+e <= len(v.data); r += e {
+		var sum float64
+		for _, x := range v.data[r : r+e] {
+			if x < 0 {
+				return false
+			}
+			sum += float64(x)
+		}
+		if math.Abs(sum-1) > 1e-3 {
+			return false
+		}
+	}
+	return true
 }

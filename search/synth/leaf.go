@@ -130,6 +130,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
 		}
+		if fit == nil && len(params) > 0 {
+			// none of the parameterised leaves: an expression over the
+			// arguments and the parameters (a bias added, say)
+			fit = s.glue(t, sc)
+		}
 		if fit != nil {
 			out[0] = adopt(t, fit)
 		}
