@@ -167,12 +167,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		scan(mixed, tables, false)
 	}
 	if !anyWithin(all, tol) {
-		var relaid [][2]*val
-		for _, tb := range tables {
-			if c, sn := s.pairedHalf(tb[0]), s.pairedHalf(tb[1]); c != nil && sn != nil {
-				relaid = append(relaid, [2]*val{c, sn})
-			}
-		}
+		relaid := s.relaid(tables)
 		scan(append(triples, mixed...), relaid, false)
 		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
 	}

@@ -191,6 +191,18 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 	return out
 }
 
+// relaid are the tables of the half layout among tables, re-laid for
+// rotation of adjacent pairs (pairedHalf).
+func (s *synth) relaid(tables [][2]*val) [][2]*val {
+	var out [][2]*val
+	for _, tb := range tables {
+		if c, sn := s.pairedHalf(tb[0]), s.pairedHalf(tb[1]); c != nil && sn != nil {
+			out = append(out, [2]*val{c, sn})
+		}
+	}
+	return out
+}
+
 // pairedHalf re-lays a table of the half layout ([f | f]: its two halves
 // equal) for rotation of adjacent pairs: the first half's channels each
 // repeated for its pair (cos[..., :D/2].repeat_interleave(2)), as models
@@ -329,11 +341,7 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 	if len(tables) == 0 {
 		return nil
 	}
-	for _, tb := range slices.Clone(tables) {
-		if c, sn := s.pairedHalf(tb[0]), s.pairedHalf(tb[1]); c != nil && sn != nil {
-			tables = append(tables, [2]*val{c, sn})
-		}
-	}
+	tables = append(tables, s.relaid(tables)...)
 	pool, _ := s.allOperands(sc, t)
 	for _, x := range pool {
 		if x.shape[0] != b || x.shape[1] != n || x.shape[2] != h*d {

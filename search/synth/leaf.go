@@ -38,16 +38,7 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 			results = append(results, p)
 		}
 	}
-	var xs []*val
-	for _, p := range c.Tensors {
-		if v, ok := args[p.Name]; ok && !trace.IsResult(p.Name) {
-			xs = append(xs, v)
-		}
-	}
-	var params []*val
-	for _, name := range c.Params {
-		params = append(params, s.params[name])
-	}
+	xs, params := s.callInputs(c, args)
 	targets := make([]*val, len(results))
 	for i, p := range results {
 		t, err := s.capture(p.Key)

@@ -319,15 +319,7 @@ func (s *synth) refitAsLeaf(c trace.Call, sc *scope, args map[string]*val, outs 
 	if !missing {
 		return
 	}
-	var xs, params []*val
-	for _, p := range c.Tensors {
-		if v, ok := args[p.Name]; ok && !trace.IsResult(p.Name) {
-			xs = append(xs, v)
-		}
-	}
-	for _, name := range c.Params {
-		params = append(params, s.params[name])
-	}
+	xs, params := s.callInputs(c, args)
 	if len(xs) == 0 {
 		return
 	}
@@ -338,4 +330,18 @@ func (s *synth) refitAsLeaf(c trace.Call, sc *scope, args map[string]*val, outs 
 			outs[names[i]] = f
 		}
 	}
+}
+
+// callInputs are a call's explained tensor arguments, in port order, and
+// its parameters.
+func (s *synth) callInputs(c trace.Call, args map[string]*val) (xs, params []*val) {
+	for _, p := range c.Tensors {
+		if v, ok := args[p.Name]; ok && !trace.IsResult(p.Name) {
+			xs = append(xs, v)
+		}
+	}
+	for _, name := range c.Params {
+		params = append(params, s.params[name])
+	}
+	return xs, params
 }
