@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"zflow/search/internal/attn"
+	"zflow/search/internal/rotary"
 )
 
 // halfTables is a cat([cos, cos]) / cat([sin, sin]) table (rotate-half
@@ -34,7 +35,7 @@ func TestThetaOfUnreadTables(t *testing.T) {
 		{"one axis, nothing read", nil, []int{16}},
 		{"fewer than the axes need", []float64{1, 0.5}, []int{8, 8}},
 	} {
-		if got := thetaOf(tc.freq, tc.axes); got != 0 {
+		if got := rotary.Theta(tc.freq, tc.axes); got != 0 {
 			t.Errorf("%s: θ %v from %d frequencies for axes %v", tc.name, got, len(tc.freq), tc.axes)
 		}
 	}
@@ -44,8 +45,8 @@ func TestThetaOfUnreadTables(t *testing.T) {
 	for i := range ids {
 		ids[i] = float32(i)
 	}
-	if _, f := readAxes(pt.angles(attn.Half), ids, 1); thetaOf(f, []int{16}) != 10000 {
-		t.Errorf("cat([cos, cos]) tables read as halves: θ %v, want 10000", thetaOf(f, []int{16}))
+	if _, f := readAxes(pt.angles(attn.Half), ids, 1); rotary.Theta(f, []int{16}) != 10000 {
+		t.Errorf("cat([cos, cos]) tables read as halves: θ %v, want 10000", rotary.Theta(f, []int{16}))
 	}
 }
 

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 
 	"zflow/exec"
 	"zflow/precision"
 	"zflow/search"
 	"zflow/search/internal/attn"
+	"zflow/search/internal/rotary"
 	"zflow/semantics"
 	"zflow/trace"
 )
@@ -75,7 +75,7 @@ func Positions(tr *trace.Trace, st *semantics.Structure, layout, jointOrder stri
 	if bd := st.Positions.Boundary; bd != nil {
 		p.boundary = bd.Module + "/" + bd.Outputs["cos"]
 	}
-	rotary := 0
+	width := 0
 	for _, t := range b.tables {
 		ids, axes, err := tableIDs(cp, st, jointOrder, t.rows)
 		if err != nil {
@@ -85,14 +85,14 @@ func Positions(tr *trace.Trace, st *semantics.Structure, layout, jointOrder stri
 		if t.complex {
 			w = 2 * t.w
 		}
-		if rotary != 0 && w != rotary || p.axes != 0 && axes != p.axes {
+		if width != 0 && w != width || p.axes != 0 && axes != p.axes {
 			return nil, fmt.Errorf("factors: positions: the tables disagree on their width or axes")
 		}
-		rotary, p.axes = w, axes
+		width, p.axes = w, axes
 		p.tables = append(p.tables, sampleTable(t, ids, axes))
 	}
-	if rotary%2 != 0 {
-		return nil, fmt.Errorf("factors: positions: rotary width %d is odd", rotary)
+	if width%2 != 0 {
+		return nil, fmt.Errorf("factors: positions: rotary width %d is odd", width)
 	}
 	var angles [][]float64
 	var ids []float32
@@ -104,9 +104,9 @@ func Positions(tr *trace.Trace, st *semantics.Structure, layout, jointOrder stri
 	if layout != attn.Half || p.axes == 1 {
 		read, freqs = readAxes(angles, ids, p.axes)
 	}
-	splits := axisSplits(rotary/2, p.axes, read)
+	splits := axisSplits(width/2, p.axes, read)
 	if len(splits) == 0 {
-		return nil, fmt.Errorf("factors: positions: %d rotary channels cannot be split into %d even axes", rotary, p.axes)
+		return nil, fmt.Errorf("factors: positions: %d rotary channels cannot be split into %d even axes", width, p.axes)
 	}
 	thetas := []any{}
 	seen := map[float64]bool{}
@@ -116,7 +116,7 @@ func Positions(tr *trace.Trace, st *semantics.Structure, layout, jointOrder stri
 			thetas = append(thetas, t)
 		}
 	}
-	addTheta(thetaOf(freqs, splits[0]))
+	addTheta(rotary.Theta(freqs, splits[0]))
 	for _, t := range []float64{1e4, 1e3, 1e5, 1e6} {
 		addTheta(t)
 	}
@@ -368,7 +368,7 @@ func readAxes(angles [][]float64, ids []float32, axes int) ([]int, []float64) {
 	const tol = 0.05 // rad: a bf16 table's cos and sin hold its angle to ~2⁻⁸
 	matches := func(j, a int) bool {
 		for r := range angles {
-			if math.Abs(wrapAngle(angles[r][j]-float64(ids[r*axes+a]))) > tol {
+			if math.Abs(rotary.Wrap(angles[r][j]-float64(ids[r*axes+a]))) > tol {
 				return false
 			}
 		}
@@ -403,7 +403,7 @@ func readAxes(angles [][]float64, ids []float32, axes int) ([]int, []float64) {
 		var steps []float64
 		for r := 1; r < len(angles) && len(steps) < 256; r++ {
 			if d := ids[r*axes+a] - ids[(r-1)*axes+a]; d == 1 || d == -1 {
-				steps = append(steps, math.Abs(wrapAngle(angles[r][j]-angles[r-1][j])))
+				steps = append(steps, math.Abs(rotary.Wrap(angles[r][j]-angles[r-1][j])))
 			}
 		}
 		freq[j] = math.Inf(1)
@@ -418,47 +418,6 @@ func median(x []float64) float64 {
 	s := slices.Clone(x)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func wrapAngle(a float64) float64 {
-	a = math.Mod(a+math.Pi, 2*math.Pi)
-	if a < 0 {
-		a += 2 * math.Pi
-	}
-	return a - math.Pi
-}
-
-// thetaOf estimates θ from each axis's frequencies (f_i = θ^(−2i/d) for an
-// axis of d channels), the median over the axes, to 3 significant digits.
-func thetaOf(freq []float64, axes []int) float64 {
-	var est []float64
-	first := 0
-	for _, d := range axes {
-		if first+d/2 > len(freq) {
-			// No frequencies read for this axis (readAxes could not read
-			// the tables in this layout: a cat([cos, cos]) table read as
-			// interleaved pairs): no estimate.
-			break
-		}
-		var sum float64
-		n := 0
-		for i := 1; i < d/2; i++ {
-			if f := freq[first+i]; f > 1e-3 && f < math.Pi && !math.IsInf(f, 0) {
-				sum += -math.Log(f) * float64(d) / float64(2*i)
-				n++
-			}
-		}
-		if n > 0 {
-			est = append(est, math.Exp(sum/float64(n)))
-		}
-		first += d / 2
-	}
-	if len(est) == 0 {
-		return 0
-	}
-	slices.Sort(est)
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(est[len(est)/2], 'g', 3, 64), 64)
-	return v
 }
 
 // axisSplits lists the splits of pairs into n axes (channels per axis,

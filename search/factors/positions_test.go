@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"zflow/search"
+	"zflow/search/internal/rotary"
 	"zflow/search/structure"
 	"zflow/trace"
 )
@@ -57,7 +58,7 @@ func TestReadAxes(t *testing.T) {
 		if fmt.Sprint(split) != "[2 3 3]" {
 			t.Errorf("θ %g: split %v, want [2 3 3]", theta, split)
 		}
-		if got := thetaOf(freq, channels(split)); got != theta {
+		if got := rotary.Theta(freq, channels(split)); got != theta {
 			t.Errorf("θ %g: read %g (frequencies %v)", theta, got, freq)
 		}
 	}

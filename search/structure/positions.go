@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"zflow/search/internal/rotary"
 	"zflow/semantics"
 	"zflow/trace"
 )
@@ -243,7 +244,7 @@ func (d *discoverer) derivePositions(pos *semantics.Positions, all []float64, ax
 						rows[r][a] = int(all[(at+r)*axes+a])
 					}
 				}
-				src, good := patternOf(rows, s == image)
+				src, good := rotary.Pattern(rows, s == image)
 				if !good {
 					ok = false
 					break
@@ -266,76 +267,4 @@ func (d *discoverer) derivePositions(pos *semantics.Positions, all []float64, ax
 		pos.Streams[s] = src
 	}
 	return true
-}
-
-// patternOf reads rows of ids as a row-major grid (preferred for image
-// rows) or a sequence start + i·step.
-func patternOf(rows [][]int, preferGrid bool) (semantics.PositionSource, bool) {
-	g, gok := gridOf(rows)
-	s, sok := sequenceOf(rows)
-	switch {
-	case gok && (preferGrid || !sok):
-		return g, true
-	case sok:
-		return s, true
-	}
-	return semantics.PositionSource{}, false
-}
-
-func gridOf(rows [][]int) (semantics.PositionSource, bool) {
-	if len(rows) == 0 {
-		return semantics.PositionSource{}, false
-	}
-	axes := len(rows[0])
-	lo, hi := slices.Clone(rows[0]), slices.Clone(rows[0])
-	for _, r := range rows {
-		for a, v := range r {
-			lo[a], hi[a] = min(lo[a], v), max(hi[a], v)
-		}
-	}
-	grid := make([]int, axes)
-	n := 1
-	for a := range axes {
-		grid[a] = hi[a] - lo[a] + 1
-		n *= grid[a]
-	}
-	if n != len(rows) {
-		return semantics.PositionSource{}, false
-	}
-	idx := make([]int, axes)
-	for _, r := range rows {
-		for a := range axes {
-			if r[a] != lo[a]+idx[a] {
-				return semantics.PositionSource{}, false
-			}
-		}
-		for a := axes - 1; a >= 0; a-- {
-			if idx[a]++; idx[a] < grid[a] {
-				break
-			}
-			idx[a] = 0
-		}
-	}
-	return semantics.PositionSource{From: "grid", Grid: grid, Origin: lo}, true
-}
-
-func sequenceOf(rows [][]int) (semantics.PositionSource, bool) {
-	if len(rows) == 0 {
-		return semantics.PositionSource{}, false
-	}
-	axes := len(rows[0])
-	start, step := slices.Clone(rows[0]), make([]int, axes)
-	if len(rows) > 1 {
-		for a := range axes {
-			step[a] = rows[1][a] - rows[0][a]
-		}
-	}
-	for i, r := range rows {
-		for a := range axes {
-			if r[a] != start[a]+i*step[a] {
-				return semantics.PositionSource{}, false
-			}
-		}
-	}
-	return semantics.PositionSource{From: "sequence", Start: start, Step: step}, true
 }

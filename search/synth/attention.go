@@ -185,11 +185,12 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]
-		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 {
+		masks := s.keyMasks(sc, ch.q, ch.k)
+		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
 		}
 		if ch.score > tolerance(t.format) {
-			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim))
+			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim), masks)
 		}
 		if best == nil || ch.score < best.score {
 			c := ch

@@ -30,6 +30,37 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// keyMasks are the scope's key-padding masks for attention of q over k:
+// integer 0/1 values with one entry per key and batch row ([B, Sk], or
+// with unit axes between), not all ones, each laid out [B, 1, Sk] for an
+// explicit mask (nonzero: attend).
+func (s *synth) keyMasks(sc *scope, q, k *val) []*val {
+	var out []*val
+	b, sk := q.shape[0], k.shape[1]
+	for _, v := range sc.vals {
+		if v.opaque || !v.integral() || allOnes(v) || v.numel() != b*sk || v.shape[len(v.shape)-1] != sk || !zeroOne(v) {
+			continue
+		}
+		if m := s.reshape(v, []int{b, 1, sk}); m != nil {
+			out = append(out, m)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
+	return out
+}
+
+// zeroOne reports whether every element is 0 or 1.
+func zeroOne(v *val) bool {
+	for _, x := range v.data {
+		if x != 0 && x != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // withScaled adds each bias times 1/√d: a bias added to the scores
 // before they are scaled ((q·k + alibi)/√d, Falcon's ALiBi).
 func (s *synth) withScaled(bs []*val, d int) []*val {
@@ -240,17 +271,15 @@ func allOnes(v *val) bool {
 // complexTable reads a complex RoPE table [.., D/2, 2] (unit (re, im)
 // pairs, multiplied into adjacent pairs of channels) as the cos and sin
 // tables [.., D] of an interleaved rotation: each of re and im repeated
-// for its pair. nil when v is not one.
+// for its pair (a padding row of zeros gives zero tables there, as the
+// complex product does). nil when v is not one.
 func (s *synth) complexTable(v *val) (*val, *val) {
 	n := len(v.shape)
 	if v.opaque || n < 2 || v.shape[n-1] != 2 || v.numel() < 4 {
 		return nil, nil
 	}
-	for i := 0; i+1 < len(v.data); i += 2 {
-		r := float64(v.data[i])*float64(v.data[i]) + float64(v.data[i+1])*float64(v.data[i+1])
-		if math.Abs(r-1) > 0.05 {
-			return nil, nil
-		}
+	if _, ok := unitRows(v); !ok { // rows that rotate, or padding rows of zeros
+		return nil, nil
 	}
 	half := v.shape[n-2]
 	lead := slices.Clone(v.shape[:n-2])

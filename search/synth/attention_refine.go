@@ -22,10 +22,13 @@ func cmpFloat(a, b float64) int {
 // variant (ALiBi or not; a sliding window or not, on causal choices) the
 // scale and the logit cap are fitted by coordinate descent, and the best
 // variant is kept when it lowers the error.
-func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
-	var curBias *val
+func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
+	var curBias, curMask *val
 	eval := func(p exec.AttentionParams) (float64, *val) {
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, curBias}, out: t.format}
+		if curMask != nil {
+			p.Mask = exec.MaskExplicit
+		}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, curMask, curBias}, out: t.format}
 		if ch.q.shape[1] == t.shape[1] {
 			v, sc := s.ev.score(e, t)
 			return sc, v
@@ -80,9 +83,9 @@ func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
 		return p
 	}
 	best, bestSc := ch.params, ch.score
-	var bestBias *val
-	for _, b := range append([]*val{nil}, bias...) {
-		curBias = b
+	var bestBias, bestMask *val
+	for _, pair := range maskedBiases(bias, masks, ch.params.Mask) {
+		curBias, curMask = pair[0], pair[1]
 		for _, alibi := range []float32{-1, 0, float32(1 / math.Sqrt(float64(ch.headDim)))} {
 			for _, win := range []bool{false, true} {
 				if win && ch.params.Mask != exec.MaskCausal {
@@ -103,7 +106,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
 					p = window(p)
 				}
 				if sc := score(p); sc < bestSc {
-					best, bestSc, bestBias = p, sc, b
+					best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
 				}
 			}
 		}
@@ -111,13 +114,32 @@ func (s *synth) refine(ch *attnChoice, t *val, bias []*val) {
 			break
 		}
 	}
-	curBias = bestBias
+	curBias, curMask = bestBias, bestMask
 	if bestSc < ch.score {
 		sc, v := eval(best)
+		if bestMask != nil {
+			best.Mask = exec.MaskExplicit
+		}
 		ch.params, ch.score, ch.result, ch.bias = best, sc, v, bestBias
-		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil)
+		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v key_mask=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil, bestMask != nil)
 	}
 	s.simplify(ch, eval, tolerance(t.format))
+}
+
+// maskedBiases are the (bias, key mask) pairs refine tries: none, each
+// bias, and each key mask (replacing the choice's own mask, so only on
+// choices without a causal one) alone.
+func maskedBiases(bias, masks []*val, m exec.MaskKind) [][2]*val {
+	out := [][2]*val{{nil, nil}}
+	for _, b := range bias {
+		out = append(out, [2]*val{b, nil})
+	}
+	if m == exec.MaskNone {
+		for _, k := range masks {
+			out = append(out, [2]*val{nil, k})
+		}
+	}
+	return out
 }
 
 // searchParam minimises f over [lo, hi] by golden section on a log scale

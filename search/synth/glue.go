@@ -246,6 +246,34 @@ func (s *synth) constant(c float64) *val {
 	return v
 }
 
+// leadingPart finds a value of t's shape but for axis ax whose first n
+// entries along ax (0 < n < its length, as many as match) are t's from
+// off on, and returns that slice of it; nil when none is.
+func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] < 2 {
+			continue
+		}
+		same := true
+		for i := range v.shape {
+			same = same && (i == ax || v.shape[i] == t.shape[i])
+		}
+		if !same {
+			continue
+		}
+		n := 0
+		for n < v.shape[ax] && off+n < t.shape[ax] && relRMS(sliceData(v, ax, n, n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
+			n++
+		}
+		if n == 0 || n == v.shape[ax] || off == 0 && n == t.shape[ax] {
+			continue // nothing, all of it (a whole piece), or all of t alone
+		}
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: n}, args: []*val{v}, out: v.format, label: "leading part"})
+	}
+	return nil
+}
+
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
@@ -298,6 +326,11 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 						break
 					}
 				}
+			}
+			if found == nil && depth == 0 {
+				// a piece that is the leading part of a value (a caption
+				// cut to its length before it joins the image rows)
+				found = s.leadingPart(t, ax, off, vals)
 			}
 			if found == nil {
 				break

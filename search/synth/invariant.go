@@ -118,6 +118,18 @@ func (s *synth) shapeConstant(v *val, args []*val) bool {
 	return true
 }
 
+// sameEveryStep reports whether every value is equal at each captured
+// step (trivially so in a one-pass trace): what a call makes from the
+// request's shapes and constants, never from the latents.
+func (s *synth) sameEveryStep(vs []*val) bool {
+	for _, v := range vs {
+		if !s.invariant(func(st int) ([]float32, bool) { return s.at(v, st) }, 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // tensorArgs are the call scope's argument values.
 func tensorArgs(sc *scope) []*val {
 	var out []*val

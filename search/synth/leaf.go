@@ -152,8 +152,24 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 		}
 	}
+	if len(params) == 0 && len(targets) <= 4 {
+		// tables made without ids among the arguments (the same at every
+		// step: from the request's shapes and constants): ids read back
+		var tabs []*val
+		var at []int
+		for i, t := range targets {
+			if s.sameEveryStep([]*val{t}) {
+				tabs, at = append(tabs, t), append(at, i)
+			}
+		}
+		for k, f := range s.fitReadRope(tabs) {
+			if f != nil {
+				out[at[k]] = adopt(tabs[k], f)
+			}
+		}
+	}
 	for i, t := range targets {
-		if len(params) == 0 {
+		if len(params) == 0 && out[i] == nil {
 			if v := s.glue(t, sc); v != nil {
 				out[i] = adopt(t, v)
 			}

@@ -199,12 +199,16 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 			var sh vec
 			label := fmt.Sprintf("plus_one=%v scale=%s", plus, scale.label)
 			if dn > 1e-6 {
+				// a shift the pool holds; else none (the intercept of a
+				// per-channel fit on rounded values is noise, not a shift:
+				// the score decides)
 				var e2 float64
-				if sh, e2 = nearest(pool, d, exec.ActIdentity); e2 > 10*tol {
-					continue
+				if sh, e2 = nearest(pool, d, exec.ActIdentity); e2 <= 10*tol {
+					shift = sh.v
+					label += " shift=" + sh.label
+				} else {
+					sh = vec{}
 				}
-				shift = sh.v
-				label += " shift=" + sh.label
 			}
 			e := &expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}},
 				args: []*val{x, shift, scale.v}, out: t.format, label: label}

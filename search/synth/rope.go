@@ -9,6 +9,7 @@ import (
 	"zflow/exec"
 	"zflow/exec/program"
 	"zflow/precision"
+	"zflow/search/internal/rotary"
 	"zflow/semantics"
 )
 
@@ -330,4 +331,259 @@ func (s *synth) tables(e *expr, cosT, sinT *val, ev []semantics.Candidate) (*val
 	fit := &leafFit{kind: "rope_table", rope: e.attrs.RopeTable, candidates: ev}
 	cosV.fit, sinV.fit = fit, fit
 	return cosV, sinV
+}
+
+// ropeTableTarget is one captured RoPE table: a complex one ([.., P, 2],
+// unit (re, im) pairs) or a cos and sin pair of targets.
+type ropeTableTarget struct {
+	complex  *val
+	cos, sin *val
+	valid    []bool // a complex table's rows that rotate; the others are zero (padding)
+}
+
+// fitReadRope explains parameterless results that are RoPE tables made
+// without position ids among the arguments (made from the request's
+// shapes): the position ids, the split into axes and θ are read back
+// from the tables' angles (rotary.ReadPositions, every table together,
+// since they rotate by the same frequencies), and the tables recomputed
+// by rope_table from those ids must reproduce every target. The ids
+// become a constant of the request's shape, named by their pattern (a
+// grid with its origin, a sequence with its start). The result has one
+// entry per target, nil for a target that is not a table; nil where no
+// target is one or the tables do not reproduce.
+func (s *synth) fitReadRope(targets []*val) []*val {
+	var tabs []ropeTableTarget
+	var angles [][][]float64
+	interleaved := true
+	switch {
+	case len(targets) == 2 && targets[0].numel() == targets[1].numel() && len(targets[0].shape) >= 2 && unitCircle(targets[0], targets[1]):
+		a, il, ok := rotary.Angles(targets[0].data, targets[1].data, targets[0].shape[len(targets[0].shape)-1])
+		if !ok {
+			return nil
+		}
+		tabs, angles, interleaved = []ropeTableTarget{{cos: targets[0], sin: targets[1]}}, [][][]float64{a}, il
+	default:
+		for _, t := range targets {
+			n := len(t.shape)
+			if n < 2 || t.shape[n-1] != 2 {
+				continue
+			}
+			valid, ok := unitRows(t)
+			if !ok {
+				continue
+			}
+			var z []float32
+			w := 2 * t.shape[n-2]
+			for r, ok := range valid {
+				if ok {
+					z = append(z, t.data[r*w:(r+1)*w]...)
+				}
+			}
+			tabs = append(tabs, ropeTableTarget{complex: t, valid: valid})
+			angles = append(angles, rotary.ComplexAngles(z, t.shape[n-2]))
+		}
+	}
+	if len(tabs) == 0 {
+		return nil
+	}
+	rp, ok := rotary.ReadPositions(angles)
+	if !ok || len(rp.Pairs) > 3 {
+		return nil
+	}
+	for i, tb := range tabs {
+		if tb.valid != nil {
+			rp.IDs[i] = spread(rp.IDs[i], tb.valid, len(rp.Pairs))
+		}
+	}
+	dims := rp.AxesDims()
+	layout := exec.RopeInterleaved
+	if !interleaved {
+		layout = exec.RopeHalf
+	}
+	thetas := []float64{10000}
+	if th := rotary.Theta(rp.Freq, dims); th > 1 && th != 10000 {
+		thetas = append([]float64{th}, thetas...)
+	}
+	type cand struct {
+		p     exec.RopeTableParams
+		label string
+	}
+	var cands []cand
+	for _, theta := range thetas {
+		for _, ff := range []precision.Format{precision.F32, precision.F64} {
+			for _, af := range []precision.Format{precision.F32, precision.F64} {
+				p := exec.RopeTableParams{Theta: theta, AxesDims: dims, Layout: layout, FreqFormat: ff, AngleFormat: af}
+				cands = append(cands, cand{p, fmt.Sprintf("ids read from the tables, %s axes %v theta=%g freq=%s angle=%s", layout, dims, theta, ff, af)})
+			}
+		}
+	}
+	masks := make([]*val, len(tabs))
+	for i, tb := range tabs {
+		if slices.Contains(tb.valid, false) {
+			masks[i] = rowMask(tb.complex, tb.valid)
+		}
+	}
+	ids := make([]*val, len(tabs))
+	for i, rows := range rp.IDs {
+		data := make([]float32, 0, len(rows)*len(dims))
+		for _, r := range rows {
+			for _, x := range r {
+				data = append(data, float32(x))
+			}
+		}
+		ids[i] = &val{shape: []int{len(rows), len(dims)}, data: data, format: precision.F32, origin: "read positions"}
+	}
+	// make runs one candidate: every table, shaped as its target.
+	mk := func(p exec.RopeTableParams, label string) ([]*val, float64) {
+		var out []*val
+		worst := 0.0
+		for i, tb := range tabs {
+			e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids[i]}, out: precision.F32, label: label}
+			cv, err1 := s.ev.run(e)
+			sv, err2 := s.ev.run(pickOf(e, 1))
+			if err1 != nil || err2 != nil {
+				return nil, math.Inf(1)
+			}
+			if tb.complex == nil {
+				c, sn := s.reshape(cv, tb.cos.shape), s.reshape(sv, tb.sin.shape)
+				if c == nil || sn == nil {
+					return nil, math.Inf(1)
+				}
+				worst = math.Max(worst, math.Max(relRMS(c.data, tb.cos.data), relRMS(sn.data, tb.sin.data)))
+				out = append(out, c, sn)
+				continue
+			}
+			z := s.complexOf(cv, sv, tb.complex.shape)
+			if z != nil && masks[i] != nil {
+				z = s.derive(&expr{op: program.OpMul, args: []*val{z, masks[i]}, out: z.format, label: "padding rows zero"})
+			}
+			if z == nil {
+				return nil, math.Inf(1)
+			}
+			worst = math.Max(worst, relRMS(z.data, tb.complex.data))
+			out = append(out, z)
+		}
+		return out, worst
+	}
+	best, bestScore := -1, math.Inf(1)
+	var ev []semantics.Candidate
+	for i, c := range cands {
+		_, sc := mk(c.p, c.label)
+		ev = append(ev, semantics.Candidate{Value: c.label, Score: finite(sc)})
+		if sc < bestScore {
+			best, bestScore = i, sc
+		}
+	}
+	if best < 0 || bestScore > tolerance(targets[0].format) {
+		return nil
+	}
+	for i, v := range ids {
+		note := "positions read back from the RoPE table's angles (made from the request's shape)"
+		if src, ok := rotary.Pattern(rp.IDs[i], true); ok && src.From == "grid" {
+			note = fmt.Sprintf("grid positions %v from %v, row-major, read back from the RoPE table's angles (made from the request's shape)", src.Grid, src.Origin)
+		} else if ok {
+			note = fmt.Sprintf("positions %v + i·%v, read back from the RoPE table's angles (made from the request's shape)", src.Start, src.Step)
+		}
+		s.em.constant(v, note)
+		if masks[i] != nil {
+			s.em.constant(masks[i], "1 on the rows the RoPE table rotates, 0 on its padding rows (zero in the reference: a caption shorter than its slot)")
+		}
+	}
+	made, _ := mk(cands[best].p, cands[best].label)
+	fit := &leafFit{kind: "rope_table", rope: cands[best].p, candidates: ev}
+	out := make([]*val, len(targets))
+	k := 0
+	for i, t := range targets {
+		for _, tb := range tabs {
+			if tb.complex == t || tb.cos == t || tb.sin == t {
+				out[i] = made[k]
+				out[i].fit = fit
+				k++
+			}
+		}
+	}
+	return out
+}
+
+// complexOf lays interleaved cos and sin tables [rows, 2P] out as a
+// complex table (re, im) of shape: the first of each pair's two equal
+// channels, side by side on a last axis of 2.
+func (s *synth) complexOf(cv, sv *val, shape []int) *val {
+	rows, w := cv.shape[0], cv.shape[len(cv.shape)-1]
+	if w%2 != 0 {
+		return nil
+	}
+	first := func(v *val) *val {
+		r := s.reshape(v, []int{rows, w / 2, 2})
+		if r == nil {
+			return nil
+		}
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: 0, End: 1}, args: []*val{r}, out: v.format})
+	}
+	re, im := first(cv), first(sv)
+	if re == nil || im == nil {
+		return nil
+	}
+	z := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{re, im}, out: cv.format, label: "complex table"})
+	return s.reshape(z, shape)
+}
+
+// unitRows reads a complex table [.., rows, P, 2] row by row: a row of
+// (re, im) pairs on the unit circle rotates (valid), a row of exact zeros
+// is padding (a caption shorter than its slot); anything else, or no
+// rotating row at all, is not a RoPE table.
+func unitRows(v *val) ([]bool, bool) {
+	n := len(v.shape)
+	w := 2 * v.shape[n-2]
+	if w == 0 || len(v.data)%w != 0 || len(v.data) < 4 {
+		return nil, false
+	}
+	valid := make([]bool, len(v.data)/w)
+	any := false
+	for r := range valid {
+		row := v.data[r*w : (r+1)*w]
+		zero, unit := true, true
+		for i := 0; i+1 < len(row); i += 2 {
+			re, im := float64(row[i]), float64(row[i+1])
+			zero = zero && re == 0 && im == 0
+			unit = unit && math.Abs(re*re+im*im-1) <= 0.05
+		}
+		if !zero && !unit {
+			return nil, false
+		}
+		valid[r] = unit
+		any = any || unit
+	}
+	return valid, any
+}
+
+// spread puts the ids read from the valid rows back in their rows, id 0 in
+// the padding rows.
+func spread(ids [][]int, valid []bool, axes int) [][]int {
+	out := make([][]int, len(valid))
+	k := 0
+	for r, ok := range valid {
+		if ok {
+			out[r] = ids[k]
+			k++
+		} else {
+			out[r] = make([]int, axes)
+		}
+	}
+	return out
+}
+
+// rowMask is 1 on a complex table's valid rows and 0 on its padding
+// rows, shaped to broadcast over the table [.., rows, P, 2].
+func rowMask(t *val, valid []bool) *val {
+	n := len(t.shape)
+	shape := slices.Clone(t.shape)
+	shape[n-1], shape[n-2] = 1, 1
+	m := &val{shape: shape, data: make([]float32, len(valid)), format: precision.F32, origin: "padding rows"}
+	for r, ok := range valid {
+		if ok {
+			m.data[r] = 1
+		}
+	}
+	return m
 }

@@ -1,0 +1,267 @@
+// Package rotary reads RoPE tables back into what made them: the angle of
+// every rotating pair, the integer position ids and the frequencies behind
+// those angles, θ, and the pattern the ids follow (a grid or a sequence).
+// Structure discovery and the program search both read tables this way,
+// so a model whose tables come from its request's shape (no position ids
+// among any call's arguments) is read by the same rules in both.
+package rotary
+
+import (
+	"math"
+	"slices"
+	"strconv"
+
+	"zflow/semantics"
+)
+
+// Wrap maps an angle into (−π, π].
+func Wrap(a float64) float64 {
+	a = math.Mod(a+math.Pi, 2*math.Pi)
+	if a < 0 {
+		a += 2 * math.Pi
+	}
+	return a - math.Pi
+}
+
+// ComplexAngles reads a complex table (rows of pairs (re, im), pairs per
+// row) as angles [rows][pairs].
+func ComplexAngles(z []float32, pairs int) [][]float64 {
+	if pairs <= 0 {
+		return nil
+	}
+	rows := len(z) / (2 * pairs)
+	out := make([][]float64, rows)
+	for r := range out {
+		out[r] = make([]float64, pairs)
+		for j := range pairs {
+			out[r][j] = math.Atan2(float64(z[2*(r*pairs+j)+1]), float64(z[2*(r*pairs+j)]))
+		}
+	}
+	return out
+}
+
+// Angles reads real cos and sin tables of width channels per row as
+// angles [rows][width/2]: atan2(sin, cos) at the first element of each
+// rotating pair, the pairs being adjacent channels (interleaved) or the
+// two halves (half), whichever carry equal cos values. ok is false when
+// neither or both do (a layout that cannot be told apart).
+func Angles(cos, sin []float32, width int) (angles [][]float64, interleaved, ok bool) {
+	if width <= 0 || width%2 != 0 || len(cos) != len(sin) || len(cos)%width != 0 {
+		return nil, false, false
+	}
+	rows := len(cos) / width
+	inter, half := true, true
+	for r := range rows {
+		for j := 0; j < width/2; j++ {
+			if cos[r*width+2*j] != cos[r*width+2*j+1] {
+				inter = false
+			}
+			if cos[r*width+j] != cos[r*width+j+width/2] {
+				half = false
+			}
+		}
+	}
+	if inter == half {
+		return nil, false, false
+	}
+	out := make([][]float64, rows)
+	for r := range out {
+		out[r] = make([]float64, width/2)
+		for j := range width / 2 {
+			k := j
+			if inter {
+				k = 2 * j
+			}
+			out[r][j] = math.Atan2(float64(sin[r*width+k]), float64(cos[r*width+k]))
+		}
+	}
+	return out, inter, true
+}
+
+// Positions is what ReadPositions finds in a set of tables.
+type Positions struct {
+	IDs   [][][]int // per table, [rows][axes]
+	Pairs []int     // rotating pairs per axis
+	Freq  []float64 // per pair: the angle step of one position (+Inf where no step shows)
+}
+
+// AxesDims are the channels per axis (two per pair).
+func (p *Positions) AxesDims() []int {
+	out := make([]int, len(p.Pairs))
+	for i, n := range p.Pairs {
+		out[i] = 2 * n
+	}
+	return out
+}
+
+// ReadPositions reads integer position ids back from RoPE angles (one
+// [rows][pairs] array per table, all rotating by the same frequencies): a
+// pair's frequency is the smallest angle step between consecutive rows;
+// frequencies fall within an axis and jump back up where the next axis
+// starts; an axis's ids are its slowest pair's angle over its frequency
+// (no wrap-around there), checked against every pair of the axis.
+func ReadPositions(tabs [][][]float64) (*Positions, bool) {
+	if len(tabs) == 0 || len(tabs[0]) == 0 {
+		return nil, false
+	}
+	p := len(tabs[0][0])
+	freq := make([]float64, p)
+	for j := range p {
+		freq[j] = math.Inf(1)
+		for _, t := range tabs {
+			if len(t) > 0 && len(t[0]) != p {
+				return nil, false
+			}
+			for r := 1; r < len(t); r++ {
+				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > 1e-6 {
+					freq[j] = math.Min(freq[j], s)
+				}
+			}
+		}
+	}
+	var axes []int
+	for j := range p {
+		if j == 0 || freq[j] > freq[j-1]*(1+1e-3) {
+			axes = append(axes, 0)
+		}
+		axes[len(axes)-1]++
+	}
+	out := make([][][]int, len(tabs))
+	for ti, t := range tabs {
+		out[ti] = make([][]int, len(t))
+		for r := range t {
+			out[ti][r] = make([]int, len(axes))
+		}
+	}
+	first := 0
+	for a, n := range axes {
+		slow := first + n - 1
+		for ti, t := range tabs {
+			for r := range t {
+				var id int
+				if !math.IsInf(freq[slow], 1) {
+					x := t[r][slow] / freq[slow]
+					id = int(math.Round(x))
+					if math.Abs(x-float64(id)) > 0.05 {
+						return nil, false
+					}
+				}
+				for j := first; j <= slow; j++ {
+					want := 0.0
+					if !math.IsInf(freq[j], 1) {
+						want = float64(id) * freq[j]
+					}
+					if math.Abs(Wrap(want-t[r][j])) > 1e-2 {
+						return nil, false
+					}
+				}
+				out[ti][r][a] = id
+			}
+		}
+		first += n
+	}
+	return &Positions{IDs: out, Pairs: axes, Freq: freq}, true
+}
+
+// Theta estimates θ from each axis's frequencies (f_i = θ^(−2i/d) for an
+// axis of d channels), the median over the axes, to 3 significant digits;
+// 0 when no axis shows one.
+func Theta(freq []float64, axesDims []int) float64 {
+	var est []float64
+	first := 0
+	for _, d := range axesDims {
+		if first+d/2 > len(freq) {
+			break // no frequencies read for this axis
+		}
+		var sum float64
+		n := 0
+		for i := 1; i < d/2; i++ {
+			if f := freq[first+i]; f > 1e-3 && f < math.Pi && !math.IsInf(f, 0) {
+				sum += -math.Log(f) * float64(d) / float64(2*i)
+				n++
+			}
+		}
+		if n > 0 {
+			est = append(est, math.Exp(sum/float64(n)))
+		}
+		first += d / 2
+	}
+	if len(est) == 0 {
+		return 0
+	}
+	slices.Sort(est)
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(est[len(est)/2], 'g', 3, 64), 64)
+	return v
+}
+
+// Pattern reads rows of ids as a row-major grid (preferred when
+// preferGrid) or a sequence start + i·step.
+func Pattern(rows [][]int, preferGrid bool) (semantics.PositionSource, bool) {
+	g, gok := grid(rows)
+	s, sok := sequence(rows)
+	switch {
+	case gok && (preferGrid || !sok):
+		return g, true
+	case sok:
+		return s, true
+	}
+	return semantics.PositionSource{}, false
+}
+
+func grid(rows [][]int) (semantics.PositionSource, bool) {
+	if len(rows) == 0 {
+		return semantics.PositionSource{}, false
+	}
+	axes := len(rows[0])
+	lo, hi := slices.Clone(rows[0]), slices.Clone(rows[0])
+	for _, r := range rows {
+		for a, v := range r {
+			lo[a], hi[a] = min(lo[a], v), max(hi[a], v)
+		}
+	}
+	g := make([]int, axes)
+	n := 1
+	for a := range axes {
+		g[a] = hi[a] - lo[a] + 1
+		n *= g[a]
+	}
+	if n != len(rows) {
+		return semantics.PositionSource{}, false
+	}
+	idx := make([]int, axes)
+	for _, r := range rows {
+		for a := range axes {
+			if r[a] != lo[a]+idx[a] {
+				return semantics.PositionSource{}, false
+			}
+		}
+		for a := axes - 1; a >= 0; a-- {
+			if idx[a]++; idx[a] < g[a] {
+				break
+			}
+			idx[a] = 0
+		}
+	}
+	return semantics.PositionSource{From: "grid", Grid: g, Origin: lo}, true
+}
+
+func sequence(rows [][]int) (semantics.PositionSource, bool) {
+	if len(rows) == 0 {
+		return semantics.PositionSource{}, false
+	}
+	axes := len(rows[0])
+	start, step := slices.Clone(rows[0]), make([]int, axes)
+	if len(rows) > 1 {
+		for a := range axes {
+			step[a] = rows[1][a] - rows[0][a]
+		}
+	}
+	for i, r := range rows {
+		for a := range axes {
+			if r[a] != start[a]+i*step[a] {
+				return semantics.PositionSource{}, false
+			}
+		}
+	}
+	return semantics.PositionSource{From: "sequence", Start: start, Step: step}, true
+}

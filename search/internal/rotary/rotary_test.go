@@ -1,0 +1,118 @@
+package rotary
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+)
+
+// complexTable makes the complex table of ids [rows][axes] with per-axis
+// frequencies θ^(−2i/d): pairs of (cos, sin).
+func complexTable(ids [][]int, dims []int, theta float64) []float32 {
+	var z []float32
+	for _, row := range ids {
+		for a, d := range dims {
+			for i := range d / 2 {
+				ang := float64(row[a]) * math.Pow(theta, -float64(2*i)/float64(d))
+				z = append(z, float32(math.Cos(ang)), float32(math.Sin(ang)))
+			}
+		}
+	}
+	return z
+}
+
+func gridIDs(origin, size []int) [][]int {
+	var out [][]int
+	var rec func(prefix []int)
+	rec = func(prefix []int) {
+		if len(prefix) == len(size) {
+			out = append(out, slices.Clone(prefix))
+			return
+		}
+		a := len(prefix)
+		for i := range size[a] {
+			rec(append(prefix, origin[a]+i))
+		}
+	}
+	rec(nil)
+	return out
+}
+
+func seqIDs(start, n, axes int) [][]int {
+	out := make([][]int, n)
+	for i := range out {
+		out[i] = make([]int, axes)
+		for a := range out[i] {
+			out[i][a] = start + i
+		}
+	}
+	return out
+}
+
+// TestReadPositions: ids, the split into axes and θ come back from the
+// tables alone, jointly over two tables that share the frequencies (a
+// centred image grid and a text sequence that starts past it), and each
+// table's ids read as their pattern.
+func TestReadPositions(t *testing.T) {
+	dims := []int{4, 6, 6}
+	for _, tc := range []struct {
+		name  string
+		tabs  [][][]int
+		theta float64
+		want  []string // the pattern of each table
+	}{
+		{"grid from 0", [][][]int{gridIDs([]int{0, 0, 0}, []int{2, 4, 4})}, 10000, []string{"grid [2 4 4] at [0 0 0]"}},
+		{"centred grid and a sequence after it", [][][]int{gridIDs([]int{0, -3, -3}, []int{2, 6, 6}), seqIDs(3, 9, 3)}, 10000,
+			[]string{"grid [2 6 6] at [0 -3 -3]", "sequence from [3 3 3] by [1 1 1]"}},
+		{"offset on one axis", [][][]int{gridIDs([]int{7, 0, 0}, []int{2, 3, 5})}, 256, []string{"grid [2 3 5] at [7 0 0]"}},
+	} {
+		var angles [][][]float64
+		for _, ids := range tc.tabs {
+			angles = append(angles, ComplexAngles(complexTable(ids, dims, tc.theta), 8))
+		}
+		p, ok := ReadPositions(angles)
+		if !ok {
+			t.Errorf("%s: not read", tc.name)
+			continue
+		}
+		if !slices.Equal(p.AxesDims(), dims) {
+			t.Errorf("%s: axes %v, want %v", tc.name, p.AxesDims(), dims)
+		}
+		if th := Theta(p.Freq, p.AxesDims()); th != tc.theta {
+			t.Errorf("%s: θ %v, want %v", tc.name, th, tc.theta)
+		}
+		for i, ids := range tc.tabs {
+			if !slices.EqualFunc(p.IDs[i], ids, slices.Equal[[]int]) {
+				t.Errorf("%s: table %d ids %v, want %v", tc.name, i, p.IDs[i], ids)
+				continue
+			}
+			src, ok := Pattern(ids, i == 0)
+			got := "none"
+			switch {
+			case ok && src.From == "grid":
+				got = fmt.Sprint("grid ", src.Grid, " at ", src.Origin)
+			case ok:
+				got = fmt.Sprint("sequence from ", src.Start, " by ", src.Step)
+			}
+			if got != tc.want[i] {
+				t.Errorf("%s: table %d reads as %s, want %s", tc.name, i, got, tc.want[i])
+			}
+		}
+	}
+}
+
+// TestAngles: the layout of real tables is told by which channels repeat,
+// and a table where both or neither repeat is refused.
+func TestAngles(t *testing.T) {
+	sin := []float32{0, 0, 0.8660254, 0.8660254}
+	if a, il, ok := Angles([]float32{1, 1, 0.5, 0.5}, sin, 4); !ok || !il || math.Abs(a[0][1]-math.Pi/3) > 1e-6 {
+		t.Errorf("interleaved: %v %v %v", a, il, ok)
+	}
+	if _, il, ok := Angles([]float32{1, 0.5, 1, 0.5}, []float32{0, 0.8660254, 0, 0.8660254}, 4); !ok || il {
+		t.Errorf("half: interleaved %v ok %v", il, ok)
+	}
+	if _, _, ok := Angles([]float32{1, 1, 1, 1}, []float32{0, 0, 0, 0}, 4); ok {
+		t.Errorf("a table whose layout cannot be told apart was read")
+	}
+}
