@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"zflow/internal/version"
 	"zflow/internal/workers"
 	"zflow/trace"
 )
@@ -130,11 +131,12 @@ func isInexact(err error) bool { return errors.Is(err, trace.ErrInexact) }
 // StatsDoc is the --format json document of zflow stats, version 1.
 type (
 	StatsDoc struct {
-		Format    string          `json:"format"` // "zflow-stats"
-		Version   int             `json:"version"`
-		File      string          `json:"file"`
-		Selection SelectionDoc    `json:"selection"`
-		Tensors   []TensorStatDoc `json:"tensors"`
+		Format       string          `json:"format"` // "zflow-stats"
+		Version      int             `json:"version"`
+		ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
+		File         string          `json:"file"`
+		Selection    SelectionDoc    `json:"selection"`
+		Tensors      []TensorStatDoc `json:"tensors"`
 	}
 	TensorStatDoc struct {
 		Index    int              `json:"index"`
@@ -172,7 +174,7 @@ type (
 
 // Document is the report as the JSON contract lays it out.
 func (r *StatsReport) Document() StatsDoc {
-	doc := StatsDoc{Format: "zflow-stats", Version: 1, File: r.File,
+	doc := StatsDoc{Format: "zflow-stats", Version: 1, ZflowVersion: version.String(), File: r.File,
 		Selection: SelectionDoc{Step: r.Selection.Step, Module: r.Selection.Module, Port: r.Selection.Port},
 		Tensors:   make([]TensorStatDoc, len(r.Tensors))}
 	for i, t := range r.Tensors {

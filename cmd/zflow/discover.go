@@ -142,6 +142,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	if err := selfCheck(u, b, tr, doc); err != nil {
 		return badInput(err)
 	}
+	doc.Source.StampZflowVersion(versionString())
 	if err := doc.Write(o.out); err != nil {
 		return badInput(err)
 	}

@@ -34,7 +34,8 @@ func newInspectCmd() *cobra.Command {
 ids and parents are consistent, shapes and dtypes agree) and prints the
 producer, the counts and the call tree. It reads no tensor data unless
 --stats asks for per-tensor statistics. --format json prints the summary as
-a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
+a document (its "version" 1, the zflow_version; "format" is the trace's,
+npz or safetensors).`,
 		Example: `  zflow inspect fixtures/dit/dit-f32.npz
   zflow inspect fixtures/dit/dit-f32.npz --step 1 --module 'transformer.blocks.*' --depth 3
   zflow inspect fixtures/toy.npz --stats
@@ -66,20 +67,21 @@ a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
 // version is the document's (1). Counts cover the whole trace; tree holds
 // the calls the filters selected.
 type inspectSummary struct {
-	Version   int             `json:"version"`
-	File      string          `json:"file"`
-	Format    string          `json:"format"`
-	FileBytes int64           `json:"file_bytes"`
-	Producer  map[string]any  `json:"producer"`
-	Calls     int             `json:"calls"`
-	Tensors   int             `json:"tensors"`
-	Params    int             `json:"params"`
-	Steps     int             `json:"steps"`
-	StepIDs   []int           `json:"step_ids"`
-	Bytes     int64           `json:"bytes"`
-	Inputs    []tensorSummary `json:"inputs"`
-	Outputs   []tensorSummary `json:"outputs"`
-	Tree      []callSummary   `json:"tree"`
+	Version      int             `json:"version"`
+	ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
+	File         string          `json:"file"`
+	Format       string          `json:"format"`
+	FileBytes    int64           `json:"file_bytes"`
+	Producer     map[string]any  `json:"producer"`
+	Calls        int             `json:"calls"`
+	Tensors      int             `json:"tensors"`
+	Params       int             `json:"params"`
+	Steps        int             `json:"steps"`
+	StepIDs      []int           `json:"step_ids"`
+	Bytes        int64           `json:"bytes"`
+	Inputs       []tensorSummary `json:"inputs"`
+	Outputs      []tensorSummary `json:"outputs"`
+	Tree         []callSummary   `json:"tree"`
 }
 
 type callSummary struct {
@@ -132,8 +134,8 @@ var summarizeTensor = reports.SummarizeTensor
 func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	m := tr.Manifest
 	s := &inspectSummary{
-		Version: 1,
-		File:    tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
+		Version: 1, ZflowVersion: versionString(),
+		File: tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
 		Calls: len(m.Calls), Tensors: len(tr.Keys()), Params: len(m.Params),
 		StepIDs: tr.Steps(), Bytes: tr.TotalBytes(),
 		Inputs: []tensorSummary{}, Outputs: []tensorSummary{}, Tree: []callSummary{},

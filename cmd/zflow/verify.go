@@ -283,7 +283,7 @@ func boundaryTraces(dir string, recs []plan.Record, doc *semantics.Document) (*t
 		ours.Add(r.Step, tp, o)
 		ref.Add(r.Step, tp, f)
 	}
-	producer := map[string]any{"framework": "zflow", "framework_version": "verify", "dtype": doc.Precision.Activations}
+	producer := map[string]any{"framework": "zflow", "framework_version": "verify", "zflow_version": versionString(), "dtype": doc.Precision.Activations}
 	op, rp := filepath.Join(dir, "ours.npz"), filepath.Join(dir, "ref.npz")
 	if err := ours.Write(op, oursOut, producer); err != nil {
 		return nil, nil, err
