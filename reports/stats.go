@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"zflow/internal/version"
@@ -41,20 +42,35 @@ type StatsReport struct {
 // statistics (whole rows, at least one).
 const statsChunk = 1 << 16
 
-// Stats computes per-tensor (and, if perChannel, per-channel) statistics
-// of the selected boundaries of tr, in execution order, streaming each
-// tensor, one per worker at a time. A tensor whose values float32 cannot
-// hold (float64 beyond its range or precision, large integers) gets an
-// Error instead of statistics; other read errors are returned.
-func Stats(tr *trace.Trace, sel Selection, perChannel bool, nw int) (*StatsReport, error) {
-	bs, err := Boundaries(tr, sel)
+// StatsOptions configure Stats.
+type StatsOptions struct {
+	Selection
+	PerChannel bool // per-channel statistics too
+	Workers    int  // 0: runtime.GOMAXPROCS(0)
+	// Progress, when set, is told after each tensor read how many of the
+	// selected tensors are done (calls are serialised; the count reaches
+	// the total).
+	Progress func(done, total int)
+}
+
+// Stats computes per-tensor (and, if o.PerChannel, per-channel)
+// statistics of the selected boundaries of tr, in execution order,
+// streaming each tensor, one per worker at a time. A tensor whose values
+// float32 cannot hold (float64 beyond its range or precision, large
+// integers) gets an Error instead of statistics; other read errors are
+// returned.
+func Stats(tr *trace.Trace, o StatsOptions) (*StatsReport, error) {
+	bs, err := Boundaries(tr, o.Selection)
 	if err != nil {
 		return nil, err
 	}
-	r := &StatsReport{File: tr.Path, Selection: sel, PerChannel: perChannel, Tensors: make([]TensorStats, len(bs))}
+	r := &StatsReport{File: tr.Path, Selection: o.Selection, PerChannel: o.PerChannel, Tensors: make([]TensorStats, len(bs))}
+	nw := o.Workers
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
 	}
+	var mu sync.Mutex
+	finished := 0
 	var next atomic.Int64
 	var g workers.Group
 	errs := make([]error, len(bs))
@@ -65,7 +81,13 @@ func Stats(tr *trace.Trace, sel Selection, perChannel bool, nw int) (*StatsRepor
 				if i >= len(bs) {
 					return
 				}
-				r.Tensors[i], errs[i] = tensorStats(tr, bs[i], perChannel)
+				r.Tensors[i], errs[i] = tensorStats(tr, bs[i], o.PerChannel)
+				if o.Progress != nil {
+					mu.Lock()
+					finished++
+					o.Progress(finished, len(bs))
+					mu.Unlock()
+				}
 			}
 		})
 	}

@@ -71,8 +71,8 @@ func runStats(w io.Writer, u ui, path string, o statsOpts) error {
 	}
 	defer tr.Close()
 	pg := u.progress("stats")
-	pg.Stage("reading the tensors")
-	r, err := reports.Stats(tr, sel, o.perChannel, o.jobs)
+	r, err := reports.Stats(tr, reports.StatsOptions{Selection: sel, PerChannel: o.perChannel, Workers: o.jobs,
+		Progress: pg.Steps("tensors read")})
 	pg.Close()
 	if err != nil {
 		return badInput(err)

@@ -197,8 +197,10 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	defer ref.Close()
 	pg := u.progress("verify")
 	defer pg.Close()
-	pg.Stage("running the program " + runMode(o.freeRunning))
-	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
+	stage := "running the program " + runMode(o.freeRunning)
+	pg.Stage(stage)
+	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning,
+		Progress: pg.Steps(stage + ": nodes run")})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}
