@@ -82,6 +82,9 @@ type inspectSummary struct {
 	Inputs       []tensorSummary `json:"inputs"`
 	Outputs      []tensorSummary `json:"outputs"`
 	Tree         []callSummary   `json:"tree"`
+	// Keys lists a port trace's tensors (no call tree: its keys are its
+	// boundaries), in file order; absent for a trace with a call tree.
+	Keys []tensorSummary `json:"keys,omitempty"`
 }
 
 type callSummary struct {
@@ -106,7 +109,7 @@ type tensorSummary struct {
 }
 
 func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
-	tr, err := trace.Open(path)
+	tr, err := trace.OpenPort(path) // a port's trace is worth a look too
 	if err != nil {
 		return badInput(err)
 	}
@@ -183,6 +186,15 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 			*sec.out = append(*sec.out, ts)
 		}
 	}
+	if tr.Bare() {
+		for _, k := range tr.Keys() {
+			ts, err := describe(k, k)
+			if err != nil {
+				return nil, err
+			}
+			s.Keys = append(s.Keys, ts)
+		}
+	}
 	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
 	if o.step >= 0 {
 		f.Step = &o.step
@@ -208,9 +220,8 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 
 func printSummary(w io.Writer, s *inspectSummary) {
 	fmt.Fprintf(w, "%s  (%s, %s)\n", termSafe(s.File), s.Format, humanBytes(s.FileBytes))
-	if len(s.Producer) > 0 {
-		p := func(k string) string { return termSafe(fmt.Sprint(s.Producer[k])) }
-		fmt.Fprintf(w, "producer  %v %v on %v, %v\n", p("framework"), p("framework_version"), p("device"), p("dtype"))
+	if line := producerLine(s.Producer); line != "" {
+		fmt.Fprintf(w, "producer  %s\n", line)
 	}
 	fmt.Fprintf(w, "counts    %d calls, %d tensors, %d params, %d steps %v, %s of tensor data\n",
 		s.Calls, s.Tensors, s.Params, s.Steps, s.StepIDs, humanBytes(s.Bytes))
@@ -225,6 +236,13 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		for _, t := range sec.ts {
 			printTensor(w, "  ", t)
 		}
+	}
+	if s.Keys != nil {
+		fmt.Fprintf(w, "tensors (no call tree: a port trace, its keys its boundaries)\n")
+		for _, t := range s.Keys {
+			printTensor(w, "  ", t)
+		}
+		return
 	}
 	fmt.Fprintf(w, "calls (%d shown)\n", len(s.Tree))
 	for _, c := range s.Tree {
@@ -260,6 +278,28 @@ func termSafe(s string) string {
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// producerLine is "torch 2.11.0 on cuda, bfloat16", of the fields the
+// producer has (a port's writer may give only its framework).
+func producerLine(p map[string]any) string {
+	str := func(k string) string {
+		if v, ok := p[k]; ok && v != nil {
+			return termSafe(fmt.Sprint(v))
+		}
+		return ""
+	}
+	line := strings.TrimSpace(str("framework") + " " + str("framework_version"))
+	if d := str("device"); d != "" {
+		line += " on " + d
+	}
+	if d := str("dtype"); d != "" {
+		if line != "" {
+			line += ", "
+		}
+		line += d
+	}
+	return strings.TrimSpace(line)
 }
 
 func printTensor(w io.Writer, indent string, t tensorSummary) {
