@@ -115,10 +115,7 @@ func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 	}
 	defer tr.Close()
 	pg := u.progress("inspect")
-	if o.stats {
-		pg.Stage("reading the tensors")
-	}
-	s, err := summarize(tr, o)
+	s, err := summarize(tr, o, pg.Steps("tensors read"))
 	pg.Close()
 	if err != nil {
 		return err
@@ -134,7 +131,9 @@ func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 // can count the reads).
 var summarizeTensor = reports.SummarizeTensor
 
-func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
+// summarize describes the trace; with --stats, progress (when not nil) is
+// told after each tensor read how many of those the summary names are.
+func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (*inspectSummary, error) {
 	m := tr.Manifest
 	s := &inspectSummary{
 		Version: 1, ZflowVersion: versionString(),
@@ -150,6 +149,36 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	// Each tensor is read once, however many ports name it (a manifest
 	// of 10^6 calls may name one key 10^6 times).
 	stats := map[string]*reports.Summary{}
+	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
+	if o.step >= 0 {
+		f.Step = &o.step
+	}
+	calls, err := tr.Tree().Select(f)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	}
+	toRead := 0 // distinct keys the summary names
+	if o.stats && progress != nil {
+		keys := map[string]bool{}
+		for _, k := range m.Inputs {
+			keys[k] = true
+		}
+		for _, k := range m.Outputs {
+			keys[k] = true
+		}
+		if tr.Bare() {
+			for _, k := range tr.Keys() {
+				keys[k] = true
+			}
+		}
+		for _, c := range calls {
+			for _, p := range c.Tensors {
+				keys[p.Key] = true
+			}
+		}
+		toRead = len(keys)
+		progress(0, toRead)
+	}
 	describe := func(name, key string) (tensorSummary, error) {
 		in, err := tr.Info(key)
 		if err != nil {
@@ -171,6 +200,9 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 			}
 			ts.Stats = &sum
 			stats[key] = &sum
+			if toRead > 0 {
+				progress(len(stats), toRead)
+			}
 		}
 		return ts, nil
 	}
@@ -194,14 +226,6 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 			}
 			s.Keys = append(s.Keys, ts)
 		}
-	}
-	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
-	if o.step >= 0 {
-		f.Step = &o.step
-	}
-	calls, err := tr.Tree().Select(f)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
 	}
 	for _, c := range calls {
 		cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
