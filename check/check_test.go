@@ -68,7 +68,7 @@ func TestSelf(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.plant(doc)
-			res, err := Self(cpu.New(0), doc, tr)
+			res, err := Self(cpu.New(0), doc, tr, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,5 +129,48 @@ func TestRunRefusesFreeRunningHoles(t *testing.T) {
 	hole(doc, "blocks.0")
 	if _, err := Run(cpu.New(0), doc, tr, Options{FreeRunning: true}); err == nil || !strings.Contains(err.Error(), "blocks.0") {
 		t.Errorf("free running an incomplete document: %v", err)
+	}
+}
+
+// TestProgress: the check's counter counts the program nodes run, one by
+// one, up to its total, the program's nodes once per model call: all the
+// trace's steps, or the first --steps.
+func TestProgress(t *testing.T) {
+	tr, err := trace.Open("../fixtures/dit/dit-f32.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	doc, err := semantics.Read("../semantics/testdata/dit-f32.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := len(tr.Steps())
+	if steps < 2 {
+		t.Fatalf("the fixture has %d steps: the test needs several", steps)
+	}
+	totals := map[int]int{}
+	for _, calls := range []int{1, steps} {
+		done, total := 0, 0
+		progress := func(d, n int) {
+			if d != done+1 || (total != 0 && n != total) {
+				t.Errorf("%d calls: %d/%d after %d/%d", calls, d, n, done, total)
+			}
+			done, total = d, n
+		}
+		if calls == steps {
+			if _, err := Self(cpu.New(0), doc, tr, progress); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := Run(cpu.New(0), doc, tr, Options{Steps: calls, Progress: progress}); err != nil {
+			t.Fatal(err)
+		}
+		if total == 0 || done != total {
+			t.Errorf("%d calls: the counter ended at %d/%d", calls, done, total)
+		}
+		totals[calls] = total
+	}
+	if totals[steps] != steps*totals[1] {
+		t.Errorf("%d nodes run over %d model calls, %d over one: want %d× as many", totals[steps], steps, totals[1], steps)
 	}
 }

@@ -25,6 +25,9 @@ type Options struct {
 	// FreeRunning runs on our own values from the request on; otherwise
 	// teacher forced.
 	FreeRunning bool
+	// Progress, when set, is told after each program node run how many
+	// of the run's nodes (the program's, once per model call) have run.
+	Progress func(done, total int)
 }
 
 // Report is one run of a document against its trace.
@@ -61,7 +64,8 @@ func Run(b exec.Backend, doc *semantics.Document, tr *trace.Trace, o Options) (*
 		return nil, fmt.Errorf("the document is incomplete (%s: %s): free running needs every part of the program", holes[0].Address, holes[0].Problem)
 	}
 	rep.Partial = len(holes) > 0
-	e, err := plan.NewEvaluator(b, tr, doc, plan.Options{Steps: o.Steps, FreeRunning: o.FreeRunning, Keep: true, Partial: rep.Partial})
+	e, err := plan.NewEvaluator(b, tr, doc, plan.Options{Steps: o.Steps, FreeRunning: o.FreeRunning, Keep: true, Partial: rep.Partial,
+		Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}

@@ -77,8 +77,9 @@ type Result struct {
 // Self runs the self-check of doc against the trace it was made from
 // (teacher forced, all steps). A document that cannot be run is a result
 // (NotRun), not an error: the error is for a trace that cannot be read.
-func Self(b exec.Backend, doc *semantics.Document, tr *trace.Trace) (*Result, error) {
-	rep, err := Run(b, doc, tr, Options{})
+// progress, when not nil, is Options.Progress.
+func Self(b exec.Backend, doc *semantics.Document, tr *trace.Trace, progress func(done, total int)) (*Result, error) {
+	rep, err := Run(b, doc, tr, Options{Progress: progress})
 	if err != nil {
 		if errors.Is(err, trace.ErrFormat) || errors.Is(err, trace.ErrManifest) {
 			return nil, err

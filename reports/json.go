@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"zflow/internal/version"
 )
 
 // Float is a float64 that JSON can always carry: finite values are
@@ -65,6 +67,7 @@ type (
 	DiffDoc struct {
 		Format       string        `json:"format"` // "zflow-diff"
 		Version      int           `json:"version"`
+		ZflowVersion string        `json:"zflow_version"` // the tool's, as zflow --version prints it
 		Ours         string        `json:"ours"`
 		Ref          string        `json:"ref"`
 		Selection    SelectionDoc  `json:"selection"`
@@ -201,7 +204,7 @@ type (
 // many channels diagnosis.channels.worst lists (<= 0: all).
 func (r *DiffReport) Document(worst int) DiffDoc {
 	doc := DiffDoc{
-		Format: "zflow-diff", Version: 1, Ours: r.Ours, Ref: r.Ref,
+		Format: "zflow-diff", Version: 1, ZflowVersion: version.String(), Ours: r.Ours, Ref: r.Ref,
 		Selection:  SelectionDoc{Step: r.Selection.Step, Module: r.Selection.Module, Port: r.Selection.Port},
 		Gates:      []string{},
 		Pass:       r.Pass(),

@@ -8,8 +8,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	"zflow/internal/version"
 	"zflow/internal/workers"
 	"zflow/trace"
 )
@@ -40,20 +42,35 @@ type StatsReport struct {
 // statistics (whole rows, at least one).
 const statsChunk = 1 << 16
 
-// Stats computes per-tensor (and, if perChannel, per-channel) statistics
-// of the selected boundaries of tr, in execution order, streaming each
-// tensor, one per worker at a time. A tensor whose values float32 cannot
-// hold (float64 beyond its range or precision, large integers) gets an
-// Error instead of statistics; other read errors are returned.
-func Stats(tr *trace.Trace, sel Selection, perChannel bool, nw int) (*StatsReport, error) {
-	bs, err := Boundaries(tr, sel)
+// StatsOptions configure Stats.
+type StatsOptions struct {
+	Selection
+	PerChannel bool // per-channel statistics too
+	Workers    int  // 0: runtime.GOMAXPROCS(0)
+	// Progress, when set, is told after each tensor read how many of the
+	// selected tensors are done (calls are serialised; the count reaches
+	// the total).
+	Progress func(done, total int)
+}
+
+// Stats computes per-tensor (and, if o.PerChannel, per-channel)
+// statistics of the selected boundaries of tr, in execution order,
+// streaming each tensor, one per worker at a time. A tensor whose values
+// float32 cannot hold (float64 beyond its range or precision, large
+// integers) gets an Error instead of statistics; other read errors are
+// returned.
+func Stats(tr *trace.Trace, o StatsOptions) (*StatsReport, error) {
+	bs, err := Boundaries(tr, o.Selection)
 	if err != nil {
 		return nil, err
 	}
-	r := &StatsReport{File: tr.Path, Selection: sel, PerChannel: perChannel, Tensors: make([]TensorStats, len(bs))}
+	r := &StatsReport{File: tr.Path, Selection: o.Selection, PerChannel: o.PerChannel, Tensors: make([]TensorStats, len(bs))}
+	nw := o.Workers
 	if nw <= 0 {
 		nw = runtime.GOMAXPROCS(0)
 	}
+	var mu sync.Mutex
+	finished := 0
 	var next atomic.Int64
 	var g workers.Group
 	errs := make([]error, len(bs))
@@ -64,7 +81,13 @@ func Stats(tr *trace.Trace, sel Selection, perChannel bool, nw int) (*StatsRepor
 				if i >= len(bs) {
 					return
 				}
-				r.Tensors[i], errs[i] = tensorStats(tr, bs[i], perChannel)
+				r.Tensors[i], errs[i] = tensorStats(tr, bs[i], o.PerChannel)
+				if o.Progress != nil {
+					mu.Lock()
+					finished++
+					o.Progress(finished, len(bs))
+					mu.Unlock()
+				}
 			}
 		})
 	}
@@ -130,11 +153,12 @@ func isInexact(err error) bool { return errors.Is(err, trace.ErrInexact) }
 // StatsDoc is the --format json document of zflow stats, version 1.
 type (
 	StatsDoc struct {
-		Format    string          `json:"format"` // "zflow-stats"
-		Version   int             `json:"version"`
-		File      string          `json:"file"`
-		Selection SelectionDoc    `json:"selection"`
-		Tensors   []TensorStatDoc `json:"tensors"`
+		Format       string          `json:"format"` // "zflow-stats"
+		Version      int             `json:"version"`
+		ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
+		File         string          `json:"file"`
+		Selection    SelectionDoc    `json:"selection"`
+		Tensors      []TensorStatDoc `json:"tensors"`
 	}
 	TensorStatDoc struct {
 		Index    int              `json:"index"`
@@ -172,7 +196,7 @@ type (
 
 // Document is the report as the JSON contract lays it out.
 func (r *StatsReport) Document() StatsDoc {
-	doc := StatsDoc{Format: "zflow-stats", Version: 1, File: r.File,
+	doc := StatsDoc{Format: "zflow-stats", Version: 1, ZflowVersion: version.String(), File: r.File,
 		Selection: SelectionDoc{Step: r.Selection.Step, Module: r.Selection.Module, Port: r.Selection.Port},
 		Tensors:   make([]TensorStatDoc, len(r.Tensors))}
 	for i, t := range r.Tensors {

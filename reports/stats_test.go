@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ func TestStatsMatchesDirect(t *testing.T) {
 	for _, path := range []string{"../fixtures/dit/dit-f32.npz", "../fixtures/dit/dit-bf16.npz"} {
 		tr := open(t, path)
 		step := 1
-		r, err := Stats(tr, Selection{Step: &step, Module: "transformer.blocks.0*"}, true, 2)
+		r, err := Stats(tr, StatsOptions{Selection: Selection{Step: &step, Module: "transformer.blocks.0*"}, PerChannel: true, Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestStatsRenderers(t *testing.T) {
 		{"out", trace.Float32, []int{2, 2}, []float32{1, 2, 3, 6}},
 		{"kw.f64", trace.Float64, []int{1}, []float32{0.1}}, // 0.1 in f64 is not a float32
 	}}}, nil, nil))
-	r, err := Stats(tr, Selection{}, true, 1)
+	r, err := Stats(tr, StatsOptions{PerChannel: true, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +97,30 @@ func TestStatsRenderers(t *testing.T) {
 	}
 	if ch := doc.Tensors[1].Channels; ch == nil || ch.MeanRange != [2]float64{2, 4} || len(ch.PerChannel) != 2 || ch.PerChannel[1].Std != 2 {
 		t.Errorf("json %s", b)
+	}
+}
+
+// TestStatsProgress: the counter counts the tensors read, one by one,
+// serialised whatever the workers, up to the selected tensors.
+func TestStatsProgress(t *testing.T) {
+	tr := open(t, "../fixtures/dit/dit-f32.npz")
+	for _, workers := range []int{1, 3} {
+		var seen []int
+		total := -1
+		r, err := Stats(tr, StatsOptions{Workers: workers, Progress: func(done, n int) {
+			seen = append(seen, done)
+			total = n
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(r.Tensors)
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i + 1
+		}
+		if n < 10 || total != n || !slices.Equal(seen, want) {
+			t.Errorf("%d workers: progress %v of %d, want 1..%d", workers, seen, total, n)
+		}
 	}
 }

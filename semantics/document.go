@@ -3,6 +3,7 @@ package semantics
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 )
 
@@ -41,6 +42,21 @@ type Source struct {
 	Trace    string         `json:"trace"`  // path as given to the producer
 	SHA256   string         `json:"sha256"` // of the trace file, lower-case hex
 	Producer map[string]any `json:"producer,omitempty"`
+}
+
+// ProducerZflowVersion is the source.producer entry naming the zflow that
+// wrote the document (the string `zflow --version` prints); documents
+// older than it lack it.
+const ProducerZflowVersion = "zflow_version"
+
+// StampZflowVersion records in the producer which zflow writes the
+// document. The producer is copied first: a discovery's producer may be
+// the trace manifest's own map.
+func (s *Source) StampZflowVersion(v string) {
+	p := make(map[string]any, len(s.Producer)+1)
+	maps.Copy(p, s.Producer)
+	p[ProducerZflowVersion] = v
+	s.Producer = p
 }
 
 // Factor is one fact the weights cannot show, with its evidence.

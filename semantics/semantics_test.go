@@ -63,6 +63,36 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStampZflowVersion: the writer's version goes into a copy of the
+// producer (never the map it was made from, which may be a trace
+// manifest's) and survives a round trip; the fixtures, older than it,
+// have none and still read.
+func TestStampZflowVersion(t *testing.T) {
+	d := fixture(t, "dit-bf16.json")
+	if _, ok := d.Source.Producer[ProducerZflowVersion]; ok {
+		t.Fatal("the fixture already has a zflow_version: the test no longer shows an older document reads")
+	}
+	orig := d.Source.Producer
+	d.Source.StampZflowVersion("0.1.0 (abc)")
+	if _, ok := orig[ProducerZflowVersion]; ok {
+		t.Error("the stamp changed the producer map it copied")
+	}
+	path := filepath.Join(t.TempDir(), "doc.json")
+	if err := d.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Source.Producer[ProducerZflowVersion]; got != "0.1.0 (abc)" {
+		t.Errorf("zflow_version read back %v", got)
+	}
+	if back.Source.Producer["written_by"] != orig["written_by"] || orig["written_by"] == nil {
+		t.Errorf("producer written_by %v, want %v", back.Source.Producer["written_by"], orig["written_by"])
+	}
+}
+
 // TestWriteRefusesInvalid: an invalid document is not written and leaves
 // no temporary file behind.
 func TestWriteRefusesInvalid(t *testing.T) {
@@ -89,6 +119,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"version", func(d *Document) { d.Version = 9 }, "version: 9 is not supported"},
 		{"sha256", func(d *Document) { d.Source.SHA256 = "abc" }, "source.sha256"},
 		{"trace", func(d *Document) { d.Source.Trace = "" }, "source.trace: empty"},
+		{"zflow version", func(d *Document) { d.Source.Producer = map[string]any{"zflow_version": 1.0} }, "source.producer.zflow_version: 1 is not a version string"},
+		{"empty zflow version", func(d *Document) { d.Source.StampZflowVersion("") }, "source.producer.zflow_version"},
 		{"run", func(d *Document) { d.Structure.Run = "ddim" }, "structure.run"},
 		{"hidden", func(d *Document) { d.Structure.Hidden = 0 }, "structure.hidden"},
 		{"stream name", func(d *Document) { d.Structure.Streams[0].Name = "audio" }, "structure.streams[0].name"},

@@ -70,6 +70,11 @@ func (d *Document) Validate() error {
 	if !hexSHA256.MatchString(d.Source.SHA256) {
 		p.add("source.sha256", "%q is not 64 lower-case hex digits", d.Source.SHA256)
 	}
+	if v, ok := d.Source.Producer[ProducerZflowVersion]; ok {
+		if s, isString := v.(string); !isString || s == "" {
+			p.add("source.producer."+ProducerZflowVersion, "%v is not a version string", v)
+		}
+	}
 	if d.Program != nil {
 		d.Structure.validateDriving(&p)
 		d.Program.validate(&p)

@@ -264,6 +264,15 @@ func TestWorkspaceShortForm(t *testing.T) {
 	if code, _, stderr := zflow(t, "workspace", "--ref", ref, "--generated", gen); code != 0 {
 		t.Fatalf("workspace: exit %d: %s", code, stderr)
 	}
+	// the file names the zflow that wrote it; one older than that field
+	// still reads
+	if b, err := os.ReadFile(workspaceFile); err != nil || !strings.Contains(string(b), `"zflow_version": "`+versionString()+`"`) {
+		t.Errorf("%s: %s (%v), want its zflow_version", workspaceFile, b, err)
+	}
+	older := `{"version": 1, "reference": "` + ref + `", "generated": "` + gen + `"}`
+	if err := os.WriteFile(workspaceFile, []byte(older), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, out, _ := zflow(t, "workspace", "--json")
 	var ws workspace
 	if err := json.Unmarshal([]byte(out), &ws); err != nil || code != 0 || ws.Reference != ref || ws.Generated != gen || ws.Version != 1 {

@@ -142,6 +142,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	if err := selfCheck(u, b, tr, doc); err != nil {
 		return badInput(err)
 	}
+	doc.Source.StampZflowVersion(versionString())
 	if err := doc.Write(o.out); err != nil {
 		return badInput(err)
 	}
@@ -194,8 +195,9 @@ func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*s
 		sctx, cancel := context.WithTimeout(ctx, o.programBudget)
 		defer cancel()
 		pg := u.progress("discover")
+		defer pg.Close() // after a panic too (Close twice is once)
 		pg.Stage("program search")
-		res, err := synth.Discover(sctx, tr, o.trace)
+		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search")})
 		pg.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)
@@ -312,7 +314,7 @@ func selfCheck(u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document) e
 	start := time.Now()
 	pg := u.progress("discover")
 	pg.Stage("self-check")
-	res, err := check.Self(b, doc, tr)
+	res, err := check.Self(b, doc, tr, pg.Steps("self-check: nodes run"))
 	pg.Close()
 	if err != nil {
 		return fmt.Errorf("self-check: %w", err)

@@ -6,11 +6,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"zflow/semantics"
+	"zflow/trace"
 )
 
 // TestFormatJSONEverywhere: every command takes --format json, and every
-// JSON document it prints carries its version (and, but for inspect, whose
-// "format" is the trace's, the document's format name).
+// JSON document it prints carries its version, the zflow_version of the
+// tool (the semantics document in source.producer, its schema's place for
+// the writer) and, but for inspect, whose "format" is the trace's, the
+// document's format name.
 func TestFormatJSONEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct {
@@ -34,16 +39,42 @@ func TestFormatJSONEverywhere(t *testing.T) {
 			continue
 		}
 		var doc struct {
-			Format  string `json:"format"`
-			Version *int   `json:"version"`
+			Format       string `json:"format"`
+			Version      *int   `json:"version"`
+			ZflowVersion string `json:"zflow_version"`
+			Source       struct {
+				Producer map[string]any `json:"producer"`
+			} `json:"source"`
 		}
 		if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Version == nil || *doc.Version < 1 || doc.Format != c.format {
 			t.Errorf("%s --format json: format %q version %v (%v), want format %q and a version", c.name, doc.Format, doc.Version, err, c.format)
+		}
+		tool := doc.ZflowVersion
+		if c.format == "zflow-semantics" {
+			tool, _ = doc.Source.Producer["zflow_version"].(string)
+		}
+		if tool != versionString() {
+			t.Errorf("%s --format json: zflow_version %q, want %q", c.name, tool, versionString())
 		}
 		// an unknown format is bad input, naming the ones there are
 		if code, _, stderr := zflow(t, append(c.args, "--format", "yaml")...); code != 2 || !strings.Contains(stderr, `--format "yaml": want table`) {
 			t.Errorf("%s --format yaml: exit %d, %s", c.name, code, stderr)
 		}
+	}
+	// and the files they wrote: the semantics document, the generated
+	// trace's manifest
+	if d, err := semantics.Read(filepath.Join(dir, "s.json")); err != nil {
+		t.Error(err)
+	} else if got := d.Source.Producer["zflow_version"]; got != versionString() {
+		t.Errorf("discover -o: producer zflow_version %v, want %q", got, versionString())
+	}
+	tr, err := trace.Open(filepath.Join(dir, "o.npz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if got := tr.Manifest.Producer["zflow_version"]; got != versionString() {
+		t.Errorf("generate -o: manifest producer zflow_version %v, want %q", got, versionString())
 	}
 }
 

@@ -54,7 +54,7 @@ boundaries it does not reproduce, or parts it could not read), unless
 boundaries it does not reproduce.
 
 On stdout it says what it wrote; --format json prints it as a document
-("format": "zflow-generate", "version": 1: the output tensor's name, key,
+("format": "zflow-generate", "version": 1, the zflow_version; the output tensor's name, key,
 shape and dtype, the files written, the backend, the model calls and the
 seconds). Progress goes to stderr.
 
@@ -147,12 +147,12 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	}
 	name := doc.Structure.Outputs[0].Name
 	outputs := map[string]program.HostTensor{name: {Data: data, Shape: result.Shape(), Format: result.Format()}}
-	producer := map[string]any{"framework": "zflow", "framework_version": "generate (program v1)", "device": b.Name(),
+	producer := map[string]any{"framework": "zflow", "framework_version": "generate (program v1)", "zflow_version": versionString(), "device": b.Name(),
 		"semantics": o.semantics, "inputs": o.inputs, "dtype": doc.Precision.Activations}
 	if err := (&program.Recorder{B: b}).Write(o.out, outputs, producer); err != nil {
 		return fmt.Errorf("-o %s: %w", o.out, err)
 	}
-	gd := generateDoc{Format: "zflow-generate", Version: 1, Semantics: o.semantics, Inputs: o.inputs, Weights: o.weights,
+	gd := generateDoc{Format: "zflow-generate", Version: 1, ZflowVersion: versionString(), Semantics: o.semantics, Inputs: o.inputs, Weights: o.weights,
 		Backend: b.Name(), ModelCalls: r.Steps(),
 		Output: generatedTensor{Name: name, Key: "output/" + name, Shape: result.Shape(), DType: fmt.Sprint(result.Format())},
 		Out:    o.out}
@@ -183,17 +183,18 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 
 // generateDoc is the --format json document of zflow generate, version 1.
 type generateDoc struct {
-	Format     string          `json:"format"` // "zflow-generate"
-	Version    int             `json:"version"`
-	Semantics  string          `json:"semantics"`
-	Inputs     string          `json:"inputs"`
-	Weights    string          `json:"weights,omitempty"` // when not the inputs' trace
-	Backend    string          `json:"backend"`
-	ModelCalls int             `json:"model_calls"`
-	Seconds    float64         `json:"seconds"`
-	Output     generatedTensor `json:"output"`    // the result, in Out
-	Out        string          `json:"out"`       // -o
-	TraceOut   *generatedTrace `json:"trace_out"` // --trace-out; null without
+	Format       string          `json:"format"` // "zflow-generate"
+	Version      int             `json:"version"`
+	ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
+	Semantics    string          `json:"semantics"`
+	Inputs       string          `json:"inputs"`
+	Weights      string          `json:"weights,omitempty"` // when not the inputs' trace
+	Backend      string          `json:"backend"`
+	ModelCalls   int             `json:"model_calls"`
+	Seconds      float64         `json:"seconds"`
+	Output       generatedTensor `json:"output"`    // the result, in Out
+	Out          string          `json:"out"`       // -o
+	TraceOut     *generatedTrace `json:"trace_out"` // --trace-out; null without
 }
 
 type generatedTensor struct {

@@ -34,7 +34,8 @@ func newInspectCmd() *cobra.Command {
 ids and parents are consistent, shapes and dtypes agree) and prints the
 producer, the counts and the call tree. It reads no tensor data unless
 --stats asks for per-tensor statistics. --format json prints the summary as
-a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
+a document (its "version" 1, the zflow_version; "format" is the trace's,
+npz or safetensors).`,
 		Example: `  zflow inspect fixtures/dit/dit-f32.npz
   zflow inspect fixtures/dit/dit-f32.npz --step 1 --module 'transformer.blocks.*' --depth 3
   zflow inspect fixtures/toy.npz --stats
@@ -66,20 +67,24 @@ a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
 // version is the document's (1). Counts cover the whole trace; tree holds
 // the calls the filters selected.
 type inspectSummary struct {
-	Version   int             `json:"version"`
-	File      string          `json:"file"`
-	Format    string          `json:"format"`
-	FileBytes int64           `json:"file_bytes"`
-	Producer  map[string]any  `json:"producer"`
-	Calls     int             `json:"calls"`
-	Tensors   int             `json:"tensors"`
-	Params    int             `json:"params"`
-	Steps     int             `json:"steps"`
-	StepIDs   []int           `json:"step_ids"`
-	Bytes     int64           `json:"bytes"`
-	Inputs    []tensorSummary `json:"inputs"`
-	Outputs   []tensorSummary `json:"outputs"`
-	Tree      []callSummary   `json:"tree"`
+	Version      int             `json:"version"`
+	ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
+	File         string          `json:"file"`
+	Format       string          `json:"format"`
+	FileBytes    int64           `json:"file_bytes"`
+	Producer     map[string]any  `json:"producer"`
+	Calls        int             `json:"calls"`
+	Tensors      int             `json:"tensors"`
+	Params       int             `json:"params"`
+	Steps        int             `json:"steps"`
+	StepIDs      []int           `json:"step_ids"`
+	Bytes        int64           `json:"bytes"`
+	Inputs       []tensorSummary `json:"inputs"`
+	Outputs      []tensorSummary `json:"outputs"`
+	Tree         []callSummary   `json:"tree"`
+	// Keys lists a port trace's tensors (no call tree: its keys are its
+	// boundaries), in file order; absent for a trace with a call tree.
+	Keys []tensorSummary `json:"keys,omitempty"`
 }
 
 type callSummary struct {
@@ -104,16 +109,13 @@ type tensorSummary struct {
 }
 
 func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
-	tr, err := trace.Open(path)
+	tr, err := trace.OpenPort(path) // a port's trace is worth a look too
 	if err != nil {
 		return badInput(err)
 	}
 	defer tr.Close()
 	pg := u.progress("inspect")
-	if o.stats {
-		pg.Stage("reading the tensors")
-	}
-	s, err := summarize(tr, o)
+	s, err := summarize(tr, o, pg.Steps("tensors read"))
 	pg.Close()
 	if err != nil {
 		return err
@@ -129,11 +131,13 @@ func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 // can count the reads).
 var summarizeTensor = reports.SummarizeTensor
 
-func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
+// summarize describes the trace; with --stats, progress (when not nil) is
+// told after each tensor read how many of those the summary names are.
+func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (*inspectSummary, error) {
 	m := tr.Manifest
 	s := &inspectSummary{
-		Version: 1,
-		File:    tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
+		Version: 1, ZflowVersion: versionString(),
+		File: tr.Path, Format: tr.Kind, FileBytes: tr.Size(), Producer: m.Producer,
 		Calls: len(m.Calls), Tensors: len(tr.Keys()), Params: len(m.Params),
 		StepIDs: tr.Steps(), Bytes: tr.TotalBytes(),
 		Inputs: []tensorSummary{}, Outputs: []tensorSummary{}, Tree: []callSummary{},
@@ -145,6 +149,36 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	// Each tensor is read once, however many ports name it (a manifest
 	// of 10^6 calls may name one key 10^6 times).
 	stats := map[string]*reports.Summary{}
+	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
+	if o.step >= 0 {
+		f.Step = &o.step
+	}
+	calls, err := tr.Tree().Select(f)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	}
+	toRead := 0 // distinct keys the summary names
+	if o.stats && progress != nil {
+		keys := map[string]bool{}
+		for _, k := range m.Inputs {
+			keys[k] = true
+		}
+		for _, k := range m.Outputs {
+			keys[k] = true
+		}
+		if tr.Bare() {
+			for _, k := range tr.Keys() {
+				keys[k] = true
+			}
+		}
+		for _, c := range calls {
+			for _, p := range c.Tensors {
+				keys[p.Key] = true
+			}
+		}
+		toRead = len(keys)
+		progress(0, toRead)
+	}
 	describe := func(name, key string) (tensorSummary, error) {
 		in, err := tr.Info(key)
 		if err != nil {
@@ -166,6 +200,9 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 			}
 			ts.Stats = &sum
 			stats[key] = &sum
+			if toRead > 0 {
+				progress(len(stats), toRead)
+			}
 		}
 		return ts, nil
 	}
@@ -181,13 +218,14 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 			*sec.out = append(*sec.out, ts)
 		}
 	}
-	f := trace.Filter{Module: o.module, MaxDepth: o.depth}
-	if o.step >= 0 {
-		f.Step = &o.step
-	}
-	calls, err := tr.Tree().Select(f)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	if tr.Bare() {
+		for _, k := range tr.Keys() {
+			ts, err := describe(k, k)
+			if err != nil {
+				return nil, err
+			}
+			s.Keys = append(s.Keys, ts)
+		}
 	}
 	for _, c := range calls {
 		cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
@@ -206,9 +244,8 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 
 func printSummary(w io.Writer, s *inspectSummary) {
 	fmt.Fprintf(w, "%s  (%s, %s)\n", termSafe(s.File), s.Format, humanBytes(s.FileBytes))
-	if len(s.Producer) > 0 {
-		p := func(k string) string { return termSafe(fmt.Sprint(s.Producer[k])) }
-		fmt.Fprintf(w, "producer  %v %v on %v, %v\n", p("framework"), p("framework_version"), p("device"), p("dtype"))
+	if line := producerLine(s.Producer); line != "" {
+		fmt.Fprintf(w, "producer  %s\n", line)
 	}
 	fmt.Fprintf(w, "counts    %d calls, %d tensors, %d params, %d steps %v, %s of tensor data\n",
 		s.Calls, s.Tensors, s.Params, s.Steps, s.StepIDs, humanBytes(s.Bytes))
@@ -223,6 +260,13 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		for _, t := range sec.ts {
 			printTensor(w, "  ", t)
 		}
+	}
+	if s.Keys != nil {
+		fmt.Fprintf(w, "tensors (no call tree: a port trace, its keys its boundaries)\n")
+		for _, t := range s.Keys {
+			printTensor(w, "  ", t)
+		}
+		return
 	}
 	fmt.Fprintf(w, "calls (%d shown)\n", len(s.Tree))
 	for _, c := range s.Tree {
@@ -258,6 +302,28 @@ func termSafe(s string) string {
 	}
 	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
+}
+
+// producerLine is "torch 2.11.0 on cuda, bfloat16", of the fields the
+// producer has (a port's writer may give only its framework).
+func producerLine(p map[string]any) string {
+	str := func(k string) string {
+		if v, ok := p[k]; ok && v != nil {
+			return termSafe(fmt.Sprint(v))
+		}
+		return ""
+	}
+	line := strings.TrimSpace(str("framework") + " " + str("framework_version"))
+	if d := str("device"); d != "" {
+		line += " on " + d
+	}
+	if d := str("dtype"); d != "" {
+		if line != "" {
+			line += ", "
+		}
+		line += d
+	}
+	return strings.TrimSpace(line)
 }
 
 func printTensor(w io.Writer, indent string, t tensorSummary) {

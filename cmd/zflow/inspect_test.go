@@ -231,3 +231,55 @@ func TestInspectStatsReadsEachTensorOnce(t *testing.T) {
 		t.Errorf("the shared tensor read %d times", reads[shared])
 	}
 }
+
+// TestInspectProgress: with --stats, the counter counts the distinct
+// tensors read, one by one, up to all those the summary names; without
+// --stats nothing is read and nothing counted.
+func TestInspectProgress(t *testing.T) {
+	tr, err := trace.Open(ditBF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	for _, c := range []struct {
+		name string
+		o    inspectOpts
+	}{
+		{"whole", inspectOpts{stats: true, step: -1}},
+		{"one step, depth 1", inspectOpts{stats: true, step: 1, depth: 1}},
+		{"no stats", inspectOpts{step: -1}},
+	} {
+		var seen []int
+		total := -1
+		s, err := summarize(tr, c.o, func(done, n int) { seen, total = append(seen, done), n })
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]bool{}
+		for _, sec := range [][]tensorSummary{s.Inputs, s.Outputs} {
+			for _, ts := range sec {
+				keys[ts.Key] = true
+			}
+		}
+		for _, cs := range s.Tree {
+			for _, ts := range cs.Ports {
+				keys[ts.Key] = true
+			}
+		}
+		if !c.o.stats {
+			if len(seen) != 0 {
+				t.Errorf("%s: counted %v without reading", c.name, seen)
+			}
+			continue
+		}
+		if total != len(keys) || len(seen) != len(keys)+1 || seen[len(seen)-1] != total {
+			t.Errorf("%s: progress %v of %d, want 0..%d", c.name, seen, total, len(keys))
+		}
+		for i, d := range seen {
+			if d != i {
+				t.Errorf("%s: report %d says %d", c.name, i, d)
+				break
+			}
+		}
+	}
+}

@@ -217,3 +217,39 @@ func TestVersionFlag(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
+
+// TestInspectAndStatsOfPortTrace: a port's trace (no manifest, or one
+// naming no calls) is worth a look: inspect lists its keys and stats
+// reads every one, in file order, saying it has no call tree, where both
+// once refused it or found nothing to read.
+func TestInspectAndStatsOfPortTrace(t *testing.T) {
+	ts := refBoundaries(t, 4)
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		write func(*testing.T, string, []bareTensor)
+	}{{"ours.safetensors", writeBareSafetensors}, {"ours.npz", writeBareNpz}} {
+		p := filepath.Join(dir, c.name)
+		c.write(t, p, ts)
+		code, out, stderr := zflow(t, "stats", p, "--format", "json")
+		var st struct{ Tensors []struct{ Key string } }
+		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Tensors) != len(ts) || st.Tensors[0].Key != ts[0].key {
+			t.Errorf("%s: stats exit %d, %d tensors (%v), want %d; stderr %s", c.name, code, len(st.Tensors), err, len(ts), stderr)
+		}
+		if !strings.Contains(stderr, "has no call tree") {
+			t.Errorf("%s: stats stderr %q does not say the trace has no call tree", c.name, stderr)
+		}
+		code, out, stderr = zflow(t, "inspect", p, "--format", "json")
+		var in struct{ Keys []struct{ Key, DType string } }
+		if err := json.Unmarshal([]byte(out), &in); err != nil || code != 0 || len(in.Keys) != len(ts) || in.Keys[0].Key != ts[0].key {
+			t.Errorf("%s: inspect exit %d, keys %+v (%v); stderr %s", c.name, code, in.Keys, err, stderr)
+		}
+		if code, out, _ := zflow(t, "inspect", p); code != 0 || !strings.Contains(out, "no call tree") || !strings.Contains(out, ts[len(ts)-1].key) {
+			t.Errorf("%s: inspect exit %d:\n%s", c.name, code, out)
+		}
+	}
+	// a reference still lists its call tree, not its keys
+	if _, out, _ := zflow(t, "inspect", ditBF16, "--format", "json"); strings.Contains(out, `"keys"`) {
+		t.Error("inspect of a reference lists keys")
+	}
+}

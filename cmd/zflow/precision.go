@@ -133,6 +133,7 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 	}
 	if o.out != "" {
 		doc.Precision = rep.After
+		doc.Source.StampZflowVersion(versionString())
 		if err := doc.Write(o.out); err != nil {
 			return badInput(err)
 		}
@@ -152,17 +153,18 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 
 // precisionDoc is the --format json output of zflow precision, version 1.
 type precisionDoc struct {
-	Format    string              `json:"format"` // "zflow-precision"
-	Version   int                 `json:"version"`
-	Trace     string              `json:"trace"`
-	Semantics string              `json:"semantics"`
-	Classes   []precisionClassDoc `json:"classes"`
-	Roles     []precisionRoleDoc  `json:"roles"`
-	Before    semantics.Precision `json:"before"`
-	After     semantics.Precision `json:"after"`
-	Exact     precisionCountsDoc  `json:"exact"`
-	Inexact   []precisionBoundDoc `json:"inexact"`
-	Runs      int                 `json:"program_runs"`
+	Format       string              `json:"format"` // "zflow-precision"
+	Version      int                 `json:"version"`
+	ZflowVersion string              `json:"zflow_version"` // the tool's, as zflow --version prints it
+	Trace        string              `json:"trace"`
+	Semantics    string              `json:"semantics"`
+	Classes      []precisionClassDoc `json:"classes"`
+	Roles        []precisionRoleDoc  `json:"roles"`
+	Before       semantics.Precision `json:"before"`
+	After        semantics.Precision `json:"after"`
+	Exact        precisionCountsDoc  `json:"exact"`
+	Inexact      []precisionBoundDoc `json:"inexact"`
+	Runs         int                 `json:"program_runs"`
 }
 
 type precisionClassDoc struct {
@@ -204,7 +206,7 @@ type precisionBoundDoc struct {
 }
 
 func precisionDocument(tr, doc string, rep *plan.Report) precisionDoc {
-	d := precisionDoc{Format: "zflow-precision", Version: 1, Trace: tr, Semantics: doc, Before: rep.Before, After: rep.After,
+	d := precisionDoc{Format: "zflow-precision", Version: 1, ZflowVersion: versionString(), Trace: tr, Semantics: doc, Before: rep.Before, After: rep.After,
 		Runs: rep.Evaluations, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
 	for _, c := range rep.Classes {
 		d.Classes = append(d.Classes, precisionClassDoc{Class: c.Class, Before: c.Before, After: c.After,

@@ -142,6 +142,15 @@ func (p *progress) Func() func(stage string, done, total int) {
 	return p.Update
 }
 
+// Under adapts Update to a search's callback whose phases are parts of
+// stage ("program search: calls of step 0").
+func (p *progress) Under(stage string) func(phase string, done, total int) {
+	if p == nil {
+		return nil
+	}
+	return func(phase string, done, total int) { p.Update(stage+": "+phase, done, total) }
+}
+
 // Steps adapts Update to a callback of one stage's counter.
 func (p *progress) Steps(stage string) func(done, total int) {
 	if p == nil {

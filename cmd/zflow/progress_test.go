@@ -104,7 +104,7 @@ func TestProgressNil(t *testing.T) {
 	var p *progress
 	p.Stage("x")
 	p.Update("x", 1, 2)
-	if p.Func() != nil || p.Steps("x") != nil {
+	if p.Func() != nil || p.Steps("x") != nil || p.Under("x") != nil {
 		t.Error("a nil progress hands out callbacks")
 	}
 	p.Close()

@@ -65,14 +65,17 @@ func runStats(w io.Writer, u ui, path string, o statsOpts) error {
 	if err := sel.Validate(); err != nil {
 		return badInput(err)
 	}
-	tr, err := trace.Open(path)
+	tr, err := trace.OpenPort(path) // a port's trace: its keys are its boundaries
 	if err != nil {
 		return badInput(err)
 	}
 	defer tr.Close()
+	if tr.Bare() {
+		fmt.Fprintf(u.info(), "note: %s has no call tree: its %d keys are its boundaries, in file order\n", path, len(tr.Keys()))
+	}
 	pg := u.progress("stats")
-	pg.Stage("reading the tensors")
-	r, err := reports.Stats(tr, sel, o.perChannel, o.jobs)
+	r, err := reports.Stats(tr, reports.StatsOptions{Selection: sel, PerChannel: o.perChannel, Workers: o.jobs,
+		Progress: pg.Steps("tensors read")})
 	pg.Close()
 	if err != nil {
 		return badInput(err)

@@ -197,8 +197,10 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	defer ref.Close()
 	pg := u.progress("verify")
 	defer pg.Close()
-	pg.Stage("running the program " + runMode(o.freeRunning))
-	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning})
+	stage := "running the program " + runMode(o.freeRunning)
+	pg.Stage(stage)
+	rep, err := check.Run(cpu.New(o.jobs), doc, ref, check.Options{Steps: o.steps, FreeRunning: o.freeRunning,
+		Progress: pg.Steps(stage + ": nodes run")})
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}
@@ -283,7 +285,7 @@ func boundaryTraces(dir string, recs []plan.Record, doc *semantics.Document) (*t
 		ours.Add(r.Step, tp, o)
 		ref.Add(r.Step, tp, f)
 	}
-	producer := map[string]any{"framework": "zflow", "framework_version": "verify", "dtype": doc.Precision.Activations}
+	producer := map[string]any{"framework": "zflow", "framework_version": "verify", "zflow_version": versionString(), "dtype": doc.Precision.Activations}
 	op, rp := filepath.Join(dir, "ours.npz"), filepath.Join(dir, "ref.npz")
 	if err := ours.Write(op, oursOut, producer); err != nil {
 		return nil, nil, err

@@ -31,10 +31,11 @@ const workspaceFile = "zflow-workspace.json"
 const workspaceLock = ".zflow-workspace.lock"
 
 type workspace struct {
-	Version   int    `json:"version"`
-	Reference string `json:"reference,omitempty"` // the reference trace
-	Semantics string `json:"semantics,omitempty"` // the semantics document
-	Generated string `json:"generated,omitempty"` // the last generated trace (ours)
+	Version      int    `json:"version"`
+	ZflowVersion string `json:"zflow_version,omitempty"` // of the zflow that last wrote it
+	Reference    string `json:"reference,omitempty"`     // the reference trace
+	Semantics    string `json:"semantics,omitempty"`     // the semantics document
+	Generated    string `json:"generated,omitempty"`     // the last generated trace (ours)
 }
 
 // loadWorkspace reads the working directory's workspace; a missing file is
@@ -61,7 +62,7 @@ func loadWorkspace() (*workspace, error) {
 
 // save writes the workspace atomically (a temporary file, then a rename).
 func (w *workspace) save() error {
-	w.Version = 1
+	w.Version, w.ZflowVersion = 1, versionString()
 	b, err := json.MarshalIndent(w, "", "  ")
 	if err != nil {
 		return err
@@ -211,6 +212,7 @@ func runWorkspace(w io.Writer, o workspaceOpts, setRef, setSem, setGen bool) err
 		}
 	}
 	if o.format == "json" {
+		ws.ZflowVersion = versionString()
 		return writeJSON(w, ws)
 	}
 	show := func(s string) string {

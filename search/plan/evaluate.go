@@ -33,6 +33,9 @@ type Options struct {
 	// Partial builds the program around the document's undetermined
 	// blocks (program.BuildPartial), for a teacher-forced check.
 	Partial bool
+	// Progress, when set, is told after each node a Run runs how many of
+	// the run's nodes (the program's, once per model call) have run.
+	Progress func(done, total int)
 }
 
 // Record is one boundary of one run: our value against the reference's.
@@ -216,6 +219,17 @@ func (e *Evaluator) Run(pr semantics.Precision) ([]Record, error) {
 	e.recs = nil
 	e.err = nil
 	hooks := program.Hooks{Run: e.runNode}
+	if e.opt.Progress != nil {
+		done, total := 0, len(e.r.P.Nodes)*e.modelCalls()
+		hooks.Run = func(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
+			outs, err := e.runNode(step, i, n, in)
+			if err == nil {
+				done++
+				e.opt.Progress(done, total)
+			}
+			return outs, err
+		}
+	}
 	if e.opt.FreeRunning {
 		hooks.Observe = e.observe
 	} else {
@@ -244,13 +258,21 @@ func (e *Evaluator) Run(pr semantics.Precision) ([]Record, error) {
 	return e.recs, e.err
 }
 
+// modelCalls is how many forwards a Run makes.
+func (e *Evaluator) modelCalls() int {
+	if !e.flow {
+		return 1
+	}
+	if e.opt.Steps > 0 {
+		return min(e.r.Steps(), e.opt.Steps)
+	}
+	return e.r.Steps()
+}
+
 // runFlow makes the model calls and Euler updates of a flow_euler run.
 func (e *Evaluator) runFlow() error {
 	total := e.r.Steps()
-	steps := total
-	if e.opt.Steps > 0 {
-		steps = min(steps, e.opt.Steps)
-	}
+	steps := e.modelCalls()
 	latPort := e.model.Inputs["latents"]
 	scale, update := e.units.id(Unit{Op: "mul", Role: roleScale}), e.units.id(Unit{Op: "add", Role: roleUpdate})
 	x := e.r.Latents()

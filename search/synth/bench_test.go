@@ -27,7 +27,7 @@ func BenchmarkProgramSearch(b *testing.B) {
 			var search, gen time.Duration
 			for b.Loop() {
 				t0 := time.Now()
-				res, err := Discover(context.Background(), tr, path)
+				res, err := Discover(context.Background(), tr, path, Options{})
 				if err != nil {
 					b.Fatal(err)
 				}

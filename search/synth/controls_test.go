@@ -37,7 +37,7 @@ func TestPlantedControls(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			res, err := Discover(context.Background(), tr, path)
+			res, err := Discover(context.Background(), tr, path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +166,7 @@ func discoverComplete(t *testing.T, path string) (*Result, *trace.Trace) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	res, err := Discover(context.Background(), tr, path)
+	res, err := Discover(context.Background(), tr, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

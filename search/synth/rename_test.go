@@ -151,11 +151,11 @@ func TestRenamedTraces(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rt.Close()
-			a, err := Discover(context.Background(), tr, path)
+			a, err := Discover(context.Background(), tr, path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := Discover(context.Background(), rt, dst)
+			b, err := Discover(context.Background(), rt, dst, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

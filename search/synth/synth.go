@@ -44,6 +44,31 @@ type synth struct {
 	sigma *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
+	// progress is Options.Progress; calls counts the calls of step 0
+	// explained of callsTotal.
+	progress          func(phase string, done, total int)
+	calls, callsTotal int
+}
+
+// Options configure Discover.
+type Options struct {
+	// Progress, when set, is told the search's progress: PhaseCalls
+	// counts the calls of step 0 explained (a call once everything inside
+	// it is) up to all of them; PhaseSampler, without a counter, is the
+	// sampler around the model and the factors read from the program.
+	Progress func(phase string, done, total int)
+}
+
+// The phases Options.Progress names.
+const (
+	PhaseCalls   = "calls of step 0"
+	PhaseSampler = "sampler and factors"
+)
+
+func (s *synth) report(phase string, done, total int) {
+	if s.progress != nil {
+		s.progress(phase, done, total)
+	}
 }
 
 // attnRecord is one attention the search explained, for the factors.
@@ -77,7 +102,7 @@ func (r *Result) Complete() bool { return len(r.Opaque) == 0 }
 // vocabulary), then the sampler around it. The document it returns is
 // version 2; it is not yet checked (the caller runs the teacher-forced
 // check).
-func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error) {
+func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Result, error) {
 	roots := stepRoots(tr, 0)
 	if len(roots) != 1 {
 		return nil, fmt.Errorf("synth: step 0 has %d root calls; one model call per step is supported", len(roots))
@@ -89,15 +114,18 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 	} else if d == "float16" {
 		act = precision.F16
 	}
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
+	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
+		progress: o.Progress, callsTotal: subtreeSize(tr, root)}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err
 	}
+	s.report(PhaseCalls, 0, s.callsTotal)
 	outs, err := s.call(root, drive.args)
 	if err != nil {
 		return nil, err
 	}
+	s.report(PhaseSampler, 0, 0)
 	out, ok := outs[drive.outPort]
 	if !ok {
 		return nil, fmt.Errorf("synth: the model call has no result %q", drive.outPort)
@@ -159,6 +187,17 @@ func Discover(ctx context.Context, tr *trace.Trace, path string) (*Result, error
 			Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it from the request; the program takes it from the trace (step 0) as a constant", v.origin)})
 	}
 	return res, nil
+}
+
+// subtreeSize counts c and the calls inside it: the calls call visits.
+func subtreeSize(tr *trace.Trace, c trace.Call) int {
+	n := 1
+	for _, id := range tr.Tree().Children(c.ID) {
+		if ch, ok := tr.Tree().Call(id); ok {
+			n += subtreeSize(tr, ch)
+		}
+	}
+	return n
 }
 
 // stepRoots are the calls of a step without a parent.

@@ -110,7 +110,7 @@ func TestDiscoverLanguageModels(t *testing.T) {
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
 			tr, path := conformance(t, tc.trace)
-			res, err := Discover(context.Background(), tr, path)
+			res, err := Discover(context.Background(), tr, path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestMergeAxes(t *testing.T) {
 // document, not silently left out.
 func TestNotComputedBoundaries(t *testing.T) {
 	tr, path := conformance(t, "bloom-f32.npz")
-	res, err := Discover(context.Background(), tr, path)
+	res, err := Discover(context.Background(), tr, path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,5 +201,52 @@ func TestNotComputedBoundaries(t *testing.T) {
 	}
 	if !found || res.Doc.NotComputed() == 0 {
 		t.Errorf("%d boundaries listed as not computed; the dropout's probabilities not among them", res.Doc.NotComputed())
+	}
+}
+
+// TestDiscoverProgress: the search's counter counts the calls of step 0
+// it has explained, never goes back, and reaches the total, every call
+// under the model's; the sampler phase comes after.
+func TestDiscoverProgress(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "dit", "dit-f32.npz")
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	calls := 0
+	for _, c := range tr.Manifest.Calls {
+		if c.Step != nil && *c.Step == 0 {
+			calls++
+		}
+	}
+	type report struct {
+		phase       string
+		done, total int
+	}
+	var got []report
+	_, err = Discover(context.Background(), tr, path, Options{Progress: func(phase string, done, total int) {
+		got = append(got, report{phase, done, total})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := report{done: -1}
+	counted := 0
+	for _, r := range got {
+		if r.phase != PhaseCalls {
+			continue
+		}
+		counted++
+		if r.total != calls || r.done < last.done || r.done > r.total {
+			t.Errorf("report %+v after %+v: want a counter rising to %d", r, last, calls)
+		}
+		last = r
+	}
+	if counted != calls+1 || last.done != calls {
+		t.Errorf("%d reports ending at %+v, want %d ending at %d/%d", counted, last, calls+1, calls, calls)
+	}
+	if n := len(got); n == 0 || got[n-1].phase != PhaseSampler {
+		t.Errorf("the last phase is not %q: %v", PhaseSampler, got[max(0, n-3):])
 	}
 }

@@ -139,6 +139,8 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 		}
 	}
 	s.em.segment(module, module, start)
+	s.calls++
+	s.report(PhaseCalls, s.calls, s.callsTotal)
 	return outs, nil
 }
 
