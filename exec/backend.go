@@ -54,6 +54,11 @@ type Basic interface {
 	// MathRecipDiv: y = round(a · f32(1/b)) (a divisor the caller knows is a
 	// host scalar, as PyTorch on CUDA divides by one).
 	Div(a, b Tensor, s Spec) (Tensor, error)
+	// Minimum, Maximum: y = round(min(a, b)), round(max(a, b)), NumPy
+	// broadcasting; NaN where either is NaN (torch.minimum, torch.maximum;
+	// torch.clamp with bounds is the two of them).
+	Minimum(a, b Tensor, s Spec) (Tensor, error)
+	Maximum(a, b Tensor, s Spec) (Tensor, error)
 	// Act: y = round(f(x)) for f in ActKind; s.Math picks exp/tanh variants;
 	// RoundEach computes f as separate primitives on tensors of s.Out,
 	// rounding every intermediate and constant (ActivateComposed in pointwise.go).

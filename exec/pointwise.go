@@ -38,6 +38,22 @@ func Tanh32(x float32, m Math) float32 {
 	return float32(math.Tanh(float64(x)))
 }
 
+// Min32 and Max32 are torch.minimum and torch.maximum of two f32 values:
+// NaN when either is.
+func Min32(a, b float32) float32 {
+	if a != a || b != b {
+		return float32(math.NaN())
+	}
+	return min(a, b)
+}
+
+func Max32(a, b float32) float32 {
+	if a != a || b != b {
+		return float32(math.NaN())
+	}
+	return max(a, b)
+}
+
 // Erf32 is erf(x) in f32, correctly rounded.
 func Erf32(x float32) float32 { return float32(math.Erf(float64(x))) }
 

@@ -293,6 +293,8 @@ func hostJobs(t *testing.T) []hostJob {
 		ew("mul bcast "+f.String(), OpMul, 0, s, 0, must(b.Mul(a, c, s)), a, c)
 		ew("sub bcast "+f.String(), OpSub, 0, s, 0, must(b.Sub(a, c, s)), a, c)
 		ew("div bcast "+f.String(), OpDiv, 0, s, 0, must(b.Div(a, c, s)), a, c)
+		ew("minimum bcast "+f.String(), OpMin, 0, s, 0, must(b.Minimum(a, c, s)), a, c)
+		ew("maximum bcast "+f.String(), OpMax, 0, s, 0, must(b.Maximum(a, c, s)), a, c)
 		rd := zexec.Spec{Out: f, Math: zexec.MathRecipDiv}
 		ew("div recip bcast "+f.String(), OpDiv, 0, rd, 0, must(b.Div(a, c, rd)), a, c)
 	}

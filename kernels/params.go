@@ -18,6 +18,8 @@ const (
 	OpGLU      = 7
 	OpSub      = 8
 	OpDiv      = 9 // a / b; a · (1/b) under exec.MathRecipDiv
+	OpMin      = 10
+	OpMax      = 11
 
 	RScale      = 1  // ZF_R_SCALE
 	RProduct    = 2  // ZF_R_PRODUCT

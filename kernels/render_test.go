@@ -93,7 +93,7 @@ func TestCodesMatch(t *testing.T) {
 		"ZF_ACT_GELU_ERF": int(exec.ActGELUErf), "ZF_ACT_TANH": int(exec.ActTanh), "ZF_ACT_SIGMOID": int(exec.ActSigmoid),
 		"ZF_ACT_RELU": int(exec.ActReLU), "ZF_MATH_FAST_EXP": int(exec.MathFastExp), "ZF_MATH_RECIP_DIV": int(exec.MathRecipDiv),
 		"ZF_OP_ADD": OpAdd, "ZF_OP_MUL": OpMul, "ZF_OP_ACT": OpAct, "ZF_OP_CAST": OpCast, "ZF_OP_MODULATE": OpModulate,
-		"ZF_OP_GATED": OpGated, "ZF_OP_GLU": OpGLU, "ZF_OP_SUB": OpSub, "ZF_OP_DIV": OpDiv, "ZF_R_SCALE": RScale, "ZF_R_PRODUCT": RProduct, "ZF_R_GATE": RGate,
+		"ZF_OP_GATED": OpGated, "ZF_OP_GLU": OpGLU, "ZF_OP_SUB": OpSub, "ZF_OP_DIV": OpDiv, "ZF_OP_MIN": OpMin, "ZF_OP_MAX": OpMax, "ZF_R_SCALE": RScale, "ZF_R_PRODUCT": RProduct, "ZF_R_GATE": RGate,
 		"ZF_R_NORMALIZED": RNormalized, "ZF_PLUS_ONE": PlusOne, "ZF_HAS_SHIFT": HasShift, "ZF_MAXR": MaxRank, "ZF_VEC8": Vec8,
 	}
 	for name, want := range ints {

@@ -326,6 +326,16 @@ func (b *Backend) Sub(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("sub", kernels.OpSub, a, c, s)
 }
 
+// Minimum is min(a, b) (NaN where either is), rounded once to s.Out.
+func (b *Backend) Minimum(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("minimum", kernels.OpMin, a, c, s)
+}
+
+// Maximum is max(a, b) (NaN where either is), rounded once to s.Out.
+func (b *Backend) Maximum(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("maximum", kernels.OpMax, a, c, s)
+}
+
 // Div is a / b (a · (1/b) under MathRecipDiv), rounded once.
 func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("div", kernels.OpDiv, a, c, s)

@@ -211,7 +211,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

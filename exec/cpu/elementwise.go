@@ -50,6 +50,16 @@ func (b *Backend) Sub(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return b.binary("sub", a, c, s, func(x, y float32) float32 { return x - y })
 }
 
+// Minimum is min(a, b) (NaN where either is), rounded once to s.Out.
+func (b *Backend) Minimum(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("minimum", a, c, s, exec.Min32)
+}
+
+// Maximum is max(a, b) (NaN where either is), rounded once to s.Out.
+func (b *Backend) Maximum(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return b.binary("maximum", a, c, s, exec.Max32)
+}
+
 // Div is a / b (a · (1/b) under MathRecipDiv), rounded once to s.Out.
 func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	if s.Math&exec.MathRecipDiv != 0 {

@@ -284,3 +284,35 @@ type foreign struct{}
 
 func (foreign) Shape() []int             { return []int{2} }
 func (foreign) Format() precision.Format { return f32 }
+
+// TestMinimumMaximum: torch.minimum and torch.maximum, broadcast, NaN
+// where either side is; together a clamp to scalar bounds.
+func TestMinimumMaximum(t *testing.T) {
+	bk := New(2)
+	nan := float32(math.NaN())
+	x := up(t, bk, f32, []int{2, 3}, -3, -0.5, 0.25, 2, nan, 7)
+	hi := up(t, bk, f32, []int{1}, 1.5)
+	lo := up(t, bk, f32, []int{1}, -1)
+	for _, c := range []struct {
+		name string
+		op   func(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
+		b    exec.Tensor
+		want []float64
+	}{
+		{"minimum", bk.Minimum, hi, []float64{-3, -0.5, 0.25, 1.5, math.NaN(), 1.5}},
+		{"maximum", bk.Maximum, lo, []float64{-1, -0.5, 0.25, 2, math.NaN(), 7}},
+	} {
+		y, err := c.op(x, c.b, exec.Out(f32))
+		got := values(t, bk, y, err)
+		for i := range c.want {
+			if g := float64(got[i]); math.IsNaN(c.want[i]) != math.IsNaN(g) || !math.IsNaN(c.want[i]) && g != c.want[i] {
+				t.Errorf("%s[%d] = %v, want %v", c.name, i, got[i], c.want[i])
+			}
+		}
+	}
+	// NaN in the second argument too
+	y, err := bk.Minimum(hi, up(t, bk, f32, []int{1}, nan), exec.Out(f32))
+	if got := values(t, bk, y, err); !math.IsNaN(float64(got[0])) {
+		t.Errorf("minimum(1.5, NaN) = %v, want NaN", got[0])
+	}
+}

@@ -57,6 +57,12 @@ func (c *counting) Mul(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 func (c *counting) Sub(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Sub(a, b, s))
 }
+func (c *counting) Minimum(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Minimum(a, b, s))
+}
+func (c *counting) Maximum(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Maximum(a, b, s))
+}
 func (c *counting) Div(a, b exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Div(a, b, s))
 }

@@ -41,12 +41,14 @@ const (
 	OpRoute                       // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
 	OpExperts                     // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
 	OpSoftmax                     // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
+	OpMinimum                     // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
+	OpMaximum                     // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {

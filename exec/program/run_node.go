@@ -41,6 +41,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Sub(in[0], in[1], n.Spec))
 	case OpDiv:
 		return one(b.Div(in[0], in[1], n.Spec))
+	case OpMinimum:
+		return one(b.Minimum(in[0], in[1], n.Spec))
+	case OpMaximum:
+		return one(b.Maximum(in[0], in[1], n.Spec))
 	case OpPermute:
 		return one(b.Permute(in[0], a.Perm))
 	case OpCast:

@@ -75,7 +75,7 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, err
 		}
 		return [][]int{out}, nil
-	case OpAdd, OpMul, OpSub, OpDiv:
+	case OpAdd, OpMul, OpSub, OpDiv, OpMinimum, OpMaximum:
 		s, err := exec.Broadcast(x, in[1])
 		if err != nil {
 			return nil, err

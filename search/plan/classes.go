@@ -157,7 +157,7 @@ func classCandidates(class, acts string) []Candidate {
 		specs = product([]string{""}, []string{"", "product"}, []string{""})
 	case "timestep_embed":
 		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div"})
-	case "add", "mul", "sub", "div":
+	case "add", "mul", "sub", "div", "minimum", "maximum":
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
 	case ClassTimestepCast:
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
@@ -216,7 +216,7 @@ func tableLabel(t *semantics.RopeTableFormats) string {
 // them.
 func Classes() []string {
 	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
-		"act", "glu", "gated_residual", "add", "mul", "sub", "div", ClassEulerStep, ClassTimestepCast}
+		"act", "glu", "gated_residual", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
 }
 
 // unitsOf lists the units of a program and runner: its nodes that take a

@@ -189,6 +189,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
 		}
+		if ch.score > tolerance(t.format) && i < 3 {
+			s.clamped(&ch, t) // before refine, whose scale would absorb part of a clip
+		}
 		if ch.score > tolerance(t.format) {
 			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim), masks)
 		}

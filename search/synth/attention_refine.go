@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"zflow/exec"
 	"zflow/exec/program"
@@ -124,6 +125,118 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v key_mask=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil, bestMask != nil)
 	}
 	s.simplify(ch, eval, tolerance(t.format))
+}
+
+// clamped tries a choice's q, k and v clamped to [−c, c] before RoPE
+// (a clip of the projections inside the attention, where no boundary
+// shows the clipped values), c searched on the attention's error; it
+// keeps the clamp when it lowers the error below the format's tolerance.
+func (s *synth) clamped(ch *attnChoice, t *val) {
+	tol := tolerance(t.format)
+	var lo, hi *val
+	mk := func(c float64) (*attnChoice, float64) {
+		hi = &val{shape: []int{1}, data: []float32{float32(c)}, format: f32}
+		lo = &val{shape: []int{1}, data: []float32{float32(-c)}, format: f32}
+		clamp := func(x *val) *val {
+			m := s.derive(&expr{op: program.OpMinimum, args: []*val{x, hi}, out: x.format, label: "clip"})
+			return s.derive(&expr{op: program.OpMaximum, args: []*val{m, lo}, out: x.format, label: "clip"})
+		}
+		c2 := *ch
+		memo := map[*val]*val{}
+		for _, p := range []**val{&c2.q, &c2.k, &c2.v} {
+			if *p = substituted(s, *p, operandOf(*p), clamp, memo); *p == nil {
+				return nil, math.Inf(1)
+			}
+		}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: c2.params}, args: []*val{c2.q, c2.k, c2.v, nil, c2.bias}, out: t.format}
+		v, sc := s.ev.score(e, t)
+		if c2.q.shape[1] != t.shape[1] {
+			full, err := s.ev.run(e)
+			if err != nil {
+				return nil, math.Inf(1)
+			}
+			v = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: c2.rows, End: c2.rows + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+			if v == nil {
+				return nil, math.Inf(1)
+			}
+			sc = relRMS(v.data, t.data)
+		}
+		c2.result, c2.score = v, sc
+		return &c2, sc
+	}
+	// the error is flat above the largest |x| (nothing clipped): a grid
+	// first, then golden section between the grid points around its best
+	f := func(c float64) float64 { _, sc := mk(c); return sc }
+	grid := make([]float64, 33)
+	bi := 0
+	for i := range grid {
+		grid[i] = 0.05 * math.Pow(2000, float64(i)/float64(len(grid)-1))
+		if f(grid[i]) < f(grid[bi]) {
+			bi = i
+		}
+	}
+	c := s.searchParam(f, grid[max(bi-1, 0)], grid[min(bi+1, len(grid)-1)])
+	if c <= 0 {
+		return
+	}
+	best, sc := mk(c)
+	if best == nil || sc > tol || sc >= ch.score {
+		return
+	}
+	s.em.constScalar(hi)
+	s.em.constScalar(lo)
+	best.label += fmt.Sprintf(" clip=%g", c)
+	*ch = *best
+}
+
+// operandOf is the value an attention operand was made from: through
+// RoPE, and the slices, joins and reshapes that place its rows.
+func operandOf(v *val) *val {
+	for v.from != nil {
+		switch v.from.op {
+		case program.OpRope, program.OpSlice, program.OpConcat, program.OpReshape:
+			v = v.from.args[0]
+			continue
+		}
+		break
+	}
+	return v
+}
+
+// substituted remakes v with x replaced by f(x) wherever v's expression
+// reads it (memo: the values already remade).
+func substituted(s *synth, v, x *val, f func(*val) *val, memo map[*val]*val) *val {
+	if v == nil {
+		return nil
+	}
+	if r, ok := memo[v]; ok {
+		return r
+	}
+	var r *val
+	switch {
+	case v == x:
+		r = f(x)
+	case v.from == nil:
+		r = v
+	default:
+		e := *v.from
+		e.args = slices.Clone(e.args)
+		e.node, e.sibling = nil, nil
+		changed := false
+		for i, a := range e.args {
+			if a != nil {
+				if na := substituted(s, a, x, f, memo); na != a {
+					e.args[i], changed = na, true
+				}
+			}
+		}
+		r = v
+		if changed {
+			r = s.derive(&e)
+		}
+	}
+	memo[v] = r
+	return r
 }
 
 // maskedBiases are the (bias, key mask) pairs refine tries: none, each
