@@ -1,7 +1,9 @@
 """Capture tiny random-weight diffusers diffusion transformers (real third-party model code) as zflow traces, to
 measure discovery on architectures the shared conformance set does not hold.
 
-usage: PYTHONPATH=<dir holding diffusers> python3 capture_dit.py OUTDIR [CASE ...]
+usage: PYTHONPATH=<dir holding diffusers> python3 capture_dit.py [--small] OUTDIR [CASE ...]
+--small: f32 on CPU only, the smallest sizes that still show every construct (1-2 blocks, hidden 32, short text,
+16 image tokens, still the 3-step loop), for test fixtures: OUTDIR/<case>-f32.npz alone.
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present, bfloat16 placed as
 from_pretrained(torch_dtype=bf16) leaves it: floating parameters and persistent buffers bf16, non-persistent
 buffers as built). Same seeds for both precisions. One line per case, failures included.
@@ -12,17 +14,26 @@ sigmas [1.0, 0.75, 0.4, 0.0], x <- x + (sigma[i+1] - sigma[i]) * v in the latent
 timestep is what the model's own diffusers pipeline passes (stated per case in producer.timestep). Inputs:
 the conditioning tensors, "noise" (initial x), "sigmas"; output "latents" (final x). Model name "transformer".
 """
+import math
 import os
 import sys
 import traceback
 
 import torch
 
+if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+    import localshim  # noqa: F401  torch 1.x debugging shim from the .dit tree; never imported on torch 2.x
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
 import zflow_capture  # noqa: E402
 from weights import place, randomize  # noqa: E402,F401
 
 SIGMAS = [1.0, 0.75, 0.4, 0.0]
+SMALL = False
+
+
+def pick(normal, small):
+    return small if SMALL else normal
 
 
 def rnd(gen, *shape):
@@ -58,15 +69,17 @@ def sd3_call(model, x, sigma, c, dtype):
 
 def sana_build():
     from diffusers.models.transformers.sana_transformer import SanaTransformer2DModel
-    return SanaTransformer2DModel(in_channels=4, out_channels=4, num_attention_heads=4, attention_head_dim=16,
-                                  num_layers=2, num_cross_attention_heads=4, cross_attention_head_dim=16,
-                                  cross_attention_dim=64, caption_channels=32, mlp_ratio=2.5, sample_size=8,
-                                  patch_size=1)
+    h = pick(4, 2)
+    return SanaTransformer2DModel(in_channels=4, out_channels=4, num_attention_heads=h, attention_head_dim=16,
+                                  num_layers=pick(2, 1), num_cross_attention_heads=h, cross_attention_head_dim=16,
+                                  cross_attention_dim=16 * h, caption_channels=pick(32, 16), mlp_ratio=2.5,
+                                  sample_size=pick(8, 4), patch_size=1)
 
 
 def sana_inputs(g):
-    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "encoder_attention_mask": text_mask(8, 2),
-            "noise": rnd(g, 1, 4, 8, 8)}
+    n, s = pick(8, 4), pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_attention_mask": text_mask(n, pick(2, 1)),
+            "noise": rnd(g, 1, 4, s, s)}
 
 
 def sana_call(model, x, sigma, c, dtype):
@@ -136,10 +149,12 @@ def _resize_crop_region_for_grid(src, tgt_size):
 
 def hunyuandit_build():
     from diffusers.models.transformers.hunyuan_transformer_2d import HunyuanDiT2DModel
-    return HunyuanDiT2DModel(num_attention_heads=4, attention_head_dim=16, in_channels=4, patch_size=2,
-                             sample_size=8, hidden_size=64, num_layers=4, mlp_ratio=2.0, learn_sigma=True,
-                             cross_attention_dim=48, cross_attention_dim_t5=32, pooled_projection_dim=32,
-                             text_len=8, text_len_t5=8, use_style_cond_and_image_meta_size=True)
+    # 4 blocks is the fewest that shows the long skip (block 0 -> block 3); --small narrows them instead.
+    return HunyuanDiT2DModel(num_attention_heads=pick(4, 2), attention_head_dim=16, in_channels=4, patch_size=2,
+                             sample_size=8, hidden_size=pick(64, 32), num_layers=4, mlp_ratio=2.0, learn_sigma=True,
+                             cross_attention_dim=pick(48, 32), cross_attention_dim_t5=pick(32, 16),
+                             pooled_projection_dim=pick(32, 16), text_len=pick(8, 4), text_len_t5=pick(8, 4),
+                             use_style_cond_and_image_meta_size=True)
 
 
 def hunyuandit_inputs(g):
@@ -147,8 +162,9 @@ def hunyuandit_inputs(g):
     # HunyuanDiTPipeline: grid = latent size / patch, base_size = 512 // 8 // patch; 2-D RoPE over head_dim.
     grid = (8 // 2, 8 // 2)
     cos, sin = get_2d_rotary_pos_embed(16, _resize_crop_region_for_grid(grid, 512 // 8 // 2), grid, output_type="pt")
-    return {"encoder_hidden_states": rnd(g, 1, 8, 48), "text_embedding_mask": text_mask(8, 0),
-            "encoder_hidden_states_t5": rnd(g, 1, 8, 32), "text_embedding_mask_t5": text_mask(8, 2),
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(48, 32)), "text_embedding_mask": text_mask(n, 0),
+            "encoder_hidden_states_t5": rnd(g, 1, n, pick(32, 16)), "text_embedding_mask_t5": text_mask(n, pick(2, 1)),
             "image_meta_size": torch.tensor([[1024.0, 1024.0, 64.0, 64.0, 0.0, 0.0]]),
             "style": torch.zeros(1, dtype=torch.int64), "image_rotary_cos": cos, "image_rotary_sin": sin,
             "noise": rnd(g, 1, 4, 8, 8)}
@@ -169,13 +185,15 @@ def hunyuandit_call(model, x, sigma, c, dtype):
 
 def lumina2_build():
     from diffusers.models.transformers.transformer_lumina2 import Lumina2Transformer2DModel
-    return Lumina2Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, hidden_size=64, num_layers=2,
-                                     num_refiner_layers=1, num_attention_heads=4, num_kv_heads=2, multiple_of=16,
-                                     axes_dim_rope=(4, 6, 6), axes_lens=(300, 512, 512), cap_feat_dim=32)
+    return Lumina2Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, hidden_size=pick(64, 32),
+                                     num_layers=pick(2, 1), num_refiner_layers=1, num_attention_heads=4,
+                                     num_kv_heads=2, multiple_of=16, axes_dim_rope=pick((4, 6, 6), (2, 2, 4)),
+                                     axes_lens=(300, 512, 512), cap_feat_dim=pick(32, 16))
 
 
 def lumina2_inputs(g):
-    return {"encoder_hidden_states": rnd(g, 1, 8, 32), "encoder_attention_mask": text_mask(8, 2),
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_attention_mask": text_mask(n, pick(2, 1)),
             "noise": rnd(g, 1, 4, 8, 8)}
 
 
@@ -184,6 +202,79 @@ def lumina2_call(model, x, sigma, c, dtype):
     t = torch.tensor([1.0 - sigma], dtype=torch.float32, device=x.device)
     out = model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
                 encoder_attention_mask=c["encoder_attention_mask"], return_dict=False, attention_kwargs=None)[0]
+    return -out
+
+
+def dit_build():
+    from diffusers.models.transformers.dit_transformer_2d import DiTTransformer2DModel
+    return DiTTransformer2DModel(num_attention_heads=pick(4, 2), attention_head_dim=16, in_channels=4, out_channels=8,
+                                 num_layers=pick(2, 1), sample_size=8, patch_size=2, num_embeds_ada_norm=10)
+
+
+def dit_inputs(g):
+    return {"class_labels": torch.tensor([3], dtype=torch.int64), "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def dit_call(model, x, sigma, c, dtype):
+    # DiTPipeline: timesteps = t[None].expand(B), the scheduler's int64 timesteps; class_labels int64.
+    t = torch.tensor([int(round(sigma * 1000))], dtype=torch.int64, device=x.device)
+    out = model(x, timestep=t, class_labels=c["class_labels"], return_dict=False)[0]
+    v, _ = torch.split(out, 4, dim=1)
+    return v
+
+
+SA_T = 16
+
+
+def stableaudio_build():
+    from diffusers.models.transformers.stable_audio_transformer import StableAudioDiTModel
+    h = pick(4, 2)
+    return StableAudioDiTModel(sample_size=SA_T, in_channels=4, num_layers=pick(2, 1), attention_head_dim=16,
+                               num_attention_heads=h, num_key_value_attention_heads=h // 2, out_channels=4,
+                               cross_attention_dim=pick(32, 16), time_proj_dim=pick(32, 16),
+                               global_states_input_dim=pick(24, 16), cross_attention_input_dim=pick(24, 16))
+
+
+def stableaudio_inputs(g):
+    from diffusers.models.embeddings import get_1d_rotary_pos_embed
+    # StableAudioPipeline: rotary over attention_head_dim // 2 channels (partial), positions = latent length + the
+    # one global token, use_real=True, repeat_interleave_real=False (half layout).
+    cos, sin = get_1d_rotary_pos_embed(16 // 2, SA_T + 1, use_real=True, repeat_interleave_real=False)
+    return {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(24, 16)),
+            "global_hidden_states": rnd(g, 1, 1, pick(24, 16)),
+            "image_rotary_cos": cos, "image_rotary_sin": sin, "noise": rnd(g, 1, 4, SA_T)}
+
+
+def stableaudio_call(model, x, sigma, c, dtype):
+    # StableAudioPipeline passes t.unsqueeze(0) of CosineDPMSolverMultistepScheduler.timesteps, i.e. the EDM noise
+    # preconditioning atan(sigma) / pi * 2 (float32); the model casts it to its dtype.
+    t = torch.tensor([math.atan(sigma) / math.pi * 2], dtype=torch.float32, device=x.device)
+    return model(x, t, encoder_hidden_states=c["encoder_hidden_states"],
+                 global_hidden_states=c["global_hidden_states"],
+                 rotary_embedding=(c["image_rotary_cos"], c["image_rotary_sin"]), return_dict=False)[0]
+
+
+def mochi_build():
+    from diffusers.models.transformers.transformer_mochi import MochiTransformer3DModel
+    return MochiTransformer3DModel(patch_size=2, num_attention_heads=pick(4, 2), attention_head_dim=16,
+                                   num_layers=2, pooled_projection_dim=pick(32, 16), in_channels=4,
+                                   text_embed_dim=pick(32, 16), time_embed_dim=pick(32, 16),
+                                   max_sequence_length=pick(8, 4))
+
+
+def mochi_inputs(g):
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_attention_mask": text_mask(n, pick(2, 1)),
+            "noise": rnd(g, 1, 4, pick(2, 1), 8, 8)}
+
+
+def mochi_call(model, x, sigma, c, dtype):
+    # MochiPipeline: FlowMatchEuler with invert_sigmas (t = (1 - sigma) * 1000, Mochi's t=0 is noise), passed as
+    # t.expand(B).to(latents.dtype) with its latents float32; stepping the inverted sigmas with the raw output equals
+    # the shared convention with v = -output.
+    t = torch.tensor([(1.0 - sigma) * 1000.0], dtype=torch.float32, device=x.device)
+    out = model(hidden_states=x, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                encoder_attention_mask=c["encoder_attention_mask"], attention_kwargs=None, return_dict=False)[0]
     return -out
 
 
@@ -249,6 +340,43 @@ CASES = {
                          "branch outputs) with tanh gates; LuminaRMSNormZero scale-only modulation; SwiGLU FFN with "
                          "SiLU in f32; patchify by view/permute + Linear; LuminaLayerNormContinuous (scale only) + "
                          "Linear out; text mask with 2 padded tokens (only the effective caption joins the sequence)"),
+    "dit": dict(build=dit_build, inputs=dit_inputs, call=dit_call, files=["dit_transformer_2d.py"],
+                timestep="round(sigma*1000) int64 (DiTPipeline: the scheduler's timesteps expanded to the batch)",
+                velocity="first half of the output channels (learned sigma: split(noise_pred, latent_channels)), not "
+                         "negated; an epsilon model run in a flow loop",
+                note="class-conditional DiT (no text): BasicTransformerBlock(norm_type ada_norm_zero) x2, each "
+                     "re-embedding t + class label itself (AdaLayerNormZero's own CombinedTimestepLabelEmbeddings: "
+                     "Timesteps(256) -> TimestepEmbedding, LabelEmbedding table with a CFG row) -> SiLU -> Linear(6d) "
+                     "chunked shift/scale/gate msa, shift/scale/gate mlp; self-attention only (AttnProcessor2_0, "
+                     "biased q/k/v, no q/k norm, no RoPE); GELU-tanh FFN; PatchEmbed 2x2 conv + sincos table; output "
+                     "conditioning from block 0's embedder called again, Linear(2d) [shift, scale] after a "
+                     "non-affine LayerNorm, Linear, einsum unpatchify; out_channels 8 = 4 + learned sigma"),
+    "stableaudio": dict(build=stableaudio_build, inputs=stableaudio_inputs, call=stableaudio_call,
+                        files=["stable_audio_transformer.py"],
+                        timestep="atan(sigma)/pi*2 float32 (StableAudioPipeline: CosineDPMSolver's EDM "
+                                 "precondition_noise); the model casts it to its dtype",
+                        velocity="model output as is (a v-prediction EDM model run in the shared flow loop, no "
+                                 "c_in/c_skip preconditioning), not negated",
+                        note="1-D audio DiT on (B, C, T) latents: 1x1 Conv1d residual pre/post, proj_in Linear; "
+                             "Gaussian-Fourier timestep features (fixed random frequencies, cos first) -> MLP added "
+                             "to a projected global token prepended to the sequence and dropped at the end; pre-LN "
+                             "blocks with plain residuals (no modulation): self-attn with partial half-layout RoPE "
+                             "(first head_dim/2 channels, f32), GQA cross-attn (4 q / 2 kv heads, k/v "
+                             "repeat_interleave) to an MLP-projected caption; SwiGLU FFN; no final norm; RoPE "
+                             "tables recorded as inputs image_rotary_cos/sin"),
+    "mochi": dict(build=mochi_build, inputs=mochi_inputs, call=mochi_call, files=["transformer_mochi.py"],
+                  timestep="(1 - sigma)*1000 float32 (MochiPipeline: inverted sigmas, t.expand(B).to(latents.dtype), "
+                           "latents float32)",
+                  velocity="negated model output (the inverted-sigma Euler step with the raw output)",
+                  note="asymmetric dual-stream video DiT (text stream 32 wide, video 64): MochiRMSNormZero "
+                       "[scale_msa, gate_msa, scale_mlp, gate_mlp] per stream (RMSNorm in f32, 1+scale), tanh gates "
+                       "applied through a weightless RMSNorm of the branch output (sandwich norm), joint attention "
+                       "per sample over [video, valid caption tokens] (padded prompt tokens removed, output padded "
+                       "back), per-head weighted RMSNorm q/k norms on both streams, interleaved 3-D RoPE from a "
+                       "learned (3, heads, head_dim/2) frequency parameter over centred (t, h, w) positions (per-head "
+                       "angles); last block context_pre_only (MochiLayerNormContinuous scale-only on text, no text "
+                       "output); t-embedding + masked attention-pooled caption (MochiAttentionPool); per-frame 2x2 "
+                       "patch conv; SwiGLU FFNs (bias-free); AdaLayerNormContinuous final norm; 2 latent frames"),
 }
 
 FILE_COMMITS = {
@@ -258,6 +386,9 @@ FILE_COMMITS = {
     "cogvideox_transformer_3d.py": "00789ad1e43335e528f935fb7b0f96466cb58e7a",
     "hunyuan_transformer_2d.py": "03e717a407a62ceedd5c81cdc903b12dd3c5a48f",
     "transformer_lumina2.py": "98bd0ce2d97f91fb6088ba65b6bda07cff57a3fb",
+    "dit_transformer_2d.py": "11bf2cf1d149c47a210912f0b446e701b81e923d",
+    "stable_audio_transformer.py": "06d4fb510fee2d769d19abf3b7eeb21d6dcf2590",
+    "transformer_mochi.py": "03002a9141f2b42197a7210d60e8801d0d4f628e",
     "normalization.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
     "activations.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
     "modeling_common.py": "12b4edc2fe7bfd717b1b8bc310a61d9eeab62248",
@@ -280,6 +411,8 @@ def capture(case, outdir):
     spec = CASES[case]
     done = []
     runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
+    if SMALL:
+        runs = runs[:1]
     for tag, dtype, device in runs:
         model = place(build(case), dtype, device)
         inputs = spec["inputs"](torch.Generator().manual_seed(2))
@@ -294,7 +427,8 @@ def capture(case, outdir):
                                   + ", ".join(f"{f}@{FILE_COMMITS[f][:12]}" for f in spec["files"] + [
                                       "normalization.py", "activations.py", "modeling_common.py"]),
                 "placement": "hf", "timestep": spec["timestep"], "velocity": spec["velocity"],
-                "note": spec["note"]}
+                "note": spec["note"] + ("; --small sizes (fewer/narrower blocks and text than the note says)"
+                                         if SMALL else "")}
         with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
             for k, v in cond.items():
                 cap.input(k, v)
@@ -311,7 +445,11 @@ def capture(case, outdir):
 
 
 def main():
+    global SMALL
     args = sys.argv[1:]
+    if args and args[0] == "--small":
+        SMALL = True
+        args = args[1:]
     outdir = args[0]
     os.makedirs(outdir, exist_ok=True)
     import diffusers
