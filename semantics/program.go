@@ -104,6 +104,25 @@ type NodeAttrs struct {
 	N         int             `json:"n,omitempty"`
 	Route     *RouteAttrs     `json:"route,omitempty"`
 	UpFirst   bool            `json:"up_first,omitempty"`
+	Conv      *ConvAttrs      `json:"conv,omitempty"`
+	// LinearAttention configures a linear_attention node.
+	LinearAttention *LinearAttentionAttrs `json:"linear_attention,omitempty"`
+}
+
+// ConvAttrs configure a conv2d node (stride 1): pad zeros on each side of
+// H and W; groups 1, or the channel count (depthwise).
+type ConvAttrs struct {
+	Pad    int `json:"pad,omitempty"`
+	Groups int `json:"groups,omitempty"`
+}
+
+// LinearAttentionAttrs configure kernelised attention: per head,
+// out_n = Σ_j v_j (φ(k_j)·φ(q_n)) / (Σ_j φ(k_j)·φ(q_n) + eps), φ the kernel
+// (an activation name), keys and values summed first, in f32.
+type LinearAttentionAttrs struct {
+	Heads  int     `json:"heads"`
+	Kernel string  `json:"kernel"`
+	Eps    float64 `json:"eps"`
 }
 
 // RouteAttrs configure a top-k router: the K largest of each row after
@@ -211,7 +230,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

@@ -213,6 +213,16 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh}
 	}
 	a.UpFirst = d.UpFirst
+	if c := d.Conv; c != nil {
+		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups}
+	}
+	if l := d.LinearAttention; l != nil {
+		k, err := exec.ParseAct(l.Kernel)
+		if err != nil {
+			return Node{}, fmt.Errorf("linear attention kernel: %w", err)
+		}
+		a.LinearAttention = LinearAttentionParams{Heads: l.Heads, Kernel: k, Eps: float32(l.Eps)}
+	}
 	if !op.movement() && op != OpConcat && op != OpGather {
 		if n.Spec, err = SpecFor(pr, op.String(), n.Role); err != nil {
 			return Node{}, err
@@ -266,6 +276,11 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.Norm = &semantics.NormAttrs{Kind: a.Norm.Kind.String(), Eps: float64(a.Norm.Eps), Offset: float64(a.Norm.Offset), Group: a.Norm.Group}
 	case OpModulate:
 		d.PlusOne = a.Modulate.PlusOne
+	case OpConv2D:
+		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups}
+	case OpLinearAttention:
+		l := a.LinearAttention
+		d.LinearAttention = &semantics.LinearAttentionAttrs{Heads: l.Heads, Kernel: l.Kernel.String(), Eps: float64(l.Eps)}
 	case OpRope:
 		d.Rope = &semantics.RopeAttrs{Heads: a.Rope.Heads, Layout: a.Rope.Layout.String(), RotaryDim: a.Rope.RotaryDim}
 	case OpAttention:

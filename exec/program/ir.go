@@ -13,42 +13,44 @@ type Op uint8
 // The ops. Each reads Node.In in the order its comment gives ("" for an
 // absent optional input) and the Attrs fields it names.
 const (
-	OpLinear        Op = iota + 1 // x, w, b
-	OpNorm                        // x, γ, β; Attrs.Norm
-	OpModulate                    // x, shift, scale; Attrs.Modulate
-	OpGatedResidual               // x, y, gate; Attrs.Act (the gate function)
-	OpRope                        // x, cos, sin; Attrs.Rope
-	OpAttention                   // q, k, v, mask, bias (mask, bias optional); Attrs.Attention
-	OpAct                         // x; Attrs.Act
-	OpGLU                         // gate, value; Attrs.Act
-	OpAdd                         // a, b
-	OpMul                         // a, b
-	OpCast                        // x; Attrs.Format
-	OpReshape                     // x; Attrs.Shape
-	OpSlice                       // x; Attrs.Axis, Start, End
-	OpConcat                      // xs...; Attrs.Axis
-	OpChunk                       // x; Attrs.N, Axis; one output per piece
-	OpTimestepEmbed               // t; Attrs.Timestep
-	OpRopeTable                   // positions; Attrs.RopeTable; outputs cos, sin
-	OpGather                      // table, ids: rows of table (host step)
-	OpPatchify                    // x [B, C, H, W]; Attrs.Patch: → [B, (H/p)·(W/p), C·p·p]
-	OpUnpatchify                  // x [B, (H/p)·(W/p), C·p·p]; Attrs.Patch: → [B, C, H, W]
-	OpPermute                     // x; Attrs.Perm: output axis i is input axis Perm[i] (torch.permute)
-	OpSub                         // a, b: a − b, rounded once
-	OpDiv                         // a, b: a / b, rounded once
-	OpRound                       // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
-	OpMean                        // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
-	OpRoute                       // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
-	OpExperts                     // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
-	OpSoftmax                     // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
-	OpMinimum                     // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
-	OpMaximum                     // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)
+	OpLinear          Op = iota + 1 // x, w, b
+	OpNorm                          // x, γ, β; Attrs.Norm
+	OpModulate                      // x, shift, scale; Attrs.Modulate
+	OpGatedResidual                 // x, y, gate; Attrs.Act (the gate function)
+	OpRope                          // x, cos, sin; Attrs.Rope
+	OpAttention                     // q, k, v, mask, bias (mask, bias optional); Attrs.Attention
+	OpAct                           // x; Attrs.Act
+	OpGLU                           // gate, value; Attrs.Act
+	OpAdd                           // a, b
+	OpMul                           // a, b
+	OpCast                          // x; Attrs.Format
+	OpReshape                       // x; Attrs.Shape
+	OpSlice                         // x; Attrs.Axis, Start, End
+	OpConcat                        // xs...; Attrs.Axis
+	OpChunk                         // x; Attrs.N, Axis; one output per piece
+	OpTimestepEmbed                 // t; Attrs.Timestep
+	OpRopeTable                     // positions; Attrs.RopeTable; outputs cos, sin
+	OpGather                        // table, ids: rows of table (host step)
+	OpPatchify                      // x [B, C, H, W]; Attrs.Patch: → [B, (H/p)·(W/p), C·p·p]
+	OpUnpatchify                    // x [B, (H/p)·(W/p), C·p·p]; Attrs.Patch: → [B, C, H, W]
+	OpPermute                       // x; Attrs.Perm: output axis i is input axis Perm[i] (torch.permute)
+	OpSub                           // a, b: a − b, rounded once
+	OpDiv                           // a, b: a / b, rounded once
+	OpRound                         // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
+	OpMean                          // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
+	OpRoute                         // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
+	OpExperts                       // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
+	OpSoftmax                       // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
+	OpMinimum                       // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
+	OpMaximum                       // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)
+	OpConv2D                        // x [B, C, H, W], w [O, C/groups, kh, kw], bias [O] (optional); Attrs.Conv: stride 1
+	OpLinearAttention               // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.LinearAttention (kernelised attention)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -83,6 +85,9 @@ type Attrs struct {
 	N         int
 	Route     RouteParams // OpRoute
 	UpFirst   bool        // OpExperts: w1 holds up before gate
+	Conv      ConvParams  // OpConv2D
+	// LinearAttention configures OpLinearAttention.
+	LinearAttention LinearAttentionParams
 }
 
 // Node is one operation.

@@ -81,6 +81,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(softmaxHost(b, in[0], n.Spec))
 	case OpExperts:
 		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], a.Act, a.UpFirst, n.Spec))
+	case OpConv2D:
+		return one(conv2dRun(b, in[0], in[1], at(in, 2), a.Conv, n.Spec))
+	case OpLinearAttention:
+		return one(linearAttentionRun(b, in[0], in[1], in[2], a.LinearAttention, n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

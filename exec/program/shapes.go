@@ -180,6 +180,21 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("table %v is not [rows, width]", x)
 		}
 		return [][]int{append(slices.Clone(in[1]), x[1])}, nil
+	case OpConv2D:
+		out, err := convShape(x, in[1], n.Attrs.Conv)
+		if err != nil {
+			return nil, err
+		}
+		if b := in[2]; b != nil && (len(b) != 1 || b[0] != out[1]) {
+			return nil, fmt.Errorf("bias %v for %d filters", b, out[1])
+		}
+		return [][]int{out}, nil
+	case OpLinearAttention:
+		out, err := linearAttentionShape(x, in[1], in[2], n.Attrs.LinearAttention)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{out}, nil
 	case OpPatchify:
 		_, packed, err := exec.PatchShapes(x, n.Attrs.Patch)
 		if err != nil {

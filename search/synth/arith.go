@@ -221,13 +221,31 @@ func (s *synth) chunksOf(t *val, vals []*val) []*val {
 	if n == 0 {
 		return nil
 	}
-	w := t.shape[n-1]
 	for _, v := range vals {
-		if v.opaque || len(v.shape) != n || !slices.Equal(v.shape[:n-1], t.shape[:n-1]) || v.shape[n-1] <= w || v.shape[n-1]%w != 0 || v.shape[n-1]/w > 4 {
+		if v.opaque || len(v.shape) != n {
 			continue
 		}
-		for i := 0; i < v.shape[n-1]; i += w {
-			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + w}, args: []*val{v}, out: v.format, label: "chunk"}); c != nil {
+		// the one axis the two differ on (the channels of an image
+		// [B, C, H, W] as well as the last axis of rows)
+		ax := -1
+		for i := range n {
+			if v.shape[i] != t.shape[i] {
+				if ax >= 0 {
+					ax = -2
+					break
+				}
+				ax = i
+			}
+		}
+		if ax < 0 {
+			continue
+		}
+		w := t.shape[ax]
+		if v.shape[ax] <= w || v.shape[ax]%w != 0 || v.shape[ax]/w > 4 {
+			continue
+		}
+		for i := 0; i < v.shape[ax]; i += w {
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: i, End: i + w}, args: []*val{v}, out: v.format, label: "chunk"}); c != nil {
 				out = append(out, c)
 			}
 		}

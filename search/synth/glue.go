@@ -59,6 +59,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.jointAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.linearAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
 	}
@@ -72,6 +75,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
 	if t.reshapedFrom {
 		return nil
+	}
+	if w := s.imageAsRows(t, sc); w != nil {
+		return w
 	}
 	tried := map[string]bool{fmt.Sprint(t.shape): true}
 	for _, v := range vals {
@@ -88,6 +94,33 @@ func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// imageAsRows explains an image target [B, C, H, W] as rows [B, H·W, C]
+// made in the scope (a sequence of tokens laid out as an image for a
+// convolution: unflatten, then channels first), then moved back.
+func (s *synth) imageAsRows(t *val, sc *scope) *val {
+	if len(t.shape) != 4 {
+		return nil
+	}
+	B, C, H, W := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
+	rows := &val{shape: []int{B, H * W, C}, data: make([]float32, len(t.data)), format: t.format, origin: t.origin, reshapedFrom: true}
+	for b := range B {
+		for c := range C {
+			for p := range H * W {
+				rows.data[(b*H*W+p)*C+c] = t.data[(b*C+c)*H*W+p]
+			}
+		}
+	}
+	w := s.glueIn(rows, sc)
+	if w == nil {
+		return nil
+	}
+	img := s.reshape(w, []int{B, H, W, C})
+	if img == nil {
+		return nil
+	}
+	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{img}, out: img.format, label: "channels first"})
 }
 
 func recentFirst(vs []*val) []*val {

@@ -117,7 +117,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		case len(params) == 2 && len(params[0].shape) == 3 && len(params[1].shape) == 3:
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) >= 4:
-			fit = s.fitConv(xs[0], params, t)
+			if fit = s.fitConv(xs[0], params, t); fit == nil {
+				fit = s.fitConv2D(xs[0], params, t)
+			}
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
 		}
@@ -443,6 +445,36 @@ func (s *synth) fitConv(x *val, params []*val, t *val) *val {
 	return y
 }
 
+// fitConv2D explains a convolution of stride 1 that keeps or shrinks the
+// image by its kernel (not a patch embedding): x [B, C, H, W], w [O, C/g,
+// kh, kw], g 1 or depthwise, the padding read off the output's size.
+func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
+	w := params[0]
+	if len(w.shape) != 4 || len(x.shape) != 4 || len(t.shape) != 4 || t.shape[1] != w.shape[0] {
+		return nil
+	}
+	var bias *val
+	if len(params) > 1 && len(params[1].shape) == 1 {
+		bias = params[1]
+	}
+	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
+	if pad2 < 0 || pad2%2 != 0 || t.shape[3]-x.shape[3]+w.shape[3]-1 != pad2 {
+		return nil
+	}
+	groups := 1
+	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
+		groups = x.shape[1]
+	}
+	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
+	v, ev := s.best(t, []*expr{{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
+		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}})
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
+}
+
 // fitSinusoid explains a 1-D input becoming [N, D] as a sinusoidal
 // timestep embedding.
 func (s *synth) fitSinusoid(x, t *val) *val {
@@ -474,7 +506,7 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 // when it cannot run).
 func (s *synth) derive(e *expr) *val {
 	for _, a := range e.args {
-		if a == nil && e.op != program.OpLinear && e.op != program.OpNorm {
+		if a == nil && e.op != program.OpLinear && e.op != program.OpNorm && e.op != program.OpConv2D {
 			return nil
 		}
 	}

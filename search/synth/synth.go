@@ -15,22 +15,23 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
-	ctx       context.Context // cancelled: the search stops at the next call
-	tr        *trace.Trace
-	ev        *evaluator
-	em        *emitter
-	params    map[string]*val
-	opaque    []*val
-	attn      []attnRecord
-	mlps      []mlpRecord
-	ropes     []ropeRecord
-	mods      []modRecord
-	sinusoids []sinusoidRecord
-	norms     []normRecord
-	scopeOf   string // the module of the call being explained
-	linears   []*val
-	gates     []gateRecord
-	seq       int
+	ctx        context.Context // cancelled: the search stops at the next call
+	tr         *trace.Trace
+	ev         *evaluator
+	em         *emitter
+	params     map[string]*val
+	opaque     []*val
+	attn       []attnRecord
+	mlps       []mlpRecord
+	ropes      []ropeRecord
+	linearAttn []linearAttnRecord
+	mods       []modRecord
+	sinusoids  []sinusoidRecord
+	norms      []normRecord
+	scopeOf    string // the module of the call being explained
+	linears    []*val
+	gates      []gateRecord
+	seq        int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when

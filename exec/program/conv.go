@@ -1,0 +1,177 @@
+package program
+
+import (
+	"fmt"
+
+	"zflow/exec"
+	"zflow/precision"
+)
+
+// ConvParams configure a 2-D convolution of stride 1: Pad zeros on each
+// side of H and W, Groups 1 (every input channel feeds every output) or
+// the channel count (depthwise: one filter per channel).
+type ConvParams struct {
+	Pad    int
+	Groups int
+}
+
+// convShape is the output shape of conv2d(x [B, C, H, W], w [O, C/g, kh,
+// kw]) under p, or an error naming what does not fit.
+func convShape(x, w []int, p ConvParams) ([]int, error) {
+	if len(x) != 4 || len(w) != 4 {
+		return nil, fmt.Errorf("conv2d of %v by %v: want x [B, C, H, W] and w [O, C/groups, kh, kw]", x, w)
+	}
+	g := max(p.Groups, 1)
+	switch {
+	case g == 1 && w[1] == x[1]:
+	case g == x[1] && w[1] == 1 && w[0] == x[1]:
+	default:
+		return nil, fmt.Errorf("conv2d of %v by %v in %d groups: only groups 1 or depthwise (groups = channels = filters)", x, w, g)
+	}
+	h, wd := x[2]+2*p.Pad-w[2]+1, x[3]+2*p.Pad-w[3]+1
+	if p.Pad < 0 || h < 1 || wd < 1 {
+		return nil, fmt.Errorf("conv2d of %v by %v with padding %d leaves no output", x, w, p.Pad)
+	}
+	return []int{x[0], w[0], h, wd}, nil
+}
+
+// conv2dRun is torch's conv2d (stride 1) composed of backend ops: the
+// input padded with zeros, each filter tap a slice of it. Groups 1: the
+// taps gathered as columns (c, i, j) and one Linear against w [O, C·kh·kw]
+// (f32 accumulation, rounded once to s.Out); depthwise: Σ taps · w[c, i, j]
+// in f32, the bias added, rounded once to s.Out.
+func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec) (exec.Tensor, error) {
+	xs, ws := x.Shape(), w.Shape()
+	out, err := convShape(xs, ws, p)
+	if err != nil {
+		return nil, err
+	}
+	var tmp []exec.Tensor
+	defer func() {
+		for _, t := range tmp {
+			b.Free(t)
+		}
+	}()
+	keep := func(t exec.Tensor, err error) (exec.Tensor, error) {
+		if err == nil {
+			tmp = append(tmp, t)
+		}
+		return t, err
+	}
+	f32 := exec.Out(precision.F32)
+	padded, err := padZeros(b, x, p.Pad, keep)
+	if err != nil {
+		return nil, err
+	}
+	B, C, H, W := xs[0], xs[1], out[2], out[3]
+	kh, kw := ws[2], ws[3]
+	tap := func(i, j int) (exec.Tensor, error) {
+		r, err := keep(b.Slice(padded, 2, i, i+H))
+		if err != nil {
+			return nil, err
+		}
+		return keep(b.Slice(r, 3, j, j+W))
+	}
+	if max(p.Groups, 1) == 1 {
+		var cols []exec.Tensor
+		for i := range kh {
+			for j := range kw {
+				t, err := tap(i, j)
+				if err != nil {
+					return nil, err
+				}
+				if t, err = keep(b.Reshape(t, []int{B, C, 1, H * W})); err != nil {
+					return nil, err
+				}
+				cols = append(cols, t)
+			}
+		}
+		im, err := keep(b.Concat(cols, 2)) // [B, C, kh·kw, H·W]: columns (c, i, j)
+		if err != nil {
+			return nil, err
+		}
+		if im, err = keep(b.Reshape(im, []int{B, C * kh * kw, H * W})); err != nil {
+			return nil, err
+		}
+		if im, err = keep(b.Permute(im, []int{0, 2, 1})); err != nil {
+			return nil, err
+		}
+		wm, err := keep(b.Reshape(w, []int{ws[0], C * kh * kw}))
+		if err != nil {
+			return nil, err
+		}
+		y, err := keep(b.Linear(im, wm, bias, s)) // [B, H·W, O]
+		if err != nil {
+			return nil, err
+		}
+		if y, err = keep(b.Permute(y, []int{0, 2, 1})); err != nil {
+			return nil, err
+		}
+		return b.Reshape(y, out)
+	}
+	wv, err := b.Download(w)
+	if err != nil {
+		return nil, err
+	}
+	var acc exec.Tensor
+	for i := range kh {
+		for j := range kw {
+			t, err := tap(i, j)
+			if err != nil {
+				return nil, err
+			}
+			col := make([]float32, C)
+			for c := range C {
+				col[c] = wv[(c*kh+i)*kw+j]
+			}
+			k, err := keep(b.Upload(col, []int{1, C, 1, 1}, precision.F32))
+			if err != nil {
+				return nil, err
+			}
+			prod, err := keep(b.Mul(t, k, f32))
+			if err != nil {
+				return nil, err
+			}
+			if acc == nil {
+				acc = prod
+			} else if acc, err = keep(b.Add(acc, prod, f32)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if bias != nil {
+		bb, err := keep(b.Reshape(bias, []int{1, C, 1, 1}))
+		if err != nil {
+			return nil, err
+		}
+		if acc, err = keep(b.Add(acc, bb, f32)); err != nil {
+			return nil, err
+		}
+	}
+	return b.Cast(acc, s.Out)
+}
+
+// padZeros surrounds the last two axes of x with pad zeros on each side.
+func padZeros(b exec.Backend, x exec.Tensor, pad int, keep func(exec.Tensor, error) (exec.Tensor, error)) (exec.Tensor, error) {
+	if pad == 0 {
+		return x, nil
+	}
+	xs := x.Shape()
+	f := x.Format()
+	zeros := func(shape []int) (exec.Tensor, error) {
+		return keep(b.Upload(make([]float32, exec.Numel(shape)), shape, f))
+	}
+	side, err := zeros([]int{xs[0], xs[1], xs[2], pad})
+	if err != nil {
+		return nil, err
+	}
+	wide, err := keep(b.Concat([]exec.Tensor{side, x, side}, 3))
+	if err != nil {
+		return nil, err
+	}
+	top, err := zeros([]int{xs[0], xs[1], pad, xs[3] + 2*pad})
+	if err != nil {
+		return nil, err
+	}
+	return keep(b.Concat([]exec.Tensor{top, wide, top}, 2))
+}
