@@ -190,8 +190,8 @@ func diffPaths(args []string, ref string) (string, string, error) {
 
 // openOurs opens a port's trace (a manifest optional) and renames its
 // keys by km, saying on stderr which of km's rules matched no key.
-func openOurs(stderr io.Writer, path string, km *trace.KeyMap) (*trace.Trace, error) {
-	ours, err := trace.OpenPort(path)
+func openOurs(stderr io.Writer, path string, km *trace.KeyMap, o trace.Options) (*trace.Trace, error) {
+	ours, err := trace.OpenPortWith(path, o)
 	if err != nil || km == nil {
 		return ours, err
 	}
@@ -279,7 +279,7 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 			return badInput(fmt.Errorf("--map: %w", err))
 		}
 	}
-	ours, err := openOurs(stderr, oursPath, km)
+	ours, err := openOurs(stderr, oursPath, km, u.open)
 	if err != nil {
 		return badInput(err)
 	}
@@ -287,7 +287,7 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 	if o.oursDType != "" {
 		ours.Uint16AsBFloat16()
 	}
-	ref, err := trace.Open(refPath)
+	ref, err := u.openTrace(refPath)
 	if err != nil {
 		return badInput(err)
 	}

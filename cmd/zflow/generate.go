@@ -15,7 +15,6 @@ import (
 	"zflow/exec"
 	"zflow/exec/program"
 	"zflow/semantics"
-	"zflow/trace"
 )
 
 type generateOpts struct {
@@ -102,14 +101,14 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		fmt.Fprintf(u.stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
 			o.semantics, plural(len(doc.NotReproduced()), "boundary", "boundaries"), doc.StatusLine())
 	}
-	in, err := trace.Open(o.inputs)
+	in, err := u.openTrace(o.inputs)
 	if err != nil {
 		return badInput(err)
 	}
 	defer in.Close()
 	wt := in
 	if o.weights != "" {
-		if wt, err = trace.Open(o.weights); err != nil {
+		if wt, err = u.openTrace(o.weights); err != nil {
 			return badInput(err)
 		}
 		defer wt.Close()

@@ -104,7 +104,7 @@ type tensorSummary struct {
 }
 
 func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
-	tr, err := trace.Open(path)
+	tr, err := u.openTrace(path)
 	if err != nil {
 		return badInput(err)
 	}

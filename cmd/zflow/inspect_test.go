@@ -186,6 +186,10 @@ func TestMaxDecodedFlag(t *testing.T) {
 		{[]string{"inspect", p, "--max-decoded", "100000000"}, 0},
 		{[]string{"inspect", p, "--max-decoded", "-1"}, 2},
 		{[]string{"inspect", p}, 0}, // the flag of one run does not outlive it
+		{[]string{"stats", p, "--max-decoded", "1000"}, 2},
+		{[]string{"diff", p, filepath.Join(fixtures, "toy.npz"), "--max-decoded", "1000"}, 2}, // OURS, opened as a port
+		{[]string{"diff", filepath.Join(fixtures, "toy.npz"), p, "--max-decoded", "1000"}, 2}, // REF
+		{[]string{"diff", p, p}, 0},
 	} {
 		if code, _, stderr := zflow(t, c.args...); code != c.want {
 			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.want, stderr)

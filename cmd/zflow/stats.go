@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/reports"
-	"zflow/trace"
 )
 
 type statsOpts struct {
@@ -65,7 +64,7 @@ func runStats(w io.Writer, u ui, path string, o statsOpts) error {
 	if err := sel.Validate(); err != nil {
 		return badInput(err)
 	}
-	tr, err := trace.Open(path)
+	tr, err := u.openTrace(path)
 	if err != nil {
 		return badInput(err)
 	}

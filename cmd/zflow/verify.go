@@ -190,7 +190,7 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	if err != nil {
 		return badInput(err)
 	}
-	ref, err := trace.Open(trPath)
+	ref, err := u.openTrace(trPath)
 	if err != nil {
 		return badInput(err)
 	}
