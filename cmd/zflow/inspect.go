@@ -156,7 +156,7 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 				ts.Stats = st
 				return ts, nil
 			}
-			t, err := tr.Tensor(key)
+			t, err := tr.Values(key)
 			if err != nil {
 				return ts, badInput(err)
 			}
