@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -64,7 +68,9 @@ a document (its "version" 1; "format" is the trace's, npz or safetensors).`,
 // inspectSummary is the --format json document. Its "format" is the
 // trace's (npz or safetensors), as it was before documents had versions;
 // version is the document's (1). Counts cover the whole trace; tree holds
-// the calls the filters selected.
+// the calls the filters selected. The tree is not held: each call's
+// summary is made as it is printed (eachCall), so that inspecting 10^6
+// calls costs the manifest and one call's summary, not a copy of all.
 type inspectSummary struct {
 	Version   int             `json:"version"`
 	File      string          `json:"file"`
@@ -79,7 +85,10 @@ type inspectSummary struct {
 	Bytes     int64           `json:"bytes"`
 	Inputs    []tensorSummary `json:"inputs"`
 	Outputs   []tensorSummary `json:"outputs"`
-	Tree      []callSummary   `json:"tree"`
+	Tree      []callSummary   `json:"tree"` // always empty: written from eachCall
+
+	shown    int                                    // calls the filters select
+	eachCall func(fn func(callSummary) error) error // the selected calls' summaries, in order
 }
 
 type callSummary struct {
@@ -119,10 +128,51 @@ func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 		return err
 	}
 	if o.format == "json" {
-		return writeJSON(w, s)
+		return writeInspectJSON(w, s)
 	}
-	printSummary(w, s)
-	return nil
+	return printSummary(w, s)
+}
+
+// writeInspectJSON writes s as writeJSON would with its tree filled, one
+// call's summary at a time.
+func writeInspectJSON(w io.Writer, s *inspectSummary) error {
+	head := *s
+	head.Tree = []callSummary{}
+	b, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return err
+	}
+	const tail = "[]\n}"
+	if !bytes.HasSuffix(b, []byte(tail)) {
+		return fmt.Errorf("inspect: the summary's JSON does not end with its tree")
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(b[:len(b)-len(tail)])
+	if s.shown == 0 {
+		bw.WriteString("[]")
+	} else {
+		bw.WriteString("[\n")
+		n := 0
+		err := s.eachCall(func(cs callSummary) error {
+			b, err := json.MarshalIndent(cs, "    ", "  ")
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				bw.WriteString(",\n")
+			}
+			n++
+			bw.WriteString("    ")
+			_, err = bw.Write(b)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		bw.WriteString("\n  ]")
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // summarizeTensor is reports.SummarizeTensor (a variable so that a test
@@ -185,26 +235,43 @@ func summarize(tr *trace.Trace, o inspectOpts) (*inspectSummary, error) {
 	if o.step >= 0 {
 		f.Step = &o.step
 	}
-	calls, err := tr.Tree().Select(f)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
-	}
-	for _, c := range calls {
-		cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
-			Depth: tr.Tree().Depth(c.ID), Parent: c.Parent, Params: c.Params, Scalars: c.Scalars}
+	// A first pass counts the selection and reads what --stats prints, so
+	// that printing cannot fail half-way; the second makes each call's
+	// summary as it is written.
+	err := tr.Tree().Each(f, func(c *trace.Call) error {
+		s.shown++
 		for _, p := range c.Tensors {
-			ts, err := describe(p.Name, p.Key)
-			if err != nil {
-				return nil, err
+			if _, err := describe(p.Name, p.Key); err != nil {
+				return err
 			}
-			cs.Ports = append(cs.Ports, ts)
 		}
-		s.Tree = append(s.Tree, cs)
+		return nil
+	})
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
+		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	} else if err != nil {
+		return nil, err
+	}
+	s.eachCall = func(fn func(callSummary) error) error {
+		return tr.Tree().Each(f, func(c *trace.Call) error {
+			cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
+				Depth: tr.Tree().Depth(c.ID), Parent: c.Parent, Params: c.Params, Scalars: c.Scalars}
+			for _, p := range c.Tensors {
+				ts, err := describe(p.Name, p.Key)
+				if err != nil {
+					return err
+				}
+				cs.Ports = append(cs.Ports, ts)
+			}
+			return fn(cs)
+		})
 	}
 	return s, nil
 }
 
-func printSummary(w io.Writer, s *inspectSummary) {
+func printSummary(out io.Writer, s *inspectSummary) error {
+	w := bufio.NewWriter(out)
 	fmt.Fprintf(w, "%s  (%s, %s)\n", termSafe(s.File), s.Format, humanBytes(s.FileBytes))
 	if len(s.Producer) > 0 {
 		p := func(k string) string { return termSafe(fmt.Sprint(s.Producer[k])) }
@@ -224,8 +291,8 @@ func printSummary(w io.Writer, s *inspectSummary) {
 			printTensor(w, "  ", t)
 		}
 	}
-	fmt.Fprintf(w, "calls (%d shown)\n", len(s.Tree))
-	for _, c := range s.Tree {
+	fmt.Fprintf(w, "calls (%d shown)\n", s.shown)
+	err := s.eachCall(func(c callSummary) error {
 		indent := strings.Repeat("  ", c.Depth+1)
 		scope := "pre"
 		if c.Step != nil {
@@ -239,7 +306,12 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		for _, p := range c.Ports {
 			printTensor(w, indent+"    ", p)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	return w.Flush()
 }
 
 // termSafe escapes what a terminal would act on rather than show: control

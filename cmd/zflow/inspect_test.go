@@ -234,4 +234,21 @@ func TestInspectStatsReadsEachTensorOnce(t *testing.T) {
 	if reads[shared] != 1 {
 		t.Errorf("the shared tensor read %d times", reads[shared])
 	}
+	// The JSON tree is written a call at a time: still one document,
+	// every call in it, in order, each port with the shared tensor's stats.
+	clear(reads)
+	code, out, stderr = zflow(t, "inspect", p, "--stats", "--format", "json")
+	if code != 0 {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	var doc inspectSummary
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if len(doc.Tree) != len(mt.m.Calls) || doc.Tree[len(doc.Tree)-1].Module != fmt.Sprintf("copy.%d", extra-1) {
+		t.Fatalf("json: %d calls in the tree, want %d", len(doc.Tree), len(mt.m.Calls))
+	}
+	if st := doc.Tree[len(doc.Tree)-1].Ports[0].Stats; st == nil || reads[shared] != 1 {
+		t.Errorf("json: the last copy's stats %v, the shared tensor read %d times", st, reads[shared])
+	}
 }
