@@ -230,14 +230,8 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
-	for _, f := range files {
-		var buf bytes.Buffer
-		if err := verifyFormats[f.format](v, &buf, ro); err != nil {
-			return err
-		}
-		if err := f.write(buf.Bytes()); err != nil {
-			return badInput(err)
-		}
+	if _, err := writeReports(files, func(format string, w io.Writer) error { return verifyFormats[format](v, w, ro) }); err != nil {
+		return badInput(err)
 	}
 	if err := write(v, stdout, ro); err != nil {
 		return err
