@@ -15,6 +15,7 @@ import (
 	"zflow/exec"
 	"zflow/exec/program"
 	"zflow/semantics"
+	"zflow/trace"
 )
 
 type generateOpts struct {
@@ -85,6 +86,15 @@ an unwritable path), 3 an internal error.`,
 	return cmd
 }
 
+// moduleCalls counts the calls of each module in tr's call tree.
+func moduleCalls(tr *trace.Trace) func(string) int {
+	n := map[string]int{}
+	for _, c := range tr.Manifest.Calls {
+		n[c.Module]++
+	}
+	return func(m string) int { return n[m] }
+}
+
 func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	start := time.Now()
 	if err := checkOutputs(o); err != nil {
@@ -112,6 +122,9 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 			return badInput(err)
 		}
 		defer wt.Close()
+	}
+	if err := program.CheckBlockCalls(doc, moduleCalls(in)); err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", o.semantics, o.inputs, err))
 	}
 	b, err := newBackend(o.backend)
 	if err != nil {

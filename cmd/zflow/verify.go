@@ -195,6 +195,9 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 		return badInput(err)
 	}
 	defer ref.Close()
+	if err := program.CheckBlockCalls(doc, moduleCalls(ref)); err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
+	}
 	pg := u.progress("verify")
 	defer pg.Close()
 	pg.Stage("running the program " + runMode(o.freeRunning))
