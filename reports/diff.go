@@ -267,7 +267,7 @@ func prepare(d *BoundaryDiff, ours, ref *trace.Trace) (*pairJob, error) {
 		return nil, nil
 	}
 	n := ri.Len() * int64(ri.DType.Components())
-	return &pairJob{d: d, ours: ours, ref: ref, format: f, n: int(n), rowLen: rowLen(ri)}, nil
+	return &pairJob{d: d, ours: ours, ref: ref, format: f, n: int(n), rowLen: rowLen(ri), inOrder: oi.Compressed || ri.Compressed}, nil
 }
 
 // sameLayout reports whether two shapes hold the same elements in the same
@@ -302,11 +302,12 @@ type pairJob struct {
 	closeGates []int
 	tols       []Tolerance
 
-	open   sync.Once
-	ot, rt *trace.Tensor
-	bits   bool // both sides stored bf16: compare the bit patterns
-	segLen int
-	left   atomic.Int32 // segments not yet done
+	open    sync.Once
+	ot, rt  *trace.Tensor
+	bits    bool // both sides stored bf16: compare the bit patterns
+	inOrder bool // a side is deflated: one segment, its values decoded in order
+	segLen  int
+	left    atomic.Int32 // segments not yet done
 
 	mu      sync.Mutex // guards what follows
 	err     error      // the first error reading the pair
@@ -344,7 +345,10 @@ func runJobs(jobs []*pairJob, nw, segLen int, onDone func()) error {
 	var tasks []task
 	for _, j := range jobs {
 		j.segLen = segLen
-		segs := max(1, (j.n+segLen-1)/segLen)
+		if j.inOrder {
+			j.segLen = max(1, j.n)
+		}
+		segs := max(1, (j.n+j.segLen-1)/j.segLen)
 		j.parts = make([]partial, segs)
 		j.left.Store(int32(segs))
 		for s := range segs {
@@ -435,18 +439,20 @@ func (j *pairJob) failed() error {
 	return j.err
 }
 
-// load opens both tensors (views into the mappings for stored entries).
+// load opens both tensors: views into the mappings for stored entries,
+// decoded as read for deflated ones (a pair with one is a single segment,
+// so that its values are read in order).
 func (j *pairJob) load() {
 	var err error
-	if j.ot, err = j.ours.Tensor(j.d.Key); err != nil {
+	if j.ot, err = j.ours.Values(j.d.Key); err != nil {
 		j.fail(err)
 		return
 	}
-	if j.rt, err = j.ref.Tensor(j.d.Key); err != nil {
+	if j.rt, err = j.ref.Values(j.d.Key); err != nil {
 		j.fail(err)
 		return
 	}
-	j.bits = j.ot.DType == trace.BFloat16 && j.rt.DType == trace.BFloat16 &&
+	j.bits = j.ot.DType == trace.BFloat16 && j.rt.DType == trace.BFloat16 && !j.ot.Streamed() && !j.rt.Streamed() &&
 		aligned2(j.ot.Bytes()) && aligned2(j.rt.Bytes())
 }
 

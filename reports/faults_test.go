@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -109,6 +110,72 @@ func TestConformancePairs(t *testing.T) {
 		}
 		if r.Finding != nil && r.Finding.Diagnosis.Signature != Numerics {
 			t.Errorf("%s: %v (%s), want numerics", c.model, r.Finding.Diagnosis.Signature, r.Finding.Diagnosis.Reason)
+		}
+	}
+}
+
+// TestDiffDeflated: issue 12, item 8. A deflated trace (its entries
+// decoded as they are read, a pair in one segment) gives the report the
+// stored one gives: every boundary's metrics, the first failure and its
+// diagnosis, on both sides.
+func TestDiffDeflated(t *testing.T) {
+	ref := openFault(t, "ref.npz")
+	ours := openFault(t, "wrong_activation.npz")
+	if ref == nil || ours == nil {
+		t.Skip("fixtures/faults is missing")
+	}
+	dir := t.TempDir()
+	deflate := func(tr *trace.Trace, name string) *trace.Trace {
+		p := filepath.Join(dir, name)
+		w, err := trace.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Deflate = true
+		for _, k := range tr.Keys() {
+			x, err := tr.Tensor(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Add(k, x.DType, x.Shape, x.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(tr.Manifest); err != nil {
+			t.Fatal(err)
+		}
+		d := open(t, p)
+		if in, _ := d.Info(d.Keys()[0]); !in.Compressed {
+			t.Fatalf("%s: not deflated", p)
+		}
+		return d
+	}
+	want, err := Diff(ours, ref, DiffOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		ours, ref *trace.Trace
+	}{
+		{"ours deflated", deflate(ours, "ours.npz"), ref},
+		{"ref deflated", ours, deflate(ref, "ref.npz")},
+	} {
+		got, err := Diff(c.ours, c.ref, DiffOptions{Workers: 2, SegmentLen: 1000})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got.FirstFailing != want.FirstFailing || len(got.Boundaries) != len(want.Boundaries) {
+			t.Fatalf("%s: first failing %d of %d, want %d of %d", c.name, got.FirstFailing, len(got.Boundaries), want.FirstFailing, len(want.Boundaries))
+		}
+		for i, b := range got.Boundaries {
+			w := want.Boundaries[i]
+			if (b.Metrics == nil) != (w.Metrics == nil) || b.Metrics != nil && fmt.Sprintf("%+v", *b.Metrics) != fmt.Sprintf("%+v", *w.Metrics) {
+				t.Errorf("%s: %s: %+v, want %+v", c.name, b.Key, b.Metrics, w.Metrics)
+			}
+		}
+		if got.Finding == nil || want.Finding == nil || got.Finding.Diagnosis.Signature != want.Finding.Diagnosis.Signature {
+			t.Errorf("%s: finding %+v, want %+v", c.name, got.Finding, want.Finding)
 		}
 	}
 }

@@ -28,11 +28,11 @@ type Finding struct {
 // sorts each channel) and diagnoses them. It is the one place Diff holds a
 // whole tensor pair in memory, and it runs once.
 func diagnoseBoundary(ours, ref *trace.Trace, d *BoundaryDiff) (*Finding, error) {
-	ot, err := ours.Tensor(d.Key)
+	ot, err := ours.Values(d.Key)
 	if err != nil {
 		return nil, err
 	}
-	rt, err := ref.Tensor(d.Key)
+	rt, err := ref.Values(d.Key)
 	if err != nil {
 		return nil, err
 	}

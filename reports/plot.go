@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"zflow/internal/tempfiles"
 )
 
 // Plot files WritePlots writes.
@@ -41,11 +43,18 @@ var (
 // the first failing boundary (for a one-row tensor, its values and the
 // difference instead: a row has no spread). Each file is written to a
 // temporary name and renamed into place.
-func (r *DiffReport) WritePlots(dir string) ([]string, error) {
+func (r *DiffReport) WritePlots(dir string) (out []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("plots: %w", err)
 	}
-	var out []string
+	var wrote []string // apart from out, which a failing return clears
+	defer func() {
+		if err != nil {
+			for _, p := range wrote {
+				os.Remove(p) // nothing of a failed run is left
+			}
+		}
+	}()
 	p, legend, err := r.errorPlot()
 	if err != nil {
 		return nil, fmt.Errorf("plots: %s: %w", PlotErrorByBoundary, err)
@@ -54,7 +63,7 @@ func (r *DiffReport) WritePlots(dir string) ([]string, error) {
 	if err := savePNG(path, 10*vg.Inch, 4.5*vg.Inch, legend, [][]*plot.Plot{{p}}); err != nil {
 		return nil, fmt.Errorf("plots: %w", err)
 	}
-	out = append(out, path)
+	out, wrote = append(out, path), append(wrote, path)
 	if r.Finding != nil {
 		top, bottom, err := r.Finding.channelPlots()
 		if err != nil {
@@ -64,7 +73,7 @@ func (r *DiffReport) WritePlots(dir string) ([]string, error) {
 		if err := savePNG(path, 10*vg.Inch, 7*vg.Inch, nil, [][]*plot.Plot{{top}, {bottom}}); err != nil {
 			return nil, fmt.Errorf("plots: %w", err)
 		}
-		out = append(out, path)
+		out, wrote = append(out, path), append(wrote, path)
 	}
 	return out, nil
 }
@@ -468,10 +477,11 @@ func savePNG(path string, w, h vg.Length, legend *plot.Legend, grid [][]*plot.Pl
 			p.Draw(canvases[i][j])
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	tmp, err := tempfiles.Create(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
+	defer tempfiles.Done(tmp.Name())
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(tmp); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())

@@ -106,7 +106,7 @@ func tensorStats(tr *trace.Trace, b Boundary, perChannel bool) (TensorStats, err
 		return TensorStats{}, err
 	}
 	ts := TensorStats{Boundary: b, DType: in.DType.String(), Shape: in.Shape}
-	t, err := tr.Tensor(b.Key)
+	t, err := tr.Values(b.Key)
 	if err != nil {
 		return ts, err
 	}

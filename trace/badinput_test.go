@@ -358,13 +358,11 @@ func TestDecodeBudget(t *testing.T) {
 	zeros := npyEntry("param/w", "|u1", []int{1 << 16}, make([]byte, 1<<16))
 	zeros.deflate = true
 	p := writeZip(t, t.TempDir(), []zipEntry{zeros, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(t, smallManifest())})
-	defer func(old int64) { MaxDecoded = old }(MaxDecoded)
 	for _, c := range []struct {
 		budget int64
 		ok     bool
 	}{{0, true}, {1 << 20, true}, {1 << 16, false}, {1000, false}} {
-		MaxDecoded = c.budget
-		tr, err := Open(p)
+		tr, err := OpenWith(p, Options{MaxDecoded: c.budget})
 		if err == nil {
 			tr.Close()
 		}
@@ -375,7 +373,18 @@ func TestDecodeBudget(t *testing.T) {
 			t.Errorf("budget %d: %v", c.budget, err)
 		}
 	}
-	MaxDecoded = 0
+	if _, err := OpenWith(p, Options{MaxDecoded: -1}); err == nil {
+		t.Errorf("a negative budget was accepted")
+	}
+	// The budget is the open's own: a small one does not outlive it.
+	if _, err := OpenWith(p, Options{MaxDecoded: 1000}); err == nil {
+		t.Fatalf("budget 1000 accepted the 64 KiB entry")
+	}
+	if tr, err := Open(p); err != nil {
+		t.Errorf("after a small budget's open, the default: %v", err)
+	} else {
+		tr.Close()
+	}
 	if got := DecodedBudget(1 << 20); got != 1<<30 {
 		t.Errorf("DecodedBudget(1 MiB) = %d, want the 1 GiB floor", got)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,12 +28,54 @@ func openAndReadAll(t *testing.T, name string, b []byte) {
 		}
 		ten.Float32()
 		ten.Float64()
+		// streamed, as diff and stats read a deflated entry
+		if v, err := tr.Values(k); err == nil {
+			buf := make([]float32, 3)
+			for from := int64(0); from+3 <= v.Scalars() && from < 64; from += 3 {
+				if v.ReadFloat32(buf, from) != nil {
+					break
+				}
+			}
+		}
 	}
 	tr.Tree().Select(Filter{Module: "*", MaxDepth: 2})
 }
 
 // seedTrace returns a small valid trace of the given kind as bytes.
-func seedTrace(f *testing.F, file string, deflate bool) []byte {
+func seedTrace(f testing.TB, file string, deflate bool) []byte {
+	return seedTraceOf(f, file, deflate, smallManifest())
+}
+
+// deepManifest is smallManifest with n-1 more calls, each the child of
+// the one before (a tree n deep).
+func deepManifest(n int) *Manifest {
+	m := smallManifest()
+	for i := 1; i < n; i++ {
+		m.Calls = append(m.Calls, Call{ID: i, Step: intp(0), Module: "m", Ordinal: i, Parent: intp(i - 1)})
+	}
+	return m
+}
+
+// overlapNpz is a trace whose central directory names one local entry
+// twice (param/w and param/v on one stream).
+func overlapNpz(f testing.TB, deflate bool) []byte {
+	a := npyEntry("param/w", "<f4", []int{2}, f32Bytes(1, 2))
+	a.deflate = deflate
+	b := a
+	b.name = "param/v.npy"
+	p := writeZip(f, f.TempDir(), []zipEntry{a, b, npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)), manifestEntry(f, smallManifest())})
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		f.Fatal(err)
+	}
+	first := bytes.Index(raw, []byte("PK\x01\x02"))
+	second := first + 1 + bytes.Index(raw[first+1:], []byte("PK\x01\x02"))
+	copy(raw[second+42:second+46], raw[first+42:first+46])
+	return raw
+}
+
+// seedTraceOf is seedTrace with manifest m.
+func seedTraceOf(f testing.TB, file string, deflate bool, m *Manifest) []byte {
 	path := filepath.Join(f.TempDir(), file)
 	w, err := Create(path)
 	if err != nil {
@@ -42,7 +85,7 @@ func seedTrace(f *testing.F, file string, deflate bool) []byte {
 	w.Add("param/w", Float32, []int{2}, f32Bytes(1, 2))
 	w.Add("s0/m/out", Float32, []int{2}, f32Bytes(3, 4))
 	w.Add("b", BFloat16, []int{2, 1}, []byte{1, 2, 3, 4})
-	if err := w.Close(smallManifest()); err != nil {
+	if err := w.Close(m); err != nil {
 		f.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -53,7 +96,7 @@ func seedTrace(f *testing.F, file string, deflate bool) []byte {
 }
 
 // wrappedNpz is a trace whose param/w claims 2^62 f32 elements in no bytes.
-func wrappedNpz(f *testing.F) []byte {
+func wrappedNpz(f testing.TB) []byte {
 	p := writeZip(f, f.TempDir(), []zipEntry{
 		npyEntry("param/w", "<f4", []int{1 << 31, 1 << 31}, nil),
 		npyEntry("s0/m/out", "<f4", []int{2}, f32Bytes(3, 4)),
@@ -75,6 +118,13 @@ func FuzzOpenNpz(f *testing.F) {
 	i := bytes.Index(flipped, []byte("\x93NUMPY"))
 	flipped[i+10+int(flipped[i+8])+int(flipped[i+9])<<8] ^= 1
 	f.Add(flipped)
+	crc := seedTrace(f, "e.npz", true) // a deflated entry's CRC-32 flipped in the central directory
+	cd := bytes.Index(crc, []byte("PK\x01\x02"))
+	crc[cd+16] ^= 1
+	f.Add(crc)
+	f.Add(seedTraceOf(f, "deep.npz", false, deepManifest(300))) // a deep call tree
+	f.Add(overlapNpz(f, false))                                 // two names on one stored entry
+	f.Add(overlapNpz(f, true))                                  // two names on one deflated stream
 	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.npz", b) })
 }
 
@@ -83,6 +133,9 @@ func FuzzOpenSafetensors(f *testing.F) {
 	f.Add([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{}"))
 	hdr := `{"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}}`
 	f.Add(append([]byte{byte(len(hdr)), 0, 0, 0, 0, 0, 0, 0}, hdr...))
+	f.Add(seedTraceOf(f, "deep.safetensors", false, deepManifest(300))) // a deep call tree
+	over := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`
+	f.Add(append(append([]byte{byte(len(over)), 0, 0, 0, 0, 0, 0, 0}, over...), make([]byte, 8)...)) // overlapping data
 	f.Fuzz(func(t *testing.T, b []byte) { openAndReadAll(t, "f.safetensors", b) })
 }
 
@@ -136,4 +189,52 @@ func FuzzManifest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFuzzSeedsReachChecks: the hostile seeds of FuzzOpenNpz and
+// FuzzOpenSafetensors are each refused by the check they are there for
+// (so the fuzzers start at those checks), and the deep tree opens.
+func TestFuzzSeedsReachChecks(t *testing.T) {
+	crc := seedTrace(t, "e.npz", true)
+	cd := bytes.Index(crc, []byte("PK\x01\x02"))
+	crc[cd+16] ^= 1
+	over := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`
+	for _, c := range []struct {
+		name, file string
+		b          []byte
+		want       string // "" opens
+	}{
+		{"wrapped shape", "w.npz", wrappedNpz(t), "overflows"},
+		{"deflated CRC flip", "e.npz", crc, "checksum"},
+		{"overlap, stored", "o.npz", overlapNpz(t, false), "overlap"},
+		{"overlap, deflated", "o.npz", overlapNpz(t, true), "overlap"},
+		{"overlap, safetensors", "o.safetensors", append(append([]byte{byte(len(over)), 0, 0, 0, 0, 0, 0, 0}, over...), make([]byte, 8)...), "overlap"},
+		{"deep tree", "deep.npz", seedTraceOf(t, "deep.npz", false, deepManifest(300)), ""},
+		{"deep tree, safetensors", "deep.safetensors", seedTraceOf(t, "deep.safetensors", false, deepManifest(300)), ""},
+	} {
+		p := filepath.Join(t.TempDir(), c.file)
+		if err := os.WriteFile(p, c.b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := Open(p)
+		if err == nil && c.want != "" {
+			// the CRC of a deflated entry is checked as it is read
+			_, err = tr.Tensor("param/w")
+			if err == nil {
+				_, err = tr.Tensor("b")
+			}
+			tr.Close()
+		} else if err == nil {
+			if d := tr.Tree().Depth(299); d != 299 {
+				t.Errorf("%s: depth %d", c.name, d)
+			}
+			tr.Close()
+		}
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
 }

@@ -128,13 +128,7 @@ func (t *Trace) npzEntry(f *zip.File, key string) (*entry, error) {
 	return e, nil
 }
 
-// MaxDecoded bounds the bytes that the deflated entries of one npz trace
-// may decode to, all entries together (their sizes as the archive
-// declares them; decoding checks each size exactly). 0: DecodedBudget of
-// the file's size. The CLI's --max-decoded sets it.
-var MaxDecoded int64
-
-// DecodedBudget is the default MaxDecoded for a file of size bytes: 64
+// DecodedBudget is the default Options.MaxDecoded for a file of size bytes: 64
 // times the file, and at least 1 GiB. Float data deflate by a few percent;
 // a file that claims more is a decompression bomb or needs --max-decoded.
 func DecodedBudget(size int64) int64 {
@@ -146,7 +140,7 @@ func DecodedBudget(size int64) int64 {
 
 // checkZipLayout refuses an archive whose entries overlap (two names on
 // one stream: a bomb's multiplier) and one whose deflated entries declare
-// more decoded bytes, together, than the budget (MaxDecoded), before
+// more decoded bytes, together, than the budget (Options.MaxDecoded), before
 // anything is decoded.
 func (t *Trace) checkZipLayout(files []*zip.File) error {
 	type span struct {
@@ -154,7 +148,7 @@ func (t *Trace) checkZipLayout(files []*zip.File) error {
 		start, end int64
 	}
 	spans := make([]span, 0, len(files))
-	budget := MaxDecoded
+	budget := t.opts.MaxDecoded
 	if budget <= 0 {
 		budget = DecodedBudget(int64(len(t.data)))
 	}

@@ -15,7 +15,10 @@ const noManifestHint = "a reference trace needs one: see " + FormatDoc
 // So is a file whose manifest names no calls, inputs or outputs (only
 // dtypes, say): its manifest is kept.
 // A file that has a manifest is read and validated exactly as Open does.
-func OpenPort(path string) (*Trace, error) { return open(path, true) }
+func OpenPort(path string) (*Trace, error) { return open(path, true, Options{}) }
+
+// OpenPortWith is OpenPort with the limits of o.
+func OpenPortWith(path string, o Options) (*Trace, error) { return open(path, true, o) }
 
 // Bare reports whether the trace was read without a manifest (OpenPort):
 // its keys are its boundaries and it has no call tree.

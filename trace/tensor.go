@@ -13,12 +13,13 @@ import (
 // file mapping: read-only, valid until the Trace is closed.
 type Tensor struct {
 	Info
-	data []byte
-	view bool
-	file string
+	data   []byte
+	view   bool
+	file   string
+	stream *inflater // Values of a deflated entry: data decoded as read
 }
 
-// Bytes is the raw little-endian data.
+// Bytes is the raw little-endian data (nil when Streamed).
 func (t *Tensor) Bytes() []byte { return t.data }
 
 // IsView reports whether the data is the file mapping itself (no copy).
@@ -33,7 +34,7 @@ func (t *Tensor) aligned(n uintptr) bool {
 // tensor is f32 and its data is 4-byte aligned in the file (traces that
 // zflow writes always are). ok is false otherwise; use Float32.
 func (t *Tensor) Float32View() (v []float32, ok bool) {
-	if t.DType != Float32 || !t.aligned(4) {
+	if t.DType != Float32 || t.stream != nil || !t.aligned(4) {
 		return nil, false
 	}
 	if len(t.data) == 0 {
@@ -88,10 +89,20 @@ func (t *Tensor) ReadFloat32(dst []float32, from int64) error {
 	// Bounded by the data itself, not only the shape, so that a read never
 	// reaches past the entry whatever the header claims.
 	have := min(t.Scalars(), int64(len(t.data))/max(1, size))
+	if t.stream != nil {
+		have = min(t.Scalars(), t.stream.e.Bytes/max(1, size))
+	}
 	if from < 0 || from > have || n > have-from {
 		return errf(t.file, t.Key, ErrNotFound, "values [%d, %d) out of range (%d)", from, from+n, have)
 	}
-	src := t.data[from*size : (from+n)*size]
+	if t.stream != nil {
+		return t.readStreamed(dst, from, size)
+	}
+	return t.widen(dst, t.data[from*size:(from+n)*size], from)
+}
+
+// widen converts src, the raw values from index from on, into dst.
+func (t *Tensor) widen(dst []float32, src []byte, from int64) error {
 	switch t.DType {
 	case BFloat16:
 		precision.BF16ToF32Slice(dst, u16s(src))
@@ -119,6 +130,13 @@ func (t *Tensor) ReadFloat32(dst []float32, from int64) error {
 // Float64 returns the values widened to float64. Every dtype widens exactly
 // except 64-bit integers beyond 2^53, which give ErrInexact.
 func (t *Tensor) Float64() ([]float64, error) {
+	if t.stream != nil {
+		w, err := t.whole()
+		if err != nil {
+			return nil, err
+		}
+		return w.Float64()
+	}
 	out := make([]float64, t.Scalars())
 	switch t.DType {
 	case BFloat16, Float16:

@@ -86,15 +86,32 @@ type Trace struct {
 	order    []string          // keys in file order
 	tree     *Tree
 	port     bool // OpenPort: a missing manifest is allowed
+	opts     Options
 	bare     bool // read as a port trace: no manifest, or one without a call tree
 	treeless bool // bare, with a manifest (dtypes only, say)
 }
 
-// Open opens and validates a trace. It reads the archive directory, the
-// tensor headers and the manifest, never the tensor data.
-func Open(path string) (*Trace, error) { return open(path, false) }
+// Options are the limits of one Open; the zero value is the defaults.
+type Options struct {
+	// MaxDecoded bounds the bytes that the deflated entries of an npz
+	// trace may decode to, all entries together (their sizes as the
+	// archive declares them; decoding checks each size exactly). 0:
+	// DecodedBudget of the file's size.
+	MaxDecoded int64
+}
 
-func open(path string, port bool) (*Trace, error) {
+// Open opens and validates a trace with the default Options. It reads the
+// archive directory, the tensor headers and the manifest, never the
+// tensor data.
+func Open(path string) (*Trace, error) { return open(path, false, Options{}) }
+
+// OpenWith is Open with the limits of o.
+func OpenWith(path string, o Options) (*Trace, error) { return open(path, false, o) }
+
+func open(path string, port bool, o Options) (*Trace, error) {
+	if o.MaxDecoded < 0 {
+		return nil, &Error{File: path, Err: fmt.Errorf("MaxDecoded %d: want a number of bytes, 0 for the default", o.MaxDecoded)}
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -118,7 +135,7 @@ func open(path string, port bool) (*Trace, error) {
 	if err != nil {
 		return nil, &Error{File: path, Err: fmt.Errorf("mmap: %w", err)}
 	}
-	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}, port: port}
+	t := &Trace{Path: path, data: data, file: f, entries: map[string]*entry{}, port: port, opts: o}
 	defer func() { t.file = nil }()
 	head, err := t.readAt(0, 16)
 	if err != nil {

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,6 +64,26 @@ func TestTreeNavigation(t *testing.T) {
 	}
 	if _, err := tr.Select(Filter{Module: "net.["}); err == nil {
 		t.Error("bad glob accepted")
+	}
+	// Each walks the selection in place (issue 12, item 10: inspect of
+	// 10^6 calls holds no copy) and stops at fn's first error.
+	var seen []int
+	stop := errors.New("stop")
+	err := tr.Each(Filter{Module: "net.*"}, func(c *Call) error {
+		if c != &tr.calls[tr.index[c.ID]] {
+			t.Errorf("call %d: a copy, not the tree's", c.ID)
+		}
+		seen = append(seen, c.ID)
+		if len(seen) == 2 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || !slices.Equal(seen, []int{1, 2}) {
+		t.Errorf("Each stopped with %v after %v, want stop after [1 2]", err, seen)
+	}
+	if err := tr.Each(Filter{Module: "net.["}, func(*Call) error { return nil }); err == nil {
+		t.Error("Each: bad glob accepted")
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -190,8 +189,8 @@ func diffPaths(args []string, ref string) (string, string, error) {
 
 // openOurs opens a port's trace (a manifest optional) and renames its
 // keys by km, saying on stderr which of km's rules matched no key.
-func openOurs(stderr io.Writer, path string, km *trace.KeyMap) (*trace.Trace, error) {
-	ours, err := trace.OpenPort(path)
+func openOurs(stderr io.Writer, path string, km *trace.KeyMap, o trace.Options) (*trace.Trace, error) {
+	ours, err := trace.OpenPortWith(path, o)
 	if err != nil || km == nil {
 		return ours, err
 	}
@@ -237,6 +236,11 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 		}
 		files = append(files, rs)
 	}
+	if o.plot != "" {
+		if err := checkOutputDir("--plot", o.plot); err != nil {
+			return badInput(err)
+		}
+	}
 	var gates []reports.Gate
 	for _, s := range o.gates {
 		g, err := reports.ParseGate(s)
@@ -279,7 +283,7 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 			return badInput(fmt.Errorf("--map: %w", err))
 		}
 	}
-	ours, err := openOurs(stderr, oursPath, km)
+	ours, err := openOurs(stderr, oursPath, km, u.open)
 	if err != nil {
 		return badInput(err)
 	}
@@ -287,7 +291,7 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 	if o.oursDType != "" {
 		ours.Uint16AsBFloat16()
 	}
-	ref, err := trace.Open(refPath)
+	ref, err := u.openTrace(refPath)
 	if err != nil {
 		return badInput(err)
 	}
@@ -302,18 +306,14 @@ func runDiff(stdout io.Writer, u ui, args []string, o diffOpts) error {
 		return badInput(err)
 	}
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
-	for _, f := range files {
-		var buf bytes.Buffer
-		if err := diffFormats[f.format](r, &buf, ro); err != nil {
-			return err
-		}
-		if err := f.write(buf.Bytes()); err != nil {
-			return badInput(err)
-		}
+	wrote, err := writeReports(files, func(format string, w io.Writer) error { return diffFormats[format](r, w, ro) })
+	if err != nil {
+		return badInput(err)
 	}
 	if o.plot != "" {
 		paths, err := r.WritePlots(o.plot)
 		if err != nil {
+			removeAll(wrote) // WritePlots removed its own
 			return badInput(fmt.Errorf("--plot: %w", err))
 		}
 		for _, p := range paths {

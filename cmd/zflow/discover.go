@@ -121,7 +121,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	if err != nil {
 		return badInput(err)
 	}
-	tr, err := trace.Open(o.trace)
+	tr, err := u.openTrace(o.trace)
 	if err != nil {
 		return badInput(err)
 	}

@@ -86,6 +86,15 @@ an unwritable path), 3 an internal error.`,
 	return cmd
 }
 
+// moduleCalls counts the calls of each module in tr's call tree.
+func moduleCalls(tr *trace.Trace) func(string) int {
+	n := map[string]int{}
+	for _, c := range tr.Manifest.Calls {
+		n[c.Module]++
+	}
+	return func(m string) int { return n[m] }
+}
+
 func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	start := time.Now()
 	if err := checkOutputs(o); err != nil {
@@ -102,17 +111,20 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		fmt.Fprintf(u.stderr, "zflow: warning: running an incomplete document: %s does not reproduce %s of its reference (%s)\n",
 			o.semantics, plural(len(doc.NotReproduced()), "boundary", "boundaries"), doc.StatusLine())
 	}
-	in, err := trace.Open(o.inputs)
+	in, err := u.openTrace(o.inputs)
 	if err != nil {
 		return badInput(err)
 	}
 	defer in.Close()
 	wt := in
 	if o.weights != "" {
-		if wt, err = trace.Open(o.weights); err != nil {
+		if wt, err = u.openTrace(o.weights); err != nil {
 			return badInput(err)
 		}
 		defer wt.Close()
+	}
+	if err := program.CheckBlockCalls(doc, moduleCalls(in)); err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", o.semantics, o.inputs, err))
 	}
 	b, err := newBackend(o.backend)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,5 +259,68 @@ func TestOutputsCheckedFirst(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		t.Errorf("left behind: %s", e.Name())
+	}
+}
+
+// TestDocumentSizesChecked: issue 12, item 13. A document's sizes are
+// held against the trace before anything is allocated: 10^4 blocks on
+// one block's weights (2.5 GiB and over a minute before), stream tokens
+// the source run's inputs do not make, an in_width its weight does not
+// have, an input of another rank. Each is refused (exit 2) naming the
+// field; the document as discovered runs.
+func TestDocumentSizesChecked(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(testdata, "dit-f32.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	for _, c := range []struct {
+		name, want string
+		edit       func(s map[string]any)
+	}{
+		{"as discovered", "", func(map[string]any) {}},
+		{"10^4 blocks on one block's weights", "structure.blocks: 10000 blocks", func(s map[string]any) {
+			b := s["blocks"].([]any)[0]
+			bs := make([]any, 10000)
+			for i := range bs {
+				bs[i] = b
+			}
+			s["blocks"] = bs
+		}},
+		{"tokens", "structure.streams[0].tokens is 10000000", func(s map[string]any) {
+			s["streams"].([]any)[0].(map[string]any)["tokens"] = 10000000
+		}},
+		{"in_width", "structure.embedders[0].in_width is 1000000", func(s map[string]any) {
+			s["embedders"].([]any)[0].(map[string]any)["in_width"] = 1000000
+		}},
+		{"input rank", "structure.inputs[0] (latents", func(s map[string]any) {
+			s["inputs"].([]any)[0].(map[string]any)["shape"] = []int{12, 16}
+		}},
+	} {
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		c.edit(doc["structure"].(map[string]any))
+		dir := t.TempDir()
+		sem := filepath.Join(dir, "sem.json")
+		b, _ := json.Marshal(doc)
+		if err := os.WriteFile(sem, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(dir, "out.npz")
+		code, _, stderr := zflowGenerate(t, "--semantics", sem, "--inputs", inputs, "-o", out)
+		if c.want == "" {
+			if code != 0 {
+				t.Errorf("%s: exit %d: %s", c.name, code, stderr)
+			}
+			continue
+		}
+		if code != exitBadInput || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d, want 2 naming %q: %s", c.name, code, c.want, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: -o written: %v", c.name, err)
+		}
 	}
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -65,7 +69,9 @@ npz or safetensors).`,
 // inspectSummary is the --format json document. Its "format" is the
 // trace's (npz or safetensors), as it was before documents had versions;
 // version is the document's (1). Counts cover the whole trace; tree holds
-// the calls the filters selected.
+// the calls the filters selected. The tree is not held: each call's
+// summary is made as it is printed (eachCall), so that inspecting 10^6
+// calls costs the manifest and one call's summary, not a copy of all.
 type inspectSummary struct {
 	Version      int             `json:"version"`
 	ZflowVersion string          `json:"zflow_version"` // the tool's, as zflow --version prints it
@@ -81,10 +87,13 @@ type inspectSummary struct {
 	Bytes        int64           `json:"bytes"`
 	Inputs       []tensorSummary `json:"inputs"`
 	Outputs      []tensorSummary `json:"outputs"`
-	Tree         []callSummary   `json:"tree"`
 	// Keys lists a port trace's tensors (no call tree: its keys are its
 	// boundaries), in file order; absent for a trace with a call tree.
 	Keys []tensorSummary `json:"keys,omitempty"`
+	Tree []callSummary   `json:"tree"` // last (writeInspectJSON streams it); always empty here: written from eachCall
+
+	shown    int                                    // calls the filters select
+	eachCall func(fn func(callSummary) error) error // the selected calls' summaries, in order
 }
 
 type callSummary struct {
@@ -109,7 +118,7 @@ type tensorSummary struct {
 }
 
 func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
-	tr, err := trace.OpenPort(path) // a port's trace is worth a look too
+	tr, err := u.openPort(path) // a port's trace is worth a look too
 	if err != nil {
 		return badInput(err)
 	}
@@ -121,10 +130,51 @@ func runInspect(w io.Writer, u ui, path string, o inspectOpts) error {
 		return err
 	}
 	if o.format == "json" {
-		return writeJSON(w, s)
+		return writeInspectJSON(w, s)
 	}
-	printSummary(w, s)
-	return nil
+	return printSummary(w, s)
+}
+
+// writeInspectJSON writes s as writeJSON would with its tree filled, one
+// call's summary at a time.
+func writeInspectJSON(w io.Writer, s *inspectSummary) error {
+	head := *s
+	head.Tree = []callSummary{}
+	b, err := json.MarshalIndent(&head, "", "  ")
+	if err != nil {
+		return err
+	}
+	const tail = "[]\n}"
+	if !bytes.HasSuffix(b, []byte(tail)) {
+		return fmt.Errorf("inspect: the summary's JSON does not end with its tree")
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(b[:len(b)-len(tail)])
+	if s.shown == 0 {
+		bw.WriteString("[]")
+	} else {
+		bw.WriteString("[\n")
+		n := 0
+		err := s.eachCall(func(cs callSummary) error {
+			b, err := json.MarshalIndent(cs, "    ", "  ")
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				bw.WriteString(",\n")
+			}
+			n++
+			bw.WriteString("    ")
+			_, err = bw.Write(b)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		bw.WriteString("\n  ]")
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }
 
 // summarizeTensor is reports.SummarizeTensor (a variable so that a test
@@ -153,10 +203,6 @@ func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (
 	if o.step >= 0 {
 		f.Step = &o.step
 	}
-	calls, err := tr.Tree().Select(f)
-	if err != nil {
-		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
-	}
 	toRead := 0 // distinct keys the summary names
 	if o.stats && progress != nil {
 		keys := map[string]bool{}
@@ -171,10 +217,13 @@ func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (
 				keys[k] = true
 			}
 		}
-		for _, c := range calls {
+		if err := tr.Tree().Each(f, func(c *trace.Call) error {
 			for _, p := range c.Tensors {
 				keys[p.Key] = true
 			}
+			return nil
+		}); err != nil {
+			return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
 		}
 		toRead = len(keys)
 		progress(0, toRead)
@@ -190,7 +239,7 @@ func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (
 				ts.Stats = st
 				return ts, nil
 			}
-			t, err := tr.Tensor(key)
+			t, err := tr.Values(key)
 			if err != nil {
 				return ts, badInput(err)
 			}
@@ -227,22 +276,43 @@ func summarize(tr *trace.Trace, o inspectOpts, progress func(done, total int)) (
 			s.Keys = append(s.Keys, ts)
 		}
 	}
-	for _, c := range calls {
-		cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
-			Depth: tr.Tree().Depth(c.ID), Parent: c.Parent, Params: c.Params, Scalars: c.Scalars}
+	// A first pass counts the selection and reads what --stats prints, so
+	// that printing cannot fail half-way; the second makes each call's
+	// summary as it is written.
+	err := tr.Tree().Each(f, func(c *trace.Call) error {
+		s.shown++
 		for _, p := range c.Tensors {
-			ts, err := describe(p.Name, p.Key)
-			if err != nil {
-				return nil, err
+			if _, err := describe(p.Name, p.Key); err != nil {
+				return err
 			}
-			cs.Ports = append(cs.Ports, ts)
 		}
-		s.Tree = append(s.Tree, cs)
+		return nil
+	})
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
+		return nil, badInput(fmt.Errorf("--module %q: %w", o.module, err))
+	} else if err != nil {
+		return nil, err
+	}
+	s.eachCall = func(fn func(callSummary) error) error {
+		return tr.Tree().Each(f, func(c *trace.Call) error {
+			cs := callSummary{ID: c.ID, Step: c.Step, Module: c.Module, Ordinal: c.Ordinal, Type: c.Type,
+				Depth: tr.Tree().Depth(c.ID), Parent: c.Parent, Params: c.Params, Scalars: c.Scalars}
+			for _, p := range c.Tensors {
+				ts, err := describe(p.Name, p.Key)
+				if err != nil {
+					return err
+				}
+				cs.Ports = append(cs.Ports, ts)
+			}
+			return fn(cs)
+		})
 	}
 	return s, nil
 }
 
-func printSummary(w io.Writer, s *inspectSummary) {
+func printSummary(out io.Writer, s *inspectSummary) error {
+	w := bufio.NewWriter(out)
 	fmt.Fprintf(w, "%s  (%s, %s)\n", termSafe(s.File), s.Format, humanBytes(s.FileBytes))
 	if line := producerLine(s.Producer); line != "" {
 		fmt.Fprintf(w, "producer  %s\n", line)
@@ -266,10 +336,10 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		for _, t := range s.Keys {
 			printTensor(w, "  ", t)
 		}
-		return
+		return w.Flush()
 	}
-	fmt.Fprintf(w, "calls (%d shown)\n", len(s.Tree))
-	for _, c := range s.Tree {
+	fmt.Fprintf(w, "calls (%d shown)\n", s.shown)
+	err := s.eachCall(func(c callSummary) error {
 		indent := strings.Repeat("  ", c.Depth+1)
 		scope := "pre"
 		if c.Step != nil {
@@ -283,7 +353,12 @@ func printSummary(w io.Writer, s *inspectSummary) {
 		for _, p := range c.Ports {
 			printTensor(w, indent+"    ", p)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
+	return w.Flush()
 }
 
 // termSafe escapes what a terminal would act on rather than show: control

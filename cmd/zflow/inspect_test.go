@@ -186,6 +186,10 @@ func TestMaxDecodedFlag(t *testing.T) {
 		{[]string{"inspect", p, "--max-decoded", "100000000"}, 0},
 		{[]string{"inspect", p, "--max-decoded", "-1"}, 2},
 		{[]string{"inspect", p}, 0}, // the flag of one run does not outlive it
+		{[]string{"stats", p, "--max-decoded", "1000"}, 2},
+		{[]string{"diff", p, filepath.Join(fixtures, "toy.npz"), "--max-decoded", "1000"}, 2}, // OURS, opened as a port
+		{[]string{"diff", filepath.Join(fixtures, "toy.npz"), p, "--max-decoded", "1000"}, 2}, // REF
+		{[]string{"diff", p, p}, 0},
 	} {
 		if code, _, stderr := zflow(t, c.args...); code != c.want {
 			t.Errorf("%v: exit %d, want %d: %s", c.args, code, c.want, stderr)
@@ -230,6 +234,23 @@ func TestInspectStatsReadsEachTensorOnce(t *testing.T) {
 	if reads[shared] != 1 {
 		t.Errorf("the shared tensor read %d times", reads[shared])
 	}
+	// The JSON tree is written a call at a time: still one document,
+	// every call in it, in order, each port with the shared tensor's stats.
+	clear(reads)
+	code, out, stderr = zflow(t, "inspect", p, "--stats", "--format", "json")
+	if code != 0 {
+		t.Fatalf("json: exit %d: %s", code, stderr)
+	}
+	var doc inspectSummary
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if len(doc.Tree) != len(mt.m.Calls) || doc.Tree[len(doc.Tree)-1].Module != fmt.Sprintf("copy.%d", extra-1) {
+		t.Fatalf("json: %d calls in the tree, want %d", len(doc.Tree), len(mt.m.Calls))
+	}
+	if st := doc.Tree[len(doc.Tree)-1].Ports[0].Stats; st == nil || reads[shared] != 1 {
+		t.Errorf("json: the last copy's stats %v, the shared tensor read %d times", st, reads[shared])
+	}
 }
 
 // TestInspectProgress: with --stats, the counter counts the distinct
@@ -261,10 +282,13 @@ func TestInspectProgress(t *testing.T) {
 				keys[ts.Key] = true
 			}
 		}
-		for _, cs := range s.Tree {
+		if err := s.eachCall(func(cs callSummary) error {
 			for _, ts := range cs.Ports {
 				keys[ts.Key] = true
 			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 		if !c.o.stats {
 			if len(seen) != 0 {

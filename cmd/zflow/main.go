@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/internal/tempfiles"
-	"zflow/trace"
 )
 
 // Exit codes, documented in the README.
@@ -161,7 +160,6 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 			if maxDecoded < 0 {
 				return badInput(fmt.Errorf("--max-decoded %d: want a number of bytes (0: the default)", maxDecoded))
 			}
-			trace.MaxDecoded = maxDecoded
 			return checkCommonFlags(cmd)
 		},
 		Version: versionString(),

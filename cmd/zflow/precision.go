@@ -12,7 +12,6 @@ import (
 	"zflow/reports"
 	"zflow/search/plan"
 	"zflow/semantics"
-	"zflow/trace"
 )
 
 type precisionOpts struct {
@@ -119,7 +118,7 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 	if err != nil {
 		return badInput(err)
 	}
-	tr, err := trace.Open(trPath)
+	tr, err := u.openTrace(trPath)
 	if err != nil {
 		return badInput(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"zflow/trace"
 )
 
 // ui is where a command's messages go besides its result on stdout:
@@ -17,13 +19,22 @@ import (
 type ui struct {
 	stderr io.Writer
 	quiet  bool
+	open   trace.Options // the global --max-decoded, for every trace the command opens
 }
 
-// newUI reads the global --quiet of cmd.
+// newUI reads the global --quiet and --max-decoded of cmd.
 func newUI(cmd *cobra.Command) ui {
 	q, _ := cmd.Flags().GetBool("quiet")
-	return ui{stderr: cmd.ErrOrStderr(), quiet: q}
+	md, _ := cmd.Flags().GetInt64("max-decoded")
+	return ui{stderr: cmd.ErrOrStderr(), quiet: q, open: trace.Options{MaxDecoded: md}}
 }
+
+// openTrace opens a reference trace with the run's limits.
+func (u ui) openTrace(path string) (*trace.Trace, error) { return trace.OpenWith(path, u.open) }
+
+// openPort opens a trace that may be a port's (no manifest: its keys are
+// its boundaries) under the same options.
+func (u ui) openPort(path string) (*trace.Trace, error) { return trace.OpenPortWith(path, u.open) }
 
 // info is the writer of notes: stderr, or nothing under --quiet.
 func (u ui) info() io.Writer {

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"zflow/internal/tempfiles"
 )
 
 // appendableFormats are the --report formats FORMAT+=PATH may append to
@@ -65,5 +72,73 @@ func (r reportSpec) write(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("--report %s+=%s: %w", r.format, r.path, err)
 	}
+	return nil
+}
+
+// writeReports renders and writes every --report file, and returns the
+// paths it wrote. On the first failure it removes what it wrote before
+// (nothing of a failed run is left behind; an append cannot be taken
+// back, so appends go last) and returns the error.
+func writeReports(files []reportSpec, render func(format string, w io.Writer) error) ([]string, error) {
+	ordered := slices.Clone(files)
+	slices.SortStableFunc(ordered, func(a, b reportSpec) int {
+		switch {
+		case a.append == b.append:
+			return 0
+		case b.append:
+			return -1
+		}
+		return 1
+	})
+	var wrote []string
+	for _, f := range ordered {
+		var buf bytes.Buffer
+		err := render(f.format, &buf)
+		if err == nil {
+			err = f.write(buf.Bytes())
+		}
+		if err != nil {
+			removeAll(wrote)
+			return nil, err
+		}
+		if !f.append {
+			wrote = append(wrote, f.path)
+		}
+	}
+	return wrote, nil
+}
+
+// removeAll removes the files of a run that failed.
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+// checkOutputDir refuses, before any work, a folder of outputs (--plot)
+// that cannot be made or written: a file in the way, or a nearest
+// existing folder this process cannot create files in.
+func checkOutputDir(flag, dir string) error {
+	at := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(at)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s %s: %s is not a folder", flag, dir, at)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || filepath.Dir(at) == at {
+			return fmt.Errorf("%s %s: %w", flag, dir, err)
+		}
+		at = filepath.Dir(at)
+	}
+	f, err := tempfiles.Create(at, ".zflow-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s %s: cannot write in %s: %w", flag, dir, at, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	tempfiles.Done(f.Name())
 	return nil
 }

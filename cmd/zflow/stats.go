@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"zflow/reports"
-	"zflow/trace"
 )
 
 type statsOpts struct {
@@ -65,7 +64,7 @@ func runStats(w io.Writer, u ui, path string, o statsOpts) error {
 	if err := sel.Validate(); err != nil {
 		return badInput(err)
 	}
-	tr, err := trace.OpenPort(path) // a port's trace: its keys are its boundaries
+	tr, err := u.openPort(path) // a port's trace: its keys are its boundaries
 	if err != nil {
 		return badInput(err)
 	}

@@ -190,11 +190,14 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	if err != nil {
 		return badInput(err)
 	}
-	ref, err := trace.Open(trPath)
+	ref, err := u.openTrace(trPath)
 	if err != nil {
 		return badInput(err)
 	}
 	defer ref.Close()
+	if err := program.CheckBlockCalls(doc, moduleCalls(ref)); err != nil {
+		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
+	}
 	pg := u.progress("verify")
 	defer pg.Close()
 	stage := "running the program " + runMode(o.freeRunning)
@@ -232,14 +235,8 @@ func runVerify(stdout io.Writer, u ui, o verifyOpts) error {
 	v.diff.Ours = fmt.Sprintf("zflow verify (%s) of %s", v.mode, docPath)
 	v.diff.Ref = trPath
 	ro := reports.RenderOptions{Channels: o.channels, OnlyFailing: o.onlyFailing, ListUnpaired: o.listUnpaired}
-	for _, f := range files {
-		var buf bytes.Buffer
-		if err := verifyFormats[f.format](v, &buf, ro); err != nil {
-			return err
-		}
-		if err := f.write(buf.Bytes()); err != nil {
-			return badInput(err)
-		}
+	if _, err := writeReports(files, func(format string, w io.Writer) error { return verifyFormats[format](v, w, ro) }); err != nil {
+		return badInput(err)
 	}
 	if err := write(v, stdout, ro); err != nil {
 		return err

@@ -128,6 +128,7 @@ type workspaceOpts struct {
 	ref, semantics, generated string
 	clear, json               bool // json: --format json
 	format                    string
+	open                      trace.Options // the global --max-decoded
 }
 
 func newWorkspaceCmd() *cobra.Command {
@@ -155,6 +156,7 @@ a field (an empty value clears it); traces are opened and validated first.
 			if o.format, err = resolveFormat(cmd, o.format, o.json, tableJSON); err != nil {
 				return badInput(err)
 			}
+			o.open = newUI(cmd).open
 			return runWorkspace(cmd.OutOrStdout(), o, f.Changed("ref"), f.Changed("semantics"), f.Changed("generated"))
 		},
 	}
@@ -200,7 +202,7 @@ func runWorkspace(w io.Writer, o workspaceOpts, setRef, setSem, setGen bool) err
 				continue
 			}
 			if t.path != "" {
-				if err := checkPath(t.path, t.trace); err != nil {
+				if err := checkPath(t.path, t.trace, o.open); err != nil {
 					return badInput(err)
 				}
 				t.path = filepath.Clean(t.path)
@@ -228,7 +230,7 @@ func runWorkspace(w io.Writer, o workspaceOpts, setRef, setSem, setGen bool) err
 
 // checkPath checks that a path names a readable file, and a valid trace if
 // isTrace.
-func checkPath(path string, isTrace bool) error {
+func checkPath(path string, isTrace bool, opts trace.Options) error {
 	if !isTrace {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -239,7 +241,7 @@ func checkPath(path string, isTrace bool) error {
 		}
 		return nil
 	}
-	tr, err := trace.Open(path)
+	tr, err := trace.OpenWith(path, opts)
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,13 @@ func (b *builder) embedder(e *semantics.Embedder) error {
 	if len(s) != 3 || s[2] != b.st.Hidden {
 		return fmt.Errorf("%s: embedded rows are %v, not [batch, rows, %d]", addr, s, b.st.Hidden)
 	}
+	if sourceSized(b.st, b.shapes) {
+		for i, st := range b.st.Streams {
+			if st.Name == e.Stream && st.Tokens != s[1] {
+				return fmt.Errorf("%s: structure.streams[%d].tokens is %d, but the source run's inputs make %d rows", addr, i, st.Tokens, s[1])
+			}
+		}
+	}
 	b.stream[e.Stream], b.tokens[e.Stream] = x, s[1]
 	return nil
 }

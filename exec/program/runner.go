@@ -64,6 +64,9 @@ func newRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source, 
 		}
 		shapes.Inputs[in.Role] = s
 	}
+	if err := checkSizes(doc, shapes); err != nil {
+		return nil, err
+	}
 	p, err := build(doc, shapes)
 	if err != nil {
 		return nil, err
