@@ -164,6 +164,11 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	tol := tolerance(t.format)
 	scan(triples, tables, false)
 	if !anyWithin(all, tol) {
+		// kernelised attention is cheap to try, the rarer softmax forms
+		// below are not
+		if v := s.linearAttention(t, sc); v != nil {
+			return v
+		}
 		scan(mixed, tables, false)
 	}
 	if !anyWithin(all, tol) {

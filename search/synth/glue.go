@@ -268,6 +268,32 @@ func (s *synth) likeShape(t *val, vals []*val) []*val {
 			out = append(out, r)
 		}
 	}
+	return append(out, s.imagesAsRows(t, vals)...)
+}
+
+// imagesAsRows are the scope's images [B, C, H, W] read as the rows
+// [B, H·W, C] of a target of that shape (a convolution's result back in
+// the token sequence: flattened, then channels last), at most two.
+func (s *synth) imagesAsRows(t *val, vals []*val) []*val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[2] || v.shape[2]*v.shape[3] != t.shape[1] {
+			continue
+		}
+		r := s.reshape(v, []int{v.shape[0], v.shape[1], t.shape[1]})
+		if r == nil {
+			continue
+		}
+		if p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: v.format, label: "channels last"}); p != nil {
+			out = append(out, p)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
 	return out
 }
 

@@ -249,6 +249,7 @@ func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 		ops = ops[:8]
 	}
 	ops = append(ops, s.rowSlices(t, vals)...)
+	ops = append(ops, s.imagesAsRows(t, vals)...)
 	for _, x := range ops {
 		for _, y := range ops {
 			if x == y {
