@@ -15,6 +15,7 @@ import (
 
 	"zflow/exec"
 	"zflow/exec/cpu"
+	"zflow/exec/program"
 	"zflow/precision"
 )
 
@@ -276,6 +277,8 @@ func TestPointwise(t *testing.T) {
 		check(t, b, "sub (bcast [2,1,3072] − x)", s, pair{m(ref.Sub(bc.c, x.c, s)), m(b.Sub(bc.g, x.g, s))}, true)
 		rd := exec.Spec{Out: s.Out, Math: exec.MathRecipDiv}
 		check(t, b, "div recip_div", rd, pair{m(ref.Div(x.c, bc.c, rd)), m(b.Div(x.g, bc.g, rd))}, true)
+		check(t, b, "minimum (bcast [2,1,3072])", s, pair{m(ref.Minimum(x.c, bc.c, s)), m(b.Minimum(x.g, bc.g, s))}, true)
+		check(t, b, "maximum (bcast [2,1,3072])", s, pair{m(ref.Maximum(x.c, bc.c, s)), m(b.Maximum(x.g, bc.g, s))}, true)
 	}
 	check(t, b, "div f32/bf16", exec.Out(bf16), pair{m(ref.Div(xf.c, y.c, exec.Out(bf16))), m(b.Div(xf.g, y.g, exec.Out(bf16)))}, true)
 	check(t, b, "add f32+bf16", exec.Out(bf16), pair{m(ref.Add(xf.c, y.c, exec.Out(bf16))), m(b.Add(xf.g, y.g, exec.Out(bf16)))}, true)
@@ -812,5 +815,38 @@ func TestAttentionExtras(t *testing.T) {
 		for _, x := range []pair{q, k, v, bias} {
 			x.free(b)
 		}
+	}
+}
+
+// TestComposites runs the vocabulary's composed ops (conv2d, linear
+// attention) on the GPU through the program's node runner, as a document
+// would, against the CPU: they are sums of backend ops, so they differ
+// only where those ops do (the GEMMs' accumulation order).
+func TestComposites(t *testing.T) {
+	b := need(t)
+	m := mk(t)
+	x := up(t, b, randn(2*64*16*16, 11, 1), []int{2, 64, 16, 16}, bf16)
+	w1 := up(t, b, randn(96*64*9, 12, 0.05), []int{96, 64, 3, 3}, bf16)
+	wd := up(t, b, randn(64*9, 13, 0.3), []int{64, 1, 3, 3}, bf16)
+	bias := up(t, b, randn(96, 14, 0.1), []int{96}, bf16)
+	q := up(t, b, randn(2*256*128, 15, 1), []int{2, 256, 128}, bf16)
+	k := up(t, b, randn(2*256*128, 16, 1), []int{2, 256, 128}, bf16)
+	v := up(t, b, randn(2*256*128, 17, 1), []int{2, 256, 128}, bf16)
+	defer func() {
+		for _, p := range []pair{x, w1, wd, bias, q, k, v} {
+			p.free(b)
+		}
+	}()
+	run := func(bk exec.Backend, n program.Node, in ...exec.Tensor) exec.Tensor {
+		out, err := program.RunNode(bk, &n, in)
+		return m(out[0], err)
+	}
+	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
+		conv := program.Node{Op: program.OpConv2D, Attrs: program.Attrs{Conv: program.ConvParams{Pad: 1, Groups: 1}}, Spec: s}
+		check(t, b, "conv2d 3x3", s, pair{run(ref, conv, x.c, w1.c, bias.c), run(b, conv, x.g, w1.g, bias.g)}, false)
+		dw := program.Node{Op: program.OpConv2D, Attrs: program.Attrs{Conv: program.ConvParams{Pad: 1, Groups: 64}}, Spec: s}
+		check(t, b, "conv2d 3x3 depthwise", s, pair{run(ref, dw, x.c, wd.c, nil), run(b, dw, x.g, wd.g, nil)}, true)
+		la := program.Node{Op: program.OpLinearAttention, Attrs: program.Attrs{LinearAttention: program.LinearAttentionParams{Heads: 4, Kernel: exec.ActReLU, Eps: 1e-15}}, Spec: s}
+		check(t, b, "linear attention", s, pair{run(ref, la, q.c, k.c, v.c), run(b, la, q.g, k.g, v.g)}, false)
 	}
 }

@@ -23,6 +23,7 @@ type attnChoice struct {
 	rows      int      // the first row of the target in the attention's rows (-1: all)
 	bias      *val     // an additive score bias the scope holds (a mask, a position bias), or nil
 	ropeAfter bool
+	clip      float64 // q, k, v clamped to ±clip before RoPE (0: not)
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention
@@ -187,6 +188,11 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	// three best; on three more where the scope holds a bias (a mask the
 	// first stage lacks can make a worse-scoring choice the right one).
 	slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	// choices that are the same computation over equal operands (a
+	// value and its alias) take one refinement slot, not several
+	all = slices.CompactFunc(all, func(a, b attnChoice) bool {
+		return a.label == b.label && a.score == b.score && a.rows == b.rows
+	})
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]

@@ -186,6 +186,7 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 	s.em.constScalar(hi)
 	s.em.constScalar(lo)
 	best.label += fmt.Sprintf(" clip=%g", c)
+	best.clip = c
 	*ch = *best
 }
 

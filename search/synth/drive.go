@@ -78,7 +78,9 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				continue
 			}
 			role := name
-			if d.run == "flow_euler" && slices.Equal(in.shape, s.outputShape()) {
+			// the latents: of the output's shape and changed by every step
+			// (a text input may have the same shape; it stays the same)
+			if _, taken := roles["latents"]; d.run == "flow_euler" && !taken && slices.Equal(in.shape, s.outputShape()) && (len(s.tr.Steps()) < 2 || s.varying([]*val{target})) {
 				role = "latents"
 			}
 			if _, dup := roles[role]; !dup {

@@ -71,8 +71,20 @@ func valueKey(v any) string {
 		return "n:" + strconv.FormatFloat(float64(x), 'g', -1, 64)
 	case float64:
 		return "n:" + strconv.FormatFloat(x, 'g', -1, 64)
+	case []int:
+		k := "l:"
+		for _, e := range x {
+			k += valueKey(e) + ","
+		}
+		return k
+	case []any:
+		k := "l:"
+		for _, e := range x {
+			k += valueKey(e) + ","
+		}
+		return k
 	}
-	return "?"
+	return "?" + fmt.Sprint(v)
 }
 
 func sameValue(a, b any) bool { return valueKey(a) == valueKey(b) }
@@ -119,7 +131,8 @@ func (s *synth) readFactors() []semantics.Factor {
 			on   bool
 		}{{"attention_window", float64(ch.params.Window), ch.params.Window > 0},
 			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
-			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi}} {
+			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
+			{"attention_clip", ch.clip, ch.clip > 0}} {
 			if x.on {
 				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 					Candidates: []semantics.Candidate{{Value: x.v, Score: ch.score}},
@@ -132,6 +145,10 @@ func (s *synth) readFactors() []semantics.Factor {
 		}
 		add(semantics.Factor{Name: "qk_norm", Scope: a.scope, Value: qk, Margin: 0, Candidates: []semantics.Candidate{{Value: qk, Score: 0}},
 			Evidence: semantics.Evidence{Metric: "declared", Note: "read from the program: what q is made by before attention"}})
+	}
+	for _, a := range s.linearAttn {
+		add(semantics.Factor{Name: "attention_kernel", Scope: a.scope, Value: a.params.Kernel.String(), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: a.candidates, Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "kernelised attention, tried once softmax attention had failed"}})
 	}
 	for _, m := range s.mlps {
 		scope, x := m.scope, m.x

@@ -48,6 +48,7 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 		targets[i] = t
 	}
 	fits := s.fitLeaf(sc, xs, params, targets)
+	roped := false // one record of a call's RoPE tables
 	for i, f := range fits {
 		if f == nil || f.fit == nil {
 			continue
@@ -70,8 +71,9 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 			s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, inputScale: scale, out: f})
 		case f.fit.kind == "norm":
 			s.norms = append(s.norms, normRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
-		case f.fit.kind == "rope_table" && i == 0:
+		case f.fit.kind == "rope_table" && !roped:
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
+			roped = true
 		}
 	}
 	for i, p := range results {
@@ -116,6 +118,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			fit = s.fitLinear(xs[0], params, t)
 		case len(params) == 2 && len(params[0].shape) == 3 && len(params[1].shape) == 3:
 			fit = s.fitExperts(xs, params, t)
+		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
+			fit = s.fitPointConv(xs[0], params, t)
 		case len(params[0].shape) >= 4:
 			if fit = s.fitConv(xs[0], params, t); fit == nil {
 				fit = s.fitConv2D(xs[0], params, t)
@@ -443,6 +447,35 @@ func (s *synth) fitConv(x *val, params []*val, t *val) *val {
 	s.patchRows = F * (H / p) * (W / p)
 	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(y.data, t.data)}}}
 	return y
+}
+
+// fitPointConv explains a 1-D convolution of kernel 1 (w [O, C, 1]) over
+// x [B, C, T]: a linear over the channels, the channels first on both
+// sides.
+func (s *synth) fitPointConv(x *val, params []*val, t *val) *val {
+	w := params[0]
+	if len(x.shape) != 3 || len(t.shape) != 3 || x.shape[1] != w.shape[1] || t.shape[1] != w.shape[0] || t.shape[2] != x.shape[2] {
+		return nil
+	}
+	var bias *val
+	if len(params) > 1 && len(params[1].shape) == 1 {
+		bias = params[1]
+	}
+	rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{x}, out: x.format, label: "channels last"})
+	wm := s.reshape(w, []int{w.shape[0], w.shape[1]})
+	if rows == nil || wm == nil {
+		return nil
+	}
+	y := s.derive(&expr{op: program.OpLinear, args: []*val{rows, wm, bias}, out: t.format, label: "kernel 1"})
+	if y == nil {
+		return nil
+	}
+	v, ev := s.best(t, []*expr{{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{y}, out: t.format, label: "channels first"}})
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
 }
 
 // fitConv2D explains a convolution of stride 1 that keeps or shrinks the

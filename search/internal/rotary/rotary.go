@@ -97,8 +97,8 @@ func (p *Positions) AxesDims() []int {
 // ReadPositions reads integer position ids back from RoPE angles (one
 // [rows][pairs] array per table, all rotating by the same frequencies): a
 // pair's frequency is the smallest angle step between consecutive rows;
-// frequencies fall within an axis and jump back up where the next axis
-// starts; an axis's ids are its slowest pair's angle over its frequency
+// frequencies fall within an axis and stop falling where the next axis
+// starts (an axis of one pair is one frequency, 1); an axis's ids are its slowest pair's angle over its frequency
 // (no wrap-around there), checked against every pair of the axis.
 func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 	if len(tabs) == 0 || len(tabs[0]) == 0 {
@@ -119,9 +119,11 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 			}
 		}
 	}
+	// within an axis the frequencies fall strictly (θ^(−2i/d)): one that
+	// does not, or a step after pairs that never turn, starts the next
 	var axes []int
 	for j := range p {
-		if j == 0 || freq[j] > freq[j-1]*(1+1e-3) {
+		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
 			axes = append(axes, 0)
 		}
 		axes[len(axes)-1]++

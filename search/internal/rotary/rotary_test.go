@@ -116,3 +116,21 @@ func TestAngles(t *testing.T) {
 		t.Errorf("a table whose layout cannot be told apart was read")
 	}
 }
+
+// TestOnePairAxes: axes of one rotating pair each (frequency 1) are told
+// apart, though their frequencies do not fall.
+func TestOnePairAxes(t *testing.T) {
+	dims := []int{2, 2, 4}
+	ids := gridIDs([]int{3, 0, 0}, []int{1, 2, 2})
+	ids = append(seqIDs(0, 3, 3), ids...)
+	for i := range 3 { // a caption's rows: position i on the first axis only
+		ids[i][1], ids[i][2] = 0, 0
+	}
+	p, ok := ReadPositions([][][]float64{ComplexAngles(complexTable(ids, dims, 10000), 4)})
+	if !ok || !slices.Equal(p.AxesDims(), dims) {
+		t.Fatalf("axes %v (ok %v), want %v", p, ok, dims)
+	}
+	if !slices.EqualFunc(p.IDs[0], ids, slices.Equal[[]int]) {
+		t.Errorf("ids %v, want %v", p.IDs[0], ids)
+	}
+}
