@@ -35,7 +35,7 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 	rows := t.shape[1]
 	mine := byRows[rows]
 	tables := s.ropeTables(sc)
-	var best *jointChoice
+	var best, textFirst *jointChoice // the best, and the best with the text rows first
 	var evidence []semantics.Candidate
 	for other, theirs := range byRows {
 		if other == rows {
@@ -58,6 +58,9 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 							if best == nil || ch.score < best.score {
 								best = ch
 							}
+							if ch.mineFirst == (rows < ch.otherRows) && (textFirst == nil || ch.score < textFirst.score) {
+								textFirst = ch
+							}
 						}
 					}
 				}
@@ -66,6 +69,12 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 	}
 	if best == nil || best.score > tolerance(t.format) {
 		return nil
+	}
+	// orders the trace cannot tell apart (both within tolerance, neither
+	// decisively better) take the catalogue's first, text_first, as the
+	// recipes do: the choice then does not depend on rounding noise
+	if textFirst != nil && textFirst != best && textFirst.score <= tolerance(t.format) && textFirst.score < 2*best.score {
+		best = textFirst
 	}
 	order := "text_first"
 	if best.mineFirst == (rows > best.otherRows) {
