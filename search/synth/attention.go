@@ -173,6 +173,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		scan(mixed, tables, false)
 	}
 	if !anyWithin(all, tol) {
+		scan(s.permutedQKV(sc, t), tables, false)
+	}
+	if !anyWithin(all, tol) {
 		relaid := s.relaid(tables)
 		scan(append(triples, mixed...), relaid, false)
 		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)

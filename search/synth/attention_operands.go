@@ -393,6 +393,47 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 	return nil
 }
 
+// permutedQKV cuts the scope's fused projections of width 3·W (W the
+// target's) laid out in G equal groups, each holding q, k and v of W/G in
+// some order ([q v k] in CodeGen's four groups): every G in 1, 2, 4, 8 and
+// every order but [q k v] with G = 1 (the plain cut, tried first).
+func (s *synth) permutedQKV(sc *scope, t *val) [][3]*val {
+	wq := t.shape[2]
+	perms := [][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	var out [][3]*val
+	for _, v := range recentFirst(sc.vals) {
+		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[2] != 3*wq {
+			continue
+		}
+		b, n := v.shape[0], v.shape[1]
+		for _, g := range []int{1, 2, 4, 8} {
+			if wq%g != 0 {
+				continue
+			}
+			x := s.reshape(v, []int{b, n, g, 3, wq / g})
+			if x == nil {
+				continue
+			}
+			part := make([]*val, 3)
+			for i := range 3 {
+				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: i, End: i + 1}, args: []*val{x}, out: v.format})
+				part[i] = s.reshape(c, []int{b, n, wq})
+			}
+			if part[0] == nil || part[1] == nil || part[2] == nil {
+				continue
+			}
+			for _, p := range perms {
+				if g == 1 && p == [3]int{0, 1, 2} {
+					continue
+				}
+				// p[i] is where role i (q, k, v) sits in the group
+				out = append(out, [3]*val{part[p[0]], part[p[1]], part[p[2]]})
+			}
+		}
+	}
+	return out
+}
+
 // groupedQKV cuts a fused projection laid out per kv head as [q…q k v]
 // (the group's G query heads, then its key and value: Falcon's
 // grouped layout), for every head width that fits; G = 1 is the
