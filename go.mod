@@ -1,4 +1,4 @@
-module zflow
+module github.com/zflow/zflow
 
 go 1.26.8
 

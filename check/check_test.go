@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec/cpu"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 func setFactor(d *semantics.Document, name string, v any) {

@@ -5,11 +5,11 @@ import (
 	"maps"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/search/plan"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/search/plan"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Mode names, as verify reports them.

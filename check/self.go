@@ -6,12 +6,12 @@ import (
 	"math"
 	"strings"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/reports"
-	"zflow/search/plan"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/search/plan"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // The self-check's gate: the rel-RMS, teacher forced, within which a

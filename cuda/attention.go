@@ -7,8 +7,8 @@ import (
 	"math"
 	"unsafe"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // attnP is zf_attn_p (the exact kernel).

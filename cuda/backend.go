@@ -10,10 +10,10 @@ import (
 	"sync"
 	"unsafe"
 
-	"zflow/exec"
-	"zflow/internal/workers"
-	"zflow/kernels"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/internal/workers"
+	"github.com/zflow/zflow/kernels"
+	"github.com/zflow/zflow/precision"
 )
 
 // Backend is the CUDA backend. Use New; methods are safe for concurrent

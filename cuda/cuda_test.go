@@ -13,10 +13,10 @@ import (
 	"sync"
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // The device tests compare every op with the CPU backend (the reference)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"unsafe"
 
-	"zflow/exec"
-	"zflow/kernels"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
+	"github.com/zflow/zflow/precision"
 )
 
 // gemmState is the cuBLASLt handle, workspace and the plans made so far.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // normSource is the norm kernel: one warp per group, statistics as the CPU

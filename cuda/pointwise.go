@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/exec"
-	"zflow/kernels"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
+	"github.com/zflow/zflow/precision"
 )
 
 // pointwiseSource is the CUDA rendering of the one kernel source plus this

@@ -2,7 +2,7 @@
 
 package cuda
 
-import "zflow/exec"
+import "github.com/zflow/zflow/exec"
 
 // Backend is not available on this platform.
 type Backend struct{ exec.Fallback }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // AttentionDims is the geometry of an attention call: batch, query and key

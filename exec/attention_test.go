@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // TestALiBiSlopes checks the slopes against BLOOM's build_alibi_tensor,

@@ -1,6 +1,6 @@
 package exec
 
-import "zflow/precision"
+import "github.com/zflow/zflow/precision"
 
 // Basic is the part of the vocabulary every backend must implement itself:
 // storage, movement, elementwise arithmetic, and the op classes that need a

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 func TestBroadcast(t *testing.T) {

@@ -3,7 +3,7 @@ package exec
 import (
 	"fmt"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Fallback implements Extended by composing Basic ops, explicitly and

@@ -3,7 +3,7 @@ package exec
 import (
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // The layer-norm statistics of RoundStats: PyTorch's CPU LayerNorm kernel

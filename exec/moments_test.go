@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // fmaBig is a·b + c rounded once to f32, by math/big.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // ActKind is a pointwise function: an activation, or a gate function.

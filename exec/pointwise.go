@@ -3,7 +3,7 @@ package exec
 import (
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // The scalar f32 math every backend's pointwise kernels must reproduce.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // RopeTables computes rotary tables from positions pos [S, len(AxesDims)]

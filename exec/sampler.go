@@ -3,7 +3,7 @@ package exec
 import (
 	"fmt"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // EulerParams configures the flow-matching Euler sampler:

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Spec is an op's precision: where its result is stored, where inside it

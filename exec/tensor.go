@@ -3,7 +3,7 @@ package exec
 import (
 	"fmt"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Tensor is a backend's handle to a stored tensor: a shape and a storage

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"unsafe"
 
-	zexec "zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/precision"
+	zexec "github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
 )
 
 // The host semantic test: the Host rendering of pointwise.zf, compiled by

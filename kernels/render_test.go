@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // defines reads the source's #define NAME VALUE lines.

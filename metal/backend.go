@@ -8,9 +8,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"zflow/exec"
-	"zflow/kernels"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
+	"github.com/zflow/zflow/precision"
 )
 
 // Backend is the Metal backend (a skeleton: see the package documentation).

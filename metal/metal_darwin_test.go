@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
 )
 
 // TestAgainstCPU runs the wired ops on the Metal device and compares them

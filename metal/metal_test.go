@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // TestOpen: off macOS, or on a Mac without a Metal device, Open fails with

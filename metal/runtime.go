@@ -11,8 +11,8 @@ import (
 	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
 
-	"zflow/exec"
-	"zflow/kernels"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
 )
 
 // MTLSize is Metal's grid and threadgroup size (passed by value).

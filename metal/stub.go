@@ -2,7 +2,7 @@
 
 package metal
 
-import "zflow/exec"
+import "github.com/zflow/zflow/exec"
 
 // Backend is not available on this platform.
 type Backend struct{ exec.Fallback }

@@ -20,7 +20,7 @@ func parallel(n int, fn func(lo, hi int)) {
 		return
 	}
 	piece := (n/workers + 63) &^ 63
-	// A worker's panic is carried to the caller (as zflow/internal/workers
+	// A worker's panic is carried to the caller (as github.com/zflow/zflow/internal/workers
 	// does; precision is a leaf and imports nothing of zflow).
 	var wg sync.WaitGroup
 	var once sync.Once

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Accumulator computes Metrics in one streaming pass over chunks of a tensor

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // bareBoundaries lists the boundaries of a trace read without a manifest

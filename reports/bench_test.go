@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // BenchmarkAccumulatorBF16 streams 4M bf16-valued pairs (16 MiB a side as

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // Boundary is one captured tensor of a run: a call's argument or result,

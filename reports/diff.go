@@ -11,9 +11,9 @@ import (
 	"time"
 	"unsafe"
 
-	"zflow/internal/workers"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/internal/workers"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // DiffOptions configures Diff. The zero value diffs every boundary with

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // tcall is one call of a synthetic trace: its module, parent index in the

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // plantedFaults are fixtures/faults (capture/examples/planted_faults.py):

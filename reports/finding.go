@@ -6,8 +6,8 @@ import (
 	"math"
 	"slices"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // Finding is what Diff says about the first failing boundary: both sides'

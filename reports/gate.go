@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Gate is one pass/fail condition on a boundary's metrics, written

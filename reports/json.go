@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"zflow/internal/version"
+	"github.com/zflow/zflow/internal/version"
 )
 
 // Float is a float64 that JSON can always carry: finite values are

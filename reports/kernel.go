@@ -3,7 +3,7 @@ package reports
 import (
 	"math"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // The streaming kernels behind Diff: the same metrics as an Accumulator

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // benchPairBF16 is 4M bf16 pairs a side, ours within a few ULPs of ref,

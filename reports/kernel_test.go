@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // specialBits16 are bf16/f16 patterns the kernels must treat like the

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // moments are one channel's first and second moments over the finite pairs.

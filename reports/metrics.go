@@ -1,6 +1,6 @@
 package reports
 
-import "zflow/precision"
+import "github.com/zflow/zflow/precision"
 
 // Metrics compares one boundary's tensor from the port ("ours") with the
 // reference's. The package doc defines every field precisely.

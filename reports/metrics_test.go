@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 func near(a, b float64) bool {

@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // Plot files WritePlots writes.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 func TestDecadeLabel(t *testing.T) {

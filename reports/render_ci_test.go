@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // junitDoc is what a CI system reads of WriteJUnit's output.

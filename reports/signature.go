@@ -3,7 +3,7 @@ package reports
 import (
 	"fmt"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Signature is the kind of fault a failing boundary's error looks like.

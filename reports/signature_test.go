@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 const (

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"zflow/internal/version"
-	"zflow/internal/workers"
-	"zflow/trace"
+	"github.com/zflow/zflow/internal/version"
+	"github.com/zflow/zflow/internal/workers"
+	"github.com/zflow/zflow/trace"
 )
 
 // TensorStats is one boundary's statistics for zflow stats.

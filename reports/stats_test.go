@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // TestStatsMatchesDirect: Stats' per-tensor and per-channel numbers are

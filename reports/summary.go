@@ -3,7 +3,7 @@ package reports
 import (
 	"math"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // Summary is one tensor's statistics over its finite values; NaN and Inf

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // TestFactorsDocListsCatalogue keeps FACTORS.md and the catalogue together.

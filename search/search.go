@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Factor is one unknown and the values to try.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // maxDocBytes bounds what Read accepts: a document is a few hundred KiB

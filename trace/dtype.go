@@ -3,7 +3,7 @@ package trace
 import (
 	"fmt"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // DType is the element type of a stored tensor.

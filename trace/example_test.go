@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // A Go port writes the tensors it computed under the reference's keys;

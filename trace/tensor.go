@@ -6,7 +6,7 @@ import (
 	"math"
 	"unsafe"
 
-	"zflow/precision"
+	"github.com/zflow/zflow/precision"
 )
 
 // Tensor is one tensor's data. For a stored entry Bytes is a view into the

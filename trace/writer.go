@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // Writer writes a trace atomically: tensors stream to a temporary file next

@@ -19,9 +19,9 @@ import (
 	"sort"
 	"time"
 
-	"zflow/cuda"
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/cuda"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 var (

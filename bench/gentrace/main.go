@@ -19,8 +19,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 func main() {

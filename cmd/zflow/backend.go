@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"zflow/cuda"
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/metal"
+	"github.com/zflow/zflow/cuda"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/metal"
 )
 
 // backends lists what --backend accepts.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // TestCHeaderWriter compiles capture/c/zflow_trace.h with the system C

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/reports"
-	"zflow/trace"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/trace"
 )
 
 type diffOpts struct {

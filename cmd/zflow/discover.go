@@ -12,15 +12,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/check"
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/search/discover"
-	"zflow/search/plan"
-	"zflow/search/synth"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/check"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/search/discover"
+	"github.com/zflow/zflow/search/plan"
+	"github.com/zflow/zflow/search/synth"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 type discoverOpts struct {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // TestDiscoverDiT: the table names each factor with its value, margin and

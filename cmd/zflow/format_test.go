@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // TestFormatJSONEverywhere: every command takes --format json, and every

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 type generateOpts struct {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 const testdata = "../../semantics/testdata"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/reports"
-	"zflow/trace"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/trace"
 )
 
 // zflow runs the CLI in-process and returns its exit code and output.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // Exit codes, documented in the README.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/internal/workers"
+	"github.com/zflow/zflow/internal/workers"
 )
 
 // TestPanicIsInternalError: a panic in a command, or in a worker

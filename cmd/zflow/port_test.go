@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/reports"
-	"zflow/trace"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/trace"
 )
 
 // bareTensor is one tensor of a hand-written port trace.

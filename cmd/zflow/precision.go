@@ -8,10 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/exec/cpu"
-	"zflow/reports"
-	"zflow/search/plan"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/search/plan"
+	"github.com/zflow/zflow/semantics"
 )
 
 type precisionOpts struct {

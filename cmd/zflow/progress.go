@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // ui is where a command's messages go besides its result on stdout:

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // tensor is one entry of a trace being mutated.

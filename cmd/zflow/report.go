@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // appendableFormats are the --report formats FORMAT+=PATH may append to

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"zflow/internal/tempfiles"
+	"github.com/zflow/zflow/internal/tempfiles"
 )
 
 // TestSignalRemovesTemps: issue 12, item 12. SIGINT and SIGTERM in the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/reports"
+	"github.com/zflow/zflow/reports"
 )
 
 type statsOpts struct {

@@ -13,13 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/check"
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/reports"
-	"zflow/search/plan"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/check"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/search/plan"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 type verifyOpts struct {

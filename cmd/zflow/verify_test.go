@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/reports"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/reports"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 var (

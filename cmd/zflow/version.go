@@ -1,6 +1,6 @@
 package main
 
-import zversion "zflow/internal/version"
+import zversion "github.com/zflow/zflow/internal/version"
 
 // version is zflow's release; versionString adds the commit the binary was
 // built from where the build recorded it (package internal/version, which

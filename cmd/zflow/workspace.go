@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"zflow/internal/tempfiles"
-	"zflow/trace"
+	"github.com/zflow/zflow/internal/tempfiles"
+	"github.com/zflow/zflow/trace"
 )
 
 // workspaceFile is the workspace's state file, in the working directory.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // Attention is scaled dot-product attention per head, f32 scores and

@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Hand-computed answers for attention's window, soft-cap, ALiBi and bias.

@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Bit-exact bf16 emulation: each case is built so that where the rounding

@@ -3,7 +3,7 @@ package cpu
 import (
 	"fmt"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // bcast iterates over the rows (last axis) of a broadcast result: for each

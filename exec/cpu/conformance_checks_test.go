@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // blocks are the calls whose module is prefix followed by a block index.

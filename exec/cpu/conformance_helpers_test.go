@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // confDir holds the conformance traces (DESIGN.md); tests skip without it.

@@ -3,8 +3,8 @@ package cpu
 import (
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // The op-level conformance checks: every op fed the reference's own inputs

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"runtime"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Backend is the CPU backend. The zero value is not usable; call New.

@@ -3,8 +3,8 @@ package cpu
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // binary runs a broadcasting elementwise op a∘b rounded once to s.Out.

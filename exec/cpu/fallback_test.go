@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // basicOnly is a backend that specialises nothing: the Basic ops of the

@@ -3,7 +3,7 @@ package cpu
 import (
 	"sync/atomic"
 
-	"zflow/internal/workers"
+	"github.com/zflow/zflow/internal/workers"
 )
 
 // GEMM blocking. A micro-tile is mr×nr outputs kept in registers; a K block

@@ -3,7 +3,7 @@ package cpu
 import (
 	"fmt"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // Linear is y = x·Wᵀ + b: f32 accumulation in k order (gemm), the bias

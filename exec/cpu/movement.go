@@ -3,8 +3,8 @@ package cpu
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Reshape returns a tensor sharing x's storage under a new shape.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // Norm normalises groups of the last axis (layer or RMS), statistics

@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Hand-computed answers for every op, in f32 storage (so the values are

@@ -1,6 +1,6 @@
 package cpu
 
-import "zflow/internal/workers"
+import "github.com/zflow/zflow/internal/workers"
 
 // parallel calls fn on [lo, hi) ranges that cover [0, n), at most one range
 // per worker and none smaller than grain (so small ops run inline).

@@ -3,7 +3,7 @@ package cpu
 import (
 	"fmt"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // Rope rotates the first RotaryDim elements of each head of x [B, S, H·D]:

@@ -3,8 +3,8 @@ package cpu
 import (
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 func TestEulerHandComputed(t *testing.T) {

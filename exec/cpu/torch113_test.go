@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // torch113 reads testdata/torch113_bf16.txt: activations on 48 inputs, and

@@ -3,8 +3,8 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // attnPart is one weight set's rows entering a joint attention: the role

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // block emits block i: its kind's dataflow over the streams, with the

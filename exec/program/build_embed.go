@@ -3,9 +3,9 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // embedder emits one stream's embedder: an optional norm and a linear over

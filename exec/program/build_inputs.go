@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Value names of the inputs.

@@ -3,8 +3,8 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // The layers every component is made of: linear, norm, activation,

@@ -3,9 +3,9 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // positions emits the RoPE tables of the joined sequence: each stream's

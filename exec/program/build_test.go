@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec/program"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // shapesOf reads a request's shapes for doc from a trace.

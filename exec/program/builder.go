@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strconv"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Shapes are what Build needs to know of a request besides the document:

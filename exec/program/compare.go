@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // Diff is one tapped value compared with the reference's tensor.

@@ -3,8 +3,8 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // ConvParams configure a 2-D convolution of stride 1: Pad zeros on each

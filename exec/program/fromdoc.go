@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Value names the runner gives a flow_euler program's step inputs.

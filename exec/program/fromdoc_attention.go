@@ -1,8 +1,8 @@
 package program
 
 import (
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // attentionFromDoc and attentionToDoc convert attention attributes (the

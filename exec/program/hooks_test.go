@@ -4,10 +4,10 @@ import (
 	"slices"
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 func TestRelayout(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // Hooks let a caller see and steer a forward at the reference's boundaries.

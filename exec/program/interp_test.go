@@ -3,10 +3,10 @@ package program_test
 import (
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // counting wraps a backend and counts the tensors it hands out and frees.

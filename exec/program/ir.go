@@ -3,8 +3,8 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Op is what a node does: one exec.Backend call, or a host step.

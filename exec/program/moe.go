@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // RouteParams configure a top-k router: over the last axis, a score

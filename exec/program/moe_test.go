@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
 )
 
 // TestRoute: top-k weights and indices per row, for each score function,

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"testing"
 
-	"zflow/exec"
-	"zflow/exec/cpu"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
 )
 
 // runOne builds a one-node program over the given inputs (Input values,

@@ -3,7 +3,7 @@ package program
 import (
 	"fmt"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // BuildPartial builds the program of a document whose holes are blocks

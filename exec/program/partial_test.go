@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // holed makes block i of doc undetermined, as discovery writes it: no

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // Recorder keeps every tapped value a run observes, to write them as a

@@ -3,10 +3,10 @@ package program
 import (
 	"fmt"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Reproduction is a document's run of a trace's own request against the

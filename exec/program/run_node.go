@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // RunNode executes one node on the backend.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
+	"github.com/zflow/zflow/exec"
 )
 
 // inferShapes computes a node's output shapes from its input shapes (nil

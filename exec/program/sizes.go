@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // checkSizes holds a document's sizes against the weights and inputs

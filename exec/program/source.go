@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // Source gives host tensors by name.

@@ -3,8 +3,8 @@ package program
 import (
 	"testing"
 
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // The semantics package spells the vocabulary's names without importing

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"zflow/exec/cpu"
-	"zflow/fixtures/wide"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/fixtures/wide"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // benchScale is the ZFLOW_WIDE_SCALE divisor of the real width (1: hidden

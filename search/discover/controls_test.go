@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // flip is one planted control's changed factors (fixtures/controls/README.md):

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // labels are the factors' names in words, for tables.

@@ -3,15 +3,15 @@ package discover
 import (
 	"context"
 	"fmt"
+	"github.com/zflow/zflow/search/sampler"
 	"strings"
 	"time"
-	"zflow/search/sampler"
 
-	"zflow/search"
-	"zflow/search/factors"
-	"zflow/search/structure"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/factors"
+	"github.com/zflow/zflow/search/structure"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Options tune Run; the zero value takes search's defaults.

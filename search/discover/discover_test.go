@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // conformanceDir holds the traces of real third-party models (../shared).

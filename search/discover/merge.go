@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/search"
-	"zflow/semantics"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/semantics"
 )
 
 // entry is one factor as one search (or the structure) found it at one

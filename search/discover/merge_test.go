@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/search"
-	"zflow/semantics"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/semantics"
 )
 
 // measured is an entry as a search reports it: candidate scores in order,

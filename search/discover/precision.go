@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"maps"
 
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Producer is what the document's source.producer says wrote it.

@@ -7,12 +7,12 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/search"
-	"zflow/search/internal/attn"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Stages of a block's factors: each is scored where it is first

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/search"
-	"zflow/search/structure"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/structure"
+	"github.com/zflow/zflow/trace"
 )
 
 const conformanceDir = "../../../shared/conformance"

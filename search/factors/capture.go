@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // capture reads the reference's tensors at the boundaries a structure

@@ -6,10 +6,10 @@ import (
 	"math"
 	"strings"
 
-	"zflow/search"
-	"zflow/search/internal/attn"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Model returns the factors outside the blocks that the trace shows, each

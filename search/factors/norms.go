@@ -7,10 +7,10 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/search"
-	"zflow/search/internal/attn"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // NormRole is one norm of a structure: its address, whether it is a

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/search"
-	"zflow/search/internal/attn"
-	"zflow/semantics"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/semantics"
 )
 
 // order lists the weight sets (or streams) in joint order.

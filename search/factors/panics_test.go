@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"zflow/search/internal/attn"
-	"zflow/search/internal/rotary"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/search/internal/rotary"
 )
 
 // halfTables is a cat([cos, cos]) / cat([sin, sin]) table (rotate-half

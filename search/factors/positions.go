@@ -6,13 +6,13 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/search"
-	"zflow/search/internal/attn"
-	"zflow/search/internal/rotary"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Precision factors of the RoPE tables, searched with rope_axes and

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/search"
-	"zflow/search/internal/rotary"
-	"zflow/search/structure"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/search/structure"
+	"github.com/zflow/zflow/trace"
 )
 
 func TestAxisSplits(t *testing.T) {

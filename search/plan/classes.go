@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Op classes. A node's class is its op, except the sampler's operations,

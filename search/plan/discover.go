@@ -8,11 +8,11 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/search"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // DiscoverOptions tune Discover; the zero value runs every model call and

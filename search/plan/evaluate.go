@@ -10,11 +10,11 @@ import (
 	"sort"
 	"strings"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Options configure an Evaluator.

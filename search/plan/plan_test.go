@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec/cpu"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // conformanceDir holds the traces of real third-party models (../shared).

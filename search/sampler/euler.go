@@ -3,10 +3,10 @@ package sampler
 import (
 	"context"
 	"fmt"
-	"zflow/search"
+	"github.com/zflow/zflow/search"
 
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // eulerData is what scoring euler_sign needs, read once: per step x, v,

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // Loop is a sampler loop read off a trace by values alone: the call that

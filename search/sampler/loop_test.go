@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/search"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 const conformanceDir = "../../../shared/conformance"

@@ -3,12 +3,12 @@ package sampler
 import (
 	"context"
 	"fmt"
+	"github.com/zflow/zflow/search"
 	"math"
-	"zflow/search"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // sinusoid is a captured timestep-sinusoid boundary: a parameter-free call

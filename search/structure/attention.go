@@ -2,11 +2,11 @@ package structure
 
 import (
 	"fmt"
+	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/trace"
 	"math"
 	"slices"
 	"sort"
-	"zflow/search/internal/attn"
-	"zflow/trace"
 )
 
 // wset is one weight set of a block: the projections of one set of rows

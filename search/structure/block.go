@@ -3,8 +3,8 @@ package structure
 import (
 	"math"
 
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // blockFacts is what one block's analysis found, kept as evidence for the

@@ -3,8 +3,8 @@ package structure
 import (
 	"math"
 
-	"zflow/exec"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/semantics"
 )
 
 // vector reports whether p is one row per sample of width w.

@@ -3,11 +3,11 @@ package structure
 import (
 	"errors"
 	"fmt"
+	"github.com/zflow/zflow/search/sampler"
 	"slices"
-	"zflow/search/sampler"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // Run kinds, stream names, value roles: the schema's vocabulary

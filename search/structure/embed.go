@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // findEmbedders finds each stream's embedder from the model's inputs: the

@@ -3,7 +3,7 @@ package structure
 import (
 	"math"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // findFinal reads the stage after the last block: the head (a linear from

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // node is one call of the model's sub-tree at the step discovery reads,

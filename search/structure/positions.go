@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 
-	"zflow/search/internal/rotary"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // table is a RoPE table the blocks read: cos and sin as two real tensors

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // renaming maps every name a trace holds to an opaque one.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // conformanceDir holds the traces of real third-party models (../shared).

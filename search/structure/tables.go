@@ -3,8 +3,8 @@ package structure
 import (
 	"slices"
 
-	"zflow/search/internal/rotary"
-	"zflow/semantics"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/semantics"
 )
 
 // tableAngles reads a RoPE table as angles, [rows][pairs] (rotary.Angles,

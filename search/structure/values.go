@@ -5,9 +5,9 @@ import (
 	"hash/maphash"
 	"math"
 
-	"zflow/exec"
-	"zflow/precision"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/trace"
 )
 
 // values reads and caches tensors by key, with content hashes for the

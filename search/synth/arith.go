@@ -3,8 +3,8 @@ package synth
 import (
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 )
 
 // maxOperands bounds how many of a scope's most recent values of the

@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 )
 
 func cmpFloat(a, b float64) int {

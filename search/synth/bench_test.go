@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/trace"
 )
 
 // BenchmarkProgramSearch times the program search on the planted

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // TestPlantedControls: on the project's own planted controls

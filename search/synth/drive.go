@@ -6,10 +6,10 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // drive is how the model is called: its arguments bound to request

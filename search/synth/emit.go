@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // emitter assembles the program: values bound to names, nodes in

@@ -5,8 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // fitRouter explains a call with one weight matrix and three results as

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // decisiveMargin is the margin (runner-up error / winner error) at which

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec/program"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // glue explains target as a small expression over the scope's values:

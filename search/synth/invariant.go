@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"zflow/exec/program"
+	"github.com/zflow/zflow/exec/program"
 )
 
 // at is v's value at another step of the run: a captured boundary read

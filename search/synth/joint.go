@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // jointAttention explains t as one stream's rows of attention over two

@@ -5,11 +5,11 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // leafFit is what fitting a leaf call found: its kind (what the op is,

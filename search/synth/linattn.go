@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
 )
 
 // linearAttention explains t [B, S, H·Dv] as kernelised attention over

@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec/program"
+	"github.com/zflow/zflow/exec/program"
 )
 
 // patched explains t as a value cut into (or put back from) square

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/trace"
+	"github.com/zflow/zflow/trace"
 )
 
 // renamed writes a copy of the trace at src in which every module path,

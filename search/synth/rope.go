@@ -6,11 +6,11 @@ import (
 	"slices"
 	"strconv"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/search/internal/rotary"
-	"zflow/semantics"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/semantics"
 )
 
 // fitRopeTable explains a parameterless call whose two results are RoPE

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/precision"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 var f32 = precision.F32

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"zflow/exec/cpu"
-	"zflow/exec/program"
-	"zflow/semantics"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 func TestSnap(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"math"
 	"slices"
 
-	"zflow/exec"
-	"zflow/exec/program"
-	"zflow/precision"
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // val is a tensor the search knows at step 0: a captured boundary, a

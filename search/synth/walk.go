@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 
-	"zflow/exec/program"
-	"zflow/trace"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/trace"
 )
 
 // scope is what the glue search may build a call's values from: the

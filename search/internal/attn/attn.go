@@ -8,7 +8,7 @@ import (
 	"math"
 	"runtime"
 
-	"zflow/internal/workers"
+	"github.com/zflow/zflow/internal/workers"
 )
 
 // RoPE layouts (the rope_layout factor's values).

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strconv"
 
-	"zflow/semantics"
+	"github.com/zflow/zflow/semantics"
 )
 
 // Wrap maps an angle into (−π, π].
