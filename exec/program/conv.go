@@ -46,18 +46,9 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 	if err != nil {
 		return nil, err
 	}
-	var tmp []exec.Tensor
-	defer func() {
-		for _, t := range tmp {
-			b.Free(t)
-		}
-	}()
-	keep := func(t exec.Tensor, err error) (exec.Tensor, error) {
-		if err == nil {
-			tmp = append(tmp, t)
-		}
-		return t, err
-	}
+	sc := &scratch{b: b}
+	defer sc.free()
+	keep := sc.keep
 	f32 := exec.Out(precision.F32)
 	padded, err := padZeros(b, x, p.Pad, keep)
 	if err != nil {
@@ -149,6 +140,28 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 		}
 	}
 	return b.Cast(acc, s.Out)
+}
+
+// scratch holds a composed op's intermediates, freed when it returns
+// (what it returns is a new tensor or a view, which the backends'
+// reference counts keep alive).
+type scratch struct {
+	b  exec.Backend
+	ts []exec.Tensor
+}
+
+// keep records t (when err is nil) and passes both through.
+func (s *scratch) keep(t exec.Tensor, err error) (exec.Tensor, error) {
+	if err == nil {
+		s.ts = append(s.ts, t)
+	}
+	return t, err
+}
+
+func (s *scratch) free() {
+	for _, t := range s.ts {
+		s.b.Free(t)
+	}
 }
 
 // padZeros surrounds the last two axes of x with pad zeros on each side.

@@ -39,18 +39,9 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 	if err != nil {
 		return nil, err
 	}
-	var tmp []exec.Tensor
-	defer func() {
-		for _, t := range tmp {
-			b.Free(t)
-		}
-	}()
-	keep := func(t exec.Tensor, err error) (exec.Tensor, error) {
-		if err == nil {
-			tmp = append(tmp, t)
-		}
-		return t, err
-	}
+	sc := &scratch{b: b}
+	defer sc.free()
+	keep := sc.keep
 	f32 := exec.Out(precision.F32)
 	B, N, M := out[0], q.Shape()[1], k.Shape()[1]
 	d, dv := q.Shape()[2]/p.Heads, v.Shape()[2]/p.Heads

@@ -222,18 +222,9 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2 exec.Tensor, act exec.ActKind,
 
 // expertOnce is coef ⊙ expert_e(x), coef [T] the tokens' weights for e.
 func expertOnce(b exec.Backend, x, w1, w2 exec.Tensor, e, inner int, coef []float32, act exec.ActKind, upFirst bool, s exec.Spec) (exec.Tensor, error) {
-	var tmp []exec.Tensor
-	defer func() {
-		for _, x := range tmp {
-			b.Free(x)
-		}
-	}()
-	keep := func(x exec.Tensor, err error) (exec.Tensor, error) {
-		if err == nil {
-			tmp = append(tmp, x)
-		}
-		return x, err
-	}
+	sc := &scratch{b: b}
+	defer sc.free()
+	keep := sc.keep
 	row := func(w exec.Tensor) (exec.Tensor, error) {
 		r, err := keep(b.Slice(w, 0, e, e+1))
 		if err != nil {
