@@ -94,7 +94,7 @@ error.`,
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
-	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (the program search; the recipes where it does not reproduce the trace)")
+	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
 	completeValues(cmd, "backend", backends)
 	completeValues(cmd, "engine", []string{"auto", "recipes", "program"})
 	cmd.MarkFlagRequired("trace")
@@ -162,10 +162,10 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	return nil
 }
 
-// discoverDoc runs the engine o names. auto runs the program search first
-// and keeps its document when it makes the trace's output from the
-// request (end to end, within the format's tolerance); otherwise the
-// recipes', when it reproduces the output more closely.
+// discoverDoc runs the engine o names. auto runs the recipes first and
+// keeps their document when it builds and reproduces the trace's output
+// (end to end, within the format's tolerance); otherwise the program
+// search's, when it reproduces the output more closely.
 func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*semantics.Document, error) {
 	stderr := u.info()
 	recipes := func() (*semantics.Document, error) {
@@ -221,37 +221,29 @@ func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*s
 	default:
 		return nil, fmt.Errorf("--engine: %q is not recipes, program or auto", o.engine)
 	}
-	// The program search first: the dataflow read from the trace. The
-	// recipes (the known block shapes) are the fallback where it does not
-	// make the output from the request.
-	pdoc, perr := programs()
-	prel := math.Inf(1)
-	switch {
-	case perr != nil:
-		fmt.Fprintf(stderr, "discover: the program search failed (%v); trying the recipes\n", perr)
-	case len(pdoc.Program.FromTrace()) > 0:
-		fmt.Fprintf(stderr, "discover: the program takes %d values from the trace; trying the recipes\n", len(pdoc.Program.FromTrace()))
-	default:
-		if prel = outputRelRMS(tr, pdoc); prel <= outputTolerance(pdoc) {
-			return pdoc, nil
-		}
-		fmt.Fprintf(stderr, "discover: the program's document misses the output by rel-RMS %.3g; trying the recipes\n", prel)
-	}
 	rdoc, rerr := recipes()
-	if rerr != nil {
-		if perr != nil {
-			return nil, fmt.Errorf("%w (and the recipes: %v)", perr, rerr)
+	var rrel = math.Inf(1)
+	if rerr == nil {
+		rrel = outputRelRMS(tr, rdoc)
+		if rrel <= outputTolerance(rdoc) {
+			return rdoc, nil
 		}
-		fmt.Fprintf(stderr, "discover: the recipes do not fit: %v\n", rerr)
-		return pdoc, nil
+		fmt.Fprintf(stderr, "discover: the recipes' document misses the output by rel-RMS %.3g; searching the program\n", rrel)
+	} else {
+		fmt.Fprintf(stderr, "discover: the recipes do not fit (%v); searching the program\n", rerr)
+	}
+	pdoc, perr := programs()
+	if perr != nil {
+		if rerr == nil {
+			fmt.Fprintf(stderr, "discover: the program search failed: %v\n", perr)
+			return rdoc, nil
+		}
+		return nil, fmt.Errorf("%w (and the recipes: %v)", perr, rerr)
 	}
 	// A program that takes boundaries from the trace reproduces only the
-	// captured run: it is written (incomplete, saying which) only where
-	// the recipes do worse.
-	if perr != nil || len(pdoc.Program.FromTrace()) > 0 || outputRelRMS(tr, rdoc) < prel {
-		if rrel := outputRelRMS(tr, rdoc); perr == nil && math.IsInf(rrel, 1) && len(rdoc.Holes()) > 0 {
-			return pdoc, nil // the recipes' document is partial and runs nothing: the program's says more
-		}
+	// captured run: it is written (incomplete, saying which) but never
+	// preferred to a recipe document that runs from the request.
+	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 || rrel <= outputRelRMS(tr, pdoc)) {
 		return rdoc, nil
 	}
 	return pdoc, nil

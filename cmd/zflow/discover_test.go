@@ -30,7 +30,7 @@ func TestDiscoverDiT(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, stdout)
 		}
 	}
-	for _, want := range []string{"discover: program search", "evaluations", "check: generate with", "rel-RMS"} {
+	for _, want := range []string{"discover: blocks", "evaluations", "check: generate with", "rel-RMS"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
