@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -74,8 +75,26 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	}
 	var all []attnChoice
 	var evidence []semantics.Candidate
+	sub := sampledRows(t)
 	try := func(ch attnChoice) {
 		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+		if ch.q.shape[1] == t.shape[1] && sub != nil {
+			// a long sequence: scored on its first rows (every key, so
+			// causal, windowed and ALiBi scores are the full run's);
+			// the winner is run whole below
+			qs := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: sub.shape[1]}, args: []*val{ch.q}, out: ch.q.format})
+			if qs == nil {
+				return
+			}
+			es := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{qs, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+			_, score := s.ev.score(es, sub)
+			evidence = append(evidence, semantics.Candidate{Value: ch.label + fmt.Sprintf(" (first %d rows)", sub.shape[1]), Score: finite(score)})
+			if !math.IsInf(score, 1) {
+				ch.score, ch.result = score, nil
+				all = append(all, ch)
+			}
+			return
+		}
 		if ch.q.shape[1] == t.shape[1] {
 			v, score := s.ev.score(e, t)
 			evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
@@ -199,6 +218,14 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]
+		if ch.result == nil { // scored on sampled rows: run whole
+			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+			v, score := s.ev.score(e, t)
+			if v == nil {
+				continue
+			}
+			ch.result, ch.score = v, score
+		}
 		masks := s.keyMasks(sc, ch.q, ch.k)
 		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
@@ -217,7 +244,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			break
 		}
 	}
-	if best.score > tolerance(t.format) {
+	if best == nil || best.score > tolerance(t.format) {
 		return nil
 	}
 	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
@@ -227,4 +254,17 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return best.result
+}
+
+// sampleRows is how many leading rows score a long sequence's attention
+// candidates (the winner is then run whole).
+const sampleRows = 64
+
+// sampledRows is t's first sampleRows rows when t [B, S, W] is long
+// enough for sampling to pay, else nil.
+func sampledRows(t *val) *val {
+	if len(t.shape) != 3 || t.shape[1] <= 4*sampleRows {
+		return nil
+	}
+	return &val{shape: []int{t.shape[0], sampleRows, t.shape[2]}, data: sliceData(t, 1, 0, sampleRows), format: t.format, origin: t.origin}
 }
