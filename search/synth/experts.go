@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -68,39 +69,51 @@ func (s *synth) routes(logits, wT, iT *val) (*val, *val) {
 		return nil, nil
 	}
 	var ev []semantics.Candidate
-	for _, p := range routeCandidates(k) {
-		{
-			r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: routeLabel(p)}
-			iv, err := s.ev.run(pickOf(r, 1))
-			if err != nil || !slices.Equal(iv.data, iT.data) {
-				continue
-			}
-			wv, sc := s.ev.score(r, wT)
-			if wv != nil && sc > tolerance(wT.format) {
-				// the weights times a constant (a routed scaling factor)
-				if c, ok := fitScalar(wv, wT); ok {
-					p.Scale = float32(c)
-					r = &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: r.label + fmt.Sprintf(" scale=%g", c)}
-					if iv, err = s.ev.run(pickOf(r, 1)); err != nil {
-						continue
-					}
-					wv, sc = s.ev.score(r, wT)
-				}
-			}
-			ev = append(ev, semantics.Candidate{Value: r.label, Score: finite(sc)})
-			if wv == nil || sc > tolerance(wT.format) {
-				continue
-			}
-			wv, iv = s.reshape(wv, wT.shape), s.reshape(iv, iT.shape)
-			if wv == nil || iv == nil {
-				return nil, nil
-			}
-			fit := &leafFit{kind: "router", candidates: ev}
-			wv.fit, iv.fit = fit, fit
-			return wv, iv
+	for _, r := range routeExprs(in, nil, k, wT.format, "") {
+		iv, err := s.ev.run(pickOf(r, 1))
+		if err != nil || !slices.Equal(iv.data, iT.data) {
+			continue
 		}
+		wv, sc := s.ev.score(r, wT)
+		if wv != nil && sc > tolerance(wT.format) {
+			// the weights times a constant (a routed scaling factor)
+			if c, ok := fitScalar(wv, wT); ok {
+				p := r.attrs.Route
+				p.Scale = float32(c)
+				r = &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: wT.format, label: r.label + fmt.Sprintf(" scale=%g", c)}
+				if iv, err = s.ev.run(pickOf(r, 1)); err != nil {
+					continue
+				}
+				wv, sc = s.ev.score(r, wT)
+			}
+		}
+		ev = append(ev, semantics.Candidate{Value: r.label, Score: finite(sc)})
+		if wv == nil || sc > tolerance(wT.format) {
+			continue
+		}
+		wv, iv = s.reshape(wv, wT.shape), s.reshape(iv, iT.shape)
+		if wv == nil || iv == nil {
+			return nil, nil
+		}
+		fit := &leafFit{kind: "router", candidates: ev}
+		wv.fit, iv.fit = fit, fit
+		return wv, iv
 	}
 	return nil, nil
+}
+
+// routeExprs are the router candidates over scores in [T, E] (a bias
+// moving the choice when not nil), top k, each labelled routeLabel+suffix.
+func routeExprs(in, bias *val, k int, out precision.Format, suffix string) []*expr {
+	var es []*expr
+	for _, p := range routeCandidates(k) {
+		args := []*val{in}
+		if bias != nil {
+			args = append(args, bias)
+		}
+		es = append(es, &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: args, out: out, label: routeLabel(p) + suffix})
+	}
+	return es
 }
 
 // routed explains t, the weights or the indices of a router computed in
@@ -123,16 +136,13 @@ func (s *synth) routed(t *val, vals []*val) *val {
 		if in == nil {
 			continue
 		}
-		for _, p := range routeCandidates(k) {
-			{
-				r := &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in}, out: t.format, label: routeLabel(p)}
-				pick := r
-				if t.integral() {
-					pick = pickOf(r, 1)
-				}
-				if w, _ := s.best(t, []*expr{pick}); w != nil && (!t.integral() || slices.Equal(w.data, t.data)) {
-					return s.reshape(w, t.shape)
-				}
+		for _, r := range routeExprs(in, nil, k, t.format, "") {
+			pick := r
+			if t.integral() {
+				pick = pickOf(r, 1)
+			}
+			if w, _ := s.best(t, []*expr{pick}); w != nil && (!t.integral() || slices.Equal(w.data, t.data)) {
+				return s.reshape(w, t.shape)
 			}
 		}
 	}
@@ -224,11 +234,7 @@ func (s *synth) routedBiased(t *val, vals []*val) *val {
 			if in == nil || b == nil {
 				continue
 			}
-			var cands []*expr
-			for _, p := range routeCandidates(k) {
-				cands = append(cands, &expr{op: program.OpRoute, attrs: program.Attrs{Route: p}, args: []*val{in, b}, out: t.format, label: routeLabel(p) + " biased choice"})
-			}
-			if w, _ := s.best(t, cands); w != nil {
+			if w, _ := s.best(t, routeExprs(in, b, k, t.format, " biased choice")); w != nil {
 				return s.reshape(w, t.shape)
 			}
 		}
