@@ -115,7 +115,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	} else if d == "float16" {
 		act = precision.F16
 	}
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1)}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
+	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
 		progress: o.Progress, callsTotal: subtreeSize(tr, root)}
 	drive, err := s.driving(root)
 	if err != nil {

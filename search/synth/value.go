@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -117,10 +118,18 @@ func relRMS(a, b []float32) float64 {
 type evaluator struct {
 	b     exec.Backend
 	evals int
+	// ctx ends the search: once it is done every run fails at once, so a
+	// call's candidates stop within one evaluation of the budget.
+	ctx context.Context
 }
 
 // run computes e's result at step 0 from its arguments' data.
 func (ev *evaluator) run(e *expr) (*val, error) {
+	if ev.ctx != nil {
+		if err := ev.ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	ins := make([]exec.Tensor, len(e.args))
 	defer func() {
 		for _, t := range ins {
