@@ -26,6 +26,10 @@
 // Relayout reads a reference tensor held heads first ([B, H, S, D]) in the
 // program's [B, S, H·D] order.
 //
+// A few nodes are compositions of backend ops rather than one call
+// (experts, conv2d, linear_attention): they run on every backend, and
+// round where their parts do.
+//
 // Runner drives a program: one forward, or a flow-matching Euler loop over
 // the sigmas with the document's sign and timestep transform (Forward and
 // Update run one model call and one update for callers that steer the
