@@ -200,3 +200,36 @@ func TestHostSteps(t *testing.T) {
 		})
 	}
 }
+
+// TestConcatPromotes: a concat of bf16 and f32 values is torch.cat's
+// promotion to f32 (a rounding plan that keeps one producer in f32 makes
+// such inputs), bf16 with f16 too; the values are kept exactly.
+func TestConcatPromotes(t *testing.T) {
+	b := cpu.New(1)
+	for _, c := range []struct {
+		name string
+		fa   precision.Format
+		fb   precision.Format
+	}{
+		{"bf16 with f32", precision.BF16, precision.F32},
+		{"f32 with bf16", precision.F32, precision.BF16},
+		{"bf16 with f16", precision.BF16, precision.F16},
+	} {
+		x, _ := b.Upload([]float32{1.5, -2}, []int{1, 2}, c.fa)
+		y, _ := b.Upload([]float32{0.1, 3}, []int{1, 2}, c.fb)
+		n := Node{Op: OpConcat, Attrs: Attrs{Axis: 1}}
+		out, err := RunNode(b, &n, []exec.Tensor{x, y})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		got, _ := b.Download(out[0])
+		want := []float32{1.5, -2, c.fb.Round(0.1), 3}
+		if c.fa != precision.F32 && c.fb == precision.F32 {
+			want[2] = 0.1 // kept in f32
+		}
+		if out[0].Format() != precision.F32 || !slices.Equal(got, want) {
+			t.Errorf("%s: %v in %v, want %v in f32", c.name, got, out[0].Format(), want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // RunNode executes one node on the backend.
@@ -54,7 +55,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpSlice:
 		return one(b.Slice(in[0], a.Axis, a.Start, a.End))
 	case OpConcat:
-		return one(b.Concat(in, a.Axis))
+		return one(concatPromoted(b, in, a.Axis))
 	case OpChunk:
 		return b.Chunk(in[0], a.N, a.Axis)
 	case OpTimestepEmbed:
@@ -180,4 +181,42 @@ func gather(b exec.Backend, table, ids exec.Tensor) (exec.Tensor, error) {
 		out = append(out, tv[r*width:(r+1)*width]...)
 	}
 	return b.Upload(out, append(append([]int(nil), ids.Shape()...), width), table.Format())
+}
+
+// concatPromoted is torch.cat: inputs of different formats are promoted to
+// a common one first (f32 over bf16 and f16, and f32 for bf16 with f16), as
+// a rounding plan that keeps one producer in f32 makes them.
+func concatPromoted(b exec.Backend, in []exec.Tensor, axis int) (exec.Tensor, error) {
+	f := in[0].Format()
+	mixed := false
+	for _, t := range in[1:] {
+		if g := t.Format(); g != f {
+			mixed = true
+			if g == precision.F32 || f != precision.F32 {
+				f = precision.F32
+			}
+		}
+	}
+	if !mixed {
+		return b.Concat(in, axis)
+	}
+	cast := make([]exec.Tensor, len(in))
+	var made []exec.Tensor
+	defer func() {
+		for _, c := range made {
+			b.Free(c)
+		}
+	}()
+	for i, t := range in {
+		cast[i] = t
+		if t.Format() != f {
+			c, err := b.Cast(t, f)
+			if err != nil {
+				return nil, err
+			}
+			cast[i] = c
+			made = append(made, c)
+		}
+	}
+	return b.Concat(cast, axis)
 }
