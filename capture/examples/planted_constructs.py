@@ -17,6 +17,8 @@ modules with seeded random weights, float32 on CPU:
   from one norm (x + attn(ln x) + mlp(ln x)).
 - dit.npz: a DiT block whose modulation has no shift (scale and gate only,
   4 chunks) and tanh gates; a 2-step flow-matching Euler loop.
+- dit_narrow.npz: dit.npz's model with 8 heads of 4 channels (no RoPE: the
+  head width shows only in the attention's output).
 """
 
 import math
@@ -252,20 +254,11 @@ def capture_lm(lm, gen, path):
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    out = argv[0] if argv else DEFAULT_OUT
-    os.makedirs(out, exist_ok=True)
-    gen = torch.Generator().manual_seed(0)
-
-    for model, name in ((LM(), "lm.npz"), (InlineLM(), "lm_inline.npz")):
-        capture_lm(model.eval(), gen, os.path.join(out, name))
-
-    dit = DiT().eval()
+def capture_dit(dit, gen, path):
+    """A randomised DiT over a 2-step flow-matching Euler loop, captured."""
     randomise(dit, gen)
     x = torch.randn(1, 12, 8, generator=gen)
     sigmas = torch.tensor([1.0, 0.6, 0.0])
-    path = os.path.join(out, "dit.npz")
     with torch.no_grad(), Capture(dit, name="transformer", path=path) as cap:
         cap.input("noise", x)
         cap.input("sigmas", sigmas)
@@ -275,6 +268,20 @@ def main(argv=None):
             x = x + (sigmas[i + 1] - sigmas[i]) * v
         cap.output("latents", x)
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    out = argv[0] if argv else DEFAULT_OUT
+    os.makedirs(out, exist_ok=True)
+    gen = torch.Generator().manual_seed(0)
+
+    for model, name in ((LM(), "lm.npz"), (InlineLM(), "lm_inline.npz")):
+        capture_lm(model.eval(), gen, os.path.join(out, name))
+
+    capture_dit(DiT().eval(), gen, os.path.join(out, "dit.npz"))
+    # last, so that the traces above keep their weights: heads of 4, no RoPE
+    capture_dit(DiT(heads=8).eval(), gen, os.path.join(out, "dit_narrow.npz"))
     return 0
 
 

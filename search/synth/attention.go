@@ -68,7 +68,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	for _, tb := range tables {
 		headDims = append(headDims, tb[0].shape[len(tb[0].shape)-1])
 	}
-	for d := 8; d <= 256 && d <= width; d *= 2 {
+	for d := minHeadDim; d <= maxHeadDim && d <= width; d *= 2 {
 		if width%d == 0 && !slices.Contains(headDims, d) {
 			headDims = append(headDims, d)
 		}
@@ -268,3 +268,10 @@ func sampledRows(t *val) *val {
 	}
 	return &val{shape: []int{t.shape[0], sampleRows, t.shape[2]}, data: sliceData(t, 1, 0, sampleRows), format: t.format, origin: t.origin}
 }
+
+// The head widths the attention searches try besides the RoPE tables':
+// the powers of two between these (tiny test models have heads of 4).
+const (
+	minHeadDim = 4
+	maxHeadDim = 256
+)

@@ -173,7 +173,7 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
 			}
 			if w == 3*wq {
-				for d := 8; d <= 256 && d <= wq; d *= 2 {
+				for d := minHeadDim; d <= maxHeadDim && d <= wq; d *= 2 {
 					if wq%d != 0 {
 						continue
 					}
@@ -441,7 +441,7 @@ func (s *synth) permutedQKV(sc *scope, t *val) [][3]*val {
 func (s *synth) groupedQKV(v *val, wq, wkv int) [][3]*val {
 	var out [][3]*val
 	b, n := v.shape[0], v.shape[1]
-	for d := 8; d <= 256 && d <= wkv; d *= 2 {
+	for d := minHeadDim; d <= maxHeadDim && d <= wkv; d *= 2 {
 		if wq%d != 0 || wkv%d != 0 {
 			continue
 		}

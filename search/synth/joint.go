@@ -136,7 +136,7 @@ func headDims(tables [][2]*val, width int) []int {
 			out = append(out, d)
 		}
 	}
-	for d := 8; d <= 256 && d <= width; d *= 2 {
+	for d := minHeadDim; d <= maxHeadDim && d <= width; d *= 2 {
 		if width%d == 0 && !slices.Contains(out, d) {
 			out = append(out, d)
 		}

@@ -34,7 +34,7 @@ func (s *synth) linearAttention(t *val, sc *scope) *val {
 		if !slices.Equal(q.shape[:2], t.shape[:2]) {
 			continue
 		}
-		for d := 8; d <= 256 && d <= q.shape[2]; d *= 2 {
+		for d := minHeadDim; d <= maxHeadDim && d <= q.shape[2]; d *= 2 {
 			if q.shape[2]%d != 0 || v.shape[2]%(q.shape[2]/d) != 0 {
 				continue
 			}
