@@ -127,6 +127,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
 		}
+		if fit == nil && len(params) == 1 && len(xs) == 1 {
+			fit = s.fitAttentionPool(sc.module, xs[0], params, t)
+		}
 		if fit == nil && len(params) > 0 {
 			// none of the parameterised leaves: an expression over the
 			// arguments and the parameters (a bias added, say)
@@ -539,7 +542,7 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 // when it cannot run).
 func (s *synth) derive(e *expr) *val {
 	for _, a := range e.args {
-		if a == nil && e.op != program.OpLinear && e.op != program.OpNorm && e.op != program.OpConv2D {
+		if a == nil && !slices.Contains(optionalInputs, e.op) {
 			return nil
 		}
 	}
@@ -644,3 +647,8 @@ func rowOffset(table, ids, t *val) int {
 	}
 	return 0
 }
+
+// optionalInputs are the ops whose absent inputs (nil arguments) derive
+// passes on: a linear's bias, a norm's γ and β, a convolution's bias, a
+// mean's mask, an attention's mask and bias.
+var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention}

@@ -1,0 +1,128 @@
+package synth
+
+import (
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// padded explains t [B, S, C] as rows of a value where a mask of the
+// request is 1 and rows of a learned padding P [S, C] (a parameter of the
+// scope) where it is 0: x·m + P·(1 − m), torch.where(mask, x, P). The
+// rows equal to P's give m; x is a value of t's shape or two values joined
+// along the rows, compared on the other rows only; m is made from the
+// scope's integer masks when they, joined, are it (else a constant of
+// the request).
+func (s *synth) padded(t *val, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	B, S, C := t.shape[0], t.shape[1], t.shape[2]
+	tol := tolerance(t.format)
+	for _, P := range vals {
+		if !P.param || !slices.Equal(P.shape, []int{S, C}) {
+			continue
+		}
+		keep := make([]float32, B*S)
+		kept, padded := 0, 0
+		for b := range B {
+			for r := range S {
+				row := t.data[(b*S+r)*C : (b*S+r+1)*C]
+				if relRMS(row, P.data[r*C:(r+1)*C]) <= tol {
+					padded++
+					continue
+				}
+				keep[b*S+r] = 1
+				kept++
+			}
+		}
+		if kept == 0 || padded == 0 {
+			continue
+		}
+		x := s.keptRows(t, keep, vals)
+		if x == nil {
+			continue
+		}
+		m := s.rowMask(keep, B, S, vals)
+		one := s.constant(1)
+		inv := s.derive(&expr{op: program.OpSub, args: []*val{one, m}, out: m.format, label: "1 − mask"})
+		xm := s.derive(&expr{op: program.OpMul, args: []*val{x, m}, out: t.format, label: "kept rows"})
+		pm := s.derive(&expr{op: program.OpMul, args: []*val{P, inv}, out: t.format, label: "padding rows"})
+		if inv == nil || xm == nil || pm == nil {
+			continue
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{xm, pm}, out: t.format, label: "where(mask, x, padding)"}}); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// keptRows finds x of t's shape that matches t on the rows keep marks: a
+// value, or two values joined along the rows (either order).
+func (s *synth) keptRows(t *val, keep []float32, vals []*val) *val {
+	B, S, C := t.shape[0], t.shape[1], t.shape[2]
+	tol := tolerance(t.format)
+	match := func(x *val) bool {
+		var a, b []float32
+		for i, k := range keep {
+			if k != 0 {
+				a = append(a, x.data[i*C:(i+1)*C]...)
+				b = append(b, t.data[i*C:(i+1)*C]...)
+			}
+		}
+		return relRMS(a, b) <= tol
+	}
+	var rows []*val // the values as [B, n, C]
+	for _, v := range vals {
+		if v.opaque || v.param || v.numel()%(B*C) != 0 || v.shape[len(v.shape)-1] != C {
+			continue
+		}
+		if r := s.reshape(v, []int{B, v.numel() / (B * C), C}); r != nil {
+			if r.shape[1] == S && match(r) {
+				return r
+			}
+			rows = append(rows, r)
+		}
+	}
+	for _, a := range rows {
+		for _, b := range rows {
+			if a == b || a.shape[1]+b.shape[1] != S {
+				continue
+			}
+			j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a, b}, out: a.format, label: "joined rows"})
+			if j != nil && match(j) {
+				return j
+			}
+		}
+	}
+	return nil
+}
+
+// rowMask is keep [B·S] as a [B, S, 1] value: the scope's integer masks
+// joined along the rows where they are it, else a constant.
+func (s *synth) rowMask(keep []float32, B, S int, vals []*val) *val {
+	var masks []*val
+	for _, v := range vals {
+		if !v.opaque && v.integral() && len(v.shape) == 2 && v.shape[0] == B && zeroOne(v) {
+			masks = append(masks, v)
+		}
+	}
+	for _, a := range masks {
+		if a.shape[1] == S && slices.Equal(a.data, keep) {
+			return s.reshape(a, []int{B, S, 1})
+		}
+		for _, b := range masks {
+			if a == b || a.shape[1]+b.shape[1] != S {
+				continue
+			}
+			j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a, b}, out: a.format, label: "masks joined"})
+			if j != nil && slices.Equal(j.data, keep) {
+				return s.reshape(j, []int{B, S, 1})
+			}
+		}
+	}
+	m := &val{shape: []int{B, S, 1}, data: keep, format: f32, origin: "row mask"}
+	s.em.constant(m, "1 on the rows a value keeps, 0 where the reference put its learned padding (a constant of the request)")
+	return m
+}

@@ -1,0 +1,150 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+)
+
+// fitAttentionPool explains a leaf t [B, O] made from tokens x [B, L, C]
+// and a table P [L+1, C] (the call's parameter) as attention pooling: the
+// mean token put before the tokens, P added, one query from the first row
+// against keys and values from every row, then an output projection. The
+// four projections are linears of sub-modules the call does not call
+// (the attention is a function of their weights): which is q, k, v and
+// out, and the head count, are searched.
+func (s *synth) fitAttentionPool(module string, x *val, params []*val, t *val) *val {
+	if len(x.shape) != 3 || len(t.shape) != 2 || len(params) != 1 || t.shape[0] != x.shape[0] {
+		return nil
+	}
+	B, L, C, O := x.shape[0], x.shape[1], x.shape[2], t.shape[1]
+	table := params[0]
+	if !slices.Equal(table.shape, []int{L + 1, C}) {
+		return nil
+	}
+	lins := s.uncalledLinears(module)
+	if len(lins) != 4 {
+		return nil
+	}
+	mean := s.derive(&expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{x, nil}, out: x.format, label: "mean token"})
+	joined := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{s.reshape(mean, []int{B, 1, C}), x}, out: x.format, label: "mean token first"})
+	if joined == nil {
+		return nil
+	}
+	xp := s.derive(&expr{op: program.OpAdd, args: []*val{joined, table}, out: x.format, label: "positions added"})
+	first := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: 1}, args: []*val{xp}, out: x.format})
+	if xp == nil || first == nil {
+		return nil
+	}
+	lin := func(in *val, l [2]*val) *val {
+		return s.derive(&expr{op: program.OpLinear, args: []*val{in, l[0], l[1]}, out: t.format})
+	}
+	var cands []*expr
+	for out := range lins {
+		if lins[out][0].shape[0] != O || lins[out][0].shape[1] != C {
+			continue
+		}
+		var rest []int
+		for i := range lins {
+			if i != out && slices.Equal(lins[i][0].shape, []int{C, C}) {
+				rest = append(rest, i)
+			}
+		}
+		if len(rest) != 3 {
+			continue
+		}
+		for _, p := range [][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+			q, k, v := lin(first, lins[rest[p[0]]]), lin(xp, lins[rest[p[1]]]), lin(xp, lins[rest[p[2]]])
+			if q == nil || k == nil || v == nil {
+				continue
+			}
+			for d := minHeadDim; d <= maxHeadDim && d <= C; d *= 2 {
+				if C%d != 0 {
+					continue
+				}
+				a := s.derive(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: exec.AttentionParams{Heads: C / d, KVHeads: C / d}},
+					args: []*val{q, k, v, nil, nil}, out: t.format})
+				if a == nil {
+					continue
+				}
+				o := &expr{op: program.OpLinear, args: []*val{s.reshape(a, []int{B, C}), lins[out][0], lins[out][1]}, out: t.format,
+					label: fmt.Sprintf("attention pool heads=%d", C/d)}
+				cands = append(cands, o)
+			}
+		}
+	}
+	w, ev := s.best(t, cands)
+	if w == nil {
+		return nil
+	}
+	w.fit = &leafFit{kind: "attention", candidates: ev}
+	return w
+}
+
+// uncalledLinears are the (weight [out, in], bias [out] or nil) pairs of
+// module's sub-modules that no call of the trace holds, in parameter order.
+func (s *synth) uncalledLinears(module string) [][2]*val {
+	module, _, _ = strings.Cut(module, "#")
+	called := map[string]bool{}
+	for _, c := range s.tr.Manifest.Calls {
+		for _, p := range c.Params {
+			called[p] = true
+		}
+	}
+	subs := map[string][2]string{}
+	var order []string
+	for name := range s.tr.Manifest.Params {
+		if called[name] || !strings.HasPrefix(name, module+".") {
+			continue
+		}
+		sub, leaf, ok := cutLast(strings.TrimPrefix(name, module+"."))
+		if !ok {
+			continue
+		}
+		e := subs[sub]
+		switch leaf {
+		case "weight":
+			e[0] = name
+		case "bias":
+			e[1] = name
+		default:
+			continue
+		}
+		if _, seen := subs[sub]; !seen {
+			order = append(order, sub)
+		}
+		subs[sub] = e
+	}
+	slices.Sort(order)
+	var out [][2]*val
+	for _, sub := range order {
+		e := subs[sub]
+		if e[0] == "" {
+			continue
+		}
+		w, err := s.param(e[0])
+		if err != nil || len(w.shape) != 2 {
+			return nil
+		}
+		var b *val
+		if e[1] != "" {
+			if b, err = s.param(e[1]); err != nil || len(b.shape) != 1 || b.shape[0] != w.shape[0] {
+				return nil
+			}
+		}
+		out = append(out, [2]*val{w, b})
+	}
+	return out
+}
+
+// cutLast splits "a.b.c" into "a.b" and "c".
+func cutLast(name string) (string, string, bool) {
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return "", "", false
+	}
+	return name[:i], name[i+1:], true
+}
