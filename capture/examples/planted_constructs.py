@@ -19,6 +19,10 @@ modules with seeded random weights, float32 on CPU:
   4 chunks) and tanh gates; a 2-step flow-matching Euler loop.
 - dit_narrow.npz: dit.npz's model with 8 heads of 4 channels (no RoPE: the
   head width shows only in the attention's output).
+- pooled.npz: text rows past a mask replaced by a learned padding
+  (torch.where), the text pooled by attention (F.multi_head_attention_forward
+  over projections the pooler never calls) into the conditioning, image rows
+  attending to the text.
 """
 
 import math
@@ -231,6 +235,61 @@ class DiT(nn.Module):
         return self.proj_out(self.norm_out(h))
 
 
+class AttentionPool(nn.Module):
+    """Attention pooling: the mean token first, a position table added, one
+    query against every row, projections called as functions of their weights."""
+
+    def __init__(self, rows, dim, heads):
+        super().__init__()
+        self.positional_embedding = nn.Parameter(torch.randn(rows + 1, dim) / dim ** 0.5)
+        self.k_proj, self.q_proj, self.v_proj, self.c_proj = (nn.Linear(dim, dim) for _ in range(4))
+        self.heads = heads
+
+    def forward(self, x):
+        x = x.permute(1, 0, 2)
+        x = torch.cat([x.mean(dim=0, keepdim=True), x], dim=0)
+        x = x + self.positional_embedding[:, None, :]
+        x, _ = F.multi_head_attention_forward(
+            query=x[:1], key=x, value=x, embed_dim_to_check=x.shape[-1], num_heads=self.heads,
+            q_proj_weight=self.q_proj.weight, k_proj_weight=self.k_proj.weight, v_proj_weight=self.v_proj.weight,
+            in_proj_weight=None, in_proj_bias=torch.cat([self.q_proj.bias, self.k_proj.bias, self.v_proj.bias]),
+            bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0, out_proj_weight=self.c_proj.weight,
+            out_proj_bias=self.c_proj.bias, use_separate_proj_weight=True, training=False, need_weights=False)
+        return x.squeeze(0)
+
+
+class PooledDiT(nn.Module):
+    """Text rows past the mask replaced by a learned padding; the text pooled by
+    attention into the conditioning; image rows attend to the text."""
+
+    def __init__(self, channels=8, hidden=16, text=6, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.text_padding = nn.Parameter(torch.randn(text, hidden))
+        self.pool = AttentionPool(text, hidden, heads)
+        self.time_proj = Timesteps(16)
+        self.t1 = nn.Linear(16 + hidden, hidden)
+        self.embed = nn.Linear(channels, hidden)
+        self.norm = nn.LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
+        self.mod = nn.Linear(hidden, 2 * hidden)
+        self.q, self.k, self.v, self.o = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.proj_out = nn.Linear(hidden, channels)
+
+    def forward(self, x, timestep, text, mask):
+        text = torch.where(mask[:, :, None].bool(), text, self.text_padding)
+        c = self.t1(torch.cat([self.time_proj(timestep * 1000), self.pool(text)], dim=-1))
+        scale, shift = self.mod(F.silu(c)).chunk(2, dim=-1)
+        h = self.embed(x)
+        n = self.norm(h) * (1 + scale[:, None]) + shift[:, None]
+        b, s, w = n.shape
+        q = self.q(n).view(b, s, self.heads, -1).transpose(1, 2)
+        k = self.k(text).view(b, -1, self.heads, w // self.heads).transpose(1, 2)
+        v = self.v(text).view(b, -1, self.heads, w // self.heads).transpose(1, 2)
+        a = (q @ k.transpose(-1, -2) / math.sqrt(w // self.heads)).softmax(-1) @ v
+        h = h + self.o(a.transpose(1, 2).reshape(b, s, w))
+        return self.proj_out(h)
+
+
 def randomise(model, gen):
     """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
     with torch.no_grad():
@@ -282,6 +341,25 @@ def main(argv=None):
     capture_dit(DiT().eval(), gen, os.path.join(out, "dit.npz"))
     # last, so that the traces above keep their weights: heads of 4, no RoPE
     capture_dit(DiT(heads=8).eval(), gen, os.path.join(out, "dit_narrow.npz"))
+
+    pooled = PooledDiT().eval()
+    randomise(pooled, gen)
+    x = torch.randn(1, 12, 8, generator=gen)
+    text = torch.randn(1, 6, 16, generator=gen)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    sigmas = torch.tensor([1.0, 0.6, 0.0])
+    path = os.path.join(out, "pooled.npz")
+    with torch.no_grad(), Capture(pooled, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("sigmas", sigmas)
+        cap.input("text", text)
+        cap.input("mask", mask)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v = pooled(x, sigmas[i:i + 1], text, mask)
+            x = x + (sigmas[i + 1] - sigmas[i]) * v
+        cap.output("latents", x)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
     return 0
 
 

@@ -80,6 +80,7 @@ func TestPlantedConstructs(t *testing.T) {
 		{"lm_inline.npz", map[string]any{"rope_layout": "interleaved", "rope_theta": 10000.0, "mlp_glu": false, "mlp_act": "gelu_tanh", "attention_causal": true}, 4},
 		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0},
 		{"dit_narrow.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true}, 0},
+		{"pooled.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0}, 0},
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
 			res, tr := discoverComplete(t, filepath.Join("..", "..", "fixtures", "constructs", tc.trace))
