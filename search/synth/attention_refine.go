@@ -168,11 +168,11 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 	// first, then golden section between the grid points around its best
 	f := func(c float64) float64 { _, sc := mk(c); return sc }
 	grid := make([]float64, 33)
-	bi := 0
+	bi, bestF := 0, math.Inf(1)
 	for i := range grid {
 		grid[i] = 0.05 * math.Pow(2000, float64(i)/float64(len(grid)-1))
-		if f(grid[i]) < f(grid[bi]) {
-			bi = i
+		if e := f(grid[i]); e < bestF {
+			bi, bestF = i, e
 		}
 	}
 	c := s.searchParam(f, grid[max(bi-1, 0)], grid[min(bi+1, len(grid)-1)])

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -84,67 +85,52 @@ func (s *synth) fitAttentionPool(module string, x *val, params []*val, t *val) *
 	return w
 }
 
-// uncalledLinears are the (weight [out, in], bias [out] or nil) pairs of
-// module's sub-modules that no call of the trace holds, in parameter order.
+// uncalledLinears are the linears of module's sub-modules that no call of
+// the trace holds, in address order: per sub-module (the address a
+// parameter sits at, names used only to address), a 2-D parameter is the
+// weight [out, in] and a 1-D one of out values its bias, read off their
+// shapes; a sub-module holding anything else is not a linear.
 func (s *synth) uncalledLinears(module string) [][2]*val {
 	module, _, _ = strings.Cut(module, "#")
-	called := map[string]bool{}
-	for _, c := range s.tr.Manifest.Calls {
-		for _, p := range c.Params {
-			called[p] = true
+	if s.calledParams == nil {
+		s.calledParams = map[string]bool{}
+		for _, c := range s.tr.Manifest.Calls {
+			for _, p := range c.Params {
+				s.calledParams[p] = true
+			}
 		}
 	}
-	subs := map[string][2]string{}
-	var order []string
+	subs := map[string][]string{}
 	for name := range s.tr.Manifest.Params {
-		if called[name] || !strings.HasPrefix(name, module+".") {
+		if s.calledParams[name] || !strings.HasPrefix(name, module+".") {
 			continue
 		}
-		sub, leaf, ok := cutLast(strings.TrimPrefix(name, module+"."))
-		if !ok {
-			continue
+		if i := strings.LastIndexByte(name, '.'); i > len(module) {
+			subs[name[:i]] = append(subs[name[:i]], name)
 		}
-		e := subs[sub]
-		switch leaf {
-		case "weight":
-			e[0] = name
-		case "bias":
-			e[1] = name
-		default:
-			continue
-		}
-		if _, seen := subs[sub]; !seen {
-			order = append(order, sub)
-		}
-		subs[sub] = e
 	}
-	slices.Sort(order)
 	var out [][2]*val
-	for _, sub := range order {
-		e := subs[sub]
-		if e[0] == "" {
-			continue
-		}
-		w, err := s.param(e[0])
-		if err != nil || len(w.shape) != 2 {
-			return nil
-		}
-		var b *val
-		if e[1] != "" {
-			if b, err = s.param(e[1]); err != nil || len(b.shape) != 1 || b.shape[0] != w.shape[0] {
+	for _, sub := range slices.Sorted(maps.Keys(subs)) {
+		var w, b *val
+		for _, name := range subs[sub] {
+			v, err := s.param(name)
+			if err != nil {
 				return nil
 			}
+			switch {
+			case len(v.shape) == 2 && w == nil:
+				w = v
+			case len(v.shape) == 1 && b == nil:
+				b = v
+			default:
+				w = nil // more than a weight and a bias: not a linear
+				b = nil
+			}
+		}
+		if w == nil || b != nil && b.shape[0] != w.shape[0] {
+			continue
 		}
 		out = append(out, [2]*val{w, b})
 	}
 	return out
-}
-
-// cutLast splits "a.b.c" into "a.b" and "c".
-func cutLast(name string) (string, string, bool) {
-	i := strings.LastIndexByte(name, '.')
-	if i < 0 {
-		return "", "", false
-	}
-	return name[:i], name[i+1:], true
 }

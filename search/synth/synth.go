@@ -25,13 +25,16 @@ type synth struct {
 	mlps       []mlpRecord
 	ropes      []ropeRecord
 	linearAttn []linearAttnRecord
-	mods       []modRecord
-	sinusoids  []sinusoidRecord
-	norms      []normRecord
-	scopeOf    string // the module of the call being explained
-	linears    []*val
-	gates      []gateRecord
-	seq        int
+	// calledParams are the parameters some call of the trace holds (made
+	// once, on the first attention-pool attempt).
+	calledParams map[string]bool
+	mods         []modRecord
+	sinusoids    []sinusoidRecord
+	norms        []normRecord
+	scopeOf      string // the module of the call being explained
+	linears      []*val
+	gates        []gateRecord
+	seq          int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when
