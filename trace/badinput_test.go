@@ -348,6 +348,28 @@ func TestStoredCRC(t *testing.T) {
 	if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "__zflow__.npy") || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Errorf("flipped manifest byte: %v", err)
 	}
+
+	// A deflated manifest is decoded as it is read; its checksum is still
+	// checked (at the stream's end) and named, not read as bad JSON.
+	// (Padded past what open reads of each entry's header, so that the
+	// manifest's own reader is what meets the end.)
+	m := smallManifest()
+	m.Producer = map[string]any{"pad": strings.Repeat("x", 1<<18)}
+	me := manifestEntry(t, m)
+	me.deflate = true
+	p = writeZip(t, t.TempDir(), append(entries()[:2], me))
+	if tr, err := Open(p); err != nil {
+		t.Errorf("the intact deflated manifest: %v", err)
+	} else {
+		tr.Close()
+	}
+	raw, _ := os.ReadFile(p)
+	last := strings.LastIndex(string(raw), "PK\x01\x02") // the manifest's central-directory record
+	raw[last+16] ^= 0x01                                  // its CRC-32
+	os.WriteFile(p, raw, 0o644)
+	if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "__zflow__.npy") || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("deflated manifest with a wrong CRC: %v", err)
+	}
 }
 
 // TestDecodeBudget: issue 12, item 8. Deflated entries that declare more

@@ -1,9 +1,11 @@
 package trace
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -104,4 +106,51 @@ func BenchmarkTensor(b *testing.B) {
 		})
 		tr.Close()
 	}
+}
+
+// BenchmarkManyCalls: opening a trace of 10^5 calls on one tensor (issue
+// 12, item 10). It reports the heap still held
+// once the trace is open and the manifest bytes it was decoded from, per
+// call: the manifest is decoded as it streams, so the first is the calls'
+// own size, not their JSON's plus a copy.
+func BenchmarkManyCalls(b *testing.B) {
+	const n = 100_000
+	path := filepath.Join(b.TempDir(), "calls.npz")
+	w, err := Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Add("s0/m/out", Float32, []int{4}, make([]byte, 16)); err != nil {
+		b.Fatal(err)
+	}
+	m := &Manifest{Params: map[string]string{}}
+	for i := range n {
+		c := Call{ID: i, Step: new(0), Module: fmt.Sprintf("m.%d", i), Type: "Module", Tensors: Ports{{"out", "s0/m/out"}}}
+		if i > 0 {
+			c.Parent = new(0)
+		}
+		m.Calls = append(m.Calls, c)
+	}
+	if err := w.Close(m); err != nil {
+		b.Fatal(err)
+	}
+	doc, _ := json.Marshal(m)
+	m = nil
+	var live uint64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		tr, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		live = after.HeapAlloc - before.HeapAlloc
+		runtime.KeepAlive(tr)
+		tr.Close()
+	}
+	b.ReportMetric(float64(live)/n, "live-B/call")
+	b.ReportMetric(float64(len(doc))/n, "json-B/call")
 }

@@ -174,7 +174,7 @@ func FuzzManifest(f *testing.F) {
 	f.Add([]byte(`{"format":"zflow-trace","version":1,"calls":[{"id":0,"parent":0}]}`))
 	f.Add([]byte(`{"format":"zflow-trace","version":1,"version":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := parseManifest(b)
+		m, err := parseManifest(bytes.NewReader(b))
 		if err != nil {
 			return
 		}

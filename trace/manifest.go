@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -66,33 +65,84 @@ func (ps Ports) Key(name string) (string, bool) {
 }
 
 // UnmarshalJSON decodes a JSON object of port → key, keeping its order.
+// b is one valid JSON value (the decoder checked it), so a scan of its
+// tokens suffices; no decoder is made per call.
 func (ps *Ports) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok == nil { // null
+	sc := jsonScan{b: b}
+	sc.space()
+	if bytes.HasPrefix(sc.b[sc.i:], []byte("null")) {
 		*ps = nil
 		return nil
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	if !sc.take('{') {
 		return fmt.Errorf("tensors: expected an object")
 	}
 	var out Ports
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return err
+	for !sc.take('}') {
+		if len(out) > 0 && !sc.take(',') {
+			return fmt.Errorf("tensors: expected a comma")
 		}
-		var key string
-		if err := dec.Decode(&key); err != nil {
-			return fmt.Errorf("tensors[%v]: %w", kt, err)
+		name, ok := sc.str()
+		if !ok || !sc.take(':') {
+			return fmt.Errorf("tensors: expected a port name")
 		}
-		out = append(out, Port{Name: kt.(string), Key: key})
+		key, ok := sc.str()
+		if !ok {
+			return fmt.Errorf("tensors[%q]: the key is not a string", name)
+		}
+		out = append(out, Port{Name: name, Key: key})
 	}
-	*ps = out
+	*ps = slices.Clip(out)
 	return nil
+}
+
+// jsonScan reads the tokens of a valid JSON value.
+type jsonScan struct {
+	b []byte
+	i int
+}
+
+func (s *jsonScan) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+// take consumes c (after white space) if it comes next.
+func (s *jsonScan) take(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string token, unquoting it where it holds an escape.
+func (s *jsonScan) str() (string, bool) {
+	s.space()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return "", false
+	}
+	start, escaped := s.i, false
+	for s.i++; s.i < len(s.b) && s.b[s.i] != '"'; s.i++ {
+		if s.b[s.i] == '\\' {
+			escaped = true
+			s.i++
+		}
+	}
+	if s.i >= len(s.b) {
+		return "", false
+	}
+	s.i++
+	if !escaped {
+		return string(s.b[start+1 : s.i-1]), true
+	}
+	var v string
+	if err := json.Unmarshal(s.b[start:s.i], &v); err != nil {
+		return "", false
+	}
+	return v, true
 }
 
 // MarshalJSON encodes the ports as a JSON object in their order.
@@ -113,30 +163,6 @@ func (ps Ports) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// parseManifest decodes and checks the manifest's own fields; checks that
-// involve the tensors are in validate.
-func parseManifest(b []byte) (*Manifest, error) {
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("manifest has data after its JSON value (at byte %d)", dec.InputOffset())
-	}
-	if err := noDuplicateKeys(b); err != nil {
-		return nil, fmt.Errorf("manifest: %v", err)
-	}
-	if m.Format != FormatName {
-		return nil, fmt.Errorf("manifest format is %q, want %q", m.Format, FormatName)
-	}
-	if m.Version != Version {
-		return nil, fmt.Errorf("manifest version %d is not supported (this zflow reads version %d)", m.Version, Version)
-	}
-	m.onePass()
-	return &m, nil
-}
-
 // onePass reads a trace recorded without a sampler loop (no call has a
 // step: a language model's one forward) as one pass, step 0, so that every
 // reader sees the model's call in the step it looks at first.
@@ -149,79 +175,6 @@ func (m *Manifest) onePass() {
 	for i := range m.Calls {
 		m.Calls[i].Step = new(int)
 	}
-}
-
-// noDuplicateKeys refuses a JSON document in which an object names a key
-// twice (encoding/json would keep the last silently). b must be valid
-// JSON (it is scanned after a successful Decode): a single pass over the
-// bytes, each object's keys in a short list (a map past 16 keys).
-func noDuplicateKeys(b []byte) error {
-	type object struct {
-		keys []string
-		set  map[string]bool
-	}
-	var stack []*object
-	var inObject []bool // per open container: an object, not an array
-	expectKey := false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; c {
-		case '{':
-			stack = append(stack, &object{})
-			inObject = append(inObject, true)
-			expectKey = true
-		case '[':
-			inObject = append(inObject, false)
-			expectKey = false
-		case '}', ']':
-			if c == '}' {
-				stack = stack[:len(stack)-1]
-			}
-			inObject = inObject[:len(inObject)-1]
-			expectKey = false
-		case ',':
-			expectKey = len(inObject) > 0 && inObject[len(inObject)-1]
-		case '"':
-			start := i
-			escaped := false
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					escaped = true
-					i++
-				}
-			}
-			if !expectKey {
-				continue
-			}
-			expectKey = false
-			key := string(b[start+1 : i])
-			if escaped {
-				var k string
-				if err := json.Unmarshal(b[start:i+1], &k); err != nil {
-					return err
-				}
-				key = k
-			}
-			o := stack[len(stack)-1]
-			dup := false
-			if o.set != nil {
-				dup = o.set[key]
-				o.set[key] = true
-			} else {
-				dup = slices.Contains(o.keys, key)
-				o.keys = append(o.keys, key)
-				if len(o.keys) > 16 {
-					o.set = map[string]bool{}
-					for _, k := range o.keys {
-						o.set[k] = true
-					}
-				}
-			}
-			if dup {
-				return fmt.Errorf("key %q appears twice in one object (at byte %d)", key, start)
-			}
-		}
-	}
-	return nil
 }
 
 // validate checks the manifest against the tensors the file holds: every
@@ -246,12 +199,9 @@ func (m *Manifest) validate(has func(key string) bool) error {
 			return fmt.Errorf("dtypes[%q]: %v", k, err)
 		}
 	}
-	index := make(map[int]int, len(m.Calls))
-	for i, c := range m.Calls {
-		if _, dup := index[c.ID]; dup {
-			return fmt.Errorf("call id %d appears twice", c.ID)
-		}
-		index[c.ID] = i
+	index := newIDIndex(m.Calls)
+	if index.dupe {
+		return fmt.Errorf("call id %d appears twice", index.dup)
 	}
 	for i, c := range m.Calls {
 		if c.Step != nil && *c.Step < 0 {
@@ -262,7 +212,7 @@ func (m *Manifest) validate(has func(key string) bool) error {
 			// before call i ends a chain that strictly descends to a root:
 			// no walk is needed (linear in the calls). Only a violation
 			// walks, once, to name a cycle or a missing id.
-			j, ok := index[*c.Parent]
+			j, ok := index.find(*c.Parent)
 			if !ok {
 				return fmt.Errorf("call %d: parent %d does not exist", c.ID, *c.Parent)
 			}
@@ -287,11 +237,11 @@ func (m *Manifest) validate(has func(key string) bool) error {
 // checkParent follows call i's parent chain, naming a cycle or a missing id
 // before the weaker "parent after child" error. validate calls it only on
 // the error path, at most once.
-func checkParent(calls []Call, index map[int]int, i int) error {
+func checkParent(calls []Call, index idIndex, i int) error {
 	c := calls[i]
 	seen := map[int]bool{c.ID: true}
 	for cur := c; cur.Parent != nil; {
-		j, ok := index[*cur.Parent]
+		j, ok := index.find(*cur.Parent)
 		if !ok {
 			return fmt.Errorf("call %d: parent %d does not exist", cur.ID, *cur.Parent)
 		}
@@ -301,7 +251,7 @@ func checkParent(calls []Call, index map[int]int, i int) error {
 		seen[*cur.Parent] = true
 		cur = calls[j]
 	}
-	if index[*c.Parent] >= i {
+	if j, _ := index.find(*c.Parent); j >= i {
 		return fmt.Errorf("call %d: parent %d is listed after it (calls must be in entry order)", c.ID, *c.Parent)
 	}
 	return nil

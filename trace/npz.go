@@ -7,6 +7,7 @@ import (
 	"compress/flate"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -24,7 +25,7 @@ func (t *Trace) openNpz() error {
 	if err := t.checkZipLayout(zr.File); err != nil {
 		return err
 	}
-	var manifest []byte
+	var manifest *entry
 	for _, f := range zr.File {
 		if !strings.HasSuffix(f.Name, ".npy") {
 			return errf(t.Path, f.Name, ErrFormat, "entry is not an .npy array")
@@ -38,9 +39,10 @@ func (t *Trace) openNpz() error {
 			if manifest != nil {
 				return errf(t.Path, f.Name, ErrManifest, "a second manifest entry (which one is meant?)")
 			}
-			if manifest, err = t.readManifestEntry(e); err != nil {
+			if err := checkManifestEntry(t.Path, e); err != nil {
 				return err
 			}
+			manifest = e
 			continue
 		}
 		if err := t.add(e); err != nil {
@@ -54,8 +56,16 @@ func (t *Trace) openNpz() error {
 	if manifest == nil {
 		return errf(t.Path, ManifestKey+".npy", ErrManifest, "archive has no manifest entry (%s)", noManifestHint)
 	}
-	m, err := parseManifest(manifest)
+	r, err := t.manifestReader(manifest)
 	if err != nil {
+		return err
+	}
+	m, err := parseManifest(r)
+	var re *readError
+	switch {
+	case errors.As(err, &re):
+		return errf(t.Path, ManifestKey+".npy", ErrFormat, "%v", re.err)
+	case err != nil:
 		return errf(t.Path, ManifestKey+".npy", ErrManifest, "%v", err)
 	}
 	t.Manifest = m
@@ -187,30 +197,35 @@ const maxDeflateRatio = 1100
 // maxManifest bounds the manifest; a million calls fit in far less.
 const maxManifest = 1 << 30
 
-func (t *Trace) readManifestEntry(e *entry) ([]byte, error) {
+// checkManifestEntry refuses a manifest entry that is not a byte array
+// of a size a manifest may have.
+func checkManifestEntry(file string, e *entry) error {
 	if e.DType != Uint8 || len(e.Shape) != 1 {
-		return nil, errf(t.Path, ManifestKey+".npy", ErrManifest, "manifest must be a 1-D uint8 array, got %s %v", e.DType, e.Shape)
+		return errf(file, ManifestKey+".npy", ErrManifest, "manifest must be a 1-D uint8 array, got %s %v", e.DType, e.Shape)
 	}
 	if e.Bytes > maxManifest {
-		return nil, errf(t.Path, ManifestKey+".npy", ErrManifest, "manifest of %d bytes is too large", e.Bytes)
+		return errf(file, ManifestKey+".npy", ErrManifest, "manifest of %d bytes is too large", e.Bytes)
 	}
 	if e.Bytes != e.Len() {
-		return nil, errf(t.Path, ManifestKey+".npy", ErrFormat, "shape %v does not match the %d bytes stored", e.Shape, e.Bytes)
+		return errf(file, ManifestKey+".npy", ErrFormat, "shape %v does not match the %d bytes stored", e.Shape, e.Bytes)
 	}
-	if e.source != nil {
-		return e.source.decode(e)
+	return nil
+}
+
+// manifestReader reads the manifest entry's bytes as a stream, so that a
+// manifest is decoded as it is read, never held whole: a deflated entry
+// through the inflater, a stored one from the mapping once its checksum
+// holds.
+func (t *Trace) manifestReader(e *entry) (io.Reader, error) {
+	if d, ok := e.source.(deflated); ok {
+		return d.open(e)
 	}
-	if s := e.stored; s != nil {
-		b, err := t.readAt(s.from, s.n)
-		if err != nil {
-			return nil, err
+	if e.stored != nil {
+		if err := e.stored.check(t.data); err != nil {
+			return nil, errf(t.Path, ManifestKey+".npy", ErrFormat, "%v", err)
 		}
-		if sum := crc32.ChecksumIEEE(b); sum != s.want {
-			return nil, errf(t.Path, ManifestKey+".npy", ErrFormat, "checksum mismatch: the stored bytes have CRC-32 %08x, the archive says %08x (corrupt data)", sum, s.want)
-		}
-		return b[s.n-e.Bytes:], nil
 	}
-	return t.readAt(e.offset, e.Bytes)
+	return bytes.NewReader(t.data[e.offset : e.offset+e.Bytes]), nil
 }
 
 // deflated decodes a compressed npz entry from the mapping in full,
@@ -221,22 +236,81 @@ type deflated struct {
 }
 
 func (d deflated) decode(e *entry) ([]byte, error) {
-	fr := flate.NewReader(bytes.NewReader(d.data))
-	defer fr.Close()
-	h := crc32.NewIEEE()
-	r := io.TeeReader(fr, h)
-	if _, err := io.CopyN(io.Discard, r, e.offset); err != nil {
-		return nil, fmt.Errorf("cannot inflate: %v", err)
+	r, err := d.open(e)
+	if err != nil {
+		return nil, err
 	}
 	buf := make([]byte, e.Bytes)
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, fmt.Errorf("cannot inflate: %v", err)
+		return nil, readErr(err)
 	}
-	if n, err := r.Read(make([]byte, 1)); n != 0 || (err != nil && err != io.EOF) {
-		return nil, fmt.Errorf("entry is longer than its header says")
-	}
-	if h.Sum32() != d.crc {
-		return nil, fmt.Errorf("checksum mismatch (corrupt data)")
+	if _, err := r.Read(nil); err != io.EOF {
+		return nil, readErr(err)
 	}
 	return buf, nil
+}
+
+// open starts a decoder at the entry's data (past its npy header). The
+// reader it gives checks, when a read reaches the end of the data, that
+// the stream ends there and has the archive's CRC-32 (as zip.File.Open
+// checks them at EOF); its errors are *readError.
+func (d deflated) open(e *entry) (io.Reader, error) {
+	sum := crc32.NewIEEE()
+	r := io.TeeReader(flate.NewReader(bytes.NewReader(d.data)), sum)
+	if _, err := io.CopyN(io.Discard, r, e.offset); err != nil {
+		return nil, fmt.Errorf("cannot inflate: %v", err)
+	}
+	return &checkedReader{r: r, sum: sum, want: d.crc, left: e.Bytes}, nil
+}
+
+// checkedReader reads left bytes of an entry's stream and, on the read
+// after the last of them, checks the stream's end and its checksum.
+type checkedReader struct {
+	r    io.Reader // the decoded entry, teed into sum
+	sum  hash.Hash32
+	want uint32
+	left int64
+	err  error // sticky: io.EOF once checked, else what failed
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.left == 0 {
+		c.err = io.EOF
+		if n, err := c.r.Read(make([]byte, 1)); n != 0 || (err != nil && err != io.EOF) {
+			c.err = &readError{errors.New("entry is longer than its header says")}
+		} else if c.sum.Sum32() != c.want {
+			c.err = &readError{errors.New("checksum mismatch (corrupt data)")}
+		}
+		return 0, c.err
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	switch {
+	case err == io.EOF && c.left > 0:
+		c.err = &readError{fmt.Errorf("cannot inflate: %v", io.ErrUnexpectedEOF)}
+	case err != nil && err != io.EOF:
+		c.err = &readError{fmt.Errorf("cannot inflate: %v", err)}
+	}
+	return n, c.err
+}
+
+// readError is a failure to read an entry's bytes (corrupt or truncated
+// data), told apart from what the bytes say.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// readErr unwraps a *readError for the messages that name the entry.
+func readErr(err error) error {
+	if re, ok := errors.AsType[*readError](err); ok {
+		return re.err
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // maxSafetensorsHeader bounds the JSON header, as the reference
@@ -117,7 +118,7 @@ func (t *Trace) openSafetensors() error {
 	if !ok {
 		return errf(t.Path, "__metadata__", ErrManifest, "no %q manifest in the metadata (%s)", SafetensorsMetadataKey, noManifestHint)
 	}
-	m, err := parseManifest([]byte(doc))
+	m, err := parseManifest(strings.NewReader(doc))
 	if err != nil {
 		return errf(t.Path, "__metadata__", ErrManifest, "%v", err)
 	}

@@ -1,12 +1,8 @@
 package trace
 
 import (
-	"bytes"
-	"compress/flate"
 	"errors"
 	"fmt"
-	"hash"
-	"hash/crc32"
 	"io"
 	"sync"
 )
@@ -43,8 +39,7 @@ type inflater struct {
 	e   *entry
 
 	mu  sync.Mutex // guards what follows: readers share one decoder
-	r   io.Reader  // the decoded stream, pos bytes into the data
-	sum hash.Hash32
+	r   io.Reader // the decoded stream's data, pos bytes in
 	pos int64
 	buf []byte // the chunk decoded into
 }
@@ -52,13 +47,12 @@ type inflater struct {
 // restart positions a new decoder at the start of the entry's data (past
 // its npy header).
 func (s *inflater) restart() error {
-	s.sum = crc32.NewIEEE()
-	s.r = io.TeeReader(flate.NewReader(bytes.NewReader(s.src.data)), s.sum)
-	s.pos = 0
-	if _, err := io.CopyN(io.Discard, s.r, s.e.offset); err != nil {
+	r, err := s.src.open(s.e)
+	if err != nil {
 		s.r = nil
-		return fmt.Errorf("cannot inflate: %v", err)
+		return err
 	}
+	s.r, s.pos = r, 0
 	return nil
 }
 
@@ -78,7 +72,7 @@ func (s *inflater) each(off, n int64, fn func(b []byte, at int64) error) error {
 	}
 	if _, err := io.CopyN(io.Discard, s.r, off-s.pos); err != nil {
 		s.r = nil
-		return fmt.Errorf("cannot inflate: %v", err)
+		return readErr(err)
 	}
 	s.pos = off
 	if s.buf == nil {
@@ -88,7 +82,7 @@ func (s *inflater) each(off, n int64, fn func(b []byte, at int64) error) error {
 		b := s.buf[:min(int64(len(s.buf)), end-s.pos)]
 		if _, err := io.ReadFull(s.r, b); err != nil {
 			s.r = nil
-			return fmt.Errorf("cannot inflate: %v", err)
+			return readErr(err)
 		}
 		at := s.pos
 		s.pos += int64(len(b))
@@ -105,15 +99,12 @@ func (s *inflater) each(off, n int64, fn func(b []byte, at int64) error) error {
 }
 
 // finish checks, at the end of the data, that the stream ends there and
-// has the checksum the archive gives.
+// has the checksum the archive gives (the checked reader's last read).
 func (s *inflater) finish() error {
 	r := s.r
 	s.r = nil
-	if n, err := r.Read(make([]byte, 1)); n != 0 || (err != nil && err != io.EOF) {
-		return fmt.Errorf("entry is longer than its header says")
-	}
-	if s.sum.Sum32() != s.src.crc {
-		return fmt.Errorf("checksum mismatch (corrupt data)")
+	if _, err := r.Read(nil); err != io.EOF {
+		return readErr(err)
 	}
 	return nil
 }

@@ -83,6 +83,7 @@ type Trace struct {
 	// that indexing does not fault file pages into RSS
 	entries  map[string]*entry
 	alias    map[string]string // a call tensor's canonical key → the key it is stored under, where they differ
+	aliased  sync.Once         // alias is built on the first key not stored (most readers never ask)
 	order    []string          // keys in file order
 	tree     *Tree
 	port     bool // OpenPort: a missing manifest is allowed
@@ -201,7 +202,6 @@ func (t *Trace) check() error {
 		return &Error{File: t.Path, Entry: ManifestKey, Err: fmt.Errorf("%w: %v", ErrManifest, err)}
 	}
 	t.tree = newTree(m.Calls)
-	t.alias = canonicalAliases(m.Calls, t.entries)
 	return nil
 }
 
@@ -241,6 +241,11 @@ func (t *Trace) entry(key string) (*entry, bool) {
 	if e, ok := t.entries[key]; ok {
 		return e, true
 	}
+	t.aliased.Do(func() {
+		if t.Manifest != nil {
+			t.alias = canonicalAliases(t.Manifest.Calls, t.entries)
+		}
+	})
 	if k, ok := t.alias[key]; ok {
 		e, ok := t.entries[k]
 		return e, ok

@@ -225,6 +225,15 @@ func TestNoDuplicateKeys(t *testing.T) {
 		{`{"a":{"x":1},"b":{"x":1},"a2":[1,{"y":1,"y":0}]}`, "y"},
 	} {
 		err := noDuplicateKeys([]byte(c.doc))
+		// The scanner is fed what the decoder reads, in any pieces: a byte
+		// at a time must give the same verdict as the whole.
+		bytewise := &dupScanner{}
+		for i := range len(c.doc) {
+			bytewise.Write([]byte{c.doc[i]})
+		}
+		if (err == nil) != (bytewise.err == nil) {
+			t.Errorf("%s: whole %v, a byte at a time %v", c.doc, err, bytewise.err)
+		}
 		switch {
 		case c.dup == "" && err != nil:
 			t.Errorf("%s: %v", c.doc, err)
@@ -246,7 +255,7 @@ func TestOnePass(t *testing.T) {
 		{`{"id":0,"step":null,"module":"te"},{"id":1,"step":0,"module":"m"}`, []string{"nil", "0"}},
 		{`{"id":0,"step":2,"module":"m"}`, []string{"2"}},
 	} {
-		m, err := parseManifest([]byte(head + c.calls + `]}`))
+		m, err := parseManifest(strings.NewReader(head + c.calls + `]}`))
 		if err != nil {
 			t.Fatalf("%s: %v", c.calls, err)
 		}

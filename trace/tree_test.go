@@ -70,7 +70,7 @@ func TestTreeNavigation(t *testing.T) {
 	var seen []int
 	stop := errors.New("stop")
 	err := tr.Each(Filter{Module: "net.*"}, func(c *Call) error {
-		if c != &tr.calls[tr.index[c.ID]] {
+		if i, _ := tr.index.find(c.ID); c != &tr.calls[i] {
 			t.Errorf("call %d: a copy, not the tree's", c.ID)
 		}
 		seen = append(seen, c.ID)
