@@ -365,7 +365,7 @@ func TestStoredCRC(t *testing.T) {
 	}
 	raw, _ := os.ReadFile(p)
 	last := strings.LastIndex(string(raw), "PK\x01\x02") // the manifest's central-directory record
-	raw[last+16] ^= 0x01                                  // its CRC-32
+	raw[last+16] ^= 0x01                                 // its CRC-32
 	os.WriteFile(p, raw, 0o644)
 	if _, err := Open(p); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "__zflow__.npy") || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Errorf("deflated manifest with a wrong CRC: %v", err)

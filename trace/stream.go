@@ -39,7 +39,7 @@ type inflater struct {
 	e   *entry
 
 	mu  sync.Mutex // guards what follows: readers share one decoder
-	r   io.Reader // the decoded stream's data, pos bytes in
+	r   io.Reader  // the decoded stream's data, pos bytes in
 	pos int64
 	buf []byte // the chunk decoded into
 }

@@ -10,13 +10,13 @@ import (
 // Tree navigates the call tree: by id, parent and children, by step and by
 // module glob.
 type Tree struct {
-	calls    []Call
-	index    idIndex
-	kids     []int         // child ids grouped by their parent's position, in entry order
-	kidsAt   []int         // by position: where its children start in kids (one more entry at the end)
-	orphans  map[int][]int // children of ids that are not calls (an unvalidated tree)
-	roots    []int
-	depth    []int // by position; -1 where the parent does not come first (walked on demand)
+	calls   []Call
+	index   idIndex
+	kids    []int         // child ids grouped by their parent's position, in entry order
+	kidsAt  []int         // by position: where its children start in kids (one more entry at the end)
+	orphans map[int][]int // children of ids that are not calls (an unvalidated tree)
+	roots   []int
+	depth   []int // by position; -1 where the parent does not come first (walked on demand)
 }
 
 func newTree(calls []Call) *Tree {
