@@ -17,6 +17,10 @@ type ActKind uint8
 //	gelu_erf(x)  = 0.5·x·(1 + erf(x/√2))
 //	sigmoid(x)   = 1 / (1 + e^−x)
 //	relu(x)      = max(x, 0)
+//
+// and the elementary functions torch applies to tensors (sin, cos, atan,
+// log, exp), which embeddings spell out (Fourier features, a log or atan
+// timestep); each correctly rounded in f32.
 const (
 	ActIdentity ActKind = iota
 	ActSiLU
@@ -25,10 +29,15 @@ const (
 	ActTanh
 	ActSigmoid
 	ActReLU
+	ActSin
+	ActCos
+	ActAtan
+	ActLog
+	ActExp
 	actEnd
 )
 
-var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu"}
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp"}
 
 func (a ActKind) String() string {
 	if a < actEnd {

@@ -119,6 +119,16 @@ func Activate(f ActKind, x float32, m Math) float32 {
 			return x
 		}
 		return 0
+	case ActSin:
+		return float32(math.Sin(float64(x)))
+	case ActCos:
+		return float32(math.Cos(float64(x)))
+	case ActAtan:
+		return float32(math.Atan(float64(x)))
+	case ActLog:
+		return float32(math.Log(float64(x)))
+	case ActExp:
+		return Exp32(x, m)
 	}
 	return float32(math.NaN())
 }

@@ -88,6 +88,8 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define zf_erf_cr(x) ((float)erf((double)(x)))
 #define zf_sin_cr(x) ((float)sin((double)(x)))
 #define zf_cos_cr(x) ((float)cos((double)(x)))
+#define zf_atan_cr(x) ((float)atan((double)(x)))
+#define zf_log_cr(x) ((float)log((double)(x)))
 `,
 	MSL: `/* target: Metal Shading Language (compile with fast math off) */
 #include <metal_stdlib>
@@ -112,6 +114,8 @@ typedef uint4 zf_v4;
 #define zf_erf_cr(x) zf_msl_erf(x)
 #define zf_sin_cr(x) precise::sin(x)
 #define zf_cos_cr(x) precise::cos(x)
+#define zf_atan_cr(x) precise::atan(x)
+#define zf_log_cr(x) precise::log(x)
 /* Metal has no erf: erfc by its continued-fraction fit (relative error
  * below 1.2e-7), so erf is within a few f32 ulps, not correctly rounded. */
 static inline float zf_msl_erf(float x) {
@@ -153,5 +157,7 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define zf_erf_cr(x) ((float)std::erf((double)(x)))
 #define zf_sin_cr(x) ((float)std::sin((double)(x)))
 #define zf_cos_cr(x) ((float)std::cos((double)(x)))
+#define zf_atan_cr(x) ((float)std::atan((double)(x)))
+#define zf_log_cr(x) ((float)std::log((double)(x)))
 `,
 }

@@ -106,9 +106,15 @@ func (s *synth) combined(t *val, vals []*val) *val {
 	return nil
 }
 
-// pooled explains t [B, C] as the mean of a value [B, S, C] over its rows,
-// weighted by a mask of the scope ([B, S]) or not.
+// pooled explains t [B, C] (or [B, 1, C], the mean kept as a row) as the
+// mean of a value [B, S, C] over its rows, weighted by a mask of the scope
+// ([B, S]) or not.
 func (s *synth) pooled(t *val, vals []*val) *val {
+	if len(t.shape) == 3 && t.shape[1] == 1 {
+		flat := *t
+		flat.shape = []int{t.shape[0], t.shape[2]}
+		return s.reshape(s.pooled(&flat, vals), t.shape)
+	}
 	if len(t.shape) != 2 {
 		return nil
 	}

@@ -365,29 +365,39 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 	if len(t.shape) != 4 {
 		return nil
 	}
-	b, h, n, d := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
 	tables := s.ropeTables(sc)
 	if len(tables) == 0 {
 		return nil
 	}
 	tables = append(tables, s.relaid(tables)...)
 	pool, _ := s.allOperands(sc, t)
-	for _, x := range pool {
-		if x.shape[0] != b || x.shape[1] != n || x.shape[2] != h*d {
-			continue
+	// the heads before the rows ([B, H, N, D], moved for attention) or
+	// after them ([B, N, H, D], the projection only split)
+	for _, headsFirst := range []bool{true, false} {
+		b, h, n, d := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
+		if !headsFirst {
+			h, n = n, h
 		}
-		var cands []*expr
-		for _, tb := range tables {
-			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
-				y := s.reshape(s.rotate(x, tb, layout, h, d), []int{b, n, h, d})
-				if y == nil {
-					continue
-				}
-				cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{y}, out: t.format, label: layout.String()})
+		for _, x := range pool {
+			if x.shape[0] != b || x.shape[1] != n || x.shape[2] != h*d {
+				continue
 			}
-		}
-		if w, _ := s.best(t, cands); w != nil {
-			return w
+			var cands []*expr
+			for _, tb := range tables {
+				for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+					y := s.reshape(s.rotate(x, tb, layout, h, d), []int{b, n, h, d})
+					switch {
+					case y == nil:
+					case headsFirst:
+						cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{y}, out: t.format, label: layout.String()})
+					default:
+						cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: layout.String()})
+					}
+				}
+			}
+			if w, _ := s.best(t, cands); w != nil {
+				return w
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,9 @@ import (
 	"math"
 	"slices"
 
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
@@ -157,9 +160,11 @@ func (s *synth) outputShape() []int {
 
 // timestep explains the model's timestep argument from σ at every step:
 // σ or 1 − σ, stored in the activations' format or not, times 1 or 1000,
-// stored in the argument's dtype (rounded to an integer for an integer
-// dtype); each candidate is the program's own expression, evaluated at
-// every step against the argument.
+// or, where three steps or more show it, a·g(σ) + b for g the identity,
+// atan or log with a and b fitted (a noise-level preconditioning such as
+// atan(σ)·2/π or ln(σ)/4); stored in the argument's dtype (rounded to an
+// integer for an integer dtype). Each candidate is the program's own
+// expression, evaluated at every step against the argument.
 func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 	if s.sigma == nil {
 		s.sigma = &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
@@ -170,8 +175,7 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()
 	one := s.constant(1)
-	var best *val
-	bestErr := math.Inf(1)
+	var cands []*val
 	pres := []precision.Format{precision.F32}
 	if s.em.act != precision.F32 {
 		pres = append(pres, s.em.act)
@@ -189,36 +193,95 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 				if c != 1 && v != nil {
 					v = s.derive(&expr{op: program.OpMul, args: []*val{v, s.constant(c)}, out: f32, label: "timestep scale"})
 				}
-				switch {
-				case v == nil:
-				case integer:
-					v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
-				case target.format != v.format:
-					v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
-				}
-				if v = s.reshape(v, target.shape); v == nil {
-					continue
-				}
-				worst := 0.0
-				for _, st := range s.tr.Steps() {
-					want, err := s.portAt(p, st)
-					got, ok := s.at(v, st)
-					if err != nil || !ok || len(want) != len(got) {
-						worst = math.Inf(1)
-						break
-					}
-					worst = math.Max(worst, relRMS(got, want))
-				}
-				if worst < bestErr {
-					best, bestErr = v, worst
-				}
+				cands = append(cands, v)
 			}
+		}
+	}
+	cands = append(cands, s.affineTimesteps(p, sig)...)
+	var best *val
+	bestErr := math.Inf(1)
+	for _, v := range cands {
+		switch {
+		case v == nil:
+		case integer:
+			v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32})
+		case target.format != v.format:
+			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
+		}
+		if v = s.reshape(v, target.shape); v == nil {
+			continue
+		}
+		worst := 0.0
+		for _, st := range s.tr.Steps() {
+			want, err := s.portAt(p, st)
+			got, ok := s.at(v, st)
+			if err != nil || !ok || len(want) != len(got) {
+				worst = math.Inf(1)
+				break
+			}
+			worst = math.Max(worst, relRMS(got, want))
+		}
+		if worst < bestErr {
+			best, bestErr = v, worst
 		}
 	}
 	if best == nil || bestErr > 1e-6 {
 		return nil
 	}
 	return adopt(target, best)
+}
+
+// affineTimesteps fits a·g(σ) + b to the argument's value at each step,
+// for each g, where the argument holds one value per step and three steps
+// or more leave the line something to prove; each fit is an expression.
+func (s *synth) affineTimesteps(p trace.Port, sig *val) []*val {
+	steps := s.tr.Steps()
+	if len(steps) < 3 {
+		return nil
+	}
+	ys := make([]float64, len(steps))
+	for i, st := range steps {
+		want, err := s.portAt(p, st)
+		if err != nil || len(want) == 0 || slices.ContainsFunc(want, func(v float32) bool { return v != want[0] }) {
+			return nil
+		}
+		ys[i] = float64(want[0])
+	}
+	var out []*val
+	for _, g := range []exec.ActKind{exec.ActIdentity, exec.ActAtan, exec.ActLog} {
+		gv := sig
+		if g != exec.ActIdentity {
+			gv = s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: g}, args: []*val{sig}, out: f32, label: g.String() + "(σ)"})
+		}
+		if gv == nil {
+			continue
+		}
+		xs := make([]float64, len(steps))
+		for i, st := range steps {
+			v, ok := s.at(gv, st)
+			if !ok || len(v) != 1 {
+				xs = nil
+				break
+			}
+			xs[i] = float64(v[0])
+		}
+		if xs == nil {
+			continue
+		}
+		b, a := stat.LinearRegression(xs, ys, nil, false)
+		if math.IsNaN(a) || math.IsNaN(b) || a == 0 {
+			continue
+		}
+		v := gv
+		if a != 1 {
+			v = s.derive(&expr{op: program.OpMul, args: []*val{v, s.constant(a)}, out: f32, label: "timestep scale"})
+		}
+		if v != nil && math.Abs(b) > 1e-7*math.Abs(a) {
+			v = s.derive(&expr{op: program.OpAdd, args: []*val{v, s.constant(b)}, out: f32, label: "timestep shift"})
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // portAt reads a call's port at step i (same module and ordinal).

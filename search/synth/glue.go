@@ -32,6 +32,39 @@ func (s *synth) glue(target *val, sc *scope) *val {
 	return s.glueIn(target, sc)
 }
 
+// transposed explains a target that is an expression of recent values
+// with its axes then moved ((conv(x) + x).transpose(1, 2)): the target
+// read back in the order of a recent value of that shape, explained
+// there, then permuted. Tried once per target, as reshaped is.
+func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) < 2 || len(t.shape) > 4 {
+		return nil
+	}
+	tried := map[string]bool{fmt.Sprint(t.shape): true}
+	for _, perm := range permutations(len(t.shape)) {
+		inv := make([]int, len(perm))
+		for i, a := range perm {
+			inv[a] = i
+		}
+		shape := make([]int, len(perm)) // the proxy's: permute(proxy, perm) has t's shape
+		for i, a := range perm {
+			shape[a] = t.shape[i]
+		}
+		key := fmt.Sprint(shape)
+		if tried[key] || !slices.ContainsFunc(vals, func(v *val) bool { return !v.opaque && slices.Equal(v.shape, shape) }) {
+			continue
+		}
+		tried[key] = true
+		proxy := *t
+		proxy.shape, proxy.reshapedFrom = shape, true
+		proxy.data = permuteData(t, inv)
+		if w := s.glueIn(&proxy, sc); w != nil {
+			return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{w}, out: w.format, label: "axes moved"})
+		}
+	}
+	return nil
+}
+
 // representable reports whether every value of v is exact in format f.
 func representable(v *val, f precision.Format) bool {
 	for _, x := range v.data {
@@ -77,6 +110,9 @@ func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
 		return nil
 	}
 	if w := s.imageAsRows(t, sc); w != nil {
+		return w
+	}
+	if w := s.transposed(t, sc, vals); w != nil {
 		return w
 	}
 	tried := map[string]bool{fmt.Sprint(t.shape): true}
@@ -333,6 +369,32 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 	return nil
 }
 
+// combinedPiece explains t's rows [off, off+n) along ax as a + g·b or a·b
+// of values (combined) or a mean of one (pooled), for n each value's
+// length along ax would give.
+func (s *synth) combinedPiece(t *val, ax, off, rest int, vals []*val) *val {
+	lengths := []int{1} // one token (a global or pooled one), whatever the values' lengths
+	for _, v := range vals {
+		if !v.opaque && v.numel()%rest == 0 && !slices.Contains(lengths, v.numel()/rest) {
+			lengths = append(lengths, v.numel()/rest)
+		}
+	}
+	for _, n := range lengths {
+		if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
+			continue
+		}
+		shape := slices.Clone(t.shape)
+		shape[ax] = n
+		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format}
+		for _, try := range []func(*val, []*val) *val{s.combined, s.pooled} {
+			if w := try(sub, vals); w != nil && relRMS(w.data, sub.data) <= tolerance(t.format) {
+				return s.reshape(w, shape)
+			}
+		}
+	}
+	return nil
+}
+
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
@@ -347,7 +409,7 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 			continue
 		}
 		var pieces []*val
-		off := 0
+		off, made := 0, 0 // made: pieces combinedPiece explained
 		for off < t.shape[ax] && len(pieces) < 4 {
 			var found *val
 			rest := t.numel() / t.shape[ax]
@@ -391,13 +453,22 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
+			if found == nil && depth == 0 && made == 0 && ax < len(t.shape)-1 {
+				// a piece that is a sum or product of values (a global
+				// token made of two embeddings, prepended to the rows), or
+				// their mean (a pooled token): one such piece, along the
+				// rows, beside values (not an expression cut in pieces)
+				if found = s.combinedPiece(t, ax, off, rest, vals); found != nil {
+					made++
+				}
+			}
 			if found == nil {
 				break
 			}
 			pieces = append(pieces, found)
 			off += found.shape[ax]
 		}
-		if off != t.shape[ax] || len(pieces) < 2 {
+		if off != t.shape[ax] || len(pieces) < 2 || made == len(pieces) {
 			continue
 		}
 		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: pieces, out: t.format, label: "concat"}}); w != nil {

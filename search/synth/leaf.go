@@ -103,6 +103,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		case len(params) == 0:
 			fit = s.fitSinusoid(xs[0], t)
 			if fit == nil {
+				fit = s.fitComplexRope(xs, t)
+			}
+			if fit == nil {
 				fit = s.glue(t, sc)
 			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
@@ -124,6 +127,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit = s.fitConv(xs[0], params, t); fit == nil {
 				fit = s.fitConv2D(xs[0], params, t)
 			}
+		case len(params) == 1 && len(params[0].shape) == 1 && len(t.shape) == 2 && t.shape[1] == 2*params[0].numel():
+			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
 		}

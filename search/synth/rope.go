@@ -508,6 +508,38 @@ func (s *synth) fitReadRope(targets []*val) []*val {
 // complexOf lays interleaved cos and sin tables [rows, 2P] out as a
 // complex table (re, im) of shape: the first of each pair's two equal
 // channels, side by side on a last axis of 2.
+// fitComplexRope explains one complex table [.., F, 2] (torch.polar of
+// position ids times F frequencies) as rope_table of the ids argument: the
+// table read as the interleaved cos and sin tables it halves, fitted as
+// those are, and the complex table taken from them.
+func (s *synth) fitComplexRope(xs []*val, t *val) *val {
+	n := len(t.shape)
+	if n < 3 || t.shape[n-1] != 2 || !slices.ContainsFunc(xs, (*val).integral) {
+		return nil
+	}
+	if _, ok := unitRows(t); !ok {
+		return nil
+	}
+	f := t.shape[n-2]
+	rows := t.numel() / (2 * f)
+	cosT := &val{shape: []int{rows, 2 * f}, data: make([]float32, 2*t.numel()/2), format: t.format}
+	sinT := &val{shape: []int{rows, 2 * f}, data: make([]float32, 2*t.numel()/2), format: t.format}
+	for i := range rows * f {
+		re, im := t.data[2*i], t.data[2*i+1]
+		cosT.data[2*i], cosT.data[2*i+1] = re, re
+		sinT.data[2*i], sinT.data[2*i+1] = im, im
+	}
+	cv, sv := s.fitRopeTable(xs, cosT, sinT)
+	if cv == nil || sv == nil {
+		return nil
+	}
+	z := s.complexOf(cv, sv, t.shape)
+	if z == nil || relRMS(z.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	return z
+}
+
 func (s *synth) complexOf(cv, sv *val, shape []int) *val {
 	rows, w := cv.shape[0], cv.shape[len(cv.shape)-1]
 	if w%2 != 0 {

@@ -1,0 +1,76 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+)
+
+// fitFourier explains random Fourier features of a scalar per row: x [N]
+// (or [N, 1]) and a frequency vector w [F] give t [N, 2F], the cosines and
+// sines of c·x·w side by side (Gaussian Fourier projections of a noise
+// level; the frequencies are a parameter, drawn once). What the code may
+// vary is tried: log(x) or x, 2π or no scale, the scale applied to x
+// first or to the product, cosines first or sines.
+func (s *synth) fitFourier(x *val, w *val, t *val) *val {
+	f := w.numel()
+	if len(w.shape) != 1 || len(t.shape) != 2 || t.shape[1] != 2*f || x.numel() != t.shape[0] {
+		return nil
+	}
+	col := s.reshape(x, []int{t.shape[0], 1})
+	row := s.reshape(w, []int{1, f})
+	if col == nil || row == nil {
+		return nil
+	}
+	act := func(v *val, k exec.ActKind) *val {
+		return s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: k}, args: []*val{v}, out: t.format})
+	}
+	mul := func(a, b *val, label string) *val {
+		return s.derive(&expr{op: program.OpMul, args: []*val{a, b}, out: f32, label: label})
+	}
+	var cands []*expr
+	for _, logged := range []bool{false, true} {
+		in := col
+		if logged {
+			in = act(col, exec.ActLog)
+		}
+		for _, c := range []float64{2 * math.Pi, 1} {
+			for _, scaleFirst := range []bool{true, false} {
+				var arg *val
+				switch {
+				case c == 1 && !scaleFirst:
+					continue // the same product as scale first
+				case c == 1:
+					arg = mul(in, row, "x·w")
+				case scaleFirst:
+					arg = mul(mul(in, s.constant(c), "c·x"), row, "(c·x)·w")
+				default:
+					arg = mul(mul(in, row, "x·w"), s.constant(c), "(x·w)·c")
+				}
+				if arg == nil {
+					continue
+				}
+				cos, sin := act(arg, exec.ActCos), act(arg, exec.ActSin)
+				if cos == nil || sin == nil {
+					continue
+				}
+				for _, cosFirst := range []bool{true, false} {
+					parts := []*val{sin, cos}
+					if cosFirst {
+						parts = []*val{cos, sin}
+					}
+					cands = append(cands, &expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: parts, out: t.format,
+						label: fmt.Sprintf("log=%v scale=%.6g scale_first=%v cos_first=%v", logged, c, scaleFirst, cosFirst)})
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "fourier", candidates: ev}
+	return v
+}
