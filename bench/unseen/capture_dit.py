@@ -278,6 +278,186 @@ def mochi_call(model, x, sigma, c, dtype):
     return -out
 
 
+
+def hidream_build():
+    from diffusers.models.transformers.transformer_hidream_image import HiDreamImageTransformer2DModel
+    # HiDream-I1 layout scaled down: double-stream then single-stream blocks, each with a 4-expert top-2 MoE FFN
+    # (plus shared expert) on the image stream (--small: 3 experts, top-2); axes (8, 4, 4) = head_dim 16 so RoPE covers the whole head.
+    return HiDreamImageTransformer2DModel(patch_size=2, in_channels=4, out_channels=4, num_layers=1,
+                                          num_single_layers=1, attention_head_dim=16, num_attention_heads=2,
+                                          caption_channels=[pick(32, 16), pick(24, 16)], text_emb_dim=pick(32, 16),
+                                          num_routed_experts=pick(4, 3), num_activated_experts=2, axes_dims_rope=(8, 4, 4),
+                                          max_resolution=(8, 8), llama_layers=[0, 1])
+
+
+def hidream_inputs(g):
+    n = pick(8, 4)
+    return {"encoder_hidden_states_t5": rnd(g, 1, n, pick(32, 16)),
+            "encoder_hidden_states_llama3": rnd(g, 2, 1, n, pick(24, 16)), "pooled_embeds": rnd(g, 1, pick(32, 16)),
+            "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def hidream_call(model, x, sigma, c, dtype):
+    # HiDreamImagePipeline: timestep = t.expand(B) (FlowMatchEuler sigma*1000, float32), encoder_hidden_states =
+    # [T5 embeds, stacked Llama-3 hidden layers (L, B, S, D)], then noise_pred = -noise_pred. Square latents: the
+    # model patchifies itself (no img_sizes / img_ids).
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    out = model(hidden_states=x, timesteps=t,
+                encoder_hidden_states=[c["encoder_hidden_states_t5"], c["encoder_hidden_states_llama3"]],
+                pooled_embeds=c["pooled_embeds"], return_dict=False)[0]
+    return -out
+
+
+
+def _flux_pack(x):
+    # FluxPipeline/ChromaPipeline._pack_latents: (B, C, H, W) -> (B, H/2 * W/2, C*4)
+    b, c, h, w = x.shape
+    return x.view(b, c, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), c * 4)
+
+
+def _flux_img_ids(h, w):
+    # FluxPipeline/ChromaPipeline._prepare_latent_image_ids over the packed grid: (h*w, 3) = (0, row, col)
+    ids = torch.zeros(h, w, 3)
+    ids[..., 1] = ids[..., 1] + torch.arange(h)[:, None]
+    ids[..., 2] = ids[..., 2] + torch.arange(w)[None, :]
+    return ids.reshape(h * w, 3)
+
+
+def chroma_build():
+    from diffusers.models.transformers.transformer_chroma import ChromaTransformer2DModel
+    return ChromaTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                    attention_head_dim=16, num_attention_heads=2, joint_attention_dim=pick(32, 16),
+                                    axes_dims_rope=(4, 6, 6), approximator_num_channels=16,
+                                    approximator_hidden_dim=pick(64, 32), approximator_layers=pick(5, 2))
+
+
+def chroma_inputs(g):
+    n, pad = pick(8, 4), 2
+    # ChromaPipeline._get_t5_prompt_embeds: the T5 mask extended by one padding token (indices <= valid length),
+    # cast to the text dtype; _prepare_attention_mask appends ones for the image tokens (latents dtype).
+    valid = n - pad
+    tmask = (torch.arange(n) <= valid).float()[None]
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "txt_ids": torch.zeros(n, 3),
+            "img_ids": _flux_img_ids(4, 4), "attention_mask": torch.cat([tmask, torch.ones(1, 16)], dim=1),
+            "noise": _flux_pack(rnd(g, 1, 4, 8, 8))}
+
+
+def chroma_call(model, x, sigma, c, dtype):
+    # ChromaPipeline: timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 (the model multiplies by
+    # 1000 again); output used as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).to(x.dtype)
+    return model(hidden_states=x, timestep=t / 1000, encoder_hidden_states=c["encoder_hidden_states"],
+                 txt_ids=c["txt_ids"], img_ids=c["img_ids"], attention_mask=c["attention_mask"],
+                 joint_attention_kwargs=None, return_dict=False)[0]
+
+
+
+def cogview3plus_build():
+    from diffusers.models.transformers.transformer_cogview3plus import CogView3PlusTransformer2DModel
+    return CogView3PlusTransformer2DModel(patch_size=2, in_channels=4, num_layers=pick(2, 1), attention_head_dim=16,
+                                          num_attention_heads=pick(4, 2), out_channels=4, text_embed_dim=pick(32, 16),
+                                          time_embed_dim=pick(48, 32), condition_dim=8, pooled_projection_dim=6 * 8,
+                                          pos_embed_max_size=8, sample_size=8)
+
+
+def cogview3plus_inputs(g):
+    # CogView3PlusPipeline: original_size / target_size / crops_coords_top_left as (1, 2) tensors in the prompt dtype.
+    return {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(32, 16)),
+            "original_size": torch.tensor([[1024.0, 1024.0]]), "target_size": torch.tensor([[1024.0, 1024.0]]),
+            "crop_coords": torch.tensor([[0.0, 0.0]]), "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def cogview3plus_call(model, x, sigma, c, dtype):
+    # CogView3PlusPipeline: timestep = t.expand(B), CogVideoXDDIMScheduler's int64 timesteps; output .float() then the
+    # scheduler step (v-prediction); here used as the flow velocity as is.
+    t = torch.tensor([int(round(sigma * 1000))], dtype=torch.int64, device=x.device)
+    return model(hidden_states=x, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                 original_size=c["original_size"], target_size=c["target_size"], crop_coords=c["crop_coords"],
+                 return_dict=False)[0]
+
+
+
+def latte_build():
+    from diffusers.models.transformers.latte_transformer_3d import LatteTransformer3DModel
+    # Latte-1 config scaled down: ada_norm_single BasicTransformerBlocks, GELU-tanh, biased attention, learned sigma.
+    h = pick(4, 2)
+    return LatteTransformer3DModel(num_attention_heads=h, attention_head_dim=16, in_channels=4, out_channels=8,
+                                   num_layers=pick(2, 1), cross_attention_dim=16 * h, attention_bias=True,
+                                   sample_size=8, patch_size=2, activation_fn="gelu-approximate",
+                                   norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6,
+                                   caption_channels=pick(32, 16), video_length=2)
+
+
+def latte_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(32, 16)), "noise": rnd(g, 1, 4, 2, 8, 8)}
+
+
+def latte_call(model, x, sigma, c, dtype):
+    # LattePipeline: current_timestep = t expanded to the batch (the DDPM scheduler's int64 timesteps); learned sigma:
+    # noise_pred.chunk(2, dim=1)[0].
+    t = torch.tensor([int(round(sigma * 1000))], dtype=torch.int64, device=x.device)
+    out = model(x, encoder_hidden_states=c["encoder_hidden_states"], timestep=t, enable_temporal_attentions=True,
+                return_dict=False)[0]
+    v, _ = out.chunk(2, dim=1)
+    return v
+
+
+
+def easyanimate_build():
+    from diffusers.models.transformers.transformer_easyanimate import EasyAnimateTransformer3DModel
+    # 2 blocks, the first MMDiT (separate text q/k/v + text FFN), the second a plain block on [text, video].
+    return EasyAnimateTransformer3DModel(num_attention_heads=pick(4, 2), attention_head_dim=16, in_channels=4,
+                                         out_channels=4, patch_size=2, sample_width=8, sample_height=8,
+                                         num_layers=2, mmdit_layers=1, time_embed_dim=pick(48, 32),
+                                         text_embed_dim=pick(32, 16))
+
+
+def easyanimate_inputs(g):
+    return {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(32, 16)), "noise": rnd(g, 1, 4, 2, 8, 8)}
+
+
+def easyanimate_call(model, x, sigma, c, dtype):
+    # EasyAnimatePipeline: t_expand = torch.tensor([t] * B).to(dtype=latent_model_input.dtype), FlowMatchEuler
+    # timesteps (sigma*1000); output used as is (chunked only when it has twice the latent channels).
+    t = torch.tensor([sigma * 1000.0], device=x.device).to(dtype=x.dtype)
+    return model(x, t, encoder_hidden_states=c["encoder_hidden_states"], return_dict=False)[0]
+
+
+
+def omnigen_build():
+    from diffusers.models.transformers.transformer_omnigen import OmniGenTransformer2DModel
+    h, d = pick(4, 2), 16
+    # Phi-3-style LLM backbone; su-scaled RoPE factors (one per rotary frequency) made up but not all ones.
+    short = [1.0 + 0.05 * i for i in range(d // 2)]
+    return OmniGenTransformer2DModel(in_channels=4, patch_size=2, hidden_size=h * d, num_attention_heads=h,
+                                     num_key_value_heads=h, intermediate_size=pick(96, 48), num_layers=pick(2, 1),
+                                     pad_token_id=0, vocab_size=64, rope_scaling={"short_factor": short,
+                                                                                  "long_factor": [2 * f for f in short]},
+                                     pos_embed_max_size=8, time_step_dim=pick(64, 32))
+
+
+def omnigen_inputs(g):
+    # OmniGenPipeline / OmniGenMultiModalProcessor collator for a text-only prompt of n tokens and a 4x4-patch
+    # output image: sequence [text, time token, image]; mask = causal over text + time token, image rows see
+    # everything; position_ids = arange (no padding).
+    n, img = pick(8, 4), 16
+    m = torch.tril(torch.ones(n + 1, n + 1))
+    m = torch.cat([m, torch.zeros(n + 1, img)], dim=-1)
+    m = torch.cat([m, torch.ones(img, n + 1 + img)], dim=0)
+    return {"input_ids": torch.randint(1, 64, (1, n), generator=g), "attention_mask": m[None],
+            "position_ids": torch.arange(n + 1 + img)[None], "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def omnigen_call(model, x, sigma, c, dtype):
+    # OmniGenPipeline: FlowMatchEulerDiscreteScheduler(invert_sigmas=True, num_train_timesteps=1), so t = 1 - sigma
+    # (OmniGen's t=0 is noise), passed as t.expand(B); stepping the inverted sigmas with the raw output equals the
+    # shared convention with v = -output.
+    t = torch.tensor([1.0 - sigma], dtype=torch.float32, device=x.device)
+    out = model(hidden_states=x, timestep=t, input_ids=c["input_ids"], input_img_latents=[], input_image_sizes={},
+                attention_mask=c["attention_mask"], position_ids=c["position_ids"], return_dict=False)[0]
+    return -out
+
+
 CASES = {
     "sd3": dict(build=sd3_build, inputs=sd3_inputs, call=sd3_call, files=["transformer_sd3.py"],
                 timestep="sigma*1000 float32 (StableDiffusion3Pipeline: t.expand(B), FlowMatchEuler timesteps, not cast)",
@@ -377,6 +557,83 @@ CASES = {
                        "angles); last block context_pre_only (MochiLayerNormContinuous scale-only on text, no text "
                        "output); t-embedding + masked attention-pooled caption (MochiAttentionPool); per-frame 2x2 "
                        "patch conv; SwiGLU FFNs (bias-free); AdaLayerNormContinuous final norm; 2 latent frames"),
+    "hidream": dict(build=hidream_build, inputs=hidream_inputs, call=hidream_call,
+                    files=["transformer_hidream_image.py"],
+                    timestep="sigma*1000 float32 (HiDreamImagePipeline: t.expand(B), FlowMatchEuler timesteps)",
+                    velocity="negated model output (HiDreamImagePipeline: noise_pred = -noise_pred)",
+                    note="HiDream-I1 dual- then single-stream DiT with a DeepSeek-style mixture-of-experts SwiGLU "
+                         "FFN on the image tokens (softmax gate over 4 routed experts, top-2 unnormalised weights, "
+                         "eval path moe_infer: argsort/bincount token grouping, per-expert SwiGLU, scatter_reduce "
+                         "sum, plus an always-on shared expert); the text stream has a dense SwiGLU; every block "
+                         "takes its own Llama-3 hidden layer (per-block caption projection) appended to the "
+                         "[T5, last-Llama] text, re-sliced after each block; full-width RMSNorm q/k norms (torch "
+                         "nn.RMSNorm) per stream; Flux-style 2x2 rotation-matrix 3-axis RoPE (ids (0, row, col), text "
+                         "ids 0) built in f64; adaLN 6/12-way shift/scale/gate from t-embedding + pooled text; Linear "
+                         "patchify on (B, HW, p*p*C) tokens; final adaLN LayerNorm + Linear"),
+    "chroma": dict(build=chroma_build, inputs=chroma_inputs, call=chroma_call,
+                   files=["transformer_chroma.py", "transformer_flux.py"],
+                   timestep="sigma float32 in the latents' dtype (ChromaPipeline: t.expand(B).to(latents.dtype) / "
+                            "1000; the model multiplies by 1000)",
+                   velocity="model output as is, not negated; latents packed 2x2 (B, HW/4, 4C) as FluxPipeline "
+                            "packs them (noise recorded packed)",
+                   note="Flux-style MMDiT without a per-block modulation Linear: a ChromaApproximator MLP (in_proj, "
+                        "residual RMSNorm -> Linear-SiLU-Linear layers, out_proj) maps [sinusoidal t, sinusoidal "
+                        "guidance 0, fixed sinusoidal table of modulation indices (non-persistent buffer)] to one "
+                        "vector per modulation slot; blocks slice their shift/scale/gate rows from it (pruned "
+                        "adaLN-zero, 6 img + 6 txt rows per double block, 3 per single block, 2 for the final "
+                        "norm); joint [text, image] FluxAttention with per-head RMSNorm q/k norms and interleaved "
+                        "3-axis RoPE (f64 tables, text ids 0); the prompt mask's outer product is passed as a float "
+                        "0/1 additive attention bias (+1 where both tokens valid, not -inf); single-stream blocks "
+                        "run attention and a GELU-tanh MLP in parallel (concat -> proj_out)"),
+    "cogview3plus": dict(build=cogview3plus_build, inputs=cogview3plus_inputs, call=cogview3plus_call,
+                         files=["transformer_cogview3plus.py"],
+                         timestep="round(sigma*1000) int64 (CogView3PlusPipeline: t.expand(B), CogVideoXDDIM timesteps)",
+                         velocity="model output as is (a v-prediction model run in a flow loop), not negated",
+                         note="CogView3-Plus joint [text, image] DiT: CogView3PlusPatchEmbed (Linear patchify + text "
+                              "Linear, sincos table on image rows only, non-persistent buffer); one Linear gives "
+                              "12 shift/scale/gate vectors for both streams (CogView3PlusAdaLayerNormZeroTextImage, "
+                              "separate non-affine LayerNorms per stream); joint attention (CogVideoXAttnProcessor2_0) "
+                              "with non-affine per-head LayerNorm q/k norm, no RoPE; one shared GELU-tanh FFN over the "
+                              "concatenated streams, gated per stream; conditioning = Timesteps(inner_dim) MLP + "
+                              "sinusoids of original size / crop / target size through a SiLU MLP; "
+                              "AdaLayerNormContinuous final norm; einsum unpatchify"),
+    "latte": dict(build=latte_build, inputs=latte_inputs, call=latte_call, files=["latte_transformer_3d.py"],
+                  timestep="round(sigma*1000) int64 (LattePipeline: the scheduler's timesteps expanded to the batch)",
+                  velocity="first half of the output channels (learned sigma: noise_pred.chunk(2, dim=1)[0]), not "
+                           "negated; an epsilon model run in a flow loop",
+                  note="Latte video DiT factorised in space and time: each layer is a spatial BasicTransformerBlock "
+                       "(ada_norm_single: per-block scale_shift_table + shared AdaLayerNormSingle t-embedding; "
+                       "self-attn over one frame's 16 patches, cross-attn to the projected caption repeated per "
+                       "frame) then a temporal BasicTransformerBlock over each patch's 2 frames (no cross-attn; a "
+                       "fixed 1-D sincos frame embedding added before the first one), with (B F) T D <-> (B T) F D "
+                       "reshapes between; PatchEmbed 2x2 conv + 2-D sincos per frame; GELU-tanh FFNs; biased "
+                       "q/k/v, no q/k norm, no RoPE; PixArt-style final scale_shift_table modulation; "
+                       "out_channels 8 = 4 + learned sigma; 2 latent frames"),
+    "easyanimate": dict(build=easyanimate_build, inputs=easyanimate_inputs, call=easyanimate_call,
+                        files=["transformer_easyanimate.py"],
+                        timestep="sigma*1000 in the latents' dtype (EasyAnimatePipeline: torch.tensor([t] * B)"
+                                 ".to(latent dtype), FlowMatchEuler timesteps)",
+                        velocity="model output as is, not negated",
+                        note="EasyAnimate video DiT: per-frame 2x2 patch Conv2d over (B F) frames; EasyAnimateLayerNormZero "
+                             "(one FP32LayerNorm shared by both streams, 6-way shift/scale/gate for video and text) "
+                             "before attention and before the FFN; block 0 is MMDiT (added text q/k/v projections, "
+                             "to_add_out, its own text FFN), block 1 a plain block that concatenates [text, video] "
+                             "into one q/k/v projection and runs the video FFN on the text too; per-head LayerNorm "
+                             "q/k norms (norm_added_q/k on text); interleaved 3-D RoPE (get_3d_rotary_pos_embed, "
+                             "dims 4/6/6 over t/h/w, crop region from a 90x60 base grid) on video tokens only; "
+                             "final LayerNorm then AdaLayerNorm (shift, scale); 2 latent frames"),
+    "omnigen": dict(build=omnigen_build, inputs=omnigen_inputs, call=omnigen_call, files=["transformer_omnigen.py"],
+                    timestep="1 - sigma float32 (OmniGenPipeline: inverted FlowMatchEuler sigmas, "
+                             "num_train_timesteps 1)",
+                    velocity="negated model output (the inverted-sigma Euler step with the raw output)",
+                    note="OmniGen: a Phi-3-style decoder-only LLM used as the DiT: token embedding of the prompt ids "
+                         "+ a time token (TimestepEmbedding of the sinusoid) + 2x2-conv image patches with a cropped "
+                         "2-D sincos table, one sequence; pre-RMSNorm blocks with plain residuals (no adaLN "
+                         "modulation inside), bias-free q/k/v/o, su-scaled (LongRoPE short factors, sqrt(1+ln s/ln "
+                         "L) magnitude scale) half-layout RoPE over position_ids, fused gate_up SwiGLU MLP; a 0/1 "
+                         "mask (causal over text and time token, image rows see everything) turned into a "
+                         "(1-mask)*finfo.min additive bias; final RMSNorm, keep the image tokens, AdaLayerNorm "
+                         "(shift, scale) from a second t-embedding, Linear, unpatchify"),
 }
 
 FILE_COMMITS = {
@@ -392,6 +649,13 @@ FILE_COMMITS = {
     "normalization.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
     "activations.py": "04e9323055098220d57b84cfe68b6850b3b3fc0c",
     "modeling_common.py": "12b4edc2fe7bfd717b1b8bc310a61d9eeab62248",
+    "transformer_hidream_image.py": "07c670ee44802e578651ab58f0c1352950eadeb7",
+    "transformer_chroma.py": "0191cfde6f052d3d478535269cbb9d6cf0a29f50",
+    "transformer_cogview3plus.py": "059812ac0b19284dda7049fa3d21865cacda9e2c",
+    "latte_transformer_3d.py": "821f969f77cc06f62a22585a386a9d11b7f13858",
+    "transformer_easyanimate.py": "58edc804bd032964e0a688053cd84854cd5868dd",
+    "transformer_omnigen.py": "8dc31e8e3c173bfd399217fde461a32f8d440b86",
+    "transformer_flux.py": "copy58896406911",  # no upstream commit: FluxAttention parts read from index id 58896406911
 }
 
 
