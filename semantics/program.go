@@ -229,7 +229,7 @@ var (
 	// ProgramOps are the op names a program node may use (exec/program's
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
-		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "chunk",
+		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
 		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )

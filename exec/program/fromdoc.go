@@ -223,7 +223,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 		a.LinearAttention = LinearAttentionParams{Heads: l.Heads, Kernel: k, Eps: float32(l.Eps)}
 	}
-	if !op.movement() && op != OpConcat && op != OpGather {
+	if !op.movement() && op != OpConcat && op != OpRepeat && op != OpGather {
 		if n.Spec, err = SpecFor(pr, op.String(), n.Role); err != nil {
 			return Node{}, err
 		}

@@ -56,6 +56,12 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Slice(in[0], a.Axis, a.Start, a.End))
 	case OpConcat:
 		return one(concatPromoted(b, in, a.Axis))
+	case OpRepeat:
+		copies := make([]exec.Tensor, a.N)
+		for i := range copies {
+			copies[i] = in[0]
+		}
+		return one(b.Concat(copies, a.Axis))
 	case OpChunk:
 		return b.Chunk(in[0], a.N, a.Axis)
 	case OpTimestepEmbed:

@@ -123,6 +123,17 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			out[ax] += s[ax]
 		}
 		return [][]int{out}, nil
+	case OpRepeat:
+		ax, err := exec.Axis(n.Attrs.Axis, len(x))
+		if err != nil {
+			return nil, err
+		}
+		if n.Attrs.N < 1 {
+			return nil, fmt.Errorf("repeat %d times", n.Attrs.N)
+		}
+		out := slices.Clone(x)
+		out[ax] *= n.Attrs.N
+		return [][]int{out}, nil
 	case OpChunk:
 		sizes, ax, err := exec.ChunkSizes(x, n.Attrs.N, n.Attrs.Axis)
 		if err != nil {

@@ -209,13 +209,23 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		if c, sn := s.complexTable(v); c != nil {
 			out = append(out, [2]*val{c, sn})
 		}
+		if _, shape, ok := rotationPairs(v); ok && !v.opaque {
+			// rotation matrices: their first columns are a complex table
+			n := len(v.shape)
+			col := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: 0, End: 1}, args: []*val{v}, out: v.format, label: "first columns"})
+			if z := s.reshape(col, shape); z != nil {
+				if c, sn := s.complexTable(z); c != nil {
+					out = append(out, [2]*val{c, sn})
+				}
+			}
+		}
 	}
 	for i := 0; i+1 < len(sc.vals); i++ {
 		c, sn := sc.vals[i], sc.vals[i+1]
 		if c.opaque && sn.opaque {
 			// a table the program cannot make is still usable: taken as a constant
 		}
-		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && unitCircle(c, sn) && !allOnes(c) {
+		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && onCircle(c, sn) && !allOnes(c) {
 			out = append(out, [2]*val{c, sn})
 		}
 	}

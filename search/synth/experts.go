@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
 
 // fitRouter explains a call with one weight matrix and three results as
@@ -31,6 +34,25 @@ func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
 		case wi < 0:
 			wi = i
 		}
+	}
+	if len(targets) == 2 && ii >= 0 && li >= 0 && wi < 0 && targets[li].shape[len(targets[li].shape)-1] == targets[ii].shape[len(targets[ii].shape)-1] {
+		wi, li = li, -1 // k = E is read as logits; two results are the weights and indices
+	}
+	if len(targets) == 2 && ii >= 0 && wi >= 0 && li < 0 {
+		// only the weights and indices: the logits stay inside
+		iT := targets[ii]
+		x2 := s.reshape(x, []int{iT.numel() / iT.shape[len(iT.shape)-1], x.shape[len(x.shape)-1]})
+		logits := s.derive(&expr{op: program.OpLinear, args: []*val{x2, w, nil}, out: targets[wi].format, label: "router logits"})
+		if logits == nil {
+			return nil
+		}
+		wv, iv := s.routes(logits, targets[wi], iT)
+		if wv == nil {
+			return nil
+		}
+		out := make([]*val, 2)
+		out[wi], out[ii] = wv, iv
+		return out
 	}
 	if li < 0 || wi < 0 || ii < 0 {
 		return nil
@@ -294,4 +316,148 @@ func rowsSumToOne(v *val) bool {
 		}
 	}
 	return true
+}
+
+// expertModules explains t as a mixture of experts whose experts are
+// modules of their own (a list of gated MLPs, each called on the tokens
+// routed to it, so their boundaries have data-dependent shapes the
+// program does not make): the experts' weights stacked into the fused
+// experts op over the scope's routing (indices and weights), plus, where
+// t holds one, a value of the scope added after (a shared expert). The
+// experts are the scope's children named by one path and an index, each
+// with two [I, D] matrices (gate, up: their order searched) and one
+// [D, I] (down).
+func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	d := t.shape[len(t.shape)-1]
+	tokens := t.numel() / d
+	w1, w2 := s.stackedExperts(sc, d)
+	if w1 == nil {
+		return nil
+	}
+	var x, idx, wts *val
+	for _, v := range recentFirst(vals) {
+		switch {
+		case v.opaque || v.numel() == 0:
+		case v.integral() && idx == nil && len(v.shape) >= 1 && v.numel()%tokens == 0 && v.numel() > tokens-1 && v.shape[len(v.shape)-1] <= w1.shape[0]:
+			idx = v
+		}
+	}
+	if idx == nil {
+		return nil
+	}
+	k := idx.numel() / tokens
+	for _, v := range recentFirst(vals) {
+		if !v.opaque && !v.integral() && v.numel() == idx.numel() && wts == nil {
+			wts = v
+		}
+		if !v.opaque && sc.arg[v] && v.numel() == t.numel() && x == nil {
+			x = v
+		}
+	}
+	if wts == nil || x == nil {
+		return nil
+	}
+	x2, i2, w2s := s.reshape(x, []int{tokens, d}), s.reshape(idx, []int{tokens, k}), s.reshape(wts, []int{tokens, k})
+	if x2 == nil || i2 == nil || w2s == nil {
+		return nil
+	}
+	shared := sameShape(t, vals)
+	var cands []*expr
+	for _, a := range glueActs {
+		for _, upFirst := range []bool{false, true} {
+			e := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, i2, w2s, w1, w2}, out: t.format,
+				label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
+			y := s.derive(e)
+			if y == nil {
+				continue
+			}
+			y = s.reshape(y, t.shape)
+			cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: e.label})
+			for _, v := range shared {
+				if v != x && !v.opaque {
+					cands = append(cands, &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: e.label + " + a shared expert"})
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "experts", candidates: ev}
+	}
+	return v
+}
+
+// stackedExperts finds the scope's expert modules (children whose paths
+// differ only by a final index, alike in their parameters' shapes) and
+// stacks their weights as the experts op reads them: w1 [E, 2I, D] (the
+// two [I, D] matrices of each, in the order its call lists them) and w2
+// [E, D, I]. nil where the scope has no such list.
+func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
+	groups := map[string][]trace.Call{}
+	var order []string
+	for _, ch := range s.children(sc.call) {
+		i := strings.LastIndexByte(ch.Module, '.')
+		if i < 0 {
+			continue
+		}
+		if _, err := strconv.Atoi(ch.Module[i+1:]); err != nil {
+			continue
+		}
+		base := ch.Module[:i]
+		if _, ok := groups[base]; !ok {
+			order = append(order, base)
+		}
+		groups[base] = append(groups[base], ch)
+	}
+	for _, base := range order {
+		calls := groups[base]
+		if len(calls) < 2 {
+			continue
+		}
+		var ups, downs []*val
+		ok := true
+		for _, c := range calls {
+			var in, out []*val
+			for _, name := range s.subtreeParams(c) {
+				p, err := s.param(name)
+				if err != nil || len(p.shape) != 2 {
+					continue
+				}
+				switch {
+				case p.shape[1] == d && p.shape[0] != d:
+					in = append(in, s.reshape(p, []int{1, p.shape[0], d}))
+				case p.shape[0] == d && p.shape[1] != d:
+					out = append(out, s.reshape(p, []int{1, d, p.shape[1]}))
+				}
+			}
+			if len(in) != 2 || len(out) != 1 || in[0] == nil || in[1] == nil || out[0] == nil || in[0].shape[1] != out[0].shape[2] {
+				ok = false
+				break
+			}
+			ups = append(ups, s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: in, out: in[0].format, label: "gate and up"}))
+			downs = append(downs, out[0])
+		}
+		if !ok || slices.Contains(ups, nil) {
+			continue
+		}
+		w1 := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: ups, out: ups[0].format, label: "experts stacked"})
+		w2 := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: downs, out: downs[0].format, label: "experts stacked"})
+		if w1 != nil && w2 != nil {
+			return w1, w2
+		}
+	}
+	return nil, nil
+}
+
+// subtreeParams lists the parameters of c and of every call below it, in
+// call order.
+func (s *synth) subtreeParams(c trace.Call) []string {
+	out := slices.Clone(c.Params)
+	for _, ch := range s.children(c) {
+		out = append(out, s.subtreeParams(ch)...)
+	}
+	return out
 }

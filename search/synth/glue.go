@@ -78,7 +78,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, s.joined, s.pointwise, s.softmaxed, s.combined, s.paramAdded, s.rowGated, s.routed, s.summed, s.pooled, s.projected, s.padded,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.softmaxed, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
@@ -369,47 +369,93 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 	return nil
 }
 
+// repeated explains t as a value repeated k times along one axis: each
+// copy after the last (torch's repeat, or repeat_interleave of a length-1
+// axis: a batch of one spread over frames), or each entry k times in turn
+// (repeat_interleave: a vector per frame spread over its patches).
+func (s *synth) repeated(t *val, vals []*val) *val {
+	var cands []*expr
+	for _, v := range vals {
+		if v.opaque || v.numel() == 0 || t.numel()%v.numel() != 0 || t.numel() == v.numel() || len(v.shape) != len(t.shape) {
+			continue
+		}
+		k := t.numel() / v.numel()
+		for ax := range t.shape {
+			if t.shape[ax] != k*v.shape[ax] || !equalBut(t.shape, v.shape, ax) {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpRepeat, attrs: program.Attrs{N: k, Axis: ax}, args: []*val{v}, out: v.format, label: fmt.Sprintf("repeat %d along %d", k, ax)})
+			if v.shape[ax] > 1 {
+				split := slices.Insert(slices.Clone(v.shape), ax+1, 1)
+				r := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: k, Axis: ax + 1}, args: []*val{s.reshape(v, split)}, out: v.format, label: "interleaved"})
+				if r != nil {
+					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{r}, out: v.format, label: fmt.Sprintf("repeat_interleave %d along %d", k, ax)})
+				}
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// equalBut reports whether a and b agree on every axis but ax.
+func equalBut(a, b []int, ax int) bool {
+	for i := range a {
+		if i != ax && a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // combinedPiece explains t's rows [off, off+n) along ax as a + g·b or a·b
-// of values (combined) or a mean of one (pooled), for n each value's
-// length along ax would give.
-func (s *synth) combinedPiece(t *val, ax, off, rest int, vals []*val) *val {
-	lengths := []int{1} // one token (a global or pooled one), whatever the values' lengths
+// of values (combined), a mean of one (pooled) or a modulated value, for n
+// one (a lone token: lone is true) or each value's length along ax.
+func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val) (piece *val, lone bool) {
+	var lengths []int
 	for _, v := range vals {
 		if !v.opaque && v.numel()%rest == 0 && !slices.Contains(lengths, v.numel()/rest) {
 			lengths = append(lengths, v.numel()/rest)
 		}
 	}
-	for _, n := range lengths {
+	fromValues := len(lengths)
+	if !slices.Contains(lengths, 1) {
+		lengths = append(lengths, 1) // one token (a global or pooled one), whatever the values' lengths
+	}
+	for i, n := range lengths {
 		if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 			continue
 		}
 		shape := slices.Clone(t.shape)
 		shape[ax] = n
-		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format}
-		for _, try := range []func(*val, []*val) *val{s.combined, s.pooled} {
+		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
+		for _, try := range []func(*val, []*val) *val{s.combined, s.pooled, func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) }} {
 			if w := try(sub, vals); w != nil && relRMS(w.data, sub.data) <= tolerance(t.format) {
-				return s.reshape(w, shape)
+				return s.reshape(w, shape), i >= fromValues
 			}
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
-func (s *synth) joined(t *val, vals []*val) *val { return s.joinedAt(t, vals, 0) }
+func (s *synth) joined(t *val, sc *scope, vals []*val) *val { return s.joinedAt(t, sc, vals, 0) }
 
 // joinedAt is joined with pieces that are themselves joins (depth ≤ 1):
 // two streams' attention rows joined, then joined with an MLP's columns.
-func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
+func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 	tol := tolerance(t.format)
 	for ax := range t.shape {
 		if t.shape[ax] < 2 {
 			continue
 		}
 		var pieces []*val
-		off, made := 0, 0 // made: pieces combinedPiece explained
+		off, made, single := 0, 0, false // made: pieces combinedPiece explained; single: one of them a lone token no value's length gave
 		for off < t.shape[ax] && len(pieces) < 4 {
 			var found *val
 			rest := t.numel() / t.shape[ax]
@@ -441,8 +487,8 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 					}
 					shape := slices.Clone(t.shape)
 					shape[ax] = n
-					sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format}
-					if w := s.joinedAt(sub, vals, depth+1); w != nil {
+					sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
+					if w := s.joinedAt(sub, sc, vals, depth+1); w != nil {
 						found = w
 						break
 					}
@@ -453,13 +499,16 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
-			if found == nil && depth == 0 && made == 0 && ax < len(t.shape)-1 {
+			if found == nil && depth == 0 && ax < len(t.shape)-1 {
 				// a piece that is a sum or product of values (a global
-				// token made of two embeddings, prepended to the rows), or
-				// their mean (a pooled token): one such piece, along the
-				// rows, beside values (not an expression cut in pieces)
-				if found = s.combinedPiece(t, ax, off, rest, vals); found != nil {
+				// token made of two embeddings, prepended to the rows),
+				// their mean (a pooled token) or a modulated value (each
+				// stream modulated by its own vectors, then joined), along
+				// the rows
+				var lone bool
+				if found, lone = s.combinedPiece(t, sc, ax, off, rest, vals); found != nil {
 					made++
+					single = single || lone
 				}
 			}
 			if found == nil {
@@ -468,7 +517,9 @@ func (s *synth) joinedAt(t *val, vals []*val, depth int) *val {
 			pieces = append(pieces, found)
 			off += found.shape[ax]
 		}
-		if off != t.shape[ax] || len(pieces) < 2 || made == len(pieces) {
+		// pieces that are all expressions are a join only where each is as
+		// long as a value is (the streams' rows), not an expression cut
+		if off != t.shape[ax] || len(pieces) < 2 || made == len(pieces) && single {
 			continue
 		}
 		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: pieces, out: t.format, label: "concat"}}); w != nil {

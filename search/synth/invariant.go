@@ -145,11 +145,14 @@ func tensorArgs(sc *scope) []*val {
 // shapes (a position table added inside a scope whose arguments vary).
 func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 	args := tensorArgs(sc)
-	if !s.varying(args) {
+	everyArgVaries := s.varying(args)
+	if !everyArgVaries {
 		// some argument is the same at every step (the text): a table is
 		// still read off rows joined from the varying ones, where the
 		// rows from the others add exactly nothing
-		return s.joinedResidual(t, vals)
+		if w := s.joinedResidual(t, vals); w != nil {
+			return w
+		}
 	}
 	cands := sameShape(t, vals)
 	for _, v := range vals {
@@ -166,10 +169,18 @@ func (s *synth) constantResidual(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
-	for _, j := range s.joinedViews(t, vals) {
-		cands = append(cands, j.v)
+	note := "t − a, equal at every captured step inside a scope whose arguments all vary: a table the model adds (a position table)"
+	if !everyArgVaries {
+		// a scope with constant arguments: only a that varies itself
+		// shows, by t − a not varying, that what is added is constant
+		cands = slices.DeleteFunc(cands, func(a *val) bool { return !s.varying([]*val{a}) })
+		note = "t − a, equal at every captured step while a varies: a table the model adds (a position table)"
+	} else {
+		for _, j := range s.joinedViews(t, vals) {
+			cands = append(cands, j.v)
+		}
 	}
-	return s.tableResidual(t, sc, cands, "t − a, equal at every captured step inside a scope whose arguments all vary: a table the model adds (a position table)")
+	return s.tableResidual(t, sc, cands, note)
 }
 
 // joinedResidual is constantResidual over rows joined from two values of

@@ -106,6 +106,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitComplexRope(xs, t)
 			}
 			if fit == nil {
+				fit = s.fitRotationRope(xs, t)
+			}
+			if fit == nil {
 				fit = s.glue(t, sc)
 			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
@@ -145,7 +148,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 		return out
 	}
-	if len(targets) == 3 && len(params) == 1 && isMatrix(params[0]) && len(xs) >= 1 {
+	if (len(targets) == 3 || len(targets) == 2) && len(params) == 1 && isMatrix(params[0]) && len(xs) >= 1 {
 		if r := s.fitRouter(xs[0], params[0], targets); r != nil {
 			for i := range targets {
 				out[i] = adopt(targets[i], r[i])
@@ -155,6 +158,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 	}
 	if len(targets) == 2 && len(params) == 0 {
 		if cos, sin := s.fitRopeTable(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
+		if cos, sin := s.fitFreeRope(xs, targets[0], targets[1]); cos != nil {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
 		}

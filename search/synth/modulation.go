@@ -24,6 +24,23 @@ type vec struct {
 // vectors lists the [B, C] vectors the scope's values give: each value
 // of B·k·C elements read as k chunks, each table [k, C] read as k rows
 // (broadcast over B), and table rows plus chunks where both have k.
+// spread gives a conditioning value of a smaller batch bb (dividing b)
+// with each sample's vectors repeated b/bb times in turn, as the rows of
+// a batch of frames share their video's conditioning (repeat_interleave
+// over the batch); nil where v is not such a value.
+func (s *synth) spread(v *val, b, c int) *val {
+	if v.opaque || v.param || len(v.shape) < 2 || v.numel()%c != 0 {
+		return nil
+	}
+	bb := v.shape[0]
+	if bb >= b || b%bb != 0 || v.numel()%(bb*c) != 0 || v.numel()/(bb*c) > 16 {
+		return nil
+	}
+	w := v.numel() / bb
+	r := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: b / bb, Axis: 1}, args: []*val{s.reshape(v, []int{bb, 1, w})}, out: v.format, label: "per sample, spread over the batch"})
+	return s.reshape(r, []int{b, w})
+}
+
 func (s *synth) vectors(sc *scope, b, c int) []vec {
 	// keyed by the scope's size too: values added later (a second
 	// modulation's chunks) join the pool
@@ -43,6 +60,9 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 		}
 		if len(v.shape) >= 2 && v.shape[len(v.shape)-1] == c && v.numel()/c <= 16 && v.param {
 			tables = append(tables, v) // a parameter [k, C] or [1, k, C]
+		}
+		if r := s.spread(v, b, c); r != nil {
+			chunked = append(chunked, r)
 		}
 	}
 	piece := func(v *val, k, i, bb int) *val {

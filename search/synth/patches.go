@@ -13,7 +13,7 @@ import (
 // candidate is a reshape, a permutation and a reshape).
 func (s *synth) patched(t *val, vals []*val) *val {
 	tol := tolerance(t.format)
-	for _, v := range append(slices.Clone(vals), s.imageRows(t, vals)...) {
+	for _, v := range append(append(slices.Clone(vals), s.imageRows(t, vals)...), s.framesAsRows(t, vals)...) {
 		if v.opaque || v.numel() != t.numel() {
 			continue
 		}
@@ -49,6 +49,30 @@ func (s *synth) patched(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// framesAsRows reads tokens of frames batched as samples ([B·F, N, D], a
+// video model that runs its spatial blocks per frame) as one sample's
+// rows [B, F·N, D], the same memory, for a video t [B, .., F, .., H, W]
+// to be unpatchified from.
+func (s *synth) framesAsRows(t *val, vals []*val) []*val {
+	if len(t.shape) != 5 {
+		return nil
+	}
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.numel() != t.numel() || v.shape[0] <= t.shape[0] || v.shape[0]%t.shape[0] != 0 {
+			continue
+		}
+		f := v.shape[0] / t.shape[0]
+		if f != t.shape[1] && f != t.shape[2] {
+			continue // the frames are one of the video's axes
+		}
+		if r := s.reshape(v, []int{t.shape[0], f * v.shape[1], v.shape[2]}); r != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // patchMove is one patch layout: the image split into [B, C, (F,) h, p,

@@ -105,6 +105,24 @@ func unitCircle(c, s *val) bool {
 	return true
 }
 
+// onCircle reports whether (c, s) pairs lie on one circle about zero: a
+// RoPE table, or one scaled by a constant (an attention factor folded in).
+func onCircle(c, s *val) bool {
+	if len(c.data) == 0 {
+		return false
+	}
+	r0 := math.Hypot(float64(c.data[0]), float64(s.data[0]))
+	if !(r0 > 0) {
+		return false
+	}
+	for i := range c.data {
+		if r := math.Hypot(float64(c.data[i]), float64(s.data[i])); math.Abs(r/r0-1) > 0.025 {
+			return false
+		}
+	}
+	return true
+}
+
 // thetaCandidates reads θ from the table's angles at the smallest
 // positive position (3 significant digits), with the common bases.
 func thetaCandidates(cosT, pos *val, d int, layout exec.RopeLayout) []float64 {
@@ -538,6 +556,58 @@ func (s *synth) fitComplexRope(xs []*val, t *val) *val {
 		return nil
 	}
 	return z
+}
+
+// rotationPairs reads a table of 2×2 rotation matrices [.., F, 2, 2]
+// ([[cos, −sin], [sin, cos]] per frequency, as the reference Flux code
+// stacks them) as its first columns, the (cos, sin) pairs [.., F, 2] of a
+// complex table; ok is false where v is not such a table.
+func rotationPairs(v *val) (pairs []float32, shape []int, ok bool) {
+	n := len(v.shape)
+	if n < 3 || v.shape[n-1] != 2 || v.shape[n-2] != 2 || v.numel() < 4 {
+		return nil, nil, false
+	}
+	pairs = make([]float32, v.numel()/2)
+	for i := 0; i+3 < len(v.data); i += 4 {
+		c, ms, sn, c2 := v.data[i], v.data[i+1], v.data[i+2], v.data[i+3]
+		if c != c2 || ms != -sn {
+			return nil, nil, false
+		}
+		pairs[i/2], pairs[i/2+1] = c, sn
+	}
+	return pairs, append(slices.Clone(v.shape[:n-2]), 2), true
+}
+
+// fitRotationRope explains a table of 2×2 rotation matrices as the
+// complex table of its first columns (fitComplexRope), stacked back into
+// [[cos, −sin], [sin, cos]].
+func (s *synth) fitRotationRope(xs []*val, t *val) *val {
+	pairs, shape, ok := rotationPairs(t)
+	if !ok {
+		return nil
+	}
+	z := s.fitComplexRope(xs, &val{shape: shape, data: pairs, format: t.format, origin: t.origin})
+	if z == nil {
+		return nil
+	}
+	m := s.rotations(z, t.shape)
+	if m == nil || relRMS(m.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	return m
+}
+
+// rotations stacks a complex table z [.., F, 2] into rotation matrices of
+// shape (its elements [.., F, 2, 2]).
+func (s *synth) rotations(z *val, shape []int) *val {
+	n := len(z.shape)
+	part := func(i int) *val {
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: i, End: i + 1}, args: []*val{z}, out: z.format})
+	}
+	c, sn := part(0), part(1)
+	neg := s.derive(&expr{op: program.OpMul, args: []*val{sn, s.constant(-1)}, out: z.format, label: "−sin"})
+	m := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{c, neg, sn, c}, out: z.format, label: "rotation matrices"})
+	return s.reshape(m, shape)
 }
 
 func (s *synth) complexOf(cv, sv *val, shape []int) *val {

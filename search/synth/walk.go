@@ -12,7 +12,8 @@ import (
 // call's arguments, its own parameters, and the results of its children
 // so far, in creation order.
 type scope struct {
-	module string // module path, with "#<ordinal>" from the second call on
+	module string     // module path, with "#<ordinal>" from the second call on
+	call   trace.Call // the call the scope explains
 	vals   []*val
 	// own: values made inside the scope (children's results), which the
 	// attention search draws its operands from.
@@ -68,7 +69,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 	outer := s.scopeOf
 	s.scopeOf = module
 	defer func() { s.scopeOf = outer }()
-	sc := &scope{module: module, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	sc := &scope{module: module, call: c, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	for _, p := range c.Tensors {
 		if v, ok := args[p.Name]; ok {
 			sc.add(v, false)
