@@ -197,6 +197,18 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 			}
 		}
 	}
+	if s.em.act != precision.F32 {
+		// the scheduler's timesteps (1000·σ) stored in the latents' dtype,
+		// divided back to σ by the pipeline
+		for _, flip := range []bool{false, true} {
+			v := sig
+			if flip {
+				v = s.derive(&expr{op: program.OpSub, args: []*val{one, v}, out: f32, label: "1 − σ"})
+			}
+			v = s.derive(&expr{op: program.OpMul, args: []*val{v, s.constant(1000)}, out: s.em.act, label: "timesteps in the latents' dtype"})
+			cands = append(cands, s.derive(&expr{op: program.OpDiv, args: []*val{v, s.constant(1000)}, out: s.em.act, label: "timesteps / 1000"}))
+		}
+	}
 	cands = append(cands, s.affineTimesteps(p, sig)...)
 	var best *val
 	bestErr := math.Inf(1)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
@@ -65,6 +66,23 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 	return nil
 }
 
+// everyStep checks a small candidate at every captured step (a scalar
+// matches at step 0 by coincidence: a constant 1000 for a timestep of
+// 1000·σ); a larger one carries its evidence in its many values.
+func (s *synth) everyStep(v, t *val, tol float64) bool {
+	if t.numel() > 64 || len(t.keys) == 0 {
+		return true
+	}
+	for _, st := range s.tr.Steps() {
+		got, ok1 := s.at(v, st)
+		want, ok2 := s.at(t, st)
+		if ok1 && ok2 && relRMS(got, want) > tol {
+			return false
+		}
+	}
+	return true
+}
+
 // representable reports whether every value of v is exact in format f.
 func representable(v *val, f precision.Format) bool {
 	for _, x := range v.data {
@@ -82,7 +100,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
-		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol {
+		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 			return v
 		}
 	}
@@ -441,6 +459,70 @@ func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val)
 	return nil, false
 }
 
+// broadcastPiece explains t's entries [off, off+n) along ax as a value
+// v with one of t's other axes of length 1 in v, repeated along it; n is
+// v's length along ax.
+func (s *synth) broadcastPiece(t *val, ax, off int, vals []*val) *val {
+	for _, v := range vals {
+		if v.opaque || v.numel() == 0 || len(v.shape) == 0 {
+			continue
+		}
+		n := v.shape[len(v.shape)-1]
+		if ax != len(t.shape)-1 {
+			continue // the value's last axis is what joins
+		}
+		if n >= t.shape[ax] || n > t.shape[ax]-off {
+			continue
+		}
+		shape := slices.Clone(t.shape)
+		shape[ax] = n
+		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
+		if !(rms(sub.data) > 0) || !(rms(v.data) > 0) || !s.varying([]*val{v}) {
+			continue // zeros match zeros: no evidence; a value the steps share is no piece beside a table
+		}
+		for a := range shape {
+			if a == ax || shape[a] < 2 {
+				continue
+			}
+			one := slices.Clone(shape)
+			one[a] = 1
+			if exec.Numel(one) != v.numel() {
+				continue
+			}
+			r := s.reshape(v, one)
+			if w, _ := s.best(sub, []*expr{{op: program.OpRepeat, attrs: program.Attrs{N: shape[a], Axis: a}, args: []*val{r}, out: v.format, label: "broadcast"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// constantPiece takes t's entries from off on along ax as a constant of
+// the model where they are equal at every captured step and some piece
+// before them varies (so the constancy is the model's, not the
+// request's); nil otherwise.
+func (s *synth) constantPiece(t *val, ax, off int, pieces []*val) *val {
+	if !slices.ContainsFunc(pieces, func(p *val) bool { return s.varying([]*val{p}) }) {
+		return nil
+	}
+	shape := slices.Clone(t.shape)
+	shape[ax] = t.shape[ax] - off
+	at := func(st int) ([]float32, bool) {
+		d, ok := s.at(t, st)
+		if !ok {
+			return nil, false
+		}
+		return sliceData(&val{shape: t.shape, data: d}, ax, off, t.shape[ax]), true
+	}
+	if !s.invariant(at, 0) {
+		return nil
+	}
+	c := &val{shape: shape, data: sliceData(t, ax, off, t.shape[ax]), format: t.format, origin: t.origin + "/table"}
+	s.em.constant(c, "equal at every captured step beside values that vary: a table of the model (a buffer it makes), joined to them")
+	return c
+}
+
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
@@ -510,6 +592,16 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 					made++
 					single = single || lone
 				}
+			}
+			if found == nil && depth == 0 {
+				// a value broadcast over the rows before it joins (a
+				// timestep's features beside a table of slot features)
+				found = s.broadcastPiece(t, ax, off, vals)
+			}
+			if found == nil && depth == 0 && len(pieces) > 0 {
+				// the rest, equal at every step while what it joins
+				// varies: a table the model makes (a buffer)
+				found = s.constantPiece(t, ax, off, pieces)
 			}
 			if found == nil {
 				break

@@ -50,7 +50,7 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 					}
 					for _, d := range headDims(tables, width) {
 						for _, rope := range jointRopes(tables, first[0].shape[1], second[0].shape[1]) {
-							ch := s.tryJoint(t, first, second, mineFirst, d, rope)
+							ch := s.tryJoint(t, sc, first, second, mineFirst, d, rope)
 							if ch == nil {
 								continue
 							}
@@ -163,7 +163,7 @@ func (s *synth) triplesOf(vs []*val) [][3]*val {
 
 // tryJoint scores one joint assignment: the streams' q, k, v joined,
 // rotated as rope says, attention over the joined rows, t's rows cut out.
-func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, rope jointRope) *jointChoice {
+func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst bool, d int, rope jointRope) *jointChoice {
 	heads := t.shape[2] / d
 	r1 := first[0].shape[1]
 	join := func(a, b *val) *val {
@@ -195,11 +195,39 @@ func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, r
 		return nil
 	}
 	p := exec.AttentionParams{Heads: heads, KVHeads: heads}
-	key := fmt.Sprintf("%p %p %p %v", q.from, k.from, v.from, p)
+	// without a bias, or with each the scope holds over the joined rows
+	// (a mask added to the scores), as given or before the scale
+	var best *jointChoice
+	for _, bias := range append([]*val{nil}, s.withScaled(biases(sc, q, k), d)...) {
+		ch := s.jointWith(t, q, k, v, bias, p, mineFirst, r1)
+		if ch == nil {
+			continue
+		}
+		ch.headDim, ch.rope = d, rope.layout
+		ch.otherRows = first[0].shape[1] + second[0].shape[1] - t.shape[1]
+		ch.label = fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v bias=%v", heads, ropeName(rope.layout), mineFirst, bias != nil)
+		if best == nil || ch.score < best.score {
+			best = ch
+		}
+		if best.score <= tolerance(t.format) {
+			break
+		}
+	}
+	return best
+}
+
+// jointWith runs one joint attention (memoised by its operands) and
+// scores this stream's rows of it.
+func (s *synth) jointWith(t, q, k, v, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
+	var bf *expr
+	if bias != nil {
+		bf = bias.from
+	}
+	key := fmt.Sprintf("%p %p %p %p %p %v", q.from, k.from, v.from, bias, bf, p)
 	full, ok := s.joint[key]
 	if !ok {
 		var err error
-		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, nil}, out: t.format})
+		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, bias}, out: t.format})
 		if err != nil {
 			return nil
 		}
@@ -217,10 +245,7 @@ func (s *synth) tryJoint(t *val, first, second [3]*val, mineFirst bool, d int, r
 	if math.IsNaN(sc) {
 		return nil
 	}
-	label := fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v", heads, ropeName(rope.layout), mineFirst)
-	ch := &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, headDim: d, rope: rope.layout, params: p, label: label, score: sc, result: out},
-		mineFirst: mineFirst, otherRows: first[0].shape[1] + second[0].shape[1] - t.shape[1]}
-	return ch
+	return &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, params: p, score: sc, result: out, bias: bias}, mineFirst: mineFirst}
 }
 
 func ropeName(l exec.RopeLayout) string {
