@@ -59,6 +59,7 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 		proxy := *t
 		proxy.shape, proxy.reshapedFrom = shape, true
 		proxy.data = permuteData(t, inv)
+		proxy.keys = nil // the trace's keys hold t's layout, not the proxy's
 		if w := s.glueIn(&proxy, sc); w != nil {
 			return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{w}, out: w.format, label: "axes moved"})
 		}
