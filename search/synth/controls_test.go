@@ -158,9 +158,15 @@ var unseenFactors = map[string]map[string]any{
 	"opt":              {"mlp_act": "relu", "rope_layout": "none"},
 	"olmo":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
-	"sana":    {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
-	"lumina2": {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
-	"dit":     {"mlp_act": "gelu_tanh", "modulation_plus_one": true, "gate_fn": "identity", "rope_layout": "none"},
+	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
+	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
+	"dit":          {"mlp_act": "gelu_tanh", "modulation_plus_one": true, "gate_fn": "identity", "rope_layout": "none"},
+	"stableaudio":  {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"chroma":       {"rope_layout": "interleaved", "joint_order": "text_first", "qk_norm": "rms", "mlp_act": "gelu_tanh"},
+	"cogview3plus": {"rope_layout": "none", "qk_norm": "layer", "mlp_act": "gelu_tanh"},
+	"latte":        {"rope_layout": "none", "mlp_act": "gelu_tanh", "modulation_plus_one": true},
+	"omnigen":      {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"hidream":      {"rope_layout": "interleaved", "joint_order": "image_first", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
