@@ -458,6 +458,349 @@ def omnigen_call(model, x, sigma, c, dtype):
     return -out
 
 
+def cosmos_build():
+    from diffusers.models.transformers.transformer_cosmos import CosmosTransformer3DModel
+    # Cosmos-1.0 layout scaled down: learnable (normalised) extra positional embedding, padding-mask channel,
+    # adaLN-LoRA (hidden adaln_lora_dim) modulation; head_dim 16 -> RoPE t/h/w dims 8/4/4.
+    return CosmosTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+                                    num_layers=pick(2, 1), mlp_ratio=pick(4.0, 2.0), text_embed_dim=pick(32, 16),
+                                    adaln_lora_dim=pick(32, 16), max_size=(128, 240, 240), patch_size=(1, 2, 2),
+                                    rope_scale=(2.0, 1.0, 1.0), concat_padding_mask=True,
+                                    extra_pos_embed_type="learnable")
+
+
+def cosmos_inputs(g):
+    # Cosmos pipelines: padding_mask = latents.new_zeros(1, 1, height, width) at the pixel size (the model resizes
+    # it to the latent grid, NEAREST); 8x8 latents of a 64x64 picture.
+    return {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(32, 16)), "padding_mask": torch.zeros(1, 1, 64, 64),
+            "noise": rnd(g, 1, 4, 2, 8, 8)}
+
+
+def cosmos_call(model, x, sigma, c, dtype):
+    # Cosmos(2) pipelines: current_t = sigma_edm / (sigma_edm + 1) (= the flow sigma), timestep =
+    # current_t.expand(B).to(transformer_dtype), model input latents * (1 - t) (= the flow latents), x0 = (1 - t) *
+    # x_edm - t * out, so out is the flow velocity; fps passed for video (30, the text2world default).
+    t = torch.tensor([sigma], dtype=torch.float32, device=x.device).to(dtype)
+    return model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"], fps=30,
+                 padding_mask=c["padding_mask"], return_dict=False)[0]
+
+
+def wanvace_build():
+    from diffusers.models.transformers.transformer_wan_vace import WanVACETransformer3DModel
+    # Wan2.1-VACE layout scaled down: main Wan blocks plus VACE control blocks whose hints are added after the main
+    # blocks listed in vace_layers; head_dim 16 -> RoPE t/h/w dims 8/4/4; vace_in_channels = 2*4 video + 4 mask.
+    return WanVACETransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16,
+                                     in_channels=4, out_channels=4, text_dim=pick(32, 16), freq_dim=pick(32, 16),
+                                     ffn_dim=pick(96, 64), num_layers=2, cross_attn_norm=True,
+                                     qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=pick(1024, 32),
+                                     vace_layers=pick([0, 1], [0]), vace_in_channels=12)
+
+
+def wanvace_inputs(g):
+    # WanVACEPipeline: conditioning_latents = [inactive, reactive latents (2 z_dim), the mask folded to channels];
+    # conditioning_scale = tensor([1.0] * len(vace_layers)) in the transformer dtype.
+    n = pick(8, 4)
+    ctrl = torch.cat([rnd(g, 1, 8, 2, 8, 8), (torch.rand(1, 4, 2, 8, 8, generator=g) > 0.5).float()], dim=1)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "control_hidden_states": ctrl,
+            "control_hidden_states_scale": torch.ones(len(pick([0, 1], [0]))), "noise": rnd(g, 1, 4, 2, 8, 8)}
+
+
+def wanvace_call(model, x, sigma, c, dtype):
+    # WanVACEPipeline: timestep = t.expand(B), the UniPCMultistep (flow) scheduler's int64 timesteps; flow-prediction
+    # output used as is.
+    t = torch.tensor([int(sigma * 1000)], dtype=torch.int64, device=x.device)
+    return model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                 control_hidden_states=c["control_hidden_states"],
+                 control_hidden_states_scale=c["control_hidden_states_scale"], attention_kwargs=None,
+                 return_dict=False)[0]
+
+
+def luminanext_build():
+    from diffusers.models.transformers.lumina_nextdit2d import LuminaNextDiT2DModel
+    # Lumina-Next-SFT layout scaled down: GQA (4 q / 2 kv heads), across-heads LayerNorm q/k norms, learned sigma.
+    # sample_size 16 (pipeline default image 128 px) with an 8x8 latent (64 px) so the proportional-attention and
+    # time-aware RoPE scaling of LuminaPipeline are not the identity.
+    return LuminaNextDiT2DModel(sample_size=16, patch_size=2, in_channels=4, hidden_size=pick(64, 32),
+                                num_layers=pick(2, 1), num_attention_heads=4, num_kv_heads=2, multiple_of=16,
+                                ffn_dim_multiplier=None, norm_eps=1e-5, learn_sigma=True, qk_norm=True,
+                                cross_attention_dim=pick(32, 16), scaling_factor=1.0)
+
+
+def luminanext_inputs(g):
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+    # LuminaPipeline: scaling_factor = sqrt(w*h / default_image_size**2) = sqrt(64*64 / 128**2) = 0.5; every step's
+    # current_timestep (1 - sigma) is below scaling_watershed 1.0, so linear_factor = 0.5, ntk_factor = 1.0 each step;
+    # table get_2d_rotary_pos_embed_lumina(head_dim, 384, 384, ...) (complex64), recorded here at 8x8 (same leading
+    # rows; the model slices the 4x4 grid).
+    rope = get_2d_rotary_pos_embed_lumina(pick(64, 32) // 4, 8, 8, linear_factor=0.5, ntk_factor=1.0)  # head_dim
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_mask": text_mask(n, pick(2, 1)),
+            "image_rotary_emb": rope, "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def luminanext_call(model, x, sigma, c, dtype):
+    # LuminaPipeline: current_timestep = 1 - t / num_train_timesteps (float32), cross_attention_kwargs =
+    # {"base_sequence_length": (default_image_size // 16) ** 2} (proportional_attn), noise_pred.chunk(2, dim=1)[0],
+    # then noise_pred = -noise_pred.
+    t = torch.tensor([1.0 - sigma], dtype=torch.float32, device=x.device)
+    out = model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                encoder_mask=c["encoder_mask"], image_rotary_emb=c["image_rotary_emb"],
+                cross_attention_kwargs={"base_sequence_length": (16 * 8 // 16) ** 2}, return_dict=False)[0]
+    v, _ = out.chunk(2, dim=1)
+    return -v
+
+
+def _cogvideox_crop_region(src, tgt_width, tgt_height):
+    # diffusers pipelines/cogvideo (and consisid) get_resize_crop_region_for_grid
+    tw, th = tgt_width, tgt_height
+    h, w = src
+    r = h / w
+    if r > (th / tw):
+        resize_height = th
+        resize_width = int(round(th / h * w))
+    else:
+        resize_width = tw
+        resize_height = int(round(tw / w * h))
+    crop_top = int(round((th - resize_height) / 2.0))
+    crop_left = int(round((tw - resize_width) / 2.0))
+    return (crop_top, crop_left), (crop_top + resize_height, crop_left + resize_width)
+
+
+CID_VIT = 5  # LocalFacialExtractor scales (EVA-CLIP hidden layers)
+
+
+def consisid_build():
+    from diffusers.models.transformers.consisid_transformer_3d import ConsisIDTransformer3DModel
+    # ConsisID (CogVideoX-5B-I2V + identity modules) scaled down: inner 48 = 3 x 16 so the perceiver kv width
+    # inner*2/3 = 32 = LFE_output_dim; face cross-attention after every 2nd block (block 0 of 2; --small: 1 block,
+    # interval 1); RoPE on.
+    return ConsisIDTransformer3DModel(num_attention_heads=3, attention_head_dim=16, in_channels=8, out_channels=4,
+                                      time_embed_dim=pick(48, 32), text_embed_dim=pick(32, 16), num_layers=pick(2, 1),
+                                      sample_width=8, sample_height=8, sample_frames=5, patch_size=2,
+                                      max_text_seq_length=pick(8, 4), use_rotary_positional_embeddings=True,
+                                      use_learned_positional_embeddings=False, is_train_face=True, is_kps=False,
+                                      cross_attn_interval=pick(2, 1), cross_attn_dim_head=16, cross_attn_num_heads=2,
+                                      LFE_id_dim=pick(32, 16), LFE_vit_dim=16, LFE_depth=CID_VIT, LFE_dim_head=8,
+                                      LFE_num_heads=2, LFE_num_id_token=2, LFE_num_querie=4, LFE_output_dim=32,
+                                      LFE_ff_mult=2, LFE_num_scale=CID_VIT, local_face_scale=1.0)
+
+
+def consisid_inputs(g):
+    from diffusers.models.embeddings import get_3d_rotary_pos_embed
+    # ConsisIDPipeline._prepare_rotary_positional_embeddings (CogVideoX 1.0 style): grid 4x4 after 2x2 patches, base
+    # grid sample_width // patch = 4, 2 latent frames; image latents = the reference frame then zero frames,
+    # concatenated to the noise on channels; id_cond (ArcFace + CLIP id vector) and 5 EVA-CLIP hidden layers.
+    cos, sin = get_3d_rotary_pos_embed(embed_dim=16, crops_coords=_cogvideox_crop_region((4, 4), 4, 4),
+                                       grid_size=(4, 4), temporal_size=2)
+    img = torch.cat([rnd(g, 1, 1, 4, 8, 8), torch.zeros(1, 1, 4, 8, 8)], dim=1)
+    d = {"encoder_hidden_states": rnd(g, 1, pick(8, 4), pick(32, 16)), "image_latents": img,
+         "id_cond": rnd(g, 1, pick(32, 16))}
+    for i in range(CID_VIT):
+        d[f"id_vit_hidden_{i}"] = rnd(g, 1, 5, 16)
+    d.update({"image_rotary_cos": cos, "image_rotary_sin": sin, "noise": rnd(g, 1, 2, 4, 8, 8)})
+    return d
+
+
+def consisid_call(model, x, sigma, c, dtype):
+    # ConsisIDPipeline: latent_model_input = cat([latents, image_latents], dim=2); timestep = t.expand(B), the
+    # CogVideoXDPMScheduler's int64 timesteps; v-prediction output used as the flow velocity as is.
+    t = torch.tensor([int(round(sigma * 1000))], dtype=torch.int64, device=x.device)
+    inp = torch.cat([x, c["image_latents"]], dim=2)
+    return model(hidden_states=inp, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                 image_rotary_emb=(c["image_rotary_cos"], c["image_rotary_sin"]), attention_kwargs=None,
+                 id_cond=c["id_cond"], id_vit_hidden=[c[f"id_vit_hidden_{i}"] for i in range(CID_VIT)],
+                 return_dict=False)[0]
+
+
+def bria_build():
+    from diffusers.models.transformers.transformer_bria import BriaTransformer2DModel
+    # Bria-3.2 layout scaled down (Flux-style, no pooled text, no guidance): in_channels 16 = 4 latent channels
+    # packed 2x2; axes (4, 6, 6) = head_dim 16.
+    return BriaTransformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                  attention_head_dim=16, num_attention_heads=2, joint_attention_dim=pick(32, 16),
+                                  pooled_projection_dim=None, guidance_embeds=False, axes_dims_rope=[4, 6, 6],
+                                  rope_theta=10000, time_theta=10000)
+
+
+def bria_inputs(g):
+    # BriaPipeline: T5 prompt embeds with the padded positions zeroed ("zero padding for prompts"), text_ids zeros
+    # (seq, 3), latent ids (0, row, col) over the packed 4x4 grid, latents packed 2x2 as Flux packs them.
+    n, pad = pick(8, 4), pick(2, 1)
+    txt = rnd(g, 1, n, pick(32, 16))
+    txt[:, n - pad:] = 0
+    return {"encoder_hidden_states": txt, "txt_ids": torch.zeros(n, 3), "img_ids": _flux_img_ids(4, 4),
+            "noise": _flux_pack(rnd(g, 1, 4, 8, 8))}
+
+
+def bria_call(model, x, sigma, c, dtype):
+    # BriaPipeline (FlowMatchEuler): timestep = t.expand(B), sigma*1000 float32 (the model casts it to its dtype; no
+    # /1000 as in Flux); "predicts v from flow-matching", used as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    return model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                 attention_kwargs=None, return_dict=False, txt_ids=c["txt_ids"], img_ids=c["img_ids"])[0]
+
+
+FP_WIN = 2  # latent window (frames denoised per section)
+
+
+def framepack_build():
+    from diffusers.models.transformers.transformer_hunyuan_video_framepack import \
+        HunyuanVideoFramepackTransformer3DModel
+    # FramePack (HunyuanVideo I2V) layout scaled down: history patch embedder (1x, 2x, 4x kernels), SigLIP image
+    # projection, distilled guidance embedding; head_dim 16 = RoPE axes (4, 6, 6).
+    return HunyuanVideoFramepackTransformer3DModel(in_channels=4, out_channels=4, num_attention_heads=2,
+                                                   attention_head_dim=16, num_layers=1, num_single_layers=1,
+                                                   num_refiner_layers=1, mlp_ratio=pick(4.0, 2.0), patch_size=2,
+                                                   patch_size_t=1, qk_norm="rms_norm", guidance_embeds=True,
+                                                   text_embed_dim=pick(32, 16), pooled_projection_dim=pick(32, 16),
+                                                   rope_theta=256.0, rope_axes_dim=(4, 6, 6),
+                                                   image_condition_type=None, has_image_proj=True,
+                                                   image_proj_dim=pick(32, 16), has_clean_x_embedder=True)
+
+
+def framepack_inputs(g):
+    # HunyuanVideoFramepackPipeline, inverted anti-drifting sampling, the last section (latent padding 0):
+    # indices = arange(1 + 0 + window + sum(history_sizes [1, 2, 16])) split into prefix / latents / 1x / 2x / 4x;
+    # clean latents = [image latents, 1x history]; history latents of an earlier section (random here, zeros only in
+    # the first section); SigLIP image embeds, CLIP pooled prompt, Llama prompt with a mask (2 padded tokens).
+    idx = torch.arange(0, 1 + 0 + FP_WIN + 19)
+    prefix, lat, h1, h2, h4 = idx.split([1, FP_WIN, 1, 2, 16], dim=0)
+    hist = rnd(g, 1, 4, 19, 8, 8)
+    h1x, h2x, h4x = hist.split([1, 2, 16], dim=2)
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_attention_mask": text_mask(n, pick(2, 1)),
+            "pooled_projections": rnd(g, 1, pick(32, 16)), "image_embeds": rnd(g, 1, pick(8, 4), pick(32, 16)),
+            "indices_latents": lat, "latents_clean": torch.cat([rnd(g, 1, 4, 1, 8, 8), h1x], dim=2),
+            "indices_latents_clean": torch.cat([prefix, h1], dim=0), "latents_history_2x": h2x,
+            "indices_latents_history_2x": h2, "latents_history_4x": h4x, "indices_latents_history_4x": h4,
+            "guidance": torch.tensor([10.0]) * 1000.0, "noise": rnd(g, 1, 4, FP_WIN, 8, 8)}
+
+
+def framepack_call(model, x, sigma, c, dtype):
+    # HunyuanVideoFramepackPipeline: timestep = t.expand(B) (FlowMatchEuler sigma*1000, float32, not cast); guidance =
+    # tensor([guidance_scale=10] * B, transformer dtype) * 1000; flow output used as is (true_cfg_scale 1).
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    keys = ["encoder_hidden_states", "encoder_attention_mask", "pooled_projections", "image_embeds",
+            "indices_latents", "guidance", "latents_clean", "indices_latents_clean", "latents_history_2x",
+            "indices_latents_history_2x", "latents_history_4x", "indices_latents_history_4x"]
+    return model(hidden_states=x, timestep=t, attention_kwargs=None, return_dict=False,
+                 **{k: c[k] for k in keys})[0]
+
+
+def zimage_build():
+    from diffusers.models.transformers.transformer_z_image import ZImageTransformer2DModel
+    # Z-Image-Turbo layout scaled down (basic, non-omni mode): noise refiner (modulated) + context refiner
+    # (unmodulated) then joint [image, caption] blocks; head_dim 16 = RoPE axes (4, 6, 6); the t-embedder's hidden
+    # width is fixed at 1024 in the code.
+    model = ZImageTransformer2DModel(all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=32,
+                                     n_layers=pick(2, 1), n_refiner_layers=1, n_heads=2, n_kv_heads=2, norm_eps=1e-5,
+                                     qk_norm=True, cap_feat_dim=pick(32, 16), siglip_feat_dim=None, rope_theta=256.0,
+                                     t_scale=1000.0, axes_dims=[4, 6, 6], axes_lens=[64, 16, 16])
+    if "localshim" in sys.modules:  # torch 1.x: no `with torch.device(...)`; fill the RoPE cache the same way
+        import localshim
+        re = model.rope_embedder
+        re.freqs_cis = localshim.call_without_device_context(re.precompute_freqs_cis, re.axes_dims, re.axes_lens,
+                                                             theta=re.theta)
+    return model
+
+
+def zimage_inputs(g):
+    # ZImagePipeline: prompt embeds are the Qwen3 hidden states of the valid (unpadded) tokens only, one (L, D)
+    # tensor per prompt; the model pads them to a multiple of 32 with a learned cap_pad_token.
+    return {"encoder_hidden_states": rnd(g, 1, pick(6, 3), pick(32, 16)), "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def zimage_call(model, x, sigma, c, dtype):
+    # ZImagePipeline: timestep = (1000 - t) / 1000 (FlowMatchEuler t = sigma*1000; the model multiplies by t_scale
+    # 1000), latents.unsqueeze(2) unbound into a list of (C, 1, H, W), output stacked, squeeze(2), then
+    # noise_pred = -noise_pred.
+    t = (1000.0 - torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)) / 1000
+    out = model(list(x.unsqueeze(2).unbind(dim=0)), t, [c["encoder_hidden_states"][0]], return_dict=False)[0]
+    return -torch.stack([o.float() for o in out], dim=0).squeeze(2)
+
+
+def qwenimage_build():
+    from diffusers.models.transformers.transformer_qwenimage import QwenImageTransformer2DModel
+    # Qwen-Image layout scaled down: latents packed 2x2 (in_channels 16 = 4 x 4); head_dim 16 = RoPE axes (4, 6, 6).
+    return QwenImageTransformer2DModel(patch_size=2, in_channels=16, out_channels=4, num_layers=pick(2, 1),
+                                       attention_head_dim=16, num_attention_heads=2, joint_attention_dim=pick(32, 16),
+                                       guidance_embeds=False, axes_dims_rope=(4, 6, 6))
+
+
+def qwenimage_inputs(g):
+    # QwenImagePipeline: Qwen2.5-VL prompt embeds with their mask (the pipeline trims the batch to the longest valid
+    # prompt, so with one prompt the mask is all ones; txt_seq_lens = mask.sum(1)); latents packed 2x2 as Flux packs.
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "encoder_hidden_states_mask": text_mask(n, 0),
+            "noise": _flux_pack(rnd(g, 1, 4, 8, 8))}
+
+
+def qwenimage_call(model, x, sigma, c, dtype):
+    # QwenImagePipeline: timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 (the model's Timesteps
+    # scale 1000 undoes it); img_shapes = [(1, H/16, W/16)] per sample = the packed 4x4 grid; flow output as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).to(x.dtype)
+    m = c["encoder_hidden_states_mask"]
+    return model(hidden_states=x, timestep=t / 1000, encoder_hidden_states=c["encoder_hidden_states"],
+                 encoder_hidden_states_mask=m, img_shapes=[[(1, 4, 4)]], txt_seq_lens=m.sum(dim=1).tolist(),
+                 attention_kwargs=None, return_dict=False)[0]
+
+
+def prx_build():
+    from diffusers.models.transformers.transformer_prx import PRXTransformer2DModel
+    # PRX (Photoroom) layout scaled down: image-only blocks cross/self-attending to [text, image] keys; head_dim 16
+    # = RoPE axes (8, 8).
+    return PRXTransformer2DModel(in_channels=4, patch_size=2, context_in_dim=pick(32, 16), hidden_size=32,
+                                 mlp_ratio=3.5, num_heads=2, depth=pick(2, 1), axes_dim=[8, 8], theta=10000,
+                                 time_factor=1000.0, time_max_period=10000)
+
+
+def prx_inputs(g):
+    # PRXPipeline: T5-Gemma prompt embeds and their 0/1 mask (2 padded tokens), passed as attention_mask.
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "attention_mask": text_mask(n, pick(2, 1)),
+            "noise": rnd(g, 1, 4, 8, 8)}
+
+
+def prx_call(model, x, sigma, c, dtype):
+    # PRXPipeline: t_cont = (t.float() / num_train_timesteps).view(1) = sigma (float32; the model scales by
+    # time_factor 1000); output stepped by FlowMatchEuler as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).float() / 1000
+    return model(hidden_states=x, timestep=t, encoder_hidden_states=c["encoder_hidden_states"],
+                 attention_mask=c["attention_mask"], return_dict=False)[0]
+
+
+def kandinsky5_build():
+    from diffusers.models.transformers.transformer_kandinsky import Kandinsky5Transformer3DModel
+    # Kandinsky 5.0 T2V Lite layout scaled down: visual_cond (latents + zero condition + mask channels), one text
+    # encoder block then visual decoder blocks; head_dim 16 = RoPE axes (4, 6, 6).
+    return Kandinsky5Transformer3DModel(in_visual_dim=4, in_text_dim=pick(32, 16), in_text_dim2=pick(24, 16),
+                                        time_dim=pick(48, 32), out_visual_dim=4, patch_size=(1, 2, 2), model_dim=32,
+                                        ff_dim=pick(96, 64), num_text_blocks=1, num_visual_blocks=pick(2, 1),
+                                        axes_dims=(4, 6, 6), visual_cond=True, attention_type="regular")
+
+
+def kandinsky5_inputs(g):
+    # Kandinsky5T2VPipeline: channels-last video latents (B, F, H, W, C) with visual_cond zeros and a zero mask
+    # channel appended; Qwen2.5-VL prompt embeds (valid tokens) and a CLIP pooled embed; rope positions arange over
+    # frames, H/2, W/2 and the prompt length.
+    n = pick(8, 4)
+    return {"encoder_hidden_states": rnd(g, 1, n, pick(32, 16)), "pooled_projections": rnd(g, 1, pick(24, 16)),
+            "visual_cond": torch.zeros(1, 2, 8, 8, 5), "text_rope_pos": torch.arange(n),
+            "noise": rnd(g, 1, 2, 8, 8, 4)}
+
+
+def kandinsky5_call(model, x, sigma, c, dtype):
+    # Kandinsky5T2VPipeline: timestep = t.unsqueeze(0).repeat(B).to(dtype) (FlowMatchEuler sigma*1000);
+    # visual_rope_pos = [arange(F), arange(H/2), arange(W/2)], scale_factor (1, 2, 2) (the 5 s model); the
+    # predicted velocity updates the first C channels only.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).to(dtype)
+    inp = torch.cat([x, c["visual_cond"]], dim=-1)
+    pos = [torch.arange(2), torch.arange(4), torch.arange(4)]
+    return model(hidden_states=inp, encoder_hidden_states=c["encoder_hidden_states"], timestep=t,
+                 pooled_projections=c["pooled_projections"], visual_rope_pos=pos, text_rope_pos=c["text_rope_pos"],
+                 scale_factor=(1.0, 2.0, 2.0), sparse_params=None, return_dict=True).sample
+
+
 CASES = {
     "sd3": dict(build=sd3_build, inputs=sd3_inputs, call=sd3_call, files=["transformer_sd3.py"],
                 timestep="sigma*1000 float32 (StableDiffusion3Pipeline: t.expand(B), FlowMatchEuler timesteps, not cast)",
@@ -634,6 +977,149 @@ CASES = {
                          "mask (causal over text and time token, image rows see everything) turned into a "
                          "(1-mask)*finfo.min additive bias; final RMSNorm, keep the image tokens, AdaLayerNorm "
                          "(shift, scale) from a second t-embedding, Linear, unpatchify"),
+    "cosmos": dict(build=cosmos_build, inputs=cosmos_inputs, call=cosmos_call, files=["transformer_cosmos.py"],
+                   timestep="sigma in the model dtype (Cosmos pipelines: current_t = sigma/(sigma+1) of the EDM sigma, "
+                            "= the flow sigma, t.expand(B).to(transformer_dtype)); fps=30",
+                   velocity="model output as is (x0 = (1-t) x_edm - t out with input x_edm (1-t): out is the flow "
+                            "velocity), not negated",
+                   note="NVIDIA Cosmos video DiT: a zero padding-mask channel (NEAREST-resized from pixel size) "
+                        "concatenated to the latents, Linear patchify (1x2x2) bias-free; Timesteps sinusoid -> "
+                        "bias-free SiLU MLP giving a 3d temb AND an RMSNorm'd sinusoid (embedded_timestep); every "
+                        "norm is adaLN-LoRA (CosmosAdaLayerNormZero: SiLU -> Linear(d->lora) -> Linear(lora->3d) + "
+                        "temb, shift/scale/gate, non-affine LayerNorm) before self-attn, cross-attn and FFN; a "
+                        "learnable t/h/w positional embedding summed and divided by its scaled L2 norm (f32) added "
+                        "before every block; per-head RMSNorm q/k norms; half-layout (unbind -2) 3-D RoPE with NTK "
+                        "theta scaling per axis and fps-scaled time positions, self-attn only; bias-free q/k/v/out "
+                        "and GELU FFN; final adaLN-LoRA (shift, scale); permuted unpatchify (p_h, p_w, p_t order); 2 "
+                        "latent frames"),
+    "wanvace": dict(build=wanvace_build, inputs=wanvace_inputs, call=wanvace_call,
+                    files=["transformer_wan_vace.py", "transformer_wan.py"],
+                    timestep="int(sigma*1000) int64 (WanVACEPipeline: t.expand(B), UniPCMultistep flow timesteps)",
+                    velocity="model output as is (flow prediction), not negated",
+                    note="Wan2.1-VACE video DiT: 3-D conv patchify of the latents and, separately, of a control "
+                         "video (inactive/reactive latents + mask channels, zero-padded to the token count); VACE "
+                         "blocks (Wan blocks with proj_in adding the main tokens on the first, proj_out per block) "
+                         "run first over the control tokens, each emitting a hint that is added (times its "
+                         "control_hidden_states_scale entry) after the matching main block in vace_layers; Wan "
+                         "blocks: FP32 non-affine LayerNorms modulated by per-block scale_shift_table + a shared "
+                         "6-way t-projection (f32 adds), RMSNorm q/k norm across all heads before the head split, "
+                         "interleaved 3-D RoPE (f64 table, t/h/w dims 8/4/4) applied by strided slice assignment "
+                         "into an empty tensor, cross-attn to a GELU-tanh projected caption after an affine FP32 "
+                         "LayerNorm (ungated), GELU-tanh FFN; final scale_shift_table (shift, scale) norm; 2 latent "
+                         "frames"),
+    "luminanext": dict(build=luminanext_build, inputs=luminanext_inputs, call=luminanext_call,
+                       files=["lumina_nextdit2d.py"],
+                       timestep="1 - sigma float32 (LuminaPipeline: 1 - t / num_train_timesteps; Lumina's t=0 is "
+                                "noise)",
+                       velocity="negated first half of the output channels (learned sigma: chunk(2, dim=1)[0], "
+                                "then noise_pred = -noise_pred)",
+                       note="Lumina-Next DiT: each block runs self-attn and cross-attn from the same "
+                            "LuminaRMSNormZero-modulated tokens and sums them per head before one shared output "
+                            "Linear (attn2.to_out; attn1 has none), the cross-attn branch scaled by a learned "
+                            "per-head tanh(gate); GQA 4 q / 2 kv heads (k/v repeat), LayerNorm q/k norm across "
+                            "all heads; complex-multiply 2-D RoPE (complex64 table passed in as image_rotary_emb, "
+                            "linear_factor 0.5) on q and k in self-attn but on q only in cross-attn; proportional "
+                            "attention scale sqrt(log_base(seq)) * 1/sqrt(d) in self-attn only; bool masks (int32 "
+                            "all-ones image mask, caption mask with 2 padded tokens); sandwich RMSNorms (norm2 / "
+                            "ffn_norm2 on branch outputs) with tanh gates; SwiGLU FFN; t + masked-mean caption "
+                            "(LayerNorm + Linear) conditioning; LuminaLayerNormContinuous scale-only final norm with "
+                            "built-in Linear; out_channels 8 = 4 + learned sigma"),
+    "consisid": dict(build=consisid_build, inputs=consisid_inputs, call=consisid_call,
+                     files=["consisid_transformer_3d.py"],
+                     timestep="round(sigma*1000) int64 (ConsisIDPipeline: t.expand(B), CogVideoXDPM timesteps)",
+                     velocity="model output as is (a v-prediction model run in a flow loop), not negated; input = "
+                              "[latents, image latents] on channels",
+                     note="ConsisID identity-preserving I2V DiT (CogVideoX-5B body: CogVideoXPatchEmbed without a "
+                          "sincos table, CogVideoXLayerNormZero per-stream shift/scale/gate, joint [text, video] "
+                          "attention with per-head LayerNorm q/k norm and interleaved 3-D RoPE on video tokens only, "
+                          "one GELU-tanh FFN over both streams); plus a LocalFacialExtractor (Perceiver resampler: "
+                          "learned queries + MLP-expanded id tokens, per-scale MLP (LeakyReLU) on 5 ViT hidden "
+                          "layers, PerceiverAttention with k/v over [context, latents] and q/k pre-scaled by "
+                          "d^-1/4, softmax in f32, bias-free FFN, matmul by a proj_out parameter) whose face tokens "
+                          "are added after every 2nd block through PerceiverCrossAttention (LayerNorms, bias-free "
+                          "q / kv / out); final LayerNorm over [text, video] then AdaLayerNorm (shift, scale); 2 "
+                          "latent frames; RoPE tables recorded as inputs image_rotary_cos/sin"),
+    "bria": dict(build=bria_build, inputs=bria_inputs, call=bria_call, files=["transformer_bria.py"],
+                 timestep="sigma*1000 float32 (BriaPipeline: t.expand(B) of FlowMatchEuler timesteps, cast to the "
+                          "model dtype inside)",
+                 velocity="model output as is (flow velocity), not negated; latents packed 2x2 (B, HW/4, 4C)",
+                 note="Bria 3.x Flux-style MMDiT without pooled text or guidance: t-only conditioning (Timesteps "
+                      "with a configurable max_period time_theta -> TimestepEmbedding); Linear x/context embedders; "
+                      "dual-stream blocks (AdaLayerNormZero per stream, joint [text, image] attention with "
+                      "per-head RMSNorm q/k norms on both streams, to_add_out, GELU-tanh FFNs) then single-stream "
+                      "blocks (attention and GELU-tanh MLP in parallel, concat -> proj_out, gated); interleaved "
+                      "3-axis RoPE from the file's own get_1d_rotary_pos_embed (f64 freqs) over [text ids 0, "
+                      "(0, row, col)]; zero-padded prompt embeddings, no attention mask; AdaLayerNormContinuous "
+                      "final norm"),
+    "framepack": dict(build=framepack_build, inputs=framepack_inputs, call=framepack_call,
+                      files=["transformer_hunyuan_video_framepack.py", "transformer_hunyuan_video.py"],
+                      timestep="sigma*1000 float32 (HunyuanVideoFramepackPipeline: t.expand(B), not cast); "
+                               "guidance 10*1000 in the model dtype",
+                      velocity="model output as is (flow velocity), not negated; 2 latent frames denoised",
+                      note="FramePack next-frame-section video DiT (HunyuanVideo body): the noisy window's 1x2x2 "
+                           "conv tokens are prefixed with history context at three compressions (clean [image, "
+                           "last frame] 1x2x2 conv, 2 frames through a 2x4x4 conv, 16 frames through a 4x8x8 conv "
+                           "with replicate padding), their RoPE tables built from explicit frame indices and "
+                           "avg-pooled (2,2,2)/(4,4,4) to match; interleaved 3-axis RoPE theta 256 on image tokens "
+                           "only; text = [SigLIP image tokens through an up-SiLU-down MLP, Llama tokens refined by "
+                           "a masked token refiner (LayerNorm blocks gated by HunyuanVideoAdaNorm from t + masked "
+                           "mean of the prompt, bool 2-D mask with column 0 forced on, SiLU-Linear FFN)]; batch 1 "
+                           "drops padded prompt tokens instead of masking; dual-stream blocks (AdaLayerNormZero, "
+                           "joint [image, text] attention, per-head RMSNorm q/k, added q/k/v) then single-stream "
+                           "(parallel attention + GELU-tanh MLP); t + guidance + pooled CLIP conditioning; only the "
+                           "last window tokens kept for AdaLayerNormContinuous + Linear"),
+    "zimage": dict(build=zimage_build, inputs=zimage_inputs, call=zimage_call, files=["transformer_z_image.py"],
+                   timestep="1 - sigma float32 (ZImagePipeline: (1000 - t) / 1000; the model scales by t_scale 1000)",
+                   velocity="negated model output (ZImagePipeline: noise_pred = -noise_pred); list-of-(C, 1, H, W) "
+                            "model I/O",
+                   note="Z-Image single-stream DiT (S3-DiT): list inputs patchified per image (Linear), image tokens "
+                        "and caption tokens each padded to a multiple of 32 (repeat-last then overwritten by "
+                        "learned x_pad_token / cap_pad_token via boolean index assignment) with integer 3-axis "
+                        "position ids (caption (1+i, 0, 0), image (cap_len+1, row, col), pads (0, 0, 0)); "
+                        "complex64 RoPE gathered from precomputed per-axis polar tables, applied by complex "
+                        "multiply; a modulated noise refiner and an unmodulated context refiner, then joint [image, "
+                        "caption] blocks; blocks: sandwich RMSNorms, tanh-gated scale-only adaLN (1+scale, 4 vectors "
+                        "from min(dim, 256)-wide t embedding), per-head RMSNorm q/k, bool key mask, bias-free "
+                        "SwiGLU FFN (hidden 8/3 d); cos-first sinusoid -> MLP(1024 hidden) t-embedding; final "
+                        "non-affine LayerNorm * (1 + scale) + Linear; unpatchify of the first H*W tokens"),
+    "qwenimage": dict(build=qwenimage_build, inputs=qwenimage_inputs, call=qwenimage_call,
+                      files=["transformer_qwenimage.py"],
+                      timestep="sigma float32 in the latents' dtype (QwenImagePipeline: t.expand(B).to(latents.dtype) "
+                               "/ 1000; the model's Timesteps(scale=1000) multiplies back)",
+                      velocity="model output as is (flow velocity), not negated; latents packed 2x2 (B, HW/4, 4C)",
+                      note="Qwen-Image MMDiT (all dual-stream): RMSNorm'd text -> Linear, Linear image patches; "
+                           "t-only conditioning (its own get_timestep_embedding, Timesteps scale 1000); each block "
+                           "has per-stream SiLU-Linear 6-way modulation (shift, scale, gate for attention and MLP) "
+                           "over non-affine LayerNorms; joint [text, image] attention with per-head RMSNorm q/k "
+                           "(added_q/k on text) and complex-multiply 3-axis RoPE from fixed complex64 tables (not "
+                           "buffers): centred image positions (negative-index table for the upper half rows/cols, "
+                           "scale_rope) and text positions continuing after max(h/2, w/2) on all three axes; no "
+                           "attention mask (the mask only gives txt_seq_lens); GELU-tanh FFNs; "
+                           "AdaLayerNormContinuous final norm on the image stream"),
+    "prx": dict(build=prx_build, inputs=prx_inputs, call=prx_call, files=["transformer_prx.py"],
+                timestep="sigma float32 (PRXPipeline: t.float() / num_train_timesteps; the model scales by 1000)",
+                velocity="model output as is (flow velocity), not negated",
+                note="PRX (Photoroom) text-to-image DiT with an image-only residual stream: every block's queries "
+                     "are image tokens only, keys/values are [text (txt_kv_proj of the once-projected caption, "
+                     "RMSNorm on k only), image (fused img_qkv_proj, per-head RMSNorm q/k)], so the text is never "
+                     "updated; bool key mask = [prompt mask, ones] expanded over heads/queries; 2-axis RoPE as "
+                     "2x2 rotation matrices (cos, -sin, sin, cos; f64 freqs) applied by broadcast multiply-add on "
+                     "image q/k; unfold/fold patchify and unpatchify; 6-way adaLN (shift, scale, gate) from "
+                     "SiLU(t-embedding) per block over non-affine LayerNorms; bias-free GELU-tanh-gated MLP "
+                     "(gate*up -> down); cos-first sinusoid -> MLPEmbedder; final adaLN (shift, scale) + Linear"),
+    "kandinsky5": dict(build=kandinsky5_build, inputs=kandinsky5_inputs, call=kandinsky5_call,
+                       files=["transformer_kandinsky.py"],
+                       timestep="sigma*1000 in the model dtype (Kandinsky5T2VPipeline: t.unsqueeze(0).repeat(B))",
+                       velocity="model output as is (flow velocity), not negated; channels-last latents, model "
+                                "input = [latents, zero visual condition, zero mask] on the last axis",
+                       note="Kandinsky 5.0 video DiT (encoder-decoder): the caption runs through its own "
+                            "modulated text encoder blocks (self-attn with 1-D RoPE), then visual decoder blocks "
+                            "do self-attn (3-D RoPE with per-axis scale_factor (1, 2, 2) dividing the angles), "
+                            "cross-attn to the encoded text and a bias-free GELU FFN, each a 9-way (shift, scale, "
+                            "gate) modulation in f32 from t + pooled CLIP; RoPE as 2x2 rotation matrices applied by "
+                            "multiply-sum and rounded to bfloat16 even in f32 runs; per-head RMSNorm (eps None) "
+                            "q/k norms in f32; LayerNorm'd text/pooled projections; channels-last (B, F, H, W, C) "
+                            "Linear patchify (1x2x2); cos-first time sinusoid over model_dim; 2 latent frames"),
 }
 
 FILE_COMMITS = {
@@ -656,6 +1142,18 @@ FILE_COMMITS = {
     "transformer_easyanimate.py": "58edc804bd032964e0a688053cd84854cd5868dd",
     "transformer_omnigen.py": "8dc31e8e3c173bfd399217fde461a32f8d440b86",
     "transformer_flux.py": "copy58896406911",  # no upstream commit: FluxAttention parts read from index id 58896406911
+    "transformer_cosmos.py": "fed2c46482c82b960396389fad0dee8f0f9f8503",
+    "transformer_wan_vace.py": "4eaf84e2d3f64771245a9cf44a4f44b87507ef55",
+    "transformer_wan.py": "b6bd8f1fb709d8ff1310d1a9b649f4225cf2ca47",
+    "lumina_nextdit2d.py": "4004496d6bc4131d08ac7d01a44060632bfef40d",
+    "consisid_transformer_3d.py": "fed2c46482c82b960396389fad0dee8f0f9f8503",
+    "transformer_bria.py": "7d5682739a1ee5b25bb9f5a81c573ea7e38d8e22",
+    "transformer_hunyuan_video_framepack.py": "577a6aed50bbafbed6981e6ce0dbfa2fe5f12173",
+    "transformer_hunyuan_video.py": "ed6847a1ab3c64570d9fe4df8a1f1d2f06161358",
+    "transformer_z_image.py": "54ba851300fb73e5a13e4990a48ff4f878499982",
+    "transformer_qwenimage.py": "ad24f55ea53dd809e47132e2ab4c94b15cd9e5ce",
+    "transformer_prx.py": "d33f10298fb5afd085d2f8c409fa88cbf0615db3",
+    "transformer_kandinsky.py": "a1d659c5d57a016317f5747348a3c30980a637f0",
 }
 
 

@@ -1,7 +1,7 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third]
 --small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
@@ -66,11 +66,21 @@ EXTRA = {
     "mpt_alibi": dict(_type="mpt", d_model=64, n_heads=4, n_layers=2, expansion_ratio=2, max_seq_len=64, attn_config={"alibi": True}),
     "granite_mult": dict(_type="granite", embedding_multiplier=2.0, residual_multiplier=0.5, attention_multiplier=0.0625),
     "xglm": dict(d_model=64, attention_heads=4, num_layers=2, ffn_dim=96),
+    "granitemoeshared": dict(num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=48),
+    "minimax": dict(num_local_experts=4, num_experts_per_tok=2),
+    "minimax_m2": dict(num_local_experts=4, num_experts_per_tok=2),
+    "afmoe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
+    "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48),
+    "longcat_flash": dict(n_routed_experts=4, moe_topk=2, expert_ffn_hidden_size=32, ffn_hidden_size=96, kv_lora_rank=16,
+                          q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, num_layers=1),
 }
 # A second batch: mixtures of experts, local/sliding attention, clipped q/k/v, parallel blocks.
 MORE = ["gpt_neo", "olmoe", "dbrx", "granitemoe", "jetmoe", "phimoe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
         "gpt_oss", "glm4_moe", "cohere2", "bitnet", "llama4_text", "hunyuan_v1_moe", "ernie4_5_moe", "dots1",
         "doge", "olmo3", "vaultgemma", "flex_olmo", "falcon_new", "falcon_alibi", "mpt_alibi", "granite_mult"]
+# A third batch: more families, mixtures of experts and latent attention among them.
+THIRD = ["deepseek_v3", "llama", "granitemoeshared", "diffllama", "gpt_neox_japanese", "aria_text", "minimax",
+         "minimax_m2", "afmoe", "longcat_flash", "cwm", "qwen3_next", "exaone_moe", "nanochat", "lfm2", "blt"]
 DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
@@ -134,6 +144,8 @@ def main():
     cases = args[1:] or DEFAULT
     if cases == ["more"]:
         cases = MORE
+    if cases == ["third"]:
+        cases = THIRD
     for arch in cases:
         try:
             print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)

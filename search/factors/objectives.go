@@ -165,6 +165,9 @@ func modulateRows(x tensor, rows []int, shift, scale []float32, plusOne bool) []
 	}
 	for _, r := range rows {
 		s := (r / per) * w
+		if s+w > len(scale) || s+w > len(shift) || (r+1)*w > len(x.v) {
+			return nil // vectors that do not cover the rows: no modulation of them (scored infinite)
+		}
 		for c := range w {
 			out = append(out, float64(x.v[r*w+c])*(one+float64(scale[s+c]))+float64(shift[s+c]))
 		}

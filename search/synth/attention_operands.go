@@ -232,6 +232,18 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 	return out
 }
 
+// reversed are tables with the sine negated: a rotation the other way
+// (rotate_half written as cat(x2, −x1)), as some models rotate.
+func (s *synth) reversed(tables [][2]*val) [][2]*val {
+	var out [][2]*val
+	for _, tb := range tables {
+		if neg := s.derive(&expr{op: program.OpMul, args: []*val{tb[1], s.constant(-1)}, out: tb[1].format, label: "−sin"}); neg != nil {
+			out = append(out, [2]*val{tb[0], neg})
+		}
+	}
+	return out
+}
+
 // relaid are the tables of the half layout among tables, re-laid for
 // rotation of adjacent pairs (pairedHalf).
 func (s *synth) relaid(tables [][2]*val) [][2]*val {
@@ -380,6 +392,7 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 		return nil
 	}
 	tables = append(tables, s.relaid(tables)...)
+	tables = append(tables, s.reversed(tables)...)
 	pool, _ := s.allOperands(sc, t)
 	// the heads before the rows ([B, H, N, D], moved for attention) or
 	// after them ([B, N, H, D], the projection only split)

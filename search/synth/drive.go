@@ -107,6 +107,12 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		if bound {
 			continue
 		}
+		if _, taken := roles["latents"]; d.run == "flow_euler" && !taken {
+			if v := s.latentsJoined(target, inputs, sigmaName, roles); v != nil {
+				d.args[p.Name] = v
+				continue
+			}
+		}
 		if d.run == "flow_euler" {
 			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
 				v.request = true
@@ -143,6 +149,68 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 	}
 	st.Outputs = []semantics.Output{{Role: outRole, Name: outName[0]}}
 	return d, nil
+}
+
+// latentsJoined binds a model argument that is the latents joined with
+// another request input along one axis (a condition's channels beside
+// the noisy latents: image-to-video, inpainting): the latents' input of
+// the output's shape first or last, the other input the rest, at step 0;
+// nil when the argument is not that.
+func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
+	out := s.outputShape()
+	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
+		lat := inputs[latName]
+		if latName == sigmaName || !slices.Equal(lat.shape, out) || len(lat.shape) != len(target.shape) {
+			continue
+		}
+		for ax := range target.shape {
+			n, rest := lat.shape[ax], target.shape[ax]-lat.shape[ax]
+			if rest <= 0 || !equalBut(lat.shape, target.shape, ax) {
+				continue
+			}
+			for _, latFirst := range []bool{true, false} {
+				at := 0
+				if !latFirst {
+					at = rest
+				}
+				if relRMS(sliceData(target, ax, at, at+n), lat.data) > 0 {
+					continue
+				}
+				other := sliceData(target, ax, n-at, n-at+rest) // the rest: after the latents, or before them
+				if !latFirst {
+					other = sliceData(target, ax, 0, rest)
+				}
+				for _, name := range slices.Sorted(maps.Keys(inputs)) {
+					in := inputs[name]
+					if name == latName || name == sigmaName || in.numel() != len(other) || relRMS(in.data, other) > 0 {
+						continue
+					}
+					shape := slices.Clone(target.shape)
+					shape[ax] = rest
+					cond := s.reshape(in, shape)
+					if cond == nil {
+						continue
+					}
+					roles["latents"] = latName
+					s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
+					if _, dup := roles[name]; !dup {
+						roles[name] = name
+						s.em.bindLeaf(in, program.Input, program.InputValue(name), name)
+					}
+					parts := []*val{lat, cond}
+					if !latFirst {
+						parts = []*val{cond, lat}
+					}
+					j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: "latents joined with a condition"})
+					if j == nil {
+						continue
+					}
+					return adopt(target, j)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // outputShape is the shape of the run's (first) output.

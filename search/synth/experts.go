@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
@@ -158,7 +159,15 @@ func (s *synth) routed(t *val, vals []*val) *val {
 		if in == nil {
 			continue
 		}
-		for _, r := range routeExprs(in, nil, k, t.format, "") {
+		var exprs []*expr
+		exprs = append(exprs, routeExprs(in, nil, k, t.format, "")...)
+		for _, b := range vals {
+			// a correction vector of the scope moving the choice only
+			if !b.opaque && len(b.shape) == 1 && b.shape[0] == e && !b.integral() {
+				exprs = append(exprs, routeExprs(in, b, k, t.format, " biased choice")...)
+			}
+		}
+		for _, r := range exprs {
 			pick := r
 			if t.integral() {
 				pick = pickOf(r, 1)
@@ -335,59 +344,162 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	tokens := t.numel() / d
 	w1, w2 := s.stackedExperts(sc, d)
 	if w1 == nil {
+		w1, w2 = s.groupedExperts(sc, d)
+	}
+	if w1 == nil {
 		return nil
 	}
-	var x, idx, wts *val
+	e := w1.shape[0]
+	var x *val
 	for _, v := range recentFirst(vals) {
-		switch {
-		case v.opaque || v.numel() == 0:
-		case v.integral() && idx == nil && len(v.shape) >= 1 && v.numel()%tokens == 0 && v.numel() > tokens-1 && v.shape[len(v.shape)-1] <= w1.shape[0]:
-			idx = v
-		}
-	}
-	if idx == nil {
-		return nil
-	}
-	k := idx.numel() / tokens
-	for _, v := range recentFirst(vals) {
-		if !v.opaque && !v.integral() && v.numel() == idx.numel() && wts == nil {
-			wts = v
-		}
 		if !v.opaque && sc.arg[v] && v.numel() == t.numel() && x == nil {
 			x = v
 		}
 	}
-	if wts == nil || x == nil {
+	if x == nil {
 		return nil
 	}
-	x2, i2, w2s := s.reshape(x, []int{tokens, d}), s.reshape(idx, []int{tokens, k}), s.reshape(wts, []int{tokens, k})
-	if x2 == nil || i2 == nil || w2s == nil {
+	x2 := s.reshape(x, []int{tokens, d})
+	if x2 == nil {
 		return nil
 	}
-	shared := sameShape(t, vals)
 	var cands []*expr
-	for _, a := range glueActs {
-		for _, upFirst := range []bool{false, true} {
-			e := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, i2, w2s, w1, w2}, out: t.format,
-				label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
-			y := s.derive(e)
-			if y == nil {
-				continue
-			}
-			y = s.reshape(y, t.shape)
-			cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: e.label})
-			for _, v := range shared {
-				if v != x && !v.opaque {
-					cands = append(cands, &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: e.label + " + a shared expert"})
+	act := map[*expr]exec.ActKind{}
+	for _, rt := range s.routings(sc, vals, tokens, e) {
+		for _, a := range glueActs {
+			for _, upFirst := range []bool{false, true} {
+				ex := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, rt[0], rt[1], w1, w2}, out: t.format,
+					label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
+				y := s.reshape(s.derive(ex), t.shape)
+				if y == nil {
+					continue
+				}
+				c := &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: ex.label}
+				cands, act[c] = append(cands, c), a
+				for _, v := range sameShape(t, vals) {
+					if v != x {
+						c := &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: ex.label + " + a shared expert"}
+						cands, act[c] = append(cands, c), a
+					}
 				}
 			}
 		}
 	}
+	if len(cands) == 0 {
+		return nil
+	}
 	v, ev := s.best(t, cands)
 	if v != nil {
-		v.fit = &leafFit{kind: "experts", candidates: ev}
+		v.fit = &leafFit{kind: "experts", act: act[v.from], candidates: ev}
+		s.mlps = append(s.mlps, mlpRecord{scope: sc.module, boundary: t.origin, x: v})
 	}
 	return v
+}
+
+// routings are the (indices, weights) [T, k] pairs the experts may be
+// routed by: the scope's own (a router's results), or, where the scope
+// holds only the router's logits [T, E], each top-k routing of them, k
+// read off the tokens the first expert call receives (T·k rows) or 1, 2.
+func (s *synth) routings(sc *scope, vals []*val, tokens, e int) [][2]*val {
+	var idx, wts *val
+	for _, v := range recentFirst(vals) {
+		if !v.opaque && v.integral() && idx == nil && v.numel()%tokens == 0 && v.numel() >= tokens && v.shape[len(v.shape)-1] <= e {
+			idx = v
+		}
+	}
+	if idx != nil {
+		for _, v := range recentFirst(vals) {
+			if !v.opaque && !v.integral() && v.numel() == idx.numel() && wts == nil {
+				wts = v
+			}
+		}
+		if wts != nil {
+			k := idx.numel() / tokens
+			i2, w2 := s.reshape(idx, []int{tokens, k}), s.reshape(wts, []int{tokens, k})
+			if i2 != nil && w2 != nil {
+				return [][2]*val{{i2, w2}}
+			}
+		}
+	}
+	var logits *val
+	for _, v := range recentFirst(vals) {
+		if !v.opaque && !v.integral() && len(v.shape) >= 1 && v.shape[len(v.shape)-1] == e && v.numel() == tokens*e {
+			logits = s.reshape(v, []int{tokens, e})
+			break
+		}
+	}
+	if logits == nil {
+		return nil
+	}
+	ks := []int{1, 2}
+	for _, ch := range s.children(sc.call) {
+		for _, gc := range append([]trace.Call{ch}, s.children(ch)...) {
+			for _, p := range gc.Tensors {
+				if info, err := s.tr.Info(p.Key); err == nil && !trace.IsResult(p.Name) && len(info.Shape) == 2 && info.Shape[0]%tokens == 0 && info.Shape[0] > tokens {
+					if k := info.Shape[0] / tokens; k < e && !slices.Contains(ks, k) {
+						ks = append([]int{k}, ks...)
+					}
+				}
+			}
+		}
+	}
+	var out [][2]*val
+	for _, k := range ks {
+		if k >= e {
+			continue
+		}
+		for _, r := range routeExprs(logits, nil, k, f32, "") {
+			w, i := s.derive(r), s.derive(pickOf(r, 1))
+			if w != nil && i != nil {
+				out = append(out, [2]*val{i, w})
+			}
+		}
+	}
+	return out
+}
+
+// groupedExperts finds the experts' weights as two rank-3 parameters of
+// the scope's calls (grouped GEMMs over all experts, [E, D, 2I] and
+// [E, I, D], or already [E, 2I, D] and [E, D, I]) and lays them out as
+// the experts op reads them.
+func (s *synth) groupedExperts(sc *scope, d int) (*val, *val) {
+	var ps []*val
+	for _, name := range s.subtreeParams(sc.call) {
+		if p, err := s.param(name); err == nil && len(p.shape) == 3 {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) != 2 {
+		return nil, nil
+	}
+	for _, pair := range [][2]*val{{ps[0], ps[1]}, {ps[1], ps[0]}} {
+		a, b := pair[0], pair[1]
+		e := a.shape[0]
+		if b.shape[0] != e {
+			continue
+		}
+		var w1, w2 *val
+		switch {
+		case a.shape[1] == d && a.shape[2]%2 == 0: // [E, D, 2I]
+			w1 = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{a}, out: a.format, label: "stored [in, out]"})
+		case a.shape[2] == d && a.shape[1]%2 == 0:
+			w1 = a
+		}
+		if w1 == nil {
+			continue
+		}
+		i := w1.shape[1] / 2
+		switch {
+		case b.shape[1] == i && b.shape[2] == d: // [E, I, D]
+			w2 = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{b}, out: b.format, label: "stored [in, out]"})
+		case b.shape[1] == d && b.shape[2] == i:
+			w2 = b
+		}
+		if w2 != nil {
+			return w1, w2
+		}
+	}
+	return nil, nil
 }
 
 // stackedExperts finds the scope's expert modules (children whose paths

@@ -114,6 +114,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.linearAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.latentAttention(target, sc); v != nil {
+		return v
+	}
+	if v := s.gatedAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
 	}
