@@ -42,7 +42,7 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		if w := s.squared(t, v); w != nil {
 			return w
 		}
-		if c, ok := fitScalar(v, t); ok {
+		if c, ok := s.scalarOf(v, t); ok {
 			k := s.constant(c)
 			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, k}, out: t.format, label: "scaled"}}); w != nil {
 				return w
@@ -50,6 +50,22 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// scalarOf is fitScalar at step 0, or, for a small value that is zero
+// there (a timestep 1 − σ at σ = 1), at the first step where it is not.
+func (s *synth) scalarOf(v, t *val) (float64, bool) {
+	if rms(v.data) > 0 || t.numel() > 64 {
+		return fitScalar(v, t)
+	}
+	for _, st := range s.tr.Steps() {
+		vd, ok1 := s.at(v, st)
+		td, ok2 := s.at(t, st)
+		if ok1 && ok2 && rms(vd) > 0 && len(vd) == len(td) {
+			return fitScalar(&val{shape: v.shape, data: vd}, &val{shape: t.shape, data: td, format: t.format})
+		}
+	}
+	return 0, false
 }
 
 // combined: a + g·b with g one or a constant (residuals, scaled

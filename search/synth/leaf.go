@@ -251,15 +251,38 @@ func (s *synth) best(target *val, cands []*expr) (*val, []semantics.Candidate) {
 	var win *val
 	bestScore := math.Inf(1)
 	var ev []semantics.Candidate
+	type scored struct {
+		v  *val
+		sc float64
+	}
+	var within []scored
 	for _, e := range cands {
 		v, sc := s.ev.score(e, target)
 		ev = append(ev, semantics.Candidate{Value: e.label, Score: finite(sc)})
 		if sc < bestScore {
 			win, bestScore = v, sc
 		}
+		if v != nil && sc <= tolerance(target.format) {
+			within = append(within, scored{v, sc})
+		}
 	}
 	if win == nil || bestScore > tolerance(target.format) {
 		return nil, ev
+	}
+	if !s.everyStep(win, target, tolerance(target.format)) {
+		// a small target matched at step 0 by coincidence (silu(0) = 0):
+		// the best candidate that holds at every step, if any
+		slices.SortStableFunc(within, func(a, b scored) int { return cmpFloat(a.sc, b.sc) })
+		win = nil
+		for _, c := range within {
+			if s.everyStep(c.v, target, tolerance(target.format)) {
+				win = c.v
+				break
+			}
+		}
+		if win == nil {
+			return nil, ev
+		}
 	}
 	return win, ev
 }
