@@ -223,12 +223,36 @@ func (s *synth) moved(t *val, vals []*val) *val {
 		}
 	}
 	// a value read with the target's axes in another order (heads split
-	// off the width and moved: [B, S, H·D] → [B, H, S, D])
+	// off the width and moved: [B, S, H·D] → [B, H, S, D]), or one of the
+	// k equal parts of a fused projection's width read so
+	// (rearrange("b l (k h d) -> k b h l d"))
 	if len(t.shape) >= 3 && len(t.shape) <= 5 {
+		type piece struct {
+			v    *val
+			k, i int       // part i of k of the width; k = 1: the whole value
+			data []float32 // its values in order
+		}
+		var pieces []piece
 		for _, v := range vals {
-			if v.numel() != t.numel() || v.opaque {
+			if v.opaque || len(v.shape) < 2 {
 				continue
 			}
+			if v.numel() == t.numel() {
+				pieces = append(pieces, piece{v: v, k: 1, data: v.data})
+				continue
+			}
+			last := len(v.shape) - 1
+			for _, k := range []int{2, 3} {
+				if v.numel() != k*t.numel() || v.shape[last]%k != 0 {
+					continue
+				}
+				w := v.shape[last] / k
+				for i := range k {
+					pieces = append(pieces, piece{v: v, k: k, i: i, data: sliceData(v, last, i*w, (i+1)*w)})
+				}
+			}
+		}
+		for _, pc := range pieces {
 			for _, pi := range permutations(len(t.shape)) {
 				if isIdentity(pi) {
 					continue
@@ -238,8 +262,17 @@ func (s *synth) moved(t *val, vals []*val) *val {
 				for i, a := range pi {
 					split[a] = t.shape[i]
 				}
-				if relRMS(permuteData(&val{shape: split, data: v.data}, pi), t.data) > tol {
+				if relRMS(permuteData(&val{shape: split, data: pc.data}, pi), t.data) > tol {
 					continue
+				}
+				v := pc.v
+				if pc.k > 1 {
+					last := len(v.shape) - 1
+					w := v.shape[last] / pc.k
+					v = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: last, Start: pc.i * w, End: (pc.i + 1) * w}, args: []*val{v}, out: v.format, label: fmt.Sprintf("part %d of %d", pc.i, pc.k)})
+					if v == nil {
+						continue
+					}
 				}
 				r := s.reshape(v, split)
 				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: pi}, args: []*val{r}, out: v.format, label: "permute"})
