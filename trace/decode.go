@@ -83,26 +83,18 @@ func (m *Manifest) decode(dec *json.Decoder, in *interner) error {
 			return err
 		}
 		name := tok.(string)
-		var dst any
-		switch {
-		case strings.EqualFold(name, "calls"):
-			err = decodeCalls(dec, &m.Calls, in)
-		case strings.EqualFold(name, "format"):
-			dst = &m.Format
-		case strings.EqualFold(name, "version"):
-			dst = &m.Version
-		case strings.EqualFold(name, "producer"):
-			dst = &m.Producer
-		case strings.EqualFold(name, "dtypes"):
-			dst = &m.DTypes
-		case strings.EqualFold(name, "params"):
-			dst = &m.Params
-		case strings.EqualFold(name, "inputs"):
-			dst = &m.Inputs
-		case strings.EqualFold(name, "outputs"):
-			dst = &m.Outputs
-		default:
-			dst = new(json.RawMessage)
+		var dst any = new(json.RawMessage) // an unknown field: skipped
+		if strings.EqualFold(name, "calls") {
+			dst, err = nil, decodeCalls(dec, &m.Calls, in)
+		}
+		for _, f := range []struct {
+			name string
+			dst  any
+		}{{"format", &m.Format}, {"version", &m.Version}, {"producer", &m.Producer}, {"dtypes", &m.DTypes},
+			{"params", &m.Params}, {"inputs", &m.Inputs}, {"outputs", &m.Outputs}} {
+			if strings.EqualFold(name, f.name) {
+				dst = f.dst
+			}
 		}
 		if dst != nil {
 			err = dec.Decode(dst)
