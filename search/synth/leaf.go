@@ -601,8 +601,10 @@ func (s *synth) reshape(v *val, shape []int) *val {
 	return s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(shape)}, args: []*val{v}, out: v.format})
 }
 
-// commonEps are the ε configs write most.
-var commonEps = []float32{1e-6, 1e-5, 1e-8, 1e-12}
+// commonEps are the ε configs write most, and torch's default where a
+// norm is given none (nn.RMSNorm(eps=None), F.rms_norm: the machine ε of
+// the input's dtype, f32's and bf16's).
+var commonEps = []float32{1e-6, 1e-5, 1e-8, 1e-12, 1.1920929e-07, 0.0078125}
 
 // epsCandidates are the common ε and, where the target is f32 (precise
 // enough to show it), ε measured from the values: per element,
