@@ -293,7 +293,8 @@ func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trac
 		fmt.Fprintf(stderr, "precision: not searched: %v\n", err)
 		return nil
 	}
-	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs\n", "precision", time.Since(start).Seconds(), rep.Evaluations)
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs (%d stopped once their plan could not win)\n", "precision",
+		time.Since(start).Seconds(), rep.Evaluations, rep.Stopped)
 	doc.Precision = rep.After
 	return nil
 }
