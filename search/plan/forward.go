@@ -494,7 +494,7 @@ func (rs *runState) flowRun() error {
 	}
 	scale, err1 := program.SpecFor(pr, "mul", roleScale)
 	update, err2 := program.SpecFor(pr, "add", roleUpdate)
-	if err := cmpErr(err1, err2); err != nil {
+	if err := firstErr(err1, err2); err != nil {
 		return err
 	}
 	castU := e.units.id(Unit{Op: "cast", Role: roleTimestep})
@@ -578,7 +578,7 @@ func (rs *runState) flowRun() error {
 	return nil
 }
 
-func cmpErr(errs ...error) error {
+func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err
