@@ -28,13 +28,17 @@ type Options struct {
 	// Progress, when set, is told after each program node run how many
 	// of the run's nodes (the program's, once per model call) have run.
 	Progress func(done, total int)
+	// KeepIf, when set, keeps both sides' values only in the records it
+	// accepts (the others have Ours and Ref nil): a check that looks at
+	// the boundaries it fails holds those, not the trace.
+	KeepIf func(*plan.Record) bool
 }
 
 // Report is one run of a document against its trace.
 type Report struct {
 	Mode string
 	// Records are the compared boundaries in execution order, with both
-	// sides' values (Ours, Ref).
+	// sides' values (Ours, Ref; those KeepIf accepts when it is set).
 	Records []plan.Record
 	// Skipped are the boundaries inside parts the document leaves
 	// undetermined (a partial program's passed blocks): not computed, so
@@ -64,8 +68,9 @@ func Run(b exec.Backend, doc *semantics.Document, tr *trace.Trace, o Options) (*
 		return nil, fmt.Errorf("the document is incomplete (%s: %s): free running needs every part of the program", holes[0].Address, holes[0].Problem)
 	}
 	rep.Partial = len(holes) > 0
-	e, err := plan.NewEvaluator(b, tr, doc, plan.Options{Steps: o.Steps, FreeRunning: o.FreeRunning, Keep: true, Partial: rep.Partial,
-		Progress: o.Progress})
+	// One run: nothing is worth keeping on the backend for a next one.
+	e, err := plan.NewEvaluator(b, tr, doc, plan.Options{Steps: o.Steps, FreeRunning: o.FreeRunning, Keep: true, KeepIf: o.KeepIf,
+		Partial: rep.Partial, CacheBytes: -1, Progress: o.Progress})
 	if err != nil {
 		return nil, err
 	}

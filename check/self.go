@@ -79,7 +79,9 @@ type Result struct {
 // (NotRun), not an error: the error is for a trace that cannot be read.
 // progress, when not nil, is Options.Progress.
 func Self(b exec.Backend, doc *semantics.Document, tr *trace.Trace, progress func(done, total int)) (*Result, error) {
-	rep, err := Run(b, doc, tr, Options{Progress: progress})
+	// Only a boundary the check fails needs its values (its diagnosis).
+	failing := func(r *plan.Record) bool { return r.RelRMS() > Tolerance(r.Format) }
+	rep, err := Run(b, doc, tr, Options{Progress: progress, KeepIf: failing})
 	if err != nil {
 		if errors.Is(err, trace.ErrFormat) || errors.Is(err, trace.ErrManifest) {
 			return nil, err

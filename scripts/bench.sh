@@ -44,6 +44,35 @@ echo "$out" | awk '
 echo "== program search (search/synth) on the planted constructs, against generating with the program found (same process)"
 go test ./search/synth -run '^$' -bench ProgramSearch -benchtime 3x 2>&1 | grep -E '^Benchmark' | awk '{ printf "  %s: %s ms per search, %.1fx the time of one generation of the request\n", $1, $5, $7 }'
 
+# The rounding search (issue 14): `discover --precision` against `discover`
+# on the wide fixture's one DiT block at 1/WIDE_SCALE of real width
+# (fixtures/wide; 1/4: hidden 768, 6 heads, 1024 + 128 rows, a 222 MB f32
+# trace, kept between runs). The search's cost is the difference of the two
+# walls (the same discovery and self-check run in both), against the
+# discovery's wall; peak RSS against the trace file. Two rounds, alternated.
+wide_bench() {
+WIDE_SCALE=${WIDE_SCALE:-4}
+WIDE="$BENCH_DIR/zflow-bench-wide-$WIDE_SCALE.npz"
+echo "== the rounding search against the discovery it follows, wide fixture at 1/$WIDE_SCALE width (issue 14)"
+[ -f "$WIDE" ] || go run ./fixtures/gen -wide "$WIDE" -wide-scale "$WIDE_SCALE" > /dev/null
+size=$(stat -c %s "$WIDE")
+cat "$WIDE" > /dev/null   # both from the page cache
+log="$BENCH_DIR/zflow-bench-wide.log" tf="$BENCH_DIR/zflow-bench-wide.time"
+for round in 1 2; do
+  /usr/bin/time -o "$tf" -f "%e %M" $ZFLOW discover --trace "$WIDE" -o "$BENCH_DIR/zflow-bench-wide.json" > /dev/null 2> "$log"
+  d=$(tail -1 "$tf")
+  /usr/bin/time -o "$tf" -f "%e %M" $ZFLOW discover --trace "$WIDE" --precision -o "$BENCH_DIR/zflow-bench-wide-precision.json" > /dev/null 2> "$log"
+  p=$(tail -1 "$tf")
+  line=$(grep -E '^discover: precision ' "$log" || echo "discover: precision ? s")
+  awk -v d="$d" -v p="$p" -v s="$size" -v r="$round" -v line="$line" 'BEGIN {
+    split(d, D, " "); split(p, P, " "); split(line, L, " ");
+    printf "  round %d: discover %.2f s, peak RSS %.0f MiB; discover --precision %.2f s, peak RSS %.0f MiB (its search line: %s)\n", r, D[1], D[2]/1024, P[1], P[2]/1024, L[3];
+    printf "  round %d: ratio: the rounding search costs %.2fx the discovery (target <= 2); peak RSS %.2fx the %.0f MB trace file (target <= 2)\n", r, (P[1]-D[1])/D[1], P[2]*1024/s, s/1e6;
+  }'
+done
+}
+wide_bench
+
 # zflow diff against NumPy (issue 4): the same per-boundary metrics over a
 # pair of 4 GiB bf16 traces (bench/gentrace: a DiT-shaped run and a close
 # "port" of it), each tool run once from the page cache. Throughput counts

@@ -53,6 +53,9 @@ type Score struct {
 	TieBreak float64
 	Boundary string // "<scope>/<module>/<port>" the score was taken at
 	Metric   string // "rel_rms" or "exact_fraction"
+	// Bound: Err is a lower bound (and TieBreak 0): a BoundedObjective
+	// stopped scoring once the assignment could not win.
+	Bound bool
 }
 
 func (s Score) less(t Score) bool {
@@ -72,6 +75,18 @@ const (
 // observable.
 type Objective interface {
 	Score(ctx context.Context, factor string, a Assignment) (Score, error)
+}
+
+// BoundedObjective is an Objective that can stop scoring an assignment
+// once it cannot win. Stage scores every factor of a stage under a (in the
+// order given) and returns them with complete true; or, as soon as the
+// sum of their errors is certain to exceed bound, lower bounds of them
+// (each Score's Bound set) with complete false. A search gives it the
+// total of the best assignment so far, so that a candidate that cannot
+// beat it costs only what it took to see so.
+type BoundedObjective interface {
+	Objective
+	Stage(ctx context.Context, factors []string, a Assignment, bound float64) (scores []Score, complete bool, err error)
 }
 
 // ObjectiveFunc adapts a function to Objective.
@@ -97,8 +112,10 @@ type Options struct {
 	MaxJoint int
 	// MaxRounds bounds coordinate descent per stage. Default 8.
 	MaxRounds int
-	// Progress, when set, is told what is being scored.
-	Progress func(stage int, done, total int)
+	// Progress, when set, is told what is being scored: in coordinate
+	// descent, round (from 1) and the candidates scored of the round's;
+	// in a joint search, round 0 and the combinations scored.
+	Progress func(stage, round, done, total int)
 }
 
 func (o Options) withDefaults() Options {
@@ -199,7 +216,7 @@ type searcher struct {
 func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Score, error) {
 	s.lookups++
 	k := factor + "|" + a.key()
-	if sc, ok := s.cache[k]; ok {
+	if sc, ok := s.cache[k]; ok && !sc.Bound {
 		return sc, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -217,8 +234,26 @@ func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Scor
 	return sc, nil
 }
 
-// total is the stage's error under a: the sum over its factors.
-func (s *searcher) total(ctx context.Context, fs []Factor, a Assignment) (Score, error) {
+// total is the stage's error under a: the sum over its factors. With a
+// BoundedObjective it may stop once the sum exceeds bound: the result is
+// then a lower bound (Bound set), which no assignment within bound beats.
+func (s *searcher) total(ctx context.Context, fs []Factor, a Assignment, bound float64) (Score, error) {
+	if bo, ok := s.obj.(BoundedObjective); ok {
+		var t Score
+		known := true
+		for _, f := range fs {
+			sc, ok := s.cache[f.Name+"|"+a.key()]
+			known = known && ok
+			t.Err += sc.Err
+			t.TieBreak += sc.TieBreak
+			t.Bound = t.Bound || sc.Bound
+		}
+		if !known || t.Bound && t.Err <= bound {
+			return s.stage(ctx, bo, fs, a, bound)
+		}
+		s.lookups += len(fs)
+		return t, nil
+	}
 	var t Score
 	for _, f := range fs {
 		sc, err := s.score(ctx, f.Name, a)
@@ -228,6 +263,41 @@ func (s *searcher) total(ctx context.Context, fs []Factor, a Assignment) (Score,
 		t.Err += sc.Err
 		t.TieBreak += sc.TieBreak
 	}
+	return t, nil
+}
+
+// stage scores a whole stage through a BoundedObjective.
+func (s *searcher) stage(ctx context.Context, bo BoundedObjective, fs []Factor, a Assignment, bound float64) (Score, error) {
+	if err := ctx.Err(); err != nil {
+		return Score{}, err
+	}
+	names := make([]string, len(fs))
+	for i, f := range fs {
+		names[i] = f.Name
+	}
+	scores, complete, err := bo.Stage(ctx, names, a, bound)
+	if err != nil {
+		return Score{}, fmt.Errorf("scoring %s: %w", a.key(), err)
+	}
+	if len(scores) != len(fs) {
+		return Score{}, fmt.Errorf("scoring %s: %d scores for %d factors", a.key(), len(scores), len(fs))
+	}
+	s.evals++
+	s.lookups += len(fs)
+	var t Score
+	for i, f := range fs {
+		sc := scores[i]
+		if math.IsNaN(sc.Err) {
+			sc.Err = math.Inf(1)
+		}
+		sc.Bound = !complete
+		if old, ok := s.cache[f.Name+"|"+a.key()]; !ok || old.Bound {
+			s.cache[f.Name+"|"+a.key()] = sc
+		}
+		t.Err += sc.Err
+		t.TieBreak += sc.TieBreak
+	}
+	t.Bound = !complete
 	return t, nil
 }
 
@@ -272,16 +342,16 @@ func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignme
 	best, bestScore := a, Score{Err: math.Inf(1)}
 	n, done := combos(fs), 0
 	err := each(fs, a, func(c Assignment) error {
-		t, err := s.total(ctx, fs, c)
+		t, err := s.total(ctx, fs, c, bestScore.Err)
 		if err != nil {
 			return err
 		}
-		if t.less(bestScore) {
+		if !t.Bound && t.less(bestScore) {
 			best, bestScore = c, t
 		}
 		done++
 		if s.opts.Progress != nil {
-			s.opts.Progress(stage, done, n)
+			s.opts.Progress(stage, 0, done, n)
 		}
 		return nil
 	})
@@ -291,26 +361,31 @@ func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignme
 // descend changes one factor at a time to its best value until no single
 // change improves the stage's total.
 func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assignment) (Assignment, error) {
-	cur, err := s.total(ctx, fs, a)
+	cur, err := s.total(ctx, fs, a, math.Inf(1))
 	if err != nil {
 		return nil, err
 	}
+	perRound := 0
+	for _, f := range fs {
+		perRound += len(f.Values)
+	}
 	for round := 0; round < s.opts.MaxRounds; round++ {
-		changed := false
-		for i, f := range fs {
+		changed, done := false, 0
+		for _, f := range fs {
 			for _, v := range f.Values {
 				c := a.clone()
 				c[f.Name] = v
-				t, err := s.total(ctx, fs, c)
+				t, err := s.total(ctx, fs, c, cur.Err)
 				if err != nil {
 					return nil, err
 				}
-				if t.less(cur) {
+				if !t.Bound && t.less(cur) {
 					a, cur, changed = c, t, true
 				}
-			}
-			if s.opts.Progress != nil {
-				s.opts.Progress(stage, round*len(fs)+i+1, s.opts.MaxRounds*len(fs))
+				done++
+				if s.opts.Progress != nil {
+					s.opts.Progress(stage, round+1, done, perRound)
+				}
 			}
 		}
 		if !changed {
@@ -337,7 +412,13 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		base[f.Name] = v
 		best := Score{Err: math.Inf(1)}
 		try := func(c Assignment) error {
-			sc, err := s.score(ctx, f.Name, c)
+			sc, ok := s.cache[f.Name+"|"+c.key()] // a bound too: the evidence says so
+			var err error
+			if !ok {
+				sc, err = s.score(ctx, f.Name, c)
+			} else {
+				s.lookups++
+			}
 			if err == nil && sc.less(best) {
 				best = sc
 			}
@@ -354,11 +435,16 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		}
 		scores[i] = best
 	}
-	win := 0
+	// A bound is not a score to win with: it only says the candidate
+	// could not beat the assignment's own value, which is scored whole.
+	win := -1
 	for i := range scores {
-		if scores[i].less(scores[win]) {
+		if !scores[i].Bound && (win < 0 || scores[i].less(scores[win])) {
 			win = i
 		}
+	}
+	if win < 0 {
+		win = 0
 	}
 	out := semantics.Factor{
 		Name: f.Name, Scope: f.Scope, Value: f.Values[win],
@@ -366,7 +452,7 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 	}
 	runnerUp := math.Inf(1)
 	for i, sc := range scores {
-		out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(sc.Err)})
+		out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(sc.Err), AtLeast: sc.Bound})
 		if i != win {
 			runnerUp = min(runnerUp, sc.Err)
 		}

@@ -190,3 +190,99 @@ func TestErrors(t *testing.T) {
 		t.Error("objective error swallowed")
 	}
 }
+
+// bounded is table as a BoundedObjective: Stage scores the factors in
+// order and stops as soon as their sum passes the bound, the factors not
+// reached bounded by 0.
+type bounded struct {
+	table
+	stages, stopped int
+}
+
+func (b *bounded) Stage(_ context.Context, factors []string, a Assignment, bound float64) ([]Score, bool, error) {
+	b.stages++
+	out := make([]Score, len(factors))
+	sum := 0.0
+	for i, f := range factors {
+		out[i] = Score{Err: b.f(f, a), Metric: MetricExact}
+		if sum += out[i].Err; sum > bound {
+			for j := i + 1; j < len(factors); j++ {
+				out[j] = Score{Metric: MetricExact, Bound: true}
+			}
+			b.stopped++
+			return out, false, nil
+		}
+	}
+	return out, true, nil
+}
+
+// TestBoundedDescent: with a BoundedObjective the descent finds what it
+// finds with every score whole, stopped evaluations leave bounds (never
+// above the score) in the evidence, and each round's progress reaches its
+// total.
+func TestBoundedDescent(t *testing.T) {
+	want := map[string]any{"a": 3, "b": 0, "c": 4}
+	f := func(name string, a Assignment) float64 {
+		e := 1e-6
+		if a[name] != want[name] {
+			e += 0.1 * float64(1+len(name))
+		}
+		if name == "c" && a["a"] != want["a"] {
+			e += 0.05 // c's boundary sees a too
+		}
+		return e
+	}
+	var factors []Factor
+	for _, n := range []string{"a", "b", "c"} {
+		factors = append(factors, Factor{Name: n, Values: []any{0, 1, 2, 3, 4}})
+	}
+	whole, err := Run(context.Background(), factors, &table{f: f}, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &bounded{table: table{f: f}}
+	rounds := map[int][2]int{}
+	got, err := Run(context.Background(), factors, obj, nil, Options{Progress: func(stage, round, done, total int) {
+		rounds[round] = [2]int{done, total}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range want {
+		if got.Assignment[k] != whole.Assignment[k] || got.Assignment[k] != want[k] {
+			t.Errorf("%s = %v, whole %v, want %v", k, got.Assignment[k], whole.Assignment[k], want[k])
+		}
+	}
+	if obj.stopped == 0 {
+		t.Error("no evaluation stopped")
+	}
+	bounds := 0
+	for i, fr := range got.Factors {
+		for j, c := range fr.Candidates {
+			w := whole.Factors[i].Candidates[j]
+			switch {
+			case c.AtLeast:
+				bounds++
+				if c.Score > w.Score {
+					t.Errorf("%s=%v: bound %v above the score %v", fr.Name, c.Value, c.Score, w.Score)
+				}
+			case c.Score != w.Score:
+				t.Errorf("%s=%v: %v, whole %v", fr.Name, c.Value, c.Score, w.Score)
+			}
+		}
+		if fr.Value != whole.Factors[i].Value {
+			t.Errorf("%s: reported %v, whole %v", fr.Name, fr.Value, whole.Factors[i].Value)
+		}
+	}
+	if bounds == 0 {
+		t.Error("no bound in the evidence")
+	}
+	for r, p := range rounds {
+		if r < 1 || p[0] != p[1] || p[1] != 15 {
+			t.Errorf("round %d: progress %d of %d, want 15 of 15", r, p[0], p[1])
+		}
+	}
+	if len(rounds) == 0 {
+		t.Error("no progress")
+	}
+}

@@ -74,6 +74,11 @@ type Factor struct {
 type Candidate struct {
 	Value any     `json:"value"`
 	Score float64 `json:"score"` // the evidence metric; lower is better
+	// AtLeast: Score is a lower bound. The search stopped scoring the
+	// candidate once it could not beat the winner (an exact fraction only
+	// grows worse with the values seen), and the bound already decides
+	// the margin.
+	AtLeast bool `json:"at_least,omitempty"`
 }
 
 // Evidence says where and how a factor was decided.

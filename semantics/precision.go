@@ -17,6 +17,18 @@ type Precision struct {
 	RopeTable *RopeTableFormats `json:"rope_table,omitempty"`
 	// Exact: boundary ("<module>/<port>") → fraction bit-exact.
 	Exact map[string]float64 `json:"exact,omitempty"`
+	// Scoring: boundary → the rows the search scored its candidates on
+	// there, of how many; Rows == Of where it scored every row. Exact
+	// always holds every row.
+	Scoring map[string]Scored `json:"scoring,omitempty"`
+}
+
+// Scored is how much of one boundary the precision search scored its
+// candidates on: Rows of its Of rows (rows: every element but the last
+// axis; a sample is taken where an op computes each row on its own).
+type Scored struct {
+	Rows int `json:"rows"`
+	Of   int `json:"of"`
 }
 
 // PrecisionRule is one op's precision spec.
@@ -44,8 +56,11 @@ type RuleEvidence struct {
 	Exact      float64 `json:"exact"`      // pooled fraction bit-exact under the rule
 	// Margin: error of the best candidate that scores differently / the
 	// winner's error ("inf" when the winner is exact).
-	Margin   Margin `json:"margin"`
-	Decisive bool   `json:"decisive"`
+	Margin Margin `json:"margin"`
+	// MarginAtLeast: the runner-up was scored only until it could not
+	// win (its candidate's at_least), so the margin is a lower bound.
+	MarginAtLeast bool `json:"margin_at_least,omitempty"`
+	Decisive      bool `json:"decisive"`
 	// Equivalent: candidates that score exactly as the winner here (the
 	// trace does not tell them apart).
 	Equivalent []string    `json:"equivalent,omitempty"`

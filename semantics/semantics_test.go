@@ -171,6 +171,9 @@ func TestValidateNamesTheField(t *testing.T) {
 		}, `.round: "sometimes"`},
 		{"rope table", func(d *Document) { d.Precision.RopeTable.Angle = "bf16" }, "precision.rope_table.angle"},
 		{"exact fraction", func(d *Document) { d.Precision.Exact = map[string]float64{"s0/x/out": 1.5} }, "precision.exact"},
+		{"scoring sample", func(d *Document) { d.Precision.Scoring = map[string]Scored{"x/out": {Rows: 128, Of: 4608}} }, ""},
+		{"scoring rows past the tensor", func(d *Document) { d.Precision.Scoring = map[string]Scored{"x/out": {Rows: 9, Of: 8}} }, `precision.scoring["x/out"]`},
+		{"scoring no rows", func(d *Document) { d.Precision.Scoring = map[string]Scored{"x/out": {}} }, `precision.scoring["x/out"]`},
 		{"undetermined", func(d *Document) { d.Undetermined = []Undetermined{{Name: "gate_fn"}} }, "undetermined[0].reason"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -519,4 +519,9 @@ func (pr *Precision) validate(p *problems) {
 			p.add(fmt.Sprintf("%s.exact[%q]", f, k), "%v is not a fraction in [0, 1]", v)
 		}
 	}
+	for _, k := range sortedKeys(pr.Scoring) {
+		if s := pr.Scoring[k]; s.Rows < 1 || s.Rows > s.Of {
+			p.add(fmt.Sprintf("%s.scoring[%q]", f, k), "%d of %d rows: want 1 ≤ rows ≤ of", s.Rows, s.Of)
+		}
+	}
 }

@@ -293,15 +293,26 @@ func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trac
 		fmt.Fprintf(stderr, "precision: not searched: %v\n", err)
 		return nil
 	}
-	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs\n", "precision", time.Since(start).Seconds(), rep.Evaluations)
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs (%d stopped once their plan could not win)\n", "precision",
+		time.Since(start).Seconds(), rep.Evaluations, rep.Stopped)
 	doc.Precision = rep.After
 	return nil
 }
+
+// gpuCacheBytes is what the rounding search keeps on a GPU backend
+// between candidates (plan.Options.CacheBytes): some 36 activations of a
+// real-width block (4608 × 3072 in f32).
+const gpuCacheBytes = 2 << 30
 
 // searchPlan is plan.Discover with its progress shown: a stage while the
 // evaluator loads and scores the document's own plan, then the search's
 // stages ("op classes", "roles").
 func searchPlan(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document, eval plan.Options) (*plan.Report, error) {
+	if b.Name() != "cpu" && eval.CacheBytes == 0 {
+		// A GPU's memory is not the host's: keep a real-width block's
+		// re-read tensors there between candidates.
+		eval.CacheBytes = gpuCacheBytes
+	}
 	pg := u.progress("precision")
 	defer pg.Close()
 	pg.Stage("scoring the document's plan")

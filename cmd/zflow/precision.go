@@ -164,6 +164,8 @@ type precisionDoc struct {
 	Exact        precisionCountsDoc  `json:"exact"`
 	Inexact      []precisionBoundDoc `json:"inexact"`
 	Runs         int                 `json:"program_runs"`
+	// Stopped: of the runs, those given up once their plan could not win.
+	Stopped int `json:"program_runs_stopped"`
 }
 
 type precisionClassDoc struct {
@@ -176,6 +178,7 @@ type precisionClassDoc struct {
 	ExactAfter  float64               `json:"exact_after"`
 	Observed    bool                  `json:"observed"`
 	Margin      semantics.Margin      `json:"margin"`
+	AtLeast     bool                  `json:"margin_at_least,omitempty"` // the runner-up's score is a bound
 	Decisive    bool                  `json:"decisive"`
 	Equivalent  []string              `json:"equivalent,omitempty"`
 	Candidates  []semantics.Candidate `json:"candidates"`
@@ -183,13 +186,16 @@ type precisionClassDoc struct {
 }
 
 type precisionRoleDoc struct {
-	Class      string           `json:"class"`
-	Role       string           `json:"role"`
-	Value      string           `json:"value"`
-	ClassValue string           `json:"class_value"`
-	Exact      float64          `json:"exact"`
-	ClassExact float64          `json:"class_exact"`
-	Margin     semantics.Margin `json:"margin"`
+	Class      string  `json:"class"`
+	Role       string  `json:"role"`
+	Value      string  `json:"value"`
+	ClassValue string  `json:"class_value"`
+	Exact      float64 `json:"exact"`
+	ClassExact float64 `json:"class_exact"`
+	// ClassAtMost: the class's plan was scored until it could not win:
+	// ClassExact is an upper bound, the margin a lower one.
+	ClassAtMost bool             `json:"class_exact_at_most,omitempty"`
+	Margin      semantics.Margin `json:"margin"`
 }
 
 type precisionCountsDoc struct {
@@ -206,16 +212,16 @@ type precisionBoundDoc struct {
 
 func precisionDocument(tr, doc string, rep *plan.Report) precisionDoc {
 	d := precisionDoc{Format: "zflow-precision", Version: 1, ZflowVersion: versionString(), Trace: tr, Semantics: doc, Before: rep.Before, After: rep.After,
-		Runs: rep.Evaluations, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
+		Runs: rep.Evaluations, Stopped: rep.Stopped, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
 	for _, c := range rep.Classes {
 		d.Classes = append(d.Classes, precisionClassDoc{Class: c.Class, Before: c.Before, After: c.After,
 			Boundaries: c.Boundaries, Scored: c.Scored, ExactBefore: c.ExactBefore, ExactAfter: c.ExactAfter,
-			Observed: c.Observed, Margin: semantics.Margin(c.Margin), Decisive: c.Decisive, Equivalent: c.Equivalent,
+			Observed: c.Observed, Margin: semantics.Margin(c.Margin), AtLeast: c.MarginAtLeast, Decisive: c.Decisive, Equivalent: c.Equivalent,
 			Candidates: c.Candidates, Note: c.Note})
 	}
 	for _, r := range rep.Roles {
 		d.Roles = append(d.Roles, precisionRoleDoc{Class: r.Class, Role: r.Role, Value: r.Value, ClassValue: r.ClassValue,
-			Exact: 1 - r.Err, ClassExact: 1 - r.ClassErr, Margin: semantics.Margin(r.Margin)})
+			Exact: 1 - r.Err, ClassExact: 1 - r.ClassErr, ClassAtMost: r.ClassAtLeast, Margin: semantics.Margin(r.Margin)})
 	}
 	for i := range rep.AfterRecords {
 		rec := &rep.AfterRecords[i]

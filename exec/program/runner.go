@@ -228,16 +228,11 @@ func (r *Runner) Forward(i int, x exec.Tensor) ([]exec.Tensor, error) {
 	if r.sigmas == nil || i < 0 || i >= r.Steps() {
 		return nil, fmt.Errorf("program: step %d of a run with %d steps", i, r.Steps())
 	}
-	t, err := r.B.Upload([]float32{r.sigmas[i]}, []int{1}, r.spec.timestep.Out)
+	env, done, err := r.StepEnv(i, x)
 	if err != nil {
-		return nil, fmt.Errorf("program: step %d: timestep: %w", i, err)
+		return nil, err
 	}
-	defer r.B.Free(t)
-	env := make(map[string]exec.Tensor, len(r.env)+2)
-	for k, v := range r.env {
-		env[k] = v
-	}
-	env[stepLatents], env[stepTimestep] = x, t
+	defer done()
 	outs, err := r.It.Forward(i, env)
 	if err != nil {
 		return nil, fmt.Errorf("step %d: %w", i, err)

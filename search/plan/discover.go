@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -20,6 +21,16 @@ import (
 type DiscoverOptions struct {
 	Eval   Options        // Steps: model calls per evaluation (0: all); FreeRunning and Keep are ignored
 	Search search.Options // DecisiveMargin also decides per-role rules
+	// SampleRows: how many rows the candidates of an op that computes each
+	// row on its own (a linear, an attention's queries) are scored on,
+	// where a boundary holds more than twice as many (0:
+	// DefaultSampleRows; < 0: every row). The plans before and after are
+	// measured on every row.
+	SampleRows int
+	// Exhaustive scores every candidate in full: no run stops once its
+	// plan cannot win, so every candidate's score and every margin is
+	// exact (at the price of the runs of the candidates that lose).
+	Exhaustive bool
 	// Progress, when set, is told each stage's progress.
 	Progress func(stage string, done, total int)
 }
@@ -32,10 +43,16 @@ type Report struct {
 	// Roles: the per-role rules kept because the trace shows a difference
 	// from their class's plan; Tried: every role factor searched.
 	Roles, Tried []RoleReport
-	// BeforeRecords and AfterRecords are the teacher-forced boundaries
-	// under Before and After.
+	// BeforeRecords are the teacher-forced boundaries under Before as the
+	// candidates were scored (sampled rows where a record says so);
+	// AfterRecords under After, every row.
 	BeforeRecords, AfterRecords []Record
 	Evaluations                 int // program runs (cache misses)
+	// Stopped: of those, the runs given up once the plan could not win.
+	Stopped int
+	// Scoring: the boundaries the candidates were scored at, and on how
+	// many of their rows (precision.scoring).
+	Scoring map[string]semantics.Scored
 }
 
 // ClassReport is one op class's factor.
@@ -45,13 +62,17 @@ type ClassReport struct {
 	// Boundaries: records made by an op of the class (OpClass == Class);
 	// Scored: records whose value depends on the class (its factor's
 	// evidence, which includes boundaries after other ops).
-	Boundaries, Scored      int
-	ExactBefore, ExactAfter float64 // pooled over Boundaries, or over Scored when Boundaries is 0
+	Boundaries, Scored int
+	// ExactBefore, ExactAfter: pooled over Boundaries, or over Scored when
+	// Boundaries is 0, on the rows the candidates were scored on (Report's
+	// Scoring).
+	ExactBefore, ExactAfter float64
 	// Margin: error of the best candidate that scores differently / the
 	// winner's error (+Inf when the winner is exact, 1 when every candidate
 	// scores the same); Equivalent: candidates scoring exactly as the
 	// winner.
 	Margin             float64
+	MarginAtLeast      bool // the runner-up's score is a bound: the margin is at least Margin
 	Decisive, Observed bool
 	Equivalent         []string
 	Candidates         []semantics.Candidate // label → 1 − exact fraction
@@ -66,9 +87,12 @@ type RoleReport struct {
 	Err         float64
 	ClassErr    float64 // error under the class's plan
 	Margin      float64 // ClassErr / Err
-	Equivalent  []string
-	Candidates  []semantics.Candidate
-	scored      int
+	// ClassAtLeast: ClassErr is a bound (the class's plan could not win
+	// here), so the margin is at least Margin.
+	ClassAtLeast bool
+	Equivalent   []string
+	Candidates   []semantics.Candidate
+	scored       int
 }
 
 // factor is one search factor: a class, or a class over one role group.
@@ -90,9 +114,23 @@ type discovery struct {
 	order  []*factor // class factors, in Classes() order
 	roles  []*factor
 	kept   []semantics.PrecisionRule // start rules of classes not searched
-	cache  map[string][]Record
+	cache  map[runKey][]Record
 	evals  int
+	stops  int
 	opts   DiscoverOptions
+	sample int // runOpts.sample of the candidates' runs
+	// tmpl: the records of the first complete candidates' run, which every
+	// later one repeats (the same boundaries, of the same sizes), for the
+	// bound on a run stopped part way.
+	tmpl []Record
+	// stage names the whole runs' progress.
+	stage string
+}
+
+// runKey is a plan (its JSON) and whether its run sampled rows.
+type runKey struct {
+	plan    string
+	sampled bool
 }
 
 // Prepare makes a document's precision section complete enough to build
@@ -114,17 +152,30 @@ func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semant
 	d := *doc
 	Prepare(&d)
 	o.Eval.FreeRunning, o.Eval.Keep = false, false
+	ds := &discovery{start: d.Precision, acts: d.Precision.Activations, byName: map[string]*factor{},
+		cache: map[runKey][]Record{}, opts: o, sample: o.SampleRows}
+	if ds.sample == 0 {
+		ds.sample = DefaultSampleRows
+	}
+	ds.sample = max(ds.sample, 0)
+	if o.Progress != nil {
+		o.Eval.Progress = func(done, total int) {
+			if ds.stage != "" { // the candidates' runs count as candidates
+				o.Progress(ds.stage, done, total)
+			}
+		}
+	}
 	e, err := NewEvaluator(b, ref, &d, o.Eval)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	return discover(ctx, e, d.Precision, o)
+	ds.e = e
+	return ds.discover(ctx)
 }
 
-func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o DiscoverOptions) (*Report, error) {
-	ds := &discovery{e: e, start: start, acts: start.Activations, byName: map[string]*factor{},
-		cache: map[string][]Record{}, opts: o}
+func (ds *discovery) discover(ctx context.Context) (*Report, error) {
+	e, start, o := ds.e, ds.start, ds.opts
 	if o.Search.DecisiveMargin == 0 {
 		ds.opts.Search.DecisiveMargin = 2
 	}
@@ -132,11 +183,13 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 	for _, u := range ds.units {
 		ds.ids = append(ds.ids, e.units.id(u))
 	}
-	before, err := ds.run(start)
+	ds.stage = "scoring the document's plan: nodes"
+	before, err := ds.run(start, true)
 	if err != nil {
 		return nil, fmt.Errorf("plan: the document's own plan: %w", err)
 	}
 	rep := &Report{Before: start, BeforeRecords: before}
+	ds.stage = ""
 
 	// Stage 1: one factor per op class, coordinate descent over all.
 	startA := search.Assignment{}
@@ -166,19 +219,27 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 			ds.keepStart(f)
 		}
 	}
-	so := o.Search
+	so := ds.opts.Search
 	if o.Progress != nil {
-		so.Progress = func(stage, done, total int) { o.Progress("op classes", done, total) }
+		so.Progress = func(stage, round, done, total int) {
+			o.Progress(fmt.Sprintf("op classes, round %d: candidates", round), done, total)
+		}
 	}
 	res1, err := search.Run(ctx, factors, ds, startA, so)
 	if err != nil {
 		return nil, err
 	}
 	a := res1.Assignment
+	for i := range res1.Factors {
+		f := ds.byName[res1.Factors[i].Name]
+		if res1.Factors[i].Candidates, err = ds.resolve(ctx, f, a, res1.Factors[i].Candidates); err != nil {
+			return nil, err
+		}
+	}
 
 	// Stage 2: per role group, where the class's plan leaves a role's
 	// boundaries inexact.
-	mid, err := ds.run(ds.precisionOf(a))
+	mid, err := ds.run(ds.precisionOf(a), true)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +272,9 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 	var res2 *search.Result
 	if len(roleFactors) > 0 {
 		if o.Progress != nil {
-			so.Progress = func(stage, done, total int) { o.Progress("roles", done, total) }
+			so.Progress = func(stage, round, done, total int) {
+				o.Progress(fmt.Sprintf("roles, round %d: candidates", round), done, total)
+			}
 		}
 		if res2, err = search.Run(ctx, roleFactors, ds, a, so); err != nil {
 			return nil, err
@@ -220,6 +283,9 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 		for i, rf := range roleFactors {
 			f := ds.byName[rf.Name]
 			cv := a[f.class].(string)
+			if res2.Factors[i].Candidates, err = ds.resolve(ctx, f, a, res2.Factors[i].Candidates, cv); err != nil {
+				return nil, err
+			}
 			rr := RoleReport{Class: f.class, Role: f.glob, Value: a[rf.Name].(string), ClassValue: cv,
 				Candidates: res2.Factors[i].Candidates}
 			for _, c := range res2.Factors[i].Candidates {
@@ -227,7 +293,7 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 					rr.Err = c.Score
 				}
 				if c.Value == cv {
-					rr.ClassErr = c.Score
+					rr.ClassErr, rr.ClassAtLeast = c.Score, c.AtLeast
 				}
 			}
 			rr.Margin = ratio(rr.ClassErr, rr.Err)
@@ -242,14 +308,20 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 	}
 
 	after := ds.precisionOf(a)
-	recs, err := ds.run(after)
+	scored, err := ds.run(after, true)
+	if err != nil {
+		return nil, err
+	}
+	ds.stage = "scoring the plan found: nodes"
+	recs, err := ds.run(after, false)
 	if err != nil {
 		return nil, err
 	}
 	after.Exact = exactByBoundary(recs)
+	after.Scoring = scoringOf(scored)
 	after.Status = "searched"
-	rep.After, rep.AfterRecords = after, recs
-	rep.Evaluations = ds.evals
+	rep.After, rep.AfterRecords, rep.Scoring = after, recs, after.Scoring
+	rep.Evaluations, rep.Stopped = ds.evals, ds.stops
 	for _, f := range ds.order {
 		row := ClassReport{Class: f.class, Before: startA[f.name].(string), After: a[f.name].(string)}
 		for _, sf := range res1.Factors {
@@ -257,6 +329,8 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 				row.Observed = true
 				row.Candidates = sf.Candidates
 				_, row.Margin, row.Equivalent = decide(sf.Candidates, row.After)
+				// A bound over an exact winner still makes the margin +Inf.
+				row.MarginAtLeast = runnerUpBound(sf.Candidates, row.After) && !math.IsInf(row.Margin, 1)
 				row.Decisive = row.Margin >= ds.opts.Search.DecisiveMargin
 				if !row.Decisive {
 					row.Note = fmt.Sprintf("margin %.3g below %.3g: the trace does not tell the candidates apart", row.Margin, ds.opts.Search.DecisiveMargin)
@@ -267,11 +341,11 @@ func discover(ctx context.Context, e *Evaluator, start semantics.Precision, o Di
 			row.Note = "no captured boundary depends on this class: the document's plan is kept"
 		}
 		row.Boundaries, row.ExactBefore = classExact(before, f.class)
-		_, row.ExactAfter = classExact(recs, f.class)
+		_, row.ExactAfter = classExact(scored, f.class)
 		row.Scored = ds.scored(recs, f)
 		if row.Boundaries == 0 {
 			row.ExactBefore = 1 - ds.errOf(before, f).Err
-			row.ExactAfter = 1 - ds.errOf(recs, f).Err
+			row.ExactAfter = 1 - ds.errOf(scored, f).Err
 		}
 		rep.Classes = append(rep.Classes, row)
 	}
@@ -311,6 +385,19 @@ func decide(cands []semantics.Candidate, winner string) (err, margin float64, eq
 	return err, margin, equivalent
 }
 
+// runnerUpBound says whether the candidate decide takes for the runner-up
+// has only a bound for its score.
+func runnerUpBound(cands []semantics.Candidate, winner string) bool {
+	e, _, _ := decide(cands, winner)
+	best := -1
+	for i, c := range cands {
+		if c.Value != winner && c.Score > e && (best < 0 || c.Score < cands[best].Score) {
+			best = i
+		}
+	}
+	return best >= 0 && cands[best].AtLeast
+}
+
 // attachEvidence gives each searched rule of rep.After its factor's
 // evidence.
 func (ds *discovery) attachEvidence(rep *Report, recs []Record) {
@@ -339,8 +426,10 @@ func (ds *discovery) attachEvidence(rep *Report, recs []Record) {
 		ev := &semantics.RuleEvidence{Metric: search.MetricExact, Boundaries: ds.scored(recs, f), Exact: 1 - sc.Err}
 		if rr, ok := roles[name]; ok {
 			ev.Margin, ev.Equivalent, ev.Candidates = semantics.Margin(rr.Margin), rr.Equivalent, rr.Candidates
+			ev.MarginAtLeast = rr.ClassAtLeast && !math.IsInf(rr.Margin, 1)
 		} else if c, ok := classes[class]; ok && c.Observed {
 			ev.Margin, ev.Equivalent, ev.Candidates = semantics.Margin(c.Margin), c.Equivalent, c.Candidates
+			ev.MarginAtLeast = c.MarginAtLeast
 		} else {
 			continue
 		}
@@ -562,34 +651,58 @@ func (ds *discovery) simplify(p semantics.Precision) []semantics.PrecisionRule {
 	return rules
 }
 
-// run evaluates a plan (memoised by the plan).
-func (ds *discovery) run(p semantics.Precision) ([]Record, error) {
-	p.Exact = nil
+// run evaluates a plan (memoised by the plan): on every row, or as the
+// candidates are scored (sampled rows where they decide alike).
+func (ds *discovery) run(p semantics.Precision, sampled bool) ([]Record, error) {
+	recs, _, err := ds.runWithin(p, sampled, nil, 0)
+	return recs, err
+}
+
+// runWithin is run that gives up, when names is not nil, once the sum of
+// those factors' errors is certain to exceed bound (complete false: the
+// records so far).
+func (ds *discovery) runWithin(p semantics.Precision, sampled bool, names []string, bound float64) (recs []Record, complete bool, err error) {
+	p.Exact, p.Scoring = nil, nil
 	js, err := json.Marshal(p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if recs, ok := ds.cache[string(js)]; ok {
-		return recs, nil
+	k := runKey{plan: string(js), sampled: sampled && ds.sample > 0}
+	if recs, ok := ds.cache[k]; ok {
+		return recs, true, nil
 	}
-	recs, err := ds.e.Run(p)
-	if err != nil {
-		return nil, err
+	ro := runOpts{}
+	if k.sampled {
+		ro.sample = ds.sample
 	}
+	if names != nil && ds.tmpl != nil && !math.IsInf(bound, 1) && !ds.opts.Exhaustive {
+		ro.stop = ds.stopper(names, bound)
+	}
+	recs, err = ds.e.run(p, ro)
 	ds.evals++
-	ds.cache[string(js)] = recs
-	return recs, nil
+	if errors.Is(err, errStopped) {
+		ds.stops++
+		return recs, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	ds.cache[k] = recs
+	if k.sampled && ds.tmpl == nil {
+		ds.tmpl = recs
+	}
+	return recs, true, nil
 }
 
 // Score is the search objective: 1 − the fraction of values bit-exact over
 // the boundaries whose value depends on the factor's units, rel-RMS over
-// them as the tie breaker.
+// them as the tie breaker (on the candidates' sampled rows).
 func (ds *discovery) Score(ctx context.Context, name string, a search.Assignment) (search.Score, error) {
 	f, ok := ds.byName[name]
 	if !ok {
 		return search.Score{}, fmt.Errorf("plan: unknown factor %q", name)
 	}
-	recs, err := ds.run(ds.precisionOf(a))
+	recs, err := ds.run(ds.precisionOf(a), true)
 	if err != nil {
 		if errors.Is(err, exec.ErrUnsupported) {
 			return search.Score{Err: math.Inf(1), TieBreak: math.Inf(1), Metric: search.MetricExact}, nil
@@ -597,6 +710,193 @@ func (ds *discovery) Score(ctx context.Context, name string, a search.Assignment
 		return search.Score{}, err
 	}
 	return ds.errOf(recs, f), nil
+}
+
+// Stage scores every factor of a stage under a at once (one run), and
+// stops the run once the sum of their errors is certain to exceed bound:
+// an error only grows with the values seen (search.BoundedObjective).
+func (ds *discovery) Stage(ctx context.Context, names []string, a search.Assignment, bound float64) ([]search.Score, bool, error) {
+	fs := make([]*factor, len(names))
+	for i, n := range names {
+		if fs[i] = ds.byName[n]; fs[i] == nil {
+			return nil, false, fmt.Errorf("plan: unknown factor %q", n)
+		}
+	}
+	recs, complete, err := ds.runWithin(ds.precisionOf(a), true, names, bound)
+	scores := make([]search.Score, len(fs))
+	switch {
+	case errors.Is(err, exec.ErrUnsupported):
+		for i := range scores {
+			scores[i] = search.Score{Err: math.Inf(1), TieBreak: math.Inf(1), Metric: search.MetricExact}
+		}
+		return scores, true, nil
+	case err != nil:
+		return nil, false, err
+	case complete:
+		for i, f := range fs {
+			scores[i] = ds.errOf(recs, f)
+		}
+		return scores, true, nil
+	}
+	// Stopped: each factor's inexact values so far over all it scores.
+	for i, f := range fs {
+		n, bad := 0, 0
+		for j := range ds.tmpl {
+			if ds.tmpl[j].cone.intersects(f.cover) {
+				n += ds.tmpl[j].N
+			}
+		}
+		for j := range recs {
+			if recs[j].cone.intersects(f.cover) {
+				bad += recs[j].N - recs[j].Exact
+			}
+		}
+		scores[i] = search.Score{Metric: search.MetricExact, Bound: true}
+		if n > 0 { // errOf's expression, so that a bound that saw everything is the score
+			scores[i].Err = 1 - float64(n-bad)/float64(n)
+		}
+	}
+	return scores, false, nil
+}
+
+// stopper is a run's stop for a stage of factors names and the best total
+// so far: each record adds its inexact values times the weight they have
+// in the total (Σ over the factors whose units it depends on of 1 / the
+// values the factor scores, from the template run), and the run stops
+// once that exceeds bound. A run whose records are not the template's
+// (another program) is not stopped.
+func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) bool {
+	fs := make([]*factor, len(names))
+	n := make([]int, len(names))
+	for i, name := range names {
+		fs[i] = ds.byName[name]
+		for j := range ds.tmpl {
+			if ds.tmpl[j].cone.intersects(fs[i].cover) {
+				n[i] += ds.tmpl[j].N
+			}
+		}
+	}
+	i, lb, off := 0, 0.0, false
+	limit := bound*(1+1e-9) + 1e-15 // never on a tie
+	weigh := func(r *Record) float64 {
+		w := 0.0
+		if bad := r.N - r.Exact; bad > 0 {
+			for k, f := range fs {
+				if n[k] > 0 && r.cone.intersects(f.cover) {
+					w += float64(bad) / float64(n[k])
+				}
+			}
+		}
+		return w
+	}
+	return func(r *Record, partial bool) bool {
+		if off || i >= len(ds.tmpl) || ds.tmpl[i].Key != r.Key || r.N > ds.tmpl[i].N || !partial && r.N != ds.tmpl[i].N {
+			off = off || !partial
+			return false
+		}
+		if partial {
+			return lb+weigh(r) > limit
+		}
+		i++
+		lb += weigh(r)
+		return lb > limit
+	}
+}
+
+// resolve scores exactly the candidates whose score is only a bound where
+// the bound leaves the factor's reading open: a bound not above the
+// winner's error (equivalent, or not), the runner-up's when it does not
+// already make the margin decisive, and those of must (a class's value
+// against a role's) when it does not.
+func (ds *discovery) resolve(ctx context.Context, f *factor, a search.Assignment, cands []semantics.Candidate, must ...string) ([]semantics.Candidate, error) {
+	if f == nil {
+		return cands, nil
+	}
+	m := ds.opts.Search.DecisiveMargin
+	winner, _ := a[f.name].(string)
+	exact := func(i int) error {
+		c := maps.Clone(a)
+		c[f.name] = cands[i].Value
+		sc, err := ds.Score(ctx, f.name, c)
+		if err != nil {
+			return err
+		}
+		cands[i].Score, cands[i].AtLeast = finite(sc.Err), false
+		return nil
+	}
+	errOf := func() float64 {
+		for _, c := range cands {
+			if c.Value == winner {
+				return c.Score
+			}
+		}
+		return math.Inf(1)
+	}
+	open := func(c semantics.Candidate, e float64) bool {
+		return c.AtLeast && (c.Score <= e*(1+1e-9) || e > 0 && c.Score < m*e)
+	}
+	for i := range cands {
+		if cands[i].Value == winner && cands[i].AtLeast {
+			if err := exact(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for {
+		e := errOf()
+		next := -1
+		runnerUp := -1
+		for i, c := range cands {
+			if c.Value == winner {
+				continue
+			}
+			if c.AtLeast && c.Score <= e*(1+1e-9) || c.AtLeast && slices.Contains(must, fmt.Sprint(c.Value)) && open(c, e) {
+				next = i
+				break
+			}
+			if c.Score > e && (runnerUp < 0 || c.Score < cands[runnerUp].Score) {
+				runnerUp = i
+			}
+		}
+		if next < 0 && runnerUp >= 0 && open(cands[runnerUp], e) {
+			next = runnerUp
+		}
+		if next < 0 {
+			return cands, nil
+		}
+		if err := exact(next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// finite maps +Inf (JSON has none) to the largest float, as search does.
+func finite(x float64) float64 {
+	if math.IsInf(x, 1) {
+		return math.MaxFloat64
+	}
+	return x
+}
+
+// scoringOf is, per boundary, how many of its rows the candidates were
+// scored on (every row where the run did not sample it).
+func scoringOf(recs []Record) map[string]semantics.Scored {
+	out := map[string]semantics.Scored{}
+	for i := range recs {
+		r := &recs[i]
+		s := semantics.Scored{Rows: r.Rows, Of: r.OfRows}
+		if !r.Sampled() {
+			rows := 1
+			if len(r.Shape) > 0 && r.Shape[len(r.Shape)-1] > 0 {
+				rows = max(1, r.N/r.Shape[len(r.Shape)-1])
+			}
+			s = semantics.Scored{Rows: rows, Of: rows}
+		}
+		if old, ok := out[r.Boundary()]; !ok || old.Rows < s.Rows {
+			out[r.Boundary()] = s
+		}
+	}
+	return out
 }
 
 // errOf pools f's records.

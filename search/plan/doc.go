@@ -35,10 +35,42 @@
 //	TieBreak = sqrt(Σ(ours − ref)² / Σref²)          (rel-RMS)
 //
 // "Bit-exact" is precision.BitExact in the reference's format (±0 equal,
-// NaN never), as zflow diff measures it. Runs are memoised node by node
-// (a node whose spec and inputs, identified by how they were computed, are
-// unchanged is not recomputed) and comparisons by value, so scoring a
-// change to one class costs that class's nodes.
+// NaN never), as zflow diff measures it.
+//
+// # What a candidate costs
+//
+// The Evaluator walks the program as the interpreter does but runs a node
+// only when a comparison that is not known yet needs its value (forward.go).
+// Every value has a version — how it was computed: a node's spec and its
+// inputs' versions, or which reference tensor forcing put there — and a
+// comparison is kept by boundary and version. Teacher forced, a rule on one
+// class changes only that class's nodes, each from the reference's own
+// inputs, so a candidate runs those nodes (and the unforced ones after
+// them) once, and nothing else; a boundary none of them reaches is not even
+// read. The tensors a re-run node reads (the reference's, uploaded, and the
+// results of unforced nodes) stay on the backend from one run to the next
+// within a budget (Options.CacheBytes); only what a comparison needs is
+// downloaded, and the trace's mapped pages are handed back once read.
+//
+// The candidates are scored on sampled rows where that decides alike
+// (sample.go): a linear computes each row of its result from one row, an
+// attention each query row on its own, so where the backend's rows do not
+// depend on how many it is given (exec.RowIndependent) and the boundary is
+// forced as it is made, their candidates run on DefaultSampleRows rows in
+// spread blocks (the first rows of a causal attention). The plan found is
+// then measured on every row (precision.exact), and precision.scoring says
+// which boundaries the candidates were scored whole and which on how many
+// rows.
+//
+// A candidate's run stops once its plan cannot win: the search gives the
+// total error of the best plan so far (search.BoundedObjective), each
+// record adds its inexact values times their weight in the total, a
+// comparison on sampled rows adds block by block, and an exact fraction
+// only falls with the values seen. Its score is then a bound (a
+// candidate's at_least); a bound that leaves a margin's reading open (not
+// above the winner's error, or a runner-up's not decisive by itself) is
+// scored whole before the margin is read, so stopping changes no decision,
+// only makes some margins lower bounds (margin_at_least).
 //
 // # Search
 //

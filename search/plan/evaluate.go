@@ -3,9 +3,9 @@ package plan
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -25,18 +25,27 @@ type Options struct {
 	// run's value. Otherwise every captured boundary is forced to the
 	// reference's tensor once compared (teacher forcing at every boundary).
 	FreeRunning bool
-	// Keep keeps both sides' values of every boundary in the records.
-	Keep bool
-	// MemoValues bounds the values the node memo keeps (0: 1<<27, 512 MiB
-	// of f32); past it the memo starts over.
-	MemoValues int
+	// Keep keeps both sides' values of every boundary in the records
+	// (of the records KeepIf accepts, when it is set).
+	Keep   bool
+	KeepIf func(*Record) bool
+	// CacheBytes bounds what the evaluator keeps on the backend from one
+	// run to the next: results of nodes that other nodes read unforced,
+	// and reference tensors uploaded as a node's input (0: 64 MiB; < 0:
+	// nothing, for an evaluator that runs once).
+	CacheBytes int64
 	// Partial builds the program around the document's undetermined
 	// blocks (program.BuildPartial), for a teacher-forced check.
 	Partial bool
-	// Progress, when set, is told after each node a Run runs how many of
-	// the run's nodes (the program's, once per model call) have run.
+	// Progress, when set, is told after each node a Run reaches how many
+	// of the run's nodes (the program's, once per model call) it has.
 	Progress func(done, total int)
 }
+
+// defaultCacheBytes is Options.CacheBytes' default: a few of a real-width
+// block's activations, so that a search's memory is bounded by the block
+// in hand and not by the trace.
+const defaultCacheBytes = 64 << 20
 
 // Record is one boundary of one run: our value against the reference's.
 type Record struct {
@@ -48,6 +57,10 @@ type Record struct {
 	OursFormat   precision.Format // ours
 	N, Exact     int              // values, and those bit-exact in Format
 	SumD2, SumR2 float64          // Σ(ours−ref)², Σref² over finite pairs; SumD2 +Inf on a non-finite mismatch
+	// Rows and OfRows: a record scored on sampled rows compares Rows of
+	// the boundary's OfRows rows (N = Rows × the last axis); both are 0
+	// for a record of every value.
+	Rows, OfRows int
 	// OpClass is the class of the op that made the value (looking through
 	// movement ops and casts; classes joined by "+" when a concat joins
 	// several; ClassCopy when none did).
@@ -55,6 +68,8 @@ type Record struct {
 	// DependsOn: the classes of every op the value depends on, given the
 	// reference's values at earlier boundaries, joined by "+".
 	DependsOn string
+	// rows: a sampled record's rows, in the order compared.
+	rows []int
 	// cone: the units whose precision the value depends on, given the
 	// reference's values at every earlier boundary (or, free running, all
 	// earlier units).
@@ -82,14 +97,26 @@ func (r *Record) ExactFraction() float64 {
 // RelRMS is sqrt(SumD2 / SumR2) (precision.RelRMSFromSums).
 func (r *Record) RelRMS() float64 { return precision.RelRMSFromSums(r.SumD2, r.SumR2) }
 
+// Sampled reports whether the record compares sampled rows only.
+func (r *Record) Sampled() bool { return r.OfRows > 0 }
+
 // Evaluator runs a document's program on a reference trace under given
 // precision plans and compares every captured boundary. Teacher forced
 // (the default), every boundary the trace holds is replaced by the
 // reference's tensor once compared, so each boundary is computed from the
 // reference's own values and a rounding choice is scored only where it
-// acts. Runs are memoised node by node: a node whose spec and inputs
-// (identified by how they were computed) are unchanged is not recomputed,
-// so scoring a change to one op class costs only that class's nodes.
+// acts.
+//
+// It runs the program itself, lazily, as the interpreter would (the same
+// boundaries compared and forced at the same points, forward.go): every
+// value is known by a version (how it was computed: a node's spec and its
+// inputs' versions, or which reference tensor), a comparison is kept by
+// the boundary and the version compared, and a node runs only when a
+// comparison it feeds is not known yet. So a run under a plan that changes
+// one op class runs that class's nodes (and the unforced nodes after
+// them) and nothing else; the reference's tensors are read from the trace
+// when a node that runs needs them, and their mapped pages handed back
+// after.
 type Evaluator struct {
 	B   exec.Backend
 	Ref *trace.Trace
@@ -101,43 +128,44 @@ type Evaluator struct {
 	flow  bool
 	model semantics.Boundary
 
-	refs map[string]*refValue
+	refs map[string]*refMeta
 	// unmatched: keys the program tapped where the reference holds real
 	// values of another shape (not compared), with our value's shape.
 	unmatched map[string][]int
-	memo      map[uint64][]exec.Tensor
-	held      int // values in memo
-	cmps      map[string]cmpResult
+	cmps      map[cmpKey]cmpResult
+	cache     *tensorCache
 	units     *unitTable
 
 	// per program
 	nodeKey  []uint64
-	nodeUnit []int // unit id of node i, -1 for none
-	// per step
-	info   map[exec.Tensor]tinfo
-	orig   map[exec.Tensor]exec.Tensor // a forced tensor → our value it replaced
-	nextID uint64
-	recs   []Record
-	err    error
+	nodeUnit []int             // unit id of node i, -1 for none
+	envVer   map[string]uint64 // versions of the constants (weights and inputs never change)
 }
 
-// tinfo is what is known of a tensor: a version (equal versions hold
-// equal values), the units it depends on and the units that made it.
-type tinfo struct {
-	ver          uint64
-	deps, makers bits
-}
-
-type refValue struct {
-	data   []float32
+// refMeta is what is known of the reference's tensor at a key: where it
+// is, its format and our layout of it.
+type refMeta struct {
+	key    string
+	info   trace.Info
 	format precision.Format
-	shape  []int
+	shape  []int // ours
+}
+
+// cmpKey names one comparison: a boundary, the version of our value
+// there, and whether it compared sampled rows.
+type cmpKey struct {
+	key     string
+	ver     uint64
+	sampled bool
 }
 
 type cmpResult struct {
-	n, exact   int
-	sd, sr     float64
-	ours, refv []float32
+	n, exact     int
+	sd, sr       float64
+	format       precision.Format // our value's
+	rows, ofRows int
+	sampled      []int // the rows, when sampled
+	ours, refv   []float32
 }
 
 // NewEvaluator loads doc's program with the trace's weights and inputs.
@@ -153,9 +181,22 @@ func NewEvaluator(b exec.Backend, ref *trace.Trace, doc *semantics.Document, o O
 	if err != nil {
 		return nil, err
 	}
+	// The weights and inputs are on the backend now: their pages of the
+	// mapping are not read again.
+	for _, keys := range []map[string]string{ref.Manifest.Params, ref.Manifest.Inputs} {
+		for _, k := range keys {
+			if t, err := ref.Tensor(k); err == nil {
+				t.Release()
+			}
+		}
+	}
+	limit := o.CacheBytes
+	if limit == 0 {
+		limit = defaultCacheBytes
+	}
 	e := &Evaluator{B: b, Ref: ref, Doc: doc, opt: o, r: r, flow: doc.Structure.Run == "flow_euler",
-		model: doc.Structure.Model, refs: map[string]*refValue{}, memo: map[uint64][]exec.Tensor{},
-		cmps: map[string]cmpResult{}, units: newUnitTable()}
+		model: doc.Structure.Model, refs: map[string]*refMeta{}, cmps: map[cmpKey]cmpResult{},
+		cache: newTensorCache(limit), units: newUnitTable()}
 	cur, _ := json.Marshal(doc.Precision)
 	e.cur = string(cur)
 	e.program()
@@ -164,18 +205,8 @@ func NewEvaluator(b exec.Backend, ref *trace.Trace, doc *semantics.Document, o O
 
 // Close frees what the evaluator holds.
 func (e *Evaluator) Close() {
-	e.dropMemo()
-	e.memo = nil
+	e.cache.clear(e)
 	e.r.Close()
-}
-
-func (e *Evaluator) dropMemo() {
-	for _, ts := range e.memo {
-		for _, t := range ts {
-			e.B.Free(t)
-		}
-	}
-	e.memo, e.held = map[uint64][]exec.Tensor{}, 0
 }
 
 // Units lists the units of the evaluator's program (nodes that take a
@@ -194,17 +225,55 @@ func (e *Evaluator) program() {
 		n := &p.Nodes[i]
 		h := fnv.New64a()
 		fmt.Fprintf(h, "%s|%s|%s|%s|%v", n.Op, n.Role, strings.Join(n.Out, ","), n.Spec, n.Attrs)
-		e.nodeKey[i] = h.Sum64()
+		e.nodeKey[i] = h.Sum64() &^ (1 << 63)
 		e.nodeUnit[i] = -1
 		if u, ok := nodeUnit(n); ok {
 			e.nodeUnit[i] = e.units.id(u)
 		}
 	}
+	e.envVer = map[string]uint64{}
+	for _, v := range p.ValuesOf(program.Const) {
+		// A plan may build a constant anew (another format, other values):
+		// its version is what it holds.
+		h := fnv.New64a()
+		fmt.Fprintf(h, "const:%s|%s|%v|", v.Name, v.Format, v.Shape)
+		binary.Write(h, binary.LittleEndian, v.Data)
+		e.envVer[v.Name] = h.Sum64() &^ (1 << 63)
+	}
 }
+
+// envVersion is the version of a weight, an input or a constant.
+func (e *Evaluator) envVersion(v *program.Value) uint64 {
+	if ver, ok := e.envVer[v.Name]; ok {
+		return ver
+	}
+	return hashString(fmt.Sprintf("env:%s|%s", v.Kind, v.Name))
+}
+
+// runOpts are one run's settings beyond the evaluator's.
+type runOpts struct {
+	// sample > 0 scores the nodes that compute each row on their own
+	// (sample.go) on that many rows where their boundaries hold more than
+	// twice as many.
+	sample int
+	// stop, when set, is asked after each record whether to give up on
+	// the run (partial false): the run then returns errStopped and the
+	// records so far. Partial true asks, without counting it, whether a
+	// record that ended with the values so far would (a comparison on
+	// sampled rows asks after each block).
+	stop func(r *Record, partial bool) bool
+}
+
+// errStopped: a run's stop said to give up.
+var errStopped = errors.New("plan: run stopped")
 
 // Run runs the program under plan pr and returns every compared boundary
 // in execution order.
 func (e *Evaluator) Run(pr semantics.Precision) ([]Record, error) {
+	return e.run(pr, runOpts{})
+}
+
+func (e *Evaluator) run(pr semantics.Precision, ro runOpts) ([]Record, error) {
 	js, err := json.Marshal(pr)
 	if err != nil {
 		return nil, err
@@ -216,46 +285,16 @@ func (e *Evaluator) Run(pr semantics.Precision) ([]Record, error) {
 		e.cur = string(js)
 		e.program()
 	}
-	e.recs = nil
-	e.err = nil
-	hooks := program.Hooks{Run: e.runNode}
-	if e.opt.Progress != nil {
-		done, total := 0, len(e.r.P.Nodes)*e.modelCalls()
-		hooks.Run = func(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
-			outs, err := e.runNode(step, i, n, in)
-			if err == nil {
-				done++
-				e.opt.Progress(done, total)
-			}
-			return outs, err
-		}
-	}
+	rs := &runState{e: e, opts: ro, total: len(e.r.P.Nodes) * e.modelCalls()}
 	if e.opt.FreeRunning {
-		hooks.Observe = e.observe
-	} else {
-		hooks.Override, hooks.OverrideOutputs = e.override, true
+		rs.opts.sample = 0
 	}
-	e.r.It.Hooks = hooks
-	defer func() { e.r.It.Hooks = program.Hooks{} }()
 	if !e.flow {
-		e.resetStep()
-		out, err := e.r.Run(nil)
-		if err != nil {
-			return nil, err
-		}
-		defer e.B.Free(out)
-		if e.opt.FreeRunning { // teacher forced, the output is the reference's own
-			name := e.outputName()
-			if err := e.compare(0, "output/"+name, "", name, out); err != nil {
-				return nil, err
-			}
-		}
-		return e.recs, e.err
+		err = rs.forward()
+	} else {
+		err = rs.flowRun()
 	}
-	if err := e.runFlow(); err != nil {
-		return nil, err
-	}
-	return e.recs, e.err
+	return rs.recs, err
 }
 
 // modelCalls is how many forwards a Run makes.
@@ -269,76 +308,6 @@ func (e *Evaluator) modelCalls() int {
 	return e.r.Steps()
 }
 
-// runFlow makes the model calls and Euler updates of a flow_euler run.
-func (e *Evaluator) runFlow() error {
-	total := e.r.Steps()
-	steps := e.modelCalls()
-	latPort := e.model.Inputs["latents"]
-	scale, update := e.units.id(Unit{Op: "mul", Role: roleScale}), e.units.id(Unit{Op: "add", Role: roleUpdate})
-	x := e.r.Latents()
-	var xInfo *tinfo
-	for i := range steps {
-		e.resetStep()
-		if xInfo != nil {
-			e.info[x] = *xInfo
-		}
-		outs, err := e.r.Forward(i, x)
-		if err != nil {
-			if x != e.r.Latents() {
-				e.B.Free(x)
-			}
-			return err
-		}
-		// Teacher forced, the update reads the reference's latents of
-		// this step and (through the forced model output) its velocity.
-		xu := x
-		var forced exec.Tensor
-		if !e.opt.FreeRunning {
-			like := e.r.Latents()
-			if rv := e.refValue(program.Tap{Module: e.model.Module, Port: latPort}.Key(i), like.Shape()); rv != nil {
-				if forced, err = e.B.Upload(rv.data, like.Shape(), like.Format()); err != nil {
-					return err
-				}
-				xu = forced
-			}
-		}
-		next, err := e.r.Update(i, xu, outs[0])
-		for _, t := range outs {
-			e.B.Free(t)
-		}
-		if forced != nil {
-			e.B.Free(forced)
-		}
-		if x != e.r.Latents() {
-			e.B.Free(x)
-		}
-		if err != nil {
-			return err
-		}
-		var deps bits
-		deps.set(scale)
-		deps.set(update)
-		var makers bits
-		makers.set(update)
-		ni := tinfo{ver: e.fresh(), deps: deps, makers: makers}
-		if i+1 < steps {
-			x, xInfo = next, &ni
-			continue
-		}
-		key := "output/" + e.outputName()
-		module, port := "", e.outputName()
-		if i+1 < total {
-			key = program.Tap{Module: e.model.Module, Port: latPort}.Key(i + 1)
-			module, port = e.model.Module, latPort
-		}
-		e.info[next] = ni
-		err = e.compare(i+1, key, module, port, next)
-		e.B.Free(next)
-		return err
-	}
-	return nil
-}
-
 func (e *Evaluator) outputName() string {
 	if len(e.Doc.Structure.Outputs) > 0 {
 		return e.Doc.Structure.Outputs[0].Name
@@ -346,233 +315,14 @@ func (e *Evaluator) outputName() string {
 	return "latents"
 }
 
-func (e *Evaluator) resetStep() {
-	e.info = map[exec.Tensor]tinfo{}
-	e.orig = map[exec.Tensor]exec.Tensor{}
-}
-
-func (e *Evaluator) fresh() uint64 {
-	e.nextID++
-	return 1<<63 | e.nextID
-}
-
-// about returns what is known of input j of node n (or of a tensor seen
-// at a tap when n is nil).
-func (e *Evaluator) about(t exec.Tensor, name string) tinfo {
-	if in, ok := e.info[t]; ok {
-		return in
-	}
-	in := tinfo{ver: hashString("env:" + name)}
-	if v, ok := e.r.P.Values[name]; ok && v.Kind == program.StepInput {
-		in.ver = e.fresh()
-		if v.Source == "timestep" {
-			in.deps.set(e.units.id(Unit{Op: "cast", Role: roleTimestep}))
-			in.makers = in.deps
-		}
-	} else if !ok || v.Kind == program.Temp {
-		in.ver = e.fresh()
-	}
-	e.info[t] = in
-	return in
-}
-
-// transparent ops move or copy values: the op class of their result is
-// their input's, and they have no precision of their own.
-func transparent(op program.Op) bool {
-	switch op {
-	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast,
-		program.OpPermute:
-		return true
-	}
-	return false
-}
-
-// runNode is the interpreter's Run hook: memoised execution with the
-// version, dependencies and makers of every result.
-func (e *Evaluator) runNode(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
-	var buf [8]byte
-	h := fnv.New64a()
-	binary.LittleEndian.PutUint64(buf[:], e.nodeKey[i])
-	h.Write(buf[:])
-	var deps, makers bits
-	for j, t := range in {
-		if t == nil {
-			h.Write([]byte{0})
-			continue
-		}
-		ti := e.about(t, n.In[j])
-		binary.LittleEndian.PutUint64(buf[:], ti.ver)
-		h.Write(buf[:])
-		deps.or(ti.deps)
-		if transparent(n.Op) {
-			makers.or(ti.makers)
-		}
-	}
-	if u := e.nodeUnit[i]; u >= 0 {
-		deps.set(u)
-		makers = bits{}
-		makers.set(u)
-	}
-	key := h.Sum64()
-	memo := !e.opt.FreeRunning && !transparent(n.Op)
-	var outs []exec.Tensor
-	if cached, ok := e.memo[key]; memo && ok {
-		for _, c := range cached {
-			t, err := e.B.Cast(c, c.Format())
-			if err != nil {
-				for _, o := range outs {
-					e.B.Free(o)
-				}
-				return nil, err
-			}
-			outs = append(outs, t)
-		}
-	} else {
-		var err error
-		if outs, err = program.RunNode(e.B, n, in); err != nil {
-			return nil, err
-		}
-		if memo {
-			limit := e.opt.MemoValues
-			if limit <= 0 {
-				limit = 1 << 27
-			}
-			n := 0
-			for _, o := range outs {
-				n += exec.Numel(o.Shape())
-			}
-			if e.held+n > limit {
-				e.dropMemo()
-			}
-			e.held += n
-			keep := make([]exec.Tensor, 0, len(outs))
-			for _, o := range outs {
-				c, err := e.B.Cast(o, o.Format())
-				if err != nil {
-					return nil, err
-				}
-				keep = append(keep, c)
-			}
-			e.memo[key] = keep
-		}
-	}
-	for j, o := range outs {
-		e.info[o] = tinfo{ver: key + uint64(j)*0x9E3779B97F4A7C15, deps: deps, makers: makers}
-	}
-	return outs, nil
-}
-
-// override is the interpreter's Override hook (teacher forcing): compare
-// our value with the reference's, then hand the reference's tensor on.
-func (e *Evaluator) override(step int, tp program.Tap, like exec.Tensor) (exec.Tensor, bool, error) {
-	key := tp.Key(step)
-	rv := e.refValue(key, like.Shape())
-	if rv == nil {
-		e.noteUnmatched(key, like.Shape())
-		return nil, false, nil
-	}
-	ours := like
-	if o, ok := e.orig[like]; ok {
-		ours = o
-	}
-	e.tapInfo(ours, tp)
-	if err := e.compare(step, key, tp.Module, tp.Port, ours); err != nil {
-		return nil, false, err
-	}
-	t, err := e.B.Upload(rv.data, like.Shape(), like.Format())
-	if err != nil {
-		return nil, false, err
-	}
-	e.info[t] = tinfo{ver: hashString("ref:" + key + "|" + like.Format().String())}
-	e.orig[t] = ours
-	return t, true, nil
-}
-
-// observe is the interpreter's Observe hook (free running).
-func (e *Evaluator) observe(step int, tp program.Tap, t exec.Tensor) error {
-	key := tp.Key(step)
-	if e.refValue(key, t.Shape()) == nil {
-		e.noteUnmatched(key, t.Shape())
-		return nil
-	}
-	e.tapInfo(t, tp)
-	return e.compare(step, key, tp.Module, tp.Port, t)
-}
-
-// tapInfo registers what a tapped tensor made outside the program is: the
-// timestep the runner casts.
-func (e *Evaluator) tapInfo(t exec.Tensor, tp program.Tap) {
-	if _, ok := e.info[t]; ok {
-		return
-	}
-	in := tinfo{ver: e.fresh()}
-	if tp.In && tp.Module == e.model.Module && tp.Port == e.model.Inputs["timestep"] && e.flow {
-		in.deps.set(e.units.id(Unit{Op: "cast", Role: roleTimestep}))
-		in.makers = in.deps
-	}
-	e.info[t] = in
-}
-
-// compare records our tensor t at key against the reference.
-func (e *Evaluator) compare(step int, key, module, port string, t exec.Tensor) error {
-	rv := e.refValue(key, t.Shape())
-	if rv == nil {
-		return nil
-	}
-	ti := e.info[t]
-	ck := fmt.Sprintf("%s|%x", key, ti.ver)
-	c, ok := e.cmps[ck]
-	if !ok || e.opt.FreeRunning {
-		ours, err := e.B.Download(t)
-		if err != nil {
-			return err
-		}
-		c = compareValues(ours, rv.data, rv.format)
-		if e.opt.Keep {
-			c.ours, c.refv = ours, rv.data
-		}
-		if !e.opt.FreeRunning && ti.ver&(1<<63) == 0 {
-			e.cmps[ck] = c
-		}
-	}
-	e.recs = append(e.recs, Record{Key: key, Step: step, Module: module, Port: port, Shape: slices.Clone(rv.shape),
-		Format: rv.format, OursFormat: t.Format(), N: c.n, Exact: c.exact, SumD2: c.sd, SumR2: c.sr,
-		OpClass: e.opClass(ti.makers), DependsOn: e.className(ti.deps), cone: ti.deps, Ours: c.ours, Ref: c.refv})
-	return nil
-}
-
-// compareValues counts bit-exact pairs in format f and sums the squared
-// differences and references (precision.RelRMS's convention for
-// non-finite values).
-func compareValues(ours, ref []float32, f precision.Format) cmpResult {
-	c := cmpResult{n: len(ref)}
-	for i, o := range ours {
-		r := ref[i]
-		if precision.BitExact(f, o, r) {
-			c.exact++
-		}
-		a, b := float64(o), float64(r)
-		if math.IsNaN(a) || math.IsNaN(b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
-			if !(a == b || a != a && b != b) {
-				c.sd = math.Inf(1)
-			}
-			continue
-		}
-		d := a - b
-		c.sd += d * d
-		c.sr += b * b
-	}
-	return c
-}
-
-// refValue reads (once) the reference's tensor at key when it holds real
-// values laid out as shape; nil otherwise.
-func (e *Evaluator) refValue(key string, shape []int) *refValue {
-	if rv, ok := e.refs[key]; ok {
-		if rv == nil || exec.Numel(rv.shape) != exec.Numel(shape) {
+// refFor says whether the reference holds real values at key that can be
+// laid out as shape (nil when it does not).
+func (e *Evaluator) refFor(key string, shape []int) *refMeta {
+	if m, ok := e.refs[key]; ok {
+		if m == nil || exec.Numel(m.shape) != exec.Numel(shape) {
 			return nil
 		}
-		return rv
+		return m
 	}
 	e.refs[key] = nil
 	info, err := e.Ref.Info(key)
@@ -582,16 +332,6 @@ func (e *Evaluator) refValue(key string, shape []int) *refValue {
 	if _, ok := program.Relayout(nil, info.Shape, shape); !ok {
 		return nil
 	}
-	t, err := e.Ref.Tensor(key)
-	if err != nil {
-		e.fail(fmt.Errorf("reference %s: %w", key, err))
-		return nil
-	}
-	v, err := t.Float32()
-	if err != nil {
-		e.fail(fmt.Errorf("reference %s: %w", key, err))
-		return nil
-	}
 	f := precision.F32
 	switch info.DType {
 	case trace.BFloat16:
@@ -599,10 +339,29 @@ func (e *Evaluator) refValue(key string, shape []int) *refValue {
 	case trace.Float16:
 		f = precision.F16
 	}
-	data, _ := program.Relayout(slices.Clone(v), info.Shape, shape)
-	rv := &refValue{data: data, format: f, shape: slices.Clone(shape)}
-	e.refs[key] = rv
-	return rv
+	m := &refMeta{key: key, info: info, format: f, shape: slices.Clone(shape)}
+	e.refs[key] = m
+	return m
+}
+
+// refData reads the reference's values at m in our layout: a view of the
+// mapping where the trace stores them as f32 in our layout, else a copy.
+// done hands the mapped pages back; the values must not be used after it
+// unless they were copied.
+func (e *Evaluator) refData(m *refMeta) (data []float32, done func(), err error) {
+	t, err := e.Ref.Tensor(m.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reference %s: %w", m.key, err)
+	}
+	v, err := t.Float32()
+	if err != nil {
+		t.Release()
+		return nil, nil, fmt.Errorf("reference %s: %w", m.key, err)
+	}
+	if !program.SameLayout(m.info.Shape, m.shape) {
+		v, _ = program.Relayout(v, m.info.Shape, m.shape)
+	}
+	return v, t.Release, nil
 }
 
 // noteUnmatched records a tapped key whose reference tensor holds real
@@ -624,12 +383,6 @@ func (e *Evaluator) noteUnmatched(key string, shape []int) {
 // real values of another shape, so that they were not compared, with the
 // shape of our value there.
 func (e *Evaluator) Unmatched() map[string][]int { return e.unmatched }
-
-func (e *Evaluator) fail(err error) {
-	if e.err == nil {
-		e.err = err
-	}
-}
 
 // ClassCopy is the op class of a value no op of the plan made: a request
 // input, or the reference's own value moved, sliced or cast.
@@ -660,6 +413,17 @@ func hashString(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
 	return h.Sum64() &^ (1 << 63)
+}
+
+// transparent ops move or copy values: the op class of their result is
+// their input's, and they have no precision of their own.
+func transparent(op program.Op) bool {
+	switch op {
+	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpGather, program.OpCast,
+		program.OpPermute:
+		return true
+	}
+	return false
 }
 
 // unitTable interns units as small ids.

@@ -280,3 +280,124 @@ func TestDecide(t *testing.T) {
 		t.Errorf("all equal: margin %v, want 1", m)
 	}
 }
+
+// TestStoppedRunsDecideAlike: stopping a candidate's run once its plan
+// cannot win changes no decision. From an empty plan, the search with
+// stops and the exhaustive one find the same rules, the same decisive
+// classes and role rules; every score the stopped search reports whole is
+// the exhaustive one's, and every bound it reports (at_least) is at most
+// the exhaustive score and already makes its margin decisive or not alike.
+func TestStoppedRunsDecideAlike(t *testing.T) {
+	cases := []planCase{ditCase()}
+	if _, err := os.Stat(conformanceDir); err == nil {
+		cases = append(cases, conformanceCases(t)...)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr, doc := load(t, c)
+			var reps [2]*Report
+			for i, exhaustive := range []bool{false, true} {
+				rep, err := Discover(context.Background(), cpu.New(1), tr, emptied(doc), DiscoverOptions{Exhaustive: exhaustive})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reps[i] = rep
+			}
+			stopped, whole := reps[0], reps[1]
+			if whole.Stopped != 0 || stopped.Stopped == 0 {
+				t.Errorf("runs stopped: %d with stops, %d exhaustive; want some, and none", stopped.Stopped, whole.Stopped)
+			}
+			rules := func(p semantics.Precision) string {
+				var sb strings.Builder
+				for _, r := range p.Rules {
+					fmt.Fprintf(&sb, "%s %s %s %s %s; ", r.Op, r.Role, r.Out, r.Round, r.Math)
+				}
+				return sb.String()
+			}
+			if a, b := rules(stopped.After), rules(whole.After); a != b {
+				t.Fatalf("rules\n  with stops %s\n  exhaustive %s", a, b)
+			}
+			bounds := 0
+			for i, sc := range stopped.Classes {
+				wc := whole.Classes[i]
+				if sc.Class != wc.Class || sc.After != wc.After || sc.Decisive != wc.Decisive || sc.Observed != wc.Observed {
+					t.Errorf("%s: %s decisive %v, exhaustive %s %v", sc.Class, sc.After, sc.Decisive, wc.After, wc.Decisive)
+				}
+				if sc.MarginAtLeast && sc.Margin > wc.Margin || !sc.MarginAtLeast && sc.Margin != wc.Margin {
+					t.Errorf("%s: margin %v (at least: %v), exhaustive %v", sc.Class, sc.Margin, sc.MarginAtLeast, wc.Margin)
+				}
+				for j, cand := range sc.Candidates {
+					want := wc.Candidates[j]
+					if cand.AtLeast {
+						bounds++
+						if cand.Score > want.Score {
+							t.Errorf("%s %v: bound %v above the score %v", sc.Class, cand.Value, cand.Score, want.Score)
+						}
+					} else if cand.Score != want.Score {
+						t.Errorf("%s %v: score %v, exhaustive %v", sc.Class, cand.Value, cand.Score, want.Score)
+					}
+				}
+			}
+			if len(stopped.Roles) != len(whole.Roles) {
+				t.Errorf("%d role rules, exhaustive %d", len(stopped.Roles), len(whole.Roles))
+			}
+			t.Logf("%d program runs (%d stopped) against %d exhaustive; %d candidate scores are bounds",
+				stopped.Evaluations, stopped.Stopped, whole.Evaluations, bounds)
+		})
+	}
+}
+
+// TestSampledRowsDecideAlike: scoring the linears' and attentions'
+// candidates on a few of their rows (4 here, of 12 to 64, so that these
+// small traces sample at all) finds the plan that scoring every row finds,
+// as exact, and the document says which boundaries were sampled and on
+// how many rows.
+func TestSampledRowsDecideAlike(t *testing.T) {
+	cases := []planCase{ditCase()}
+	if _, err := os.Stat(conformanceDir); err == nil {
+		cases = append(cases, conformanceCases(t)...)
+	}
+	rules := func(p semantics.Precision) string {
+		var sb strings.Builder
+		for _, r := range p.Rules {
+			fmt.Fprintf(&sb, "%s %s %s %s %s; ", r.Op, r.Role, r.Out, r.Round, r.Math)
+		}
+		return sb.String()
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tr, doc := load(t, c)
+			var reps []*Report
+			for _, rows := range []int{-1, 4} {
+				rep, err := Discover(context.Background(), cpu.New(1), tr, emptied(doc), DiscoverOptions{SampleRows: rows})
+				if err != nil {
+					t.Fatal(err)
+				}
+				reps = append(reps, rep)
+			}
+			whole, sampled := reps[0], reps[1]
+			if a, b := rules(sampled.After), rules(whole.After); a != b {
+				t.Fatalf("rules\n  sampled %s\n  whole   %s", a, b)
+			}
+			for k, v := range whole.After.Exact {
+				if sampled.After.Exact[k] != v {
+					t.Errorf("%s: %v exact, whole %v", k, sampled.After.Exact[k], v)
+				}
+			}
+			n := 0
+			for k, s := range sampled.After.Scoring {
+				w := whole.After.Scoring[k]
+				if w.Rows != w.Of || s.Of != w.Of || s.Rows > s.Of {
+					t.Errorf("%s: scored on %d of %d rows, whole run %d of %d", k, s.Rows, s.Of, w.Rows, w.Of)
+				}
+				if s.Rows < s.Of {
+					n++
+				}
+			}
+			if n == 0 || len(sampled.After.Scoring) != len(whole.After.Scoring) {
+				t.Errorf("%d of %d boundaries sampled (%d scored whole)", n, len(sampled.After.Scoring), len(whole.After.Scoring))
+			}
+			t.Logf("%d of %d boundaries scored on 4 rows: the same %d rules", n, len(sampled.After.Scoring), len(whole.After.Rules))
+		})
+	}
+}

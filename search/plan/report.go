@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/zflow/zflow/semantics"
 )
 
 // Elementwise reports whether a boundary's value depends on no GEMM-like
@@ -21,6 +23,20 @@ func (r *Record) Elementwise() bool {
 		}
 	}
 	return true
+}
+
+// sampledBoundaries counts the boundaries scored on sampled rows, and the
+// rows of the first (largest) of them.
+func sampledBoundaries(sc map[string]semantics.Scored) (n, rows, of int) {
+	for _, s := range sc {
+		if s.Rows < s.Of {
+			n++
+			if s.Of > of {
+				rows, of = s.Rows, s.Of
+			}
+		}
+	}
+	return n, rows, of
 }
 
 // Pool is the pooled exactness of some records.
@@ -120,6 +136,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		m := "-"
 		if c.Observed {
 			m = MarginString(c.Margin)
+			if c.MarginAtLeast {
+				m = "≥" + m
+			}
 			if !c.Decisive {
 				m += " (not decisive)"
 			}
@@ -130,11 +149,22 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "(n): no boundary is made by the class; exact over the n boundaries that depend on it")
+	if n, rows, of := sampledBoundaries(r.Scoring); n > 0 {
+		fmt.Fprintf(w, "exact before/after: on the rows the candidates were scored on; %d of %d boundaries on sampled rows (%d of %d, precision.scoring), the rest whole\n",
+			n, len(r.Scoring), rows, of)
+	}
 	if len(r.Roles) > 0 {
 		fmt.Fprintln(w, "\nper-role rules (the trace shows a difference from the class's plan):")
 		for _, rr := range r.Roles {
+			class, m := Pct(1-rr.ClassErr), MarginString(rr.Margin)
+			if rr.ClassAtLeast { // scored until it could not win
+				class = "≤" + class
+				if !math.IsInf(rr.Margin, 1) {
+					m = "≥" + m
+				}
+			}
 			fmt.Fprintf(w, "  %-10s %-24s %-22s %s → %s exact (class plan %s), margin %s\n", rr.Class, rr.Role, rr.Value,
-				Pct(1-rr.ClassErr), Pct(1-rr.Err), rr.ClassValue, MarginString(rr.Margin))
+				class, Pct(1-rr.Err), rr.ClassValue, m)
 		}
 	}
 	var notes []string
@@ -156,7 +186,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 			inexact = append(inexact, fmt.Sprintf("  %-64s %-16s %s", rec.Key, rec.OpClass, Pct(rec.ExactFraction())))
 		}
 	}
-	fmt.Fprintf(w, "\n%d of %d boundaries bit-exact after (%d program runs)\n", len(r.AfterRecords)-len(inexact), len(r.AfterRecords), r.Evaluations)
+	fmt.Fprintf(w, "\n%d of %d boundaries bit-exact after, every row (%d program runs, %d stopped once their plan could not win)\n",
+		len(r.AfterRecords)-len(inexact), len(r.AfterRecords), r.Evaluations, r.Stopped)
 	const show = 20
 	for i, s := range inexact {
 		if i == show {
