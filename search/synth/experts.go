@@ -342,14 +342,17 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	}
 	d := t.shape[len(t.shape)-1]
 	tokens := t.numel() / d
-	w1, w2 := s.stackedExperts(sc, d)
-	if w1 == nil {
-		w1, w2 = s.groupedExperts(sc, d)
+	var weights [][2]*val
+	if w1, w2 := s.stackedExperts(sc, d); w1 != nil {
+		weights = append(weights, [2]*val{w1, w2})
+	} else if w1, w2 := s.groupedExperts(sc, d); w1 != nil {
+		weights = append(weights, [2]*val{w1, w2})
+	} else {
+		weights = s.slicedExperts(sc, d, vals)
 	}
-	if w1 == nil {
+	if len(weights) == 0 {
 		return nil
 	}
-	e := w1.shape[0]
 	var x *val
 	for _, v := range recentFirst(vals) {
 		if !v.opaque && sc.arg[v] && v.numel() == t.numel() && x == nil {
@@ -365,21 +368,24 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	}
 	var cands []*expr
 	act := map[*expr]exec.ActKind{}
-	for _, rt := range s.routings(sc, vals, tokens, e) {
-		for _, a := range glueActs {
-			for _, upFirst := range []bool{false, true} {
-				ex := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, rt[0], rt[1], w1, w2}, out: t.format,
-					label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
-				y := s.reshape(s.derive(ex), t.shape)
-				if y == nil {
-					continue
-				}
-				c := &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: ex.label}
-				cands, act[c] = append(cands, c), a
-				for _, v := range sameShape(t, vals) {
-					if v != x {
-						c := &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: ex.label + " + a shared expert"}
-						cands, act[c] = append(cands, c), a
+	for _, w := range weights {
+		w1, w2 := w[0], w[1]
+		for _, rt := range s.routings(sc, vals, tokens, w1.shape[0]) {
+			for _, a := range glueActs {
+				for _, upFirst := range []bool{false, true} {
+					ex := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, rt[0], rt[1], w1, w2}, out: t.format,
+						label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
+					y := s.reshape(s.derive(ex), t.shape)
+					if y == nil {
+						continue
+					}
+					c := &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: ex.label}
+					cands, act[c] = append(cands, c), a
+					for _, v := range sameShape(t, vals) {
+						if v != x {
+							c := &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: ex.label + " + a shared expert"}
+							cands, act[c] = append(cands, c), a
+						}
 					}
 				}
 			}
@@ -452,6 +458,58 @@ func (s *synth) routings(sc *scope, vals []*val, tokens, e int) [][2]*val {
 			w, i := s.derive(r), s.derive(pickOf(r, 1))
 			if w != nil && i != nil {
 				out = append(out, [2]*val{i, w})
+			}
+		}
+	}
+	return out
+}
+
+// slicedExperts finds the experts' weights as three matrices [E·I, D] of
+// the scope's calls, each expert's rows one block (weights an expert
+// module is handed a slice of per call): E is tried from the routing's
+// largest index up (the smallest divisors of E·I), each matrix in turn
+// the down projection ([I, D] per expert, applied as x·w), the other two
+// gate and up in the order listed.
+func (s *synth) slicedExperts(sc *scope, d int, vals []*val) [][2]*val {
+	var ms []*val
+	for _, name := range s.subtreeParams(sc.call) {
+		if p, err := s.param(name); err == nil && len(p.shape) == 2 && p.shape[1] == d {
+			ms = append(ms, p)
+		}
+	}
+	if len(ms) != 3 || ms[0].shape[0] != ms[1].shape[0] || ms[0].shape[0] != ms[2].shape[0] {
+		return nil
+	}
+	top := -1
+	for _, v := range vals {
+		if !v.opaque && v.integral() {
+			for _, x := range v.data {
+				top = max(top, int(x))
+			}
+		}
+	}
+	rows := ms[0].shape[0]
+	var out [][2]*val
+	for e, tried := max(top+1, 2), 0; e <= rows/2 && tried < 3; e++ {
+		if rows%e != 0 {
+			continue
+		}
+		tried++
+		i := rows / e
+		for down := range 3 {
+			var in []*val
+			for j, m := range ms {
+				if j != down {
+					in = append(in, s.reshape(m, []int{e, i, d}))
+				}
+			}
+			w2 := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(ms[down], []int{e, i, d})}, out: ms[down].format, label: "down applied as x·w"})
+			if in[0] == nil || in[1] == nil || w2 == nil {
+				continue
+			}
+			w1 := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: in, out: in[0].format, label: "gate and up"})
+			if w1 != nil {
+				out = append(out, [2]*val{w1, w2})
 			}
 		}
 	}
@@ -565,11 +623,21 @@ func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 }
 
 // subtreeParams lists the parameters of c and of every call below it, in
-// call order.
+// call order, each once (a module called per expert lists its own every
+// time).
 func (s *synth) subtreeParams(c trace.Call) []string {
-	out := slices.Clone(c.Params)
-	for _, ch := range s.children(c) {
-		out = append(out, s.subtreeParams(ch)...)
+	var out []string
+	var walk func(c trace.Call)
+	walk = func(c trace.Call) {
+		for _, p := range c.Params {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+		for _, ch := range s.children(c) {
+			walk(ch)
+		}
 	}
+	walk(c)
 	return out
 }
