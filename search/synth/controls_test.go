@@ -157,6 +157,10 @@ var unseenFactors = map[string]map[string]any{
 	"granitemoe":       {"attention_scale": 0.0625},
 	"opt":              {"mlp_act": "relu", "rope_layout": "none"},
 	"olmo":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"deepseek_v2":      {"mlp_act": "silu", "mlp_glu": true},
+	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
+	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
