@@ -157,7 +157,7 @@ var unseenFactors = map[string]map[string]any{
 	"granitemoe":       {"attention_scale": 0.0625},
 	"opt":              {"mlp_act": "relu", "rope_layout": "none"},
 	"olmo":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
-	"deepseek_v2":      {"mlp_act": "silu", "mlp_glu": true},
+	"deepseek_v2":      {"rope_layout": "interleaved", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},

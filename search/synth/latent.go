@@ -6,7 +6,6 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
-	"github.com/zflow/zflow/semantics"
 )
 
 // latentAttention explains t [B, S, H·dv] as attention whose keys and
@@ -38,6 +37,7 @@ func (s *synth) latentAttention(t *val, sc *scope) *val {
 		}
 	}
 	var cands []*expr
+	chosen := map[*expr]attnChoice{} // what each candidate computes, for the factors read off the winner
 	for _, tb := range tables {
 		dr := tb[0].shape[len(tb[0].shape)-1]
 		for _, kv := range vals {
@@ -73,8 +73,10 @@ func (s *synth) latentAttention(t *val, sc *scope) *val {
 							if cut == nil {
 								continue
 							}
-							cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{cut}, out: t.format,
-								label: fmt.Sprintf("latent attention heads=%d nope=%d rope=%d (%s) v=%d mask=%s", h, dn, dr, layout, dv, mask)})
+							c := &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{cut}, out: t.format,
+								label: fmt.Sprintf("latent attention heads=%d nope=%d rope_dim=%d v=%d rope=%s causal=%v", h, dn, dr, dv, layout, mask == exec.MaskCausal)}
+							cands = append(cands, c)
+							chosen[c] = attnChoice{q: qq, k: kk, v: vv, headDim: d, rope: layout, params: p, label: c.label}
 						}
 					}
 				}
@@ -86,7 +88,10 @@ func (s *synth) latentAttention(t *val, sc *scope) *val {
 	}
 	v, ev := s.best(t, cands)
 	if v != nil {
-		v.fit = &leafFit{kind: "attention", candidates: append([]semantics.Candidate(nil), ev...)}
+		v.fit = &leafFit{kind: "attention", candidates: ev}
+		ch := chosen[v.from]
+		ch.score, ch.result = relRMS(v.data, t.data), v
+		s.attn = append(s.attn, attnRecord{choice: ch, scope: sc.module, boundary: t.origin, candidates: ev})
 	}
 	return v
 }
