@@ -79,8 +79,10 @@ MORE = ["gpt_neo", "olmoe", "dbrx", "granitemoe", "jetmoe", "phimoe", "qwen3_moe
         "gpt_oss", "glm4_moe", "cohere2", "bitnet", "llama4_text", "hunyuan_v1_moe", "ernie4_5_moe", "dots1",
         "doge", "olmo3", "vaultgemma", "flex_olmo", "falcon_new", "falcon_alibi", "mpt_alibi", "granite_mult"]
 # A third batch: more families, mixtures of experts and latent attention among them.
+# (exaone_moe and blt were tried too: their default configs give traces of gigabytes whatever
+# COMMON says; deepseek_v3 and longcat_flash fail in the script with these settings.)
 THIRD = ["deepseek_v3", "llama", "granitemoeshared", "diffllama", "gpt_neox_japanese", "aria_text", "minimax",
-         "minimax_m2", "afmoe", "longcat_flash", "cwm", "qwen3_next", "exaone_moe", "nanochat", "lfm2", "blt"]
+         "minimax_m2", "afmoe", "longcat_flash", "cwm", "qwen3_next", "nanochat", "lfm2"]
 DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
