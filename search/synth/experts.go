@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/zflow/zflow/exec"
@@ -333,9 +332,8 @@ func rowsSumToOne(v *val) bool {
 // program does not make): the experts' weights stacked into the fused
 // experts op over the scope's routing (indices and weights), plus, where
 // t holds one, a value of the scope added after (a shared expert). The
-// experts are the scope's children named by one path and an index, each
-// with two [I, D] matrices (gate, up: their order searched) and one
-// [D, I] (down).
+// experts are the scope's children alike in their parameters' shapes
+// (stackedExperts), or grouped GEMMs, or slices handed per call.
 func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) < 2 {
 		return nil
@@ -560,27 +558,34 @@ func (s *synth) groupedExperts(sc *scope, d int) (*val, *val) {
 	return nil, nil
 }
 
-// stackedExperts finds the scope's expert modules (children whose paths
-// differ only by a final index, alike in their parameters' shapes) and
+// stackedExperts finds the scope's expert modules (children alike in
+// their parameters' shapes, each with parameters of its own) and
 // stacks their weights as the experts op reads them: w1 [E, 2I, D] (the
 // two [I, D] matrices of each, in the order its call lists them) and w2
 // [E, D, I]. nil where the scope has no such list.
 func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
+	// siblings alike in their parameters' shapes, each with weights of
+	// its own (a module called twice is one expert, not two)
 	groups := map[string][]trace.Call{}
 	var order []string
+	owner := map[string]bool{}
 	for _, ch := range s.children(sc.call) {
-		i := strings.LastIndexByte(ch.Module, '.')
-		if i < 0 {
+		names := s.subtreeParams(ch)
+		if len(names) == 0 || owner[names[0]] {
 			continue
 		}
-		if _, err := strconv.Atoi(ch.Module[i+1:]); err != nil {
-			continue
+		owner[names[0]] = true
+		var shapes []string
+		for _, name := range names {
+			if info, err := s.tr.Info(s.tr.Manifest.Params[name]); err == nil {
+				shapes = append(shapes, fmt.Sprint(info.Shape))
+			}
 		}
-		base := ch.Module[:i]
-		if _, ok := groups[base]; !ok {
-			order = append(order, base)
+		key := strings.Join(shapes, " ")
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
 		}
-		groups[base] = append(groups[base], ch)
+		groups[key] = append(groups[key], ch)
 	}
 	for _, base := range order {
 		calls := groups[base]
