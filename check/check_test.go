@@ -174,3 +174,36 @@ func TestProgress(t *testing.T) {
 		t.Errorf("%d nodes run over %d model calls, %d over one: want %d× as many", totals[steps], steps, totals[1], steps)
 	}
 }
+
+// TestSelfMaskedBias: an attention bias of finfo.min masks beside small
+// entries that discovery explained as 1 − σ (right at step 0, where it is
+// 0; 0.25 and 0.6 at steps 1 and 2). The document, written before masks
+// were compared apart, passed its own check: over all entries the masks
+// make the rel-RMS about 1e-40. The masks must not hide the wrong entries.
+func TestSelfMaskedBias(t *testing.T) {
+	tr, err := trace.Open("../fixtures/unseen/omnigen-f32.npz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	doc, err := semantics.Read("testdata/omnigen-masked-bias.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Self(cpu.New(0), doc, tr, nil)
+	if err != nil || res.NotRun != "" {
+		t.Fatalf("%v; not run: %s", err, res.NotRun)
+	}
+	if len(res.Failures) == 0 {
+		t.Fatal("the bias's wrong entries passed the self-check")
+	}
+	f := res.Failures[0]
+	if f.Boundary != "transformer.layers.0/kw.attention_mask" || f.Step != 1 || f.Masked != 90 || f.Mismatched != 0 {
+		t.Errorf("first failure %s at step %d, %d masked, %d mismatched; want the bias at step 1, its 90 masks matching",
+			f.Boundary, f.Step, f.Masked, f.Mismatched)
+	}
+	Apply(doc, res)
+	if doc.Status != semantics.StatusIncomplete || !strings.Contains(doc.Undetermined[len(doc.Undetermined)-len(res.Failures)].Reason, "90 masked values match") {
+		t.Errorf("status %s, undetermined %+v", doc.Status, doc.Undetermined)
+	}
+}

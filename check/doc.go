@@ -12,7 +12,8 @@
 // (search/plan.Record) with both sides' values.
 //
 // Self is the self-check: Run teacher forced, every boundary gated at its
-// format's tolerance (Tolerance), each one beyond it diagnosed with the
+// format's tolerance (Tolerance) on the rel-RMS of its ordinary values,
+// mask-sized ones (precision's doc) compared apart and exactly, each one beyond it diagnosed with the
 // signature `zflow diff` reads (reports.DiagnoseRows) and reported once,
 // at the first step it fails, in execution order. Apply writes the result
 // into the document: its status, its check, and an undetermined entry per

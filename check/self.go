@@ -59,10 +59,14 @@ type Failure struct {
 	Step      int
 	Steps     int // steps at which it fails
 	Format    precision.Format
-	RelRMS    float64
+	RelRMS    float64 // over the ordinary pairs; +Inf when Mismatched > 0
 	Cosine    float64
 	Tolerance float64
-	Diagnosis reports.Diagnosis
+	// Masked and Mismatched count the pairs compared apart from the
+	// rel-RMS (precision's mask-sized values): those that match, and
+	// those that do not (a mask or a NaN on one side only).
+	Masked, Mismatched int
+	Diagnosis          reports.Diagnosis
 }
 
 // Result is a self-check: what was compared and what was not reproduced.
@@ -118,7 +122,7 @@ func failure(r *plan.Record, rel, tol float64) Failure {
 		rowLen = r.Shape[len(r.Shape)-1]
 	}
 	f := Failure{Boundary: r.Boundary(), Module: r.Module, Step: r.Step, Steps: 1, Format: r.Format, RelRMS: rel,
-		Cosine: math.NaN(), Tolerance: tol}
+		Cosine: math.NaN(), Tolerance: tol, Masked: r.Masked, Mismatched: r.Mismatched}
 	if m, err := reports.Compare(r.Ours, r.Ref, r.Format, rowLen); err == nil {
 		f.Cosine = m.Cosine
 	}
@@ -131,6 +135,18 @@ func failure(r *plan.Record, rel, tol float64) Failure {
 	return f
 }
 
+// masks says how the mask-sized values of a failure compared, when it
+// has any: the rel-RMS leaves them out.
+func masks(f Failure) string {
+	switch {
+	case f.Mismatched > 0:
+		return fmt.Sprintf(", %d values mask-sized or NaN on one side only (%d masked values match)", f.Mismatched, f.Masked)
+	case f.Masked > 0:
+		return fmt.Sprintf(" over the values not mask-sized (%d masked values match)", f.Masked)
+	}
+	return ""
+}
+
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Apply writes res into doc: an undetermined entry per boundary not
@@ -141,8 +157,8 @@ func Apply(doc *semantics.Document, res *Result) {
 		step := f.Step
 		doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{
 			Name: semantics.UndeterminedBoundary, Scope: f.Scope, Boundary: f.Boundary,
-			Reason: fmt.Sprintf("not reproduced teacher forced: rel-RMS %.3g > %.3g (%s); %s", f.RelRMS, f.Tolerance, f.Format,
-				oneLine(f.Diagnosis.Reason)),
+			Reason: fmt.Sprintf("not reproduced teacher forced: rel-RMS %.3g > %.3g (%s)%s; %s", f.RelRMS, f.Tolerance, f.Format,
+				masks(f), oneLine(f.Diagnosis.Reason)),
 			Step: &step, Steps: f.Steps, Signature: f.Diagnosis.Signature.String(),
 			RelRMS: semantics.NumberOf(f.RelRMS), Cosine: semantics.NumberOf(f.Cosine), Tolerance: f.Tolerance,
 		})

@@ -61,8 +61,46 @@
 //
 //	sqrt( Σ (a_i - b_i)² / Σ b_i² )
 //
-// summed in float64. If the reference is all zeros it is 0 when ours is all
-// zeros too and +Inf otherwise. It is not symmetric: the reference is
-// always the denominator. RelRMS over slices skips pairs that are both NaN
-// or both the same infinity and is +Inf if any other pair is not finite.
+// summed in float64 over the ordinary pairs (below). If the reference is
+// all zeros there it is 0 when ours is all zeros too and +Inf otherwise. It
+// is not symmetric: the reference is always the denominator.
+//
+// # Mask-sized values
+//
+// Attention masks and biases hold values such as finfo.min (−3.4e38 in
+// f32, −65504 in f16) or −Inf beside ordinary ones. Squared, one such
+// entry outweighs any number of ordinary ones, so a rel-RMS over all
+// entries is about 1e-39 whatever the ordinary entries are: a mask would
+// hide every error beside it. Such values are therefore compared apart,
+// exactly.
+//
+// A value is mask-sized in a format f when its magnitude is at least
+// MaskLimit(f), the bottom of f's top binade: 2^127 ≈ 1.7e38 for f32 and
+// bf16 (their largest finite values are just under 2^128), 2^15 = 32768
+// for f16 (largest finite 65504). ±Inf is mask-sized; NaN is not. f64
+// values are compared as float32 and take f32's limit. Masks written as
+// finfo.min, −finfo.max or ±Inf are mask-sized; masks written as moderate
+// numbers (−1e4, −1e9, −1e30 in f32, or finfo.min halved) are not, and
+// still weigh on the rel-RMS as before. The limit is a fixed fraction
+// of the format's range rather than a multiple of the tensor's typical
+// size so that a tensor without mask-sized values is compared exactly as
+// it would be without this rule, and so that an ordinary activation
+// (a massive LLM activation of 1e4, a position index in f32) is never
+// taken for a mask.
+//
+// Each pair (a, b) of a comparison in f is one of (Classify):
+//
+//   - Ordinary: both finite and neither mask-sized. Only these enter the
+//     rel-RMS sums.
+//   - BothNaN: NaN on both sides; left out (reports count them).
+//   - MaskMatch: both mask-sized with the same sign, whatever their
+//     magnitudes (finfo.min against −Inf, or f32's finfo.min against
+//     bf16's): a match, left out of the sums and counted.
+//   - Mismatch: anything else (one side mask-sized and the other not,
+//     masks of opposite signs, a NaN on one side only).
+//
+// A comparison fails if either part fails: Sums.RelRMS and RelRMS are
+// +Inf when any pair is a Mismatch, and otherwise the rel-RMS of the
+// ordinary pairs. For a tensor with no mask-sized value and no NaN this is
+// the plain formula above, unchanged to the last bit.
 package precision

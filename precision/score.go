@@ -1,31 +1,17 @@
 package precision
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
-// RelRMS is sqrt(Σ(ours-ref)² / Σref²), summed in float64 (see the package
-// doc). Pairs where both sides are NaN, or both the same infinity, add
-// nothing; any other pair with a non-finite value makes the result +Inf.
-func RelRMS(ours, ref []float32) (float64, error) {
+// RelRMS is the rel-RMS of ours against ref compared in f (Sums.RelRMS,
+// see the package doc): sqrt(Σ(ours-ref)² / Σref²) over the ordinary
+// pairs, summed in float64; +Inf if any pair mismatches.
+func RelRMS(f Format, ours, ref []float32) (float64, error) {
 	if len(ours) != len(ref) {
 		return 0, fmt.Errorf("precision: rel-RMS of %d values against %d", len(ours), len(ref))
 	}
-	var sd, sr float64
-	for i, o := range ours {
-		a, b := float64(o), float64(ref[i])
-		if math.IsNaN(a) || math.IsNaN(b) || math.IsInf(a, 0) || math.IsInf(b, 0) {
-			if a == b || a != a && b != b {
-				continue
-			}
-			return math.Inf(1), nil
-		}
-		d := a - b
-		sd += d * d
-		sr += b * b
-	}
-	return RelRMSFromSums(sd, sr), nil
+	var s Sums
+	s.Add(f, ours, ref)
+	return s.RelRMS(), nil
 }
 
 // ExactFraction is the fraction of pairs that are BitExact in f. NaN pairs

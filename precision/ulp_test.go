@@ -117,19 +117,19 @@ func TestBitExactAndScores(t *testing.T) {
 		t.Errorf("ExactFraction = %v, %v; want 0.5", got, err)
 	}
 	// sqrt(1 / (1+4+16)): the NaN pair adds nothing.
-	if got, err := RelRMS(ours, ref); err != nil || math.Abs(got-math.Sqrt(1.0/21)) > 1e-15 {
+	if got, err := RelRMS(F32, ours, ref); err != nil || math.Abs(got-math.Sqrt(1.0/21)) > 1e-15 {
 		t.Errorf("RelRMS = %v, %v", got, err)
 	}
-	if got, _ := RelRMS([]float32{1, nan}, []float32{1, 2}); !math.IsInf(got, 1) {
+	if got, _ := RelRMS(F32, []float32{1, nan}, []float32{1, 2}); !math.IsInf(got, 1) {
 		t.Errorf("RelRMS with a one-sided NaN = %v, want +Inf", got)
 	}
-	if got, _ := RelRMS([]float32{0, 0}, []float32{0, 0}); got != 0 {
+	if got, _ := RelRMS(F32, []float32{0, 0}, []float32{0, 0}); got != 0 {
 		t.Errorf("RelRMS of zeros = %v, want 0", got)
 	}
-	if got, _ := RelRMS([]float32{1, 0}, []float32{0, 0}); !math.IsInf(got, 1) {
+	if got, _ := RelRMS(F32, []float32{1, 0}, []float32{0, 0}); !math.IsInf(got, 1) {
 		t.Errorf("RelRMS against zero reference = %v, want +Inf", got)
 	}
-	if _, err := RelRMS([]float32{1}, nil); err == nil {
+	if _, err := RelRMS(F32, []float32{1}, nil); err == nil {
 		t.Error("RelRMS of mismatched lengths should fail")
 	}
 	if _, err := ExactFraction(Format(9), ours, ref); err == nil {

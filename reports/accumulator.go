@@ -15,6 +15,8 @@ type Accumulator struct {
 	rowLen int
 
 	n, finite, exact, nanPairs int
+	masked, maskMismatch       int
+	lim                        uint32 // precision.MaskBits(format)
 	ours, ref                  Side
 
 	sumAbs, sumSqDiff, sumSqOurs, sumSqRef, dot float64
@@ -42,7 +44,7 @@ func NewAccumulator(f precision.Format, rowLen int) (*Accumulator, error) {
 	case rowLen <= 0:
 		return nil, fmt.Errorf("reports: row length %d, want > 0", rowLen)
 	}
-	return &Accumulator{format: f, rowLen: rowLen, maxAbsIndex: -1, worstRow: -1}, nil
+	return &Accumulator{format: f, rowLen: rowLen, maxAbsIndex: -1, worstRow: -1, lim: precision.MaskBits(f)}, nil
 }
 
 // Add folds in the next chunk of the pair.
@@ -56,8 +58,8 @@ func (a *Accumulator) Add(ours, ref []float32) error {
 	var sumAbs, sumSqDiff, sumSqOurs, sumSqRef, dot float64
 	for i, o32 := range ours {
 		r32 := ref[i]
-		if !finite32(o32) || !finite32(r32) {
-			a.special(o32, r32)
+		if math.Float32bits(o32)&0x7FFFFFFF >= a.lim || math.Float32bits(r32)&0x7FFFFFFF >= a.lim {
+			a.special(o32, r32) // NaN, Inf or mask-sized
 		} else {
 			if f.Round(o32) != o32 {
 				a.ours.Inexact++
@@ -104,14 +106,31 @@ func (a *Accumulator) Add(ours, ref []float32) error {
 	return nil
 }
 
+// countMask counts a pair outside the ordinary ones (precision.Classify)
+// into masked or, for finite values only (NaN and Inf pairs are the
+// nonfinite counts'), maskMismatch.
+func countMask(f precision.Format, o, r float32, masked, mismatch int) (int, int) {
+	switch precision.Classify(f, o, r) {
+	case precision.MaskMatch:
+		masked++
+	case precision.Mismatch:
+		if finite32(o) && finite32(r) {
+			mismatch++
+		}
+	}
+	return masked, mismatch
+}
+
 // finite32 reports whether x is neither NaN nor ±Inf.
 func finite32(x float32) bool { return math.Float32bits(x)&0x7FFFFFFF < 0x7F800000 }
 
-// special handles a pair with a NaN or Inf on at least one side: it is
-// counted on each side, and on the lattice unless a NaN is involved.
+// special handles a pair with a NaN, an Inf or a mask-sized value on at
+// least one side: it is counted on each side, and on the lattice unless a
+// NaN is involved.
 func (a *Accumulator) special(o, r float32) {
 	a.tally(&a.ours, o)
 	a.tally(&a.ref, r)
+	a.masked, a.maskMismatch = countMask(a.format, o, r, a.masked, a.maskMismatch)
 	switch {
 	case o != o && r != r:
 		a.nanPairs++
@@ -161,12 +180,15 @@ func (a *Accumulator) Result() (Metrics, error) {
 	m := Metrics{
 		Format: a.format, Count: a.n, Finite: a.finite,
 		MaxAbs: a.maxAbs, MaxAbsIndex: a.maxAbsIndex,
-		Exact: a.exact, NaNPairs: a.nanPairs,
+		Exact: a.exact, NaNPairs: a.nanPairs, Masked: a.masked, MaskMismatch: a.maskMismatch,
 		Ours: a.ours, Ref: a.ref, ULP: a.ulp.stats(),
 		RowLen: a.rowLen, Rows: a.row, WorstRow: a.worstRow, WorstRowMaxAbs: a.worstMax,
 		RelRMS: precision.RelRMSFromSums(a.sumSqDiff, a.sumSqRef),
 		Cosine: cosine(a.dot, a.sumSqOurs, a.sumSqRef),
 		PSNR:   math.Inf(1),
+	}
+	if a.maskMismatch > 0 {
+		m.RelRMS = math.Inf(1) // a mask where the reference has none, or none where it has one
 	}
 	m.ExactFraction = 1 // nothing compared, nothing differs
 	if a.n > 0 {

@@ -11,8 +11,16 @@
 // would lose the bits being compared. Every sum is a float64, one pass.
 //
 // Difference metrics use the finite pairs only (both sides neither NaN nor
-// Inf); Finite says how many. A pair with a NaN or Inf is counted in the
-// sides' NaN/PosInf/NegInf counts instead, so a gate must look at those too.
+// Inf, nor mask-sized); Finite says how many. A pair with a NaN or Inf is
+// counted in the sides' NaN/PosInf/NegInf counts instead, so a gate must
+// look at those too. A pair with a mask-sized value (precision.MaskSized:
+// at least 2^127 in f32 and bf16, 2^15 in f16, ±Inf included, as
+// finfo.min in an attention mask) is compared apart and exactly: Masked
+// counts the pairs mask-sized on both sides with one sign (a match);
+// MaskMismatch the pairs of finite values where only one side is
+// mask-sized or the signs differ, and makes RelRMS +Inf so the default
+// rel_rms gate fails. One mask squared outweighs every ordinary entry: left
+// in, it would make the rel-RMS about 1e-39 whatever the rest is.
 // With d = ours - ref over the finite pairs:
 //
 //   - MaxAbs: max |d|; MaxAbsIndex is the first element reaching it.

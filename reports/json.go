@@ -104,23 +104,27 @@ type (
 		OursDType string `json:"ours_dtype"`
 
 		// null when the pair was not compared (error or skipped)
-		Count             *int       `json:"count"`
-		Finite            *int       `json:"finite"`
-		MaxAbs            *Float     `json:"max_abs"`
-		MeanAbs           *Float     `json:"mean_abs"`
-		RelRMS            *Float     `json:"rel_rms"`
-		Cosine            *Float     `json:"cosine"`
-		PSNR              *Float     `json:"psnr"`
-		ExactFraction     *Float     `json:"exact_fraction"`
-		ULP               *ULPDoc    `json:"ulp"`
-		NaN               *SidesDoc  `json:"nan"`
-		Inf               *SidesDoc  `json:"inf"`
-		NonFiniteMismatch *int       `json:"nonfinite_mismatch"`
-		WorstRow          *WorstDoc  `json:"worst_row"`
-		Pass              bool       `json:"pass"`
-		Checks            []CheckDoc `json:"checks"`
-		Error             string     `json:"error,omitempty"`
-		Skipped           string     `json:"skipped,omitempty"`
+		Count             *int      `json:"count"`
+		Finite            *int      `json:"finite"`
+		MaxAbs            *Float    `json:"max_abs"`
+		MeanAbs           *Float    `json:"mean_abs"`
+		RelRMS            *Float    `json:"rel_rms"`
+		Cosine            *Float    `json:"cosine"`
+		PSNR              *Float    `json:"psnr"`
+		ExactFraction     *Float    `json:"exact_fraction"`
+		ULP               *ULPDoc   `json:"ulp"`
+		NaN               *SidesDoc `json:"nan"`
+		Inf               *SidesDoc `json:"inf"`
+		NonFiniteMismatch *int      `json:"nonfinite_mismatch"`
+		// mask-sized pairs (precision.MaskSized), left out of the
+		// difference metrics: matching, and finite ones that do not match
+		Masked       *int       `json:"masked"`
+		MaskMismatch *int       `json:"mask_mismatch"`
+		WorstRow     *WorstDoc  `json:"worst_row"`
+		Pass         bool       `json:"pass"`
+		Checks       []CheckDoc `json:"checks"`
+		Error        string     `json:"error,omitempty"`
+		Skipped      string     `json:"skipped,omitempty"`
 	}
 	ULPDoc struct {
 		Median     uint64 `json:"median"`
@@ -274,6 +278,7 @@ func (d *BoundaryDiff) document(i int) BoundaryDoc {
 	b.NaN = &SidesDoc{m.Ours.NaN, m.Ref.NaN}
 	b.Inf = &SidesDoc{m.Ours.PosInf + m.Ours.NegInf, m.Ref.PosInf + m.Ref.NegInf}
 	b.NonFiniteMismatch = n(d.NonFiniteMismatch)
+	b.Masked, b.MaskMismatch = n(m.Masked), n(m.MaskMismatch)
 	if m.WorstRow >= 0 {
 		b.WorstRow = &WorstDoc{Row: m.WorstRow, MaxAbs: Float(m.WorstRowMaxAbs)}
 	}

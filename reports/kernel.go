@@ -28,13 +28,15 @@ import (
 //   - the float64 sums run in two interleaved sets, so consecutive elements
 //     do not wait on each other's additions.
 //
-// Pairs with a NaN or an Inf on either side take a slow path (special)
-// that follows the Accumulator step by step.
+// Pairs with a NaN, an Inf or a mask-sized value (precision.MaskSized) on
+// either side take a slow path (special) that follows the Accumulator step
+// by step.
 
 // partial holds the sums of one segment; merge folds segments in order, so
 // a pair's result does not depend on which worker ran which segment.
 type partial struct {
 	n, specials, nanPairs, mismatch int
+	masked, maskMismatch            int
 	ours, ref                       Side
 
 	sumAbs, sumSqDiff, sumSqOurs, sumSqRef, dot float64
@@ -52,6 +54,8 @@ func (p *partial) merge(q *partial) {
 	p.specials += q.specials
 	p.nanPairs += q.nanPairs
 	p.mismatch += q.mismatch
+	p.masked += q.masked
+	p.maskMismatch += q.maskMismatch
 	p.ours = addSide(p.ours, q.ours)
 	p.ref = addSide(p.ref, q.ref)
 	p.sumAbs += q.sumAbs
@@ -131,7 +135,7 @@ func (h *segHist) flush(u *ulpHist) {
 func (p *partial) metrics(f precision.Format, rowLen int, h *ulpHist) (Metrics, error) {
 	a := &Accumulator{
 		format: f, rowLen: rowLen,
-		n: p.n, finite: p.n - p.specials, nanPairs: p.nanPairs,
+		n: p.n, finite: p.n - p.specials, nanPairs: p.nanPairs, masked: p.masked, maskMismatch: p.maskMismatch,
 		ours: p.ours, ref: p.ref,
 		sumAbs: p.sumAbs, sumSqDiff: p.sumSqDiff, sumSqOurs: p.sumSqOurs, sumSqRef: p.sumSqRef, dot: p.dot,
 		maxAbs: p.maxAbs, maxRef: p.maxRef, maxAbsIndex: p.maxAbsIndex,
@@ -147,9 +151,9 @@ func (p *partial) metrics(f precision.Format, rowLen int, h *ulpHist) (Metrics, 
 	return a.Result()
 }
 
-// special folds in a pair with a NaN or Inf on at least one side, exactly
-// as Accumulator.special does, and counts positions whose classes (finite,
-// NaN, +Inf, -Inf) differ.
+// special folds in a pair with a NaN, an Inf or a mask-sized value on at
+// least one side, exactly as Accumulator.special does, and counts
+// positions whose classes (finite, NaN, +Inf, -Inf) differ.
 func (p *partial) special(h *segHist, f precision.Format, o, r float32) {
 	p.specials++
 	p.n++
@@ -158,6 +162,7 @@ func (p *partial) special(h *segHist, f precision.Format, o, r float32) {
 	if class(o) != class(r) {
 		p.mismatch++
 	}
+	p.masked, p.maskMismatch = countMask(f, o, r, p.masked, p.maskMismatch)
 	switch {
 	case o != o && r != r:
 		p.nanPairs++
@@ -234,7 +239,7 @@ type blockSums struct {
 }
 
 // bf16 sums a block of bf16 pairs; it returns false, with the sums
-// unusable, if any value is a NaN or an Inf. Two elements per step, each
+// unusable, if any value is a NaN, an Inf or mask-sized. Two elements per step, each
 // sum taking one addition per step, halves the chains of dependent
 // additions.
 func (b *blockSums) bf16(ours, ref []uint16) bool {
@@ -244,8 +249,9 @@ func (b *blockSums) bf16(ours, ref []uint16) bool {
 	i := 0
 	for ; i+2 <= len(ref); i += 2 {
 		o0, r0, o1, r1 := ours[i], ref[i], ours[i+1], ref[i+1]
-		// the exponent all ones (NaN, Inf) carries into bit 15
-		special |= (o0&0x7F80 + 0x80) | (r0&0x7F80 + 0x80) | (o1&0x7F80 + 0x80) | (r1&0x7F80 + 0x80)
+		// an exponent of 254 or 255 (mask-sized from 2^127, Inf, NaN:
+		// precision.MaskBits) carries into bit 15
+		special |= (o0&0x7F80 + 0x100) | (r0&0x7F80 + 0x100) | (o1&0x7F80 + 0x100) | (r1&0x7F80 + 0x100)
 		a0 := float64(math.Float32frombits(uint32(o0) << 16))
 		c0 := float64(math.Float32frombits(uint32(r0) << 16))
 		a1 := float64(math.Float32frombits(uint32(o1) << 16))
@@ -272,7 +278,7 @@ func (b *blockSums) bf16(ours, ref []uint16) bool {
 	}
 	if i < len(ref) {
 		o0, r0 := ours[i], ref[i]
-		special |= (o0&0x7F80 + 0x80) | (r0&0x7F80 + 0x80)
+		special |= (o0&0x7F80 + 0x100) | (r0&0x7F80 + 0x100)
 		a0 := float64(math.Float32frombits(uint32(o0) << 16))
 		c0 := float64(math.Float32frombits(uint32(r0) << 16))
 		e0 := a0 - c0
@@ -320,7 +326,7 @@ func (p *partial) bf16Slow(h *segHist, ours, ref []uint16, base int) {
 	ours = ours[:len(ref)]
 	for i, rb := range ref {
 		ob := ours[i]
-		if ob&0x7F80 == 0x7F80 || rb&0x7F80 == 0x7F80 {
+		if ob&0x7F80 >= 0x7F00 || rb&0x7F80 >= 0x7F00 { // NaN, Inf or mask-sized
 			p.special(h, precision.BF16, precision.BF16ToF32(ob), precision.BF16ToF32(rb))
 			continue
 		}
@@ -352,13 +358,14 @@ func (p *partial) foldSums(sAbs, sD, sO, sR, dot float64) {
 // f32, or any dtype other than bf16 and f16 widened to float32).
 func (p *partial) f32(h *segHist, ours, ref []float32, base int) {
 	ours = ours[:len(ref)]
+	lim := precision.MaskBits(precision.F32)
 	var sAbs, sD, sO, sR, dot float64
 	maxAbs, maxRef, idx := p.maxAbs, p.maxRef, p.maxAbsIndex
 	finite := 0
 	for i, r32 := range ref {
 		o32 := ours[i]
 		uo, ur := math.Float32bits(o32), math.Float32bits(r32)
-		if uo&0x7F800000 == 0x7F800000 || ur&0x7F800000 == 0x7F800000 {
+		if uo&0x7FFFFFFF >= lim || ur&0x7FFFFFFF >= lim { // NaN, Inf or mask-sized
 			p.special(h, precision.F32, o32, r32)
 			continue
 		}
@@ -407,12 +414,13 @@ func round16(f precision.Format, x float32) (uint16, bool) {
 // counted as Inexact.
 func (p *partial) rounded(h *segHist, f precision.Format, ours, ref []float32, base int) {
 	ours = ours[:len(ref)]
+	lim := precision.MaskBits(f)
 	var sAbs, sD, sO, sR, dot float64
 	maxAbs, maxRef, idx := p.maxAbs, p.maxRef, p.maxAbsIndex
 	finite := 0
 	for i, r32 := range ref {
 		o32 := ours[i]
-		if math.Float32bits(o32)&0x7F800000 == 0x7F800000 || math.Float32bits(r32)&0x7F800000 == 0x7F800000 {
+		if math.Float32bits(o32)&0x7FFFFFFF >= lim || math.Float32bits(r32)&0x7FFFFFFF >= lim { // NaN, Inf or mask-sized
 			p.special(h, f, o32, r32)
 			continue
 		}

@@ -7,12 +7,18 @@ import "github.com/zflow/zflow/precision"
 type Metrics struct {
 	Format precision.Format // the reference's stored format
 	Count  int              // elements compared
-	Finite int              // pairs with both sides finite: the population of the difference metrics
+	Finite int              // pairs with both sides finite and neither mask-sized: the population of the difference metrics
+	// Masked counts the pairs mask-sized on both sides with one sign
+	// (precision.MaskSized: finfo.min, ±Inf), a match; MaskMismatch the
+	// pairs of finite values where one side is mask-sized and the other is
+	// not, or the signs differ. Both are left out of the difference
+	// metrics; a MaskMismatch makes RelRMS +Inf.
+	Masked, MaskMismatch int
 
 	MaxAbs      float64 // largest |ours-ref|
 	MaxAbsIndex int     // element index of the first pair reaching MaxAbs; -1 if Finite == 0
 	MeanAbs     float64 // mean |ours-ref|
-	RelRMS      float64 // sqrt(Σ(ours-ref)² / Σref²)
+	RelRMS      float64 // sqrt(Σ(ours-ref)² / Σref²); +Inf when MaskMismatch > 0
 	Cosine      float64 // Σ ours·ref / sqrt(Σours² · Σref²)
 	PSNR        float64 // 20·log10(max|ref| / RMS(ours-ref)) in dB
 

@@ -22,6 +22,7 @@ func TestMetricsHand(t *testing.T) {
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
 	negZero := float32(math.Copysign(0, -1))
+	fmin := float32(-math.MaxFloat32) // finfo.min, a mask
 	cases := []struct {
 		name      string
 		ours, ref []float32
@@ -42,7 +43,8 @@ func TestMetricsHand(t *testing.T) {
 		// Pairs: (1,1) exact; (1+2^-7,1) 1 ULP; (-0,+0) exact; (NaN,NaN) a
 		// NaN pair; (Inf,Inf) exact; (2,NaN) off the lattice and not finite;
 		// (1+2^-10,1): ours is not a bf16, rounds to 1: exact.
-		// Finite pairs: 4, diffs 0, 2^-7, 0, 2^-10; Σref² = 3.
+		// Finite pairs: 4, diffs 0, 2^-7, 0, 2^-10; Σref² = 3. (Inf,Inf)
+		// is a matching mask.
 		name: "bf16 specials", f: precision.BF16, rowLen: 7,
 		ours: []float32{1, 1 + 0x1p-7, negZero, nan, inf, 2, 1 + 0x1p-10},
 		ref:  []float32{1, 1, 0, nan, inf, nan, 1},
@@ -50,10 +52,32 @@ func TestMetricsHand(t *testing.T) {
 			MeanAbs: (0x1p-7 + 0x1p-10) / 4, RelRMS: math.Sqrt((0x1p-14 + 0x1p-20) / 3),
 			Cosine: (1 + (1 + 0x1p-7) + (1 + 0x1p-10)) / math.Sqrt((1+(1+0x1p-7)*(1+0x1p-7)+(1+0x1p-10)*(1+0x1p-10))*3),
 			PSNR:   20 * math.Log10(1/math.Sqrt((0x1p-14+0x1p-20)/4)),
-			Exact:  4, ExactFraction: 4.0 / 7, NaNPairs: 1,
+			Exact:  4, ExactFraction: 4.0 / 7, NaNPairs: 1, Masked: 1,
 			Ours: Side{NaN: 1, PosInf: 1, Inexact: 1}, Ref: Side{NaN: 2, PosInf: 1},
 			ULP:    ULPStats{Count: 5, Median: 0, P99: 1, Max: 1, Resolution: 1, Hist: hist(0, 4, 1, 1)},
 			RowLen: 7, Rows: 1, WorstRow: 0, WorstRowMaxAbs: 0x1p-7},
+	}, {
+		// An attention bias: finfo.min on both sides (masks that match,
+		// left out), and a small entry wrong. Over all entries the rel-RMS
+		// would be 1e-39; over the ordinary ones it is 0.25/0.25 = 1.
+		// (-finfo.min, -Inf) match too: both mask-sized, one sign.
+		name: "masks apart", f: precision.F32, rowLen: 4,
+		ours: []float32{0, fmin, fmin, 0},
+		ref:  []float32{0.25, fmin, float32(math.Inf(-1)), 0},
+		want: Metrics{Count: 4, Finite: 2, Masked: 2, MaxAbs: 0.25, MaxAbsIndex: 0,
+			MeanAbs: 0.125, RelRMS: 1, Cosine: 0, PSNR: 20 * math.Log10(0.25/math.Sqrt(0.0625/2)),
+			Exact: 2, ExactFraction: 0.5, Ref: Side{NegInf: 1},
+			ULP:    ULPStats{Count: 4, Median: 0, P99: 0x3E800000, Max: 0x3E800000, Resolution: 1, Hist: hist(0, 2, 1, 1, NumULPBuckets-1, 1)},
+			RowLen: 4, Rows: 1, WorstRow: 0, WorstRowMaxAbs: 0.25},
+	}, {
+		// A mask where the reference has an ordinary value: rel-RMS +Inf.
+		name: "misplaced mask", f: precision.F32, rowLen: 2,
+		ours: []float32{fmin, 1},
+		ref:  []float32{0, 1},
+		want: Metrics{Count: 2, Finite: 1, MaskMismatch: 1, MaxAbs: 0, MaxAbsIndex: 1,
+			RelRMS: math.Inf(1), Cosine: 1, PSNR: math.Inf(1), Exact: 1, ExactFraction: 0.5,
+			ULP:    ULPStats{Count: 2, Median: 0, P99: 0x7F7FFFFF, Max: 0x7F7FFFFF, Resolution: 1, Hist: hist(0, 1, NumULPBuckets-1, 1)},
+			RowLen: 2, Rows: 1, WorstRow: 0, WorstRowMaxAbs: 0},
 	}, {
 		name: "zeros", f: precision.F16, rowLen: 1,
 		ours: []float32{0, 0}, ref: []float32{0, negZero},

@@ -134,7 +134,7 @@ func (r *DiffReport) boundaryRows(o RenderOptions, md bool) ([]string, string, [
 		}
 		row := []string{strconv.Itoa(i), key, shapeString(d.Shape), dtypePair(d)}
 		if m := d.Metrics; m != nil {
-			row = append(row, num(m.MaxAbs), num(m.MeanAbs), num(m.RelRMS), num(m.Cosine), num(m.PSNR),
+			row = append(row, num(m.MaxAbs), num(m.MeanAbs), num(m.RelRMS)+maskNote(m), num(m.Cosine), num(m.PSNR),
 				num(m.ExactFraction), fmt.Sprintf("%d/%d/%d", m.ULP.Median, m.ULP.P99, m.ULP.Max),
 				fmt.Sprintf("%d/%d", m.Ours.NaN, m.Ours.PosInf+m.Ours.NegInf))
 		} else {
@@ -348,4 +348,16 @@ func (r *DiffReport) WriteMarkdown(w io.Writer, o RenderOptions) error {
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// maskNote marks a rel-RMS that leaves mask-sized values out: how many
+// matched, and how many did not (precision.MaskSized).
+func maskNote(m *Metrics) string {
+	switch {
+	case m.MaskMismatch > 0:
+		return fmt.Sprintf(" (%d masked, %d mask mismatch)", m.Masked, m.MaskMismatch)
+	case m.Masked > 0:
+		return fmt.Sprintf(" (%d masked)", m.Masked)
+	}
+	return ""
 }

@@ -59,7 +59,7 @@ func TestGenerateDiT(t *testing.T) {
 				t.Errorf("stdout: %q", stdout)
 			}
 			got, want := readOutput(t, out, "latents"), readOutput(t, in, "latents")
-			rel, err := precision.RelRMS(got, want)
+			rel, err := precision.RelRMS(precision.F32, got, want)
 			if err != nil || !(rel <= c.tol) {
 				t.Errorf("rel-RMS %g (%v), gate %g", rel, err, c.tol)
 			}
@@ -92,7 +92,7 @@ func TestGenerateWeightsFlag(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	rel, err := precision.RelRMS(readOutput(t, out, "latents"), readOutput(t, in, "latents"))
+	rel, err := precision.RelRMS(precision.F32, readOutput(t, out, "latents"), readOutput(t, in, "latents"))
 	if err != nil || !(rel <= 1e-5) {
 		t.Errorf("rel-RMS %g (%v)", rel, err)
 	}

@@ -165,7 +165,7 @@ func (c *conf) compare(check string, call trace.Call, ours, ref *Tensor) confRow
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	rr, err := precision.RelRMS(ours.data, ref.data)
+	rr, err := precision.RelRMS(ref.format, ours.data, ref.data)
 	if err != nil {
 		c.t.Fatal(err)
 	}

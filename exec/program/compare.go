@@ -44,11 +44,11 @@ func (c *Compare) Observe(step int, tp Tap, t exec.Tensor) error {
 	if err != nil {
 		return err
 	}
-	rel, err := precision.RelRMS(ours, ref)
+	f := t.Format()
+	rel, err := precision.RelRMS(f, ours, ref)
 	if err != nil {
 		return err
 	}
-	f := t.Format()
 	exact, err := precision.ExactFraction(f, ours, ref)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func generate(t *testing.T, c generateCase, hooks program.Hooks) (float64, float
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := precision.RelRMS(ours, rv)
+	rel, err := precision.RelRMS(out.Format(), ours, rv)
 	if err != nil {
 		t.Fatal(err)
 	}

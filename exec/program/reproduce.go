@@ -48,7 +48,7 @@ func Reproduce(b exec.Backend, doc *semantics.Document, tr *trace.Trace) (*Repro
 	if err != nil {
 		return nil, err
 	}
-	rel, err := precision.RelRMS(ours, rv)
+	rel, err := precision.RelRMS(out.Format(), ours, rv)
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func generate(t *testing.T, tr *trace.Trace, doc *semantics.Document) (float64, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := precision.RelRMS(ours, rv)
+	rel, err := precision.RelRMS(out.Format(), ours, rv)
 	if err != nil {
 		t.Fatal(err)
 	}

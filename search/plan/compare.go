@@ -46,7 +46,11 @@ func (rs *runState) compare(step int, key, module, port string, s *slot, m *refM
 		}
 	}
 	s.format = c.format
-	rec.OursFormat, rec.N, rec.Exact, rec.SumD2, rec.SumR2 = c.format, c.n, c.exact, c.sd, c.sr
+	rec.OursFormat, rec.N, rec.Exact = c.format, c.n, c.exact
+	rec.SumD2, rec.SumR2, rec.Masked, rec.Mismatched = c.s.D2, c.s.R2, c.s.Masked, c.s.Mismatched
+	if c.s.Mismatched > 0 {
+		rec.SumD2 = math.Inf(1)
+	}
 	rec.Rows, rec.OfRows, rec.rows = c.rows, c.ofRows, c.sampled
 	if e.opt.Keep && (e.opt.KeepIf == nil || e.opt.KeepIf(&rec)) {
 		if c.ours == nil { // known from a tap whose values were not kept
@@ -102,7 +106,8 @@ func (e *Evaluator) measure(s *slot, m *refMeta, plan *rowPlan, partial func(n, 
 		c.sampled = append(c.sampled, rows...) // in the order compared
 		r := plan.pickRows(ref, rows)
 		b := compareValues(v, r, s.format, m.format)
-		c.n, c.exact, c.sd, c.sr = c.n+b.n, c.exact+b.exact, c.sd+b.sd, c.sr+b.sr
+		c.n, c.exact = c.n+b.n, c.exact+b.exact
+		c.s.Merge(b.s)
 		if e.opt.Keep {
 			ours, refs = append(ours, v...), append(refs, r...)
 		}
@@ -126,8 +131,9 @@ func (e *Evaluator) measure(s *slot, m *refMeta, plan *rowPlan, partial func(n, 
 const compareChunk = 1 << 16
 
 // compareValues counts the pairs bit-exact in f (ours stored in of) and
-// sums the squared differences and references (precision.RelRMS's
-// convention for non-finite values), on every core for a large tensor.
+// sums the squared differences and references as precision.Sums does in f
+// (mask-sized and NaN pairs counted apart), on every core for a large
+// tensor.
 func compareValues(ours, ref []float32, of, f precision.Format) cmpResult {
 	n := len(ref)
 	if n <= 2*compareChunk {
@@ -150,8 +156,7 @@ func compareValues(ours, ref []float32, of, f precision.Format) cmpResult {
 	c := cmpResult{n: n}
 	for _, p := range parts {
 		c.exact += p.exact
-		c.sd += p.sd
-		c.sr += p.sr
+		c.s.Merge(p.s)
 	}
 	return c
 }
@@ -162,6 +167,7 @@ func compareRun(ours, ref []float32, of, f precision.Format) cmpResult {
 	// Values stored in f (or anything against f32) are exact when equal
 	// as floats; others are rounded to f first (precision.BitExact).
 	direct := of == f || f == precision.F32 || f == precision.F64
+	lim := precision.MaskBits(f)
 	for i, o := range ours {
 		r := ref[i]
 		if direct {
@@ -171,16 +177,14 @@ func compareRun(ours, ref []float32, of, f precision.Format) cmpResult {
 		} else if precision.BitExact(f, o, r) {
 			c.exact++
 		}
-		a, b := float64(o), float64(r)
-		if a-a != 0 || b-b != 0 { // NaN or ±Inf on either side
-			if !(a == b || a != a && b != b) {
-				c.sd = math.Inf(1)
-			}
+		if uo, ur := math.Float32bits(o), math.Float32bits(r); uo&0x7FFFFFFF >= lim || ur&0x7FFFFFFF >= lim {
+			c.s.Count(precision.Classify(f, o, r)) // mask-sized or NaN
 			continue
 		}
+		a, b := float64(o), float64(r)
 		d := a - b
-		c.sd += d * d
-		c.sr += b * b
+		c.s.D2 += d * d
+		c.s.R2 += b * b
 	}
 	return c
 }

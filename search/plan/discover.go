@@ -11,6 +11,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
@@ -920,7 +921,7 @@ func (ds *discovery) errOf(recs []Record, f *factor) search.Score {
 	sc := search.Score{Metric: search.MetricExact, Boundary: worst}
 	if n > 0 {
 		sc.Err = 1 - float64(exact)/float64(n)
-		sc.TieBreak = precisionRelRMS(sd, sr)
+		sc.TieBreak = precision.RelRMSFromSums(sd, sr)
 	}
 	return sc
 }
@@ -968,16 +969,6 @@ func exactByBoundary(recs []Record) map[string]float64 {
 		}
 	}
 	return out
-}
-
-func precisionRelRMS(sd, sr float64) float64 {
-	if sr == 0 {
-		if sd == 0 {
-			return 0
-		}
-		return math.Inf(1)
-	}
-	return math.Sqrt(sd / sr)
 }
 
 // String summarises a role report.

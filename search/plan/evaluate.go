@@ -56,7 +56,11 @@ type Record struct {
 	Format       precision.Format // the reference's stored format
 	OursFormat   precision.Format // ours
 	N, Exact     int              // values, and those bit-exact in Format
-	SumD2, SumR2 float64          // Σ(ours−ref)², Σref² over finite pairs; SumD2 +Inf on a non-finite mismatch
+	SumD2, SumR2 float64          // Σ(ours−ref)², Σref² over ordinary pairs (precision.Sums); SumD2 +Inf when Mismatched > 0
+	// Masked counts the pairs mask-sized on both sides with one sign, left
+	// out of the sums; Mismatched the pairs that cannot match (a mask or a
+	// NaN on one side only), which fail the record.
+	Masked, Mismatched int
 	// Rows and OfRows: a record scored on sampled rows compares Rows of
 	// the boundary's OfRows rows (N = Rows × the last axis); both are 0
 	// for a record of every value.
@@ -94,7 +98,8 @@ func (r *Record) ExactFraction() float64 {
 	return float64(r.Exact) / float64(r.N)
 }
 
-// RelRMS is sqrt(SumD2 / SumR2) (precision.RelRMSFromSums).
+// RelRMS is sqrt(SumD2 / SumR2) (precision.RelRMSFromSums): the rel-RMS
+// of the ordinary pairs, +Inf when any pair mismatches.
 func (r *Record) RelRMS() float64 { return precision.RelRMSFromSums(r.SumD2, r.SumR2) }
 
 // Sampled reports whether the record compares sampled rows only.
@@ -161,7 +166,7 @@ type cmpKey struct {
 
 type cmpResult struct {
 	n, exact     int
-	sd, sr       float64
+	s            precision.Sums
 	format       precision.Format // our value's
 	rows, ofRows int
 	sampled      []int // the rows, when sampled

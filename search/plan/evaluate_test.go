@@ -154,9 +154,9 @@ func TestSampledRows(t *testing.T) {
 				ref = append(ref, w.Ref[r*rowLen:(r+1)*rowLen]...)
 			}
 			c := compareValues(ours, ref, w.OursFormat, w.Format)
-			if g.Exact != c.exact || g.SumD2 != c.sd || g.SumR2 != c.sr {
+			if g.Exact != c.exact || g.SumD2 != c.s.D2 || g.SumR2 != c.s.R2 {
 				t.Fatalf("plan %d: %s: sampled rows %d exact, sums %g %g; the reference's same rows %d, %g %g",
-					i, g.Key, g.Exact, g.SumD2, g.SumR2, c.exact, c.sd, c.sr)
+					i, g.Key, g.Exact, g.SumD2, g.SumR2, c.exact, c.s.D2, c.s.R2)
 			}
 		}
 		if sampled["linear"] == 0 || sampled["attention"] == 0 {
@@ -168,25 +168,32 @@ func TestSampledRows(t *testing.T) {
 // TestCompareValues: the counts and sums of a comparison, by hand.
 func TestCompareValues(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	fmin := float32(-math.MaxFloat32)
 	for _, tc := range []struct {
-		name      string
-		ours, ref []float32
-		of, f     precision.Format
-		exact     int
-		sd, sr    float64
+		name               string
+		ours, ref          []float32
+		of, f              precision.Format
+		exact              int
+		sd, sr             float64
+		masked, mismatched int
 	}{
-		{"equal f32", []float32{1, 2, -0}, []float32{1, 2, 0}, precision.F32, precision.F32, 3, 0, 5},
-		{"one off", []float32{1, 2.5}, []float32{1, 2}, precision.F32, precision.F32, 1, 0.25, 5},
+		{"equal f32", []float32{1, 2, -0}, []float32{1, 2, 0}, precision.F32, precision.F32, 3, 0, 5, 0, 0},
+		{"one off", []float32{1, 2.5}, []float32{1, 2}, precision.F32, precision.F32, 1, 0.25, 5, 0, 0},
 		{"f32 against bf16 rounds ours", []float32{1 + 1.0/512, 1 + 1.0/64}, []float32{1, 1}, precision.F32, precision.BF16, 1,
-			1.0/512/512 + 1.0/64/64, 2},
-		{"NaN never exact, both NaN add nothing", []float32{nan, 1}, []float32{nan, 1}, precision.F32, precision.F32, 1, 0, 1},
-		{"a NaN against a number", []float32{nan}, []float32{1}, precision.F32, precision.F32, 0, inf64(), 0},
-		{"same infinity", []float32{inf}, []float32{inf}, precision.F32, precision.F32, 1, 0, 0},
+			1.0/512/512 + 1.0/64/64, 2, 0, 0},
+		{"NaN never exact, both NaN add nothing", []float32{nan, 1}, []float32{nan, 1}, precision.F32, precision.F32, 1, 0, 1, 0, 0},
+		{"a NaN against a number", []float32{nan}, []float32{1}, precision.F32, precision.F32, 0, 0, 0, 0, 1},
+		{"same infinity", []float32{inf}, []float32{inf}, precision.F32, precision.F32, 1, 0, 0, 1, 0},
+		// an attention bias: masks compared apart, the wrong small entry shows
+		{"masks apart", []float32{fmin, 0, fmin}, []float32{fmin, 0.25, -inf}, precision.F32, precision.F32, 1, 0.0625, 0.0625, 2, 0},
+		{"a mask against a number", []float32{fmin, 1}, []float32{0, 1}, precision.F32, precision.F32, 1, 0, 1, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := compareValues(tc.ours, tc.ref, tc.of, tc.f)
-			if c.n != len(tc.ref) || c.exact != tc.exact || c.sd != tc.sd || c.sr != tc.sr {
-				t.Errorf("n %d exact %d sums %g %g, want %d %d %g %g", c.n, c.exact, c.sd, c.sr, len(tc.ref), tc.exact, tc.sd, tc.sr)
+			if c.n != len(tc.ref) || c.exact != tc.exact || c.s.D2 != tc.sd || c.s.R2 != tc.sr ||
+				c.s.Masked != tc.masked || c.s.Mismatched != tc.mismatched {
+				t.Errorf("n %d exact %d sums %+v, want %d %d %g %g masked %d mismatched %d", c.n, c.exact, c.s,
+					len(tc.ref), tc.exact, tc.sd, tc.sr, tc.masked, tc.mismatched)
 			}
 			want := 0
 			for i := range tc.ref {
@@ -295,14 +302,14 @@ func TestCompareValuesChunked(t *testing.T) {
 	var sd, sr float64
 	for lo := 0; lo < n; lo += compareChunk {
 		p := compareRun(ours[lo:min(n, lo+compareChunk)], ref[lo:min(n, lo+compareChunk)], precision.F32, precision.BF16)
-		sd, sr = sd+p.sd, sr+p.sr
+		sd, sr = sd+p.s.D2, sr+p.s.R2
 	}
 	for i := range ref {
 		if precision.BitExact(precision.BF16, ours[i], ref[i]) {
 			exact++
 		}
 	}
-	if c.n != n || c.exact != exact || c.sd != sd || c.sr != sr || math.IsInf(sd, 0) || sd == 0 {
-		t.Errorf("n %d exact %d sums %g %g; want %d %d %g %g", c.n, c.exact, c.sd, c.sr, n, exact, sd, sr)
+	if c.n != n || c.exact != exact || c.s.D2 != sd || c.s.R2 != sr || math.IsInf(sd, 0) || sd == 0 {
+		t.Errorf("n %d exact %d sums %g %g; want %d %d %g %g", c.n, c.exact, c.s.D2, c.s.R2, n, exact, sd, sr)
 	}
 }

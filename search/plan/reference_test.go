@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -202,7 +203,12 @@ func (x *refEval) compare(step int, key, module, port string, t exec.Tensor) err
 			exact++
 		}
 	}
-	sd, sr := sums(ours, ref)
+	var sum precision.Sums
+	sum.Add(f, ours, ref)
+	sd, sr := sum.D2, sum.R2
+	if sum.Mismatched > 0 {
+		sd = math.Inf(1)
+	}
 	classes := func(b bits) string {
 		e := &Evaluator{units: x.units}
 		return e.className(b)
@@ -212,15 +218,9 @@ func (x *refEval) compare(step int, key, module, port string, t exec.Tensor) err
 		opClass = ClassCopy
 	}
 	x.recs = append(x.recs, Record{Key: key, Step: step, Module: module, Port: port, Shape: slices.Clone(t.Shape()),
-		Format: f, OursFormat: t.Format(), N: n, Exact: exact, SumD2: sd, SumR2: sr, OpClass: opClass,
+		Format: f, OursFormat: t.Format(), N: n, Exact: exact, SumD2: sd, SumR2: sr, Masked: sum.Masked, Mismatched: sum.Mismatched, OpClass: opClass,
 		DependsOn: classes(ti.deps), cone: ti.deps, Ours: ours, Ref: ref})
 	return nil
-}
-
-// sums is precision.RelRMS's two sums, non-finite pairs as it counts them.
-func sums(ours, ref []float32) (sd, sr float64) {
-	c := compareValues(ours, ref, precision.F32, precision.F32)
-	return c.sd, c.sr
 }
 
 func (x *refEval) runFlow(limit int, d *semantics.Document) error {
@@ -284,6 +284,7 @@ func sameRecords(got, want []Record) string {
 	for i := range got {
 		g, w := &got[i], &want[i]
 		if g.Key != w.Key || g.N != w.N || g.Exact != w.Exact || g.SumD2 != w.SumD2 || g.SumR2 != w.SumR2 ||
+			g.Masked != w.Masked || g.Mismatched != w.Mismatched ||
 			g.Format != w.Format || g.OursFormat != w.OursFormat || g.OpClass != w.OpClass || g.DependsOn != w.DependsOn ||
 			!slices.Equal(g.Shape, w.Shape) {
 			return fmt.Sprintf("record %d: %s N %d exact %d sums %g %g %s/%s %s <%s>\n  want %s N %d exact %d sums %g %g %s/%s %s <%s>",

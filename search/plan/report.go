@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -63,7 +64,7 @@ func (p Pool) Fraction() float64 {
 }
 
 // RelRMS is the pooled rel-RMS.
-func (p Pool) RelRMS() float64 { return precisionRelRMS(p.SumD2, p.SumR2) }
+func (p Pool) RelRMS() float64 { return precision.RelRMSFromSums(p.SumD2, p.SumR2) }
 
 // ByClass pools records by OpClass, in Classes() order, then any other
 // class names (concatenations, "") in first-seen order.

@@ -173,7 +173,7 @@ func (s *synth) summed(t *val, vals []*val) *val {
 				for e := range sum {
 					sum[e] = ops[i].data[e] + ops[j].data[e] + ops[k].data[e]
 				}
-				if relRMS(sum, t.data) > 2*tol {
+				if relRMS(t.format, sum, t.data) > 2*tol {
 					continue
 				}
 				var cands []*expr

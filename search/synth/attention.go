@@ -115,7 +115,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			if sl == nil {
 				continue
 			}
-			score := relRMS(sl.data, t.data)
+			score := relRMS(t.format, sl.data, t.data)
 			evidence = append(evidence, semantics.Candidate{Value: ch.label, Score: finite(score)})
 			c := ch
 			c.score, c.result, c.rows = score, sl, start

@@ -42,7 +42,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		if v == nil {
 			return math.Inf(1), nil
 		}
-		return relRMS(v.data, t.data), v
+		return relRMS(t.format, v.data, t.data), v
 	}
 	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
 	window := func(p exec.AttentionParams) exec.AttentionParams {
@@ -168,7 +168,7 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 			if v == nil {
 				return nil, math.Inf(1)
 			}
-			sc = relRMS(v.data, t.data)
+			sc = relRMS(t.format, v.data, t.data)
 		}
 		c2.result, c2.score = v, sc
 		return &c2, sc

@@ -77,7 +77,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		bound := false
 		for _, name := range slices.Sorted(maps.Keys(inputs)) {
 			in := inputs[name]
-			if name == sigmaName || in.numel() != target.numel() || relRMS(in.data, target.data) > 0 {
+			if name == sigmaName || in.numel() != target.numel() || relRMS(target.format, in.data, target.data) > 0 {
 				continue
 			}
 			role := name
@@ -120,7 +120,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				continue
 			}
 		}
-		if s.invariant(func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
+		if s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 			// a setting the pipeline passes unchanged at every step (a
 			// guidance scale): a constant of the request
 			s.em.constant(target, "equal at every captured step: a constant of the request the pipeline passes (not an input of the trace)")
@@ -173,7 +173,7 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 				if !latFirst {
 					at = rest
 				}
-				if relRMS(sliceData(target, ax, at, at+n), lat.data) > 0 {
+				if relRMS(lat.format, sliceData(target, ax, at, at+n), lat.data) > 0 {
 					continue
 				}
 				other := sliceData(target, ax, n-at, n-at+rest) // the rest: after the latents, or before them
@@ -182,7 +182,7 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 				}
 				for _, name := range slices.Sorted(maps.Keys(inputs)) {
 					in := inputs[name]
-					if name == latName || name == sigmaName || in.numel() != len(other) || relRMS(in.data, other) > 0 {
+					if name == latName || name == sigmaName || in.numel() != len(other) || relRMS(target.format, in.data, other) > 0 {
 						continue
 					}
 					shape := slices.Clone(target.shape)
@@ -299,7 +299,7 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 				worst = math.Inf(1)
 				break
 			}
-			worst = math.Max(worst, relRMS(got, want))
+			worst = math.Max(worst, relRMS(target.format, got, want))
 		}
 		if worst < bestErr {
 			best, bestErr = v, worst
@@ -419,7 +419,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 			for i := range d {
 				d[i] = float32(sign) * f.data[i]
 			}
-			e := relRMS(d, want.data)
+			e := relRMS(want.format, d, want.data)
 			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
 			if e < bestErr {
 				runner = bestErr

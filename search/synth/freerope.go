@@ -111,7 +111,7 @@ func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
 			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{v}, out: t.format})
 		}
 		v = s.reshape(v, t.shape)
-		if v == nil || relRMS(v.data, t.data) > tolerance(t.format) {
+		if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
 			return nil
 		}
 		return v

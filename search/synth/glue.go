@@ -77,7 +77,7 @@ func (s *synth) everyStep(v, t *val, tol float64) bool {
 	for _, st := range s.tr.Steps() {
 		got, ok1 := s.at(v, st)
 		want, ok2 := s.at(t, st)
-		if ok1 && ok2 && relRMS(got, want) > tol {
+		if ok1 && ok2 && relRMS(t.format, got, want) > tol {
 			return false
 		}
 	}
@@ -101,7 +101,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
-		if v := try(target, vals); v != nil && relRMS(v.data, target.data) <= tol && s.everyStep(v, target, tol) {
+		if v := try(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 			return v
 		}
 	}
@@ -197,7 +197,7 @@ func (s *synth) moved(t *val, vals []*val) *val {
 		if v.numel() != t.numel() || v.opaque {
 			continue
 		}
-		if relRMS(v.data, t.data) <= tol {
+		if relRMS(t.format, v.data, t.data) <= tol {
 			if v.format != t.format {
 				// the same values stored in another format: a cast
 				v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{v}, out: t.format, label: "cast"})
@@ -216,7 +216,7 @@ func (s *synth) moved(t *val, vals []*val) *val {
 			if isIdentity(perm) {
 				continue
 			}
-			if relRMS(permuteData(v, perm), t.data) <= tol {
+			if relRMS(t.format, permuteData(v, perm), t.data) <= tol {
 				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "permute"})
 				return s.reshape(p, t.shape)
 			}
@@ -262,7 +262,7 @@ func (s *synth) moved(t *val, vals []*val) *val {
 				for i, a := range pi {
 					split[a] = t.shape[i]
 				}
-				if relRMS(permuteData(&val{shape: split, data: pc.data}, pi), t.data) > tol {
+				if relRMS(t.format, permuteData(&val{shape: split, data: pc.data}, pi), t.data) > tol {
 					continue
 				}
 				v := pc.v
@@ -304,7 +304,7 @@ func (s *synth) cut(t *val, vals []*val) *val {
 				continue
 			}
 			for start := 0; start+size <= v.shape[ax]; start++ {
-				if relRMS(sliceData(v, ax, start, start+size), t.data) > tol {
+				if relRMS(t.format, sliceData(v, ax, start, start+size), t.data) > tol {
 					continue
 				}
 				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
@@ -326,7 +326,7 @@ func (s *synth) cut(t *val, vals []*val) *val {
 			shape := append(slices.Clone(v.shape[:len(v.shape)-1]), g, k, inner)
 			for i := range k {
 				gv := &val{shape: shape, data: v.data, format: v.format}
-				if relRMS(sliceData(gv, len(shape)-2, i, i+1), t.data) > tol {
+				if relRMS(t.format, sliceData(gv, len(shape)-2, i, i+1), t.data) > tol {
 					continue
 				}
 				r := s.reshape(v, shape)
@@ -416,7 +416,7 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 			continue
 		}
 		n := 0
-		for n < v.shape[ax] && off+n < t.shape[ax] && relRMS(sliceData(v, ax, n, n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
+		for n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, n, n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
 			n++
 		}
 		if n == 0 || n == v.shape[ax] || off == 0 && n == t.shape[ax] {
@@ -491,7 +491,7 @@ func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val)
 		shape[ax] = n
 		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
 		for _, try := range []func(*val, []*val) *val{s.combined, s.pooled, func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) }} {
-			if w := try(sub, vals); w != nil && relRMS(w.data, sub.data) <= tolerance(t.format) {
+			if w := try(sub, vals); w != nil && relRMS(sub.format, w.data, sub.data) <= tolerance(t.format) {
 				return s.reshape(w, shape), i >= fromValues
 			}
 		}
@@ -555,7 +555,7 @@ func (s *synth) constantPiece(t *val, ax, off int, pieces []*val) *val {
 		}
 		return sliceData(&val{shape: t.shape, data: d}, ax, off, t.shape[ax]), true
 	}
-	if !s.invariant(at, 0) {
+	if !s.invariant(t.format, at, 0) {
 		return nil
 	}
 	c := &val{shape: shape, data: sliceData(t, ax, off, t.shape[ax]), format: t.format, origin: t.origin + "/table"}
@@ -589,7 +589,7 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 					continue
 				}
-				if relRMS(v.data, sliceData(t, ax, off, off+n)) > tol {
+				if relRMS(t.format, v.data, sliceData(t, ax, off, off+n)) > tol {
 					continue
 				}
 				shape := slices.Clone(t.shape)

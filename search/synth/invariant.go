@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // at is v's value at another step of the run: a captured boundary read
@@ -68,8 +69,8 @@ func (s *synth) compute(v *val, step int) []float32 {
 }
 
 // invariant reports whether data computed at every step by f equals its
-// step-0 value (rel-RMS within tol), in a run of at least two steps.
-func (s *synth) invariant(f func(step int) ([]float32, bool), tol float64) bool {
+// step-0 value (rel-RMS in fm within tol), in a run of at least two steps.
+func (s *synth) invariant(fm precision.Format, f func(step int) ([]float32, bool), tol float64) bool {
 	steps := s.tr.Steps()
 	if len(steps) < 2 {
 		return false
@@ -80,7 +81,7 @@ func (s *synth) invariant(f func(step int) ([]float32, bool), tol float64) bool 
 	}
 	for _, st := range steps[1:] {
 		d, ok := f(st)
-		if !ok || relRMS(d, d0) > tol {
+		if !ok || relRMS(fm, d, d0) > tol {
 			return false
 		}
 	}
@@ -96,7 +97,7 @@ func (s *synth) varying(args []*val) bool {
 	}
 	for _, a := range args {
 		d, ok := s.at(a, s.tr.Steps()[1])
-		if !ok || relRMS(d, a.data) == 0 {
+		if !ok || relRMS(a.format, d, a.data) == 0 {
 			return false
 		}
 	}
@@ -111,7 +112,7 @@ func (s *synth) shapeConstant(v *val, args []*val) bool {
 	if len(args) > 0 && !s.varying(args) || len(s.tr.Steps()) < 2 {
 		return false
 	}
-	if !s.invariant(func(step int) ([]float32, bool) { return s.at(v, step) }, 0) {
+	if !s.invariant(v.format, func(step int) ([]float32, bool) { return s.at(v, step) }, 0) {
 		return false
 	}
 	s.em.constant(v, "equal at every captured step, made where every argument varies: a constant of the request's shapes (a position table)")
@@ -123,7 +124,7 @@ func (s *synth) shapeConstant(v *val, args []*val) bool {
 // request's shapes and constants, never from the latents.
 func (s *synth) sameEveryStep(vs []*val) bool {
 	for _, v := range vs {
-		if !s.invariant(func(st int) ([]float32, bool) { return s.at(v, st) }, 0) {
+		if !s.invariant(v.format, func(st int) ([]float32, bool) { return s.at(v, st) }, 0) {
 			return false
 		}
 	}
@@ -226,7 +227,7 @@ func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val
 				}
 			}
 		}
-		ok := s.invariant(func(step int) ([]float32, bool) {
+		ok := s.invariant(t.format, func(step int) ([]float32, bool) {
 			tv, ok1 := s.at(t, step)
 			av, ok2 := s.at(a, step)
 			if !ok1 || !ok2 {
@@ -238,7 +239,7 @@ func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val
 			}
 			return d, true
 		}, 3*tolerance(t.format))
-		if !ok || relRMS(r, t.data) < 1e-3 {
+		if !ok || relRMS(t.format, r, t.data) < 1e-3 {
 			continue
 		}
 		c := &val{shape: slices.Clone(t.shape), data: r, format: f32}
@@ -288,7 +289,7 @@ func (s *synth) paramCrop(c, t *val, sc *scope) *val {
 		for top := 0; top+h <= g; top++ {
 			byRows := &val{shape: []int{1, h, g, d}, data: sliceData(grid, 1, top, top+h)}
 			for left := 0; left+h <= g; left++ {
-				if relRMS(sliceData(byRows, 2, left, left+h), c.data) > tol {
+				if relRMS(c.format, sliceData(byRows, 2, left, left+h), c.data) > tol {
 					continue
 				}
 				r := s.reshape(p, []int{1, g, g, d})

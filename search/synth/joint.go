@@ -241,7 +241,7 @@ func (s *synth) jointWith(t, q, k, v, bias *val, p exec.AttentionParams, mineFir
 	if out == nil {
 		return nil
 	}
-	sc := relRMS(out.data, t.data)
+	sc := relRMS(t.format, out.data, t.data)
 	if math.IsNaN(sc) {
 		return nil
 	}

@@ -90,7 +90,7 @@ func (s *synth) latentAttention(t *val, sc *scope) *val {
 	if v != nil {
 		v.fit = &leafFit{kind: "attention", candidates: ev}
 		ch := chosen[v.from]
-		ch.score, ch.result = relRMS(v.data, t.data), v
+		ch.score, ch.result = relRMS(t.format, v.data, t.data), v
 		s.attn = append(s.attn, attnRecord{choice: ch, scope: sc.module, boundary: t.origin, candidates: ev})
 	}
 	return v

@@ -166,7 +166,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			return out
 		}
 		// tables made from the request's shape alone: positions on a grid
-		if s.varying(xs) && s.invariant(func(st int) ([]float32, bool) { return s.at(targets[0], st) }, 0) {
+		if s.varying(xs) && s.invariant(targets[0].format, func(st int) ([]float32, bool) { return s.at(targets[0], st) }, 0) {
 			if cos, sin := s.fitGridRope(targets[0], targets[1]); cos != nil {
 				out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 				return out
@@ -405,7 +405,7 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 // rounding shows, and the document should not claim them.
 func (s *synth) simplestEps(v, t *val) *val {
 	w := v.from
-	best := relRMS(v.data, t.data)
+	best := relRMS(t.format, v.data, t.data)
 	p := w.attrs.Norm
 	g, b := w.args[1], w.args[2]
 	for _, eps := range epsCandidates(p.Kind, w.args[0], g, b, p.Offset, p.Group, t) {
@@ -479,11 +479,11 @@ func (s *synth) fitConv(x *val, params []*val, t *val) *val {
 	y = s.reshape(y, []int{B, F * (H / p) * (W / p), O})
 	y = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{y}, out: t.format})
 	y = s.reshape(y, t.shape)
-	if y == nil || relRMS(y.data, t.data) > tolerance(t.format) {
+	if y == nil || relRMS(t.format, y.data, t.data) > tolerance(t.format) {
 		return nil
 	}
 	s.patchRows = F * (H / p) * (W / p)
-	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(y.data, t.data)}}}
+	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(t.format, y.data, t.data)}}}
 	return y
 }
 

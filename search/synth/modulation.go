@@ -151,7 +151,7 @@ func affinePerChannel(x, t *val, tol float64) (a, d []float64, ok bool) {
 			}
 		}
 	}
-	return a, d, relRMS(fit, t.data) <= 2*tol
+	return a, d, relRMS(t.format, fit, t.data) <= 2*tol
 }
 
 // nearest is the vector of the pool closest to want (after f), and its
@@ -173,7 +173,7 @@ func nearest(pool []vec, want []float64, f exec.ActKind) (vec, float64) {
 				got[i] = exec.Activate(f, x, 0)
 			}
 		}
-		if e := relRMS(got, w); e < be {
+		if e := relRMS(p.v.format, got, w); e < be {
 			best, be = p, e
 		}
 	}

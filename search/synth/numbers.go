@@ -28,7 +28,7 @@ func fitScalar(v, t *val) (float64, bool) {
 		for i := range fit {
 			fit[i] = float32(x * float64(v.data[i]))
 		}
-		return relRMS(fit, t.data)
+		return relRMS(t.format, fit, t.data)
 	}
 	// a simple number must fit as well as c itself: within the tolerance
 	// 5.657 passes for √32, and an f32 run then misses by 3e-5

@@ -28,7 +28,7 @@ func (s *synth) padded(t *val, vals []*val) *val {
 		for b := range B {
 			for r := range S {
 				row := t.data[(b*S+r)*C : (b*S+r+1)*C]
-				if relRMS(row, P.data[r*C:(r+1)*C]) <= tol {
+				if relRMS(t.format, row, P.data[r*C:(r+1)*C]) <= tol {
 					padded++
 					continue
 				}
@@ -71,7 +71,7 @@ func (s *synth) keptRows(t *val, keep []float32, vals []*val) *val {
 				b = append(b, t.data[i*C:(i+1)*C]...)
 			}
 		}
-		return relRMS(a, b) <= tol
+		return relRMS(t.format, a, b) <= tol
 	}
 	var rows []*val // the values as [B, n, C]
 	for _, v := range vals {

@@ -33,7 +33,7 @@ func (s *synth) patched(t *val, vals []*val) *val {
 				src, perm, dst = m.tokSplit, m.inverse, t.shape
 			}
 			sv := &val{shape: src, data: v.data}
-			if relRMS(permuteData(sv, perm), t.data) > tol {
+			if relRMS(t.format, permuteData(sv, perm), t.data) > tol {
 				continue
 			}
 			src, perm = mergeAxes(src, perm)

@@ -218,7 +218,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 		if cv == nil || sv == nil || cv.numel() != cosT.numel() {
 			continue
 		}
-		sc := math.Max(relRMS(cv.data, cosT.data), relRMS(sv.data, sinT.data))
+		sc := math.Max(relRMS(cosT.format, cv.data, cosT.data), relRMS(sinT.format, sv.data, sinT.data))
 		ev = append(ev, semantics.Candidate{Value: fmt.Sprintf("grid %v×%g axes %v %s joint=%v theta=%g", c.grid, c.stride, c.axes, c.layout, c.joint, c.theta), Score: finite(sc)})
 		if sc < bestScore {
 			best, bestScore = c, sc
@@ -467,7 +467,7 @@ func (s *synth) fitReadRope(targets []*val) []*val {
 				if c == nil || sn == nil {
 					return nil, math.Inf(1)
 				}
-				worst = math.Max(worst, math.Max(relRMS(c.data, tb.cos.data), relRMS(sn.data, tb.sin.data)))
+				worst = math.Max(worst, math.Max(relRMS(tb.cos.format, c.data, tb.cos.data), relRMS(tb.sin.format, sn.data, tb.sin.data)))
 				out = append(out, c, sn)
 				continue
 			}
@@ -478,7 +478,7 @@ func (s *synth) fitReadRope(targets []*val) []*val {
 			if z == nil {
 				return nil, math.Inf(1)
 			}
-			worst = math.Max(worst, relRMS(z.data, tb.complex.data))
+			worst = math.Max(worst, relRMS(tb.complex.format, z.data, tb.complex.data))
 			out = append(out, z)
 		}
 		return out, worst
@@ -552,7 +552,7 @@ func (s *synth) fitComplexRope(xs []*val, t *val) *val {
 		return nil
 	}
 	z := s.complexOf(cv, sv, t.shape)
-	if z == nil || relRMS(z.data, t.data) > tolerance(t.format) {
+	if z == nil || relRMS(t.format, z.data, t.data) > tolerance(t.format) {
 		return nil
 	}
 	return z
@@ -591,7 +591,7 @@ func (s *synth) fitRotationRope(xs []*val, t *val) *val {
 		return nil
 	}
 	m := s.rotations(z, t.shape)
-	if m == nil || relRMS(m.data, t.data) > tolerance(t.format) {
+	if m == nil || relRMS(t.format, m.data, t.data) > tolerance(t.format) {
 		return nil
 	}
 	return m

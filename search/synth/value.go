@@ -87,31 +87,15 @@ func (e *expr) desc() string {
 	return s
 }
 
-// relRMS is ‖a − b‖ / ‖b‖ in float64 (0 when both are zero, +Inf on a
-// length mismatch).
-func relRMS(a, b []float32) float64 {
-	if len(a) != len(b) {
+// relRMS is b's rel-RMS error of a compared in f (precision.RelRMS:
+// mask-sized values compared apart; 0 when both are zero), +Inf on a
+// length mismatch.
+func relRMS(f precision.Format, a, b []float32) float64 {
+	r, err := precision.RelRMS(f, a, b)
+	if err != nil {
 		return math.Inf(1)
 	}
-	var d, r float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		if math.IsNaN(x) != math.IsNaN(y) || math.IsInf(x, 0) != math.IsInf(y, 0) {
-			return math.Inf(1)
-		}
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			continue
-		}
-		d += (x - y) * (x - y)
-		r += y * y
-	}
-	if r == 0 {
-		if d == 0 {
-			return 0
-		}
-		return math.Inf(1)
-	}
-	return math.Sqrt(d / r)
+	return r
 }
 
 // evaluator runs single nodes on the CPU reference backend.
@@ -181,5 +165,5 @@ func (ev *evaluator) score(e *expr, target *val) (*val, float64) {
 	if err != nil || v.numel() != target.numel() {
 		return nil, math.Inf(1)
 	}
-	return v, relRMS(v.data, target.data)
+	return v, relRMS(target.format, v.data, target.data)
 }

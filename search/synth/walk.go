@@ -164,7 +164,7 @@ func (s *synth) explain(target *val, sc *scope) *val {
 		s.em.iota(target)
 		return target
 	}
-	if v == nil && target.integral() && s.invariant(func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
+	if v == nil && target.integral() && s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 		// integer values equal at every step that no request input holds:
 		// positions or indices made from the request's shapes
 		s.em.constant(target, "integer values equal at every captured step: positions made from the request's shapes")
