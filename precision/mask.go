@@ -104,6 +104,28 @@ func (s *Sums) Add(f Format, ours, ref []float32) {
 	s.R2 += r2
 }
 
+// AddRounded folds in the pairs (ours[i] stored in f, ref[i]): ours
+// computed wider, as the float64 re-statements of a model do, and rounded
+// to the reference's format before the comparison. ours is at least as
+// long as ref.
+func (s *Sums) AddRounded(f Format, ours []float64, ref []float32) {
+	lim := MaskBits(f)
+	var d2, r2 float64
+	for i, r := range ref {
+		o := f.Round(float32(ours[i]))
+		uo, ur := math.Float32bits(o), math.Float32bits(r)
+		if uo&0x7FFFFFFF >= lim || ur&0x7FFFFFFF >= lim {
+			s.Count(classifySpecial(lim, uo, ur))
+			continue
+		}
+		d := float64(o) - float64(r)
+		d2 += d * d
+		r2 += float64(r) * float64(r)
+	}
+	s.D2 += d2
+	s.R2 += r2
+}
+
 // Count counts a pair that is not Ordinary (an ordinary one adds its
 // squares to D2 and R2 instead).
 func (s *Sums) Count(p Pair) {

@@ -136,3 +136,33 @@ func BenchmarkSumsF32(b *testing.B) {
 		s.Add(F32, ours, ref)
 	}
 }
+
+// AddRounded rounds the wide side to the format before comparing, and
+// compares masks apart as Add does.
+func TestAddRounded(t *testing.T) {
+	min32 := -math.MaxFloat32
+	cases := []struct {
+		name       string
+		f          Format
+		ours       []float64
+		ref        []float32
+		d2, r2     float64
+		masked     int
+		mismatched int
+	}{
+		// 1 + 2^-10 rounds to 1 in bf16: no difference left.
+		{"rounded first", BF16, []float64{1 + 0x1p-10, 2}, []float32{1, 2}, 0, 5, 0, 0},
+		{"f32 keeps it", F32, []float64{1 + 0x1p-10, 2}, []float32{1, 2}, 0x1p-20, 5, 0, 0},
+		{"mask matched", F32, []float64{min32, 3}, []float32{float32(min32), 4}, 1, 16, 1, 0},
+		{"mask against a small value", F32, []float64{0.25, 3}, []float32{float32(min32), 3}, 0, 9, 0, 1},
+		{"NaN on one side", F32, []float64{math.NaN(), 3}, []float32{1, 3}, 0, 9, 0, 1},
+	}
+	for _, c := range cases {
+		var s Sums
+		s.AddRounded(c.f, c.ours, c.ref)
+		if s.D2 != c.d2 || s.R2 != c.r2 || s.Masked != c.masked || s.Mismatched != c.mismatched {
+			t.Errorf("%s: got D2 %g R2 %g masked %d mismatched %d, want %g %g %d %d",
+				c.name, s.D2, s.R2, s.Masked, s.Mismatched, c.d2, c.r2, c.masked, c.mismatched)
+		}
+	}
+}

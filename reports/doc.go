@@ -77,6 +77,9 @@
 // this order and the first that holds wins; all thresholds are the named
 // constants in signature.go.
 //
+//  0. Before any rule, mask-sized pairs matching on both sides (Masked) are
+//     left out of every statistic, as they are of the metrics; finite pairs
+//     mask-sized on one side only (MaskMismatch > 0) name numerics first.
 //  1. numerics, if any position is NaN or Inf on one side and not the same
 //     on the other (NonFiniteMismatch > 0). Matching NaN/Inf, such as a
 //     -Inf attention mask on both sides, are not faults.

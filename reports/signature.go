@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zflow/zflow/precision"
 )
@@ -61,8 +62,14 @@ const (
 // Evidence holds the numbers Diagnose decided from; the package doc defines
 // each one.
 type Evidence struct {
-	RelRMS float64 // over finite pairs
+	RelRMS float64 // over finite pairs that are not mask-sized
 	Rows   int
+
+	// Masked counts pairs mask-sized on both sides with one sign
+	// (precision.MaskSized: finfo.min, ±Inf), left out of every statistic
+	// below; MaskMismatch pairs where only one side is mask-sized (or the
+	// signs differ), which no rounding explains.
+	Masked, MaskMismatch int
 
 	OursNaN, OursInf, RefNaN, RefInf int
 	NonFiniteMismatch                int // positions where the sides' classes (finite, NaN, +Inf, -Inf) differ
@@ -123,12 +130,42 @@ func DiagnoseIn(ours, ref []float32, channels int, f precision.Format) (Diagnosi
 // token rows (a single-row tensor read as one channel), so the row-block
 // rule does not apply: RowFraction90 is then reported as 1.
 func diagnose(ours, ref []float32, channels int, f precision.Format, tokenRows bool) Diagnosis {
+	ours, ref, masked, mismatched := unmask(ours, ref, f)
 	ev := measure(ours, ref, channels)
+	ev.Masked, ev.MaskMismatch = masked, mismatched
 	if !tokenRows {
 		ev.RowFraction90 = 1
 	}
 	sig, reason := decide(ev, CleanRelRMSFor(f))
 	return Diagnosis{Signature: sig, Reason: reason, Evidence: ev}
+}
+
+// unmask takes the pairs mask-sized on both sides with one sign out of the
+// statistics, as precision.Sums does for rel-RMS: they are set to zero on
+// both sides (a zero difference of zero weight) in copies made only when
+// there is one, so a mask's size neither hides an error elsewhere in the
+// tensor nor makes one. It returns how many pairs were matched masks and
+// how many finite pairs were mask-sized on one side only (left as they
+// are; NaN and Inf are the non-finite counts' part).
+func unmask(ours, ref []float32, f precision.Format) (o, r []float32, masked, mismatched int) {
+	o, r = ours, ref
+	for i, x := range ref {
+		if !precision.MaskSized(f, x) && !precision.MaskSized(f, ours[i]) {
+			continue
+		}
+		if precision.Classify(f, ours[i], x) != precision.MaskMatch {
+			if isFinite(x) && isFinite(ours[i]) { // NaN and Inf: the non-finite counts' part
+				mismatched++
+			}
+			continue
+		}
+		if masked == 0 {
+			o, r = slices.Clone(ours), slices.Clone(ref)
+		}
+		masked++
+		o[i], r[i] = 0, 0
+	}
+	return o, r, masked, mismatched
 }
 
 // CleanRelRMSFor is the rel-RMS within which DiagnoseIn calls a pair
@@ -148,6 +185,8 @@ func CleanRelRMSFor(f precision.Format) float64 {
 // signature.
 func decide(e Evidence, clean float64) (Signature, string) {
 	switch {
+	case e.MaskMismatch > 0:
+		return Numerics, fmt.Sprintf("%d positions are mask-sized on one side only (%d masked on both)", e.MaskMismatch, e.Masked)
 	case e.NonFiniteMismatch > 0:
 		return Numerics, fmt.Sprintf("%d positions are NaN/Inf on one side only (ours %d NaN %d Inf, ref %d NaN %d Inf)",
 			e.NonFiniteMismatch, e.OursNaN, e.OursInf, e.RefNaN, e.RefInf)

@@ -3,6 +3,7 @@ package reports
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -216,5 +217,45 @@ func TestTopErrors(t *testing.T) {
 	share, count, rows = topErrors(d2, 9, 2)
 	if share != 8.0/9 || count != 2 || rows != 2 {
 		t.Errorf("topErrors = %v, %d, %d", share, count, rows)
+	}
+}
+
+// A mask matched on both sides is left out of the diagnosis: the wrong
+// small entries beside it are read, not hidden by the mask's size; a mask
+// on one side only is numerics.
+func TestDiagnoseMasked(t *testing.T) {
+	const C = 4
+	min32 := float32(-math.MaxFloat32)
+	ref := make([]float32, 64*C)
+	for i := range ref {
+		ref[i] = float32(i%7) - 3
+	}
+	for r := range 64 {
+		ref[r*C+3] = min32 // a masked column
+	}
+	ours := slices.Clone(ref)
+	for r := range 64 {
+		ours[r*C] += 1.5 // a shift of channel 0
+	}
+	d, err := DiagnoseIn(ours, ref, C, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Signature == NoSignature || d.Evidence.Masked != 64 || d.Evidence.MaskMismatch != 0 {
+		t.Errorf("shifted channel beside a mask: %v (%s), masked %d, mismatched %d; want a signature, 64, 0",
+			d.Signature, d.Reason, d.Evidence.Masked, d.Evidence.MaskMismatch)
+	}
+	if d.Evidence.RelRMS < 0.1 {
+		t.Errorf("rel-RMS %g: the mask's size hid the shift", d.Evidence.RelRMS)
+	}
+	ours = slices.Clone(ref)
+	ours[3] = 0 // one mask lost
+	d, err = DiagnoseIn(ours, ref, C, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Signature != Numerics || d.Evidence.MaskMismatch != 1 || d.Evidence.Masked != 63 {
+		t.Errorf("a lost mask: %v (%s), masked %d, mismatched %d; want numerics, 63, 1",
+			d.Signature, d.Reason, d.Evidence.Masked, d.Evidence.MaskMismatch)
 	}
 }

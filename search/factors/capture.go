@@ -154,18 +154,15 @@ func (c *capture) param(name string) ([]float32, error) {
 	return t.v, err
 }
 
-// relRMS of ours (rounded to f) against ref.
+// relRMS of ours (rounded to f) against ref, mask-sized values compared
+// apart (precision.Sums); +Inf when the lengths differ or nothing compares.
 func relRMS(ours []float64, ref []float32, f precision.Format) float64 {
 	if len(ours) != len(ref) || len(ref) == 0 {
 		return math.Inf(1)
 	}
-	var sd, sr float64
-	for i, o := range ours {
-		d := float64(f.Round(float32(o))) - float64(ref[i])
-		sd += d * d
-		sr += float64(ref[i]) * float64(ref[i])
-	}
-	r := precision.RelRMSFromSums(sd, sr)
+	var s precision.Sums
+	s.AddRounded(f, ours, ref)
+	r := s.RelRMS()
 	if math.IsNaN(r) {
 		return math.Inf(1)
 	}

@@ -127,23 +127,19 @@ func (v *values) rearranged(a, b port) bool {
 	return a.dt == b.dt && a.numel() == b.numel() && v.sortedHash(a.key) == v.sortedHash(b.key)
 }
 
-// relErr is the rel-RMS of ours, rounded to f, against ref; +Inf when the
-// lengths differ or ref is all zero while ours is not.
+// relErr is the rel-RMS of ours, rounded to f, against ref, mask-sized
+// values compared apart (precision.Sums); +Inf when the lengths differ or
+// ref is all zero while ours is not.
 func relErr(ours []float64, ref []float32, f precision.Format) float64 {
 	if len(ours) != len(ref) || len(ref) == 0 {
 		return math.Inf(1)
 	}
-	var sd, sr float64
-	for i, o := range ours {
-		r := float64(ref[i])
-		d := float64(f.Round(float32(o))) - r
-		sd += d * d
-		sr += r * r
-	}
-	if math.IsNaN(sd) || math.IsInf(sd, 0) {
+	var s precision.Sums
+	s.AddRounded(f, ours, ref)
+	if math.IsNaN(s.D2) || math.IsInf(s.D2, 0) {
 		return math.Inf(1)
 	}
-	return precision.RelRMSFromSums(sd, sr)
+	return s.RelRMS()
 }
 
 // close compares two ports' values (the wider rounded to the narrower's
