@@ -14,7 +14,6 @@ import (
 
 	"github.com/zflow/zflow/check"
 	"github.com/zflow/zflow/exec"
-	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/search/discover"
 	"github.com/zflow/zflow/search/plan"
@@ -90,7 +89,7 @@ error.`,
 	f.StringVar(&o.trace, "trace", "", "the reference trace (.npz or .safetensors)")
 	f.StringVarP(&o.out, "out", "o", "semantics.json", "where to write the semantics document")
 	addFormatFlag(cmd, &o.format, tableJSON, &o.json)
-	f.StringVar(&o.backend, "backend", "cpu", "backend for the self-check, --precision and --check (cpu)")
+	f.StringVar(&o.backend, "backend", "cpu", "backend for every run of the model: the auto engine's choice, the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
 	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
@@ -127,7 +126,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	}
 	defer tr.Close()
 	start := time.Now()
-	doc, err := discoverDoc(ctx, u, tr, o)
+	doc, err := discoverDoc(ctx, u, b, tr, o)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &exitError{code: exitFailed, err: err} // not bad input: the search ran out of time
 	}
@@ -166,7 +165,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 // keeps their document when it builds and reproduces the trace's output
 // (end to end, within the format's tolerance); otherwise the program
 // search's, when it reproduces the output more closely.
-func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*semantics.Document, error) {
+func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o discoverOpts) (*semantics.Document, error) {
 	stderr := u.info()
 	recipes := func() (*semantics.Document, error) {
 		pg := u.progress("discover")
@@ -224,7 +223,7 @@ func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*s
 	rdoc, rerr := recipes()
 	var rrel = math.Inf(1)
 	if rerr == nil {
-		rrel = outputRelRMS(tr, rdoc)
+		rrel = outputRelRMS(b, tr, rdoc)
 		if rrel <= outputTolerance(rdoc) {
 			return rdoc, nil
 		}
@@ -243,17 +242,18 @@ func discoverDoc(ctx context.Context, u ui, tr *trace.Trace, o discoverOpts) (*s
 	// A program that takes boundaries from the trace reproduces only the
 	// captured run: it is written (incomplete, saying which) but never
 	// preferred to a recipe document that runs from the request.
-	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 || rrel <= outputRelRMS(tr, pdoc)) {
+	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 || rrel <= outputRelRMS(b, tr, pdoc)) {
 		return rdoc, nil
 	}
 	return pdoc, nil
 }
 
-// outputRelRMS generates the trace's request with doc on the CPU and
-// returns the rel-RMS of the result against the trace's output (+Inf when
-// it cannot run).
-func outputRelRMS(tr *trace.Trace, doc *semantics.Document) float64 {
-	rep, err := program.Reproduce(cpu.New(0), doc, tr)
+// outputRelRMS generates the trace's request with doc on b, the backend
+// the user chose (at real width this is a whole generation), and returns
+// the rel-RMS of the result against the trace's output (+Inf when it
+// cannot run).
+func outputRelRMS(b exec.Backend, tr *trace.Trace, doc *semantics.Document) float64 {
+	rep, err := program.Reproduce(b, doc, tr)
 	if err != nil || math.IsNaN(rep.RelRMS) {
 		return math.Inf(1)
 	}
