@@ -184,10 +184,10 @@ type TimestepParams struct {
 	Scale        float32 // multiplies the arguments (diffusers' scale; 1 by default there); 0 is refused
 	MaxPeriod    float32 // 10000 in diffusers; 0 is refused
 	// FreqOverrides replace frequencies f_i by the values the reference's
-	// exp gave where they are not the correctly rounded exp(e_i) (a vector
+	// exp gave where they are not the exp(e_i) computed here (a vector
 	// math library's exp is faithful, not correctly rounded: one ulp of
 	// f_i moves the argument t·f_i by t·ulp, visible at t = 6000). Read
-	// off captured embeddings; nil for the correctly rounded table.
+	// off captured embeddings; nil for the table as computed.
 	FreqOverrides []FreqOverride
 }
 

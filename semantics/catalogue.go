@@ -215,7 +215,7 @@ var catalogue = []FactorSpec{
 	{Name: "timestep_freq_shift", Doc: "downscale_freq_shift of the sinusoid frequencies", typ: typeNumber, check: anyFinite},
 	{Name: "timestep_scale", Doc: "what the model multiplies the given timestep (σ) by", typ: typeNumber, check: positive},
 	{Name: "timestep_scale_at", Doc: "where that multiply happens: on the input before the sinusoid (input) or inside it after the frequency product (sinusoid)", typ: typeEnum, enum: []string{"input", "sinusoid"}},
-	{Name: "timestep_freq_overrides", Doc: "entries of the sinusoid frequency table the reference's exp gave off the correctly rounded exp (the values are the timestep_embed node's attrs)", typ: typeIndices},
+	{Name: "timestep_freq_overrides", Doc: "entries of the sinusoid frequency table the reference's exp gave off the computed exp(e_i) (the values are the timestep_embed node's attrs)", typ: typeIndices},
 	{Name: "timestep_max_period", Doc: "max_period of the sinusoid frequencies", typ: typeNumber, check: positive},
 	{Name: "embed_act", Doc: "activation between the two linears of a conditioning MLP", typ: typeEnum, enum: acts},
 	{Name: "norm_kind", Doc: "layer or RMS normalisation", typ: typeEnum, enum: []string{"layer", "rms"}},

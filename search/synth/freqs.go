@@ -24,17 +24,18 @@ const (
 	// sinCosNoise: ulps within which a library's sin and cos of the same
 	// angle agree with the correctly rounded ones.
 	sinCosNoise = 4
-	// freqShown: a column the correctly rounded table misses by more than
+	// freqShown: a column the computed table misses by more than
 	// this many ulps is not explained by sin and cos alone.
 	freqShown = 4 * sinCosNoise
 )
 
 // freqReading is what reading a sinusoid's frequency table found: the
-// entries that differ from the correctly rounded exp, and the error of
+// entries that differ from the computed exp(e_i), and the error of
 // the embedding over every captured step without and with them.
 type freqReading struct {
 	overrides     []exec.FreqOverride
-	ulps          []int // per override, its distance from exp(e_i) in ulps
+	ulps          []int     // per override, its distance from the computed f_i in ulps
+	math          exec.Math // the variant f_i was computed with
 	before, after float64
 }
 
@@ -140,7 +141,7 @@ func (s *synth) readTable(v, x, t *val) (*val, *freqReading) {
 	if w == nil {
 		return v, nil
 	}
-	r := &freqReading{overrides: ov, ulps: ulps}
+	r := &freqReading{overrides: ov, ulps: ulps, math: e.math}
 	for _, st := range s.tr.Steps() {
 		old, ok1 := s.at(v, st)
 		got, ok2 := s.at(w, st)
@@ -167,7 +168,7 @@ func (r *freqReading) label() string {
 }
 
 // factor is the reading as a factor: the entries read, scored by the
-// worst step's rel-RMS of the embedding with the correctly rounded table
+// worst step's rel-RMS of the embedding with the computed table
 // and with the one read.
 func (r *freqReading) factor(scope, boundary string) semantics.Factor {
 	idx := make([]int, len(r.overrides))
@@ -182,5 +183,5 @@ func (r *freqReading) factor(scope, boundary string) semantics.Factor {
 	return semantics.Factor{Name: "timestep_freq_overrides", Scope: scope, Value: idx, Margin: semantics.Margin(margin), Decisive: margin > 1,
 		Candidates: []semantics.Candidate{{Value: []int{}, Score: r.before}, {Value: idx, Score: r.after}},
 		Evidence: semantics.Evidence{Boundary: boundary, Metric: "rel_rms",
-			Note: "frequency entries the reference's exp gave off the correctly rounded exp, read from the captured sinusoid at every step: " + r.label()}}
+			Note: fmt.Sprintf("frequency entries the reference's exp gave off exp(e_i) computed with math=%s, read from the captured sinusoid at every step: %s", r.math, r.label())}}
 }
