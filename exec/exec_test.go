@@ -145,6 +145,46 @@ func TestTimestepEmbeddingHandComputed(t *testing.T) {
 	}
 }
 
+// TestTimestepFreqOverrides: an override replaces exactly its frequency
+// (its sine and cosine columns move, no other), and one outside the table
+// or not finite is refused.
+func TestTimestepFreqOverrides(t *testing.T) {
+	p := TimestepParams{Dim: 8, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
+	base, err := TimestepEmbedding([]float32{6000}, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freqs, _ := TimestepFreqs(p, 0)
+	up := math.Nextafter32(freqs[1], 2)
+	p.FreqOverrides = []FreqOverride{{Index: 1, Value: up}}
+	got, err := TimestepEmbedding([]float32{6000}, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := float32(6000) * up
+	for c := range got {
+		want := base[c]
+		switch c {
+		case 1: // cos of frequency 1 ([cos, sin])
+			want = float32(math.Cos(float64(a)))
+		case 5:
+			want = float32(math.Sin(float64(a)))
+		}
+		if got[c] != want {
+			t.Errorf("column %d = %.9g, want %.9g", c, got[c], want)
+		}
+	}
+	if got[1] == base[1] {
+		t.Error("one ulp of f1 at t = 6000 left cos unchanged: the test shows nothing")
+	}
+	for _, o := range []FreqOverride{{Index: 4, Value: 1}, {Index: -1, Value: 1}, {Index: 0, Value: float32(math.Inf(1))}} {
+		p.FreqOverrides = []FreqOverride{o}
+		if _, err := TimestepEmbedding([]float32{1}, p, 0); err == nil {
+			t.Errorf("override %+v accepted", o)
+		}
+	}
+}
+
 func TestRopeTablesHandComputed(t *testing.T) {
 	// One axis of width 4, θ = 100: frequencies 1 and 100^(−1/2) = 0.1.
 	p := RopeTableParams{Theta: 100, AxesDims: []int{4}, Layout: RopeInterleaved, FreqFormat: precision.F64, AngleFormat: precision.F64}

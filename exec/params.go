@@ -183,6 +183,18 @@ type TimestepParams struct {
 	FreqShift    float32 // downscale_freq_shift
 	Scale        float32 // multiplies the arguments (diffusers' scale; 1 by default there); 0 is refused
 	MaxPeriod    float32 // 10000 in diffusers; 0 is refused
+	// FreqOverrides replace frequencies f_i by the values the reference's
+	// exp gave where they are not the exp(e_i) computed here (a vector
+	// math library's exp is faithful, not correctly rounded: one ulp of
+	// f_i moves the argument t·f_i by t·ulp, visible at t = 6000). Read
+	// off captured embeddings; nil for the table as computed.
+	FreqOverrides []FreqOverride
+}
+
+// FreqOverride is one frequency of a timestep table: f_Index = Value.
+type FreqOverride struct {
+	Index int
+	Value float32
 }
 
 // RopeTableParams configures RopeTable: per axis a, with d = AxesDims[a],

@@ -10,7 +10,7 @@ import (
 //
 //	e_i   = f32(−ln(max_period)) · i                  i < half = dim/2
 //	e_i   = e_i / (half − freq_shift)                 (× f32 reciprocal under MathRecipDiv)
-//	f_i   = exp(e_i)
+//	f_i   = exp(e_i), or p.FreqOverrides' value for i
 //	a_ni  = f32(t_n) · f_i, then · scale              (the scale multiply skipped when scale = 1, exact anyway)
 //	emb_n = [sin a_n, cos a_n], or [cos a_n, sin a_n] with FlipSinToCos
 //	        and one zero column appended when dim is odd.
@@ -18,6 +18,24 @@ import (
 // The result is f32, [len(t), dim] row-major; sin, cos and exp are
 // correctly rounded to f32 (MathFastExp changes exp).
 func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error) {
+	freqs, err := TimestepFreqs(p, m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, len(t)*p.Dim)
+	sinAt, cosAt := TimestepColumns(p)
+	for n, tn := range t {
+		row := out[n*p.Dim : (n+1)*p.Dim]
+		for i, f := range freqs {
+			row[sinAt+i], row[cosAt+i] = TimestepSinCos(tn, f, p.Scale)
+		}
+	}
+	return out, nil
+}
+
+// TimestepFreqs is the frequency table f_i, i < Dim/2, of TimestepEmbedding:
+// exp(e_i) under m, then p.FreqOverrides.
+func TimestepFreqs(p TimestepParams, m Math) ([]float32, error) {
 	half := p.Dim / 2
 	switch {
 	case p.Dim <= 0:
@@ -40,19 +58,28 @@ func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error)
 		}
 		freqs[i] = Exp32(e, m&^MathRecipDiv)
 	}
-	out := make([]float32, len(t)*p.Dim)
-	sinAt, cosAt := 0, half
-	if p.FlipSinToCos {
-		sinAt, cosAt = half, 0
-	}
-	for n, tn := range t {
-		row := out[n*p.Dim : (n+1)*p.Dim]
-		for i, f := range freqs {
-			a := tn * f
-			a = a * p.Scale
-			row[sinAt+i] = float32(math.Sin(float64(a)))
-			row[cosAt+i] = float32(math.Cos(float64(a)))
+	for _, o := range p.FreqOverrides {
+		if o.Index < 0 || o.Index >= half || !(math.Abs(float64(o.Value)) <= math.MaxFloat32) {
+			return nil, fmt.Errorf("exec: timestep embed: frequency override %d = %g outside [0, %d) or not finite", o.Index, o.Value, half)
 		}
+		freqs[o.Index] = o.Value
 	}
-	return out, nil
+	return freqs, nil
+}
+
+// TimestepColumns are where frequency i's sine and cosine sit in a row:
+// columns sinAt+i and cosAt+i.
+func TimestepColumns(p TimestepParams) (sinAt, cosAt int) {
+	if p.FlipSinToCos {
+		return p.Dim / 2, 0
+	}
+	return 0, p.Dim / 2
+}
+
+// TimestepSinCos is one frequency's pair: a = f32(t·f)·scale in f32, then
+// sin a and cos a correctly rounded to f32.
+func TimestepSinCos(t, f, scale float32) (sin, cos float32) {
+	a := t * f
+	a = a * scale
+	return float32(math.Sin(float64(a))), float32(math.Cos(float64(a)))
 }

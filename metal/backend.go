@@ -490,6 +490,11 @@ func (b *Backend) Rope(x, cos, sin exec.Tensor, p exec.RopeParams, s exec.Spec) 
 
 // TimestepEmbed computes diffusers' sinusoidal embedding on the GPU.
 func (b *Backend) TimestepEmbed(t exec.Tensor, p exec.TimestepParams, s exec.Spec) (exec.Tensor, error) {
+	if len(p.FreqOverrides) > 0 {
+		// a table read off a reference's exp: the kernel computes its own
+		// frequencies, so the host computes this one (exactly, then uploads)
+		return b.Fallback.TimestepEmbed(t, p, s)
+	}
 	tt, err := b.get("timestep embed", "t", t)
 	if err != nil {
 		return nil, err

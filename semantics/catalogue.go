@@ -155,11 +155,12 @@ var acts = []string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoi
 type valueType uint8
 
 const (
-	typeEnum   valueType = iota + 1 // one of Enum
-	typeBool                        // true or false
-	typeNumber                      // a finite number that Check accepts
-	typeInts                        // a list of positive even integers
-	typeOrder                       // comma-separated permutation of Chunks
+	typeEnum    valueType = iota + 1 // one of Enum
+	typeBool                         // true or false
+	typeNumber                       // a finite number that Check accepts
+	typeInts                         // a list of positive even integers
+	typeOrder                        // comma-separated permutation of Chunks
+	typeIndices                      // a list of distinct non-negative integers, increasing (may be empty)
 )
 
 // FactorSpec is one entry of the factor catalogue.
@@ -214,6 +215,7 @@ var catalogue = []FactorSpec{
 	{Name: "timestep_freq_shift", Doc: "downscale_freq_shift of the sinusoid frequencies", typ: typeNumber, check: anyFinite},
 	{Name: "timestep_scale", Doc: "what the model multiplies the given timestep (σ) by", typ: typeNumber, check: positive},
 	{Name: "timestep_scale_at", Doc: "where that multiply happens: on the input before the sinusoid (input) or inside it after the frequency product (sinusoid)", typ: typeEnum, enum: []string{"input", "sinusoid"}},
+	{Name: "timestep_freq_overrides", Doc: "entries of the sinusoid frequency table the reference's exp gave off the computed exp(e_i) (the values are the timestep_embed node's attrs)", typ: typeIndices},
 	{Name: "timestep_max_period", Doc: "max_period of the sinusoid frequencies", typ: typeNumber, check: positive},
 	{Name: "embed_act", Doc: "activation between the two linears of a conditioning MLP", typ: typeEnum, enum: acts},
 	{Name: "norm_kind", Doc: "layer or RMS normalisation", typ: typeEnum, enum: []string{"layer", "rms"}},
@@ -272,6 +274,10 @@ func (s FactorSpec) CheckValue(v any) error {
 		if _, err := Ints(v); err != nil {
 			return err
 		}
+	case typeIndices:
+		if _, err := Indices(v); err != nil {
+			return err
+		}
 	case typeOrder:
 		str, ok := v.(string)
 		if !ok {
@@ -305,6 +311,31 @@ func Ints(v any) ([]int, error) {
 		f, ok := number(e)
 		if !ok || f != math.Trunc(f) || f <= 0 || int(f)%2 != 0 || f > 1<<20 {
 			return nil, fmt.Errorf("element %d (%v) is not a positive even integer", i, jsonish(e))
+		}
+		out[i] = int(f)
+	}
+	return out, nil
+}
+
+// Indices reads a factor value that is an increasing list of
+// non-negative integers (possibly empty).
+func Indices(v any) ([]int, error) {
+	var list []any
+	switch x := v.(type) {
+	case []any:
+		list = x
+	case []int:
+		for _, n := range x {
+			list = append(list, float64(n))
+		}
+	default:
+		return nil, fmt.Errorf("%v is not a list of integers", jsonish(v))
+	}
+	out := make([]int, len(list))
+	for i, e := range list {
+		f, ok := number(e)
+		if !ok || f != math.Trunc(f) || f < 0 || f > 1<<20 || i > 0 && int(f) <= out[i-1] {
+			return nil, fmt.Errorf("element %d (%v) is not a non-negative integer above the one before", i, jsonish(e))
 		}
 		out[i] = int(f)
 	}

@@ -172,6 +172,16 @@ type TimestepAttrs struct {
 	FreqShift    float64 `json:"freq_shift,omitempty"`
 	Scale        float64 `json:"scale"`
 	MaxPeriod    float64 `json:"max_period"`
+	// FreqOverrides: frequencies the reference's exp did not round
+	// correctly, read off its captured embeddings (index into the half
+	// table, the f32 value it used).
+	FreqOverrides []FreqOverride `json:"freq_overrides,omitempty"`
+}
+
+// FreqOverride is one entry of a timestep frequency table.
+type FreqOverride struct {
+	Index int     `json:"index"`
+	Value float64 `json:"value"`
 }
 
 // RopeTableAttrs configure RoPE tables from position ids.

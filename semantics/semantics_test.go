@@ -292,3 +292,27 @@ func TestParamPaths(t *testing.T) {
 		t.Errorf("%d parameter paths, want 20: %v", len(paths), paths)
 	}
 }
+
+func TestIndicesValues(t *testing.T) {
+	spec, ok := LookupSpec("timestep_freq_overrides")
+	if !ok {
+		t.Fatal("timestep_freq_overrides is not in the catalogue")
+	}
+	for _, tc := range []struct {
+		v  any
+		ok bool
+	}{
+		{[]any{}, true},
+		{[]any{0.0, 13.0, 44.0}, true},
+		{[]int{13, 44}, true},
+		{[]any{13.0, 13.0}, false}, // not increasing
+		{[]any{44.0, 13.0}, false},
+		{[]any{-1.0}, false},
+		{[]any{1.5}, false},
+		{"13,44", false},
+	} {
+		if err := spec.CheckValue(tc.v); (err == nil) != tc.ok {
+			t.Errorf("%v: %v, want ok %v", tc.v, err, tc.ok)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -180,6 +181,12 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	if t := d.Timestep; t != nil {
 		a.Timestep = exec.TimestepParams{Dim: t.Dim, FlipSinToCos: t.FlipSinToCos, FreqShift: float32(t.FreqShift),
 			Scale: float32(t.Scale), MaxPeriod: float32(t.MaxPeriod)}
+		for _, o := range t.FreqOverrides {
+			if o.Index < 0 || o.Index >= t.Dim/2 || !(math.Abs(o.Value) <= math.MaxFloat32) {
+				return Node{}, fmt.Errorf("timestep frequency override %d = %g: outside [0, %d) or not an f32", o.Index, o.Value, t.Dim/2)
+			}
+			a.Timestep.FreqOverrides = append(a.Timestep.FreqOverrides, exec.FreqOverride{Index: o.Index, Value: float32(o.Value)})
+		}
 	}
 	if t := d.RopeTable; t != nil {
 		l, err := parseRopeLayout(t.Layout)
@@ -289,6 +296,9 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	case OpTimestepEmbed:
 		t := a.Timestep
 		d.Timestep = &semantics.TimestepAttrs{Dim: t.Dim, FlipSinToCos: t.FlipSinToCos, FreqShift: float64(t.FreqShift), Scale: float64(t.Scale), MaxPeriod: float64(t.MaxPeriod)}
+		for _, o := range t.FreqOverrides {
+			d.Timestep.FreqOverrides = append(d.Timestep.FreqOverrides, semantics.FreqOverride{Index: o.Index, Value: float64(o.Value)})
+		}
 	case OpRopeTable:
 		t := a.RopeTable
 		d.RopeTable = &semantics.RopeTableAttrs{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: t.Layout.String(), FreqFormat: t.FreqFormat.String(), AngleFormat: t.AngleFormat.String()}

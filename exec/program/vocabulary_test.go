@@ -1,6 +1,8 @@
 package program
 
 import (
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
@@ -57,5 +59,25 @@ func TestExecRoundPointsInSemantics(t *testing.T) {
 		if name := bit.String(); !known[name] {
 			t.Errorf("exec rounding point %q is missing from semantics", name)
 		}
+	}
+}
+
+// TestTimestepFreqOverridesInSemantics: a timestep table's frequency
+// overrides go into a document's node and come back bit for bit; one
+// outside the table is refused when the document is read.
+func TestTimestepFreqOverridesInSemantics(t *testing.T) {
+	a := Attrs{Timestep: exec.TimestepParams{Dim: 8, Scale: 1, MaxPeriod: 10000,
+		FreqOverrides: []exec.FreqOverride{{Index: 1, Value: math.Nextafter32(0.1, 1)}, {Index: 3, Value: 0.001}}}}
+	d := attrsToDoc(OpTimestepEmbed, &a)
+	n, err := nodeFromDoc(&semantics.Precision{Activations: "f32"}, semantics.ProgramNode{Op: "timestep_embed", In: []string{"t"}, Out: []string{"e"}, Attrs: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(n.Attrs.Timestep.FreqOverrides, a.Timestep.FreqOverrides) {
+		t.Errorf("read back %v, want %v", n.Attrs.Timestep.FreqOverrides, a.Timestep.FreqOverrides)
+	}
+	d.Timestep.FreqOverrides[0].Index = 4
+	if _, err := nodeFromDoc(&semantics.Precision{Activations: "f32"}, semantics.ProgramNode{Op: "timestep_embed", In: []string{"t"}, Out: []string{"e"}, Attrs: d}); err == nil {
+		t.Error("an override outside the table accepted")
 	}
 }

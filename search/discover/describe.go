@@ -22,6 +22,7 @@ var labels = map[string]string{
 	"final_norm_order":         "final norm chunk order",
 	"timestep_flip_sin_to_cos": "timestep sinusoid layout",
 	"timestep_freq_shift":      "timestep frequency shift",
+	"timestep_freq_overrides":  "timestep frequencies read",
 	"timestep_scale":           "timestep scale",
 	"timestep_scale_at":        "timestep scale applied",
 	"timestep_max_period":      "timestep max period",

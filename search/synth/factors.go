@@ -344,6 +344,9 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		if sn.embedAct != "" {
 			out = append(out, declared("embed_act", sn.scope, sn.embedAct, "between the two linears after the sinusoid", sn.boundary))
 		}
+		if sn.fit.freqs != nil {
+			out = append(out, sn.fit.freqs.factor(sn.scope, sn.boundary))
+		}
 	}
 	return out
 }

@@ -33,6 +33,22 @@ func (s *synth) glue(target *val, sc *scope) *val {
 	return s.glueIn(target, sc)
 }
 
+// stored casts v, an f32 value that explains target, to the narrower
+// format target was captured in, where the cast reproduces it at least as
+// well: the capture's dtype is where the reference rounded (f32 sinusoids
+// joined, then .to(bf16) before a linear), and a consumer of the f32
+// value would compute on digits the reference never had.
+func (s *synth) stored(v, target *val) *val {
+	if v.format != precision.F32 || target.format != precision.BF16 && target.format != precision.F16 {
+		return v
+	}
+	w := s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format, label: "cast"})
+	if w == nil || relRMS(target.format, w.data, target.data) > relRMS(target.format, v.data, target.data) {
+		return v
+	}
+	return w
+}
+
 // transposed explains a target that is an expression of recent values
 // with its axes then moved ((conv(x) + x).transpose(1, 2)): the target
 // read back in the order of a recent value of that shape, explained
@@ -102,7 +118,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
 		if v := try(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
-			return v
+			return s.stored(v, target)
 		}
 	}
 	if v := s.attention(target, sc); v != nil {

@@ -21,6 +21,7 @@ type leafFit struct {
 	norm       exec.NormParams
 	rope       exec.RopeTableParams
 	timestep   exec.TimestepParams
+	freqs      *freqReading // sinusoid: the frequency entries read off the captures
 	candidates []semantics.Candidate
 	boundary   string
 	in         *val // a linear's input
@@ -568,7 +569,9 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 	}
 	v, ev := s.best(t, cands)
 	if v != nil {
-		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev}
+		var r *freqReading
+		v, r = s.readTable(v, x, t)
+		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev, freqs: r}
 	}
 	return v
 }
