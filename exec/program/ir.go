@@ -18,7 +18,7 @@ const (
 	OpModulate                      // x, shift, scale; Attrs.Modulate
 	OpGatedResidual                 // x, y, gate; Attrs.Act (the gate function)
 	OpRope                          // x, cos, sin; Attrs.Rope
-	OpAttention                     // q, k, v, mask, bias (mask, bias optional); Attrs.Attention
+	OpAttention                     // q, k, v, mask, bias, sinks (the last three optional); Attrs.Attention
 	OpAct                           // x; Attrs.Act
 	OpGLU                           // gate, value; Attrs.Act
 	OpAdd                           // a, b

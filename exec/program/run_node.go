@@ -29,7 +29,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpRope:
 		return one(b.Rope(in[0], in[1], in[2], a.Rope, n.Spec))
 	case OpAttention:
-		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), a.Attention, n.Spec))
+		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), at(in, 5), a.Attention, n.Spec))
 	case OpAct:
 		return one(b.Act(in[0], a.Act, n.Spec))
 	case OpGLU:

@@ -63,6 +63,9 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 				return nil, err
 			}
 		}
+		if len(in) > 5 && in[5] != nil && (len(in[5]) != 1 || in[5][0] != p.Heads) {
+			return nil, fmt.Errorf("sinks %v for %d heads", in[5], p.Heads)
+		}
 		return one(x)
 	case OpGLU:
 		if !slices.Equal(x, in[1]) {
