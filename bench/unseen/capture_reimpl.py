@@ -2,7 +2,7 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss)
-The committed trace: capture_reimpl.py fixtures/unseen/partial gpt_oss.
+The committed trace: capture_reimpl.py fixtures/unseen gpt_oss.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -25,7 +25,8 @@ no truncation). What it shows:
   - experts as grouped-GEMM parameters gate_up_proj [E, D, 2I] (gate and up interleaved
     along the last axis), biases, gate clamped above at 7, up clamped to ±7,
     glu = gate·σ(1.702·gate), out = ((up + 1)·glu) @ down_proj + bias, every expert run
-    over every token and weighted by the dense scores.
+    over every token and weighted by the dense scores; gate_up_proj is drawn wider than
+    the other weights (widen_experts) so that the clamp acts.
 """
 import math
 import os
@@ -270,13 +271,26 @@ class GptOssModel(nn.Module):
         return self.norm(h)
 
 
+def widen_experts(model, gen):
+    """gate_up_proj redrawn with std 6/√D: at randomize's scale (1/√(D·2I)) the
+    pre-activations stay below 0.6 and the clamp at 7 never acts, so no trace
+    could show it; at this one about a tenth of the gates and a fifth of the ups pass it."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("experts.gate_up_proj"):
+                p.copy_(6.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+
+
 CASES = {"gpt_oss": GptOssModel}
+PREPARE = {"gpt_oss": widen_experts}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     model = CASES[case](Config())
     randomize(model, torch.Generator().manual_seed(1))
+    if case in PREPARE:
+        PREPARE[case](model, torch.Generator().manual_seed(3))
     model.eval()
     ids = torch.randint(0, Config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
