@@ -99,9 +99,13 @@ func (b *Backend) flashKernel(d int, ff flashFlags) (string, int, error) {
 // Attention is scaled dot-product attention per head (see the package
 // documentation for which kernel runs and what it rounds); window, cap,
 // ALiBi and bias as exec.Backend says, in both kernels.
-func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
+	}
+	if sinks != nil {
+		// not written yet: the kernels' softmax has no extra column
+		return nil, exec.Unsupported(b.Name(), "attention", "attention sinks (no CUDA kernel yet)")
 	}
 	if err := b.refuse("attention", s, exec.RoundAccum, 0); err != nil {
 		return nil, err
@@ -119,7 +123,7 @@ func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionPar
 	if err != nil {
 		return nil, err
 	}
-	a, err := exec.CheckAttention(q, k, v, mask, bias, p)
+	a, err := exec.CheckAttention(q, k, v, mask, bias, nil, p)
 	if err != nil {
 		return nil, err
 	}

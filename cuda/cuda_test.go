@@ -648,7 +648,7 @@ func TestAttention(t *testing.T) {
 		if c.warps != 0 {
 			b.SetFlashWarps(c.warps)
 		}
-		g := m(b.Attention(q.g, k.g, v.g, mt.g, nil, p, c.s))
+		g := m(b.Attention(q.g, k.g, v.g, mt.g, nil, nil, p, c.s))
 		b.SetExactAttention(false)
 		b.SetFlashWarps(4)
 		got, err := b.Download(g)
@@ -670,7 +670,7 @@ func TestAttention(t *testing.T) {
 		r := row{op: fmt.Sprintf("attention %s %v H=%d/%d D=%d %v", kernel, c.f, c.h, c.kv, c.d, c.mask), spec: c.s.String(),
 			shape: fmt.Sprintf("[1 %d %d]", c.seq, c.h*c.d), n: len(got), relF64: attnRel(got, c.h, c.d, rowIdx, want), cpuF64: -1, exact: -1, relRMS: -1, maxDiff: -1}
 		if c.cpu {
-			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, p, c.s))
+			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, nil, p, c.s))
 			cd, _ := ref.Download(cr)
 			r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
 			r.cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
@@ -772,7 +772,7 @@ func TestAttentionExtras(t *testing.T) {
 		if strings.Contains(c.name, "8 warps") {
 			b.SetFlashWarps(8)
 		}
-		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, c.p, c.s))
+		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, nil, c.p, c.s))
 		b.SetExactAttention(false)
 		b.SetFlashWarps(4)
 		got, err := b.Download(g)
@@ -788,7 +788,7 @@ func TestAttentionExtras(t *testing.T) {
 		if kernel == "flash" {
 			refSpec.Round |= exec.RoundWeights
 		}
-		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, c.p, refSpec))
+		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, nil, c.p, refSpec))
 		want, _ := ref.Download(cr)
 		r := row{op: op, spec: c.s.String(), shape: fmt.Sprintf("[%d %d %d]", c.bsz, c.seq, c.h*c.d), n: len(got), relF64: -1, cpuF64: -1}
 		var bad int
@@ -804,7 +804,7 @@ func TestAttentionExtras(t *testing.T) {
 		}
 		// The extras must show: the same call without them differs.
 		plain := exec.AttentionParams{Heads: c.h, KVHeads: c.kv, Mask: c.p.Mask, Scale: c.p.Scale}
-		pr := m(ref.Attention(q.c, k.c, v.c, nil, nil, plain, refSpec))
+		pr := m(ref.Attention(q.c, k.c, v.c, nil, nil, nil, plain, refSpec))
 		pw, _ := ref.Download(pr)
 		if _, _, rel, _, _ := stats(c.s.Out, pw, want); !(rel > 5e-2) {
 			t.Errorf("%s: the extras change the CPU's output by rel-RMS %.3e only; the case tests nothing", op, rel)

@@ -45,9 +45,9 @@ func TestRowIndependent(t *testing.T) {
 			qs := m(b.Slice(q, 1, c.lo, c.hi))
 			defer b.Free(qs)
 			p := exec.AttentionParams{Heads: c.h, KVHeads: c.kv, Mask: c.mask}
-			whole := m(b.Attention(q, k, v, nil, nil, p, c.s))
+			whole := m(b.Attention(q, k, v, nil, nil, nil, p, c.s))
 			defer b.Free(whole)
-			part := m(b.Attention(qs, k, v, nil, nil, p, c.s))
+			part := m(b.Attention(qs, k, v, nil, nil, nil, p, c.s))
 			defer b.Free(part)
 			all, err := b.Download(whole)
 			if err != nil {

@@ -80,13 +80,13 @@ type AttentionArgs struct {
 	BiasStrides []int
 }
 
-// CheckAttention checks every argument of an Attention call (nil mask or
-// bias: absent) against p and returns what the kernels need. A request
+// CheckAttention checks every argument of an Attention call (nil mask,
+// bias or sinks: absent) against p and returns what the kernels need. A request
 // outside what the op defines (a window on a non-causal mask, an unknown
 // mask kind) is an error wrapping ErrUnsupported; a malformed one (shapes
 // that do not agree, a negative window, a cap that is not a positive
 // finite number) a plain error.
-func CheckAttention(q, k, v, mask, bias Tensor, p AttentionParams) (AttentionArgs, error) {
+func CheckAttention(q, k, v, mask, bias, sinks Tensor, p AttentionParams) (AttentionArgs, error) {
 	var a AttentionArgs
 	if q == nil || k == nil || v == nil {
 		return a, fmt.Errorf("exec: attention: q, k and v are required")
@@ -122,6 +122,11 @@ func CheckAttention(q, k, v, mask, bias Tensor, p AttentionParams) (AttentionArg
 	if bias != nil {
 		if a.BiasStrides, err = BiasStrides(bias.Shape(), g.B, g.H, g.Sq, g.Sk); err != nil {
 			return a, err
+		}
+	}
+	if sinks != nil {
+		if sh := sinks.Shape(); len(sh) != 1 || sh[0] != g.H {
+			return a, fmt.Errorf("exec: attention: sinks %v: want one logit per query head, [%d]", sh, g.H)
 		}
 	}
 	a.Scale = p.Scale

@@ -93,7 +93,7 @@ func (s shaped) Format() precision.Format { return precision.F32 }
 func TestCheckAttention(t *testing.T) {
 	q, kv := shaped{1, 4, 32}, shaped{1, 6, 16}
 	p := AttentionParams{Heads: 4, KVHeads: 2}
-	a, err := CheckAttention(q, kv, kv, nil, shaped{4, 1, 6}, p)
+	a, err := CheckAttention(q, kv, kv, nil, shaped{4, 1, 6}, nil, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestCheckAttention(t *testing.T) {
 	}
 	w := p
 	w.Mask, w.Window = MaskCausal, 3
-	if _, err := CheckAttention(q, kv, kv, nil, nil, w); err != nil {
+	if _, err := CheckAttention(q, kv, kv, nil, nil, nil, w); err != nil {
 		t.Errorf("causal window 3: %v", err)
 	}
 	unsupported := []AttentionParams{
@@ -115,25 +115,30 @@ func TestCheckAttention(t *testing.T) {
 		if up.Mask == MaskExplicit {
 			m = shaped{1, 4, 6}
 		}
-		if _, err := CheckAttention(q, kv, kv, m, nil, up); !errors.Is(err, ErrUnsupported) {
+		if _, err := CheckAttention(q, kv, kv, m, nil, nil, up); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%+v: %v, want ErrUnsupported", up, err)
 		}
 	}
+	if _, err := CheckAttention(q, kv, kv, nil, nil, shaped{4}, p); err != nil {
+		t.Errorf("a sink per head: %v", err)
+	}
 	invalid := []struct {
-		p          AttentionParams
-		mask, bias Tensor
+		p                 AttentionParams
+		mask, bias, sinks Tensor
 	}{
-		{AttentionParams{Heads: 4, Mask: MaskCausal, Window: -1}, nil, nil},
-		{AttentionParams{Heads: 4, Softcap: -5}, nil, nil},
-		{AttentionParams{Heads: 4, Softcap: float32(math.Inf(1))}, nil, nil},
-		{AttentionParams{Heads: 4, Softcap: float32(math.NaN())}, nil, nil},
-		{AttentionParams{Heads: 4, Mask: MaskExplicit}, nil, nil},
-		{AttentionParams{Heads: 4}, shaped{1, 4, 6}, nil},
-		{AttentionParams{Heads: 4}, nil, shaped{3, 4, 6}},
+		{AttentionParams{Heads: 4, Mask: MaskCausal, Window: -1}, nil, nil, nil},
+		{AttentionParams{Heads: 4, Softcap: -5}, nil, nil, nil},
+		{AttentionParams{Heads: 4, Softcap: float32(math.Inf(1))}, nil, nil, nil},
+		{AttentionParams{Heads: 4, Softcap: float32(math.NaN())}, nil, nil, nil},
+		{AttentionParams{Heads: 4, Mask: MaskExplicit}, nil, nil, nil},
+		{AttentionParams{Heads: 4}, shaped{1, 4, 6}, nil, nil},
+		{AttentionParams{Heads: 4}, nil, shaped{3, 4, 6}, nil},
+		{AttentionParams{Heads: 4}, nil, nil, shaped{2}},
+		{AttentionParams{Heads: 4}, nil, nil, shaped{1, 4, 1, 1}},
 	}
 	for _, c := range invalid {
-		if _, err := CheckAttention(q, shaped{1, 6, 32}, shaped{1, 6, 32}, c.mask, c.bias, c.p); err == nil || errors.Is(err, ErrUnsupported) {
-			t.Errorf("%+v mask %v bias %v: %v, want a validation error", c.p, c.mask, c.bias, err)
+		if _, err := CheckAttention(q, shaped{1, 6, 32}, shaped{1, 6, 32}, c.mask, c.bias, c.sinks, c.p); err == nil || errors.Is(err, ErrUnsupported) {
+			t.Errorf("%+v mask %v bias %v sinks %v: %v, want a validation error", c.p, c.mask, c.bias, c.sinks, err)
 		}
 	}
 }

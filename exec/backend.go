@@ -94,7 +94,7 @@ type Basic interface {
 	// Sk], [1, H, 1, Sk], [B·H, 1, Sk], …). Mask per p.Mask (causal: j ≤ i,
 	// and j > i − p.Window when p.Window > 0; explicit: a tensor that
 	// broadcasts to [B, Sq, Sk], nonzero = attend); a row with every key
-	// masked gives NaN, as PyTorch's math SDPA does. RoundScores rounds the
+	// masked gives NaN, as PyTorch's math SDPA does (zeros with a sink). RoundScores rounds the
 	// scores once, after the last of scale, cap, ALiBi and bias that applies
 	// (one fused op: baddbmm(alibi, q, kᵀ, α = scale)); RoundEach rounds after
 	// each of them (s/c, tanh and c· separately: eager attention on tensors
@@ -102,8 +102,15 @@ type Basic interface {
 	// RoundWeights rounds exp(s − max) before ·v and divides by the f32 sum
 	// after (flash attention's bf16 P); RoundAccum keeps the P·v sum in
 	// s.Out (each product and partial sum rounded, in key order). Output
-	// [B, Sq, H·D], rounded once. CheckAttention validates the arguments.
-	Attention(q, k, v, mask, bias Tensor, p AttentionParams, s Spec) (Tensor, error)
+	// [B, Sq, H·D], rounded once. sinks, when not nil, holds one logit per
+	// query head ([H], read exactly in its format): an attention sink, a
+	// column joined to each row's scores after scale, cap, ALiBi, bias and
+	// mask (never masked itself), in the row's max and in the softmax's sum,
+	// whose probability is then dropped (it weighs no value); under
+	// RoundEach the joined logits minus their max are rounded to s.Out
+	// before exp (eager attention subtracts the max as its own op).
+	// CheckAttention validates the arguments.
+	Attention(q, k, v, mask, bias, sinks Tensor, p AttentionParams, s Spec) (Tensor, error)
 }
 
 // Extended holds the ops that are compositions of Basic ops. A backend may

@@ -640,6 +640,6 @@ func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, erro
 }
 
 // Attention has no Metal kernel yet.
-func (b *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	return nil, exec.Unsupported(b.Name(), "attention", "no Metal attention kernel yet")
 }

@@ -104,6 +104,7 @@ type NodeAttrs struct {
 	N         int             `json:"n,omitempty"`
 	Route     *RouteAttrs     `json:"route,omitempty"`
 	UpFirst   bool            `json:"up_first,omitempty"`
+	Experts   *ExpertsAttrs   `json:"experts,omitempty"`
 	Conv      *ConvAttrs      `json:"conv,omitempty"`
 	// LinearAttention configures a linear_attention node.
 	LinearAttention *LinearAttentionAttrs `json:"linear_attention,omitempty"`
@@ -134,6 +135,17 @@ type RouteAttrs struct {
 	Normalize bool    `json:"normalize,omitempty"`
 	Scale     float64 `json:"scale,omitempty"`
 	TiesHigh  bool    `json:"ties_high,omitempty"` // of equal scores, the higher index first
+	Chosen    bool    `json:"chosen,omitempty"`    // the score function over the K chosen logits only
+	Dense     bool    `json:"dense,omitempty"`     // weights [.., E], zero where not chosen
+}
+
+// ExpertsAttrs configure an experts node's gated unit: gate ≤ limit and
+// |up| ≤ limit (absent: no clamp), gate·σ(beta·gate) for silu (absent:
+// silu itself), and the unit f(gate)·(up + up_offset).
+type ExpertsAttrs struct {
+	Beta     float64 `json:"beta,omitempty"`
+	Limit    float64 `json:"limit,omitempty"`
+	UpOffset float64 `json:"up_offset,omitempty"`
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.

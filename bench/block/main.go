@@ -313,7 +313,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, 
 	if err != nil {
 		return nil, nil, err
 	}
-	a := keep(b.Attention(q, k, v, nil, nil, exec.AttentionParams{Heads: heads}, sOut))
+	a := keep(b.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: heads}, sOut))
 	tm.mark("attention")
 	if err != nil {
 		return nil, nil, err
@@ -453,7 +453,7 @@ func attention(b *cuda.Backend, res *result) error {
 			return err
 		}
 		ms, err := timeIt(b, 3, 20, func() (exec.Tensor, error) {
-			return b.Attention(qkv[0], qkv[1], qkv[2], nil, nil, exec.AttentionParams{Heads: heads}, sOut)
+			return b.Attention(qkv[0], qkv[1], qkv[2], nil, nil, nil, exec.AttentionParams{Heads: heads}, sOut)
 		})
 		if err != nil {
 			return err
@@ -522,7 +522,7 @@ func attnOnce(w int) error {
 		qkv = append(qkv, t)
 	}
 	for range 2 {
-		y, err := b.Attention(qkv[0], qkv[1], qkv[2], nil, nil, exec.AttentionParams{Heads: heads}, sOut)
+		y, err := b.Attention(qkv[0], qkv[1], qkv[2], nil, nil, nil, exec.AttentionParams{Heads: heads}, sOut)
 		if err != nil {
 			return err
 		}

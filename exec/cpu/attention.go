@@ -8,10 +8,10 @@ import (
 )
 
 // Attention is scaled dot-product attention per head, f32 scores and
-// softmax (capped, biased and masked as exec.Backend says), with the Spec's
+// softmax (capped, biased, masked and sunk as exec.Backend says), with the Spec's
 // rounding points (RoundScores, RoundEach, RoundProbs, RoundWeights,
 // RoundAccum); the output is rounded once to s.Out.
-func (bk *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
@@ -35,7 +35,11 @@ func (bk *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionPa
 	if err != nil {
 		return nil, err
 	}
-	a, err := exec.CheckAttention(q, k, v, mask, bias, p)
+	st, err := bk.opt("attention", "sinks", sinks)
+	if err != nil {
+		return nil, err
+	}
+	a, err := exec.CheckAttention(q, k, v, mask, bias, sinks, p)
 	if err != nil {
 		return nil, err
 	}
@@ -98,11 +102,20 @@ func (bk *Backend) Attention(q, k, v, mask, bias exec.Tensor, p exec.AttentionPa
 				sc[j] = sv
 				mx = max(mx, sv)
 			}
+			// the sink joins the max and the sum, then weighs no value
+			var sink float32
+			if st != nil {
+				sink = st.data[h]
+				mx = max(mx, sink)
+			}
 			var sum float32
 			for j, sv := range sc {
-				e := exec.Exp32(sv-mx, s.Math)
+				e := exec.Exp32(at(each && st != nil, f, sv-mx), s.Math)
 				sc[j] = e
 				sum += e
+			}
+			if st != nil {
+				sum += exec.Exp32(at(each, f, sink-mx), s.Math)
 			}
 			clear(acc)
 			for j, w := range sc {

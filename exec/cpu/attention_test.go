@@ -33,7 +33,7 @@ func TestAttentionWindow(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := exec.AttentionParams{Heads: 1, Mask: exec.MaskCausal, Window: c.window}
-		y, err := bk.Attention(q, k, v, nil, nil, p, exec.Out(f32))
+		y, err := bk.Attention(q, k, v, nil, nil, nil, p, exec.Out(f32))
 		near(t, "window "+string(rune('0'+c.window)), values(t, bk, y, err), c.want, 3e-7)
 	}
 	// A window needs a causal mask.
@@ -42,7 +42,7 @@ func TestAttentionWindow(t *testing.T) {
 		if m == exec.MaskExplicit {
 			mt = up(t, bk, f32, []int{1, 4, 4}, make([]float32, 16)...)
 		}
-		if _, err := bk.Attention(q, k, v, mt, nil, exec.AttentionParams{Heads: 1, Mask: m, Window: 2}, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
+		if _, err := bk.Attention(q, k, v, mt, nil, nil, exec.AttentionParams{Heads: 1, Mask: m, Window: 2}, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
 			t.Errorf("window on a %v mask: %v, want ErrUnsupported", m, err)
 		}
 	}
@@ -69,10 +69,10 @@ func TestAttentionSoftcap(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := exec.AttentionParams{Heads: 1, Scale: 1, Softcap: c.cap}
-		y, err := bk.Attention(q, k, v, nil, c.bias, p, exec.Out(f32))
+		y, err := bk.Attention(q, k, v, nil, c.bias, nil, p, exec.Out(f32))
 		near(t, c.name, values(t, bk, y, err), []float64{c.want}, 3e-7)
 	}
-	if _, err := bk.Attention(q, k, v, nil, nil, exec.AttentionParams{Heads: 1, Softcap: -1}, exec.Out(f32)); err == nil {
+	if _, err := bk.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: 1, Softcap: -1}, exec.Out(f32)); err == nil {
 		t.Error("a negative cap accepted")
 	}
 	// RoundEach rounds s/c, tanh and c·tanh separately (eager attention on
@@ -81,7 +81,7 @@ func TestAttentionSoftcap(t *testing.T) {
 	// −0.7265625, ·3 → −2.1875 and y = 0.10107421875; leaving out any one of
 	// the three roundings gives −2.171875 or −2.1796875 and another y.
 	s3 := func(s exec.Spec) float64 {
-		y, err := bk.Attention(up(t, bk, bf16, []int{1, 1, 1}, 1), up(t, bk, bf16, []int{1, 2, 1}, -2.75, 0), v, nil, nil,
+		y, err := bk.Attention(up(t, bk, bf16, []int{1, 1, 1}, 1), up(t, bk, bf16, []int{1, 2, 1}, -2.75, 0), v, nil, nil, nil,
 			exec.AttentionParams{Heads: 1, Scale: 1, Softcap: 3}, s)
 		return float64(values(t, bk, y, err)[0])
 	}
@@ -116,17 +116,17 @@ func TestAttentionALiBi(t *testing.T) {
 		want[h] = mean(slope, [sk]float64{})
 	}
 	p := exec.AttentionParams{Heads: 4, ALiBi: true}
-	y, err := bk.Attention(q, k, v, nil, nil, p, exec.Out(f32))
+	y, err := bk.Attention(q, k, v, nil, nil, nil, p, exec.Out(f32))
 	near(t, "alibi 4 heads", values(t, bk, y, err), want, 3e-7)
 	// With a bias on top: [1, 1, 1, Sk] adds −j to every head.
 	bias := up(t, bk, f32, []int{1, 1, 1, sk}, 0, -1, -2)
 	for h, slope := range []float64{0.25, 0.0625, 0.015625, 0.00390625} {
 		want[h] = mean(slope, [sk]float64{0, -1, -2})
 	}
-	y, err = bk.Attention(q, k, v, nil, bias, p, exec.Out(f32))
+	y, err = bk.Attention(q, k, v, nil, bias, nil, p, exec.Out(f32))
 	near(t, "alibi + bias", values(t, bk, y, err), want, 3e-7)
 	// Causal: query 0 sees key 0 only, whatever the bias.
-	y, err = bk.Attention(q, k, v, nil, nil, exec.AttentionParams{Heads: 4, ALiBi: true, Mask: exec.MaskCausal}, exec.Out(f32))
+	y, err = bk.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: 4, ALiBi: true, Mask: exec.MaskCausal}, exec.Out(f32))
 	near(t, "alibi causal", values(t, bk, y, err), []float64{0, 0, 0, 0}, 0)
 }
 
@@ -159,7 +159,7 @@ func TestAttentionALiBiRounding(t *testing.T) {
 		q := up(t, bk, f, []int{1, 1, h}, make([]float32, h)...)
 		k := up(t, bk, f, []int{1, sk, h}, make([]float32, sk*h)...)
 		vt := up(t, bk, f, []int{1, sk, h}, v...)
-		y, err := bk.Attention(q, k, vt, nil, nil, exec.AttentionParams{Heads: h, ALiBi: true}, exec.Out(f32))
+		y, err := bk.Attention(q, k, vt, nil, nil, nil, exec.AttentionParams{Heads: h, ALiBi: true}, exec.Out(f32))
 		got := values(t, bk, y, err)[h-1]
 		want := pLast(func(j int) float64 {
 			b := float32(float32(slope) * float32(j))
@@ -186,7 +186,7 @@ func TestAttentionALiBiRounding(t *testing.T) {
 		{exec.Spec{Out: bf16, Round: exec.RoundScores}, 0.734375},
 		{exec.Composed(bf16), 0.73046875},
 	} {
-		y, err := bk.Attention(q, k, vv, nil, nil, p, c.s)
+		y, err := bk.Attention(q, k, vv, nil, nil, nil, p, c.s)
 		same(t, "alibi "+c.s.String(), values(t, bk, y, err), []float32{c.want})
 	}
 }
@@ -219,18 +219,72 @@ func TestAttentionBiasBroadcast(t *testing.T) {
 		for i, d := range c.diff {
 			want[i] = sigmoid(d)
 		}
-		y, err := bk.Attention(q, k, v, nil, b, exec.AttentionParams{Heads: 2}, exec.Out(f32))
+		y, err := bk.Attention(q, k, v, nil, b, nil, exec.AttentionParams{Heads: 2}, exec.Out(f32))
 		near(t, c.name, values(t, bk, y, err), want, 3e-7)
 	}
 	// A bf16 bias is read exactly: 1/3 in bf16 is 0.333984375.
 	b := up(t, bk, bf16, []int{2}, 0, 1.0/3)
-	y, err := bk.Attention(q, k, v, nil, b, exec.AttentionParams{Heads: 2}, exec.Out(f32))
+	y, err := bk.Attention(q, k, v, nil, b, nil, exec.AttentionParams{Heads: 2}, exec.Out(f32))
 	s := sigmoid(0.333984375)
 	near(t, "bf16 bias", values(t, bk, y, err), []float64{s, s, s, s}, 3e-7)
 	for _, bad := range [][]int{{3, 1, 2}, {2, 3, 1, 2}, {1, 1, 2, 2}, {1, 1, 1, 1, 2}} {
 		b := up(t, bk, f32, bad, make([]float32, exec.Numel(bad))...)
-		if _, err := bk.Attention(q, k, v, nil, b, exec.AttentionParams{Heads: 2}, exec.Out(f32)); err == nil {
+		if _, err := bk.Attention(q, k, v, nil, b, nil, exec.AttentionParams{Heads: 2}, exec.Out(f32)); err == nil {
 			t.Errorf("bias %v accepted for [2 2 1 2]", bad)
 		}
+	}
+}
+
+// A sink is one more logit per head in each row's softmax whose
+// probability weighs no value: with q = 0 every visible key scores 0, so
+// key j weighs 1/(n + e^sink) for n visible keys, and the row's output is
+// Σ v_j / (n + e^sink).
+func TestAttentionSinks(t *testing.T) {
+	bk := New(2)
+	// two heads of width 1 over one kv head; v = 1, 2, 4, 8 by key
+	q := up(t, bk, f32, []int{1, 4, 2}, make([]float32, 8)...)
+	k := up(t, bk, f32, []int{1, 4, 1}, 1, 1, 1, 1)
+	v := up(t, bk, f32, []int{1, 4, 1}, 1, 2, 4, 8)
+	sinks := up(t, bk, f32, []int{2}, 0, float32(math.Log(3)))
+	rows := func(window int, sink float64) []float64 {
+		var out []float64
+		for i := range 4 {
+			var sum, n float64
+			for j := 0; j <= i; j++ {
+				if window > 0 && j <= i-window {
+					continue
+				}
+				sum += []float64{1, 2, 4, 8}[j]
+				n++
+			}
+			out = append(out, sum/(n+math.Exp(sink)))
+		}
+		return out
+	}
+	interleave := func(a, b []float64) []float64 {
+		var out []float64
+		for i := range a {
+			out = append(out, a[i], b[i])
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		p      exec.AttentionParams
+		window int
+	}{
+		{"causal", exec.AttentionParams{Heads: 2, KVHeads: 1, Mask: exec.MaskCausal}, 0},
+		{"window 2", exec.AttentionParams{Heads: 2, KVHeads: 1, Mask: exec.MaskCausal, Window: 2}, 2},
+	}
+	for _, c := range cases {
+		y, err := bk.Attention(q, k, v, nil, nil, sinks, c.p, exec.Out(f32))
+		near(t, c.name, values(t, bk, y, err), interleave(rows(c.window, 0), rows(c.window, math.Log(3))), 3e-7)
+	}
+	// A row whose keys are all masked weighs nothing (the sink takes it all).
+	m := up(t, bk, f32, []int{1, 1, 4}, 0, 0, 0, 0)
+	y, err := bk.Attention(up(t, bk, f32, []int{1, 1, 2}, 0, 0), k, v, m, nil, sinks, exec.AttentionParams{Heads: 2, KVHeads: 1, Mask: exec.MaskExplicit}, exec.Out(f32))
+	near(t, "every key masked", values(t, bk, y, err), []float64{0, 0}, 0)
+	if _, err := bk.Attention(q, k, v, nil, nil, up(t, bk, f32, []int{3}, 0, 0, 0), exec.AttentionParams{Heads: 2, KVHeads: 1}, exec.Out(f32)); err == nil {
+		t.Error("three sinks for two heads accepted")
 	}
 }

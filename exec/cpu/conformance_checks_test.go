@@ -286,7 +286,7 @@ func (c *conf) checkAttention(prefix string, a attnCheck, specs map[string]exec.
 		}
 		ref := c.cat(blk, a.out)
 		for name, s := range specs {
-			y := c.must(c.bk.Attention(q, k, v, mask, nil, exec.AttentionParams{Heads: a.heads, KVHeads: a.kv, Mask: a.mask}, s))
+			y := c.must(c.bk.Attention(q, k, v, mask, nil, nil, exec.AttentionParams{Heads: a.heads, KVHeads: a.kv, Mask: a.mask}, s))
 			c.compare("rope+attention"+name, c.at(blk, a.out[len(a.out)-1]), y, ref)
 		}
 	}

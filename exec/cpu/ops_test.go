@@ -175,20 +175,20 @@ func TestAttentionOp(t *testing.T) {
 	k := up(t, bk, f32, []int{1, 2, 2}, 1, 0, 0, 1)
 	v := up(t, bk, f32, []int{1, 2, 2}, 1, 2, 3, 4)
 	p0 := 1 / (1 + math.Exp(-1/math.Sqrt2))
-	y, err := bk.Attention(q, k, v, nil, nil, exec.AttentionParams{Heads: 1}, exec.Out(f32))
+	y, err := bk.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: 1}, exec.Out(f32))
 	near(t, "softmax", values(t, bk, y, err), []float64{p0 + 3*(1-p0), 2*p0 + 4*(1-p0)}, 3e-7)
 	// Causal: query 0 sees key 0 only.
 	q2 := up(t, bk, f32, []int{1, 2, 2}, 1, 0, 1, 0)
-	y, err = bk.Attention(q2, k, v, nil, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskCausal}, exec.Out(f32))
+	y, err = bk.Attention(q2, k, v, nil, nil, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskCausal}, exec.Out(f32))
 	near(t, "causal", values(t, bk, y, err), []float64{1, 2, p0 + 3*(1-p0), 2*p0 + 4*(1-p0)}, 3e-7)
 	// Explicit mask hiding key 0.
 	m := up(t, bk, f32, []int{1, 1, 2}, 0, 1)
-	y, err = bk.Attention(q, k, v, m, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskExplicit}, exec.Out(f32))
+	y, err = bk.Attention(q, k, v, m, nil, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskExplicit}, exec.Out(f32))
 	near(t, "mask", values(t, bk, y, err), []float64{3, 4}, 0)
 	// Scale 0 on equal scores gives the mean.
-	y, err = bk.Attention(up(t, bk, f32, []int{1, 1, 2}, 0, 0), k, v, nil, nil, exec.AttentionParams{Heads: 1, Scale: 1}, exec.Out(f32))
+	y, err = bk.Attention(up(t, bk, f32, []int{1, 1, 2}, 0, 0), k, v, nil, nil, nil, exec.AttentionParams{Heads: 1, Scale: 1}, exec.Out(f32))
 	near(t, "uniform", values(t, bk, y, err), []float64{2, 3}, 3e-7)
-	if _, err := bk.Attention(q, k, v, nil, nil, exec.AttentionParams{Heads: 1, KVHeads: 3}, exec.Out(f32)); err == nil {
+	if _, err := bk.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: 1, KVHeads: 3}, exec.Out(f32)); err == nil {
 		t.Error("3 kv heads over 1 head accepted")
 	}
 }

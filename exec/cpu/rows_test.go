@@ -63,8 +63,8 @@ func TestRowIndependent(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				all := vals(t, bk)(bk.Attention(q, k, v, nil, nil, p, tc.s))
-				part = vals(t, bk)(bk.Attention(qs, k, v, nil, nil, p, tc.s))
+				all := vals(t, bk)(bk.Attention(q, k, v, nil, nil, nil, p, tc.s))
+				part = vals(t, bk)(bk.Attention(qs, k, v, nil, nil, nil, p, tc.s))
 				w := tc.heads * d
 				for b := range 2 { // the block's rows of each batch
 					whole = append(whole, all[(b*tc.rows+tc.lo)*w:(b*tc.rows+tc.hi)*w]...)

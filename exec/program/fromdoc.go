@@ -217,9 +217,15 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		if !slices.Contains(RouteScores, r.Score) {
 			return Node{}, fmt.Errorf("route: score %q is not one of softmax, sigmoid or none", r.Score)
 		}
-		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh}
+		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh, Chosen: r.Chosen, Dense: r.Dense}
 	}
 	a.UpFirst = d.UpFirst
+	if x := d.Experts; x != nil {
+		a.Experts = ExpertsParams{Beta: float32(x.Beta), Limit: float32(x.Limit), UpOffset: float32(x.UpOffset)}
+		if err := a.Experts.check(a.Act); err != nil {
+			return Node{}, err
+		}
+	}
 	if c := d.Conv; c != nil {
 		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups}
 	}
@@ -310,8 +316,11 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	d.Shape, d.Perm = slices.Clone(a.Shape), slices.Clone(a.Perm)
 	d.Axis, d.Start, d.End, d.N = a.Axis, a.Start, a.End, a.N
 	if a.Route.K > 0 {
-		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale), TiesHigh: a.Route.TiesHigh}
+		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale), TiesHigh: a.Route.TiesHigh, Chosen: a.Route.Chosen, Dense: a.Route.Dense}
 	}
 	d.UpFirst = a.UpFirst
+	if x := a.Experts; op == OpExperts && x != (ExpertsParams{}) {
+		d.Experts = &semantics.ExpertsAttrs{Beta: float64(x.Beta), Limit: float64(x.Limit), UpOffset: float64(x.UpOffset)}
+	}
 	return d
 }

@@ -18,7 +18,7 @@ const (
 	OpModulate                      // x, shift, scale; Attrs.Modulate
 	OpGatedResidual                 // x, y, gate; Attrs.Act (the gate function)
 	OpRope                          // x, cos, sin; Attrs.Rope
-	OpAttention                     // q, k, v, mask, bias (mask, bias optional); Attrs.Attention
+	OpAttention                     // q, k, v, mask, bias, sinks (the last three optional); Attrs.Attention
 	OpAct                           // x; Attrs.Act
 	OpGLU                           // gate, value; Attrs.Act
 	OpAdd                           // a, b
@@ -38,8 +38,8 @@ const (
 	OpDiv                           // a, b: a / b, rounded once
 	OpRound                         // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
 	OpMean                          // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
-	OpRoute                         // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights and their indices [.., k] (host step)
-	OpExperts                       // x [T, D], indices [T, k], weights [T, k], w1 [E, 2I, D], w2 [E, D, I]; Attrs.Act, UpFirst
+	OpRoute                         // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights ([.., k], or [.., E] dense) and their indices [.., k] (host step)
+	OpExperts                       // x [T, D], indices [T, k] (optional: absent, the weights are dense), weights [T, k] or [T, E], w1 [E, 2I, D], w2 [E, D, I], b1 [E, 2I], b2 [E, D] (biases optional); Attrs.Act, UpFirst, Experts
 	OpSoftmax                       // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
 	OpMinimum                       // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
 	OpMaximum                       // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)
@@ -84,9 +84,10 @@ type Attrs struct {
 	Start     int
 	End       int
 	N         int
-	Route     RouteParams // OpRoute
-	UpFirst   bool        // OpExperts: w1 holds up before gate
-	Conv      ConvParams  // OpConv2D
+	Route     RouteParams   // OpRoute
+	UpFirst   bool          // OpExperts: w1 holds up before gate
+	Experts   ExpertsParams // OpExperts: clamp, Swish-β, offset of up
+	Conv      ConvParams    // OpConv2D
 	// LinearAttention configures OpLinearAttention.
 	LinearAttention LinearAttentionParams
 }

@@ -21,15 +21,50 @@ type RouteParams struct {
 	// TiesHigh: of equal scores the higher index comes first (what
 	// torch.topk on CUDA was seen to do; on the CPU the lower one).
 	TiesHigh bool
+	// Chosen: the K largest logits picked first, the score function then
+	// applied to those K only (top-k, then a softmax over the chosen).
+	Chosen bool
+	// Dense: the weights scattered into [.., E], zero at every expert a
+	// row did not choose (torch.zeros_like(logits).scatter_(1, idx, w)).
+	Dense bool
+}
+
+// ExpertsParams configure the experts' gated unit beyond its activation:
+// h = x·w1ᵀ + b1 split into gate and up; with Limit > 0, gate =
+// min(gate, Limit) and up = clamp(up, −Limit, Limit); with Beta > 0 (silu
+// only) the gate function is gate·σ(Beta·gate) (Swish-β: silu at 1, the
+// "quick GELU" at 1.702); the unit is f(gate)·(up + UpOffset).
+type ExpertsParams struct {
+	Beta     float32
+	Limit    float32
+	UpOffset float32
+}
+
+// check refuses parameters the unit does not define.
+func (p ExpertsParams) check(act exec.ActKind) error {
+	for _, x := range []float32{p.Beta, p.Limit, p.UpOffset} {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("experts: parameters %+v are not finite", p)
+		}
+	}
+	if p.Beta < 0 || p.Limit < 0 {
+		return fmt.Errorf("experts: beta %g and limit %g must not be negative", p.Beta, p.Limit)
+	}
+	if p.Beta > 0 && act != exec.ActSiLU {
+		return fmt.Errorf("experts: beta %g is a parameter of silu, not of %v", p.Beta, act)
+	}
+	return nil
 }
 
 // RouteScores are the score functions a router may apply.
 var RouteScores = []string{"softmax", "sigmoid", ""}
 
-// routeHost picks each row's K largest entries of x [.., E] (after a
-// softmax in f32 when p.Softmax): their weights, rounded to s.Out, and
-// their indices (as f32), largest first, ties to the lower index (the
-// higher with p.TiesHigh). A host step: router logits are tokens × experts.
+// routeHost picks each row's K largest entries of x [.., E] (after the
+// score function, or before it with p.Chosen): their weights, rounded to
+// s.Out, and their indices (as f32), largest first, ties to the lower
+// index (the higher with p.TiesHigh); with p.Dense the weights are laid
+// at their experts' places in a row of E. A host step: router logits are
+// tokens × experts.
 func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) ([]exec.Tensor, error) {
 	shape := x.Shape()
 	if len(shape) == 0 || p.K < 1 || p.K > shape[len(shape)-1] {
@@ -50,18 +85,26 @@ func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) 
 		}
 	}
 	rows := len(v) / e
-	w, idx := make([]float32, rows*p.K), make([]float32, rows*p.K)
+	width := p.K
+	if p.Dense {
+		width = e
+	}
+	w, idx := make([]float32, rows*width), make([]float32, rows*p.K)
 	order := make([]int, e)
+	score := func(x []float32) []float32 { return x }
+	switch p.Score {
+	case "softmax":
+		score = softmax32
+	case "sigmoid":
+		score = sigmoid32
+	case "":
+	default:
+		return nil, fmt.Errorf("route: unknown score function %q", p.Score)
+	}
 	for r := range rows {
 		row := v[r*e : (r+1)*e]
-		switch p.Score {
-		case "softmax":
-			row = softmax32(row)
-		case "sigmoid":
-			row = sigmoid32(row)
-		case "":
-		default:
-			return nil, fmt.Errorf("route: unknown score function %q", p.Score)
+		if !p.Chosen {
+			row = score(row)
 		}
 		for i := range order {
 			order[i] = i
@@ -86,23 +129,33 @@ func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) 
 			}
 			return 0
 		})
-		var sum float32
+		picked := make([]float32, p.K)
 		for j := range p.K {
-			sum += row[order[j]]
+			picked[j] = row[order[j]]
 		}
-		for j := range p.K {
-			x := row[order[j]]
+		if p.Chosen {
+			picked = score(picked)
+		}
+		var sum float32
+		for _, x := range picked {
+			sum += x
+		}
+		for j, x := range picked {
 			if p.Normalize {
 				x /= sum
 			}
 			if p.Scale != 0 {
 				x *= p.Scale
 			}
-			w[r*p.K+j], idx[r*p.K+j] = s.Out.Round(x), float32(order[j])
+			at := r*p.K + j
+			if p.Dense {
+				at = r*e + order[j]
+			}
+			w[at], idx[r*p.K+j] = s.Out.Round(x), float32(order[j])
 		}
 	}
 	out := append(slices.Clone(shape[:len(shape)-1]), p.K)
-	wt, err := b.Upload(w, out, s.Out)
+	wt, err := b.Upload(w, append(slices.Clone(shape[:len(shape)-1]), width), s.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -161,41 +214,77 @@ func sigmoid32(x []float32) []float32 {
 
 // expertsRun is a mixture of experts over tokens x [T, D]: each token's
 // output is Σ_j w[t, j] · expert_{idx[t, j]}(x[t]), where expert e is
-// down_e(act(gate_e(x)) · up_e(x)) with w1 [E, 2I, D] holding gate then
-// up (or up then gate when upFirst), w2 [E, D, I]; added expert by
-// expert in increasing order, as index_add_ over the experts a batch hits.
-// Every expert runs on every token, its weight zero where not chosen
-// (the same sums: a token's unchosen experts add exact zeros).
-func expertsRun(b exec.Backend, x, idx, w, w1, w2 exec.Tensor, act exec.ActKind, upFirst bool, s exec.Spec) (exec.Tensor, error) {
+// down_e(unit(gate_e(x), up_e(x))) + b2_e with w1 [E, 2I, D] holding gate
+// then up (or up then gate when upFirst) and b1 [E, 2I] its bias, w2
+// [E, D, I], b2 [E, D] (biases optional), the unit as p says; added
+// expert by expert in increasing order, as index_add_ over the experts a
+// batch hits. Without indices the weights are dense, [T, E]: every
+// expert's weight for every token, zero where not chosen. Every expert
+// runs on every token, its weight zero where not chosen (the same sums:
+// a token's unchosen experts add exact zeros).
+func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.ActKind, upFirst bool, p ExpertsParams, s exec.Spec) (exec.Tensor, error) {
 	xs, ws1, ws2 := x.Shape(), w1.Shape(), w2.Shape()
 	if len(xs) != 2 || len(ws1) != 3 || len(ws2) != 3 || ws1[0] != ws2[0] || ws1[2] != xs[1] || ws2[1] != xs[1] || ws1[1] != 2*ws2[2] {
 		return nil, fmt.Errorf("experts: tokens %v, w1 %v, w2 %v", xs, ws1, ws2)
 	}
-	iv, err := b.Download(idx)
-	if err != nil {
+	if err := p.check(act); err != nil {
 		return nil, err
+	}
+	experts, inner := ws1[0], ws2[2]
+	if b1 != nil && !slices.Equal(b1.Shape(), []int{experts, 2 * inner}) || b2 != nil && !slices.Equal(b2.Shape(), []int{experts, xs[1]}) {
+		return nil, fmt.Errorf("experts: biases %v, %v for w1 %v, w2 %v", shapeOf(b1), shapeOf(b2), ws1, ws2)
 	}
 	wv, err := b.Download(w)
 	if err != nil {
 		return nil, err
 	}
-	t, k, inner := xs[0], idx.Shape()[len(idx.Shape())-1], ws2[2]
-	if len(iv) != t*k || len(wv) != t*k {
-		return nil, fmt.Errorf("experts: %d tokens, routes %v and %v", t, idx.Shape(), w.Shape())
+	t := xs[0]
+	// coefOf is each token's weight for expert e (nil: no token chose it)
+	var coefOf func(e int) []float32
+	if idx == nil {
+		if !slices.Equal(w.Shape(), []int{t, experts}) {
+			return nil, fmt.Errorf("experts: dense weights %v for %d tokens and %d experts", w.Shape(), t, experts)
+		}
+		coefOf = func(e int) []float32 {
+			coef, hit := make([]float32, t), false
+			for i := range t {
+				coef[i] = wv[i*experts+e]
+				hit = hit || coef[i] != 0
+			}
+			if !hit {
+				return nil
+			}
+			return coef
+		}
+	} else {
+		iv, err := b.Download(idx)
+		if err != nil {
+			return nil, err
+		}
+		k := idx.Shape()[len(idx.Shape())-1]
+		if len(iv) != t*k || len(wv) != t*k {
+			return nil, fmt.Errorf("experts: %d tokens, routes %v and %v", t, idx.Shape(), w.Shape())
+		}
+		coefOf = func(e int) []float32 {
+			coef, hit := make([]float32, t), false
+			for i := range t * k {
+				if int(iv[i]) == e {
+					coef[i/k], hit = wv[i], true
+				}
+			}
+			if !hit {
+				return nil
+			}
+			return coef
+		}
 	}
 	var acc exec.Tensor
-	for e := range ws1[0] {
-		coef := make([]float32, t)
-		hit := false
-		for i := range t * k {
-			if int(iv[i]) == e {
-				coef[i/k], hit = wv[i], true
-			}
-		}
-		if !hit {
+	for e := range experts {
+		coef := coefOf(e)
+		if coef == nil {
 			continue
 		}
-		y, err := expertOnce(b, x, w1, w2, e, inner, coef, act, upFirst, s)
+		y, err := expertOnce(b, x, expertWeights{w1, w2, b1, b2}, e, inner, coef, act, upFirst, p, s)
 		if err != nil {
 			if acc != nil {
 				b.Free(acc)
@@ -220,23 +309,43 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2 exec.Tensor, act exec.ActKind,
 	return acc, nil
 }
 
-// expertOnce is coef ⊙ expert_e(x), coef [T] the tokens' weights for e.
-func expertOnce(b exec.Backend, x, w1, w2 exec.Tensor, e, inner int, coef []float32, act exec.ActKind, upFirst bool, s exec.Spec) (exec.Tensor, error) {
+func shapeOf(t exec.Tensor) []int {
+	if t == nil {
+		return nil
+	}
+	return t.Shape()
+}
+
+// expertWeights are the experts' stacked weights and optional biases.
+type expertWeights struct{ w1, w2, b1, b2 exec.Tensor }
+
+// expertOnce is coef ⊙ expert_e(x), coef [T] the tokens' weights for e:
+// composed of the backend's own ops, each rounding to s.Out as the
+// reference's tensor ops do.
+func expertOnce(b exec.Backend, x exec.Tensor, ws expertWeights, e, inner int, coef []float32, act exec.ActKind, upFirst bool, p ExpertsParams, s exec.Spec) (exec.Tensor, error) {
 	sc := &scratch{b: b}
 	defer sc.free()
 	keep := sc.keep
 	row := func(w exec.Tensor) (exec.Tensor, error) {
+		if w == nil {
+			return nil, nil
+		}
 		r, err := keep(b.Slice(w, 0, e, e+1))
 		if err != nil {
 			return nil, err
 		}
 		return keep(b.Reshape(r, w.Shape()[1:]))
 	}
-	we1, err := row(w1)
+	scalar := func(v float32) (exec.Tensor, error) { return keep(b.Upload([]float32{v}, []int{1}, precision.F32)) }
+	we1, err := row(ws.w1)
 	if err != nil {
 		return nil, err
 	}
-	h, err := keep(b.Linear(x, we1, nil, s))
+	be1, err := row(ws.b1)
+	if err != nil {
+		return nil, err
+	}
+	h, err := keep(b.Linear(x, we1, be1, s))
 	if err != nil {
 		return nil, err
 	}
@@ -251,15 +360,67 @@ func expertOnce(b exec.Backend, x, w1, w2 exec.Tensor, e, inner int, coef []floa
 	if upFirst {
 		gate, up = up, gate
 	}
-	g, err := keep(b.GLU(gate, up, act, s))
+	if p.Limit > 0 {
+		hi, err := scalar(p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		lo, err := scalar(-p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		if gate, err = keep(b.Minimum(gate, hi, s)); err != nil {
+			return nil, err
+		}
+		if up, err = keep(b.Minimum(up, hi, s)); err != nil {
+			return nil, err
+		}
+		if up, err = keep(b.Maximum(up, lo, s)); err != nil {
+			return nil, err
+		}
+	}
+	if p.UpOffset != 0 {
+		c, err := scalar(p.UpOffset)
+		if err != nil {
+			return nil, err
+		}
+		if up, err = keep(b.Add(up, c, s)); err != nil {
+			return nil, err
+		}
+	}
+	var g exec.Tensor
+	if p.Beta > 0 {
+		// gate·σ(β·gate), as written: three ops, each rounded
+		beta, err := scalar(p.Beta)
+		if err != nil {
+			return nil, err
+		}
+		z, err := keep(b.Mul(gate, beta, s))
+		if err != nil {
+			return nil, err
+		}
+		if z, err = keep(b.Act(z, exec.ActSigmoid, s)); err != nil {
+			return nil, err
+		}
+		if z, err = keep(b.Mul(gate, z, s)); err != nil {
+			return nil, err
+		}
+		g, err = keep(b.Mul(up, z, s))
+		if err != nil {
+			return nil, err
+		}
+	} else if g, err = keep(b.GLU(gate, up, act, s)); err != nil {
+		return nil, err
+	}
+	we2, err := row(ws.w2)
 	if err != nil {
 		return nil, err
 	}
-	we2, err := row(w2)
+	be2, err := row(ws.b2)
 	if err != nil {
 		return nil, err
 	}
-	y, err := keep(b.Linear(g, we2, nil, s))
+	y, err := keep(b.Linear(g, we2, be2, s))
 	if err != nil {
 		return nil, err
 	}

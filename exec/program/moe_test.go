@@ -68,6 +68,21 @@ func TestRoute(t *testing.T) {
 	if !slices.Equal(idx, []float32{0, 1, 0, 3}) || !slices.Equal(w, []float32{1, 3, 2, 4}) {
 		t.Errorf("biased choice: indices %v weights %v, want [0 1 0 3] [1 3 2 4]", idx, w)
 	}
+	// picked on the logits, then a softmax over the two chosen, laid
+	// densely at their experts' places
+	outs, err = routeHost(b, x, nil, RouteParams{K: 2, Score: "softmax", Chosen: true, Dense: true}, exec.Out(precision.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ = b.Download(outs[0])
+	idx, _ = b.Download(outs[1])
+	a, c := softmax32([]float32{3, 3}), softmax32([]float32{4, 2})
+	if want := []float32{0, a[0], a[1], 0, c[1], 0, 0, c[0]}; !slices.Equal(w, want) || !slices.Equal(idx, []float32{1, 2, 3, 0}) {
+		t.Errorf("chosen, dense: weights %v indices %v, want %v [1 2 3 0]", w, idx, want)
+	}
+	if s := outs[0].Shape(); !slices.Equal(s, []int{2, 4}) {
+		t.Errorf("dense weights %v, want [2 4]", s)
+	}
 	if _, err := routeHost(b, x, nil, RouteParams{K: 5}, exec.Out(precision.F32)); err == nil {
 		t.Error("top 5 of 4 accepted")
 	}
@@ -99,7 +114,7 @@ func TestExperts(t *testing.T) {
 		}
 		return x
 	}
-	got, err := expertsRun(b, up(xs, []int{T, D}), up(idx, []int{T, 2}), up(wts, []int{T, 2}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), exec.ActSiLU, false, exec.Out(precision.F32))
+	got, err := expertsRun(b, up(xs, []int{T, D}), up(idx, []int{T, 2}), up(wts, []int{T, 2}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActSiLU, false, ExpertsParams{}, exec.Out(precision.F32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +202,86 @@ func TestSoftmaxHost(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%v: %v, want %v", f, got, want)
+		}
+	}
+}
+
+// TestExpertsUnit: dense routing weights, biases on both projections,
+// the clamp, Swish-β and the offset of up, against a hand computation in
+// f64 (gate = min(h_g, L), up = clamp(h_u, ±L), unit =
+// gate·σ(β·gate)·(up + c)); and the parameters the unit does not define
+// refused.
+func TestExpertsUnit(t *testing.T) {
+	b := cpu.New(1)
+	const T, D, I, E = 3, 2, 2, 3
+	xs := []float32{1, -1, 0.5, 2, -1.5, 0.25}
+	w1, w2 := make([]float32, E*2*I*D), make([]float32, E*D*I)
+	b1, b2 := make([]float32, E*2*I), make([]float32, E*D)
+	for i := range w1 {
+		w1[i] = 3 * float32(math.Sin(float64(i)+1))
+	}
+	for i := range w2 {
+		w2[i] = float32(math.Cos(float64(i) + 1))
+	}
+	for i := range b1 {
+		b1[i] = 0.5 * float32(math.Cos(float64(3*i)))
+	}
+	for i := range b2 {
+		b2[i] = 0.25 * float32(math.Sin(float64(5*i)))
+	}
+	dense := []float32{0.75, 0, 0.25, 0, 1, 0, 0.5, 0.5, 0} // [T, E]
+	up := func(d []float32, s []int) exec.Tensor {
+		x, err := b.Upload(d, s, precision.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, p := range []ExpertsParams{{}, {Limit: 2}, {Beta: 1.702}, {UpOffset: 1}, {Beta: 1.702, Limit: 2, UpOffset: 1}} {
+		got, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}),
+			up(b1, []int{E, 2 * I}), up(b2, []int{E, D}), exec.ActSiLU, false, p, exec.Out(precision.F32))
+		if err != nil {
+			t.Fatalf("%+v: %v", p, err)
+		}
+		y, _ := b.Download(got)
+		beta := float64(p.Beta)
+		if beta == 0 {
+			beta = 1
+		}
+		for tok := range T {
+			for r := range D {
+				var want float64
+				for e := range E {
+					wt := float64(dense[tok*E+e])
+					h := make([]float64, 2*I)
+					for j := range 2 * I {
+						h[j] = float64(b1[e*2*I+j])
+						for c := range D {
+							h[j] += float64(w1[(e*2*I+j)*D+c]) * float64(xs[tok*D+c])
+						}
+					}
+					out := float64(b2[e*D+r])
+					for c := range I {
+						g, u := h[c], h[I+c]
+						if l := float64(p.Limit); l > 0 {
+							g, u = math.Min(g, l), math.Max(math.Min(u, l), -l)
+						}
+						out += float64(w2[(e*D+r)*I+c]) * g / (1 + math.Exp(-beta*g)) * (u + float64(p.UpOffset))
+					}
+					want += wt * out
+				}
+				if math.Abs(float64(y[tok*D+r])-want) > 1e-5*math.Max(1, math.Abs(want)) {
+					t.Errorf("%+v: token %d channel %d = %v, want %v", p, tok, r, y[tok*D+r], want)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		act exec.ActKind
+		p   ExpertsParams
+	}{{exec.ActGELUTanh, ExpertsParams{Beta: 1.702}}, {exec.ActSiLU, ExpertsParams{Limit: -1}}, {exec.ActSiLU, ExpertsParams{UpOffset: float32(math.Inf(1))}}} {
+		if _, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), nil, nil, c.act, false, c.p, exec.Out(precision.F32)); err == nil {
+			t.Errorf("%v %+v accepted", c.act, c.p)
 		}
 	}
 }

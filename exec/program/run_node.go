@@ -29,7 +29,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpRope:
 		return one(b.Rope(in[0], in[1], in[2], a.Rope, n.Spec))
 	case OpAttention:
-		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), a.Attention, n.Spec))
+		return one(b.Attention(in[0], in[1], in[2], in[3], at(in, 4), at(in, 5), a.Attention, n.Spec))
 	case OpAct:
 		return one(b.Act(in[0], a.Act, n.Spec))
 	case OpGLU:
@@ -87,7 +87,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpSoftmax:
 		return one(softmaxHost(b, in[0], n.Spec))
 	case OpExperts:
-		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], a.Act, a.UpFirst, n.Spec))
+		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], at(in, 5), at(in, 6), a.Act, a.UpFirst, a.Experts, n.Spec))
 	case OpConv2D:
 		return one(conv2dRun(b, in[0], in[1], at(in, 2), a.Conv, n.Spec))
 	case OpLinearAttention:
@@ -159,11 +159,12 @@ func meanHost(b exec.Backend, x, mask exec.Tensor, axis int, s exec.Spec) (exec.
 
 // at is input i, or nil when the node has fewer inputs (an optional input
 // left off the end: an attention node of four inputs has no bias).
-func at(in []exec.Tensor, i int) exec.Tensor {
+func at[T any](in []T, i int) T {
 	if i < len(in) {
 		return in[i]
 	}
-	return nil
+	var none T
+	return none
 }
 
 // gather picks rows of table [R, W] by the integer ids (host step: the

@@ -63,6 +63,9 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 				return nil, err
 			}
 		}
+		if len(in) > 5 && in[5] != nil && (len(in[5]) != 1 || in[5][0] != p.Heads) {
+			return nil, fmt.Errorf("sinks %v for %d heads", in[5], p.Heads)
+		}
 		return one(x)
 	case OpGLU:
 		if !slices.Equal(x, in[1]) {
@@ -176,14 +179,32 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		}
 		out := slices.Clone(x)
 		out[len(out)-1] = k
-		return [][]int{out, slices.Clone(out)}, nil
+		w := slices.Clone(out)
+		if n.Attrs.Route.Dense {
+			w = slices.Clone(x)
+		}
+		return [][]int{w, out}, nil
 	case OpExperts:
 		w1, w2 := in[3], in[4]
 		if len(x) != 2 || len(w1) != 3 || len(w2) != 3 || w1[0] != w2[0] || w1[2] != x[1] || w2[1] != x[1] || w1[1] != 2*w2[2] {
 			return nil, fmt.Errorf("tokens %v do not fit experts %v, %v", x, w1, w2)
 		}
-		if !slices.Equal(in[1], in[2]) || len(in[1]) != 2 || in[1][0] != x[0] {
+		switch {
+		case in[1] == nil: // dense weights, one per expert
+			if !slices.Equal(in[2], []int{x[0], w1[0]}) {
+				return nil, fmt.Errorf("dense routing weights %v for tokens %v and %d experts", in[2], x, w1[0])
+			}
+		case !slices.Equal(in[1], in[2]) || len(in[1]) != 2 || in[1][0] != x[0]:
 			return nil, fmt.Errorf("routes %v and %v for tokens %v", in[1], in[2], x)
+		}
+		if b := at(in, 5); b != nil && !slices.Equal(b, []int{w1[0], w1[1]}) {
+			return nil, fmt.Errorf("bias %v for w1 %v", b, w1)
+		}
+		if b := at(in, 6); b != nil && !slices.Equal(b, []int{w2[0], w2[1]}) {
+			return nil, fmt.Errorf("bias %v for w2 %v", b, w2)
+		}
+		if err := n.Attrs.Experts.check(n.Attrs.Act); err != nil {
+			return nil, err
 		}
 		return [][]int{slices.Clone(x)}, nil
 	case OpGather:

@@ -85,8 +85,8 @@ func (c *Counting) Norm(x, g, b exec.Tensor, p exec.NormParams, s exec.Spec) (ex
 func (c *Counting) Rope(x, cs, sn exec.Tensor, p exec.RopeParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Rope(x, cs, sn, p, s))
 }
-func (c *Counting) Attention(q, k, v, m, bias exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
-	return c.track(c.Backend.Attention(q, k, v, m, bias, p, s))
+func (c *Counting) Attention(q, k, v, m, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
+	return c.track(c.Backend.Attention(q, k, v, m, bias, sinks, p, s))
 }
 func (c *Counting) Modulate(x, sh, sc exec.Tensor, p exec.ModulateParams, s exec.Spec) (exec.Tensor, error) {
 	return c.track(c.Backend.Modulate(x, sh, sc, p, s))

@@ -25,6 +25,7 @@ type attnChoice struct {
 	bias      *val     // an additive score bias the scope holds (a mask, a position bias), or nil
 	ropeAfter bool
 	clip      float64 // q, k, v clamped to ±clip before RoPE (0: not)
+	sinks     *val    // a per-head logit joined to each row's softmax (an attention sink), or nil
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention
@@ -77,7 +78,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	var evidence []semantics.Candidate
 	sub := sampledRows(t)
 	try := func(ch attnChoice) {
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
 		if ch.q.shape[1] == t.shape[1] && sub != nil {
 			// a long sequence: scored on its first rows (every key, so
 			// causal, windowed and ALiBi scores are the full run's);
@@ -86,7 +87,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			if qs == nil {
 				return
 			}
-			es := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{qs, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+			es := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{qs, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
 			_, score := s.ev.score(es, sub)
 			evidence = append(evidence, semantics.Candidate{Value: ch.label + fmt.Sprintf(" (first %d rows)", sub.shape[1]), Score: finite(score)})
 			if !math.IsInf(score, 1) {
@@ -122,6 +123,8 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			all = append(all, c)
 		}
 	}
+	// each choice is tried as it is and with each sink the scope holds
+	try = s.withSinks(sc, try)
 	// scan tries every triple × head width × causality × RoPE choice;
 	// wide adds the rarer forms (q rotated alone, tables re-laid for
 	// adjacent pairs), which a second scan tries only when the first
@@ -195,7 +198,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		scan(s.permutedQKV(sc, t), tables, false)
 	}
 	if !anyWithin(all, tol) {
-		relaid := s.relaid(tables)
+		relaid := append(s.relaid(tables), s.doubled(tables)...)
 		scan(append(triples, mixed...), relaid, false)
 		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
 	}
@@ -219,7 +222,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	for i := range min(6, len(all)) {
 		ch := all[i]
 		if ch.result == nil { // scored on sampled rows: run whole
-			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil}, out: t.format, label: ch.label}
+			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
 			v, score := s.ev.score(e, t)
 			if v == nil {
 				continue

@@ -256,6 +256,25 @@ func (s *synth) relaid(tables [][2]*val) [][2]*val {
 	return out
 }
 
+// doubled are tables of half a head's width laid out for the half
+// layout: each table joined to itself along its last axis ([f | f]), as
+// code that rotates x = [x1 | x2] by x1·cos − x2·sin, x2·cos + x1·sin with
+// a table of D/2 columns computes.
+func (s *synth) doubled(tables [][2]*val) [][2]*val {
+	var out [][2]*val
+	for _, tb := range tables {
+		var two [2]*val
+		for i, t := range tb {
+			n := len(t.shape)
+			two[i] = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{t, t}, out: t.format, label: "a half-width table joined to itself"})
+		}
+		if two[0] != nil && two[1] != nil {
+			out = append(out, two)
+		}
+	}
+	return out
+}
+
 // pairedHalf re-lays a table of the half layout ([f | f]: its two halves
 // equal) for rotation of adjacent pairs: the first half's channels each
 // repeated for its pair (cos[..., :D/2].repeat_interleave(2)), as models

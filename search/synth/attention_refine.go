@@ -29,7 +29,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		if curMask != nil {
 			p.Mask = exec.MaskExplicit
 		}
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, curMask, curBias}, out: t.format}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, curMask, curBias, ch.sinks}, out: t.format}
 		if ch.q.shape[1] == t.shape[1] {
 			v, sc := s.ev.score(e, t)
 			return sc, v
@@ -157,7 +157,7 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 				return nil, math.Inf(1)
 			}
 		}
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: c2.params}, args: []*val{c2.q, c2.k, c2.v, nil, c2.bias}, out: t.format}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: c2.params}, args: []*val{c2.q, c2.k, c2.v, nil, c2.bias, c2.sinks}, out: t.format}
 		v, sc := s.ev.score(e, t)
 		if c2.q.shape[1] != t.shape[1] {
 			full, err := s.ev.run(e)

@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,6 +162,10 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_gpt_oss.py, reimplemented (bench/unseen/capture_reimpl.py):
+	// swiglu_limit 7, alpha 1.702, (up + 1), sinks, sliding window 4 in even layers
+	"gpt_oss": {"attention_sinks": true, "attention_window": 4.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true,
+		"mlp_limit": 7.0, "mlp_swish_beta": 1.702, "mlp_up_offset": 1.0},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
@@ -191,4 +196,74 @@ func discoverComplete(t *testing.T, path string) (*Result, *trace.Trace) {
 		t.Fatalf("taken from the trace: %v", res.Opaque)
 	}
 	return res, tr
+}
+
+// TestUnseenAttentionSinks: gpt_oss (fixtures/unseen, a faithful torch
+// reimplementation of transformers' code, bench/unseen/capture_reimpl.py)
+// has attention sinks, a sliding window of 4 in its first layer and full
+// causal attention in its second, and RoPE from a YaRN table of half a
+// head's width carrying a magnitude. Discovery must explain every
+// attention output with the sink bound to the attention's [H] parameter
+// and read the windows and the RoPE table (TestUnseenArchitectures checks
+// the whole document and its generation).
+func TestUnseenAttentionSinks(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "gpt_oss-f32.npz")
+	tr, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := Discover(context.Background(), tr, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range res.Unexplained {
+		if strings.Contains(u, "o_proj/arg0") || strings.Contains(u, "rotary_emb/") {
+			t.Errorf("%s not explained", u)
+		}
+	}
+	pg := res.Doc.Program
+	weights := map[string]string{}
+	for _, v := range pg.Values {
+		if v.Kind == "weight" {
+			weights[v.Name] = v.Source
+		}
+	}
+	// each of the program's attentions reads its own module's sink logits
+	bound := 0
+	for _, n := range pg.Nodes {
+		if n.Op != "attention" {
+			continue
+		}
+		if len(n.In) < 6 || !strings.HasSuffix(weights[n.In[5]], ".self_attn.sinks") {
+			t.Errorf("attention node %v reads no sinks", n.In)
+		}
+		bound++
+	}
+	if bound != 2 {
+		t.Errorf("%d attention nodes in the program, want one per layer (2)", bound)
+	}
+	var sinks []string
+	for _, f := range res.Doc.Factors {
+		if f.Name == "attention_sinks" {
+			sinks = append(sinks, f.Scope)
+		}
+	}
+	if want := []string{"text_encoder.layers.0.self_attn", "text_encoder.layers.1.self_attn"}; !slices.Equal(sinks, want) {
+		t.Errorf("attention sinks found at %v, want %v", sinks, want)
+	}
+	windows := map[string]any{}
+	for _, f := range res.Doc.Factors {
+		switch f.Name {
+		case "attention_window":
+			windows[f.Scope] = f.Value
+		case "attention_sinks", "rope_layout", "attention_causal":
+			if want := map[string]any{"attention_sinks": true, "rope_layout": "half", "attention_causal": true}[f.Name]; !sameValue(f.Value, want) {
+				t.Errorf("%s at %s = %v, want %v", f.Name, f.Scope, f.Value, want)
+			}
+		}
+	}
+	if len(windows) != 1 || !sameValue(windows["text_encoder.layers.0.self_attn"], 4.0) {
+		t.Errorf("attention windows %v, want 4 in the first layer only", windows)
+	}
 }

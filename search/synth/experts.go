@@ -13,14 +13,33 @@ import (
 	"github.com/zflow/zflow/trace"
 )
 
-// fitRouter explains a call with one weight matrix and three results as
-// a mixture-of-experts router: the logits (a linear of its input, as
-// [tokens, experts]), then each row's top-k weights and expert indices
-// (the integral result), in whatever order the call returns them. nil
-// when the results are not that.
-func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
+// routerParams: a router's parameters are one weight matrix [E, D] and,
+// maybe, a bias [E].
+func routerParams(params []*val) bool {
+	switch {
+	case len(params) == 1:
+		return isMatrix(params[0])
+	case len(params) == 2:
+		return isMatrix(params[0]) && len(params[1].shape) == 1 && params[1].shape[0] == params[0].shape[0]
+	}
+	return false
+}
+
+// fitRouter explains a call with one weight matrix (and maybe its bias)
+// and three results as a mixture-of-experts router: the logits (a linear
+// of its input, as [tokens, experts]), then each row's top-k weights and
+// expert indices (the integral result), in whatever order the call
+// returns them; or two results, the weights and indices, the weights
+// maybe laid densely over the experts. nil when the results are not that.
+func (s *synth) fitRouter(x *val, params []*val, targets []*val) []*val {
+	w := params[0]
+	var bias *val
+	if len(params) > 1 {
+		bias = params[1]
+	}
 	e := w.shape[0]
 	li, wi, ii := -1, -1, -1
+	dense := false
 	for i, t := range targets {
 		last := 0
 		if len(t.shape) > 0 {
@@ -35,18 +54,21 @@ func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
 			wi = i
 		}
 	}
-	if len(targets) == 2 && ii >= 0 && li >= 0 && wi < 0 && targets[li].shape[len(targets[li].shape)-1] == targets[ii].shape[len(targets[ii].shape)-1] {
-		wi, li = li, -1 // k = E is read as logits; two results are the weights and indices
+	if len(targets) == 2 && ii >= 0 && li >= 0 && wi < 0 {
+		// two results are the weights and indices: the weights [.., k]
+		// (k = E is read as logits), or dense [.., E]
+		dense = targets[li].shape[len(targets[li].shape)-1] != targets[ii].shape[len(targets[ii].shape)-1]
+		wi, li = li, -1
 	}
 	if len(targets) == 2 && ii >= 0 && wi >= 0 && li < 0 {
 		// only the weights and indices: the logits stay inside
 		iT := targets[ii]
 		x2 := s.reshape(x, []int{iT.numel() / iT.shape[len(iT.shape)-1], x.shape[len(x.shape)-1]})
-		logits := s.derive(&expr{op: program.OpLinear, args: []*val{x2, w, nil}, out: targets[wi].format, label: "router logits"})
+		logits := s.derive(&expr{op: program.OpLinear, args: []*val{x2, w, bias}, out: targets[wi].format, label: "router logits"})
 		if logits == nil {
 			return nil
 		}
-		wv, iv := s.routes(logits, targets[wi], iT)
+		wv, iv := s.routes(logits, targets[wi], iT, dense)
 		if wv == nil {
 			return nil
 		}
@@ -62,11 +84,11 @@ func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
 	if x2 == nil {
 		return nil
 	}
-	logits := s.fitLinear(x2, []*val{w}, lT)
+	logits := s.fitLinear(x2, params, lT)
 	if logits == nil {
 		return nil
 	}
-	wv, iv := s.routes(logits, targets[wi], targets[ii])
+	wv, iv := s.routes(logits, targets[wi], targets[ii], false)
 	if wv == nil {
 		return nil
 	}
@@ -77,12 +99,16 @@ func (s *synth) fitRouter(x, w *val, targets []*val) []*val {
 
 // routes explains wT and iT [.., k] as the top-k weights and indices of
 // logits [.., E]: the score function, renormalisation and a scale
-// searched; the indices must match exactly. nil, nil when none does.
-func (s *synth) routes(logits, wT, iT *val) (*val, *val) {
-	if !slices.Equal(wT.shape, iT.shape) || len(wT.shape) == 0 || !iT.integral() {
+// searched; the indices must match exactly. With dense, wT is [.., E]:
+// the weights laid at their experts' places. nil, nil when none does.
+func (s *synth) routes(logits, wT, iT *val, dense bool) (*val, *val) {
+	if len(wT.shape) == 0 || len(iT.shape) == 0 || !iT.integral() {
 		return nil, nil
 	}
-	k, e := wT.shape[len(wT.shape)-1], logits.shape[len(logits.shape)-1]
+	if !dense && !slices.Equal(wT.shape, iT.shape) || dense && wT.numel()/wT.shape[len(wT.shape)-1] != iT.numel()/iT.shape[len(iT.shape)-1] {
+		return nil, nil
+	}
+	k, e := iT.shape[len(iT.shape)-1], logits.shape[len(logits.shape)-1]
 	if k > e {
 		return nil, nil
 	}
@@ -92,6 +118,10 @@ func (s *synth) routes(logits, wT, iT *val) (*val, *val) {
 	}
 	var ev []semantics.Candidate
 	for _, r := range routeExprs(in, nil, k, wT.format, "") {
+		if dense {
+			r.attrs.Route.Dense = true
+			r.label += " dense"
+		}
 		iv, err := s.ev.run(pickOf(r, 1))
 		if err != nil || !slices.Equal(iv.data, iT.data) {
 			continue
@@ -179,51 +209,198 @@ func (s *synth) routed(t *val, vals []*val) *val {
 	return nil
 }
 
-// fitExperts explains a call with two rank-3 weights as a mixture of
-// experts over its tokens, routed by the integer indices and weights
-// among its arguments: which weight is which, the activation of the
-// gated unit and the order of gate and up in the fused projection
-// searched.
+// fitExperts explains a call with two rank-3 weights (and maybe a bias
+// of rank 2 for each) as a mixture of experts over its tokens, routed by
+// the integer indices and weights among its arguments, or by dense
+// weights [T, E]: which weight is which, the activation of the gated unit
+// and the order of gate and up in the fused projection searched; where
+// none of those reproduces the call, the unit's numbers too (fitUnit).
 func (s *synth) fitExperts(xs, params []*val, t *val) *val {
-	if len(xs) < 3 || len(t.shape) != 2 {
+	if len(xs) < 2 || len(t.shape) < 2 {
 		return nil
 	}
 	x := xs[0]
+	d := x.shape[len(x.shape)-1]
+	tokens := x.numel() / d
+	x2 := s.reshape(x, []int{tokens, d})
+	if x2 == nil || t.numel() != x.numel() {
+		return nil
+	}
 	var idx, wts *val
 	for _, a := range xs[1:] {
 		switch {
 		case a.integral() && idx == nil:
 			idx = a
-		case wts == nil:
+		case !a.integral() && wts == nil:
 			wts = a
 		}
 	}
-	if idx == nil || wts == nil || !slices.Equal(idx.shape, wts.shape) {
+	layouts := s.expertLayouts(params, d, false)
+	if wts == nil || len(layouts) == 0 {
 		return nil
 	}
+	e := layouts[0].w1.shape[0]
+	var rIdx, rWts *val // the routing as the experts op reads it (rIdx nil: dense)
+	switch {
+	case idx != nil && slices.Equal(idx.shape, wts.shape) && len(idx.shape) == 2 && idx.shape[0] == tokens:
+		rIdx, rWts = idx, wts
+	case wts.numel() == tokens*e:
+		rWts = s.reshape(wts, []int{tokens, e})
+	default:
+		return nil
+	}
+	t2 := t
+	if len(t.shape) != 2 {
+		t2 = &val{shape: []int{tokens, d}, data: t.data, format: t.format}
+	}
+	mk := func(u unitChoice, p program.ExpertsParams) *expr {
+		l := u.layout
+		return &expr{op: program.OpExperts, attrs: program.Attrs{Act: u.act, UpFirst: u.upFirst, Experts: p}, args: []*val{x2, rIdx, rWts, l.w1, l.w2, l.b1, l.b2}, out: t.format,
+			label: fmt.Sprintf("experts %s up_first=%v %s", u.act, u.upFirst, l.label)}
+	}
+	var units []unitChoice
 	var cands []*expr
-	for _, w := range [][2]*val{{params[0], params[1]}, {params[1], params[0]}} {
-		w1, w2 := w[0], w[1]
-		if w1.shape[0] != w2.shape[0] || w1.shape[1] != 2*w2.shape[2] || w1.shape[2] != x.shape[len(x.shape)-1] {
-			continue
-		}
+	for _, l := range layouts {
 		for _, a := range glueActs {
 			for _, upFirst := range []bool{false, true} {
-				cands = append(cands, &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x, idx, wts, w1, w2}, out: t.format,
-					label: fmt.Sprintf("experts %s up_first=%v", a, upFirst)})
+				u := unitChoice{layout: l, act: a, upFirst: upFirst}
+				units, cands = append(units, u), append(cands, mk(u, program.ExpertsParams{}))
 			}
 		}
 	}
-	v, ev := s.best(t, cands)
-	if v != nil {
-		v.fit = &leafFit{kind: "experts", act: v.from.attrs.Act, candidates: ev}
-		s.mlps = append(s.mlps, mlpRecord{scope: s.scopeOf, boundary: t.origin, x: v})
+	var fit *leafFit
+	y, ev := s.best(t2, cands)
+	if y != nil {
+		fit = &leafFit{kind: "experts", act: y.from.attrs.Act, candidates: ev}
+	} else {
+		// the unit's numbers: the plain forms failed; interleaved gate
+		// and up are tried here too
+		for _, l := range s.expertLayouts(params, d, true) {
+			for _, a := range glueActs {
+				for _, upFirst := range []bool{false, true} {
+					units = append(units, unitChoice{layout: l, act: a, upFirst: upFirst})
+				}
+			}
+		}
+		if y, fit = s.fitUnit(t2, units, mk); y == nil {
+			return nil
+		}
 	}
+	v := y
+	if t2 != t {
+		if v = s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: "tokens as the call holds them"}); v == nil {
+			return nil
+		}
+	}
+	v.fit = fit
+	s.mlps = append(s.mlps, mlpRecord{scope: s.scopeOf, boundary: t.origin, x: v})
 	return v
 }
 
+// expertLayout is one reading of the experts' parameters as the experts
+// op takes them: w1 [E, 2I, D], w2 [E, D, I], biases [E, 2I] and [E, D]
+// (nil: none).
+type expertLayout struct {
+	w1, w2, b1, b2 *val
+	label          string
+}
+
+// expertLayouts reads two rank-3 parameters, and biases of rank 2 when
+// the call has them, as the experts op takes them: each way round, each
+// stored [out, in] or [in, out] (grouped GEMMs store [E, D, 2I], permuted
+// here); with interleaved, gate and up alternate along 2I (gate_up[...,
+// ::2] and [..., 1::2]) and are re-laid as two halves, the bias alike.
+func (s *synth) expertLayouts(params []*val, d int, interleaved bool) []expertLayout {
+	var r3, r2 []*val
+	for _, p := range params {
+		switch len(p.shape) {
+		case 3:
+			r3 = append(r3, p)
+		case 2:
+			r2 = append(r2, p)
+		default:
+			return nil
+		}
+	}
+	if len(r3) != 2 || len(r2) != 0 && len(r2) != 2 {
+		return nil
+	}
+	permute := func(v *val, perm []int, label string) *val {
+		return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: label})
+	}
+	var out []expertLayout
+	for _, pair := range [][2]*val{{r3[0], r3[1]}, {r3[1], r3[0]}} {
+		a, b := pair[0], pair[1]
+		e := a.shape[0]
+		if b.shape[0] != e {
+			continue
+		}
+		var w1s []*val
+		if a.shape[2] == d && a.shape[1]%2 == 0 {
+			w1s = append(w1s, a)
+		}
+		if a.shape[1] == d && a.shape[2]%2 == 0 && a.shape[2] != d {
+			w1s = append(w1s, permute(a, []int{0, 2, 1}, "stored [in, out]"))
+		}
+		for _, w1 := range w1s {
+			if w1 == nil {
+				continue
+			}
+			i := w1.shape[1] / 2
+			var w2 *val
+			switch {
+			case b.shape[1] == d && b.shape[2] == i:
+				w2 = b
+			case b.shape[1] == i && b.shape[2] == d:
+				w2 = permute(b, []int{0, 2, 1}, "stored [in, out]")
+			}
+			if w2 == nil {
+				continue
+			}
+			// the biases by their shapes: [E, 2I] for w1, [E, D] for w2
+			var biases [][2]*val
+			switch {
+			case len(r2) == 0:
+				biases = [][2]*val{{nil, nil}}
+			default:
+				for _, bp := range [][2]*val{{r2[0], r2[1]}, {r2[1], r2[0]}} {
+					if slices.Equal(bp[0].shape, []int{e, 2 * i}) && slices.Equal(bp[1].shape, []int{e, d}) {
+						biases = append(biases, bp)
+					}
+				}
+			}
+			for _, bs := range biases {
+				l := expertLayout{w1: w1, w2: w2, b1: bs[0], b2: bs[1], label: "gate|up halves"}
+				if interleaved {
+					l.label = "gate/up interleaved"
+					l.w1 = s.deinterleave(w1, []int{e, i, 2, d}, []int{0, 2, 1, 3})
+					if bs[0] != nil {
+						l.b1 = s.deinterleave(bs[0], []int{e, i, 2}, []int{0, 2, 1})
+					}
+					if l.w1 == nil || bs[0] != nil && l.b1 == nil {
+						continue
+					}
+				}
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// deinterleave re-lays v's axis 1, whose entries alternate gate and up,
+// as the gate entries then the up ones: v viewed as split, the pair axis
+// moved before the entries', joined back to v's shape.
+func (s *synth) deinterleave(v *val, split, perm []int) *val {
+	p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{s.reshape(v, split)}, out: v.format, label: "gate and up interleaved"})
+	return s.reshape(p, v.shape)
+}
+
 // routeCandidates are the routers tried for top k: each score function,
-// renormalised or not, ties to the lower index first, then to the higher.
+// renormalised or not, ties to the lower index first, then to the higher;
+// then the softmax over the chosen k logits (pick, then score: the same
+// as softmax, pick, renormalise, but for rounding; a pointwise score
+// picks the same either way).
 func routeCandidates(k int) []program.RouteParams {
 	var out []program.RouteParams
 	for _, high := range []bool{false, true} {
@@ -233,11 +410,18 @@ func routeCandidates(k int) []program.RouteParams {
 			}
 		}
 	}
+	for _, high := range []bool{false, true} {
+		out = append(out, program.RouteParams{K: k, Score: "softmax", Chosen: true, TiesHigh: high})
+	}
 	return out
 }
 
 func routeLabel(p program.RouteParams) string {
-	return fmt.Sprintf("top %d score=%s normalize=%v ties_high=%v", p.K, p.Score, p.Normalize, p.TiesHigh)
+	l := fmt.Sprintf("top %d score=%s normalize=%v ties_high=%v", p.K, p.Score, p.Normalize, p.TiesHigh)
+	if p.Chosen {
+		l = fmt.Sprintf("top %d then score=%s over the chosen ties_high=%v", p.K, p.Score, p.TiesHigh)
+	}
+	return l
 }
 
 // routedBiased explains router weights t chosen on score + bias but read

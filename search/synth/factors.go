@@ -132,7 +132,8 @@ func (s *synth) readFactors() []semantics.Factor {
 		}{{"attention_window", float64(ch.params.Window), ch.params.Window > 0},
 			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
 			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
-			{"attention_clip", ch.clip, ch.clip > 0}} {
+			{"attention_clip", ch.clip, ch.clip > 0},
+			{"attention_sinks", true, ch.sinks != nil}} {
 			if x.on {
 				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 					Candidates: []semantics.Candidate{{Value: x.v, Score: ch.score}},
@@ -173,6 +174,19 @@ func (s *synth) readFactors() []semantics.Factor {
 		case "experts":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
+			if u := x.fit.unit; u != nil {
+				for _, n := range []struct {
+					name  string
+					value float32
+					cands []semantics.Candidate
+				}{{"mlp_limit", u.params.Limit, u.limit}, {"mlp_swish_beta", u.params.Beta, u.beta}, {"mlp_up_offset", u.params.UpOffset, u.offset}} {
+					if n.cands != nil {
+						f := factor(n.name, scope, snap(float64(n.value), func(y float64) bool { return float32(y) == n.value }), n.cands, m.boundary)
+						f.Evidence.Note = "the experts' unit fitted from values, each number scored against its absence (" + u.label + ")"
+						add(f)
+					}
+				}
+			}
 		}
 	}
 	for _, r := range s.ropes {

@@ -17,7 +17,8 @@ import (
 // the magnitude and each frequency are read off the tables at the ids,
 // and the tables recomputed from the ids by the program's own arithmetic
 // (ids·f, the angles laid out half or interleaved, cos and sin, times m)
-// must reproduce both.
+// must reproduce both. A table may hold each frequency twice (half or
+// interleaved layout) or once.
 func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 {
 		return nil, nil
@@ -37,6 +38,8 @@ func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
 		return nil, nil
 	}
 	f := d / 2
+	// layout 0: one column per frequency, each once (a table of half a
+	// head's width, which the code joins to itself or reads per half)
 	var layout exec.RopeLayout
 	switch {
 	case halvesEqual(cosT.data, d) && halvesEqual(sinT.data, d):
@@ -44,13 +47,13 @@ func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
 	case pairsEqual(cosT.data) && pairsEqual(sinT.data):
 		layout = exec.RopeInterleaved
 	default:
-		return nil, nil
+		f = d
 	}
 	col := func(r, i int) int { // the entry of row r holding frequency i
-		if layout == exec.RopeHalf {
-			return r*d + i
+		if layout == exec.RopeInterleaved {
+			return r*d + 2*i
 		}
-		return r*d + 2*i
+		return r*d + i
 	}
 	var mag float64
 	for r := range rows {
@@ -92,10 +95,11 @@ func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
 	s.em.constant(fv, "the frequencies read off the RoPE tables at the position ids (a per-frequency scaling that follows no θ)")
 	pos := s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: precision.F32}, args: []*val{s.reshape(ids, []int{rows, 1})}, out: precision.F32})
 	ang := s.derive(&expr{op: program.OpMul, args: []*val{pos, fv}, out: precision.F32, label: "ids·f"})
-	var full *val
-	if layout == exec.RopeHalf {
+	full := ang
+	switch layout {
+	case exec.RopeHalf:
 		full = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{ang, ang}, out: precision.F32, label: "half"})
-	} else {
+	case exec.RopeInterleaved:
 		rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: 2, Axis: 2}, args: []*val{s.reshape(ang, []int{rows, f, 1})}, out: precision.F32, label: "interleaved"})
 		full = s.reshape(rep, []int{rows, d})
 	}

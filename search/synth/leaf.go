@@ -24,7 +24,8 @@ type leafFit struct {
 	freqs      *freqReading // sinusoid: the frequency entries read off the captures
 	candidates []semantics.Candidate
 	boundary   string
-	in         *val // a linear's input
+	in         *val          // a linear's input
+	unit       *unitEvidence // experts: the gated unit's numbers, where fitted
 }
 
 // leaf explains a call without children: a linear (2-D weight, or a
@@ -123,7 +124,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 		case isMatrix(params[0]):
 			fit = s.fitLinear(xs[0], params, t)
-		case len(params) == 2 && len(params[0].shape) == 3 && len(params[1].shape) == 3:
+		case expertParams(params):
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
 			fit = s.fitPointConv(xs[0], params, t)
@@ -149,8 +150,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 		return out
 	}
-	if (len(targets) == 3 || len(targets) == 2) && len(params) == 1 && isMatrix(params[0]) && len(xs) >= 1 {
-		if r := s.fitRouter(xs[0], params[0], targets); r != nil {
+	if (len(targets) == 3 || len(targets) == 2) && routerParams(params) && len(xs) >= 1 {
+		if r := s.fitRouter(xs[0], params, targets); r != nil {
 			for i := range targets {
 				out[i] = adopt(targets[i], r[i])
 			}
@@ -690,5 +691,6 @@ func rowOffset(table, ids, t *val) int {
 
 // optionalInputs are the ops whose absent inputs (nil arguments) derive
 // passes on: a linear's bias, a norm's γ and β, a convolution's bias, a
-// mean's mask, an attention's mask and bias.
-var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention}
+// mean's mask, an attention's mask and bias, the experts' indices (dense
+// weights) and biases.
+var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts}

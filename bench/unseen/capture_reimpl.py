@@ -1,0 +1,314 @@
+"""Capture small faithful reimplementations of transformers models that this machine's
+torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
+
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss)
+The committed trace: capture_reimpl.py fixtures/unseen gpt_oss.
+
+Each case rebuilds the real model's forward in plain torch: the same module tree, the same
+parameter names and shapes and the same call boundaries (the capture hooks every module
+call), with the arithmetic written out from the upstream source, in the same order.
+Weights are redrawn as bench/unseen/weights.py does for the transformers captures.
+
+gpt_oss follows huggingface/transformers src/transformers/models/gpt_oss/modeling_gpt_oss.py
+at commit 00d4b3d2142cb4ced2f51b90614b5d26bc045015 (eager attention, the eval path of the
+experts), and src/transformers/modeling_rope_utils.py's YaRN frequencies with gpt_oss's
+default rope_scaling (factor 32, beta_fast 32, beta_slow 1, original context 4096,
+no truncation). What it shows:
+  - attention sinks: a learned per-head logit joined as one more column of every row's
+    scores (after the mask), softmax over the row minus its max, the sink column dropped;
+  - sliding-window causal attention in even layers (window 4 here), full causal in odd ones;
+  - q/k/v/o projections with biases; half-layout RoPE from a table of D/2 columns whose
+    frequencies follow no single θ (YaRN) and whose values carry a magnitude
+    (0.1·ln 32 + 1);
+  - a router: linear with bias, top-k of the logits, softmax over the chosen k, scattered
+    into a dense [tokens, experts] matrix; the router returns (scores, indices);
+  - experts as grouped-GEMM parameters gate_up_proj [E, D, 2I] (gate and up interleaved
+    along the last axis), biases, gate clamped above at 7, up clamped to ±7,
+    glu = gate·σ(1.702·gate), out = ((up + 1)·glu) @ down_proj + bias, every expert run
+    over every token and weighted by the dense scores; gate_up_proj is drawn wider than
+    the other weights (widen_experts) so that the clamp acts.
+"""
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "capture"))
+sys.path.insert(0, HERE)
+import zflow_capture  # noqa: E402
+from weights import randomize  # noqa: E402
+
+
+class Config:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_local_experts = 4
+    num_experts_per_tok = 2
+    sliding_window = 4
+    rms_norm_eps = 1e-5
+    rope_theta = 150000.0
+    rope_factor = 32.0
+    beta_fast = 32.0
+    beta_slow = 1.0
+    original_max_position_embeddings = 4096
+    layer_types = ["sliding_attention", "full_attention"]
+
+
+class GptOssRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        var = h.pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(var + self.variance_epsilon)
+        return (self.weight * h).to(dtype)
+
+
+class GptOssExperts(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        e, d, i = c.num_local_experts, c.hidden_size, c.intermediate_size
+        self.hidden_size = d
+        self.gate_up_proj = nn.Parameter(torch.empty(e, d, 2 * i))
+        self.gate_up_proj_bias = nn.Parameter(torch.empty(e, 2 * i))
+        self.down_proj = nn.Parameter(torch.empty(e, i, d))
+        self.down_proj_bias = nn.Parameter(torch.empty(e, d))
+        self.alpha = 1.702
+        self.limit = 7.0
+
+    def forward(self, hidden_states, router_indices=None, routing_weights=None):
+        # The inference path: every expert over every token, weighted by the dense scores.
+        b = hidden_states.shape[0]
+        x = hidden_states.reshape(-1, self.hidden_size)
+        e = routing_weights.shape[1]
+        x = x.repeat(e, 1).view(e, -1, self.hidden_size)
+        gate_up = torch.bmm(x, self.gate_up_proj) + self.gate_up_proj_bias[..., None, :]
+        gate, up = gate_up[..., ::2], gate_up[..., 1::2]
+        gate = gate.clamp(min=None, max=self.limit)
+        up = up.clamp(min=-self.limit, max=self.limit)
+        glu = gate * torch.sigmoid(gate * self.alpha)
+        out = torch.bmm((up + 1) * glu, self.down_proj) + self.down_proj_bias[..., None, :]
+        out = out.view(e, b, -1, self.hidden_size)
+        out = out * routing_weights.transpose(0, 1).view(e, b, -1)[..., None]
+        return out.sum(dim=0)
+
+
+class GptOssTopKRouter(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c.num_experts_per_tok
+        self.hidden_dim = c.hidden_size
+        self.weight = nn.Parameter(torch.empty(c.num_local_experts, c.hidden_size))
+        self.bias = nn.Parameter(torch.empty(c.num_local_experts))
+
+    def forward(self, hidden_states):
+        x = hidden_states.reshape(-1, self.hidden_dim)
+        logits = F.linear(x, self.weight, self.bias)
+        top, idx = torch.topk(logits, self.top_k, dim=-1)
+        top = F.softmax(top, dim=1, dtype=top.dtype)
+        scores = torch.zeros_like(logits).scatter_(1, idx, top)
+        return scores, idx
+
+
+class GptOssMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.router = GptOssTopKRouter(c)
+        self.experts = GptOssExperts(c)
+
+    def forward(self, hidden_states):
+        scores, idx = self.router(hidden_states)
+        out = self.experts(hidden_states, router_indices=idx, routing_weights=scores)
+        return out, scores
+
+
+def yarn_inv_freq(c):
+    """YaRN: frequencies blended between θ-spaced and θ-spaced/factor by a linear ramp."""
+    base, dim, factor = c.rope_theta, c.head_dim, c.rope_factor
+    attention_factor = 0.1 * math.log(factor) + 1.0
+
+    def correction_dim(rot):
+        return dim * math.log(c.original_max_position_embeddings / (rot * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(c.beta_fast)), 0)
+    high = min(math.ceil(correction_dim(c.beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    extrapolation = 1.0 / pos_freqs
+    interpolation = 1.0 / (factor * pos_freqs)
+    keep = 1 - ramp
+    return interpolation * (1 - keep) + extrapolation * keep, attention_factor
+
+
+class GptOssRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        inv_freq, self.attention_scaling = yarn_inv_freq(c)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        cos = freqs.cos() * self.attention_scaling
+        sin = freqs.sin() * self.attention_scaling
+        return cos.to(x.dtype), sin.to(x.dtype)
+
+
+def rotate(x, cos, sin):
+    a, b = torch.chunk(x, 2, dim=-1)
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+
+def repeat_kv(x, n):
+    b, kv, s, d = x.shape
+    if n == 1:
+        return x
+    return x[:, :, None, :, :].expand(b, kv, n, s, d).reshape(b, kv * n, s, d)
+
+
+class GptOssAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=True)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=True)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=True)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=True)
+        self.sinks = nn.Parameter(torch.empty(h))
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None):
+        shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        # eager_attention_forward with the sink column.
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        w = w + attention_mask[:, :, :, : k.shape[-2]]
+        sinks = self.sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
+        logits = torch.cat([w, sinks], dim=-1)
+        logits = logits - logits.max(dim=-1, keepdim=True).values
+        probs = F.softmax(logits, dim=-1, dtype=logits.dtype)[..., :-1]
+        out = torch.matmul(probs, v).transpose(1, 2).contiguous()
+        out = out.reshape(*shape[:-2], -1).contiguous()
+        return self.o_proj(out), probs
+
+
+class GptOssDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = GptOssAttention(c, layer_idx)
+        self.mlp = GptOssMLP(c)
+        self.input_layernorm = GptOssRMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = GptOssRMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.attention_type = c.layer_types[layer_idx]
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids,
+                              position_embeddings=position_embeddings)
+        h = residual + h
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h, _ = self.mlp(h)
+        return residual + h
+
+
+def causal_mask(n, dtype, window=None):
+    """transformers' eager 4-D mask: 0 where key j is seen by query i, the dtype's min elsewhere."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    seen = j <= i
+    if window is not None:
+        seen = seen & (j > i - window)
+    m = torch.zeros(n, n, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)
+    return m[None, None]
+
+
+class GptOssModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([GptOssDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = GptOssRMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.rotary_emb = GptOssRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        n = h.shape[1]
+        position_ids = torch.arange(n)[None]
+        masks = {"full_attention": causal_mask(n, h.dtype),
+                 "sliding_attention": causal_mask(n, h.dtype, self.config.sliding_window)}
+        pe = self.rotary_emb(h, position_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=masks[layer.attention_type], position_ids=position_ids,
+                      position_embeddings=pe)
+        return self.norm(h)
+
+
+def widen_experts(model, gen):
+    """gate_up_proj redrawn with std 6/√D: at randomize's scale (1/√(D·2I)) the
+    pre-activations stay below 0.6 and the clamp at 7 never acts, so no trace
+    could show it; at this one about a tenth of the gates and a fifth of the ups pass it."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("experts.gate_up_proj"):
+                p.copy_(6.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+
+
+CASES = {"gpt_oss": GptOssModel}
+PREPARE = {"gpt_oss": widen_experts}
+
+
+def capture(case, outdir):
+    torch.manual_seed(0)
+    model = CASES[case](Config())
+    randomize(model, torch.Generator().manual_seed(1))
+    if case in PREPARE:
+        PREPARE[case](model, torch.Generator().manual_seed(3))
+    model.eval()
+    ids = torch.randint(0, Config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
+    path = os.path.join(outdir, f"{case}-f32.npz")
+    prod = {"case": case, "library": "transformers (reimplemented, torch 1.13)", "model_type": case}
+    with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
+        cap.input("input_ids", ids)
+        with torch.no_grad():
+            h = model(ids)
+        cap.output("hidden", h)
+    return f"{cap.summary['calls']} calls, {os.path.getsize(path)} bytes"
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    for case in sys.argv[2:] or list(CASES):
+        print(f"{case:10s} {capture(case, outdir)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
