@@ -132,7 +132,8 @@ func (s *synth) readFactors() []semantics.Factor {
 		}{{"attention_window", float64(ch.params.Window), ch.params.Window > 0},
 			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
 			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
-			{"attention_clip", ch.clip, ch.clip > 0}} {
+			{"attention_clip", ch.clip, ch.clip > 0},
+			{"attention_qk_format", ch.rounded.String(), ch.rounded != 0}} {
 			if x.on {
 				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 					Candidates: []semantics.Candidate{{Value: x.v, Score: ch.score}},
