@@ -37,9 +37,15 @@ type attnChoice struct {
 func (s *synth) attention(t *val, sc *scope) *val {
 	if len(t.shape) == 4 && !t.reshapedFrom {
 		// per-head results [B, S, H, D] (an attention module returning its
-		// heads unmerged): explained merged, then split back
+		// heads unmerged): explained merged, then split back; only where
+		// the scope made a q of that shape ([B, H, S, S] probabilities
+		// are not results)
+		merged := []int{t.shape[0], t.shape[1], t.shape[2] * t.shape[3]}
+		if !slices.ContainsFunc(sc.vals, func(v *val) bool { return !v.opaque && slices.Equal(v.shape, merged) }) {
+			return nil
+		}
 		proxy := *t
-		proxy.shape = []int{t.shape[0], t.shape[1], t.shape[2] * t.shape[3]}
+		proxy.shape = merged
 		proxy.reshapedFrom = true
 		return s.reshape(s.attention(&proxy, sc), t.shape)
 	}
@@ -170,6 +176,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 						}
 						for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 							for _, rows := range ropeRows(tb, q, k) {
+								if !wide && k.shape[1] != q.shape[1] {
+									continue // only q can rotate: the wide scan's q_only
+								}
 								rq := s.rotateRows(q, tb, layout, hq, rd, rows)
 								if rq == nil {
 									continue
@@ -240,8 +249,10 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		best = s.refineBest(rounded, t, sc)
 	} else {
 		best = s.refineBest(all, t, sc)
-		if r := s.refineBest(rounded, t, sc); best == nil || best.score > tol && r != nil && r.score < best.score {
-			best = r
+		if best == nil || best.score > tol {
+			if r := s.refineBest(rounded, t, sc); r != nil && (best == nil || r.score < best.score) {
+				best = r
+			}
 		}
 	}
 	if best == nil || best.score > tol {

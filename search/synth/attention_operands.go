@@ -502,14 +502,18 @@ func (s *synth) groupedQKV(v *val, wq, wkv int) [][3]*val {
 
 // roundedOperands retries choices with q and k rounded to a format
 // narrower than the run's and read back (rotated q and k stored
-// .to(torch.bfloat16), then .type_as(query), in an f32 run); try
-// collects the new choices.
+// .to(torch.bfloat16), then .type_as(query), in an f32 run): only a
+// choice already within f's tolerance, a miss rounding to f explains;
+// try collects the new choices.
 func (s *synth) roundedOperands(best []attnChoice, run precision.Format, try func(attnChoice)) {
 	if run != precision.F32 && run != precision.F64 {
 		return
 	}
 	for _, ch := range best {
 		for _, f := range []precision.Format{precision.BF16, precision.F16} {
+			if !(ch.score <= tolerance(f)) {
+				continue // off by more than rounding to f would explain
+			}
 			q, k := s.roundTrip(ch.q, f), s.roundTrip(ch.k, f)
 			if q == nil || k == nil {
 				continue

@@ -403,15 +403,15 @@ func (s *synth) headGated(t *val, sc *scope, vals []*val) *val {
 	if len(gates) == 0 {
 		return nil
 	}
+	// everything is scored on the host first (a reshape moves no
+	// element): the program is derived only for a gate that fits
 	var ops []*val
 	for _, v := range vals {
 		if len(ops) == 8 {
 			break
 		}
 		if !v.opaque && v.numel() == t.numel() && len(v.shape) >= 3 && v.shape[0] == B {
-			if r := s.reshape(v, t.shape); r != nil {
-				ops = append(ops, r)
-			}
+			ops = append(ops, v)
 		}
 	}
 	for _, x := range ops {
@@ -432,36 +432,36 @@ func (s *synth) headGated(t *val, sc *scope, vals []*val) *val {
 					g[c] = num / den
 				}
 			}
-			var cands []*expr
-			info := map[*expr]vec{}
 			for _, p := range gates {
-				h := p.numel()
-				d := C / h
-				col := s.reshape(p, []int{h, 1})
-				rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: d, Axis: 1}, args: []*val{col}, out: p.format, label: "per head"})
-				gv := s.reshape(rep, []int{1, C})
-				if gv == nil {
+				d := C / p.numel()
+				host := &val{shape: []int{1, C}, data: make([]float32, C), format: p.format}
+				for c := range C {
+					host.data[c] = p.data[c/d]
+				}
+				pool := []vec{{v: host}}
+				fits := false
+				for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
+					_, e := nearest(pool, g, f)
+					fits = fits || e <= 10*tol
+				}
+				if !fits {
 					continue
 				}
-				pool := []vec{{v: gv, label: fmt.Sprintf("%s per head", p)}}
-				if _, e := nearest(pool, g, exec.ActTanh); e > 10*tol {
-					if _, e = nearest(pool, g, exec.ActIdentity); e > 10*tol {
-						if _, e = nearest(pool, g, exec.ActSigmoid); e > 10*tol {
-							continue
-						}
-					}
+				rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: d, Axis: 1}, args: []*val{s.reshape(p, []int{p.numel(), 1})}, out: p.format, label: "per head"})
+				gv, xr, yr := s.reshape(rep, []int{1, C}), s.reshape(x, t.shape), s.reshape(y, t.shape)
+				if gv == nil || xr == nil || yr == nil {
+					continue
 				}
 				// every function scored, for the evidence
+				var cands []*expr
 				for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
-					ex := &expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: f}, args: []*val{x, y, gv}, out: t.format, label: f.String()}
-					cands = append(cands, ex)
-					info[ex] = pool[0]
+					cands = append(cands, &expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: f}, args: []*val{xr, yr, gv}, out: t.format, label: f.String()})
 				}
-			}
-			if w, ev := s.best(t, cands); w != nil {
-				w.fit = &leafFit{kind: "gated", act: w.from.attrs.Act, candidates: ev}
-				s.gates = append(s.gates, gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: info[w.from], candidates: ev})
-				return w
+				if w, ev := s.best(t, cands); w != nil {
+					w.fit = &leafFit{kind: "gated", act: w.from.attrs.Act, candidates: ev}
+					s.gates = append(s.gates, gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: vec{v: gv, label: fmt.Sprintf("%s per head", p)}, candidates: ev})
+					return w
+				}
 			}
 		}
 	}
