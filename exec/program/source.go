@@ -51,7 +51,11 @@ func (s traceSource) Shape(name string) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(info.Shape), nil
+	shape := slices.Clone(info.Shape)
+	if c := info.DType.Components(); c > 1 {
+		shape = append(shape, c) // complex: (real, imaginary) pairs on a last axis, as discovery reads them
+	}
+	return shape, nil
 }
 
 // Read widens the values (exactly, or refuses) and refuses NaN and Inf.
@@ -64,10 +68,7 @@ func (s traceSource) Read(name string) ([]float32, precision.Format, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	if t.DType.Components() != 1 {
-		return nil, 0, fmt.Errorf("%s: %s %q is %s, not real", s.t.Path, s.what, name, t.DType)
-	}
-	v, err := t.Float32()
+	v, err := t.Float32() // complex: its (real, imaginary) pairs
 	if err != nil {
 		return nil, 0, err
 	}

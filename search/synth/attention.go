@@ -7,6 +7,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -24,8 +25,9 @@ type attnChoice struct {
 	rows      int      // the first row of the target in the attention's rows (-1: all)
 	bias      *val     // an additive score bias the scope holds (a mask, a position bias), or nil
 	ropeAfter bool
-	clip      float64 // q, k, v clamped to ±clip before RoPE (0: not)
-	sinks     *val    // a per-head logit joined to each row's softmax (an attention sink), or nil
+	clip      float64          // q, k, v clamped to ±clip before RoPE (0: not)
+	sinks     *val             // a per-head logit joined to each row's softmax (an attention sink), or nil
+	rounded   precision.Format // q and k rounded to this format and read back (0: not)
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention
@@ -34,6 +36,20 @@ type attnChoice struct {
 // the scope holds: staged, first the operands, head width, RoPE layout
 // and causality, then the score scale.
 func (s *synth) attention(t *val, sc *scope) *val {
+	if len(t.shape) == 4 && !t.reshapedFrom {
+		// per-head results [B, S, H, D] (an attention module returning its
+		// heads unmerged): explained merged, then split back; only where
+		// the scope made a q of that shape ([B, H, S, S] probabilities
+		// are not results)
+		merged := []int{t.shape[0], t.shape[1], t.shape[2] * t.shape[3]}
+		if !slices.ContainsFunc(sc.vals, func(v *val) bool { return !v.opaque && slices.Equal(v.shape, merged) }) {
+			return nil
+		}
+		proxy := *t
+		proxy.shape = merged
+		proxy.reshapedFrom = true
+		return s.reshape(s.attention(&proxy, sc), t.shape)
+	}
 	if len(t.shape) != 3 {
 		return nil
 	}
@@ -163,6 +179,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 						}
 						for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 							for _, rows := range ropeRows(tb, q, k) {
+								if !wide && k.shape[1] != q.shape[1] {
+									continue // only q can rotate: the wide scan's q_only
+								}
 								rq := s.rotateRows(q, tb, layout, hq, rd, rows)
 								if rq == nil {
 									continue
@@ -218,6 +237,44 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	all = slices.CompactFunc(all, func(a, b attnChoice) bool {
 		return a.label == b.label && a.score == b.score && a.rows == b.rows
 	})
+	// q and k rounded to a narrower format (an f32 run casting them to
+	// bf16): tried where no first-stage choice holds, on the three best;
+	// kept apart so they take no refinement slot from the others
+	var rounded []attnChoice
+	if n := len(all); !anyWithin(all, tol) {
+		s.roundedOperands(all[:min(3, n)], t.format, try) // try appends to all
+		rounded = slices.Clone(all[n:])
+		all = all[:n]
+		slices.SortStableFunc(rounded, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	}
+	var best *attnChoice
+	if anyWithin(rounded, tol) {
+		best = s.refineBest(rounded, t, sc)
+	} else {
+		best = s.refineBest(all, t, sc)
+		if best == nil || best.score > tol {
+			if r := s.refineBest(rounded, t, sc); r != nil && (best == nil || r.score < best.score) {
+				best = r
+			}
+		}
+	}
+	if best == nil || best.score > tol {
+		return nil
+	}
+	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
+	if best.cos != nil && best.cos.fit != nil && best.cos.fit.kind == "rope_table" {
+		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: t.origin, fit: best.cos.fit})
+	}
+	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
+	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
+	return best.result
+}
+
+// refineBest runs the second stage on choices sorted best first: what
+// shapes the scores (scale, window, ALiBi, cap, a bias, a clip) by
+// coordinate descent on the three best, and on three more where the
+// scope holds a bias or a key mask; the best result (nil: none ran).
+func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]
@@ -247,16 +304,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			break
 		}
 	}
-	if best == nil || best.score > tolerance(t.format) {
-		return nil
-	}
-	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
-	if best.cos != nil && best.cos.fit != nil && best.cos.fit.kind == "rope_table" {
-		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: t.origin, fit: best.cos.fit})
-	}
-	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
-	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
-	return best.result
+	return best
 }
 
 // sampleRows is how many leading rows score a long sequence's attention

@@ -84,7 +84,8 @@ func ropeRows(tb [2]*val, q, k *val) [][2]int {
 	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
 	n := q.shape[1]
 	switch {
-	case r == n && k.shape[1] == n:
+	case r == n:
+		// k of other rows (cross-attention): only q can rotate (q_only)
 		return [][2]int{{0, 0}}
 	case r < n && k.shape[1] == n:
 		return [][2]int{{0, r}, {n - r, n}}
@@ -516,4 +517,39 @@ func (s *synth) groupedQKV(v *val, wq, wkv int) [][3]*val {
 		}
 	}
 	return out
+}
+
+// roundedOperands retries choices with q and k rounded to a format
+// narrower than the run's and read back (rotated q and k stored
+// .to(torch.bfloat16), then .type_as(query), in an f32 run): only a
+// choice already within f's tolerance, a miss rounding to f explains;
+// try collects the new choices.
+func (s *synth) roundedOperands(best []attnChoice, run precision.Format, try func(attnChoice)) {
+	if run != precision.F32 && run != precision.F64 {
+		return
+	}
+	for _, ch := range best {
+		for _, f := range []precision.Format{precision.BF16, precision.F16} {
+			if !(ch.score <= tolerance(f)) {
+				continue // off by more than rounding to f would explain
+			}
+			q, k := s.roundTrip(ch.q, f), s.roundTrip(ch.k, f)
+			if q == nil || k == nil {
+				continue
+			}
+			c := ch
+			c.q, c.k, c.rounded = q, k, f
+			c.label = ch.label + " qk=" + f.String()
+			try(c)
+		}
+	}
+}
+
+// roundTrip is x cast to f and back to x's format.
+func (s *synth) roundTrip(x *val, f precision.Format) *val {
+	r := s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: f}, args: []*val{x}, out: f, label: "cast"})
+	if r == nil {
+		return nil
+	}
+	return s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: x.format}, args: []*val{r}, out: x.format, label: "cast"})
 }

@@ -43,7 +43,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 	}
 	sigmaName := ""
 	for name, v := range inputs {
-		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 && len(s.tr.Steps()) >= 1 && !v.integral() {
+		if s.isSigmas(v) {
 			sigmaName = name
 		}
 	}
@@ -110,6 +110,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		if _, taken := roles["latents"]; d.run == "flow_euler" && !taken {
 			if v := s.latentsJoined(target, inputs, sigmaName, roles); v != nil {
 				d.args[p.Name] = v
+				s.latentsIn.port = p.Name
 				continue
 			}
 		}
@@ -205,12 +206,27 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 					if j == nil {
 						continue
 					}
+					s.latentsIn = &latentsPart{axis: ax, start: at, end: at + n}
 					return adopt(target, j)
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// isSigmas reports whether request input v can be the σ schedule: one
+// value per step and the last, not all integers (position ids of as many
+// values are not a schedule).
+func (s *synth) isSigmas(v *val) bool {
+	return len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 && len(s.tr.Steps()) >= 1 && !v.integral()
+}
+
+// latentsPart is the latents' slice [start, end) along axis of the
+// model argument port that joins them with a condition.
+type latentsPart struct {
+	port             string
+	axis, start, end int
 }
 
 // outputShape is the shape of the run's (first) output.
@@ -386,7 +402,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 		if slices.Equal(v.shape, s.outputShape()) && latents == nil {
 			latents = v
 		}
-		if len(v.shape) == 1 && v.numel() == len(s.tr.Steps())+1 {
+		if s.isSigmas(v) {
 			sigmas = v
 		}
 	}
@@ -444,6 +460,14 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 			for _, p := range c.Tensors {
 				if trace.IsResult(p.Name) {
 					continue
+				}
+				if j := s.latentsIn; j != nil && p.Name == j.port {
+					// the latents' part of the argument joining them
+					v, err := s.capture(p.Key)
+					if err != nil {
+						return nil, err
+					}
+					return sliceData(v, j.axis, j.start, j.end), nil
 				}
 				t, err := s.tr.Tensor(p.Key)
 				if err != nil {

@@ -133,7 +133,8 @@ func (s *synth) readFactors() []semantics.Factor {
 			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
 			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
 			{"attention_clip", ch.clip, ch.clip > 0},
-			{"attention_sinks", true, ch.sinks != nil}} {
+			{"attention_sinks", true, ch.sinks != nil},
+			{"attention_qk_format", ch.rounded.String(), ch.rounded != 0}} {
 			if x.on {
 				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 					Candidates: []semantics.Candidate{{Value: x.v, Score: ch.score}},

@@ -113,7 +113,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.softmaxed, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
@@ -301,6 +301,35 @@ func (s *synth) moved(t *val, vals []*val) *val {
 	return nil
 }
 
+// window: the leading corner of two axes of v (a table of positions cut
+// to the request's grid, table[:h, :w]), reshaped as t.
+func (s *synth) window(t, v *val, tol float64) *val {
+	for a := range v.shape {
+		for b := a + 1; b < len(v.shape); b++ {
+			rest := v.numel() / (v.shape[a] * v.shape[b])
+			if t.numel()%rest != 0 {
+				continue
+			}
+			m := t.numel() / rest
+			for sa := 1; sa < v.shape[a] && sa <= m; sa++ {
+				sb := m / sa
+				if m%sa != 0 || sb >= v.shape[b] {
+					continue
+				}
+				va := &val{shape: slices.Clone(v.shape), data: sliceData(v, a, 0, sa)}
+				va.shape[a] = sa
+				if relRMS(t.format, sliceData(va, b, 0, sb), t.data) > tol {
+					continue
+				}
+				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: a, Start: 0, End: sa}, args: []*val{v}, out: v.format, label: "window"})
+				c = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: b, Start: 0, End: sb}, args: []*val{c}, out: v.format, label: "window"})
+				return s.reshape(c, t.shape)
+			}
+		}
+	}
+	return nil
+}
+
 // cut: a contiguous slice of one axis of a value (a chunk of a fused
 // projection, one stream's rows), or the i-th of k pieces of each group
 // of a grouped last axis (per-head [q k v] layouts).
@@ -326,6 +355,9 @@ func (s *synth) cut(t *val, vals []*val) *val {
 				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
 				return s.reshape(c, t.shape)
 			}
+		}
+		if c := s.window(t, v, tol); c != nil {
+			return c
 		}
 		// grouped: last axis W = G·k·w, piece i of each group
 		w := v.shape[len(v.shape)-1]

@@ -183,6 +183,9 @@ func nearest(pool []vec, want []float64, f exec.ActKind) (vec, float64) {
 // modulated explains t = x·(1 + scale) + shift (or x·scale + shift, or
 // without a shift) with scale and shift vectors of the scope.
 func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) > 3 {
+		return s.modulatedGrid(t, sc, vals)
+	}
 	if len(t.shape) != 3 {
 		return nil
 	}
@@ -358,4 +361,109 @@ func allNear(xs []float64, c, tol float64) bool {
 		}
 	}
 	return true
+}
+
+// modulatedGrid explains a target that keeps its token grid ([B, F, h, w,
+// C], the per-sample vectors broadcast as [:, None, None]) as modulated
+// rows [B, F·h·w, C] of the values of its shape, then reshaped back.
+func (s *synth) modulatedGrid(t *val, sc *scope, vals []*val) *val {
+	B, C := t.shape[0], t.shape[len(t.shape)-1]
+	rows := []int{B, t.numel() / (B * C), C}
+	var xs []*val
+	for _, x := range sameShape(t, vals) {
+		if r := s.reshape(x, rows); r != nil {
+			xs = append(xs, r)
+		}
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	proxy := *t
+	proxy.shape = rows
+	return s.reshape(s.modulated(&proxy, sc, xs), t.shape)
+}
+
+// headGated explains t [B, R, C] = x + f(p)·y where p is a parameter of
+// the scope with one entry per head (H of them, C = H·D), each broadcast
+// over its head's D channels: per-head outputs mixed before one output
+// projection (self + tanh(gate)[h]·cross), f identity, tanh or sigmoid.
+// x and y may keep their heads unmerged ([B, R, H, D]).
+func (s *synth) headGated(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	tol := tolerance(t.format)
+	B, R, C := t.shape[0], t.shape[1], t.shape[2]
+	var gates []*val
+	for _, v := range sc.vals {
+		if v.param && !v.opaque && len(v.shape) == 1 && v.shape[0] > 1 && v.shape[0] < C && C%v.shape[0] == 0 {
+			gates = append(gates, v)
+		}
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	// everything is scored on the host first (a reshape moves no
+	// element): the program is derived only for a gate that fits
+	var ops []*val
+	for _, v := range vals {
+		if len(ops) == 8 {
+			break
+		}
+		if !v.opaque && v.numel() == t.numel() && len(v.shape) >= 3 && v.shape[0] == B {
+			ops = append(ops, v)
+		}
+	}
+	for _, x := range ops {
+		for _, y := range ops {
+			if x == y {
+				continue
+			}
+			// the per-channel gate (t − x)·y / y·y over the rows
+			g := make([]float64, C)
+			for c := range C {
+				var num, den float64
+				for i := c; i < B*R*C; i += C {
+					yv := float64(y.data[i])
+					num += (float64(t.data[i]) - float64(x.data[i])) * yv
+					den += yv * yv
+				}
+				if den > 0 {
+					g[c] = num / den
+				}
+			}
+			for _, p := range gates {
+				d := C / p.numel()
+				host := &val{shape: []int{1, C}, data: make([]float32, C), format: p.format}
+				for c := range C {
+					host.data[c] = p.data[c/d]
+				}
+				pool := []vec{{v: host}}
+				fits := false
+				for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
+					_, e := nearest(pool, g, f)
+					fits = fits || e <= 10*tol
+				}
+				if !fits {
+					continue
+				}
+				rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: d, Axis: 1}, args: []*val{s.reshape(p, []int{p.numel(), 1})}, out: p.format, label: "per head"})
+				gv, xr, yr := s.reshape(rep, []int{1, C}), s.reshape(x, t.shape), s.reshape(y, t.shape)
+				if gv == nil || xr == nil || yr == nil {
+					continue
+				}
+				// every function scored, for the evidence
+				var cands []*expr
+				for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
+					cands = append(cands, &expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: f}, args: []*val{xr, yr, gv}, out: t.format, label: f.String()})
+				}
+				if w, ev := s.best(t, cands); w != nil {
+					w.fit = &leafFit{kind: "gated", act: w.from.attrs.Act, candidates: ev}
+					s.gates = append(s.gates, gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: vec{v: gv, label: fmt.Sprintf("%s per head", p)}, candidates: ev})
+					return w
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -4,47 +4,48 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
 // patched explains t as a value cut into (or put back from) square
-// patches: [B, C, (F,) H, W] ↔ [B, (F·)(H/p)·(W/p), C·p·p] with the
-// feature axis in any order of (c, ph, pw), found from the values (each
-// candidate is a reshape, a permutation and a reshape).
+// patches: [B, C, (F,) H, W] (or channels last, [B, (F,) H, W, C]) ↔
+// [B, (F·)(H/p)·(W/p), C·p·p] with the feature axis in any order of (c,
+// ph, pw), found from the values (each candidate is a reshape, a
+// permutation and a reshape). The tokens may keep their grid ([B, (F,)
+// h, w, C·p·p], the same memory as the rows).
 func (s *synth) patched(t *val, vals []*val) *val {
 	tol := tolerance(t.format)
 	for _, v := range append(append(slices.Clone(vals), s.imageRows(t, vals)...), s.framesAsRows(t, vals)...) {
 		if v.opaque || v.numel() != t.numel() {
 			continue
 		}
-		var img, tok *val
-		switch {
-		case len(v.shape) == 3 && (len(t.shape) == 4 || len(t.shape) == 5):
-			img, tok = t, v // unpatchify
-		case len(t.shape) == 3 && (len(v.shape) == 4 || len(v.shape) == 5):
-			img, tok = v, t // patchify
-		default:
-			continue
-		}
-		for _, m := range patchMoves(img.shape, tok.shape) {
-			src, perm, dst := m.split, m.perm, tok.shape
-			if img == t {
-				// tokens → image: split the tokens, invert the permutation
-				src, perm, dst = m.tokSplit, m.inverse, t.shape
-			}
-			sv := &val{shape: src, data: v.data}
-			if relRMS(t.format, permuteData(sv, perm), t.data) > tol {
+		for _, pair := range [][2]*val{{t, v}, {v, t}} { // unpatchify, then patchify
+			img, tok := pair[0], pair[1]
+			if len(img.shape) != 4 && len(img.shape) != 5 || len(tok.shape) < 3 || len(tok.shape) > len(img.shape) {
 				continue
 			}
-			src, perm = mergeAxes(src, perm)
-			r := s.reshape(v, src)
-			p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
-			if out := s.reshape(p, dst); out != nil {
-				if img == v && m.order == [3]int{0, 1, 2} {
-					s.patchRows = t.shape[1]
-					s.patchLayouts = append(s.patchLayouts, t.origin)
+			tok3 := []int{tok.shape[0], exec.Numel(tok.shape[1 : len(tok.shape)-1]), tok.shape[len(tok.shape)-1]}
+			for _, m := range patchMoves(img.shape, tok3) {
+				src, perm, dst := m.split, m.perm, tok.shape
+				if img == t {
+					// tokens → image: split the tokens, invert the permutation
+					src, perm, dst = m.tokSplit, m.inverse, t.shape
 				}
-				return out
+				sv := &val{shape: src, data: v.data}
+				if relRMS(t.format, permuteData(sv, perm), t.data) > tol {
+					continue
+				}
+				src, perm = mergeAxes(src, perm)
+				r := s.reshape(v, src)
+				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
+				if out := s.reshape(p, dst); out != nil {
+					if img == v && m.order == [3]int{0, 1, 2} {
+						s.patchRows = tok3[1]
+						s.patchLayouts = append(s.patchLayouts, t.origin)
+					}
+					return out
+				}
 			}
 		}
 	}
@@ -83,28 +84,30 @@ type patchMove struct {
 	order                          [3]int // the feature axis: (c, ph, pw) read in this order
 }
 
-// patchMoves lists the layouts that fit an image shape [B, C, (F,) H, W]
-// or [B, F, C, H, W] (frames before channels) and a token shape
-// [B, N, D]: the patch p from the sizes, every order of the feature axis
-// (c, ph, pw).
+// patchMoves lists the layouts that fit an image shape [B, C, (F,) H, W],
+// [B, F, C, H, W] (frames before channels) or channels last [B, (F,) H,
+// W, C], and a token shape [B, N, D]: the patch p from the sizes, every
+// order of the feature axis (c, ph, pw). Channels last come after the
+// others.
 func patchMoves(img, tok []int) []patchMove {
 	if len(tok) != 3 || tok[0] != img[0] {
 		return nil
 	}
-	if len(img) != 5 {
-		return patchMovesFor(img, tok, 1, -1)
+	r := len(img)
+	if r != 5 {
+		return append(patchMovesFor(img, tok, 1, -1, r-2), patchMovesFor(img, tok, r-1, -1, r-3)...)
 	}
-	return append(patchMovesFor(img, tok, 1, 2), patchMovesFor(img, tok, 2, 1)...)
+	return append(append(patchMovesFor(img, tok, 1, 2, r-2), patchMovesFor(img, tok, 2, 1, r-2)...), patchMovesFor(img, tok, r-1, 1, r-3)...)
 }
 
-// patchMovesFor is patchMoves with the channels at image axis axC and the
-// frames at axF (-1: none).
-func patchMovesFor(img, tok []int, axC, axF int) []patchMove {
+// patchMovesFor is patchMoves with the channels at image axis axC, the
+// frames at axF (-1: none) and the height at axH (the width after it).
+func patchMovesFor(img, tok []int, axC, axF, axH int) []patchMove {
 	frames := 1
 	if axF >= 0 {
 		frames = img[axF]
 	}
-	B, C, H, W := img[0], img[axC], img[len(img)-2], img[len(img)-1]
+	C, H, W := img[axC], img[axH], img[axH+1]
 	n := tok[1] / frames
 	if n == 0 || tok[1]%frames != 0 {
 		return nil
@@ -113,24 +116,26 @@ func patchMovesFor(img, tok []int, axC, axF int) []patchMove {
 	if p < 1 || H%p != 0 || W%p != 0 || (H/p)*(W/p) != n || tok[2] != C*p*p {
 		return nil
 	}
-	h, w := H/p, W/p
-	// image split axes: B, then C and F in the image's order, then h, ph, w, pw
-	lead := len(img) - 2
-	split := make([]int, lead, lead+4)
-	split[0], split[axC] = B, C
-	if axF >= 0 {
-		split[axF] = frames
+	// the image's axes in order, H and W each split in two (h, ph), (w, pw)
+	var split []int
+	at := make([]int, len(img)) // image axis → its (first) split axis
+	for i, d := range img {
+		at[i] = len(split)
+		if i == axH || i == axH+1 {
+			split = append(split, d/p, p)
+			continue
+		}
+		split = append(split, d)
 	}
-	split = append(split, h, p, w, p)
-	axH, axPH, axW, axPW := lead, lead+1, lead+2, lead+3
+	axh, axPH, axw, axPW := at[axH], at[axH]+1, at[axH+1], at[axH+1]+1
 	var out []patchMove
 	for _, order := range permutations(3) {
-		feat := [3]int{axC, axPH, axPW}
+		feat := [3]int{at[axC], axPH, axPW}
 		perm := []int{0}
 		if axF >= 0 {
-			perm = append(perm, axF)
+			perm = append(perm, at[axF])
 		}
-		perm = append(perm, axH, axW)
+		perm = append(perm, axh, axw)
 		for _, o := range order {
 			perm = append(perm, feat[o])
 		}

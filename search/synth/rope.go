@@ -549,7 +549,10 @@ func (s *synth) fitComplexRope(xs []*val, t *val) *val {
 	}
 	cv, sv := s.fitRopeTable(xs, cosT, sinT)
 	if cv == nil || sv == nil {
-		return nil
+		// frequencies that follow no θ (per axis, say, each scaled)
+		if cv, sv = s.fitFreeRope(xs, cosT, sinT); cv == nil || sv == nil {
+			return nil
+		}
 	}
 	z := s.complexOf(cv, sv, t.shape)
 	if z == nil || relRMS(t.format, z.data, t.data) > tolerance(t.format) {

@@ -42,6 +42,9 @@ type synth struct {
 	// were found.
 	patchRows    int
 	patchLayouts []string
+	// latentsIn is where the latents sit in the model argument that joins
+	// them with a condition (nil: an argument is the latents as they are).
+	latentsIn *latentsPart
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
 	// sigma is σ_i, the step input every timestep argument is made from.
