@@ -12,6 +12,23 @@
 // the transcendental functions), and nothing else: the arithmetic is the
 // same text on every target.
 //
+// The row kernels (zf_norm_seq, zf_linear_seq, zf_attention_seq) give
+// Norm, Linear and Attention to a backend that has no kernels of its own
+// for them (metal): one thread an output row (or, for Linear, an output),
+// every reduction done sequentially in exec/cpu's order (norm statistics:
+// f64 sums in element order; GEMM: f32 products added in k order from +0;
+// attention: q·k in element order, max, exp sum and P·v in key order, with
+// each exec.Spec rounding point the CPU has), so no shared memory or
+// barrier is needed and the Host rendering runs them exactly as a GPU
+// would. rows.go turns an op's arguments and Spec into their parameter
+// blocks, refusing what they do not compute (a norm's RoundStats and
+// MathWelford, heads wider than AttnDMax, indices past int32). Metal has
+// no f64, so the norm statistics use an IEEE binary64 add, multiply and
+// divide written in 64-bit integer arithmetic (zf_d_*) and a correctly
+// rounded integer square root: the same bits as Go's float64 on every
+// target (host_f64_test.go checks them against Go on 1.6 million cases).
+// They are written for correctness, not speed.
+//
 // Targets:
 //
 //   - CUDA: CUDA C for NVRTC (package cuda compiles it at run time with
@@ -26,9 +43,13 @@
 //     precise:: functions (and a rational erf): activations that use exp,
 //     tanh or erf are within a few f32 ulps of the CPU before the final
 //     rounding, not bit-exact; everything else (rounding, modulate,
-//     residuals, GLU with relu/identity, norm finishing, rope) is the same
-//     f32 arithmetic and so bit-exact.
+//     residuals, GLU with relu/identity, norm finishing, rope, the row
+//     kernels' norm and linear) is the same f32 (and integer) arithmetic
+//     and so bit-exact, given IEEE f32 division, f32 subnormals kept and no
+//     product contracted into an FMA, none of which has been checked on a
+//     Mac. Attention's softmax goes through exp (and tanh for a soft-cap),
+//     so Metal's attention is within a few f32 ulps, not bit-exact.
 //   - Host: C++ for the machine running the tests (a C++ compiler, no GPU),
 //     used by this package's tests to check the source's semantics against
-//     the CPU backend bit for bit.
+//     the CPU backend bit for bit (host_test.go, host_rows_test.go).
 package kernels

@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
     int psize;
     if (fread(&psize, 4, 1, in) != 1) return 2;
     std::vector<uchar> p = rd(in, psize);
-    std::vector<uchar> buf[4];
-    for (int k = 0; k < 4; k++) { long long n; if (fread(&n, 8, 1, in) != 1) return 2; buf[k] = rd(in, n); }
+    std::vector<uchar> buf[6];
+    for (int k = 0; k < 6; k++) { long long n; if (fread(&n, 8, 1, in) != 1) return 2; buf[k] = rd(in, n); }
     long long on;
     if (fread(&on, 8, 1, in) != 1) return 2;
     std::vector<uchar> y(on > 0 ? on : 1);
@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
     case 2: zf_rope_kernel(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), *(const zf_rope_p*)p.data()); break;
     case 3: zf_timestep(y.data(), buf[0].data(), *(const zf_temb_p*)p.data()); break;
     case 4: zf_copy(y.data(), buf[0].data(), *(const zf_copy_p*)p.data()); break;
+    case 5: zf_norm_seq(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), *(const zf_norm_seq_p*)p.data()); break;
+    case 6: zf_linear_seq(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), *(const zf_linear_seq_p*)p.data()); break;
+    case 7: zf_attention_seq(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), buf[3].data(), buf[4].data(), buf[5].data(),
+                             *(const zf_attention_seq_p*)p.data()); break;
     default: fprintf(stderr, "kernel %d\n", kernel); return 2;
     }
     fwrite(y.data(), 1, on, out);
@@ -66,7 +70,7 @@ type hostJob struct {
 	name   string
 	kernel int32
 	params []byte
-	bufs   [4][]byte
+	bufs   [6][]byte
 	want   []float32
 	fmt    precision.Format
 }
@@ -148,7 +152,10 @@ func data(t *testing.T, b *cpu.Backend, x zexec.Tensor) []float32 {
 	return d
 }
 
-func TestHostRenderingMatchesCPU(t *testing.T) {
+// compileHost compiles the Host rendering followed by driver (a main) and
+// returns the binary's path; it skips where there is no C++ compiler.
+func compileHost(t *testing.T, driver string) string {
+	t.Helper()
 	cxx := ""
 	for _, c := range []string{"c++", "g++", "clang++"} {
 		if p, err := exec.LookPath(c); err == nil {
@@ -168,7 +175,7 @@ func TestHostRenderingMatchesCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	srcPath := filepath.Join(dir, "host.cc")
-	if err := os.WriteFile(srcPath, []byte(src+hostDriver), 0o644); err != nil {
+	if err := os.WriteFile(srcPath, []byte(src+driver), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "host")
@@ -176,8 +183,13 @@ func TestHostRenderingMatchesCPU(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling the host rendering: %v\n%s", err, out)
 	}
+	return bin
+}
 
-	jobs := hostJobs(t)
+func TestHostRenderingMatchesCPU(t *testing.T) {
+	bin := compileHost(t, hostDriver)
+	dir := t.TempDir()
+	jobs := append(hostJobs(t), rowJobs(t)...)
 	var in bytes.Buffer
 	for _, j := range jobs {
 		binary.Write(&in, binary.LittleEndian, j.kernel)

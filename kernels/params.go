@@ -73,7 +73,7 @@ type CopyP struct {
 
 // Bytes views a parameter block as bytes (for a kernel launch or a Metal
 // setBytes); p must point to one of the blocks above.
-func Bytes[T EW | RopeP | TembP | CopyP](p *T) []byte {
+func Bytes[T EW | RopeP | TembP | CopyP | NormSeqP | LinearSeqP | AttentionSeqP](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
 

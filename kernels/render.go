@@ -68,6 +68,8 @@ var preludes = map[Target]string{
 typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned char uchar;
+typedef unsigned long long ulong;
+typedef ulong zf_u64;
 struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define ZF_FN static __device__ __forceinline__
 #define ZF_KERNEL(name) extern "C" __global__ void name
@@ -95,6 +97,7 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #include <metal_stdlib>
 using namespace metal;
 typedef uint4 zf_v4;
+typedef ulong zf_u64;
 #define ZF_FN static inline
 #define ZF_KERNEL(name) kernel void name
 #define ZF_IN(p, i) device const uchar* p [[buffer(i)]]
@@ -135,6 +138,7 @@ static inline float zf_msl_erf(float x) {
 typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned char uchar;
+typedef uint64_t zf_u64;
 struct alignas(16) zf_v4 { uint x, y, z, w; };
 static inline uint zf_host_bits(float x) { uint u; std::memcpy(&u, &x, 4); return u; }
 static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); return x; }

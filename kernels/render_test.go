@@ -78,7 +78,7 @@ func TestPreludesDefineTheSameWords(t *testing.T) {
 			t.Errorf("source uses %s, which neither it nor the preludes define", m[1])
 		}
 	}
-	want := []string{"zf_copy", "zf_elementwise", "zf_rope_kernel", "zf_timestep"}
+	want := []string{"zf_attention_seq", "zf_copy", "zf_elementwise", "zf_linear_seq", "zf_norm_seq", "zf_rope_kernel", "zf_timestep"}
 	if got := Kernels(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kernels %v, want %v", got, want)
 	}
@@ -96,7 +96,11 @@ func TestCodesMatch(t *testing.T) {
 		"ZF_OP_ADD": OpAdd, "ZF_OP_MUL": OpMul, "ZF_OP_ACT": OpAct, "ZF_OP_CAST": OpCast, "ZF_OP_MODULATE": OpModulate,
 		"ZF_OP_GATED": OpGated, "ZF_OP_GLU": OpGLU, "ZF_OP_SUB": OpSub, "ZF_OP_DIV": OpDiv, "ZF_OP_MIN": OpMin, "ZF_OP_MAX": OpMax, "ZF_R_SCALE": RScale, "ZF_R_PRODUCT": RProduct, "ZF_R_GATE": RGate,
 		"ZF_R_NORMALIZED": RNormalized, "ZF_PLUS_ONE": PlusOne, "ZF_HAS_SHIFT": HasShift, "ZF_MAXR": MaxRank, "ZF_VEC8": Vec8,
+		"ZF_NORM_LAYER": NormLayer, "ZF_NORM_RMS": NormRMS, "ZF_ATTN_DMAX": AttnDMax, "ZF_MASK_CAUSAL": MaskCausal,
+		"ZF_MASK_EXPLICIT": MaskExplicit, "ZF_A_EACH": AEach, "ZF_A_SCORES": AScores, "ZF_A_PROBS": AProbs,
+		"ZF_A_WEIGHTS": AWeights, "ZF_A_ACCUM": AAccum,
 	}
+
 	for name, want := range ints {
 		got, err := strconv.Atoi(d[name])
 		if err != nil || got != want {

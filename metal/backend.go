@@ -628,18 +628,3 @@ func (b *Backend) Concat(xs []exec.Tensor, axis int) (exec.Tensor, error) {
 	}
 	return out, nil
 }
-
-// Norm has no Metal kernel yet (its reduction is CUDA-only so far).
-func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
-	return nil, exec.Unsupported(b.Name(), "norm", "no Metal kernel yet (the norm reduction is CUDA-only; the finishing math is in the one source)")
-}
-
-// Linear has no Metal kernel yet (MPS or a tiled simdgroup GEMM is the plan).
-func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, error) {
-	return nil, exec.Unsupported(b.Name(), "linear", "no Metal GEMM yet")
-}
-
-// Attention has no Metal kernel yet.
-func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
-	return nil, exec.Unsupported(b.Name(), "attention", "no Metal attention kernel yet")
-}

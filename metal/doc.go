@@ -5,10 +5,11 @@
 // one pointwise source, compiled with fast math off), one command buffer a
 // op.
 //
-// It is a skeleton: the ops whose kernels are in the one source (cast,
-// add, mul, act, modulate, gated residual, GLU, rope, timestep embedding,
-// permute, slice, concat and the Fallback compositions) are wired; norm,
-// linear and attention, whose kernels are CUDA-only so far, return errors
-// wrapping exec.ErrUnsupported. Nothing in this package has been run on a
-// Mac: see README.md.
+// It is a skeleton: every op of the vocabulary is wired, the pointwise
+// ones and the movement ones through the one source's pointwise kernels,
+// norm, linear and attention through its row kernels (one thread an
+// output row, the CPU reference's order: correct, not fast), the rest
+// through exec.Fallback. What a kernel does not compute is refused with
+// exec.ErrUnsupported. Nothing in this package has been run on a Mac: see
+// README.md.
 package metal

@@ -130,7 +130,7 @@ func stats(x []float32, kind exec.NormKind, eps float32) (mean, rstd float32) {
 		mu := sum / n
 		for _, e := range x {
 			d := float64(e) - mu
-			v += d * d
+			v += float64(d * d) // the conversion keeps arm64 from fusing this into an FMA
 		}
 		mean = float32(mu)
 	} else {
