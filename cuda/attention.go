@@ -21,6 +21,7 @@ type attnP struct {
 	Cap                                       float32
 	Alibi, HasBias, FmtB                      int32
 	BSb, BSh, BSi, BSj                        int32
+	HasSinks, FmtS                            int32
 }
 
 // flashP is zf_flash_p.
@@ -103,10 +104,6 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
-	if sinks != nil {
-		// not written yet: the kernels' softmax has no extra column
-		return nil, exec.Unsupported(b.Name(), "attention", "attention sinks (no CUDA kernel yet)")
-	}
 	if err := b.refuse("attention", s, exec.RoundAccum, 0); err != nil {
 		return nil, err
 	}
@@ -123,7 +120,11 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if err != nil {
 		return nil, err
 	}
-	a, err := exec.CheckAttention(q, k, v, mask, bias, nil, p)
+	st, err := b.opt("attention", "sinks", sinks)
+	if err != nil {
+		return nil, err
+	}
+	a, err := exec.CheckAttention(q, k, v, mask, bias, sinks, p)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +175,9 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		fmtB = int32(bt.format)
 	}
 	fmtIn := qt.format
-	flash := !b.exactAttn && !rprob && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
+	// Sinks run in the exact kernel only: the flash kernel's online
+	// softmax has no extra column.
+	flash := !b.exactAttn && !rprob && st == nil && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
 		kt.format == fmtIn && vt.format == fmtIn && (g.D == 64 || g.D == 128)
 	return b.result(outShape, s.Out, func(out *Tensor) error {
 		if exec.Numel(outShape) == 0 {
@@ -214,9 +217,13 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		ap.RS, ap.Each = int32(bit(s.Has(exec.RoundScores) && !each)), int32(bit(each))
 		ap.RProb, ap.RW = int32(bit(rprob)), int32(bit(rw))
 		ap.Alibi, ap.HasBias = int32(bit(p.ALiBi)), int32(bit(bt != nil))
+		ap.HasSinks, ap.FmtS = int32(bit(st != nil)), int32(precision.F32)
+		if st != nil {
+			ap.FmtS = int32(st.format)
+		}
 		pb := unsafe.Slice((*byte)(unsafe.Pointer(&ap)), unsafe.Sizeof(ap))
 		blocks := max(1, min((total+127)/128, b.sms*32))
 		return b.launch("zf_attn_exact", [3]uint32{uint32(blocks), 1, 1}, [3]uint32{128, 1, 1}, 0,
-			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), ptr(mt), ptr(bt), ptr(slopes), scratch.ptr, pb)
+			out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), ptr(mt), ptr(bt), ptr(slopes), scratch.ptr, ptr(st), pb)
 	})
 }

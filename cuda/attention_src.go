@@ -16,6 +16,7 @@ struct zf_attn_p {
   int m_sb; int m_si; int m_sj; int rs; int rprob; int rw; int math; int total;
   float scale; int each; int window; float cap;
   int alibi; int has_bias; int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
+  int has_sinks; int fmt_s;
 };
 
 /* Go's max: NaN if either is NaN; -0 < +0. */
@@ -29,7 +30,7 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
                                          const uchar* __restrict__ k, const uchar* __restrict__ v,
                                          const uchar* __restrict__ m, const uchar* __restrict__ bias,
                                          const float* __restrict__ slopes, float* __restrict__ scratch,
-                                         const zf_attn_p p) {
+                                         const uchar* __restrict__ sinks, const zf_attn_p p) {
   const float ninf = __int_as_float(0xff800000);
   int qw = p.h * p.d, kw = p.kv * p.d, rep = p.h / p.kv;
   size_t tot = (size_t)p.total;
@@ -75,12 +76,21 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       sc[(size_t)j * tot] = sv;
       mx = zf_gomax(mx, sv);
     }
+    /* An attention sink joins the max and the sum, then weighs no value;
+       with it, RoundEach rounds the logits minus their max (eager
+       attention subtracts the max as its own op). */
+    float sink = 0.0f;
+    if (p.has_sinks != 0) {
+      sink = zf_load(sinks, p.fmt_s, h);
+      mx = zf_gomax(mx, sink);
+    }
     float sum = 0.0f;
     for (int j = 0; j < p.sk; j++) {
-      float e = zf_exp(sc[(size_t)j * tot] - mx, p.math);
+      float e = zf_exp(zf_at(p.each != 0 && p.has_sinks != 0, p.out_fmt, sc[(size_t)j * tot] - mx), p.math);
       sc[(size_t)j * tot] = e;
       sum += e;
     }
+    if (p.has_sinks != 0) sum += zf_exp(zf_at(p.each, p.out_fmt, sink - mx), p.math);
     for (int e = 0; e < p.d; e++) acc[(size_t)e * tot] = 0.0f;
     for (int j = 0; j < p.sk; j++) {
       float w = sc[(size_t)j * tot];

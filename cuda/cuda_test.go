@@ -752,6 +752,10 @@ func TestAttentionExtras(t *testing.T) {
 		{"bias [B·H,1,Sk] + alibi", 2, 300, 4, 4, 64, bf16, exec.AttentionParams{ALiBi: true}, bhBias, exec.Out(bf16), false},
 		{"everything f32", 2, 300, 6, 3, 40, f32, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, batchBias, exec.Out(f32), true},
 		{"everything bf16 eager", 2, 300, 6, 3, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, headBias, exec.Composed(bf16), true},
+		// sinks (one logit per head, f32) run in the exact kernel, asked or not
+		{"sinks window", 1, 512, 8, 2, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 64}, noBias, exec.Out(bf16), false},
+		{"sinks eager", 2, 300, 8, 2, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal}, headBias, exec.Composed(bf16), true},
+		{"sinks f32", 1, 300, 4, 4, 40, f32, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50}, noBias, exec.Out(f32), false},
 	}
 	for ci, c := range cases {
 		c.p.Heads, c.p.KVHeads = c.h, c.kv
@@ -768,11 +772,15 @@ func TestAttentionExtras(t *testing.T) {
 		case bhBias:
 			bias = up(t, b, randn(c.bsz*c.h*c.seq, seed+3, 2), []int{c.bsz * c.h, 1, c.seq}, bf16)
 		}
+		var sinks pair
+		if strings.Contains(c.name, "sinks") {
+			sinks = up(t, b, randn(c.h, seed+4, 3), []int{c.h}, f32)
+		}
 		b.SetExactAttention(c.exact)
 		if strings.Contains(c.name, "8 warps") {
 			b.SetFlashWarps(8)
 		}
-		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, nil, c.p, c.s))
+		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, sinks.g, c.p, c.s))
 		b.SetExactAttention(false)
 		b.SetFlashWarps(4)
 		got, err := b.Download(g)
@@ -780,7 +788,7 @@ func TestAttentionExtras(t *testing.T) {
 			t.Fatal(err)
 		}
 		kernel := "flash"
-		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.d%64 != 0 {
+		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.d%64 != 0 || sinks.g != nil {
 			kernel = "exact"
 		}
 		op := fmt.Sprintf("attention %s %s %v H=%d/%d D=%d", kernel, c.name, c.f, c.h, c.kv, c.d)
@@ -788,7 +796,7 @@ func TestAttentionExtras(t *testing.T) {
 		if kernel == "flash" {
 			refSpec.Round |= exec.RoundWeights
 		}
-		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, nil, c.p, refSpec))
+		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, sinks.c, c.p, refSpec))
 		want, _ := ref.Download(cr)
 		r := row{op: op, spec: c.s.String(), shape: fmt.Sprintf("[%d %d %d]", c.bsz, c.seq, c.h*c.d), n: len(got), relF64: -1, cpuF64: -1}
 		var bad int
@@ -812,7 +820,7 @@ func TestAttentionExtras(t *testing.T) {
 		ref.Free(cr)
 		ref.Free(pr)
 		b.Free(g)
-		for _, x := range []pair{q, k, v, bias} {
+		for _, x := range []pair{q, k, v, bias, sinks} {
 			x.free(b)
 		}
 	}
