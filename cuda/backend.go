@@ -109,7 +109,7 @@ func New() (*Backend, error) {
 		return nil, err
 	}
 	err = b.do(func() error {
-		if err := b.loadModule("zflow_pointwise", pointwiseSource(), []string{"--fmad=false"}, append(kernels.Kernels(), normKernels...)); err != nil {
+		if err := b.loadModule("zflow_pointwise", pointwiseSource(), []string{"--fmad=false"}, append(kernels.PointwiseKernels(), normKernels...)); err != nil {
 			return err
 		}
 		if err := b.loadModule("zflow_attention_exact", pointwiseSource()+attentionExactSource, []string{"--fmad=false"}, []string{"zf_attn_exact"}); err != nil {

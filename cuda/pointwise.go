@@ -11,10 +11,13 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// pointwiseSource is the CUDA rendering of the one kernel source plus this
-// package's norm kernel, which uses its functions.
+// pointwiseSource is the CUDA rendering of the one kernel source's
+// pointwise part plus this package's norm kernel, which uses its
+// functions. The source's row kernels (rows.zf, Metal's norm, linear and
+// attention) are left out: this backend has its own and every module that
+// includes this text would compile them again.
 func pointwiseSource() string {
-	src, err := kernels.Render(kernels.CUDA)
+	src, err := kernels.RenderPointwise(kernels.CUDA)
 	if err != nil {
 		panic(err) // CUDA is always rendered
 	}

@@ -20,10 +20,30 @@ import (
 // checked on an NVIDIA GPU (CUDA computes exp and tanh through f64: bit-exact
 // here, which the MSL rendering's precise:: functions are not).
 
+// loadRows compiles the whole CUDA rendering (pointwise.zf and rows.zf)
+// into a module of its own, once: the backend compiles only the pointwise
+// part.
+func loadRows(t *testing.T, b *Backend) {
+	t.Helper()
+	if _, ok := b.fns["zf_norm_seq"]; ok {
+		return
+	}
+	src, err := kernels.Render(kernels.CUDA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.do(func() error {
+		return b.loadModule("zflow_rows", src, []string{"--fmad=false"}, []string{"zf_norm_seq", "zf_linear_seq", "zf_attention_seq"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // seqRun launches a row kernel into a new tensor of shape and format f
 // over n threads (grid-stride).
 func seqRun(t *testing.T, b *Backend, kernel string, shape []int, f precision.Format, n int, params []byte, ins ...exec.Tensor) exec.Tensor {
 	t.Helper()
+	loadRows(t, b)
 	ptrs := make([]any, 0, len(ins)+2)
 	for i, x := range ins {
 		ct, err := b.get(kernel, fmt.Sprint("input ", i), x)

@@ -8,10 +8,14 @@ import (
 )
 
 //go:embed pointwise.zf
-var source string
+var pointwise string
 
-// Source is the target-neutral kernel source (pointwise.zf).
-func Source() string { return source }
+//go:embed rows.zf
+var rows string
+
+// Source is the target-neutral kernel source: pointwise.zf, then rows.zf
+// (the row kernels, which use pointwise.zf's functions).
+func Source() string { return pointwise + "\n" + rows }
 
 // Target is a language the source is rendered in.
 type Target uint8
@@ -34,15 +38,26 @@ func (t Target) String() string {
 	return fmt.Sprintf("Target(%d)", uint8(t))
 }
 
-// Render returns the source for target t: its prelude, then the source
-// unchanged (a #line directive keeps compiler messages on pointwise.zf's
-// lines).
+// Render returns the whole source for target t: its prelude, then
+// pointwise.zf and rows.zf unchanged (#line directives keep compiler
+// messages on each file's lines).
 func Render(t Target) (string, error) {
+	src, err := RenderPointwise(t)
+	if err != nil {
+		return "", err
+	}
+	return src + "\n#line 1 \"rows.zf\"\n" + rows, nil
+}
+
+// RenderPointwise is Render without rows.zf: what a backend with norm,
+// linear and attention kernels of its own compiles (CUDA), sparing the
+// compile of row kernels it never launches.
+func RenderPointwise(t Target) (string, error) {
 	p, ok := preludes[t]
 	if !ok {
 		return "", fmt.Errorf("kernels: no prelude for target %v", t)
 	}
-	return p + "\n#line 1 \"pointwise.zf\"\n" + source, nil
+	return p + "\n#line 1 \"pointwise.zf\"\n" + pointwise, nil
 }
 
 // Prelude is target t's definitions of the target words ("" if unknown).
@@ -50,10 +65,15 @@ func Prelude(t Target) string { return preludes[t] }
 
 var kernelRE = regexp.MustCompile(`(?m)^ZF_KERNEL\((\w+)\)`)
 
-// Kernels lists the kernel entry points the source defines, sorted.
-func Kernels() []string {
+// Kernels lists the kernel entry points the whole source defines, sorted.
+func Kernels() []string { return kernelNames(Source()) }
+
+// PointwiseKernels lists those of pointwise.zf alone (RenderPointwise's).
+func PointwiseKernels() []string { return kernelNames(pointwise) }
+
+func kernelNames(src string) []string {
 	var names []string
-	for _, m := range kernelRE.FindAllStringSubmatch(source, -1) {
+	for _, m := range kernelRE.FindAllStringSubmatch(src, -1) {
 		names = append(names, m[1])
 	}
 	sort.Strings(names)

@@ -17,7 +17,7 @@ func defines(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	re := regexp.MustCompile(`(?m)^#define (\w+) ([^ \n/]+)`)
-	for _, m := range re.FindAllStringSubmatch(source, -1) {
+	for _, m := range re.FindAllStringSubmatch(Source(), -1) {
 		out[m[1]] = m[2]
 	}
 	return out
@@ -29,8 +29,15 @@ func TestRenderingsShareTheSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(src, source) {
-			t.Errorf("%v rendering does not end with the source verbatim", tg)
+		if !strings.HasSuffix(src, rows) || !strings.Contains(src, pointwise) {
+			t.Errorf("%v rendering does not hold pointwise.zf and end with rows.zf verbatim", tg)
+		}
+		pw, err := RenderPointwise(tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(pw, pointwise) || strings.Contains(pw, rows) {
+			t.Errorf("%v pointwise rendering is not pointwise.zf alone", tg)
 		}
 	}
 	if _, err := Render(Target(0)); err == nil {
@@ -63,17 +70,17 @@ func TestPreludesDefineTheSameWords(t *testing.T) {
 	for _, w := range cuda {
 		defined[w] = true
 	}
-	for _, w := range words(source) {
+	for _, w := range words(Source()) {
 		defined[w] = true
 	}
 	// Functions and structs the source defines itself.
-	for _, m := range regexp.MustCompile(`(?:ZF_FN \w+|struct) (zf_\w+)`).FindAllStringSubmatch(source, -1) {
+	for _, m := range regexp.MustCompile(`(?:ZF_FN \w+|struct) (zf_\w+)`).FindAllStringSubmatch(Source(), -1) {
 		defined[m[1]] = true
 	}
 	for _, k := range Kernels() {
 		defined[k] = true
 	}
-	for _, m := range regexp.MustCompile(`\b((?:ZF|zf)_\w+)`).FindAllStringSubmatch(source, -1) {
+	for _, m := range regexp.MustCompile(`\b((?:ZF|zf)_\w+)`).FindAllStringSubmatch(Source(), -1) {
 		if !defined[m[1]] {
 			t.Errorf("source uses %s, which neither it nor the preludes define", m[1])
 		}
@@ -81,6 +88,10 @@ func TestPreludesDefineTheSameWords(t *testing.T) {
 	want := []string{"zf_attention_seq", "zf_copy", "zf_elementwise", "zf_linear_seq", "zf_norm_seq", "zf_rope_kernel", "zf_timestep"}
 	if got := Kernels(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kernels %v, want %v", got, want)
+	}
+	want = []string{"zf_copy", "zf_elementwise", "zf_rope_kernel", "zf_timestep"}
+	if got := PointwiseKernels(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("pointwise kernels %v, want %v", got, want)
 	}
 }
 
