@@ -20,7 +20,8 @@ type Options struct {
 	// Progress, when set, is told each phase's progress: phase names are
 	// "structure", "sampler", "blocks", "model", "norms", "positions"; done
 	// of total items (blocks, norm roles, ...). ("source", hashing the
-	// trace, reports none.)
+	// trace beside the other phases, reports none; its Phase is the time
+	// the document waited for the hash at the end.)
 	Progress func(phase string, done, total int)
 }
 
@@ -107,12 +108,24 @@ func (d *discovery) search(ctx context.Context, ph *Phase, fs []search.Factor, o
 
 func (d *discovery) run(ctx context.Context) error {
 	d.doc = &semantics.Document{Format: semantics.FormatName, Version: semantics.Version}
-	if err := d.phase("source", func(*Phase) error {
+	// The source's hash reads the whole file (seconds at real width): it
+	// runs beside the phases, which read only the tensors they need, and
+	// is joined before the document is finished.
+	type hashed struct {
+		src semantics.Source
+		err error
+	}
+	hash := make(chan hashed, 1)
+	go func() {
 		src, err := source(d.tr)
-		d.doc.Source = src
-		return err
-	}); err != nil {
-		return err
+		hash <- hashed{src, err}
+	}()
+	joinSource := func() error {
+		return d.phase("source", func(*Phase) error {
+			h := <-hash
+			d.doc.Source = h.src
+			return h.err
+		})
 	}
 	if err := d.phase("structure", func(*Phase) error {
 		d.progress("structure", 0, 1)
@@ -125,6 +138,7 @@ func (d *discovery) run(ctx context.Context) error {
 		d.progress("structure", 1, 1)
 		return nil
 	}); err != nil {
+		joinSource()
 		return fmt.Errorf("discover: %w", err)
 	}
 	steps := []struct {
@@ -139,8 +153,12 @@ func (d *discovery) run(ctx context.Context) error {
 	}
 	for _, s := range steps {
 		if err := d.phase(s.name, func(ph *Phase) error { return s.fn(ctx, ph) }); err != nil {
+			joinSource()
 			return fmt.Errorf("discover: %s: %w", s.name, err)
 		}
+	}
+	if err := joinSource(); err != nil {
+		return err
 	}
 	entries, und := placed(d.entries, d.st)
 	d.doc.Undetermined = append(d.doc.Undetermined, und...)
