@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zflow/zflow/check"
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
 )
 
@@ -69,8 +72,9 @@ func TestPlantedControls(t *testing.T) {
 // TestPlantedConstructs: constructs no shared trace shows (fixtures/
 // constructs, README.md there): partial rotary, a per-head fused q/k/v, a
 // fused gate/up projection, parallel residuals from two norms, modulation
-// without shift, tanh gates. Each document is complete, reproduces the
-// trace's output, and says what the code does.
+// without shift, tanh gates. Each document is complete (nothing taken
+// from the trace, the self-check passed), reproduces the trace's output,
+// and says what the code does.
 func TestPlantedConstructs(t *testing.T) {
 	for _, tc := range []struct {
 		trace  string
@@ -109,13 +113,15 @@ func TestPlantedConstructs(t *testing.T) {
 			if rel := generate(t, res.Doc, tr); rel > 1e-5 {
 				t.Errorf("generated output rel-RMS %.3g > 1e-5", rel)
 			}
+			selfChecked(t, res.Doc, tr)
 		})
 	}
 }
 
 // TestUnseenArchitectures: real models (transformers) the shared set does
-// not hold, discovered complete and generating their output; each shows
-// constructs listed in fixtures/unseen/README.md.
+// not hold, discovered complete (nothing taken from the trace, every
+// boundary reproduced teacher forced by the self-check) and generating
+// their output; each shows constructs listed in fixtures/unseen/README.md.
 func TestUnseenArchitectures(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("..", "..", "fixtures", "unseen", "*.npz"))
 	if err != nil || len(paths) == 0 {
@@ -124,6 +130,7 @@ func TestUnseenArchitectures(t *testing.T) {
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
 			res, tr := discoverComplete(t, path)
+			selfChecked(t, res.Doc, tr)
 			name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".npz"), "-f32")
 			bound := 1e-5
 			if b, ok := unseenGenerate[name]; ok {
@@ -284,5 +291,26 @@ func TestUnseenAttentionSinks(t *testing.T) {
 	}
 	if len(windows) != 1 || !sameValue(windows["text_encoder.layers.0.self_attn"], 4.0) {
 		t.Errorf("attention windows %v, want 4 in the first layer only", windows)
+	}
+}
+
+// selfChecked runs the self-check on doc (check.Apply writes its result
+// in) and fails the test unless the document is complete: every captured
+// boundary reproduced teacher forced at every step.
+func selfChecked(t *testing.T, doc *semantics.Document, tr *trace.Trace) {
+	t.Helper()
+	res, err := check.Self(cpu.New(0), doc, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check.Apply(doc, res)
+	if res.NotRun != "" {
+		t.Errorf("self-check not run: %s", res.NotRun)
+	}
+	for _, f := range res.Failures {
+		t.Errorf("self-check: %s not reproduced at step %d (%d steps): rel-RMS %.3g > %.3g, %d masked values mismatched", f.Boundary, f.Step, f.Steps, f.RelRMS, f.Tolerance, f.Mismatched)
+	}
+	if doc.Status != semantics.StatusComplete {
+		t.Errorf("self-check: status %s", doc.Status)
 	}
 }

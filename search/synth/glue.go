@@ -72,32 +72,14 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 			continue
 		}
 		tried[key] = true
-		proxy := *t
-		proxy.shape, proxy.reshapedFrom = shape, true
-		proxy.data = permuteData(t, inv)
-		proxy.keys = nil // the trace's keys hold t's layout, not the proxy's
-		if w := s.glueIn(&proxy, sc); w != nil {
+		// the trace's keys hold t's layout, not the proxy's: read as one
+		proxy := s.readAs(t, shape, func(d []float32) []float32 { return permuteData(&val{shape: t.shape, data: d}, inv) })
+		proxy.reshapedFrom = true
+		if w := s.glueIn(proxy, sc); w != nil {
 			return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{w}, out: w.format, label: "axes moved"})
 		}
 	}
 	return nil
-}
-
-// everyStep checks a small candidate at every captured step (a scalar
-// matches at step 0 by coincidence: a constant 1000 for a timestep of
-// 1000·σ); a larger one carries its evidence in its many values.
-func (s *synth) everyStep(v, t *val, tol float64) bool {
-	if t.numel() > 64 || len(t.keys) == 0 {
-		return true
-	}
-	for _, st := range s.tr.Steps() {
-		got, ok1 := s.at(v, st)
-		want, ok2 := s.at(t, st)
-		if ok1 && ok2 && relRMS(t.format, got, want) > tol {
-			return false
-		}
-	}
-	return true
 }
 
 // representable reports whether every value of v is exact in format f.
@@ -113,7 +95,7 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded,
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
@@ -181,14 +163,18 @@ func (s *synth) imageAsRows(t *val, sc *scope) *val {
 		return nil
 	}
 	B, C, H, W := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
-	rows := &val{shape: []int{B, H * W, C}, data: make([]float32, len(t.data)), format: t.format, origin: t.origin, reshapedFrom: true}
-	for b := range B {
-		for c := range C {
-			for p := range H * W {
-				rows.data[(b*H*W+p)*C+c] = t.data[(b*C+c)*H*W+p]
+	rows := s.readAs(t, []int{B, H * W, C}, func(d []float32) []float32 {
+		r := make([]float32, len(d))
+		for b := range B {
+			for c := range C {
+				for p := range H * W {
+					r[(b*H*W+p)*C+c] = d[(b*C+c)*H*W+p]
+				}
 			}
 		}
-	}
+		return r
+	})
+	rows.reshapedFrom = true
 	w := s.glueIn(rows, sc)
 	if w == nil {
 		return nil
@@ -470,7 +456,10 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 		if n == 0 || n == v.shape[ax] || off == 0 && n == t.shape[ax] {
 			continue // nothing, all of it (a whole piece), or all of t alone
 		}
-		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: n}, args: []*val{v}, out: v.format, label: "leading part"})
+		p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: n}, args: []*val{v}, out: v.format, label: "leading part"})
+		if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
+			return p
+		}
 	}
 	return nil
 }
@@ -535,9 +524,8 @@ func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val)
 		if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 			continue
 		}
-		shape := slices.Clone(t.shape)
-		shape[ax] = n
-		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
+		sub := s.part(t, ax, off, off+n)
+		shape := sub.shape
 		for _, try := range []func(*val, []*val) *val{s.combined, s.pooled, func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) }} {
 			if w := try(sub, vals); w != nil && relRMS(sub.format, w.data, sub.data) <= tolerance(t.format) {
 				return s.reshape(w, shape), i >= fromValues
@@ -562,12 +550,8 @@ func (s *synth) broadcastPiece(t *val, ax, off int, vals []*val) *val {
 		if n >= t.shape[ax] || n > t.shape[ax]-off {
 			continue
 		}
-		shape := slices.Clone(t.shape)
-		shape[ax] = n
-		sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
-		if !(rms(sub.data) > 0) || !(rms(v.data) > 0) || !s.varying([]*val{v}) {
-			continue // zeros match zeros: no evidence; a value the steps share is no piece beside a table
-		}
+		sub := s.part(t, ax, off, off+n)
+		shape := sub.shape
 		for a := range shape {
 			if a == ax || shape[a] < 2 {
 				continue
@@ -637,12 +621,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 					continue
 				}
-				if relRMS(t.format, v.data, sliceData(t, ax, off, off+n)) > tol {
-					continue
+				sub := s.part(t, ax, off, off+n)
+				if relRMS(t.format, v.data, sub.data) > tol || !s.everyStep(v, sub, tol) {
+					continue // a piece holds at every step, not at step 0 alone (1 − σ = 0 beside a table of zeros)
 				}
-				shape := slices.Clone(t.shape)
-				shape[ax] = n
-				found = s.reshape(v, shape) // the piece, in t's layout
+				found = s.reshape(v, sub.shape) // the piece, in t's layout
 				break
 			}
 			if found == nil && depth == 0 {
@@ -655,9 +638,7 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 					if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 						continue
 					}
-					shape := slices.Clone(t.shape)
-					shape[ax] = n
-					sub := &val{shape: shape, data: sliceData(t, ax, off, off+n), format: t.format, origin: t.origin}
+					sub := s.part(t, ax, off, off+n)
 					if w := s.joinedAt(sub, sc, vals, depth+1); w != nil {
 						found = w
 						break

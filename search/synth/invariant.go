@@ -11,12 +11,19 @@ import (
 )
 
 // at is v's value at another step of the run: a captured boundary read
-// there, a computed value recomputed from its arguments there, anything
-// else (parameters, constants, request inputs) as at step 0. ok is false
+// there, a step input or a target read another way from its perStep, a
+// computed value recomputed from its arguments there, anything else
+// (parameters, constants, request inputs) as at step 0. ok is false
 // when the trace does not hold it.
 func (s *synth) at(v *val, step int) ([]float32, bool) {
 	if step == 0 {
 		return v.data, true
+	}
+	if v.perStep != nil {
+		// not memoised: σ_i is at hand, and a target read another way
+		// reads its memoised source
+		d := v.perStep(step)
+		return d, d != nil
 	}
 	if m, ok := s.steps[v]; ok {
 		if d, ok := m[step]; ok {
@@ -31,9 +38,6 @@ func (s *synth) at(v *val, step int) ([]float32, bool) {
 }
 
 func (s *synth) compute(v *val, step int) []float32 {
-	if v.perStep != nil {
-		return v.perStep(step)
-	}
 	if key := stepKey(v.keys); key != "" {
 		key = fmt.Sprintf("s%d%s", step, key[strings.IndexByte(key, '/'):])
 		t, err := s.tr.Tensor(key)

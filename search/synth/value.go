@@ -42,7 +42,9 @@ type val struct {
 	// request: a value the pipeline gives the model (its timestep made
 	// from σ), not one the model computes.
 	request bool
-	// perStep gives a step input's value at each step (σ_i).
+	// perStep gives the value at each other step where no key or
+	// expression does: a step input (σ_i), or a target read from a
+	// captured one another way (readAs: a join's piece, its axes moved).
 	perStep func(step int) []float32
 	// reshapedFrom: a target read in another value's shape (glue's
 	// reshaped form), not to be reshaped again.
