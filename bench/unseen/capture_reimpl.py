@@ -1,8 +1,9 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text.
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text;
+capture_reimpl.py fixtures/unseen/partial diffllama (discovery does not read it yet).
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -43,6 +44,20 @@ What it shows:
     through the attention temperature tuning (log1p(floor((pos + 1)/8192))·0.1 + 1: 1 at
     these 8 positions) and whose mask is full causal; the RoPE layer's chunked mask
     (chunk 8192) is causal at these 8 positions too.
+
+diffllama follows src/transformers/models/diffllama/modeling_diffllama.py at commit
+00d4b3d2142cb4ced2f51b90614b5d26bc045015 (DiffLlamaSdpaAttention, the default; its
+arithmetic is the eager class's), 4 heads over 2 kv heads of 8, the λ vectors drawn
+N(0, 0.1) as _init_weights does. What it shows (differential attention):
+  - each attention computes its own RoPE table (the model passes no position_embeddings);
+  - one softmax map per q head over its (GQA-repeated) key; the values re-laid per head
+    pair: head j and head j + H/2 both read [v_j, v_{j+H/2}] (the repeated v chunked in
+    two along the heads, joined along the width, repeated twice): value heads of 2D;
+  - the maps' outputs of the first H/2 heads minus λ times those of the last H/2, with
+    λ = exp(Σ λ_q1·λ_k1) − exp(Σ λ_q2·λ_k2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·layer);
+  - an RMSNorm without weights over each head's 2D ("groupnorm", nn.RMSNorm: torch 1.13
+    lacks it, so the RMSNorm class here stands in with its arithmetic), times (1 − λ_init),
+    heads joined, o_proj.
 """
 import math
 import os
@@ -533,8 +548,187 @@ class Llama4TextModel(nn.Module):
         return self.norm(h)
 
 
-CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config)}
-PREPARE = {"gpt_oss": widen_experts}
+# --- diffllama ---------------------------------------------------------------------------
+
+
+class DiffLlamaConfig:
+    hidden_size = 32
+    num_attention_heads = 4
+    num_key_value_heads = 2
+    head_dim = 8
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    lambda_std_dev = 0.1
+
+
+def lambda_init_fn(layer_idx):
+    return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
+
+
+class DiffLlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * h.to(dtype)
+
+
+class RMSNorm(nn.Module):
+    """torch's nn.RMSNorm (2.4+) without an affine part, as torch 1.13 lacks it:
+    x · rsqrt(mean(x²) + eps) over the last axis."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=False):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,)
+        self.eps = eps
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+class DiffLlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DiffLlamaRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        inv = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.int64).float() / c.head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class DiffLlamaSdpaAttention(nn.Module):
+    """The SDPA class (transformers' default implementation): the same arithmetic as the
+    eager one, its softmax written out (torch 1.13 has no scaled_dot_product_attention)."""
+
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads, self.head_dim = c.num_attention_heads, c.head_dim
+        self.num_key_value_heads = c.num_key_value_heads
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+        self.lambda_init = lambda_init_fn(layer_idx)
+        self.lambda_q1 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_k1 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_q2 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_k2 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.groupnorm = RMSNorm(2 * d, eps=c.rms_norm_eps, elementwise_affine=False)
+        self.rotary_emb = DiffLlamaRotaryEmbedding(c)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_proj(hidden_states)
+        k = self.k_proj(hidden_states)
+        v = self.v_proj(hidden_states)
+        q = q.view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = k.view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)
+        v = v.view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)
+        if position_embeddings is None:
+            cos, sin = self.rotary_emb(hidden_states, position_ids)
+        else:
+            cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        v = torch.cat(torch.chunk(v, 2, dim=1), dim=-1)
+        v = v.repeat(1, 2, 1, 1)
+        # scaled_dot_product_attention with the additive mask
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        w = w + attention_mask[:, :, :, : k.shape[-2]]
+        attn_output = torch.matmul(F.softmax(w, dim=-1), v)
+        attn_output1, attn_output2 = torch.chunk(attn_output, 2, dim=1)
+        lambda_1 = torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1, dtype=torch.float32)).to(q.dtype)
+        lambda_2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2, dim=-1, dtype=torch.float32)).to(q.dtype)
+        lambda_full = lambda_1 - lambda_2 + self.lambda_init
+        attn_output = attn_output1 - lambda_full * attn_output2
+        attn_output = (1 - self.lambda_init) * self.groupnorm(attn_output)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.view(bsz, q_len, -1)
+        return self.o_proj(attn_output), None
+
+
+class DiffLlamaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = DiffLlamaSdpaAttention(c, layer_idx)
+        self.mlp = DiffLlamaMLP(c)
+        self.input_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids)
+        h = residual + h
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h = self.mlp(h)
+        return residual + h
+
+
+class DiffLlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([DiffLlamaDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        n = h.shape[1]
+        position_ids = torch.arange(n)[None]
+        mask = causal_mask(n, h.dtype)
+        for layer in self.layers:
+            h = layer(h, attention_mask=mask, position_ids=position_ids)
+        return self.norm(h)
+
+
+def diffllama_lambdas(model, gen):
+    """The λ vectors as DiffLlamaPreTrainedModel._init_weights draws them, N(0, lambda_std_dev):
+    randomize's draw for vectors (1 ± 0.2) would make λ_q·λ_k ≈ head_dim and exp of it huge."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.split(".")[-1] in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                p.copy_(DiffLlamaConfig.lambda_std_dev * torch.randn(p.shape, generator=gen))
+
+
+CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
+         "diffllama": (DiffLlamaModel, DiffLlamaConfig)}
+PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
 def capture(case, outdir):
