@@ -1,8 +1,9 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss)
-The committed trace: capture_reimpl.py fixtures/unseen gpt_oss.
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text;
+capture_reimpl.py fixtures/unseen/partial diffllama (discovery does not read it yet).
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -27,6 +28,36 @@ no truncation). What it shows:
     glu = gate·σ(1.702·gate), out = ((up + 1)·glu) @ down_proj + bias, every expert run
     over every token and weighted by the dense scores; gate_up_proj is drawn wider than
     the other weights (widen_experts) so that the clamp acts.
+
+llama4_text follows src/transformers/models/llama4/modeling_llama4.py at commit
+000c33fdfde12e1ffafbfcdb3c926df5727a00b6 (the text model, eager attention) with
+configuration_llama4.py's Llama4TextConfig defaults but for the sizes and
+no_rope_layers [1, 0] (the default interval of 4 leaves two layers without a NoPE one).
+What it shows:
+  - a router (an nn.Linear) returning (scores, logits): top-k of the logits scattered into
+    a field of −inf, then a sigmoid: σ(logit) at the chosen experts, 0 elsewhere;
+  - the scores scale the experts' *inputs*: the tokens repeated once per expert, block e
+    times column e; the experts one batched GEMM over the E blocks (gate_up_proj [E, D, 2I],
+    gate then up, silu), their blocks summed onto a shared expert's output;
+  - complex RoPE on adjacent pairs (view_as_complex) then an L2 norm without weights on q
+    and k in the RoPE layer; no RoPE and no q/k norm in the NoPE layer, whose queries pass
+    through the attention temperature tuning (log1p(floor((pos + 1)/8192))·0.1 + 1: 1 at
+    these 8 positions) and whose mask is full causal; the RoPE layer's chunked mask
+    (chunk 8192) is causal at these 8 positions too.
+
+diffllama follows src/transformers/models/diffllama/modeling_diffllama.py at commit
+00d4b3d2142cb4ced2f51b90614b5d26bc045015 (DiffLlamaSdpaAttention, the default; its
+arithmetic is the eager class's), 4 heads over 2 kv heads of 8, the λ vectors drawn
+N(0, 0.1) as _init_weights does. What it shows (differential attention):
+  - each attention computes its own RoPE table (the model passes no position_embeddings);
+  - one softmax map per q head over its (GQA-repeated) key; the values re-laid per head
+    pair: head j and head j + H/2 both read [v_j, v_{j+H/2}] (the repeated v chunked in
+    two along the heads, joined along the width, repeated twice): value heads of 2D;
+  - the maps' outputs of the first H/2 heads minus λ times those of the last H/2, with
+    λ = exp(Σ λ_q1·λ_k1) − exp(Σ λ_q2·λ_k2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·layer);
+  - an RMSNorm without weights over each head's 2D ("groupnorm", nn.RMSNorm: torch 1.13
+    lacks it, so the RMSNorm class here stands in with its arithmetic), times (1 − λ_init),
+    heads joined, o_proj.
 """
 import math
 import os
@@ -281,18 +312,434 @@ def widen_experts(model, gen):
                 p.copy_(6.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
 
 
-CASES = {"gpt_oss": GptOssModel}
-PREPARE = {"gpt_oss": widen_experts}
+# --- llama4_text -------------------------------------------------------------------------
+
+
+class Llama4Config:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    intermediate_size_mlp = 96
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_local_experts = 4
+    num_experts_per_tok = 1
+    rms_norm_eps = 1e-5
+    rope_theta = 500000.0
+    hidden_act = "silu"
+    use_qk_norm = True
+    # no_rope_layer_interval 2 (the default 4 would leave two layers without a NoPE one)
+    no_rope_layers = [1, 0]
+    moe_layers = [0, 1]  # interleave_moe_layer_step 1
+    attention_chunk_size = 8192
+    attn_temperature_tuning = True
+    floor_scale = 8192
+    attn_scale = 0.1
+    layer_types = ["chunked_attention", "full_attention"]
+
+
+class Llama4TextExperts(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_experts = c.num_local_experts
+        self.hidden_size = c.hidden_size
+        self.expert_dim = c.intermediate_size
+        self.gate_up_proj = nn.Parameter(torch.zeros(c.num_local_experts, c.hidden_size, 2 * self.expert_dim))
+        self.down_proj = nn.Parameter(torch.empty(c.num_local_experts, self.expert_dim, c.hidden_size))
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.view(self.gate_up_proj.shape[0], -1, self.hidden_size)
+        gate_up = torch.bmm(hidden_states, self.gate_up_proj)
+        gate, up = gate_up.chunk(2, dim=-1)
+        next_states = torch.bmm(up * F.silu(gate), self.down_proj)
+        return next_states.view(-1, self.hidden_size)
+
+
+class Llama4TextMLP(nn.Module):
+    def __init__(self, c, intermediate_size=None):
+        super().__init__()
+        i = intermediate_size or c.intermediate_size
+        self.gate_proj = nn.Linear(c.hidden_size, i, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, i, bias=False)
+        self.down_proj = nn.Linear(i, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Llama4TextL2Norm(nn.Module):
+    def __init__(self, eps):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
+
+
+class Llama4TextRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
+class Llama4Router(nn.Linear):
+    def __init__(self, c):
+        super().__init__(c.hidden_size, c.num_local_experts, bias=False)
+        self.top_k = c.num_experts_per_tok
+
+    def forward(self, hidden_states):
+        logits = super().forward(hidden_states)
+        top, idx = torch.topk(logits, self.top_k, dim=1)
+        scores = torch.full_like(logits, float("-inf")).scatter_(1, idx, top)
+        scores = torch.sigmoid(scores.float()).to(scores.dtype)
+        return scores, logits
+
+
+class Llama4TextMoe(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.hidden_dim = c.hidden_size
+        self.experts = Llama4TextExperts(c)
+        self.router = Llama4Router(c)
+        self.shared_expert = Llama4TextMLP(c)
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        scores, logits = self.router(hidden_states)
+        routed_in = hidden_states.repeat(scores.shape[1], 1)
+        routed_in = routed_in * scores.transpose(0, 1).reshape(-1, 1)
+        routed_out = self.experts(routed_in)
+        out = self.shared_expert(hidden_states)
+        out.add_(routed_out.reshape(scores.shape[1], -1, routed_out.shape[-1]).sum(dim=0))
+        return out, logits
+
+
+class Llama4TextRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        inv = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.int64).float() / c.head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+        return freqs_cis * self.attention_scaling
+
+
+def llama4_rotary(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    xq_out = torch.view_as_real(xq_ * freqs_cis[:, :, None, :]).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis[:, :, None, :]).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class Llama4TextAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.attn_scale, self.floor_scale = c.attn_scale, c.floor_scale
+        self.attn_temperature_tuning = c.attn_temperature_tuning
+        self.use_rope = c.no_rope_layers[layer_idx]
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+        if c.use_qk_norm and self.use_rope:
+            self.qk_norm = Llama4TextL2Norm(c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, cache_position=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape)
+        k = self.k_proj(hidden_states).view(*input_shape, -1, self.head_dim)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        if self.use_rope:
+            q, k = llama4_rotary(q, k, position_embeddings)
+        if hasattr(self, "qk_norm"):
+            q = self.qk_norm(q)
+            k = self.qk_norm(k)
+        if self.attn_temperature_tuning and not self.use_rope:
+            scales = torch.log1p(torch.floor((cache_position.float() + 1.0) / self.floor_scale)) * self.attn_scale + 1.0
+            scales = scales.view((1, input_shape[-1], 1, 1)).expand((*input_shape, 1, 1))
+            q = (q * scales).to(q.dtype)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+        # eager_attention_forward (llama4's: softmax in the input's dtype)
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        w = w + attention_mask[:, :, :, : k.shape[-2]]
+        w = F.softmax(w, dim=-1)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        out = out.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(out), w
+
+
+class Llama4TextDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.attention_type = c.layer_types[layer_idx]
+        self.self_attn = Llama4TextAttention(c, layer_idx)
+        self.is_moe_layer = layer_idx in c.moe_layers
+        if self.is_moe_layer:
+            self.feed_forward = Llama4TextMoe(c)
+        else:
+            self.feed_forward = Llama4TextMLP(c, intermediate_size=c.intermediate_size_mlp)
+        self.input_layernorm = Llama4TextRMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = Llama4TextRMSNorm(c.hidden_size, c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, cache_position=None,
+                position_embeddings=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        a, _ = self.self_attn(hidden_states=h, position_embeddings=position_embeddings,
+                              attention_mask=attention_mask, cache_position=cache_position)
+        h = residual + a
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h = self.feed_forward(h)
+        if self.is_moe_layer:
+            h, _ = h
+        return residual + h.view(residual.shape)
+
+
+def chunked_causal_mask(n, dtype, chunk):
+    """create_chunked_causal_mask's eager form: causal within each chunk of `chunk` positions."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    seen = (j <= i) & (j // chunk == i // chunk)
+    return torch.zeros(n, n, dtype=dtype).masked_fill(~seen, torch.finfo(dtype).min)[None, None]
+
+
+class Llama4TextModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([Llama4TextDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = Llama4TextRMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.rotary_emb = Llama4TextRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        n = h.shape[1]
+        cache_position = torch.arange(n)
+        position_ids = cache_position[None]
+        masks = {"full_attention": causal_mask(n, h.dtype),
+                 "chunked_attention": chunked_causal_mask(n, h.dtype, self.config.attention_chunk_size)}
+        freq_cis = self.rotary_emb(h, position_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=masks[layer.attention_type], position_ids=position_ids,
+                      cache_position=cache_position, position_embeddings=freq_cis)
+        return self.norm(h)
+
+
+# --- diffllama ---------------------------------------------------------------------------
+
+
+class DiffLlamaConfig:
+    hidden_size = 32
+    num_attention_heads = 4
+    num_key_value_heads = 2
+    head_dim = 8
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    lambda_std_dev = 0.1
+
+
+def lambda_init_fn(layer_idx):
+    return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
+
+
+class DiffLlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * h.to(dtype)
+
+
+class RMSNorm(nn.Module):
+    """torch's nn.RMSNorm (2.4+) without an affine part, as torch 1.13 lacks it:
+    x · rsqrt(mean(x²) + eps) over the last axis."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=False):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,)
+        self.eps = eps
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+class DiffLlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DiffLlamaRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        inv = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.int64).float() / c.head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def rotate_half(x):
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class DiffLlamaSdpaAttention(nn.Module):
+    """The SDPA class (transformers' default implementation): the same arithmetic as the
+    eager one, its softmax written out (torch 1.13 has no scaled_dot_product_attention)."""
+
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads, self.head_dim = c.num_attention_heads, c.head_dim
+        self.num_key_value_heads = c.num_key_value_heads
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+        self.lambda_init = lambda_init_fn(layer_idx)
+        self.lambda_q1 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_k1 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_q2 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.lambda_k2 = nn.Parameter(torch.normal(0, c.lambda_std_dev, size=(d,)))
+        self.groupnorm = RMSNorm(2 * d, eps=c.rms_norm_eps, elementwise_affine=False)
+        self.rotary_emb = DiffLlamaRotaryEmbedding(c)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_proj(hidden_states)
+        k = self.k_proj(hidden_states)
+        v = self.v_proj(hidden_states)
+        q = q.view(bsz, q_len, self.num_heads, self.head_dim).transpose(1, 2)
+        k = k.view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)
+        v = v.view(bsz, q_len, self.num_key_value_heads, self.head_dim).transpose(1, 2)
+        if position_embeddings is None:
+            cos, sin = self.rotary_emb(hidden_states, position_ids)
+        else:
+            cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        v = torch.cat(torch.chunk(v, 2, dim=1), dim=-1)
+        v = v.repeat(1, 2, 1, 1)
+        # scaled_dot_product_attention with the additive mask
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        w = w + attention_mask[:, :, :, : k.shape[-2]]
+        attn_output = torch.matmul(F.softmax(w, dim=-1), v)
+        attn_output1, attn_output2 = torch.chunk(attn_output, 2, dim=1)
+        lambda_1 = torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1, dtype=torch.float32)).to(q.dtype)
+        lambda_2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2, dim=-1, dtype=torch.float32)).to(q.dtype)
+        lambda_full = lambda_1 - lambda_2 + self.lambda_init
+        attn_output = attn_output1 - lambda_full * attn_output2
+        attn_output = (1 - self.lambda_init) * self.groupnorm(attn_output)
+        attn_output = attn_output.transpose(1, 2).contiguous()
+        attn_output = attn_output.view(bsz, q_len, -1)
+        return self.o_proj(attn_output), None
+
+
+class DiffLlamaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = DiffLlamaSdpaAttention(c, layer_idx)
+        self.mlp = DiffLlamaMLP(c)
+        self.input_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids)
+        h = residual + h
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h = self.mlp(h)
+        return residual + h
+
+
+class DiffLlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([DiffLlamaDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        n = h.shape[1]
+        position_ids = torch.arange(n)[None]
+        mask = causal_mask(n, h.dtype)
+        for layer in self.layers:
+            h = layer(h, attention_mask=mask, position_ids=position_ids)
+        return self.norm(h)
+
+
+def diffllama_lambdas(model, gen):
+    """The λ vectors as DiffLlamaPreTrainedModel._init_weights draws them, N(0, lambda_std_dev):
+    randomize's draw for vectors (1 ± 0.2) would make λ_q·λ_k ≈ head_dim and exp of it huge."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.split(".")[-1] in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
+                p.copy_(DiffLlamaConfig.lambda_std_dev * torch.randn(p.shape, generator=gen))
+
+
+CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
+         "diffllama": (DiffLlamaModel, DiffLlamaConfig)}
+PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
-    model = CASES[case](Config())
+    build, config = CASES[case]
+    model = build(config())
     randomize(model, torch.Generator().manual_seed(1))
     if case in PREPARE:
         PREPARE[case](model, torch.Generator().manual_seed(3))
     model.eval()
-    ids = torch.randint(0, Config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": "transformers (reimplemented, torch 1.13)", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:

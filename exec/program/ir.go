@@ -39,7 +39,7 @@ const (
 	OpRound                         // x: round half to even to an integer (host step; a timestep cast to an integer dtype)
 	OpMean                          // x, mask: mean over Attrs.Axis (weighted by mask [.., n] when given: a masked mean); host step
 	OpRoute                         // logits [.., E], bias [E] (optional: added for the choice only); Attrs.Route: outputs the top-k weights ([.., k], or [.., E] dense) and their indices [.., k] (host step)
-	OpExperts                       // x [T, D], indices [T, k] (optional: absent, the weights are dense), weights [T, k] or [T, E], w1 [E, 2I, D], w2 [E, D, I], b1 [E, 2I], b2 [E, D] (biases optional); Attrs.Act, UpFirst, Experts
+	OpExperts                       // x [T, D], indices [T, k] (optional: absent, the weights are dense), weights [T, k] or [T, E] (both absent: x is [E·T, D], block e through expert e, unsummed), w1 [E, 2I, D], w2 [E, D, I], b1 [E, 2I], b2 [E, D] (biases optional); Attrs.Act, UpFirst, Experts
 	OpSoftmax                       // x: softmax over the last axis, in f32, rounded once (host step: a router's scores)
 	OpMinimum                       // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
 	OpMaximum                       // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)

@@ -212,6 +212,36 @@ func sigmoid32(x []float32) []float32 {
 	return out
 }
 
+// expertBlocks runs the experts unrouted, as one batched GEMM over E
+// blocks of rows (x [E·T, D], the tokens repeated per expert, maybe
+// already weighted): block e through expert e alone, the blocks joined
+// in order, nothing summed.
+func expertBlocks(b exec.Backend, x exec.Tensor, ws expertWeights, inner int, act exec.ActKind, upFirst bool, p ExpertsParams, s exec.Spec) (exec.Tensor, error) {
+	experts, rows := ws.w1.Shape()[0], x.Shape()[0]
+	if rows%experts != 0 {
+		return nil, fmt.Errorf("experts: %d rows are not %d experts' blocks", rows, experts)
+	}
+	t := rows / experts
+	ones := make([]float32, t)
+	for i := range ones {
+		ones[i] = 1
+	}
+	sc := &scratch{b: b}
+	defer sc.free()
+	parts := make([]exec.Tensor, experts)
+	for e := range experts {
+		xe, err := sc.keep(b.Slice(x, 0, e*t, (e+1)*t))
+		if err != nil {
+			return nil, err
+		}
+		// a weight of one: the product is exact
+		if parts[e], err = sc.keep(expertOnce(b, xe, ws, e, inner, ones, act, upFirst, p, s)); err != nil {
+			return nil, err
+		}
+	}
+	return b.Concat(parts, 0)
+}
+
 // expertsRun is a mixture of experts over tokens x [T, D]: each token's
 // output is Σ_j w[t, j] · expert_{idx[t, j]}(x[t]), where expert e is
 // down_e(unit(gate_e(x), up_e(x))) + b2_e with w1 [E, 2I, D] holding gate
@@ -233,6 +263,9 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.
 	experts, inner := ws1[0], ws2[2]
 	if b1 != nil && !slices.Equal(b1.Shape(), []int{experts, 2 * inner}) || b2 != nil && !slices.Equal(b2.Shape(), []int{experts, xs[1]}) {
 		return nil, fmt.Errorf("experts: biases %v, %v for w1 %v, w2 %v", shapeOf(b1), shapeOf(b2), ws1, ws2)
+	}
+	if idx == nil && w == nil {
+		return expertBlocks(b, x, expertWeights{w1, w2, b1, b2}, inner, act, upFirst, p, s)
 	}
 	wv, err := b.Download(w)
 	if err != nil {

@@ -138,6 +138,20 @@ func TestExperts(t *testing.T) {
 		}
 		return out
 	}
+	// unrouted: the rows as E blocks of one token each, block e through expert e alone
+	blocks, err := expertsRun(b, up(xs, []int{T, D}), nil, nil, up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActSiLU, false, ExpertsParams{}, exec.Out(precision.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yb, _ := b.Download(blocks)
+	for e := range E {
+		want := expert(e, xs[e*D:(e+1)*D])
+		for r := range D {
+			if math.Abs(float64(yb[e*D+r])-want[r]) > 1e-5*math.Max(1, math.Abs(want[r])) {
+				t.Errorf("block %d channel %d = %v, want %v", e, r, yb[e*D+r], want[r])
+			}
+		}
+	}
 	for tok := range T {
 		want := make([]float64, D)
 		for j := range 2 {

@@ -190,6 +190,10 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("tokens %v do not fit experts %v, %v", x, w1, w2)
 		}
 		switch {
+		case in[1] == nil && in[2] == nil: // no routing: expert e over the e-th block of rows
+			if x[0]%w1[0] != 0 {
+				return nil, fmt.Errorf("%d rows are not %d experts' blocks", x[0], w1[0])
+			}
 		case in[1] == nil: // dense weights, one per expert
 			if !slices.Equal(in[2], []int{x[0], w1[0]}) {
 				return nil, fmt.Errorf("dense routing weights %v for tokens %v and %d experts", in[2], x, w1[0])

@@ -186,6 +186,9 @@ var unseenFactors = map[string]map[string]any{
 	// swiglu_limit 7, alpha 1.702, (up + 1), sinks, sliding window 4 in even layers
 	"gpt_oss": {"attention_sinks": true, "attention_window": 4.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true,
 		"mlp_limit": 7.0, "mlp_swish_beta": 1.702, "mlp_up_offset": 1.0},
+	// transformers' modeling_llama4.py, reimplemented: complex (pair) RoPE and an L2 q/k
+	// norm in the RoPE layer, silu experts and shared expert
+	"llama4_text": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},

@@ -76,6 +76,26 @@ func (s *synth) fitRouter(x *val, params []*val, targets []*val) []*val {
 		out[wi], out[ii] = wv, iv
 		return out
 	}
+	if len(targets) == 2 && ii < 0 && li >= 0 && wi >= 0 && slices.Equal(targets[li].shape, targets[wi].shape) {
+		// no indices: dense weights and the logits, in either order
+		for _, order := range [][2]int{{li, wi}, {wi, li}} {
+			lT, wT := targets[order[0]], targets[order[1]]
+			x2 := s.reshape(x, []int{lT.numel() / e, x.shape[len(x.shape)-1]})
+			if x2 == nil {
+				return nil
+			}
+			logits := s.fitLinear(x2, params, lT)
+			if logits == nil {
+				continue
+			}
+			if wv := s.denseRoutes(logits, wT); wv != nil {
+				out := make([]*val, 2)
+				out[order[0]], out[order[1]] = logits, wv
+				return out
+			}
+		}
+		return nil
+	}
 	if li < 0 || wi < 0 || ii < 0 {
 		return nil
 	}
@@ -154,6 +174,41 @@ func (s *synth) routes(logits, wT, iT *val, dense bool) (*val, *val) {
 	return nil, nil
 }
 
+// denseRoutes explains wT [.., E] as a router's weights laid densely over
+// the experts (zero where a row did not choose), with no indices to
+// check the choice against: k is read off the most nonzero entries of a
+// row, then every router candidate is scored on the weights alone.
+func (s *synth) denseRoutes(logits, wT *val) *val {
+	e := logits.shape[len(logits.shape)-1]
+	k := 0
+	for r := 0; r+e <= len(wT.data); r += e {
+		n := 0
+		for _, w := range wT.data[r : r+e] {
+			if w != 0 {
+				n++
+			}
+		}
+		k = max(k, n)
+	}
+	in := s.reshape(logits, []int{logits.numel() / e, e})
+	if k == 0 || in == nil {
+		return nil
+	}
+	var cands []*expr
+	for _, r := range routeExprs(in, nil, k, wT.format, " dense") {
+		r.attrs.Route.Dense = true
+		cands = append(cands, r)
+	}
+	w, ev := s.best(&val{shape: in.shape, data: wT.data, format: wT.format}, cands)
+	if w == nil {
+		return nil
+	}
+	if w = s.reshape(w, wT.shape); w != nil {
+		w.fit = &leafFit{kind: "router", candidates: ev}
+	}
+	return w
+}
+
 // routeExprs are the router candidates over scores in [T, E] (a bias
 // moving the choice when not nil), top k, each labelled routeLabel+suffix.
 func routeExprs(in, bias *val, k int, out precision.Format, suffix string) []*expr {
@@ -216,7 +271,7 @@ func (s *synth) routed(t *val, vals []*val) *val {
 // and the order of gate and up in the fused projection searched; where
 // none of those reproduces the call, the unit's numbers too (fitUnit).
 func (s *synth) fitExperts(xs, params []*val, t *val) *val {
-	if len(xs) < 2 || len(t.shape) < 2 {
+	if len(xs) < 1 || len(t.shape) < 2 {
 		return nil
 	}
 	x := xs[0]
@@ -236,12 +291,20 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 		}
 	}
 	layouts := s.expertLayouts(params, d, false)
-	if wts == nil || len(layouts) == 0 {
+	if len(layouts) == 0 {
 		return nil
 	}
 	e := layouts[0].w1.shape[0]
-	var rIdx, rWts *val // the routing as the experts op reads it (rIdx nil: dense)
+	var rIdx, rWts *val // the routing as the experts op reads it (rIdx nil: dense; both nil: unrouted)
 	switch {
+	case len(xs) == 1:
+		// no routing among the arguments: one batched GEMM, expert e
+		// over the e-th block of rows (its tokens, weighted before)
+		if tokens%e != 0 {
+			return nil
+		}
+	case wts == nil:
+		return nil
 	case idx != nil && slices.Equal(idx.shape, wts.shape) && len(idx.shape) == 2 && idx.shape[0] == tokens:
 		rIdx, rWts = idx, wts
 	case wts.numel() == tokens*e:
@@ -271,7 +334,13 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	var fit *leafFit
 	y, ev := s.best(t2, cands)
 	if y != nil {
-		fit = &leafFit{kind: "experts", act: y.from.attrs.Act, candidates: ev}
+		// the evidence by activation (the factor's values), each
+		// candidate's layout and order folded into its act's best score
+		acts := make([]semantics.Candidate, len(ev))
+		for i, c := range ev {
+			acts[i] = semantics.Candidate{Value: units[i].act.String(), Score: c.Score}
+		}
+		fit = &leafFit{kind: "experts", act: y.from.attrs.Act, candidates: acts}
 	} else {
 		// the unit's numbers: the plain forms failed; interleaved gate
 		// and up are tried here too
@@ -519,6 +588,14 @@ func rowsSumToOne(v *val) bool {
 // experts are the scope's children alike in their parameters' shapes
 // (stackedExperts), or grouped GEMMs, or slices handed per call.
 func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
+	// experts as one batched GEMM over blocks of rows: their input and
+	// their summed output (experts_blocks.go)
+	if v := s.weightedBlocks(t, vals); v != nil {
+		return v
+	}
+	if v := s.blocksSummed(t, vals); v != nil {
+		return v
+	}
 	if len(t.shape) < 2 {
 		return nil
 	}
