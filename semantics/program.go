@@ -137,6 +137,10 @@ type RouteAttrs struct {
 	TiesHigh  bool    `json:"ties_high,omitempty"` // of equal scores, the higher index first
 	Chosen    bool    `json:"chosen,omitempty"`    // the score function over the K chosen logits only
 	Dense     bool    `json:"dense,omitempty"`     // weights [.., E], zero where not chosen
+	// Stepwise: picks one at a time, each weighted by the softmax over the
+	// logits left within Margin of it, relatively (see exec/program).
+	Stepwise bool    `json:"stepwise,omitempty"`
+	Margin   float64 `json:"margin,omitempty"`
 }
 
 // ExpertsAttrs configure an experts node's gated unit: gate ≤ limit and

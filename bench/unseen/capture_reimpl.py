@@ -1,8 +1,8 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text;
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text phimoe;
 capture_reimpl.py fixtures/unseen/partial diffllama (discovery does not read it yet).
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
@@ -58,6 +58,18 @@ N(0, 0.1) as _init_weights does. What it shows (differential attention):
   - an RMSNorm without weights over each head's 2D ("groupnorm", nn.RMSNorm: torch 1.13
     lacks it, so the RMSNorm class here stands in with its arithmetic), times (1 − λ_init),
     heads joined, o_proj.
+
+phimoe follows src/transformers/models/phimoe/modular_phimoe.py (transformers 5: the router an
+nn.Linear calling sparsemixer, PhimoeExperts = MixtralExperts) and the real transformers 5.17
+trace's call boundaries (the router returns logits, weights and indices; act_fn is called once
+over every (token, pick) pair's gate, the pairs grouped by expert; no attention mask is passed).
+What it shows:
+  - sparsemixer's eval path: each pick the largest logit left, its weight the softmax over
+    the logits left whose relative distance below it, (m − s)/max(|s|, m), is at most
+    2·router_jitter_noise (0.05 here so that a few picks share their weight; the default
+    0.01 leaves nearly every weight exactly 1, as in the real trace);
+  - experts gate_up_proj [E, 2I, D] (gate then up), down_proj [E, D, I], silu;
+  - LayerNorm with bias for every norm; half-layout RoPE, θ 1e6.
 """
 import math
 import os
@@ -726,8 +738,190 @@ def diffllama_lambdas(model, gen):
                 p.copy_(DiffLlamaConfig.lambda_std_dev * torch.randn(p.shape, generator=gen))
 
 
+# --- phimoe ------------------------------------------------------------------------------
+
+
+class PhimoeConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_local_experts = 4
+    num_experts_per_tok = 2
+    rms_norm_eps = 1e-5
+    rope_theta = 1e6
+    # 0.01 by default; 0.05 makes more picks share their weight with a near logit
+    # (2·jitter = 0.1 of relative distance), so that the trace bounds the margin closely
+    router_jitter_noise = 0.05
+
+
+def sparsemixer(scores, jitter_eps, top_k=2):
+    """modeling_phimoe.sparsemixer's eval path (training False: no Gumbel sampling, no
+    Heun mask): each pick the largest logit left, weighted by the softmax over the logits
+    left within 2·jitter_eps of it, relatively."""
+    # first expert
+    with torch.no_grad():
+        mask_logits_threshold, max_ind = scores.max(dim=-1, keepdim=True)
+        factor = scores.abs().clamp(min=mask_logits_threshold)
+        mask_logits_threshold = ((mask_logits_threshold - scores) / factor) > (2 * jitter_eps)
+    masked_gates = scores.masked_fill(mask_logits_threshold, float("-inf"))
+    selected_experts = max_ind
+    masked_gates = torch.softmax(masked_gates, dim=-1)
+    multiplier = masked_gates.gather(dim=-1, index=selected_experts)
+    # masked out first expert
+    masked_scores = torch.scatter(scores, -1, selected_experts, float("-inf"))
+    with torch.no_grad():
+        mask_logits_threshold, max_ind = masked_scores.max(dim=-1, keepdim=True)
+        factor = scores.abs().clamp(min=mask_logits_threshold)
+        mask_logits_threshold = ((mask_logits_threshold - scores) / factor) > (2 * jitter_eps)
+    masked_gates_top2 = masked_scores.masked_fill(mask_logits_threshold, float("-inf"))
+    selected_experts_top2 = max_ind
+    masked_gates_top2 = torch.softmax(masked_gates_top2, dim=-1)
+    multiplier_top2 = masked_gates_top2.gather(dim=-1, index=selected_experts_top2)
+    multiplier = torch.concat((multiplier, multiplier_top2), dim=-1)
+    selected_experts = torch.concat((selected_experts, selected_experts_top2), dim=-1)
+    return multiplier, selected_experts
+
+
+class PhimoeTopKRouter(nn.Linear):
+    def __init__(self, c):
+        super().__init__(c.hidden_size, c.num_local_experts, bias=False)
+        self.router_jitter_noise = c.router_jitter_noise
+        self.top_k = c.num_experts_per_tok
+
+    def forward(self, hidden_states):
+        router_logits = super().forward(hidden_states)
+        routing_weights, selected_experts = sparsemixer(router_logits, jitter_eps=self.router_jitter_noise,
+                                                        top_k=self.top_k)
+        # transformers 5.17's router returns the logits too (the real trace: three results)
+        return router_logits, routing_weights, selected_experts
+
+
+class PhimoeExperts(nn.Module):
+    """MixtralExperts: gate_up_proj [E, 2I, D] (gate then up), down_proj [E, D, I]; the
+    (token, pick) pairs grouped by expert, one act_fn call over every pair's gate (as the
+    real trace shows: act_fn once, [T·k, I]), weighted and added back per token."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.num_experts = c.num_local_experts
+        self.intermediate_dim = c.intermediate_size
+        self.gate_up_proj = nn.Parameter(torch.empty(c.num_local_experts, 2 * c.intermediate_size, c.hidden_size))
+        self.down_proj = nn.Parameter(torch.empty(c.num_local_experts, c.hidden_size, c.intermediate_size))
+        self.act_fn = nn.SiLU()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        final = torch.zeros_like(hidden_states)
+        k = top_k_index.shape[-1]
+        order = torch.sort(top_k_index.reshape(-1), stable=True)[1]
+        tokens, picks = order // k, order % k
+        experts = top_k_index.reshape(-1)[order]
+        gates, ups = [], []
+        for e in range(self.num_experts):
+            at = experts == e
+            gate, up = F.linear(hidden_states[tokens[at]], self.gate_up_proj[e]).chunk(2, dim=-1)
+            gates.append(gate)
+            ups.append(up)
+        h = self.act_fn(torch.cat(gates)) * torch.cat(ups)
+        start = 0
+        for e in range(self.num_experts):
+            at = experts == e
+            n = int(at.sum())
+            out = F.linear(h[start:start + n], self.down_proj[e])
+            out = out * top_k_weights[tokens[at], picks[at], None]
+            final.index_add_(0, tokens[at], out.to(final.dtype))
+            start += n
+        return final
+
+
+class PhimoeSparseMoeBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.router = PhimoeTopKRouter(c)
+        self.experts = PhimoeExperts(c)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.reshape(-1, hidden_dim)
+        _, routing_weights, selected_experts = self.router(hidden_states)
+        final = self.experts(hidden_states, selected_experts, routing_weights)
+        return final.reshape(batch_size, sequence_length, hidden_dim)
+
+
+class PhimoeAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None):
+        shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        # the real trace passes no mask (sdpa, is_causal) and returns no weights
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        w = w + attention_mask[:, :, :, : k.shape[-2]]
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*shape[:-2], -1).contiguous()), None
+
+
+class PhimoeDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = PhimoeAttention(c, layer_idx)
+        self.mlp = PhimoeSparseMoeBlock(c)
+        self.input_layernorm = nn.LayerNorm(c.hidden_size, eps=c.rms_norm_eps, elementwise_affine=True)
+        self.post_attention_layernorm = nn.LayerNorm(c.hidden_size, eps=c.rms_norm_eps, elementwise_affine=True)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids,
+                              position_embeddings=position_embeddings)
+        h = residual + h
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h = self.mlp(h)
+        return residual + h
+
+
+class PhimoeModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([PhimoeDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.rms_norm_eps, elementwise_affine=True)
+        self.rotary_emb = DiffLlamaRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        n = h.shape[1]
+        position_ids = torch.arange(n)[None]
+        pe = self.rotary_emb(h, position_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=pe)
+        return self.norm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
-         "diffllama": (DiffLlamaModel, DiffLlamaConfig)}
+         "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -217,7 +217,10 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		if !slices.Contains(RouteScores, r.Score) {
 			return Node{}, fmt.Errorf("route: score %q is not one of softmax, sigmoid or none", r.Score)
 		}
-		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh, Chosen: r.Chosen, Dense: r.Dense}
+		if r.Margin != 0 && (!r.Stepwise || !(r.Margin > 0 && r.Margin <= math.MaxFloat32)) {
+			return Node{}, fmt.Errorf("route: margin %g must be a positive finite number of a stepwise router", r.Margin)
+		}
+		a.Route = RouteParams{K: r.K, Score: r.Score, Normalize: r.Normalize, Scale: float32(r.Scale), TiesHigh: r.TiesHigh, Chosen: r.Chosen, Dense: r.Dense, Stepwise: r.Stepwise, Margin: float32(r.Margin)}
 	}
 	a.UpFirst = d.UpFirst
 	if x := d.Experts; x != nil {
@@ -316,7 +319,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	d.Shape, d.Perm = slices.Clone(a.Shape), slices.Clone(a.Perm)
 	d.Axis, d.Start, d.End, d.N = a.Axis, a.Start, a.End, a.N
 	if a.Route.K > 0 {
-		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale), TiesHigh: a.Route.TiesHigh, Chosen: a.Route.Chosen, Dense: a.Route.Dense}
+		d.Route = &semantics.RouteAttrs{K: a.Route.K, Score: a.Route.Score, Normalize: a.Route.Normalize, Scale: float64(a.Route.Scale), TiesHigh: a.Route.TiesHigh, Chosen: a.Route.Chosen, Dense: a.Route.Dense, Stepwise: a.Route.Stepwise, Margin: float64(a.Route.Margin)}
 	}
 	d.UpFirst = a.UpFirst
 	if x := a.Experts; op == OpExperts && x != (ExpertsParams{}) {

@@ -27,6 +27,13 @@ type RouteParams struct {
 	// Dense: the weights scattered into [.., E], zero at every expert a
 	// row did not choose (torch.zeros_like(logits).scatter_(1, idx, w)).
 	Dense bool
+	// Stepwise: the K picks made one at a time, each the largest logit
+	// left; its weight the softmax, at the pick, over the logits left
+	// within Margin of it relatively: (m − s)/max(|s|, m) ≤ Margin, in
+	// s.Out's arithmetic (a sparse mixer's eval path; Score, Normalize
+	// and Chosen unused). Margin 0 keeps only exact ties: weights of one.
+	Stepwise bool
+	Margin   float32
 }
 
 // ExpertsParams configure the experts' gated unit beyond its activation:
@@ -136,6 +143,9 @@ func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) 
 		if p.Chosen {
 			picked = score(picked)
 		}
+		if p.Stepwise {
+			picked = stepwiseWeights(row, order[:p.K], p.Margin, s.Out)
+		}
 		var sum float32
 		for _, x := range picked {
 			sum += x
@@ -165,6 +175,36 @@ func routeHost(b exec.Backend, x, bias exec.Tensor, p RouteParams, s exec.Spec) 
 		return nil, err
 	}
 	return []exec.Tensor{wt, it}, nil
+}
+
+// stepwiseWeights gives each pick's weight: the softmax over the logits
+// not picked before it whose relative distance below it, (m − s)/max(|s|,
+// m), each step rounded to f, is at most margin (rounded to f too), read
+// at the pick.
+func stepwiseWeights(row []float32, picks []int, margin float32, f precision.Format) []float32 {
+	margin = f.Round(margin)
+	out := make([]float32, len(picks))
+	gone := make([]bool, len(row))
+	for j, at := range picks {
+		m := row[at]
+		var kept []float32
+		for i, v := range row {
+			if gone[i] {
+				continue
+			}
+			if i == at || f.Round(f.Round(m-v)/max(float32(math.Abs(float64(v))), m)) <= margin {
+				kept = append(kept, v)
+			}
+		}
+		// the pick is the largest left, so its exp(0) sits in the sum
+		var sum float32
+		for _, v := range kept {
+			sum += float32(math.Exp(float64(v - m)))
+		}
+		out[j] = 1 / sum
+		gone[at] = true
+	}
+	return out
 }
 
 // softmax32 is softmax(x) as torch computes it in f32: exp(x − max),

@@ -91,6 +91,45 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+// TestStepwiseRoute: each pick the largest logit left, weighted by the
+// softmax over the logits left within a relative margin of it. Row
+// [2, 1.9, −1, 0.5]: below 2 the distances are 0.05, 1.5 and 0.75; below
+// 1.9 (2 gone) 1.526 and 0.737.
+func TestStepwiseRoute(t *testing.T) {
+	b := cpu.New(1)
+	x, err := b.Upload([]float32{2, 1.9, -1, 0.5}, []int{1, 4}, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := func(d float64) float64 { return math.Exp(-d) }
+	for _, c := range []struct {
+		name   string
+		margin float32
+		want   []float64
+	}{
+		{"no margin: weights of one", 0, []float64{1, 1}},
+		{"the near logit shares the first pick", 0.1, []float64{1 / (1 + e(0.1)), 1}},
+		{"wider: three, then two", 0.8, []float64{1 / (1 + e(0.1) + e(1.5)), 1 / (1 + e(1.4))}},
+		{"every logit left", 2, []float64{1 / (1 + e(0.1) + e(1.5) + e(3)), 1 / (1 + e(1.4) + e(2.9))}},
+	} {
+		outs, err := routeHost(b, x, nil, RouteParams{K: 2, Stepwise: true, Margin: c.margin}, exec.Out(precision.F32))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		w, _ := b.Download(outs[0])
+		idx, _ := b.Download(outs[1])
+		if !slices.Equal(idx, []float32{0, 1}) {
+			t.Errorf("%s: indices %v, want [0 1]", c.name, idx)
+		}
+		for i, want := range c.want {
+			if math.Abs(float64(w[i])-want) > 1e-6 {
+				t.Errorf("%s: weights %v, want %v", c.name, w, c.want)
+				break
+			}
+		}
+	}
+}
+
 // TestExperts: each token is the weighted sum of its chosen experts'
 // gated MLPs, computed here by hand.
 func TestExperts(t *testing.T) {

@@ -189,6 +189,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_llama4.py, reimplemented: complex (pair) RoPE and an L2 q/k
 	// norm in the RoPE layer, silu experts and shared expert
 	"llama4_text": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+	// transformers' phimoe (modular_phimoe.py), reimplemented: sparsemixer's eval router,
+	// silu experts, LayerNorm
+	"phimoe": {"rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
@@ -315,5 +318,30 @@ func selfChecked(t *testing.T, doc *semantics.Document, tr *trace.Trace) {
 	}
 	if doc.Status != semantics.StatusComplete {
 		t.Errorf("self-check: status %s", doc.Status)
+	}
+}
+
+// TestUnseenSparseMixer: phimoe (fixtures/unseen, a faithful torch
+// reimplementation, bench/unseen/capture_reimpl.py) routes by sparsemixer's
+// eval path with router_jitter_noise 0.05: each of its two picks weighted
+// by the softmax over the logits left within 2·0.05 = 0.1 of it,
+// relatively. Both layers' routers must be read as stepwise routes whose
+// margin reproduces the weights; the margin each takes is the midpoint of
+// what its layer's weights allow, so it is near 0.1, not equal to it.
+func TestUnseenSparseMixer(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "phimoe-f32.npz"))
+	routes := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "route" {
+			continue
+		}
+		routes++
+		r := n.Attrs.Route
+		if r == nil || !r.Stepwise || r.K != 2 || r.Margin < 0.05 || r.Margin > 0.2 {
+			t.Errorf("route node %v: %+v, want stepwise top 2 with a margin near 0.1", n.Out, r)
+		}
+	}
+	if routes != 2 {
+		t.Errorf("%d route nodes, want one per layer (2)", routes)
 	}
 }

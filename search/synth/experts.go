@@ -40,7 +40,16 @@ func (s *synth) fitRouter(x *val, params []*val, targets []*val) []*val {
 	e := w.shape[0]
 	li, wi, ii := -1, -1, -1
 	dense := false
+	// a result stored as integers is the indices, whatever else is whole
 	for i, t := range targets {
+		if t.intType && t.integral() && ii < 0 {
+			ii = i
+		}
+	}
+	for i, t := range targets {
+		if i == ii {
+			continue
+		}
 		last := 0
 		if len(t.shape) > 0 {
 			last = t.shape[len(t.shape)-1]
@@ -137,7 +146,11 @@ func (s *synth) routes(logits, wT, iT *val, dense bool) (*val, *val) {
 		return nil, nil
 	}
 	var ev []semantics.Candidate
-	for _, r := range routeExprs(in, nil, k, wT.format, "") {
+	cands := routeExprs(in, nil, k, wT.format, "")
+	if !dense {
+		cands = append(cands, stepwiseExprs(in, wT, iT)...)
+	}
+	for _, r := range cands {
 		if dense {
 			r.attrs.Route.Dense = true
 			r.label += " dense"
@@ -283,11 +296,17 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	}
 	var idx, wts *val
 	for _, a := range xs[1:] {
+		if a.intType && a.integral() && idx == nil {
+			idx = a
+		}
+	}
+	for _, a := range xs[1:] {
 		switch {
+		case a == idx:
 		case a.integral() && idx == nil:
 			idx = a
-		case !a.integral() && wts == nil:
-			wts = a
+		case (!a.integral() || a.intType == false && idx != nil && idx.intType) && wts == nil:
+			wts = a // weights of one are whole too: a float beside typed indices
 		}
 	}
 	layouts := s.expertLayouts(params, d, false)

@@ -208,7 +208,7 @@ func adopt(target, fit *val) *val {
 		return fit
 	}
 	return &val{shape: target.shape, data: target.data, format: target.format, origin: target.origin,
-		from: fit.from, name: fit.name, keys: append(slices.Clone(fit.keys), target.keys...), seq: target.seq, fit: fit.fit}
+		from: fit.from, name: fit.name, keys: append(slices.Clone(fit.keys), target.keys...), seq: target.seq, fit: fit.fit, intType: target.intType}
 }
 
 func isMatrix(v *val) bool { return v != nil && len(v.shape) == 2 }

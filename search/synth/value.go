@@ -37,6 +37,10 @@ type val struct {
 	seq int // creation order within the search (recent = larger)
 	// param: a parameter of the model (a weight), not a computed value.
 	param bool
+	// intType: captured in an integer dtype (whole numbers by type, not
+	// only by value, as a router's indices are and its weights of one are
+	// not).
+	intType bool
 	// used: a later call of the scope reads it (so attention does not).
 	used bool
 	// request: a value the pipeline gives the model (its timestep made

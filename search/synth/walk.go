@@ -45,7 +45,7 @@ func (s *synth) capture(key string) (*val, error) {
 	if c := t.DType.Components(); c > 1 {
 		shape = append(shape, c) // complex: (real, imaginary) pairs on a last axis
 	}
-	return &val{shape: shape, data: slices.Clone(data), format: t.DType.Format(), origin: boundaryName(key), seq: s.seq, keys: []string{key}}, nil
+	return &val{shape: shape, data: slices.Clone(data), format: t.DType.Format(), origin: boundaryName(key), seq: s.seq, keys: []string{key}, intType: !t.DType.IsFloat()}, nil
 }
 
 // boundaryName drops a key's scope ("s0/a.b/out" → "a.b/out").
