@@ -2,8 +2,7 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text phimoe;
-capture_reimpl.py fixtures/unseen/partial diffllama (discovery does not read it yet).
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -49,10 +48,13 @@ diffllama follows src/transformers/models/diffllama/modeling_diffllama.py at com
 00d4b3d2142cb4ced2f51b90614b5d26bc045015 (DiffLlamaSdpaAttention, the default; its
 arithmetic is the eager class's), 4 heads over 2 kv heads of 8, the λ vectors drawn
 N(0, 0.1) as _init_weights does. What it shows (differential attention):
-  - each attention computes its own RoPE table (the model passes no position_embeddings);
+  - one RoPE table made by the model's rotary_emb and passed to every layer and attention
+    as position_embeddings, no attention_mask tensor (None: SDPA's is_causal), as
+    transformers 5.17 calls it (the real traces in /work/unseen/lm5 show these boundaries);
   - one softmax map per q head over its (GQA-repeated) key; the values re-laid per head
     pair: head j and head j + H/2 both read [v_j, v_{j+H/2}] (the repeated v chunked in
-    two along the heads, joined along the width, repeated twice): value heads of 2D;
+    two along the heads, joined along the width, repeated twice): value heads of 2D; the
+    result laid out [B, S, H, 2D] before the chunk, as 5.17's SDPA path returns it;
   - the maps' outputs of the first H/2 heads minus λ times those of the last H/2, with
     λ = exp(Σ λ_q1·λ_k1) − exp(Σ λ_q2·λ_k2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·layer);
   - an RMSNorm without weights over each head's 2D ("groupnorm", nn.RMSNorm: torch 1.13
@@ -661,7 +663,7 @@ class DiffLlamaSdpaAttention(nn.Module):
         self.groupnorm = RMSNorm(2 * d, eps=c.rms_norm_eps, elementwise_affine=False)
         self.rotary_emb = DiffLlamaRotaryEmbedding(c)
 
-    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None):
         bsz, q_len, _ = hidden_states.size()
         q = self.q_proj(hidden_states)
         k = self.k_proj(hidden_states)
@@ -678,18 +680,19 @@ class DiffLlamaSdpaAttention(nn.Module):
         k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
         v = torch.cat(torch.chunk(v, 2, dim=1), dim=-1)
         v = v.repeat(1, 2, 1, 1)
-        # scaled_dot_product_attention with the additive mask
+        # scaled_dot_product_attention, is_causal where no mask is passed
         w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
-        w = w + attention_mask[:, :, :, : k.shape[-2]]
-        attn_output = torch.matmul(F.softmax(w, dim=-1), v)
-        attn_output1, attn_output2 = torch.chunk(attn_output, 2, dim=1)
+        w = w + (attention_mask if attention_mask is not None else causal_mask(q_len, w.dtype))[:, :, :, : k.shape[-2]]
+        # SDPA's result comes back heads after rows ([B, S, H, 2D]), as transformers 5.17's
+        # attention interface returns it: the groupnorm sees [B, S, H/2, 2D] (the real traces)
+        attn_output = torch.matmul(F.softmax(w, dim=-1), v).transpose(1, 2)
+        attn_output1, attn_output2 = torch.chunk(attn_output, 2, dim=2)
         lambda_1 = torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1, dim=-1, dtype=torch.float32)).to(q.dtype)
         lambda_2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2, dim=-1, dtype=torch.float32)).to(q.dtype)
         lambda_full = lambda_1 - lambda_2 + self.lambda_init
         attn_output = attn_output1 - lambda_full * attn_output2
         attn_output = (1 - self.lambda_init) * self.groupnorm(attn_output)
-        attn_output = attn_output.transpose(1, 2).contiguous()
-        attn_output = attn_output.view(bsz, q_len, -1)
+        attn_output = attn_output.reshape(bsz, q_len, -1)
         return self.o_proj(attn_output), None
 
 
@@ -701,10 +704,11 @@ class DiffLlamaDecoderLayer(nn.Module):
         self.input_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
         self.post_attention_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
 
-    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
         residual = hidden_states
         h = self.input_layernorm(hidden_states)
-        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids,
+                              position_embeddings=position_embeddings)
         h = residual + h
         residual = h
         h = self.post_attention_layernorm(h)
@@ -718,14 +722,15 @@ class DiffLlamaModel(nn.Module):
         self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
         self.layers = nn.ModuleList([DiffLlamaDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
         self.norm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = DiffLlamaRotaryEmbedding(c)
 
     def forward(self, input_ids):
         h = self.embed_tokens(input_ids)
         n = h.shape[1]
         position_ids = torch.arange(n)[None]
-        mask = causal_mask(n, h.dtype)
+        pe = self.rotary_emb(h, position_ids=position_ids)
         for layer in self.layers:
-            h = layer(h, attention_mask=mask, position_ids=position_ids)
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=pe)
         return self.norm(h)
 
 

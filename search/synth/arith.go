@@ -33,6 +33,14 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		}
 		cands = append(cands, s.normCandidates(v, t)...)
 		if w, ev := s.best(t, cands); w != nil {
+			if w.from.op == program.OpNorm {
+				// a value already normalised times a constant is also a
+				// norm of it with some ε: the constant, where it fits as
+				// well, is the form that holds off these values
+				if k := s.scaledBy(t, v); k != nil && relRMS(t.format, k.data, t.data) <= relRMS(t.format, w.data, t.data) {
+					return k
+				}
+			}
 			w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, norm: w.from.attrs.Norm, candidates: ev}
 			if w.from.op == program.OpNorm {
 				s.norms = append(s.norms, normRecord{scope: s.scopeOf, boundary: t.origin, fit: &leafFit{kind: "norm", norm: w.from.attrs.Norm, candidates: ev}})
@@ -42,14 +50,21 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		if w := s.squared(t, v); w != nil {
 			return w
 		}
-		if c, ok := s.scalarOf(v, t); ok {
-			k := s.constant(c)
-			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, k}, out: t.format, label: "scaled"}}); w != nil {
-				return w
-			}
+		if w := s.scaledBy(t, v); w != nil {
+			return w
 		}
 	}
 	return nil
+}
+
+// scaledBy explains t as v times a constant fitted to it, or nil.
+func (s *synth) scaledBy(t, v *val) *val {
+	c, ok := s.scalarOf(v, t)
+	if !ok {
+		return nil
+	}
+	w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{v, s.constant(c)}, out: t.format, label: "scaled"}})
+	return w
 }
 
 // scalarOf is fitScalar at step 0, or, for a small value that is zero

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,6 +193,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' phimoe (modular_phimoe.py), reimplemented: sparsemixer's eval router,
 	// silu experts, LayerNorm
 	"phimoe": {"rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_diffllama.py, reimplemented: differential attention, λ from the
+	// attention's vectors, RoPE halves, causal, silu gated MLP
+	"diffllama": {"attention_lambda": "vectors", "rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
@@ -343,5 +347,30 @@ func TestUnseenSparseMixer(t *testing.T) {
 	}
 	if routes != 2 {
 		t.Errorf("%d route nodes, want one per layer (2)", routes)
+	}
+}
+
+// TestUnseenDifferentialAttention: diffllama (fixtures/unseen, a faithful
+// torch 1.13 reimplementation) computes λ = exp(Σ λ_q1·λ_k1) − exp(Σ
+// λ_q2·λ_k2) + λ_init per layer, λ_init = 1 − the scale applied after the
+// groupnorm; the document must read that pairing from the vectors,
+// decisively, in every layer.
+func TestUnseenDifferentialAttention(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "diffllama-f32.npz")
+	res, _ := discoverComplete(t, path)
+	n := 0
+	for _, f := range res.Doc.Factors {
+		if f.Name != "attention_lambda" {
+			continue
+		}
+		n++
+		layer := strings.TrimSuffix(f.Scope, ".self_attn")
+		want := fmt.Sprintf("λ = exp(Σ %[1]s.self_attn.lambda_q1·%[1]s.self_attn.lambda_k1) − exp(Σ %[1]s.self_attn.lambda_q2·%[1]s.self_attn.lambda_k2) + ", layer)
+		if f.Value != "vectors" || !f.Decisive || !strings.Contains(f.Evidence.Note, want) {
+			t.Errorf("%s: %v decisive=%v margin %v: %s", f.Scope, f.Value, f.Decisive, f.Margin, f.Evidence.Note)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d attention_lambda factors, want one per layer (2)", n)
 	}
 }

@@ -148,6 +148,9 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(semantics.Factor{Name: "qk_norm", Scope: a.scope, Value: qk, Margin: 0, Candidates: []semantics.Candidate{{Value: qk, Score: 0}},
 			Evidence: semantics.Evidence{Metric: "declared", Note: "read from the program: what q is made by before attention"}})
 	}
+	for _, l := range s.lambdas {
+		add(l.factor())
+	}
 	for _, a := range s.linearAttn {
 		add(semantics.Factor{Name: "attention_kernel", Scope: a.scope, Value: a.params.Kernel.String(), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: a.candidates, Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "kernelised attention, tried once softmax attention had failed"}})

@@ -22,6 +22,7 @@ type synth struct {
 	params     map[string]*val
 	opaque     []*val
 	attn       []attnRecord
+	lambdas    []lambdaRecord // how each differential attention's λ was explained
 	mlps       []mlpRecord
 	ropes      []ropeRecord
 	linearAttn []linearAttnRecord
