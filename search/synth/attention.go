@@ -28,6 +28,7 @@ type attnChoice struct {
 	clip      float64          // q, k, v clamped to ±clip before RoPE (0: not)
 	sinks     *val             // a per-head logit joined to each row's softmax (an attention sink), or nil
 	rounded   precision.Format // q and k rounded to this format and read back (0: not)
+	keyParts  [2]int           // rows of the two streams' pieces of joined keys (zeros: not joined)
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention
@@ -151,6 +152,10 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			if q.shape[2] != width || q.shape[1] < t.shape[1] {
 				continue
 			}
+			parts, joined := joinedParts(k), ""
+			if parts[0] != 0 {
+				joined = " keys_joined"
+			}
 			for _, d := range headDims {
 				if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
 					continue
@@ -161,9 +166,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 					if causal {
 						pp.Mask = exec.MaskCausal
 					}
-					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal)
+					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal) + joined
 					if !wide {
-						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none"})
+						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none", keyParts: parts})
 					}
 					for _, tb := range tables {
 						tw := tb[0].shape[len(tb[0].shape)-1]
@@ -182,19 +187,19 @@ func (s *synth) attention(t *val, sc *scope) *val {
 								if !wide && k.shape[1] != q.shape[1] {
 									continue // only q can rotate: the wide scan's q_only
 								}
-								rq := s.rotateRows(q, tb, layout, hq, rd, rows)
+								rq := s.rotateRows(q, tb, layout, hq, rd, rows.q)
 								if rq == nil {
 									continue
 								}
-								if rk := s.rotateRows(k, tb, layout, hk, rd, rows); rk != nil {
+								if rk := s.rotateRows(k, tb, layout, hk, rd, rows.k); rk != nil {
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-										label: base + " rope=" + layout.String()})
+										label: base + " rope=" + layout.String() + rows.label, keyParts: parts})
 								}
-								if wide && q != k && !slices.Equal(q.data, k.data) {
+								if wide && rows.k == rows.q && q != k && !slices.Equal(q.data, k.data) {
 									// q rotated, k not (cross-attention to text rows
 									// that have no image positions)
 									try(attnChoice{q: rq, k: k, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-										label: base + " rope=" + layout.String() + " q_only"})
+										label: base + " rope=" + layout.String() + " q_only", keyParts: parts})
 								}
 							}
 						}
@@ -215,6 +220,12 @@ func (s *synth) attention(t *val, sc *scope) *val {
 	}
 	if !anyWithin(all, tol) {
 		scan(s.permutedQKV(sc, t), tables, false)
+	}
+	if !anyWithin(all, tol) {
+		// one stream's rows over keys and values joined from two streams
+		joined := s.joinedKV(sc, t)
+		scan(joined, tables, false)
+		scan(joined, tables, true)
 	}
 	if !anyWithin(all, tol) {
 		relaid := append(s.relaid(tables), s.doubled(tables)...)
@@ -286,7 +297,7 @@ func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
 			}
 			ch.result, ch.score = v, score
 		}
-		masks := s.keyMasks(sc, ch.q, ch.k)
+		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
 		}
