@@ -36,7 +36,21 @@ type attnChoice struct {
 // fused projection), each of q and k optionally rotated by RoPE tables
 // the scope holds: staged, first the operands, head width, RoPE layout
 // and causality, then the score scale.
-func (s *synth) attention(t *val, sc *scope) *val {
+func (s *synth) attention(t *val, sc *scope) *val { return s.attentionOf(t, sc, false) }
+
+// joinedAttention explains t as attention of its rows over keys and
+// values joined from two streams (joinedKV): tried where every other
+// attention form failed, as the pieces multiply.
+func (s *synth) joinedAttention(t *val, sc *scope) *val {
+	if !mayJoin(t, sc) {
+		return nil
+	}
+	return s.attentionOf(t, sc, true)
+}
+
+// attentionOf is attention over the scope's operands or, joined, over
+// keys and values joined from two streams only.
+func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if len(t.shape) == 4 && !t.reshapedFrom {
 		// per-head results [B, S, H, D] (an attention module returning its
 		// heads unmerged): explained merged, then split back; only where
@@ -49,7 +63,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		proxy := *t
 		proxy.shape = merged
 		proxy.reshapedFrom = true
-		return s.reshape(s.attention(&proxy, sc), t.shape)
+		return s.reshape(s.attentionOf(&proxy, sc, joined), t.shape)
 	}
 	if len(t.shape) != 3 {
 		return nil
@@ -78,7 +92,11 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	if len(triples) == 0 && len(mixed) == 0 {
+	var joinedTriples [][3]*val
+	if joined {
+		triples, mixed, joinedTriples = nil, nil, s.joinedKV(sc, t)
+	}
+	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 {
 		return nil
 	}
 	tables := s.ropeTables(sc)
@@ -209,31 +227,32 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		}
 	}
 	tol := tolerance(t.format)
-	scan(triples, tables, false)
-	if !anyWithin(all, tol) {
-		// kernelised attention is cheap to try, the rarer softmax forms
-		// below are not
-		if v := s.linearAttention(t, sc); v != nil {
-			return v
+	if joined {
+		// one order of the pieces' operands and every RoPE span: the
+		// plain scan (no RoPE), then the wide one
+		scan(joinedTriples, tables, false)
+		scan(joinedTriples, tables, true)
+	} else {
+		scan(triples, tables, false)
+		if !anyWithin(all, tol) {
+			// kernelised attention is cheap to try, the rarer softmax forms
+			// below are not
+			if v := s.linearAttention(t, sc); v != nil {
+				return v
+			}
+			scan(mixed, tables, false)
 		}
-		scan(mixed, tables, false)
-	}
-	if !anyWithin(all, tol) {
-		scan(s.permutedQKV(sc, t), tables, false)
-	}
-	if !anyWithin(all, tol) {
-		// one stream's rows over keys and values joined from two streams
-		joined := s.joinedKV(sc, t)
-		scan(joined, tables, false)
-		scan(joined, tables, true)
-	}
-	if !anyWithin(all, tol) {
-		relaid := append(s.relaid(tables), s.doubled(tables)...)
-		scan(append(triples, mixed...), relaid, false)
-		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
-	}
-	if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
-		s.inlineRope(t, sc, all, try) // try collects into all
+		if !anyWithin(all, tol) {
+			scan(s.permutedQKV(sc, t), tables, false)
+		}
+		if !anyWithin(all, tol) {
+			relaid := append(s.relaid(tables), s.doubled(tables)...)
+			scan(append(triples, mixed...), relaid, false)
+			scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
+		}
+		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
+			s.inlineRope(t, sc, all, try) // try collects into all
+		}
 	}
 	if len(all) == 0 {
 		return nil

@@ -80,6 +80,33 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 	return out
 }
 
+// mayJoin reports, before anything is derived, whether t [B, S, W] may be
+// attention over keys joined from two streams: the scope made values of
+// other rows that could be another stream's k or v (width W or a fused
+// 2·W, or per head [B, H, S', D] with H·D = W).
+func mayJoin(t *val, sc *scope) bool {
+	if len(t.shape) != 3 {
+		return false
+	}
+	b, rows, w := t.shape[0], t.shape[1], t.shape[2]
+	for _, v := range sc.vals {
+		if !sc.own[v] || v.opaque || v.shape[0] != b {
+			continue
+		}
+		switch len(v.shape) {
+		case 3:
+			if v.shape[1] != rows && (v.shape[2] == w || v.shape[2] == 2*w) {
+				return true
+			}
+		case 4:
+			if v.shape[2] != rows && v.shape[1]*v.shape[3] == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // otherKV are the (k, v) pairs of another stream (rows other than t's, the
 // queried stream's width): each fused [k|v] projection's halves, in blocks
 // or per head; a v of those rows from a projection with each k of those

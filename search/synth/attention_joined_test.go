@@ -2,6 +2,7 @@ package synth
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,26 +50,26 @@ func TestUnseenJoinedKeys(t *testing.T) {
 func TestRopeRows(t *testing.T) {
 	table := func(r int) [2]*val { v := &val{shape: []int{r, 8}, data: make([]float32, r*8)}; return [2]*val{v, v} }
 	rows := func(n int) *val { return &val{shape: []int{1, n, 8}} }
+	joined := func(a, b int) *val {
+		return &val{shape: []int{1, a + b, 8}, from: &expr{label: joinedKeysLabel, args: []*val{rows(a), rows(b)}}}
+	}
 	for _, tc := range []struct {
-		name    string
-		r, q, k int
-		want    []ropeSpan
+		name string
+		r    int
+		q, k *val
+		want []ropeSpan
 	}{
-		{"self-attention", 16, 16, 16, []ropeSpan{{}}},
-		{"cross-attention", 16, 16, 4, []ropeSpan{{}}},
-		{"keys joined", 16, 16, 20, []ropeSpan{{}, {k: [2]int{0, 16}, label: " k_first_rows"}, {k: [2]int{4, 20}, label: " k_last_rows"}}},
-		{"one stream of a joint sequence", 16, 20, 20, []ropeSpan{{q: [2]int{0, 16}, k: [2]int{0, 16}}, {q: [2]int{4, 20}, k: [2]int{4, 20}}}},
-		{"no fit", 16, 8, 8, nil},
+		{"self-attention", 16, rows(16), rows(16), []ropeSpan{{}}},
+		{"cross-attention", 16, rows(16), rows(4), []ropeSpan{{}}},
+		{"cross-attention to more rows", 16, rows(16), rows(20), []ropeSpan{{}}},
+		{"keys joined, q's stream last", 16, rows(16), joined(4, 16), []ropeSpan{{}, {k: [2]int{4, 20}, label: " k_last_rows"}}},
+		{"keys joined, q's stream first", 16, rows(16), joined(16, 4), []ropeSpan{{}, {k: [2]int{0, 16}, label: " k_first_rows"}}},
+		{"one stream of a joint sequence", 16, rows(20), rows(20), []ropeSpan{{q: [2]int{0, 16}, k: [2]int{0, 16}}, {q: [2]int{4, 20}, k: [2]int{4, 20}}}},
+		{"no fit", 16, rows(8), rows(8), nil},
 	} {
-		got := ropeRows(table(tc.r), rows(tc.q), rows(tc.k))
-		if len(got) != len(tc.want) {
+		got := ropeRows(table(tc.r), tc.q, tc.k)
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-			}
 		}
 	}
 }

@@ -86,18 +86,21 @@ type ropeSpan struct {
 
 // ropeRows are where tables of fewer rows than q and k may apply: all
 // rows, or the first or the last rows of the sequence (one stream's rows
-// of a joined sequence); a table of q's rows over keys of more rows
-// (keys joined from q's stream and another) also rotates k's first or
-// last rows.
+// of a joined sequence); a table of q's rows over keys joined from q's
+// stream and another (joinedKV) also rotates the keys' piece of q's stream.
 func ropeRows(tb [2]*val, q, k *val) []ropeSpan {
 	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
 	n, m := q.shape[1], k.shape[1]
 	switch {
-	case r == n && m > n:
-		return []ropeSpan{{}, {k: [2]int{0, r}, label: " k_first_rows"}, {k: [2]int{m - r, m}, label: " k_last_rows"}}
 	case r == n:
 		// k of other rows (cross-attention): only q can rotate (q_only)
-		return []ropeSpan{{}}
+		out := []ropeSpan{{}}
+		if parts := joinedParts(k); parts[0] == n {
+			out = append(out, ropeSpan{k: [2]int{0, n}, label: " k_first_rows"})
+		} else if parts[1] == n {
+			out = append(out, ropeSpan{k: [2]int{m - n, m}, label: " k_last_rows"})
+		}
+		return out
 	case r < n && m == n:
 		return []ropeSpan{{q: [2]int{0, r}, k: [2]int{0, r}}, {q: [2]int{n - r, n}, k: [2]int{n - r, n}}}
 	}
