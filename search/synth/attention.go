@@ -28,6 +28,7 @@ type attnChoice struct {
 	clip      float64          // q, k, v clamped to ±clip before RoPE (0: not)
 	sinks     *val             // a per-head logit joined to each row's softmax (an attention sink), or nil
 	rounded   precision.Format // q and k rounded to this format and read back (0: not)
+	keyParts  [2]int           // rows of the two streams' pieces of joined keys (zeros: not joined)
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention
@@ -35,7 +36,21 @@ type attnChoice struct {
 // fused projection), each of q and k optionally rotated by RoPE tables
 // the scope holds: staged, first the operands, head width, RoPE layout
 // and causality, then the score scale.
-func (s *synth) attention(t *val, sc *scope) *val {
+func (s *synth) attention(t *val, sc *scope) *val { return s.attentionOf(t, sc, false) }
+
+// joinedAttention explains t as attention of its rows over keys and
+// values joined from two streams (joinedKV): tried where every other
+// attention form failed, as the pieces multiply.
+func (s *synth) joinedAttention(t *val, sc *scope) *val {
+	if !mayJoin(t, sc) {
+		return nil
+	}
+	return s.attentionOf(t, sc, true)
+}
+
+// attentionOf is attention over the scope's operands or, joined, over
+// keys and values joined from two streams only.
+func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if len(t.shape) == 4 && !t.reshapedFrom {
 		// per-head results [B, S, H, D] (an attention module returning its
 		// heads unmerged): explained merged, then split back; only where
@@ -48,7 +63,7 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		proxy := *t
 		proxy.shape = merged
 		proxy.reshapedFrom = true
-		return s.reshape(s.attention(&proxy, sc), t.shape)
+		return s.reshape(s.attentionOf(&proxy, sc, joined), t.shape)
 	}
 	if len(t.shape) != 3 {
 		return nil
@@ -77,7 +92,11 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	if len(triples) == 0 && len(mixed) == 0 {
+	var joinedTriples [][3]*val
+	if joined {
+		triples, mixed, joinedTriples = nil, nil, s.joinedKV(sc, t)
+	}
+	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 {
 		return nil
 	}
 	tables := s.ropeTables(sc)
@@ -151,6 +170,10 @@ func (s *synth) attention(t *val, sc *scope) *val {
 			if q.shape[2] != width || q.shape[1] < t.shape[1] {
 				continue
 			}
+			parts, joined := joinedParts(k), ""
+			if parts[0] != 0 {
+				joined = " keys_joined"
+			}
 			for _, d := range headDims {
 				if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
 					continue
@@ -161,9 +184,9 @@ func (s *synth) attention(t *val, sc *scope) *val {
 					if causal {
 						pp.Mask = exec.MaskCausal
 					}
-					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal)
+					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal) + joined
 					if !wide {
-						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none"})
+						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none", keyParts: parts})
 					}
 					for _, tb := range tables {
 						tw := tb[0].shape[len(tb[0].shape)-1]
@@ -182,19 +205,19 @@ func (s *synth) attention(t *val, sc *scope) *val {
 								if !wide && k.shape[1] != q.shape[1] {
 									continue // only q can rotate: the wide scan's q_only
 								}
-								rq := s.rotateRows(q, tb, layout, hq, rd, rows)
+								rq := s.rotateRows(q, tb, layout, hq, rd, rows.q)
 								if rq == nil {
 									continue
 								}
-								if rk := s.rotateRows(k, tb, layout, hk, rd, rows); rk != nil {
+								if rk := s.rotateRows(k, tb, layout, hk, rd, rows.k); rk != nil {
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-										label: base + " rope=" + layout.String()})
+										label: base + " rope=" + layout.String() + rows.label, keyParts: parts})
 								}
-								if wide && q != k && !slices.Equal(q.data, k.data) {
+								if wide && rows.k == rows.q && q != k && !slices.Equal(q.data, k.data) {
 									// q rotated, k not (cross-attention to text rows
 									// that have no image positions)
 									try(attnChoice{q: rq, k: k, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
-										label: base + " rope=" + layout.String() + " q_only"})
+										label: base + " rope=" + layout.String() + " q_only", keyParts: parts})
 								}
 							}
 						}
@@ -204,25 +227,32 @@ func (s *synth) attention(t *val, sc *scope) *val {
 		}
 	}
 	tol := tolerance(t.format)
-	scan(triples, tables, false)
-	if !anyWithin(all, tol) {
-		// kernelised attention is cheap to try, the rarer softmax forms
-		// below are not
-		if v := s.linearAttention(t, sc); v != nil {
-			return v
+	if joined {
+		// one order of the pieces' operands and every RoPE span: the
+		// plain scan (no RoPE), then the wide one
+		scan(joinedTriples, tables, false)
+		scan(joinedTriples, tables, true)
+	} else {
+		scan(triples, tables, false)
+		if !anyWithin(all, tol) {
+			// kernelised attention is cheap to try, the rarer softmax forms
+			// below are not
+			if v := s.linearAttention(t, sc); v != nil {
+				return v
+			}
+			scan(mixed, tables, false)
 		}
-		scan(mixed, tables, false)
-	}
-	if !anyWithin(all, tol) {
-		scan(s.permutedQKV(sc, t), tables, false)
-	}
-	if !anyWithin(all, tol) {
-		relaid := append(s.relaid(tables), s.doubled(tables)...)
-		scan(append(triples, mixed...), relaid, false)
-		scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
-	}
-	if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
-		s.inlineRope(t, sc, all, try) // try collects into all
+		if !anyWithin(all, tol) {
+			scan(s.permutedQKV(sc, t), tables, false)
+		}
+		if !anyWithin(all, tol) {
+			relaid := append(s.relaid(tables), s.doubled(tables)...)
+			scan(append(triples, mixed...), relaid, false)
+			scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
+		}
+		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
+			s.inlineRope(t, sc, all, try) // try collects into all
+		}
 	}
 	if len(all) == 0 {
 		return nil
@@ -286,7 +316,7 @@ func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
 			}
 			ch.result, ch.score = v, score
 		}
-		masks := s.keyMasks(sc, ch.q, ch.k)
+		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
 		}

@@ -77,18 +77,32 @@ func (s *synth) withScaled(bs []*val, d int) []*val {
 	return out
 }
 
+// ropeSpan is where a table of fewer rows than q or k rotates each: all
+// rows ([0, 0]), or rows [start, end); label names a span of k's own.
+type ropeSpan struct {
+	q, k  [2]int
+	label string
+}
+
 // ropeRows are where tables of fewer rows than q and k may apply: all
-// rows ([0, 0]), or the first or the last rows of the sequence (one
-// stream's rows of a joined sequence: [start, end]).
-func ropeRows(tb [2]*val, q, k *val) [][2]int {
+// rows, or the first or the last rows of the sequence (one stream's rows
+// of a joined sequence); a table of q's rows over keys joined from q's
+// stream and another (joinedKV) also rotates the keys' piece of q's stream.
+func ropeRows(tb [2]*val, q, k *val) []ropeSpan {
 	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
-	n := q.shape[1]
+	n, m := q.shape[1], k.shape[1]
 	switch {
 	case r == n:
 		// k of other rows (cross-attention): only q can rotate (q_only)
-		return [][2]int{{0, 0}}
-	case r < n && k.shape[1] == n:
-		return [][2]int{{0, r}, {n - r, n}}
+		out := []ropeSpan{{}}
+		if parts := joinedParts(k); parts[0] == n {
+			out = append(out, ropeSpan{k: [2]int{0, n}, label: " k_first_rows"})
+		} else if parts[1] == n {
+			out = append(out, ropeSpan{k: [2]int{m - n, m}, label: " k_last_rows"})
+		}
+		return out
+	case r < n && m == n:
+		return []ropeSpan{{q: [2]int{0, r}, k: [2]int{0, r}}, {q: [2]int{n - r, n}, k: [2]int{n - r, n}}}
 	}
 	return nil
 }

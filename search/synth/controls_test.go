@@ -212,6 +212,11 @@ var unseenFactors = map[string]map[string]any{
 	// row halves joined (joined is tried before pointwise), which the MLP reader does not see as a gated MLP.
 	"luminanext": {"rope_layout": "interleaved", "attention_scale": 0.28867513459481287, "qk_norm": "layer", "gate_fn": "tanh", "euler_sign": -1.0},
 	"kandinsky5": {"rope_layout": "interleaved", "attention_qk_format": "bf16", "qk_norm": "rms", "mlp_act": "gelu_erf", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_prx.py: image queries over [text, image] keys (text first; the trace cannot
+	// tell the keys' order, TestUnseenJoinedKeys checks the document says so), 2×2-matrix RoPE
+	// on adjacent pairs, RMSNorm q/k, default scale, gelu_tanh(gate)·up, (1 + scale), x + gate·y
+	"prx": {"rope_layout": "interleaved", "joint_order": "text_first", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
+		"mlp_act": "gelu_tanh", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -108,6 +108,9 @@ func (s *synth) readFactors() []semantics.Factor {
 		if a.joint != "" {
 			add(factor("joint_order", a.scope, a.joint, jointOrders(a.candidates, a.joint), a.boundary))
 		}
+		if ch.keyParts[0] != 0 {
+			add(joinedOrder(a))
+		}
 		rope := "none"
 		if ch.rope != 0 {
 			rope = ch.rope.String()

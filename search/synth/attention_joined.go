@@ -1,0 +1,236 @@
+package synth
+
+import (
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/semantics"
+)
+
+// Attention of one stream's rows over keys and values joined from two
+// streams along the rows: the queried stream brings q, k and v, the other
+// only k and v (it is not updated by the block: its rows are never
+// queried). The triples are tried by attention's wide scan, where a RoPE
+// table of q's rows rotates q and the joined keys' rows of q's stream, and
+// a key mask of one stream's keys is joined with ones for the other's.
+
+// maxJoinedTriples bounds the joined triples one target tries: the pieces
+// multiply (q·k·v of one stream times k·v of the other).
+const maxJoinedTriples = 96
+
+// joinedKeysLabel marks the concat that joins two streams' keys; the
+// choice reads the pieces' rows off it (joinedParts).
+const joinedKeysLabel = "keys joined"
+
+// joinedKV are the (q, k, v) triples of attention of t's rows over keys
+// and values joined from two streams: q and the queried stream's k from
+// the scope's values of t's rows (pool values, or a fused projection's
+// first two cuts), its v a projection's result or a fused projection's
+// third cut; the other stream's k and v from values of other rows, v a
+// projection's result or the second half of a fused [k|v] projection, k
+// a value of those rows or that projection's first half. Both orders.
+func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
+	rows, width := t.shape[1], t.shape[2]
+	pool, fused := s.allOperands(sc, t)
+	var qk, vs []*val
+	for _, v := range pool {
+		if v.shape[1] == rows && v.shape[2] == width {
+			qk = append(qk, v)
+			if linearResult(v) {
+				vs = append(vs, v)
+			}
+		}
+	}
+	for _, f := range fused {
+		if f[2].shape[1] == rows && f[2].shape[2] == width {
+			vs = append(vs, f[2])
+		}
+	}
+	var mine [][3]*val
+	for _, q := range qk {
+		for _, k := range qk {
+			for _, v := range vs {
+				if q != k && q != v && k != v {
+					mine = append(mine, [3]*val{q, k, v})
+				}
+			}
+		}
+	}
+	theirs := s.otherKV(sc, t, pool)
+	var out [][3]*val
+	for _, m := range mine {
+		for _, o := range theirs {
+			// one order only, the stream of fewer rows first: softmax over
+			// the keys does not depend on their order (the mask and RoPE
+			// follow the keys), so the other order is the same result
+			a, b := o, [2]*val{m[1], m[2]}
+			if o[0].shape[1] > rows {
+				a, b = b, a
+			}
+			k := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a[0], b[0]}, out: a[0].format, label: joinedKeysLabel})
+			v := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a[1], b[1]}, out: a[1].format, label: "values joined"})
+			if k != nil && v != nil {
+				out = append(out, [3]*val{m[0], k, v})
+			}
+			if len(out) == maxJoinedTriples {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// mayJoin reports, before anything is derived, whether t [B, S, W] may be
+// attention over keys joined from two streams: the scope made values of
+// other rows that could be another stream's k or v (width W or a fused
+// 2·W, or per head [B, H, S', D] with H·D = W).
+func mayJoin(t *val, sc *scope) bool {
+	if len(t.shape) != 3 {
+		return false
+	}
+	b, rows, w := t.shape[0], t.shape[1], t.shape[2]
+	for _, v := range sc.vals {
+		if !sc.own[v] || v.opaque || v.shape[0] != b {
+			continue
+		}
+		switch len(v.shape) {
+		case 3:
+			if v.shape[1] != rows && (v.shape[2] == w || v.shape[2] == 2*w) {
+				return true
+			}
+		case 4:
+			if v.shape[2] != rows && v.shape[1]*v.shape[3] == w {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// otherKV are the (k, v) pairs of another stream (rows other than t's, the
+// queried stream's width): each fused [k|v] projection's halves, in blocks
+// or per head; a v of those rows from a projection with each k of those
+// rows the scope made (a k normalised after the split).
+func (s *synth) otherKV(sc *scope, t *val, pool []*val) [][2]*val {
+	rows, width := t.shape[1], t.shape[2]
+	var ks, vs []*val
+	var pairs [][2]*val
+	for _, v := range pool {
+		if v.shape[1] != rows && v.shape[2] == width {
+			ks = append(ks, v)
+			if linearResult(v) {
+				vs = append(vs, v)
+			}
+		}
+	}
+	for _, x := range recentFirst(sc.vals) {
+		if !sc.own[x] || x.opaque || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] == rows || x.shape[2] != 2*width {
+			continue
+		}
+		for _, h := range s.halves(x, width) {
+			pairs = append(pairs, h)
+			vs = append(vs, h[1])
+		}
+	}
+	for _, v := range vs {
+		for _, k := range ks {
+			if k != v && k.shape[1] == v.shape[1] {
+				pairs = append(pairs, [2]*val{k, v})
+			}
+		}
+	}
+	return pairs
+}
+
+// halves cuts x [B, S, 2·W] into k and v: two blocks of W, or per head
+// [k v] of every head width that divides W.
+func (s *synth) halves(x *val, w int) [][2]*val {
+	b, n := x.shape[0], x.shape[1]
+	cut := func(v *val, ax, a, e int) *val {
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: a, End: e}, args: []*val{v}, out: x.format})
+	}
+	out := [][2]*val{{cut(x, 2, 0, w), cut(x, 2, w, 2*w)}}
+	for d := minHeadDim; d <= maxHeadDim && d < w; d *= 2 {
+		if w%d != 0 {
+			continue
+		}
+		g := s.reshape(x, []int{b, n, w / d, 2, d})
+		if g == nil {
+			continue
+		}
+		out = append(out, [2]*val{s.reshape(cut(g, 3, 0, 1), []int{b, n, w}), s.reshape(cut(g, 3, 1, 2), []int{b, n, w})})
+	}
+	return slices.DeleteFunc(out, func(p [2]*val) bool { return p[0] == nil || p[1] == nil })
+}
+
+// linearResult reports whether v is a projection's result, moved or not
+// (attention reads v as the projection made it).
+func linearResult(v *val) bool {
+	f := through(v).fit
+	return f != nil && f.kind == "linear"
+}
+
+// joinedParts are the rows of the two streams' pieces of joined keys k
+// (made by joinedKV), or zeros.
+func joinedParts(k *val) [2]int {
+	if k == nil || k.from == nil || k.from.label != joinedKeysLabel || len(k.from.args) != 2 {
+		return [2]int{}
+	}
+	return [2]int{k.from.args[0].shape[1], k.from.args[1].shape[1]}
+}
+
+// joinedOrder is the joint_order factor of attention over joined keys:
+// the catalogue's first, text_first (the stream of fewer rows first, as
+// joinedKV joins them), never decisive: the queried rows' result does not
+// depend on the keys' order, so the trace cannot tell the orders apart.
+func joinedOrder(a attnRecord) semantics.Factor {
+	return semantics.Factor{Name: "joint_order", Scope: a.scope, Value: "text_first", Margin: 1,
+		Candidates: []semantics.Candidate{{Value: "text_first", Score: a.choice.score}, {Value: "image_first", Score: a.choice.score}},
+		Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms",
+			Note: "keys and values joined from two streams, one stream queried: softmax over the keys does not depend on their order (the mask and RoPE follow them); the catalogue's first"}}
+}
+
+// joinedMasks are the scope's key-padding masks of one piece of joined
+// keys (0/1, one entry per key of that piece and batch row), each joined
+// with ones for the other piece's keys, laid out [B, 1, Sk].
+func (s *synth) joinedMasks(sc *scope, b int, parts [2]int) []*val {
+	if parts[0] == 0 {
+		return nil
+	}
+	var out []*val
+	for i, n := range parts {
+		for _, v := range sc.vals {
+			if v.opaque || !v.integral() || allOnes(v) || v.numel() != b*n || v.shape[len(v.shape)-1] != n || !zeroOne(v) {
+				continue
+			}
+			m, ones := s.reshape(v, []int{b, 1, n}), s.ones(b, parts[1-i])
+			if m == nil || ones == nil {
+				continue
+			}
+			args := []*val{m, ones}
+			if i == 1 {
+				args = []*val{ones, m}
+			}
+			if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: args, out: v.format, label: "key mask joined with ones"}); j != nil {
+				out = append(out, j)
+			}
+			if len(out) == 2 {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// ones is a [b, 1, n] mask of ones (every key attends).
+func (s *synth) ones(b, n int) *val {
+	one := s.reshape(s.constant(1), []int{1, 1, 1})
+	if one == nil {
+		return nil
+	}
+	row := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: n, Axis: 2}, args: []*val{one}, out: one.format, label: "ones"})
+	if row == nil || b == 1 {
+		return row
+	}
+	return s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: b, Axis: 0}, args: []*val{row}, out: row.format, label: "ones"})
+}

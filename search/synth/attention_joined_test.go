@@ -1,0 +1,75 @@
+package synth
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zflow/zflow/exec"
+)
+
+// TestUnseenJoinedKeys: prx (fixtures/unseen, a replica of diffusers'
+// transformer_prx.py) queries its image rows alone over keys and values
+// joined from the text and the image, its caption mask joined with ones
+// for the image keys, RoPE on the image q and k only. The program must
+// read its attention that way (one node: q of the image's rows, keys of
+// both streams', an explicit mask) and say the keys' order is not
+// decided by the trace.
+func TestUnseenJoinedKeys(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "prx-f32.npz"))
+	pg := res.Doc.Program
+	attn := 0
+	for _, n := range pg.Nodes {
+		if n.Op != "attention" {
+			continue
+		}
+		attn++
+		if n.Attrs.Attention.Mask != exec.MaskExplicit.String() || len(n.In) < 4 || n.In[3] == "" {
+			t.Errorf("attention %v: mask %v, want the caption's mask joined with ones", n.In, n.Attrs.Attention.Mask)
+		}
+	}
+	if attn != 1 {
+		t.Errorf("%d attention nodes, want 1 (one block)", attn)
+	}
+	found := false
+	for _, f := range res.Doc.Factors {
+		if f.Name == "joint_order" && strings.HasSuffix(f.Scope, ".attention") {
+			found = true
+			if f.Decisive || f.Value != "text_first" {
+				t.Errorf("joint_order %v decisive=%v, want text_first and not decisive (the keys' order leaves the result unchanged)", f.Value, f.Decisive)
+			}
+		}
+	}
+	if !found {
+		t.Error("no joint_order for the attention over joined keys")
+	}
+}
+
+// TestRopeRows: where a table of r rows rotates q and k.
+func TestRopeRows(t *testing.T) {
+	table := func(r int) [2]*val { v := &val{shape: []int{r, 8}, data: make([]float32, r*8)}; return [2]*val{v, v} }
+	rows := func(n int) *val { return &val{shape: []int{1, n, 8}} }
+	joined := func(a, b int) *val {
+		return &val{shape: []int{1, a + b, 8}, from: &expr{label: joinedKeysLabel, args: []*val{rows(a), rows(b)}}}
+	}
+	for _, tc := range []struct {
+		name string
+		r    int
+		q, k *val
+		want []ropeSpan
+	}{
+		{"self-attention", 16, rows(16), rows(16), []ropeSpan{{}}},
+		{"cross-attention", 16, rows(16), rows(4), []ropeSpan{{}}},
+		{"cross-attention to more rows", 16, rows(16), rows(20), []ropeSpan{{}}},
+		{"keys joined, q's stream last", 16, rows(16), joined(4, 16), []ropeSpan{{}, {k: [2]int{4, 20}, label: " k_last_rows"}}},
+		{"keys joined, q's stream first", 16, rows(16), joined(16, 4), []ropeSpan{{}, {k: [2]int{0, 16}, label: " k_first_rows"}}},
+		{"one stream of a joint sequence", 16, rows(20), rows(20), []ropeSpan{{q: [2]int{0, 16}, k: [2]int{0, 16}}, {q: [2]int{4, 20}, k: [2]int{4, 20}}}},
+		{"no fit", 16, rows(8), rows(8), nil},
+	} {
+		got := ropeRows(table(tc.r), tc.q, tc.k)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
