@@ -1,8 +1,8 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe.
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe, doge)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -72,6 +72,21 @@ What it shows:
     0.01 leaves nearly every weight exactly 1, as in the real trace);
   - experts gate_up_proj [E, 2I, D] (gate then up), down_proj [E, D, I], silu;
   - LayerNorm with bias for every norm; half-layout RoPE, θ 1e6.
+
+doge follows src/transformers/models/doge/modeling_doge.py at commit
+00ca1abd43e27efcc50206bf0f608e4ee7585ee6 (DogeAttention through the SDPA interface, the
+default; DogeMLP, not the CDMoE), 4 heads over 2 kv heads of 8, keep_window_size 2048 (the
+default), and the real transformers 5.17 trace's call boundaries (no mask tensor reaches the
+layers: kw.attention_mask is None there). What it shows (the dynamic mask):
+  - dt = dt_proj(v laid out [B, S, KV·D]), a linear to one column per kv head; the score bias
+    exp(A · softplus(dt)) with A a learned [KV] vector (drawn 1 ± 0.2 by randomize; zeros
+    at init would make the bias a constant 1), laid out [B, KV, Sq, Sk] and repeated to the
+    query heads as repeat_kv does;
+  - prepare_dynamic_mask's eval path at 8 keys: without a mask tensor nothing is filled with
+    finfo.min, and the top-k keeps every key (8 ≤ keep_window_size), so the mask is the bias
+    alone; SDPA given a mask is not causal;
+  - RMSNorm q/k norms per head before RoPE (half layout), a learned per-channel scale of the
+    residual in both residual adds (input_residual, post_attention_residual), a SiLU gated MLP.
 """
 import math
 import os
@@ -925,8 +940,132 @@ class PhimoeModel(nn.Module):
         return self.norm(h)
 
 
+
+# --- doge --------------------------------------------------------------------------------
+
+
+class DogeConfig:
+    hidden_size = 32
+    num_attention_heads = 4
+    num_key_value_heads = 2
+    head_dim = 8
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-6
+    rope_theta = 10000.0
+    keep_window_size = 2048
+
+
+class DogeMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DogeAttention(nn.Module):
+    """DogeAttention with the SDPA interface (transformers' default), its softmax written
+    out (torch 1.13 has no scaled_dot_product_attention): SDPA given a mask is not causal."""
+
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.head_dim, self.groups = d, h // kv
+        self.scaling = d ** -0.5
+        self.keep_window_size = c.keep_window_size
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.A = nn.Parameter(torch.zeros(kv))
+        self.dt_proj = nn.Linear(kv * d, kv, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+        self.q_norm = DiffLlamaRMSNorm(d, eps=c.rms_norm_eps)
+        self.k_norm = DiffLlamaRMSNorm(d, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask=None, position_ids=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_norm(self.q_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        dt = self.dt_proj(v.transpose(1, 2).reshape(v.shape[0], v.shape[-2], -1))
+        dt = torch.exp(self.A * F.softplus(dt)).transpose(-1, -2)
+        attn_mask = self.prepare_dynamic_mask(hidden_states, dt, self.keep_window_size, attention_mask)
+        attn_mask = repeat_kv(attn_mask, self.groups)
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attn_mask
+        out = torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v).transpose(1, 2)
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+    def prepare_dynamic_mask(self, hidden_states, dt_states, keep_window_size=2048, attention_mask=None):
+        min_dtype = torch.finfo(hidden_states.dtype).min
+        dtype = hidden_states.dtype
+        attn_mask = dt_states[:, :, None, :].expand(-1, -1, hidden_states.shape[1], -1)
+        if attention_mask is not None:
+            if attention_mask.dtype == torch.bool:
+                attention_mask = torch.where(attention_mask, torch.full((), 0.0, dtype=dtype), min_dtype)
+            attn_mask = attn_mask.masked_fill(attention_mask[:, :, :, : attn_mask.shape[-1]] != 0, min_dtype)
+        if attn_mask.shape[-1] > keep_window_size:
+            active_mask = torch.zeros_like(attn_mask, dtype=dtype)
+            topk_indices = torch.topk(attn_mask, keep_window_size, dim=-1, largest=True, sorted=False).indices
+            active_mask = active_mask.scatter(-1, topk_indices, 1.0)
+            attn_mask = attn_mask.masked_fill(active_mask == 0.0, min_dtype)
+        return attn_mask
+
+
+class DogeDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.input_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.self_attn = DogeAttention(c, layer_idx)
+        self.input_residual = nn.Parameter(torch.ones(c.hidden_size))
+        self.post_attention_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.mlp = DogeMLP(c)
+        self.post_attention_residual = nn.Parameter(torch.ones(c.hidden_size))
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        h = self.input_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, position_embeddings=position_embeddings,
+                              attention_mask=attention_mask, position_ids=position_ids)
+        h = self.input_residual * residual + h
+        residual = h
+        h = self.post_attention_layernorm(h)
+        h = self.mlp(h)
+        return self.post_attention_residual * residual + h
+
+
+class DogeModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([DogeDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = DiffLlamaRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # transformers 5.17's real trace passes no mask tensor to the layers
+            # (kw.attention_mask None): the dynamic mask is the bias alone
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=pe)
+        return self.norm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
-         "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig)}
+         "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
+         "doge": (DogeModel, DogeConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -196,6 +196,10 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_diffllama.py, reimplemented: differential attention, λ from the
 	// attention's vectors, RoPE halves, causal, silu gated MLP
 	"diffllama": {"attention_lambda": "vectors", "rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_doge.py, reimplemented: the dynamic mask (a score bias
+	// exp(A·softplus(dt_proj(v))) per kv head) alone, no mask tensor so not causal (SDPA
+	// given a mask), RMSNorm q/k norms, RoPE halves, silu gated MLP
+	"doge": {"attention_causal": false, "rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	// diffusers (the reconstructed tree, bench/unseen/capture_dit.py --small)
 	"sana":         {"attention_kernel": "relu", "modulation_plus_one": true, "rope_layout": "none"},
 	"lumina2":      {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{2.0, 2.0, 4.0}, "qk_norm": "rms", "gate_fn": "tanh", "mlp_glu": true},
