@@ -26,8 +26,9 @@ const UndeterminedBoundary = "boundary"
 
 // UndeterminedNotComputed is the name of an undetermined entry for a
 // boundary a program does not compute: nothing of the vocabulary makes it
-// and the output does not depend on it (an attention's probabilities, a
-// mask no op reads). It does not make a document incomplete; the status
+// and the program makes its output without reading it (an attention's
+// probabilities, a mask no op reads, what a call explained as a whole
+// computes inside). It does not make a document incomplete; the status
 // line counts it.
 const UndeterminedNotComputed = "boundary_not_computed"
 
@@ -235,7 +236,7 @@ func (d *Document) StatusLine() string {
 	case d.Status == StatusComplete && c != nil:
 		line := fmt.Sprintf("complete: %d boundary values reproduced teacher forced", c.Boundaries)
 		if n := d.NotComputed(); n > 0 {
-			line += fmt.Sprintf("; %s not computed (the output does not depend on them; undetermined lists them)", plural(n, "boundary", "boundaries"))
+			line += fmt.Sprintf("; %s not computed (the program makes its output without them; undetermined lists them)", plural(n, "boundary", "boundaries"))
 		}
 		return line
 	case d.Status == StatusComplete:

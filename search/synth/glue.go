@@ -100,7 +100,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
 		if v := try(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
-			return s.stored(v, target)
+			return s.stored(s.consuming(v, target, sc), target)
 		}
 	}
 	if v := s.attention(target, sc); v != nil {

@@ -186,7 +186,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		if !taken[v.origin] {
 			taken[v.origin] = true
 			doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: semantics.UndeterminedNotComputed, Scope: "model",
-				Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it; the output does not depend on it, so the program does not compute it (not compared)", v.origin)})
+				Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it; the program makes its output without reading it, so it does not compute it (not compared)", v.origin)})
 		}
 	}
 	for _, v := range s.em.consts {
