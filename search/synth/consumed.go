@@ -15,7 +15,10 @@ import (
 // residual) is otherwise dropped silently, and the program then computes
 // an output that does not depend on a module the reference's does.
 // The alternative, w plus the result (or plus a multiple of it), wins
-// where it fits at least as well as w, at every step; w otherwise.
+// where it fits at least as well as w, at every step; w otherwise. A
+// result k times target's size (k blocks along its leading axis, as
+// experts run over the tokens repeated once per expert) enters as its
+// blocks summed (view(k, n, d).sum(0)).
 func (s *synth) consuming(w, target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	best := relRMS(target.format, w.data, target.data)
@@ -23,6 +26,15 @@ func (s *synth) consuming(w, target *val, sc *scope) *val {
 		var alt *val
 		altErr := best
 		for _, d := range s.unread(w, target, sc) {
+			if k := d.numel() / target.numel(); k > 1 {
+				// k blocks of target's size along its leading axis,
+				// summed (the experts' rows, one block per expert)
+				last := d.shape[len(d.shape)-1]
+				d = s.blockSum(s.reshape(d, []int{d.numel() / last, last}), k, target.format)
+				if d == nil {
+					continue
+				}
+			}
 			for _, v := range s.plusResult(w, d, target) {
 				if v == nil {
 					continue
@@ -62,8 +74,8 @@ func (s *synth) plusResult(w, d, target *val) []*val {
 }
 
 // unread are the scope's results of its calls, most recent first, with
-// target's number of elements and last axis, that neither w nor any value
-// the scope holds reads.
+// target's last axis and its number of elements or a multiple of it, that
+// neither w nor any value the scope holds reads.
 func (s *synth) unread(w, target *val, sc *scope) []*val {
 	in := map[*val]bool{}
 	for _, v := range sc.vals {
@@ -98,7 +110,7 @@ func (s *synth) unread(w, target *val, sc *scope) []*val {
 	var out []*val
 	for _, v := range recentFirst(sc.vals) {
 		if !sc.own[v] || read[v] || v == w || v.used || v.opaque || v.param || v.origin == "" ||
-			len(v.shape) == 0 || len(target.shape) == 0 || v.numel() != target.numel() || last(v) != last(target) {
+			len(v.shape) == 0 || len(target.shape) == 0 || target.numel() == 0 || v.numel()%target.numel() != 0 || last(v) != last(target) {
 			continue
 		}
 		out = append(out, v)

@@ -15,8 +15,12 @@ import (
 
 // plantedSmallContribution writes a bf16 trace of one model call m(x) =
 // h + b(h), h = x + a(x), with a and b linears: b's weights are scaled by
-// bScale, so its result can lie under bf16's tolerance against h.
-func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, string) {
+// bScale, so its result can lie under bf16's tolerance against h. With
+// blocks k > 1 it is m(x) = a(x) + Σ_k b(x.repeat(k, 1))_k, as a shared
+// expert plus experts run over the tokens repeated once per expert: h is
+// a(x), and b's result, k blocks of h's size, is summed over the blocks
+// (in f32, rounded once) before the add.
+func plantedSmallContribution(t *testing.T, bScale float64, blocks int) (*trace.Trace, string) {
 	t.Helper()
 	const rows, width = 8, 16
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -29,8 +33,9 @@ func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, strin
 	}
 	// linear in f32 accumulation, stored in bf16 (as the reference's GEMM)
 	linear := func(x, w []float32) []float32 {
-		out := make([]float32, rows*width)
-		for r := range rows {
+		n := len(x) / width
+		out := make([]float32, n*width)
+		for r := range n {
 			for o := range width {
 				var acc float32
 				for i := range width {
@@ -53,8 +58,21 @@ func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, strin
 	wb := bf(width*width, bScale/math.Sqrt(width))
 	ya := linear(x, wa)
 	h := add(x, ya)
-	yb := linear(h, wb)
-	y := add(h, yb)
+	hb := h
+	if blocks > 1 {
+		h, hb = ya, slices.Repeat(x, blocks)
+	}
+	yb := linear(hb, wb)
+	sum := make([]float32, rows*width)
+	for b := range blocks {
+		for i := range sum {
+			sum[i] += yb[b*rows*width+i]
+		}
+	}
+	for i := range sum {
+		sum[i] = precision.BF16.Round(sum[i])
+	}
+	y := add(h, sum)
 
 	path := filepath.Join(t.TempDir(), "small.npz")
 	w, err := trace.Create(path)
@@ -71,6 +89,10 @@ func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, strin
 		}
 	}
 	act, sq := []int{1, rows, width}, []int{width, width}
+	bAct := act
+	if blocks > 1 {
+		bAct = []int{blocks * rows, width}
+	}
 	put("input/x", act, x)
 	put("output/y", act, y)
 	put("param/m.a.weight", sq, wa)
@@ -79,8 +101,8 @@ func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, strin
 	put("s0/m/out", act, y)
 	put("s0/m.a/arg0", act, x)
 	put("s0/m.a/out", act, ya)
-	put("s0/m.b/arg0", act, h)
-	put("s0/m.b/out", act, yb)
+	put("s0/m.b/arg0", bAct, hb)
+	put("s0/m.b/out", bAct, yb)
 	step, root := 0, 0
 	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "bfloat16"},
@@ -110,17 +132,24 @@ func plantedSmallContribution(t *testing.T, bScale float64) (*trace.Trace, strin
 // within the tolerance, but leaves a captured result of a call unused,
 // and h + b(h) fits at least as well. The program's output reads b's
 // weight, and nothing is listed as not computed. With b's result of h's
-// size the same program is found (the control).
+// size the same program is found (the control). b's result may also be
+// k blocks of h's size, summed over the blocks before the add.
 func TestSmallContributionConsumed(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		scale float64
-	}{{"under the tolerance", 1e-3}, {"of the residual's size", 1}} {
+		name   string
+		scale  float64
+		blocks int
+	}{{"under the tolerance", 1e-3, 1}, {"of the residual's size", 1, 1},
+		{"4 blocks summed, under the tolerance", 2e-4, 4}, {"4 blocks summed, of the residual's size", 1, 4}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, path := plantedSmallContribution(t, tc.scale)
+			tr, path := plantedSmallContribution(t, tc.scale, tc.blocks)
 			ya, _ := tr.Tensor("s0/m.b/out")
 			yb, _ := ya.Float32Rounded()
-			hv, _ := tr.Tensor("s0/m.b/arg0")
+			hKey := "s0/m.b/arg0"
+			if tc.blocks > 1 {
+				hKey = "s0/m.a/out"
+			}
+			hv, _ := tr.Tensor(hKey)
 			h, _ := hv.Float32Rounded()
 			yt, _ := tr.Tensor("s0/m/out")
 			y, _ := yt.Float32Rounded()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // Experts run as one batched GEMM over E blocks of rows (the tokens
@@ -103,15 +104,7 @@ func (s *synth) blocksSummed(t *val, vals []*val) *val {
 			if relRMS(t.format, got, t.data) > 2*tol {
 				continue
 			}
-			var acc *val
-			for b := range e {
-				blk := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: b * tokens, End: (b + 1) * tokens}, args: []*val{u}, out: u.format, label: "one expert's block"})
-				if acc == nil {
-					acc = blk
-				} else {
-					acc = s.derive(&expr{op: program.OpAdd, args: []*val{acc, blk}, out: t.format, label: "blocks summed"})
-				}
-			}
+			acc := s.blockSum(u, e, t.format)
 			if acc == nil {
 				continue
 			}
@@ -125,4 +118,31 @@ func (s *synth) blocksSummed(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// blockSum writes the e equal blocks of rows of u [e·T, D] added in
+// order (u.reshape(e, T, D).sum(0)) as [T, D] in format f. Past two
+// blocks the sum accumulates in f32 and is rounded once, as torch's sum.
+func (s *synth) blockSum(u *val, e int, f precision.Format) *val {
+	if e < 2 || len(u.shape) != 2 || u.shape[0]%e != 0 {
+		return nil
+	}
+	tokens := u.shape[0] / e
+	acc := f
+	if e > 2 {
+		acc = precision.F32
+	}
+	var sum *val
+	for b := range e {
+		blk := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: b * tokens, End: (b + 1) * tokens}, args: []*val{u}, out: u.format, label: "one expert's block"})
+		if sum == nil {
+			sum = blk
+		} else {
+			sum = s.derive(&expr{op: program.OpAdd, args: []*val{sum, blk}, out: acc, label: "blocks summed"})
+		}
+	}
+	if sum == nil || sum.format == f {
+		return sum
+	}
+	return s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: f}, args: []*val{sum}, out: f, label: "blocks' sum rounded"})
 }
