@@ -25,21 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from run import capture, sdpa
-
-
-def get_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
-                           max_period=10000):
-    half_dim = embedding_dim // 2
-    exponent = -math.log(max_period) * torch.arange(start=0, end=half_dim, dtype=torch.float32)
-    exponent = exponent / (half_dim - downscale_freq_shift)
-    emb = torch.exp(exponent)
-    emb = timesteps[:, None].float() * emb[None, :]
-    emb = scale * emb
-    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
-    if flip_sin_to_cos:
-        emb = torch.cat([emb[:, half_dim:], emb[:, :half_dim]], dim=-1)
-    return emb
+from run import capture, get_timestep_embedding, sdpa
 
 
 def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, linear_factor=1.0, ntk_factor=1.0):

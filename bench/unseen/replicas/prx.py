@@ -15,30 +15,13 @@ model scales by time_factor 1000), the caption's 0/1 mask passed as attention_ma
 
 usage: /usr/bin/python3 bench/unseen/replicas/prx.py OUTDIR
 """
-import math
 import sys
 
 import torch
 import torch.nn as nn
 from torch.nn.functional import fold, unfold
 
-from run import capture, sdpa
-
-
-def get_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
-                           max_period=10000):
-    half_dim = embedding_dim // 2
-    exponent = -math.log(max_period) * torch.arange(start=0, end=half_dim, dtype=torch.float32)
-    exponent = exponent / (half_dim - downscale_freq_shift)
-    emb = torch.exp(exponent)
-    emb = timesteps[:, None].float() * emb[None, :]
-    emb = scale * emb
-    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
-    if flip_sin_to_cos:
-        emb = torch.cat([emb[:, half_dim:], emb[:, :half_dim]], dim=-1)
-    if embedding_dim % 2 == 1:
-        emb = torch.nn.functional.pad(emb, (0, 1, 0, 0))
-    return emb
+from run import capture, get_timestep_embedding, sdpa
 
 
 class RMSNorm(nn.Module):

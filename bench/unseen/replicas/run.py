@@ -1,5 +1,6 @@
 """The capture loop of bench/unseen/capture_dit.py for the replicas in this folder (torch 1.13 on CPU, f32):
 the same 3-step flow-matching Euler loop over SIGMAS, the same weight redraw, the same producer fields."""
+import math
 import os
 import sys
 
@@ -12,6 +13,23 @@ import zflow_capture  # noqa: E402
 from weights import randomize  # noqa: E402
 
 SIGMAS = [1.0, 0.75, 0.4, 0.0]
+
+
+def get_timestep_embedding(timesteps, embedding_dim, flip_sin_to_cos=False, downscale_freq_shift=1, scale=1,
+                           max_period=10000):
+    """diffusers.models.embeddings.get_timestep_embedding, as the replicas' upstream files call it."""
+    half_dim = embedding_dim // 2
+    exponent = -math.log(max_period) * torch.arange(start=0, end=half_dim, dtype=torch.float32)
+    exponent = exponent / (half_dim - downscale_freq_shift)
+    emb = torch.exp(exponent)
+    emb = timesteps[:, None].float() * emb[None, :]
+    emb = scale * emb
+    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+    if flip_sin_to_cos:
+        emb = torch.cat([emb[:, half_dim:], emb[:, :half_dim]], dim=-1)
+    if embedding_dim % 2 == 1:
+        emb = torch.nn.functional.pad(emb, (0, 1, 0, 0))
+    return emb
 
 
 def sdpa(q, k, v, mask=None, scale=None):
