@@ -1,7 +1,7 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third | fourth]
 --small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
@@ -71,6 +71,12 @@ EXTRA = {
     "minimax_m2": dict(num_local_experts=4, num_experts_per_tok=2),
     "afmoe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
     "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48),
+    "ctrl": dict(n_embd=64, n_head=4, n_layer=2, dff=96, n_positions=64),
+    "openai-gpt": dict(n_embd=64, n_head=4, n_layer=2, n_positions=64),
+    "distilbert": dict(dim=64, n_heads=4, n_layers=2, hidden_dim=96),
+    "albert": dict(embedding_size=32),
+    "lfm2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
+    "jamba": dict(num_experts=4, num_experts_per_tok=2),
     "longcat_flash": dict(n_routed_experts=4, moe_topk=2, expert_ffn_hidden_size=32, ffn_hidden_size=96, kv_lora_rank=16,
                           q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, num_layers=1),
 }
@@ -83,6 +89,12 @@ MORE = ["gpt_neo", "olmoe", "dbrx", "granitemoe", "jetmoe", "phimoe", "qwen3_moe
 # COMMON says; deepseek_v3 and longcat_flash fail in the script with these settings.)
 THIRD = ["deepseek_v3", "llama", "granitemoeshared", "diffllama", "gpt_neox_japanese", "aria_text", "minimax",
          "minimax_m2", "afmoe", "longcat_flash", "cwm", "qwen3_next", "nanochat", "lfm2"]
+# A fourth batch: encoders (bidirectional, absolute or rotary positions, relative attention),
+# the first GPTs, hybrids with state-space or recurrent layers, and the earlier batches' misses.
+FOURTH = ["ctrl", "openai-gpt", "bert", "roberta", "modernbert", "electra", "distilbert", "albert",
+          "xlm-roberta", "deberta-v2", "megatron-bert", "roformer", "esm", "ernie", "gemma3n_text",
+          "lfm2_moe", "falcon_h1", "jamba", "bamba", "granitemoehybrid", "zamba2", "recurrent_gemma",
+          "nemotron_h", "apertus", "gpt_neox_japanese", "nanochat", "jetmoe", "minimax", "qwen3_next", "xglm"]
 DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
@@ -148,6 +160,8 @@ def main():
         cases = MORE
     if cases == ["third"]:
         cases = THIRD
+    if cases == ["fourth"]:
+        cases = FOURTH
     for arch in cases:
         try:
             print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -105,10 +106,16 @@ func execute(root *cobra.Command, args []string, stdout, stderr io.Writer) (code
 			code = exitInternal
 		}
 	}()
+	stop, err := startProfile(os.Getenv("ZFLOW_CPUPROFILE"))
+	if err != nil {
+		fmt.Fprintln(stderr, "zflow:", err)
+		return exitBadInput
+	}
+	defer stop()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	err = root.Execute()
 	if err == nil {
 		return exitOK
 	}
@@ -176,6 +183,24 @@ Exit codes: 0 success, 1 a gate or check failed, 2 bad input or usage,
 	root.AddCommand(newVerifyCmd())
 	root.AddCommand(newPrecisionCmd())
 	return root
+}
+
+// startProfile writes a CPU profile of the whole command to path when
+// path is set (ZFLOW_CPUPROFILE, for finding where a long run's time
+// goes: go tool pprof zflow FILE); stop ends it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("ZFLOW_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ZFLOW_CPUPROFILE %s: %w", path, err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // traceback is the panicking goroutine's stack when ZFLOW_TRACEBACK is
