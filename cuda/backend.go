@@ -434,8 +434,9 @@ func encode(data []float32, f precision.Format) []byte {
 	if len(data) == 0 {
 		return nil
 	}
-	c := append([]float32(nil), data...)
-	return unsafe.Slice((*byte)(unsafe.Pointer(&c[0])), 4*len(c))
+	// f32 is stored as it is: the copy is synchronous (cuMemcpyHtoD returns
+	// once the source is read), so the caller's slice is not kept.
+	return unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), 4*len(data))
 }
 
 // parallelFor splits [0, n) over the CPUs.

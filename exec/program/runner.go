@@ -2,9 +2,11 @@ package program
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/internal/workers"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
@@ -89,43 +91,82 @@ func inputName(doc *semantics.Document, role string) string {
 	return ""
 }
 
+// load uploads the weights, inputs and constants in the program's order,
+// reading ahead on every core: reading a real-width block's weights
+// (copied out of the trace's mapping, each value checked) is most of a
+// load, and a GPU's uploads are serial anyway. At most GOMAXPROCS reads
+// are held at once.
 func (r *Runner) load(weights, inputs Source) error {
-	upload := func(v *Value, src Source, name string) (exec.Tensor, error) {
-		data, f, err := src.Read(name)
-		if err != nil {
-			return nil, fmt.Errorf("program: %w", err)
-		}
-		if len(data) != exec.Numel(v.Shape) {
-			return nil, fmt.Errorf("program: %s %q: %d values for shape %v", v.Kind, name, len(data), v.Shape)
-		}
-		return r.B.Upload(data, v.Shape, f)
+	type job struct {
+		name, as string
+		v        *Value
+		src      Source // nil: a constant
 	}
+	var jobs []job
 	for _, name := range r.P.Order {
 		v := r.P.Values[name]
-		var t exec.Tensor
-		var err error
-		switch v.Kind {
-		case Weight:
-			t, err = upload(v, weights, v.Source)
-		case Input:
-			t, err = upload(v, inputs, inputName(r.Doc, v.Source))
-		case Const:
-			t, err = r.B.Upload(v.Data, v.Shape, v.Format)
-		case StepInput:
-			if v.Source != "latents" {
-				continue
-			}
-			if r.latents, err = upload(v, inputs, inputName(r.Doc, "latents")); err != nil {
-				return err
-			}
-			continue
-		default:
-			continue
+		switch {
+		case v.Kind == Weight:
+			jobs = append(jobs, job{name: name, as: v.Source, v: v, src: weights})
+		case v.Kind == Input:
+			jobs = append(jobs, job{name: name, as: inputName(r.Doc, v.Source), v: v, src: inputs})
+		case v.Kind == Const:
+			jobs = append(jobs, job{name: name, v: v})
+		case v.Kind == StepInput && v.Source == "latents":
+			jobs = append(jobs, job{name: name, as: inputName(r.Doc, "latents"), v: v, src: inputs})
 		}
+	}
+	type read struct {
+		data []float32
+		f    precision.Format
+		err  error
+	}
+	reads := make([]chan read, len(jobs))
+	for i := range reads {
+		reads[i] = make(chan read, 1)
+	}
+	window := make(chan struct{}, runtime.GOMAXPROCS(0))
+	stop := make(chan struct{})
+	var g workers.Group
+	defer func() { close(stop); g.Wait() }()
+	g.Go(func() {
+		for i, j := range jobs {
+			select {
+			case window <- struct{}{}:
+			case <-stop:
+				return
+			}
+			g.Go(func() {
+				res := read{err: fmt.Errorf("program: reading %s %q failed", j.v.Kind, j.as)} // what a panic leaves
+				defer func() { reads[i] <- res }()
+				if j.src == nil {
+					res = read{data: j.v.Data, f: j.v.Format}
+					return
+				}
+				res.data, res.f, res.err = j.src.Read(j.as)
+				if res.err != nil {
+					res.err = fmt.Errorf("program: %w", res.err)
+				} else if len(res.data) != exec.Numel(j.v.Shape) {
+					res.err = fmt.Errorf("program: %s %q: %d values for shape %v", j.v.Kind, j.as, len(res.data), j.v.Shape)
+				}
+			})
+		}
+	})
+	for i, j := range jobs {
+		res := <-reads[i]
+		if res.err != nil {
+			return res.err
+		}
+		t, err := r.B.Upload(res.data, j.v.Shape, res.f)
+		<-window
 		if err != nil {
 			return err
 		}
-		r.env[name] = t
+		if j.v.Kind == StepInput {
+			r.latents = t
+		} else {
+			r.env[j.name] = t
+		}
 	}
 	if r.Doc.Structure.Run != "flow_euler" {
 		return nil

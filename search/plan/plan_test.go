@@ -7,9 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
@@ -352,6 +354,10 @@ func TestStoppedRunsDecideAlike(t *testing.T) {
 // small traces sample at all) finds the plan that scoring every row finds,
 // as exact, and the document says which boundaries were sampled and on
 // how many rows.
+// rowsDependent is a backend that does not say its rows are independent
+// (as cuBLASLt's GEMM is not).
+type rowsDependent struct{ exec.Backend }
+
 func TestSampledRowsDecideAlike(t *testing.T) {
 	cases := []planCase{ditCase()}
 	if _, err := os.Stat(conformanceDir); err == nil {
@@ -368,14 +374,27 @@ func TestSampledRowsDecideAlike(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tr, doc := load(t, c)
 			var reps []*Report
-			for _, rows := range []int{-1, 4} {
-				rep, err := Discover(context.Background(), cpu.New(1), tr, emptied(doc), DiscoverOptions{SampleRows: rows})
+			for _, r := range []struct {
+				b    exec.Backend
+				rows int
+			}{{cpu.New(1), -1}, {cpu.New(1), 4}, {rowsDependent{cpu.New(1)}, 4}} {
+				rep, err := Discover(context.Background(), r.b, tr, emptied(doc), DiscoverOptions{SampleRows: r.rows})
 				if err != nil {
 					t.Fatal(err)
 				}
 				reps = append(reps, rep)
 			}
 			whole, sampled := reps[0], reps[1]
+			// A backend whose rows are not independent runs each op whole
+			// and scores the same rows of it: the same plan, the same
+			// figures, the same rows.
+			if a, b := rules(reps[2].After), rules(sampled.After); a != b {
+				t.Errorf("rules\n  cut from whole results %s\n  sampled               %s", a, b)
+			}
+			if !reflect.DeepEqual(reps[2].After.Exact, sampled.After.Exact) || !reflect.DeepEqual(reps[2].After.Scoring, sampled.After.Scoring) {
+				t.Errorf("cut from whole results: exact %v, scoring %v\nsampled: exact %v, scoring %v",
+					reps[2].After.Exact, reps[2].After.Scoring, sampled.After.Exact, sampled.After.Scoring)
+			}
 			if a, b := rules(sampled.After), rules(whole.After); a != b {
 				t.Fatalf("rules\n  sampled %s\n  whole   %s", a, b)
 			}

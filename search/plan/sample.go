@@ -40,6 +40,9 @@ type rowPlan struct {
 	// in: the node input the op reads the rows from, and how to cut it.
 	in     int
 	inView []int
+	// whole: the op runs on every row (the backend's rows are not
+	// independent of their number) and the sample is cut from its result.
+	whole bool
 }
 
 // pickRows gathers rows of v (the result, whole).
@@ -75,10 +78,19 @@ func (e *Evaluator) samplePlan(s *slot, rows int) *rowPlan {
 		return nil
 	}
 	n := &e.r.P.Nodes[s.node]
-	op := n.Op.String()
-	if !exec.RowsIndependent(e.B, op) {
-		return nil
+	// A backend whose rows depend on how many it is given runs the op
+	// whole; its result is still scored on the sample (what a download
+	// and a comparison cost is the rows', not the tensor's).
+	whole := !exec.RowsIndependent(e.B, n.Op.String())
+	p := e.rowsOf(s, n, rows)
+	if p != nil {
+		p.whole = whole
 	}
+	return p
+}
+
+// rowsOf is samplePlan's sample of s's rows, whatever runs them.
+func (e *Evaluator) rowsOf(s *slot, n *program.Node, rows int) *rowPlan {
 	out := s.shape
 	if len(out) == 0 {
 		return nil
@@ -168,8 +180,12 @@ func (e *Evaluator) gather(t exec.Tensor, view []int, axis int, blocks [][2]int)
 // that decides it. Only the sampled rows leave the backend; each may stop
 // the walk.
 func (e *Evaluator) sampleBlocks(s *slot, p *rowPlan, each func(vals []float32, rows []int) (stop bool)) (stopped bool, err error) {
-	if s.b != nil {
-		g, err := e.gather(s.b.t, p.view, p.axis, p.blocks)
+	if s.b != nil || p.whole {
+		b, err := e.make(s, false)
+		if err != nil {
+			return false, err
+		}
+		g, err := e.gather(b.t, p.view, p.axis, p.blocks)
 		if err != nil {
 			return false, err
 		}
@@ -205,40 +221,55 @@ func (e *Evaluator) sampleBlocks(s *slot, p *rowPlan, each func(vals []float32, 
 		ts[j] = b.t
 	}
 	x := ts[p.in]
-	for bi, bl := range p.blocks {
-		v, err := e.runRows(n, s, ts, x, p, bl)
+	for _, gr := range blockGroups(len(p.blocks)) {
+		v, err := e.runRows(n, s, ts, x, p, p.blocks[gr[0]:gr[1]])
 		if err != nil {
 			return false, fmt.Errorf("program: node %d (%s %s): sampled rows: %w", s.node, n.Op, n.Role, err)
 		}
-		if each(v, rowsOfBlock(p, bi)) {
+		if each(v, rowsOfBlocks(p, gr[0], gr[1])) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// rowsOfBlock is block bi's rows of the result, in the order the op gives
-// them: batch by batch (an attention's rows are every batch's).
-func rowsOfBlock(p *rowPlan, bi int) []int {
-	k, off := 0, 0
+// blockGroups is how the n blocks of a sample run: the first alone (a
+// candidate that cannot win mostly shows it there, and stops), then the
+// rest in one call. The work is the same as block by block on the CPU; a
+// GPU runs the rest in one launch instead of n−1, each too small to fill
+// it (16 query rows of an attention are a few hundred threads).
+func blockGroups(n int) [][2]int {
+	if n <= 1 {
+		return [][2]int{{0, n}}
+	}
+	return [][2]int{{0, 1}, {1, n}}
+}
+
+// rowsOfBlocks is the rows of blocks [lo, hi) of the result, in the order
+// the op gives them: batch by batch (an attention's rows are every
+// batch's), each batch's blocks in order.
+func rowsOfBlocks(p *rowPlan, lo, hi int) []int {
+	k, off, w := 0, 0, 0
 	for j, b := range p.blocks {
-		if j < bi {
+		switch {
+		case j < lo:
 			off += b[1] - b[0]
+		case j < hi:
+			w += b[1] - b[0]
 		}
 		k += b[1] - b[0]
 	}
-	blk := p.blocks[bi][1] - p.blocks[bi][0]
 	var out []int
 	for b := 0; b < len(p.rows)/k; b++ {
-		out = append(out, p.rows[b*k+off:b*k+off+blk]...)
+		out = append(out, p.rows[b*k+off:b*k+off+w]...)
 	}
 	return out
 }
 
-// runRows runs node n on rows bl of its row input x (the other inputs
+// runRows runs node n on blocks bl of its row input x (the other inputs
 // whole) and downloads the result.
-func (e *Evaluator) runRows(n *program.Node, s *slot, ts []exec.Tensor, x exec.Tensor, p *rowPlan, bl [2]int) ([]float32, error) {
-	g, err := e.gather(x, p.inView, p.axis, [][2]int{bl})
+func (e *Evaluator) runRows(n *program.Node, s *slot, ts []exec.Tensor, x exec.Tensor, p *rowPlan, bl [][2]int) ([]float32, error) {
+	g, err := e.gather(x, p.inView, p.axis, bl)
 	if err != nil {
 		return nil, err
 	}
