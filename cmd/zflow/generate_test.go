@@ -324,3 +324,44 @@ func TestDocumentSizesChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateTimings: --timings writes one wall time per model call and a
+// line per step on stderr; it may not name another argument's file.
+func TestGenerateTimings(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	out, tj := filepath.Join(dir, "out.npz"), filepath.Join(dir, "t.json")
+	doc := filepath.Join(testdata, "dit-f32.json")
+	code, _, stderr := zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", out, "--timings", tj)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d timingsDoc
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Format != "zflow-timings" || d.Version != 1 || d.Backend != "cpu" || len(d.Steps) != 3 {
+		t.Fatalf("timings %+v", d)
+	}
+	sum := 0.0
+	for i, s := range d.Steps {
+		if s.Step != i || !(s.MS >= 0) {
+			t.Errorf("step %d: %+v", i, s)
+		}
+		sum += s.MS
+	}
+	if d.TotalMS < sum-1e-6 || d.TotalMS > sum+1e-6 {
+		t.Errorf("total_ms %g, steps sum to %g", d.TotalMS, sum)
+	}
+	if !strings.Contains(stderr, "generate: step 2 of 3: ") {
+		t.Errorf("stderr: %q", stderr)
+	}
+	code, _, stderr = zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", filepath.Join(dir, "b.npz"), "--timings", in)
+	if code != 2 || !strings.Contains(stderr, "--timings") {
+		t.Errorf("--timings naming the inputs: exit %d: %s", code, stderr)
+	}
+}
