@@ -23,43 +23,75 @@ rel-RMS and the fraction of identical values in the model's dtype.
     /usr/bin/python3 bench/model_torch.py --trace /tmp/model8.npz --device cpu   # torch 1.13, no GPU
 """
 import argparse
+import ast
 import json
 import math
+import os
 import re
 import statistics
 import sys
 import time
 import zipfile
 
-import numpy as np
 import torch
 import torch.nn.functional as F
+
+try:
+    import numpy as np
+except ImportError:  # torch's wheels do not need numpy, and the GPU machine cannot install it
+    np = None
+if os.environ.get("MODEL_TORCH_NO_NUMPY"):  # to test the reader numpy is not there for
+    np = None
 
 EPS = 1e-6
 THETA = 10000.0
 
 
+# npy descr -> torch dtype, for reading without numpy (<u2 as int16: bf16 bits).
+NPY_TORCH = {"<f4": torch.float32, "<f8": torch.float64, "<f2": torch.float16, "<u2": torch.int16, "<i2": torch.int16,
+             "<i4": torch.int32, "<i8": torch.int64, "|u1": torch.uint8, "|i1": torch.int8, "|b1": torch.bool}
+
+
+def read_npy(data, what):
+    """One .npy file's bytes as a CPU tensor (C order, little-endian)."""
+    if data[:6] != b"\x93NUMPY":
+        sys.exit(f"{what}: not an npy entry")
+    n, start = (int.from_bytes(data[8:10], "little"), 10) if data[6] == 1 else (int.from_bytes(data[8:12], "little"), 12)
+    h = ast.literal_eval(data[start:start + n].decode("latin1"))
+    if h["fortran_order"] or h["descr"] not in NPY_TORCH:
+        sys.exit(f"{what}: npy {h['descr']} fortran_order={h['fortran_order']}: not read here")
+    body = bytearray(data[start + n:])
+    dt = NPY_TORCH[h["descr"]]
+    t = torch.frombuffer(body, dtype=dt) if body else torch.empty(0, dtype=dt)
+    return t.reshape(h["shape"])
+
+
 class Trace:
-    """A zflow trace v1 npz, read with numpy: the manifest and any tensor
-    (bf16 entries are <u2 bit patterns, named in the manifest's dtypes)."""
+    """A zflow trace v1 npz, read with numpy (or, without it, zipfile): the
+    manifest and any tensor (bf16 entries are <u2 bit patterns, named in
+    the manifest's dtypes)."""
 
     def __init__(self, path):
         self.path = path
-        self.npz = np.load(path)
-        try:
-            self.manifest = json.loads(bytes(self.npz["__zflow__"]).decode())
-        except KeyError:
-            sys.exit(f"{path}: no __zflow__ manifest: not a zflow trace")
+        self.npz = np.load(path) if np is not None else None
+        self.zip = zipfile.ZipFile(path) if np is None else None
+        self.manifest = json.loads(bytes(self.cpu("__zflow__").tolist()).decode())
         self.dtypes = self.manifest.get("dtypes") or {}
 
-    def tensor(self, key, device):
+    def cpu(self, key):
         try:
-            a = self.npz[key]
+            if self.npz is not None:
+                a = np.ascontiguousarray(self.npz[key])
+                return torch.from_numpy(a.view(np.int16) if a.dtype == np.uint16 else a)
+            return read_npy(self.zip.read(key + ".npy"), f"{self.path}: {key}")
         except KeyError:
-            sys.exit(f"{self.path}: no tensor {key!r}")
+            sys.exit(f"{self.path}: no tensor {key!r}" + (" (no manifest: not a zflow trace)" if key == "__zflow__" else ""))
+
+    def tensor(self, key, device):
+        t = self.cpu(key)
         if self.dtypes.get(key) == "bfloat16":
-            return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16).to(device)
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+            t = t.view(torch.bfloat16)
+        return t.to(device)
 
     def param(self, name, device):
         return self.tensor(self.manifest["params"][name], device)
@@ -180,9 +212,6 @@ def agreement(a, b):
 
 
 def ours_output(path, device):
-    with zipfile.ZipFile(path) as z:
-        if "__zflow__.npy" not in z.namelist():
-            sys.exit(f"{path}: no manifest: not zflow generate's -o")
     o = Trace(path)
     return o.tensor(next(iter(o.manifest["outputs"].values())), device)
 
