@@ -11,7 +11,7 @@
 #   bash bench/model_gpu.sh          # on the GPU machine, from the repo root
 #
 # Steps: gen writes the trace to $TRACE_DIR (default /tmp; ~11 GB at real
-# width), `zflow discover --precision` reads its semantics and rounding plan
+# width), computed on $GEN_BACKEND (default $BACKEND; the cpu if that fails), `zflow discover --precision` reads its semantics and rounding plan
 # from it, `zflow generate --timings` runs the request (each step's wall time,
 # the backend synchronised), then model_torch.py runs the same steps and
 # prints the table and the outputs' agreement. The trace and the document are
@@ -40,9 +40,13 @@ done
 [ "$BACKEND" = cuda ] && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 
 echo "== trace: $W"
+gen() {
+  /usr/bin/time -f "gen on $1: wall %e s, peak RSS %M KB" $G -wide "$W" -wide-scale "$SCALE" -wide-blocks "$BLOCKS" -wide-steps "$STEPS" -wide-bf16 -wide-backend "$1" 2>&1
+}
 if [ ! -f "$W" ]; then
-  /usr/bin/time -f "gen: wall %e s, peak RSS %M KB" $G -wide "$W" -wide-scale "$SCALE" -wide-blocks "$BLOCKS" -wide-steps "$STEPS" -wide-bf16 2>&1 ||
-    { rm -f "$W"; echo "model_gpu: gen failed"; exit 1; }
+  gb=${GEN_BACKEND:-$BACKEND}
+  gen "$gb" || { [ "$gb" != cpu ] && echo "model_gpu: gen on $gb failed; computing the trace on the cpu instead" && gen cpu; } ||
+    { echo "model_gpu: gen failed"; exit 1; }
 fi
 ls -l "$W"
 

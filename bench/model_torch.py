@@ -16,7 +16,8 @@ to the model's dtype. Sizes come from the parameters' shapes.
 
 It prints each step's milliseconds (and zflow's, with --ours-timings), and
 compares the final latents with zflow's (--ours, the -o of zflow generate)
-and both with the trace's own output/latents (the fixture's CPU reference):
+and both with the trace's own output/latents (the fixture's run, on the backend
+its producer names):
 rel-RMS and the fraction of identical values in the model's dtype.
 
     python3 bench/model_torch.py --trace /tmp/model.npz --ours /tmp/ours.npz --ours-timings /tmp/timings.json
@@ -273,15 +274,16 @@ def main():
 
     ref = tr.tensor(tr.manifest["outputs"]["latents"], dev) if "latents" in tr.manifest.get("outputs", {}) else None
     pairs = []
+    ref_name = f"trace (the fixture's {tr.manifest.get('producer', {}).get('device', '?')} run)"
     if args.ours:
         ours = ours_output(args.ours, dev)
         if ours.shape != x.shape or ours.dtype != x.dtype:
             sys.exit(f"{args.ours}: {tuple(ours.shape)} {ours.dtype}, torch's latents are {tuple(x.shape)} {x.dtype}")
         pairs.append(("zflow vs torch", ours, x))
         if ref is not None:
-            pairs.append(("zflow vs trace (the fixture's CPU run)", ours, ref))
+            pairs.append(("zflow vs " + ref_name, ours, ref))
     if ref is not None:
-        pairs.append(("torch vs trace (the fixture's CPU run)", x, ref))
+        pairs.append(("torch vs " + ref_name, x, ref))
     print()
     res["agreement"] = {}
     for name, a, b in pairs:
