@@ -24,6 +24,7 @@ type generateOpts struct {
 	weights   string
 	out       string
 	traceOut  string
+	timings   string
 	backend   string
 	format    string
 	// allowIncomplete runs a document whose self-check found it
@@ -43,7 +44,10 @@ flow-matching Euler loop over input/sigmas with the document's Euler sign
 and timestep transform, or one forward) and writes the result as a trace
 v1 file holding output/<name> (-o). With --trace-out it also writes every
 boundary of its own run, keyed like the reference's ("s<step>/<module>/<port>"),
-for comparison with the reference trace.
+for comparison with the reference trace. With --timings it writes each model
+call's wall time (the Euler update included; a queuing backend such as cuda
+synchronised at both ends) as JSON ("format": "zflow-timings", "version": 1,
+"steps": [{"step", "ms"}], "total_ms") and prints a line per step on stderr.
 
 A request outside what the program supports (a missing input, a weight of the
 wrong shape, a factor value the builder has no dataflow for, NaN in the
@@ -77,6 +81,7 @@ an unwritable path), 3 an internal error.`,
 	f.StringVar(&o.weights, "weights", "", "trace holding the weights (default: --inputs)")
 	f.StringVarP(&o.out, "out", "o", "out.npz", "where to write the result (.npz or .safetensors)")
 	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
+	f.StringVar(&o.timings, "timings", "", "also write each step's wall time, the backend synchronised (JSON)")
 	f.StringVar(&o.backend, "backend", "cpu", "backend to run on: cpu (the reference), cuda (linux, NVIDIA driver), metal (darwin)")
 	f.BoolVar(&o.allowIncomplete, "allow-incomplete", false, "run a document whose self-check found it incomplete (it does not reproduce its reference)")
 	addFormatFlag(cmd, &o.format, tableJSON, nil)
@@ -143,9 +148,22 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		}}
 		r.It.Hooks.Observe = rec.Observe
 	}
+	var tm *stepTimer
+	if o.timings != "" {
+		if tm, err = newStepTimer(b); err != nil {
+			return err
+		}
+	}
 	pg := u.progress("generate")
-	result, err := r.Run(pg.Steps("model calls"))
+	steps := pg.Steps("model calls")
+	if tm != nil {
+		steps = tm.wrap(steps, u.info())
+	}
+	result, err := r.Run(steps)
 	pg.Close()
+	if err == nil && tm != nil {
+		err = tm.err
+	}
 	if err != nil {
 		if errors.Is(err, exec.ErrUnsupported) {
 			return badInput(err)
@@ -181,6 +199,16 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 			return fmt.Errorf("the run is written, but the workspace is not updated: %w", err)
 		}
 	}
+	if tm != nil {
+		if err := tm.write(o.timings); err != nil {
+			os.Remove(o.out) // nothing half-done: the outputs go with the run that failed
+			if o.traceOut != "" {
+				os.Remove(o.traceOut)
+			}
+			return fmt.Errorf("%w (the run's outputs removed)", err)
+		}
+		gd.Timings = o.timings
+	}
 	gd.Seconds = time.Since(start).Seconds()
 	if o.format == "json" {
 		return writeJSON(stdout, gd)
@@ -204,9 +232,10 @@ type generateDoc struct {
 	Backend      string          `json:"backend"`
 	ModelCalls   int             `json:"model_calls"`
 	Seconds      float64         `json:"seconds"`
-	Output       generatedTensor `json:"output"`    // the result, in Out
-	Out          string          `json:"out"`       // -o
-	TraceOut     *generatedTrace `json:"trace_out"` // --trace-out; null without
+	Output       generatedTensor `json:"output"`            // the result, in Out
+	Out          string          `json:"out"`               // -o
+	TraceOut     *generatedTrace `json:"trace_out"`         // --trace-out; null without
+	Timings      string          `json:"timings,omitempty"` // --timings
 }
 
 type generatedTensor struct {
@@ -249,6 +278,16 @@ func checkOutputs(o generateOpts) error {
 	}
 	if o.traceOut != "" && (o.out == o.traceOut || sameFile(o.out, o.traceOut)) {
 		return fmt.Errorf("-o and --trace-out name the same file %s", o.out)
+	}
+	if t := o.timings; t != "" {
+		for _, other := range []string{o.inputs, o.weights, o.semantics, o.out, o.traceOut} {
+			if other != "" && (t == other || sameFile(t, other)) {
+				return fmt.Errorf("--timings %s: names the same file as another argument", t)
+			}
+		}
+		if err := checkOutputPath("--timings", t); err != nil {
+			return err
+		}
 	}
 	if err := checkOutputPath("-o", o.out); err != nil {
 		return err

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/trace"
 )
@@ -322,5 +325,83 @@ func TestDocumentSizesChecked(t *testing.T) {
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: -o written: %v", c.name, err)
 		}
+	}
+}
+
+// TestGenerateTimings: --timings writes one wall time per model call and a
+// line per step on stderr; it may not name another argument's file.
+func TestGenerateTimings(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	out, tj := filepath.Join(dir, "out.npz"), filepath.Join(dir, "t.json")
+	doc := filepath.Join(testdata, "dit-f32.json")
+	code, _, stderr := zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", out, "--timings", tj)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d timingsDoc
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Format != "zflow-timings" || d.Version != 1 || d.Backend != "cpu" || len(d.Steps) != 3 {
+		t.Fatalf("timings %+v", d)
+	}
+	sum := 0.0
+	for i, s := range d.Steps {
+		if s.Step != i || !(s.MS >= 0) {
+			t.Errorf("step %d: %+v", i, s)
+		}
+		sum += s.MS
+	}
+	if d.TotalMS < sum-1e-6 || d.TotalMS > sum+1e-6 {
+		t.Errorf("total_ms %g, steps sum to %g", d.TotalMS, sum)
+	}
+	if !strings.Contains(stderr, "generate: step 2 of 3: ") {
+		t.Errorf("stderr: %q", stderr)
+	}
+	code, _, stderr = zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", filepath.Join(dir, "b.npz"), "--timings", in)
+	if code != 2 || !strings.Contains(stderr, "--timings") {
+		t.Errorf("--timings naming the inputs: exit %d: %s", code, stderr)
+	}
+}
+
+// syncCounter is a backend that queues its work (as cuda does): the step
+// timer must wait for it at every step's end and once before the first.
+type syncCounter struct {
+	exec.Backend
+	syncs int
+}
+
+func (s *syncCounter) Sync() error { s.syncs++; return nil }
+
+func TestStepTimerSynchronises(t *testing.T) {
+	b := &syncCounter{Backend: cpu.New(1)}
+	tm, err := newStepTimer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []int
+	cb := tm.wrap(func(done, total int) { calls = append(calls, done) }, io.Discard)
+	for i := 1; i <= 3; i++ {
+		cb(i, 3)
+	}
+	if b.syncs != 4 || len(tm.steps) != 3 || len(calls) != 3 || tm.err != nil {
+		t.Errorf("%d syncs, %d steps, %d progress calls, err %v; want 4, 3, 3, nil", b.syncs, len(tm.steps), len(calls), tm.err)
+	}
+	path := filepath.Join(t.TempDir(), "t.json")
+	if err := tm.write(path); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d timingsDoc
+	if err := json.Unmarshal(data, &d); err != nil || !d.Synchronized || len(d.Steps) != 3 {
+		t.Errorf("%s: %+v, %v", path, d, err)
 	}
 }
