@@ -184,16 +184,24 @@ func (e Epilogue) Kernel() (string, error) {
 	return b.String(), nil
 }
 
-// RenderEpilogues is RenderPointwise(t) followed by one kernel per chain
-// (duplicates rendered once): what a backend compiles to run them.
-func RenderEpilogues(t Target, es ...Epilogue) (string, error) {
-	src, err := RenderPointwise(t)
-	if err != nil {
-		return "", err
+// kernelsMarker opens pointwise.zf's kernels; what comes before it is
+// the functions (zf_step and all it calls) and the epilogue block.
+const kernelsMarker = "/* ---- kernels ---- */"
+
+// PointwiseFunctions is pointwise.zf up to its kernels: the text an
+// epilogue needs, verbatim.
+func PointwiseFunctions() string {
+	i := strings.Index(pointwise, kernelsMarker)
+	if i < 0 {
+		panic("kernels: pointwise.zf has lost its kernels marker")
 	}
+	return pointwise[:i]
+}
+
+// EpilogueKernels is the kernels of the chains, duplicates once, in the
+// target-neutral source.
+func EpilogueKernels(es ...Epilogue) (string, error) {
 	var b strings.Builder
-	b.WriteString(src)
-	b.WriteString("\n#line 1 \"epilogues\"\n")
 	seen := map[string]bool{}
 	for _, e := range es {
 		if seen[e.Name()] {
@@ -207,6 +215,22 @@ func RenderEpilogues(t Target, es ...Epilogue) (string, error) {
 		b.WriteString(k)
 	}
 	return b.String(), nil
+}
+
+// RenderEpilogues is what a backend compiles to run the chains: target
+// t's prelude, pointwise.zf's functions (PointwiseFunctions, unchanged;
+// not its kernels, which the chains do not launch and whose compile would
+// dominate) and the chains' kernels.
+func RenderEpilogues(t Target, es ...Epilogue) (string, error) {
+	p, ok := preludes[t]
+	if !ok {
+		return "", fmt.Errorf("kernels: no prelude for target %v", t)
+	}
+	k, err := EpilogueKernels(es...)
+	if err != nil {
+		return "", err
+	}
+	return p + "\n#line 1 \"pointwise.zf\"\n" + PointwiseFunctions() + "\n#line 1 \"epilogues\"\n" + k, nil
 }
 
 // EpiP is zf_epi_p, the parameter block of an epilogue kernel.

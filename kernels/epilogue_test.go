@@ -367,11 +367,18 @@ func runEpiJobs(t *testing.T, eps []Epilogue, jobs []epiJob) [][]byte {
 		fmt.Fprintf(&drv, "    case %d: %s(y.data(), ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7], ptr[8], *(const zf_epi_p*)p.data()); break;\n", k+1, e.Name())
 	}
 	drv.WriteString(epiDriverTail)
-	src, err := RenderEpilogues(Host, eps...)
+	// The unfused route needs zf_elementwise too: the whole pointwise
+	// rendering (which holds RenderEpilogues' functions verbatim), then
+	// the chains' kernels.
+	src, err := RenderPointwise(Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := compileSource(t, src+drv.String())
+	ks, err := EpilogueKernels(eps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := compileSource(t, src+"\n"+ks+drv.String())
 	var in bytes.Buffer
 	for _, j := range jobs {
 		binary.Write(&in, binary.LittleEndian, j.kernel)
@@ -427,10 +434,19 @@ func TestEpilogueRendering(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pw, _ := RenderPointwise(tg)
-		if !strings.HasPrefix(src, pw) || strings.Count(src, "ZF_KERNEL("+e.Name()+")") != 1 {
-			t.Errorf("%v: the epilogue rendering is not the pointwise rendering plus the kernel once", tg)
+		// The prelude, pointwise.zf's functions verbatim, no other kernel,
+		// then the chain's kernel once.
+		if !strings.HasPrefix(src, Prelude(tg)) || !strings.Contains(src, PointwiseFunctions()) ||
+			!strings.Contains(PointwiseFunctions(), "ZF_FN float zf_step(") || strings.Join(kernelNames(src), " ") != e.Name() {
+			t.Errorf("%v: the epilogue rendering is not the prelude, pointwise.zf's functions and the kernel once", tg)
 		}
+	}
+	// What a backend compiles stands alone: the functions need nothing
+	// from pointwise.zf's kernels.
+	if src, err := RenderEpilogues(Host, e); err != nil {
+		t.Fatal(err)
+	} else {
+		compileSource(t, src+"\nint main() { return 0; }\n")
 	}
 	bad := []Epilogue{
 		{In: precision.F32},
