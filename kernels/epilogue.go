@@ -157,7 +157,7 @@ func (e Epilogue) Kernel() (string, error) {
 	// 8 consecutive elements a thread.
 	w("  if (p.vec != 0) {\n    ZF_FOR_EACH(g, p.n / 8) {\n      int i = g * 8;\n")
 	if n > 0 {
-		w("      int off[ZF_EPI_MAXO];\n      zf_epi_offsets(p, i, off);\n")
+		w("      int off[ZF_EPI_MAXO];\n      zf_epi_offsets(p, %d, i, off);\n", n)
 	}
 	w("      float v[8];\n      zf_load8(x, %d, i, 1, v);\n", e.In)
 	for k := 0; k < n; k++ {
@@ -173,7 +173,7 @@ func (e Epilogue) Kernel() (string, error) {
 	// One element a thread.
 	w("  ZF_FOR_EACH(i, p.n) {\n")
 	if n > 0 {
-		w("    int off[ZF_EPI_MAXO];\n    zf_epi_offsets(p, i, off);\n")
+		w("    int off[ZF_EPI_MAXO];\n    zf_epi_offsets(p, %d, i, off);\n", n)
 	}
 	w("    float v = zf_load(x, %d, i);\n", e.In)
 	k = 0
