@@ -119,20 +119,29 @@ func (e Epilogue) Name() string {
 var opWords = map[int32]string{OpAdd: "add", OpMul: "mul", OpAct: "act", OpCast: "cast", OpModulate: "modulate",
 	OpGated: "gated_residual", OpGLU: "glu", OpSub: "sub", OpDiv: "div", OpMin: "minimum", OpMax: "maximum"}
 
-// Kernel is the chain's kernel in the target-neutral source (pointwise.zf's
-// words and functions): ZF_KERNEL(Name())(y, x, o0 … o7, zf_epi_p).
+// Kernel is the chain in the target-neutral source (pointwise.zf's words
+// and functions): two device functions, then the kernel that runs them.
+//
+//	float N_one(p, o0 … o7, i, v)     element i, stored value v: the chain's
+//	                                  result, to be stored in Out()
+//	void N_eight(p, o0 … o7, i, v)    the same on v[0..8) from element i
+//	                                  (i a multiple of 8), in place
+//	ZF_KERNEL(N)(y, x, o0 … o7, p)    y = the chain over x
+//
+// with N = Name() and p a zf_epi_p (NewEpiP). A backend's own kernel (a
+// norm) calls the functions on the values it would have stored.
 func (e Epilogue) Kernel() (string, error) {
 	if err := e.Check(); err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("/* epilogue %s */\n", e.key())
-	w("ZF_KERNEL(%s)(ZF_OUT(y, 0), ZF_IN(x, 1)", e.Name())
+	name, n := e.Name(), e.Operands()
+	var params, args strings.Builder
 	for k := 0; k < MaxEpiOperands; k++ {
-		w(", ZF_IN(o%d, %d)", k, k+2)
+		fmt.Fprintf(&params, ", ZF_DEV const uchar* o%d", k)
+		fmt.Fprintf(&args, ", o%d", k)
 	}
-	w(", ZF_PARAMS(zf_epi_p, p, %d) ZF_TID) {\n", MaxEpiOperands+2)
 	last := len(e.Steps) - 1
 	// call is step i's zf_step with the running value v and its operands
 	// named by operand(k); rounded unless it is the last (the store rounds).
@@ -153,34 +162,44 @@ func (e Epilogue) Kernel() (string, error) {
 		}
 		return fmt.Sprintf("zf_round(%s, %d)", c, s.Out)
 	}
-	n := e.Operands()
-	// 8 consecutive elements a thread.
-	w("  if (p.vec != 0) {\n    ZF_FOR_EACH(g, p.n / 8) {\n      int i = g * 8;\n")
-	if n > 0 {
-		w("      int off[ZF_EPI_MAXO];\n      zf_epi_offsets(p, %d, i, off);\n", n)
+	offsets := func(indent string) {
+		if n > 0 {
+			w("%sint off[ZF_EPI_MAXO];\n%szf_epi_offsets(p, %d, i, off);\n", indent, indent, n)
+		}
 	}
-	w("      float v[8];\n      zf_load8(x, %d, i, 1, v);\n", e.In)
-	for k := 0; k < n; k++ {
-		w("      float a%d[8];\n      zf_load8(o%d, p.fmt[%d], off[%d], p.vbits & %d, a%d);\n", k, k, k, k, 1<<k, k)
-	}
+	w("/* epilogue %s */\n", e.key())
+	// One element.
+	w("ZF_FN float %s_one(ZF_PREF(zf_epi_p) p%s, int i, float v) {\n", name, params.String())
+	offsets("  ")
 	k := 0
 	for i, s := range e.Steps {
-		w("      /* %s, stored as %v */\n", opWords[s.Op], s.Out)
-		w("      ZF_UNROLL for (int e = 0; e < 8; e++) {\n        v[e] = %s;\n      }\n",
-			call(i, "v[e]", func(k int) string { return fmt.Sprintf("a%d[e]", k) }, &k))
+		w("  /* %s, stored as %v */\n", opWords[s.Op], s.Out)
+		w("  v = %s;\n", call(i, "v", func(k int) string { return fmt.Sprintf("zf_load(o%d, p.fmt[%d], off[%d])", k, k, k) }, &k))
 	}
-	w("      zf_store8(y, %d, i, v);\n    }\n    return;\n  }\n", e.Out())
-	// One element a thread.
-	w("  ZF_FOR_EACH(i, p.n) {\n")
-	if n > 0 {
-		w("    int off[ZF_EPI_MAXO];\n    zf_epi_offsets(p, %d, i, off);\n", n)
+	w("  return v;\n}\n")
+	// Eight consecutive elements: 16-byte loads where the layout allows.
+	w("ZF_FN void %s_eight(ZF_PREF(zf_epi_p) p%s, int i, ZF_THREAD float* v) {\n", name, params.String())
+	w("  if (p.vec == 0) {\n    for (int e = 0; e < 8; e++) {\n      v[e] = %s_one(p%s, i + e, v[e]);\n    }\n    return;\n  }\n", name, args.String())
+	offsets("  ")
+	for k := 0; k < n; k++ {
+		w("  float a%d[8];\n  zf_load8(o%d, p.fmt[%d], off[%d], p.vbits & %d, a%d);\n", k, k, k, k, 1<<k, k)
 	}
-	w("    float v = zf_load(x, %d, i);\n", e.In)
 	k = 0
 	for i := range e.Steps {
-		w("    v = %s;\n", call(i, "v", func(k int) string { return fmt.Sprintf("zf_load(o%d, p.fmt[%d], off[%d])", k, k, k) }, &k))
+		w("  ZF_UNROLL for (int e = 0; e < 8; e++) {\n    v[e] = %s;\n  }\n",
+			call(i, "v[e]", func(k int) string { return fmt.Sprintf("a%d[e]", k) }, &k))
 	}
-	w("    zf_store(y, %d, i, v);\n  }\n}\n", e.Out())
+	w("}\n")
+	// The kernel.
+	w("ZF_KERNEL(%s)(ZF_OUT(y, 0), ZF_IN(x, 1)", name)
+	for k := 0; k < MaxEpiOperands; k++ {
+		w(", ZF_IN(o%d, %d)", k, k+2)
+	}
+	w(", ZF_PARAMS(zf_epi_p, p, %d) ZF_TID) {\n", MaxEpiOperands+2)
+	w("  if (p.vec != 0) {\n    ZF_FOR_EACH(g, p.n / 8) {\n      int i = g * 8;\n      float v[8];\n")
+	w("      zf_load8(x, %d, i, 1, v);\n      %s_eight(p%s, i, v);\n      zf_store8(y, %d, i, v);\n    }\n    return;\n  }\n",
+		e.In, name, args.String(), e.Out())
+	w("  ZF_FOR_EACH(i, p.n) {\n    zf_store(y, %d, i, %s_one(p%s, i, zf_load(x, %d, i)));\n  }\n}\n", e.Out(), name, args.String(), e.In)
 	return b.String(), nil
 }
 

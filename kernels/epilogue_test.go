@@ -319,6 +319,16 @@ func TestEpilogueFusedEqualsUnfused(t *testing.T) {
 				jobs = append(jobs, epiJob{kernel: 0, params: append([]byte(nil), Bytes(&ew)...), bufs: bufs, outLen: n * esize(st.Out)})
 			}
 			runs = append(runs, run{name: fmt.Sprintf("%s %v", c.name, shape), fused: fused, last: len(jobs) - 1})
+			if p.Vec != 0 {
+				// N_eight where the operands cannot be read 8 at a time (a
+				// norm's 8-a-lane store over such a layout): element by element.
+				ej := fusedJob(ei)
+				q := p
+				q.Vec = 0
+				ej.kernel, ej.params = -ej.kernel, append([]byte(nil), Bytes(&q)...)
+				jobs = append(jobs, ej)
+				runs = append(runs, run{name: fmt.Sprintf("%s %v, eight by one", c.name, shape), fused: len(jobs) - 1, last: fused})
+			}
 			if control >= 0 {
 				cj := fusedJob(control)
 				jobs = append(jobs, cj)
@@ -365,6 +375,10 @@ func runEpiJobs(t *testing.T, eps []Epilogue, jobs []epiJob) [][]byte {
 	drv.WriteString(epiDriverHead)
 	for k, e := range eps {
 		fmt.Fprintf(&drv, "    case %d: %s(y.data(), ptr[0], ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7], ptr[8], *(const zf_epi_p*)p.data()); break;\n", k+1, e.Name())
+		// −(k+1): N_eight over blocks of 8, as a norm kernel calls it.
+		fmt.Fprintf(&drv, "    case %d: { const zf_epi_p& q = *(const zf_epi_p*)p.data(); for (int i = 0; i + 8 <= q.n; i += 8) { float v[8]; "+
+			"zf_load8(ptr[0], %d, i, 1, v); %s_eight(q, ptr[1], ptr[2], ptr[3], ptr[4], ptr[5], ptr[6], ptr[7], ptr[8], i, v); zf_store8(y.data(), %d, i, v); } } break;\n",
+			-(k + 1), e.In, e.Name(), e.Out())
 	}
 	drv.WriteString(epiDriverTail)
 	// The unfused route needs zf_elementwise too: the whole pointwise
@@ -425,9 +439,10 @@ func TestEpilogueRendering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The arithmetic is zf_step's: the kernel calls it and defines nothing.
-	if strings.Contains(k, "ZF_FN") || strings.Count(k, "zf_step(") != 4 {
-		t.Errorf("the epilogue kernel must call zf_step once a step on each path and define no function:\n%s", k)
+	// The arithmetic is zf_step's: the chain calls it once a step on each
+	// path (one element, eight) and defines no function but those two.
+	if strings.Count(k, "ZF_FN") != 2 || strings.Count(k, "zf_step(") != 4 {
+		t.Errorf("the epilogue must call zf_step once a step on each path and define only its two functions:\n%s", k)
 	}
 	for _, tg := range []Target{CUDA, MSL, Host} {
 		src, err := RenderEpilogues(tg, e, e)
