@@ -13,9 +13,10 @@
 #    auto/off switch; the dit fixture's program through the interpreter
 #    fused and unfused, bit for bit.
 # 2. Timing at real width (bf16, 4608 rows): [4608,3072]x[3072,12288]+b
-#    then gelu_tanh; [4608,3072]x[3072,3072] then a gated residual; and a
-#    three-step chain; each route 20 times after a warm-up, device time
-#    per run and the ratio fused/unfused (below 1: fusion wins).
+#    then gelu_tanh; [4608,3072]x[3072,3072] then a gated residual; a
+#    three-step chain; a layer norm then modulate; each route 20 times
+#    after a warm-up, device time per run and the ratio fused/unfused
+#    (below 1: fusion wins).
 #
 # Logs go to $OUT (default ./gpu-out). Exit status: the tests'.
 set -u

@@ -29,8 +29,9 @@
 //
 // Fusion (fuse.go): the backend implements exec.Fuser. A region (a linear
 // or a norm and a chain of pointwise steps) runs as the unfused route's
-// own head call plus one epilogue kernel (kernels.Epilogue, compiled per
-// chain on first use), bit-exact with the unfused route; a region kind is
+// own Linear call plus one epilogue kernel, or as one norm kernel that
+// applies the chain where it stores (kernels.Epilogue, compiled per chain
+// on first use), bit-exact with the unfused route; a region kind is
 // timed both ways the first time it is met and fused only where faster.
 // $ZFLOW_UNFUSED=1 forces the unfused route, $ZFLOW_FUSED=1 fuses without
 // measuring; SetFusion sets either in code and Fusions reports what was

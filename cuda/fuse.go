@@ -14,16 +14,19 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// Fusion (exec.Fuser): a region runs as its head, the very call the
-// unfused route makes (the same cuBLASLt plan and output type, so the same
-// accumulation order and the same rounding of the accumulator; a GEMM
-// writing f32 for the epilogue to round could pick another algorithm and
-// sum in another order), then one epilogue kernel for the whole chain in
-// place of one zf_elementwise launch a step. The epilogue is rendered from
-// the one pointwise source (kernels.Epilogue) and rounds where the
-// unfused kernels store, so the result is the unfused one bit for bit.
-// cuBLASLt's own GELU epilogue is not used: it computes tanh its own way
-// and does not round as Act does; its bias epilogue is, through Linear.
+// Fusion (exec.Fuser). A linear-headed region runs as the very Linear
+// call of the unfused route (the same cuBLASLt plan and output type, so
+// the same accumulation order and the same rounding of the accumulator: a
+// GEMM writing f32 for the epilogue to round could pick another algorithm
+// and sum in another order), then one epilogue kernel for the whole chain
+// in place of one zf_elementwise launch a step. A norm-headed region runs
+// as one kernel: the norm kernel compiled with the chain applied where it
+// would store each value, so the norm's output is never written. The
+// chain is rendered from the one pointwise source (kernels.Epilogue) and
+// rounds where the unfused kernels store: the result is the unfused one
+// bit for bit. cuBLASLt's GELU epilogue is not used: it applies GELU to
+// the f32 accumulator, which the unfused route rounds first, and computes
+// tanh its own way; its bias epilogue is, inside Linear, as unfused.
 //
 // A region is chosen by the ops it contains, their formats and shapes.
 // Under FusionAuto the first run of each distinct region times both
@@ -321,25 +324,21 @@ func (b *Backend) record(key string, rec FusionRecord) {
 	}
 }
 
-// runFused runs the head as the unfused route does, then the epilogue.
+// runFused runs a region: a norm as one kernel (normFused); a linear as
+// the unfused route's own Linear call, then the epilogue kernel.
 func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	h := r.Head
-	var head exec.Tensor
-	var err error
-	if h.Op == exec.HeadLinear {
-		head, err = b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
-	} else {
-		head, err = b.Norm(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+	if h.Op == exec.HeadNorm {
+		return b.normFused(r, p)
 	}
+	head, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: fuse %s: %v: %w", p.desc, h.Op, err)
 	}
 	defer b.Free(head)
 	ht := head.(*Tensor)
-	for i, t := range p.ops {
-		if t.buf == nil || t.buf.ptr == 0 {
-			return nil, fmt.Errorf("cuda: fuse %s: operand %d was freed", p.desc, i)
-		}
+	if err := p.live(); err != nil {
+		return nil, err
 	}
 	if p.epi.In != ht.format || !slices.Equal(ht.shape, p.shape) {
 		return nil, fmt.Errorf("cuda: fuse %s: the head made %v%v, the plan expects %v%v", p.desc, ht.format, ht.shape, p.epi.In, p.shape)
@@ -359,14 +358,7 @@ func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 		if params.N == 0 {
 			return nil
 		}
-		args := []any{out.ptr(), ht.ptr()}
-		for k := 0; k < kernels.MaxEpiOperands; k++ {
-			ptr := out.ptr() // unused operands: never read
-			if k < len(p.ops) {
-				ptr = p.ops[k].ptr()
-			}
-			args = append(args, ptr)
-		}
+		args := append([]any{out.ptr(), ht.ptr()}, p.operands(out)...)
 		args = append(args, kernels.Bytes(&params))
 		work := int(params.N)
 		if params.Vec != 0 {
@@ -374,4 +366,92 @@ func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 		}
 		return b.launch(name, b.grid1(work), block256, 0, args...)
 	})
+}
+
+// live checks that no operand was freed since the plan was made.
+func (p *epiPlan) live() error {
+	for i, t := range p.ops {
+		if t.buf == nil || t.buf.ptr == 0 {
+			return fmt.Errorf("cuda: fuse %s: operand %d was freed", p.desc, i)
+		}
+	}
+	return nil
+}
+
+// operands are the kernel's eight operand pointers (out's for the unused
+// ones, which are never read).
+func (p *epiPlan) operands(out *Tensor) []any {
+	args := make([]any, kernels.MaxEpiOperands)
+	for k := range args {
+		args[k] = out.ptr()
+		if k < len(p.ops) {
+			args[k] = p.ops[k].ptr()
+		}
+	}
+	return args
+}
+
+// normFused runs a norm-headed region as one kernel: the norm kernel
+// compiled with the chain applied to each value where it would store it
+// (rounded to the norm's format first, as the stored value is), so the
+// norm's output is never written.
+func (b *Backend) normFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
+	h := r.Head
+	l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
+	}
+	if !slices.Equal(l.x.shape, p.shape) || l.np.OutFmt != int32(p.epi.In) {
+		return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, p.shape)
+	}
+	if err := p.live(); err != nil {
+		return nil, err
+	}
+	params := p.params
+	name := p.epi.Name() + "_norm"
+	return b.result(p.shape, p.epi.Out(), func(out *Tensor) error {
+		if _, ok := b.fns[name]; !ok {
+			src, err := normEpilogueSource(p.epi)
+			if err != nil {
+				return err
+			}
+			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
+				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+			}
+		}
+		if l.np.Groups == 0 {
+			return nil
+		}
+		args := append([]any{out.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}, p.operands(out)...)
+		args = append(args, kernels.Bytes(&params))
+		return b.launch(name, l.grid, block256, 0, args...)
+	})
+}
+
+// normEpilogueSource is the chain's functions and the norm kernel, its
+// stores routed through them: <Name>_norm(y, x, γ, β, zf_norm_p, o0 … o7,
+// zf_epi_p).
+func normEpilogueSource(e kernels.Epilogue) (string, error) {
+	src, err := kernels.RenderEpilogues(kernels.CUDA, e)
+	if err != nil {
+		return "", err
+	}
+	n, out := e.Name(), int(e.Out())
+	var params, args strings.Builder
+	for k := 0; k < kernels.MaxEpiOperands; k++ {
+		fmt.Fprintf(&params, ", const uchar* __restrict__ o%d", k)
+		fmt.Fprintf(&args, ", o%d", k)
+	}
+	defs := fmt.Sprintf(`
+#line 1 "cuda/fuse.go"
+#define ZF_NORM_NAME %[1]s_norm
+#define ZF_NORM_EXTRA %[2]s, const zf_epi_p ep
+#define ZF_NORM_STORE8(y, f, i, r) do { \
+    _Pragma("unroll") for (int e_ = 0; e_ < 8; e_++) (r)[e_] = zf_round((r)[e_], (f)); \
+    %[1]s_eight(ep%[3]s, (i), (r)); \
+    zf_store8((y), %[4]d, (i), (r)); \
+  } while (0)
+#define ZF_NORM_STORE(y, f, i, v) zf_store((y), %[4]d, (i), %[1]s_one(ep%[3]s, (i), zf_round((v), (f))))
+`, n, params.String(), args.String(), out)
+	return src + defs + normSource, nil
 }

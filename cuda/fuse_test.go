@@ -319,10 +319,20 @@ func TestFusionTiming(t *testing.T) {
 			Steps: []exec.Step{{Op: exec.StepAct, In: []exec.Tensor{nil}, Act: exec.ActGELUTanh, Spec: s}}}},
 		{"[4608,3072]x[3072,3072] → gated residual", exec.Region{Head: exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{x.g, w2.g, nil}, Spec: s},
 			Steps: []exec.Step{{Op: exec.StepGatedResidual, In: []exec.Tensor{res.g, nil, gate.g}, Arg: 1, Spec: s}}}},
-		{"[4608,3072]x[3072,12288]+b → gelu_tanh → ·gate (3 steps)", exec.Region{Head: exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{x.g, w1.g, b1.g}, Spec: s},
+		{"[4608,3072]x[3072,12288]+b → cast → gelu_tanh → ·v", exec.Region{Head: exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{x.g, w1.g, b1.g}, Spec: s},
 			Steps: []exec.Step{{Op: exec.StepCast, In: []exec.Tensor{nil}, Format: bf16}, {Op: exec.StepAct, In: []exec.Tensor{nil}, Act: exec.ActGELUTanh, Spec: s},
 				{Op: exec.StepMul, In: []exec.Tensor{nil, b1.g}, Spec: s}}}},
 	}
+	xn := up(t, b, randn(bsz*seq*d, 67, 3), []int{bsz, seq, d}, bf16)
+	shift := up(t, b, randn(bsz*d, 68, 1), []int{bsz, d}, bf16)
+	defer xn.free(b)
+	defer shift.free(b)
+	regions = append(regions, struct {
+		name string
+		r    exec.Region
+	}{"layer norm [2,2304,3072] → modulate (1+scale)", exec.Region{Head: exec.Head{Op: exec.HeadNorm, In: [3]exec.Tensor{xn.g, nil, nil},
+		Norm: exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}, Spec: s},
+		Steps: []exec.Step{{Op: exec.StepModulate, In: []exec.Tensor{nil, shift.g, gate.g}, Modulate: exec.ModulateParams{PlusOne: true}, Spec: s}}}})
 	const reps = 20
 	timeIt := func(name string, fn func() (exec.Tensor, error)) float64 {
 		for i := 0; i < 2; i++ { // warm: compiles, GEMM plans
