@@ -42,7 +42,15 @@ const (
 )
 
 func (f Fusion) String() string {
-	return [...]string{"auto", "off", "on"}[min(int(f), 2)]
+	switch f {
+	case FusionAuto:
+		return "auto"
+	case FusionOff:
+		return "off"
+	case FusionOn:
+		return "on"
+	}
+	return fmt.Sprintf("Fusion(%d)", uint8(f))
 }
 
 // fusionFromEnv reads the switches.
