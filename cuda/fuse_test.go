@@ -62,8 +62,19 @@ func sameBits(t *testing.T, b *Backend, name string, got, want exec.Tensor) {
 	}
 }
 
+// fusionChains are chains of fusionSteps' steps.
+var fusionChains = [][]string{
+	{"bias", "act gelu_tanh"},
+	{"act gelu_tanh", "gated residual"},
+	{"bias", "act silu", "gate multiply"},
+	{"modulate", "act silu", "glu on the value", "residual"},
+	{"cast f32", "act gelu_erf", "cast bf16", "gated residual tanh"},
+	{"act f32 out, then round", "modulate rounded"},
+	{"glu on the gate", "div recip", "maximum"},
+}
+
 // fusionSteps lists every step kind, built over the operands of one shape.
-func fusionSteps(b *Backend, t *testing.T, rows, d int, f precision.Format) (map[string]exec.Step, func()) {
+func fusionSteps(b exec.Backend, t *testing.T, rows, d int, f precision.Format) (map[string]exec.Step, func()) {
 	var ts []exec.Tensor
 	u := func(n int, seed uint64, shape []int, g precision.Format) exec.Tensor {
 		x, err := b.Upload(withSpecials(randn(n, seed, 1)), shape, g)
@@ -118,15 +129,6 @@ func TestFusedEqualsUnfused(t *testing.T) {
 	b.SetFusion(FusionOn)
 	defer b.SetFusion(fusionFromEnv())
 	const rows, k, d = 256, 192, 320 // d a multiple of 8: the 8-a-thread path
-	chains := [][]string{
-		{"bias", "act gelu_tanh"},
-		{"act gelu_tanh", "gated residual"},
-		{"bias", "act silu", "gate multiply"},
-		{"modulate", "act silu", "glu on the value", "residual"},
-		{"cast f32", "act gelu_erf", "cast bf16", "gated residual tanh"},
-		{"act f32 out, then round", "modulate rounded"},
-		{"glu on the gate", "div recip", "maximum"},
-	}
 	for _, f := range []precision.Format{bf16, f16, f32} {
 		x := up(t, b, withSpecials(randn(rows*k, 41, 1)), []int{2, rows / 2, k}, f)
 		w := up(t, b, randn(d*k, 42, 0.05), []int{d, k}, f)
@@ -164,7 +166,7 @@ func TestFusedEqualsUnfused(t *testing.T) {
 		add("linear with bias", "act gelu_tanh")
 		add("linear f32 out", "cast bf16", "act gelu_tanh")
 		add("norm", "modulate")
-		for _, c := range chains {
+		for _, c := range fusionChains {
 			add("linear", c...)
 			add("norm", c...)
 		}
