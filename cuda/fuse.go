@@ -276,47 +276,53 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 // one (its compile and the GEMM's plan), keeps the faster, and returns
 // the fused result (the same bits either way).
 func (b *Backend) measure(r exec.Region, p *epiPlan) (exec.Tensor, bool, error) {
+	t, um, fm, err := b.timeRoutes(r, p)
+	if err != nil {
+		return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
+	}
+	b.record(p.key, FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm, Fused: fm < um})
+	return t, true, nil
+}
+
+// timeRoutes runs the unfused route then the fused one between events
+// and returns the fused result and both device times.
+func (b *Backend) timeRoutes(r exec.Region, p *epiPlan) (t exec.Tensor, unfusedMs, fusedMs float64, err error) {
 	warm, err := b.runFused(r, p)
 	if err != nil {
-		return nil, false, err
+		return nil, 0, 0, err
 	}
 	b.Free(warm)
 	var ev [3]*Event
 	for i := range ev {
-		e, err := b.NewEvent()
-		if err != nil {
-			return nil, false, fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+		if ev[i], err = b.NewEvent(); err != nil {
+			return nil, 0, 0, err
 		}
-		defer e.Destroy()
-		ev[i] = e
+		defer ev[i].Destroy()
 	}
 	if err := ev[0].Record(); err != nil {
-		return nil, false, err
+		return nil, 0, 0, err
 	}
 	u, err := exec.RunUnfused(b, r)
 	if err != nil {
-		return nil, false, fmt.Errorf("cuda: fuse %s: the unfused route: %w", p.desc, err)
+		return nil, 0, 0, fmt.Errorf("the unfused route: %w", err)
 	}
 	b.Free(u)
 	if err := ev[1].Record(); err != nil {
-		return nil, false, err
+		return nil, 0, 0, err
 	}
-	t, err := b.runFused(r, p)
+	if t, err = b.runFused(r, p); err != nil {
+		return nil, 0, 0, err
+	}
+	if err = ev[2].Record(); err == nil {
+		if unfusedMs, err = ev[1].Since(ev[0]); err == nil {
+			fusedMs, err = ev[2].Since(ev[1])
+		}
+	}
 	if err != nil {
-		return nil, false, err
-	}
-	if err := ev[2].Record(); err != nil {
 		b.Free(t)
-		return nil, false, err
+		return nil, 0, 0, err
 	}
-	um, err1 := ev[1].Since(ev[0])
-	fm, err2 := ev[2].Since(ev[1])
-	if err1 != nil || err2 != nil {
-		b.Free(t)
-		return nil, false, fmt.Errorf("cuda: fuse %s: timing: %v %v", p.desc, err1, err2)
-	}
-	b.record(p.key, FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm, Fused: fm < um})
-	return t, true, nil
+	return t, unfusedMs, fusedMs, nil
 }
 
 // record keeps the first record of a region kind.
