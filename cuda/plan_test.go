@@ -333,3 +333,61 @@ int main(int argc, char** argv) {
 	}
 	return got
 }
+
+// cudaStubs declare the CUDA words the kernels use, so that a host C++
+// compiler can parse a CUDA rendering (types and syntax; nothing runs).
+const cudaStubs = `#include <cmath>
+#include <cstring>
+using std::exp; using std::exp2; using std::tanh; using std::erf; using std::sin; using std::cos;
+using std::atan; using std::log; using std::sqrt;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+struct zf_stub_dim3 { unsigned x, y, z; };
+static zf_stub_dim3 blockIdx, blockDim, threadIdx, gridDim;
+static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
+static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+#define ulong zf_stub_ulong /* the CUDA prelude's ulong, not glibc's */
+`
+
+// TestFusedSourcesParse parses, with CUDA's words stubbed, what fusion
+// compiles with NVRTC on a GPU: the epilogue modules and the norm kernel
+// with a chain in its stores (cuda-only text no Host rendering covers).
+func TestFusedSourcesParse(t *testing.T) {
+	cxx := ""
+	for _, c := range []string{"c++", "g++", "clang++"} {
+		if p, err := exec.LookPath(c); err == nil {
+			cxx = p
+			break
+		}
+	}
+	if cxx == "" || testing.Short() {
+		t.Skip("no C++ compiler (or -short)")
+	}
+	chains := []kernels.Epilogue{
+		{In: precision.BF16, Steps: []kernels.Step{{Op: kernels.OpModulate, Flags: kernels.PlusOne | kernels.HasShift, Out: precision.BF16}}},
+		{In: precision.F32, Steps: []kernels.Step{{Op: kernels.OpCast, Out: precision.BF16}, {Op: kernels.OpAct, Act: int32(zexec.ActGELUTanh), Out: precision.BF16},
+			{Op: kernels.OpGated, Act: int32(zexec.ActTanh), Flags: kernels.RGate, Arg: 1, Out: precision.F16}}},
+	}
+	dir := t.TempDir()
+	for i, e := range chains {
+		norm, err := normEpilogueSource(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epi, err := kernels.RenderEpilogues(kernels.CUDA, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, src := range []string{norm, epi, pointwiseSource()} {
+			path := filepath.Join(dir, fmt.Sprintf("m%d_%d.cc", i, j))
+			if err := os.WriteFile(path, []byte(cudaStubs+src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(cxx, "-std=c++17", "-fsyntax-only", "-Wno-unknown-pragmas", path).CombinedOutput(); err != nil {
+				t.Errorf("%s: source %d does not parse: %v\n%s", e.Name(), j, err, out)
+			}
+		}
+	}
+}
