@@ -40,13 +40,17 @@ type Backend struct {
 
 	exactAttn  bool // every attention through the exact kernel
 	flashWarps int  // warps per flash block (4 or 8)
+	fuse       fusionState
 
 	// poison fills every new buffer with 0xFF bytes (NaN in every
 	// format) so that tests see an element an op failed to write.
 	poison bool
 }
 
-var _ exec.Backend = (*Backend)(nil)
+var (
+	_ exec.Backend = (*Backend)(nil)
+	_ exec.Fuser   = (*Backend)(nil)
+)
 
 // argBuf holds a launch's kernel arguments; it is pinned for the
 // backend's life, so the driver may read it during the call.
@@ -84,6 +88,7 @@ func New() (*Backend, error) {
 		b.flashWarps = w
 	}
 	b.Fallback = exec.Fallback{B: b}
+	b.fuse.mode = fusionFromEnv()
 	b.args = new(argBuf)
 	b.pinner.Pin(b.args)
 	b.gemm.alpha, b.gemm.beta = new(float32), new(float32)

@@ -27,6 +27,16 @@
 // and broadcast; the flash kernel rounds the scores at most once, after all
 // of it (RoundScores), and RoundEach goes to the exact kernel.
 //
+// Fusion (fuse.go): the backend implements exec.Fuser. A region (a linear
+// or a norm and a chain of pointwise steps) runs as the unfused route's
+// own Linear call plus one epilogue kernel, or as one norm kernel that
+// applies the chain where it stores (kernels.Epilogue, compiled per chain
+// on first use), bit-exact with the unfused route; a region kind is
+// timed both ways the first time it is met and fused only where faster.
+// $ZFLOW_UNFUSED=1 forces the unfused route, $ZFLOW_FUSED=1 fuses without
+// measuring; SetFusion sets either in code and Fusions reports what was
+// measured.
+//
 // Memory: device buffers come from a pool keyed by rounded size and go back
 // to it on Free; a weight uploaded once stays resident until freed. All
 // work runs in order on the context's null stream; Download synchronises.

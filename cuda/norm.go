@@ -12,9 +12,19 @@ import (
 // normSource is the norm kernel: one warp per group, statistics as the CPU
 // computes them (f64 sums, then f32 mean, variance and 1/√(var + eps)),
 // then zf_norm_finish from the one pointwise source.
+//
+// A fused region (fuse.go) compiles it again with ZF_NORM_NAME,
+// ZF_NORM_EXTRA and the two ZF_NORM_STORE words defined to apply an
+// epilogue to each value where this kernel would store it.
 const normSource = `
 #line 1 "cuda/norm.go"
 /* ---- CUDA only: norms (package cuda) ---- */
+#ifndef ZF_NORM_NAME
+#define ZF_NORM_NAME zf_norm
+#define ZF_NORM_EXTRA
+#define ZF_NORM_STORE8(y, f, i, r) zf_store8(y, f, i, r)
+#define ZF_NORM_STORE(y, f, i, v) zf_store(y, f, i, v)
+#endif
 struct zf_norm_p {
   int groups; int g; int kind; int flags;
   int fmt_x; int fmt_g; int fmt_b; int out_fmt;
@@ -26,9 +36,9 @@ static __device__ __forceinline__ double zf_warp_sum(double v) {
   return v;
 }
 
-extern "C" __global__ void zf_norm(uchar* __restrict__ y, const uchar* __restrict__ x,
+extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __restrict__ x,
                                    const uchar* __restrict__ gm, const uchar* __restrict__ bt,
-                                   const zf_norm_p p) {
+                                   const zf_norm_p p ZF_NORM_EXTRA) {
   int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5);
   int lane = (int)(threadIdx.x & 31);
   int nw = (int)((gridDim.x * blockDim.x) >> 5);
@@ -93,7 +103,7 @@ extern "C" __global__ void zf_norm(uchar* __restrict__ y, const uchar* __restric
           r[e] = zf_norm_finish(v[e], mean, rstd, p.has_g != 0 ? gv[e] : 0.0f, p.has_b != 0 ? bv[e] : 0.0f,
                                 p.has_g, p.has_b, p.offset, p.flags, p.out_fmt);
         }
-        zf_store8(y, p.out_fmt, base + j, r);
+        ZF_NORM_STORE8(y, p.out_fmt, base + j, r);
       }
       continue;
     }
@@ -101,8 +111,8 @@ extern "C" __global__ void zf_norm(uchar* __restrict__ y, const uchar* __restric
       float v = zf_load(x, p.fmt_x, base + j);
       float gv = p.has_g != 0 ? zf_load(gm, p.fmt_g, j) : 0.0f;
       float bv = p.has_b != 0 ? zf_load(bt, p.fmt_b, j) : 0.0f;
-      zf_store(y, p.out_fmt, base + j,
-               zf_norm_finish(v, mean, rstd, gv, bv, p.has_g, p.has_b, p.offset, p.flags, p.out_fmt));
+      ZF_NORM_STORE(y, p.out_fmt, base + j,
+                    zf_norm_finish(v, mean, rstd, gv, bv, p.has_g, p.has_b, p.offset, p.flags, p.out_fmt));
     }
   }
 }
@@ -119,6 +129,31 @@ type normP struct {
 // Norm normalises groups of the last axis (layer or RMS), bit-exact with
 // the CPU backend's statistics and rounding points.
 func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
+	l, err := b.normLaunch(x, gamma, beta, p, s)
+	if err != nil {
+		return nil, err
+	}
+	return b.result(l.x.shape, s.Out, func(out *Tensor) error {
+		if l.np.Groups == 0 {
+			return nil
+		}
+		return b.launch("zf_norm", l.grid, block256, 0, out.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params())
+	})
+}
+
+// normArgs is a checked norm: its inputs, parameter block and grid.
+type normArgs struct {
+	x, g, b *Tensor // γ and β stand in for x when absent (never read)
+	np      normP
+	grid    [3]uint32
+}
+
+func (l *normArgs) params() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&l.np)), unsafe.Sizeof(l.np))
+}
+
+// normLaunch checks a norm's arguments and lays out its launch.
+func (b *Backend) normLaunch(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (*normArgs, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
 	}
@@ -159,21 +194,15 @@ func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spe
 	if gt == nil && p.Offset != 0 {
 		return nil, fmt.Errorf("exec: norm: offset %g without γ", p.Offset)
 	}
-	np := normP{Groups: int32(xt.numel() / g), G: int32(g), Kind: int32(p.Kind), Flags: flags(s), FmtX: int32(xt.format),
-		OutFmt: int32(s.Out), Eps: p.Eps, Offset: p.Offset}
-	gp, bp := xt, xt
+	l := &normArgs{x: xt, g: xt, b: xt, np: normP{Groups: int32(xt.numel() / g), G: int32(g), Kind: int32(p.Kind), Flags: flags(s),
+		FmtX: int32(xt.format), OutFmt: int32(s.Out), Eps: p.Eps, Offset: p.Offset}}
 	if gt != nil {
-		np.HasG, np.FmtG, gp = 1, int32(gt.format), gt
+		l.np.HasG, l.np.FmtG, l.g = 1, int32(gt.format), gt
 	}
 	if bt != nil {
-		np.HasB, np.FmtB, bp = 1, int32(bt.format), bt
+		l.np.HasB, l.np.FmtB, l.b = 1, int32(bt.format), bt
 	}
-	return b.result(xt.shape, s.Out, func(out *Tensor) error {
-		if np.Groups == 0 {
-			return nil
-		}
-		blocks := max(1, min((int(np.Groups)+7)/8, b.sms*16))
-		pb := unsafe.Slice((*byte)(unsafe.Pointer(&np)), unsafe.Sizeof(np))
-		return b.launch("zf_norm", [3]uint32{uint32(blocks), 1, 1}, block256, 0, out.ptr(), xt.ptr(), gp.ptr(), bp.ptr(), pb)
-	})
+	blocks := max(1, min((int(l.np.Groups)+7)/8, b.sms*16))
+	l.grid = [3]uint32{uint32(blocks), 1, 1}
+	return l, nil
 }

@@ -78,6 +78,16 @@
 // run a request returns an error wrapping ErrUnsupported; none
 // approximates.
 //
+// # Fusion
+//
+// A Region (fuse.go) is a linear or a norm followed by a chain of
+// pointwise ops whose intermediates nothing else reads. The interpreter
+// (exec/program) offers each one it finds, by its ops alone, to a backend
+// that implements the optional Fuser interface; the backend runs it its
+// own way (cuda: one GEMM plus one epilogue kernel) or declines. A fused
+// region returns RunUnfused's result bit for bit: it rounds wherever the
+// op-by-op chain would have stored. exec/cpu does not implement Fuser.
+//
 // # Layouts
 //
 // Linear weights are [out, in] (PyTorch). Attention takes q [B, Sq, H·D]

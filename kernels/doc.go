@@ -29,6 +29,18 @@
 // target (host_f64_test.go checks them against Go on 1.6 million cases).
 // They are written for correctness, not speed.
 //
+// Epilogues (epilogue.go): an Epilogue is a chain of the vocabulary's
+// pointwise steps (bias, activation, GLU, gate multiply, gated residual,
+// modulate, cast, …) over one input, a GEMM's or a norm's stored output,
+// as data. It renders as one kernel (and two device functions, so that a
+// backend's own kernel, cuda's norm, can apply it where it stores) that
+// calls zf_step, the function zf_elementwise computes every unfused step
+// with, once a step, and rounds the value to each step's format where the
+// unfused op would have stored it: fused and unfused share every line of
+// arithmetic, so they cannot disagree (epilogue_test.go checks them equal
+// byte for byte on the Host rendering). RenderEpilogues compiles
+// pointwise.zf's functions alone with the chains, not its kernels.
+//
 // Targets:
 //
 //   - CUDA: CUDA C for NVRTC (package cuda compiles it at run time with

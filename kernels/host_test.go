@@ -156,6 +156,17 @@ func data(t *testing.T, b *cpu.Backend, x zexec.Tensor) []float32 {
 // returns the binary's path; it skips where there is no C++ compiler.
 func compileHost(t *testing.T, driver string) string {
 	t.Helper()
+	src, err := Render(Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compileSource(t, src+driver)
+}
+
+// compileSource compiles a whole Host-rendered program (skipping where
+// there is no C++ compiler) and returns the binary's path.
+func compileSource(t *testing.T, src string) string {
+	t.Helper()
 	cxx := ""
 	for _, c := range []string{"c++", "g++", "clang++"} {
 		if p, err := exec.LookPath(c); err == nil {
@@ -170,12 +181,8 @@ func compileHost(t *testing.T, driver string) string {
 		t.Skip("-short: skipping the host rendering's compile")
 	}
 	dir := t.TempDir()
-	src, err := Render(Host)
-	if err != nil {
-		t.Fatal(err)
-	}
 	srcPath := filepath.Join(dir, "host.cc")
-	if err := os.WriteFile(srcPath, []byte(src+driver), 0o644); err != nil {
+	if err := os.WriteFile(srcPath, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "host")

@@ -73,7 +73,7 @@ type CopyP struct {
 
 // Bytes views a parameter block as bytes (for a kernel launch or a Metal
 // setBytes); p must point to one of the blocks above.
-func Bytes[T EW | RopeP | TembP | CopyP | NormSeqP | LinearSeqP | AttentionSeqP](p *T) []byte {
+func Bytes[T EW | EpiP | RopeP | TembP | CopyP | NormSeqP | LinearSeqP | AttentionSeqP](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
 
@@ -87,20 +87,53 @@ func NewEW(out []int, ins ...[]int) (EW, error) {
 	if len(ins) > 4 {
 		return p, fmt.Errorf("kernels: %d inputs (at most 4)", len(ins))
 	}
+	l, err := newLayout(out, ins)
+	if err != nil {
+		return p, err
+	}
+	p.N, p.Rank, p.Contig = l.n, int32(len(l.dims)), l.contig
+	for k := len(ins); k < 4; k++ {
+		p.Contig |= 1 << k // unused inputs: read at i (never dereferenced)
+	}
+	for i, d := range l.dims {
+		p.Dims[i] = int32(d)
+		for k := range ins {
+			p.St[k*MaxRank+i] = int32(l.st[k][i])
+		}
+	}
+	if ok, bits := vec8(l.dims, l.st); ok {
+		p.Vec = Vec8 | bits
+	}
+	return p, nil
+}
+
+// layout is a broadcast over a contiguous output, its axes collapsed.
+type layout struct {
+	n      int32
+	dims   []int
+	st     [][]int // per input, strides over dims (0 where broadcast)
+	contig int32   // bit k: input k is laid out like the output
+}
+
+// newLayout checks that each of ins broadcasts to out and collapses the
+// axes: size-1 axes dropped, axis d merged into d+1 where every input is
+// contiguous across them.
+func newLayout(out []int, ins [][]int) (layout, error) {
+	var l layout
 	n := 1
 	for _, d := range out {
 		n *= d
 	}
 	if n > MaxElems {
-		return p, fmt.Errorf("kernels: %v has %d elements, more than one launch indexes (%d)", out, n, MaxElems)
+		return l, fmt.Errorf("kernels: %v has %d elements, more than one launch indexes (%d)", out, n, MaxElems)
 	}
-	p.N = int32(n)
+	l.n = int32(n)
 	r := len(out)
 	// Per input, strides over the output axes (0 where broadcast).
 	st := make([][]int, len(ins))
 	for k, s := range ins {
 		if len(s) > r {
-			return p, fmt.Errorf("kernels: input %v has more axes than the output %v", s, out)
+			return l, fmt.Errorf("kernels: input %v has more axes than the output %v", s, out)
 		}
 		st[k] = make([]int, r)
 		acc := 1
@@ -112,7 +145,7 @@ func NewEW(out []int, ins ...[]int) (EW, error) {
 			case s[j] == out[i]:
 				st[k][i] = acc
 			default:
-				return p, fmt.Errorf("kernels: input %v does not broadcast to %v", s, out)
+				return l, fmt.Errorf("kernels: input %v does not broadcast to %v", s, out)
 			}
 			if j >= 0 {
 				acc *= s[j]
@@ -128,21 +161,17 @@ func NewEW(out []int, ins ...[]int) (EW, error) {
 			same = d == out[i]
 		}
 		if same {
-			p.Contig |= 1 << k
+			l.contig |= 1 << k
 		}
 	}
-	for k := len(ins); k < 4; k++ {
-		p.Contig |= 1 << k // unused inputs: read at i (never dereferenced)
-	}
 	// Collapse: drop size-1 axes, merge axis d into d+1 where contiguous.
-	var dims []int
-	var cst [][]int = make([][]int, len(ins))
+	cst := make([][]int, len(ins))
 	for i := 0; i < r; i++ {
 		if out[i] == 1 {
 			continue
 		}
-		if len(dims) > 0 {
-			last := len(dims) - 1
+		if len(l.dims) > 0 {
+			last := len(l.dims) - 1
 			merge := true
 			for k := range ins {
 				if cst[k][last] != st[k][i]*out[i] {
@@ -150,56 +179,49 @@ func NewEW(out []int, ins ...[]int) (EW, error) {
 				}
 			}
 			if merge {
-				dims[last] *= out[i]
+				l.dims[last] *= out[i]
 				for k := range ins {
 					cst[k][last] = st[k][i]
 				}
 				continue
 			}
 		}
-		dims = append(dims, out[i])
+		l.dims = append(l.dims, out[i])
 		for k := range ins {
 			cst[k] = append(cst[k], st[k][i])
 		}
 	}
-	if len(dims) > MaxRank {
-		return p, fmt.Errorf("kernels: broadcast of %v needs %d axes (at most %d)", out, len(dims), MaxRank)
+	if len(l.dims) > MaxRank {
+		return l, fmt.Errorf("kernels: broadcast of %v needs %d axes (at most %d)", out, len(l.dims), MaxRank)
 	}
-	p.Rank = int32(len(dims))
-	for i, d := range dims {
-		p.Dims[i] = int32(d)
-		for k := range ins {
-			p.St[k*MaxRank+i] = int32(cst[k][i])
-		}
-	}
-	p.Vec = vec8(dims, cst)
-	return p, nil
+	l.st = cst
+	return l, nil
 }
 
 // vec8 decides the 8-a-thread path: the last axis a multiple of 8 and each
 // input either contiguous along it with every stride a multiple of 8 (its
-// 8-runs are 16-byte aligned) or broadcast along it.
-func vec8(dims []int, st [][]int) int32 {
+// 8-runs are 16-byte aligned) or broadcast along it. bits has bit k set
+// for input k read 8 at a time (contiguous along the last axis).
+func vec8(dims []int, st [][]int) (ok bool, bits int32) {
 	r := len(dims)
 	if r == 0 || dims[r-1]%8 != 0 {
-		return 0
+		return false, 0
 	}
-	v := int32(Vec8)
 	for k, s := range st {
 		switch s[r-1] {
 		case 0:
 		case 1:
 			for _, x := range s[:r-1] {
 				if x%8 != 0 {
-					return 0
+					return false, 0
 				}
 			}
-			v |= 1 << k
+			bits |= 1 << k
 		default:
-			return 0
+			return false, 0
 		}
 	}
-	return v
+	return true, bits
 }
 
 // NewCopy lays out a strided copy of dims, reading the source at

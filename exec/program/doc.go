@@ -30,6 +30,10 @@
 // (experts, conv2d, linear_attention): they run on every backend, and
 // round where their parts do.
 //
+// When the backend implements exec.Fuser, the interpreter offers it each
+// region of nodes a linear or a norm heads (fuse.go): it may run them as
+// one fused call, with the same bits as running them one by one.
+//
 // Runner drives a program: one forward, or a flow-matching Euler loop over
 // the sigmas with the document's sign and timestep transform (Forward and
 // Update run one model call and one update for callers that steer the

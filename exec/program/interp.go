@@ -85,10 +85,18 @@ func (r *run) forward() ([]exec.Tensor, error) {
 			}
 		}
 	}
-	for i := range p.Nodes {
+	for i := 0; i < len(p.Nodes); i++ {
 		n := &p.Nodes[i]
 		if err := r.enter(i); err != nil {
 			return nil, err
+		}
+		j, fused, err := r.fuse(i)
+		if err != nil {
+			return nil, fmt.Errorf("program: nodes %d–%d (%s %s, fused): %w", i, j, n.Op, n.Role, err)
+		}
+		if fused {
+			i = j
+			continue
 		}
 		in := make([]exec.Tensor, len(n.In))
 		for j, name := range n.In {
@@ -99,7 +107,6 @@ func (r *run) forward() ([]exec.Tensor, error) {
 			in[j] = t
 		}
 		var outs []exec.Tensor
-		var err error
 		if h := r.it.Hooks.Run; h != nil {
 			outs, err = h(r.step, i, n, in)
 		} else {

@@ -1,0 +1,471 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
+	"github.com/zflow/zflow/precision"
+)
+
+// Fusion (exec.Fuser). A linear-headed region runs as the very Linear
+// call of the unfused route (the same cuBLASLt plan and output type, so
+// the same accumulation order and the same rounding of the accumulator: a
+// GEMM writing f32 for the epilogue to round could pick another algorithm
+// and sum in another order), then one epilogue kernel for the whole chain
+// in place of one zf_elementwise launch a step. A norm-headed region runs
+// as one kernel: the norm kernel compiled with the chain applied where it
+// would store each value, so the norm's output is never written. The
+// chain is rendered from the one pointwise source (kernels.Epilogue) and
+// rounds where the unfused kernels store: the result is the unfused one
+// bit for bit. cuBLASLt's GELU epilogue is not used: it applies GELU to
+// the f32 accumulator, which the unfused route rounds first, and computes
+// tanh its own way; its bias epilogue is, inside Linear, as unfused.
+//
+// A region is chosen by the ops it contains, their formats and shapes.
+// Under FusionAuto the first run of each distinct region times both
+// routes on the device and keeps fusion only where it was faster.
+
+// Fusion says when the backend fuses a region.
+type Fusion uint8
+
+const (
+	FusionAuto Fusion = iota // fuse where measured faster (the default)
+	FusionOff                // never (ZFLOW_UNFUSED=1): the A/B switch
+	FusionOn                 // always, without measuring (ZFLOW_FUSED=1)
+)
+
+func (f Fusion) String() string {
+	switch f {
+	case FusionAuto:
+		return "auto"
+	case FusionOff:
+		return "off"
+	case FusionOn:
+		return "on"
+	}
+	return fmt.Sprintf("Fusion(%d)", uint8(f))
+}
+
+// fusionFromEnv reads the switches.
+func fusionFromEnv() Fusion {
+	switch {
+	case os.Getenv("ZFLOW_UNFUSED") == "1":
+		return FusionOff
+	case os.Getenv("ZFLOW_FUSED") == "1":
+		return FusionOn
+	}
+	return FusionAuto
+}
+
+// FusionRecord is what decided one region kind: its measurement, or why
+// it does not fuse.
+type FusionRecord struct {
+	Region             string  // exec.Region.String, with shapes and formats
+	UnfusedMs, FusedMs float64 // device time of one run of each route
+	Fused              bool    // kept: faster fused
+	Declined           string  // not fusable: why (nothing measured)
+}
+
+// fusionState holds the mode and the decisions so far.
+type fusionState struct {
+	mu      sync.Mutex
+	mode    Fusion
+	decided map[string]*FusionRecord
+	order   []string
+}
+
+// SetFusion sets when regions are fused (tests and A/B runs).
+func (b *Backend) SetFusion(f Fusion) {
+	b.fuse.mu.Lock()
+	defer b.fuse.mu.Unlock()
+	b.fuse.mode = f
+}
+
+// Fusions lists the measured regions in the order first met.
+func (b *Backend) Fusions() []FusionRecord {
+	b.fuse.mu.Lock()
+	defer b.fuse.mu.Unlock()
+	out := make([]FusionRecord, 0, len(b.fuse.order))
+	for _, k := range b.fuse.order {
+		out = append(out, *b.fuse.decided[k])
+	}
+	return out
+}
+
+// epiPlan is a region translated for the epilogue kernel.
+type epiPlan struct {
+	epi    kernels.Epilogue
+	ops    []*Tensor // operands in chain order (conditioning views reshaped)
+	shape  []int     // the head's result, the chain's running value
+	params kernels.EpiP
+	key    string // the region's ops, formats and shapes
+	desc   string
+}
+
+// stepCodes maps exec's step ops to the kernels' op codes.
+var stepCodes = map[exec.StepOp]int32{
+	exec.StepAdd: kernels.OpAdd, exec.StepMul: kernels.OpMul, exec.StepSub: kernels.OpSub, exec.StepDiv: kernels.OpDiv,
+	exec.StepMinimum: kernels.OpMin, exec.StepMaximum: kernels.OpMax, exec.StepAct: kernels.OpAct, exec.StepCast: kernels.OpCast,
+	exec.StepModulate: kernels.OpModulate, exec.StepGatedResidual: kernels.OpGated, exec.StepGLU: kernels.OpGLU,
+}
+
+// planRegion translates r, or says why it does not fuse (then the
+// interpreter runs it op by op, where every refusal is reported).
+func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
+	if err := r.Check(); err != nil {
+		return nil, err.Error()
+	}
+	h := r.Head
+	x, err := b.get("fuse", "head input", h.In[0])
+	if err != nil {
+		return nil, err.Error()
+	}
+	// The running value's shape and format, as the head leaves it.
+	shape := slices.Clone(x.shape)
+	if h.Op == exec.HeadLinear {
+		w, err := b.get("fuse", "weight", h.In[1])
+		if err != nil || len(w.shape) != 2 || len(shape) == 0 {
+			return nil, "the linear's weight"
+		}
+		shape[len(shape)-1] = w.shape[0]
+	}
+	var key strings.Builder
+	fmt.Fprintf(&key, "%v %v", r, h.Spec)
+	for _, t := range h.In {
+		if t != nil {
+			fmt.Fprintf(&key, " %v%v", t.Format(), t.Shape())
+		}
+	}
+	p := &epiPlan{epi: kernels.Epilogue{In: h.Spec.Out}}
+	for i, s := range r.Steps {
+		if s.Op != exec.StepCast {
+			if err := s.Spec.Check(); err != nil {
+				return nil, err.Error()
+			}
+		}
+		st := kernels.Step{Op: stepCodes[s.Op], Out: s.Spec.Out, Math: int32(s.Spec.Math), Arg: s.Arg}
+		in := s.In // kernel order below
+		switch s.Op {
+		case exec.StepCast:
+			st.Out, st.Math = s.Format, 0
+		case exec.StepAct:
+			if s.Spec.Round&exec.RoundEach != 0 {
+				return nil, "act with RoundEach has no kernel"
+			}
+			st.Act = int32(s.Act)
+		case exec.StepModulate:
+			// Kernel order x, scale, shift; the running value is x.
+			if s.Arg != 0 {
+				return nil, "modulate of a running scale or shift"
+			}
+			st.Flags = flags(s.Spec)
+			if s.Modulate.PlusOne {
+				st.Flags |= kernels.PlusOne
+			}
+			in = []exec.Tensor{nil, s.In[2]}
+			if s.In[1] != nil {
+				in = append(in, s.In[1])
+				st.Flags |= kernels.HasShift
+			}
+		case exec.StepGatedResidual, exec.StepGLU:
+			st.Act, st.Flags = int32(s.Act), flags(s.Spec)
+		}
+		if (s.Op == exec.StepAct || s.Op == exec.StepGLU || s.Op == exec.StepGatedResidual) && !s.Act.Valid() {
+			return nil, "function " + s.Act.String()
+		}
+		if !st.Out.Valid() {
+			return nil, "format " + st.Out.String()
+		}
+		// Operands, viewed as the unfused op views them; the step's
+		// result must keep the running value's shape.
+		var opShapes [][]int
+		for j, t := range in {
+			if j == s.Arg {
+				continue
+			}
+			ct, err := b.get("fuse", fmt.Sprintf("step %d input %d", i, j), t)
+			if err != nil {
+				return nil, err.Error()
+			}
+			switch {
+			case s.Op == exec.StepModulate:
+				ct = cond(ct, shape)
+			case s.Op == exec.StepGatedResidual && j == 2:
+				// The gate, viewed against y as GatedResidual views it.
+				yShape := shape
+				if s.Arg != 1 {
+					yShape = s.In[1].Shape()
+				}
+				ct = cond(ct, yShape)
+			}
+			p.ops = append(p.ops, ct)
+			opShapes = append(opShapes, ct.shape)
+			fmt.Fprintf(&key, " %v%v", ct.format, ct.shape)
+		}
+		if s.Op != exec.StepModulate {
+			out := shape
+			for _, o := range opShapes {
+				if out, err = exec.Broadcast(out, o); err != nil {
+					return nil, err.Error()
+				}
+			}
+			if !slices.Equal(out, shape) {
+				return nil, fmt.Sprintf("step %d (%v) broadcasts the running value %v to %v", i, s.Op, shape, out)
+			}
+		}
+		fmt.Fprintf(&key, " %v", s.Spec)
+		p.epi.Steps = append(p.epi.Steps, st)
+	}
+	if err := p.epi.Check(); err != nil {
+		return nil, err.Error()
+	}
+	shapes := make([][]int, len(p.ops))
+	formats := make([]precision.Format, len(p.ops))
+	for i, t := range p.ops {
+		shapes[i], formats[i] = t.shape, t.format
+	}
+	if p.params, err = kernels.NewEpiP(shape, shapes, formats); err != nil {
+		return nil, err.Error()
+	}
+	p.shape = shape
+	fmt.Fprintf(&key, " → %v%v", p.epi.Out(), shape)
+	p.key, p.desc = key.String(), fmt.Sprintf("%v %v→%v", r, shape, p.epi.Out())
+	return p, ""
+}
+
+// Fuse implements exec.Fuser.
+func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
+	b.fuse.mu.Lock()
+	mode := b.fuse.mode
+	b.fuse.mu.Unlock()
+	if mode == FusionOff {
+		return nil, false, nil
+	}
+	p, why := b.planRegion(r)
+	if p == nil {
+		// Declined: the op-by-op route runs and reports any error; the
+		// reason is kept for Fusions.
+		b.record(r.String()+": "+why, FusionRecord{Region: r.String(), Declined: why})
+		return nil, false, nil
+	}
+	if mode == FusionOn {
+		t, err := b.runFused(r, p)
+		return t, err == nil, err
+	}
+	b.fuse.mu.Lock()
+	rec, seen := b.fuse.decided[p.key]
+	b.fuse.mu.Unlock()
+	if seen {
+		if !rec.Fused {
+			return nil, false, nil
+		}
+		t, err := b.runFused(r, p)
+		return t, err == nil, err
+	}
+	return b.measure(r, p)
+}
+
+// measure times both routes once each, after a warm-up run of the fused
+// one (its compile and the GEMM's plan), keeps the faster, and returns
+// the fused result (the same bits either way).
+func (b *Backend) measure(r exec.Region, p *epiPlan) (exec.Tensor, bool, error) {
+	t, um, fm, err := b.timeRoutes(r, p)
+	if err != nil {
+		return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
+	}
+	b.record(p.key, FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm, Fused: fm < um})
+	return t, true, nil
+}
+
+// timeRoutes runs the unfused route then the fused one between events
+// and returns the fused result and both device times.
+func (b *Backend) timeRoutes(r exec.Region, p *epiPlan) (t exec.Tensor, unfusedMs, fusedMs float64, err error) {
+	warm, err := b.runFused(r, p)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	b.Free(warm)
+	var ev [3]*Event
+	for i := range ev {
+		if ev[i], err = b.NewEvent(); err != nil {
+			return nil, 0, 0, err
+		}
+		defer ev[i].Destroy()
+	}
+	if err := ev[0].Record(); err != nil {
+		return nil, 0, 0, err
+	}
+	u, err := exec.RunUnfused(b, r)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("the unfused route: %w", err)
+	}
+	b.Free(u)
+	if err := ev[1].Record(); err != nil {
+		return nil, 0, 0, err
+	}
+	if t, err = b.runFused(r, p); err != nil {
+		return nil, 0, 0, err
+	}
+	if err = ev[2].Record(); err == nil {
+		if unfusedMs, err = ev[1].Since(ev[0]); err == nil {
+			fusedMs, err = ev[2].Since(ev[1])
+		}
+	}
+	if err != nil {
+		b.Free(t)
+		return nil, 0, 0, err
+	}
+	return t, unfusedMs, fusedMs, nil
+}
+
+// record keeps the first record of a region kind.
+func (b *Backend) record(key string, rec FusionRecord) {
+	b.fuse.mu.Lock()
+	defer b.fuse.mu.Unlock()
+	if b.fuse.decided == nil {
+		b.fuse.decided = map[string]*FusionRecord{}
+	}
+	if _, ok := b.fuse.decided[key]; !ok {
+		b.fuse.decided[key] = &rec
+		b.fuse.order = append(b.fuse.order, key)
+	}
+}
+
+// runFused runs a region: a norm as one kernel (normFused); a linear as
+// the unfused route's own Linear call, then the epilogue kernel.
+func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
+	h := r.Head
+	if h.Op == exec.HeadNorm {
+		return b.normFused(r, p)
+	}
+	head, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: fuse %s: %v: %w", p.desc, h.Op, err)
+	}
+	defer b.Free(head)
+	ht := head.(*Tensor)
+	if err := p.live(); err != nil {
+		return nil, err
+	}
+	if p.epi.In != ht.format || !slices.Equal(ht.shape, p.shape) {
+		return nil, fmt.Errorf("cuda: fuse %s: the head made %v%v, the plan expects %v%v", p.desc, ht.format, ht.shape, p.epi.In, p.shape)
+	}
+	params := p.params
+	name := p.epi.Name()
+	return b.result(ht.shape, p.epi.Out(), func(out *Tensor) error {
+		if _, ok := b.fns[name]; !ok {
+			src, err := kernels.RenderEpilogues(kernels.CUDA, p.epi)
+			if err != nil {
+				return err
+			}
+			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
+				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+			}
+		}
+		if params.N == 0 {
+			return nil
+		}
+		args := append([]any{out.ptr(), ht.ptr()}, p.operands(out)...)
+		args = append(args, kernels.Bytes(&params))
+		work := int(params.N)
+		if params.Vec != 0 {
+			work /= 8
+		}
+		return b.launch(name, b.grid1(work), block256, 0, args...)
+	})
+}
+
+// live checks that no operand was freed since the plan was made.
+func (p *epiPlan) live() error {
+	for i, t := range p.ops {
+		if t.buf == nil || t.buf.ptr == 0 {
+			return fmt.Errorf("cuda: fuse %s: operand %d was freed", p.desc, i)
+		}
+	}
+	return nil
+}
+
+// operands are the kernel's eight operand pointers (out's for the unused
+// ones, which are never read).
+func (p *epiPlan) operands(out *Tensor) []any {
+	args := make([]any, kernels.MaxEpiOperands)
+	for k := range args {
+		args[k] = out.ptr()
+		if k < len(p.ops) {
+			args[k] = p.ops[k].ptr()
+		}
+	}
+	return args
+}
+
+// normFused runs a norm-headed region as one kernel: the norm kernel
+// compiled with the chain applied to each value where it would store it
+// (rounded to the norm's format first, as the stored value is), so the
+// norm's output is never written.
+func (b *Backend) normFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
+	h := r.Head
+	l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
+	}
+	if !slices.Equal(l.x.shape, p.shape) || l.np.OutFmt != int32(p.epi.In) {
+		return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, p.shape)
+	}
+	if err := p.live(); err != nil {
+		return nil, err
+	}
+	params := p.params
+	name := p.epi.Name() + "_norm"
+	return b.result(p.shape, p.epi.Out(), func(out *Tensor) error {
+		if _, ok := b.fns[name]; !ok {
+			src, err := normEpilogueSource(p.epi)
+			if err != nil {
+				return err
+			}
+			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
+				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+			}
+		}
+		if l.np.Groups == 0 {
+			return nil
+		}
+		args := append([]any{out.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}, p.operands(out)...)
+		args = append(args, kernels.Bytes(&params))
+		return b.launch(name, l.grid, block256, 0, args...)
+	})
+}
+
+// normEpilogueSource is the chain's functions and the norm kernel, its
+// stores routed through them: <Name>_norm(y, x, γ, β, zf_norm_p, o0 … o7,
+// zf_epi_p).
+func normEpilogueSource(e kernels.Epilogue) (string, error) {
+	src, err := kernels.RenderEpilogues(kernels.CUDA, e)
+	if err != nil {
+		return "", err
+	}
+	n, out := e.Name(), int(e.Out())
+	var params, args strings.Builder
+	for k := 0; k < kernels.MaxEpiOperands; k++ {
+		fmt.Fprintf(&params, ", const uchar* __restrict__ o%d", k)
+		fmt.Fprintf(&args, ", o%d", k)
+	}
+	defs := fmt.Sprintf(`
+#line 1 "cuda/fuse.go"
+#define ZF_NORM_NAME %[1]s_norm
+#define ZF_NORM_EXTRA %[2]s, const zf_epi_p ep
+#define ZF_NORM_STORE8(y, f, i, r) do { \
+    _Pragma("unroll") for (int e_ = 0; e_ < 8; e_++) (r)[e_] = zf_round((r)[e_], (f)); \
+    %[1]s_eight(ep%[3]s, (i), (r)); \
+    zf_store8((y), %[4]d, (i), (r)); \
+  } while (0)
+#define ZF_NORM_STORE(y, f, i, v) zf_store((y), %[4]d, (i), %[1]s_one(ep%[3]s, (i), zf_round((v), (f))))
+`, n, params.String(), args.String(), out)
+	return src + defs + normSource, nil
+}

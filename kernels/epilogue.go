@@ -1,0 +1,289 @@
+package kernels
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
+)
+
+// An Epilogue is a chain of the vocabulary's pointwise steps applied to
+// one input (a GEMM's or a norm's stored output) before it is stored: data,
+// rendered as one kernel per chain. Each step is one call of pointwise.zf's
+// zf_step, the function zf_elementwise computes every unfused step with,
+// and its value is rounded to the step's Out exactly where the unfused op
+// would have stored it; so a fused chain and the unfused kernels run the
+// same arithmetic and round at the same points, and the renderer adds
+// only loads, stores and the order of calls.
+
+// MaxEpiOperands bounds the operands (inputs other than the running value)
+// of one epilogue: ZF_EPI_MAXO.
+const MaxEpiOperands = 8
+
+// Step is one pointwise step: zf_step(Op, Act, Math, Flags, Out, va, vb, vc)
+// with the running value in input Arg and operands in the other inputs,
+// in zf_step's order (modulate: x, scale, shift; gated residual: x, y,
+// gate; GLU: gate, value).
+type Step struct {
+	Op    int32            // OpAdd … OpMax: the zf_elementwise codes
+	Act   int32            // act, GLU and gated residual: the function (exec.ActKind)
+	Math  int32            // exec.Math bits
+	Flags int32            // RScale, RProduct, RGate, PlusOne, HasShift
+	Out   precision.Format // where the unfused op stores: the value is rounded to it
+	Arg   int              // the running value's input (0: va, 1: vb, 2: vc)
+}
+
+// Epilogue is the chain: In is the input buffer's format, Steps in order.
+// A leading OpCast step rounds the input first (a GEMM stored in f32 whose
+// unfused op rounds to bf16).
+type Epilogue struct {
+	In    precision.Format
+	Steps []Step
+}
+
+// StepInputs is how many inputs zf_step reads for op (zf_ew_inputs).
+func StepInputs(op, flags int32) int {
+	switch {
+	case op == OpAct || op == OpCast:
+		return 1
+	case op == OpGated || op == OpModulate && flags&HasShift != 0:
+		return 3
+	}
+	return 2
+}
+
+// Operands is how many operand buffers the chain reads, in step order.
+func (e Epilogue) Operands() int {
+	n := 0
+	for _, s := range e.Steps {
+		n += StepInputs(s.Op, s.Flags) - 1
+	}
+	return n
+}
+
+// Out is the format the chain stores its result in (the last step's).
+func (e Epilogue) Out() precision.Format {
+	if len(e.Steps) == 0 {
+		return e.In
+	}
+	return e.Steps[len(e.Steps)-1].Out
+}
+
+// Check refuses a chain the renderer cannot express.
+func (e Epilogue) Check() error {
+	if !e.In.Valid() {
+		return fmt.Errorf("kernels: epilogue: input format %v", e.In)
+	}
+	if len(e.Steps) == 0 {
+		return fmt.Errorf("kernels: epilogue: no steps")
+	}
+	for i, s := range e.Steps {
+		if s.Op < OpAdd || s.Op > OpMax {
+			return fmt.Errorf("kernels: epilogue: step %d: op %d", i, s.Op)
+		}
+		if (s.Op == OpAct || s.Op == OpGated || s.Op == OpGLU) && !exec.ActKind(s.Act).Valid() {
+			return fmt.Errorf("kernels: epilogue: step %d: function %d", i, s.Act)
+		}
+		if !s.Out.Valid() {
+			return fmt.Errorf("kernels: epilogue: step %d: format %v", i, s.Out)
+		}
+		if n := StepInputs(s.Op, s.Flags); s.Arg < 0 || s.Arg >= n {
+			return fmt.Errorf("kernels: epilogue: step %d: running value in input %d of %d", i, s.Arg, n)
+		}
+	}
+	if n := e.Operands(); n > MaxEpiOperands {
+		return fmt.Errorf("kernels: epilogue: %d operands (at most %d)", n, MaxEpiOperands)
+	}
+	return nil
+}
+
+// key is the chain in a canonical text form.
+func (e Epilogue) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "in=%d", e.In)
+	for _, s := range e.Steps {
+		fmt.Fprintf(&b, ";op=%d,act=%d,math=%d,flags=%d,out=%d,arg=%d", s.Op, s.Act, s.Math, s.Flags, s.Out, s.Arg)
+	}
+	return b.String()
+}
+
+// Name is the chain's kernel name: the same chain, the same name.
+func (e Epilogue) Name() string {
+	h := fnv.New64a()
+	h.Write([]byte(e.key()))
+	return fmt.Sprintf("zf_epi_%016x", h.Sum64())
+}
+
+var opWords = map[int32]string{OpAdd: "add", OpMul: "mul", OpAct: "act", OpCast: "cast", OpModulate: "modulate",
+	OpGated: "gated_residual", OpGLU: "glu", OpSub: "sub", OpDiv: "div", OpMin: "minimum", OpMax: "maximum"}
+
+// Kernel is the chain in the target-neutral source (pointwise.zf's words
+// and functions): two device functions, then the kernel that runs them.
+//
+//	float N_one(p, o0 … o7, i, v)     element i, stored value v: the chain's
+//	                                  result, to be stored in Out()
+//	void N_eight(p, o0 … o7, i, v)    the same on v[0..8) from element i
+//	                                  (i a multiple of 8), in place
+//	ZF_KERNEL(N)(y, x, o0 … o7, p)    y = the chain over x
+//
+// with N = Name() and p a zf_epi_p (NewEpiP). A backend's own kernel (a
+// norm) calls the functions on the values it would have stored.
+func (e Epilogue) Kernel() (string, error) {
+	if err := e.Check(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	name, n := e.Name(), e.Operands()
+	var params, args strings.Builder
+	for k := 0; k < MaxEpiOperands; k++ {
+		fmt.Fprintf(&params, ", ZF_DEV const uchar* o%d", k)
+		fmt.Fprintf(&args, ", o%d", k)
+	}
+	last := len(e.Steps) - 1
+	// call is step i's zf_step with the running value v and its operands
+	// named by operand(k); rounded unless it is the last (the store rounds).
+	call := func(i int, v string, operand func(k int) string, k *int) string {
+		s := e.Steps[i]
+		args := [3]string{"0.0f", "0.0f", "0.0f"}
+		for j := 0; j < StepInputs(s.Op, s.Flags); j++ {
+			if j == s.Arg {
+				args[j] = v
+				continue
+			}
+			args[j] = operand(*k)
+			*k++
+		}
+		c := fmt.Sprintf("zf_step(%d, %d, %d, %d, %d, %s, %s, %s)", s.Op, s.Act, s.Math, s.Flags, s.Out, args[0], args[1], args[2])
+		if i == last {
+			return c
+		}
+		return fmt.Sprintf("zf_round(%s, %d)", c, s.Out)
+	}
+	offsets := func(indent string) {
+		if n > 0 {
+			w("%sint off[ZF_EPI_MAXO];\n%szf_epi_offsets(p, %d, i, off);\n", indent, indent, n)
+		}
+	}
+	w("/* epilogue %s */\n", e.key())
+	// One element.
+	w("ZF_FN float %s_one(ZF_PREF(zf_epi_p) p%s, int i, float v) {\n", name, params.String())
+	offsets("  ")
+	k := 0
+	for i, s := range e.Steps {
+		w("  /* %s, stored as %v */\n", opWords[s.Op], s.Out)
+		w("  v = %s;\n", call(i, "v", func(k int) string { return fmt.Sprintf("zf_load(o%d, p.fmt[%d], off[%d])", k, k, k) }, &k))
+	}
+	w("  return v;\n}\n")
+	// Eight consecutive elements: 16-byte loads where the layout allows.
+	w("ZF_FN void %s_eight(ZF_PREF(zf_epi_p) p%s, int i, ZF_THREAD float* v) {\n", name, params.String())
+	w("  if (p.vec == 0) {\n    for (int e = 0; e < 8; e++) {\n      v[e] = %s_one(p%s, i + e, v[e]);\n    }\n    return;\n  }\n", name, args.String())
+	offsets("  ")
+	for k := 0; k < n; k++ {
+		w("  float a%d[8];\n  zf_load8(o%d, p.fmt[%d], off[%d], p.vbits & %d, a%d);\n", k, k, k, k, 1<<k, k)
+	}
+	k = 0
+	for i := range e.Steps {
+		w("  ZF_UNROLL for (int e = 0; e < 8; e++) {\n    v[e] = %s;\n  }\n",
+			call(i, "v[e]", func(k int) string { return fmt.Sprintf("a%d[e]", k) }, &k))
+	}
+	w("}\n")
+	// The kernel.
+	w("ZF_KERNEL(%s)(ZF_OUT(y, 0), ZF_IN(x, 1)", name)
+	for k := 0; k < MaxEpiOperands; k++ {
+		w(", ZF_IN(o%d, %d)", k, k+2)
+	}
+	w(", ZF_PARAMS(zf_epi_p, p, %d) ZF_TID) {\n", MaxEpiOperands+2)
+	w("  if (p.vec != 0) {\n    ZF_FOR_EACH(g, p.n / 8) {\n      int i = g * 8;\n      float v[8];\n")
+	w("      zf_load8(x, %d, i, 1, v);\n      %s_eight(p%s, i, v);\n      zf_store8(y, %d, i, v);\n    }\n    return;\n  }\n",
+		e.In, name, args.String(), e.Out())
+	w("  ZF_FOR_EACH(i, p.n) {\n    zf_store(y, %d, i, %s_one(p%s, i, zf_load(x, %d, i)));\n  }\n}\n", e.Out(), name, args.String(), e.In)
+	return b.String(), nil
+}
+
+// kernelsMarker opens pointwise.zf's kernels; what comes before it is
+// the functions (zf_step and all it calls) and the epilogue block.
+const kernelsMarker = "/* ---- kernels ---- */"
+
+// PointwiseFunctions is pointwise.zf up to its kernels: the text an
+// epilogue needs, verbatim.
+func PointwiseFunctions() string {
+	i := strings.Index(pointwise, kernelsMarker)
+	if i < 0 {
+		panic("kernels: pointwise.zf has lost its kernels marker")
+	}
+	return pointwise[:i]
+}
+
+// EpilogueKernels is the kernels of the chains, duplicates once, in the
+// target-neutral source.
+func EpilogueKernels(es ...Epilogue) (string, error) {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, e := range es {
+		if seen[e.Name()] {
+			continue
+		}
+		seen[e.Name()] = true
+		k, err := e.Kernel()
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(k)
+	}
+	return b.String(), nil
+}
+
+// RenderEpilogues is what a backend compiles to run the chains: target
+// t's prelude, pointwise.zf's functions (PointwiseFunctions, unchanged;
+// not its kernels, which the chains do not launch and whose compile would
+// dominate) and the chains' kernels.
+func RenderEpilogues(t Target, es ...Epilogue) (string, error) {
+	p, ok := preludes[t]
+	if !ok {
+		return "", fmt.Errorf("kernels: no prelude for target %v", t)
+	}
+	k, err := EpilogueKernels(es...)
+	if err != nil {
+		return "", err
+	}
+	return p + "\n#line 1 \"pointwise.zf\"\n" + PointwiseFunctions() + "\n#line 1 \"epilogues\"\n" + k, nil
+}
+
+// EpiP is zf_epi_p, the parameter block of an epilogue kernel.
+type EpiP struct {
+	N, Rank, NOps, Contig, Vec, VBits, Pad0, Pad1 int32
+	Fmt                                           [MaxEpiOperands]int32
+	Dims                                          [MaxRank]int32
+	St                                            [MaxEpiOperands * MaxRank]int32
+}
+
+// NewEpiP lays out an epilogue over a contiguous output of shape out (the
+// running value's shape) with operands of the given shapes and formats, in
+// the chain's operand order; each must broadcast to out.
+func NewEpiP(out []int, shapes [][]int, formats []precision.Format) (EpiP, error) {
+	var p EpiP
+	if len(shapes) > MaxEpiOperands || len(formats) != len(shapes) {
+		return p, fmt.Errorf("kernels: epilogue: %d operands, %d formats (at most %d)", len(shapes), len(formats), MaxEpiOperands)
+	}
+	l, err := newLayout(out, shapes)
+	if err != nil {
+		return p, fmt.Errorf("kernels: epilogue: %w", err)
+	}
+	p.N, p.Rank, p.NOps, p.Contig = l.n, int32(len(l.dims)), int32(len(shapes)), l.contig
+	for k, f := range formats {
+		p.Fmt[k] = int32(f)
+	}
+	for i, d := range l.dims {
+		p.Dims[i] = int32(d)
+		for k := range shapes {
+			p.St[k*MaxRank+i] = int32(l.st[k][i])
+		}
+	}
+	if ok, bits := vec8(l.dims, l.st); ok {
+		p.Vec, p.VBits = 1, bits
+	}
+	return p, nil
+}
