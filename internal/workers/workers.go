@@ -6,6 +6,7 @@ package workers
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -37,4 +38,20 @@ func (g *Group) Wait() {
 	if g.p != nil {
 		panic(fmt.Sprintf("in a worker goroutine: %v", g.p))
 	}
+}
+
+// Split runs fn on [0, n) cut into one contiguous range per CPU (fewer
+// for a small n), each in its own goroutine, and waits for them.
+func Split(n int, fn func(lo, hi int)) {
+	w := min(runtime.GOMAXPROCS(0), n)
+	if w <= 1 {
+		fn(0, n)
+		return
+	}
+	var g Group
+	for k := range w {
+		lo, hi := k*n/w, (k+1)*n/w
+		g.Go(func() { fn(lo, hi) })
+	}
+	g.Wait()
 }

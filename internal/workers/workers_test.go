@@ -29,3 +29,21 @@ func TestGroup(t *testing.T) {
 	h.Wait()
 	t.Error("Wait returned after a worker panicked")
 }
+
+// TestSplit: every index of [0, n) is given to exactly one call, for n
+// below, at and above the number of CPUs.
+func TestSplit(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 7, 1000} {
+		seen := make([]atomic.Int32, n)
+		Split(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				seen[i].Add(1)
+			}
+		})
+		for i := range seen {
+			if c := seen[i].Load(); c != 1 {
+				t.Errorf("n %d: index %d given %d times", n, i, c)
+			}
+		}
+	}
+}

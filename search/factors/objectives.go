@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zflow/zflow/internal/workers"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
 	"github.com/zflow/zflow/semantics"
@@ -389,20 +390,25 @@ func (b *block) scoreMLP(a search.Assignment) (search.Score, error) {
 			col = target.width() - m
 		}
 		rows := attn.Spread(in.rows(), sampleRows)
-		ref := make([]float32, 0, len(rows)*m)
-		ours := make([]float64, 0, len(rows)*m)
+		ref := make([]float32, len(rows)*m)
+		ours := make([]float64, len(rows)*m)
 		fn := actFunc(a["mlp_act"])
 		glu := gate.v != nil && a["mlp_glu"] == true
-		for _, r := range rows {
-			ref = append(ref, target.v[r*target.width()+col:r*target.width()+col+m]...)
-			for i := r * m; i < (r+1)*m; i++ {
-				if glu {
-					ours = append(ours, float64(target.f.Round(fn(gate.v[i])))*float64(in.v[i]))
-				} else {
-					ours = append(ours, float64(fn(in.v[i])))
+		// The activations on every core (a real-width MLP's sample is
+		// millions of tanh or erf); the sums after, in order.
+		workers.Split(len(rows), func(lo, hi int) {
+			for k := lo; k < hi; k++ {
+				r, o := rows[k], k*m
+				copy(ref[o:o+m], target.v[r*target.width()+col:r*target.width()+col+m])
+				for j, i := 0, r*m; j < m; j, i = j+1, i+1 {
+					if glu {
+						ours[o+j] = float64(target.f.Round(fn(gate.v[i]))) * float64(in.v[i])
+					} else {
+						ours[o+j] = float64(fn(in.v[i]))
+					}
 				}
 			}
-		}
+		})
 		s.add(ours, ref, target.f)
 	}
 	return s.score(boundary), nil

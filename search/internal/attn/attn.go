@@ -6,7 +6,6 @@ package attn
 
 import (
 	"math"
-	"runtime"
 
 	"github.com/zflow/zflow/internal/workers"
 )
@@ -125,7 +124,7 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 			continue
 		}
 		ks, vs := make([][]float64, n), make([][]float64, n)
-		parallel(n, func(lo, hi int) {
+		workers.Split(n, func(lo, hi int) {
 			for j := lo; j < hi; j++ {
 				a := rows[j]
 				kw := len(sets[a.set].K) / sets[a.set].Rows
@@ -149,7 +148,7 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 			items = append(items, item{si, qi})
 		}
 	}
-	parallel(len(items), func(lo, hi int) {
+	workers.Split(len(items), func(lo, hi int) {
 		scores := make([]float64, n)
 		for _, it := range items[lo:hi] {
 			s := sets[it.si]
@@ -192,21 +191,6 @@ func Attend(sets []Set, order []int, t Tables, p Params, smp Sample) [][]float64
 		}
 	})
 	return out
-}
-
-// parallel runs fn over [0, n) in contiguous pieces, one per core.
-func parallel(n int, fn func(lo, hi int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 {
-		fn(0, n)
-		return
-	}
-	var g workers.Group
-	for k := range w {
-		lo, hi := k*n/w, (k+1)*n/w
-		g.Go(func() { fn(lo, hi) })
-	}
-	g.Wait()
 }
 
 // Compare is the rel-RMS of ours (one set's output at the sample) against
