@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -262,6 +263,12 @@ func TestFusedProgram(t *testing.T) {
 			tr.Close()
 			t.Fatal(err)
 		}
+		// The bf16 plan rounds its activations' every step, a variant
+		// CUDA has no kernel for: dropped here (both routes run the same
+		// document; what is compared is fused against unfused).
+		doc.Precision.Rules = slices.DeleteFunc(doc.Precision.Rules, func(r semantics.PrecisionRule) bool {
+			return r.Op == "act" && r.Round == "each"
+		})
 		var outs [2][]float32
 		for i, mode := range []Fusion{FusionOff, FusionOn} {
 			b.SetFusion(mode)

@@ -25,6 +25,7 @@ type generateOpts struct {
 	out       string
 	traceOut  string
 	timings   string
+	timingOps bool
 	backend   string
 	format    string
 	// allowIncomplete runs a document whose self-check found it
@@ -82,6 +83,7 @@ an unwritable path), 3 an internal error.`,
 	f.StringVarP(&o.out, "out", "o", "out.npz", "where to write the result (.npz or .safetensors)")
 	f.StringVar(&o.traceOut, "trace-out", "", "also write our own boundaries as a trace (.npz or .safetensors)")
 	f.StringVar(&o.timings, "timings", "", "also write each step's wall time, the backend synchronised (JSON)")
+	f.BoolVar(&o.timingOps, "timings-ops", false, "with --timings: also each op kind's time, the backend waited for around every node (slower steps; regions a backend fuses are not split: ZFLOW_UNFUSED=1 on cuda)")
 	f.StringVar(&o.backend, "backend", "cpu", "backend to run on: cpu (the reference), cuda (linux, NVIDIA driver), metal (darwin)")
 	f.BoolVar(&o.allowIncomplete, "allow-incomplete", false, "run a document whose self-check found it incomplete (it does not reproduce its reference)")
 	addFormatFlag(cmd, &o.format, tableJSON, nil)
@@ -153,6 +155,9 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		if tm, err = newStepTimer(b); err != nil {
 			return err
 		}
+		if o.timingOps {
+			r.It.Hooks.Run = tm.runNode(b)
+		}
 	}
 	pg := u.progress("generate")
 	steps := pg.Steps("model calls")
@@ -200,6 +205,12 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		}
 	}
 	if tm != nil {
+		for i, op := range tm.opList() {
+			if i == 8 {
+				break
+			}
+			fmt.Fprintf(u.info(), "generate: op %-16s %5d calls %10.2f ms\n", op.Op, op.Count, op.MS)
+		}
 		if err := tm.write(o.timings); err != nil {
 			os.Remove(o.out) // nothing half-done: the outputs go with the run that failed
 			if o.traceOut != "" {
@@ -278,6 +289,9 @@ func checkOutputs(o generateOpts) error {
 	}
 	if o.traceOut != "" && (o.out == o.traceOut || sameFile(o.out, o.traceOut)) {
 		return fmt.Errorf("-o and --trace-out name the same file %s", o.out)
+	}
+	if o.timingOps && o.timings == "" {
+		return fmt.Errorf("--timings-ops: needs --timings FILE (the op times are written there)")
 	}
 	if t := o.timings; t != "" {
 		for _, other := range []string{o.inputs, o.weights, o.semantics, o.out, o.traceOut} {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
 )
 
@@ -366,6 +368,58 @@ func TestGenerateTimings(t *testing.T) {
 	code, _, stderr = zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", filepath.Join(dir, "b.npz"), "--timings", in)
 	if code != 2 || !strings.Contains(stderr, "--timings") {
 		t.Errorf("--timings naming the inputs: exit %d: %s", code, stderr)
+	}
+	code, _, stderr = zflowGenerate(t, "--semantics", doc, "--inputs", in, "-o", filepath.Join(dir, "c.npz"), "--timings-ops")
+	if code != 2 || !strings.Contains(stderr, "needs --timings") {
+		t.Errorf("--timings-ops alone: exit %d: %s", code, stderr)
+	}
+}
+
+// TestGenerateTimingOps: --timings-ops counts every node of every step
+// once, under its op, most time first.
+func TestGenerateTimingOps(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(fixtures, "dit", "dit-f32.npz")
+	tj := filepath.Join(dir, "t.json")
+	sem := filepath.Join(testdata, "dit-f32.json")
+	code, _, stderr := zflowGenerate(t, "--semantics", sem, "--inputs", in, "-o", filepath.Join(dir, "out.npz"), "--timings", tj, "--timings-ops")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	data, err := os.ReadFile(tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d timingsDoc
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := semantics.Read(sem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r, err := program.NewRunner(cpu.New(1), doc, program.TraceParams(tr), program.TraceInputs(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	calls := 0
+	for i, o := range d.Ops {
+		calls += o.Count
+		if o.Count <= 0 || !(o.MS >= 0) || i > 0 && o.MS > d.Ops[i-1].MS {
+			t.Errorf("op %d: %+v (after %+v)", i, o, d.Ops[max(i-1, 0)])
+		}
+	}
+	if want := len(r.P.Nodes) * len(d.Steps); calls != want {
+		t.Errorf("%d node runs counted, want %d (%d nodes, %d steps)", calls, want, len(r.P.Nodes), len(d.Steps))
+	}
+	if !strings.Contains(stderr, "generate: op linear") {
+		t.Errorf("stderr: %q", stderr)
 	}
 }
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 )
 
 // syncer is a backend whose ops are queued (CUDA): Sync waits for them.
@@ -22,6 +24,15 @@ type stepTimer struct {
 	last  time.Time
 	steps []stepTime
 	err   error
+	// ops: each op kind's wall time over the run (--timings-ops), the
+	// backend waited for before and after each node.
+	ops map[string]*opTime
+}
+
+type opTime struct {
+	Op    string  `json:"op"`
+	Count int     `json:"count"`
+	MS    float64 `json:"ms"`
 }
 
 type stepTime struct {
@@ -39,6 +50,9 @@ type timingsDoc struct {
 	Synchronized bool       `json:"synchronized"`
 	Steps        []stepTime `json:"steps"`
 	TotalMS      float64    `json:"total_ms"` // the steps summed
+	// Ops (--timings-ops): each op kind's time, most first; regions a
+	// backend fused run as one and are not in it.
+	Ops []opTime `json:"ops,omitempty"`
 }
 
 // newStepTimer waits for the work queued so far (the uploads) and starts
@@ -75,6 +89,41 @@ func (t *stepTimer) lap(i int) {
 	t.last = now
 }
 
+// runNode is an interpreter's Run hook that times node n (--timings-ops):
+// the backend is waited for before and after, so each node's time is its
+// own work (and the queue no longer overlaps: the steps get slower).
+func (t *stepTimer) runNode(b exec.Backend) func(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
+	t.ops = map[string]*opTime{}
+	return func(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
+		if err := t.wait(); err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		outs, err := program.RunNode(b, n, in)
+		if err == nil {
+			err = t.wait()
+		}
+		o := t.ops[n.Op.String()]
+		if o == nil {
+			o = &opTime{Op: n.Op.String()}
+			t.ops[o.Op] = o
+		}
+		o.Count++
+		o.MS += float64(time.Since(start).Microseconds()) / 1e3
+		return outs, err
+	}
+}
+
+// opList is the op kinds' times, most first.
+func (t *stepTimer) opList() []opTime {
+	var out []opTime
+	for _, o := range t.ops {
+		out = append(out, *o)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].MS > out[j].MS || out[i].MS == out[j].MS && out[i].Op < out[j].Op })
+	return out
+}
+
 // wrap returns a progress callback that ends a step, then calls next.
 func (t *stepTimer) wrap(next func(done, total int), info io.Writer) func(done, total int) {
 	return func(done, total int) {
@@ -90,7 +139,7 @@ func (t *stepTimer) wrap(next func(done, total int), info io.Writer) func(done, 
 
 // write stores the timings at path (atomically).
 func (t *stepTimer) write(path string) error {
-	d := timingsDoc{Format: "zflow-timings", Version: 1, Backend: t.b.Name(), Synchronized: t.sync != nil, Steps: t.steps}
+	d := timingsDoc{Format: "zflow-timings", Version: 1, Backend: t.b.Name(), Synchronized: t.sync != nil, Steps: t.steps, Ops: t.opList()}
 	for _, s := range t.steps {
 		d.TotalMS += s.MS
 	}
