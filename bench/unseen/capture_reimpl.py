@@ -1,8 +1,9 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe, doge)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge.
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -87,6 +88,35 @@ layers: kw.attention_mask is None there). What it shows (the dynamic mask):
     alone; SDPA given a mask is not causal;
   - RMSNorm q/k norms per head before RoPE (half layout), a learned per-channel scale of the
     residual in both residual adds (input_residual, post_attention_residual), a SiLU gated MLP.
+
+ctrl follows src/transformers/models/ctrl/modeling_ctrl.py at commit
+00b676f8f0489b88652a31d70751cc540dd06305 (CTRLModel, capture_lm.py --small's sizes: n_embd 32,
+2 heads, dff 96, n_positions 64). What it shows:
+  - the token embeddings multiplied in place by sqrt(d_model) (the capture copies w's result
+    first), plus positional_encoding's table: angles pos / 10000^(2(i//2)/d), sines of the
+    even columns then cosines of the odd ones, concatenated; computed at __init__ as a plain
+    attribute (no parameter, no buffer), indexed by the positions;
+  - the block's mask argument torch.triu(ones(S, S), 1), added ×−1e4 to the scores after
+    the 1/sqrt(depth) division; MultiHeadAttention called as (v, k, q, mask), all the same
+    normed tensor; dropouts (identity in eval) and a ReLU nn.Sequential FFN.
+
+apertus follows src/transformers/models/apertus/modeling_apertus.py at commit
+0205eec1d869591488aa74eda3f2da23610c28d9 and src/transformers/activations.py's
+XIELUActivation (its Python path: the xielu CUDA wheel is not installed), with
+configuration_apertus.py's defaults (llama3 RoPE scaling, θ 1.2e7) but for the sizes. What it
+shows: xIELU, a learned activation: alpha_p, alpha_n parameters of shape [1] through softplus,
+beta 0.5 and eps −1e-6 buffers (not in the trace), where(x > 0, αp·x·x + β·x,
+(expm1(min(x, eps)) − x)·(β + softplus(αn)) + β·x); an up/down MLP without a gate; q/k RMS
+norms; SDPA with no mask tensor (transformers 5.17's is_causal).
+
+gpt_neox_japanese follows src/transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py
+at commit 00d4b3d2142cb4ced2f51b90614b5d26bc045015 (no SDPA path: its eager _attn). What it shows:
+  - fused per-head [q k v] projection without bias; a rotary_emb call inside each attention;
+    scores by baddbmm(zeros, q, kᵀ, alpha=1/sqrt(head)); a 4-D causal mask added;
+  - the probabilities passed through an nn.Dropout call (identity in eval) before the values;
+  - the attention returns (output, weights, dense_bias), the bias a [D] parameter of the last
+    layer only (None in the others), added by the block with the residual:
+    residual + (attn_output + bias); a GELU MLP of 4·hidden; LayerNorm everywhere.
 """
 import math
 import os
