@@ -186,6 +186,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
+	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
+	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
+	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
 	// transformers' modeling_gpt_oss.py, reimplemented (bench/unseen/capture_reimpl.py):
 	// swiglu_limit 7, alpha 1.702, (up + 1), sinks, sliding window 4 in even layers
 	"gpt_oss": {"attention_sinks": true, "attention_window": 4.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true,
