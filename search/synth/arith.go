@@ -393,3 +393,47 @@ func (s *synth) paramAdded(t *val, vals []*val) *val {
 	}
 	return nil
 }
+
+// rowAddedResidual explains t as b + (a + r): a value a of t's shape plus
+// a row r of t's last width (a bias a module returns beside its output
+// instead of adding it: GPT-NeoX-Japanese's dense_bias), then a residual
+// b of t's shape. Tried once the one- and two-term forms have failed.
+func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	e := t.shape[len(t.shape)-1]
+	var rows []*val
+	for _, p := range vals {
+		if p.opaque || p.numel() != e || p.numel() == t.numel() {
+			continue
+		}
+		if r := s.reshape(p, []int{e}); r != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ops := s.likeShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for _, r := range rows {
+		for _, a := range ops {
+			ar := s.derive(&expr{op: program.OpAdd, args: []*val{a, r}, out: t.format, label: "row added"})
+			if ar == nil {
+				continue
+			}
+			for _, b := range ops {
+				if b == a {
+					continue
+				}
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{b, ar}, out: t.format, label: "residual + (value + row)"}}); w != nil {
+					return w
+				}
+			}
+		}
+	}
+	return nil
+}

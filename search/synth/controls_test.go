@@ -189,6 +189,10 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
+	// transformers' modeling_gpt_neox_japanese.py, reimplemented: per-head fused q/k/v, RoPE
+	// halves, probabilities through a Dropout call, the last layer's dense bias returned and
+	// added with the residual, a GELU MLP
+	"gpt_neox_japanese": {"rope_layout": "half", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_gpt_oss.py, reimplemented (bench/unseen/capture_reimpl.py):
 	// swiglu_limit 7, alpha 1.702, (up + 1), sinks, sliding window 4 in even layers
 	"gpt_oss": {"attention_sinks": true, "attention_window": 4.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true,
@@ -272,6 +276,23 @@ func TestUnseenSinusoidPositions(t *testing.T) {
 	}
 	if found != 1 {
 		t.Errorf("%d sinusoid nodes, want 1", found)
+	}
+}
+
+// TestUnseenReturnedBias: gpt_neox_japanese's last attention returns its
+// dense bias beside its output; the block's residual is found as
+// residual + (output + bias), the bias read from the parameter.
+func TestUnseenReturnedBias(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "gpt_neox_japanese-f32.npz")
+	res, _ := discoverComplete(t, path)
+	adds := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op == "add" && slices.ContainsFunc(n.In, func(in string) bool { return strings.HasSuffix(in, ".attention.dense_bias") }) {
+			adds++
+		}
+	}
+	if adds != 1 {
+		t.Errorf("%d adds read the returned bias, want 1 (the last layer's)", adds)
 	}
 }
 

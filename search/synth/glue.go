@@ -133,6 +133,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.sinusoidAdded(target, vals); v != nil {
 		return v
 	}
+	if v := s.rowAddedResidual(target, vals); v != nil {
+		return v
+	}
 	return s.reshaped(target, sc, vals)
 }
 
