@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
@@ -69,15 +70,26 @@ func (s *synth) fitSignSplit(x *val, params []*val, t *val) *val {
 	if !(math.Abs(a) > 0) || math.IsNaN(beta) || c(beta) == 0 {
 		return nil
 	}
-	betas := []float64{beta}
-	if b := snap(beta, func(float64) bool { return true }); b != beta {
-		betas = []float64{b, beta}
+	// the coefficients come from a least-squares fit of the captured
+	// values: they agree with the parameters to the format's precision
+	tol := 1e-3
+	if t.format != precision.F32 {
+		tol = 1e-2
 	}
+	// β: the simple numbers near the fitted one (a buffer: 0.5), then
+	// the fit itself; the whole output decides
+	var betas []float64
+	for _, b := range snapCandidates(beta) {
+		if math.Abs(b-beta) <= tol*math.Abs(beta) && !slices.Contains(betas, b) {
+			betas = append(betas, b)
+		}
+	}
+	betas = append(betas, beta)
 	var cands []*expr
 	for _, b := range betas {
 		bc := s.constant(b)
-		ax := s.bindScalar(a, params, nil, "A")
-		cx := s.bindScalar(c(b), params, bc, "C")
+		ax := s.bindScalar(a, params, nil, "A", tol)
+		cx := s.bindScalar(c(b), params, bc, "C", tol)
 		if ax == nil || cx == nil {
 			continue
 		}
@@ -120,28 +132,33 @@ func equalShape(a, b *val) bool {
 
 // bindScalar is the value a fitted coefficient k is made of: softplus(p)
 // or p itself for one of params, or, with plus given, plus + softplus(p);
-// the first that agrees with k to 1e-3, else k as a constant. Its origin
-// names the form (for labels).
-func (s *synth) bindScalar(k float64, params []*val, plus *val, role string) *val {
-	near := func(v *val) bool {
-		return v != nil && v.numel() == 1 && math.Abs(float64(v.data[0])-k) <= 1e-3*math.Abs(k)
+// the nearest to k of those within tol of it (relative), else k as a
+// constant. Its origin names the form (for labels).
+func (s *synth) bindScalar(k float64, params []*val, plus *val, role string, tol float64) *val {
+	var best *val
+	bestDist := tol * math.Abs(k)
+	try := func(v *val, origin string) {
+		if v == nil || v.numel() != 1 {
+			return
+		}
+		if d := math.Abs(float64(v.data[0]) - k); d <= bestDist {
+			best, bestDist = v, d
+			if origin != "" {
+				v.origin = origin
+			}
+		}
 	}
 	for _, p := range params {
 		sp := s.softplus(p)
 		if plus != nil {
-			w := s.derive(&expr{op: program.OpAdd, args: []*val{plus, sp}, out: precision.F32, label: "β + softplus"})
-			if near(w) {
-				w.origin = fmt.Sprintf("(%g + softplus(%s))", plus.data[0], p.origin)
-				return w
-			}
+			try(s.derive(&expr{op: program.OpAdd, args: []*val{plus, sp}, out: precision.F32, label: "β + softplus"}),
+				fmt.Sprintf("(%g + softplus(%s))", plus.data[0], p.origin))
 		}
-		if near(sp) {
-			sp.origin = fmt.Sprintf("softplus(%s)", p.origin)
-			return sp
-		}
-		if near(p) {
-			return p
-		}
+		try(sp, fmt.Sprintf("softplus(%s)", p.origin))
+		try(p, "")
+	}
+	if best != nil {
+		return best
 	}
 	c := s.constant(k)
 	c.origin = fmt.Sprintf("%s=%.6g", role, k)
