@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -397,7 +398,9 @@ func (s *synth) paramAdded(t *val, vals []*val) *val {
 // rowAddedResidual explains t as b + (a + r): a value a of t's shape plus
 // a row r of t's last width (a bias a module returns beside its output
 // instead of adding it: GPT-NeoX-Japanese's dense_bias), then a residual
-// b of t's shape. Tried once the one- and two-term forms have failed.
+// b of t's shape. Tried once the one- and two-term forms have failed; a
+// pair (a, b) is scored only where t − a − b is one row repeated, and
+// with the row value nearest that row.
 func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
 	if len(t.shape) < 2 {
 		return nil
@@ -405,11 +408,8 @@ func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
 	e := t.shape[len(t.shape)-1]
 	var rows []*val
 	for _, p := range vals {
-		if p.opaque || p.numel() != e || p.numel() == t.numel() {
-			continue
-		}
-		if r := s.reshape(p, []int{e}); r != nil {
-			rows = append(rows, r)
+		if !p.opaque && p.numel() == e && p.numel() != t.numel() {
+			rows = append(rows, p)
 		}
 	}
 	if len(rows) == 0 {
@@ -419,17 +419,40 @@ func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
 	if len(ops) > maxOperands {
 		ops = ops[:maxOperands]
 	}
-	for _, r := range rows {
-		for _, a := range ops {
-			ar := s.derive(&expr{op: program.OpAdd, args: []*val{a, r}, out: t.format, label: "row added"})
-			if ar == nil {
+	scale := rms(t.data)
+	for i, a := range ops {
+		for _, b := range ops[i+1:] {
+			// the row t − a − b repeats, to the format's tolerance of t
+			row := make([]float64, e)
+			for k := range row {
+				row[k] = float64(t.data[k]) - float64(a.data[k]) - float64(b.data[k])
+			}
+			var miss float64
+			for k := range t.data {
+				d := float64(t.data[k]) - float64(a.data[k]) - float64(b.data[k]) - row[k%e]
+				miss += d * d
+			}
+			if math.Sqrt(miss/float64(len(t.data))) > 4*tolerance(t.format)*scale {
 				continue
 			}
-			for _, b := range ops {
-				if b == a {
+			var best *val
+			bestMiss := math.Inf(1)
+			for _, r := range rows {
+				var m float64
+				for k, x := range r.data {
+					m += (float64(x) - row[k]) * (float64(x) - row[k])
+				}
+				if m < bestMiss {
+					best, bestMiss = r, m
+				}
+			}
+			r := s.reshape(best, []int{e})
+			for _, pair := range [][2]*val{{a, b}, {b, a}} {
+				ar := s.derive(&expr{op: program.OpAdd, args: []*val{pair[0], r}, out: t.format, label: "row added"})
+				if ar == nil {
 					continue
 				}
-				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{b, ar}, out: t.format, label: "residual + (value + row)"}}); w != nil {
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{pair[1], ar}, out: t.format, label: "residual + (value + row)"}}); w != nil {
 					return w
 				}
 			}
