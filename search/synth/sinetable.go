@@ -123,8 +123,26 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 				if w == nil {
 					continue
 				}
-				s.em.constant(pos, fmt.Sprintf("positions 0…%d (made from the request's shape) of a sinusoid table added to a value ×%g: %s, max period %g (periods tried %v); every candidate scored: %s",
-					n-1, c, l, period, periods, candidateList(ev)))
+				// the evidence: every layout and period scored on the same
+				// value, each with its own fitted scale
+				ev = ev[:0]
+				runnerUp := math.Inf(1)
+				for _, l2 := range layouts {
+					ps := []float32{10000}
+					if period != 10000 {
+						ps = append(ps, period)
+					}
+					for _, p2 := range ps {
+						sc := s.sineScore(t, a, table(l2, p2))
+						ev = append(ev, semantics.Candidate{Value: label(l2, p2), Score: finite(sc)})
+						if (l2 != l || p2 != period) && sc < runnerUp {
+							runnerUp = sc
+						}
+					}
+				}
+				win := relRMS(t.format, w.data, t.data)
+				s.em.constant(pos, fmt.Sprintf("positions 0…%d (made from the request's shape) of a sinusoid table added to a value ×%g: %s, max period %g (periods read %v), rel-RMS %.3g, margin ×%.3g over the runner-up; every candidate scored: %s",
+					n-1, c, l, period, periods, win, runnerUp/math.Max(win, 1e-30), candidateList(ev)))
 				return w
 			}
 		}
@@ -234,4 +252,29 @@ func candidateList(ev []semantics.Candidate) string {
 		out += fmt.Sprintf("%v %.3g", c.Value, c.Score)
 	}
 	return out
+}
+
+// sineScore is the rel-RMS of c·a + tab against t, c fitted by least
+// squares (no snapping), computed in f32 as the ops would; +Inf where tab
+// is nil.
+func (s *synth) sineScore(t, a, tab *val) float64 {
+	if tab == nil {
+		return math.Inf(1)
+	}
+	r := minusTable(t, tab)
+	var aa, ar float64
+	for i, x := range a.data {
+		aa += float64(x) * float64(x)
+		ar += float64(x) * float64(r.data[i])
+	}
+	if aa == 0 {
+		return math.Inf(1)
+	}
+	c := float32(ar / aa)
+	m := len(tab.data)
+	fit := make([]float32, len(t.data))
+	for i := range fit {
+		fit[i] = float32(c*a.data[i]) + tab.data[i%m] // the conversion keeps the product rounded (no fused multiply-add)
+	}
+	return relRMS(t.format, fit, t.data)
 }
