@@ -277,6 +277,12 @@ func TestUnseenSinusoidPositions(t *testing.T) {
 	if found != 1 {
 		t.Errorf("%d sinusoid nodes, want 1", found)
 	}
+	// the evidence: every layout scored, the winner's margin
+	for _, v := range res.Doc.Program.Values {
+		if strings.HasSuffix(v.Name, "/positions") && (!strings.Contains(v.Note, "margin ×") || strings.Count(v.Note, "sinusoid of positions") < 8) {
+			t.Errorf("positions note %q lacks the candidates' scores", v.Note)
+		}
+	}
 }
 
 // TestUnseenReturnedBias: gpt_neox_japanese's last attention returns its
