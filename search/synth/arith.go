@@ -398,7 +398,7 @@ func (s *synth) paramAdded(t *val, vals []*val) *val {
 // rowAddedResidual explains t as b + (a + r): a value a of t's shape plus
 // a row r of t's last width (a bias a module returns beside its output
 // instead of adding it: GPT-NeoX-Japanese's dense_bias), then a residual
-// b of t's shape. Tried once the one- and two-term forms have failed; a
+// b of t's shape (or the two adds in another order). Tried once the one- and two-term forms have failed; a
 // pair (a, b) is scored only where t − a − b is one row repeated, and
 // with the row value nearest that row.
 func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
@@ -446,15 +446,20 @@ func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
 					best, bestMiss = r, m
 				}
 			}
+			// the three orders of the two adds round differently: the
+			// one that reproduces t best
 			r := s.reshape(best, []int{e})
+			var cands []*expr
 			for _, pair := range [][2]*val{{a, b}, {b, a}} {
-				ar := s.derive(&expr{op: program.OpAdd, args: []*val{pair[0], r}, out: t.format, label: "row added"})
-				if ar == nil {
-					continue
+				if ar := s.derive(&expr{op: program.OpAdd, args: []*val{pair[0], r}, out: t.format, label: "row added"}); ar != nil {
+					cands = append(cands, &expr{op: program.OpAdd, args: []*val{pair[1], ar}, out: t.format, label: "residual + (value + row)"})
 				}
-				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{pair[1], ar}, out: t.format, label: "residual + (value + row)"}}); w != nil {
-					return w
-				}
+			}
+			if ab := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "residual"}); ab != nil {
+				cands = append(cands, &expr{op: program.OpAdd, args: []*val{ab, r}, out: t.format, label: "(residual + value) + row"})
+			}
+			if w, _ := s.best(t, cands); w != nil {
+				return w
 			}
 		}
 	}
