@@ -291,6 +291,14 @@ func TestPointwise(t *testing.T) {
 			check(t, b, "act "+act.String(), s, pair{m(ref.Act(in.c, act, s)), m(b.Act(in.g, act, s))}, true)
 		}
 	}
+	// expm1 (a learned activation's negative side): through f64, as the CPU computes it
+	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
+		in := x
+		if s.Out == f32 {
+			in = xf
+		}
+		check(t, b, "act expm1", s, pair{m(ref.Act(in.c, exec.ActExpm1, s)), m(b.Act(in.g, exec.ActExpm1, s))}, true)
+	}
 	for _, s := range []exec.Spec{exec.Out(bf16), exec.Composed(bf16), {Out: bf16, Round: exec.RoundProduct}, exec.Out(f32)} {
 		for _, plus := range []bool{true, false} {
 			mp := exec.ModulateParams{PlusOne: plus}

@@ -19,8 +19,9 @@ type ActKind uint8
 //	relu(x)      = max(x, 0)
 //
 // and the elementary functions torch applies to tensors (sin, cos, atan,
-// log, exp), which embeddings spell out (Fourier features, a log or atan
-// timestep); each correctly rounded in f32.
+// log, exp, expm1 = e^x − 1), which embeddings and learned activations
+// spell out (Fourier features, a log or atan timestep, xIELU's negative
+// side); each correctly rounded in f32.
 const (
 	ActIdentity ActKind = iota
 	ActSiLU
@@ -34,10 +35,11 @@ const (
 	ActAtan
 	ActLog
 	ActExp
+	ActExpm1
 	actEnd
 )
 
-var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp"}
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1"}
 
 func (a ActKind) String() string {
 	if a < actEnd {

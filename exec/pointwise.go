@@ -129,6 +129,8 @@ func Activate(f ActKind, x float32, m Math) float32 {
 		return float32(math.Log(float64(x)))
 	case ActExp:
 		return Exp32(x, m)
+	case ActExpm1:
+		return float32(math.Expm1(float64(x)))
 	}
 	return float32(math.NaN())
 }

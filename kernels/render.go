@@ -112,6 +112,7 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define zf_cos_cr(x) ((float)cos((double)(x)))
 #define zf_atan_cr(x) ((float)atan((double)(x)))
 #define zf_log_cr(x) ((float)log((double)(x)))
+#define zf_expm1_cr(x) ((float)expm1((double)(x)))
 `,
 	MSL: `/* target: Metal Shading Language (compile with fast math off) */
 #include <metal_stdlib>
@@ -139,6 +140,7 @@ typedef ulong zf_u64;
 #define zf_cos_cr(x) precise::cos(x)
 #define zf_atan_cr(x) precise::atan(x)
 #define zf_log_cr(x) precise::log(x)
+#define zf_expm1_cr(x) zf_msl_expm1(x)
 /* Metal has no erf: erfc by its continued-fraction fit (relative error
  * below 1.2e-7), so erf is within a few f32 ulps, not correctly rounded. */
 static inline float zf_msl_erf(float x) {
@@ -149,6 +151,16 @@ static inline float zf_msl_erf(float x) {
             t * (-0.82215223f + t * 0.17087277f)))))))));
   float e = 1.0f - r;
   return x >= 0.0f ? e : -e;
+}
+/* Metal has no expm1: near 0, 2·t/(1 − t) with t = tanh(x/2) (no
+ * cancellation), exp(x) − 1 elsewhere; within a few f32 ulps, not
+ * correctly rounded. */
+static inline float zf_msl_expm1(float x) {
+  if (fabs(x) < 0.5f) {
+    float t = precise::tanh(0.5f * x);
+    return 2.0f * t / (1.0f - t);
+  }
+  return precise::exp(x) - 1.0f;
 }
 `,
 	Host: `/* target: host C++ (tests only; compile with -ffp-contract=off, SSE math) */
@@ -183,5 +195,6 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define zf_cos_cr(x) ((float)std::cos((double)(x)))
 #define zf_atan_cr(x) ((float)std::atan((double)(x)))
 #define zf_log_cr(x) ((float)std::log((double)(x)))
+#define zf_expm1_cr(x) ((float)std::expm1((double)(x)))
 `,
 }

@@ -1,8 +1,10 @@
 """Capture small faithful reimplementations of transformers models that this machine's
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
-usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]    (cases: gpt_oss, llama4_text, diffllama, phimoe, doge)
-The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge.
+usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese)
+The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
+gpt_neox_japanese.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -87,11 +89,41 @@ layers: kw.attention_mask is None there). What it shows (the dynamic mask):
     alone; SDPA given a mask is not causal;
   - RMSNorm q/k norms per head before RoPE (half layout), a learned per-channel scale of the
     residual in both residual adds (input_residual, post_attention_residual), a SiLU gated MLP.
+
+ctrl follows src/transformers/models/ctrl/modeling_ctrl.py at commit
+00b676f8f0489b88652a31d70751cc540dd06305 (CTRLModel, capture_lm.py --small's sizes: n_embd 32,
+2 heads, dff 96, n_positions 64). What it shows:
+  - the token embeddings multiplied in place by sqrt(d_model) (the capture copies w's result
+    first), plus positional_encoding's table: angles pos / 10000^(2(i//2)/d), sines of the
+    even columns then cosines of the odd ones, concatenated; computed at __init__ as a plain
+    attribute (no parameter, no buffer), indexed by the positions;
+  - the block's mask argument torch.triu(ones(S, S), 1), added ×−1e4 to the scores after
+    the 1/sqrt(depth) division; MultiHeadAttention called as (v, k, q, mask), all the same
+    normed tensor; dropouts (identity in eval) and a ReLU nn.Sequential FFN.
+
+apertus follows src/transformers/models/apertus/modeling_apertus.py at commit
+0205eec1d869591488aa74eda3f2da23610c28d9 and src/transformers/activations.py's
+XIELUActivation (its Python path: the xielu CUDA wheel is not installed), with
+configuration_apertus.py's defaults (llama3 RoPE scaling, θ 1.2e7) but for the sizes. What it
+shows: xIELU, a learned activation: alpha_p, alpha_n parameters of shape [1] through softplus,
+beta 0.5 and eps −1e-6 buffers (not in the trace), where(x > 0, αp·x·x + β·x,
+(expm1(min(x, eps)) − x)·(β + softplus(αn)) + β·x); an up/down MLP without a gate; q/k RMS
+norms; SDPA with no mask tensor (transformers 5.17's is_causal).
+
+gpt_neox_japanese follows src/transformers/models/gpt_neox_japanese/modeling_gpt_neox_japanese.py
+at commit 00d4b3d2142cb4ced2f51b90614b5d26bc045015 (no SDPA path: its eager _attn). What it shows:
+  - fused per-head [q k v] projection without bias; a rotary_emb call inside each attention;
+    scores by baddbmm(zeros, q, kᵀ, alpha=1/sqrt(head)); a 4-D causal mask added;
+  - the probabilities passed through an nn.Dropout call (identity in eval) before the values;
+  - the attention returns (output, weights, dense_bias), the bias a [D] parameter of the last
+    layer only (None in the others), added by the block with the residual:
+    residual + (attn_output + bias); a GELU MLP of 4·hidden; LayerNorm everywhere.
 """
 import math
 import os
 import sys
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -1063,9 +1095,484 @@ class DogeModel(nn.Module):
         return self.norm(h)
 
 
+# --- ctrl --------------------------------------------------------------------------------
+
+
+class CTRLConfig:
+    n_embd = 32
+    n_head = 2
+    n_layer = 2
+    dff = 96
+    n_positions = 64
+    vocab_size = 64
+    layer_norm_epsilon = 1e-6
+
+
+def ctrl_angle_defn(pos, i, d_model_size):
+    angle_rates = 1 / torch.pow(10000, (2 * (i // 2)) / d_model_size)
+    return pos * angle_rates
+
+
+def ctrl_positional_encoding(position, d_model_size, dtype):
+    # sines of the even angles, then cosines of the odd ones (the same frequencies), concatenated
+    angle_rads = ctrl_angle_defn(
+        torch.arange(position, dtype=torch.int64).to(dtype).unsqueeze(1),
+        torch.arange(d_model_size, dtype=torch.int64).to(dtype).unsqueeze(0),
+        d_model_size,
+    )
+    sines = torch.sin(angle_rads[:, 0::2])
+    cosines = torch.cos(angle_rads[:, 1::2])
+    return torch.cat([sines, cosines], dim=-1)
+
+
+def ctrl_scaled_dot_product_attention(q, k, v, mask, attention_mask=None, head_mask=None):
+    matmul_qk = torch.matmul(q, k.permute(0, 1, 3, 2))
+    dk = k.shape[-1]
+    scaled_attention_logits = matmul_qk / np.sqrt(dk)
+    if mask is not None:
+        nd, ns = scaled_attention_logits.size(-2), scaled_attention_logits.size(-1)
+        scaled_attention_logits += mask[ns - nd: ns, :ns] * -1e4
+    if attention_mask is not None:
+        scaled_attention_logits = scaled_attention_logits + attention_mask
+    attention_weights = torch.softmax(scaled_attention_logits, dim=-1)
+    if head_mask is not None:
+        attention_weights = attention_weights * head_mask
+    output = torch.matmul(attention_weights, v)
+    return output, attention_weights
+
+
+class CTRLMultiHeadAttention(nn.Module):
+    def __init__(self, d_model_size, num_heads, layer_idx=None):
+        super().__init__()
+        self.num_heads = num_heads
+        self.d_model_size = d_model_size
+        self.layer_idx = layer_idx
+        self.depth = int(d_model_size / self.num_heads)
+        self.Wq = nn.Linear(d_model_size, d_model_size)
+        self.Wk = nn.Linear(d_model_size, d_model_size)
+        self.Wv = nn.Linear(d_model_size, d_model_size)
+        self.dense = nn.Linear(d_model_size, d_model_size)
+
+    def split_into_heads(self, x, batch_size):
+        x = x.reshape(batch_size, -1, self.num_heads, self.depth)
+        return x.permute([0, 2, 1, 3])
+
+    def forward(self, v, k, q, mask, layer_past=None, attention_mask=None, head_mask=None, use_cache=False,
+                output_attentions=False):
+        batch_size = q.shape[0]
+        q = self.Wq(q)
+        k = self.Wk(k)
+        v = self.Wv(v)
+        q = self.split_into_heads(q, batch_size)
+        k = self.split_into_heads(k, batch_size)
+        v = self.split_into_heads(v, batch_size)
+        output = ctrl_scaled_dot_product_attention(q, k, v, mask, attention_mask, head_mask)
+        scaled_attention = output[0].permute([0, 2, 1, 3])
+        attn = output[1]
+        original_size_attention = scaled_attention.reshape(batch_size, -1, self.d_model_size)
+        output = self.dense(original_size_attention)
+        return output, attn
+
+
+def ctrl_point_wise_feed_forward_network(d_model_size, dff):
+    return nn.Sequential(nn.Linear(d_model_size, dff), nn.ReLU(), nn.Linear(dff, d_model_size))
+
+
+class CTRLEncoderLayer(nn.Module):
+    def __init__(self, d_model_size, num_heads, dff, rate=0.1, layer_idx=None):
+        super().__init__()
+        self.multi_head_attention = CTRLMultiHeadAttention(d_model_size, num_heads, layer_idx=layer_idx)
+        self.ffn = ctrl_point_wise_feed_forward_network(d_model_size, dff)
+        self.layernorm1 = nn.LayerNorm(d_model_size, eps=1e-6)
+        self.layernorm2 = nn.LayerNorm(d_model_size, eps=1e-6)
+        self.dropout1 = nn.Dropout(rate)
+        self.dropout2 = nn.Dropout(rate)
+
+    def forward(self, x, mask, layer_past=None, attention_mask=None, head_mask=None, use_cache=False,
+                output_attentions=False):
+        normed = self.layernorm1(x)
+        attn_outputs = self.multi_head_attention(normed, normed, normed, mask, layer_past=layer_past,
+                                                 attention_mask=attention_mask, head_mask=head_mask,
+                                                 use_cache=use_cache, output_attentions=output_attentions)
+        attn_output = attn_outputs[0]
+        attn_output = self.dropout1(attn_output)
+        out1 = x + attn_output
+        out2 = self.layernorm2(out1)
+        ffn_output = self.ffn(out2)
+        ffn_output = self.dropout2(ffn_output)
+        out2 = out1 + ffn_output
+        return (out2,) + attn_outputs[1:]
+
+
+class CTRLModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.d_model_size = c.n_embd
+        self.num_layers = c.n_layer
+        # a plain attribute, not a parameter or buffer: the trace does not hold it
+        self.pos_encoding = ctrl_positional_encoding(c.n_positions, self.d_model_size, torch.float)
+        self.w = nn.Embedding(c.vocab_size, c.n_embd)
+        self.dropout = nn.Dropout(0.1)
+        self.h = nn.ModuleList([CTRLEncoderLayer(c.n_embd, c.n_head, c.dff, 0.1, layer_idx=i)
+                                for i in range(c.n_layer)])
+        self.layernorm = nn.LayerNorm(c.n_embd, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        input_shape = input_ids.size()
+        input_ids = input_ids.view(-1, input_shape[-1])
+        past_length = 0
+        position_ids = torch.arange(past_length, input_shape[-1] + past_length, dtype=torch.long)
+        position_ids = position_ids.unsqueeze(0)
+        head_mask = [None] * self.num_layers
+        token_type_embeds = 0
+        inputs_embeds = self.w(input_ids)
+        seq_len = input_shape[-1]
+        mask = torch.triu(torch.ones(seq_len + past_length, seq_len + past_length), 1)
+        inputs_embeds *= np.sqrt(self.d_model_size)
+        pos_embeds = self.pos_encoding[position_ids, :]
+        hidden_states = inputs_embeds + pos_embeds + token_type_embeds
+        hidden_states = self.dropout(hidden_states)
+        for i, h in enumerate(self.h):
+            outputs = h(hidden_states, mask, layer_past=None, attention_mask=None, head_mask=head_mask[i],
+                        use_cache=False, output_attentions=False)
+            hidden_states = outputs[0]
+        return self.layernorm(hidden_states)
+
+
+# --- apertus -----------------------------------------------------------------------------
+
+
+class ApertusConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-5
+    rope_theta = 12000000.0
+    rope_factor = 8.0
+    low_freq_factor = 1.0
+    high_freq_factor = 4.0
+    original_max_position_embeddings = 8192
+
+
+class XIELUActivation(nn.Module):
+    """transformers' XIELUActivation, its Python path (the CUDA wheel is not installed)."""
+
+    def __init__(self, alpha_p_init=0.8, alpha_n_init=0.8, beta=0.5, eps=-1e-6, dtype=None):
+        super().__init__()
+        self.alpha_p = nn.Parameter(torch.log(torch.expm1(torch.tensor(alpha_p_init, dtype=dtype))).unsqueeze(0))
+        self.alpha_n = nn.Parameter(
+            torch.log(torch.expm1(torch.tensor(alpha_n_init - beta, dtype=dtype))).unsqueeze(0)
+        )
+        self.register_buffer("beta", torch.tensor(beta, dtype=dtype))
+        self.register_buffer("eps", torch.tensor(eps, dtype=dtype))
+
+    def _xielu_python(self, x):
+        alpha_p = F.softplus(self.alpha_p)
+        alpha_n = self.beta + F.softplus(self.alpha_n)
+        return torch.where(
+            x > 0,
+            alpha_p * x * x + self.beta * x,
+            (torch.expm1(torch.min(x, self.eps)) - x) * alpha_n + self.beta * x,
+        )
+
+    def forward(self, input):
+        return self._xielu_python(input)
+
+
+class ApertusMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = XIELUActivation(dtype=torch.float32)
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+def llama3_inv_freq(c):
+    """modeling_rope_utils' _compute_llama3_parameters over the default frequencies."""
+    inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float) / c.head_dim))
+    factor, low, high, old = c.rope_factor, c.low_freq_factor, c.high_freq_factor, c.original_max_position_embeddings
+    low_freq_wavelen = old / low
+    high_freq_wavelen = old / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old / wavelen - low) / (high - low)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+class ApertusRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        inv_freq = llama3_inv_freq(c)
+        self.attention_scaling = 1.0
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("original_inv_freq", inv_freq.clone(), persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].expand(position_ids.shape[0], -1, 1).to(dtype=torch.float)
+        pos = position_ids[:, None, :].float()
+        freqs = pos.transpose(1, 2) * inv.transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class ApertusAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.head_dim, self.groups = d, h // kv
+        self.scaling = d ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+        self.q_norm = DiffLlamaRMSNorm(d, c.rms_norm_eps)
+        self.k_norm = DiffLlamaRMSNorm(d, c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        q = self.q_norm(q)
+        k = self.k_norm(k)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class ApertusDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.self_attn = ApertusAttention(c, layer_idx)
+        self.mlp = ApertusMLP(c)
+        self.attention_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.feedforward_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        residual = hidden_states
+        h = self.attention_layernorm(hidden_states)
+        h, _ = self.self_attn(hidden_states=h, attention_mask=attention_mask, position_ids=position_ids,
+                              position_embeddings=position_embeddings)
+        h = residual + h
+        residual = h
+        h = self.feedforward_layernorm(h)
+        h = self.mlp(h)
+        return residual + h
+
+
+class ApertusModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([ApertusDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = ApertusRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # SDPA without padding: transformers 5.17 passes no mask tensor (is_causal)
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=pe)
+        return self.norm(h)
+
+
+# --- gpt_neox_japanese -------------------------------------------------------------------
+
+
+class GPTNeoXJapaneseConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_multiple_size = 4
+    vocab_size = 64
+    rotary_pct = 1.0
+    rope_theta = 10000.0
+    layer_norm_eps = 1e-5
+    attention_dropout = 0.1
+    hidden_dropout = 0.0
+
+
+class GPTNeoXJapaneseRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = int(c.hidden_size // c.num_attention_heads * c.rotary_pct)
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv.float() @ pos.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class GPTNeoXJapaneseAttention(nn.Module):
+    def __init__(self, c, use_bias=False, layer_idx=None):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.hidden_size = c.hidden_size
+        self.head_size = self.hidden_size // self.num_attention_heads
+        self.layer_idx = layer_idx
+        self.rotary_ndims = int(self.head_size * c.rotary_pct)
+        self.rotary_emb = GPTNeoXJapaneseRotaryEmbedding(c)
+        self.attention_dropout = nn.Dropout(c.attention_dropout)
+        self.norm_factor = math.sqrt(self.head_size)
+        self.query_key_value = nn.Linear(c.hidden_size, 3 * c.hidden_size, bias=False)
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size, bias=False)
+        self.use_bias = use_bias
+        self.dense_bias = nn.Parameter(torch.zeros(c.hidden_size)) if use_bias else None
+
+    def forward(self, hidden_states, attention_mask, position_ids, head_mask=None, layer_past=None,
+                use_cache=False, output_attentions=False, cache_position=None):
+        qkv = self.query_key_value(hidden_states)
+        qkv = qkv.view(*(qkv.size()[:-1] + (self.num_attention_heads, 3 * self.head_size)))
+        query = qkv[..., : self.head_size].permute(0, 2, 1, 3)
+        key = qkv[..., self.head_size: 2 * self.head_size].permute(0, 2, 1, 3)
+        value = qkv[..., 2 * self.head_size:].permute(0, 2, 1, 3)
+        query_rot = query[..., : self.rotary_ndims]
+        query_pass = query[..., self.rotary_ndims:]
+        key_rot = key[..., : self.rotary_ndims]
+        key_pass = key[..., self.rotary_ndims:]
+        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        query = query_rot * cos + rotate_half(query_rot) * sin
+        key = key_rot * cos + rotate_half(key_rot) * sin
+        query = torch.cat((query, query_pass), dim=-1).contiguous()
+        key = torch.cat((key, key_pass), dim=-1).contiguous()
+        attn_output, attn_weights = self._attn(query, key, value, attention_mask, head_mask)
+        attn_output = attn_output.permute(0, 2, 1, 3).contiguous()
+        attn_output = attn_output.view(attn_output.size(0), attn_output.size(1), self.num_attention_heads * self.head_size)
+        attn_output = self.dense(attn_output)
+        return attn_output, attn_weights, self.dense_bias
+
+    def _attn(self, query, key, value, attention_mask=None, head_mask=None):
+        batch_size, num_attention_heads, query_length, attn_head_size = query.size()
+        key_length = key.size(-2)
+        query = query.view(batch_size * num_attention_heads, query_length, attn_head_size)
+        key = key.view(batch_size * num_attention_heads, key_length, attn_head_size)
+        attn_scores = torch.zeros(batch_size * num_attention_heads, query_length, key_length, dtype=query.dtype)
+        attention_scores = torch.baddbmm(attn_scores, query, key.transpose(1, 2), beta=1.0,
+                                         alpha=1.0 / self.norm_factor)
+        attention_scores = attention_scores.view(batch_size, num_attention_heads, query_length, -1)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask[:, :, :, : key.shape[-2]]
+        attn_weights = nn.functional.softmax(attention_scores, dim=-1)
+        attn_weights = self.attention_dropout(attn_weights)
+        attn_weights = attn_weights.to(value.dtype)
+        if head_mask is not None:
+            attn_weights = attn_weights * head_mask
+        return torch.matmul(attn_weights, value), attn_weights
+
+
+def bias_dropout_add(x, bias, residual, prob, training):
+    if bias is not None:
+        x = x + bias
+    out = torch.nn.functional.dropout(x, p=prob, training=training)
+    if residual is not None:
+        out = residual + out
+    return out
+
+
+class GPTNeoXJapaneseMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        intermediate_size = int(c.hidden_size * c.intermediate_multiple_size)
+        self.dense_h_to_4h = nn.Linear(c.hidden_size, intermediate_size, bias=False)
+        self.dense_4h_to_h = nn.Linear(intermediate_size, c.hidden_size, bias=False)
+        self.act = GELUActivation()
+
+    def forward(self, hidden_states):
+        return self.dense_4h_to_h(self.act(self.dense_h_to_4h(hidden_states)))
+
+
+class GELUActivation(nn.Module):
+    def forward(self, input):
+        return F.gelu(input)
+
+
+class GPTNeoXJapaneseLayer(nn.Module):
+    def __init__(self, c, layer_number):
+        super().__init__()
+        self.layer_number = layer_number
+        self.input_layernorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.post_attention_layernorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        # the bias only in the last layer
+        self.attention = GPTNeoXJapaneseAttention(c, use_bias=layer_number == c.num_hidden_layers - 1,
+                                                  layer_idx=layer_number)
+        self.mlp = GPTNeoXJapaneseMLP(c)
+        self.hidden_dropout = c.hidden_dropout
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, head_mask=None, use_cache=False,
+                layer_past=None, output_attentions=False, cache_position=None):
+        residual = hidden_states
+        ln_out = self.input_layernorm(hidden_states)
+        attn_output, attn_weights, attn_bias = self.attention(
+            ln_out, attention_mask=attention_mask, layer_past=layer_past, head_mask=head_mask,
+            use_cache=use_cache, output_attentions=output_attentions, position_ids=position_ids,
+            cache_position=cache_position)
+        attn_output = bias_dropout_add(attn_output,
+                                       bias=attn_bias.expand_as(residual) if attn_bias is not None else attn_bias,
+                                       residual=residual, prob=self.hidden_dropout, training=self.training)
+        mlp_output = self.mlp(self.post_attention_layernorm(attn_output))
+        attn_output = bias_dropout_add(mlp_output, bias=None, residual=attn_output, prob=self.hidden_dropout,
+                                       training=self.training)
+        return attn_output, attn_weights
+
+
+class GPTNeoXJapaneseModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embed_in = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([GPTNeoXJapaneseLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.final_layer_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_in(input_ids)
+        n = h.shape[1]
+        cache_position = torch.arange(n)
+        position_ids = cache_position.unsqueeze(0)
+        mask = causal_mask(n, h.dtype)
+        for layer in self.layers:
+            outputs = layer(h, attention_mask=mask, position_ids=position_ids, head_mask=None, layer_past=None,
+                            use_cache=False, output_attentions=False, cache_position=cache_position)
+            h = outputs[0]
+        return self.final_layer_norm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
-         "doge": (DogeModel, DogeConfig)}
+         "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
+         "apertus": (ApertusModel, ApertusConfig),
+         "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

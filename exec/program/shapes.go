@@ -164,6 +164,12 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			w += d
 		}
 		return [][]int{{x[0], w}, {x[0], w}}, nil
+	case OpWhere:
+		s, err := whereShape(x, in[1], in[2])
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{s}, nil
 	case OpSoftmax:
 		if len(x) == 0 {
 			return nil, fmt.Errorf("softmax of a scalar")

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -387,6 +388,77 @@ func (s *synth) paramAdded(t *val, vals []*val) *val {
 		}
 		for _, v := range sameShape(t, vals) {
 			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{v, row}, out: t.format, label: "parameter added"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// rowAddedResidual explains t as b + (a + r): a value a of t's shape plus
+// a row r of t's last width (a bias a module returns beside its output
+// instead of adding it: GPT-NeoX-Japanese's dense_bias), then a residual
+// b of t's shape (or the two adds in another order). Tried once the one- and two-term forms have failed; a
+// pair (a, b) is scored only where t − a − b is one row repeated, and
+// with the row value nearest that row.
+func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	e := t.shape[len(t.shape)-1]
+	var rows []*val
+	for _, p := range vals {
+		if !p.opaque && p.numel() == e && p.numel() != t.numel() {
+			rows = append(rows, p)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	ops := s.likeShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	scale := rms(t.data)
+	for i, a := range ops {
+		for _, b := range ops[i+1:] {
+			// the row t − a − b repeats, to the format's tolerance of t
+			row := make([]float64, e)
+			for k := range row {
+				row[k] = float64(t.data[k]) - float64(a.data[k]) - float64(b.data[k])
+			}
+			var miss float64
+			for k := range t.data {
+				d := float64(t.data[k]) - float64(a.data[k]) - float64(b.data[k]) - row[k%e]
+				miss += d * d
+			}
+			if math.Sqrt(miss/float64(len(t.data))) > 4*tolerance(t.format)*scale {
+				continue
+			}
+			var best *val
+			bestMiss := math.Inf(1)
+			for _, r := range rows {
+				var m float64
+				for k, x := range r.data {
+					m += (float64(x) - row[k]) * (float64(x) - row[k])
+				}
+				if m < bestMiss {
+					best, bestMiss = r, m
+				}
+			}
+			// the three orders of the two adds round differently: the
+			// one that reproduces t best
+			r := s.reshape(best, []int{e})
+			var cands []*expr
+			for _, pair := range [][2]*val{{a, b}, {b, a}} {
+				if ar := s.derive(&expr{op: program.OpAdd, args: []*val{pair[0], r}, out: t.format, label: "row added"}); ar != nil {
+					cands = append(cands, &expr{op: program.OpAdd, args: []*val{pair[1], ar}, out: t.format, label: "residual + (value + row)"})
+				}
+			}
+			if ab := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "residual"}); ab != nil {
+				cands = append(cands, &expr{op: program.OpAdd, args: []*val{ab, r}, out: t.format, label: "(residual + value) + row"})
+			}
+			if w, _ := s.best(t, cands); w != nil {
 				return w
 			}
 		}

@@ -183,6 +183,16 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
+	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
+	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
+	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
+	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
+	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
+	// transformers' modeling_gpt_neox_japanese.py, reimplemented: per-head fused q/k/v, RoPE
+	// halves, probabilities through a Dropout call, the last layer's dense bias returned and
+	// added with the residual, a GELU MLP
+	"gpt_neox_japanese": {"rope_layout": "half", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_gpt_oss.py, reimplemented (bench/unseen/capture_reimpl.py):
 	// swiglu_limit 7, alpha 1.702, (up + 1), sinks, sliding window 4 in even layers
 	"gpt_oss": {"attention_sinks": true, "attention_window": 4.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true,
@@ -241,6 +251,55 @@ func discoverComplete(t *testing.T, path string) (*Result, *trace.Trace) {
 		t.Fatalf("taken from the trace: %v", res.Opaque)
 	}
 	return res, tr
+}
+
+// TestUnseenSinusoidPositions: CTRL's positional encoding (no parameter,
+// computed in the forward) is found as a sinusoid of positions 0…S−1
+// added to the scaled embeddings: [sin | cos] halves over a geometric
+// ladder of period 10000, one timestep_embed node in the program.
+func TestUnseenSinusoidPositions(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "ctrl-f32.npz")
+	res, _ := discoverComplete(t, path)
+	found := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "timestep_embed" {
+			continue
+		}
+		found++
+		ts := n.Attrs.Timestep
+		if ts == nil || ts.Dim != 32 || ts.FlipSinToCos || ts.FreqShift != 0 || ts.MaxPeriod != 10000 || ts.Scale != 1 {
+			t.Errorf("sinusoid %+v, want dim 32, [sin | cos], shift 0, period 10000, scale 1", ts)
+		}
+		if len(n.In) != 1 || !strings.HasSuffix(n.In[0], "/positions") {
+			t.Errorf("sinusoid reads %v, want the positions constant", n.In)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d sinusoid nodes, want 1", found)
+	}
+	// the evidence: every layout scored, the winner's margin
+	for _, v := range res.Doc.Program.Values {
+		if strings.HasSuffix(v.Name, "/positions") && (!strings.Contains(v.Note, "margin ×") || strings.Count(v.Note, "sinusoid of positions") < 8) {
+			t.Errorf("positions note %q lacks the candidates' scores", v.Note)
+		}
+	}
+}
+
+// TestUnseenReturnedBias: gpt_neox_japanese's last attention returns its
+// dense bias beside its output; the block's residual is found as
+// residual + (output + bias), the bias read from the parameter.
+func TestUnseenReturnedBias(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "gpt_neox_japanese-f32.npz")
+	res, _ := discoverComplete(t, path)
+	adds := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op == "add" && slices.ContainsFunc(n.In, func(in string) bool { return strings.HasSuffix(in, ".attention.dense_bias") }) {
+			adds++
+		}
+	}
+	if adds != 1 {
+		t.Errorf("%d adds read the returned bias, want 1 (the last layer's)", adds)
+	}
 }
 
 // TestUnseenAttentionSinks: gpt_oss (fixtures/unseen, a faithful torch

@@ -178,6 +178,12 @@ func (s *synth) readFactors() []semantics.Factor {
 			if x.fit.squared {
 				add(semantics.Factor{Name: "mlp_squared", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "f(a) is squared: f(a)·f(a)"}, Candidates: []semantics.Candidate{{Value: true}}})
 			}
+		case "piecewise":
+			// a learned activation of no catalogue name (mlp_act is not
+			// written): its form and every candidate's score are the evidence
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Candidates: []semantics.Candidate{{Value: false}},
+				Evidence: semantics.Evidence{Boundary: m.boundary, Metric: "declared", Note: "the MLP's down projection reads a learned activation split at zero: " +
+					x.fit.label + " (every form scored on the activation's output, rel-RMS: " + candidateList(x.fit.candidates) + ")"}})
 		case "experts":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))

@@ -130,6 +130,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.sinusoidAdded(target, vals); v != nil {
+		return v
+	}
+	if v := s.rowAddedResidual(target, vals); v != nil {
+		return v
+	}
 	return s.reshaped(target, sc, vals)
 }
 

@@ -15,7 +15,8 @@ import (
 // leafFit is what fitting a leaf call found: its kind (what the op is,
 // read from shapes and values, never from names) and the evidence.
 type leafFit struct {
-	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue
+	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue, piecewise
+	label      string // piecewise: the fitted form
 	act        exec.ActKind
 	squared    bool // glue, glu: the activation is squared, f(x)·f(x)
 	norm       exec.NormParams
@@ -139,6 +140,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 		if fit == nil && len(params) == 1 && len(xs) == 1 {
 			fit = s.fitAttentionPool(sc.module, xs[0], params, t)
+		}
+		if fit == nil && len(xs) == 1 && len(params) > 0 {
+			// scalar parameters of a learned activation
+			fit = s.fitSignSplit(xs[0], params, t)
 		}
 		if fit == nil && len(params) > 0 {
 			// none of the parameterised leaves: an expression over the

@@ -1,0 +1,166 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// fitSignSplit explains a call with scalar parameters (each of one entry)
+// that maps x to t of x's shape as a learned activation split at zero
+// (xIELU's family):
+//
+//	x > 0:  A·x·x + β·x
+//	x ≤ 0:  (expm1(min(x, ε)) − x)·C + β·x
+//
+// Each side is fitted by least squares on its entries (A, β on the
+// positive side, then C), β snapped to a simple number (a buffer the trace
+// does not hold); A and C are bound to the call's parameters where one
+// explains them: softplus(p), β + softplus(p) or p itself; ε (invisible
+// unless inputs fall in (ε, 0]) is tried at 0 and −1e-6. The candidates
+// are scored on the whole output; nil when no candidate reproduces it.
+func (s *synth) fitSignSplit(x *val, params []*val, t *val) *val {
+	if len(params) == 0 || len(params) > 4 || !equalShape(x, t) || x.integral() || x.numel() < 8 {
+		return nil
+	}
+	for _, p := range params {
+		if p.numel() != 1 {
+			return nil
+		}
+	}
+	// positive side: t = A·x² + β·x
+	var s4, s3, s2, s2t, s1t float64
+	var nPos, nNeg int
+	for i, xv := range x.data {
+		v, w := float64(xv), float64(t.data[i])
+		if xv > 0 {
+			s4, s3, s2 = s4+v*v*v*v, s3+v*v*v, s2+v*v
+			s2t, s1t = s2t+v*v*w, s1t+v*w
+			nPos++
+		} else {
+			nNeg++
+		}
+	}
+	det := s4*s2 - s3*s3
+	if nPos < 4 || nNeg < 4 || det == 0 {
+		return nil
+	}
+	a := (s2t*s2 - s3*s1t) / det
+	beta := (s4*s1t - s3*s2t) / det
+	// negative side: t − β·x = C·(expm1(x) − x)
+	c := func(beta float64) float64 {
+		var gg, gr float64
+		for i, xv := range x.data {
+			if xv > 0 {
+				continue
+			}
+			v := float64(xv)
+			g := math.Expm1(v) - v
+			gg, gr = gg+g*g, gr+g*(float64(t.data[i])-beta*v)
+		}
+		if gg == 0 {
+			return 0
+		}
+		return gr / gg
+	}
+	if !(math.Abs(a) > 0) || math.IsNaN(beta) || c(beta) == 0 {
+		return nil
+	}
+	// the coefficients come from a least-squares fit of the captured
+	// values: they agree with the parameters to the format's precision
+	tol := 1e-3
+	if t.format != precision.F32 {
+		tol = 1e-2
+	}
+	// β: the simple numbers near the fitted one (a buffer: 0.5), then
+	// the fit itself; the whole output decides
+	var betas []float64
+	for _, b := range snapCandidates(beta) {
+		if math.Abs(b-beta) <= tol*math.Abs(beta) && !slices.Contains(betas, b) {
+			betas = append(betas, b)
+		}
+	}
+	betas = append(betas, beta)
+	var cands []*expr
+	for _, b := range betas {
+		bc := s.constant(b)
+		ax := s.bindScalar(a, params, nil, "A", tol)
+		cx := s.bindScalar(c(b), params, bc, "C", tol)
+		if ax == nil || cx == nil {
+			continue
+		}
+		bx := s.derive(&expr{op: program.OpMul, args: []*val{bc, x}, out: t.format, label: "β·x"})
+		m := s.derive(&expr{op: program.OpMul, args: []*val{ax, x}, out: t.format, label: "A·x"})
+		m = s.derive(&expr{op: program.OpMul, args: []*val{m, x}, out: t.format, label: "A·x·x"})
+		pos := s.derive(&expr{op: program.OpAdd, args: []*val{m, bx}, out: t.format, label: "A·x·x + β·x"})
+		for _, eps := range []float64{0, -1e-6} {
+			e := s.derive(&expr{op: program.OpMinimum, args: []*val{x, s.constant(eps)}, out: t.format, label: "min(x, ε)"})
+			e = s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExpm1}, args: []*val{e}, out: t.format, label: "expm1(min(x, ε))"})
+			e = s.derive(&expr{op: program.OpSub, args: []*val{e, x}, out: t.format, label: "expm1(min(x, ε)) − x"})
+			e = s.derive(&expr{op: program.OpMul, args: []*val{e, cx}, out: t.format, label: "(expm1(min(x, ε)) − x)·C"})
+			neg := s.derive(&expr{op: program.OpAdd, args: []*val{e, bx}, out: t.format, label: "(expm1(min(x, ε)) − x)·C + β·x"})
+			if pos == nil || neg == nil {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpWhere, args: []*val{x, pos, neg}, out: t.format,
+				label: fmt.Sprintf("x > 0 ? %s·x·x + %g·x : (expm1(min(x, %g)) − x)·%s + %g·x", ax.origin, b, eps, cx.origin, b)})
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "piecewise", label: v.from.label, candidates: ev}
+	return v
+}
+
+func equalShape(a, b *val) bool {
+	if len(a.shape) != len(b.shape) {
+		return false
+	}
+	for i := range a.shape {
+		if a.shape[i] != b.shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// bindScalar is the value a fitted coefficient k is made of: softplus(p)
+// or p itself for one of params, or, with plus given, plus + softplus(p);
+// the nearest to k of those within tol of it (relative), else k as a
+// constant. Its origin names the form (for labels).
+func (s *synth) bindScalar(k float64, params []*val, plus *val, role string, tol float64) *val {
+	var best *val
+	bestDist := tol * math.Abs(k)
+	try := func(v *val, origin string) {
+		if v == nil || v.numel() != 1 {
+			return
+		}
+		if d := math.Abs(float64(v.data[0]) - k); d <= bestDist {
+			best, bestDist = v, d
+			if origin != "" {
+				v.origin = origin
+			}
+		}
+	}
+	for _, p := range params {
+		sp := s.softplus(p)
+		if plus != nil {
+			try(s.derive(&expr{op: program.OpAdd, args: []*val{plus, sp}, out: precision.F32, label: "β + softplus"}),
+				fmt.Sprintf("(%g + softplus(%s))", plus.data[0], p.origin))
+		}
+		try(sp, fmt.Sprintf("softplus(%s)", p.origin))
+		try(p, "")
+	}
+	if best != nil {
+		return best
+	}
+	c := s.constant(k)
+	c.origin = fmt.Sprintf("%s=%.6g", role, k)
+	return c
+}
