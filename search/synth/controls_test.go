@@ -221,6 +221,12 @@ var unseenFactors = map[string]map[string]any{
 	// on adjacent pairs, RMSNorm q/k, default scale, gelu_tanh(gate)·up, (1 + scale), x + gate·y
 	"prx": {"rope_layout": "interleaved", "joint_order": "text_first", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
 		"mlp_act": "gelu_tanh", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_wan_vace.py: Wan blocks (interleaved 3-D RoPE of 6/6/6 channels, θ 10⁴, RMSNorm
+	// q/k across heads, gelu_tanh FFN, (1 + scale), x + gate·y) and a VACE block whose hint is added
+	// after main block 0; heads of 18, which the cross-attention (no RoPE) takes from the self-attention
+	"wanvace": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
