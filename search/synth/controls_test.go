@@ -227,6 +227,13 @@ var unseenFactors = map[string]map[string]any{
 	"wanvace": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
 		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_cosmos.py: adaLN-LoRA (its own projection plus the shared 3·d timestep
+	// embedding, chunked) before every attention, the FFN and the head, (1 + scale), x + gate·y;
+	// half-layout RoPE (unbind −2) on self-attention only, per-head RMSNorm q/k, GELU (erf)
+	// FFN, cos-first sinusoid of shift 0, linear patches
+	"cosmos": {"rope_layout": "half", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_erf",
+		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "patch_layout": "c_ph_pw", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
