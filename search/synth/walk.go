@@ -151,6 +151,18 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 // the trace).
 func (s *synth) explain(target *val, sc *scope) *val {
 	v := s.glue(target, sc)
+	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
+		// a complex RoPE table no call makes (the model gathers it from
+		// tables it keeps, by ids made from the request's shapes): the
+		// ids read back from its angles
+		if f := s.fitReadRope([]*val{target}); len(f) == 1 && f[0] != nil {
+			v = f[0]
+		} else if more := s.otherComplexTables(target); len(more) > 0 {
+			if f := s.fitReadRopeWith([]*val{target}, more); len(f) == 1 && f[0] != nil {
+				v = f[0]
+			}
+		}
+	}
 	if v == nil && isFill(target) {
 		// one integer everywhere (token type ids, a segment index):
 		// made from the request's shape
