@@ -239,6 +239,11 @@ var unseenFactors = map[string]map[string]any{
 	// the pipeline negates the output
 	"zimage": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "silu",
 		"mlp_glu": true, "gate_fn": "tanh", "modulation_plus_one": true, "euler_sign": -1.0},
+	// transformer_skyreels_v2.py (text to video): Wan's blocks; the timestep sinusoid computed in
+	// float64 ([cos, sin], shift 0) and cast to f32, which the self-check reads rounded
+	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
