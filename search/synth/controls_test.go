@@ -233,7 +233,8 @@ var unseenFactors = map[string]map[string]any{
 	// FFN, cos-first sinusoid of shift 0, linear patches
 	"cosmos": {"rope_layout": "half", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_erf",
 		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
-		"timestep_freq_shift": 0.0, "patch_layout": "c_ph_pw", "euler_sign": 1.0},
+		"timestep_freq_shift": 0.0, "patch_layout": "c_ph_pw", "euler_sign": 1.0, "modulation_order": "shift,scale,gate",
+		"final_norm_order": "shift,scale"},
 	// transformer_z_image.py: complex (pair) RoPE from integer ids, per-head RMSNorm q/k, default
 	// scale, an all-ones key mask; silu(w1)·w3 FFN; tanh gates; scale-only modulation (1 + scale);
 	// the pipeline negates the output
