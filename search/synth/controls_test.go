@@ -235,11 +235,12 @@ var unseenFactors = map[string]map[string]any{
 		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
 		"timestep_freq_shift": 0.0, "patch_layout": "c_ph_pw", "euler_sign": 1.0, "modulation_order": "shift,scale,gate",
 		"final_norm_order": "shift,scale"},
-	// transformer_z_image.py: complex (pair) RoPE from integer ids, per-head RMSNorm q/k, default
+	// transformer_z_image.py: complex (pair) RoPE from integer ids (axes 4/6/6, θ 256), per-head RMSNorm q/k, default
 	// scale, an all-ones key mask; silu(w1)·w3 FFN; tanh gates; scale-only modulation (1 + scale);
 	// the pipeline negates the output
 	"zimage": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "silu",
-		"mlp_glu": true, "gate_fn": "tanh", "modulation_plus_one": true, "euler_sign": -1.0},
+		"mlp_glu": true, "gate_fn": "tanh", "modulation_plus_one": true, "euler_sign": -1.0, "rope_axes": []any{4.0, 6.0, 6.0},
+		"rope_theta": 256.0},
 	// transformer_skyreels_v2.py (text to video): Wan's blocks; the timestep sinusoid computed in
 	// float64 ([cos, sin], shift 0) and cast to f32, which the self-check reads rounded
 	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
