@@ -488,8 +488,10 @@ def cosmos_call(model, x, sigma, c, dtype):
 def wanvace_build():
     from diffusers.models.transformers.transformer_wan_vace import WanVACETransformer3DModel
     # Wan2.1-VACE layout scaled down: main Wan blocks plus VACE control blocks whose hints are added after the main
-    # blocks listed in vace_layers; head_dim 16 -> RoPE t/h/w dims 8/4/4; vace_in_channels = 2*4 video + 4 mask.
-    return WanVACETransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16,
+    # blocks listed in vace_layers; vace_in_channels = 2*4 video + 4 mask. head_dim 18 -> RoPE t/h/w dims 6/6/6:
+    # WanRotaryPosEmbed builds its table from (d - 4*(d//6), 2*(d//6), 2*(d//6)) columns and cuts it by
+    # (d - 2*(d//3), d//3, d//3), which agree at 18 as at the real 128, not at 16 (8/4/4 against 6/5/5).
+    return WanVACETransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=18,
                                      in_channels=4, out_channels=4, text_dim=pick(32, 16), freq_dim=pick(32, 16),
                                      ffn_dim=pick(96, 64), num_layers=2, cross_attn_norm=True,
                                      qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=pick(1024, 32),

@@ -97,12 +97,24 @@ func refValues(ref *trace.Trace, key string, shape []int) ([]float32, bool, erro
 	if err != nil {
 		return nil, false, fmt.Errorf("reference %s: %w", key, err)
 	}
-	v, err := t.Float32()
+	v, err := RefFloat32(t)
 	if err != nil {
 		return nil, false, fmt.Errorf("reference %s: %w", key, err)
 	}
 	v, _ = Relayout(v, info.Shape, shape)
 	return v, true, nil
+}
+
+// RefFloat32 reads a reference tensor as float32, the format program
+// values are held in at most: exactly, except a float64 tensor (a
+// sinusoid or a table the reference computed in f64 before its consumer
+// cast it), whose values are rounded to the nearest float32. Every other
+// value float32 cannot hold (a large integer) is refused (ErrInexact).
+func RefFloat32(t *trace.Tensor) ([]float32, error) {
+	if t.DType == trace.Float64 {
+		return t.Float32Rounded()
+	}
+	return t.Float32()
 }
 
 // Relayout returns a reference tensor's values (of shape ref) in the

@@ -358,7 +358,7 @@ func (e *Evaluator) refData(m *refMeta) (data []float32, done func(), err error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reference %s: %w", m.key, err)
 	}
-	v, err := t.Float32()
+	v, err := program.RefFloat32(t)
 	if err != nil {
 		t.Release()
 		return nil, nil, fmt.Errorf("reference %s: %w", m.key, err)

@@ -109,6 +109,14 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			headDims = append(headDims, d)
 		}
 	}
+	// the head widths of the attentions explained so far: a cross-attention
+	// without RoPE has heads as wide as the self-attention's before it,
+	// which its table showed (heads of 24, of 72: not powers of two)
+	for _, r := range s.attn {
+		if d := r.choice.headDim; d > 0 && width%d == 0 && !slices.Contains(headDims, d) {
+			headDims = append(headDims, d)
+		}
+	}
 	var all []attnChoice
 	var evidence []semantics.Candidate
 	sub := sampledRows(t)

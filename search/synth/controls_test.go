@@ -231,6 +231,31 @@ var unseenFactors = map[string]map[string]any{
 	// on adjacent pairs, RMSNorm q/k, default scale, gelu_tanh(gate)·up, (1 + scale), x + gate·y
 	"prx": {"rope_layout": "interleaved", "joint_order": "text_first", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
 		"mlp_act": "gelu_tanh", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_wan_vace.py: Wan blocks (interleaved 3-D RoPE of 6/6/6 channels, θ 10⁴, RMSNorm
+	// q/k across heads, gelu_tanh FFN, (1 + scale), x + gate·y) and a VACE block whose hint is added
+	// after main block 0; heads of 18, which the cross-attention (no RoPE) takes from the self-attention
+	"wanvace": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_cosmos.py: adaLN-LoRA (its own projection plus the shared 3·d timestep
+	// embedding, chunked) before every attention, the FFN and the head, (1 + scale), x + gate·y;
+	// half-layout RoPE (unbind −2) on self-attention only, per-head RMSNorm q/k, GELU (erf)
+	// FFN, cos-first sinusoid of shift 0, linear patches
+	"cosmos": {"rope_layout": "half", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_erf",
+		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "patch_layout": "c_ph_pw", "euler_sign": 1.0, "modulation_order": "shift,scale,gate",
+		"final_norm_order": "shift,scale"},
+	// transformer_z_image.py: complex (pair) RoPE from integer ids (axes 4/6/6, θ 256), per-head RMSNorm q/k, default
+	// scale, an all-ones key mask; silu(w1)·w3 FFN; tanh gates; scale-only modulation (1 + scale);
+	// the pipeline negates the output
+	"zimage": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "silu",
+		"mlp_glu": true, "gate_fn": "tanh", "modulation_plus_one": true, "euler_sign": -1.0, "rope_axes": []any{4.0, 6.0, 6.0},
+		"rope_theta": 256.0},
+	// transformer_skyreels_v2.py (text to video): Wan's blocks; the timestep sinusoid computed in
+	// float64 ([cos, sin], shift 0) and cast to f32, which the self-check reads rounded
+	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

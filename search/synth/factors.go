@@ -569,18 +569,66 @@ func chunkOf(v *val) (src *val, index, parts int, ok bool) {
 			// the sliced value, through reshapes and table sums, is the source
 			x = through(x)
 			if x.from != nil && x.from.op == program.OpAdd {
-				for _, y := range x.from.args {
-					if y != nil && len(through(y).keys) > 0 {
-						x = through(y)
-					}
-				}
+				x = summedSource(x)
 			}
 			return x, index, parts, true
+		case program.OpAdd:
+			// chunks of one index of two conditioning values, added (the
+			// sum's chunk computed as a sum of chunks): the same source as
+			// the chunk of their sum
+			var best *val
+			bi, bp := 0, 0
+			for _, y := range v.from.args {
+				if y == nil {
+					continue
+				}
+				src, i, p, ok := chunkOf(y)
+				if !ok || p < 2 || best != nil && (i != bi || p != bp) {
+					return v, 0, 1, true
+				}
+				if best == nil || preferSource(src, best) {
+					best, bi, bp = src, i, p
+				}
+			}
+			if best == nil {
+				return v, 0, 1, true
+			}
+			return best, bi, bp, true
 		default:
 			return v, 0, 1, true
 		}
 	}
 	return v, 0, 1, v != nil
+}
+
+// summedSource is the source a chunk of sum x is read from: its
+// captured, non-parameter argument (a table added to a projection: the
+// projection), the earliest made where two are (an adaLN-LoRA norm's own
+// projection added to the shared timestep embedding: the embedding, which
+// every norm of the block reads).
+func summedSource(x *val) *val {
+	var best *val
+	for _, y := range x.from.args {
+		if y == nil {
+			continue
+		}
+		if y = through(y); len(y.keys) > 0 && (best == nil || preferSource(y, best)) {
+			best = y
+		}
+	}
+	if best == nil {
+		return x
+	}
+	return best
+}
+
+// preferSource orders two captured sources of one chunk: a computed
+// value before a parameter, then the earlier made.
+func preferSource(a, b *val) bool {
+	if a.param != b.param {
+		return !a.param
+	}
+	return a.seq < b.seq
 }
 
 // normRecord is a norm the search fitted.

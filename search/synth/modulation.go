@@ -117,6 +117,105 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 	return out
 }
 
+// vectorSum is u [B, k·C] plus the first k chunks of w [B, k'·C]
+// (k ≤ k'), chunk i of it: two conditioning values summed before they
+// are chunked, as an adaLN-LoRA norm adds its own projection to a shared
+// timestep embedding (all of it, or its leading chunks).
+type vectorSum struct {
+	u, w *val
+	k, i int
+}
+
+// sumPairs lists the scope's pairs of conditioning values a vectorSum
+// may add: per-sample values of at most 16 chunks ([B, k·C] or
+// [B, 1, k·C]), w at least as long as u.
+func sumPairs(sc *scope, b, c int) [][2]*val {
+	var chunked []*val
+	for _, v := range recentFirst(sc.vals) {
+		if v.opaque || v.param || v.numel()%(b*c) != 0 || v.shape[0] != b || v.numel() > 16*b*c {
+			continue
+		}
+		if len(v.shape) == 2 || len(v.shape) == 3 && v.shape[1] == 1 {
+			chunked = append(chunked, v)
+		}
+	}
+	var out [][2]*val
+	for _, u := range chunked {
+		for _, w := range chunked {
+			if u != w && w.numel() >= u.numel() && (w.numel() > u.numel() || u.seq > w.seq) { // one order of an equal-sized pair
+				out = append(out, [2]*val{u, w})
+			}
+		}
+	}
+	return out
+}
+
+// nearestOf is nearest over the scope's vectors, then, where none is
+// within 10·tol, over the chunks of its summed pairs (vectorSum), scored
+// on the host; only the winner is derived.
+func (s *synth) nearestOf(sc *scope, b, c int, want []float64, f exec.ActKind, tol float64) (vec, float64) {
+	v, e := nearest(s.vectors(sc, b, c), want, f)
+	if e <= 10*tol || len(want) != b*c {
+		return v, e
+	}
+	w32 := make([]float32, len(want))
+	for i, x := range want {
+		w32[i] = float32(x)
+	}
+	got := make([]float32, b*c)
+	var best *vectorSum
+	be := e
+	for _, p := range sumPairs(sc, b, c) {
+		u, w := p[0], p[1]
+		k, kw := u.numel()/(b*c), w.numel()/(b*c)
+		for i := range k {
+			for bi := range b {
+				for ch := range c {
+					x := u.data[bi*k*c+i*c+ch] + w.data[bi*kw*c+i*c+ch]
+					if f != exec.ActIdentity {
+						x = exec.Activate(f, x, 0)
+					}
+					got[bi*c+ch] = x
+				}
+			}
+			if r := relRMS(u.format, got, w32); r < be {
+				be, best = r, &vectorSum{u: u, w: w, k: k, i: i}
+			}
+		}
+	}
+	if best == nil {
+		return v, e
+	}
+	if sv := s.sumVector(*best, b, c); sv.v != nil {
+		return sv, be
+	}
+	return v, e
+}
+
+// sumVector derives a vectorSum's chunk.
+func (s *synth) sumVector(p vectorSum, b, c int) vec {
+	kw := p.w.numel() / (b * c)
+	wr := s.reshape(p.w, []int{b, kw * c})
+	if kw > p.k && wr != nil {
+		wr = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: p.k * c}, args: []*val{wr}, out: p.w.format, label: "leading chunks"})
+	}
+	ur := s.reshape(p.u, []int{b, p.k * c})
+	if wr == nil || ur == nil {
+		return vec{}
+	}
+	sum := s.derive(&expr{op: program.OpAdd, args: []*val{ur, wr}, out: p.u.format, label: "vector + vector"})
+	if sum == nil {
+		return vec{}
+	}
+	r := s.reshape(sum, []int{b, p.k, c})
+	sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: p.i, End: p.i + 1}, args: []*val{r}, out: sum.format})
+	out := s.reshape(sl, []int{b, c})
+	if out == nil {
+		return vec{}
+	}
+	return vec{v: out, label: fmt.Sprintf("%s + %s chunk %d/%d", p.u, p.w, p.i, p.k), index: p.i, parts: p.k, src: sum}
+}
+
 // isRows: a value with rows of width c (a token sequence), not a vector.
 func isRows(v *val, c int) bool { return len(v.shape) == 3 && v.shape[1] > 16 && v.shape[2] == c }
 
@@ -200,7 +299,6 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 		if !ok {
 			continue
 		}
-		pool := s.vectors(sc, B, C)
 		var dn float64
 		for _, v := range d {
 			dn = math.Max(dn, math.Abs(v))
@@ -214,7 +312,7 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 					want[i]--
 				}
 			}
-			scale, e1 := nearest(pool, want, exec.ActIdentity)
+			scale, e1 := s.nearestOf(sc, B, C, want, exec.ActIdentity, tol)
 			if e1 > 10*tol {
 				continue
 			}
@@ -226,7 +324,7 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 				// per-channel fit on rounded values is noise, not a shift:
 				// the score decides)
 				var e2 float64
-				if sh, e2 = nearest(pool, d, exec.ActIdentity); e2 <= 10*tol {
+				if sh, e2 = s.nearestOf(sc, B, C, d, exec.ActIdentity, tol); e2 <= 10*tol {
 					shift = sh.v
 					label += " shift=" + sh.label
 				} else {
@@ -240,7 +338,7 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 		}
 		if allNear(a, 1, 10*tol) && dn > 1e-6 {
 			// no scale: x + shift (a shift-only modulation)
-			if sh, e2 := nearest(pool, d, exec.ActIdentity); e2 <= 10*tol {
+			if sh, e2 := s.nearestOf(sc, B, C, d, exec.ActIdentity, tol); e2 <= 10*tol {
 				if col := s.reshape(sh.v, []int{B, 1, C}); col != nil {
 					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{x, col}, out: t.format, label: "shift=" + sh.label}}); w != nil {
 						return w
@@ -293,11 +391,10 @@ func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 					}
 				}
 			}
-			pool := s.vectors(sc, B, C)
 			var cands []*expr
 			info := map[*expr]vec{}
 			for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
-				gate, e := nearest(pool, g, f)
+				gate, e := s.nearestOf(sc, B, C, g, f, tol)
 				if e > 10*tol {
 					continue
 				}

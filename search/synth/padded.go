@@ -8,7 +8,8 @@ import (
 
 // padded explains t [B, S, C] as rows of a value where a mask of the
 // request is 1 and rows of a learned padding P [S, C] (a parameter of the
-// scope) where it is 0: x·m + P·(1 − m), torch.where(mask, x, P). The
+// scope), or one learned pad token [1, C] on every padded row, where it
+// is 0: x·m + P·(1 − m), torch.where(mask, x, P). The
 // rows equal to P's give m; x is a value of t's shape or two values joined
 // along the rows, compared on the other rows only; m is made from the
 // scope's integer masks when they, joined, are it (else a constant of
@@ -20,15 +21,24 @@ func (s *synth) padded(t *val, vals []*val) *val {
 	B, S, C := t.shape[0], t.shape[1], t.shape[2]
 	tol := tolerance(t.format)
 	for _, P := range vals {
-		if !P.param || !slices.Equal(P.shape, []int{S, C}) {
+		// a padding row per row [S, C], or one learned token [1, C]
+		// (or [C]) written to every padded row
+		one := P.numel() == C && (len(P.shape) == 1 || len(P.shape) == 2 && P.shape[0] == 1)
+		if !P.param || !slices.Equal(P.shape, []int{S, C}) && !one {
 			continue
+		}
+		prow := func(r int) []float32 {
+			if one {
+				return P.data
+			}
+			return P.data[r*C : (r+1)*C]
 		}
 		keep := make([]float32, B*S)
 		kept, padded := 0, 0
 		for b := range B {
 			for r := range S {
 				row := t.data[(b*S+r)*C : (b*S+r+1)*C]
-				if relRMS(t.format, row, P.data[r*C:(r+1)*C]) <= tol {
+				if relRMS(t.format, row, prow(r)) <= tol {
 					padded++
 					continue
 				}
@@ -44,10 +54,13 @@ func (s *synth) padded(t *val, vals []*val) *val {
 			continue
 		}
 		m := s.rowMask(keep, B, S, vals)
-		one := s.constant(1)
-		inv := s.derive(&expr{op: program.OpSub, args: []*val{one, m}, out: m.format, label: "1 − mask"})
+		inv := s.derive(&expr{op: program.OpSub, args: []*val{s.constant(1), m}, out: m.format, label: "1 − mask"})
 		xm := s.derive(&expr{op: program.OpMul, args: []*val{x, m}, out: t.format, label: "kept rows"})
-		pm := s.derive(&expr{op: program.OpMul, args: []*val{P, inv}, out: t.format, label: "padding rows"})
+		pv := P
+		if one {
+			pv = s.reshape(P, []int{1, 1, C})
+		}
+		pm := s.derive(&expr{op: program.OpMul, args: []*val{pv, inv}, out: t.format, label: "padding rows"})
 		if inv == nil || xm == nil || pm == nil {
 			continue
 		}
@@ -125,4 +138,56 @@ func (s *synth) rowMask(keep []float32, B, S int, vals []*val) *val {
 	m := &val{shape: []int{B, S, 1}, data: keep, format: f32, origin: "row mask"}
 	s.em.constant(m, "1 on the rows a value keeps, 0 where the reference put its learned padding (a constant of the request)")
 	return m
+}
+
+// edgePadded explains t [.., S, C] as rows made another way (a value
+// moved, patched or cut) followed by copies of their last row: a
+// sequence padded to a multiple of some length by repeating its last
+// token (later overwritten by a learned pad token, or masked). The rows
+// from n on all equal row n − 1 in every sample; the first n are
+// explained as a piece, then joined with the copies.
+func (s *synth) edgePadded(t *val, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	ax := len(t.shape) - 2
+	S, C := t.shape[ax], t.shape[ax+1]
+	lead := t.numel() / (S * C)
+	if S < 2 || C < 2 {
+		return nil
+	}
+	n := 1 // the rows before the copies, in the sample that has most
+	for b := range lead {
+		blk := t.data[b*S*C : (b+1)*S*C]
+		m := S
+		for m > 1 && slices.Equal(blk[(m-1)*C:m*C], blk[(m-2)*C:(m-1)*C]) {
+			m--
+		}
+		n = max(n, m)
+	}
+	if n >= S {
+		return nil
+	}
+	head := s.part(t, ax, 0, n)
+	var piece *val
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut} {
+		if v := try(head, vals); v != nil && relRMS(head.format, v.data, head.data) <= tolerance(t.format) && s.everyStep(v, head, tolerance(t.format)) {
+			piece = v
+			break
+		}
+	}
+	if piece == nil {
+		return nil
+	}
+	piece = s.reshape(piece, head.shape)
+	last := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: n - 1, End: n}, args: []*val{piece}, out: piece.format, label: "last row"})
+	if last == nil {
+		return nil
+	}
+	rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: S - n, Axis: ax}, args: []*val{last}, out: piece.format, label: "last row repeated"})
+	if rep == nil {
+		return nil
+	}
+	w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{piece, rep}, out: t.format, label: "padded with its last row"}})
+	return w
 }

@@ -22,31 +22,57 @@ func (s *synth) patched(t *val, vals []*val) *val {
 		}
 		for _, pair := range [][2]*val{{t, v}, {v, t}} { // unpatchify, then patchify
 			img, tok := pair[0], pair[1]
-			if len(img.shape) != 4 && len(img.shape) != 5 || len(tok.shape) < 3 || len(tok.shape) > len(img.shape) {
-				continue
-			}
-			tok3 := []int{tok.shape[0], exec.Numel(tok.shape[1 : len(tok.shape)-1]), tok.shape[len(tok.shape)-1]}
-			for _, m := range patchMoves(img.shape, tok3) {
-				src, perm, dst := m.split, m.perm, tok.shape
-				if img == t {
-					// tokens → image: split the tokens, invert the permutation
-					src, perm, dst = m.tokSplit, m.inverse, t.shape
-				}
-				sv := &val{shape: src, data: v.data}
-				if relRMS(t.format, permuteData(sv, perm), t.data) > tol {
-					continue
-				}
-				src, perm = mergeAxes(src, perm)
-				r := s.reshape(v, src)
-				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
-				if out := s.reshape(p, dst); out != nil {
-					if img == v && m.order == [3]int{0, 1, 2} {
-						s.patchRows = tok3[1]
-						s.patchLayouts = append(s.patchLayouts, t.origin)
-					}
+			for _, shapes := range batchReadings(img.shape, tok.shape) {
+				if out := s.patchedAs(t, v, img == t, shapes[0], shapes[1], tol); out != nil {
 					return out
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// batchReadings are the ways patched reads an image and token shapes: as
+// they are ([B, C, (F,) H, W], [B, N, D]), then, for one sample of a list
+// input ([C, (F,) H, W] beside [N, D] or [1, N, D]), with a batch of 1.
+func batchReadings(img, tok []int) [][2][]int {
+	out := [][2][]int{{img, tok}}
+	if (len(img) == 3 || len(img) == 4) && (len(tok) == 2 || len(tok) == 3 && tok[0] == 1 && img[0] != 1) {
+		bt := tok
+		if len(tok) == 2 {
+			bt = append([]int{1}, tok...)
+		}
+		out = append(out, [2][]int{append([]int{1}, img...), bt})
+	}
+	return out
+}
+
+// patchedAs is patched for one reading: image shape imgS and token shape
+// tokS (toImage: t is the image).
+func (s *synth) patchedAs(t, v *val, toImage bool, imgS, tokS []int, tol float64) *val {
+	if len(imgS) != 4 && len(imgS) != 5 || len(tokS) < 3 || len(tokS) > len(imgS) {
+		return nil
+	}
+	tok3 := []int{tokS[0], exec.Numel(tokS[1 : len(tokS)-1]), tokS[len(tokS)-1]}
+	for _, m := range patchMoves(imgS, tok3) {
+		src, perm := m.split, m.perm
+		if toImage {
+			// tokens → image: split the tokens, invert the permutation
+			src, perm = m.tokSplit, m.inverse
+		}
+		sv := &val{shape: src, data: v.data}
+		if relRMS(t.format, permuteData(sv, perm), t.data) > tol {
+			continue
+		}
+		src, perm = mergeAxes(src, perm)
+		r := s.reshape(v, src)
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "patches"})
+		if out := s.reshape(p, t.shape); out != nil {
+			if !toImage && m.order == [3]int{0, 1, 2} {
+				s.patchRows = tok3[1]
+				s.patchLayouts = append(s.patchLayouts, t.origin)
+			}
+			return out
 		}
 	}
 	return nil
@@ -219,7 +245,8 @@ func (s *synth) imageRows(t *val, vals []*val) []*val {
 	}
 	var out []*val
 	for _, v := range vals {
-		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || t.numel()%(v.shape[0]*v.shape[2]) != 0 {
+		// (one sample of a list output, [C, (F,) H, W], from tokens of a batch of 1)
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] && v.shape[0] != 1 || t.numel()%(v.shape[0]*v.shape[2]) != 0 {
 			continue
 		}
 		n := t.numel() / (v.shape[0] * v.shape[2])

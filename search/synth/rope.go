@@ -369,7 +369,15 @@ type ropeTableTarget struct {
 // grid with its origin, a sequence with its start). The result has one
 // entry per target, nil for a target that is not a table; nil where no
 // target is one or the tables do not reproduce.
-func (s *synth) fitReadRope(targets []*val) []*val {
+func (s *synth) fitReadRope(targets []*val) []*val { return s.fitReadRopeWith(targets, nil) }
+
+// fitReadRopeWith is fitReadRope reading the ids together with more
+// complex tables (the trace's others, rotating by the same frequencies),
+// which must reproduce too but are not explained here: a table whose own
+// rows cannot tell a frequency from a jump of several positions (image
+// rows at one time id after the caption's, then padding at 0) reads
+// against one whose ids run consecutively.
+func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	var tabs []ropeTableTarget
 	var angles [][][]float64
 	interleaved := true
@@ -381,7 +389,7 @@ func (s *synth) fitReadRope(targets []*val) []*val {
 		}
 		tabs, angles, interleaved = []ropeTableTarget{{cos: targets[0], sin: targets[1]}}, [][][]float64{a}, il
 	default:
-		for _, t := range targets {
+		for _, t := range append(slices.Clone(targets), extra...) {
 			n := len(t.shape)
 			if n < 2 || t.shape[n-1] != 2 {
 				continue
@@ -496,6 +504,9 @@ func (s *synth) fitReadRope(targets []*val) []*val {
 		return nil
 	}
 	for i, v := range ids {
+		if !slices.Contains(targets, tabs[i].complex) && !slices.Contains(targets, tabs[i].cos) {
+			continue // an extra table: read with, not explained here
+		}
 		note := "positions read back from the RoPE table's angles (made from the request's shape)"
 		if src, ok := rotary.Pattern(rp.IDs[i], true); ok && src.From == "grid" {
 			note = fmt.Sprintf("grid positions %v from %v, row-major, read back from the RoPE table's angles (made from the request's shape)", src.Grid, src.Origin)
@@ -691,4 +702,38 @@ func rowMask(t *val, valid []bool) *val {
 		}
 	}
 	return m
+}
+
+// otherComplexTables are the complex tables the trace holds at step 0
+// beside t (at most four, of t's pairs), for fitReadRopeWith.
+func (s *synth) otherComplexTables(t *val) []*val {
+	var out []*val
+	seen := map[string]bool{}
+	for _, k := range t.keys {
+		seen[k] = true
+	}
+	for _, c := range s.tr.Manifest.Calls {
+		if c.Step == nil || *c.Step != 0 || len(out) >= 4 {
+			continue
+		}
+		for _, port := range c.Tensors {
+			key := port.Key
+			if seen[key] || len(out) >= 4 {
+				continue
+			}
+			seen[key] = true
+			info, err := s.tr.Info(key)
+			if err != nil || info.DType.Components() != 2 || len(info.Shape) < 2 || info.Shape[len(info.Shape)-1] != t.shape[len(t.shape)-2] {
+				continue
+			}
+			v, err := s.capture(key)
+			if err != nil {
+				continue
+			}
+			if _, ok := unitRows(v); ok && !slices.Equal(v.data, t.data) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }

@@ -151,6 +151,27 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 // the trace).
 func (s *synth) explain(target *val, sc *scope) *val {
 	v := s.glue(target, sc)
+	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
+		// a complex RoPE table no call makes (the model gathers it from
+		// tables it keeps, by ids made from the request's shapes)
+		// ids read back from its angles, together with the trace's other
+		// complex tables where it holds some (every table rotates by the
+		// same frequencies: one split into axes for all of them, and ids
+		// that jump in one table read against another's), else alone
+		if more := s.otherComplexTables(target); len(more) > 0 {
+			if f := s.fitReadRopeWith([]*val{target}, more); len(f) == 1 && f[0] != nil {
+				v = f[0]
+			}
+		}
+		if v == nil {
+			if f := s.fitReadRope([]*val{target}); len(f) == 1 && f[0] != nil {
+				v = f[0]
+			}
+		}
+		if v != nil && v.fit != nil && v.fit.kind == "rope_table" {
+			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: target.origin, fit: v.fit})
+		}
+	}
 	if v == nil && isFill(target) {
 		// one integer everywhere (token type ids, a segment index):
 		// made from the request's shape
