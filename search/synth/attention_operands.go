@@ -187,6 +187,17 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 			if w > wq && (w-wq)%2 == 0 {
 				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
 			}
+			if s.leadingQKV && w > 3*wq {
+				// [q|k|v|rest]: the leading blocks of a projection fused
+				// with another's input (a parallel block's MLP)
+				var tr [3]*val
+				for i := range 3 {
+					tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: i * wq, End: (i + 1) * wq}, args: []*val{v}, out: v.format})
+				}
+				if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+					fused = append(fused, tr)
+				}
+			}
 			if w == 3*wq {
 				for d := minHeadDim; d <= maxHeadDim && d <= wq; d *= 2 {
 					if wq%d != 0 {

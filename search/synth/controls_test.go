@@ -221,6 +221,12 @@ var unseenFactors = map[string]map[string]any{
 	// on adjacent pairs, RMSNorm q/k, default scale, gelu_tanh(gate)·up, (1 + scale), x + gate·y
 	"prx": {"rope_layout": "interleaved", "joint_order": "text_first", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
 		"mlp_act": "gelu_tanh", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_flux2.py: 4-axis ids (t, h, w, l), axes (4, 4, 4, 4), θ 2000, interleaved pairs;
+	// [text, image] joint attention, RMSNorm q/k, SwiGLU (silu(first half)·second half), modulation
+	// (shift, scale, gate) with (1 + scale) from model-level linears, x + gate·y, final [scale, shift]
+	"flux2": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 4.0, 4.0, 4.0}, "rope_theta": 2000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_scale": 0.0, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -130,7 +130,55 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.constantResidual(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.attentionBeside(target, sc, vals); v != nil {
+		return v
+	}
 	return s.reshaped(target, sc, vals)
+}
+
+// attentionBeside explains t [B, S, W] as attention joined along the
+// width with a value of the scope (a parallel block's [attention, MLP]
+// read by one fused output projection, the attention made inside the
+// call and never a result of its own): the value found as t's first or
+// last columns at every step, the rest explained as attention whose q,
+// k and v may also be the leading blocks of a projection wider than
+// them ([q|k|v|mlp] fused). Tried once every other form failed.
+func (s *synth) attentionBeside(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 || t.reshapedFrom {
+		return nil
+	}
+	W, tol := t.shape[2], tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] || v.shape[2] >= W {
+			continue
+		}
+		n := v.shape[2]
+		for _, last := range []bool{true, false} {
+			lo, alo, ahi := W-n, 0, W-n // v last: [attention, v]
+			if !last {
+				lo, alo, ahi = 0, n, W
+			}
+			if sub := s.part(t, 2, lo, lo+n); relRMS(t.format, v.data, sub.data) > tol || !s.everyStep(v, sub, tol) {
+				continue
+			}
+			rest := s.part(t, 2, alo, ahi)
+			rest.reshapedFrom = true // explained as it is, not read in other shapes
+			s.leadingQKV = true
+			a := s.attention(rest, sc)
+			s.leadingQKV = false
+			if a == nil {
+				continue
+			}
+			pieces := []*val{a, v}
+			if !last {
+				pieces = []*val{v, a}
+			}
+			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a value"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // reshaped explains a target stored in another shape than the values it

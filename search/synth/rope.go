@@ -21,17 +21,29 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
 		return nil, nil
 	}
+	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 3, false); c != nil {
+		return c, sn
+	}
+	// more axes than three (ids (t, h, w, l), say), each axis's θ read
+	// from its own channels: tried only where the common forms fail
+	return s.fitRopeTableAxes(xs, cosT, sinT, cosT.shape[len(cosT.shape)-1]/2, true)
+}
+
+// fitRopeTableAxes is fitRopeTable over ids of at most maxAxes columns; θ
+// is read per axis from the table's angles where perAxis (else, over
+// several axes, the common base alone).
+func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxis bool) (*val, *val) {
 	d := cosT.shape[len(cosT.shape)-1]
 	rows := cosT.numel() / d
 	// positions: one column (a sequence) or one per axis ([rows, k] ids)
 	var pos *val
 	naxes := 0
 	for _, x := range xs {
-		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= 3 {
+		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= maxAxes {
 			pos, naxes = x, x.numel()/rows
 		}
 	}
-	if pos == nil || d%2 != 0 {
+	if pos == nil || d%2 != 0 || perAxis && naxes <= 3 {
 		return nil, nil
 	}
 	p2 := s.reshape(pos, []int{rows, naxes})
@@ -44,11 +56,13 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 		if layout == exec.RopeHalf && naxes > 1 {
 			continue // per axis [f, f]: not how a half layout over several axes is laid out
 		}
-		thetas := []float64{10000}
-		if naxes == 1 {
-			thetas = thetaCandidates(cosT, pos, d, layout)
-		}
 		for _, axes := range splits {
+			thetas := []float64{10000}
+			if naxes == 1 {
+				thetas = thetaCandidates(cosT, pos, d, layout)
+			} else if perAxis {
+				thetas = axisThetas(cosT, p2, axes)
+			}
 			for _, theta := range thetas {
 				for _, ff := range []precision.Format{precision.F32, precision.F64} {
 					for _, af := range []precision.Format{precision.F32, precision.F64} {
@@ -76,6 +90,36 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 		return nil, nil
 	}
 	return s.tables(pairs[bestI][0], cosT, sinT, ev)
+}
+
+// axisThetas reads θ from an interleaved table over ids p2 [rows, k] split
+// into axes: for each axis at least 4 wide whose positions are not all
+// zero, the angle of its second frequency (θ^(−2/d_a)) at its smallest
+// positive position, 3 significant digits; the common base first.
+func axisThetas(cosT, p2 *val, axes []int) []float64 {
+	out := []float64{10000}
+	d, k := cosT.shape[len(cosT.shape)-1], len(axes)
+	off := 0
+	for a, da := range axes {
+		row, p := -1, math.Inf(1)
+		for r := 0; r*k+a < len(p2.data); r++ {
+			if x := float64(p2.data[r*k+a]); x > 0 && x < p {
+				row, p = r, x
+			}
+		}
+		if da >= 4 && row >= 0 {
+			if c := float64(cosT.data[row*d+off+2]); c < 1 && c > -1 {
+				if f := math.Acos(c) / p; f > 0 {
+					theta := math.Pow(f, -float64(da)/2)
+					if r, err := strconv.ParseFloat(strconv.FormatFloat(theta, 'g', 3, 64), 64); err == nil && r > 1 && !slices.Contains(out, r) {
+						out = append(out, r)
+					}
+				}
+			}
+		}
+		off += da
+	}
+	return out
 }
 
 // pickOf is an expression for result i of e's node (sharing its node).

@@ -52,6 +52,9 @@ type synth struct {
 	sigma *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
+	// leadingQKV: attention operands may be the leading q, k, v blocks of
+	// a wider projection (set while attentionBeside searches).
+	leadingQKV bool
 	// progress is Options.Progress; calls counts the calls of step 0
 	// explained of callsTotal.
 	progress          func(phase string, done, total int)
