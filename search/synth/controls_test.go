@@ -227,6 +227,12 @@ var unseenFactors = map[string]map[string]any{
 	"flux2": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 4.0, 4.0, 4.0}, "rope_theta": 2000.0, "joint_order": "text_first",
 		"qk_norm": "rms", "attention_scale": 0.0, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_hunyuanimage.py: [image, text] joint attention under a bool key mask, RoPE from the
+	// latents' grid (axes 8, 8, θ 256) on the image rows only, RMSNorm q/k, gelu-tanh FFNs, AdaLayerNormZero
+	// (shift, scale, gate) with (1 + scale), x + y·gate; the refiner's pairwise mask, not causal
+	"hunyuanimage21": {"rope_layout": "interleaved", "rope_axes": []any{8.0, 8.0}, "rope_theta": 256.0, "joint_order": "image_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -213,7 +213,55 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 			break
 		}
 	}
+	if best == nil || best.score > tolerance(t.format) {
+		// a 0/1 key mask over the joined rows (a caption's padding
+		// joined with ones for the image): tried where no bias holds
+		for _, m := range s.keyMasks(sc, q, k) {
+			ch := s.jointMasked(t, q, k, v, m, p, mineFirst, r1)
+			if ch == nil {
+				continue
+			}
+			ch.headDim, ch.rope = d, rope.layout
+			ch.otherRows = first[0].shape[1] + second[0].shape[1] - t.shape[1]
+			ch.label = fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v key_mask=true", heads, ropeName(rope.layout), mineFirst)
+			if best == nil || ch.score < best.score {
+				best = ch
+			}
+			if best.score <= tolerance(t.format) {
+				break
+			}
+		}
+	}
 	return best
+}
+
+// jointMasked is jointWith under an explicit 0/1 key mask m [B, 1, Sk]
+// instead of a bias.
+func (s *synth) jointMasked(t, q, k, v, m *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
+	p.Mask = exec.MaskExplicit
+	key := fmt.Sprintf("%p %p %p mask %p %v", q.from, k.from, v.from, m, p)
+	full, ok := s.joint[key]
+	if !ok {
+		var err error
+		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, m, nil}, out: t.format})
+		if err != nil {
+			return nil
+		}
+		s.joint[key] = full
+	}
+	start := 0
+	if !mineFirst {
+		start = r1
+	}
+	out := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
+	if out == nil {
+		return nil
+	}
+	sc := relRMS(t.format, out.data, t.data)
+	if math.IsNaN(sc) {
+		return nil
+	}
+	return &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, params: p, score: sc, result: out}, mineFirst: mineFirst}
 }
 
 // jointWith runs one joint attention (memoised by its operands) and
