@@ -133,7 +133,24 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.attentionBeside(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.joinedWide(target, sc, vals); v != nil {
+		return v
+	}
 	return s.reshaped(target, sc, vals)
+}
+
+// joinedWide is joined with pieces along the last axis that are sums,
+// products or gated units of values (a parallel block's MLP, silu(gate)·
+// value of one projection's halves, joined after the attention's columns
+// before one output projection): tried once every other form failed, as
+// the pieces multiply.
+func (s *synth) joinedWide(t *val, sc *scope, vals []*val) *val {
+	if t.reshapedFrom || len(t.shape) < 2 {
+		return nil
+	}
+	s.widePieces = true
+	defer func() { s.widePieces = false }()
+	return s.joinedAt(t, sc, vals, 0)
 }
 
 // attentionBeside explains t [B, S, W] as attention joined along the
@@ -707,7 +724,7 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
-			if found == nil && depth == 0 && ax < len(t.shape)-1 {
+			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.widePieces) {
 				// a piece that is a sum or product of values (a global
 				// token made of two embeddings, prepended to the rows),
 				// their mean (a pooled token) or a modulated value (each
