@@ -238,6 +238,11 @@ var unseenFactors = map[string]map[string]any{
 	"ovis_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
 		"qk_norm": "rms", "attention_causal": false, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_longcat_image.py: ids (0, l, l) and (1, h + 512, w + 512), axes (4, 6, 6), θ 10000,
+	// interleaved pairs; gelu-tanh FFNs; RMSNorm q/k; (1 + scale); x + gate·y
+	"longcat_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers
