@@ -142,14 +142,15 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // joinedWide is joined with pieces along the last axis that are sums,
 // products or gated units of values (a parallel block's MLP, silu(gate)·
 // value of one projection's halves, joined after the attention's columns
-// before one output projection): tried once every other form failed, as
-// the pieces multiply.
+// before one output projection), and pieces that are a later part of a
+// value (innerPart): tried once every other form failed, as the pieces
+// multiply.
 func (s *synth) joinedWide(t *val, sc *scope, vals []*val) *val {
 	if t.reshapedFrom || len(t.shape) < 2 {
 		return nil
 	}
-	s.widePieces = true
-	defer func() { s.widePieces = false }()
+	s.latePieces = true
+	defer func() { s.latePieces = false }()
 	return s.joinedAt(t, sc, vals, 0)
 }
 
@@ -538,6 +539,41 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 	return nil
 }
 
+// innerPart finds a value of t's shape but for axis ax whose entries
+// [a, a+n) along ax (a > 0, n as many as match) are t's from off on, and
+// returns that slice of it; nil when none is. Where the slice's bounds
+// come from a request's mask (rows reordered valid first), the program
+// holds them as the captured request had them, as leadingPart does.
+func (s *synth) innerPart(t *val, ax, off int, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] < 2 {
+			continue
+		}
+		same := true
+		for i := range v.shape {
+			same = same && (i == ax || v.shape[i] == t.shape[i])
+		}
+		if !same {
+			continue
+		}
+		for a := 1; a < v.shape[ax]; a++ {
+			n := 0
+			for a+n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, a+n, a+n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
+				n++
+			}
+			if n == 0 {
+				continue
+			}
+			p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: a, End: a + n}, args: []*val{v}, out: v.format, label: "part"})
+			if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
 // repeated explains t as a value repeated k times along one axis: each
 // copy after the last (torch's repeat, or repeat_interleave of a length-1
 // axis: a batch of one spread over frames), or each entry k times in turn
@@ -724,7 +760,12 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
-			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.widePieces) {
+			if found == nil && depth == 0 && off > 0 && s.latePieces {
+				// a later part of a value (two captions' valid rows
+				// first, then the padding rows of each)
+				found = s.innerPart(t, ax, off, vals)
+			}
+			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.latePieces) {
 				// a piece that is a sum or product of values (a global
 				// token made of two embeddings, prepended to the rows),
 				// their mean (a pooled token) or a modulated value (each

@@ -55,9 +55,9 @@ type synth struct {
 	// leadingQKV: attention operands may be the leading q, k, v blocks of
 	// a wider projection (set while attentionBeside searches).
 	leadingQKV bool
-	// widePieces: a join's pieces along the last axis may be combined
-	// values (set while joinedWide searches).
-	widePieces bool
+	// latePieces: a join's pieces may be combined values along the last
+	// axis, or later parts of values (set while joinedWide searches).
+	latePieces bool
 	// progress is Options.Progress; calls counts the calls of step 0
 	// explained of callsTotal.
 	progress          func(phase string, done, total int)

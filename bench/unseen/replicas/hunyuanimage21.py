@@ -394,6 +394,24 @@ class HunyuanImagePatchEmbed(nn.Module):
         return hidden_states.flatten(2).transpose(1, 2)
 
 
+class HunyuanImageByT5TextProjection(nn.Module):
+    def __init__(self, in_features, hidden_size, out_features):
+        super().__init__()
+        self.norm = nn.LayerNorm(in_features)
+        self.linear_1 = nn.Linear(in_features, hidden_size)
+        self.linear_2 = nn.Linear(hidden_size, hidden_size)
+        self.linear_3 = nn.Linear(hidden_size, out_features)
+        self.act_fn = nn.GELU()
+
+    def forward(self, encoder_hidden_states):
+        hidden_states = self.norm(encoder_hidden_states)
+        hidden_states = self.linear_1(hidden_states)
+        hidden_states = self.act_fn(hidden_states)
+        hidden_states = self.linear_2(hidden_states)
+        hidden_states = self.act_fn(hidden_states)
+        return self.linear_3(hidden_states)
+
+
 class HunyuanImageAdaNorm(nn.Module):
     def __init__(self, in_features, out_features=None):
         super().__init__()
@@ -598,14 +616,16 @@ class HunyuanImageTransformer2DModel(nn.Module):
                  guidance_embeds=False, text_embed_dim=3584, text_embed_2_dim=None, rope_theta=256.0,
                  rope_axes_dim=(64, 64), use_meanflow=False):
         super().__init__()
-        assert text_embed_2_dim is None  # the ByT5 path is not replicated
         inner_dim = num_attention_heads * attention_head_dim
         out_channels = out_channels or in_channels
         self.patch_size, self.out_channels = patch_size, out_channels
         self.x_embedder = HunyuanImagePatchEmbed(patch_size, in_channels, inner_dim)
         self.context_embedder = HunyuanImageTokenRefiner(text_embed_dim, num_attention_heads, attention_head_dim,
                                                          num_layers=num_refiner_layers)
-        self.context_embedder_2 = None
+        if text_embed_2_dim is not None:
+            self.context_embedder_2 = HunyuanImageByT5TextProjection(text_embed_2_dim, 2048, inner_dim)
+        else:
+            self.context_embedder_2 = None
         self.time_guidance_embed = HunyuanImageCombinedTimeGuidanceEmbedding(inner_dim, guidance_embeds, use_meanflow)
         self.rope = HunyuanImageRotaryPosEmbed(patch_size, rope_axes_dim, rope_theta)
         self.transformer_blocks = nn.ModuleList([
@@ -629,6 +649,19 @@ class HunyuanImageTransformer2DModel(nn.Module):
         temb = self.time_guidance_embed(timestep, guidance=guidance, timestep_r=timestep_r)
         hidden_states = self.x_embedder(hidden_states)
         encoder_hidden_states = self.context_embedder(encoder_hidden_states, timestep, encoder_attention_mask)
+        if self.context_embedder_2 is not None and encoder_hidden_states_2 is not None:
+            encoder_hidden_states_2 = self.context_embedder_2(encoder_hidden_states_2)
+            encoder_attention_mask_2 = encoder_attention_mask_2.bool()
+            new_encoder_hidden_states = []
+            new_encoder_attention_mask = []
+            for text, text_mask, text_2, text_mask_2 in zip(encoder_hidden_states, encoder_attention_mask,
+                                                            encoder_hidden_states_2, encoder_attention_mask_2):
+                new_encoder_hidden_states.append(torch.cat([text_2[text_mask_2], text[text_mask],
+                                                            text_2[~text_mask_2], text[~text_mask]], dim=0))
+                new_encoder_attention_mask.append(torch.cat([text_mask_2[text_mask_2], text_mask[text_mask],
+                                                             text_mask_2[~text_mask_2], text_mask[~text_mask]], dim=0))
+            encoder_hidden_states = torch.stack(new_encoder_hidden_states)
+            encoder_attention_mask = torch.stack(new_encoder_attention_mask)
         attention_mask = F.pad(encoder_attention_mask, (hidden_states.shape[1], 0), value=True)
         attention_mask = attention_mask.unsqueeze(1).unsqueeze(2)
         for block in self.transformer_blocks:
@@ -665,6 +698,35 @@ def build():
                                           rope_axes_dim=(8, 8), use_meanflow=False)
 
 
+BYT5 = "--byt5" in sys.argv  # HunyuanImage-2.1's real layout: a ByT5 glyph caption through a 2048-wide projection
+
+
+def build_byt5():
+    return HunyuanImageTransformer2DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, mlp_ratio=4.0,
+                                          patch_size=(1, 1), qk_norm="rms_norm", guidance_embeds=False,
+                                          text_embed_dim=16, text_embed_2_dim=8, rope_theta=256.0,
+                                          rope_axes_dim=(8, 8), use_meanflow=False)
+
+
+def inputs_byt5(g):
+    c = inputs(g)
+    n2 = 3
+    mask2 = torch.ones(1, n2, dtype=torch.int64)
+    mask2[:, n2 - 1:] = 0
+    c["encoder_hidden_states_2"] = torch.randn((1, n2, 8), generator=g)
+    c["encoder_attention_mask_2"] = mask2
+    return c
+
+
+def call_byt5(model, x, sigma, c):
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32).expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=x, timestep=t, timestep_r=None, guidance=None, attention_kwargs={}, return_dict=False,
+                 encoder_hidden_states=c["encoder_hidden_states"], encoder_attention_mask=c["encoder_attention_mask"],
+                 encoder_hidden_states_2=c["encoder_hidden_states_2"],
+                 encoder_attention_mask_2=c["encoder_attention_mask_2"])[0]
+
+
 def inputs(g):
     # HunyuanImagePipeline: Qwen2.5-VL prompt embeds and their 0/1 mask (the last token padding).
     n = 4
@@ -697,4 +759,10 @@ PRODUCER = dict(
          "linear-silu FFN; 1x1 conv patch embed; AdaLayerNormContinuous [scale, shift] + proj_out, unpatchify")
 
 if __name__ == "__main__":
-    capture("hunyuanimage21", build, inputs, call, sys.argv[1], PRODUCER)
+    if BYT5:
+        capture("hunyuanimage21_byt5", build_byt5, inputs_byt5, call_byt5, sys.argv[1],
+                dict(PRODUCER, note=PRODUCER["note"] + "; with the ByT5 glyph caption (text_embed_2_dim 8, the fixed "
+                                                        "2048-wide projection): valid glyph rows, valid caption rows, "
+                                                        "then the padding of each"))
+    else:
+        capture("hunyuanimage21", build, inputs, call, sys.argv[1], PRODUCER)
