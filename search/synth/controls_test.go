@@ -233,6 +233,11 @@ var unseenFactors = map[string]map[string]any{
 	"hunyuanimage21": {"rope_layout": "interleaved", "rope_axes": []any{8.0, 8.0}, "rope_theta": 256.0, "joint_order": "image_first",
 		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// the same file's distilled layout (use_meanflow, guidance_embeds): a second timestep, the next
+	// step's σ·1000, embedded by its own MLP and averaged with the first; the pipeline passes σ·1000
+	"hunyuanimage21_distilled": {"rope_layout": "interleaved", "rope_theta": 256.0, "joint_order": "image_first",
+		"qk_norm": "rms", "mlp_act": "gelu_tanh", "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_scale": 1.0, "euler_sign": 1.0},
 	// transformer_ovis_image.py: Flux-style MMDiT, ids (0, l, l) and (0, h, w), axes (4, 6, 6), θ 10000,
 	// interleaved pairs; SwiGLU FFNs (value·silu(gate)); RMSNorm q/k; (1 + scale); x + gate·y
 	"ovis_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",

@@ -120,6 +120,11 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				d.args[p.Name] = v
 				continue
 			}
+			if v := s.nextTimestep(p, target, inputs[sigmaName]); v != nil {
+				v.request = true
+				d.args[p.Name] = v
+				continue
+			}
 		}
 		if s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 			// a setting the pipeline passes unchanged at every step (a
@@ -255,7 +260,41 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 			perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
 		s.em.bindLeaf(s.sigma, program.StepInput, program.StepTimestep, "timestep")
 	}
-	sig := s.sigma
+	return s.timestepOf(p, target, s.sigma)
+}
+
+// nextTimestep binds a model argument made from σ_{i+1}, the σ the step
+// ends at (a mean-flow model's second timestep: the pipeline passes the
+// next scheduler timestep, 0 at the last step), by the forms timestep
+// tries from σ_i; tried where those fail. The program reads σ_{i+1} as a
+// step input of its own.
+func (s *synth) nextTimestep(p trace.Port, target, sigmas *val) *val {
+	if sigmas == nil || len(sigmas.data) < 2 {
+		return nil
+	}
+	next := s.sigmaNext
+	if next == nil {
+		next = &val{shape: []int{1}, data: sigmas.data[1:2], format: f32,
+			perStep: func(step int) []float32 {
+				if step+1 >= len(sigmas.data) {
+					return nil
+				}
+				return sigmas.data[step+1 : step+2]
+			}}
+	}
+	v := s.timestepOf(p, target, next)
+	if v != nil && s.sigmaNext == nil {
+		s.sigmaNext = next
+		s.em.bindLeaf(next, program.StepInput, program.StepNextTimestep, "next_timestep")
+	}
+	return v
+}
+
+// timestepOf binds a model argument made from sig (σ_i or σ_{i+1}): σ,
+// 1 − σ, scaled by 1000, rounded or cast as the argument is stored, or an
+// affine map of a function of σ fitted over the steps; nil when none
+// reproduces the argument at every step.
+func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()
 	one := s.constant(1)

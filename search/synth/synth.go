@@ -48,8 +48,9 @@ type synth struct {
 	latentsIn *latentsPart
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
-	// sigma is σ_i, the step input every timestep argument is made from.
-	sigma *val
+	// sigma is σ_i, the step input every timestep argument is made from;
+	// sigmaNext σ_{i+1}, bound where an argument is made from it.
+	sigma, sigmaNext *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
 	// leadingQKV: attention operands may be the leading q, k, v blocks of

@@ -431,13 +431,29 @@ class HunyuanImageCombinedTimeGuidanceEmbedding(nn.Module):
         self.time_proj = Timesteps(num_channels=256, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.timestep_embedder = TimestepEmbedding(in_channels=256, time_embed_dim=embedding_dim)
         self.use_meanflow = use_meanflow
-        assert not use_meanflow and not guidance_embeds  # the base layout replicated here
+        self.time_proj_r = None
+        self.timestep_embedder_r = None
+        if use_meanflow:
+            self.time_proj_r = Timesteps(num_channels=256, flip_sin_to_cos=True, downscale_freq_shift=0)
+            self.timestep_embedder_r = TimestepEmbedding(in_channels=256, time_embed_dim=embedding_dim)
         self.guidance_embedder = None
+        if guidance_embeds:
+            self.guidance_embedder = TimestepEmbedding(in_channels=256, time_embed_dim=embedding_dim)
 
     def forward(self, timestep, timestep_r=None, guidance=None):
         timesteps_proj = self.time_proj(timestep)
         timesteps_emb = self.timestep_embedder(timesteps_proj.to(dtype=timestep.dtype))
-        return timesteps_emb
+        if timestep_r is not None:
+            timesteps_proj_r = self.time_proj_r(timestep_r)
+            timesteps_emb_r = self.timestep_embedder_r(timesteps_proj_r.to(dtype=timestep.dtype))
+            timesteps_emb = (timesteps_emb + timesteps_emb_r) / 2
+        if self.guidance_embedder is not None:
+            guidance_proj = self.time_proj(guidance)
+            guidance_emb = self.guidance_embedder(guidance_proj.to(dtype=timestep.dtype))
+            conditioning = timesteps_emb + guidance_emb
+        else:
+            conditioning = timesteps_emb
+        return conditioning
 
 
 class HunyuanImageIndividualTokenRefinerBlock(nn.Module):
@@ -727,6 +743,40 @@ def call_byt5(model, x, sigma, c):
                  encoder_attention_mask_2=c["encoder_attention_mask_2"])[0]
 
 
+DISTILLED = "--distilled" in sys.argv  # HunyuanImage-2.1-Distilled: meanflow (timestep_r) and a guidance embedding
+
+
+def build_distilled():
+    return HunyuanImageTransformer2DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, mlp_ratio=4.0,
+                                          patch_size=(1, 1), qk_norm="rms_norm", guidance_embeds=True,
+                                          text_embed_dim=16, text_embed_2_dim=None, rope_theta=256.0,
+                                          rope_axes_dim=(8, 8), use_meanflow=True)
+
+
+def inputs_distilled(g):
+    c = inputs(g)
+    # HunyuanImagePipeline: guidance = tensor([distilled_guidance_scale] * B, transformer dtype) * 1000
+    c["guidance"] = torch.tensor([3.25], dtype=torch.float32) * 1000.0
+    return c
+
+
+
+def call_distilled(model, x, sigma, c):
+    from run import SIGMAS
+    i = SIGMAS.index(sigma)
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32).expand(x.shape[0]).to(x.dtype)
+    # timestep_r = timesteps[i + 1] (0 at the last step), expanded and cast as the timestep is
+    if i == len(SIGMAS) - 2:
+        timestep_r = torch.tensor([0.0])
+    else:
+        timestep_r = torch.tensor([SIGMAS[i + 1] * 1000.0], dtype=torch.float32)
+    timestep_r = timestep_r.expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=x, timestep=t, timestep_r=timestep_r, guidance=c["guidance"], attention_kwargs={},
+                 return_dict=False, encoder_hidden_states=c["encoder_hidden_states"],
+                 encoder_attention_mask=c["encoder_attention_mask"])[0]
+
+
 def inputs(g):
     # HunyuanImagePipeline: Qwen2.5-VL prompt embeds and their 0/1 mask (the last token padding).
     n = 4
@@ -759,7 +809,13 @@ PRODUCER = dict(
          "linear-silu FFN; 1x1 conv patch embed; AdaLayerNormContinuous [scale, shift] + proj_out, unpatchify")
 
 if __name__ == "__main__":
-    if BYT5:
+    if DISTILLED:
+        capture("hunyuanimage21_distilled", build_distilled, inputs_distilled, call_distilled, sys.argv[1],
+                dict(PRODUCER, timestep=PRODUCER["timestep"] + "; timestep_r the next step's sigma*1000 (0 at the last "
+                                                               "step), guidance 3.25*1000",
+                     note=PRODUCER["note"] + "; distilled layout: temb = (time embedding of t + second time "
+                                             "embedding of timestep_r)/2 + guidance embedding"))
+    elif BYT5:
         capture("hunyuanimage21_byt5", build_byt5, inputs_byt5, call_byt5, sys.argv[1],
                 dict(PRODUCER, note=PRODUCER["note"] + "; with the ByT5 glyph caption (text_embed_2_dim 8, the fixed "
                                                         "2048-wide projection): valid glyph rows, valid caption rows, "
