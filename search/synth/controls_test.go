@@ -227,6 +227,10 @@ var unseenFactors = map[string]map[string]any{
 	"flux2": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 4.0, 4.0, 4.0}, "rope_theta": 2000.0, "joint_order": "text_first",
 		"qk_norm": "rms", "attention_scale": 0.0, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// the same with a reference image (Flux2Pipeline's image argument): its latents joined after the noisy
+	// ones, of the output's shape too, ids (10, h, w, 0); the velocity the noisy rows of the output
+	"flux2_ref": {"rope_layout": "interleaved", "rope_theta": 2000.0, "joint_order": "text_first", "qk_norm": "rms",
+		"mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
 	// transformer_hunyuanimage.py: [image, text] joint attention under a bool key mask, RoPE from the
 	// latents' grid (axes 8, 8, θ 256) on the image rows only, RMSNorm q/k, gelu-tanh FFNs, AdaLayerNormZero
 	// (shift, scale, gate) with (1 + scale), x + y·gate; the refiner's pairwise mask, not causal

@@ -48,6 +48,9 @@ type synth struct {
 	latentsIn *latentsPart
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
+	// latents is the request input the driving bound as the flow loop's
+	// latents.
+	latents *val
 	// sigma is σ_i, the step input every timestep argument is made from;
 	// sigmaNext σ_{i+1}, bound where an argument is made from it.
 	sigma, sigmaNext *val

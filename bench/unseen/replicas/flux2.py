@@ -493,6 +493,41 @@ def inputs(g):
             "guidance": torch.full([1], 4.0, dtype=torch.float32), "noise": pack_latents(lat)}
 
 
+REF = "--ref" in sys.argv  # Flux2Pipeline given a reference image: its latents joined after the noisy ones
+
+
+def prepare_image_ids(image_latents, scale=10):
+    """Flux2Pipeline._prepare_image_ids: (1, N, 4) = (10 + 10 i, h, w, 0) over the reference images."""
+    t_coords = [scale + scale * t for t in torch.arange(0, len(image_latents))]
+    t_coords = [t.view(-1) for t in t_coords]
+    image_latent_ids = []
+    for x, t in zip(image_latents, t_coords):
+        x = x.squeeze(0)
+        _, height, width = x.shape
+        image_latent_ids.append(torch.cartesian_prod(t, torch.arange(height), torch.arange(width), torch.arange(1)))
+    return torch.cat(image_latent_ids, dim=0).unsqueeze(0)
+
+
+def inputs_ref(g):
+    c = inputs(g)
+    # a reference image's latents as prepare_image_latents leaves them (VAE-encoded, patchified and normalised by
+    # the VAE's batch-norm statistics: here drawn), packed and their ids made
+    ref = torch.randn((1, 16, 4, 4), generator=g)  # of the output's size, as the pipeline makes it by default
+    c["image_latents"] = pack_latents(ref)
+    c["image_latent_ids"] = prepare_image_ids([ref])
+    return c
+
+
+def call_ref(model, x, sigma, c):
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32).to(x.dtype)
+    latent_model_input = torch.cat([x, c["image_latents"]], dim=1).to(x.dtype)
+    latent_image_ids = torch.cat([c["img_ids"], c["image_latent_ids"]], dim=1)
+    noise_pred = model(hidden_states=latent_model_input, timestep=t / 1000, guidance=c["guidance"],
+                       encoder_hidden_states=c["encoder_hidden_states"], txt_ids=c["txt_ids"],
+                       img_ids=latent_image_ids, joint_attention_kwargs=None, return_dict=False)[0]
+    return noise_pred[:, : x.size(1):]
+
+
 def call(model, x, sigma, c):
     t = torch.tensor([sigma * 1000.0], dtype=torch.float32).to(x.dtype)
     return model(hidden_states=x, timestep=t / 1000, guidance=c["guidance"],
@@ -517,4 +552,10 @@ PRODUCER = dict(
          "text rows dropped, AdaLayerNormContinuous [scale, shift] + proj_out; packed latents (B, H*W, C)")
 
 if __name__ == "__main__":
-    capture("flux2", build, inputs, call, sys.argv[1], PRODUCER)
+    if REF:
+        capture("flux2_ref", build, inputs_ref, call_ref, sys.argv[1],
+                dict(PRODUCER, note=PRODUCER["note"] + "; with one reference image: its packed latents joined after "
+                                                       "the noisy ones, ids (10, h, w, 0), the velocity the noisy "
+                                                       "rows of the output"))
+    else:
+        capture("flux2", build, inputs, call, sys.argv[1], PRODUCER)
