@@ -387,7 +387,12 @@ class HunyuanImagePatchEmbed(nn.Module):
     def __init__(self, patch_size=(16, 16), in_chans=3, embed_dim=768):
         super().__init__()
         self.patch_size = patch_size
-        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        if len(patch_size) == 2:
+            self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        elif len(patch_size) == 3:
+            self.proj = nn.Conv3d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        else:
+            raise ValueError(f"patch_size must be a tuple of length 2 or 3, got {len(patch_size)}")
 
     def forward(self, hidden_states):
         hidden_states = self.proj(hidden_states)
@@ -540,9 +545,16 @@ class HunyuanImageRotaryPosEmbed(nn.Module):
         self.theta = theta
 
     def forward(self, hidden_states):
-        _, _, height, width = hidden_states.shape
-        patch_size_height, patch_size_width = self.patch_size
-        rope_sizes = [height // patch_size_height, width // patch_size_width]
+        if hidden_states.ndim == 5:
+            _, _, frame, height, width = hidden_states.shape
+            patch_size_frame, patch_size_height, patch_size_width = self.patch_size
+            rope_sizes = [frame // patch_size_frame, height // patch_size_height, width // patch_size_width]
+        elif hidden_states.ndim == 4:
+            _, _, height, width = hidden_states.shape
+            patch_size_height, patch_size_width = self.patch_size
+            rope_sizes = [height // patch_size_height, width // patch_size_width]
+        else:
+            raise ValueError(f"hidden_states must be a 4D or 5D tensor, got {hidden_states.shape}")
         axes_grids = []
         for i in range(len(rope_sizes)):
             axes_grids.append(torch.arange(0, rope_sizes[i], device=hidden_states.device, dtype=torch.float32))
@@ -657,8 +669,14 @@ class HunyuanImageTransformer2DModel(nn.Module):
     def forward(self, hidden_states, timestep, encoder_hidden_states, encoder_attention_mask, timestep_r=None,
                 encoder_hidden_states_2=None, encoder_attention_mask_2=None, guidance=None, attention_kwargs=None,
                 return_dict=True):
-        batch_size, channels, height, width = hidden_states.shape
-        sizes = (height, width)
+        if hidden_states.ndim == 4:
+            batch_size, channels, height, width = hidden_states.shape
+            sizes = (height, width)
+        elif hidden_states.ndim == 5:
+            batch_size, channels, frame, height, width = hidden_states.shape
+            sizes = (frame, height, width)
+        else:
+            raise ValueError(f"hidden_states must be a 4D or 5D tensor, got {hidden_states.shape}")
         post_patch_sizes = tuple(d // p for d, p in zip(sizes, self.patch_size))
         image_rotary_emb = self.rope(hidden_states)
         encoder_attention_mask = encoder_attention_mask.bool()
@@ -777,6 +795,40 @@ def call_distilled(model, x, sigma, c):
                  encoder_attention_mask=c["encoder_attention_mask"])[0]
 
 
+REFINER = "--refiner" in sys.argv  # HunyuanImageRefinerPipeline's model: 5-D latents joined with a condition
+
+
+def build_refiner():
+    # The refiner's layout scaled down: 3-D patches (1, 1, 1) over [latents, condition] channels, 3-axis RoPE,
+    # guidance embedding, no mean-flow.
+    return HunyuanImageTransformer2DModel(in_channels=16, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, mlp_ratio=4.0,
+                                          patch_size=(1, 1, 1), qk_norm="rms_norm", guidance_embeds=True,
+                                          text_embed_dim=16, text_embed_2_dim=None, rope_theta=256.0,
+                                          rope_axes_dim=(4, 6, 6), use_meanflow=False)
+
+
+def inputs_refiner(g):
+    c = inputs(g)
+    c.pop("noise")
+    shape = (1, 8, 1, 4, 4)  # (B, C, 1, H, W): prepare_latents
+    c["noise"] = torch.randn(shape, generator=g)
+    # cond_latents = strength·noise + (1 − strength)·image_latents, strength 0.25 (image latents drawn)
+    image_latents = torch.randn(shape, generator=g)
+    noise = torch.randn(shape, generator=g)
+    c["cond_latents"] = 0.25 * noise + (1 - 0.25) * image_latents
+    c["guidance"] = torch.tensor([3.25], dtype=torch.float32) * 1000.0
+    return c
+
+
+def call_refiner(model, x, sigma, c):
+    latent_model_input = torch.cat([x, c["cond_latents"]], dim=1)
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32).expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=latent_model_input, timestep=t, guidance=c["guidance"], attention_kwargs={},
+                 return_dict=False, encoder_hidden_states=c["encoder_hidden_states"],
+                 encoder_attention_mask=c["encoder_attention_mask"])[0]
+
+
 def inputs(g):
     # HunyuanImagePipeline: Qwen2.5-VL prompt embeds and their 0/1 mask (the last token padding).
     n = 4
@@ -809,7 +861,12 @@ PRODUCER = dict(
          "linear-silu FFN; 1x1 conv patch embed; AdaLayerNormContinuous [scale, shift] + proj_out, unpatchify")
 
 if __name__ == "__main__":
-    if DISTILLED:
+    if REFINER:
+        capture("hunyuanimage21_refiner", build_refiner, inputs_refiner, call_refiner, sys.argv[1],
+                dict(PRODUCER, note=PRODUCER["note"] + "; the refiner's layout: 5-D latents (B, C, 1, H, W) joined "
+                                                       "with the condition's channels, a 1x1x1 Conv3d patch embed, "
+                                                       "3-axis RoPE (4, 6, 6) over (frame, h, w), guidance 3.25*1000"))
+    elif DISTILLED:
         capture("hunyuanimage21_distilled", build_distilled, inputs_distilled, call_distilled, sys.argv[1],
                 dict(PRODUCER, timestep=PRODUCER["timestep"] + "; timestep_r the next step's sigma*1000 (0 at the last "
                                                                "step), guidance 3.25*1000",
