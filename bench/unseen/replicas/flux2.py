@@ -336,20 +336,27 @@ class TimestepEmbedding(nn.Module):
 
 
 class Flux2TimestepGuidanceEmbeddings(nn.Module):
-    def __init__(self, in_channels=256, embedding_dim=6144, bias=False):
+    """guidance_embeds (False: FLUX.2 [klein]) as 9668f24277718022aab2a66e77c1a0c8bf62a9ca has it; True is 0047da10's."""
+
+    def __init__(self, in_channels=256, embedding_dim=6144, bias=False, guidance_embeds=True):
         super().__init__()
         self.time_proj = Timesteps(num_channels=in_channels, flip_sin_to_cos=True, downscale_freq_shift=0)
         self.timestep_embedder = TimestepEmbedding(in_channels=in_channels, time_embed_dim=embedding_dim,
                                                    sample_proj_bias=bias)
-        self.guidance_embedder = TimestepEmbedding(in_channels=in_channels, time_embed_dim=embedding_dim,
-                                                   sample_proj_bias=bias)
+        if guidance_embeds:
+            self.guidance_embedder = TimestepEmbedding(in_channels=in_channels, time_embed_dim=embedding_dim,
+                                                       sample_proj_bias=bias)
+        else:
+            self.guidance_embedder = None
 
     def forward(self, timestep, guidance):
         timesteps_proj = self.time_proj(timestep)
         timesteps_emb = self.timestep_embedder(timesteps_proj.to(timestep.dtype))
-        guidance_proj = self.time_proj(guidance)
-        guidance_emb = self.guidance_embedder(guidance_proj.to(guidance.dtype))
-        return timesteps_emb + guidance_emb
+        if guidance is not None and self.guidance_embedder is not None:
+            guidance_proj = self.time_proj(guidance)
+            guidance_emb = self.guidance_embedder(guidance_proj.to(guidance.dtype))
+            return timesteps_emb + guidance_emb
+        return timesteps_emb
 
 
 class Flux2Modulation(nn.Module):
@@ -387,13 +394,14 @@ class Flux2Transformer2DModel(nn.Module):
     def __init__(self, patch_size=1, in_channels=128, out_channels=None, num_layers=8, num_single_layers=48,
                  attention_head_dim=128, num_attention_heads=48, joint_attention_dim=15360,
                  timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(32, 32, 32, 32), rope_theta=2000,
-                 eps=1e-6):
+                 eps=1e-6, guidance_embeds=True):
         super().__init__()
         self.out_channels = out_channels or in_channels
         self.inner_dim = num_attention_heads * attention_head_dim
         self.pos_embed = Flux2PosEmbed(theta=rope_theta, axes_dim=axes_dims_rope)
         self.time_guidance_embed = Flux2TimestepGuidanceEmbeddings(in_channels=timestep_guidance_channels,
-                                                                   embedding_dim=self.inner_dim, bias=False)
+                                                                   embedding_dim=self.inner_dim, bias=False,
+                                                                   guidance_embeds=guidance_embeds)
         self.double_stream_modulation_img = Flux2Modulation(self.inner_dim, mod_param_sets=2, bias=False)
         self.double_stream_modulation_txt = Flux2Modulation(self.inner_dim, mod_param_sets=2, bias=False)
         self.single_stream_modulation = Flux2Modulation(self.inner_dim, mod_param_sets=1, bias=False)
@@ -416,7 +424,8 @@ class Flux2Transformer2DModel(nn.Module):
                 guidance=None, joint_attention_kwargs=None, return_dict=True):
         num_txt_tokens = encoder_hidden_states.shape[1]
         timestep = timestep.to(hidden_states.dtype) * 1000
-        guidance = guidance.to(hidden_states.dtype) * 1000
+        if guidance is not None:
+            guidance = guidance.to(hidden_states.dtype) * 1000
         temb = self.time_guidance_embed(timestep, guidance)
 
         double_stream_mod_img = self.double_stream_modulation_img(temb)
@@ -493,6 +502,25 @@ def inputs(g):
             "guidance": torch.full([1], 4.0, dtype=torch.float32), "noise": pack_latents(lat)}
 
 
+KLEIN = "--klein" in sys.argv  # FLUX.2 [klein]: no guidance embedding, Flux2KleinPipeline passes guidance=None
+
+
+def build_klein():
+    return Flux2Transformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                   attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                   timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(4, 4, 4, 4),
+                                   rope_theta=2000, eps=1e-6, guidance_embeds=False)
+
+
+def call_klein(model, x, sigma, c):
+    # Flux2KleinPipeline (pipeline_flux2_klein.py at 0256497cd8b1): guidance=None, guidance_scale 1 (no CFG call)
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32).to(x.dtype)
+    noise_pred = model(hidden_states=x, timestep=t / 1000, guidance=None,
+                       encoder_hidden_states=c["encoder_hidden_states"], txt_ids=c["txt_ids"], img_ids=c["img_ids"],
+                       joint_attention_kwargs=None, return_dict=False)[0]
+    return noise_pred[:, : x.size(1):]
+
+
 REF = "--ref" in sys.argv  # Flux2Pipeline given a reference image: its latents joined after the noisy ones
 
 
@@ -552,7 +580,12 @@ PRODUCER = dict(
          "text rows dropped, AdaLayerNormContinuous [scale, shift] + proj_out; packed latents (B, H*W, C)")
 
 if __name__ == "__main__":
-    if REF:
+    if KLEIN:
+        capture("flux2_klein", build_klein, inputs, call_klein, sys.argv[1],
+                dict(PRODUCER, timestep="sigma float32 (Flux2KleinPipeline: timestep / 1000 of sigma*1000; the model "
+                                        "scales by 1000); no guidance",
+                     note=PRODUCER["note"] + "; FLUX.2 [klein]: no guidance embedder (temb the time embedding alone)"))
+    elif REF:
         capture("flux2_ref", build, inputs_ref, call_ref, sys.argv[1],
                 dict(PRODUCER, note=PRODUCER["note"] + "; with one reference image: its packed latents joined after "
                                                        "the noisy ones, ids (10, h, w, 0), the velocity the noisy "
