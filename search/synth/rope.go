@@ -56,6 +56,20 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		if layout == exec.RopeHalf && naxes > 1 {
 			continue // per axis [f, f]: not how a half layout over several axes is laid out
 		}
+		// splits an earlier table took first: where positions that stay
+		// zero leave several splits exact (text ids (0, 0, 0, l)), the
+		// tie goes to the split the model's other tables showed
+		slices.SortStableFunc(splits, func(a, b []int) int {
+			ka := slices.ContainsFunc(s.ropeSplits, func(x []int) bool { return slices.Equal(x, a) })
+			kb := slices.ContainsFunc(s.ropeSplits, func(x []int) bool { return slices.Equal(x, b) })
+			switch {
+			case ka && !kb:
+				return -1
+			case kb && !ka:
+				return 1
+			}
+			return 0
+		})
 		for _, axes := range splits {
 			thetas := []float64{10000}
 			if naxes == 1 {
@@ -89,6 +103,7 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 	if bestI < 0 || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
+	s.ropeSplits = append(s.ropeSplits, slices.Clone(pairs[bestI][0].attrs.RopeTable.AxesDims))
 	return s.tables(pairs[bestI][0], cosT, sinT, ev)
 }
 

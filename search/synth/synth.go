@@ -15,16 +15,19 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
-	ctx        context.Context // cancelled: the search stops at the next call
-	tr         *trace.Trace
-	ev         *evaluator
-	em         *emitter
-	params     map[string]*val
-	opaque     []*val
-	attn       []attnRecord
-	lambdas    []lambdaRecord // how each differential attention's λ was explained
-	mlps       []mlpRecord
-	ropes      []ropeRecord
+	ctx     context.Context // cancelled: the search stops at the next call
+	tr      *trace.Trace
+	ev      *evaluator
+	em      *emitter
+	params  map[string]*val
+	opaque  []*val
+	attn    []attnRecord
+	lambdas []lambdaRecord // how each differential attention's λ was explained
+	mlps    []mlpRecord
+	ropes   []ropeRecord
+	// ropeSplits are the axis splits RoPE tables were fitted with, in
+	// order (an exact tie of splits goes to one of these).
+	ropeSplits [][]int
 	linearAttn []linearAttnRecord
 	// calledParams are the parameters some call of the trace holds (made
 	// once, on the first attention-pool attempt).
