@@ -24,8 +24,9 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 3, false); c != nil {
 		return c, sn
 	}
-	// more axes than three (ids (t, h, w, l), say), each axis's θ read
-	// from its own channels: tried only where the common forms fail
+	// more axes than three (ids (t, h, w, l), say), or another base than
+	// 10⁴ over several axes, each axis's θ read from its own channels:
+	// tried only where the common forms fail
 	return s.fitRopeTableAxes(xs, cosT, sinT, cosT.shape[len(cosT.shape)-1]/2, true)
 }
 
@@ -43,7 +44,7 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 			pos, naxes = x, x.numel()/rows
 		}
 	}
-	if pos == nil || d%2 != 0 || perAxis && naxes <= 3 {
+	if pos == nil || d%2 != 0 || perAxis && naxes == 1 {
 		return nil, nil
 	}
 	p2 := s.reshape(pos, []int{rows, naxes})
