@@ -324,7 +324,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *
 	for i := range min(6, len(all)) {
 		ch := all[i]
 		if pairwise && len(s.queryMasks(sc, ch.q, ch.k)) == 0 {
-			break
+			continue
 		}
 		if ch.result == nil { // scored on sampled rows: run whole
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}

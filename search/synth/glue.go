@@ -515,31 +515,7 @@ func (s *synth) constant(c float64) *val {
 // entries along ax (0 < n < its length, as many as match) are t's from
 // off on, and returns that slice of it; nil when none is.
 func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
-	tol := tolerance(t.format)
-	for _, v := range vals {
-		if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] < 2 {
-			continue
-		}
-		same := true
-		for i := range v.shape {
-			same = same && (i == ax || v.shape[i] == t.shape[i])
-		}
-		if !same {
-			continue
-		}
-		n := 0
-		for n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, n, n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
-			n++
-		}
-		if n == 0 || n == v.shape[ax] || off == 0 && n == t.shape[ax] {
-			continue // nothing, all of it (a whole piece), or all of t alone
-		}
-		p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: n}, args: []*val{v}, out: v.format, label: "leading part"})
-		if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
-			return p
-		}
-	}
-	return nil
+	return s.valuePart(t, ax, off, vals, false)
 }
 
 // innerPart finds a value of t's shape but for axis ax whose entries
@@ -548,6 +524,11 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 // come from a request's mask (rows reordered valid first), the program
 // holds them as the captured request had them, as leadingPart does.
 func (s *synth) innerPart(t *val, ax, off int, vals []*val) *val {
+	return s.valuePart(t, ax, off, vals, true)
+}
+
+// valuePart is leadingPart (the part starts at 0) or innerPart (later).
+func (s *synth) valuePart(t *val, ax, off int, vals []*val, inner bool) *val {
 	tol := tolerance(t.format)
 	for _, v := range vals {
 		if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] < 2 {
@@ -560,15 +541,22 @@ func (s *synth) innerPart(t *val, ax, off int, vals []*val) *val {
 		if !same {
 			continue
 		}
-		for a := 1; a < v.shape[ax]; a++ {
+		starts, label := []int{0}, "leading part"
+		if inner {
+			starts, label = nil, "part"
+			for a := 1; a < v.shape[ax]; a++ {
+				starts = append(starts, a)
+			}
+		}
+		for _, a := range starts {
 			n := 0
 			for a+n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, a+n, a+n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
 				n++
 			}
-			if n == 0 {
-				continue
+			if n == 0 || !inner && (n == v.shape[ax] || off == 0 && n == t.shape[ax]) {
+				continue // nothing, all of it (a whole piece), or all of t alone
 			}
-			p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: a, End: a + n}, args: []*val{v}, out: v.format, label: "part"})
+			p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: a, End: a + n}, args: []*val{v}, out: v.format, label: label})
 			if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
 				return p
 			}

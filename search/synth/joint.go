@@ -199,7 +199,7 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 	// (a mask added to the scores), as given or before the scale
 	var best *jointChoice
 	for _, bias := range append([]*val{nil}, s.withScaled(biases(sc, q, k), d)...) {
-		ch := s.jointWith(t, q, k, v, bias, p, mineFirst, r1)
+		ch := s.jointWith(t, q, k, v, nil, bias, p, mineFirst, r1)
 		if ch == nil {
 			continue
 		}
@@ -217,7 +217,7 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 		// a 0/1 key mask over the joined rows (a caption's padding
 		// joined with ones for the image): tried where no bias holds
 		for _, m := range s.keyMasks(sc, q, k) {
-			ch := s.jointMasked(t, q, k, v, m, p, mineFirst, r1)
+			ch := s.jointWith(t, q, k, v, m, nil, p, mineFirst, r1)
 			if ch == nil {
 				continue
 			}
@@ -235,47 +235,22 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 	return best
 }
 
-// jointMasked is jointWith under an explicit 0/1 key mask m [B, 1, Sk]
-// instead of a bias.
-func (s *synth) jointMasked(t, q, k, v, m *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
-	p.Mask = exec.MaskExplicit
-	key := fmt.Sprintf("%p %p %p mask %p %v", q.from, k.from, v.from, m, p)
-	full, ok := s.joint[key]
-	if !ok {
-		var err error
-		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, m, nil}, out: t.format})
-		if err != nil {
-			return nil
-		}
-		s.joint[key] = full
-	}
-	start := 0
-	if !mineFirst {
-		start = r1
-	}
-	out := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
-	if out == nil {
-		return nil
-	}
-	sc := relRMS(t.format, out.data, t.data)
-	if math.IsNaN(sc) {
-		return nil
-	}
-	return &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, params: p, score: sc, result: out}, mineFirst: mineFirst}
-}
-
 // jointWith runs one joint attention (memoised by its operands) and
-// scores this stream's rows of it.
-func (s *synth) jointWith(t, q, k, v, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
+// scores this stream's rows of it: under a 0/1 key mask where mask is
+// not nil, else with the bias (or none).
+func (s *synth) jointWith(t, q, k, v, mask, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
 	var bf *expr
 	if bias != nil {
 		bf = bias.from
 	}
-	key := fmt.Sprintf("%p %p %p %p %p %v", q.from, k.from, v.from, bias, bf, p)
+	if mask != nil {
+		p.Mask = exec.MaskExplicit
+	}
+	key := fmt.Sprintf("%p %p %p %p %p %p %v", q.from, k.from, v.from, mask, bias, bf, p)
 	full, ok := s.joint[key]
 	if !ok {
 		var err error
-		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, bias}, out: t.format})
+		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, mask, bias}, out: t.format})
 		if err != nil {
 			return nil
 		}
