@@ -199,9 +199,10 @@ func (s *synth) readFactors() []semantics.Factor {
 	for _, r := range s.ropes {
 		axes := semantics.Factor{Name: "rope_axes", Scope: r.scope, Value: slices.Clone(r.fit.rope.AxesDims), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: []semantics.Candidate{{Value: slices.Clone(r.fit.rope.AxesDims)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}}
-		if m, ok := ropeMargin(r.fit.candidates, fmt.Sprintf("axes %v ", r.fit.rope.AxesDims), "axes ["); ok {
+		sameAxes := func(p exec.RopeTableParams) bool { return slices.Equal(p.AxesDims, r.fit.rope.AxesDims) }
+		if m, ok := ropeMargin(r.fit.ropeTried, sameAxes); ok {
 			axes.Margin, axes.Decisive = semantics.Margin(m), m >= 2
-			axes.Candidates = axesCandidates(r.fit.candidates)
+			axes.Candidates = axesCandidates(r.fit.ropeTried)
 			if !axes.Decisive {
 				axes.Evidence.Note += "; another split of the axes reproduces them as well (positions that stay zero on some axes do not show their widths)"
 			}
@@ -209,7 +210,7 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(axes)
 		theta := semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}}
-		if m, ok := ropeMargin(r.fit.candidates, fmt.Sprintf("theta=%g ", r.fit.rope.Theta), "theta="); ok {
+		if m, ok := ropeMargin(r.fit.ropeTried, func(p exec.RopeTableParams) bool { return p.Theta == r.fit.rope.Theta }); ok {
 			theta.Margin, theta.Decisive = semantics.Margin(m), m >= 2
 		}
 		add(theta)
@@ -595,70 +596,42 @@ type normRecord struct {
 	fit             *leafFit
 }
 
-// ropeMargin is the margin of a RoPE table's reading among the fit's
-// candidates (labels naming "axes [..] " and "theta=.. "): the best score
-// of a candidate whose label has the part (a key) but not the winner's
-// value (win), over the best of those with it; both exact: 1, as the
-// trace does not tell them apart. ok is false where no label names the
-// part (fits of another form: the reading is declared).
-func ropeMargin(cands []semantics.Candidate, win, key string) (float64, bool) {
-	same, other, named := math.Inf(1), math.Inf(1), false
-	for _, c := range cands {
-		l, _ := c.Value.(string)
-		sc := c.Score
-		if !strings.Contains(l, key) {
-			continue
-		}
-		named = true
-		if strings.Contains(l+" ", win) {
-			same = math.Min(same, sc)
+// ropeMargin is the margin of a RoPE table's reading among the tables
+// its fit tried: the best score of a table that reads otherwise (same
+// false) over the best of those that read as the winner; both exact: 1,
+// as the trace does not tell them apart. ok is false where the fit tried
+// none (tables read another way: the reading is declared).
+func ropeMargin(tried []ropeTry, same func(exec.RopeTableParams) bool) (float64, bool) {
+	in, out := math.Inf(1), math.Inf(1)
+	for _, t := range tried {
+		if same(t.p) {
+			in = math.Min(in, t.score)
 		} else {
-			other = math.Min(other, sc)
+			out = math.Min(out, t.score)
 		}
 	}
-	if !named || math.IsInf(same, 1) {
+	if len(tried) == 0 || math.IsInf(in, 1) {
 		return 0, false
 	}
-	if other == same {
+	if out == in {
 		return 1, true
 	}
-	return other / same, true
+	return out / in, true
 }
 
-// axesCandidates are the splits of a RoPE table fit's candidates (labels
-// naming "axes [a b ..] "), each with its best score, in the order met.
-func axesCandidates(cands []semantics.Candidate) []semantics.Candidate {
+// axesCandidates are the splits the fit tried, each with its best score,
+// in the order tried.
+func axesCandidates(tried []ropeTry) []semantics.Candidate {
 	var out []semantics.Candidate
 	at := map[string]int{}
-	for _, c := range cands {
-		l, _ := c.Value.(string)
-		i := strings.Index(l, "axes [")
-		if i < 0 {
-			continue
-		}
-		j := strings.Index(l[i:], "]")
-		if j < 0 {
-			continue
-		}
-		key := l[i+len("axes [") : i+j]
-		var dims []int
-		for _, f := range strings.Fields(key) {
-			n, err := strconv.Atoi(f)
-			if err != nil {
-				dims = nil
-				break
-			}
-			dims = append(dims, n)
-		}
-		if dims == nil {
-			continue
-		}
+	for _, t := range tried {
+		key := fmt.Sprint(t.p.AxesDims)
 		if k, ok := at[key]; ok {
-			out[k].Score = math.Min(out[k].Score, c.Score)
+			out[k].Score = math.Min(out[k].Score, finite(t.score))
 			continue
 		}
 		at[key] = len(out)
-		out = append(out, semantics.Candidate{Value: dims, Score: c.Score})
+		out = append(out, semantics.Candidate{Value: slices.Clone(t.p.AxesDims), Score: finite(t.score)})
 	}
 	return out
 }

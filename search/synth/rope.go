@@ -92,11 +92,13 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 	}
 	bestI, bestScore := -1, math.Inf(1)
 	var ev []semantics.Candidate
+	var tried []ropeTry
 	for i, pr := range pairs {
 		c, e1 := s.ev.score(pr[0], cosT)
 		sn, e2 := s.ev.score(pr[1], sinT)
 		sc := math.Max(e1, e2)
 		ev = append(ev, semantics.Candidate{Value: pr[0].label, Score: finite(sc)})
+		tried = append(tried, ropeTry{p: pr[0].attrs.RopeTable, score: sc})
 		if c != nil && sn != nil && sc < bestScore {
 			bestI, bestScore = i, sc
 		}
@@ -105,7 +107,11 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		return nil, nil
 	}
 	s.ropeSplits = append(s.ropeSplits, slices.Clone(pairs[bestI][0].attrs.RopeTable.AxesDims))
-	return s.tables(pairs[bestI][0], cosT, sinT, ev)
+	cosV, sinV := s.tables(pairs[bestI][0], cosT, sinT, ev)
+	if cosV != nil {
+		cosV.fit.ropeTried = tried
+	}
+	return cosV, sinV
 }
 
 // axisThetas reads θ from an interleaved table over ids p2 [rows, k] split
