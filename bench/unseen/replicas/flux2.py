@@ -463,8 +463,17 @@ class Flux2Transformer2DModel(nn.Module):
 
 
 def build():
-    # Small FLUX.2: 2 heads of 16 (RoPE axes 4+4+4+4), one double- and one single-stream block, in_channels 16
-    # (4 latent channels patchified 2x2 by the pipeline), a 16-wide caption.
+    # Small FLUX.2: 2 heads of 16 (RoPE axes 4+4+4+4), two double-stream blocks (both read the one model-level
+    # modulation) and one single-stream block, in_channels 16 (4 latent channels patchified 2x2 by the pipeline), a
+    # 16-wide caption.
+    return Flux2Transformer2DModel(patch_size=1, in_channels=16, num_layers=2, num_single_layers=1,
+                                   attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                   timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(4, 4, 4, 4),
+                                   rope_theta=2000, eps=1e-6)
+
+
+def build_ref():
+    # The reference-image run at one double- and one single-stream block (its trace holds twice the rows).
     return Flux2Transformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
                                    attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
                                    timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(4, 4, 4, 4),
@@ -569,7 +578,7 @@ PRODUCER = dict(
     timestep="sigma float32 (Flux2Pipeline: timestep / 1000 of sigma*1000; the model scales by 1000); guidance 4.0 "
              "scaled by 1000 likewise",
     velocity="model output as is (flow velocity), not negated",
-    note="FLUX.2 MMDiT, one double- and one single-stream block, no biases: the modulation is computed once at "
+    note="FLUX.2 MMDiT, two double-stream blocks and one single-stream block, no biases: the modulation is computed once at "
          "model level (double_stream_modulation_img/txt: 2 sets of (shift, scale, gate); single_stream_modulation: "
          "1 set; each SiLU(temb) -> Linear, chunked) and the same tensors are passed to every block; "
          "temb = timestep_embedder(sinusoid(1000 t)) + guidance_embedder(sinusoid(1000 g)), cos-first, shift 0; "
@@ -586,8 +595,9 @@ if __name__ == "__main__":
                                         "scales by 1000); no guidance",
                      note=PRODUCER["note"] + "; FLUX.2 [klein]: no guidance embedder (temb the time embedding alone)"))
     elif REF:
-        capture("flux2_ref", build, inputs_ref, call_ref, sys.argv[1],
-                dict(PRODUCER, note=PRODUCER["note"] + "; with one reference image: its packed latents joined after "
+        capture("flux2_ref", build_ref, inputs_ref, call_ref, sys.argv[1],
+                dict(PRODUCER, note=PRODUCER["note"].replace("two double-stream blocks and one single-stream block", "one double- and one single-stream block")
+                     + "; with one reference image: its packed latents joined after "
                                                        "the noisy ones, ids (10, h, w, 0), the velocity the noisy "
                                                        "rows of the output"))
     else:
