@@ -38,6 +38,7 @@ func TestProgramDocument(t *testing.T) {
 		{"read before made", func(d *Document) { d.Program.Nodes[0].In = []string{"nowhere"} }, "program.nodes[0].in"},
 		{"no output", func(d *Document) { d.Program.Outputs = nil }, "program.outputs"},
 		{"v1 with a program", func(d *Document) { d.Version = Version }, "program"},
+		{"unknown step input", func(d *Document) { d.Program.Values[0].Source = "guidance" }, "program.values[0].source"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := Read(filepath.Join("testdata", "program", "toy.json"))

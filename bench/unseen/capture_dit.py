@@ -803,6 +803,136 @@ def kandinsky5_call(model, x, sigma, c, dtype):
                  scale_factor=(1.0, 2.0, 2.0), sparse_params=None, return_dict=True).sample
 
 
+def flux2_build():
+    from diffusers.models.transformers.transformer_flux2 import Flux2Transformer2DModel
+    # FLUX.2 layout scaled down (bench/unseen/replicas/flux2.py's sizes): one double- and one single-stream block,
+    # head_dim 16 = RoPE axes (4, 4, 4, 4), in_channels 16 (4 latent channels patchified 2x2 by the pipeline).
+    return Flux2Transformer2DModel(patch_size=1, in_channels=16, num_layers=1, num_single_layers=1,
+                                   attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                   timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(4, 4, 4, 4),
+                                   rope_theta=2000, eps=1e-6)
+
+
+def flux2_inputs(g):
+    # Flux2Pipeline: text ids (0, 0, 0, l), latent ids (0, h, w, 0) over the patchified grid, latents packed
+    # (B, C, H, W) -> (B, H*W, C), guidance 4.0 (float32).
+    n = 4
+    txt = rnd(g, 1, n, 16)
+    lat = rnd(g, 1, 16, 4, 4)
+    txt_ids = torch.cartesian_prod(torch.arange(1), torch.arange(1), torch.arange(1), torch.arange(n))[None]
+    img_ids = torch.cartesian_prod(torch.arange(1), torch.arange(4), torch.arange(4), torch.arange(1))[None]
+    return {"encoder_hidden_states": txt, "txt_ids": txt_ids, "img_ids": img_ids,
+            "guidance": torch.full([1], 4.0, dtype=torch.float32),
+            "noise": lat.reshape(1, 16, 16).permute(0, 2, 1)}
+
+
+def flux2_call(model, x, sigma, c, dtype):
+    # Flux2Pipeline: timestep = t.expand(B).to(latents.dtype), passed as timestep / 1000 (the model multiplies by
+    # 1000), guidance float32; noise_pred[:, :latents.size(1)] stepped as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).to(x.dtype)
+    out = model(hidden_states=x, timestep=t / 1000, guidance=c["guidance"].float(),
+                encoder_hidden_states=c["encoder_hidden_states"], txt_ids=c["txt_ids"], img_ids=c["img_ids"],
+                joint_attention_kwargs=None, return_dict=False)[0]
+    return out[:, : x.size(1):]
+
+
+def hunyuanimage21_build():
+    from diffusers.models.transformers.transformer_hunyuanimage import HunyuanImageTransformer2DModel
+    # HunyuanImage-2.1 base layout scaled down (replicas/hunyuanimage21.py): no ByT5 glyph caption (its projection
+    # is a fixed 2048 wide), no guidance embedding, no mean-flow; head_dim 16 = RoPE axes (8, 8).
+    return HunyuanImageTransformer2DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+                                          num_layers=1, num_single_layers=1, num_refiner_layers=1, mlp_ratio=4.0,
+                                          patch_size=(1, 1), qk_norm="rms_norm", guidance_embeds=False,
+                                          text_embed_dim=16, text_embed_2_dim=None, rope_theta=256.0,
+                                          rope_axes_dim=(8, 8), use_meanflow=False)
+
+
+def hunyuanimage21_inputs(g):
+    # HunyuanImagePipeline: Qwen2.5-VL prompt embeds and their 0/1 mask (the last token padding).
+    return {"encoder_hidden_states": rnd(g, 1, 4, 16), "encoder_attention_mask": text_mask(4, 1),
+            "noise": rnd(g, 1, 8, 4, 4)}
+
+
+def hunyuanimage21_call(model, x, sigma, c, dtype):
+    # HunyuanImagePipeline with its guider disabled (one call per step): timestep = t.expand(B).to(latents.dtype)
+    # with t = sigma*1000; output stepped as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=x, timestep=t, timestep_r=None, guidance=None, attention_kwargs={}, return_dict=False,
+                 encoder_hidden_states=c["encoder_hidden_states"],
+                 encoder_attention_mask=c["encoder_attention_mask"])[0]
+
+
+def _ovis_pack(x):
+    # OvisImagePipeline/LongCatImagePipeline._pack_latents: (B, C, H, W) -> (B, H/2 * W/2, C*4)
+    b, ch, h, w = x.shape
+    return x.view(b, ch, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // 2) * (w // 2), ch * 4)
+
+
+def _text_ids_diag(n, modality=0, start=0):
+    ids = torch.zeros(n, 3)
+    ids[..., 0] = modality
+    ids[..., 1] = torch.arange(n) + start
+    ids[..., 2] = torch.arange(n) + start
+    return ids
+
+
+def _image_ids(h, w, modality=0, start=0):
+    ids = torch.zeros(h, w, 3)
+    ids[..., 0] = modality
+    ids[..., 1] = ids[..., 1] + torch.arange(h)[:, None] + start
+    ids[..., 2] = ids[..., 2] + torch.arange(w)[None, :] + start
+    return ids.reshape(h * w, 3)
+
+
+def ovis_image_build():
+    from diffusers.models.transformers.transformer_ovis_image import OvisImageTransformer2DModel
+    # Ovis-Image layout scaled down (replicas/ovis_image.py): head_dim 16 = RoPE axes (4, 6, 6).
+    return OvisImageTransformer2DModel(patch_size=1, in_channels=16, out_channels=16, num_layers=1, num_single_layers=1,
+                                       attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                       axes_dims_rope=(4, 6, 6))
+
+
+def ovis_image_inputs(g):
+    # OvisImagePipeline: prompt embeds with the padding zeroed (prompt_embeds * attention_mask), text ids
+    # (0, l, l), image ids (0, h, w), latents packed 2x2.
+    txt = rnd(g, 1, 4, 16)
+    txt[:, 3:] = 0
+    return {"encoder_hidden_states": txt, "txt_ids": _text_ids_diag(4), "img_ids": _image_ids(4, 4),
+            "noise": _ovis_pack(rnd(g, 1, 4, 8, 8))}
+
+
+def ovis_image_call(model, x, sigma, c, dtype):
+    # OvisImagePipeline with guidance_scale 1 (no second, unconditional call): timestep / 1000 of
+    # t.expand(B).to(latents.dtype); output stepped as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=x, timestep=t / 1000, encoder_hidden_states=c["encoder_hidden_states"],
+                 txt_ids=c["txt_ids"], img_ids=c["img_ids"], return_dict=False)[0]
+
+
+def longcat_image_build():
+    from diffusers.models.transformers.transformer_longcat_image import LongCatImageTransformer2DModel
+    # LongCat-Image layout scaled down (replicas/longcat_image.py): in_channels 64 = the pipeline's fixed 16 latent
+    # channels packed 2x2; head_dim 16 = RoPE axes (4, 6, 6).
+    return LongCatImageTransformer2DModel(patch_size=1, in_channels=64, num_layers=1, num_single_layers=1,
+                                          attention_head_dim=16, num_attention_heads=2, joint_attention_dim=16,
+                                          pooled_projection_dim=16, axes_dims_rope=[4, 6, 6])
+
+
+def longcat_image_inputs(g):
+    # LongCatImagePipeline: text ids prepare_pos_ids(0, "text", (0, 0)), image ids prepare_pos_ids(1, "image",
+    # (512, 512)) (tokenizer_max_length 512), latents packed 2x2.
+    return {"encoder_hidden_states": rnd(g, 1, 4, 16), "txt_ids": _text_ids_diag(4),
+            "img_ids": _image_ids(4, 4, modality=1, start=512), "noise": _ovis_pack(rnd(g, 1, 16, 8, 8))}
+
+
+def longcat_image_call(model, x, sigma, c, dtype):
+    # LongCatImagePipeline with guidance_scale 1 (no CFG call, no renorm): timestep / 1000 of
+    # t.expand(B).to(latents.dtype), guidance None; output stepped as is.
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device).expand(x.shape[0]).to(x.dtype)
+    return model(hidden_states=x, timestep=t / 1000, guidance=None, encoder_hidden_states=c["encoder_hidden_states"],
+                 txt_ids=c["txt_ids"], img_ids=c["img_ids"], return_dict=False)[0]
+
+
 CASES = {
     "sd3": dict(build=sd3_build, inputs=sd3_inputs, call=sd3_call, files=["transformer_sd3.py"],
                 timestep="sigma*1000 float32 (StableDiffusion3Pipeline: t.expand(B), FlowMatchEuler timesteps, not cast)",
@@ -1122,6 +1252,34 @@ CASES = {
                             "multiply-sum and rounded to bfloat16 even in f32 runs; per-head RMSNorm (eps None) "
                             "q/k norms in f32; LayerNorm'd text/pooled projections; channels-last (B, F, H, W, C) "
                             "Linear patchify (1x2x2); cos-first time sinusoid over model_dim; 2 latent frames"),
+    # The replicas of bench/unseen/replicas/ at the same sizes, for a tree that holds their files (notes: the
+    # replicas' producer notes).
+    "flux2": dict(build=flux2_build, inputs=flux2_inputs, call=flux2_call, files=["transformer_flux2.py"],
+                  timestep="sigma (Flux2Pipeline: timestep / 1000 of sigma*1000; the model scales by 1000); "
+                           "guidance 4.0 float32, scaled by 1000 likewise",
+                  velocity="model output as is (flow velocity), not negated; latents packed (B, H*W, C)",
+                  note="FLUX.2 MMDiT: model-level modulation shared by every block, fused [q|k|v|mlp] single-stream "
+                       "projection, SwiGLU MLPs, no biases, RoPE from 4-axis ids (t, h, w, l), theta 2000"),
+    "hunyuanimage21": dict(build=hunyuanimage21_build, inputs=hunyuanimage21_inputs, call=hunyuanimage21_call,
+                           files=["transformer_hunyuanimage.py"],
+                           timestep="sigma*1000 (HunyuanImagePipeline: t.expand(B).to(latents.dtype))",
+                           velocity="model output as is (flow velocity), not negated",
+                           note="HunyuanImage-2.1 base layout without the ByT5 glyph caption: [image, text] joint "
+                                "attention under the caption's key mask, RoPE on the image rows only, a masked "
+                                "caption token refiner, 1x1 conv patch embed"),
+    "ovis_image": dict(build=ovis_image_build, inputs=ovis_image_inputs, call=ovis_image_call,
+                       files=["transformer_ovis_image.py"],
+                       timestep="sigma (OvisImagePipeline: timestep / 1000 of sigma*1000; the model scales by 1000)",
+                       velocity="model output as is (flow velocity), not negated; latents packed 2x2",
+                       note="Ovis-Image MMDiT: single-stream MLP gated (silu(gate)*value of one projection's "
+                            "halves) beside the attention, SwiGLU FFNs, RMSNorm on the caption, ids (0, l, l)"),
+    "longcat_image": dict(build=longcat_image_build, inputs=longcat_image_inputs, call=longcat_image_call,
+                          files=["transformer_longcat_image.py"],
+                          timestep="sigma (LongCatImagePipeline: timestep / 1000 of sigma*1000; the model scales by "
+                                   "1000)",
+                          velocity="model output as is (flow velocity), not negated; latents packed 2x2",
+                          note="LongCat-Image MMDiT: ids (0, l, l) for the text, (1, h + 512, w + 512) for the image; "
+                               "gelu-tanh FFNs; no pooled text or guidance"),
 }
 
 FILE_COMMITS = {
@@ -1156,6 +1314,10 @@ FILE_COMMITS = {
     "transformer_qwenimage.py": "ad24f55ea53dd809e47132e2ab4c94b15cd9e5ce",
     "transformer_prx.py": "d33f10298fb5afd085d2f8c409fa88cbf0615db3",
     "transformer_kandinsky.py": "a1d659c5d57a016317f5747348a3c30980a637f0",
+    "transformer_flux2.py": "0047da10a201600b65fbe3e1ceef6d19ac735f3c",
+    "transformer_hunyuanimage.py": "071190daca865a4d04deac0e02cda5b8c5d6f6fa",
+    "transformer_ovis_image.py": "311743206a0b8c5e1abb1d29812224675864670b",
+    "transformer_longcat_image.py": "071190daca865a4d04deac0e02cda5b8c5d6f6fa",
 }
 
 

@@ -13,8 +13,9 @@ import (
 // StepEnv is the environment of model call i, as Forward gives it to the
 // interpreter: the runner's weights, inputs and constants by value name
 // and, in a flow_euler run, the latents x and the timestep σ_i in the
-// plan's timestep format. The runner owns every tensor but the timestep,
-// which done frees. An evaluator that runs the program's nodes itself
+// plan's timestep format (and σ_{i+1} where the program reads the next
+// timestep). The runner owns every tensor but the timesteps, which done
+// frees. An evaluator that runs the program's nodes itself
 // (search/plan) reads the same values as the interpreter this way.
 func (r *Runner) StepEnv(i int, x exec.Tensor) (env map[string]exec.Tensor, done func(), err error) {
 	env = make(map[string]exec.Tensor, len(r.env)+2)
@@ -32,7 +33,17 @@ func (r *Runner) StepEnv(i int, x exec.Tensor) (env map[string]exec.Tensor, done
 		return nil, nil, fmt.Errorf("program: step %d: timestep: %w", i, err)
 	}
 	env[stepLatents], env[stepTimestep] = x, t
-	return env, func() { r.B.Free(t) }, nil
+	if v, ok := r.P.Values[stepNextTimestep]; !ok || v.Kind != StepInput {
+		return env, func() { r.B.Free(t) }, nil
+	}
+	// σ[i+1], in the timestep's format (a mean-flow model's second time)
+	n, err := r.B.Upload([]float32{r.sigmas[i+1]}, []int{1}, r.spec.timestep.Out)
+	if err != nil {
+		r.B.Free(t)
+		return nil, nil, fmt.Errorf("program: step %d: next timestep: %w", i, err)
+	}
+	env[stepNextTimestep] = n
+	return env, func() { r.B.Free(t); r.B.Free(n) }, nil
 }
 
 // Views reports whether o's outputs may share storage with its input, so

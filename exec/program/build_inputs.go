@@ -11,6 +11,10 @@ import (
 const (
 	stepLatents  = "input:latents" // a step input in a flow_euler run
 	stepTimestep = "step:timestep"
+	// stepNextTimestep is σ[i+1] at model call i (a mean-flow model's
+	// second timestep, the one its step ends at); programs read it only
+	// where a model argument is made from it.
+	stepNextTimestep = "step:next_timestep"
 )
 
 // InputValue is the value name of the request input with a role.

@@ -14,6 +14,8 @@ import (
 const (
 	StepLatents  = stepLatents
 	StepTimestep = stepTimestep
+	// StepNextTimestep is the step input σ[i+1] (source "next_timestep").
+	StepNextTimestep = stepNextTimestep
 )
 
 // ParseOp reads an op's name (Op.String).

@@ -325,7 +325,7 @@ func (r *Runner) SetPrecision(pr semantics.Precision) error {
 		case Weight:
 			shapes.Weights[v.Source] = v.Shape
 		case Input, StepInput:
-			if v.Source != "timestep" {
+			if v.Source != "timestep" && v.Source != "next_timestep" {
 				shapes.Inputs[v.Source] = v.Shape
 			}
 		}

@@ -521,6 +521,10 @@ func (rs *runState) flowRun() error {
 			f.steps["timestep"] = &slot{kind: slotEnv, ver: hashString(fmt.Sprintf("timestep:%d|%s", i, timestep.Out)),
 				deps: td, makers: td, shape: slices.Clone(ts.Shape()), format: ts.Format(), envT: ts}
 		}
+		if ts := env[program.StepNextTimestep]; ts != nil {
+			f.steps["next_timestep"] = &slot{kind: slotEnv, ver: hashString(fmt.Sprintf("next_timestep:%d|%s", i, timestep.Out)),
+				deps: td, makers: td, shape: slices.Clone(ts.Shape()), format: ts.Format(), envT: ts}
+		}
 		outs, err := f.forward()
 		if err != nil {
 			f.finish()

@@ -209,6 +209,61 @@ func (s *synth) summed(t *val, vals []*val) *val {
 	return nil
 }
 
+// scaledSum explains t as (a + b)·w, or (a + b)·w + c, over values of
+// its shape (two time embeddings averaged, then a guidance embedding
+// added: a mean-flow model's conditioning), w fitted by least squares and
+// snapped to a simple number, applied as a division where 1/w is an
+// integer (x / 2, as written); tried once every other form failed.
+func (s *synth) scaledSum(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	rest := &val{shape: t.shape, format: t.format, data: make([]float32, len(t.data))}
+	for i := range ops {
+		for j := i + 1; j < len(ops); j++ {
+			ab := s.derive(&expr{op: program.OpAdd, args: []*val{ops[i], ops[j]}, out: t.format, label: "sum"})
+			if ab == nil {
+				continue
+			}
+			for _, c := range append([]*val{nil}, ops...) {
+				if c == ops[i] || c == ops[j] {
+					continue
+				}
+				for e := range rest.data {
+					rest.data[e] = t.data[e]
+					if c != nil {
+						rest.data[e] -= c.data[e]
+					}
+				}
+				w, ok := fitScalar(ab, rest)
+				if !ok || w == 1 {
+					continue
+				}
+				var scaled []*val
+				if r := math.Round(1 / w); r != 0 && 1/r == w {
+					scaled = append(scaled, s.derive(&expr{op: program.OpDiv, args: []*val{ab, s.constant(r)}, out: t.format, label: "sum divided"}))
+				}
+				scaled = append(scaled, s.derive(&expr{op: program.OpMul, args: []*val{ab, s.constant(w)}, out: t.format, label: "sum scaled"}))
+				var cands []*expr
+				for _, sv := range scaled {
+					switch {
+					case sv == nil:
+					case c == nil:
+						cands = append(cands, sv.from)
+					default:
+						cands = append(cands, &expr{op: program.OpAdd, args: []*val{sv, c}, out: t.format, label: "scaled sum plus a value"})
+					}
+				}
+				if w, _ := s.best(t, cands); w != nil {
+					return w
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // projected explains t as a linear of a value by a matrix parameter the
 // call holds itself (F.linear(x, self.weight, self.bias) in a forward),
 // stored [out, in] or [in, out], with a vector parameter as bias or none.

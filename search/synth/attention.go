@@ -313,9 +313,27 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 // coordinate descent on the three best, and on three more where the
 // scope holds a bias or a key mask; the best result (nil: none ran).
 func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
+	best := s.refineWith(all, t, sc, false)
+	if best == nil || best.score > tolerance(t.format) {
+		// a 0/1 mask per query and key ([B, 1, Sq, Sk]: a caption's
+		// pairwise padding mask): tried only where the key masks fail
+		if b := s.refineWith(all, t, sc, true); b != nil && (best == nil || b.score < best.score) {
+			best = b
+		}
+	}
+	return best
+}
+
+// refineWith is refineBest's pass over the scope's key masks, or, where
+// pairwise, over its per-query masks alone (choices no mask helps are
+// not refined again).
+func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *attnChoice {
 	var best *attnChoice
 	for i := range min(6, len(all)) {
 		ch := all[i]
+		if pairwise && len(s.queryMasks(sc, ch.q, ch.k)) == 0 {
+			continue
+		}
 		if ch.result == nil { // scored on sampled rows: run whole
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
 			v, score := s.ev.score(e, t)
@@ -325,6 +343,9 @@ func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
 			ch.result, ch.score = v, score
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
+		if pairwise {
+			masks = s.queryMasks(sc, ch.q, ch.k)
+		}
 		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
 			break
 		}

@@ -51,6 +51,28 @@ func (s *synth) keyMasks(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// queryMasks are the scope's 0/1 masks of one entry per query and key
+// ([B, Sq, Sk], or with unit axes between: a padding mask made pairwise,
+// m_i·m_j), not all ones, each laid out [B, Sq, Sk] for an explicit mask
+// (nonzero: attend).
+func (s *synth) queryMasks(sc *scope, q, k *val) []*val {
+	var out []*val
+	b, sq, sk := q.shape[0], q.shape[1], k.shape[1]
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || !v.integral() || n < 3 || v.shape[n-1] != sk || v.shape[n-2] != sq || sq == 1 || v.numel() != b*sq*sk || allOnes(v) || !zeroOne(v) {
+			continue
+		}
+		if m := s.reshape(v, []int{b, sq, sk}); m != nil {
+			out = append(out, m)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
+	return out
+}
+
 // zeroOne reports whether every element is 0 or 1.
 func zeroOne(v *val) bool {
 	for _, x := range v.data {
@@ -186,6 +208,17 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 			}
 			if w > wq && (w-wq)%2 == 0 {
 				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
+			}
+			if s.leadingQKV && w > 3*wq {
+				// [q|k|v|rest]: the leading blocks of a projection fused
+				// with another's input (a parallel block's MLP)
+				var tr [3]*val
+				for i := range 3 {
+					tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: i * wq, End: (i + 1) * wq}, args: []*val{v}, out: v.format})
+				}
+				if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+					fused = append(fused, tr)
+				}
 			}
 			if w == 3*wq {
 				for d := minHeadDim; d <= maxHeadDim && d <= wq; d *= 2 {

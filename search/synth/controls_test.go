@@ -256,6 +256,37 @@ var unseenFactors = map[string]map[string]any{
 	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
 		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_flux2.py: 4-axis ids (t, h, w, l), axes (4, 4, 4, 4), θ 2000, interleaved pairs;
+	// [text, image] joint attention, RMSNorm q/k, SwiGLU (silu(first half)·second half), modulation
+	// (shift, scale, gate) with (1 + scale) from model-level linears, x + gate·y, final [scale, shift]
+	"flux2": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 4.0, 4.0, 4.0}, "rope_theta": 2000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_scale": 0.0, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// the same with a reference image (Flux2Pipeline's image argument): its latents joined after the noisy
+	// ones, of the output's shape too, ids (10, h, w, 0); the velocity the noisy rows of the output
+	"flux2_ref": {"rope_layout": "interleaved", "rope_theta": 2000.0, "joint_order": "text_first", "qk_norm": "rms",
+		"mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_hunyuanimage.py: [image, text] joint attention under a bool key mask, RoPE from the
+	// latents' grid (axes 8, 8, θ 256) on the image rows only, RMSNorm q/k, gelu-tanh FFNs, AdaLayerNormZero
+	// (shift, scale, gate) with (1 + scale), x + y·gate; the refiner's pairwise mask, not causal
+	"hunyuanimage21": {"rope_layout": "interleaved", "rope_axes": []any{8.0, 8.0}, "rope_theta": 256.0, "joint_order": "image_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// the same file's distilled layout (use_meanflow, guidance_embeds): a second timestep, the next
+	// step's σ·1000, embedded by its own MLP and averaged with the first; the pipeline passes σ·1000
+	"hunyuanimage21_distilled": {"rope_layout": "interleaved", "rope_theta": 256.0, "joint_order": "image_first",
+		"qk_norm": "rms", "mlp_act": "gelu_tanh", "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_scale": 1.0, "euler_sign": 1.0},
+	// transformer_ovis_image.py: Flux-style MMDiT, ids (0, l, l) and (0, h, w), axes (4, 6, 6), θ 10000,
+	// interleaved pairs; SwiGLU FFNs (value·silu(gate)); RMSNorm q/k; (1 + scale); x + gate·y
+	"ovis_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_longcat_image.py: ids (0, l, l) and (1, h + 512, w + 512), axes (4, 6, 6), θ 10000,
+	// interleaved pairs; gelu-tanh FFNs; RMSNorm q/k; (1 + scale); x + gate·y
+	"longcat_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

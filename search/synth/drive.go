@@ -92,6 +92,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				vname := program.InputValue(role)
 				if role == "latents" {
 					kind, vname = program.StepInput, program.StepLatents
+					s.latents = in
 				}
 				s.em.bindLeaf(in, kind, vname, role)
 			}
@@ -116,6 +117,11 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		}
 		if d.run == "flow_euler" {
 			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
+				v.request = true
+				d.args[p.Name] = v
+				continue
+			}
+			if v := s.nextTimestep(p, target, inputs[sigmaName]); v != nil {
 				v.request = true
 				d.args[p.Name] = v
 				continue
@@ -152,6 +158,20 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 	return d, nil
 }
 
+// partVaries reports whether t's entries [lo, hi) along ax change from
+// step 0 to step 1 (true where the trace has one step: nothing tells).
+func (s *synth) partVaries(t *val, ax, lo, hi int) bool {
+	steps := s.tr.Steps()
+	if len(steps) < 2 {
+		return true
+	}
+	d, ok := s.at(t, steps[1])
+	if !ok || len(d) != len(t.data) {
+		return true
+	}
+	return relRMS(t.format, sliceData(&val{shape: t.shape, data: d}, ax, lo, hi), sliceData(t, ax, lo, hi)) > 0
+}
+
 // latentsJoined binds a model argument that is the latents joined with
 // another request input along one axis (a condition's channels beside
 // the noisy latents: image-to-video, inpainting): the latents' input of
@@ -174,8 +194,8 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 				if !latFirst {
 					at = rest
 				}
-				if relRMS(lat.format, sliceData(target, ax, at, at+n), lat.data) > 0 {
-					continue
+				if relRMS(lat.format, sliceData(target, ax, at, at+n), lat.data) > 0 || !s.partVaries(target, ax, at, at+n) {
+					continue // not these values, or a part the steps leave as it is (a condition of the latents' shape)
 				}
 				other := sliceData(target, ax, n-at, n-at+rest) // the rest: after the latents, or before them
 				if !latFirst {
@@ -193,6 +213,7 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 						continue
 					}
 					roles["latents"] = latName
+					s.latents = lat
 					s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
 					if _, dup := roles[name]; !dup {
 						roles[name] = name
@@ -255,7 +276,41 @@ func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
 			perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
 		s.em.bindLeaf(s.sigma, program.StepInput, program.StepTimestep, "timestep")
 	}
-	sig := s.sigma
+	return s.timestepOf(p, target, s.sigma)
+}
+
+// nextTimestep binds a model argument made from σ_{i+1}, the σ the step
+// ends at (a mean-flow model's second timestep: the pipeline passes the
+// next scheduler timestep, 0 at the last step), by the forms timestep
+// tries from σ_i; tried where those fail. The program reads σ_{i+1} as a
+// step input of its own.
+func (s *synth) nextTimestep(p trace.Port, target, sigmas *val) *val {
+	if sigmas == nil || len(sigmas.data) < 2 {
+		return nil
+	}
+	next := s.sigmaNext
+	if next == nil {
+		next = &val{shape: []int{1}, data: sigmas.data[1:2], format: f32,
+			perStep: func(step int) []float32 {
+				if step+1 >= len(sigmas.data) {
+					return nil
+				}
+				return sigmas.data[step+1 : step+2]
+			}}
+	}
+	v := s.timestepOf(p, target, next)
+	if v != nil && s.sigmaNext == nil {
+		s.sigmaNext = next
+		s.em.bindLeaf(next, program.StepInput, program.StepNextTimestep, "next_timestep")
+	}
+	return v
+}
+
+// timestepOf binds a model argument made from sig (σ_i or σ_{i+1}): σ,
+// 1 − σ, scaled by 1000, rounded or cast as the argument is stored, or an
+// affine map of a function of σ fitted over the steps; nil when none
+// reproduces the argument at every step.
+func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 	info, _ := s.tr.Info(p.Key)
 	integer := !info.DType.IsFloat()
 	one := s.constant(1)
@@ -402,6 +457,9 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 		if slices.Equal(v.shape, s.outputShape()) && latents == nil {
 			latents = v
 		}
+		if s.latents != nil && v != nil && slices.Contains(s.latents.keys, m.Inputs[n]) {
+			latents = v // the input the driving bound as the latents (another may share their shape)
+		}
 		if s.isSigmas(v) {
 			sigmas = v
 		}
@@ -424,6 +482,19 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 		c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: latents.shape[1]}, args: []*val{out}, out: out.format, label: "first half of channels"})
 		if r := s.reshape(c, latents.shape); r != nil {
 			forms = append(forms, r)
+		}
+	}
+	if len(forms) == 0 && len(out.shape) == len(latents.shape) {
+		// the leading part of one axis: the latents' rows of a result
+		// over the latents joined with a condition's (a reference
+		// image's latents after the noisy ones)
+		for ax := range out.shape {
+			if out.shape[ax] <= latents.shape[ax] || !equalBut(out.shape, latents.shape, ax) {
+				continue
+			}
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: latents.shape[ax]}, args: []*val{out}, out: out.format, label: "the latents' part"}); c != nil {
+				forms = append(forms, c)
+			}
 		}
 	}
 	var best *val

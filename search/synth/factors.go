@@ -203,10 +203,23 @@ func (s *synth) readFactors() []semantics.Factor {
 		}
 	}
 	for _, r := range s.ropes {
-		add(semantics.Factor{Name: "rope_axes", Scope: r.scope, Value: slices.Clone(r.fit.rope.AxesDims), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
-			Candidates: []semantics.Candidate{{Value: slices.Clone(r.fit.rope.AxesDims)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
-		add(semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
-			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}})
+		axes := semantics.Factor{Name: "rope_axes", Scope: r.scope, Value: slices.Clone(r.fit.rope.AxesDims), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: []semantics.Candidate{{Value: slices.Clone(r.fit.rope.AxesDims)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}}
+		sameAxes := func(p exec.RopeTableParams) bool { return slices.Equal(p.AxesDims, r.fit.rope.AxesDims) }
+		if m, ok := ropeMargin(r.fit.ropeTried, sameAxes); ok {
+			axes.Margin, axes.Decisive = semantics.Margin(m), m >= 2
+			axes.Candidates = axesCandidates(r.fit.ropeTried)
+			if !axes.Decisive {
+				axes.Evidence.Note += "; another split of the axes reproduces them as well (positions that stay zero on some axes do not show their widths)"
+			}
+		}
+		add(axes)
+		theta := semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}}
+		if m, ok := ropeMargin(r.fit.ropeTried, func(p exec.RopeTableParams) bool { return p.Theta == r.fit.rope.Theta }); ok {
+			theta.Margin, theta.Decisive = semantics.Margin(m), m >= 2
+		}
+		add(theta)
 	}
 	for _, n := range s.norms {
 		p := n.fit.norm
@@ -635,4 +648,44 @@ func preferSource(a, b *val) bool {
 type normRecord struct {
 	scope, boundary string
 	fit             *leafFit
+}
+
+// ropeMargin is the margin of a RoPE table's reading among the tables
+// its fit tried: the best score of a table that reads otherwise (same
+// false) over the best of those that read as the winner; both exact: 1,
+// as the trace does not tell them apart. ok is false where the fit tried
+// none (tables read another way: the reading is declared).
+func ropeMargin(tried []ropeTry, same func(exec.RopeTableParams) bool) (float64, bool) {
+	in, out := math.Inf(1), math.Inf(1)
+	for _, t := range tried {
+		if same(t.p) {
+			in = math.Min(in, t.score)
+		} else {
+			out = math.Min(out, t.score)
+		}
+	}
+	if len(tried) == 0 || math.IsInf(in, 1) {
+		return 0, false
+	}
+	if out == in {
+		return 1, true
+	}
+	return out / in, true
+}
+
+// axesCandidates are the splits the fit tried, each with its best score,
+// in the order tried.
+func axesCandidates(tried []ropeTry) []semantics.Candidate {
+	var out []semantics.Candidate
+	at := map[string]int{}
+	for _, t := range tried {
+		key := fmt.Sprint(t.p.AxesDims)
+		if k, ok := at[key]; ok {
+			out[k].Score = math.Min(out[k].Score, finite(t.score))
+			continue
+		}
+		at[key] = len(out)
+		out = append(out, semantics.Candidate{Value: slices.Clone(t.p.AxesDims), Score: finite(t.score)})
+	}
+	return out
 }

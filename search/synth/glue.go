@@ -136,7 +136,76 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.rowAddedResidual(target, vals); v != nil {
 		return v
 	}
+	if v := s.attentionBeside(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.joinedWide(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return s.reshaped(target, sc, vals)
+}
+
+// joinedWide is joined with pieces along the last axis that are sums,
+// products or gated units of values (a parallel block's MLP, silu(gate)·
+// value of one projection's halves, joined after the attention's columns
+// before one output projection), and pieces that are a later part of a
+// value (innerPart): tried once every other form failed, as the pieces
+// multiply.
+func (s *synth) joinedWide(t *val, sc *scope, vals []*val) *val {
+	if t.reshapedFrom || len(t.shape) < 2 {
+		return nil
+	}
+	s.latePieces = true
+	defer func() { s.latePieces = false }()
+	return s.joinedAt(t, sc, vals, 0)
+}
+
+// attentionBeside explains t [B, S, W] as attention joined along the
+// width with a value of the scope (a parallel block's [attention, MLP]
+// read by one fused output projection, the attention made inside the
+// call and never a result of its own): the value found as t's first or
+// last columns at every step, the rest explained as attention whose q,
+// k and v may also be the leading blocks of a projection wider than
+// them ([q|k|v|mlp] fused). Tried once every other form failed.
+func (s *synth) attentionBeside(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 || t.reshapedFrom {
+		return nil
+	}
+	W, tol := t.shape[2], tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] || v.shape[2] >= W {
+			continue
+		}
+		n := v.shape[2]
+		for _, last := range []bool{true, false} {
+			lo, alo, ahi := W-n, 0, W-n // v last: [attention, v]
+			if !last {
+				lo, alo, ahi = 0, n, W
+			}
+			if sub := s.part(t, 2, lo, lo+n); relRMS(t.format, v.data, sub.data) > tol || !s.everyStep(v, sub, tol) {
+				continue
+			}
+			rest := s.part(t, 2, alo, ahi)
+			rest.reshapedFrom = true // explained as it is, not read in other shapes
+			s.leadingQKV = true
+			a := s.attention(rest, sc)
+			s.leadingQKV = false
+			if a == nil {
+				continue
+			}
+			pieces := []*val{a, v}
+			if !last {
+				pieces = []*val{v, a}
+			}
+			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a value"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // reshaped explains a target stored in another shape than the values it
@@ -452,6 +521,20 @@ func (s *synth) constant(c float64) *val {
 // entries along ax (0 < n < its length, as many as match) are t's from
 // off on, and returns that slice of it; nil when none is.
 func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
+	return s.valuePart(t, ax, off, vals, false)
+}
+
+// innerPart finds a value of t's shape but for axis ax whose entries
+// [a, a+n) along ax (a > 0, n as many as match) are t's from off on, and
+// returns that slice of it; nil when none is. Where the slice's bounds
+// come from a request's mask (rows reordered valid first), the program
+// holds them as the captured request had them, as leadingPart does.
+func (s *synth) innerPart(t *val, ax, off int, vals []*val) *val {
+	return s.valuePart(t, ax, off, vals, true)
+}
+
+// valuePart is leadingPart (the part starts at 0) or innerPart (later).
+func (s *synth) valuePart(t *val, ax, off int, vals []*val, inner bool) *val {
 	tol := tolerance(t.format)
 	for _, v := range vals {
 		if v.opaque || len(v.shape) != len(t.shape) || v.shape[ax] < 2 {
@@ -464,16 +547,25 @@ func (s *synth) leadingPart(t *val, ax, off int, vals []*val) *val {
 		if !same {
 			continue
 		}
-		n := 0
-		for n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, n, n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
-			n++
+		starts, label := []int{0}, "leading part"
+		if inner {
+			starts, label = nil, "part"
+			for a := 1; a < v.shape[ax]; a++ {
+				starts = append(starts, a)
+			}
 		}
-		if n == 0 || n == v.shape[ax] || off == 0 && n == t.shape[ax] {
-			continue // nothing, all of it (a whole piece), or all of t alone
-		}
-		p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: n}, args: []*val{v}, out: v.format, label: "leading part"})
-		if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
-			return p
+		for _, a := range starts {
+			n := 0
+			for a+n < v.shape[ax] && off+n < t.shape[ax] && relRMS(t.format, sliceData(v, ax, a+n, a+n+1), sliceData(t, ax, off+n, off+n+1)) <= tol {
+				n++
+			}
+			if n == 0 || !inner && (n == v.shape[ax] || off == 0 && n == t.shape[ax]) {
+				continue // nothing, all of it (a whole piece), or all of t alone
+			}
+			p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: a, End: a + n}, args: []*val{v}, out: v.format, label: label})
+			if p != nil && s.everyStep(p, s.part(t, ax, off, off+n), tol) {
+				return p
+			}
 		}
 	}
 	return nil
@@ -665,7 +757,12 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
-			if found == nil && depth == 0 && ax < len(t.shape)-1 {
+			if found == nil && depth == 0 && off > 0 && s.latePieces {
+				// a later part of a value (two captions' valid rows
+				// first, then the padding rows of each)
+				found = s.innerPart(t, ax, off, vals)
+			}
+			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.latePieces) {
 				// a piece that is a sum or product of values (a global
 				// token made of two embeddings, prepended to the rows),
 				// their mean (a pooled token) or a modulated value (each

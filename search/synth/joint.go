@@ -199,7 +199,7 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 	// (a mask added to the scores), as given or before the scale
 	var best *jointChoice
 	for _, bias := range append([]*val{nil}, s.withScaled(biases(sc, q, k), d)...) {
-		ch := s.jointWith(t, q, k, v, bias, p, mineFirst, r1)
+		ch := s.jointWith(t, q, k, v, nil, bias, p, mineFirst, r1)
 		if ch == nil {
 			continue
 		}
@@ -213,21 +213,44 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 			break
 		}
 	}
+	if best == nil || best.score > tolerance(t.format) {
+		// a 0/1 key mask over the joined rows (a caption's padding
+		// joined with ones for the image): tried where no bias holds
+		for _, m := range s.keyMasks(sc, q, k) {
+			ch := s.jointWith(t, q, k, v, m, nil, p, mineFirst, r1)
+			if ch == nil {
+				continue
+			}
+			ch.headDim, ch.rope = d, rope.layout
+			ch.otherRows = first[0].shape[1] + second[0].shape[1] - t.shape[1]
+			ch.label = fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v key_mask=true", heads, ropeName(rope.layout), mineFirst)
+			if best == nil || ch.score < best.score {
+				best = ch
+			}
+			if best.score <= tolerance(t.format) {
+				break
+			}
+		}
+	}
 	return best
 }
 
 // jointWith runs one joint attention (memoised by its operands) and
-// scores this stream's rows of it.
-func (s *synth) jointWith(t, q, k, v, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
+// scores this stream's rows of it: under a 0/1 key mask where mask is
+// not nil, else with the bias (or none).
+func (s *synth) jointWith(t, q, k, v, mask, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
 	var bf *expr
 	if bias != nil {
 		bf = bias.from
 	}
-	key := fmt.Sprintf("%p %p %p %p %p %v", q.from, k.from, v.from, bias, bf, p)
+	if mask != nil {
+		p.Mask = exec.MaskExplicit
+	}
+	key := fmt.Sprintf("%p %p %p %p %p %p %v", q.from, k.from, v.from, mask, bias, bf, p)
 	full, ok := s.joint[key]
 	if !ok {
 		var err error
-		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, bias}, out: t.format})
+		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, mask, bias}, out: t.format})
 		if err != nil {
 			return nil
 		}

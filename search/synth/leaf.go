@@ -27,6 +27,15 @@ type leafFit struct {
 	boundary   string
 	in         *val          // a linear's input
 	unit       *unitEvidence // experts: the gated unit's numbers, where fitted
+	// ropeTried: rope_table fitted from ids, every table tried with its
+	// score (the margins of its axes and θ)
+	ropeTried []ropeTry
+}
+
+// ropeTry is one RoPE table candidate and its score.
+type ropeTry struct {
+	p     exec.RopeTableParams
+	score float64
 }
 
 // leaf explains a call without children: a linear (2-D weight, or a

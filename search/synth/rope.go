@@ -21,17 +21,30 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
 		return nil, nil
 	}
+	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 3, false); c != nil {
+		return c, sn
+	}
+	// more axes than three (ids (t, h, w, l), say), or another base than
+	// 10⁴ over several axes, each axis's θ read from its own channels:
+	// tried only where the common forms fail
+	return s.fitRopeTableAxes(xs, cosT, sinT, cosT.shape[len(cosT.shape)-1]/2, true)
+}
+
+// fitRopeTableAxes is fitRopeTable over ids of at most maxAxes columns; θ
+// is read per axis from the table's angles where perAxis (else, over
+// several axes, the common base alone).
+func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxis bool) (*val, *val) {
 	d := cosT.shape[len(cosT.shape)-1]
 	rows := cosT.numel() / d
 	// positions: one column (a sequence) or one per axis ([rows, k] ids)
 	var pos *val
 	naxes := 0
 	for _, x := range xs {
-		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= 3 {
+		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= maxAxes {
 			pos, naxes = x, x.numel()/rows
 		}
 	}
-	if pos == nil || d%2 != 0 {
+	if pos == nil || d%2 != 0 || perAxis && naxes == 1 {
 		return nil, nil
 	}
 	p2 := s.reshape(pos, []int{rows, naxes})
@@ -44,11 +57,27 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 		if layout == exec.RopeHalf && naxes > 1 {
 			continue // per axis [f, f]: not how a half layout over several axes is laid out
 		}
-		thetas := []float64{10000}
-		if naxes == 1 {
-			thetas = thetaCandidates(cosT, pos, d, layout)
-		}
+		// splits an earlier table took first: where positions that stay
+		// zero leave several splits exact (text ids (0, 0, 0, l)), the
+		// tie goes to the split the model's other tables showed
+		slices.SortStableFunc(splits, func(a, b []int) int {
+			ka := slices.ContainsFunc(s.ropeSplits, func(x []int) bool { return slices.Equal(x, a) })
+			kb := slices.ContainsFunc(s.ropeSplits, func(x []int) bool { return slices.Equal(x, b) })
+			switch {
+			case ka && !kb:
+				return -1
+			case kb && !ka:
+				return 1
+			}
+			return 0
+		})
 		for _, axes := range splits {
+			thetas := []float64{10000}
+			if naxes == 1 {
+				thetas = thetaCandidates(cosT, pos, d, layout)
+			} else if perAxis {
+				thetas = axisThetas(cosT, p2, axes)
+			}
 			for _, theta := range thetas {
 				for _, ff := range []precision.Format{precision.F32, precision.F64} {
 					for _, af := range []precision.Format{precision.F32, precision.F64} {
@@ -63,11 +92,13 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	}
 	bestI, bestScore := -1, math.Inf(1)
 	var ev []semantics.Candidate
+	var tried []ropeTry
 	for i, pr := range pairs {
 		c, e1 := s.ev.score(pr[0], cosT)
 		sn, e2 := s.ev.score(pr[1], sinT)
 		sc := math.Max(e1, e2)
 		ev = append(ev, semantics.Candidate{Value: pr[0].label, Score: finite(sc)})
+		tried = append(tried, ropeTry{p: pr[0].attrs.RopeTable, score: sc})
 		if c != nil && sn != nil && sc < bestScore {
 			bestI, bestScore = i, sc
 		}
@@ -75,7 +106,42 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if bestI < 0 || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	return s.tables(pairs[bestI][0], cosT, sinT, ev)
+	s.ropeSplits = append(s.ropeSplits, slices.Clone(pairs[bestI][0].attrs.RopeTable.AxesDims))
+	cosV, sinV := s.tables(pairs[bestI][0], cosT, sinT, ev)
+	if cosV != nil {
+		cosV.fit.ropeTried = tried
+	}
+	return cosV, sinV
+}
+
+// axisThetas reads θ from an interleaved table over ids p2 [rows, k] split
+// into axes: for each axis at least 4 wide whose positions are not all
+// zero, the angle of its second frequency (θ^(−2/d_a)) at its smallest
+// positive position, 3 significant digits; the common base first.
+func axisThetas(cosT, p2 *val, axes []int) []float64 {
+	out := []float64{10000}
+	d, k := cosT.shape[len(cosT.shape)-1], len(axes)
+	off := 0
+	for a, da := range axes {
+		row, p := -1, math.Inf(1)
+		for r := 0; r*k+a < len(p2.data); r++ {
+			if x := float64(p2.data[r*k+a]); x > 0 && x < p {
+				row, p = r, x
+			}
+		}
+		if da >= 4 && row >= 0 {
+			if c := float64(cosT.data[row*d+off+2]); c < 1 && c > -1 {
+				if f := math.Acos(c) / p; f > 0 {
+					theta := math.Pow(f, -float64(da)/2)
+					if r, err := strconv.ParseFloat(strconv.FormatFloat(theta, 'g', 3, 64), 64); err == nil && r > 1 && !slices.Contains(out, r) {
+						out = append(out, r)
+					}
+				}
+			}
+		}
+		off += da
+	}
+	return out
 }
 
 // pickOf is an expression for result i of e's node (sharing its node).

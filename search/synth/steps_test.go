@@ -177,3 +177,73 @@ func describe(v *val) string {
 	}
 	return s + ")"
 }
+
+// stepVal is a value of the scope whose entries at step st are f(st).
+func stepVal(shape []int, f func(st int) []float32) *val {
+	return &val{shape: shape, data: f(0), format: f32, perStep: f}
+}
+
+// rowsAt is the data of a [1, n, d] value at step st: entry (r, c) is
+// seed + st + r·d + c scaled, distinct everywhere.
+func rowsAt(n, d int, seed float32) func(st int) []float32 {
+	return func(st int) []float32 {
+		out := make([]float32, n*d)
+		for i := range out {
+			out[i] = seed + 0.37*float32(st) + 0.013*float32(i*i%17) + 0.1*float32(i)
+		}
+		return out
+	}
+}
+
+// TestReorderedRows: rows of two values joined valid rows first, then the
+// padding of each (cat[a[:2], b[:3], a[2:], b[3:]], two captions joined
+// as HunyuanImage-2.1 joins them) are explained as parts of the values,
+// at every step.
+func TestReorderedRows(t *testing.T) {
+	const d = 4
+	fa, fb := rowsAt(3, d, 1), rowsAt(4, d, -2)
+	data := func(st int) []float32 {
+		a, b := fa(st), fb(st)
+		var out []float32
+		out = append(out, a[:2*d]...)
+		out = append(out, b[:3*d]...)
+		out = append(out, a[2*d:]...)
+		return append(out, b[3*d:]...)
+	}
+	s, sc, target := plantedSteps(t, []int{1, 7, d}, data, stepVal([]int{1, 3, d}, fa), stepVal([]int{1, 4, d}, fb))
+	v := s.glue(target, sc)
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	for st := range stepSigmas {
+		if got, ok := s.at(v, st); !ok || relRMS(f32, got, data(st)) > tolerance(f32) {
+			t.Errorf("%s does not reproduce step %d", describe(v), st)
+		}
+	}
+}
+
+// TestScaledSum: (a + b)/2 + c (two time embeddings averaged, a guidance
+// embedding added) is explained, at every step.
+func TestScaledSum(t *testing.T) {
+	const n = 12
+	fa, fb, fc := rowsAt(1, n, 1), rowsAt(1, n, -3), rowsAt(1, n, 0.5)
+	data := func(st int) []float32 {
+		a, b, c := fa(st), fb(st), fc(st)
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = (a[i]+b[i])/2 + c[i]
+		}
+		return out
+	}
+	shape := []int{1, 1, n}
+	s, sc, target := plantedSteps(t, shape, data, stepVal(shape, fa), stepVal(shape, fb), stepVal(shape, fc))
+	v := s.glue(target, sc)
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	for st := range stepSigmas {
+		if got, ok := s.at(v, st); !ok || relRMS(f32, got, data(st)) > tolerance(f32) {
+			t.Errorf("%s does not reproduce step %d", describe(v), st)
+		}
+	}
+}

@@ -15,16 +15,19 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
-	ctx        context.Context // cancelled: the search stops at the next call
-	tr         *trace.Trace
-	ev         *evaluator
-	em         *emitter
-	params     map[string]*val
-	opaque     []*val
-	attn       []attnRecord
-	lambdas    []lambdaRecord // how each differential attention's λ was explained
-	mlps       []mlpRecord
-	ropes      []ropeRecord
+	ctx     context.Context // cancelled: the search stops at the next call
+	tr      *trace.Trace
+	ev      *evaluator
+	em      *emitter
+	params  map[string]*val
+	opaque  []*val
+	attn    []attnRecord
+	lambdas []lambdaRecord // how each differential attention's λ was explained
+	mlps    []mlpRecord
+	ropes   []ropeRecord
+	// ropeSplits are the axis splits RoPE tables were fitted with, in
+	// order (an exact tie of splits goes to one of these).
+	ropeSplits [][]int
 	linearAttn []linearAttnRecord
 	// calledParams are the parameters some call of the trace holds (made
 	// once, on the first attention-pool attempt).
@@ -48,10 +51,20 @@ type synth struct {
 	latentsIn *latentsPart
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
-	// sigma is σ_i, the step input every timestep argument is made from.
-	sigma *val
+	// latents is the request input the driving bound as the flow loop's
+	// latents.
+	latents *val
+	// sigma is σ_i, the step input every timestep argument is made from;
+	// sigmaNext σ_{i+1}, bound where an argument is made from it.
+	sigma, sigmaNext *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
+	// leadingQKV: attention operands may be the leading q, k, v blocks of
+	// a wider projection (set while attentionBeside searches).
+	leadingQKV bool
+	// latePieces: a join's pieces may be combined values along the last
+	// axis, or later parts of values (set while joinedWide searches).
+	latePieces bool
 	// progress is Options.Progress; calls counts the calls of step 0
 	// explained of callsTotal.
 	progress          func(phase string, done, total int)
