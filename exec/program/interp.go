@@ -32,6 +32,10 @@ type Interpreter struct {
 	B     exec.Backend
 	P     *Program
 	Hooks Hooks
+	// Memo, if set, keeps step-invariant results across forwards (see
+	// Memo); the caller must leave Hooks.Observe and Override unset while
+	// it is.
+	Memo *Memo
 }
 
 // Forward runs every node once. env holds every value that is not a Temp
@@ -89,6 +93,13 @@ func (r *run) forward() ([]exec.Tensor, error) {
 		n := &p.Nodes[i]
 		if err := r.enter(i); err != nil {
 			return nil, err
+		}
+		if ok, err := r.memoised(i, n); err != nil {
+			return nil, fmt.Errorf("program: node %d (%s %s): %w", i, n.Op, n.Role, err)
+		} else if ok {
+			r.release(i, n)
+			r.leave(i + 1)
+			continue
 		}
 		j, fused, err := r.fuse(i)
 		if err != nil {
@@ -314,6 +325,9 @@ func (r *run) free(name string) {
 		return
 	}
 	delete(r.vals, name)
+	if m := r.it.Memo; m != nil && m.held[t] {
+		return // kept for the next forward
+	}
 	r.disown(t)
 	r.it.B.Free(t)
 }

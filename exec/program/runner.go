@@ -227,6 +227,12 @@ func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
 		}
 		return outs[0], nil
 	}
+	if h := r.It.Hooks; h.Observe == nil && h.Override == nil {
+		// Nothing watches or replaces values: what no step changes is
+		// made once.
+		r.It.Memo = NewMemo()
+		defer func() { r.It.Memo.Close(r.B); r.It.Memo = nil }()
+	}
 	x := r.latents
 	n := r.Steps()
 	for i := range n {
