@@ -24,21 +24,7 @@ import (
 // epiDriverHead runs jobs: kernel (0: zf_elementwise, k > 0: epilogue
 // k−1), the parameter block, the buffers (a length of −1: the previous
 // job's output) and the output's length; it writes the outputs in order.
-const epiDriverHead = `
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-static std::vector<uchar> rd(FILE* f, long long n) {
-  std::vector<uchar> b(n > 0 ? n : 1);
-  if (n > 0 && fread(b.data(), 1, n, f) != (size_t)n) { fprintf(stderr, "short read\n"); exit(2); }
-  return b;
-}
-int main(int argc, char** argv) {
-  FILE* in = fopen(argv[1], "rb");
-  FILE* out = fopen(argv[2], "wb");
-  if (!in || !out) { perror("open"); return 2; }
-  int kernel;
-  std::vector<uchar> prev(1);
+const epiDriverHead = driverOpening + `  std::vector<uchar> prev(1);
   while (fread(&kernel, 4, 1, in) == 1) {
     int psize, nb;
     if (fread(&psize, 4, 1, in) != 1) return 2;

@@ -23,7 +23,9 @@ import (
 // CPU backend's bit for bit. The CUDA and MSL renderings differ from this
 // one only in their preludes.
 
-const hostDriver = `
+// driverOpening is the host drivers' first lines: a reader of n bytes
+// and main's opening of the job file (argv[1]) and the output (argv[2]).
+const driverOpening = `
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -37,7 +39,9 @@ int main(int argc, char** argv) {
   FILE* out = fopen(argv[2], "wb");
   if (!in || !out) { perror("open"); return 2; }
   int kernel;
-  while (fread(&kernel, 4, 1, in) == 1) {
+`
+
+const hostDriver = driverOpening + `  while (fread(&kernel, 4, 1, in) == 1) {
     int psize;
     if (fread(&psize, 4, 1, in) != 1) return 2;
     std::vector<uchar> p = rd(in, psize);
