@@ -19,8 +19,17 @@ type Memo struct {
 	// order: the tensors in the order they were made
 	order []exec.Tensor
 	p     *Program     // the program inv is of
-	inv   map[int]bool // its step-invariant nodes
+	inv   map[int]bool // its step-invariant nodes (less those not kept)
+	bytes int          // what the kept results take, at most
+	// Limit bounds bytes (0: MemoBytes).
+	Limit int
 }
+
+// MemoBytes bounds what a memo keeps (its results counted as f32): past
+// it, an invariant node is made at every step as before, so that keeping
+// never costs more than a few activations' memory (a cast of every
+// weight, say, is not kept whole).
+const MemoBytes = 1 << 30
 
 // NewMemo returns an empty memo; Close frees what it holds.
 func NewMemo() *Memo {
@@ -34,7 +43,7 @@ func (m *Memo) Close(b exec.Backend) {
 		b.Free(m.order[i])
 	}
 	m.order = nil
-	m.vals, m.held = map[string]exec.Tensor{}, map[exec.Tensor]bool{}
+	m.vals, m.held, m.p, m.inv, m.bytes = map[string]exec.Tensor{}, map[exec.Tensor]bool{}, nil, nil, 0
 }
 
 // invariantNodes is the set of p's step-invariant nodes: those whose
@@ -88,6 +97,25 @@ func (r *run) memoised(i int, n *Node) (ok bool, err error) {
 		return false, nil
 	}
 	if _, have := m.vals[n.Out[0]]; !have {
+		size := 0
+		for _, name := range n.In {
+			if v := r.it.P.Values[name]; name != "" && v.Kind == Temp && m.vals[name] == nil {
+				m.inv[i] = false // an input was not kept: neither is this
+				return false, nil
+			}
+		}
+		for _, name := range n.Out {
+			size += 4 * exec.Numel(r.it.P.Values[name].Shape) // at most f32
+		}
+		limit := m.Limit
+		if limit == 0 {
+			limit = MemoBytes
+		}
+		if m.bytes+size > limit {
+			m.inv[i] = false // over the memo's budget: made every step
+			return false, nil
+		}
+		m.bytes += size
 		in := make([]exec.Tensor, len(n.In))
 		for j, name := range n.In {
 			if in[j], err = r.get(name); err != nil {

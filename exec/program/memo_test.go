@@ -17,12 +17,13 @@ import (
 func TestMemoKeepsInvariantNodes(t *testing.T) {
 	for _, c := range fixtureCases() {
 		tr, doc := open(t, c)
-		run := func(watch bool) ([]float32, map[int]int, int) {
+		run := func(watch bool, limit int) ([]float32, map[int]int, int) {
 			b := backendtest.NewCounting(cpu.New(0))
 			r, err := program.NewRunner(b, doc, program.TraceParams(tr), program.TraceInputs(tr))
 			if err != nil {
 				t.Fatal(err)
 			}
+			r.MemoLimit = limit
 			calls := map[int]int{}
 			r.It.Hooks.Run = func(step, i int, n *program.Node, in []exec.Tensor) ([]exec.Tensor, error) {
 				calls[i]++
@@ -47,8 +48,14 @@ func TestMemoKeepsInvariantNodes(t *testing.T) {
 			}
 			return d, calls, steps
 		}
-		plain, once, steps := run(false)
-		watched, every, _ := run(true)
+		plain, once, steps := run(false, 0)
+		watched, every, _ := run(true, 0)
+		_, bounded, _ := run(false, 1) // a budget of one byte keeps nothing
+		for i, n := range every {
+			if bounded[i] != n {
+				t.Errorf("%s: node %d ran %d times with nothing kept, %d watched", c.trace, i, bounded[i], n)
+			}
+		}
 		if steps < 2 {
 			t.Fatalf("%s: %d steps: nothing to keep across steps", c.trace, steps)
 		}

@@ -32,6 +32,10 @@ type Runner struct {
 	sigmas  []float32
 	sign    float32
 	spec    struct{ timestep, scale, update exec.Spec }
+
+	// MemoLimit bounds what Run keeps of the step-invariant nodes' results
+	// (0: MemoBytes; see Memo).
+	MemoLimit int
 }
 
 // NewRunner builds doc's program for the request in inputs, with the
@@ -231,6 +235,7 @@ func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
 		// Nothing watches or replaces values: what no step changes is
 		// made once.
 		r.It.Memo = NewMemo()
+		r.It.Memo.Limit = r.MemoLimit
 		defer func() { r.It.Memo.Close(r.B); r.It.Memo = nil }()
 	}
 	x := r.latents
