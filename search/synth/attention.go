@@ -109,6 +109,14 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			headDims = append(headDims, d)
 		}
 	}
+	// tables that rotate consecutive sections of each head, each gathered
+	// by its own ids (a head cut in t/h/w thirds)
+	sections := s.sectionTables(sc, t.shape[1])
+	for _, sec := range sections {
+		if d := sec.k * sec.w; width%d == 0 && !slices.Contains(headDims, d) {
+			headDims = append(headDims, d)
+		}
+	}
 	// the head widths of the attentions explained so far: a cross-attention
 	// without RoPE has heads as wide as the self-attention's before it,
 	// which its table showed (heads of 24, of 72: not powers of two)
@@ -195,6 +203,18 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 					base := fmt.Sprintf("heads=%d kv=%d causal=%v", pp.Heads, pp.KVHeads, causal) + joined
 					if !wide {
 						try(attnChoice{q: q, k: k, v: v, headDim: d, params: pp, label: base + " rope=none", keyParts: parts})
+					}
+					for _, sec := range sections {
+						if wide || sec.k*sec.w != d || k.shape[1] != q.shape[1] {
+							continue
+						}
+						for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
+							rq := s.rotateSections(q, sec, layout, pp.Heads)
+							if rk := s.rotateSections(k, sec, layout, pp.KVHeads); rq != nil && rk != nil {
+								try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, params: pp,
+									label: base + fmt.Sprintf(" rope=%s in %d sections", layout, sec.k), keyParts: parts})
+							}
+						}
 					}
 					for _, tb := range tables {
 						tw := tb[0].shape[len(tb[0].shape)-1]

@@ -600,3 +600,88 @@ func (s *synth) roundTrip(x *val, f precision.Format) *val {
 	}
 	return s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: x.format}, args: []*val{r}, out: x.format, label: "cast"})
 }
+
+// ropeSections are RoPE tables that rotate k consecutive sections of w
+// channels of every head, section i by its own table at its own ids (a
+// head cut in time, height and width thirds): the gathered tables laid
+// one after another along the rows, [k·S, w].
+type ropeSections struct {
+	cos, sin *val
+	k, w     int
+}
+
+// sectionTables finds, for S rows, k ≥ 2 table pairs of one width and k
+// integer id vectors of S entries in the scope, paired in the scope's
+// order (the i-th pair read at the i-th ids), and gathers them.
+func (s *synth) sectionTables(sc *scope, rows int) []ropeSections {
+	var pairs [][2]*val
+	for i := 0; i+1 < len(sc.vals); i++ {
+		c, sn := sc.vals[i], sc.vals[i+1]
+		if c.opaque || sn.opaque || len(c.shape) != 2 || !slices.Equal(c.shape, sn.shape) || !onCircle(c, sn) || allOnes(c) {
+			continue
+		}
+		pairs = append(pairs, [2]*val{c, sn})
+		i++
+	}
+	var ids []*val
+	for _, v := range sc.vals {
+		if !v.opaque && v.numel() == rows && v.integral() && !slices.Contains(ids, v) {
+			ids = append(ids, v)
+		}
+	}
+	if len(pairs) < 2 || len(ids) != len(pairs) {
+		return nil
+	}
+	w := pairs[0][0].shape[1]
+	var cs, ss []*val
+	for i, p := range pairs {
+		if p[0].shape[1] != w || w%2 != 0 {
+			return nil
+		}
+		for _, x := range ids[i].data {
+			if x < 0 || int(x) >= p[0].shape[0] {
+				return nil
+			}
+		}
+		id := s.reshape(ids[i], []int{rows})
+		c := s.derive(&expr{op: program.OpGather, args: []*val{p[0], id}, out: p[0].format, label: "section table"})
+		sn := s.derive(&expr{op: program.OpGather, args: []*val{p[1], id}, out: p[1].format, label: "section table"})
+		c, sn = s.reshape(c, []int{rows, w}), s.reshape(sn, []int{rows, w})
+		if c == nil || sn == nil {
+			return nil
+		}
+		cs, ss = append(cs, c), append(ss, sn)
+	}
+	c := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: cs, out: cs[0].format, label: "sections' tables"})
+	sn := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: ss, out: ss[0].format, label: "sections' tables"})
+	if c == nil || sn == nil {
+		return nil
+	}
+	return []ropeSections{{cos: c, sin: sn, k: len(pairs), w: w}}
+}
+
+// rotateSections applies sectioned RoPE to x [B, S, H·k·w]: the sections
+// moved onto the rows ([B, k·S, H·w]), rotated there as heads of w by
+// the tables laid along the rows, and moved back.
+func (s *synth) rotateSections(x *val, sec ropeSections, layout exec.RopeLayout, heads int) *val {
+	if len(x.shape) != 3 || x.shape[2] != heads*sec.k*sec.w {
+		return nil
+	}
+	b, n := x.shape[0], x.shape[1]
+	x5 := s.reshape(x, []int{b, n, heads, sec.k, sec.w})
+	if x5 == nil {
+		return nil
+	}
+	p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2, 4}}, args: []*val{x5}, out: x.format, label: "sections onto rows"})
+	r := s.reshape(p, []int{b, sec.k * n, heads * sec.w})
+	if r == nil {
+		return nil
+	}
+	rot := s.rotate(r, [2]*val{sec.cos, sec.sin}, layout, heads, sec.w)
+	back := s.reshape(rot, []int{b, sec.k, n, heads, sec.w})
+	if back == nil {
+		return nil
+	}
+	q := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 3, 1, 4}}, args: []*val{back}, out: x.format, label: "sections back"})
+	return s.reshape(q, x.shape)
+}

@@ -237,6 +237,12 @@ var unseenFactors = map[string]map[string]any{
 	"wanvace": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
 		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_allegro.py: each head's t/h/w thirds rotated by rotate-half with tables gathered
+	// by the pipeline's long positions; no q/k norm, default scale, no causal mask; GELU-tanh FFN;
+	// AdaLayerNormSingle (shift, scale, gate) plus each block's table, (1 + scale), x + gate·y
+	"allegro": {"rope_layout": "half", "qk_norm": "none", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh",
+		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "euler_sign": 1.0, "modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale"},
 	// transformer_cosmos.py: adaLN-LoRA (its own projection plus the shared 3·d timestep
 	// embedding, chunked) before every attention, the FFN and the head, (1 + scale), x + gate·y;
 	// half-layout RoPE (unbind −2) on self-attention only, per-head RMSNorm q/k, GELU (erf)

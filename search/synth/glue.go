@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -145,7 +146,64 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.scaledByValue(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.offsetCut(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return s.reshaped(target, sc, vals)
+}
+
+// offsetCut explains t as a cut of a wider value plus one constant
+// (1 + scale of one chunk of a modulation vector, made as its own
+// boundary before a norm that reads it): the constant read off the
+// difference, which must be the same everywhere. Tried once every other
+// form failed.
+func (s *synth) offsetCut(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || v.numel() <= t.numel() || len(v.shape) == 0 {
+			continue
+		}
+		for ax := range v.shape {
+			rest := v.numel() / v.shape[ax]
+			if t.numel()%rest != 0 {
+				continue
+			}
+			size := t.numel() / rest
+			if size >= v.shape[ax] {
+				continue
+			}
+			for start := 0; start+size <= v.shape[ax]; start++ {
+				d := sliceData(v, ax, start, start+size)
+				var mean float64
+				for i, x := range d {
+					mean += float64(t.data[i] - x)
+				}
+				mean /= float64(len(d))
+				if mean == 0 {
+					continue
+				}
+				off := make([]float32, len(d))
+				for i, x := range d {
+					off[i] = x + float32(mean)
+				}
+				if relRMS(t.format, off, t.data) > tol {
+					continue
+				}
+				b := math.Round(mean*1e6) / 1e6
+				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
+				c = s.reshape(c, t.shape)
+				if c == nil {
+					return nil
+				}
+				w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{c, s.constant(b)}, out: t.format, label: "offset cut"}})
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // joinedWide is joined with pieces along the last axis that are sums,
@@ -803,4 +861,99 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 		}
 	}
 	return nil
+}
+
+// scaledByValue explains t as a pointwise form of a value (a norm without
+// parameters) times another value of the scope that broadcasts to t's
+// shape (a modulation or gate vector per sample, given to the norm as an
+// argument of its own): t divided by the multiplier is explained by the
+// pointwise forms, and the product must reproduce t at every step. Tried
+// once every other form failed.
+func (s *synth) scaledByValue(t *val, vals []*val) *val {
+	if t.reshapedFrom || len(t.shape) < 2 {
+		return nil
+	}
+	for _, m := range vals {
+		if m.opaque || m.numel() <= 1 || m.numel() >= t.numel() || !broadcasts(m.shape, t.shape) {
+			continue
+		}
+		if slices.ContainsFunc(m.data, func(x float32) bool { return math.Abs(float64(x)) < 1e-6 }) {
+			continue
+		}
+		div := func(td, md []float32) []float32 {
+			b := broadcastData(md, m.shape, t.shape)
+			out := make([]float32, len(td))
+			for i := range td {
+				out[i] = td[i] / b[i]
+			}
+			return out
+		}
+		proxy := &val{shape: t.shape, data: div(t.data, m.data), format: t.format, origin: t.origin, reshapedFrom: true}
+		if s.hasSteps(t) {
+			proxy.perStep = func(st int) []float32 {
+				td, ok1 := s.at(t, st)
+				md, ok2 := s.at(m, st)
+				if !ok1 || !ok2 || len(td) != t.numel() || len(md) != m.numel() {
+					return nil
+				}
+				return div(td, md)
+			}
+		}
+		var rest []*val
+		for _, v := range vals {
+			if v != m {
+				rest = append(rest, v)
+			}
+		}
+		w := s.pointwise(proxy, rest)
+		if w == nil {
+			continue
+		}
+		if p, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{w, m}, out: t.format, label: "scaled by a value"}}); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// broadcasts reports whether shape a broadcasts to b (the same rank, each
+// axis equal or 1).
+func broadcasts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] && a[i] != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// broadcastData lays d (shape a) out over shape b.
+func broadcastData(d []float32, a, b []int) []float32 {
+	n := 1
+	for _, x := range b {
+		n *= x
+	}
+	out := make([]float32, n)
+	idx := make([]int, len(b))
+	for i := range out {
+		off := 0
+		for ax := range a {
+			off *= a[ax]
+			if a[ax] != 1 {
+				off += idx[ax]
+			}
+		}
+		out[i] = d[off]
+		for ax := len(b) - 1; ax >= 0; ax-- {
+			idx[ax]++
+			if idx[ax] < b[ax] {
+				break
+			}
+			idx[ax] = 0
+		}
+	}
+	return out
 }
