@@ -11,7 +11,10 @@ use_real without repeat_interleave), attention.py (FeedForward "gelu-approximate
 for line. The RoPE tables and positions are made as AllegroPipeline._prepare_rotary_positional_embeddings makes
 them (per-axis cos/sin tables at linspace grids divided by the interpolation scales, long positions from
 torch.cartesian_prod) and passed in as image_rotary_emb. Stand-in for what torch 1.13 lacks:
-F.scaled_dot_product_attention (its math, default scale, additive mask).
+F.scaled_dot_product_attention (its math, default scale, additive mask). Not checked against upstream text:
+AllegroAttnProcessor2_0 was not in the stored source when this was written, so its __call__ here is written from
+how the processor is known to work (q/k/v projections, apply_rotary_emb_allegro on q and k of the image rows,
+SDPA under the prepared mask, to_out); compare it with attention_processor.py before relying on the fixture.
 
 Pipeline: the shared flow loop of run.py (timestep sigma*1000 float32 expanded to the batch, velocity the model's
 output as is), the call as AllegroPipeline makes it (prompt mask, image_rotary_emb), guidance off.
