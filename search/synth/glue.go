@@ -124,6 +124,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.joinedAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.summedAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {
 		return v
 	}
