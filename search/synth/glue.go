@@ -103,6 +103,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 			return s.stored(s.consuming(v, target, sc), target)
 		}
 	}
+	if v := s.replicatePadded(target, vals); v != nil {
+		return v
+	}
 	if v := s.attention(target, sc); v != nil {
 		return v
 	}
