@@ -780,6 +780,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 					single = single || lone
 				}
 			}
+			if found == nil && depth == 0 && ax == 0 {
+				// a table of per-position rows averaged over blocks of
+				// its grid (brought to a strided convolution's tokens)
+				found = s.gridPooledPiece(t, off, vals)
+			}
 			if found == nil && depth == 0 {
 				// a value broadcast over the rows before it joins (a
 				// timestep's features beside a table of slot features)
