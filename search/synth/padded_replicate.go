@@ -120,6 +120,9 @@ func (s *synth) gridPooledPiece(t *val, off int, vals []*val) *val {
 							if n >= N || off+n > t.shape[0] {
 								continue
 							}
+							if !firstPooledRow(v, t, off, T, H, W, kt, kh, kw) {
+								continue // checked on one row before anything is derived
+							}
 							sub := s.part(t, 0, off, off+n)
 							if w := s.gridPool(v, T, H, W, kt, kh, kw); w != nil && relRMS(t.format, w.data, sub.data) <= tol && s.everyStep(w, sub, tol) {
 								return w
@@ -153,4 +156,27 @@ func (s *synth) gridPool(v *val, T, H, W, kt, kh, kw int) *val {
 		return nil
 	}
 	return s.derive(&expr{op: program.OpMean, attrs: program.Attrs{Axis: 2}, args: []*val{g, nil}, out: v.format, label: fmt.Sprintf("average over %dx%dx%d blocks", kt, kh, kw)})
+}
+
+// firstPooledRow reports whether t's row off is, to 1e-3 of its scale,
+// the first block's average of v [T·H·W, C] (cells past an axis's end
+// read its last slice, as replicate padding does).
+func firstPooledRow(v, t *val, off, T, H, W, kt, kh, kw int) bool {
+	C := v.shape[1]
+	var num, den float64
+	for c := range C {
+		var sum float64
+		for dt := range kt {
+			for dh := range kh {
+				for dw := range kw {
+					r := (min(dt, T-1)*H+min(dh, H-1))*W + min(dw, W-1)
+					sum += float64(v.data[r*C+c])
+				}
+			}
+		}
+		d := sum/float64(kt*kh*kw) - float64(t.data[off*C+c])
+		num += d * d
+		den += float64(t.data[off*C+c]) * float64(t.data[off*C+c])
+	}
+	return num <= 1e-6*den+1e-12
 }

@@ -22,7 +22,9 @@ explicit frame indices and, for 2x/4x, avg-pooled (2,2,2)/(4,4,4) to the token g
 through an up-SiLU-down MLP, Llama tokens through the masked token refiner]; batch 1 drops the padded prompt tokens;
 only the last window tokens kept for the output norm and projection.
 
-Configuration as bench/unseen/capture_dit.py's framepack case (--small sizes). Pipeline as
+Configuration as bench/unseen/capture_dit.py's framepack case (--small sizes) but with 4x4 latents (8x8 there):
+the 4x history (16 frames) is replicate-padded to 8x8 before its 4x8x8 conv and its RoPE table padded 2x2 -> 4x4
+before the 4x4x4 average, the trace stays near 2 MB. Pipeline as
 HunyuanVideoFramepackPipeline calls it (inverted anti-drifting sampling, the last section, latent padding 0,
 true_cfg_scale 1: one call per step): timestep = t.expand(B) (sigma*1000, float32), guidance = 10*1000, velocity the
 output as is.
