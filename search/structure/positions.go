@@ -237,6 +237,10 @@ func (d *discoverer) derivePositions(pos *semantics.Positions, all []float64, ax
 				break
 			}
 			if slices.Contains(missing, s) {
+				if (at+n)*axes > len(all) { // the ids hold fewer rows than the streams
+					ok = false
+					break
+				}
 				rows := make([][]int, n)
 				for r := range rows {
 					rows[r] = make([]int, axes)

@@ -277,7 +277,32 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 			out = append(out, [2]*val{c, sn})
 		}
 	}
+	for i := 0; i+1 < len(sc.vals); i++ {
+		// tables some of whose rows are averages of rotations (a table
+		// pooled to a strided convolution's tokens, joined with plain
+		// rows): tried after the tables on one circle
+		c, sn := sc.vals[i], sc.vals[i+1]
+		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && !onCircle(c, sn) && mostlyOnUnitCircle(c, sn) {
+			out = append(out, [2]*val{c, sn})
+		}
+	}
 	return out
+}
+
+// mostlyOnUnitCircle reports whether no (c, s) pair lies outside the unit
+// circle and at least half lie on it.
+func mostlyOnUnitCircle(c, s *val) bool {
+	on := 0
+	for i := range c.data {
+		r := math.Hypot(float64(c.data[i]), float64(s.data[i]))
+		if r > 1.025 {
+			return false
+		}
+		if r > 0.975 {
+			on++
+		}
+	}
+	return len(c.data) > 0 && 2*on >= len(c.data)
 }
 
 // reversed are tables with the sine negated: a rotation the other way

@@ -262,6 +262,22 @@ var unseenFactors = map[string]map[string]any{
 	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
 		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_chronoedit.py (Wan2.1 I2V body): interleaved 3-D RoPE (frame rows 0 and 7 at two
+	// frames), RMSNorm q/k across heads, default scale, no mask; the image context's attention
+	// added to the caption's; gelu_tanh FFN, 6-way (shift, scale, gate) with (1 + scale), x + gate·y,
+	// [cos, sin] sinusoid of shift 0, final (shift, scale)
+	"chronoedit": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
+		"mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0, "modulation_order": "shift,scale,gate",
+		"final_norm_order": "shift,scale"},
+	// transformer_hunyuan_video_framepack.py (HunyuanVideo body): interleaved 3-axis RoPE (4, 6, 6), θ 256,
+	// on the image rows only; per-head RMSNorm q/k, default scale, no mask at batch 1; gelu_tanh FFN and
+	// single-stream MLP, AdaLayerNormZero (shift, scale, gate) with (1 + scale), x + gate·y, [cos, sin]
+	// sinusoid of shift 0, AdaLayerNormContinuous [scale, shift]
+	"framepack": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 256.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true,
+		"gate_fn": "identity", "timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0,
+		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift"},
 	// transformer_flux2.py: 4-axis ids (t, h, w, l), axes (4, 4, 4, 4), θ 2000, interleaved pairs;
 	// [text, image] joint attention, RMSNorm q/k, SwiGLU (silu(first half)·second half), modulation
 	// (shift, scale, gate) with (1 + scale) from model-level linears, x + gate·y, final [scale, shift]

@@ -104,6 +104,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 			return s.stored(s.consuming(v, target, sc), target)
 		}
 	}
+	if v := s.replicatePadded(target, vals); v != nil {
+		return v
+	}
 	if v := s.attention(target, sc); v != nil {
 		return v
 	}
@@ -123,6 +126,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return v
 	}
 	if v := s.joinedAttention(target, sc); v != nil {
+		return v
+	}
+	if v := s.summedAttention(target, sc); v != nil {
 		return v
 	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {
@@ -831,6 +837,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 					made++
 					single = single || lone
 				}
+			}
+			if found == nil && depth == 0 && ax == 0 {
+				// a table of per-position rows averaged over blocks of
+				// its grid (brought to a strided convolution's tokens)
+				found = s.gridPooledPiece(t, off, vals)
 			}
 			if found == nil && depth == 0 {
 				// a value broadcast over the rows before it joins (a
