@@ -130,10 +130,6 @@ func TestUnseenArchitectures(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
-			if lacks, ok := unseenPending[strings.TrimSuffix(filepath.Base(path), ".npz")]; ok {
-				pendingIncomplete(t, path, lacks)
-				return
-			}
 			res, tr := discoverComplete(t, path)
 			selfChecked(t, res.Doc, tr)
 			name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".npz"), "-f32")
@@ -155,33 +151,6 @@ func TestUnseenArchitectures(t *testing.T) {
 			}
 		})
 	}
-}
-
-// unseenPending are fixtures the search does not yet discover, each with
-// what it lacks: their discovery must run without error and say it is
-// incomplete, taking from the trace what the search cannot make. One that
-// comes out complete fails here, to be moved into the full test.
-var unseenPending = map[string]string{
-	"bamba-f32": "a Mamba-2 mixer: the depthwise causal conv1d over a [B, C, L] argument (3-D weight), " +
-		"softplus(dt + dt_bias) and −exp(A_log), the ssm_scan of slices of the activation's output, the gated RMSNorm called as norm(y, gate)",
-}
-
-// pendingIncomplete is TestUnseenArchitectures for a pending fixture.
-func pendingIncomplete(t *testing.T, path, lacks string) {
-	t.Helper()
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	res, err := Discover(context.Background(), tr, path, Options{})
-	if err != nil {
-		t.Fatalf("discovery failed instead of reporting what it lacks (%s): %v", lacks, err)
-	}
-	if res.Complete() {
-		t.Fatalf("discovered complete: move it out of unseenPending (it lacked %s)", lacks)
-	}
-	t.Logf("pending (%s); taken from the trace: %v; unexplained: %v", lacks, res.Opaque, res.Unexplained)
 }
 
 // unseenGenerate bounds a fixture's free-running output where 1e-5 does
@@ -214,6 +183,9 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
+	// conv1d, scan and gated norm) beside partial-rotary attention
+	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
@@ -527,5 +499,35 @@ func TestUnseenDifferentialAttention(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d attention_lambda factors, want one per layer (2)", n)
+	}
+}
+
+// TestUnseenSelectiveScan: the bamba replica's Mamba-2 mixer is found as
+// one ssm_scan over heads of the activation's pieces, its skip a weight
+// vector read as it is, and its causal conv1d as one depthwise conv2d
+// (one filter per channel of x, B and C) padded by kernel − 1.
+func TestUnseenSelectiveScan(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "bamba-f32.npz"))
+	kinds := map[string]string{}
+	for _, v := range res.Doc.Program.Values {
+		kinds[v.Name] = v.Kind
+	}
+	var scans, convs int
+	for _, n := range res.Doc.Program.Nodes {
+		switch n.Op {
+		case "ssm_scan":
+			scans++
+			if len(n.In) != 6 || kinds[n.In[5]] != "weight" {
+				t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and a weight D", n.In)
+			}
+		case "conv2d":
+			convs++
+			if c := n.Attrs.Conv; c == nil || c.Pad != 3 || c.Groups != 80 {
+				t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), 80 groups (depthwise)", c)
+			}
+		}
+	}
+	if scans != 1 || convs != 1 {
+		t.Errorf("%d ssm_scan and %d conv2d nodes, want one of each", scans, convs)
 	}
 }
