@@ -185,7 +185,7 @@ var unseenFactors = map[string]map[string]any{
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
-	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},

@@ -3,11 +3,13 @@ package synth
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // ssmScanned explains t [B, L, W] as a selective state-space scan
@@ -125,9 +127,12 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 		// the scan's [B, L, H, P] against the target read so, then joined
 		proxy := *t
 		proxy.shape = []int{bs, l, h, w / h}
-		if scan, _ := s.best(&proxy, cands[h]); scan != nil {
-			return s.reshape(scan, t.shape)
+		scan, ev := s.best(&proxy, cands[h])
+		if scan == nil {
+			continue
 		}
+		s.scans = append(s.scans, scanRecord(sc.module, t.origin, scan, cands[h], ev))
+		return s.reshape(scan, t.shape)
 	}
 	return nil
 }
@@ -138,4 +143,39 @@ func originOr(v *val, none string) string {
 		return none
 	}
 	return v.origin
+}
+
+// ssmRecord is a selective scan the search found, for its factor: whether
+// it adds the skip D·x, the best score with and without it (the margin
+// is their ratio), the winning assignment and how many were scored.
+type ssmRecord struct {
+	scope, boundary string
+	skip            bool
+	margin          float64
+	candidates      []semantics.Candidate
+	winner          string
+	scored          int
+}
+
+// scanRecord records the winning scan among cands (ev their scores, in
+// order): the skip's candidates are the best score with D and without.
+func scanRecord(scope, boundary string, win *val, cands []*expr, ev []semantics.Candidate) ssmRecord {
+	skip := win.from != nil && len(win.from.args) > 5 && win.from.args[5] != nil
+	winScore, other := math.Inf(1), math.Inf(1)
+	label := ""
+	for i, c := range cands {
+		if has := len(c.args) > 5 && c.args[5] != nil; has == skip {
+			if ev[i].Score < winScore {
+				winScore, label = ev[i].Score, c.label
+			}
+		} else {
+			other = min(other, ev[i].Score)
+		}
+	}
+	margin := math.Inf(1)
+	if winScore > 0 {
+		margin = other / winScore
+	}
+	return ssmRecord{scope: scope, boundary: boundary, skip: skip, margin: margin, winner: label, scored: len(cands),
+		candidates: []semantics.Candidate{{Value: skip, Score: finite(winScore)}, {Value: !skip, Score: finite(other)}}}
 }
