@@ -12,6 +12,10 @@ import (
 	"github.com/zflow/zflow/semantics"
 )
 
+// maxScanVectors bounds the vectors of one length a scan's A, dt bias and
+// D are chosen from (a Mamba-2 mixer holds three).
+const maxScanVectors = 6
+
 // ssmScanned explains t [B, L, W] as a selective state-space scan
 // (program.OpSSMScan) of W/H channels in each of H heads: x, B and C
 // contiguous pieces of one value of the scope [B, L, W + 2·G·N] (x of
@@ -19,7 +23,8 @@ import (
 // columns of a value [B, L, ≥ H] through softplus(dt + bias) (bias a
 // vector [H] of the scope or none), A = −exp(a) for a vector a [H], and
 // the skip D a vector [H] or none, the three vectors distinct. Tried
-// after every other form fails; H is the length of the scope's vectors.
+// after every other form fails; H is the length of the scope's vectors
+// (at most maxScanVectors of it), each head count tried in turn.
 func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 	if t.reshapedFrom || len(t.shape) != 3 {
 		return nil
@@ -36,6 +41,11 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 	heads := slices.Sorted(maps.Keys(byLen))
 	for _, h := range heads {
 		vecs := byLen[h]
+		if len(vecs) > maxScanVectors {
+			// A, dt's bias and D are each any of them: the assignments
+			// grow as the cube; a scope this full is not a mixer's
+			continue
+		}
 		p := w / h
 		var as []*val // A = −exp(a)
 		for _, a := range vecs {
