@@ -2,9 +2,9 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
-       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese)
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese.
+gpt_neox_japanese bamba.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -118,6 +118,22 @@ at commit 00d4b3d2142cb4ced2f51b90614b5d26bc045015 (no SDPA path: its eager _att
   - the attention returns (output, weights, dense_bias), the bias a [D] parameter of the last
     layer only (None in the others), added by the block with the residual:
     residual + (attn_output + bias); a GELU MLP of 4·hidden; LayerNorm everywhere.
+bamba follows src/transformers/models/bamba/modeling_bamba.py at commit
+00511f5df3b63c48b31496072ec35d6ff3ffa6c6 (BambaMixer.torch_forward, the path taken without the
+mamba_ssm / causal_conv1d kernels, no cache) and configuration_bamba.py's defaults (partial
+rotary 0.5, θ 1e4, time_step_limit (0, inf), conv bias, no projection biases) but for the sizes:
+hidden 32, layer 0 a Mamba-2 mixer (4 heads of 16, 1 group, state 8, conv kernel 4), layer 1
+attention (2 heads over 1 kv head of 16), and mamba_chunk_size 4 (256 by default) so that the
+8 positions make two chunks and the inter-chunk recurrence acts. What it shows (a selective
+state-space mixer):
+  - in_proj to [gate z (64) | xBC (80) | dt (4)], split; a depthwise causal nn.Conv1d over xBC
+    (padding 3, the first seq_len outputs kept) with bias, then SiLU; xBC split into x, B, C;
+  - A = −exp(A_log), dt = clamp(softplus(dt + dt_bias), 0, inf), B and C repeated over the
+    heads of their group; the chunked SSD scan (segment sums, intra-chunk "attention", chunk
+    states and the inter-chunk recurrence) computing h_t = exp(dt·A)·h_{t−1} + dt·B_t x_t,
+    y_t = C_t·h_t, plus the D skip D·x_t;
+  - a gated RMSNorm, norm(y · silu(z)) times its weight, called as norm(y, gate); out_proj;
+  - RMSNorm, a SiLU gated MLP after each mixer; SDPA with no mask tensor (is_causal).
 """
 import math
 import os
@@ -1568,11 +1584,277 @@ class GPTNeoXJapaneseModel(nn.Module):
         return self.final_layer_norm(h)
 
 
+# --- bamba -------------------------------------------------------------------------------
+
+
+class BambaConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    partial_rotary_factor = 0.5
+    layers_block_type = ["mamba", "attention"]
+    mamba_n_heads = 4
+    mamba_d_head = 16
+    mamba_n_groups = 1
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_expand = 2
+    mamba_chunk_size = 4
+    time_step_limit = (0.0, float("inf"))
+
+
+class BambaRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = int(c.head_dim * c.partial_rotary_factor)
+        inv = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.attention_scaling = 1.0
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        pos = position_ids[:, None, :].float()
+        freqs = (inv @ pos).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+
+
+def bamba_rotary(q, k, cos, sin):
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    rd = cos.shape[-1]
+    q_rot, q_pass = q[..., :rd], q[..., rd:]
+    k_rot, k_pass = k[..., :rd], k[..., rd:]
+    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+    return torch.cat([q_embed, q_pass], dim=-1), torch.cat([k_embed, k_pass], dim=-1)
+
+
+class BambaAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.head_dim, self.groups = d, h // kv
+        self.scaling = d ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = bamba_rotary(q, k, cos, sin)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.groups), repeat_kv(v, self.groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class BambaRMSNormGated(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        if gate is not None:
+            hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+def pad_tensor_by_size(input_tensor, pad_size):
+    pad_shape = (0, 0, 0, 0, 0, pad_size, 0, 0) if len(input_tensor.shape) == 4 else (0, 0, 0, pad_size, 0, 0)
+    return F.pad(input_tensor, pad_shape, mode="constant", value=0)
+
+
+def reshape_into_chunks(input_tensor, pad_size, chunk_size):
+    input_tensor = pad_tensor_by_size(input_tensor, pad_size)
+    if len(input_tensor.shape) == 3:
+        return input_tensor.reshape(input_tensor.shape[0], -1, chunk_size, input_tensor.shape[2])
+    return input_tensor.reshape(input_tensor.shape[0], -1, chunk_size, input_tensor.shape[2], input_tensor.shape[3])
+
+
+def segment_sum(input_tensor):
+    chunk_size = input_tensor.size(-1)
+    input_tensor = input_tensor[..., None].expand(*input_tensor.size(), chunk_size)
+    mask = torch.tril(torch.ones(chunk_size, chunk_size, dtype=torch.bool), diagonal=-1)
+    input_tensor = input_tensor.masked_fill(~mask, 0)
+    tensor_segsum = torch.cumsum(input_tensor, dim=-2)
+    mask = torch.tril(torch.ones(chunk_size, chunk_size, dtype=torch.bool), diagonal=0)
+    return tensor_segsum.masked_fill(~mask, -torch.inf)
+
+
+def ssd_chunked(x, dt, A, B, C, D, chunk_size):
+    """torch_forward's SSD scan (no cache): x [b, l, h, p], dt [b, l, h] (after softplus and
+    clamp), A [h], B, C [b, l, h, n] (groups repeated), D [h]; returns y [b, l, h, p]."""
+    batch_size, seq_len = x.shape[:2]
+    num_heads, head_dim = x.shape[2], x.shape[3]
+    pad_size = (chunk_size - seq_len % chunk_size) % chunk_size
+    D_residual = D[..., None] * pad_tensor_by_size(x, pad_size)
+    hidden_states = x * dt[..., None]
+    A = A.to(hidden_states.dtype) * dt
+    hidden_states, A, B, C = [reshape_into_chunks(t, pad_size, chunk_size) for t in (hidden_states, A, B, C)]
+    A = A.permute(0, 3, 1, 2)
+    A_cumsum = torch.cumsum(A, dim=-1)
+    L = torch.exp(segment_sum(A))
+    G_intermediate = C[:, :, :, None, :, :] * B[:, :, None, :, :, :]
+    G = G_intermediate.sum(dim=-1)
+    M_intermediate = G[..., None] * L.permute(0, 2, 3, 4, 1)[..., None]
+    M = M_intermediate.sum(dim=-1)
+    Y_diag = (M[..., None] * hidden_states[:, :, None]).sum(dim=3)
+    decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)
+    B_decay = B * decay_states.permute(0, -2, -1, 1)[..., None]
+    states = (B_decay[..., None, :] * hidden_states[..., None]).sum(dim=2)
+    previous_states = torch.zeros_like(states[:, :1])
+    states = torch.cat([previous_states, states], dim=1)
+    decay_chunk = torch.exp(segment_sum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))
+    decay_chunk = decay_chunk.transpose(1, 3)
+    new_states = (decay_chunk[..., None, None] * states[:, :, None, ...]).sum(dim=1)
+    states = new_states[:, :-1]
+    state_decay_out = torch.exp(A_cumsum)
+    C_times_states = (C[..., None, :] * states[:, :, None, ...])
+    state_decay_out_permuted = state_decay_out.permute(0, 2, 3, 1)
+    Y_off = (C_times_states.sum(-1) * state_decay_out_permuted[..., None])
+    y = Y_diag + Y_off
+    y = y.reshape(batch_size, -1, num_heads, head_dim)
+    y = y + D_residual
+    if pad_size > 0:
+        y = y[:, :seq_len, :, :]
+    return y
+
+
+class BambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads = c.mamba_n_heads
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = int(c.mamba_expand * c.hidden_size)
+        self.n_groups = c.mamba_n_groups
+        self.head_dim = c.mamba_d_head
+        self.chunk_size = c.mamba_chunk_size
+        self.time_step_limit = c.time_step_limit
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=True, kernel_size=self.conv_kernel_size,
+                                groups=self.conv_dim, padding=self.conv_kernel_size - 1)
+        self.act = nn.SiLU()
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.norm = BambaRMSNormGated(self.intermediate_size, eps=c.rms_norm_eps)
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=False)
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        # torch_forward without a cache (no mamba_ssm / causal_conv1d kernels)
+        batch_size, seq_len, _ = hidden_states.shape
+        dtype = hidden_states.dtype
+        projected_states = self.in_proj(hidden_states)
+        gate, hidden_states_B_C, dt = projected_states.split(
+            [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states_B_C = self.act(self.conv1d(hidden_states_B_C.transpose(1, 2))[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(
+            hidden_states_B_C,
+            [self.intermediate_size, self.n_groups * self.ssm_state_size, self.n_groups * self.ssm_state_size],
+            dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1])
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        y = ssd_chunked(hidden_states, dt, A, B, C, self.D, self.chunk_size)
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = self.norm(y, gate)
+        return self.out_proj(scan_output.to(dtype))
+
+
+class BambaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class BambaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx, layer_type="mamba"):
+        super().__init__()
+        self.feed_forward = BambaMLP(c)
+        self.input_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.layer_type = layer_type
+        if layer_type == "mamba":
+            self.mamba = BambaMixer(c, layer_idx)
+        else:
+            self.self_attn = BambaAttention(c, layer_idx)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None, position_embeddings=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        if self.layer_type == "mamba":
+            hidden_states = self.mamba(hidden_states=hidden_states, attention_mask=attention_mask)
+        else:
+            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask,
+                                              position_ids=position_ids, position_embeddings=position_embeddings)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        return (residual + hidden_states,)
+
+
+class BambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([BambaDecoderLayer(c, i, t) for i, t in enumerate(c.layers_block_type)])
+        self.final_layernorm = DiffLlamaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = BambaRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, position_ids=position_ids, position_embeddings=pe)[0]
+        return self.final_layernorm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
-         "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig)}
+         "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
+         "bamba": (BambaModel, BambaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -94,6 +94,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(conv2dRun(b, in[0], in[1], at(in, 2), a.Conv, n.Spec))
 	case OpLinearAttention:
 		return one(linearAttentionRun(b, in[0], in[1], in[2], a.LinearAttention, n.Spec))
+	case OpSSMScan:
+		return one(b.SSMScan(in[0], in[1], in[2], in[3], in[4], at(in, 5), n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

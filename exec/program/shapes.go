@@ -231,6 +231,18 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("bias %v for %d filters", b, out[1])
 		}
 		return [][]int{out}, nil
+	case OpSSMScan:
+		if len(in) < 5 || len(in) > 6 {
+			return nil, fmt.Errorf("%d inputs, not x, dt, A, B, C and an optional D", len(in))
+		}
+		var d []int
+		if len(in) == 6 {
+			d = in[5]
+		}
+		if _, err := exec.CheckSSMScan(x, in[1], in[2], in[3], in[4], d); err != nil {
+			return nil, err
+		}
+		return one(x)
 	case OpLinearAttention:
 		out, err := linearAttentionShape(x, in[1], in[2], n.Attrs.LinearAttention)
 		if err != nil {

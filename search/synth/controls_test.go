@@ -183,6 +183,9 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
+	// conv1d, scan and gated norm) beside partial-rotary attention
+	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
@@ -518,5 +521,35 @@ func TestUnseenDifferentialAttention(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d attention_lambda factors, want one per layer (2)", n)
+	}
+}
+
+// TestUnseenSelectiveScan: the bamba replica's Mamba-2 mixer is found as
+// one ssm_scan over heads of the activation's pieces, its skip a weight
+// vector read as it is, and its causal conv1d as one depthwise conv2d
+// (one filter per channel of x, B and C) padded by kernel − 1.
+func TestUnseenSelectiveScan(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "bamba-f32.npz"))
+	kinds := map[string]string{}
+	for _, v := range res.Doc.Program.Values {
+		kinds[v.Name] = v.Kind
+	}
+	var scans, convs int
+	for _, n := range res.Doc.Program.Nodes {
+		switch n.Op {
+		case "ssm_scan":
+			scans++
+			if len(n.In) != 6 || kinds[n.In[5]] != "weight" {
+				t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and a weight D", n.In)
+			}
+		case "conv2d":
+			convs++
+			if c := n.Attrs.Conv; c == nil || c.Pad != 3 || c.Groups != 80 {
+				t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), 80 groups (depthwise)", c)
+			}
+		}
+	}
+	if scans != 1 || convs != 1 {
+		t.Errorf("%d ssm_scan and %d conv2d nodes, want one of each", scans, convs)
 	}
 }

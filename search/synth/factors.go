@@ -158,6 +158,11 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(semantics.Factor{Name: "attention_kernel", Scope: a.scope, Value: a.params.Kernel.String(), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: a.candidates, Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "kernelised attention, tried once softmax attention had failed"}})
 	}
+	for _, r := range s.scans {
+		add(semantics.Factor{Name: "ssm_skip", Scope: r.scope, Value: r.skip, Margin: semantics.Margin(r.margin), Decisive: r.margin > 2,
+			Candidates: r.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms",
+				Note: fmt.Sprintf("a selective scan, tried once every other form had failed: %s (best of %d operand assignments; each candidate's score is the best assignment with or without D)", r.winner, r.scored)}})
+	}
 	for _, m := range s.mlps {
 		scope, x := m.scope, m.x
 		if x.fit != nil && x.fit.kind == "norm" && x.from != nil && len(x.from.args) > 0 && x.from.args[0].fit != nil {

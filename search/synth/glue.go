@@ -69,7 +69,10 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 			shape[a] = t.shape[i]
 		}
 		key := fmt.Sprint(shape)
-		if tried[key] || !slices.ContainsFunc(vals, func(v *val) bool { return !v.opaque && slices.Equal(v.shape, shape) }) {
+		// a recent value of that shape, or one longer on one axis (a part
+		// of it, then its axes moved: a split projection read channels
+		// first, a padded convolution's first T columns read back as rows)
+		if tried[key] || !slices.ContainsFunc(vals, func(v *val) bool { return !v.opaque && (slices.Equal(v.shape, shape) || longerOnOne(v.shape, shape)) }) {
 			continue
 		}
 		tried[key] = true
@@ -157,6 +160,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	if v := s.offsetCut(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.ssmScanned(target, sc, vals); v != nil {
+		return v
 	}
 	return s.reshaped(target, sc, vals)
 }
@@ -665,6 +671,20 @@ func (s *synth) repeated(t *val, vals []*val) *val {
 	}
 	w, _ := s.best(t, cands)
 	return w
+}
+
+// longerOnOne reports whether a has b's rank and agrees with it on every
+// axis but one, where a is longer.
+func longerOnOne(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for ax := range a {
+		if a[ax] > b[ax] && equalBut(a, b, ax) {
+			return true
+		}
+	}
+	return false
 }
 
 // equalBut reports whether a and b agree on every axis but ax.

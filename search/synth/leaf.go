@@ -138,6 +138,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
 			fit = s.fitPointConv(xs[0], params, t)
+		case len(params[0].shape) == 3:
+			fit = s.fitConv1D(xs[0], params, t)
 		case len(params[0].shape) >= 4:
 			if fit = s.fitConv(xs[0], params, t); fit == nil {
 				fit = s.fitConv2D(xs[0], params, t)
@@ -149,6 +151,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
+		}
+		if fit == nil && len(xs) == 2 && allVectors(params) {
+			fit = s.fitGatedNorm(xs, params, t)
 		}
 		if fit == nil && len(params) == 1 && len(xs) == 1 {
 			fit = s.fitAttentionPool(sc.module, xs[0], params, t)
@@ -616,6 +621,82 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	return v
 }
 
+// gateActs are the gate functions a gated norm is tried with.
+var gateActs = []exec.ActKind{exec.ActSiLU, exec.ActSigmoid, exec.ActGELUErf}
+
+// fitGatedNorm explains a norm called with two arguments of one shape, a
+// value and a gate: the norm (fitNorm) of value · f(gate), the gate's
+// function and the product in f32 (a gated RMSNorm, norm(y · silu(z))),
+// either argument the gate.
+func (s *synth) fitGatedNorm(xs, params []*val, t *val) *val {
+	if !slices.Equal(xs[0].shape, xs[1].shape) || !slices.Equal(xs[0].shape, t.shape) {
+		return nil
+	}
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		x, gate := xs[order[0]], xs[order[1]]
+		for _, f := range gateActs {
+			g := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{gate}, out: precision.F32, label: "the norm's gate"})
+			if g == nil {
+				continue
+			}
+			m := s.derive(&expr{op: program.OpMul, args: []*val{x, g}, out: precision.F32, label: "gated"})
+			if m == nil {
+				continue
+			}
+			if v := s.fitNorm(m, params, t); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+// fitConv1D explains a 1-D convolution of stride 1 and kernel k > 1 over
+// x [B, C, T] (w [O, C/g, k], g 1 or depthwise), zeros padded on both
+// sides as the output's length says (a causal convolution pads k − 1 and
+// its caller keeps the first T): a conv2d over x as a [B, C, 1, T] image
+// and w as [O, C/g, 1, k], the same padding on the height then its middle
+// row kept.
+func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
+	w := params[0]
+	if len(w.shape) != 3 || w.shape[2] < 2 || len(x.shape) != 3 || len(t.shape) != 3 || t.shape[0] != x.shape[0] || t.shape[1] != w.shape[0] {
+		return nil
+	}
+	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
+	if pad2 < 0 || pad2%2 != 0 {
+		return nil
+	}
+	var bias *val
+	if len(params) > 1 && len(params[1].shape) == 1 && params[1].shape[0] == w.shape[0] {
+		bias = params[1]
+	}
+	groups := 1
+	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
+		groups = x.shape[1]
+	}
+	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
+	img := s.reshape(x, []int{x.shape[0], x.shape[1], 1, x.shape[2]})
+	w4 := s.reshape(w, []int{w.shape[0], w.shape[1], 1, w.shape[2]})
+	if img == nil || w4 == nil {
+		return nil
+	}
+	conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{img, w4, bias}, out: t.format,
+		label: fmt.Sprintf("conv1d %d pad %d groups %d", w.shape[2], p.Pad, groups)})
+	if conv == nil {
+		return nil
+	}
+	row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: p.Pad, End: p.Pad + 1}, args: []*val{conv}, out: t.format, label: "the sequence's row"})
+	if row == nil {
+		return nil
+	}
+	v, ev := s.best(t, []*expr{{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{row}, out: t.format, label: "rows as a sequence"}})
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
+}
+
 // fitSinusoid explains a 1-D input becoming [N, D] as a sinusoidal
 // timestep embedding.
 func (s *synth) fitSinusoid(x, t *val) *val {
@@ -761,4 +842,4 @@ func rowOffset(table, ids, t *val) int {
 // passes on: a linear's bias, a norm's γ and β, a convolution's bias, a
 // mean's mask, an attention's mask and bias, the experts' indices (dense
 // weights) and biases.
-var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts}
+var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts, program.OpSSMScan}

@@ -29,6 +29,7 @@ type synth struct {
 	// order (an exact tie of splits goes to one of these).
 	ropeSplits [][]int
 	linearAttn []linearAttnRecord
+	scans      []ssmRecord // selective scans (ssm_scan), for ssm_skip
 	// calledParams are the parameters some call of the trace holds (made
 	// once, on the first attention-pool attempt).
 	calledParams map[string]bool
