@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 
@@ -167,6 +168,28 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	return s.reshaped(target, sc, vals)
 }
 
+// axisCuts yields every contiguous slice of one axis of v that holds as
+// many values as t: {axis, start, size}.
+func axisCuts(t, v *val) iter.Seq[[3]int] {
+	return func(yield func([3]int) bool) {
+		for ax := range v.shape {
+			rest := v.numel() / v.shape[ax]
+			if rest == 0 || t.numel()%rest != 0 {
+				continue
+			}
+			size := t.numel() / rest
+			if size >= v.shape[ax] {
+				continue
+			}
+			for start := 0; start+size <= v.shape[ax]; start++ {
+				if !yield([3]int{ax, start, size}) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // offsetCut explains t as a cut of a wider value plus one constant
 // (1 + scale of one chunk of a modulation vector, made as its own
 // boundary before a norm that reads it): the constant read off the
@@ -178,41 +201,32 @@ func (s *synth) offsetCut(t *val, vals []*val) *val {
 		if v.opaque || v.numel() <= t.numel() || len(v.shape) == 0 {
 			continue
 		}
-		for ax := range v.shape {
-			rest := v.numel() / v.shape[ax]
-			if t.numel()%rest != 0 {
+		for c := range axisCuts(t, v) {
+			ax, start, size := c[0], c[1], c[2]
+			d := sliceData(v, ax, start, start+size)
+			var mean float64
+			for i, x := range d {
+				mean += float64(t.data[i] - x)
+			}
+			mean /= float64(len(d))
+			if mean == 0 {
 				continue
 			}
-			size := t.numel() / rest
-			if size >= v.shape[ax] {
+			off := make([]float32, len(d))
+			for i, x := range d {
+				off[i] = x + float32(mean)
+			}
+			if relRMS(t.format, off, t.data) > tol {
 				continue
 			}
-			for start := 0; start+size <= v.shape[ax]; start++ {
-				d := sliceData(v, ax, start, start+size)
-				var mean float64
-				for i, x := range d {
-					mean += float64(t.data[i] - x)
-				}
-				mean /= float64(len(d))
-				if mean == 0 {
-					continue
-				}
-				off := make([]float32, len(d))
-				for i, x := range d {
-					off[i] = x + float32(mean)
-				}
-				if relRMS(t.format, off, t.data) > tol {
-					continue
-				}
-				b := math.Round(mean*1e6) / 1e6
-				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
-				c = s.reshape(c, t.shape)
-				if c == nil {
-					return nil
-				}
-				w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{c, s.constant(b)}, out: t.format, label: "offset cut"}})
-				return w
+			b := math.Round(mean*1e6) / 1e6
+			c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
+			c = s.reshape(c, t.shape)
+			if c == nil {
+				return nil
 			}
+			w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{c, s.constant(b)}, out: t.format, label: "offset cut"}})
+			return w
 		}
 	}
 	return nil
@@ -479,22 +493,13 @@ func (s *synth) cut(t *val, vals []*val) *val {
 		if v.opaque || v.numel() <= t.numel() || len(v.shape) == 0 {
 			continue
 		}
-		for ax := range v.shape {
-			rest := v.numel() / v.shape[ax]
-			if t.numel()%rest != 0 {
+		for c := range axisCuts(t, v) {
+			ax, start, size := c[0], c[1], c[2]
+			if relRMS(t.format, sliceData(v, ax, start, start+size), t.data) > tol {
 				continue
 			}
-			size := t.numel() / rest
-			if size >= v.shape[ax] {
-				continue
-			}
-			for start := 0; start+size <= v.shape[ax]; start++ {
-				if relRMS(t.format, sliceData(v, ax, start, start+size), t.data) > tol {
-					continue
-				}
-				c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
-				return s.reshape(c, t.shape)
-			}
+			c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + size}, args: []*val{v}, out: v.format, label: "slice"})
+			return s.reshape(c, t.shape)
 		}
 		if c := s.window(t, v, tol); c != nil {
 			return c
