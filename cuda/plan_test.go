@@ -15,6 +15,7 @@ import (
 
 	zexec "github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/internal/hostdriver"
 	"github.com/zflow/zflow/kernels"
 	"github.com/zflow/zflow/precision"
 )
@@ -292,17 +293,7 @@ int main(int argc, char** argv) {
 		}
 		binary.Write(&in, binary.LittleEndian, int64(len(j.want)))
 	}
-	inPath, outPath := filepath.Join(dir, "jobs"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, inPath, outPath).CombinedOutput(); err != nil {
-		t.Fatalf("running the planned epilogues: %v\n%s", err, out)
-	}
-	all, err := os.ReadFile(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := hostdriver.Run(t, bin, "the planned epilogues", in.Bytes())
 	got := make([][]byte, len(jobs))
 	pos := 0
 	for i, j := range jobs {

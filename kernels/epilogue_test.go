@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	zexec "github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/internal/hostdriver"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -395,18 +393,7 @@ func runEpiJobs(t *testing.T, eps []Epilogue, jobs []epiJob) [][]byte {
 		}
 		binary.Write(&in, binary.LittleEndian, int64(j.outLen))
 	}
-	dir := t.TempDir()
-	inPath, outPath := filepath.Join(dir, "jobs"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, inPath, outPath).CombinedOutput(); err != nil {
-		t.Fatalf("running the host rendering: %v\n%s", err, out)
-	}
-	all, err := os.ReadFile(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := hostdriver.Run(t, bin, "the host rendering", in.Bytes())
 	outs := make([][]byte, len(jobs))
 	pos := 0
 	for i, j := range jobs {

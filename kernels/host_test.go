@@ -14,6 +14,7 @@ import (
 
 	zexec "github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/internal/hostdriver"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -199,7 +200,6 @@ func compileSource(t *testing.T, src string) string {
 
 func TestHostRenderingMatchesCPU(t *testing.T) {
 	bin := compileHost(t, hostDriver)
-	dir := t.TempDir()
 	jobs := append(hostJobs(t), rowJobs(t)...)
 	var in bytes.Buffer
 	for _, j := range jobs {
@@ -212,17 +212,7 @@ func TestHostRenderingMatchesCPU(t *testing.T) {
 		}
 		binary.Write(&in, binary.LittleEndian, int64(len(j.want)*esize(j.fmt)))
 	}
-	inPath, outPath := filepath.Join(dir, "jobs"), filepath.Join(dir, "out")
-	if err := os.WriteFile(inPath, in.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, inPath, outPath).CombinedOutput(); err != nil {
-		t.Fatalf("running the host rendering: %v\n%s", err, out)
-	}
-	outs, err := os.ReadFile(outPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	outs := hostdriver.Run(t, bin, "the host rendering", in.Bytes())
 	pos, total := 0, 0
 	for _, j := range jobs {
 		n := len(j.want) * esize(j.fmt)
