@@ -64,14 +64,9 @@ func fusionFromEnv() Fusion {
 	return FusionAuto
 }
 
-// FusionRecord is what decided one region kind: its measurement, or why
-// it does not fuse.
-type FusionRecord struct {
-	Region             string  // exec.Region.String, with shapes and formats
-	UnfusedMs, FusedMs float64 // device time of one run of each route
-	Fused              bool    // kept: faster fused
-	Declined           string  // not fusable: why (nothing measured)
-}
+// FusionRecord is what decided one region kind: its measurement (device
+// time of one run of each route), or why it does not fuse.
+type FusionRecord = exec.FusionDecision
 
 // fusionState holds the mode and the decisions so far.
 type fusionState struct {
@@ -88,7 +83,15 @@ func (b *Backend) SetFusion(f Fusion) {
 	b.fuse.mode = f
 }
 
-// Fusions lists the measured regions in the order first met.
+// FusionMode is the switch in force (exec.FusionReporter).
+func (b *Backend) FusionMode() string {
+	b.fuse.mu.Lock()
+	defer b.fuse.mu.Unlock()
+	return b.fuse.mode.String()
+}
+
+// Fusions lists the measured regions in the order first met
+// (exec.FusionReporter).
 func (b *Backend) Fusions() []FusionRecord {
 	b.fuse.mu.Lock()
 	defer b.fuse.mu.Unlock()
@@ -256,6 +259,7 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 		return nil, false, nil
 	}
 	if mode == FusionOn {
+		b.record(p.key, FusionRecord{Region: p.desc, Fused: true}) // forced: nothing measured
 		t, err := b.runFused(r, p)
 		return t, err == nil, err
 	}

@@ -153,6 +153,25 @@ type Fuser interface {
 	Fuse(r Region) (t Tensor, ok bool, err error)
 }
 
+// FusionDecision is what decided one kind of region (its ops, formats and
+// shapes): both routes' device times, or why it does not fuse.
+type FusionDecision struct {
+	Region    string  `json:"region"` // Region.String, with shapes and formats
+	UnfusedMs float64 `json:"unfused_ms,omitempty"`
+	FusedMs   float64 `json:"fused_ms,omitempty"`
+	Fused     bool    `json:"fused"`              // the fused route is the one run
+	Declined  string  `json:"declined,omitempty"` // not fusable: why (nothing measured)
+}
+
+// FusionReporter is implemented by a Fuser that can say what it decided,
+// for a run's report.
+type FusionReporter interface {
+	// FusionMode is the switch in force: auto (measured), off or on.
+	FusionMode() string
+	// Fusions lists the decisions in the order the regions were first met.
+	Fusions() []FusionDecision
+}
+
 // RunUnfused runs a region op by op, freeing each intermediate after the
 // step that reads it: the route a fusion must reproduce.
 func RunUnfused(b Backend, r Region) (Tensor, error) {

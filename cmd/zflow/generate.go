@@ -63,6 +63,12 @@ On stdout it says what it wrote; --format json prints it as a document
 shape and dtype, the files written, the backend, the model calls and the
 seconds). Progress goes to stderr.
 
+A backend that fuses regions (a linear or a norm and the pointwise steps
+after it; cuda) says on stderr which kinds of region it fused, which it left
+unfused as measured faster so, and which it cannot fuse, with both routes'
+device times; the JSON document holds the same under "fusion" ("mode":
+auto, off with ZFLOW_UNFUSED=1, on with ZFLOW_FUSED=1; "regions").
+
 Exit codes: 0 written, 2 bad input (a document, a trace, a refused request,
 an unwritable path), 3 an internal error.`,
 		Example: `  zflow generate --semantics semantics/testdata/dit-f32.json --inputs fixtures/dit/dit-f32.npz -o /tmp/dit-latents.npz
@@ -220,6 +226,10 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		}
 		gd.Timings = o.timings
 	}
+	if fr, ok := b.(exec.FusionReporter); ok {
+		gd.Fusion = &fusionReport{Mode: fr.FusionMode(), Regions: fr.Fusions()}
+		gd.Fusion.print(u.info())
+	}
 	gd.Seconds = time.Since(start).Seconds()
 	if o.format == "json" {
 		return writeJSON(stdout, gd)
@@ -247,6 +257,45 @@ type generateDoc struct {
 	Out          string          `json:"out"`               // -o
 	TraceOut     *generatedTrace `json:"trace_out"`         // --trace-out; null without
 	Timings      string          `json:"timings,omitempty"` // --timings
+	Fusion       *fusionReport   `json:"fusion,omitempty"`  // a backend that fuses regions: what it chose
+}
+
+// fusionReport is what a fusing backend decided for each kind of region
+// the run met (cuda: measured on the device under the auto mode).
+type fusionReport struct {
+	Mode    string                `json:"mode"` // auto, off (ZFLOW_UNFUSED=1) or on (ZFLOW_FUSED=1)
+	Regions []exec.FusionDecision `json:"regions"`
+}
+
+// print writes one summary line and one line per region kind.
+func (f *fusionReport) print(w io.Writer) {
+	var fused, unfused, declined int
+	for _, r := range f.Regions {
+		switch {
+		case r.Declined != "":
+			declined++
+		case r.Fused:
+			fused++
+		default:
+			unfused++
+		}
+	}
+	fmt.Fprintf(w, "generate: fusion %s: %s: %d fused, %d faster unfused, %d not fusable\n",
+		f.Mode, plural(len(f.Regions), "region kind", "region kinds"), fused, unfused, declined)
+	for _, r := range f.Regions {
+		switch {
+		case r.Declined != "":
+			fmt.Fprintf(w, "generate:   not fusable  %s: %s\n", r.Region, r.Declined)
+		case r.UnfusedMs == 0 && r.FusedMs == 0:
+			fmt.Fprintf(w, "generate:   fused        %s (not measured)\n", r.Region)
+		default:
+			verdict := "fused      "
+			if !r.Fused {
+				verdict = "unfused    "
+			}
+			fmt.Fprintf(w, "generate:   %s  %s: fused %.3f ms, unfused %.3f ms\n", verdict, r.Region, r.FusedMs, r.UnfusedMs)
+		}
+	}
 }
 
 type generatedTensor struct {
