@@ -1,7 +1,7 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third | fourth]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third | fourth | fifth]
 --small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
@@ -77,6 +77,14 @@ EXTRA = {
     "albert": dict(embedding_size=32),
     "lfm2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
     "jamba": dict(num_experts=4, num_experts_per_tok=2),
+    "mamba2": dict(num_heads=8, head_dim=16, n_groups=2, state_size=16, expand=2),
+    "zamba": dict(attention_hidden_size=128, mamba_d_state=16, n_mamba_heads=2, num_hidden_layers=3, attn_layer_period=2,
+                  attn_layer_offset=1),
+    "rwkv": dict(attention_hidden_size=64, context_length=64),
+    "funnel": dict(block_sizes=[1, 1], d_model=64, n_head=4, d_head=16, d_inner=96),
+    "mobilebert": dict(embedding_size=32, intra_bottleneck_size=32, num_feedforward_networks=2),
+    "xlm": dict(emb_dim=64, n_layers=2, n_heads=4),
+    "flaubert": dict(emb_dim=64, n_layers=2, n_heads=4),
     "longcat_flash": dict(n_routed_experts=4, moe_topk=2, expert_ffn_hidden_size=32, ffn_hidden_size=96, kv_lora_rank=16,
                           q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, num_layers=1),
 }
@@ -95,6 +103,13 @@ FOURTH = ["ctrl", "openai-gpt", "bert", "roberta", "modernbert", "electra", "dis
           "xlm-roberta", "deberta-v2", "megatron-bert", "roformer", "esm", "ernie", "gemma3n_text",
           "lfm2_moe", "falcon_h1", "jamba", "bamba", "granitemoehybrid", "zamba2", "recurrent_gemma",
           "nemotron_h", "apertus", "gpt_neox_japanese", "nanochat", "jetmoe", "minimax", "qwen3_next", "xglm"]
+# A fifth batch: the families no earlier batch holds (pure state-space and recurrent
+# language models, and more encoders: relative position biases, bottlenecks, grouped
+# convolutions, Fourier mixing, landmark and block-sparse attention).
+FIFTH = ["mamba", "mamba2", "falcon_mamba", "zamba", "rwkv", "xlstm", "camembert", "data2vec-text", "mpnet",
+         "funnel", "mobilebert", "squeezebert", "convbert", "fnet", "big_bird", "nystromformer", "rembert",
+         "ibert", "luke", "splinter", "layoutlm", "xlm", "flaubert", "mra", "yoso", "bert-generation",
+         "gemma2", "mistral", "gpt2", "bloom", "exaone4", "t5gemma"]
 DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stablelm", "olmo", "olmo2",
            "cohere", "starcoder2", "gptj", "gpt_bigcode", "mpt", "persimmon", "gemma", "gemma3_text",
            "nemotron", "glm", "glm4", "smollm3", "codegen", "helium", "exaone4", "mixtral", "qwen2_moe",
@@ -162,6 +177,8 @@ def main():
         cases = THIRD
     if cases == ["fourth"]:
         cases = FOURTH
+    if cases == ["fifth"]:
+        cases = FIFTH
     for arch in cases:
         try:
             print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)
