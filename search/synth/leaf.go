@@ -193,6 +193,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
 		}
+		if cos, sin := s.fitLearnedRope(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
 		// tables made from the request's shape alone: positions on a grid
 		if s.varying(xs) && s.invariant(targets[0].format, func(st int) ([]float32, bool) { return s.at(targets[0], st) }, 0) {
 			if cos, sin := s.fitGridRope(targets[0], targets[1]); cos != nil {
