@@ -303,6 +303,67 @@ func (s *synth) projected(t *val, vals []*val) *val {
 			}
 		}
 	}
+	return s.projectedPart(t, vals, mats, vecs)
+}
+
+// projectedPart is projected with x the leading rows of a value or of the
+// sum of two values of one shape (a residual stream's last sum, its first
+// rows kept, then multiplied by a matrix parameter: a resampler's learned
+// queries projected out): tried where projected found no x as it is.
+func (s *synth) projectedPart(t *val, vals, mats, vecs []*val) *val {
+	n := len(t.shape)
+	if n < 2 {
+		return nil
+	}
+	rows := t.shape[n-2]
+	ins := map[int]bool{}
+	for _, w := range mats {
+		ins[w.shape[0]], ins[w.shape[1]] = true, true
+	}
+	fits := func(x *val) bool {
+		return !x.opaque && !x.integral() && len(x.shape) == n && ins[x.shape[n-1]] && x.shape[n-2] > rows &&
+			slices.Equal(x.shape[:n-2], t.shape[:n-2])
+	}
+	var xs []*val
+	for _, v := range vals {
+		if fits(v) {
+			xs = append(xs, v)
+		}
+	}
+	var parts []*val
+	for _, x := range xs {
+		parts = append(parts, x)
+	}
+	for i, a := range xs {
+		for _, b := range xs[i+1:] {
+			if slices.Equal(a.shape, b.shape) {
+				if v := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "residual sum"}); v != nil {
+					parts = append(parts, v)
+				}
+			}
+		}
+	}
+	out := t.shape[n-1]
+	for _, p := range parts {
+		x := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 2, Start: 0, End: rows}, args: []*val{p}, out: p.format, label: "leading rows"})
+		if x == nil {
+			continue
+		}
+		for _, w := range mats {
+			for _, b := range append([]*val{nil}, vecs...) {
+				if b != nil && b.shape[0] != out {
+					continue
+				}
+				params := []*val{w}
+				if b != nil {
+					params = append(params, b)
+				}
+				if v := s.fitLinear(x, params, t); v != nil {
+					return v
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -135,7 +135,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.summedAttention(target, sc); v != nil {
 		return v
 	}
-	if v := s.oneQueryAttention(target, sc); v != nil {
+	if v := s.kvAttention(target, sc); v != nil {
 		return v
 	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {

@@ -135,19 +135,25 @@ func (s *synth) uncalledLinears(module string) [][2]*val {
 	return out
 }
 
-// oneQueryAttention explains t [B, C] as attention of one query per batch
-// row (a value of the scope [B, C]) over the keys and values of L rows
-// the scope made (the two halves of one value [B, L, 2C], or two values
-// [B, L, C]): an attention pooler whose query is a pooled token. Without a
-// mask, or under a 0/1 key mask of the scope over all L keys or over the
-// last or first n < L, joined with ones for the rest (the pooled token
-// put before masked tokens attends); the head width searched from 1.
-// Tried where every other attention form failed.
-func (s *synth) oneQueryAttention(t *val, sc *scope) *val {
-	if len(t.shape) != 2 || t.reshapedFrom {
+// kvAttention explains t [B, C] or [B, N, C] as attention of the scope's
+// queries (a value [B, C], one query per batch row, or [B, N, C]) over the
+// keys and values of L rows the scope made as one projection's two halves
+// (a value [B, L, 2C]: a perceiver's to_kv, a pooler's) or, for one query,
+// also as two values [B, L, C]: an attention pooler whose query is a
+// pooled token, a cross-attention to a fused key/value projection. Without
+// a mask, or under a 0/1 key mask of the scope over all L keys or over the
+// last or first n < L, joined with ones for the rest (the pooled token put
+// before masked tokens attends); the head width searched from 1. Tried
+// where every other attention form failed.
+func (s *synth) kvAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 2 && len(t.shape) != 3 || t.reshapedFrom {
 		return nil
 	}
-	b, c := t.shape[0], t.shape[1]
+	b, c := t.shape[0], t.shape[len(t.shape)-1]
+	n := 1
+	if len(t.shape) == 3 {
+		n = t.shape[1]
+	}
 	var q []*val
 	var kv [][2]*val
 	for _, v := range recentFirst(sc.vals) {
@@ -155,7 +161,7 @@ func (s *synth) oneQueryAttention(t *val, sc *scope) *val {
 			continue
 		}
 		switch {
-		case slices.Equal(v.shape, []int{b, c}):
+		case slices.Equal(v.shape, t.shape):
 			q = append(q, v)
 		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c:
 			kv = append(kv, s.halves(v, c)...)
@@ -163,7 +169,7 @@ func (s *synth) oneQueryAttention(t *val, sc *scope) *val {
 	}
 	for _, k := range sc.vals {
 		for _, v := range sc.vals {
-			if k != v && sc.own[k] && sc.own[v] && !k.opaque && !v.opaque && len(k.shape) == 3 && slices.Equal(k.shape, v.shape) && k.shape[0] == b && k.shape[1] > 1 && k.shape[2] == c && linearResult(v) {
+			if n == 1 && k != v && sc.own[k] && sc.own[v] && !k.opaque && !v.opaque && len(k.shape) == 3 && slices.Equal(k.shape, v.shape) && k.shape[0] == b && k.shape[1] > 1 && k.shape[2] == c && linearResult(v) {
 				kv = append(kv, [2]*val{k, v})
 			}
 		}
@@ -196,7 +202,7 @@ func (s *synth) oneQueryAttention(t *val, sc *scope) *val {
 			}
 		}
 		for _, qv := range q {
-			q3 := s.reshape(qv, []int{b, 1, c})
+			q3 := s.reshape(qv, []int{b, n, c})
 			for d := 1; d <= maxHeadDim && d <= c; d *= 2 {
 				if c%d != 0 {
 					continue
@@ -211,7 +217,7 @@ func (s *synth) oneQueryAttention(t *val, sc *scope) *val {
 						continue
 					}
 					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{a}, out: t.format,
-						label: fmt.Sprintf("one query heads=%d mask=%v", c/d, m != nil)})
+						label: fmt.Sprintf("fused kv heads=%d mask=%v", c/d, m != nil)})
 				}
 			}
 		}
