@@ -161,9 +161,11 @@ func (s *synth) kvAttention(t *val, sc *scope) *val {
 			continue
 		}
 		switch {
-		case slices.Equal(v.shape, t.shape):
+		case slices.Equal(v.shape, t.shape) && (n == 1 || linearResult(v)):
 			q = append(q, v)
-		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c:
+		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c && (n == 1 || v.shape[1] != n && linearResult(v)):
+			// many queries: keys of another length (a cross-attention's,
+			// a perceiver's), both read as projections made them
 			kv = append(kv, s.halves(v, c)...)
 		}
 	}
