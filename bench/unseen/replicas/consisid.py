@@ -9,8 +9,9 @@ get_3d_rotary_pos_embed with grid_type "linspace", get_1d_rotary_pos_embed use_r
 apply_rotary_emb use_real unbind -1, Timesteps, TimestepEmbedding; read), normalization.py (CogVideoXLayerNormZero,
 AdaLayerNorm with chunk_dim 1: shift, scale), attention.py (FeedForward "gelu-approximate", final dropout) and
 attention_processor.py (Attention with qk_norm "layer_norm" over each head, CogVideoXAttnProcessor2_0: [text, video]
-joined, q/k LayerNorm per head, RoPE on the video rows of q and k, SDPA, to_out, split back): the normalization,
-FeedForward and processor code written from their known form (their text was not read here). The same module tree,
+joined, q/k LayerNorm per head, RoPE on the video rows of q and k, SDPA, to_out, split back): those three files'
+upstream text was not read here; normalization.py's two classes were checked against copies of them in other
+repositories, FeedForward and the processor written from their known form. The same module tree,
 parameter names and shapes, and call boundaries; the arithmetic line for line. Stand-in for what torch 1.13 lacks:
 F.scaled_dot_product_attention (its math, default scale, no mask).
 
