@@ -76,16 +76,23 @@ func learnedGrid(ang []float64, w []float32, g []int, n int) []float32 {
 		if g[a] == 1 {
 			continue
 		}
-		// the mean rotation between rows one step apart on axis a
+		// the mean rotation between rows one step apart on axis a: the
+		// same for every pair on the right grid (a wrong grid's pairs
+		// disagree, and it is dropped before the scan)
 		phi := make([]float64, n)
 		for j := range n {
 			var re, im float64
+			pairs := 0
 			for r := range S {
 				if (r/stride[a])%g[a] == g[a]-1 {
 					continue
 				}
 				d := ang[(r+stride[a])*n+j] - ang[r*n+j]
 				re, im = re+math.Cos(d), im+math.Sin(d)
+				pairs++
+			}
+			if math.Hypot(re, im) < 0.999*float64(pairs) {
+				return nil
 			}
 			phi[j] = math.Atan2(im, re)
 		}
@@ -134,13 +141,18 @@ func learnedGrid(ang []float64, w []float32, g []int, n int) []float32 {
 }
 
 // scanStep finds b with b·f ≡ phi (mod 2π) for every frequency: scanned
-// over |b| ≤ 4096 at a pitch fine against the largest frequency, then
-// refined by least squares on the unwrapped angles; ok where it matches
-// every one within 1e-3.
+// over |b| ≤ 4096 on at most 16 of the frequencies (spread over them) at
+// a pitch fine against the largest of those, then refined by least
+// squares on every unwrapped angle; ok where it matches every one within
+// 1e-3.
 func scanStep(phi []float64, f []float32) (float64, bool) {
+	var sub []int
+	for j := 0; j < len(f); j += max(1, len(f)/16) {
+		sub = append(sub, j)
+	}
 	var fmax float64
-	for _, x := range f {
-		fmax = max(fmax, math.Abs(float64(x)))
+	for _, j := range sub {
+		fmax = max(fmax, math.Abs(float64(f[j])))
 	}
 	if fmax == 0 {
 		return 0, false
@@ -152,8 +164,8 @@ func scanStep(phi []float64, f []float32) (float64, bool) {
 	}
 	cost := func(b float64) float64 {
 		var c float64
-		for j, x := range f {
-			c += 1 - math.Cos(b*float64(x)-phi[j])
+		for _, j := range sub {
+			c += 1 - math.Cos(b*float64(f[j])-phi[j])
 		}
 		return c
 	}
@@ -163,14 +175,23 @@ func scanStep(phi []float64, f []float32) (float64, bool) {
 			best, bc = b, c
 		}
 	}
-	for range 3 {
+	refine := func(js []int) {
 		var num, den float64
-		for j, x := range f {
-			fx := float64(x)
+		for _, j := range js {
+			fx := float64(f[j])
 			u := phi[j] + 2*math.Pi*math.Round((best*fx-phi[j])/(2*math.Pi))
 			num, den = num+fx*u, den+fx*fx
 		}
 		best = num / den
+	}
+	// the scanned frequencies first (the scan's pitch is fine against
+	// them, not necessarily against the others), then all
+	all := make([]int, len(f))
+	for j := range all {
+		all[j] = j
+	}
+	for _, js := range [][]int{sub, sub, all, all} {
+		refine(js)
 	}
 	for j, x := range f {
 		if math.Abs(wrapAngle(best*float64(x)-phi[j])) > 1e-3 {

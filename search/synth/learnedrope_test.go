@@ -13,46 +13,54 @@ import (
 
 // TestLearnedGrid: positions a + b·i per axis of a row-major grid read
 // back from angles P·W wrapped to (−π, π] (the steps far past 2π/|W|), at
-// starts 0 and centred, as Mochi's forward makes them.
+// starts 0 and centred, as Mochi's forward makes them; at Mochi's test
+// size (16 frequencies) and at more frequencies than the scan reads.
 func TestLearnedGrid(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	grid := []int{2, 2, 4}
-	k, n := len(grid), 16
-	w := make([]float32, k*n)
-	for i := range w {
-		w[i] = float32(rng.NormFloat64() * 0.4)
-	}
-	s := math.Sqrt(192 * 192 / 8.0) // Mochi's scale at a 2x4 grid
-	steps := []float64{1, s, s}
-	starts := []float64{0, -s / 2, -1.5 * s}
-	rows := 2 * 2 * 4
-	want := make([]float64, rows*k)
-	ang := make([]float64, rows*n)
-	for r := range rows {
-		idx := []int{r / 8, (r / 4) % 2, r % 4}
-		for a := range k {
-			want[r*k+a] = starts[a] + steps[a]*float64(idx[a])
+	for _, c := range []struct {
+		grid []int
+		n    int
+	}{{[]int{2, 2, 4}, 16}, {[]int{3, 4, 5}, 384}} {
+		rng := rand.New(rand.NewPCG(1, uint64(c.n)))
+		grid, n := c.grid, c.n
+		k := len(grid)
+		w := make([]float32, k*n)
+		for i := range w {
+			w[i] = float32(rng.NormFloat64() * 0.4)
 		}
-		for j := range n {
-			var p float64
+		s := math.Sqrt(192 * 192 / float64(grid[1]*grid[2])) // Mochi's scale
+		steps := []float64{1, s, s}
+		starts := []float64{0, -s * float64(grid[1]-1) / 2, -s * float64(grid[2]-1) / 2}
+		rows := grid[0] * grid[1] * grid[2]
+		want := make([]float64, rows*k)
+		ang := make([]float64, rows*n)
+		for r := range rows {
+			idx := []int{r / (grid[1] * grid[2]), (r / grid[2]) % grid[1], r % grid[2]}
 			for a := range k {
-				p += want[r*k+a] * float64(w[a*n+j])
+				want[r*k+a] = starts[a] + steps[a]*float64(idx[a])
 			}
-			ang[r*n+j] = math.Atan2(math.Sin(p), math.Cos(p))
+			for j := range n {
+				var p float64
+				for a := range k {
+					p += want[r*k+a] * float64(w[a*n+j])
+				}
+				ang[r*n+j] = math.Atan2(math.Sin(p), math.Cos(p))
+			}
 		}
-	}
-	got := learnedGrid(ang, w, grid, n)
-	if got == nil {
-		t.Fatal("no grid read")
-	}
-	for i, g := range got {
-		if math.Abs(float64(g)-want[i]) > 1e-3*max(1, math.Abs(want[i])) {
-			t.Fatalf("position %d (row %d, axis %d) = %g, want %g", i, i/k, i%k, g, want[i])
+		got := learnedGrid(ang, w, grid, n)
+		if got == nil {
+			t.Fatalf("%v: no grid read", grid)
 		}
-	}
-	// a grid of the wrong sizes reads nothing
-	if learnedGrid(ang, w, []int{4, 2, 2}, n) != nil {
-		t.Error("a [4 2 2] grid read from a [2 2 4] one")
+		for i, g := range got {
+			if math.Abs(float64(g)-want[i]) > 1e-3*max(1, math.Abs(want[i])) {
+				t.Fatalf("%v: position %d (row %d, axis %d) = %g, want %g", grid, i, i/k, i%k, g, want[i])
+			}
+		}
+		// a grid of other sizes reads nothing
+		other := slices.Clone(grid)
+		slices.Reverse(other)
+		if learnedGrid(ang, w, other, n) != nil {
+			t.Errorf("a %v grid read from a %v one", other, grid)
+		}
 	}
 }
 

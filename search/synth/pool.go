@@ -187,16 +187,16 @@ func (s *synth) kvAttention(t *val, sc *scope) *val {
 			if m.opaque || !m.integral() || allOnes(m) || !zeroOne(m) || len(m.shape) == 0 {
 				continue
 			}
-			n := m.shape[len(m.shape)-1]
-			if m.numel() != b*n || n > L {
+			nm := m.shape[len(m.shape)-1] // the keys the mask covers
+			if m.numel() != b*nm || nm > L {
 				continue
 			}
-			mk := s.reshape(m, []int{b, 1, n})
-			if n == L {
+			mk := s.reshape(m, []int{b, 1, nm})
+			if nm == L {
 				masks = append(masks, mk)
 				continue
 			}
-			ones := s.ones(b, L-n)
+			ones := s.ones(b, L-nm)
 			for _, args := range [][]*val{{ones, mk}, {mk, ones}} {
 				if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: args, out: m.format, label: "key mask joined with ones"}); j != nil {
 					masks = append(masks, j)
