@@ -303,6 +303,80 @@ func (s *synth) projected(t *val, vals []*val) *val {
 			}
 		}
 	}
+	return s.projectedPart(t, vals, mats, vecs)
+}
+
+// maxPartTerms bounds the values projectedPart sums in pairs.
+const maxPartTerms = 6
+
+// projectedPart is projected with x the leading rows of a value or of the
+// sum of two values of one shape (a residual stream's last sum, its first
+// rows kept, then multiplied by a matrix parameter: a resampler's learned
+// queries projected out): tried where projected found no x as it is.
+func (s *synth) projectedPart(t *val, vals, mats, vecs []*val) *val {
+	n := len(t.shape)
+	if n < 2 {
+		return nil
+	}
+	rows := t.shape[n-2]
+	out := t.shape[n-1]
+	ins := map[int]bool{} // the widths a matrix of t's width takes in
+	for _, w := range mats {
+		switch out {
+		case w.shape[0]:
+			ins[w.shape[1]] = true
+		case w.shape[1]:
+			ins[w.shape[0]] = true
+		}
+	}
+	if len(ins) == 0 {
+		return nil
+	}
+	fits := func(x *val) bool {
+		return !x.opaque && !x.integral() && len(x.shape) == n && ins[x.shape[n-1]] && x.shape[n-2] > rows &&
+			slices.Equal(x.shape[:n-2], t.shape[:n-2])
+	}
+	// the most recent few (vals come recent first: a residual sum's
+	// terms are the latest made)
+	var xs []*val
+	for _, v := range vals {
+		if fits(v) && len(xs) < maxPartTerms {
+			xs = append(xs, v)
+		}
+	}
+	var parts []*val
+	for _, x := range xs {
+		parts = append(parts, x)
+	}
+	for i, a := range xs {
+		for _, b := range xs[i+1:] {
+			if slices.Equal(a.shape, b.shape) {
+				if v := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "residual sum"}); v != nil {
+					parts = append(parts, v)
+				}
+			}
+		}
+	}
+	for _, p := range parts {
+		x := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 2, Start: 0, End: rows}, args: []*val{p}, out: p.format, label: "leading rows"})
+		if x == nil {
+			continue
+		}
+		for _, w := range mats {
+			for _, b := range append([]*val{nil}, vecs...) {
+				if b != nil && b.shape[0] != out {
+					continue
+				}
+				params := []*val{w}
+				if b != nil {
+					params = append(params, b)
+				}
+				if v := s.fitLinear(x, params, t); v != nil {
+					return v
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -111,7 +111,7 @@ type ropeSpan struct {
 // of a joined sequence); a table of q's rows over keys joined from q's
 // stream and another (joinedKV) also rotates the keys' piece of q's stream.
 func ropeRows(tb [2]*val, q, k *val) []ropeSpan {
-	r := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
+	r := tableRows(tb[0])
 	n, m := q.shape[1], k.shape[1]
 	switch {
 	case r == n:
@@ -153,16 +153,37 @@ func (s *synth) rotateRows(x *val, tb [2]*val, layout exec.RopeLayout, heads, d 
 	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: parts, out: x.format, label: "rows rotated"})
 }
 
+// tableRows is the positions a RoPE table [.., r] rotates: its rows, or
+// the S of a per-head table [S, H, r].
+func tableRows(t *val) int {
+	if t.perHead > 0 {
+		return t.shape[0]
+	}
+	return t.numel() / t.shape[len(t.shape)-1]
+}
+
 // rotate applies RoPE to x [B, S, H·d] with tables tb (cos, sin).
 func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int) *val {
 	r := tb[0].shape[len(tb[0].shape)-1]
-	rows := tb[0].numel() / r
+	rows := tableRows(tb[0])
 	if rows != x.shape[1] || r%2 != 0 {
 		return nil
 	}
 	p := exec.RopeParams{Heads: heads, Layout: layout, RotaryDim: r}
 	if r == d {
 		p.RotaryDim = 0
+	}
+	if h := tb[0].perHead; h > 0 {
+		// each head its own angles: the heads laid along the rows
+		// ([B, S·H, d], one head a row), the table [S·H, r]
+		if h != heads {
+			return nil
+		}
+		b := x.shape[0]
+		p.Heads = 1
+		cos, sin := s.reshape(tb[0], []int{rows * h, r}), s.reshape(tb[1], []int{rows * h, r})
+		y := s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{s.reshape(x, []int{b, rows * h, d}), cos, sin}, out: x.format, label: layout.String() + " per head"})
+		return s.reshape(y, x.shape)
 	}
 	cos, sin := s.reshape(tb[0], []int{rows, r}), s.reshape(tb[1], []int{rows, r})
 	return s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{x, cos, sin}, out: x.format, label: layout.String()})
@@ -278,6 +299,14 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		}
 	}
 	for i := 0; i+1 < len(sc.vals); i++ {
+		// per-head tables [S, H, r/2] (each head its own angles, each once
+		// a row): laid out interleaved or half for heads of r
+		c, sn := sc.vals[i], sc.vals[i+1]
+		if slices.Equal(c.shape, sn.shape) && len(c.shape) == 3 && c.shape[0] > 1 && c.shape[1] > 1 && onCircle(c, sn) && !allOnes(c) {
+			out = append(out, s.perHeadTables(c, sn)...)
+		}
+	}
+	for i := 0; i+1 < len(sc.vals); i++ {
 		// tables some of whose rows are averages of rotations (a table
 		// pooled to a strided convolution's tokens, joined with plain
 		// rows): tried after the tables on one circle
@@ -285,6 +314,29 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && !onCircle(c, sn) && mostlyOnUnitCircle(c, sn) {
 			out = append(out, [2]*val{c, sn})
 		}
+	}
+	return out
+}
+
+// perHeadTables are a per-head table pair [S, H, w] laid out for heads
+// of 2w: each angle twice in a row (interleaved) or the row twice (half).
+func (s *synth) perHeadTables(c, sn *val) [][2]*val {
+	S, h, w := c.shape[0], c.shape[1], c.shape[2]
+	inter := func(t *val) *val {
+		rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: 2, Axis: 3}, args: []*val{s.reshape(t, []int{S, h, w, 1})}, out: t.format, label: "interleaved"})
+		return s.reshape(rep, []int{S, h, 2 * w})
+	}
+	half := func(t *val) *val {
+		return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{t, t}, out: t.format, label: "half"})
+	}
+	var out [][2]*val
+	for _, lay := range []func(*val) *val{inter, half} {
+		a, b := lay(c), lay(sn)
+		if a == nil || b == nil {
+			continue
+		}
+		a.perHead, b.perHead = h, h
+		out = append(out, [2]*val{a, b})
 	}
 	return out
 }

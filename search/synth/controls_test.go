@@ -246,6 +246,18 @@ var unseenFactors = map[string]map[string]any{
 	"allegro": {"rope_layout": "half", "qk_norm": "none", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh",
 		"mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity", "timestep_flip_sin_to_cos": true,
 		"timestep_freq_shift": 0.0, "euler_sign": 1.0, "modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale"},
+	// transformer_mochi.py: interleaved per-head RoPE from learned frequencies, weightless RMSNorm q/k,
+	// default scale, joint attention over [video, valid caption], SwiGLU FFNs, scale-only (1 + scale)
+	// norms, an AdaLayerNormContinuous [scale, shift] head; the pipeline negates the output
+	"mochi": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "silu",
+		"mlp_glu": true, "timestep_flip_sin_to_cos": true, "final_norm_order": "scale,shift", "euler_sign": -1.0},
+	// consisid_transformer_3d.py: CogVideoX body (joint [text, video] attention, per-head LayerNorm q/k,
+	// interleaved RoPE on the video rows, GELU-tanh FFN over both streams, shift/scale/gate (1 + scale),
+	// x + gate·y, AdaLayerNorm shift, scale); perceiver cross-attention after block 0; output as is
+	"consisid": {"rope_layout": "interleaved", "qk_norm": "layer", "attention_scale": 0.0, "attention_causal": false,
+		"mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "euler_sign": 1.0},
 	// transformer_cosmos.py: adaLN-LoRA (its own projection plus the shared 3·d timestep
 	// embedding, chunked) before every attention, the FFN and the head, (1 + scale), x + gate·y;
 	// half-layout RoPE (unbind −2) on self-attention only, per-head RMSNorm q/k, GELU (erf)

@@ -135,6 +135,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.summedAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.kvAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {
 		return v
 	}

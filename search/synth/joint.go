@@ -107,7 +107,7 @@ type jointRope struct {
 func jointRopes(tables [][2]*val, r1, r2 int) []jointRope {
 	out := []jointRope{{}}
 	for _, tb := range tables {
-		n := tb[0].numel() / tb[0].shape[len(tb[0].shape)-1]
+		n := tableRows(tb[0])
 		for _, l := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
 			switch n {
 			case r1 + r2:
@@ -115,7 +115,7 @@ func jointRopes(tables [][2]*val, r1, r2 int) []jointRope {
 			case r1:
 				out = append(out, jointRope{layout: l, tb: tb, part: 1})
 				for _, tb2 := range tables {
-					if tb2 != tb && tb2[0].numel()/tb2[0].shape[len(tb2[0].shape)-1] == r2 {
+					if tb2 != tb && tableRows(tb2[0]) == r2 {
 						out = append(out, jointRope{layout: l, tb: tb, tb2: tb2, part: 3})
 					}
 				}
@@ -215,15 +215,25 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 	}
 	if best == nil || best.score > tolerance(t.format) {
 		// a 0/1 key mask over the joined rows (a caption's padding
-		// joined with ones for the image): tried where no bias holds
-		for _, m := range s.keyMasks(sc, q, k) {
+		// joined with ones for the image), or over one stream's rows
+		// joined with ones for the other's: tried where no bias holds
+		masks := append(s.keyMasks(sc, q, k), s.joinedMasks(sc, q.shape[0], [2]int{r1, second[0].shape[1]})...)
+		for _, m := range masks {
 			ch := s.jointWith(t, q, k, v, m, nil, p, mineFirst, r1)
 			if ch == nil {
 				continue
 			}
+			label := "key_mask=true"
+			if ch.score > tolerance(t.format) {
+				// the masked queries' rows zeroed: attention over the
+				// valid tokens only, its result padded back with zeros
+				if z := s.maskedRowsZeroed(t, ch, m, mineFirst, r1); z != nil {
+					ch, label = z, "key_mask=true masked_rows_zero=true"
+				}
+			}
 			ch.headDim, ch.rope = d, rope.layout
 			ch.otherRows = first[0].shape[1] + second[0].shape[1] - t.shape[1]
-			ch.label = fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v key_mask=true", heads, ropeName(rope.layout), mineFirst)
+			ch.label = fmt.Sprintf("heads=%d causal=false rope=%s mine_first=%v %s", heads, ropeName(rope.layout), mineFirst, label)
 			if best == nil || ch.score < best.score {
 				best = ch
 			}
@@ -233,6 +243,35 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 		}
 	}
 	return best
+}
+
+// maskedRowsZeroed is ch's result with the rows of t's stream whose keys
+// the mask m [B, 1, Sk] drops set to zero (their queries attend nowhere:
+// the attention runs over the valid tokens only and pads its result back
+// with zeros); nil unless that reproduces t better.
+func (s *synth) maskedRowsZeroed(t *val, ch *jointChoice, m *val, mineFirst bool, r1 int) *jointChoice {
+	start := 0
+	if !mineFirst {
+		start = r1
+	}
+	b, n := t.shape[0], t.shape[1]
+	rows := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: start, End: start + n}, args: []*val{m}, out: m.format, label: "queries' mask"})
+	rows = s.reshape(rows, []int{b, n, 1})
+	if rows == nil || allOnes(rows) {
+		return nil
+	}
+	f := s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{rows}, out: t.format})
+	z := s.derive(&expr{op: program.OpMul, args: []*val{ch.result, f}, out: t.format, label: "masked rows zeroed"})
+	if z == nil {
+		return nil
+	}
+	sc := relRMS(t.format, z.data, t.data)
+	if math.IsNaN(sc) || sc >= ch.score {
+		return nil
+	}
+	out := *ch
+	out.result, out.score = z, sc
+	return &out
 }
 
 // jointWith runs one joint attention (memoised by its operands) and

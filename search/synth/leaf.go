@@ -123,6 +123,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.glue(t, sc)
 			}
+			if fit == nil {
+				fit = s.fitLeaky(xs[0], t)
+			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
 			for _, x := range xs {
@@ -190,6 +193,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			return out
 		}
 		if cos, sin := s.fitRopeOnRanges(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
+		if cos, sin := s.fitLearnedRope(xs, targets[0], targets[1]); cos != nil {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
 		}

@@ -164,3 +164,51 @@ func (s *synth) bindScalar(k float64, params []*val, plus *val, role string, tol
 	c.origin = fmt.Sprintf("%s=%.6g", role, k)
 	return c
 }
+
+// fitLeaky explains t as a leaky ReLU of x (x > 0 ? x : α·x), the slope α
+// read off the negative side by least squares and snapped to a simple
+// number where one is as good (LeakyReLU's 0.01): where(x, x, α·x), the
+// product rounded once as torch's. Tried where a parameterless call's
+// other forms fail.
+func (s *synth) fitLeaky(x, t *val) *val {
+	if !equalShape(x, t) || x.integral() || x.numel() < 8 {
+		return nil
+	}
+	var xx, xt float64
+	nNeg := 0
+	for i, xv := range x.data {
+		if xv > 0 {
+			if t.data[i] != xv {
+				return nil
+			}
+			continue
+		}
+		v := float64(xv)
+		xx, xt = xx+v*v, xt+v*float64(t.data[i])
+		nNeg++
+	}
+	if nNeg < 4 || xx == 0 {
+		return nil
+	}
+	alpha := xt / xx
+	if !(math.Abs(alpha) < 1) || alpha == 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, a := range append(snapCandidates(alpha), alpha) {
+		if math.Abs(a-alpha) > 1e-3*math.Abs(alpha) {
+			continue
+		}
+		neg := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(a)}, out: t.format, label: fmt.Sprintf("%g·x", a)})
+		if neg == nil {
+			continue
+		}
+		cands = append(cands, &expr{op: program.OpWhere, args: []*val{x, x, neg}, out: t.format, label: fmt.Sprintf("x > 0 ? x : %g·x (leaky relu)", a)})
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "piecewise", label: v.from.label, candidates: ev}
+	return v
+}

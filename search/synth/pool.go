@@ -134,3 +134,100 @@ func (s *synth) uncalledLinears(module string) [][2]*val {
 	}
 	return out
 }
+
+// kvAttention explains t [B, C] or [B, N, C] as attention of the scope's
+// queries (a value [B, C], one query per batch row, or [B, N, C]) over the
+// keys and values of L rows the scope made as one projection's two halves
+// (a value [B, L, 2C]: a perceiver's to_kv, a pooler's) or, for one query,
+// also as two values [B, L, C]: an attention pooler whose query is a
+// pooled token, a cross-attention to a fused key/value projection. Without
+// a mask, or under a 0/1 key mask of the scope over all L keys or over the
+// last or first n < L, joined with ones for the rest (the pooled token put
+// before masked tokens attends); the head width searched from 1. Tried
+// where every other attention form failed.
+func (s *synth) kvAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 2 && len(t.shape) != 3 || t.reshapedFrom {
+		return nil
+	}
+	b, c := t.shape[0], t.shape[len(t.shape)-1]
+	n := 1
+	if len(t.shape) == 3 {
+		n = t.shape[1]
+	}
+	var q []*val
+	var kv [][2]*val
+	for _, v := range recentFirst(sc.vals) {
+		if v.opaque || !sc.own[v] || v.integral() {
+			continue
+		}
+		switch {
+		case slices.Equal(v.shape, t.shape) && (n == 1 || linearResult(v)):
+			q = append(q, v)
+		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c && (n == 1 || v.shape[1] != n && linearResult(v)):
+			// many queries: keys of another length (a cross-attention's,
+			// a perceiver's), both read as projections made them
+			kv = append(kv, s.halves(v, c)...)
+		}
+	}
+	for _, k := range sc.vals {
+		for _, v := range sc.vals {
+			if n == 1 && k != v && sc.own[k] && sc.own[v] && !k.opaque && !v.opaque && len(k.shape) == 3 && slices.Equal(k.shape, v.shape) && k.shape[0] == b && k.shape[1] > 1 && k.shape[2] == c && linearResult(v) {
+				kv = append(kv, [2]*val{k, v})
+			}
+		}
+	}
+	if len(q) == 0 || len(kv) == 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, p := range kv {
+		L := p[0].shape[1]
+		masks := []*val{nil}
+		for _, m := range sc.vals {
+			if m.opaque || !m.integral() || allOnes(m) || !zeroOne(m) || len(m.shape) == 0 {
+				continue
+			}
+			nm := m.shape[len(m.shape)-1] // the keys the mask covers
+			if m.numel() != b*nm || nm > L {
+				continue
+			}
+			mk := s.reshape(m, []int{b, 1, nm})
+			if nm == L {
+				masks = append(masks, mk)
+				continue
+			}
+			ones := s.ones(b, L-nm)
+			for _, args := range [][]*val{{ones, mk}, {mk, ones}} {
+				if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: args, out: m.format, label: "key mask joined with ones"}); j != nil {
+					masks = append(masks, j)
+				}
+			}
+		}
+		for _, qv := range q {
+			q3 := s.reshape(qv, []int{b, n, c})
+			for d := 1; d <= maxHeadDim && d <= c; d *= 2 {
+				if c%d != 0 {
+					continue
+				}
+				for _, m := range masks {
+					ap := exec.AttentionParams{Heads: c / d, KVHeads: c / d}
+					if m != nil {
+						ap.Mask = exec.MaskExplicit
+					}
+					a := s.derive(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: ap}, args: []*val{q3, p[0], p[1], m, nil}, out: t.format})
+					if a == nil {
+						continue
+					}
+					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{a}, out: t.format,
+						label: fmt.Sprintf("fused kv heads=%d mask=%v", c/d, m != nil)})
+				}
+			}
+		}
+	}
+	w, ev := s.best(t, cands)
+	if w == nil {
+		return nil
+	}
+	w.fit = &leafFit{kind: "attention", candidates: ev}
+	return w
+}

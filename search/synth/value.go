@@ -53,6 +53,10 @@ type val struct {
 	// reshapedFrom: a target read in another value's shape (glue's
 	// reshaped form), not to be reshaped again.
 	reshapedFrom bool
+	// perHead: a RoPE table [S, H, r] of one row per position and head
+	// (H heads, each rotated by its own angles: learned per-head
+	// frequencies), made from a captured [S, H, r/2] table.
+	perHead int
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }

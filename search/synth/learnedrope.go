@@ -1,0 +1,207 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// fitLearnedRope explains cos and sin tables [S, H, F] as cos and sin of
+// positions over a grid times a frequency argument W [k, H, F] (learned
+// per-head frequencies, one row per position axis): angles = P·W, P
+// [S, k] the grid row-major, each axis's positions a + b·i, i = 0 … g−1.
+// The grid's sizes are each way of writing S as k factors; each axis's
+// step b is read off the angles between rows one step apart on it (the
+// b whose b·W[a] matches them on the circle, scanned, then refined), its
+// start a is 0 or centres the axis on zero (−b·(g−1)/2); the positions
+// are constants of the request's shape. Tried where the tables' ids are
+// neither an argument nor a grid of arguments.
+func (s *synth) fitLearnedRope(xs []*val, cosT, sinT *val) (*val, *val) {
+	if len(cosT.shape) != 3 || !slices.Equal(cosT.shape, sinT.shape) || !unitCircle(cosT, sinT) {
+		return nil, nil
+	}
+	S, H, F := cosT.shape[0], cosT.shape[1], cosT.shape[2]
+	var w *val
+	for _, x := range xs {
+		if !x.integral() && len(x.shape) == 3 && x.shape[0] <= 3 && x.shape[1] == H && x.shape[2] == F {
+			w = x
+		}
+	}
+	if w == nil || S < 2 {
+		return nil, nil
+	}
+	k, n := w.shape[0], H*F
+	ang := make([]float64, S*n)
+	for i := range ang {
+		ang[i] = math.Atan2(float64(sinT.data[i]), float64(cosT.data[i]))
+	}
+	for _, grid := range factorizations(S, k) {
+		if len(grid) < k {
+			grid = append(slices.Repeat([]int{1}, k-len(grid)), grid...)
+		}
+		pos := learnedGrid(ang, w.data, grid, n)
+		if pos == nil {
+			continue
+		}
+		pv := &val{shape: []int{S, k}, data: pos, format: precision.F32, origin: cosT.origin + "/positions"}
+		wt := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 0}}, args: []*val{s.reshape(w, []int{k, n})}, out: precision.F32, label: "frequencies per axis"})
+		a := s.derive(&expr{op: program.OpLinear, args: []*val{pv, wt, nil}, out: precision.F32, label: "positions·W"})
+		cv, sv := s.freeTables(a, 1, cosT, sinT)
+		if cv != nil {
+			s.em.constant(pv, fmt.Sprintf("positions on a %v grid, each axis a + b·i, read off the RoPE tables' angles at the learned frequencies (constants of the request's shape)", grid))
+			return cv, sv
+		}
+	}
+	return nil, nil
+}
+
+// learnedGrid reads the positions [S, k] of a grid of sizes g (row-major)
+// whose angles ang [S, n] are P·W (mod 2π) for frequencies w [k, n]: per
+// axis the step b and the start (0 or centred) as fitLearnedRope says;
+// nil where no step or start matches.
+func learnedGrid(ang []float64, w []float32, g []int, n int) []float32 {
+	k := len(g)
+	S := len(ang) / n
+	stride := make([]int, k)
+	st := 1
+	for a := k - 1; a >= 0; a-- {
+		stride[a] = st
+		st *= g[a]
+	}
+	step := make([]float64, k)
+	for a := range k {
+		if g[a] == 1 {
+			continue
+		}
+		// the mean rotation between rows one step apart on axis a: the
+		// same for every pair on the right grid (a wrong grid's pairs
+		// disagree, and it is dropped before the scan)
+		phi := make([]float64, n)
+		for j := range n {
+			var re, im float64
+			pairs := 0
+			for r := range S {
+				if (r/stride[a])%g[a] == g[a]-1 {
+					continue
+				}
+				d := ang[(r+stride[a])*n+j] - ang[r*n+j]
+				re, im = re+math.Cos(d), im+math.Sin(d)
+				pairs++
+			}
+			if math.Hypot(re, im) < 0.999*float64(pairs) {
+				return nil
+			}
+			phi[j] = math.Atan2(im, re)
+		}
+		b, ok := scanStep(phi, w[a*n:(a+1)*n])
+		if !ok {
+			return nil
+		}
+		step[a] = b
+	}
+	// the starts: each axis at 0 or centred, the first row's angles decide
+	for c := range 1 << k {
+		start := make([]float64, k)
+		for a := range k {
+			if c&(1<<a) != 0 {
+				if g[a] == 1 {
+					start = nil
+					break
+				}
+				start[a] = -step[a] * float64(g[a]-1) / 2
+			}
+		}
+		if start == nil {
+			continue
+		}
+		ok := true
+		for j := 0; j < n && ok; j++ {
+			var p float64
+			for a := range k {
+				p += start[a] * float64(w[a*n+j])
+			}
+			ok = math.Abs(wrapAngle(p-ang[j])) < 1e-3
+		}
+		if !ok {
+			continue
+		}
+		pos := make([]float32, S*k)
+		for r := range S {
+			for a := range k {
+				i := (r / stride[a]) % g[a]
+				pos[r*k+a] = float32(start[a] + step[a]*float64(i))
+			}
+		}
+		return pos
+	}
+	return nil
+}
+
+// scanStep finds b with b·f ≡ phi (mod 2π) for every frequency: scanned
+// over |b| ≤ 4096 on at most 16 of the frequencies (spread over them) at
+// a pitch fine against the largest of those, then refined by least
+// squares on every unwrapped angle; ok where it matches every one within
+// 1e-3.
+func scanStep(phi []float64, f []float32) (float64, bool) {
+	var sub []int
+	for j := 0; j < len(f); j += max(1, len(f)/16) {
+		sub = append(sub, j)
+	}
+	var fmax float64
+	for _, j := range sub {
+		fmax = max(fmax, math.Abs(float64(f[j])))
+	}
+	if fmax == 0 {
+		return 0, false
+	}
+	const bmax = 4096
+	pitch := 0.05 / fmax
+	if 2*bmax/pitch > 4e6 {
+		return 0, false
+	}
+	cost := func(b float64) float64 {
+		var c float64
+		for _, j := range sub {
+			c += 1 - math.Cos(b*float64(f[j])-phi[j])
+		}
+		return c
+	}
+	best, bc := 0.0, math.Inf(1)
+	for b := -float64(bmax); b <= bmax; b += pitch {
+		if c := cost(b); c < bc {
+			best, bc = b, c
+		}
+	}
+	refine := func(js []int) {
+		var num, den float64
+		for _, j := range js {
+			fx := float64(f[j])
+			u := phi[j] + 2*math.Pi*math.Round((best*fx-phi[j])/(2*math.Pi))
+			num, den = num+fx*u, den+fx*fx
+		}
+		best = num / den
+	}
+	// the scanned frequencies first (the scan's pitch is fine against
+	// them, not necessarily against the others), then all
+	all := make([]int, len(f))
+	for j := range all {
+		all[j] = j
+	}
+	for _, js := range [][]int{sub, sub, all, all} {
+		refine(js)
+	}
+	for j, x := range f {
+		if math.Abs(wrapAngle(best*float64(x)-phi[j])) > 1e-3 {
+			return 0, false
+		}
+	}
+	return best, true
+}
+
+// wrapAngle is a reduced to (−π, π].
+func wrapAngle(a float64) float64 {
+	return a - 2*math.Pi*math.Round(a/(2*math.Pi))
+}
