@@ -250,6 +250,11 @@ func (r *Recipe) HasRole(role string) bool {
 	return ok
 }
 
+// Required reports whether a block of the recipe must have role.
+func (r *Recipe) Required(role string) bool {
+	return r.HasRole(role) && !slices.Contains(r.Optional, role)
+}
+
 // RolePrefix is the prefix of a weight set's roles: "<stream>." when each
 // stream has its own weights, else "".
 func (r *Recipe) RolePrefix(stream string) string {
