@@ -83,3 +83,36 @@ func TestRecipeRefused(t *testing.T) {
 		}
 	}
 }
+
+// A part is spliced with its values renamed: in and out to the use's, its
+// own under its name; a part with each is refused inside each.
+func TestRecipeSplice(t *testing.T) {
+	parts := map[string]*recipePart{
+		"p": {Part: "p", In: []string{"x"}, Out: []string{"y"}, Optional: []string{"n"}, Nodes: []RecipeNode{
+			{Op: "norm", Role: "n", In: []string{"x"}, Out: []string{"t"}},
+			{Op: "act", Name: "a", In: []string{"t"}, Out: []string{"y"}, When: "mlp_glu", Else: "t"},
+		}},
+		"e": {Part: "e", In: []string{"x"}, Out: []string{"y"}, Nodes: []RecipeNode{{Each: []RecipeNode{{Op: "add", Name: "a", In: []string{"x", "cond"}, Out: []string{"y"}}}}}},
+	}
+	r := &Recipe{}
+	got, err := r.splice([]RecipeNode{{Each: []RecipeNode{{Use: "p", In: []string{"h"}, Out: []string{"m"}}}}}, false, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := got[0].Each
+	if len(n) != 2 || !slices.Equal(n[0].In, []string{"h"}) || !slices.Equal(n[0].Out, []string{"p.t"}) || !slices.Equal(n[1].Out, []string{"m"}) || n[1].Else != "p.t" || !slices.Equal(r.Optional, []string{"n"}) {
+		t.Errorf("spliced %+v, optional %v", got, r.Optional)
+	}
+	for _, tc := range []struct {
+		use  RecipeNode
+		want string
+	}{
+		{RecipeNode{Each: []RecipeNode{{Use: "e", In: []string{"h"}, Out: []string{"m"}}}}, "holds ops only"},
+		{RecipeNode{Use: "q", In: []string{"h"}, Out: []string{"m"}}, `no part "q"`},
+		{RecipeNode{Use: "p", In: []string{"h", "h"}, Out: []string{"m"}}, "takes 1 values"},
+	} {
+		if _, err := (&Recipe{}).splice([]RecipeNode{tc.use}, false, parts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want it to mention %s", tc.use, err, tc.want)
+		}
+	}
+}

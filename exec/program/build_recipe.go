@@ -3,7 +3,6 @@ package program
 import (
 	"fmt"
 
-	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -113,7 +112,6 @@ func (run *recipeRun) holds(cond string) (bool, string, error) {
 
 // node emits one recipe node for set si (-1: over the block).
 func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
-	b := run.b
 	name := run.addr + "." + n.NodeName()
 	var role semantics.Role
 	hasRole := false
@@ -146,82 +144,71 @@ func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
 	in := make([]string, len(n.In))
 	for i, v := range n.In {
 		if si < 0 && (n.Op == "join" || n.Op == "split" && i == 1) {
-			continue // per set, read below
+			continue // per set: read by the op
 		}
 		var err error
 		if in[i], err = run.value(v, si); err != nil {
 			return err
 		}
 	}
-	var outs []string
-	var err error
-	switch n.Op {
-	case "linear":
-		var o string
-		if o, err = b.linear(in[0], name, role); err == nil {
-			outs = []string{o}
-		}
-	case "norm":
-		var o string
-		if o, err = run.norm(n, in[0], name, role); err == nil {
-			outs = []string{o}
-		}
-	case "join":
-		xs := make([]string, len(run.sets))
-		for i := range run.sets {
-			if xs[i], err = run.value(n.In[0], i); err != nil {
-				return err
-			}
-		}
-		var o string
-		if o, err = b.join(xs, name); err == nil {
-			outs = []string{o}
-		}
-	case "split":
-		rows := make([]int, len(run.sets))
-		for i := range run.sets {
-			v, err := run.value(n.In[1], i)
-			if err != nil {
-				return err
-			}
-			rows[i] = b.shape(v)[1]
-		}
-		parts, err := b.split(in[0], rows, name)
-		if err != nil {
-			return err
-		}
-		for i, p := range parts {
-			run.bind(n.Out[0], p, i)
-		}
-		return nil
-	case "chunk":
-		return run.chunk(n, in[0], name, si)
-	default:
-		var a Attrs
-		op, ok := recipeOps[n.Op]
-		if !ok {
-			return fmt.Errorf("%s: recipe %s: op %q is not supported", name, run.r.Kind, n.Op)
-		}
-		if a, err = run.attrs(n, name, in); err != nil {
-			return err
-		}
-		if op == OpAttention {
-			in = append(in, "") // no explicit mask
-		}
-		if outs, err = b.emit(op, name, in, a); err == nil {
-			err = run.checkWidth(n, name, outs[0])
-		}
-	}
-	if err != nil {
+	outs, err := run.op(n, in, name, role, si)
+	if err != nil || outs == nil {
 		return err
 	}
 	for i, o := range outs {
 		run.bind(n.Out[i], o, si)
 	}
-	if n.Op == "linear" {
-		return run.checkWidth(n, name, outs[0])
+	return run.checkWidth(n, name, outs[0])
+}
+
+// op emits a node's op on its inputs and returns its outputs (nil: the op
+// bound them itself, per set).
+func (run *recipeRun) op(n *semantics.RecipeNode, in []string, name string, role semantics.Role, si int) ([]string, error) {
+	b := run.b
+	one := func(o string, err error) ([]string, error) { return []string{o}, err }
+	switch n.Op {
+	case "linear":
+		return one(b.linear(in[0], name, role))
+	case "norm":
+		return one(run.norm(n, in[0], name, role))
+	case "chunk":
+		return nil, run.chunk(n, in[0], name, si)
+	case "join":
+		xs := make([]string, len(run.sets))
+		for i := range run.sets {
+			var err error
+			if xs[i], err = run.value(n.In[0], i); err != nil {
+				return nil, err
+			}
+		}
+		return one(b.join(xs, name))
+	case "split":
+		rows := make([]int, len(run.sets))
+		for i := range run.sets {
+			v, err := run.value(n.In[1], i)
+			if err != nil {
+				return nil, err
+			}
+			rows[i] = b.shape(v)[1]
+		}
+		parts, err := b.split(in[0], rows, name)
+		for i, p := range parts {
+			run.bind(n.Out[0], p, i)
+		}
+		return nil, err
 	}
-	return nil
+	op, ok := recipeOps[n.Op]
+	if !ok {
+		return nil, fmt.Errorf("%s: recipe %s: op %q is not supported", name, run.r.Kind, n.Op)
+	}
+	a, err := run.attrs(n, name, in)
+	if err != nil {
+		return nil, err
+	}
+	if op == OpAttention {
+		in = append(in, "") // no explicit mask
+	}
+	return b.emit(op, name, in, a)
 }
 
 // recipeOps are the ops a recipe node emits as they are.
@@ -306,166 +293,4 @@ func (run *recipeRun) norm(n *semantics.RecipeNode, x, name string, r semantics.
 		return "", err
 	}
 	return run.b.normWith(x, name, r, kind, eps, offset, int(group))
-}
-
-// attrs resolves the attributes of an op that recipeOps emits as it is.
-func (run *recipeRun) attrs(n *semantics.RecipeNode, name string, in []string) (Attrs, error) {
-	var a Attrs
-	act := func() (exec.ActKind, error) {
-		s, err := run.str(n, "act", name)
-		if err != nil {
-			return 0, err
-		}
-		f, err := exec.ParseAct(s)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		return f, nil
-	}
-	var err error
-	switch n.Op {
-	case "act", "glu", "gated_residual":
-		a.Act, err = act()
-	case "modulate":
-		a.Modulate.PlusOne, err = run.boolean(n, "plus_one", name)
-	case "concat":
-		var ax float64
-		ax, err = run.num(n, "axis", name)
-		a.Axis = int(ax)
-	case "rope":
-		a.Rope, err = run.rope(n, name, in)
-	case "attention":
-		a.Attention, err = run.attention(n, name)
-	}
-	return a, err
-}
-
-// rope resolves a rotation by the model's tables.
-func (run *recipeRun) rope(n *semantics.RecipeNode, name string, in []string) (exec.RopeParams, error) {
-	b := run.b
-	s, err := run.str(n, "layout", name)
-	if err != nil {
-		return exec.RopeParams{}, err
-	}
-	var layout exec.RopeLayout
-	switch s {
-	case "interleaved":
-		layout = exec.RopeInterleaved
-	case "half":
-		layout = exec.RopeHalf
-	default:
-		return exec.RopeParams{}, fmt.Errorf("rope_layout %q has no tables", s)
-	}
-	if rows, seq := b.shape(in[1])[0], b.shape(in[0])[1]; rows != seq {
-		return exec.RopeParams{}, fmt.Errorf("%s: RoPE tables have %d rows, the joined sequence %d", run.addr, rows, seq)
-	}
-	rot, hd := b.rotary, run.blk.HeadDim
-	if rot > hd {
-		return exec.RopeParams{}, fmt.Errorf("%s: RoPE axes cover %d channels, more than the head width %d", run.addr, rot, hd)
-	}
-	if rot == hd {
-		rot = 0
-	}
-	heads, err := run.num(n, "heads", name)
-	return exec.RopeParams{Heads: int(heads), Layout: layout, RotaryDim: rot}, err
-}
-
-// attention resolves a scaled dot-product attention.
-func (run *recipeRun) attention(n *semantics.RecipeNode, name string) (exec.AttentionParams, error) {
-	var p exec.AttentionParams
-	heads, err := run.num(n, "heads", name)
-	if err != nil {
-		return p, err
-	}
-	kv, err := run.num(n, "kv_heads", name)
-	if err != nil {
-		return p, err
-	}
-	causal, err := run.boolean(n, "causal", name)
-	if err != nil {
-		return p, err
-	}
-	scale, err := run.num(n, "scale", name)
-	if err != nil {
-		return p, err
-	}
-	p = exec.AttentionParams{Heads: int(heads), KVHeads: int(kv), Scale: float32(scale)}
-	if causal {
-		p.Mask = exec.MaskCausal
-	}
-	return p, nil
-}
-
-// binding parses a bound attribute and says where its factor is read:
-// the block's address, the node's (name), or the one it names.
-func (run *recipeRun) binding(s, name string) (semantics.RecipeBinding, string, error) {
-	bd, err := semantics.ParseRecipeBinding(s)
-	switch bd.At {
-	case "":
-		return bd, run.addr, err
-	case "node":
-		return bd, name, err
-	}
-	return bd, bd.At, err
-}
-
-// number resolves a binding that is a number: a product of structure
-// numbers or a numeric factor.
-func (run *recipeRun) number(s, name string) (float64, error) {
-	bd, at, err := run.binding(s, name)
-	if err != nil {
-		return 0, err
-	}
-	if bd.Factor != "" {
-		return run.b.doc.Number(bd.Factor, at)
-	}
-	fields := map[string]int{"block.heads": run.blk.Heads, "block.kv_heads": run.blk.KVHeads, "block.head_dim": run.blk.HeadDim,
-		"block.mlp_width": run.blk.MLPWidth, "model.hidden": run.b.st.Hidden}
-	v := 1
-	for _, f := range bd.Fields {
-		v *= fields[f]
-	}
-	return float64(v), nil
-}
-
-// num is an attribute that is a number: a literal or a binding (absent:
-// 0).
-func (run *recipeRun) num(n *semantics.RecipeNode, key, name string) (float64, error) {
-	switch v := n.Attrs[key].(type) {
-	case nil:
-		return 0, nil
-	case float64:
-		return v, nil
-	case string:
-		return run.number(v, name)
-	}
-	return 0, fmt.Errorf("%s: attrs.%s %v is not a number", name, key, n.Attrs[key])
-}
-
-// str is an attribute bound to an enum factor.
-func (run *recipeRun) str(n *semantics.RecipeNode, key, name string) (string, error) {
-	s, ok := n.Attrs[key].(string)
-	if !ok {
-		return "", fmt.Errorf("%s: recipe %s: attrs.%s is not bound", name, run.r.Kind, key)
-	}
-	bd, at, err := run.binding(s, name)
-	if err != nil {
-		return "", err
-	}
-	return run.b.doc.String(bd.Factor, at)
-}
-
-// boolean is an attribute that is a boolean: a literal or a factor.
-func (run *recipeRun) boolean(n *semantics.RecipeNode, key, name string) (bool, error) {
-	switch v := n.Attrs[key].(type) {
-	case bool:
-		return v, nil
-	case string:
-		bd, at, err := run.binding(v, name)
-		if err != nil {
-			return false, err
-		}
-		return run.b.doc.Bool(bd.Factor, at)
-	}
-	return false, fmt.Errorf("%s: recipe %s: attrs.%s is not bound", name, run.r.Kind, key)
 }
