@@ -62,6 +62,11 @@ func (n *RecipeNode) NodeName() string {
 	return n.Role
 }
 
+// RecipeGiven are the values a recipe reads without making them: the
+// conditioning vector and the RoPE tables (absent where the model has
+// none).
+var RecipeGiven = []string{"cond", "cos", "sin"}
+
 // Recipe set kinds.
 const (
 	SetsStreams = "streams"
@@ -195,7 +200,7 @@ func (r *Recipe) splice(ns []RecipeNode, each bool, parts map[string]*recipePart
 			if i := slices.Index(p.Out, v); i >= 0 {
 				return n.Out[i]
 			}
-			if v == "" || v == "cond" || v == "cos" || v == "sin" {
+			if v == "" || slices.Contains(RecipeGiven, v) {
 				return v
 			}
 			return p.Part + "." + v

@@ -13,10 +13,16 @@ func (r *Recipe) check() error {
 		return fmt.Errorf("sets %q is not %s or %s", r.Sets, SetsStreams, SetsJoined)
 	}
 	set := map[string]bool{r.In: true}
-	global := map[string]bool{"cond": true, "cos": true, "sin": true}
+	global := map[string]bool{}
+	for _, v := range RecipeGiven {
+		global[v] = true
+	}
+	// made: each value's maker, once; alternatives under when may share.
+	made := map[string]*RecipeNode{}
 	var walk func(ns []RecipeNode, each bool) error
 	walk = func(ns []RecipeNode, each bool) error {
-		for _, n := range ns {
+		for i := range ns {
+			n := &ns[i]
 			if n.Each != nil {
 				if each {
 					return fmt.Errorf("each inside each")
@@ -58,7 +64,17 @@ func (r *Recipe) check() error {
 			if n.Else != "" && !set[n.Else] && !global[n.Else] {
 				return fmt.Errorf("node %q: else %q is not made", n.NodeName(), n.Else)
 			}
+			if n.Op == "chunk" {
+				spec, ok := LookupSpec(fmt.Sprint(n.Attrs["order"]))
+				if !ok || spec.typ != typeOrder || len(n.Out)%len(spec.chunks) != 0 {
+					return fmt.Errorf("node %q: a chunk's attrs.order is an order factor, and its outputs are groups of that factor's chunks", n.NodeName())
+				}
+			}
 			for _, o := range n.Out {
+				if m := made[o]; m != nil && (m.When == "" || n.When == "") {
+					return fmt.Errorf("node %q makes %q, which node %q made", n.NodeName(), o, m.NodeName())
+				}
+				made[o] = n
 				if each || n.Op == "split" {
 					set[o] = true
 				} else {

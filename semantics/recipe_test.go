@@ -72,6 +72,8 @@ func TestRecipeRefused(t *testing.T) {
 		{`{"op": "join", "name": "a", "in": ["x"], "out": ["y"]}`, `outside each`},
 		{`{"op": "add", "role": "r", "in": ["x", "x"], "out": ["y"]}`, `no parameters to bind`},
 		{`{"op": "add", "name": "a", "in": ["x", "x"], "out": ["z"]}`, `out "y" is not made`},
+		{`{"op": "add", "name": "a", "in": ["x", "x"], "out": ["y"]}, {"op": "add", "name": "b", "in": ["y", "x"], "out": ["y"]}`, `node "b" makes "y", which node "a" made`},
+		{`{"op": "chunk", "name": "a", "in": ["x"], "out": ["y", "z"], "attrs": {"order": "modulation_order"}}`, `groups of that factor's chunks`},
 	} {
 		r := &Recipe{}
 		if err := json.Unmarshal([]byte(strings.Replace(base, "%s", tc.nodes, 1)), r); err != nil {

@@ -22,8 +22,9 @@ type recipeRun struct {
 // entering and leaving it ("" where the sets are the streams).
 func (b *builder) recipeBlock(addr string, blk *semantics.Block, r *semantics.Recipe) (jointIn, jointOut string, err error) {
 	run := &recipeRun{b: b, r: r, addr: addr, blk: blk, global: map[string]string{}}
-	for name, v := range map[string]string{"cond": b.cond, "cos": b.cos, "sin": b.sin} {
-		if v != "" {
+	given := map[string]string{"cond": b.cond, "cos": b.cos, "sin": b.sin}
+	for _, name := range semantics.RecipeGiven {
+		if v := given[name]; v != "" {
 			run.global[name] = v
 		}
 	}
@@ -244,10 +245,7 @@ func (run *recipeRun) chunk(n *semantics.RecipeNode, x, name string, si int) err
 	if err != nil {
 		return err
 	}
-	k := len(spec.Chunks())
-	if len(n.Out)%k != 0 {
-		return fmt.Errorf("%s: recipe %s: %d outputs are not groups of %d", name, run.r.Kind, len(n.Out), k)
-	}
+	k := len(spec.Chunks()) // the outputs are groups of k (semantics checked)
 	if s, ok := n.Attrs["width"].(string); ok {
 		w, err := run.number(s, name)
 		if err != nil {
