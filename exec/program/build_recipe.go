@@ -100,7 +100,7 @@ func (run *recipeRun) holds(cond string) (bool, string, error) {
 	}
 	if c.Value != "" {
 		_, ok := run.global[c.Value]
-		return ok, fmt.Sprintf("%s is made: %v", c.Value, ok), nil
+		return ok, fmt.Sprintf("%s is given: %v", c.Value, ok), nil
 	}
 	switch c.Op {
 	case "", "!":
@@ -113,14 +113,15 @@ func (run *recipeRun) holds(cond string) (bool, string, error) {
 
 // node emits one recipe node for set si (-1: over the block).
 func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
-	name := run.addr + "." + n.NodeName()
+	prefix := "" // a node over the block binds unprefixed roles
+	if si >= 0 {
+		prefix = run.prefix[si]
+	}
+	name := run.addr + "." + prefix + n.NodeName()
 	var role semantics.Role
 	hasRole := false
-	if si >= 0 {
-		name = run.addr + "." + run.prefix[si] + n.NodeName()
-		if n.Role != "" {
-			role, hasRole = run.blk.Roles[run.prefix[si]+n.Role]
-		}
+	if n.Role != "" {
+		role, hasRole = run.blk.Roles[prefix+n.Role]
 	}
 	if n.When != "" {
 		ok, found, err := run.holds(n.When)
@@ -129,7 +130,7 @@ func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
 		}
 		// A conditional node's role is there exactly when it runs.
 		if n.Role != "" && ok != hasRole {
-			return fmt.Errorf("%s: %s but the block %s a %s%s role", run.addr, found, map[bool]string{true: "has", false: "has no"}[hasRole], run.prefix[si], n.Role)
+			return fmt.Errorf("%s: %s but the block %s a %s%s role", run.addr, found, map[bool]string{true: "has", false: "has no"}[hasRole], prefix, n.Role)
 		}
 		if !ok {
 			if n.Else != "" {
