@@ -51,48 +51,6 @@ type roleSpec struct {
 	required bool
 }
 
-// Block kinds and their roles. A dual_stream block has each role once per
-// stream, prefixed "<stream>." ("image.q", "text.q").
-var blockKinds = map[string]map[string]roleSpec{
-	// Two streams with their own weights, one attention over both rows
-	// (joined in joint order); per stream: modulation (6 chunks: attention
-	// then MLP group), norm1, q/k/v, q/k norms, out, norm2, MLP.
-	"dual_stream": {
-		"modulation": {RoleLinear, true}, "norm1": {RoleNorm, false},
-		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
-		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
-		"out": {RoleLinear, true}, "norm2": {RoleNorm, false},
-		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
-	},
-	// One weight set over the joined rows; attention and MLP in parallel
-	// from one modulated norm (3 chunks); out projects [attention, act(MLP)]
-	// back to the hidden width; one gated residual.
-	"single_stream_parallel": {
-		"modulation": {RoleLinear, true}, "norm": {RoleNorm, false},
-		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
-		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
-		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "out": {RoleLinear, true},
-	},
-	// One weight set over the joined rows; attention then MLP, each from
-	// its own modulated norm (6 chunks), each with a gated residual.
-	"single_stream": {
-		"modulation": {RoleLinear, true}, "norm1": {RoleNorm, false},
-		"q": {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
-		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
-		"out": {RoleLinear, true}, "norm2": {RoleNorm, false},
-		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
-	},
-	// Pre-norm decoder block: x + attn(norm(x)), then x + mlp(norm(x)),
-	// plain residual adds, no modulation.
-	"decoder": {
-		"attn_norm": {RoleNorm, true},
-		"q":         {RoleLinear, true}, "k": {RoleLinear, true}, "v": {RoleLinear, true},
-		"q_norm": {RoleNorm, false}, "k_norm": {RoleNorm, false},
-		"out": {RoleLinear, true}, "mlp_norm": {RoleNorm, true},
-		"mlp_in": {RoleLinear, true}, "mlp_gate": {RoleLinear, false}, "mlp_out": {RoleLinear, true},
-	},
-}
-
 // Roles of the other components.
 var (
 	embedderRoles = map[string]map[string]roleSpec{
@@ -109,35 +67,32 @@ var (
 	}
 )
 
-// BlockKinds lists the block kinds, sorted.
-func BlockKinds() []string { return sortedKeys(blockKinds) }
+// BlockKinds lists the block kinds (the recipes), sorted.
+func BlockKinds() []string { return sortedKeys(recipes) }
 
 // BlockRoles returns the roles of a block of kind with the given streams
-// (prefixed per stream for dual_stream) and their kinds.
+// (prefixed per stream where each stream has its own weights) and their
+// kinds, as the kind's recipe binds them.
 func BlockRoles(kind string, streams []string) map[string]RoleKind {
-	specs, ok := blockKinds[kind]
-	if !ok {
+	if _, ok := recipes[kind]; !ok {
 		return nil
 	}
 	out := map[string]RoleKind{}
-	for name, s := range specs {
-		if kind == "dual_stream" {
-			for _, st := range streams {
-				out[st+"."+name] = s.kind
-			}
-		} else {
-			out[name] = s.kind
-		}
+	for name, s := range blockRoleSpecs(kind, streams) {
+		out[name] = s.kind
 	}
 	return out
 }
 
 // blockRoleSpecs is BlockRoles with the required flags.
 func blockRoleSpecs(kind string, streams []string) map[string]roleSpec {
-	specs := blockKinds[kind]
 	out := map[string]roleSpec{}
-	for name, s := range specs {
-		if kind == "dual_stream" {
+	r, ok := recipes[kind]
+	if !ok {
+		return out
+	}
+	for name, s := range r.roleSpecs() {
+		if r.Sets == SetsStreams {
 			for _, st := range streams {
 				out[st+"."+name] = s
 			}
@@ -404,3 +359,7 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 
 // Values lists an enum factor's allowed values (nil for other types).
 func (s FactorSpec) Values() []string { return append([]string(nil), s.enum...) }
+
+// Chunks lists an order factor's chunk names in canonical order (nil for
+// other types).
+func (s FactorSpec) Chunks() []string { return append([]string(nil), s.chunks...) }

@@ -8,6 +8,12 @@
 // rounding plan, and what the trace could not decide. Discovery writes it;
 // `zflow generate` and any other generator read it.
 //
+// Block kinds are recipes (recipe.go, recipes/<kind>.json): a block's
+// dataflow as data, in the op vocabulary over named values, parameters bound
+// by role and attributes bound to factors. The builder (exec/program), the
+// structure reader (search/structure) and validation read the same file;
+// SCHEMA.md, "Recipe format", describes it.
+//
 // Read validates everything a document can be checked for on its own:
 // version, required fields, every role a block kind needs, factor names and
 // values against the catalogue (catalogue.go), factor scopes against the

@@ -115,10 +115,10 @@ type PositionSource struct {
 	Step   []int  `json:"step,omitempty"`
 }
 
-// Block is one transformer block. Kind (catalogue.go) fixes its dataflow
-// and the roles it has; Streams lists the streams it reads and writes
-// (dual_stream: one weight set each; the other kinds: one weight set for
-// all, the streams joined in joint order).
+// Block is one transformer block. Kind names its recipe (recipe.go), which
+// fixes its dataflow and the roles it has; Streams lists the streams it
+// reads and writes (a recipe with sets "streams": one weight set each;
+// "joined": one weight set for all, the streams joined in joint order).
 type Block struct {
 	Kind     string          `json:"kind"`
 	Streams  []string        `json:"streams"`

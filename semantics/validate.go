@@ -335,7 +335,8 @@ func validatePositionSource(p *problems, f string, ps PositionSource, isStream b
 // validate checks block b at address addr: what its dataflow needs and
 // does not have is a hole there.
 func (b *Block) validate(p *problems, addr, f string, streams map[string]bool) {
-	if _, ok := blockKinds[b.Kind]; !ok {
+	r, ok := recipes[b.Kind]
+	if !ok {
 		p.hole(addr, f+".kind", "%q is not one of %s", b.Kind, strings.Join(BlockKinds(), ", "))
 		return
 	}
@@ -352,8 +353,8 @@ func (b *Block) validate(p *problems, addr, f string, streams map[string]bool) {
 		}
 		seen[s] = true
 	}
-	if b.Kind == "dual_stream" && len(b.Streams) != 2 {
-		p.add(f+".streams", "a dual_stream block has two streams, not %d", len(b.Streams))
+	if r.Sets == SetsStreams && len(b.Streams) != 2 {
+		p.add(f+".streams", "a %s block has two streams, not %d", b.Kind, len(b.Streams))
 	}
 	if b.Heads <= 0 || b.HeadDim <= 0 {
 		p.hole(addr, f, "heads %d and head_dim %d must be > 0", b.Heads, b.HeadDim)

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/semantics"
 )
 
-// block emits block i: its kind's dataflow over the streams, with the
+// block emits block i: its kind's recipe over the streams, with the
 // block's boundary tapped on the values entering and leaving it.
 func (b *builder) block(i int, blk *semantics.Block) error {
 	addr := semantics.BlockAddress(i)
@@ -35,20 +36,11 @@ func (b *builder) block(i int, blk *semantics.Block) error {
 			}
 		}
 	}
-	var jointIn, jointOut string
-	var err error
-	switch blk.Kind {
-	case "dual_stream":
-		err = b.dualStream(addr, blk)
-	case "single_stream_parallel":
-		jointIn, jointOut, err = b.singleStream(addr, blk, true)
-	case "single_stream":
-		jointIn, jointOut, err = b.singleStream(addr, blk, false)
-	case "decoder":
-		jointIn, jointOut, err = b.decoder(addr, blk)
-	default:
-		err = fmt.Errorf("%s: block kind %q is not supported", addr, blk.Kind)
+	r, ok := semantics.LookupRecipe(blk.Kind)
+	if !ok {
+		return fmt.Errorf("%s: block kind %q is not supported", addr, blk.Kind)
 	}
+	jointIn, jointOut, err := b.recipeBlock(addr, blk, r)
 	if err != nil {
 		return err
 	}
@@ -81,188 +73,6 @@ func (b *builder) block(i int, blk *semantics.Block) error {
 	return nil
 }
 
-// dualStream: per stream (own weights) modulation of 2 groups, norm1 and
-// modulate; one joint attention; per stream out projection, gated
-// residual, norm2, modulate, MLP, gated residual.
-func (b *builder) dualStream(addr string, blk *semantics.Block) error {
-	order, err := b.doc.OrderAt("modulation_order", addr)
-	if err != nil {
-		return err
-	}
-	mods := map[string][]map[string]string{}
-	var parts []attnPart
-	for _, s := range b.joint {
-		p := s + "."
-		if mods[s], err = b.modulation(addr, p, blk.Roles[p+"modulation"], order, 2); err != nil {
-			return err
-		}
-		n, err := b.norm(b.stream[s], addr+"."+p+"norm1", blk.Roles[p+"norm1"], 0, "")
-		if err != nil {
-			return err
-		}
-		h, err := b.modulate(n, mods[s][0], addr, p+"modulate1")
-		if err != nil {
-			return err
-		}
-		parts = append(parts, attnPart{prefix: p, x: h})
-	}
-	attn, err := b.attention(addr, blk, parts)
-	if err != nil {
-		return err
-	}
-	for j, s := range b.joint {
-		p := s + "."
-		o, err := b.linear(attn[j], addr+"."+p+"out", blk.Roles[p+"out"])
-		if err != nil {
-			return err
-		}
-		x, err := b.gated(b.stream[s], o, mods[s][0]["gate"], addr, p+"residual1")
-		if err != nil {
-			return err
-		}
-		n, err := b.norm(x, addr+"."+p+"norm2", blk.Roles[p+"norm2"], 0, "")
-		if err != nil {
-			return err
-		}
-		h, err := b.modulate(n, mods[s][1], addr, p+"modulate2")
-		if err != nil {
-			return err
-		}
-		m, err := b.mlp(h, addr, p, blk, true)
-		if err != nil {
-			return err
-		}
-		if b.stream[s], err = b.gated(x, m, mods[s][1]["gate"], addr, p+"residual2"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// singleStream: one weight set over the joined rows. Parallel: one
-// modulated norm feeds attention and MLP, out projects [attention, MLP]
-// (parallel_order), one gated residual. Sequential: attention then MLP,
-// each with its own modulated norm and gated residual.
-func (b *builder) singleStream(addr string, blk *semantics.Block, parallel bool) (jointIn, jointOut string, err error) {
-	x, err := b.joinStreams(addr)
-	if err != nil {
-		return "", "", err
-	}
-	jointIn = x
-	order, err := b.doc.OrderAt("modulation_order", addr)
-	if err != nil {
-		return "", "", err
-	}
-	groups := 2
-	if parallel {
-		groups = 1
-	}
-	mods, err := b.modulation(addr, "", blk.Roles["modulation"], order, groups)
-	if err != nil {
-		return "", "", err
-	}
-	normRole := "norm1"
-	if parallel {
-		normRole = "norm"
-	}
-	n, err := b.norm(x, addr+"."+normRole, blk.Roles[normRole], 0, "")
-	if err != nil {
-		return "", "", err
-	}
-	h, err := b.modulate(n, mods[0], addr, "modulate1")
-	if err != nil {
-		return "", "", err
-	}
-	attn, err := b.attention(addr, blk, []attnPart{{x: h}})
-	if err != nil {
-		return "", "", err
-	}
-	if parallel {
-		m, err := b.mlp(h, addr, "", blk, false)
-		if err != nil {
-			return "", "", err
-		}
-		po, err := b.doc.String("parallel_order", addr)
-		if err != nil {
-			return "", "", err
-		}
-		cat := []string{attn[0], m}
-		if po == "mlp_first" {
-			cat = []string{m, attn[0]}
-		}
-		c, err := b.emit1(OpConcat, addr+".parallel", cat, Attrs{Axis: -1})
-		if err != nil {
-			return "", "", err
-		}
-		o, err := b.linear(c, addr+".out", blk.Roles["out"])
-		if err != nil {
-			return "", "", err
-		}
-		if x, err = b.gated(x, o, mods[0]["gate"], addr, "residual1"); err != nil {
-			return "", "", err
-		}
-	} else {
-		o, err := b.linear(attn[0], addr+".out", blk.Roles["out"])
-		if err != nil {
-			return "", "", err
-		}
-		if x, err = b.gated(x, o, mods[0]["gate"], addr, "residual1"); err != nil {
-			return "", "", err
-		}
-		n, err := b.norm(x, addr+".norm2", blk.Roles["norm2"], 0, "")
-		if err != nil {
-			return "", "", err
-		}
-		h, err := b.modulate(n, mods[1], addr, "modulate2")
-		if err != nil {
-			return "", "", err
-		}
-		m, err := b.mlp(h, addr, "", blk, true)
-		if err != nil {
-			return "", "", err
-		}
-		if x, err = b.gated(x, m, mods[1]["gate"], addr, "residual2"); err != nil {
-			return "", "", err
-		}
-	}
-	return jointIn, x, b.splitStreams(x, addr)
-}
-
-// decoder: x + attention(norm(x)), then x + MLP(norm(x)), plain adds.
-func (b *builder) decoder(addr string, blk *semantics.Block) (jointIn, jointOut string, err error) {
-	x, err := b.joinStreams(addr)
-	if err != nil {
-		return "", "", err
-	}
-	jointIn = x
-	n, err := b.norm(x, addr+".attn_norm", blk.Roles["attn_norm"], 0, "")
-	if err != nil {
-		return "", "", err
-	}
-	attn, err := b.attention(addr, blk, []attnPart{{x: n}})
-	if err != nil {
-		return "", "", err
-	}
-	o, err := b.linear(attn[0], addr+".out", blk.Roles["out"])
-	if err != nil {
-		return "", "", err
-	}
-	if x, err = b.emit1(OpAdd, addr+".residual1", []string{x, o}, Attrs{}); err != nil {
-		return "", "", err
-	}
-	if n, err = b.norm(x, addr+".mlp_norm", blk.Roles["mlp_norm"], 0, ""); err != nil {
-		return "", "", err
-	}
-	m, err := b.mlp(n, addr, "", blk, true)
-	if err != nil {
-		return "", "", err
-	}
-	if x, err = b.emit1(OpAdd, addr+".residual2", []string{x, m}, Attrs{}); err != nil {
-		return "", "", err
-	}
-	return jointIn, x, b.splitStreams(x, addr)
-}
-
 // joinStreams joins the streams' rows in joint order.
 func (b *builder) joinStreams(addr string) (string, error) {
 	xs := make([]string, len(b.joint))
@@ -286,6 +96,48 @@ func (b *builder) splitStreams(x, addr string) error {
 		b.stream[s] = parts[i]
 	}
 	return nil
+}
+
+// ropeLayout reads rope_layout at "positions".
+func ropeLayout(doc *semantics.Document) (exec.RopeLayout, error) {
+	s, err := doc.String("rope_layout", "positions")
+	if err != nil {
+		return 0, err
+	}
+	switch s {
+	case "interleaved":
+		return exec.RopeInterleaved, nil
+	case "half":
+		return exec.RopeHalf, nil
+	}
+	return 0, fmt.Errorf("rope_layout %q has no tables", s)
+}
+
+// join concatenates row sets along the sequence axis (one set: itself).
+func (b *builder) join(xs []string, role string) (string, error) {
+	if len(xs) == 1 {
+		return xs[0], nil
+	}
+	return b.emit1(OpConcat, role, xs, Attrs{Axis: 1})
+}
+
+// split cuts x's sequence axis into consecutive pieces of the given rows
+// (one piece: x itself).
+func (b *builder) split(x string, rows []int, role string) ([]string, error) {
+	if len(rows) == 1 {
+		return []string{x}, nil
+	}
+	var out []string
+	at := 0
+	for i, n := range rows {
+		s, err := b.emit1(OpSlice, fmt.Sprintf("%s.%d", role, i), []string{x}, Attrs{Axis: 1, Start: at, End: at + n})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+		at += n
+	}
+	return out, nil
 }
 
 func sameSet(a, b []string) bool {

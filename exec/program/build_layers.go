@@ -7,9 +7,10 @@ import (
 	"github.com/zflow/zflow/semantics"
 )
 
-// The layers every component is made of: linear, norm, activation,
-// modulation, gated residual, MLP, attention. Each takes the address its
-// factors are read at and the node role its precision rules match.
+// The layers the embedders, conditioning and final stage are made of
+// (blocks run their recipes, build_recipe.go): linear, norm, activation,
+// modulation. Each takes the address its factors are read at and the node
+// role its precision rules match.
 
 // linear emits x·Wᵀ + b for role r.
 func (b *builder) linear(x, role string, r semantics.Role) (string, error) {
@@ -39,6 +40,19 @@ func (b *builder) norm(x, addr string, r semantics.Role, group int, kind string)
 			return "", err
 		}
 	}
+	eps, err := b.doc.Number("norm_eps", addr)
+	if err != nil {
+		return "", err
+	}
+	offset, err := b.doc.Number("norm_offset", addr)
+	if err != nil {
+		return "", err
+	}
+	return b.normWith(x, addr, r, kind, eps, offset, group)
+}
+
+// normWith emits a norm of the given kind (layer, rms), eps and offset.
+func (b *builder) normWith(x, addr string, r semantics.Role, kind string, eps, offset float64, group int) (string, error) {
 	var nk exec.NormKind
 	switch kind {
 	case "layer":
@@ -47,14 +61,6 @@ func (b *builder) norm(x, addr string, r semantics.Role, group int, kind string)
 		nk = exec.NormRMS
 	default:
 		return "", fmt.Errorf("%s: norm kind %q is not supported", addr, kind)
-	}
-	eps, err := b.doc.Number("norm_eps", addr)
-	if err != nil {
-		return "", err
-	}
-	offset, err := b.doc.Number("norm_offset", addr)
-	if err != nil {
-		return "", err
 	}
 	gamma, err := b.optWeight(r.Weight)
 	if err != nil {
@@ -140,54 +146,4 @@ func (b *builder) modulate(x string, chunk map[string]string, addr, name string)
 	}
 	return b.emit1(OpModulate, addr+"."+name, []string{x, chunk["shift"], chunk["scale"]},
 		Attrs{Modulate: exec.ModulateParams{PlusOne: plus}})
-}
-
-// gated emits x + g(gate)·y by the gate_fn factor at addr.
-func (b *builder) gated(x, y, gate, addr, name string) (string, error) {
-	g, err := b.actKind("gate_fn", addr)
-	if err != nil {
-		return "", err
-	}
-	return b.emit1(OpGatedResidual, addr+"."+name, []string{x, y, gate}, Attrs{Act: g})
-}
-
-// mlp emits the MLP of a block (roles prefix+mlp_in, mlp_gate, mlp_out)
-// and returns its output, or with withOut false its activated hidden rows.
-func (b *builder) mlp(x, addr, prefix string, blk *semantics.Block, withOut bool) (string, error) {
-	glu, err := b.doc.Bool("mlp_glu", addr)
-	if err != nil {
-		return "", err
-	}
-	f, err := b.actKind("mlp_act", addr)
-	if err != nil {
-		return "", err
-	}
-	gateRole, hasGate := blk.Roles[prefix+"mlp_gate"]
-	if glu != hasGate {
-		return "", fmt.Errorf("%s: mlp_glu is %v but the block %s a %smlp_gate role", addr, glu, map[bool]string{true: "has", false: "has no"}[hasGate], prefix)
-	}
-	u, err := b.linear(x, addr+"."+prefix+"mlp_in", blk.Roles[prefix+"mlp_in"])
-	if err != nil {
-		return "", err
-	}
-	var h string
-	if glu {
-		g, err := b.linear(x, addr+"."+prefix+"mlp_gate", gateRole)
-		if err != nil {
-			return "", err
-		}
-		h, err = b.emit1(OpGLU, addr+"."+prefix+"mlp_act", []string{g, u}, Attrs{Act: f})
-		if err != nil {
-			return "", err
-		}
-	} else if h, err = b.emit1(OpAct, addr+"."+prefix+"mlp_act", []string{u}, Attrs{Act: f}); err != nil {
-		return "", err
-	}
-	if w := b.shape(h)[len(b.shape(h))-1]; w != blk.MLPWidth {
-		return "", fmt.Errorf("%s: MLP width is %d, the structure says %d", addr, w, blk.MLPWidth)
-	}
-	if !withOut {
-		return h, nil
-	}
-	return b.linear(h, addr+"."+prefix+"mlp_out", blk.Roles[prefix+"mlp_out"])
 }

@@ -90,7 +90,7 @@ func TestBuildRefuses(t *testing.T) {
 		}, "grid [4 4] holds 16 rows"},
 		{"rope width", func(d *semantics.Document, _ *program.Shapes) { setFactor(d, "rope_axes", []any{16.0, 16.0}) }, "more than the head width"},
 		{"modulation chunks", func(d *semantics.Document, _ *program.Shapes) { d.Structure.Blocks[1].Kind = "single_stream_parallel" }, "is not 3 chunks"},
-		{"mlp width", func(d *semantics.Document, _ *program.Shapes) { d.Structure.Blocks[0].MLPWidth = 64 }, "MLP width is 128"},
+		{"mlp width", func(d *semantics.Document, _ *program.Shapes) { d.Structure.Blocks[0].MLPWidth = 64 }, "width 128 is not block.mlp_width (64)"},
 		{"forward with timestep", func(d *semantics.Document, _ *program.Shapes) { d.Structure.Run = "forward" }, "has no timestep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

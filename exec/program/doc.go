@@ -6,8 +6,10 @@
 // table), over named values: weights by parameter path, request inputs by
 // role, per-step inputs (latents, timestep), constants the builder makes
 // (position ids) and intermediates. Build makes one from a semantics
-// document and the shapes of the weights and inputs, knowing no model: the
-// block kinds, roles and factors of the document are the whole recipe.
+// document and the shapes of the weights and inputs, knowing no model: a
+// version 1 block is its kind's recipe (semantics.Recipe, run by
+// build_recipe.go), its roles and the document's factors; a version 2
+// document carries its program.
 // Latents given as an image [B, C, H, W] (patch_layout c_ph_pw) are cut
 // into the embedder's patches by a Patchify node before the image embedder
 // and put back by Unpatchify after the head.

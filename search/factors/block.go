@@ -40,6 +40,7 @@ type set struct {
 type block struct {
 	st     *semantics.Structure
 	blk    semantics.Block
+	rc     *semantics.Recipe // the block kind's
 	addr   string
 	cp     *capture
 	sets   []set
@@ -71,7 +72,11 @@ func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, se
 	if err != nil {
 		return nil, nil, err
 	}
-	b := &block{st: st, blk: st.Blocks[i], addr: semantics.BlockAddress(i), cp: cp, memo: map[string]search.Score{}}
+	rc, ok := semantics.LookupRecipe(st.Blocks[i].Kind)
+	if !ok {
+		return nil, nil, fmt.Errorf("factors: block %d: kind %q has no recipe", i, st.Blocks[i].Kind)
+	}
+	b := &block{st: st, blk: st.Blocks[i], rc: rc, addr: semantics.BlockAddress(i), cp: cp, memo: map[string]search.Score{}}
 	if err := b.load(); err != nil {
 		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
 	}
@@ -88,10 +93,10 @@ func (b *block) role(name string) (semantics.Role, bool) {
 // projection's argument, and the RoPE tables.
 func (b *block) load() error {
 	prefixes := []string{""}
-	if b.blk.Kind == "dual_stream" {
+	if b.rc.Sets == semantics.SetsStreams {
 		prefixes = nil
 		for _, s := range b.blk.Streams {
-			prefixes = append(prefixes, s+".")
+			prefixes = append(prefixes, b.rc.RolePrefix(s))
 		}
 	}
 	for _, p := range prefixes {
@@ -275,7 +280,7 @@ func (b *block) factors() []search.Factor {
 	if _, ok := b.role("mlp_gate"); ok {
 		fs = append(fs, f("mlp_glu", b.addr, stageMLP, true, false))
 	}
-	if b.blk.Kind == "single_stream_parallel" {
+	if b.rc.FusedOut("out") {
 		fs = append(fs, f("parallel_order", b.addr, stageMLP, "attention_first", "mlp_first"))
 	}
 	if _, ok := b.role(b.sets[0].prefix + "q_norm"); ok {

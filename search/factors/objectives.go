@@ -188,13 +188,18 @@ func rowsOf(v []float32, w int, rows []int) []float32 {
 	return out
 }
 
-// normNames are the modulated norms' roles of a kind: before the attention
-// and before the MLP.
-func normNames(kind string) (string, string) {
-	if kind == "single_stream_parallel" {
-		return "norm", ""
+// normNames are the modulated norms' roles of the block's recipe: before
+// the attention and before the MLP ("" where the first feeds both, or the
+// block has no modulation).
+func (b *block) normNames() (string, string) {
+	if !b.rc.HasRole("modulation") {
+		return "", ""
 	}
-	return "norm1", "norm2"
+	n1, n2 := b.rc.FeedingNorm("q"), b.rc.FeedingNorm("mlp_in")
+	if n2 == n1 {
+		n2 = ""
+	}
+	return n1, n2
 }
 
 // scoreModulation: each weight set's norm result, modulated by its
@@ -202,7 +207,7 @@ func normNames(kind string) (string, string) {
 // argument (group 1).
 func (b *block) scoreModulation(a search.Assignment) (search.Score, error) {
 	var s sums
-	n1, n2 := normNames(b.blk.Kind)
+	n1, n2 := b.normNames()
 	boundary := ""
 	for _, st := range b.sets {
 		mod := b.blk.Roles[st.prefix+"modulation"]
@@ -309,7 +314,7 @@ func (b *block) scoreGate(a search.Assignment) (search.Score, error) {
 	if bd == nil {
 		return search.Score{Err: math.Inf(1)}, nil
 	}
-	_, n2 := normNames(b.blk.Kind)
+	_, n2 := b.normNames()
 	boundary := ""
 	for _, st := range b.sets {
 		var x, target tensor
@@ -326,7 +331,7 @@ func (b *block) scoreGate(a search.Assignment) (search.Score, error) {
 				return search.Score{}, err
 			}
 			boundary = nr.Module + "/arg"
-		} else if b.blk.Kind == "single_stream_parallel" {
+		} else if b.rc.FusedOut("out") {
 			if target, err = b.joined(bd.Outputs, a["joint_order"]); err != nil {
 				return search.Score{}, err
 			}
@@ -376,7 +381,7 @@ func (b *block) scoreMLP(a search.Assignment) (search.Score, error) {
 			}
 		}
 		outRole := st.prefix + "mlp_out"
-		if b.blk.Kind == "single_stream_parallel" {
+		if b.rc.FusedOut("out") {
 			outRole = "out"
 		}
 		target, err := b.cp.arg(b.blk.Roles[outRole].Module)
@@ -386,7 +391,7 @@ func (b *block) scoreMLP(a search.Assignment) (search.Score, error) {
 		boundary = b.blk.Roles[outRole].Module + "/arg"
 		m := in.width()
 		col := 0
-		if b.blk.Kind == "single_stream_parallel" && a["parallel_order"] == "attention_first" {
+		if b.rc.FusedOut("out") && a["parallel_order"] == "attention_first" {
 			col = target.width() - m
 		}
 		rows := attn.Spread(in.rows(), sampleRows)

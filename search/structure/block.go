@@ -122,18 +122,14 @@ func (d *discoverer) analyseBlock(i int, b *node) {
 		outs[si], f.outCol = o, col
 		assigned[o.n] = true
 	}
-	// Kind.
+	// Kind: the recipe whose shape is what the block shows.
 	parallel := len(f.sets) == 1 && len(f.sets[0].group) > 3 && outs[0].inW > res.cfg.sets[0].q.outW
-	switch {
-	case len(f.sets) == 2:
-		blk.Kind = "dual_stream"
-	case len(mods) == 0:
-		blk.Kind = "decoder"
-	case parallel:
-		blk.Kind = "single_stream_parallel"
-	default:
-		blk.Kind = "single_stream"
+	rc := recognise(len(f.sets), len(mods) > 0, parallel)
+	if rc == nil {
+		fail("no recipe has %d weight sets, modulation %v and a fused out projection %v", len(f.sets), len(mods) > 0, parallel)
+		return
 	}
+	blk.Kind = rc.Kind
 	f.kind = blk.Kind
 	// MLPs.
 	mlps := make([]mlpFound, len(f.sets))
@@ -160,18 +156,12 @@ func (d *discoverer) analyseBlock(i int, b *node) {
 	blk.MLPWidth = mlps[0].in.outW
 	// Norms before the attention and the MLP.
 	norms := d.blockNorms(b, headNorms)
-	prefix := func(ws *wset) string {
-		if blk.Kind == "dual_stream" {
-			return ws.stream + "."
-		}
-		return ""
-	}
-	attnNorm, mlpNorm := "norm1", "norm2"
-	switch blk.Kind {
-	case "decoder":
-		attnNorm, mlpNorm = "attn_norm", "mlp_norm"
-	case "single_stream_parallel":
-		attnNorm, mlpNorm = "norm", ""
+	prefix := func(ws *wset) string { return rc.RolePrefix(ws.stream) }
+	// The norms the recipe feeds into the attention and the MLP (one norm
+	// feeding both is named once).
+	attnNorm, mlpNorm := rc.FeedingNorm("q"), rc.FeedingNorm("mlp_in")
+	if mlpNorm == attnNorm {
+		mlpNorm = ""
 	}
 	shifts := map[*wset][]float64{}
 	for si, ws := range f.sets {
@@ -185,10 +175,8 @@ func (d *discoverer) analyseBlock(i int, b *node) {
 		if n := ws.norms[ws.k.n]; n != nil {
 			blk.Roles[p+"k_norm"] = d.normRole(n)
 		}
-		if blk.Kind == "single_stream_parallel" {
-			blk.Roles["out"] = d.linearRole(outs[si])
-		} else {
-			blk.Roles[p+"out"] = d.linearRole(outs[si])
+		blk.Roles[p+"out"] = d.linearRole(outs[si])
+		if rc.HasRole("mlp_out") {
 			blk.Roles[p+"mlp_out"] = d.linearRole(mlps[si].out)
 		}
 		blk.Roles[p+"mlp_in"] = d.linearRole(mlps[si].in)
@@ -199,22 +187,22 @@ func (d *discoverer) analyseBlock(i int, b *node) {
 			blk.Roles[p+attnNorm] = d.normRole(n)
 			shifts[ws] = shift
 			f.normErr = math.Max(f.normErr, e)
-		} else if blk.Kind == "decoder" {
+		} else if rc.Required(attnNorm) {
 			fail("no norm feeds the attention of the %s rows", ws.stream)
 		}
 		if mlpNorm != "" {
 			if n, _, e := d.feedingNorm(norms, mlps[si].in.in); n != nil {
 				blk.Roles[p+mlpNorm] = d.normRole(n)
 				f.normErr = math.Max(f.normErr, e)
-			} else if blk.Kind == "decoder" {
+			} else if rc.Required(mlpNorm) {
 				fail("no norm feeds the MLP of the %s rows", ws.stream)
 			}
 		}
 	}
 	// Modulation: one linear per weight set, matched by the shift it
 	// applies after the norm.
-	if blk.Kind != "decoder" {
-		want := map[string]int{"dual_stream": 6, "single_stream": 6, "single_stream_parallel": 3}[blk.Kind]
+	if rc.HasRole("modulation") {
+		want := rc.Chunks("modulation")
 		assign, ok := d.assignModulation(f.sets, mods, shifts)
 		if !ok {
 			fail("cannot tell which of %d modulation linears serves which weight set", len(mods))
@@ -230,6 +218,35 @@ func (d *discoverer) analyseBlock(i int, b *node) {
 			}
 		}
 	}
+}
+
+// recognise is the recipe a block of sets weight sets, with or without
+// modulation and a fused out projection, reads as: the recipes are
+// narrowed by each fact in turn (weight sets per stream or joined, a
+// modulation role, an out projection that reads a concat) until one is
+// left; nil when none is.
+func recognise(sets int, modulated, fused bool) *semantics.Recipe {
+	cands := semantics.Recipes()
+	for _, keep := range []func(*semantics.Recipe) bool{
+		func(r *semantics.Recipe) bool { return (r.Sets == semantics.SetsStreams) == (sets > 1) },
+		func(r *semantics.Recipe) bool { return r.HasRole("modulation") == modulated },
+		func(r *semantics.Recipe) bool { return r.FusedOut("out") == fused },
+	} {
+		if len(cands) == 1 {
+			break
+		}
+		var next []*semantics.Recipe
+		for _, r := range cands {
+			if keep(r) {
+				next = append(next, r)
+			}
+		}
+		cands = next
+	}
+	if len(cands) != 1 {
+		return nil
+	}
+	return cands[0]
 }
 
 // blockNorms lists the block's norms over the hidden width (per-head

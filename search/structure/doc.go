@@ -63,14 +63,19 @@
 //   - Norms: leaf calls that keep the shape, with 1-D parameters or with
 //     normalised rows (mean 0 and variance 1, or mean square 1); the one
 //     whose result becomes the attention's (or MLP's) argument unchanged or
-//     through a per-channel affine map (the modulation) is norm1 (norm2).
+//     through a per-channel affine map (the modulation) is the recipe's norm
+//     feeding q (mlp_in).
 //     Two 1-D parameters are γ and β by the fitted slope and intercept.
 //   - Modulation: linears reading act(cond) with k × hidden results; with
 //     two weight sets, each is matched to the set whose post-norm shift is
 //     one of its chunks (correlation).
-//   - Kind: two weight sets: dual_stream; none modulated: decoder; one
-//     whose MLP projections read the attention's rows and whose out linear
-//     is wider than q: single_stream_parallel; else single_stream.
+//   - Kind: the recipe (semantics.Recipes) left when the recipes are
+//     narrowed by what the block shows, fact by fact: weight sets per
+//     stream (two) or joined (one); a modulation role or none; an out
+//     linear reading a concat (one weight set whose MLP projections read
+//     the attention's rows and whose out linear is wider than q) or not.
+//     The recipe names the roles: its role prefix, the norms it feeds into
+//     q and mlp_in, its modulation's chunk count.
 //   - Final: after the last block, the head is the linear whose result is
 //     the model's; the norm's result is the head's argument (through a
 //     per-channel map) or the model's result; a modulation linear of
