@@ -150,9 +150,9 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	defer r.Close()
 	var rec *program.Recorder
 	if o.traceOut != "" {
-		rec = &program.Recorder{B: b, Like: func(key string) ([]int, bool) {
+		rec = &program.Recorder{B: b, Like: func(key string) (trace.Info, bool) {
 			info, err := in.Info(key)
-			return info.Shape, err == nil
+			return info, err == nil
 		}}
 		r.It.Hooks.Observe = rec.Observe
 	}

@@ -16,10 +16,12 @@ import (
 // trace whose keys and calls are named like the reference's.
 type Recorder struct {
 	B exec.Backend
-	// Like, when set, gives the reference's shape of a key, so a value the
-	// reference holds heads first ([B, H, S, D] where ours is [B, S, H·D])
-	// is written in the reference's layout and pairs with it in a diff.
-	Like    func(key string) ([]int, bool)
+	// Like, when set, gives the reference's entry of a key: its shape, so
+	// a value the reference holds heads first ([B, H, S, D] where ours is
+	// [B, S, H·D]) is written in the reference's layout, and the key it is
+	// stored under (a one-pass trace keeps its step-0 calls under "pre/"),
+	// so that the value pairs with the reference's in a diff.
+	Like    func(key string) (trace.Info, bool)
 	entries []recorded
 	seen    map[string]bool
 }
@@ -98,7 +100,11 @@ func (rc *Recorder) Write(path string, outputs map[string]HostTensor, producer m
 		key := Tap{Module: e.module, Port: e.port}.Key(e.step)
 		t := HostTensor{Data: e.data, Shape: e.shape, Format: e.format}
 		if rc.Like != nil {
-			switch ref, ok := rc.Like(key); {
+			info, ok := rc.Like(key)
+			if ok && info.Key != "" {
+				key = info.Key
+			}
+			switch ref := info.Shape; {
 			case !ok || slices.Equal(ref, e.shape):
 			case SameLayout(ref, e.shape): // the same elements in order: a reshape
 				t.Shape = slices.Clone(ref)

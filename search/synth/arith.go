@@ -93,13 +93,28 @@ func (s *synth) combined(t *val, vals []*val) *val {
 		ops = ops[:maxOperands]
 	}
 	ops = append(ops, s.chunksOf(t, vals)...)
+	// The first pair near exact wins; a pair only within tolerance is
+	// kept while the others are tried (in f32, x and a norm of x that is
+	// already normalised are equal to 3e-5: the residual reads one of them).
+	var loose *val
+	looseErr := math.Inf(1)
+	take := func(w *val) bool {
+		e := relRMS(t.format, w.data, t.data)
+		if e <= looseFloor(t.format) {
+			return true
+		}
+		if e < looseErr/4 {
+			loose, looseErr = w, e
+		}
+		return false
+	}
 	for i, a := range ops {
 		for j, b := range ops {
 			if i == j {
 				continue
 			}
 			if i < j {
-				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"}}); w != nil {
+				if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"}}); w != nil && take(w) {
 					return w
 				}
 				if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, b}, out: t.format, label: "mul"}}); w != nil {
@@ -120,7 +135,7 @@ func (s *synth) combined(t *val, vals []*val) *val {
 				k := s.constant(c)
 				scaled := s.derive(&expr{op: program.OpMul, args: []*val{b, k}, out: t.format, label: "scaled"})
 				if scaled != nil {
-					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, scaled}, out: t.format, label: "scaled residual"}}); w != nil {
+					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, scaled}, out: t.format, label: "scaled residual"}}); w != nil && take(w) {
 						return w
 					}
 				}
@@ -135,7 +150,7 @@ func (s *synth) combined(t *val, vals []*val) *val {
 			}
 		}
 	}
-	return nil
+	return loose
 }
 
 // pooled explains t [B, C] (or [B, 1, C], the mean kept as a row) as the

@@ -100,13 +100,31 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
+	var loose *val // the first explanation within tol but not near exact
+	var looseErr float64
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded, s.edgePadded,
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
-		if v := try(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
-			return s.stored(s.consuming(v, target, sc), target)
+		v := try(target, vals)
+		if v == nil {
+			continue
 		}
+		e := relRMS(target.format, v.data, target.data)
+		if e > tol || (loose != nil && e > looseErr/4) || !s.everyStep(v, target, tol) {
+			continue
+		}
+		if e > looseFloor(target.format) && loose == nil {
+			// within tolerance but far from exact: keep it and let the
+			// later forms try for a tight one (an f32 norm of a value
+			// already normalised is the value to 3e-5, not to 1e-7)
+			loose, looseErr = v, e
+			continue
+		}
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if loose != nil {
+		return s.stored(s.consuming(loose, target, sc), target)
 	}
 	if v := s.replicatePadded(target, vals); v != nil {
 		return v
@@ -361,6 +379,17 @@ func recentFirst(vs []*val) []*val {
 	out := slices.Clone(vs)
 	slices.Reverse(out)
 	return out
+}
+
+// looseFloor is the error above which an explanation of an f32 target is
+// loose: f32 arithmetic done as the reference did it lands near 1e-7, so
+// an explanation two orders above that is likely a different computation
+// that happens to come close. Narrower formats round too coarsely to tell.
+func looseFloor(f precision.Format) float64 {
+	if f == precision.F32 {
+		return 1e-6
+	}
+	return math.Inf(1)
 }
 
 // moved: a value itself, reshaped, or permuted then reshaped.
