@@ -108,6 +108,11 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 // fitLeaf returns, per target, the explained value (nil: not explained).
 func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 	out := make([]*val, len(targets))
+	if len(targets) == 1 && len(xs) == 0 && len(params) == 1 && isMatrix(params[0]) {
+		// a call given only the request's shape: a position table's rows
+		out[0] = adopt(targets[0], s.fitLeadingRows(params[0], targets[0]))
+		return out
+	}
 	if len(targets) == 1 && len(xs) >= 1 {
 		t := targets[0]
 		var fit *val
@@ -355,6 +360,39 @@ func (s *synth) fitLinear(x *val, params []*val, t *val) *val {
 		v.fit = &leafFit{kind: "linear", candidates: ev, in: x}
 	}
 	return v
+}
+
+// fitLeadingRows explains t [.., n, C], a call's result that no tensor
+// argument feeds (a module handed the input's shape), as rows c…c+n−1 of
+// the table [R, C]: a position table read at positions made from the
+// request's shape (RoFormer's sinusoidal table, an nn.Embedding read by
+// arange). The offset c is read off the values (the first rows some
+// models reserve).
+func (s *synth) fitLeadingRows(table, t *val) *val {
+	rows, cols := table.shape[0], table.shape[1]
+	if len(t.shape) < 2 || t.shape[len(t.shape)-1] != cols || t.numel()%cols != 0 {
+		return nil
+	}
+	n := t.shape[len(t.shape)-2]
+	if t.numel() != n*cols || n < 2 {
+		return nil // one copy of the rows only: a batch of them is another form
+	}
+	for c := 0; c <= min(16, rows-n); c++ {
+		if relRMS(t.format, table.data[c*cols:(c+n)*cols], t.data) > tolerance(t.format) {
+			continue
+		}
+		pos := &val{shape: []int{n}, data: make([]float32, n), format: precision.F32, origin: t.origin + "/positions"}
+		for i := range pos.data {
+			pos.data[i] = float32(c + i)
+		}
+		s.em.iota(pos)
+		g := &expr{op: program.OpGather, args: []*val{table, pos}, out: table.format, label: fmt.Sprintf("table rows %d…%d", c, c+n-1)}
+		if w := s.reshape(s.derive(g), t.shape); w != nil && relRMS(t.format, w.data, t.data) <= tolerance(t.format) {
+			return w
+		}
+		return nil
+	}
+	return nil
 }
 
 func (s *synth) fitEmbedding(ids *val, params []*val, t *val) *val {
