@@ -303,22 +303,31 @@ func (s *synth) projected(t *val, vals []*val) *val {
 		if x.opaque || len(x.shape) != len(t.shape) || !slices.Equal(x.shape[:len(x.shape)-1], t.shape[:len(t.shape)-1]) {
 			continue
 		}
-		for _, w := range mats {
-			for _, b := range append([]*val{nil}, vecs...) {
-				if b != nil && b.shape[0] != out {
-					continue
-				}
-				params := []*val{w}
-				if b != nil {
-					params = append(params, b)
-				}
-				if v := s.fitLinear(x, params, t); v != nil {
-					return v
-				}
-			}
+		if v := s.linearByParams(x, mats, vecs, out, t); v != nil {
+			return v
 		}
 	}
 	return s.projectedPart(t, vals, mats, vecs)
+}
+
+// linearByParams explains t as x times one of the matrix parameters, with
+// one of the vectors of width out as its bias or none.
+func (s *synth) linearByParams(x *val, mats, vecs []*val, out int, t *val) *val {
+	for _, w := range mats {
+		for _, b := range append([]*val{nil}, vecs...) {
+			if b != nil && b.shape[0] != out {
+				continue
+			}
+			params := []*val{w}
+			if b != nil {
+				params = append(params, b)
+			}
+			if v := s.fitLinear(x, params, t); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
 }
 
 // maxPartTerms bounds the values projectedPart sums in pairs.
@@ -377,19 +386,8 @@ func (s *synth) projectedPart(t *val, vals, mats, vecs []*val) *val {
 		if x == nil {
 			continue
 		}
-		for _, w := range mats {
-			for _, b := range append([]*val{nil}, vecs...) {
-				if b != nil && b.shape[0] != out {
-					continue
-				}
-				params := []*val{w}
-				if b != nil {
-					params = append(params, b)
-				}
-				if v := s.fitLinear(x, params, t); v != nil {
-					return v
-				}
-			}
+		if v := s.linearByParams(x, mats, vecs, out, t); v != nil {
+			return v
 		}
 	}
 	return nil
