@@ -2,9 +2,9 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
-       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba)
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba, roformer)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba.
+gpt_neox_japanese bamba roformer.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -89,6 +89,15 @@ layers: kw.attention_mask is None there). What it shows (the dynamic mask):
     alone; SDPA given a mask is not causal;
   - RMSNorm q/k norms per head before RoPE (half layout), a learned per-channel scale of the
     residual in both residual adds (input_residual, post_attention_residual), a SiLU gated MLP.
+
+roformer follows src/transformers/models/roformer/modeling_roformer.py at commit
+0166003b4b47ff1c08ed0cd1f88494b4af345c25 (the encoder, no padding: no mask reaches the
+layers). What it shows: the encoder's position table, an nn.Embedding called with the
+input's shape only and read at arange(seq_len) (its frozen sinusoid weight redrawn by
+randomize, as the transformers captures redraw it); each attention rotating adjacent pairs
+of q and k by that table's halves, [sin | cos] chunked and each angle stacked twice;
+eager attention whose probabilities pass through a Dropout call; BERT's post-norm
+residuals and GELU MLP.
 
 ctrl follows src/transformers/models/ctrl/modeling_ctrl.py at commit
 00b676f8f0489b88652a31d70751cc540dd06305 (CTRLModel, capture_lm.py --small's sizes: n_embd 32,
@@ -1849,12 +1858,165 @@ class BambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- roformer ----------------------------------------------------------------------------
+
+
+class RoFormerConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 2
+    layer_norm_eps = 1e-12
+
+
+class RoFormerSinusoidalPositionalEmbedding(nn.Embedding):
+    """An nn.Embedding read at arange(seq_len): handed the input's shape, no tensor. Its
+    weight is the sinusoid table at init (sines in the first half, cosines in the second),
+    frozen; randomize redraws it as it redraws every parameter, as the transformers
+    captures do, so the trace's table is not on the unit circle."""
+
+    def forward(self, input_ids_shape, past_key_values_length=0):
+        bsz, seq_len = input_ids_shape[:2]
+        position_ids = torch.arange(past_key_values_length, past_key_values_length + seq_len, dtype=torch.long)
+        return super().forward(position_ids)
+
+
+class RoFormerEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=0)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, input_ids, token_type_ids):
+        inputs_embeds = self.word_embeddings(input_ids)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class RoFormerSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = c.hidden_size // c.num_attention_heads
+        self.all_head_size = c.hidden_size
+        self.query = nn.Linear(c.hidden_size, c.hidden_size)
+        self.key = nn.Linear(c.hidden_size, c.hidden_size)
+        self.value = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, attention_mask=None, sinusoidal_pos=None):
+        b = hidden_states.shape[0]
+        split = lambda x: x.view(b, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        query_layer = split(self.query(hidden_states))
+        key_layer = split(self.key(hidden_states))
+        value_layer = split(self.value(hidden_states))
+        query_layer, key_layer = self.apply_rotary_position_embeddings(sinusoidal_pos, query_layer, key_layer)
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        attention_probs = nn.functional.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        context_layer = context_layer.view(*context_layer.size()[:-2], self.all_head_size)
+        return context_layer, attention_probs
+
+    @staticmethod
+    def apply_rotary_position_embeddings(sinusoidal_pos, query_layer, key_layer):
+        sin, cos = sinusoidal_pos.chunk(2, dim=-1)
+        sin_pos = torch.stack([sin, sin], dim=-1).reshape_as(sinusoidal_pos)
+        cos_pos = torch.stack([cos, cos], dim=-1).reshape_as(sinusoidal_pos)
+        rotate_half_query_layer = torch.stack([-query_layer[..., 1::2], query_layer[..., ::2]], dim=-1).reshape_as(query_layer)
+        query_layer = query_layer * cos_pos + rotate_half_query_layer * sin_pos
+        rotate_half_key_layer = torch.stack([-key_layer[..., 1::2], key_layer[..., ::2]], dim=-1).reshape_as(key_layer)
+        key_layer = key_layer * cos_pos + rotate_half_key_layer * sin_pos
+        return query_layer, key_layer
+
+
+class RoFormerAddNorm(nn.Module):
+    """BertSelfOutput and BertOutput: dense, dropout, LayerNorm of the sum with the input."""
+
+    def __init__(self, c, width_in):
+        super().__init__()
+        self.dense = nn.Linear(width_in, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class RoFormerAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = RoFormerSelfAttention(c)
+        self.output = RoFormerAddNorm(c, c.hidden_size)
+
+    def forward(self, hidden_states, attention_mask=None, sinusoidal_pos=None):
+        self_outputs = self.self(hidden_states, attention_mask=attention_mask, sinusoidal_pos=sinusoidal_pos)
+        return (self.output(self_outputs[0], hidden_states),) + self_outputs[1:]
+
+
+class RoFormerIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = nn.GELU()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class RoFormerLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = RoFormerAttention(c)
+        self.intermediate = RoFormerIntermediate(c)
+        self.output = RoFormerAddNorm(c, c.intermediate_size)
+
+    def forward(self, hidden_states, attention_mask=None, sinusoidal_pos=None):
+        attention_output = self.attention(hidden_states, attention_mask=attention_mask, sinusoidal_pos=sinusoidal_pos)[0]
+        return (self.output(self.intermediate(attention_output), attention_output),)
+
+
+class RoFormerEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_positions = RoFormerSinusoidalPositionalEmbedding(c.max_position_embeddings,
+                                                                     c.hidden_size // c.num_attention_heads)
+        self.layer = nn.ModuleList([RoFormerLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        sinusoidal_pos = self.embed_positions(hidden_states.shape[:-1], 0)[None, None, :, :]
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask, sinusoidal_pos)[0]
+        return hidden_states
+
+
+class RoFormerModel(nn.Module):
+    """embedding_size equals hidden_size (the config's default): no embeddings_project; no
+    padding, so no attention mask reaches the layers (transformers 5.x passes None)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = RoFormerEmbeddings(c)
+        self.encoder = RoFormerEncoder(c)
+
+    def forward(self, input_ids):
+        token_type_ids = torch.zeros_like(input_ids)
+        return self.encoder(self.embeddings(input_ids, token_type_ids))
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
-         "bamba": (BambaModel, BambaConfig)}
+         "bamba": (BambaModel, BambaConfig), "roformer": (RoFormerModel, RoFormerConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

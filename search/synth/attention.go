@@ -278,6 +278,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			scan(append(triples, mixed...), relaid, false)
 			scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)
 		}
+		if !anyWithin(all, tol) {
+			ops := slices.Concat(triples, mixed)
+			if side := s.sideBySideTables(sc, tables, ops, t.shape[1], width); len(side) > 0 {
+				scan(ops, side, true)
+			}
+		}
 		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
 			s.inlineRope(t, sc, all, try) // try collects into all
 		}

@@ -318,6 +318,60 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 	return out
 }
 
+// sideBySideTables read each value [.., S, 2w] of the scope that no
+// other table form took as a rotation table's two halves kept side by
+// side ([sin | cos] as RoFormer hands every attention, or [cos | sin]):
+// (cos, sin) for heads of 2w, each angle twice in a row (interleaved) or
+// the half joined to itself (half). The values need not lie on the unit
+// circle (a table parameter drawn at random rotates as any other), so
+// both orders are tried: a fallback, after every table on the circle.
+func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val, rows, width int) [][2]*val {
+	taken := map[*val]bool{} // values already tables, or attention operands
+	for _, tb := range tables {
+		taken[tb[0]], taken[tb[1]] = true, true
+	}
+	for _, op := range operands {
+		for _, v := range op {
+			taken[v] = true
+		}
+	}
+	var out [][2]*val
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || v.integral() || taken[v] || n < 2 || v.shape[n-2] != rows || v.shape[n-1]%2 != 0 || v.shape[n-1] < 4 || v.shape[n-1] >= width {
+			continue
+		}
+		if v.numel() != rows*v.shape[n-1] {
+			continue // one table for every sample and head: its leading axes all 1
+		}
+		w := v.shape[n-1] / 2
+		half := func(start int) *val {
+			return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: n - 1, Start: start, End: start + w}, args: []*val{v}, out: v.format, label: "half of a side-by-side table"})
+		}
+		a, b := half(0), half(w)
+		if a == nil || b == nil {
+			continue
+		}
+		lead := slices.Clone(v.shape[:n-1])
+		inter := func(t *val) *val {
+			col := s.reshape(t, append(slices.Clone(lead), w, 1))
+			rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: 2, Axis: n}, args: []*val{col}, out: t.format, label: "each angle twice"})
+			return s.reshape(rep, append(slices.Clone(lead), 2*w))
+		}
+		joined := func(t *val) *val {
+			return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{t, t}, out: t.format, label: "half"})
+		}
+		for _, cs := range [][2]*val{{b, a}, {a, b}} { // [sin | cos] first
+			for _, lay := range []func(*val) *val{inter, joined} {
+				if c, sn := lay(cs[0]), lay(cs[1]); c != nil && sn != nil {
+					out = append(out, [2]*val{c, sn})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // perHeadTables are a per-head table pair [S, H, w] laid out for heads
 // of 2w: each angle twice in a row (interleaved) or the row twice (half).
 func (s *synth) perHeadTables(c, sn *val) [][2]*val {

@@ -189,6 +189,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
+	// transformers' modeling_roformer.py, reimplemented: a position table (an nn.Embedding
+	// handed the input's shape) whose [sin | cos] halves rotate adjacent pairs of q and k
+	"roformer": {"rope_layout": "interleaved", "attention_causal": false, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
