@@ -22,6 +22,7 @@ type ssmInputs struct {
 }
 
 func randomSSM(r *rand.Rand, n exec.SSMDims, skip bool) ssmInputs {
+	// n.PerState: A [H, N], one rate per head and state
 	norm := func(k int) []float32 {
 		v := make([]float32, k)
 		for i := range v {
@@ -35,6 +36,9 @@ func randomSSM(r *rand.Rand, n exec.SSMDims, skip bool) ssmInputs {
 		in.dt[i] = float32(0.01 + r.Float64()) // softplus outputs: positive
 	}
 	in.a = make([]float32, n.H)
+	if n.PerState {
+		in.a = make([]float32, n.H*n.N)
+	}
 	for i := range in.a {
 		in.a[i] = float32(-0.5 - 2.5*r.Float64()) // −exp(A_log): negative
 	}
@@ -48,7 +52,7 @@ func randomSSM(r *rand.Rand, n exec.SSMDims, skip bool) ssmInputs {
 }
 
 // naiveSSM is the scan in its quadratic ("attention") form, in float64:
-// y_t = Σ_{s≤t} (C_t·B_s) exp(A·(Σ_{r=s+1..t} dt_r)) dt_s x_s + D x_t: no
+// y_t = Σ_{s≤t} Σ_n C_tn B_sn exp(A_n·(Σ_{r=s+1..t} dt_r)) dt_s x_s + D x_t: no
 // state carried, every decay a product of its own, summed in another order
 // than the recurrence the backend runs.
 func naiveSSM(in ssmInputs) []float64 {
@@ -69,10 +73,14 @@ func naiveSSM(in ssmInputs) []float64 {
 						}
 						var cb float64
 						for k := range n.N {
-							cb += float64(in.cm[((b*n.L+t)*n.G+g)*n.N+k]) * float64(in.bm[((b*n.L+s)*n.G+g)*n.N+k])
+							a := float64(in.a[h])
+							if n.PerState {
+								a = float64(in.a[h*n.N+k])
+							}
+							cb += float64(in.cm[((b*n.L+t)*n.G+g)*n.N+k]) * float64(in.bm[((b*n.L+s)*n.G+g)*n.N+k]) * math.Exp(a*cum)
 						}
 						ds := float64(in.dt[(b*n.L+s)*n.H+h])
-						y += cb * math.Exp(float64(in.a[h])*cum) * ds * float64(in.x[((b*n.L+s)*n.H+h)*n.P+p])
+						y += cb * ds * float64(in.x[((b*n.L+s)*n.H+h)*n.P+p])
 					}
 					if in.d != nil {
 						y += float64(in.d[h]) * xt
@@ -100,7 +108,12 @@ func runSSM(t *testing.T, bk exec.Backend, in ssmInputs, s exec.Spec) (exec.Tens
 	if in.d != nil {
 		d = u(in.d, len(in.d)) // [H] unless a test says otherwise
 	}
-	return bk.SSMScan(u(in.x, n.B, n.L, n.H, n.P), u(in.dt, n.B, n.L, n.H), u(in.a, n.H),
+	aShape := []int{n.H}
+	if n.PerState {
+		aShape = []int{n.H, len(in.a) / n.H} // [H, N] unless a test says otherwise
+	}
+	a := u(in.a, aShape...)
+	return bk.SSMScan(u(in.x, n.B, n.L, n.H, n.P), u(in.dt, n.B, n.L, n.H), a,
 		u(in.bm, n.B, n.L, n.G, n.N), u(in.cm, n.B, n.L, n.G, n.N), d, s)
 }
 
@@ -114,8 +127,9 @@ func relRMS64(ours []float32, ref []float64) float64 {
 }
 
 // TestSSMScanMatchesNaive: the recurrence agrees with the quadratic form
-// in float64 to f32 accuracy, for shared and per-head groups, with and
-// without the skip, over batches; a bf16 result is the f32 one rounded once.
+// in float64 to f32 accuracy, for shared and per-head groups, A per head
+// and per head and state, with and without the skip, over batches; a bf16
+// result is the f32 one rounded once.
 func TestSSMScanMatchesNaive(t *testing.T) {
 	bk := New(2)
 	r := rand.New(rand.NewPCG(11, 12))
@@ -127,6 +141,8 @@ func TestSSMScanMatchesNaive(t *testing.T) {
 		{exec.SSMDims{B: 1, L: 8, H: 4, P: 16, G: 1, N: 8}, true}, // the replica's sizes
 		{exec.SSMDims{B: 2, L: 13, H: 4, P: 3, G: 2, N: 5}, true},
 		{exec.SSMDims{B: 2, L: 9, H: 3, P: 4, G: 3, N: 6}, false},
+		{exec.SSMDims{B: 1, L: 8, H: 16, P: 1, G: 1, N: 4, PerState: true}, true}, // Mamba-1: A [D, N], channels as heads
+		{exec.SSMDims{B: 2, L: 7, H: 6, P: 2, G: 2, N: 3, PerState: true}, false},
 	} {
 		t.Run(fmt.Sprintf("%+v/skip=%v", c.dims, c.skip), func(t *testing.T) {
 			in := randomSSM(r, c.dims, c.skip)
@@ -172,6 +188,8 @@ func TestSSMScanRefuses(t *testing.T) {
 			c.n.G, c.bm, c.cm = 3, make([]float32, 4*3*3), make([]float32, 4*3*3)
 		}), exec.Out(precision.F32), false, "groups do not divide"},
 		{"D of the wrong width", bk, with(func(c *ssmInputs) { c.d = c.d[:2] }), exec.Out(precision.F32), false, "D is not [H]"},
+		{"A [H, N] of another N", bk, with(func(c *ssmInputs) { c.n.PerState = true; c.a = make([]float32, 4*2) }), exec.Out(precision.F32), false, "A is not [H] or [H, N]"},
+		{"A per state, no kernel", newBasicOnly(bk), with(func(c *ssmInputs) { c.n.PerState = true; c.a = make([]float32, 4*3) }), exec.Out(precision.F32), true, "no selective-scan kernel"},
 		{"a rounding point", bk, good, exec.Spec{Out: precision.BF16, Round: exec.RoundProduct}, true, "rounds once"},
 		{"a math variant", bk, good, exec.Spec{Out: precision.F32, Math: exec.MathFastExp}, true, "precise math"},
 		{"no kernel", newBasicOnly(bk), good, exec.Out(precision.F32), true, "no selective-scan kernel"},
