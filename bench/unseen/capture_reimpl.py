@@ -2,9 +2,10 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
-       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba)
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
+       mamba)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba.
+gpt_neox_japanese bamba mamba.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -134,6 +135,21 @@ state-space mixer):
     y_t = C_t·h_t, plus the D skip D·x_t;
   - a gated RMSNorm, norm(y · silu(z)) times its weight, called as norm(y, gate); out_proj;
   - RMSNorm, a SiLU gated MLP after each mixer; SDPA with no mask tensor (is_causal).
+
+mamba follows src/transformers/models/mamba/modeling_mamba.py at commit
+00328d4e5b22c29e40d28b27c2a99cd7d0c5c14e (MambaMixer.slow_forward, the path taken without the
+mamba_ssm / causal_conv1d kernels; its cache, which changes nothing on a first call, left out)
+and configuration_mamba.py's defaults (expand 2, conv kernel 4, time_step_rank ceil(hidden/16),
+conv bias, no projection biases, residual_in_fp32, SiLU) but for the sizes: hidden 32, state 8,
+two blocks. What it shows (Mamba-1's selective scan, never an attention):
+  - in_proj to [x (64) | gate (64)] read channels first (transpose(1, 2), chunk); a depthwise
+    causal nn.Conv1d over x (padding 3, the first seq_len outputs kept) with bias, then SiLU;
+  - x_proj of the conv's output to [time_step (2) | B (8) | C (8)]; dt = softplus(dt_proj(time
+    step)), dt_proj's bias inside the Linear; A = −exp(A_log), A_log [64, 8]: one decay rate
+    per channel and state; B and C shared by every channel;
+  - the recurrence itself, position by position: state = exp(A·dt)·state + (dt·B)·x,
+    y = state·C, then y + D·x, times act(gate) (the SiLU module's second call);
+  - out_proj of that, a residual per block around an RMSNorm, a final RMSNorm.
 """
 import math
 import os
@@ -1849,12 +1865,111 @@ class BambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- mamba -------------------------------------------------------------------------------
+
+
+class MambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    state_size = 8
+    expand = 2
+    conv_kernel = 4
+    layer_norm_epsilon = 1e-5
+    use_bias = False
+    use_conv_bias = True
+    residual_in_fp32 = True
+    time_step_rank = math.ceil(32 / 16)
+
+
+class MambaRMSNorm(DiffLlamaRMSNorm):
+    """MambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class MambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.expand * c.hidden_size
+        self.time_step_rank = c.time_step_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.use_conv_bias,
+                                kernel_size=c.conv_kernel, groups=self.intermediate_size, padding=c.conv_kernel - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.use_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1, dtype=torch.float32)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, cache_position=None, attention_mask=None):
+        # slow_forward without a cache
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class MambaBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.residual_in_fp32 = c.residual_in_fp32
+        self.norm = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.mixer = MambaMixer(c, layer_idx)
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.residual_in_fp32:
+            residual = residual.to(torch.float32)
+        hidden_states = self.mixer(hidden_states, attention_mask=attention_mask)
+        return residual + hidden_states
+
+
+class MambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([MambaBlock(c, i) for i in range(c.num_hidden_layers)])
+        self.norm_f = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=None)
+        return self.norm_f(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
-         "bamba": (BambaModel, BambaConfig)}
+         "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -186,6 +186,10 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},
+	// transformers' modeling_mamba.py, reimplemented: Mamba-1 mixers (a depthwise causal conv1d
+	// read channels first, dt_proj's softplus, A = −exp(A_log) [64, 8] per channel and state, B and
+	// C the last columns of x_proj, the D skip, times silu(gate)), no attention
+	"mamba": {"ssm_skip": true},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
@@ -524,32 +528,50 @@ func TestUnseenDifferentialAttention(t *testing.T) {
 	}
 }
 
-// TestUnseenSelectiveScan: the bamba replica's Mamba-2 mixer is found as
-// one ssm_scan over heads of the activation's pieces, its skip a weight
-// vector read as it is, and its causal conv1d as one depthwise conv2d
-// (one filter per channel of x, B and C) padded by kernel − 1.
+// TestUnseenSelectiveScan: each replica's mixer is found as one ssm_scan
+// (bamba's Mamba-2: over heads of the activation's pieces, A [H]; mamba's
+// Mamba-1: its channels the heads, A [W, N] per channel and state), its
+// skip a weight vector read as it is, and its causal conv1d as one
+// depthwise conv2d (one filter per channel) padded by kernel − 1.
 func TestUnseenSelectiveScan(t *testing.T) {
-	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "bamba-f32.npz"))
-	kinds := map[string]string{}
-	for _, v := range res.Doc.Program.Values {
-		kinds[v.Name] = v.Kind
-	}
-	var scans, convs int
-	for _, n := range res.Doc.Program.Nodes {
-		switch n.Op {
-		case "ssm_scan":
-			scans++
-			if len(n.In) != 6 || kinds[n.In[5]] != "weight" {
-				t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and a weight D", n.In)
+	for _, c := range []struct {
+		trace        string
+		layers       int   // mixers
+		groups       int   // the conv's channels
+		rate         []int // A's shape
+		stateOperand []int // B's and C's shape
+	}{
+		{"bamba-f32.npz", 1, 80, []int{4}, []int{1, 8, 1, 8}},
+		{"mamba-f32.npz", 2, 64, []int{64, 8}, []int{1, 8, 1, 8}},
+	} {
+		t.Run(c.trace, func(t *testing.T) {
+			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.trace))
+			kinds, shapes := map[string]string{}, map[string][]int{}
+			for _, v := range res.Doc.Program.Values {
+				kinds[v.Name], shapes[v.Name] = v.Kind, v.Shape
 			}
-		case "conv2d":
-			convs++
-			if c := n.Attrs.Conv; c == nil || c.Pad != 3 || c.Groups != 80 {
-				t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), 80 groups (depthwise)", c)
+			var scans, convs int
+			for _, n := range res.Doc.Program.Nodes {
+				switch n.Op {
+				case "ssm_scan":
+					scans++
+					if len(n.In) != 6 || kinds[n.In[5]] != "weight" {
+						t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and a weight D", n.In)
+						continue
+					}
+					if !slices.Equal(shapes[n.In[2]], c.rate) || !slices.Equal(shapes[n.In[3]], c.stateOperand) {
+						t.Errorf("ssm_scan A %v, B %v: want %v, %v", shapes[n.In[2]], shapes[n.In[3]], c.rate, c.stateOperand)
+					}
+				case "conv2d":
+					convs++
+					if cv := n.Attrs.Conv; cv == nil || cv.Pad != 3 || cv.Groups != c.groups {
+						t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), %d groups (depthwise)", cv, c.groups)
+					}
+				}
 			}
-		}
-	}
-	if scans != 1 || convs != 1 {
-		t.Errorf("%d ssm_scan and %d conv2d nodes, want one of each", scans, convs)
+			if scans != c.layers || convs != c.layers {
+				t.Errorf("%d ssm_scan and %d conv2d nodes, want %d of each", scans, convs, c.layers)
+			}
+		})
 	}
 }

@@ -165,6 +165,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.channelScanned(target, sc, vals); v != nil {
+		return v
+	}
 	return s.reshaped(target, sc, vals)
 }
 

@@ -170,11 +170,21 @@ type ssmRecord struct {
 // scanRecord records the winning scan among cands (ev their scores, in
 // order): the skip's candidates are the best score with D and without.
 func scanRecord(scope, boundary string, win *val, cands []*expr, ev []semantics.Candidate) ssmRecord {
-	skip := win.from != nil && len(win.from.args) > 5 && win.from.args[5] != nil
+	withD := make([]bool, len(cands))
+	for i, c := range cands {
+		withD[i] = len(c.args) > 5 && c.args[5] != nil
+	}
+	return scanRecordOf(scope, boundary, slices.Index(cands, win.from), cands, withD, ev)
+}
+
+// scanRecordOf records cands[win] as the winning scan, withD[i] saying
+// whether candidate i adds the skip.
+func scanRecordOf(scope, boundary string, win int, cands []*expr, withD []bool, ev []semantics.Candidate) ssmRecord {
+	skip := win >= 0 && withD[win]
 	winScore, other := math.Inf(1), math.Inf(1)
 	label := ""
 	for i, c := range cands {
-		if has := len(c.args) > 5 && c.args[5] != nil; has == skip {
+		if withD[i] == skip {
 			if ev[i].Score < winScore {
 				winScore, label = ev[i].Score, c.label
 			}
