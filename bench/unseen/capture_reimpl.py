@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba)
+       mamba, nemotron_h)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba.
+gpt_neox_japanese bamba mamba nemotron_h.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -150,6 +150,21 @@ two blocks. What it shows (Mamba-1's selective scan, never an attention):
   - the recurrence itself, position by position: state = exp(A·dt)·state + (dt·B)·x,
     y = state·C, then y + D·x, times act(gate) (the SiLU module's second call);
   - out_proj of that, a residual per block around an RMSNorm, a final RMSNorm.
+
+nemotron_h follows src/transformers/models/nemotron_h/modeling_nemotron_h.py at commit
+008d9e9577b0eb0149aa6bb0c44da582b10e0b6e (NemotronHMamba2Mixer.torch_forward without a cache)
+and its Zamba2RMSNormGated (src/transformers/models/zamba2/modeling_zamba2.py), with
+configuration_nemotron_h.py's defaults (time_step_min 0.001, conv bias, no projection biases,
+relu2 MLPs, attention without RoPE) but for the sizes: hidden 32, blocks [mamba, mlp,
+attention] (one of each), 4 heads of 16 in 2 groups of state 8, conv kernel 4, chunk_size 4
+so that 8 positions make two chunks. What it shows (a grouped gated norm):
+  - in_proj split into [gate (64) | xBC (80) | dt (4)]; conv1d then SiLU over xBC read
+    channels first; dt = clamp(softplus(dt + dt_bias), min=0.001); the chunked SSD with B and
+    C of 2 groups repeated over their heads; the D skip;
+  - Zamba2RMSNormGated(64, group_size=32): y·silu(gate) in f32, RMS statistics over each
+    group of 32 channels, times the [64] weight; out_proj;
+  - a block per mixer: RMSNorm, mixer, residual; a relu² MLP block (up, relu², down); an
+    attention block (SDPA, causal, no positions), a final RMSNorm.
 """
 import math
 import os
@@ -1964,12 +1979,229 @@ class MambaModel(nn.Module):
         return self.norm_f(h)
 
 
+# --- nemotron_h --------------------------------------------------------------------------
+
+
+class NemotronHConfig:
+    hidden_size = 32
+    vocab_size = 64
+    layers_block_type = ["mamba", "mlp", "attention"]
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    mlp_bias = False
+    mamba_num_heads = 4
+    mamba_head_dim = 16
+    n_groups = 2
+    ssm_state_size = 8
+    conv_kernel = 4
+    chunk_size = 4
+    use_conv_bias = True
+    use_bias = False
+    time_step_min = 0.001
+    layer_norm_epsilon = 1e-5
+
+
+class Zamba2RMSNormGated(nn.Module):
+    def __init__(self, hidden_size, group_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+        self.group_size = group_size
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        if gate is not None:
+            hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        *prefix_dims, last_dim = hidden_states.shape
+        group_count = last_dim // self.group_size
+        hidden_states_group = hidden_states.view(*prefix_dims, group_count, self.group_size)
+        variance = hidden_states_group.pow(2).mean(-1, keepdim=True)
+        hidden_states_group = hidden_states_group * torch.rsqrt(variance + self.variance_epsilon)
+        hidden_states = hidden_states_group.view(*prefix_dims, group_count * self.group_size)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class NemotronHMamba2Mixer(nn.Module):
+    def __init__(self, c, layer_idx=None):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.ssm_state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.mamba_num_heads * c.mamba_head_dim
+        self.act = nn.SiLU()
+        self.n_groups = c.n_groups
+        self.head_dim = c.mamba_head_dim
+        self.num_heads = c.mamba_num_heads
+        self.chunk_size = c.chunk_size
+        self.time_step_min = c.time_step_min
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.use_conv_bias, kernel_size=c.conv_kernel,
+                                groups=self.conv_dim, padding=c.conv_kernel - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.use_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.norm = Zamba2RMSNormGated(self.intermediate_size, group_size=self.intermediate_size // self.n_groups,
+                                       eps=c.layer_norm_epsilon)
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states)
+        d_mlp = (projected_states.shape[-1] - 2 * self.intermediate_size
+                 - 2 * self.n_groups * self.ssm_state_size - self.num_heads) // 2
+        _, _, gate, hidden_states, dt = projected_states.split(
+            [d_mlp, d_mlp, self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states = hidden_states.transpose(1, 2)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(hidden_states, [self.intermediate_size, self.n_groups * self.ssm_state_size,
+                                                          self.n_groups * self.ssm_state_size], dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_min)
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        pad_size = (self.chunk_size - seq_len % self.chunk_size) % self.chunk_size
+        D_residual = self.D[..., None] * pad_tensor_by_size(hidden_states, pad_size)
+        hidden_states = hidden_states * dt[..., None]
+        A = A.to(hidden_states.dtype) * dt
+        hidden_states, A, B, C = [reshape_into_chunks(t, pad_size, self.chunk_size) for t in (hidden_states, A, B, C)]
+        A = A.permute(0, 3, 1, 2)
+        A_cumsum = torch.cumsum(A, dim=-1)
+        L = torch.exp(segment_sum(A))
+        G_intermediate = C[:, :, :, None, :, :] * B[:, :, None, :, :, :]
+        G = G_intermediate.sum(dim=-1)
+        M_intermediate = G[..., None] * L.permute(0, 2, 3, 4, 1)[..., None]
+        M = M_intermediate.sum(dim=-1)
+        Y_diag = (M[..., None] * hidden_states[:, :, None]).sum(3)
+        decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)
+        B_decay_contraction = B * decay_states.permute(0, 2, 3, 1)[..., None]
+        states = (B_decay_contraction.permute(0, 1, 3, 2, 4)[..., None]
+                  * hidden_states.permute(0, 1, 3, 2, 4)[..., None, :]).sum(dim=3).permute(0, 1, 2, 4, 3)
+        previous_states = torch.zeros_like(states[:, :1])
+        states = torch.cat([previous_states, states], dim=1)
+        decay_chunk = torch.exp(segment_sum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))
+        states_permuted = states.permute(0, 2, 1, 3, 4)
+        result = (decay_chunk[..., None, None] * states_permuted[:, :, None, ...]).sum(dim=2)
+        new_states = result.permute(0, 2, 1, 3, 4)
+        states = new_states[:, :-1]
+        state_decay_out = torch.exp(A_cumsum)
+        C_times_states = (C[..., None, :] * states[:, :, None, ...])
+        state_decay_out_permuted = state_decay_out.permute(0, 2, 3, 1)
+        Y_off = (C_times_states.sum(-1) * state_decay_out_permuted[..., None])
+        y = Y_diag + Y_off
+        y = y.reshape(batch_size, -1, self.num_heads, self.head_dim)
+        y = y + D_residual
+        if pad_size > 0:
+            y = y[:, :seq_len, :, :]
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = self.norm(y, gate)
+        return self.out_proj(scan_output.to(dtype))
+
+
+class NemotronHRMSNorm(DiffLlamaRMSNorm):
+    """NemotronHRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class ReLUSquaredActivation(nn.Module):
+    def forward(self, input):
+        relu_applied = F.relu(input)
+        return torch.square(relu_applied)
+
+
+class NemotronHMLP(nn.Module):
+    def __init__(self, c, intermediate_size=None, layer_idx=None):
+        super().__init__()
+        self.up_proj = nn.Linear(c.hidden_size, intermediate_size or c.intermediate_size, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(intermediate_size or c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+        self.act_fn = ReLUSquaredActivation()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+class NemotronHAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, past_key_values=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+NEMOTRON_H_MIXERS = {"mamba": NemotronHMamba2Mixer, "attention": NemotronHAttention, "mlp": NemotronHMLP}
+
+
+class NemotronHBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.norm = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.block_type = c.layers_block_type[layer_idx]
+        self.mixer = NEMOTRON_H_MIXERS[self.block_type](c, layer_idx=layer_idx)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.block_type == "mamba":
+            hidden_states = self.mixer(hidden_states, cache_params=None, attention_mask=attention_mask)
+        elif self.block_type == "attention":
+            hidden_states, _ = self.mixer(hidden_states=hidden_states, past_key_values=None,
+                                          attention_mask=attention_mask, position_ids=position_ids)
+        else:
+            hidden_states = self.mixer(hidden_states)
+        return residual + hidden_states
+
+
+class NemotronHModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([NemotronHBlock(c, i) for i in range(len(c.layers_block_type))])
+        self.norm_f = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, position_ids=position_ids)
+        return self.norm_f(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
-         "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig)}
+         "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
+         "nemotron_h": (NemotronHModel, NemotronHConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
