@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 falcon_h1_mup.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -165,6 +165,23 @@ so that 8 positions make two chunks. What it shows (a grouped gated norm):
     group of 32 channels, times the [64] weight; out_proj;
   - a block per mixer: RMSNorm, mixer, residual; a relu² MLP block (up, relu², down); an
     attention block (SDPA, causal, no positions), a final RMSNorm.
+
+falcon_h1 follows src/transformers/models/falcon_h1/modeling_falcon_h1.py at commit
+001f85b38fb432858ace93f18622f07cec46d874 (FalconH1Mixer.torch_forward without a cache) and
+configuration_falcon_h1.py's defaults (mamba_rms_norm False, every multiplier 1.0, conv bias,
+no projection biases, RoPE θ 1e4) but for the sizes: hidden 32, two hybrid layers, mamba_d_ssm
+64 in 4 heads of 16, 1 group of state 8, conv kernel 4, chunk 4; attention 2 heads over 1 kv
+head of 16. What it shows (a Mamba-2 mixer beside attention, in parallel, with no norm):
+  - each layer: input_layernorm, then mamba(h)·ssm_out_multiplier + self_attn(h·attention_in_
+    multiplier)·attention_out_multiplier, the residual; pre_ff_layernorm, the MLP
+    up·act(gate·gate_multiplier), down·down_multiplier, the residual;
+  - the mixer: in_proj(h·ssm_in_multiplier)·mup_vector (a non-persistent buffer, the five
+    ssm_multipliers laid over [z | x | B | C | dt]) split into gate, xBC, dt; conv1d, SiLU; the
+    chunked SSD; no norm: y·silu(gate) (functional), out_proj;
+  - keys times key_multiplier before RoPE; embeddings times embedding_multiplier.
+falcon_h1_mup is the same model with muP multipliers of the released checkpoints' kind (values
+chosen here): embedding 5.5, ssm_in 1.25, ssm_multipliers [0.35, 0.25, 0.5, 0.75, 0.3], ssm_out
+0.24, attention_in 0.9, attention_out 0.94, key 0.39, mlp [0.88, 0.59].
 """
 import math
 import os
@@ -2195,13 +2212,239 @@ class NemotronHModel(nn.Module):
         return self.norm_f(h)
 
 
+# --- falcon_h1 ---------------------------------------------------------------------------
+
+
+class FalconH1Config:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    mamba_d_ssm = 64
+    mamba_n_heads = 4
+    mamba_d_head = 16
+    mamba_n_groups = 1
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_chunk_size = 4
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+    mamba_rms_norm = False
+    projectors_bias = False
+    time_step_limit = (0.0, float("inf"))
+    embedding_multiplier = 1.0
+    mlp_multipliers = [1.0, 1.0]
+    key_multiplier = 1.0
+    attention_out_multiplier = 1.0
+    attention_in_multiplier = 1.0
+    ssm_multipliers = [1.0, 1.0, 1.0, 1.0, 1.0]
+    ssm_in_multiplier = 1.0
+    ssm_out_multiplier = 1.0
+
+
+class FalconH1MupConfig(FalconH1Config):
+    embedding_multiplier = 5.5
+    mlp_multipliers = [0.88, 0.59]
+    key_multiplier = 0.39
+    attention_out_multiplier = 0.94
+    attention_in_multiplier = 0.9
+    ssm_multipliers = [0.35, 0.25, 0.5, 0.75, 0.3]
+    ssm_in_multiplier = 1.25
+    ssm_out_multiplier = 0.24
+
+
+def falcon_h1_mup_vector(c):
+    intermediate_size = c.mamba_d_ssm
+    groups_time_state_size = c.mamba_n_groups * c.mamba_d_state
+    zxbcdt_multipliers = c.ssm_multipliers
+    vector_shape = 2 * intermediate_size + 2 * groups_time_state_size + c.mamba_n_heads
+    mup_vector = torch.ones(1, 1, vector_shape)
+    mup_vector[:, :, :intermediate_size] *= zxbcdt_multipliers[0]
+    mup_vector[:, :, intermediate_size:2 * intermediate_size] *= zxbcdt_multipliers[1]
+    mup_vector[:, :, 2 * intermediate_size:2 * intermediate_size + groups_time_state_size] *= zxbcdt_multipliers[2]
+    mup_vector[:, :, 2 * intermediate_size + groups_time_state_size:
+               2 * intermediate_size + 2 * groups_time_state_size] *= zxbcdt_multipliers[3]
+    mup_vector[:, :, 2 * intermediate_size + 2 * groups_time_state_size:] *= zxbcdt_multipliers[4]
+    return mup_vector
+
+
+class FalconH1Mixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads = c.mamba_n_heads
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_d_ssm
+        self.act = nn.SiLU()
+        self.n_groups = c.mamba_n_groups
+        self.head_dim = c.mamba_d_head
+        self.chunk_size = c.mamba_chunk_size
+        self.time_step_limit = c.time_step_limit
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.mamba_conv_bias, kernel_size=self.conv_kernel_size,
+                                groups=self.conv_dim, padding=self.conv_kernel_size - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.mamba_proj_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.mamba_rms_norm = c.mamba_rms_norm
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=c.projectors_bias)
+        self.ssm_in_multiplier = c.ssm_in_multiplier
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        input_states = input_states * self.ssm_in_multiplier
+        projected_states = self.in_proj(input_states)
+        projected_states = projected_states * self.mup_vector
+        gate, hidden_states_B_C, dt = projected_states.split(
+            [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states_B_C = self.act(self.conv1d(hidden_states_B_C.transpose(1, 2))[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(
+            hidden_states_B_C,
+            [self.intermediate_size, self.n_groups * self.ssm_state_size, self.n_groups * self.ssm_state_size],
+            dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1])
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        # the SSD below is the same code as bamba's torch_forward (ssd_chunked)
+        y = ssd_chunked(hidden_states, dt, A, B, C, self.D, self.chunk_size)
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = y * F.silu(gate)  # mamba_rms_norm False: no norm
+        return self.out_proj(scan_output.to(dtype))
+
+
+class FalconH1Attention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.key_multiplier = c.key_multiplier
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2) * self.key_multiplier
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = bamba_rotary(q, k, cos, sin)  # full rotary: rd is the head width
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class FalconH1MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+        self.gate_multiplier, self.down_multiplier = c.mlp_multipliers
+
+    def forward(self, x):
+        y = self.up_proj(x) * self.act_fn(self.gate_proj(x) * self.gate_multiplier)
+        y = self.down_proj(y) * self.down_multiplier
+        return y
+
+
+class FalconH1RMSNorm(DiffLlamaRMSNorm):
+    """FalconH1RMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class FalconH1DecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.feed_forward = FalconH1MLP(c)
+        self.mamba = FalconH1Mixer(c, layer_idx)
+        self.self_attn = FalconH1Attention(c, layer_idx)
+        self.attention_in_multiplier = c.attention_in_multiplier
+        self.ssm_out_multiplier = c.ssm_out_multiplier
+        self.attn_out_multiplier = c.attention_out_multiplier
+        self.input_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, mamba_attention_mask=None, position_ids=None,
+                position_embeddings=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        mamba_hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, cache_position=None,
+                                         attention_mask=mamba_attention_mask)
+        mamba_hidden_states = mamba_hidden_states * self.ssm_out_multiplier
+        attention_hidden_states, _ = self.self_attn(hidden_states=hidden_states * self.attention_in_multiplier,
+                                                    attention_mask=attention_mask, position_ids=position_ids,
+                                                    position_embeddings=position_embeddings)
+        attention_hidden_states = attention_hidden_states * self.attn_out_multiplier
+        hidden_states = mamba_hidden_states + attention_hidden_states
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
+
+class FalconH1RotaryEmbedding(BambaRotaryEmbedding):
+    """Llama's default RoPE: the whole head rotated (partial_rotary_factor 1)."""
+
+
+class FalconH1Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([FalconH1DecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.final_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        rc = type("RopeConfig", (), dict(head_dim=c.head_dim, partial_rotary_factor=1.0, rope_theta=c.rope_theta))
+        self.rotary_emb = FalconH1RotaryEmbedding(rc)
+        self.embedding_multiplier = c.embedding_multiplier
+        mup_vector = falcon_h1_mup_vector(c)
+        for layer in self.layers:
+            layer.mamba.register_buffer("mup_vector", mup_vector.clone(), persistent=False)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids) * self.embedding_multiplier
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, mamba_attention_mask=None, position_ids=position_ids,
+                      position_embeddings=pe)[0]
+        return self.final_layernorm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
-         "nemotron_h": (NemotronHModel, NemotronHConfig)}
+         "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -201,6 +201,10 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_nemotron_h.py, reimplemented: a Mamba-2 mixer (2 groups of B and
 	// C) whose gated norm takes its statistics over each group of 32 channels
 	// (Zamba2RMSNormGated), a relu² MLP block, an attention block without positions
+	// transformers' modeling_falcon_h1.py, reimplemented: a Mamba-2 mixer in parallel with
+	// attention in every layer, no gated norm (mamba_rms_norm False): y·silu(gate) read off a
+	// cut of in_proj's output; multipliers all 1 as the config's defaults
+	"falcon_h1":  {"ssm_skip": true, "rope_layout": "half", "rope_theta": 10000.0, "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	"nemotron_h": {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
@@ -542,7 +546,8 @@ func TestUnseenDifferentialAttention(t *testing.T) {
 
 // TestUnseenSelectiveScan: each replica's mixer is found as one ssm_scan
 // (bamba's and nemotron_h's Mamba-2: over heads of the activation's
-// pieces, A [H], B and C in 1 or 2 groups; mamba's Mamba-1: its channels
+// pieces, A [H], B and C in 1 or 2 groups; falcon_h1's times silu of a
+// cut of in_proj's output, no norm; mamba's Mamba-1: its channels
 // the heads, A [W, N] per channel and state), its skip a weight vector
 // read as it is, and its causal conv1d as one depthwise conv2d (one
 // filter per channel) padded by kernel − 1; nemotron_h's gated norm is an
@@ -559,6 +564,7 @@ func TestUnseenSelectiveScan(t *testing.T) {
 		{"bamba-f32.npz", 1, 80, []int{4}, []int{1, 8, 1, 8}, 0},
 		{"mamba-f32.npz", 2, 64, []int{64, 8}, []int{1, 8, 1, 8}, 0},
 		{"nemotron_h-f32.npz", 1, 96, []int{4}, []int{1, 8, 2, 8}, 32},
+		{"falcon_h1-f32.npz", 2, 80, []int{4}, []int{1, 8, 1, 8}, 0},
 	} {
 		t.Run(c.trace, func(t *testing.T) {
 			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.trace))

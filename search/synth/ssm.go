@@ -144,6 +144,63 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 		s.scans = append(s.scans, scanRecord(sc.module, t.origin, scan, cands[h], ev))
 		return s.reshape(scan, t.shape)
 	}
+	return s.gatedScan(t, sc, vals, heads, cands)
+}
+
+// gatedScan explains t [B, L, W] as one of the scans ssmScanned tried
+// (cands, by head count) times f(g): a gate g a value [B, L, W] or the
+// first W columns of a wider one, f a gate function (gateActs, in turn;
+// a Mamba-2 mixer without its norm multiplies y by silu(z)). Tried once
+// every scan alone has failed.
+func (s *synth) gatedScan(t *val, sc *scope, vals []*val, heads []int, cands map[int][]*expr) *val {
+	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
+	var gates []*val
+	var names []string
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != bs || v.shape[1] != l || v.shape[2] < w {
+			continue
+		}
+		name := v.origin
+		if v.shape[2] > w {
+			name = fmt.Sprintf("%s[:%d]", v.origin, w)
+			v = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: 0, End: w}, args: []*val{v}, out: v.format, label: "the gate's columns"})
+		}
+		if v != nil {
+			gates, names = append(gates, v), append(names, name)
+		}
+	}
+	if len(gates) == 0 {
+		return nil
+	}
+	for _, f := range gateActs {
+		var acts []*val
+		var actNames []string
+		for i, g := range gates {
+			if a := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{g}, out: t.format, label: "the scan's gate"}); a != nil {
+				acts, actNames = append(acts, a), append(actNames, names[i])
+			}
+		}
+		for _, h := range heads {
+			var gated []*expr
+			var withD []bool
+			for _, c := range cands[h] {
+				y := s.reshape(s.derive(c), t.shape)
+				if y == nil {
+					continue
+				}
+				for i, a := range acts {
+					gated = append(gated, &expr{op: program.OpMul, args: []*val{y, a}, out: t.format, label: fmt.Sprintf("%s, times %v(%s)", c.label, f, actNames[i])})
+					withD = append(withD, len(c.args) > 5 && c.args[5] != nil)
+				}
+			}
+			win, ev := s.best(t, gated)
+			if win == nil {
+				continue
+			}
+			s.scans = append(s.scans, scanRecordOf(sc.module, t.origin, slices.Index(gated, win.from), gated, withD, ev))
+			return win
+		}
+	}
 	return nil
 }
 
