@@ -181,7 +181,10 @@ head of 16. What it shows (a Mamba-2 mixer beside attention, in parallel, with n
   - keys times key_multiplier before RoPE; embeddings times embedding_multiplier.
 falcon_h1_mup is the same model with muP multipliers of the released checkpoints' kind (values
 chosen here): embedding 5.5, ssm_in 1.25, ssm_multipliers [0.35, 0.25, 0.5, 0.75, 0.3], ssm_out
-0.24, attention_in 0.9, attention_out 0.94, key 0.39, mlp [0.88, 0.59].
+0.24, attention_in 0.9, attention_out 0.94, key 0.39, mlp [0.88, 0.59]. Not a fixture: discovery
+reads every multiplier a boundary shows (the conv's input as in_proj's columns ×0.25 | ×0.5 |
+×0.75, the residual plus the branches ×0.24 and ×0.94, ...) but not the gate's ×0.35 and dt's
+×0.3, applied inside the mixer before silu and softplus where no call sees them.
 """
 import math
 import os

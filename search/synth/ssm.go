@@ -130,6 +130,9 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	if s.late {
+		return s.gatedScan(t, sc, vals, heads, cands)
+	}
 	for _, h := range heads {
 		if len(cands[h]) == 0 {
 			continue
@@ -144,14 +147,14 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 		s.scans = append(s.scans, scanRecord(sc.module, t.origin, scan, cands[h], ev))
 		return s.reshape(scan, t.shape)
 	}
-	return s.gatedScan(t, sc, vals, heads, cands)
+	return nil
 }
 
 // gatedScan explains t [B, L, W] as one of the scans ssmScanned tried
 // (cands, by head count) times f(g): a gate g a value [B, L, W] or the
-// first W columns of a wider one, f a gate function (gateActs, in turn;
-// a Mamba-2 mixer without its norm multiplies y by silu(z)). Tried once
-// every scan alone has failed.
+// first W columns of one, f a gate function (gateActs, in turn; a Mamba-2
+// mixer without its norm multiplies y by silu(z)). ssmScanned's form in
+// glue's late pass, once every scan alone (the first pass) has failed.
 func (s *synth) gatedScan(t *val, sc *scope, vals []*val, heads []int, cands map[int][]*expr) *val {
 	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
 	var gates []*val
@@ -174,10 +177,10 @@ func (s *synth) gatedScan(t *val, sc *scope, vals []*val, heads []int, cands map
 	}
 	for _, f := range gateActs {
 		var acts []*val
-		var actNames []string
+		var actOf []int
 		for i, g := range gates {
 			if a := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{g}, out: t.format, label: "the scan's gate"}); a != nil {
-				acts, actNames = append(acts, a), append(actNames, names[i])
+				acts, actOf = append(acts, a), append(actOf, i)
 			}
 		}
 		for _, h := range heads {
@@ -189,16 +192,15 @@ func (s *synth) gatedScan(t *val, sc *scope, vals []*val, heads []int, cands map
 					continue
 				}
 				for i, a := range acts {
-					gated = append(gated, &expr{op: program.OpMul, args: []*val{y, a}, out: t.format, label: fmt.Sprintf("%s, times %v(%s)", c.label, f, actNames[i])})
+					gated = append(gated, &expr{op: program.OpMul, args: []*val{y, a}, out: t.format, label: fmt.Sprintf("%s, times %v(%s)", c.label, f, names[actOf[i]])})
 					withD = append(withD, len(c.args) > 5 && c.args[5] != nil)
 				}
 			}
 			win, ev := s.best(t, gated)
-			if win == nil {
-				continue
+			if win != nil {
+				s.scans = append(s.scans, scanRecordOf(sc.module, t.origin, slices.Index(gated, win.from), gated, withD, ev))
+				return win
 			}
-			s.scans = append(s.scans, scanRecordOf(sc.module, t.origin, slices.Index(gated, win.from), gated, withD, ev))
-			return win
 		}
 	}
 	return nil
