@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 falcon_h1_mup.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -185,6 +185,16 @@ chosen here): embedding 5.5, ssm_in 1.25, ssm_multipliers [0.35, 0.25, 0.5, 0.75
 reads every multiplier a boundary shows (the conv's input as in_proj's columns ×0.25 | ×0.5 |
 ×0.75, the residual plus the branches ×0.24 and ×0.94, ...) but not the gate's ×0.35 and dt's
 ×0.3, applied inside the mixer before silu and softplus where no call sees them.
+
+jamba follows src/transformers/models/jamba/modeling_jamba.py at commit
+008f5c8c29be84d4721dc6d1e0fcd72300580be4 (JambaMambaMixer.slow_forward, the path with
+use_mamba_kernels False; no cache) and configuration_jamba.py's defaults (mamba_dt_rank
+ceil(hidden/16), conv bias, no projection biases, no positional encoding) but for the sizes:
+hidden 32, layer 0 a Mamba layer, layer 1 an attention layer (2 heads over 1 kv head of 16), each
+with a dense SiLU gated MLP (one expert), state 8. What it shows (Mamba-1 with inner norms):
+  - the Mamba-1 mixer of mamba above, but x_proj's [time_step | B | C] each through an RMSNorm
+    module of its own (dt_layernorm, b_layernorm, c_layernorm) before dt_proj and the scan;
+  - an attention layer without positions (SDPA, causal).
 """
 import math
 import os
@@ -2440,6 +2450,156 @@ class FalconH1Model(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- jamba -------------------------------------------------------------------------------
+
+
+class JambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    intermediate_size = 48
+    rms_norm_eps = 1e-6
+    layers = ["mamba", "attention"]
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_expand = 2
+    mamba_dt_rank = math.ceil(32 / 16)
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+
+
+class JambaRMSNorm(DiffLlamaRMSNorm):
+    """JambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class JambaMambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_expand * c.hidden_size
+        self.time_step_rank = c.mamba_dt_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.mamba_conv_bias,
+                                kernel_size=self.conv_kernel_size, groups=self.intermediate_size,
+                                padding=self.conv_kernel_size - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.mamba_proj_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A.float()))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.mamba_proj_bias)
+        self.dt_layernorm = JambaRMSNorm(self.time_step_rank, eps=c.rms_norm_eps)
+        self.b_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+        self.c_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None):
+        # slow_forward without a cache
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        time_step = self.dt_layernorm(time_step)
+        B = self.b_layernorm(B)
+        C = self.c_layernorm(C)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class JambaAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.hidden_size // c.num_attention_heads
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim) + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class JambaMLP(BambaMLP):
+    """JambaMLP: MistralMLP, down(act(gate(x)) · up(x))."""
+
+
+class JambaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.kind = c.layers[layer_idx]
+        if self.kind == "mamba":
+            self.mamba = JambaMambaMixer(c, layer_idx)
+        else:
+            self.self_attn = JambaAttention(c, layer_idx)
+        self.feed_forward = JambaMLP(c)
+        self.input_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        if self.kind == "mamba":
+            hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, attention_mask=attention_mask)
+        else:
+            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        return (residual + hidden_states,)
+
+
+class JambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([JambaDecoderLayer(c, i) for i in range(len(c.layers))])
+        self.final_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None)[0]
+        return self.final_layernorm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -2447,7 +2607,7 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
-         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig)}
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
