@@ -56,11 +56,21 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 			us = append(us, u)
 		}
 	}
-	gates := []scanGate{{nil, ""}}
 	if s.late {
 		us = append(us, s.mixerConvs(t, vals, heads)...)
-		gates = append(gates, s.scanGates(t, vals)...)
 	}
+	// the scan alone, then (late) times each gate
+	if v := s.scanOver(t, sc, vals, heads, byLen, us, []scanGate{{nil, ""}}); v != nil || !s.late {
+		return v
+	}
+	return s.scanOver(t, sc, vals, heads, byLen, us, s.scanGates(t, vals))
+}
+
+// scanOver is ssmScanned's search over the [x | B | C] holders us and
+// the gates given, head count by head count.
+func (s *synth) scanOver(t *val, sc *scope, vals []*val, heads []int, byLen map[int][]*val, us []*val, gates []scanGate) *val {
+	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
+	rows := func(v *val) bool { return !v.opaque && len(v.shape) == 3 && v.shape[0] == bs && v.shape[1] == l }
 	for _, h := range heads {
 		vecs := byLen[h]
 		if len(vecs) > maxScanVectors {
