@@ -26,7 +26,8 @@ const maxScanVectors = 6
 // after every other form fails; H is the length of the scope's vectors
 // (at most maxScanVectors of it), each head count tried in turn.
 //
-// In glue's late pass the [x | B | C] value may also be made in the
+// In glue's late pass H may equal W (heads of one channel), the
+// [x | B | C] value may also be made in the
 // forward (silu of a causal depthwise convolution of a value's columns
 // by an uncalled sub-module's weights: mixerConvs), and the scan may be
 // multiplied by a gate f(g) (g a value [B, L, W] or the first W columns
@@ -43,7 +44,9 @@ func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
 	byLen := map[int][]*val{}
 	for _, v := range vals {
-		if !v.opaque && len(v.shape) == 1 && v.shape[0] > 1 && v.shape[0] <= w && w%v.shape[0] == 0 {
+		// heads of one channel (H = W) only in the late pass: the first
+		// would otherwise try every [W] vector of a scope (norm weights)
+		if !v.opaque && len(v.shape) == 1 && v.shape[0] > 1 && (v.shape[0] < w || s.late && v.shape[0] == w) && w%v.shape[0] == 0 {
 			byLen[v.shape[0]] = append(byLen[v.shape[0]], v)
 		}
 	}
