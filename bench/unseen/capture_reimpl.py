@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -195,6 +195,13 @@ with a dense SiLU gated MLP (one expert), state 8. What it shows (Mamba-1 with i
   - the Mamba-1 mixer of mamba above, but x_proj's [time_step | B | C] each through an RMSNorm
     module of its own (dt_layernorm, b_layernorm, c_layernorm) before dt_proj and the scan;
   - an attention layer without positions (SDPA, causal).
+
+falcon_mamba follows src/transformers/models/falcon_mamba/modeling_falcon_mamba.py at commit
+00b676f8f0489b88652a31d70751cc540dd06305 (FalconMambaMixer.slow_forward, no cache) and
+configuration_falcon_mamba.py's defaults (mixer_rms_eps 1e-6, the rest as mamba's) at mamba's
+sizes: the mamba mixer above, but x_proj's time step, B and C each through rms_forward (an RMS
+norm without a weight, in the forward: no call sees B or C normed; dt_proj's input is the normed
+time step), and the blocks' norms weight · rms_forward(x).
 """
 import math
 import os
@@ -2600,6 +2607,88 @@ class JambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- falcon_mamba --------------------------------------------------------------------------
+
+
+class FalconMambaConfig(MambaConfig):
+    mixer_rms_eps = 1e-6
+
+
+def rms_forward(hidden_states, variance_epsilon=1e-6):
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(torch.float32)
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    hidden_states = hidden_states * torch.rsqrt(variance + variance_epsilon)
+    return hidden_states.to(input_dtype)
+
+
+class FalconMambaRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        return self.weight * rms_forward(hidden_states, variance_epsilon=self.variance_epsilon)
+
+
+class FalconMambaMixer(MambaMixer):
+    def __init__(self, c, layer_idx):
+        super().__init__(c, layer_idx)
+        self.rms_eps = c.mixer_rms_eps
+
+    def forward(self, input_states, cache_params=None, cache_position=None, attention_mask=None):
+        # slow_forward without a cache
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        B = rms_forward(B, variance_epsilon=self.rms_eps)
+        C = rms_forward(C, variance_epsilon=self.rms_eps)
+        time_step = rms_forward(time_step, variance_epsilon=self.rms_eps)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = scan_output * self.act(gate)
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class FalconMambaBlock(MambaBlock):
+    def __init__(self, c, layer_idx):
+        super().__init__(c, layer_idx)
+        self.norm = FalconMambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.mixer = FalconMambaMixer(c, layer_idx)
+
+
+class FalconMambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([FalconMambaBlock(c, i) for i in range(c.num_hidden_layers)])
+        self.norm_f = FalconMambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=None)
+        return self.norm_f(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -2607,7 +2696,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
-         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig)}
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
+         "falcon_mamba": (FalconMambaModel, FalconMambaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

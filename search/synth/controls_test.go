@@ -207,8 +207,11 @@ var unseenFactors = map[string]map[string]any{
 	"falcon_h1": {"ssm_skip": true, "rope_layout": "half", "rope_theta": 10000.0, "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_jamba.py, reimplemented: a Mamba-1 mixer whose time step, B and C
 	// pass through RMSNorm modules of their own, an attention layer without positions
-	"jamba":      {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
-	"nemotron_h": {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
+	// transformers' modeling_falcon_mamba.py, reimplemented: mamba's Mamba-1 mixer with time
+	// step, B and C each through an RMS norm without a weight in the forward
+	"falcon_mamba": {"ssm_skip": true},
+	"jamba":        {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+	"nemotron_h":   {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
@@ -550,8 +553,9 @@ func TestUnseenDifferentialAttention(t *testing.T) {
 // TestUnseenSelectiveScan: each replica's mixer is found as one ssm_scan
 // (bamba's and nemotron_h's Mamba-2: over heads of the activation's
 // pieces, A [H], B and C in 1 or 2 groups; falcon_h1's times silu of a
-// cut of in_proj's output, no norm; mamba's and jamba's Mamba-1 (jamba's B
-// and C normed by modules of their own): its channels
+// cut of in_proj's output, no norm; mamba's, jamba's and falcon_mamba's
+// Mamba-1 (jamba's B and C normed by modules of their own, falcon_mamba's
+// by weightless RMS norms in the forward): its channels
 // the heads, A [W, N] per channel and state), its skip a weight vector
 // read as it is, and its causal conv1d as one depthwise conv2d (one
 // filter per channel) padded by kernel − 1; nemotron_h's gated norm is an
@@ -570,6 +574,7 @@ func TestUnseenSelectiveScan(t *testing.T) {
 		{"nemotron_h-f32.npz", 1, 96, []int{4}, []int{1, 8, 2, 8}, 32},
 		{"falcon_h1-f32.npz", 2, 80, []int{4}, []int{1, 8, 1, 8}, 0},
 		{"jamba-f32.npz", 1, 64, []int{64, 8}, []int{1, 8, 1, 8}, 0},
+		{"falcon_mamba-f32.npz", 2, 64, []int{64, 8}, []int{1, 8, 1, 8}, 0},
 	} {
 		t.Run(c.trace, func(t *testing.T) {
 			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.trace))

@@ -188,7 +188,8 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // lateForms are the forms glue tries in its second pass, once every
 // older form failed on the target and on its reshaped readings, over the
 // scope's values and the parameters of its uncalled sub-modules: a causal
-// depthwise convolution of a value's columns, a residual plus two scaled
+// depthwise convolution of a value's columns, a parameterless norm of a
+// value's first or last columns, a residual plus two scaled
 // branches, a cut scaled in runs of columns, a selective scan times a
 // gate, a scan over channels (Mamba-1's).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
@@ -196,6 +197,9 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
 	vals = append(slices.Clone(vals), s.uncalledParams(sc.module)...)
 	if v := s.causalConv(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.normedCut(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.weightedSum(target, vals); v != nil {

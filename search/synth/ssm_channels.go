@@ -148,6 +148,22 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 			lo, hi = s.reshape(lo, state), s.reshape(hi, state)
 			pairs = append(pairs, bc{lo, hi, fmt.Sprintf("B, C the last %d columns of %s", 2*n, v.origin)},
 				bc{hi, lo, fmt.Sprintf("C, B the last %d columns of %s", 2*n, v.origin)})
+			// each normed in the forward by an RMS norm without a weight
+			// (rms_forward), ε the common ones that differ in effect
+			var kept [][2]*val
+			for _, eps := range commonEps {
+				p := exec.NormParams{Kind: exec.NormRMS, Eps: eps}
+				nlo := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{lo, nil, nil}, out: v.format, label: fmt.Sprintf("rms eps=%g", eps)})
+				nhi := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{hi, nil, nil}, out: v.format, label: fmt.Sprintf("rms eps=%g", eps)})
+				if nlo == nil || nhi == nil || slices.ContainsFunc(kept, func(k [2]*val) bool {
+					return slices.Equal(k[0].data, nlo.data) && slices.Equal(k[1].data, nhi.data)
+				}) {
+					continue
+				}
+				kept = append(kept, [2]*val{nlo, nhi})
+				pairs = append(pairs, bc{nlo, nhi, fmt.Sprintf("B, C the last %d columns of %s, each rms-normed (eps %g)", 2*n, v.origin, eps)},
+					bc{nhi, nlo, fmt.Sprintf("C, B the last %d columns of %s, each rms-normed (eps %g)", 2*n, v.origin, eps)})
+			}
 		}
 		if len(pairs) == 0 {
 			continue
