@@ -36,7 +36,7 @@ const maxScanVectors = 6
 // The assignments are ranked first at each row's first position, where
 // the scan needs no A and no recurrence: y₀ = x₀·(dt₀·⟨C₀, B₀⟩ + D), so
 // the search runs the scan only for the best few with D and without
-// (maxScanPartials each), with every A.
+// (maxScanPartials each), with every A and B and C in either role.
 func (s *synth) ssmScanned(t *val, sc *scope, vals []*val) *val {
 	if t.reshapedFrom || len(t.shape) != 3 {
 		return nil
@@ -220,24 +220,31 @@ func (s *synth) scanOver(t *val, sc *scope, vals []*val, heads []int, byLen map[
 			if x == nil || bm == nil || cm == nil {
 				continue
 			}
-			for _, a := range vecs {
-				if a == pt.dt.bias || a == pt.d {
-					continue
+			// B and C in either role: ⟨C₀, B₀⟩ does not tell them apart
+			for _, swap := range []bool{false, true} {
+				if swap {
+					bm, cm = cm, bm
+					pt.offs[1], pt.offs[2] = pt.offs[2], pt.offs[1]
 				}
-				e := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExp}, args: []*val{a}, out: precision.F32, label: "exp"})
-				rate := s.derive(&expr{op: program.OpMul, args: []*val{e, s.constant(-1)}, out: precision.F32, label: "A = −exp(" + a.origin + ")"})
-				label := fmt.Sprintf("ssm scan heads=%d groups=%d state=%d, x, B, C of %s at %v, %s, A = −exp(%s), D %s", h, pt.groups, n, nameOf(pt.u), pt.offs, pt.dt.label, a.origin, originOr(pt.d, "none"))
-				scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, pt.dt.v, rate, bm, cm, pt.d}, out: t.format, label: label})
-				y := s.reshape(scan, t.shape)
-				if rate == nil || y == nil {
-					continue
+				for _, a := range vecs {
+					if a == pt.dt.bias || a == pt.d {
+						continue
+					}
+					e := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExp}, args: []*val{a}, out: precision.F32, label: "exp"})
+					rate := s.derive(&expr{op: program.OpMul, args: []*val{e, s.constant(-1)}, out: precision.F32, label: "A = −exp(" + a.origin + ")"})
+					label := fmt.Sprintf("ssm scan heads=%d groups=%d state=%d, x, B, C of %s at %v, %s, A = −exp(%s), D %s", h, pt.groups, n, nameOf(pt.u), pt.offs, pt.dt.label, a.origin, originOr(pt.d, "none"))
+					scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, pt.dt.v, rate, bm, cm, pt.d}, out: t.format, label: label})
+					y := s.reshape(scan, t.shape)
+					if rate == nil || y == nil {
+						continue
+					}
+					if pt.gate.v == nil {
+						cands = append(cands, y.from)
+					} else {
+						cands = append(cands, &expr{op: program.OpMul, args: []*val{y, pt.gate.v}, out: t.format, label: label + ", times " + pt.gate.label})
+					}
+					withD = append(withD, pt.d != nil)
 				}
-				if pt.gate.v == nil {
-					cands = append(cands, y.from)
-				} else {
-					cands = append(cands, &expr{op: program.OpMul, args: []*val{y, pt.gate.v}, out: t.format, label: label + ", times " + pt.gate.label})
-				}
-				withD = append(withD, pt.d != nil)
 			}
 		}
 		win, ev := s.best(t, cands)

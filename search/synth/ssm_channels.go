@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -9,10 +10,11 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// maxChannelScans bounds the operand assignments channelScanned derives a
-// scan for, over every rate matrix (a Mamba-1 mixer's scope holds a few
-// dozen); a scope with more is not searched this way.
-const maxChannelScans = 4096
+// maxChannelScans bounds the operand assignments channelScanned ranks at
+// the first position for one rate matrix (W products each; a Mamba-1
+// mixer's scope holds a few hundred thousand); a scope with more is not
+// searched this way.
+const maxChannelScans = 1 << 22
 
 // channelScanned explains t [B, L, W] as a selective scan whose W channels
 // are its heads (width 1, program.OpSSMScan with A [W, N]: one decay rate per
@@ -168,7 +170,7 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 		if len(pairs) == 0 {
 			continue
 		}
-		if len(wide)*len(dts)*len(pairs)*(len(skips)+1) > maxChannelScans || len(wide) == 0 {
+		if len(wide)*len(dts)*len(pairs)*(len(skips)+1)*(len(gates)+1) > maxChannelScans {
 			continue
 		}
 		e := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExp}, args: []*val{a}, out: precision.F32, label: "exp"})
@@ -176,30 +178,108 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 		if rate == nil {
 			continue
 		}
-		for _, xv := range wide {
-			x := s.reshape(xv, []int{bs, l, w, 1})
-			for _, dt := range dts {
-				for _, p := range pairs {
-					if x == nil || p.b == nil || p.c == nil {
-						continue
-					}
+		// each assignment ranked at the rows' first position, where the
+		// scan needs no A: y₀ = x₀·(dt₀·⟨B₀, C₀⟩ + D), times the gate; the
+		// scan runs for the best maxScanPartials with D and as many without
+		type partial struct {
+			xv    *val
+			dt    dtChoice
+			p     bc
+			d     *val
+			g     *gateChoice
+			score float64
+		}
+		best := map[bool][]partial{}
+		keep := func(pt partial) {
+			k := pt.d != nil
+			b := best[k]
+			if len(b) == maxScanPartials && !(pt.score < b[len(b)-1].score) {
+				return
+			}
+			i, _ := slices.BinarySearchFunc(b, pt.score, func(q partial, sc float64) int { return cmpFloat(q.score, sc) })
+			b = slices.Insert(b, i, pt)
+			if len(b) > maxScanPartials {
+				b = b[:maxScanPartials]
+			}
+			best[k] = b
+		}
+		for _, p := range pairs {
+			if p.b == nil || p.c == nil {
+				continue
+			}
+			kb := make([]float64, bs) // ⟨B₀, C₀⟩ per batch row
+			for b := range bs {
+				for q := range n {
+					kb[b] += float64(p.b.data[b*l*n+q]) * float64(p.c.data[b*l*n+q])
+				}
+			}
+			for _, xv := range wide {
+				for _, dt := range dts {
 					for _, d := range append([]*val{nil}, skips...) {
-						scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, dt.v, rate, p.b, p.c, d}, out: t.format,
-							label: fmt.Sprintf("ssm scan of %d channels, state %d: x %s, dt = %s, A = −exp(%s), %s, D %s", w, n, xv.origin, dt.label, a.origin, p.label, originOr(d, "none"))})
-						y := s.reshape(scan, t.shape)
-						if y == nil {
-							continue
-						}
-						cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{scan}, out: t.format, label: scan.from.label})
-						withD = append(withD, d != nil)
-						for _, g := range gates {
-							if g.v != xv {
-								cands = append(cands, &expr{op: program.OpMul, args: []*val{y, g.v}, out: t.format, label: scan.from.label + ", times " + g.label})
-								withD = append(withD, d != nil)
+						for gi := -1; gi < len(gates); gi++ {
+							var g *gateChoice
+							if gi >= 0 {
+								if gates[gi].v == xv {
+									continue
+								}
+								g = &gates[gi]
 							}
+							var num, den float64
+							for b := range bs {
+								for c := range w {
+									at := b*l*w + c
+									y := float64(dt.v.data[at]) * kb[b]
+									if d != nil {
+										y += float64(d.data[c])
+									}
+									y *= float64(xv.data[at])
+									if g != nil {
+										y *= float64(g.v.data[at])
+									}
+									want := float64(t.data[at])
+									num, den = num+(y-want)*(y-want), den+want*want
+								}
+							}
+							sc := math.Inf(1)
+							if den > 0 {
+								sc = math.Sqrt(num / den)
+							}
+							keep(partial{xv, dt, p, d, g, sc})
 						}
 					}
 				}
+			}
+		}
+		var twins []partial
+		for _, pt := range append(best[true], best[false]...) {
+			twins = append(twins, pt)
+			if pt.g != nil && slices.Contains(wide, pt.g.v) {
+				// x and a gate of x's kind in either role: the first
+				// position does not tell them apart
+				q := pt
+				q.xv, q.g = pt.g.v, &gateChoice{pt.xv, pt.xv.origin}
+				twins = append(twins, q)
+			}
+		}
+		for _, pt := range twins {
+			x := s.reshape(pt.xv, []int{bs, l, w, 1})
+			// B and C in either role: ⟨B₀, C₀⟩ does not tell them apart
+			for _, bc := range [][2]*val{{pt.p.b, pt.p.c}, {pt.p.c, pt.p.b}} {
+				label := fmt.Sprintf("ssm scan of %d channels, state %d: x %s, dt = %s, A = −exp(%s), %s, D %s", w, n, pt.xv.origin, pt.dt.label, a.origin, pt.p.label, originOr(pt.d, "none"))
+				if bc[0] != pt.p.b {
+					label += ", B and C swapped"
+				}
+				scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, pt.dt.v, rate, bc[0], bc[1], pt.d}, out: t.format, label: label})
+				y := s.reshape(scan, t.shape)
+				if x == nil || y == nil {
+					continue
+				}
+				if pt.g == nil {
+					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{scan}, out: t.format, label: label})
+				} else {
+					cands = append(cands, &expr{op: program.OpMul, args: []*val{y, pt.g.v}, out: t.format, label: label + ", times " + pt.g.label})
+				}
+				withD = append(withD, pt.d != nil)
 			}
 		}
 	}
