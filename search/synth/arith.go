@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -601,6 +602,35 @@ func (s *synth) rowAddedResidual(t *val, vals []*val) *val {
 				cands = append(cands, &expr{op: program.OpAdd, args: []*val{ab, r}, out: t.format, label: "(residual + value) + row"})
 			}
 			if w, _ := s.best(t, cands); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// normedCut explains t [..., R] as a parameterless norm of the first or
+// last R columns of a wider value of t's leading shape (a split's piece
+// normalised in the forward, rms_forward(time_step): no call sees the
+// piece). One of glue's late forms.
+func (s *synth) normedCut(t *val, vals []*val) *val {
+	nd := len(t.shape)
+	if nd < 2 {
+		return nil
+	}
+	r := t.shape[nd-1]
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != nd || v.shape[nd-1] <= r || !slices.Equal(v.shape[:nd-1], t.shape[:nd-1]) {
+			continue
+		}
+		for _, off := range slices.Compact([]int{0, v.shape[nd-1] - r}) {
+			cut := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: nd - 1, Start: off, End: off + r}, args: []*val{v}, out: v.format, label: fmt.Sprintf("%s[%d:%d]", v.origin, off, off+r)})
+			if cut == nil {
+				continue
+			}
+			if w, ev := s.best(t, s.normCandidates(cut, t)); w != nil {
+				w.fit = &leafFit{kind: "glue", norm: w.from.attrs.Norm, candidates: ev}
+				s.norms = append(s.norms, normRecord{scope: s.scopeOf, boundary: t.origin, fit: &leafFit{kind: "norm", norm: w.from.attrs.Norm, candidates: ev}})
 				return w
 			}
 		}
