@@ -217,6 +217,7 @@ var catalogue = []FactorSpec{
 	{Name: "timestep_scale_at", Doc: "where that multiply happens: on the input before the sinusoid (input) or inside it after the frequency product (sinusoid)", typ: typeEnum, enum: []string{"input", "sinusoid"}},
 	{Name: "timestep_freq_overrides", Doc: "entries of the sinusoid frequency table the reference's exp gave off the computed exp(e_i) (the values are the timestep_embed node's attrs)", typ: typeIndices},
 	{Name: "timestep_max_period", Doc: "max_period of the sinusoid frequencies", typ: typeNumber, check: positive},
+	{Name: "position_offset", Doc: "a sinusoid table of positions output by a module of its own reads positions + offset (fairseq's past the padding index: 2); absent where there is none", typ: typeNumber, check: anyFinite},
 	{Name: "embed_act", Doc: "activation between the two linears of a conditioning MLP", typ: typeEnum, enum: acts},
 	{Name: "norm_kind", Doc: "layer or RMS normalisation", typ: typeEnum, enum: []string{"layer", "rms"}},
 	{Name: "norm_eps", Doc: "ε added to the variance", typ: typeNumber, check: nonNegative},

@@ -393,6 +393,11 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 			out = append(out, sn.fit.freqs.factor(sn.scope, sn.boundary))
 		}
 	}
+	for _, pt := range s.positionTables {
+		f := factor("position_offset", pt.scope, float64(pt.fit.offset), pt.fit.candidates, pt.boundary)
+		f.Evidence.Note = pt.fit.label
+		out = append(out, f)
+	}
 	return out
 }
 

@@ -30,6 +30,7 @@ type leafFit struct {
 	// ropeTried: rope_table fitted from ids, every table tried with its
 	// score (the margins of its axes and θ)
 	ropeTried []ropeTry
+	offset    int // position_sinusoid: the offset added to the positions
 }
 
 // ropeTry is one RoPE table candidate and its score.
@@ -81,6 +82,8 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 				}
 			}
 			s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, inputScale: scale, out: f})
+		case f.fit.kind == "position_sinusoid":
+			s.positionTables = append(s.positionTables, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, out: f})
 		case f.fit.kind == "norm":
 			s.norms = append(s.norms, normRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
 		case f.fit.kind == "rope_table" && !roped:
@@ -114,6 +117,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		switch {
 		case len(params) == 0:
 			fit = s.fitSinusoid(xs[0], t)
+			if fit == nil {
+				fit = s.fitPositionSinusoid(xs[0], t)
+			}
 			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
