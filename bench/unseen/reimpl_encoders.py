@@ -14,6 +14,20 @@ trace: the positions module called as (position_ids, past_key_values_length), th
     the argument first), the padding row zeroed (never read here);
   - the 4-D causal mask (0 / finfo.min) added to the scores, then max with finfo.min, q
     scaled by 1/√head before q·kᵀ; pre-norm layers, a GELU (erf) MLP, a final LayerNorm.
+
+mobilebert follows src/transformers/models/mobilebert/modeling_mobilebert.py at commit
+01ae98ae2414210efd0d9ac1ffe78ff21588f1f7 (the call boundaries of the real transformers 5.17
+trace: the layer returns a tensor, the attention (output, None), no mask tensor) with
+configuration_mobilebert.py's defaults (trigram input, bottlenecks with a shared key/query
+bottleneck, NoNorm, ReLU, classifier activation) but for the sizes: hidden 32, embedding 16,
+intra-bottleneck 16, 2 heads, intermediate 48, 2 feed-forward networks per layer. What it shows:
+  - the trigram input: the word embeddings [e shifted up one row (its last row zero), e,
+    e shifted down one row (its first row zero)] joined along the channels (F.pad of the cut
+    rows), then embedding_transformation to the hidden width; plus position and token-type
+    rows; NoNorm (x·γ + β) everywhere;
+  - the bottlenecks: q and k from a shared bottleneck, v from the layer input, the residual
+    through another bottleneck; an extra FFN (dense, ReLU, dense, NoNorm of the sum) before
+    the layer's own; the output bottleneck back to the hidden width with the layer input.
 """
 import math
 
@@ -168,4 +182,263 @@ class XGLMModel(nn.Module):
         return self.layer_norm(hidden_states)
 
 
-CASES = {"xglm": (XGLMModel, XGLMConfig)}
+# --- mobilebert --------------------------------------------------------------------------
+
+
+class MobileBertConfig:
+    vocab_size = 64
+    hidden_size = 32
+    embedding_size = 16
+    intra_bottleneck_size = 16
+    true_hidden_size = 16  # intra_bottleneck_size when use_bottleneck
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 2
+    pad_token_id = 0
+    layer_norm_eps = 1e-12
+    num_feedforward_networks = 2
+    trigram_input = True
+    use_bottleneck = True
+    use_bottleneck_attention = False
+    key_query_shared_bottleneck = True
+    classifier_activation = True
+
+
+class NoNorm(nn.Module):
+    def __init__(self, feat_size, eps=None):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(feat_size))
+        self.weight = nn.Parameter(torch.ones(feat_size))
+
+    def forward(self, input_tensor):
+        return input_tensor * self.weight + self.bias
+
+
+class MobileBertEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.trigram_input = c.trigram_input
+        self.embedding_size = c.embedding_size
+        self.hidden_size = c.hidden_size
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        embedded_input_size = c.embedding_size * (3 if self.trigram_input else 1)
+        self.embedding_transformation = nn.Linear(embedded_input_size, c.hidden_size)
+        self.LayerNorm = NoNorm(c.hidden_size)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)), persistent=False)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        input_shape = input_ids.size()
+        seq_length = input_shape[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(input_shape, dtype=torch.long)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        if self.trigram_input:
+            inputs_embeds = torch.cat([
+                F.pad(inputs_embeds[:, 1:], [0, 0, 0, 1, 0, 0], value=0.0),
+                inputs_embeds,
+                F.pad(inputs_embeds[:, :-1], [0, 0, 1, 0, 0, 0], value=0.0),
+            ], dim=2)
+        if self.trigram_input or self.embedding_size != self.hidden_size:
+            inputs_embeds = self.embedding_transformation(inputs_embeds)
+        position_embeddings = self.position_embeddings(position_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + position_embeddings + token_type_embeddings
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class MobileBertSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = int(c.true_hidden_size / c.num_attention_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(c.true_hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.true_hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.true_hidden_size if c.use_bottleneck_attention else c.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        return x.view(new_x_shape).permute(0, 2, 1, 3)
+
+    def forward(self, query_tensor, key_tensor, value_tensor, attention_mask=None):
+        query_layer = self.transpose_for_scores(self.query(query_tensor))
+        key_layer = self.transpose_for_scores(self.key(key_tensor))
+        value_layer = self.transpose_for_scores(self.value(value_tensor))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = F.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        context_layer = context_layer.view(context_layer.size()[:-2] + (self.all_head_size,))
+        return context_layer, None
+
+
+class MobileBertSelfOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.true_hidden_size, c.true_hidden_size)
+        self.LayerNorm = NoNorm(c.true_hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, hidden_states, residual_tensor):
+        return self.LayerNorm(self.dense(hidden_states) + residual_tensor)
+
+
+class MobileBertAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = MobileBertSelfAttention(c)
+        self.output = MobileBertSelfOutput(c)
+
+    def forward(self, query_tensor, key_tensor, value_tensor, layer_input, attention_mask=None):
+        self_outputs = self.self(query_tensor, key_tensor, value_tensor, attention_mask)
+        return self.output(self_outputs[0], layer_input), self_outputs[1]
+
+
+class MobileBertIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.true_hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = nn.ReLU()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class OutputBottleneck(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.true_hidden_size, c.hidden_size)
+        self.LayerNorm = NoNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, residual_tensor):
+        layer_outputs = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(layer_outputs + residual_tensor)
+
+
+class MobileBertOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.true_hidden_size)
+        self.LayerNorm = NoNorm(c.true_hidden_size)
+        self.bottleneck = OutputBottleneck(c)
+
+    def forward(self, intermediate_states, residual_tensor_1, residual_tensor_2):
+        layer_output = self.dense(intermediate_states)
+        layer_output = self.LayerNorm(layer_output + residual_tensor_1)
+        return self.bottleneck(layer_output, residual_tensor_2)
+
+
+class BottleneckLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intra_bottleneck_size)
+        self.LayerNorm = NoNorm(c.intra_bottleneck_size, eps=c.layer_norm_eps)
+
+    def forward(self, hidden_states):
+        return self.LayerNorm(self.dense(hidden_states))
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.input = BottleneckLayer(c)
+        self.attention = BottleneckLayer(c)
+
+    def forward(self, hidden_states):
+        bottlenecked_hidden_states = self.input(hidden_states)
+        shared_attention_input = self.attention(hidden_states)
+        return (shared_attention_input, shared_attention_input, hidden_states, bottlenecked_hidden_states)
+
+
+class FFNOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.true_hidden_size)
+        self.LayerNorm = NoNorm(c.true_hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, hidden_states, residual_tensor):
+        return self.LayerNorm(self.dense(hidden_states) + residual_tensor)
+
+
+class FFNLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.intermediate = MobileBertIntermediate(c)
+        self.output = FFNOutput(c)
+
+    def forward(self, hidden_states):
+        return self.output(self.intermediate(hidden_states), hidden_states)
+
+
+class MobileBertLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = MobileBertAttention(c)
+        self.intermediate = MobileBertIntermediate(c)
+        self.output = MobileBertOutput(c)
+        self.bottleneck = Bottleneck(c)
+        self.ffn = nn.ModuleList([FFNLayer(c) for _ in range(c.num_feedforward_networks - 1)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        query_tensor, key_tensor, value_tensor, layer_input = self.bottleneck(hidden_states)
+        attention_output = self.attention(query_tensor, key_tensor, value_tensor, layer_input, attention_mask)[0]
+        for ffn_module in self.ffn:
+            attention_output = ffn_module(attention_output)
+        intermediate_output = self.intermediate(attention_output)
+        return self.output(intermediate_output, attention_output, hidden_states)
+
+
+class MobileBertEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([MobileBertLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask)
+        return hidden_states
+
+
+class MobileBertPooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.do_activate = c.classifier_activation
+        if self.do_activate:
+            self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+
+    def forward(self, hidden_states):
+        first_token_tensor = hidden_states[:, 0]
+        if not self.do_activate:
+            return first_token_tensor
+        return torch.tanh(self.dense(first_token_tensor))
+
+
+class MobileBertModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = MobileBertEmbeddings(c)
+        self.encoder = MobileBertEncoder(c)
+        self.pooler = MobileBertPooler(c)
+
+    def forward(self, input_ids):
+        embedding_output = self.embeddings(input_ids=input_ids)
+        sequence_output = self.encoder(embedding_output, attention_mask=None)
+        self.pooler(sequence_output)
+        return sequence_output
+
+
+CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig)}

@@ -192,6 +192,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_xglm.py, reimplemented: rows ×√32 by the embedding's own forward, fairseq's
 	// sinusoid table of positions + 2 ([sin | cos], ln 10000/(half − 1)) output by a module of its own
 	"xglm": {"position_offset": 2.0, "rope_layout": "none", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
+	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
+	"mobilebert": {"attention_causal": false, "rope_layout": "none"},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -378,6 +381,31 @@ func TestUnseenSinusoidPositions(t *testing.T) {
 		if strings.HasSuffix(v.Name, "/positions") && (!strings.Contains(v.Note, "margin ×") || strings.Count(v.Note, "sinusoid of positions") < 8) {
 			t.Errorf("positions note %q lacks the candidates' scores", v.Note)
 		}
+	}
+}
+
+// TestUnseenShiftedRows: MobileBERT's trigram input is found as the word
+// embeddings shifted up one row, themselves, and shifted down one row,
+// the emptied rows zero, joined along the channels: one concat of three
+// along the last axis, two of them shifts (a slice and a zero row joined
+// along the rows, in the embeddings).
+func TestUnseenShiftedRows(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "mobilebert-f32.npz")
+	res, _ := discoverComplete(t, path)
+	joins, shifts := 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "concat" {
+			continue
+		}
+		switch {
+		case n.Attrs.Axis == 2 && len(n.In) == 3:
+			joins++
+		case n.Attrs.Axis == 1 && len(n.In) == 2 && strings.HasPrefix(n.Role, "text_encoder.embeddings."):
+			shifts++
+		}
+	}
+	if joins != 1 || shifts != 2 {
+		t.Errorf("%d joins of three along the channels and %d row shifts, want 1 and 2", joins, shifts)
 	}
 }
 

@@ -147,6 +147,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.sinusoidAdded(target, vals); v != nil {
 		return v
 	}
+	if v := s.shiftedJoin(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.rowAddedResidual(target, vals); v != nil {
 		return v
 	}
