@@ -28,6 +28,17 @@ intra-bottleneck 16, 2 heads, intermediate 48, 2 feed-forward networks per layer
   - the bottlenecks: q and k from a shared bottleneck, v from the layer input, the residual
     through another bottleneck; an extra FFN (dense, ReLU, dense, NoNorm of the sum) before
     the layer's own; the output bottleneck back to the hidden width with the layer input.
+
+layoutlm follows src/transformers/models/layoutlm/modeling_layoutlm.py at commit
+004edfe2dc0fdbc94068d7977605aa6798de787e (eager attention, as the real transformers 5.17
+trace runs it: the self-attention returns its weights; the attention, layer and encoder return
+tensors) with configuration_layoutlm.py's defaults but for the sizes: hidden 32, 2 heads,
+intermediate 48, 2 layers, max_2d_position_embeddings 64 (1024 by default: four tables of
+1024 rows). What it shows: no bbox given, so a box of zeros made in the forward; the embeddings
+the sum, left to right, of nine tables' rows: words, positions 0…S−1, x at box[0], y at box[1],
+x at box[2], y at box[3] (the x and y tables called twice, at the same ids), h at box[3] − box[1],
+w at box[2] − box[0], token types 0; then a LayerNorm; a mask of ones made additive,
+(1 − m)·finfo.min; BERT layers (post-norm, GELU).
 """
 import math
 
@@ -441,4 +452,196 @@ class MobileBertModel(nn.Module):
         return sequence_output
 
 
-CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig)}
+# --- layoutlm ----------------------------------------------------------------------------
+
+
+class LayoutLMConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    max_2d_position_embeddings = 64
+    type_vocab_size = 2
+    pad_token_id = 0
+    layer_norm_eps = 1e-12
+
+
+class LayoutLMEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.x_position_embeddings = nn.Embedding(c.max_2d_position_embeddings, c.hidden_size)
+        self.y_position_embeddings = nn.Embedding(c.max_2d_position_embeddings, c.hidden_size)
+        self.h_position_embeddings = nn.Embedding(c.max_2d_position_embeddings, c.hidden_size)
+        self.w_position_embeddings = nn.Embedding(c.max_2d_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)), persistent=False)
+
+    def forward(self, input_ids=None, bbox=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        input_shape = input_ids.size()
+        seq_length = input_shape[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(input_shape, dtype=torch.long)
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        words_embeddings = inputs_embeds
+        position_embeddings = self.position_embeddings(position_ids)
+        left_position_embeddings = self.x_position_embeddings(bbox[:, :, 0])
+        upper_position_embeddings = self.y_position_embeddings(bbox[:, :, 1])
+        right_position_embeddings = self.x_position_embeddings(bbox[:, :, 2])
+        lower_position_embeddings = self.y_position_embeddings(bbox[:, :, 3])
+        h_position_embeddings = self.h_position_embeddings(bbox[:, :, 3] - bbox[:, :, 1])
+        w_position_embeddings = self.w_position_embeddings(bbox[:, :, 2] - bbox[:, :, 0])
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = (
+            words_embeddings
+            + position_embeddings
+            + left_position_embeddings
+            + upper_position_embeddings
+            + right_position_embeddings
+            + lower_position_embeddings
+            + h_position_embeddings
+            + w_position_embeddings
+            + token_type_embeddings
+        )
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+def layoutlm_eager_attention(module, query, key, value, attention_mask, scaling):
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask[:, :, :, : key.shape[-2]]
+    attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_output = torch.matmul(attn_weights, value)
+    return attn_output.transpose(1, 2).contiguous(), attn_weights
+
+
+class LayoutLMSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = int(c.hidden_size / c.num_attention_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+        self.scaling = self.attention_head_size ** -0.5
+
+    def forward(self, hidden_states, attention_mask=None):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.attention_head_size)
+        query_states = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_states = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_states = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        attn_output, attn_weights = layoutlm_eager_attention(self, query_states, key_states, value_states,
+                                                             attention_mask, self.scaling)
+        return attn_output.reshape(*input_shape, -1).contiguous(), attn_weights
+
+
+class LayoutLMSelfOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class LayoutLMAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = LayoutLMSelfAttention(c)
+        self.output = LayoutLMSelfOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None):
+        self_outputs = self.self(hidden_states, attention_mask=attention_mask)
+        return self.output(self_outputs[0], hidden_states)
+
+
+class LayoutLMIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+
+    def forward(self, hidden_states):
+        return F.gelu(self.dense(hidden_states))
+
+
+class LayoutLMOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class LayoutLMLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = LayoutLMAttention(c)
+        self.intermediate = LayoutLMIntermediate(c)
+        self.output = LayoutLMOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None):
+        attention_output = self.attention(hidden_states, attention_mask=attention_mask)
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class LayoutLMEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([LayoutLMLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask)
+        return hidden_states
+
+
+class LayoutLMPooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class LayoutLMModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = LayoutLMEmbeddings(c)
+        self.encoder = LayoutLMEncoder(c)
+        self.pooler = LayoutLMPooler(c)
+
+    def forward(self, input_ids):
+        input_shape = input_ids.size()
+        attention_mask = torch.ones(input_shape)
+        token_type_ids = torch.zeros(input_shape, dtype=torch.long)
+        bbox = torch.zeros(input_shape + (4,), dtype=torch.long)
+        extended_attention_mask = attention_mask.unsqueeze(1).unsqueeze(2)
+        extended_attention_mask = extended_attention_mask.to(dtype=torch.float32)
+        extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(torch.float32).min
+        embedding_output = self.embeddings(input_ids=input_ids, bbox=bbox, token_type_ids=token_type_ids)
+        sequence_output = self.encoder(embedding_output, extended_attention_mask)
+        self.pooler(sequence_output)
+        return sequence_output
+
+
+CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig),
+         "layoutlm": (LayoutLMModel, LayoutLMConfig)}

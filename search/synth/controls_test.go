@@ -195,6 +195,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
 	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
 	"mobilebert": {"attention_causal": false, "rope_layout": "none"},
+	// transformers' modeling_layoutlm.py, reimplemented: nine tables' rows summed (words, positions,
+	// the x and y tables twice each at a box of zeros, h, w, token types), BERT layers, GELU
+	"layoutlm": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -406,6 +409,34 @@ func TestUnseenShiftedRows(t *testing.T) {
 	}
 	if joins != 1 || shifts != 2 {
 		t.Errorf("%d joins of three along the channels and %d row shifts, want 1 and 2", joins, shifts)
+	}
+}
+
+// TestUnseenManySummed: LayoutLM's embeddings are the sum of nine
+// tables' rows, the x and y tables each called twice at the same ids (two
+// values of equal data, each taken once): eight adds in the embeddings,
+// left to right in the order the rows were made, every table's rows read.
+func TestUnseenManySummed(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "layoutlm-f32.npz")
+	res, _ := discoverComplete(t, path)
+	var read []string
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "add" || !strings.HasPrefix(n.Role, "text_encoder.embeddings.") {
+			continue
+		}
+		for _, in := range n.In {
+			if strings.Contains(in, "_embeddings") {
+				read = append(read, in[:strings.LastIndex(in, ".")])
+			}
+		}
+	}
+	want := []string{"word_embeddings", "position_embeddings", "x_position_embeddings", "y_position_embeddings",
+		"x_position_embeddings#1", "y_position_embeddings#1", "h_position_embeddings", "w_position_embeddings", "token_type_embeddings"}
+	for i := range want {
+		want[i] = "text_encoder.embeddings." + want[i]
+	}
+	if !slices.Equal(read, want) {
+		t.Errorf("the embeddings' adds read %v, want %v", read, want)
 	}
 }
 

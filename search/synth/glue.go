@@ -150,6 +150,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.shiftedJoin(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.manySummed(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.rowAddedResidual(target, vals); v != nil {
 		return v
 	}
