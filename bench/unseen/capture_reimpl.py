@@ -1869,7 +1869,8 @@ def capture(case, outdir):
     if case in PREPARE:
         PREPARE[case](model, torch.Generator().manual_seed(3))
     model.eval()
-    ids = torch.randint(0, config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
+    # 8 ids, or the config's seq_len (mpnet: long enough to reach its log-spaced buckets)
+    ids = torch.randint(0, config.vocab_size, (1, getattr(config, "seq_len", 8)), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": "transformers (reimplemented, torch 1.13)", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:

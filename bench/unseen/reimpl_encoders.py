@@ -39,6 +39,18 @@ the sum, left to right, of nine tables' rows: words, positions 0…S−1, x at b
 x at box[2], y at box[3] (the x and y tables called twice, at the same ids), h at box[3] − box[1],
 w at box[2] − box[0], token types 0; then a LayerNorm; a mask of ones made additive,
 (1 − m)·finfo.min; BERT layers (post-norm, GELU).
+
+mpnet follows src/transformers/models/mpnet/modeling_mpnet.py at commit
+00099b9f15ad8bea330364709453fc49cbba90e5 (the call boundaries of the real transformers 5.17
+trace: no mask tensor reaches the encoder, the layers get (hidden, None, position_bias)) with
+configuration_mpnet.py's defaults (32 relative buckets, GELU) but for the sizes: hidden 32,
+2 heads, intermediate 48, 2 layers, 24 ids (distances past the 8 exact buckets). What it shows:
+  - positions from the ids, fairseq's way: cumsum(ids ≠ 1)·(ids ≠ 1) + 1 (padding index 1;
+    an id 1 keeps position 1, the others count on from 2);
+  - the encoder's relative_attention_bias, an nn.Embedding [32, heads] called on T5's
+    bidirectional buckets of key − query (16 a side, 8 exact, log-spaced to max distance
+    128), permuted to [1, heads, S, S] and added to every layer's scores after the
+    1/√head division; BERT post-norm layers, GELU.
 """
 import math
 
@@ -643,5 +655,187 @@ class LayoutLMModel(nn.Module):
         return sequence_output
 
 
+# --- mpnet -------------------------------------------------------------------------------
+
+
+class MPNetConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    relative_attention_num_buckets = 32
+    layer_norm_eps = 1e-12
+    seq_len = 24  # distances up to 23: the log-spaced buckets 8…11 appear
+
+
+def create_position_ids_from_input_ids(input_ids, padding_idx):
+    mask = input_ids.ne(padding_idx).int()
+    incremental_indices = torch.cumsum(mask, dim=1).type_as(mask) * mask
+    return incremental_indices.long() + padding_idx
+
+
+class MPNetEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.padding_idx = 1
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=self.padding_idx)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size, padding_idx=self.padding_idx)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, input_ids=None, position_ids=None, inputs_embeds=None):
+        if position_ids is None:
+            position_ids = create_position_ids_from_input_ids(input_ids, self.padding_idx)
+        inputs_embeds = self.word_embeddings(input_ids)
+        position_embeddings = self.position_embeddings(position_ids)
+        embeddings = inputs_embeds + position_embeddings
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class MPNetSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = int(c.hidden_size / c.num_attention_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.q = nn.Linear(c.hidden_size, self.all_head_size)
+        self.k = nn.Linear(c.hidden_size, self.all_head_size)
+        self.v = nn.Linear(c.hidden_size, self.all_head_size)
+        self.o = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None):
+        batch_size, seq_length, _ = hidden_states.shape
+        q = self.q(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        k = self.k(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        v = self.v(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        attention_scores = torch.matmul(q, k.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if position_bias is not None:
+            attention_scores += position_bias
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = F.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        c = torch.matmul(attention_probs, v)
+        c = c.permute(0, 2, 1, 3).contiguous()
+        c = c.view(*(c.size()[:-2] + (self.all_head_size,)))
+        return (self.o(c),)
+
+
+class MPNetAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attn = MPNetSelfAttention(c)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None):
+        self_outputs = self.attn(hidden_states, attention_mask, position_bias)
+        attention_output = self.LayerNorm(self.dropout(self_outputs[0]) + hidden_states)
+        return (attention_output,) + self_outputs[1:]
+
+
+class MPNetIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+
+    def forward(self, hidden_states):
+        return F.gelu(self.dense(hidden_states))
+
+
+class MPNetOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class MPNetLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = MPNetAttention(c)
+        self.intermediate = MPNetIntermediate(c)
+        self.output = MPNetOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None):
+        self_attention_outputs = self.attention(hidden_states, attention_mask, position_bias=position_bias)
+        attention_output = self_attention_outputs[0]
+        layer_output = self.output(self.intermediate(attention_output), attention_output)
+        return (layer_output,) + self_attention_outputs[1:]
+
+
+class MPNetEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.n_heads = c.num_attention_heads
+        self.layer = nn.ModuleList([MPNetLayer(c) for _ in range(c.num_hidden_layers)])
+        self.relative_attention_bias = nn.Embedding(c.relative_attention_num_buckets, self.n_heads)
+
+    def forward(self, hidden_states, attention_mask=None):
+        position_bias = self.compute_position_bias(hidden_states)
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask, position_bias)[0]
+        return hidden_states
+
+    def compute_position_bias(self, x, position_ids=None, num_buckets=32):
+        bsz, qlen, klen = x.size(0), x.size(1), x.size(1)
+        context_position = torch.arange(qlen, dtype=torch.long)[:, None]
+        memory_position = torch.arange(klen, dtype=torch.long)[None, :]
+        relative_position = memory_position - context_position
+        rp_bucket = self.relative_position_bucket(relative_position, num_buckets=num_buckets)
+        values = self.relative_attention_bias(rp_bucket)
+        values = values.permute([2, 0, 1]).unsqueeze(0)
+        return values.expand((bsz, -1, qlen, klen)).contiguous()
+
+    @staticmethod
+    def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
+        ret = 0
+        n = -relative_position
+        num_buckets //= 2
+        ret += (n < 0).to(torch.long) * num_buckets
+        n = torch.abs(n)
+        max_exact = num_buckets // 2
+        is_small = n < max_exact
+        val_if_large = max_exact + (
+            torch.log(n.float() / max_exact) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+        ).to(torch.long)
+        val_if_large = torch.min(val_if_large, torch.full_like(val_if_large, num_buckets - 1))
+        ret += torch.where(is_small, n, val_if_large)
+        return ret
+
+
+class MPNetPooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class MPNetModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = MPNetEmbeddings(c)
+        self.encoder = MPNetEncoder(c)
+        self.pooler = MPNetPooler(c)
+
+    def forward(self, input_ids):
+        embedding_output = self.embeddings(input_ids=input_ids)
+        sequence_output = self.encoder(embedding_output, attention_mask=None)
+        self.pooler(sequence_output)
+        return sequence_output
+
+
 CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig),
-         "layoutlm": (LayoutLMModel, LayoutLMConfig)}
+         "layoutlm": (LayoutLMModel, LayoutLMConfig), "mpnet": (MPNetModel, MPNetConfig)}

@@ -198,6 +198,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_layoutlm.py, reimplemented: nine tables' rows summed (words, positions,
 	// the x and y tables twice each at a box of zeros, h, w, token types), BERT layers, GELU
 	"layoutlm": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_mpnet.py, reimplemented: T5's bidirectional relative buckets (32, max
+	// distance 128) index a [32, heads] table added to the scores; positions from the ids; BERT layers
+	"mpnet": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -437,6 +440,41 @@ func TestUnseenManySummed(t *testing.T) {
 	}
 	if !slices.Equal(read, want) {
 		t.Errorf("the embeddings' adds read %v, want %v", read, want)
+	}
+}
+
+// TestUnseenRelBuckets: MPNet's relative attention bias reads T5's
+// bidirectional buckets of the 24 positions: one rel_bucket node (32
+// buckets, the table's rows; max distance 128, the usual one of the
+// distances that reproduce the ids) read by the table's gather, the
+// fitted distances named in the positions' note.
+func TestUnseenRelBuckets(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "mpnet-f32.npz")
+	res, _ := discoverComplete(t, path)
+	var out string
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "rel_bucket" {
+			continue
+		}
+		if out != "" {
+			t.Fatal("two rel_bucket nodes, want one")
+		}
+		out = n.Out[0]
+		if b := n.Attrs.Bucket; b == nil || b.NumBuckets != 32 || b.MaxDistance != 128 || !b.Bidirectional {
+			t.Errorf("buckets %+v, want 32, max distance 128, bidirectional", b)
+		}
+	}
+	gathered := false
+	for _, n := range res.Doc.Program.Nodes {
+		gathered = gathered || n.Op == "gather" && strings.HasSuffix(n.In[0], "relative_attention_bias.weight") && n.In[1] == out
+	}
+	if out == "" || !gathered {
+		t.Errorf("rel_bucket %q not read by the bias table's gather", out)
+	}
+	for _, v := range res.Doc.Program.Values {
+		if strings.HasSuffix(v.Name, "/query_positions") && !strings.Contains(v.Note, "max distances from 119 to 128") {
+			t.Errorf("positions note %q lacks the distances that fit", v.Note)
+		}
 	}
 }
 
