@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxSumTerms bounds the values manySummed weighs at once.
@@ -16,7 +17,8 @@ const maxSumTerms = 16
 // word, position and token-type rows plus six box tables' rows at ids
 // that are all zero, two of them the same table's rows twice): the
 // coefficients of t over the values fitted by least squares (values with
-// equal data weighed as one), each snapped to a whole number and checked;
+// equal data weighed as one), each snapped to a whole number (within 1e-3,
+// 0.05 for a narrower format) and the sum checked;
 // the terms added left to right in the order the values were made.
 // summed takes three; tried once every other form has failed.
 func (s *synth) manySummed(t *val, vals []*val) *val {
@@ -42,10 +44,16 @@ func (s *synth) manySummed(t *val, vals []*val) *val {
 	if !ok {
 		return nil
 	}
+	// a coefficient within this of a whole number snaps to it (a bf16
+	// sum rounds after each add: its coefficients read ~2e-3 off)
+	snap := 1e-3
+	if t.format != precision.F32 {
+		snap = 0.05
+	}
 	var terms []*val
 	for i, g := range groups {
 		k := math.Round(c[i])
-		if math.Abs(c[i]-k) > 1e-3 || k < 0 || int(k) > len(g) {
+		if math.Abs(c[i]-k) > snap || k < 0 || int(k) > len(g) {
 			return nil
 		}
 		terms = append(terms, g[:int(k)]...)
