@@ -51,6 +51,16 @@ configuration_mpnet.py's defaults (32 relative buckets, GELU) but for the sizes:
     bidirectional buckets of key − query (16 a side, 8 exact, log-spaced to max distance
     128), permuted to [1, heads, S, S] and added to every layer's scores after the
     1/√head division; BERT post-norm layers, GELU.
+
+nystromformer follows src/transformers/models/nystromformer/modeling_nystromformer.py at commit
+0085ddcdb07f408be6d70982bd9c54992f3974cc (the call boundaries of the real transformers 5.17 trace:
+token type ids made by the model and passed, no mask tensor, the layers called as (hidden, None,
+False)) with configuration_nystromformer.py's defaults (64 landmarks = segment_means_seq_len 64,
+so the exact softmax path; conv_kernel_size 65; gelu_new) but for the sizes: hidden 32, 2 heads,
+intermediate 48, 2 layers. What it shows: q and k each divided by √√head; softmax(q·kᵀ)·v plus a
+depthwise nn.Conv2d over the values [B, H, S, D] (kernel (65, 1), padding (32, 0), no bias, one
+group per head: a convolution along the sequence wider than it), then the heads joined; positions
+2…S+1 from a buffer; word + token-type + position rows; NewGELUActivation as its own call.
 """
 import math
 
@@ -837,5 +847,171 @@ class MPNetModel(nn.Module):
         return sequence_output
 
 
+# --- nystromformer -----------------------------------------------------------------------
+
+
+class NystromformerConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 2
+    segment_means_seq_len = 64
+    num_landmarks = 64
+    conv_kernel_size = 65
+    inv_coeff_init_option = False
+    pad_token_id = 0
+    layer_norm_eps = 1e-5
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, input):
+        return 0.5 * input * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (input + 0.044715 * torch.pow(input, 3.0))))
+
+
+class NystromformerEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings + 2, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)) + 2)
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        seq_length = input_ids.size()[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        inputs_embeds = self.word_embeddings(input_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + token_type_embeddings
+        position_embeddings = self.position_embeddings(position_ids)
+        embeddings += position_embeddings
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class NystromformerSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = int(c.hidden_size / c.num_attention_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.num_landmarks = c.num_landmarks
+        self.seq_len = c.segment_means_seq_len
+        self.conv_kernel_size = c.conv_kernel_size
+        self.query = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+        self.conv = nn.Conv2d(in_channels=self.num_attention_heads, out_channels=self.num_attention_heads,
+                              kernel_size=(self.conv_kernel_size, 1), padding=(self.conv_kernel_size // 2, 0),
+                              bias=False, groups=self.num_attention_heads)
+
+    def transpose_for_scores(self, layer):
+        new_layer_shape = layer.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        return layer.view(*new_layer_shape).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        mixed_query_layer = self.query(hidden_states)
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        query_layer = self.transpose_for_scores(mixed_query_layer)
+        query_layer = query_layer / math.sqrt(math.sqrt(self.attention_head_size))
+        key_layer = key_layer / math.sqrt(math.sqrt(self.attention_head_size))
+        # num_landmarks == seq_len (segment_means_seq_len): the exact path
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = F.softmax(attention_scores, dim=-1)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer += self.conv(value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        context_layer = context_layer.view(*(context_layer.size()[:-2] + (self.all_head_size,)))
+        return (context_layer,)
+
+
+class NystromformerSelfOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class NystromformerAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = NystromformerSelfAttention(c)
+        self.output = NystromformerSelfOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        self_outputs = self.self(hidden_states, attention_mask, output_attentions)
+        return (self.output(self_outputs[0], hidden_states),) + self_outputs[1:]
+
+
+class NystromformerIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = NewGELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class NystromformerOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class NystromformerLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = NystromformerAttention(c)
+        self.intermediate = NystromformerIntermediate(c)
+        self.output = NystromformerOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        attention_output = self.attention(hidden_states, attention_mask, output_attentions=output_attentions)[0]
+        return (self.output(self.intermediate(attention_output), attention_output),)
+
+
+class NystromformerEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([NystromformerLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask, False)[0]
+        return hidden_states
+
+
+class NystromformerModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = NystromformerEmbeddings(c)
+        self.encoder = NystromformerEncoder(c)
+
+    def forward(self, input_ids):
+        token_type_ids = torch.zeros(input_ids.size(), dtype=torch.long)
+        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        return self.encoder(embedding_output, attention_mask=None)
+
+
 CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig),
-         "layoutlm": (LayoutLMModel, LayoutLMConfig), "mpnet": (MPNetModel, MPNetConfig)}
+         "layoutlm": (LayoutLMModel, LayoutLMConfig), "mpnet": (MPNetModel, MPNetConfig),
+         "nystromformer": (NystromformerModel, NystromformerConfig)}

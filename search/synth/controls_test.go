@@ -201,6 +201,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_mpnet.py, reimplemented: T5's bidirectional relative buckets (32, max
 	// distance 128) index a [32, heads] table added to the scores; positions from the ids; BERT layers
 	"mpnet": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_nystromformer.py, reimplemented: the exact softmax path (64 landmarks =
+	// segment_means_seq_len) plus a depthwise (65, 1) convolution of the values added per head; gelu_new
+	"nystromformer": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_tanh", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -475,6 +478,30 @@ func TestUnseenRelBuckets(t *testing.T) {
 		if strings.HasSuffix(v.Name, "/query_positions") && !strings.Contains(v.Note, "max distances from 119 to 128") {
 			t.Errorf("positions note %q lacks the distances that fit", v.Note)
 		}
+	}
+}
+
+// TestUnseenAttentionPlusConv: Nyströmformer's attention adds a
+// depthwise convolution of the values along the sequence (kernel (65, 1),
+// padding (32, 0)) before the heads are joined: per layer, a conv2d padded
+// 32 on both axes whose middle 16 columns are kept, and the attention's
+// output plus it.
+func TestUnseenAttentionPlusConv(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "nystromformer-f32.npz")
+	res, _ := discoverComplete(t, path)
+	convs, kept, sums := 0, 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		switch {
+		case n.Op == "conv2d" && n.Attrs.Conv != nil && n.Attrs.Conv.Pad == 32 && n.Attrs.Conv.Groups == 2:
+			convs++
+		case n.Op == "slice" && n.Attrs.Axis == 3 && n.Attrs.Start == 32 && n.Attrs.End == 48:
+			kept++
+		case n.Op == "add" && slices.ContainsFunc(n.In, func(in string) bool { return strings.Contains(in, ".attention.self.attention") }):
+			sums++
+		}
+	}
+	if convs != 2 || kept != 2 || sums != 2 {
+		t.Errorf("%d convolutions padded 32, %d middle slices, %d attentions plus a value: want 2 of each", convs, kept, sums)
 	}
 }
 

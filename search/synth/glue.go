@@ -162,6 +162,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.joinedWide(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.attentionPlus(target, sc, vals); v != nil {
+		return v
+	}
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}

@@ -617,16 +617,33 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 		bias = params[1]
 	}
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
-	if pad2 < 0 || pad2%2 != 0 || t.shape[3]-x.shape[3]+w.shape[3]-1 != pad2 {
+	padW2 := t.shape[3] - x.shape[3] + w.shape[3] - 1
+	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
 		return nil
 	}
 	groups := 1
 	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
 		groups = x.shape[1]
 	}
-	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
-	v, ev := s.best(t, []*expr{{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
-		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}})
+	p := program.ConvParams{Pad: max(pad2, padW2) / 2, Groups: groups}
+	e := &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
+		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}
+	if pad2 != padW2 {
+		// pads that differ between H and W (a (k, 1) kernel padded
+		// (k/2, 0): a depthwise convolution along one axis): the larger
+		// on both, the other axis's middle columns kept
+		ax, lo := 3, (pad2-padW2)/2
+		if padW2 > pad2 {
+			ax, lo = 2, (padW2-pad2)/2
+		}
+		wide := s.derive(e)
+		if wide == nil {
+			return nil
+		}
+		e = &expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: lo, End: lo + t.shape[ax]}, args: []*val{wide}, out: t.format,
+			label: fmt.Sprintf("conv %dx%d pad (%d, %d) groups %d", w.shape[2], w.shape[3], pad2/2, padW2/2, groups)}
+	}
+	v, ev := s.best(t, []*expr{e})
 	if v == nil {
 		return nil
 	}
