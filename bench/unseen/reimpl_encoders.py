@@ -61,6 +61,22 @@ intermediate 48, 2 layers. What it shows: q and k each divided by √√head; so
 depthwise nn.Conv2d over the values [B, H, S, D] (kernel (65, 1), padding (32, 0), no bias, one
 group per head: a convolution along the sequence wider than it), then the heads joined; positions
 2…S+1 from a buffer; word + token-type + position rows; NewGELUActivation as its own call.
+
+convbert follows src/transformers/models/convbert/modeling_convbert.py at commit
+0172c3ecffb30100f5cf2f787cde19628651ee4b (the call boundaries of the real transformers 5.17
+trace: token type ids made by the model and passed, no mask tensor, the self-attention returning
+(context, probabilities) with the probabilities through an nn.Dropout call, the attention and layer
+returning tensors; the projections called in that trace's order: key, value, the separable
+convolution, query) with configuration_convbert.py's defaults (head_ratio 2, conv_kernel_size 9,
+num_groups 1, GELU) but for the sizes: hidden 32, embedding 16 (so embeddings_project), 4 heads
+(2 attend, 2 convolve, head 8), intermediate 48, 2 layers. What it shows:
+  - a SeparableConv1D over the hidden states channels first: a depthwise Conv1d (kernel 9, pad
+    4, no bias), a pointwise Conv1d, then its own [C, 1] bias added in place;
+  - that times the query (transposed back to rows), through conv_kernel_layer to 9 logits per
+    convolving head, softmax over them; conv_out_layer's rows unfolded 9 around each position
+    (zero outside) and weighted by those per-position kernels (a matmul): a dynamic convolution;
+  - softmax attention over the other half of the heads, the two joined per position [attention,
+    convolution] before the output dense.
 """
 import math
 
@@ -1012,6 +1028,206 @@ class NystromformerModel(nn.Module):
         return self.encoder(embedding_output, attention_mask=None)
 
 
+# --- convbert ----------------------------------------------------------------------------
+
+
+class ConvBertConfig:
+    vocab_size = 64
+    hidden_size = 32
+    embedding_size = 16
+    num_attention_heads = 4
+    head_ratio = 2
+    conv_kernel_size = 9
+    num_groups = 1
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 2
+    pad_token_id = 0
+    layer_norm_eps = 1e-12
+
+
+class GELUActivation(nn.Module):
+    def forward(self, input):
+        return F.gelu(input)
+
+
+class ConvBertEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.embedding_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.embedding_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.embedding_size)
+        self.LayerNorm = nn.LayerNorm(c.embedding_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)))
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None):
+        seq_length = input_ids.size()[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_length]
+        inputs_embeds = self.word_embeddings(input_ids)
+        position_embeddings = self.position_embeddings(position_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + position_embeddings + token_type_embeddings
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class SeparableConv1D(nn.Module):
+    def __init__(self, c, input_filters, output_filters, kernel_size):
+        super().__init__()
+        self.depthwise = nn.Conv1d(input_filters, input_filters, kernel_size=kernel_size, groups=input_filters,
+                                   padding=kernel_size // 2, bias=False)
+        self.pointwise = nn.Conv1d(input_filters, output_filters, kernel_size=1, bias=False)
+        self.bias = nn.Parameter(torch.zeros(output_filters, 1))
+
+    def forward(self, hidden_states):
+        x = self.depthwise(hidden_states)
+        x = self.pointwise(x)
+        x += self.bias
+        return x
+
+
+class ConvBertSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads // c.head_ratio
+        self.head_ratio = c.head_ratio
+        self.conv_kernel_size = c.conv_kernel_size
+        self.attention_head_size = c.hidden_size // c.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key_conv_attn_layer = SeparableConv1D(c, c.hidden_size, self.all_head_size, self.conv_kernel_size)
+        self.conv_kernel_layer = nn.Linear(self.all_head_size, self.num_attention_heads * self.conv_kernel_size)
+        self.conv_out_layer = nn.Linear(c.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        return x.view(*new_x_shape).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None):
+        batch_size = hidden_states.size(0)
+        mixed_key_layer = self.key(hidden_states)
+        mixed_value_layer = self.value(hidden_states)
+        mixed_key_conv_attn_layer = self.key_conv_attn_layer(hidden_states.transpose(1, 2))
+        mixed_key_conv_attn_layer = mixed_key_conv_attn_layer.transpose(1, 2)
+        mixed_query_layer = self.query(hidden_states)
+        query_layer = self.transpose_for_scores(mixed_query_layer)
+        key_layer = self.transpose_for_scores(mixed_key_layer)
+        value_layer = self.transpose_for_scores(mixed_value_layer)
+        conv_attn_layer = torch.multiply(mixed_key_conv_attn_layer, mixed_query_layer)
+        conv_kernel_layer = self.conv_kernel_layer(conv_attn_layer)
+        conv_kernel_layer = torch.reshape(conv_kernel_layer, [-1, self.conv_kernel_size, 1])
+        conv_kernel_layer = torch.softmax(conv_kernel_layer, dim=1)
+        conv_out_layer = self.conv_out_layer(hidden_states)
+        conv_out_layer = torch.reshape(conv_out_layer, [batch_size, -1, self.all_head_size])
+        conv_out_layer = conv_out_layer.transpose(1, 2).contiguous().unsqueeze(-1)
+        conv_out_layer = F.unfold(conv_out_layer, kernel_size=[self.conv_kernel_size, 1], dilation=1,
+                                  padding=[(self.conv_kernel_size - 1) // 2, 0], stride=1)
+        conv_out_layer = conv_out_layer.transpose(1, 2).reshape(batch_size, -1, self.all_head_size, self.conv_kernel_size)
+        conv_out_layer = torch.reshape(conv_out_layer, [-1, self.attention_head_size, self.conv_kernel_size])
+        conv_out_layer = torch.matmul(conv_out_layer, conv_kernel_layer)
+        conv_out_layer = torch.reshape(conv_out_layer, [-1, self.all_head_size])
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        if attention_mask is not None:
+            attention_scores = attention_scores + attention_mask
+        attention_probs = F.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        conv_out = torch.reshape(conv_out_layer, [batch_size, -1, self.num_attention_heads, self.attention_head_size])
+        context_layer = torch.cat([context_layer, conv_out], 2)
+        context_layer = context_layer.view(*(context_layer.size()[:-2] + (self.head_ratio * self.all_head_size,)))
+        return context_layer, attention_probs
+
+
+class ConvBertSelfOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class ConvBertAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = ConvBertSelfAttention(c)
+        self.output = ConvBertSelfOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None):
+        self_outputs = self.self(hidden_states, attention_mask, encoder_hidden_states=None)
+        return self.output(self_outputs[0], hidden_states)
+
+
+class ConvBertIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = GELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class ConvBertOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class ConvBertLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = ConvBertAttention(c)
+        self.intermediate = ConvBertIntermediate(c)
+        self.output = ConvBertOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None):
+        attention_output = self.attention(hidden_states, attention_mask)
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class ConvBertEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([ConvBertLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask)
+        return hidden_states
+
+
+class ConvBertModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = ConvBertEmbeddings(c)
+        if c.embedding_size != c.hidden_size:
+            self.embeddings_project = nn.Linear(c.embedding_size, c.hidden_size)
+        self.encoder = ConvBertEncoder(c)
+
+    def forward(self, input_ids):
+        token_type_ids = torch.zeros(input_ids.size(), dtype=torch.long)
+        hidden_states = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        if hasattr(self, "embeddings_project"):
+            hidden_states = self.embeddings_project(hidden_states)
+        return self.encoder(hidden_states, attention_mask=None)
+
+
 CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig),
          "layoutlm": (LayoutLMModel, LayoutLMConfig), "mpnet": (MPNetModel, MPNetConfig),
-         "nystromformer": (NystromformerModel, NystromformerConfig)}
+         "nystromformer": (NystromformerModel, NystromformerConfig), "convbert": (ConvBertModel, ConvBertConfig)}

@@ -204,6 +204,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_nystromformer.py, reimplemented: the exact softmax path (64 landmarks =
 	// segment_means_seq_len) plus a depthwise (65, 1) convolution of the values added per head; gelu_new
 	"nystromformer": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_tanh", "mlp_glu": false},
+	// transformers' modeling_convbert.py, reimplemented: half the heads attend, half convolve (a
+	// dynamic convolution: per-position softmax kernels of 9 over the unfolded rows), joined per position
+	"convbert": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -502,6 +505,33 @@ func TestUnseenAttentionPlusConv(t *testing.T) {
 	}
 	if convs != 2 || kept != 2 || sums != 2 {
 		t.Errorf("%d convolutions padded 32, %d middle slices, %d attentions plus a value: want 2 of each", convs, kept, sums)
+	}
+}
+
+// TestUnseenDynamicConv: ConvBERT's self-attention is found as attention
+// joined per position with a dynamic convolution: per layer one softmax
+// of the per-position kernel logits, nine taps (eight shifted copies of
+// the rows, each a slice joined with a zero row, and the centre), and the
+// attention's output joined with the taps' sum along the width.
+func TestUnseenDynamicConv(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "convbert-f32.npz")
+	res, _ := discoverComplete(t, path)
+	softmaxes, shifts, joins := 0, 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		if !strings.Contains(n.Role, ".attention.self.") {
+			continue
+		}
+		switch {
+		case n.Op == "softmax":
+			softmaxes++
+		case n.Op == "concat" && n.Attrs.Axis == 1 && len(n.In) == 2:
+			shifts++
+		case n.Op == "concat" && n.Attrs.Axis == 2 && len(n.In) == 2 && strings.Contains(n.In[0], ".attention.self.attention"):
+			joins++
+		}
+	}
+	if softmaxes != 2 || shifts != 16 || joins != 2 {
+		t.Errorf("%d kernel softmaxes, %d shifted rows, %d joins: want 2, 16 and 2", softmaxes, shifts, joins)
 	}
 }
 

@@ -121,3 +121,40 @@ func (s *synth) shiftedValue(v *val, ax, d int) *val {
 	}
 	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: v.format, label: fmt.Sprintf("shifted %+d", d)})
 }
+
+// movedCombined explains t as a·b or a + b where a is a value of t's
+// shape and b a value whose last two axes are t's swapped, moved to t's
+// layout (a channels-first convolution's output transposed back before
+// it meets the rows: ConvBERT's separable convolution times the query).
+// Tried once every other form has failed.
+func (s *synth) movedCombined(t *val, vals []*val) *val {
+	n := len(t.shape)
+	if n < 2 || t.shape[n-1] == t.shape[n-2] {
+		return nil
+	}
+	swapped := slices.Clone(t.shape)
+	swapped[n-1], swapped[n-2] = swapped[n-2], swapped[n-1]
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	perm[n-1], perm[n-2] = n-2, n-1
+	same := sameShape(t, vals)
+	for _, b := range vals {
+		if b.opaque || !slices.Equal(b.shape, swapped) {
+			continue
+		}
+		moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{b}, out: b.format, label: "last two axes swapped"})
+		if moved == nil {
+			continue
+		}
+		for _, a := range same {
+			for _, op := range []program.Op{program.OpMul, program.OpAdd} {
+				if w, _ := s.best(t, []*expr{{op: op, args: []*val{moved, a}, out: t.format, label: op.String() + " of a moved value"}}); w != nil {
+					return w
+				}
+			}
+		}
+	}
+	return nil
+}
