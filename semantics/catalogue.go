@@ -240,6 +240,7 @@ var catalogue = []FactorSpec{
 	{Name: "attention_qk_format", Doc: "q and k (after RoPE) rounded to this narrower format and read back before the scores (an f32 run that casts them to bf16); absent where they are not", typ: typeEnum, enum: []string{"bf16", "f16"}},
 	{Name: "attention_lambda", Doc: "differential attention (the first half of the heads' maps minus λ times the second half's, over values re-laid as [v_j, v_{j+H/2}]): λ computed from the attention's own vector parameters, Σ ± exp(x·y) + c with c = 1 − the scale the attention applies after (the pairing in the evidence), or a fitted number per call where they do not decide it", typ: typeEnum, enum: []string{"vectors", "fitted"}},
 	{Name: "attention_kernel", Doc: "kernelised (linear) attention: φ(q)·(φ(k)ᵀv) normalised by φ(q)·Σφ(k), φ this activation; absent for softmax attention", typ: typeEnum, enum: acts},
+	{Name: "attention_angular_power", Doc: "YOSO's expected LSH attention (angular_attention): the power τ of (1 − acos(q̂·k̂)/π) weighting the values (hash_code_len); absent for other attentions", typ: typeNumber, check: positive},
 	{Name: "ssm_skip", Doc: "a selective state-space scan (ssm_scan) adds the skip D·x (a [H] vector per head); absent where no scan was found", typ: typeBool},
 	{Name: "patch_layout", Doc: "how latents become tokens: none (already tokens) or patches with features (c, ph, pw)", typ: typeEnum, enum: []string{"none", "c_ph_pw"}},
 	{Name: "euler_sign", Doc: "x ← x + sign·(σ[i+1] − σ[i])·v", typ: typeNumber, check: oneOf(1, -1)},

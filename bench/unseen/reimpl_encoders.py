@@ -77,6 +77,15 @@ num_groups 1, GELU) but for the sizes: hidden 32, embedding 16 (so embeddings_pr
     (zero outside) and weighted by those per-position kernels (a matmul): a dynamic convolution;
   - softmax attention over the other half of the heads, the two joined per position [attention,
     convolution] before the output dense.
+
+yoso follows src/transformers/models/yoso/modeling_yoso.py at commit
+004edfe2dc0fdbc94068d7977605aa6798de787e (the call boundaries of the real transformers 5.17
+trace: the model passes token type ids and a 2-D mask of ones down to every self-attention,
+the layers called as (hidden, mask, False)) with configuration_yoso.py's defaults
+(use_expectation, hash_code_len 9, no conv_window, one token type, GELU) but for the sizes:
+hidden 32, 2 heads, intermediate 48, 2 layers. What it shows: YosoCumulation's expectation,
+per head (1 − acos(q̂·k̂)/π)^9 with q and k L2-normalised, times the mask (1 + m/10000).int()
+(ones), times v, summed without a softmax, then L2-normalised, the heads joined.
 """
 import math
 
@@ -863,6 +872,170 @@ class MPNetModel(nn.Module):
         return sequence_output
 
 
+# --- yoso --------------------------------------------------------------------------------
+
+
+class YosoConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_attention_heads = 2
+    num_hidden_layers = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 1
+    use_expectation = True
+    hash_code_len = 9
+    conv_window = None
+    pad_token_id = 0
+    layer_norm_eps = 1e-12
+
+
+def yoso_normalize(input_tensors):
+    if isinstance(input_tensors, list):
+        return [F.normalize(tensor, p=2, dim=-1) for tensor in input_tensors]
+    return F.normalize(input_tensors, p=2, dim=-1)
+
+
+class YosoCumulation(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query_mask, key_mask, query, key, value, config):
+        hash_code_len = config["hash_code_len"]
+        expectation = (1 - torch.acos(torch.matmul(query, key.transpose(-1, -2))) / math.pi) ** hash_code_len
+        expectation = expectation * query_mask[:, :, None] * key_mask[:, None, :]
+        return torch.matmul(expectation, value)
+
+
+class YosoSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = int(c.hidden_size / c.num_attention_heads)
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+        self.use_expectation = c.use_expectation
+        self.hash_code_len = c.hash_code_len
+        self.lsh_config = {"hash_code_len": self.hash_code_len}
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        batch_size, seq_length, _ = hidden_states.shape
+        query_layer = self.query(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        key_layer = self.key(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        value_layer = self.value(hidden_states).view(batch_size, -1, self.num_attention_heads, self.attention_head_size).transpose(1, 2)
+        batch_size, num_heads, seq_len, head_dim = query_layer.size()
+        query_layer = query_layer.reshape(batch_size * num_heads, seq_len, head_dim)
+        key_layer = key_layer.reshape(batch_size * num_heads, seq_len, head_dim)
+        value_layer = value_layer.reshape(batch_size * num_heads, seq_len, head_dim)
+        attention_mask = 1.0 + attention_mask / 10000.0
+        attention_mask = attention_mask.unsqueeze(1).repeat_interleave(num_heads, dim=1).reshape(batch_size * num_heads, seq_len).int()
+        query_layer, key_layer = yoso_normalize([query_layer, key_layer])
+        context_layer = YosoCumulation.apply(attention_mask, attention_mask, query_layer, key_layer, value_layer, self.lsh_config)
+        context_layer = yoso_normalize(context_layer)
+        context_layer = context_layer.reshape(batch_size, num_heads, seq_len, head_dim)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        context_layer = context_layer.view(*(context_layer.size()[:-2] + (self.all_head_size,)))
+        return (context_layer,)
+
+
+class YosoEmbeddings(nn.Module):
+    """Copied from NystromformerEmbeddings upstream (the same arithmetic, below)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings + 2, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)) + 2, persistent=False)
+
+    def forward(self, input_ids=None, token_type_ids=None):
+        position_ids = self.position_ids[:, :input_ids.size()[1]]
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings += self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class YosoSelfOutput(nn.Module):
+    """BertSelfOutput."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(self.dropout(self.dense(hidden_states)) + input_tensor)
+
+
+class YosoOutput(YosoSelfOutput):
+    """BertOutput: the same arithmetic from the intermediate width."""
+
+    def __init__(self, c):
+        super().__init__(c)
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+
+
+class YosoAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = YosoSelfAttention(c)
+        self.output = YosoSelfOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        self_outputs = self.self(hidden_states, attention_mask, output_attentions)
+        return (self.output(self_outputs[0], hidden_states),) + self_outputs[1:]
+
+
+class YosoIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = GELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class YosoLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = YosoAttention(c)
+        self.intermediate = YosoIntermediate(c)
+        self.output = YosoOutput(c)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        attention_output = self.attention(hidden_states, attention_mask, output_attentions=output_attentions)[0]
+        return (self.output(self.intermediate(attention_output), attention_output),)
+
+
+class YosoEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([YosoLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states, attention_mask, False)[0]
+        return hidden_states
+
+
+class YosoModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = YosoEmbeddings(c)
+        self.encoder = YosoEncoder(c)
+
+    def forward(self, input_ids):
+        attention_mask = torch.ones(input_ids.size())
+        token_type_ids = torch.zeros(input_ids.size(), dtype=torch.long)
+        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        return self.encoder(embedding_output, attention_mask=attention_mask)
+
+
 # --- nystromformer -----------------------------------------------------------------------
 
 
@@ -1230,4 +1403,5 @@ class ConvBertModel(nn.Module):
 
 CASES = {"xglm": (XGLMModel, XGLMConfig), "mobilebert": (MobileBertModel, MobileBertConfig),
          "layoutlm": (LayoutLMModel, LayoutLMConfig), "mpnet": (MPNetModel, MPNetConfig),
-         "nystromformer": (NystromformerModel, NystromformerConfig), "convbert": (ConvBertModel, ConvBertConfig)}
+         "nystromformer": (NystromformerModel, NystromformerConfig), "convbert": (ConvBertModel, ConvBertConfig),
+         "yoso": (YosoModel, YosoConfig)}

@@ -241,6 +241,9 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 		a.LinearAttention = LinearAttentionParams{Heads: l.Heads, Kernel: k, Eps: float32(l.Eps)}
 	}
+	if g := d.Angular; g != nil {
+		a.Angular = AngularParams{Heads: g.Heads, Power: g.Power}
+	}
 	if r := d.Bucket; r != nil {
 		a.Bucket = BucketParams{NumBuckets: r.NumBuckets, MaxDistance: r.MaxDistance, Bidirectional: r.Bidirectional}
 		if err := a.Bucket.check(); err != nil {
@@ -302,6 +305,8 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.PlusOne = a.Modulate.PlusOne
 	case OpConv2D:
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups}
+	case OpAngular:
+		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
 	case OpRelBucket:
 		d.Bucket = &semantics.BucketAttrs{NumBuckets: a.Bucket.NumBuckets, MaxDistance: a.Bucket.MaxDistance, Bidirectional: a.Bucket.Bidirectional}
 	case OpLinearAttention:

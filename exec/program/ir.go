@@ -49,12 +49,13 @@ const (
 	OpWhere                         // cond, a, b: a where cond > 0, else b, broadcast together (torch.where(x > 0, a, b): a piecewise activation's choice; host step)
 	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
 	OpRelBucket                     // q [Sq], k [Sk] positions: [Sq, Sk] relative position bucket ids, f32; Attrs.Bucket (host step)
+	OpAngular                       // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.Angular: YOSO's expected LSH attention (host step)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -95,6 +96,8 @@ type Attrs struct {
 	LinearAttention LinearAttentionParams
 	// Bucket configures OpRelBucket.
 	Bucket BucketParams
+	// Angular configures OpAngular.
+	Angular AngularParams
 }
 
 // Node is one operation.

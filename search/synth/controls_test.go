@@ -207,6 +207,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_convbert.py, reimplemented: half the heads attend, half convolve (a
 	// dynamic convolution: per-position softmax kernels of 9 over the unfolded rows), joined per position
 	"convbert": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_yoso.py, reimplemented: YOSO's expectation (1 − acos(q̂·k̂)/π)^9 weighting
+	// the values without a softmax, L2-normalised per head
+	"yoso": {"attention_angular_power": 9.0, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -532,6 +535,32 @@ func TestUnseenDynamicConv(t *testing.T) {
 	}
 	if softmaxes != 2 || shifts != 16 || joins != 2 {
 		t.Errorf("%d kernel softmaxes, %d shifted rows, %d joins: want 2, 16 and 2", softmaxes, shifts, joins)
+	}
+}
+
+// TestUnseenAngularAttention: YOSO's attention is one angular_attention
+// node per layer, 2 heads, power 9 (hash_code_len), read from the scope's
+// q, k and v projections.
+func TestUnseenAngularAttention(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "yoso-f32.npz")
+	res, _ := discoverComplete(t, path)
+	n := 0
+	for _, nd := range res.Doc.Program.Nodes {
+		if nd.Op != "angular_attention" {
+			continue
+		}
+		n++
+		if a := nd.Attrs.Angular; a == nil || a.Heads != 2 || a.Power != 9 {
+			t.Errorf("%s: %+v, want 2 heads, power 9", nd.Role, a)
+		}
+		for i, want := range []string{".query.", ".key.", ".value."} {
+			if !strings.Contains(nd.In[i], want) {
+				t.Errorf("%s reads %v, want q, k, v from the projections", nd.Role, nd.In)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d angular attentions, want 2", n)
 	}
 }
 

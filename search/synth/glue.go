@@ -171,6 +171,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.attentionBesideConv(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.angularAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
