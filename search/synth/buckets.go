@@ -39,7 +39,9 @@ func (s *synth) relBuckets(t *val) *val {
 		}
 		mx = max(mx, int(x))
 	}
-	if mx < 2 {
+	if mx < 2 || mx > 1024 {
+		// (bucket tables hold tens of rows; ids in the thousands are
+		// tokens, not buckets)
 		return nil
 	}
 	// bucket counts to try: the table's rows, then what the ids allow
