@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       and reimpl_encoders.py's: xglm)
+       and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba.
+gpt_neox_japanese bamba xglm mobilebert layoutlm mpnet nystromformer convbert yoso.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -1856,7 +1856,7 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
          "bamba": (BambaModel, BambaConfig)}
-import reimpl_encoders  # noqa: E402  (xglm, ...: the encoders' cases)
+import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 CASES.update(reimpl_encoders.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 

@@ -1,6 +1,6 @@
-"""Faithful torch 1.13 reimplementations of transformers models whose embeddings or position
-schemes earlier forms did not read (cases of capture_reimpl.py; its docstring says how a case
-is built and captured).
+"""Faithful torch 1.13 reimplementations of transformers encoders (and xglm) whose embeddings,
+position schemes or attention variants earlier forms did not read (cases of capture_reimpl.py;
+its docstring says how a case is built and captured).
 
 xglm follows huggingface/transformers src/transformers/models/xglm/modeling_xglm.py at commit
 045e910e889d20cfbef6a6405f02a5a9aef4ce54 (the call boundaries of the real transformers 5.17
