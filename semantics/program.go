@@ -108,6 +108,27 @@ type NodeAttrs struct {
 	Conv      *ConvAttrs      `json:"conv,omitempty"`
 	// LinearAttention configures a linear_attention node.
 	LinearAttention *LinearAttentionAttrs `json:"linear_attention,omitempty"`
+	// Bucket configures a rel_bucket node.
+	Bucket *BucketAttrs `json:"bucket,omitempty"`
+	// Angular configures an angular_attention node.
+	Angular *AngularAttrs `json:"angular,omitempty"`
+}
+
+// AngularAttrs configure an angular_attention node (YOSO's expected LSH
+// attention): per head, Σ_j (1 − acos(q̂·k̂_j)/π)^power · v_j, L2-normalised.
+type AngularAttrs struct {
+	Heads int `json:"heads"`
+	Power int `json:"power"`
+}
+
+// BucketAttrs configure a rel_bucket node: T5's relative position
+// buckets of query and key positions (n = q − k; bidirectional: half the
+// buckets for keys after the query), exact below half a side's buckets,
+// log-spaced up to max_distance.
+type BucketAttrs struct {
+	NumBuckets    int  `json:"num_buckets"`
+	MaxDistance   int  `json:"max_distance"`
+	Bidirectional bool `json:"bidirectional,omitempty"`
 }
 
 // ConvAttrs configure a conv2d node (stride 1): pad zeros on each side of
@@ -258,7 +279,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

@@ -3,9 +3,11 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer,
+       and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer xglm mobilebert layoutlm mpnet
+nystromformer convbert yoso.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -2860,6 +2862,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
          "falcon_mamba": (FalconMambaModel, FalconMambaConfig), "roformer": (RoFormerModel, RoFormerConfig)}
+import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
+CASES.update(reimpl_encoders.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
@@ -2871,7 +2875,8 @@ def capture(case, outdir):
     if case in PREPARE:
         PREPARE[case](model, torch.Generator().manual_seed(3))
     model.eval()
-    ids = torch.randint(0, config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(2))
+    # 8 ids, or the config's seq_len (mpnet: long enough to reach its log-spaced buckets)
+    ids = torch.randint(0, config.vocab_size, (1, getattr(config, "seq_len", 8)), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": "transformers (reimplemented, torch 1.13)", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:

@@ -241,7 +241,16 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 		a.LinearAttention = LinearAttentionParams{Heads: l.Heads, Kernel: k, Eps: float32(l.Eps)}
 	}
-	if !op.movement() && op != OpConcat && op != OpRepeat && op != OpGather {
+	if g := d.Angular; g != nil {
+		a.Angular = AngularParams{Heads: g.Heads, Power: g.Power}
+	}
+	if r := d.Bucket; r != nil {
+		a.Bucket = BucketParams{NumBuckets: r.NumBuckets, MaxDistance: r.MaxDistance, Bidirectional: r.Bidirectional}
+		if err := a.Bucket.check(); err != nil {
+			return Node{}, err
+		}
+	}
+	if !op.movement() && op != OpConcat && op != OpRepeat && op != OpGather && op != OpRelBucket {
 		if n.Spec, err = SpecFor(pr, op.String(), n.Role); err != nil {
 			return Node{}, err
 		}
@@ -296,6 +305,10 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.PlusOne = a.Modulate.PlusOne
 	case OpConv2D:
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups}
+	case OpAngular:
+		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
+	case OpRelBucket:
+		d.Bucket = &semantics.BucketAttrs{NumBuckets: a.Bucket.NumBuckets, MaxDistance: a.Bucket.MaxDistance, Bidirectional: a.Bucket.Bidirectional}
 	case OpLinearAttention:
 		l := a.LinearAttention
 		d.LinearAttention = &semantics.LinearAttentionAttrs{Heads: l.Heads, Kernel: l.Kernel.String(), Eps: float64(l.Eps)}

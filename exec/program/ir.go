@@ -48,12 +48,14 @@ const (
 	OpRepeat                        // x; Attrs.N, Axis: N copies of x joined along the axis (torch's repeat; repeat_interleave of a length-1 axis)
 	OpWhere                         // cond, a, b: a where cond > 0, else b, broadcast together (torch.where(x > 0, a, b): a piecewise activation's choice; host step)
 	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H] or [H, N], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
+	OpRelBucket                     // q [Sq], k [Sk] positions: [Sq, Sk] relative position bucket ids, f32; Attrs.Bucket (host step)
+	OpAngular                       // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.Angular: YOSO's expected LSH attention (host step)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -92,6 +94,10 @@ type Attrs struct {
 	Conv      ConvParams    // OpConv2D
 	// LinearAttention configures OpLinearAttention.
 	LinearAttention LinearAttentionParams
+	// Bucket configures OpRelBucket.
+	Bucket BucketParams
+	// Angular configures OpAngular.
+	Angular AngularParams
 }
 
 // Node is one operation.

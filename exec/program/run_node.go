@@ -88,6 +88,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(softmaxHost(b, in[0], n.Spec))
 	case OpWhere:
 		return one(whereHost(b, in[0], in[1], in[2], n.Spec))
+	case OpRelBucket:
+		return one(relBucketHost(b, in[0], in[1], a.Bucket))
+	case OpAngular:
+		return one(angularHost(b, in[0], in[1], in[2], a.Angular, n.Spec))
 	case OpExperts:
 		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], at(in, 5), at(in, 6), a.Act, a.UpFirst, a.Experts, n.Spec))
 	case OpConv2D:

@@ -164,6 +164,20 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			w += d
 		}
 		return [][]int{{x[0], w}, {x[0], w}}, nil
+	case OpAngular:
+		s, err := angularShape(x, in[1], in[2], n.Attrs.Angular)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{s}, nil
+	case OpRelBucket:
+		if len(x) != 1 || len(in[1]) != 1 {
+			return nil, fmt.Errorf("relative buckets of positions %v and %v: want two vectors", x, in[1])
+		}
+		if err := n.Attrs.Bucket.check(); err != nil {
+			return nil, err
+		}
+		return [][]int{{x[0], in[1][0]}}, nil
 	case OpWhere:
 		s, err := whereShape(x, in[1], in[2])
 		if err != nil {

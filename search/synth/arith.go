@@ -515,17 +515,23 @@ func (s *synth) rowGated(t *val, vals []*val) *val {
 }
 
 // paramAdded explains t as a value of its shape plus a parameter of one
-// row ([E] or [1, E], broadcast over t's rows: a per-expert correction).
+// row ([E] or [1, E], broadcast over t's rows: a per-expert correction),
+// or of one column ([C, 1] added to t [.., C, S] channels first: a
+// convolution's bias kept apart, x += bias).
 func (s *synth) paramAdded(t *val, vals []*val) *val {
 	if len(t.shape) == 0 {
 		return nil
 	}
 	e := t.shape[len(t.shape)-1]
 	for _, p := range vals {
-		if !p.param || p.numel() != e || p.numel() == t.numel() {
+		column := len(t.shape) >= 2 && len(p.shape) == 2 && p.shape[1] == 1 && p.shape[0] == t.shape[len(t.shape)-2] && p.shape[0] != e
+		if !p.param || p.numel() != e && !column || p.numel() == t.numel() {
 			continue
 		}
-		row := s.reshape(p, []int{e})
+		row := p
+		if !column {
+			row = s.reshape(p, []int{e})
+		}
 		if row == nil {
 			continue
 		}

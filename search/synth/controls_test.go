@@ -218,6 +218,27 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_roformer.py, reimplemented: a position table (an nn.Embedding
 	// handed the input's shape) whose [sin | cos] halves rotate adjacent pairs of q and k
 	"roformer": {"rope_layout": "interleaved", "attention_causal": false, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_xglm.py, reimplemented: rows ×√32 by the embedding's own forward, fairseq's
+	// sinusoid table of positions + 2 ([sin | cos], ln 10000/(half − 1)) output by a module of its own
+	"xglm": {"position_offset": 2.0, "rope_layout": "none", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
+	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
+	"mobilebert": {"attention_causal": false, "rope_layout": "none"},
+	// transformers' modeling_layoutlm.py, reimplemented: nine tables' rows summed (words, positions,
+	// the x and y tables twice each at a box of zeros, h, w, token types), BERT layers, GELU
+	"layoutlm": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_mpnet.py, reimplemented: T5's bidirectional relative buckets (32, max
+	// distance 128) index a [32, heads] table added to the scores; positions from the ids; BERT layers
+	"mpnet": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_nystromformer.py, reimplemented: the exact softmax path (64 landmarks =
+	// segment_means_seq_len) plus a depthwise (65, 1) convolution of the values added per head; gelu_new
+	"nystromformer": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_tanh", "mlp_glu": false},
+	// transformers' modeling_convbert.py, reimplemented: half the heads attend, half convolve (a
+	// dynamic convolution: per-position softmax kernels of 9 over the unfolded rows), joined per position
+	"convbert": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_yoso.py, reimplemented: YOSO's expectation (1 − acos(q̂·k̂)/π)^9 weighting
+	// the values without a softmax, L2-normalised per head
+	"yoso": {"attention_angular_power": 9.0, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},
@@ -404,6 +425,171 @@ func TestUnseenSinusoidPositions(t *testing.T) {
 		if strings.HasSuffix(v.Name, "/positions") && (!strings.Contains(v.Note, "margin ×") || strings.Count(v.Note, "sinusoid of positions") < 8) {
 			t.Errorf("positions note %q lacks the candidates' scores", v.Note)
 		}
+	}
+}
+
+// TestUnseenShiftedRows: MobileBERT's trigram input is found as the word
+// embeddings shifted up one row, themselves, and shifted down one row,
+// the emptied rows zero, joined along the channels: one concat of three
+// along the last axis, two of them shifts (a slice and a zero row joined
+// along the rows, in the embeddings).
+func TestUnseenShiftedRows(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "mobilebert-f32.npz")
+	res, _ := discoverComplete(t, path)
+	joins, shifts := 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "concat" {
+			continue
+		}
+		switch {
+		case n.Attrs.Axis == 2 && len(n.In) == 3:
+			joins++
+		case n.Attrs.Axis == 1 && len(n.In) == 2 && strings.HasPrefix(n.Role, "text_encoder.embeddings."):
+			shifts++
+		}
+	}
+	if joins != 1 || shifts != 2 {
+		t.Errorf("%d joins of three along the channels and %d row shifts, want 1 and 2", joins, shifts)
+	}
+}
+
+// TestUnseenManySummed: LayoutLM's embeddings are the sum of nine
+// tables' rows, the x and y tables each called twice at the same ids (two
+// values of equal data, each taken once): eight adds in the embeddings,
+// left to right in the order the rows were made, every table's rows read.
+func TestUnseenManySummed(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "layoutlm-f32.npz")
+	res, _ := discoverComplete(t, path)
+	var read []string
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "add" || !strings.HasPrefix(n.Role, "text_encoder.embeddings.") {
+			continue
+		}
+		for _, in := range n.In {
+			if strings.Contains(in, "_embeddings") {
+				read = append(read, in[:strings.LastIndex(in, ".")])
+			}
+		}
+	}
+	want := []string{"word_embeddings", "position_embeddings", "x_position_embeddings", "y_position_embeddings",
+		"x_position_embeddings#1", "y_position_embeddings#1", "h_position_embeddings", "w_position_embeddings", "token_type_embeddings"}
+	for i := range want {
+		want[i] = "text_encoder.embeddings." + want[i]
+	}
+	if !slices.Equal(read, want) {
+		t.Errorf("the embeddings' adds read %v, want %v", read, want)
+	}
+}
+
+// TestUnseenRelBuckets: MPNet's relative attention bias reads T5's
+// bidirectional buckets of the 24 positions: one rel_bucket node (32
+// buckets, the table's rows; max distance 128, the usual one of the
+// distances that reproduce the ids) read by the table's gather, the
+// fitted distances named in the positions' note.
+func TestUnseenRelBuckets(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "mpnet-f32.npz")
+	res, _ := discoverComplete(t, path)
+	var out string
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "rel_bucket" {
+			continue
+		}
+		if out != "" {
+			t.Fatal("two rel_bucket nodes, want one")
+		}
+		out = n.Out[0]
+		if b := n.Attrs.Bucket; b == nil || b.NumBuckets != 32 || b.MaxDistance != 128 || !b.Bidirectional {
+			t.Errorf("buckets %+v, want 32, max distance 128, bidirectional", b)
+		}
+	}
+	gathered := false
+	for _, n := range res.Doc.Program.Nodes {
+		gathered = gathered || n.Op == "gather" && strings.HasSuffix(n.In[0], "relative_attention_bias.weight") && n.In[1] == out
+	}
+	if out == "" || !gathered {
+		t.Errorf("rel_bucket %q not read by the bias table's gather", out)
+	}
+	for _, v := range res.Doc.Program.Values {
+		if strings.HasSuffix(v.Name, "/query_positions") && !strings.Contains(v.Note, "max distances from 119 to 128") {
+			t.Errorf("positions note %q lacks the distances that fit", v.Note)
+		}
+	}
+}
+
+// TestUnseenAttentionPlusConv: Nyströmformer's attention adds a
+// depthwise convolution of the values along the sequence (kernel (65, 1),
+// padding (32, 0)) before the heads are joined: per layer, a conv2d padded
+// 32 on both axes whose middle 16 columns are kept, and the attention's
+// output plus it.
+func TestUnseenAttentionPlusConv(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "nystromformer-f32.npz")
+	res, _ := discoverComplete(t, path)
+	convs, kept, sums := 0, 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		switch {
+		case n.Op == "conv2d" && n.Attrs.Conv != nil && n.Attrs.Conv.Pad == 32 && n.Attrs.Conv.Groups == 2:
+			convs++
+		case n.Op == "slice" && n.Attrs.Axis == 3 && n.Attrs.Start == 32 && n.Attrs.End == 48:
+			kept++
+		case n.Op == "add" && slices.ContainsFunc(n.In, func(in string) bool { return strings.Contains(in, ".attention.self.attention") }):
+			sums++
+		}
+	}
+	if convs != 2 || kept != 2 || sums != 2 {
+		t.Errorf("%d convolutions padded 32, %d middle slices, %d attentions plus a value: want 2 of each", convs, kept, sums)
+	}
+}
+
+// TestUnseenDynamicConv: ConvBERT's self-attention is found as attention
+// joined per position with a dynamic convolution: per layer one softmax
+// of the per-position kernel logits, nine taps (eight shifted copies of
+// the rows, each a slice joined with a zero row, and the centre), and the
+// attention's output joined with the taps' sum along the width.
+func TestUnseenDynamicConv(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "convbert-f32.npz")
+	res, _ := discoverComplete(t, path)
+	softmaxes, shifts, joins := 0, 0, 0
+	for _, n := range res.Doc.Program.Nodes {
+		if !strings.Contains(n.Role, ".attention.self.") {
+			continue
+		}
+		switch {
+		case n.Op == "softmax":
+			softmaxes++
+		case n.Op == "concat" && n.Attrs.Axis == 1 && len(n.In) == 2:
+			shifts++
+		case n.Op == "concat" && n.Attrs.Axis == 2 && len(n.In) == 2 && strings.Contains(n.In[0], ".attention.self.attention"):
+			joins++
+		}
+	}
+	if softmaxes != 2 || shifts != 16 || joins != 2 {
+		t.Errorf("%d kernel softmaxes, %d shifted rows, %d joins: want 2, 16 and 2", softmaxes, shifts, joins)
+	}
+}
+
+// TestUnseenAngularAttention: YOSO's attention is one angular_attention
+// node per layer, 2 heads, power 9 (hash_code_len), read from the scope's
+// q, k and v projections.
+func TestUnseenAngularAttention(t *testing.T) {
+	path := filepath.Join("..", "..", "fixtures", "unseen", "yoso-f32.npz")
+	res, _ := discoverComplete(t, path)
+	n := 0
+	for _, nd := range res.Doc.Program.Nodes {
+		if nd.Op != "angular_attention" {
+			continue
+		}
+		n++
+		if a := nd.Attrs.Angular; a == nil || a.Heads != 2 || a.Power != 9 {
+			t.Errorf("%s: %+v, want 2 heads, power 9", nd.Role, a)
+		}
+		for i, want := range []string{".query.", ".key.", ".value."} {
+			if !strings.Contains(nd.In[i], want) {
+				t.Errorf("%s reads %v, want q, k, v from the projections", nd.Role, nd.In)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d angular attentions, want 2", n)
 	}
 }
 

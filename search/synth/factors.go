@@ -393,6 +393,16 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 			out = append(out, sn.fit.freqs.factor(sn.scope, sn.boundary))
 		}
 	}
+	for _, a := range s.angular {
+		f := factor("attention_angular_power", a.scope, float64(a.params.Power), a.candidates, a.boundary)
+		f.Evidence.Note = fmt.Sprintf("YOSO's expected LSH attention in %d heads: (1 − acos(q̂·k̂)/π)^τ, every power τ ≤ %d scored on the host", a.params.Heads, maxAngularPower)
+		out = append(out, f)
+	}
+	for _, pt := range s.positionTables {
+		f := factor("position_offset", pt.scope, float64(pt.fit.offset), pt.fit.candidates, pt.boundary)
+		f.Evidence.Note = pt.fit.label
+		out = append(out, f)
+	}
 	return out
 }
 

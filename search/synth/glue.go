@@ -182,6 +182,15 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.sinusoidAdded(target, vals); v != nil {
 		return v
 	}
+	if v := s.shiftedJoin(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.manySummed(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.movedCombined(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.rowAddedResidual(target, vals); v != nil {
 		return v
 	}
@@ -189,6 +198,15 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return v
 	}
 	if v := s.joinedWide(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.attentionPlus(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.attentionBesideConv(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.angularAttention(target, sc); v != nil {
 		return v
 	}
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {

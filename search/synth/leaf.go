@@ -30,6 +30,7 @@ type leafFit struct {
 	// ropeTried: rope_table fitted from ids, every table tried with its
 	// score (the margins of its axes and θ)
 	ropeTried []ropeTry
+	offset    int // position_sinusoid: the offset added to the positions
 }
 
 // ropeTry is one RoPE table candidate and its score.
@@ -81,6 +82,8 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 				}
 			}
 			s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, inputScale: scale, out: f})
+		case f.fit.kind == "position_sinusoid":
+			s.positionTables = append(s.positionTables, sinusoidRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit, out: f})
 		case f.fit.kind == "norm":
 			s.norms = append(s.norms, normRecord{scope: sc.module, boundary: targets[i].origin, fit: f.fit})
 		case f.fit.kind == "rope_table" && !roped:
@@ -119,6 +122,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		switch {
 		case len(params) == 0:
 			fit = s.fitSinusoid(xs[0], t)
+			if fit == nil {
+				fit = s.fitPositionSinusoid(xs[0], t)
+			}
 			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
@@ -687,16 +693,33 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 		bias = params[1]
 	}
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
-	if pad2 < 0 || pad2%2 != 0 || t.shape[3]-x.shape[3]+w.shape[3]-1 != pad2 {
+	padW2 := t.shape[3] - x.shape[3] + w.shape[3] - 1
+	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
 		return nil
 	}
 	groups := 1
 	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
 		groups = x.shape[1]
 	}
-	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
-	v, ev := s.best(t, []*expr{{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
-		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}})
+	p := program.ConvParams{Pad: max(pad2, padW2) / 2, Groups: groups}
+	e := &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
+		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}
+	if pad2 != padW2 {
+		// pads that differ between H and W (a (k, 1) kernel padded
+		// (k/2, 0): a depthwise convolution along one axis): the larger
+		// on both, the other axis's middle columns kept
+		ax, lo := 3, (pad2-padW2)/2
+		if padW2 > pad2 {
+			ax, lo = 2, (padW2-pad2)/2
+		}
+		wide := s.derive(e)
+		if wide == nil {
+			return nil
+		}
+		e = &expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: lo, End: lo + t.shape[ax]}, args: []*val{wide}, out: t.format,
+			label: fmt.Sprintf("conv %dx%d pad (%d, %d) groups %d", w.shape[2], w.shape[3], pad2/2, padW2/2, groups)}
+	}
+	v, ev := s.best(t, []*expr{e})
 	if v == nil {
 		return nil
 	}

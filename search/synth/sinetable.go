@@ -278,3 +278,181 @@ func (s *synth) sineScore(t, a, tab *val) float64 {
 	}
 	return relRMS(t.format, fit, t.data)
 }
+
+// fitPositionSinusoid explains t [.., D], the output of a call without
+// parameters whose argument x holds integer positions of t's leading
+// shape, as a sinusoid table of x + k (fairseq's positions, offset past
+// the padding index: XGLM's and M2M's own position module). The layout
+// is searched; for each, the frequency ladder is read from the angle
+// each column pair turns between two rows one position apart, and the
+// offset k from the angle of the first frequency (1) at the first row,
+// checked on every frequency. Tried after fitSinusoid (1-D timesteps).
+func (s *synth) fitPositionSinusoid(x, t *val) *val {
+	if len(t.shape) != len(x.shape)+1 || !slices.Equal(x.shape, t.shape[:len(x.shape)]) || !x.integral() {
+		return nil
+	}
+	d, n := t.shape[len(t.shape)-1], x.numel()
+	if d%2 != 0 || d < 8 || n < 2 || t.integral() {
+		return nil
+	}
+	// two rows one position apart
+	r0, r1 := -1, -1
+	for i := 0; i+1 < n && r0 < 0; i++ {
+		if x.data[i+1] == x.data[i]+1 {
+			r0, r1 = i, i+1
+		}
+	}
+	if r0 < 0 {
+		return nil
+	}
+	half := d / 2
+	flat := s.reshape(x, []int{n})
+	if flat == nil {
+		return nil
+	}
+	type reading struct {
+		l sineLayout
+		p float32
+		k int
+	}
+	make1 := func(r reading) *expr {
+		ids := flat
+		if r.k != 0 {
+			ids = s.derive(&expr{op: program.OpAdd, args: []*val{flat, s.constant(float64(r.k))}, out: flat.format, label: "offset"})
+		}
+		if ids == nil {
+			return nil
+		}
+		lab := fmt.Sprintf("sinusoid of positions%+d, %s, period %g", r.k, r.l, r.p)
+		tp := exec.TimestepParams{Dim: d, FlipSinToCos: r.l.flip, FreqShift: r.l.shift, Scale: 1, MaxPeriod: r.p}
+		e := &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: tp}, args: []*val{ids}, out: precision.F32, label: lab}
+		if r.l.interleaved {
+			v := s.reshape(s.derive(e), []int{n, 2, half})
+			if v == nil {
+				return nil
+			}
+			e = &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{v}, out: v.format, label: lab}
+		}
+		v := s.reshape(s.derive(e), t.shape)
+		if v == nil {
+			return nil
+		}
+		return &expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{v}, out: t.format, label: lab}
+	}
+	var cands []*expr
+	var reads []reading
+	for _, inter := range []bool{false, true} {
+		for _, flip := range []bool{false, true} {
+			l := sineLayout{flip: flip, interleaved: inter}
+			ang := func(r, j int) float64 {
+				si, ci := r*d+j, r*d+half+j
+				if inter {
+					si, ci = r*d+2*j, r*d+2*j+1
+				}
+				if flip {
+					si, ci = ci, si
+				}
+				return math.Atan2(float64(t.data[si]), float64(t.data[ci]))
+			}
+			// the frequencies, f_j < π: the turn between the two rows
+			freqs := make([]float64, half)
+			for j := range freqs {
+				freqs[j] = math.Remainder(ang(r1, j)-ang(r0, j), 2*math.Pi)
+			}
+			for _, shift := range []float32{0, 1} {
+				l.shift = shift
+				p, ok := ladderPeriod(freqs, half, shift)
+				if !ok {
+					continue
+				}
+				ladder := make([]float64, half)
+				for j := range ladder {
+					ladder[j] = math.Pow(float64(p), -float64(j)/(float64(half)-float64(shift)))
+				}
+				k, ok := readOffset(ladder, float64(x.data[r0]), func(j int) float64 { return ang(r0, j) })
+				if !ok {
+					continue
+				}
+				if e := make1(reading{l, p, k}); e != nil {
+					cands, reads = append(cands, e), append(reads, reading{l, p, k})
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	win := reads[slices.IndexFunc(cands, func(e *expr) bool { return e.label == v.from.label })]
+	// the offset's evidence: the winner's layout and period at the
+	// offsets around the one read
+	var offsets []semantics.Candidate
+	for k := win.k - 2; k <= win.k+2; k++ {
+		sc := math.Inf(1)
+		if e := make1(reading{win.l, win.p, k}); e != nil {
+			_, sc = s.ev.score(e, t)
+		}
+		offsets = append(offsets, semantics.Candidate{Value: float64(k), Score: finite(sc)})
+	}
+	v.fit = &leafFit{kind: "position_sinusoid", candidates: offsets, label: fmt.Sprintf("offset %d read from the first frequency's angle at the first row; layout, period and offset read per layout and scored: %s", win.k, candidateList(ev)), timestep: exec.TimestepParams{Dim: d, FlipSinToCos: win.l.flip, FreqShift: win.l.shift, Scale: 1, MaxPeriod: win.p}}
+	v.fit.offset = win.k
+	return v
+}
+
+// readOffset reads the integer k with positions p0 + k at a row whose
+// angles are at(j) under frequencies freqs (f_0 = 1): the smallest |k| ≤
+// 4096 whose angles agree with at(j) within 0.02 at every frequency
+// read.
+func readOffset(freqs []float64, p0 float64, at func(j int) float64) (int, bool) {
+	if math.Abs(freqs[0]-1) > 1e-3 {
+		return 0, false
+	}
+	for m := 0; m <= 4096; m++ {
+		for _, k := range []int{m, -m} {
+			if m == 0 && k < 0 {
+				continue
+			}
+			ok := true
+			for j, f := range freqs {
+				if math.Abs(math.Remainder((p0+float64(k))*f-at(j), 2*math.Pi)) > 0.02 {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				return k, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// ladderPeriod reads the max period P of frequencies f_j = P^(−j/(half −
+// shift)) from f_j, j ≥ 1 (least squares of ln f_j through the origin),
+// rounded to 3 significant digits; only f_j in (0.02, 3) are read (below,
+// the angle is lost in the rounding of a bf16 table).
+func ladderPeriod(freqs []float64, half int, shift float32) (float32, bool) {
+	var sxx, sxy float64
+	cnt := 0
+	for j := 1; j < len(freqs); j++ {
+		if !(freqs[j] > 0.02 && freqs[j] < 3) {
+			// below, the angle is lost in the table's rounding
+			continue
+		}
+		x := float64(j) / (float64(half) - float64(shift))
+		y := -math.Log(freqs[j])
+		sxx, sxy, cnt = sxx+x*x, sxy+x*y, cnt+1
+	}
+	if cnt < 2 {
+		return 0, false
+	}
+	p := math.Exp(sxy / sxx)
+	if !(p > 1) || math.IsInf(p, 0) {
+		return 0, false
+	}
+	r, err := strconv.ParseFloat(strconv.FormatFloat(p, 'g', 3, 64), 64)
+	if err != nil {
+		return 0, false
+	}
+	return float32(r), true
+}

@@ -40,11 +40,16 @@ type synth struct {
 	calledParams map[string]bool
 	mods         []modRecord
 	sinusoids    []sinusoidRecord
-	norms        []normRecord
-	scopeOf      string // the module of the call being explained
-	linears      []*val
-	gates        []gateRecord
-	seq          int
+	// positionTables: sinusoid tables of positions + an offset output by
+	// a call of their own (fitPositionSinusoid)
+	positionTables []sinusoidRecord
+	// angular: YOSO's expected LSH attentions (angularAttention)
+	angular []angularRecord
+	norms   []normRecord
+	scopeOf string // the module of the call being explained
+	linears []*val
+	gates   []gateRecord
+	seq     int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when

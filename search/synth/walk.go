@@ -172,6 +172,11 @@ func (s *synth) explain(target *val, sc *scope) *val {
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: target.origin, fit: v.fit})
 		}
 	}
+	if v == nil && target.integral() && len(target.shape) >= 2 {
+		// ids of relative positions (T5's buckets) made from the
+		// request's shape
+		v = s.relBuckets(target)
+	}
 	if v == nil && isFill(target) {
 		// one integer everywhere (token type ids, a segment index):
 		// made from the request's shape

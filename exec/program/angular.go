@@ -1,0 +1,107 @@
+package program
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zflow/zflow/exec"
+)
+
+// AngularParams configure OpAngular: YOSO's expected LSH
+// attention (its use_expectation path). Per head, with q̂ and k̂ the rows
+// of q and k divided by their L2 norms (at least 1e-12),
+//
+//	c_n = Σ_j (1 − acos(q̂_n·k̂_j)/π)^Power · v_j,   out_n = c_n / max(‖c_n‖, 1e-12),
+//
+// no softmax and no mask; computed in f64, rounded once to the spec's
+// format.
+type AngularParams struct {
+	Heads int
+	Power int
+}
+
+// angularShape is the output shape for q [B, N, H·D], k [B, M, H·D],
+// v [B, M, H·Dv]: [B, N, H·Dv].
+func angularShape(q, k, v []int, p AngularParams) ([]int, error) {
+	if len(q) != 3 || len(k) != 3 || len(v) != 3 || p.Heads < 1 || p.Power < 1 || p.Power > 64 || q[0] != k[0] || k[0] != v[0] ||
+		k[1] != v[1] || q[2] != k[2] || q[2]%p.Heads != 0 || v[2]%p.Heads != 0 {
+		return nil, fmt.Errorf("angular attention of q %v, k %v, v %v in %d heads, power %d", q, k, v, p.Heads, p.Power)
+	}
+	return []int{q[0], q[1], v[2]}, nil
+}
+
+// angularHost runs OpAngular on the host (a reference step:
+// the expectation is S² cosines per head; a GPU backend downloads its
+// operands for it).
+func angularHost(b exec.Backend, q, k, v exec.Tensor, p AngularParams, s exec.Spec) (exec.Tensor, error) {
+	shape, err := angularShape(q.Shape(), k.Shape(), v.Shape(), p)
+	if err != nil {
+		return nil, err
+	}
+	var in [3][]float32
+	for i, t := range []exec.Tensor{q, k, v} {
+		if in[i], err = b.Download(t); err != nil {
+			return nil, err
+		}
+	}
+	out := AngularAttention(in[0], in[1], in[2], q.Shape()[0], q.Shape()[1], k.Shape()[1], q.Shape()[2]/p.Heads, v.Shape()[2]/p.Heads, p)
+	for i, x := range out {
+		out[i] = s.Out.Round(x)
+	}
+	return b.Upload(out, shape, s.Out)
+}
+
+// AngularAttention computes OpAngular on host slices: q [B, N,
+// H·D], k [B, M, H·D], v [B, M, H·Dv] → [B, N, H·Dv] (f32, unrounded).
+func AngularAttention(q, k, v []float32, B, N, M, D, Dv int, p AngularParams) []float32 {
+	H := p.Heads
+	out := make([]float32, B*N*H*Dv)
+	unit := func(x []float32) []float64 {
+		var n float64
+		for _, e := range x {
+			n += float64(e) * float64(e)
+		}
+		n = math.Max(math.Sqrt(n), 1e-12)
+		u := make([]float64, len(x))
+		for i, e := range x {
+			u[i] = float64(e) / n
+		}
+		return u
+	}
+	kh := make([][]float64, M)
+	c := make([]float64, Dv)
+	for b := range B {
+		for h := range H {
+			for j := range M {
+				o := (b*M+j)*H*D + h*D
+				kh[j] = unit(k[o : o+D])
+			}
+			for n := range N {
+				o := (b*N+n)*H*D + h*D
+				qh := unit(q[o : o+D])
+				clear(c)
+				for j := range M {
+					var dot float64
+					for d := range D {
+						dot += qh[d] * kh[j][d]
+					}
+					w := math.Pow(1-math.Acos(math.Max(-1, math.Min(1, dot)))/math.Pi, float64(p.Power))
+					vo := (b*M+j)*H*Dv + h*Dv
+					for d := range Dv {
+						c[d] += w * float64(v[vo+d])
+					}
+				}
+				var nn float64
+				for _, e := range c {
+					nn += e * e
+				}
+				nn = math.Max(math.Sqrt(nn), 1e-12)
+				oo := (b*N+n)*H*Dv + h*Dv
+				for d := range Dv {
+					out[oo+d] = float32(c[d] / nn)
+				}
+			}
+		}
+	}
+	return out
+}

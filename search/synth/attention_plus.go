@@ -1,0 +1,54 @@
+package synth
+
+import (
+	"github.com/zflow/zflow/exec/program"
+)
+
+// attentionPlus explains t [B, S, H·D] as attention plus a per-head value
+// [B, H, S, D] made beside it in the scope (Nyströmformer's depthwise
+// convolution of the values over the sequence, added to the context
+// before the heads are joined): the value brought to t's layout, the rest
+// explained as attention. Only values the scope's own calls made with
+// the heads' layout are tried; tried once every other form has failed.
+func (s *synth) attentionPlus(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 || t.reshapedFrom {
+		return nil
+	}
+	B, S, W := t.shape[0], t.shape[1], t.shape[2]
+	for _, v := range vals {
+		if v.opaque || !sc.own[v] || len(v.shape) != 4 || v.shape[0] != B || v.shape[2] != S || v.shape[1]*v.shape[3] != W || v.shape[1] < 2 {
+			continue
+		}
+		perm := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{v}, out: v.format, label: "heads joined"})
+		r := s.reshape(perm, t.shape)
+		if r == nil {
+			continue
+		}
+		minus := func(d, e []float32) []float32 {
+			out := make([]float32, len(d))
+			for i := range d {
+				out[i] = d[i] - e[i]
+			}
+			return out
+		}
+		rest := &val{shape: t.shape, data: minus(t.data, r.data), format: t.format, origin: t.origin, reshapedFrom: true}
+		if s.hasSteps(t) {
+			rest.perStep = func(st int) []float32 {
+				d, ok := s.at(t, st)
+				e, ok2 := s.at(r, st)
+				if !ok || !ok2 || len(d) != len(e) {
+					return nil
+				}
+				return minus(d, e)
+			}
+		}
+		a := s.attention(rest, sc)
+		if a == nil {
+			continue
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, r}, out: t.format, label: "attention plus a per-head value"}}); w != nil {
+			return w
+		}
+	}
+	return nil
+}
