@@ -2,9 +2,10 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
-       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba)
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -134,6 +135,66 @@ state-space mixer):
     y_t = C_t·h_t, plus the D skip D·x_t;
   - a gated RMSNorm, norm(y · silu(z)) times its weight, called as norm(y, gate); out_proj;
   - RMSNorm, a SiLU gated MLP after each mixer; SDPA with no mask tensor (is_causal).
+
+mamba follows src/transformers/models/mamba/modeling_mamba.py at commit
+00328d4e5b22c29e40d28b27c2a99cd7d0c5c14e (MambaMixer.slow_forward, the path taken without the
+mamba_ssm / causal_conv1d kernels; its cache, which changes nothing on a first call, left out)
+and configuration_mamba.py's defaults (expand 2, conv kernel 4, time_step_rank ceil(hidden/16),
+conv bias, no projection biases, residual_in_fp32, SiLU) but for the sizes: hidden 32, state 8,
+two blocks. What it shows (Mamba-1's selective scan, never an attention):
+  - in_proj to [x (64) | gate (64)] read channels first (transpose(1, 2), chunk); a depthwise
+    causal nn.Conv1d over x (padding 3, the first seq_len outputs kept) with bias, then SiLU;
+  - x_proj of the conv's output to [time_step (2) | B (8) | C (8)]; dt = softplus(dt_proj(time
+    step)), dt_proj's bias inside the Linear; A = −exp(A_log), A_log [64, 8]: one decay rate
+    per channel and state; B and C shared by every channel;
+  - the recurrence itself, position by position: state = exp(A·dt)·state + (dt·B)·x,
+    y = state·C, then y + D·x, times act(gate) (the SiLU module's second call);
+  - out_proj of that, a residual per block around an RMSNorm, a final RMSNorm.
+
+nemotron_h follows src/transformers/models/nemotron_h/modeling_nemotron_h.py at commit
+008d9e9577b0eb0149aa6bb0c44da582b10e0b6e (NemotronHMamba2Mixer.torch_forward without a cache)
+and its Zamba2RMSNormGated (src/transformers/models/zamba2/modeling_zamba2.py), with
+configuration_nemotron_h.py's defaults (time_step_min 0.001, conv bias, no projection biases,
+relu2 MLPs, attention without RoPE) but for the sizes: hidden 32, blocks [mamba, mlp,
+attention] (one of each), 4 heads of 16 in 2 groups of state 8, conv kernel 4, chunk_size 4
+so that 8 positions make two chunks. What it shows (a grouped gated norm):
+  - in_proj split into [gate (64) | xBC (80) | dt (4)]; conv1d then SiLU over xBC read
+    channels first; dt = clamp(softplus(dt + dt_bias), min=0.001); the chunked SSD with B and
+    C of 2 groups repeated over their heads; the D skip;
+  - Zamba2RMSNormGated(64, group_size=32): y·silu(gate) in f32, RMS statistics over each
+    group of 32 channels, times the [64] weight; out_proj;
+  - a block per mixer: RMSNorm, mixer, residual; a relu² MLP block (up, relu², down); an
+    attention block (SDPA, causal, no positions), a final RMSNorm.
+
+falcon_h1 follows src/transformers/models/falcon_h1/modeling_falcon_h1.py at commit
+001f85b38fb432858ace93f18622f07cec46d874 (FalconH1Mixer.torch_forward without a cache) and
+configuration_falcon_h1.py's defaults (mamba_rms_norm False, every multiplier 1.0, conv bias,
+no projection biases, RoPE θ 1e4) but for the sizes: hidden 32, two hybrid layers, mamba_d_ssm
+64 in 4 heads of 16, 1 group of state 8, conv kernel 4, chunk 4; attention 2 heads over 1 kv
+head of 16. What it shows (a Mamba-2 mixer beside attention, in parallel, with no norm):
+  - each layer: input_layernorm, then mamba(h)·ssm_out_multiplier + self_attn(h·attention_in_
+    multiplier)·attention_out_multiplier, the residual; pre_ff_layernorm, the MLP
+    up·act(gate·gate_multiplier), down·down_multiplier, the residual;
+  - the mixer: in_proj(h·ssm_in_multiplier)·mup_vector (a non-persistent buffer, the five
+    ssm_multipliers laid over [z | x | B | C | dt]) split into gate, xBC, dt; conv1d, SiLU; the
+    chunked SSD; no norm: y·silu(gate) (functional), out_proj;
+  - keys times key_multiplier before RoPE; embeddings times embedding_multiplier.
+falcon_h1_mup is the same model with muP multipliers of the released checkpoints' kind (values
+chosen here): embedding 5.5, ssm_in 1.25, ssm_multipliers [0.35, 0.25, 0.5, 0.75, 0.3], ssm_out
+0.24, attention_in 0.9, attention_out 0.94, key 0.39, mlp [0.88, 0.59]. Not a fixture: discovery
+reads every multiplier a boundary shows (the conv's input as in_proj's columns ×0.25 | ×0.5 |
+×0.75, the residual plus the branches ×0.24 and ×0.94, ...) but not the gate's ×0.35 and dt's
+×0.3, applied inside the mixer before silu and softplus where no call sees them.
+
+jamba follows src/transformers/models/jamba/modeling_jamba.py at commit
+008f5c8c29be84d4721dc6d1e0fcd72300580be4 (JambaMambaMixer.slow_forward, the path with
+use_mamba_kernels False; no cache) and configuration_jamba.py's defaults (mamba_dt_rank
+ceil(hidden/16), conv bias, no projection biases, no positional encoding) but for the sizes:
+hidden 32, layer 0 a Mamba layer, layer 1 an attention layer (2 heads over 1 kv head of 16), each
+with a dense SiLU gated MLP (one expert), state 8. What it shows (Mamba-1 with inner norms):
+  - the Mamba-1 mixer of mamba above, but x_proj's [time_step | B | C] each through an RMSNorm
+    module of its own (dt_layernorm, b_layernorm, c_layernorm) before dt_proj and the scan;
+  - an attention layer without positions (SDPA, causal).
 """
 import math
 import os
@@ -1849,12 +1910,704 @@ class BambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- mamba -------------------------------------------------------------------------------
+
+
+class MambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    state_size = 8
+    expand = 2
+    conv_kernel = 4
+    layer_norm_epsilon = 1e-5
+    use_bias = False
+    use_conv_bias = True
+    residual_in_fp32 = True
+    time_step_rank = math.ceil(32 / 16)
+
+
+class MambaRMSNorm(DiffLlamaRMSNorm):
+    """MambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class MambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.expand * c.hidden_size
+        self.time_step_rank = c.time_step_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.use_conv_bias,
+                                kernel_size=c.conv_kernel, groups=self.intermediate_size, padding=c.conv_kernel - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.use_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1, dtype=torch.float32)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, cache_position=None, attention_mask=None):
+        # slow_forward without a cache
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class MambaBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.residual_in_fp32 = c.residual_in_fp32
+        self.norm = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.mixer = MambaMixer(c, layer_idx)
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.residual_in_fp32:
+            residual = residual.to(torch.float32)
+        hidden_states = self.mixer(hidden_states, attention_mask=attention_mask)
+        return residual + hidden_states
+
+
+class MambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([MambaBlock(c, i) for i in range(c.num_hidden_layers)])
+        self.norm_f = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=None)
+        return self.norm_f(h)
+
+
+# --- nemotron_h --------------------------------------------------------------------------
+
+
+class NemotronHConfig:
+    hidden_size = 32
+    vocab_size = 64
+    layers_block_type = ["mamba", "mlp", "attention"]
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    mlp_bias = False
+    mamba_num_heads = 4
+    mamba_head_dim = 16
+    n_groups = 2
+    ssm_state_size = 8
+    conv_kernel = 4
+    chunk_size = 4
+    use_conv_bias = True
+    use_bias = False
+    time_step_min = 0.001
+    layer_norm_epsilon = 1e-5
+
+
+class Zamba2RMSNormGated(nn.Module):
+    def __init__(self, hidden_size, group_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+        self.group_size = group_size
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        if gate is not None:
+            hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        *prefix_dims, last_dim = hidden_states.shape
+        group_count = last_dim // self.group_size
+        hidden_states_group = hidden_states.view(*prefix_dims, group_count, self.group_size)
+        variance = hidden_states_group.pow(2).mean(-1, keepdim=True)
+        hidden_states_group = hidden_states_group * torch.rsqrt(variance + self.variance_epsilon)
+        hidden_states = hidden_states_group.view(*prefix_dims, group_count * self.group_size)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class NemotronHMamba2Mixer(nn.Module):
+    def __init__(self, c, layer_idx=None):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.ssm_state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.mamba_num_heads * c.mamba_head_dim
+        self.act = nn.SiLU()
+        self.n_groups = c.n_groups
+        self.head_dim = c.mamba_head_dim
+        self.num_heads = c.mamba_num_heads
+        self.chunk_size = c.chunk_size
+        self.time_step_min = c.time_step_min
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.use_conv_bias, kernel_size=c.conv_kernel,
+                                groups=self.conv_dim, padding=c.conv_kernel - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.use_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.norm = Zamba2RMSNormGated(self.intermediate_size, group_size=self.intermediate_size // self.n_groups,
+                                       eps=c.layer_norm_epsilon)
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states)
+        d_mlp = (projected_states.shape[-1] - 2 * self.intermediate_size
+                 - 2 * self.n_groups * self.ssm_state_size - self.num_heads) // 2
+        _, _, gate, hidden_states, dt = projected_states.split(
+            [d_mlp, d_mlp, self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states = hidden_states.transpose(1, 2)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(hidden_states, [self.intermediate_size, self.n_groups * self.ssm_state_size,
+                                                          self.n_groups * self.ssm_state_size], dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_min)
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        pad_size = (self.chunk_size - seq_len % self.chunk_size) % self.chunk_size
+        D_residual = self.D[..., None] * pad_tensor_by_size(hidden_states, pad_size)
+        hidden_states = hidden_states * dt[..., None]
+        A = A.to(hidden_states.dtype) * dt
+        hidden_states, A, B, C = [reshape_into_chunks(t, pad_size, self.chunk_size) for t in (hidden_states, A, B, C)]
+        A = A.permute(0, 3, 1, 2)
+        A_cumsum = torch.cumsum(A, dim=-1)
+        L = torch.exp(segment_sum(A))
+        G_intermediate = C[:, :, :, None, :, :] * B[:, :, None, :, :, :]
+        G = G_intermediate.sum(dim=-1)
+        M_intermediate = G[..., None] * L.permute(0, 2, 3, 4, 1)[..., None]
+        M = M_intermediate.sum(dim=-1)
+        Y_diag = (M[..., None] * hidden_states[:, :, None]).sum(3)
+        decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)
+        B_decay_contraction = B * decay_states.permute(0, 2, 3, 1)[..., None]
+        states = (B_decay_contraction.permute(0, 1, 3, 2, 4)[..., None]
+                  * hidden_states.permute(0, 1, 3, 2, 4)[..., None, :]).sum(dim=3).permute(0, 1, 2, 4, 3)
+        previous_states = torch.zeros_like(states[:, :1])
+        states = torch.cat([previous_states, states], dim=1)
+        decay_chunk = torch.exp(segment_sum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))
+        states_permuted = states.permute(0, 2, 1, 3, 4)
+        result = (decay_chunk[..., None, None] * states_permuted[:, :, None, ...]).sum(dim=2)
+        new_states = result.permute(0, 2, 1, 3, 4)
+        states = new_states[:, :-1]
+        state_decay_out = torch.exp(A_cumsum)
+        C_times_states = (C[..., None, :] * states[:, :, None, ...])
+        state_decay_out_permuted = state_decay_out.permute(0, 2, 3, 1)
+        Y_off = (C_times_states.sum(-1) * state_decay_out_permuted[..., None])
+        y = Y_diag + Y_off
+        y = y.reshape(batch_size, -1, self.num_heads, self.head_dim)
+        y = y + D_residual
+        if pad_size > 0:
+            y = y[:, :seq_len, :, :]
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = self.norm(y, gate)
+        return self.out_proj(scan_output.to(dtype))
+
+
+class NemotronHRMSNorm(DiffLlamaRMSNorm):
+    """NemotronHRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class ReLUSquaredActivation(nn.Module):
+    def forward(self, input):
+        relu_applied = F.relu(input)
+        return torch.square(relu_applied)
+
+
+class NemotronHMLP(nn.Module):
+    def __init__(self, c, intermediate_size=None, layer_idx=None):
+        super().__init__()
+        self.up_proj = nn.Linear(c.hidden_size, intermediate_size or c.intermediate_size, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(intermediate_size or c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+        self.act_fn = ReLUSquaredActivation()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+class NemotronHAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, past_key_values=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+NEMOTRON_H_MIXERS = {"mamba": NemotronHMamba2Mixer, "attention": NemotronHAttention, "mlp": NemotronHMLP}
+
+
+class NemotronHBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.norm = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.block_type = c.layers_block_type[layer_idx]
+        self.mixer = NEMOTRON_H_MIXERS[self.block_type](c, layer_idx=layer_idx)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.block_type == "mamba":
+            hidden_states = self.mixer(hidden_states, cache_params=None, attention_mask=attention_mask)
+        elif self.block_type == "attention":
+            hidden_states, _ = self.mixer(hidden_states=hidden_states, past_key_values=None,
+                                          attention_mask=attention_mask, position_ids=position_ids)
+        else:
+            hidden_states = self.mixer(hidden_states)
+        return residual + hidden_states
+
+
+class NemotronHModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([NemotronHBlock(c, i) for i in range(len(c.layers_block_type))])
+        self.norm_f = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, position_ids=position_ids)
+        return self.norm_f(h)
+
+
+# --- falcon_h1 ---------------------------------------------------------------------------
+
+
+class FalconH1Config:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    mamba_d_ssm = 64
+    mamba_n_heads = 4
+    mamba_d_head = 16
+    mamba_n_groups = 1
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_chunk_size = 4
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+    mamba_rms_norm = False
+    projectors_bias = False
+    time_step_limit = (0.0, float("inf"))
+    embedding_multiplier = 1.0
+    mlp_multipliers = [1.0, 1.0]
+    key_multiplier = 1.0
+    attention_out_multiplier = 1.0
+    attention_in_multiplier = 1.0
+    ssm_multipliers = [1.0, 1.0, 1.0, 1.0, 1.0]
+    ssm_in_multiplier = 1.0
+    ssm_out_multiplier = 1.0
+
+
+class FalconH1MupConfig(FalconH1Config):
+    embedding_multiplier = 5.5
+    mlp_multipliers = [0.88, 0.59]
+    key_multiplier = 0.39
+    attention_out_multiplier = 0.94
+    attention_in_multiplier = 0.9
+    ssm_multipliers = [0.35, 0.25, 0.5, 0.75, 0.3]
+    ssm_in_multiplier = 1.25
+    ssm_out_multiplier = 0.24
+
+
+def falcon_h1_mup_vector(c):
+    intermediate_size = c.mamba_d_ssm
+    groups_time_state_size = c.mamba_n_groups * c.mamba_d_state
+    zxbcdt_multipliers = c.ssm_multipliers
+    vector_shape = 2 * intermediate_size + 2 * groups_time_state_size + c.mamba_n_heads
+    mup_vector = torch.ones(1, 1, vector_shape)
+    mup_vector[:, :, :intermediate_size] *= zxbcdt_multipliers[0]
+    mup_vector[:, :, intermediate_size:2 * intermediate_size] *= zxbcdt_multipliers[1]
+    mup_vector[:, :, 2 * intermediate_size:2 * intermediate_size + groups_time_state_size] *= zxbcdt_multipliers[2]
+    mup_vector[:, :, 2 * intermediate_size + groups_time_state_size:
+               2 * intermediate_size + 2 * groups_time_state_size] *= zxbcdt_multipliers[3]
+    mup_vector[:, :, 2 * intermediate_size + 2 * groups_time_state_size:] *= zxbcdt_multipliers[4]
+    return mup_vector
+
+
+class FalconH1Mixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads = c.mamba_n_heads
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_d_ssm
+        self.act = nn.SiLU()
+        self.n_groups = c.mamba_n_groups
+        self.head_dim = c.mamba_d_head
+        self.chunk_size = c.mamba_chunk_size
+        self.time_step_limit = c.time_step_limit
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.mamba_conv_bias, kernel_size=self.conv_kernel_size,
+                                groups=self.conv_dim, padding=self.conv_kernel_size - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.mamba_proj_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.mamba_rms_norm = c.mamba_rms_norm
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=c.projectors_bias)
+        self.ssm_in_multiplier = c.ssm_in_multiplier
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        input_states = input_states * self.ssm_in_multiplier
+        projected_states = self.in_proj(input_states)
+        projected_states = projected_states * self.mup_vector
+        gate, hidden_states_B_C, dt = projected_states.split(
+            [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states_B_C = self.act(self.conv1d(hidden_states_B_C.transpose(1, 2))[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(
+            hidden_states_B_C,
+            [self.intermediate_size, self.n_groups * self.ssm_state_size, self.n_groups * self.ssm_state_size],
+            dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1])
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        # the SSD below is the same code as bamba's torch_forward (ssd_chunked)
+        y = ssd_chunked(hidden_states, dt, A, B, C, self.D, self.chunk_size)
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = y * F.silu(gate)  # mamba_rms_norm False: no norm
+        return self.out_proj(scan_output.to(dtype))
+
+
+class FalconH1Attention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.key_multiplier = c.key_multiplier
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2) * self.key_multiplier
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = bamba_rotary(q, k, cos, sin)  # full rotary: rd is the head width
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class FalconH1MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+        self.gate_multiplier, self.down_multiplier = c.mlp_multipliers
+
+    def forward(self, x):
+        y = self.up_proj(x) * self.act_fn(self.gate_proj(x) * self.gate_multiplier)
+        y = self.down_proj(y) * self.down_multiplier
+        return y
+
+
+class FalconH1RMSNorm(DiffLlamaRMSNorm):
+    """FalconH1RMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class FalconH1DecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.feed_forward = FalconH1MLP(c)
+        self.mamba = FalconH1Mixer(c, layer_idx)
+        self.self_attn = FalconH1Attention(c, layer_idx)
+        self.attention_in_multiplier = c.attention_in_multiplier
+        self.ssm_out_multiplier = c.ssm_out_multiplier
+        self.attn_out_multiplier = c.attention_out_multiplier
+        self.input_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, mamba_attention_mask=None, position_ids=None,
+                position_embeddings=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        mamba_hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, cache_position=None,
+                                         attention_mask=mamba_attention_mask)
+        mamba_hidden_states = mamba_hidden_states * self.ssm_out_multiplier
+        attention_hidden_states, _ = self.self_attn(hidden_states=hidden_states * self.attention_in_multiplier,
+                                                    attention_mask=attention_mask, position_ids=position_ids,
+                                                    position_embeddings=position_embeddings)
+        attention_hidden_states = attention_hidden_states * self.attn_out_multiplier
+        hidden_states = mamba_hidden_states + attention_hidden_states
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
+
+class FalconH1RotaryEmbedding(BambaRotaryEmbedding):
+    """Llama's default RoPE: the whole head rotated (partial_rotary_factor 1)."""
+
+
+class FalconH1Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([FalconH1DecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.final_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        rc = type("RopeConfig", (), dict(head_dim=c.head_dim, partial_rotary_factor=1.0, rope_theta=c.rope_theta))
+        self.rotary_emb = FalconH1RotaryEmbedding(rc)
+        self.embedding_multiplier = c.embedding_multiplier
+        mup_vector = falcon_h1_mup_vector(c)
+        for layer in self.layers:
+            layer.mamba.register_buffer("mup_vector", mup_vector.clone(), persistent=False)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids) * self.embedding_multiplier
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, mamba_attention_mask=None, position_ids=position_ids,
+                      position_embeddings=pe)[0]
+        return self.final_layernorm(h)
+
+
+# --- jamba -------------------------------------------------------------------------------
+
+
+class JambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    intermediate_size = 48
+    rms_norm_eps = 1e-6
+    layers = ["mamba", "attention"]
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_expand = 2
+    mamba_dt_rank = math.ceil(32 / 16)
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+
+
+class JambaRMSNorm(DiffLlamaRMSNorm):
+    """JambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class JambaMambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_expand * c.hidden_size
+        self.time_step_rank = c.mamba_dt_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.mamba_conv_bias,
+                                kernel_size=self.conv_kernel_size, groups=self.intermediate_size,
+                                padding=self.conv_kernel_size - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.mamba_proj_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A.float()))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.mamba_proj_bias)
+        self.dt_layernorm = JambaRMSNorm(self.time_step_rank, eps=c.rms_norm_eps)
+        self.b_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+        self.c_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None):
+        # slow_forward without a cache
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        time_step = self.dt_layernorm(time_step)
+        B = self.b_layernorm(B)
+        C = self.c_layernorm(C)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class JambaAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.hidden_size // c.num_attention_heads
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim) + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class JambaMLP(BambaMLP):
+    """JambaMLP: MistralMLP, down(act(gate(x)) · up(x))."""
+
+
+class JambaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.kind = c.layers[layer_idx]
+        if self.kind == "mamba":
+            self.mamba = JambaMambaMixer(c, layer_idx)
+        else:
+            self.self_attn = JambaAttention(c, layer_idx)
+        self.feed_forward = JambaMLP(c)
+        self.input_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        if self.kind == "mamba":
+            hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, attention_mask=attention_mask)
+        else:
+            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        return (residual + hidden_states,)
+
+
+class JambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([JambaDecoderLayer(c, i) for i in range(len(c.layers))])
+        self.final_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None)[0]
+        return self.final_layernorm(h)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
-         "bamba": (BambaModel, BambaConfig)}
+         "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
+         "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
