@@ -211,7 +211,8 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // scope's values and the parameters of its uncalled sub-modules: a causal
 // depthwise convolution of a value's columns, a residual plus two scaled
 // branches, a cut scaled in runs of columns, a selective scan times a
-// gate, a scan over channels (Mamba-1's).
+// gate, a scan over channels (Mamba-1's), a gated diagonal linear
+// recurrence (gatedRecurrence).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -228,7 +229,13 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
-	return s.channelScanned(target, sc, vals)
+	if v := s.channelScanned(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.gatedRecurrence(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	return nil
 }
 
 // axisCuts yields every contiguous slice of one axis of v that holds as
