@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -195,6 +195,23 @@ with a dense SiLU gated MLP (one expert), state 8. What it shows (Mamba-1 with i
   - the Mamba-1 mixer of mamba above, but x_proj's [time_step | B | C] each through an RMSNorm
     module of its own (dt_layernorm, b_layernorm, c_layernorm) before dt_proj and the scan;
   - an attention layer without positions (SDPA, causal).
+
+recurrent_gemma follows src/transformers/models/recurrent_gemma/modeling_recurrent_gemma.py at commit
+0233e509531ace915c8241b4c16c8032a583279c (RecurrentGemmaRecurrentBlock with use_cache False,
+RecurrentGemmaRglru's linear-mode _rnn_scan) and the real transformers 5.17 trace's call boundaries
+(the layer called as (h, position_ids, None, False, None); the temporal block with keyword
+position_ids, attention_mask None, use_cache False, past_key_values None, returning (out, None)), with
+configuration_recurrent_gemma.py's arithmetic (gelu_pytorch_tanh, RMSNorm ε 1e-6, conv width 4) but for
+the sizes: hidden and lru_width 32, 2 heads of 16, intermediate 96 (the MLP's 48), two recurrent layers
+(the real 5.17 traces hold two recurrent layers and no attention block). What it shows (RG-LRU):
+  - y = gelu_tanh(linear_y(h)); x = linear_x(h) read channels first through a depthwise causal
+    nn.Conv1d (padding 3, the first seq_len outputs kept);
+  - the RG-LRU over x: block-diagonal gates, baddbmm(b_h, x_h, W_h) per head then sigmoid, input gate
+    i and recurrence gate r; log a = −8·r·softplus(recurrent_param), a = exp(log a), a² = exp(2·log a);
+    u = (x·i)·√(1 − a²), but (x·i) where the position is 0 (reset); h_t = a_t·h_{t−1} + u_t in f32,
+    each h_t stored in the activations' dtype;
+  - linear_out(x·y), the residual; Gemma's RMSNorm (x̂·(1 + γ) in f32); a GELU gated MLP with biases;
+    the embeddings times the normalizer √hidden held as a bf16 buffer (5.65625 here).
 """
 import math
 import os
@@ -2600,6 +2617,166 @@ class JambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+class RecurrentGemmaConfig:
+    hidden_size = 32
+    lru_width = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    intermediate_size = 96
+    conv1d_width = 4
+    rms_norm_eps = 1e-6
+    layers_block_type = ["recurrent", "recurrent"]
+
+
+class RecurrentGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class GELUTanh(nn.Module):
+    """transformers.activations.GELUTanh (gelu_pytorch_tanh)."""
+
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+
+
+class RecurrentGemmaRglru(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.block_width = c.lru_width // self.num_attention_heads
+        self.recurrent_param = nn.Parameter(torch.empty([c.lru_width]))
+        self.input_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.input_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.recurrent_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_states = None
+
+    def forward(self, activations, position_ids):
+        batch_size, seq_len, lru_width = activations.shape
+        reset = position_ids[:, :, None] == 0
+        reshape_act = activations.reshape(batch_size * seq_len, self.num_attention_heads, self.block_width)
+        reshape_act = reshape_act.permute(1, 0, 2)
+        res = torch.baddbmm(self.input_gate_bias[:, None, :], reshape_act, self.input_gate_weight)
+        input_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        res = torch.baddbmm(self.recurrent_gate_bias[:, None, :], reshape_act, self.recurrent_gate_weight)
+        recurrent_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        log_recurrent_gate = -8.0 * recurrent_gate * F.softplus(self.recurrent_param)
+        recurrent_gate = torch.exp(log_recurrent_gate)
+        a_square = torch.exp(2 * log_recurrent_gate)
+        gated_inputs = activations * input_gate
+        multiplier = torch.sqrt(1 - a_square)  # SqrtBoundDerivative's forward
+        multiplier = reset + ~reset * multiplier
+        normalized_x = gated_inputs * multiplier.type(activations.dtype)
+        hidden_states, recurrent_states = self._rnn_scan(normalized_x, recurrent_gate, reset, self.recurrent_states)
+        self.recurrent_states = recurrent_states
+        return hidden_states
+
+    def _rnn_scan(self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype=torch.float32):
+        # the linear mode (seq_len > 1) without a cache
+        recurrent_gate = recurrent_gate * ~reset
+        recurrent_states = torch.zeros(hidden_states[:, 0].shape, dtype=acc_dtype, device=hidden_states.device)
+        contextualized_states = torch.zeros_like(hidden_states)
+        for t in range(hidden_states.shape[1]):
+            recurrent_states = recurrent_gate[:, t].type(acc_dtype) * recurrent_states
+            recurrent_states = recurrent_states + hidden_states[:, t].type(acc_dtype)
+            contextualized_states[:, t] = recurrent_states.type(hidden_states.dtype)
+        return contextualized_states, recurrent_states
+
+
+class RecurrentGemmaRecurrentBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.lru_width = c.lru_width
+        self.hidden_size = c.hidden_size
+        self.linear_y = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_x = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_out = nn.Linear(in_features=c.lru_width, out_features=c.hidden_size)
+        self.conv1d_width = c.conv1d_width
+        self.conv_1d = nn.Conv1d(c.lru_width, c.lru_width, kernel_size=c.conv1d_width, groups=c.lru_width,
+                                 padding=c.conv1d_width - 1)
+        self.rg_lru = RecurrentGemmaRglru(c)
+        self.act_fn = GELUTanh()
+        self.conv1d_state = None
+
+    def forward(self, input_states, position_ids=None, attention_mask=None, use_cache=False, past_key_values=None):
+        # use_cache False: no conv or recurrent state kept
+        _, seq_len, _ = input_states.shape
+        y_branch = self.linear_y(input_states)
+        y_branch = self.act_fn(y_branch)
+        x_branch = self.linear_x(input_states)
+        x_branch = x_branch.transpose(1, 2)
+        self.conv1d_state = None
+        self.rg_lru.recurrent_states = None
+        x_branch = self.conv_1d(x_branch)[..., :seq_len]
+        x_branch = self.rg_lru(x_branch.transpose(1, 2), position_ids)
+        hidden_states = x_branch * y_branch
+        hidden_states = self.linear_out(hidden_states)
+        return hidden_states, None
+
+
+class RecurrentGemmaMlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.intermediate_size = c.intermediate_size // 2
+        self.gate_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.up_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.down_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=True)
+        self.act_fn = GELUTanh()
+
+    def forward(self, hidden_states):
+        gate = self.act_fn(self.gate_proj(hidden_states))
+        return self.down_proj(gate * self.up_proj(hidden_states))
+
+
+class RecurrentGemmaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.temporal_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.temporal_block = RecurrentGemmaRecurrentBlock(c)
+        self.channel_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.mlp_block = RecurrentGemmaMlp(c)
+
+    def forward(self, activations, position_ids, attention_mask, use_cache=False, past_key_values=None):
+        raw_activations = activations
+        inputs_normalized = self.temporal_pre_norm(raw_activations)
+        hidden_states, _ = self.temporal_block(inputs_normalized, position_ids=position_ids,
+                                               attention_mask=attention_mask, use_cache=use_cache,
+                                               past_key_values=past_key_values)
+        residual = hidden_states + raw_activations
+        hidden_states = self.channel_pre_norm(residual)
+        hidden_states = self.mlp_block(hidden_states)
+        return hidden_states + residual
+
+
+class RecurrentGemmaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([RecurrentGemmaDecoderLayer(c, i) for i in range(len(c.layers_block_type))])
+        self.final_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.register_buffer("normalizer", torch.tensor(c.hidden_size ** 0.5, dtype=torch.bfloat16), persistent=False)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1]).unsqueeze(0)
+        hidden_states = hidden_states * self.normalizer.type(hidden_states.dtype)
+        for layer in self.layers:
+            # no attention layer here: the causal mask reaches the layers as None
+            hidden_states = layer(hidden_states, position_ids, None, False, None)
+        return self.final_norm(hidden_states)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -2607,7 +2784,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
-         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig)}
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

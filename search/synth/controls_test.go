@@ -207,8 +207,12 @@ var unseenFactors = map[string]map[string]any{
 	"falcon_h1": {"ssm_skip": true, "rope_layout": "half", "rope_theta": 10000.0, "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_jamba.py, reimplemented: a Mamba-1 mixer whose time step, B and C
 	// pass through RMSNorm modules of their own, an attention layer without positions
-	"jamba":      {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
-	"nemotron_h": {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
+	"jamba": {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
+	// transformers' modeling_recurrent_gemma.py, reimplemented: RG-LRU recurrent blocks (a
+	// causal conv1d, block-diagonal gates, a gated diagonal linear recurrence) times a GELU
+	// branch, Gemma's 1 + γ RMS norms, a GELU gated MLP
+	"recurrent_gemma": {"mlp_act": "gelu_tanh", "mlp_glu": true, "norm_kind": "rms", "norm_offset": 1.0},
+	"nemotron_h":      {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
