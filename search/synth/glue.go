@@ -212,7 +212,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // depthwise convolution of a value's columns, a residual plus two scaled
 // branches, a cut scaled in runs of columns, a selective scan times a
 // gate, a scan over channels (Mamba-1's), a gated diagonal linear
-// recurrence (gatedRecurrence).
+// recurrence (gatedRecurrence), a token shift (shiftedRows), an
+// interpolation of two values by a parameter (mixedRows), a decayed
+// average over the positions so far (decayedAverage).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -233,6 +235,15 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		return v
 	}
 	if v := s.gatedRecurrence(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.shiftedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.mixedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.decayedAverage(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	return nil
