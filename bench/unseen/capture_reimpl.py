@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma, rwkv)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma rwkv.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -212,6 +212,21 @@ the sizes: hidden and lru_width 32, 2 heads of 16, intermediate 96 (the MLP's 48
     each h_t stored in the activations' dtype;
   - linear_out(x·y), the residual; Gemma's RMSNorm (x̂·(1 + γ) in f32); a GELU gated MLP with biases;
     the embeddings times the normalizer √hidden held as a bf16 buffer (5.65625 here).
+
+rwkv follows src/transformers/models/rwkv/modeling_rwkv.py at commit
+058a04a3e543f8fb897de7df0cef78839311f2c1 (RWKV-4; rwkv_linear_attention_cpu, the path a CPU run takes, without
+a state: use_cache False) and configuration_rwkv.py's defaults (layer_norm_epsilon 1e-5, rescale_every 6)
+but for the sizes: hidden and attention_hidden_size 32, intermediate 48, two blocks; the call boundaries
+of the real transformers 5.17 trace (block(h, state=None, use_cache=False, output_attentions=False)
+returning (h, None, None); attention(x, state=None, use_cache=False) and feed_forward(x, state=None)
+returning (out, None)). What it shows (a recurrent model, never an attention):
+  - the token shift, an nn.ZeroPad2d((0, 0, 1, -1)) call: each row the one before, zeros first;
+  - time mixes per channel, x·μ + shifted·(1 − μ), μ parameters [1, 1, C], for key, value and receptance;
+  - the WKV: w = −exp(time_decay), u = time_first, per position the running-maximum form of
+    (Σ_{i<t} e^{(t−1−i)w + k_i}·v_i + e^{u + k_t}·v_t) / (Σ_{i<t} e^{(t−1−i)w + k_i} + e^{u + k_t}) in f32;
+    output(σ(receptance)·wkv);
+  - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
+    ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
 """
 import math
 import os
@@ -2777,6 +2792,138 @@ class RecurrentGemmaModel(nn.Module):
         return self.final_norm(hidden_states)
 
 
+class RwkvConfig:
+    hidden_size = 32
+    attention_hidden_size = 32
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    layer_norm_epsilon = 1e-5
+    rescale_every = 6
+
+
+def rwkv_linear_attention_cpu(time_decay, time_first, key, value):
+    # without a state (use_cache False): the running maximum keeps the exponentials in range
+    _, seq_length, _ = key.size()
+    output = torch.zeros_like(key)
+    num_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    den_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    max_state = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38
+    time_decay = -torch.exp(time_decay)
+    for current_index in range(seq_length):
+        current_key = key[:, current_index].float()
+        current_value = value[:, current_index]
+        max_for_output = torch.maximum(max_state, current_key + time_first)
+        e1 = torch.exp(max_state - max_for_output)
+        e2 = torch.exp(current_key + time_first - max_for_output)
+        numerator = e1 * num_state + e2 * current_value
+        denominator = e1 * den_state + e2
+        output[:, current_index] = (numerator / denominator).to(output.dtype)
+        max_for_state = torch.maximum(max_state + time_decay, current_key)
+        e1 = torch.exp(max_state + time_decay - max_for_state)
+        e2 = torch.exp(current_key - max_for_state)
+        num_state = e1 * num_state + e2 * current_value
+        den_state = e1 * den_state + e2
+        max_state = max_for_state
+    return output, None
+
+
+class RwkvSelfAttention(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        hidden_size = c.hidden_size
+        attention_hidden_size = c.attention_hidden_size
+        self.attention_hidden_size = attention_hidden_size
+        self.time_decay = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_first = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_value = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.key = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.value = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.receptance = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.output = nn.Linear(attention_hidden_size, hidden_size, bias=False)
+
+    def extract_key_value(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        value = hidden * self.time_mix_value + shifted * (1 - self.time_mix_value)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = self.key(key)
+        value = self.value(value)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance, key, value, state
+
+    def forward(self, hidden, state=None, use_cache=False):
+        receptance, key, value, state = self.extract_key_value(hidden, state=state)
+        rwkv, _ = rwkv_linear_attention_cpu(self.time_decay, self.time_first, key, value)
+        return self.output(receptance * rwkv), state
+
+
+class RwkvFeedForward(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.key = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.receptance = nn.Linear(c.hidden_size, c.hidden_size, bias=False)
+        self.value = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = torch.square(torch.relu(self.key(key)))
+        value = self.value(key)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance * value, state
+
+
+class RwkvBlock(nn.Module):
+    def __init__(self, c, layer_id):
+        super().__init__()
+        self.layer_id = layer_id
+        if layer_id == 0:
+            self.pre_ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.attention = RwkvSelfAttention(c, layer_id)
+        self.feed_forward = RwkvFeedForward(c, layer_id)
+
+    def forward(self, hidden, state=None, use_cache=False, output_attentions=False):
+        if self.layer_id == 0:
+            hidden = self.pre_ln(hidden)
+        attention, state = self.attention(self.ln1(hidden), state=state, use_cache=use_cache)
+        hidden = hidden + attention
+        feed_forward, state = self.feed_forward(self.ln2(hidden), state=state)
+        hidden = hidden + feed_forward
+        return (hidden, state, None)
+
+
+class RwkvModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.blocks = nn.ModuleList([RwkvBlock(c, layer_id=i) for i in range(c.num_hidden_layers)])
+        self.ln_out = nn.LayerNorm(c.hidden_size)
+
+    def forward(self, input_ids):
+        # eval with 2 blocks: _rescale_layers divides by 2 ** (block_id // 6) = 1, and no
+        # (idx + 1) % rescale_every == 0 halves the hidden states
+        hidden_states = self.embeddings(input_ids)
+        state = None
+        for idx, block in enumerate(self.blocks):
+            hidden_states, state, _ = block(hidden_states, state=state, use_cache=False, output_attentions=False)
+            if self.config.rescale_every > 0 and (idx + 1) % self.config.rescale_every == 0:
+                hidden_states = hidden_states / 2
+        return self.ln_out(hidden_states)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -2785,7 +2932,7 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
-         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig)}
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
