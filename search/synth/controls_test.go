@@ -625,3 +625,48 @@ func TestUnseenSelectiveScan(t *testing.T) {
 		})
 	}
 }
+
+// TestUnseenRecurrences: the recurrent replicas' recurrences are found as
+// ssm_scans of one head of width 1 and one state per channel, without
+// the skip: recurrent_gemma's RG-LRU one per layer (its causal conv1d a
+// depthwise conv2d padded by 3), rwkv's WKV two per layer (the decayed
+// sums of e^k·v and of e^k).
+func TestUnseenRecurrences(t *testing.T) {
+	for _, c := range []struct {
+		trace        string
+		scans, convs int
+	}{
+		{"recurrent_gemma-f32.npz", 2, 2},
+		{"rwkv-f32.npz", 4, 0},
+	} {
+		t.Run(c.trace, func(t *testing.T) {
+			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.trace))
+			shapes := map[string][]int{}
+			for _, v := range res.Doc.Program.Values {
+				shapes[v.Name] = v.Shape
+			}
+			var scans, convs int
+			for _, n := range res.Doc.Program.Nodes {
+				switch n.Op {
+				case "ssm_scan":
+					scans++
+					if len(n.In) != 6 || n.In[5] != "" {
+						t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and no D", n.In)
+						continue
+					}
+					if !slices.Equal(shapes[n.In[2]], []int{32}) || !slices.Equal(shapes[n.In[3]], []int{1, 8, 32, 1}) {
+						t.Errorf("ssm_scan A %v, B %v: want [32], [1 8 32 1]", shapes[n.In[2]], shapes[n.In[3]])
+					}
+				case "conv2d":
+					convs++
+					if cv := n.Attrs.Conv; cv == nil || cv.Pad != 3 || cv.Groups != 32 {
+						t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), 32 groups (depthwise)", cv)
+					}
+				}
+			}
+			if scans != c.scans || convs != c.convs {
+				t.Errorf("%d ssm_scan and %d conv2d nodes, want %d and %d", scans, convs, c.scans, c.convs)
+			}
+		})
+	}
+}
