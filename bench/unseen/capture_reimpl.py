@@ -3,11 +3,11 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer,
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv,
        and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer xglm mobilebert layoutlm mpnet
-nystromformer convbert yoso.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv xglm
+mobilebert layoutlm mpnet nystromformer convbert yoso.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -213,6 +213,38 @@ configuration_falcon_mamba.py's defaults (mixer_rms_eps 1e-6, the rest as mamba'
 sizes: the mamba mixer above, but x_proj's time step, B and C each through rms_forward (an RMS
 norm without a weight, in the forward: no call sees B or C normed; dt_proj's input is the normed
 time step), and the blocks' norms weight · rms_forward(x).
+
+recurrent_gemma follows src/transformers/models/recurrent_gemma/modeling_recurrent_gemma.py at commit
+0233e509531ace915c8241b4c16c8032a583279c (RecurrentGemmaRecurrentBlock with use_cache False,
+RecurrentGemmaRglru's linear-mode _rnn_scan) and the real transformers 5.17 trace's call boundaries
+(the layer called as (h, position_ids, None, False, None); the temporal block with keyword
+position_ids, attention_mask None, use_cache False, past_key_values None, returning (out, None)), with
+configuration_recurrent_gemma.py's arithmetic (gelu_pytorch_tanh, RMSNorm ε 1e-6, conv width 4) but for
+the sizes: hidden and lru_width 32, 2 heads of 16, intermediate 96 (the MLP's 48), two recurrent layers
+(the real 5.17 traces hold two recurrent layers and no attention block). What it shows (RG-LRU):
+  - y = gelu_tanh(linear_y(h)); x = linear_x(h) read channels first through a depthwise causal
+    nn.Conv1d (padding 3, the first seq_len outputs kept);
+  - the RG-LRU over x: block-diagonal gates, baddbmm(b_h, x_h, W_h) per head then sigmoid, input gate
+    i and recurrence gate r; log a = −8·r·softplus(recurrent_param), a = exp(log a), a² = exp(2·log a);
+    u = (x·i)·√(1 − a²), but (x·i) where the position is 0 (reset); h_t = a_t·h_{t−1} + u_t in f32,
+    each h_t stored in the activations' dtype;
+  - linear_out(x·y), the residual; Gemma's RMSNorm (x̂·(1 + γ) in f32); a GELU gated MLP with biases;
+    the embeddings times the normalizer √hidden held as a bf16 buffer (5.65625 here).
+
+rwkv follows src/transformers/models/rwkv/modeling_rwkv.py at commit
+058a04a3e543f8fb897de7df0cef78839311f2c1 (RWKV-4; rwkv_linear_attention_cpu, the path a CPU run takes, without
+a state: use_cache False) and configuration_rwkv.py's defaults (layer_norm_epsilon 1e-5, rescale_every 6)
+but for the sizes: hidden and attention_hidden_size 32, intermediate 48, two blocks; the call boundaries
+of the real transformers 5.17 trace (block(h, state=None, use_cache=False, output_attentions=False)
+returning (h, None, None); attention(x, state=None, use_cache=False) and feed_forward(x, state=None)
+returning (out, None)). What it shows (a recurrent model, never an attention):
+  - the token shift, an nn.ZeroPad2d((0, 0, 1, -1)) call: each row the one before, zeros first;
+  - time mixes per channel, x·μ + shifted·(1 − μ), μ parameters [1, 1, C], for key, value and receptance;
+  - the WKV: w = −exp(time_decay), u = time_first, per position the running-maximum form of
+    (Σ_{i<t} e^{(t−1−i)w + k_i}·v_i + e^{u + k_t}·v_t) / (Σ_{i<t} e^{(t−1−i)w + k_i} + e^{u + k_t}) in f32;
+    output(σ(receptance)·wkv);
+  - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
+    ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
 """
 import math
 import os
@@ -2852,6 +2884,297 @@ class FalconMambaModel(nn.Module):
             h = layer(h, attention_mask=None)
         return self.norm_f(h)
 
+class RecurrentGemmaConfig:
+    hidden_size = 32
+    lru_width = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    intermediate_size = 96
+    conv1d_width = 4
+    rms_norm_eps = 1e-6
+    layers_block_type = ["recurrent", "recurrent"]
+
+
+class RecurrentGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class GELUTanh(nn.Module):
+    """transformers.activations.GELUTanh (gelu_pytorch_tanh)."""
+
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+
+
+class RecurrentGemmaRglru(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.block_width = c.lru_width // self.num_attention_heads
+        self.recurrent_param = nn.Parameter(torch.empty([c.lru_width]))
+        self.input_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.input_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.recurrent_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_states = None
+
+    def forward(self, activations, position_ids):
+        batch_size, seq_len, lru_width = activations.shape
+        reset = position_ids[:, :, None] == 0
+        reshape_act = activations.reshape(batch_size * seq_len, self.num_attention_heads, self.block_width)
+        reshape_act = reshape_act.permute(1, 0, 2)
+        res = torch.baddbmm(self.input_gate_bias[:, None, :], reshape_act, self.input_gate_weight)
+        input_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        res = torch.baddbmm(self.recurrent_gate_bias[:, None, :], reshape_act, self.recurrent_gate_weight)
+        recurrent_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        log_recurrent_gate = -8.0 * recurrent_gate * F.softplus(self.recurrent_param)
+        recurrent_gate = torch.exp(log_recurrent_gate)
+        a_square = torch.exp(2 * log_recurrent_gate)
+        gated_inputs = activations * input_gate
+        multiplier = torch.sqrt(1 - a_square)  # SqrtBoundDerivative's forward
+        multiplier = reset + ~reset * multiplier
+        normalized_x = gated_inputs * multiplier.type(activations.dtype)
+        hidden_states, recurrent_states = self._rnn_scan(normalized_x, recurrent_gate, reset, self.recurrent_states)
+        self.recurrent_states = recurrent_states
+        return hidden_states
+
+    def _rnn_scan(self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype=torch.float32):
+        # the linear mode (seq_len > 1) without a cache
+        recurrent_gate = recurrent_gate * ~reset
+        recurrent_states = torch.zeros(hidden_states[:, 0].shape, dtype=acc_dtype, device=hidden_states.device)
+        contextualized_states = torch.zeros_like(hidden_states)
+        for t in range(hidden_states.shape[1]):
+            recurrent_states = recurrent_gate[:, t].type(acc_dtype) * recurrent_states
+            recurrent_states = recurrent_states + hidden_states[:, t].type(acc_dtype)
+            contextualized_states[:, t] = recurrent_states.type(hidden_states.dtype)
+        return contextualized_states, recurrent_states
+
+
+class RecurrentGemmaRecurrentBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.lru_width = c.lru_width
+        self.hidden_size = c.hidden_size
+        self.linear_y = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_x = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_out = nn.Linear(in_features=c.lru_width, out_features=c.hidden_size)
+        self.conv1d_width = c.conv1d_width
+        self.conv_1d = nn.Conv1d(c.lru_width, c.lru_width, kernel_size=c.conv1d_width, groups=c.lru_width,
+                                 padding=c.conv1d_width - 1)
+        self.rg_lru = RecurrentGemmaRglru(c)
+        self.act_fn = GELUTanh()
+        self.conv1d_state = None
+
+    def forward(self, input_states, position_ids=None, attention_mask=None, use_cache=False, past_key_values=None):
+        # use_cache False: no conv or recurrent state kept
+        _, seq_len, _ = input_states.shape
+        y_branch = self.linear_y(input_states)
+        y_branch = self.act_fn(y_branch)
+        x_branch = self.linear_x(input_states)
+        x_branch = x_branch.transpose(1, 2)
+        self.conv1d_state = None
+        self.rg_lru.recurrent_states = None
+        x_branch = self.conv_1d(x_branch)[..., :seq_len]
+        x_branch = self.rg_lru(x_branch.transpose(1, 2), position_ids)
+        hidden_states = x_branch * y_branch
+        hidden_states = self.linear_out(hidden_states)
+        return hidden_states, None
+
+
+class RecurrentGemmaMlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.intermediate_size = c.intermediate_size // 2
+        self.gate_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.up_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.down_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=True)
+        self.act_fn = GELUTanh()
+
+    def forward(self, hidden_states):
+        gate = self.act_fn(self.gate_proj(hidden_states))
+        return self.down_proj(gate * self.up_proj(hidden_states))
+
+
+class RecurrentGemmaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.temporal_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.temporal_block = RecurrentGemmaRecurrentBlock(c)
+        self.channel_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.mlp_block = RecurrentGemmaMlp(c)
+
+    def forward(self, activations, position_ids, attention_mask, use_cache=False, past_key_values=None):
+        raw_activations = activations
+        inputs_normalized = self.temporal_pre_norm(raw_activations)
+        hidden_states, _ = self.temporal_block(inputs_normalized, position_ids=position_ids,
+                                               attention_mask=attention_mask, use_cache=use_cache,
+                                               past_key_values=past_key_values)
+        residual = hidden_states + raw_activations
+        hidden_states = self.channel_pre_norm(residual)
+        hidden_states = self.mlp_block(hidden_states)
+        return hidden_states + residual
+
+
+class RecurrentGemmaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([RecurrentGemmaDecoderLayer(c, i) for i in range(len(c.layers_block_type))])
+        self.final_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.register_buffer("normalizer", torch.tensor(c.hidden_size ** 0.5, dtype=torch.bfloat16), persistent=False)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1]).unsqueeze(0)
+        hidden_states = hidden_states * self.normalizer.type(hidden_states.dtype)
+        for layer in self.layers:
+            # no attention layer here: the causal mask reaches the layers as None
+            hidden_states = layer(hidden_states, position_ids, None, False, None)
+        return self.final_norm(hidden_states)
+
+
+class RwkvConfig:
+    hidden_size = 32
+    attention_hidden_size = 32
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    layer_norm_epsilon = 1e-5
+    rescale_every = 6
+
+
+def rwkv_linear_attention_cpu(time_decay, time_first, key, value):
+    # without a state (use_cache False): the running maximum keeps the exponentials in range
+    _, seq_length, _ = key.size()
+    output = torch.zeros_like(key)
+    num_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    den_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    max_state = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38
+    time_decay = -torch.exp(time_decay)
+    for current_index in range(seq_length):
+        current_key = key[:, current_index].float()
+        current_value = value[:, current_index]
+        max_for_output = torch.maximum(max_state, current_key + time_first)
+        e1 = torch.exp(max_state - max_for_output)
+        e2 = torch.exp(current_key + time_first - max_for_output)
+        numerator = e1 * num_state + e2 * current_value
+        denominator = e1 * den_state + e2
+        output[:, current_index] = (numerator / denominator).to(output.dtype)
+        max_for_state = torch.maximum(max_state + time_decay, current_key)
+        e1 = torch.exp(max_state + time_decay - max_for_state)
+        e2 = torch.exp(current_key - max_for_state)
+        num_state = e1 * num_state + e2 * current_value
+        den_state = e1 * den_state + e2
+        max_state = max_for_state
+    return output, None
+
+
+class RwkvSelfAttention(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        hidden_size = c.hidden_size
+        attention_hidden_size = c.attention_hidden_size
+        self.attention_hidden_size = attention_hidden_size
+        self.time_decay = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_first = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_value = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.key = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.value = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.receptance = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.output = nn.Linear(attention_hidden_size, hidden_size, bias=False)
+
+    def extract_key_value(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        value = hidden * self.time_mix_value + shifted * (1 - self.time_mix_value)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = self.key(key)
+        value = self.value(value)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance, key, value, state
+
+    def forward(self, hidden, state=None, use_cache=False):
+        receptance, key, value, state = self.extract_key_value(hidden, state=state)
+        rwkv, _ = rwkv_linear_attention_cpu(self.time_decay, self.time_first, key, value)
+        return self.output(receptance * rwkv), state
+
+
+class RwkvFeedForward(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.key = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.receptance = nn.Linear(c.hidden_size, c.hidden_size, bias=False)
+        self.value = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = torch.square(torch.relu(self.key(key)))
+        value = self.value(key)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance * value, state
+
+
+class RwkvBlock(nn.Module):
+    def __init__(self, c, layer_id):
+        super().__init__()
+        self.layer_id = layer_id
+        if layer_id == 0:
+            self.pre_ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.attention = RwkvSelfAttention(c, layer_id)
+        self.feed_forward = RwkvFeedForward(c, layer_id)
+
+    def forward(self, hidden, state=None, use_cache=False, output_attentions=False):
+        if self.layer_id == 0:
+            hidden = self.pre_ln(hidden)
+        attention, state = self.attention(self.ln1(hidden), state=state, use_cache=use_cache)
+        hidden = hidden + attention
+        feed_forward, state = self.feed_forward(self.ln2(hidden), state=state)
+        hidden = hidden + feed_forward
+        return (hidden, state, None)
+
+
+class RwkvModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.blocks = nn.ModuleList([RwkvBlock(c, layer_id=i) for i in range(c.num_hidden_layers)])
+        self.ln_out = nn.LayerNorm(c.hidden_size)
+
+    def forward(self, input_ids):
+        # eval with 2 blocks: _rescale_layers divides by 2 ** (block_id // 6) = 1, and no
+        # (idx + 1) % rescale_every == 0 halves the hidden states
+        hidden_states = self.embeddings(input_ids)
+        state = None
+        for idx, block in enumerate(self.blocks):
+            hidden_states, state, _ = block(hidden_states, state=state, use_cache=False, output_attentions=False)
+            if self.config.rescale_every > 0 and (idx + 1) % self.config.rescale_every == 0:
+                hidden_states = hidden_states / 2
+        return self.ln_out(hidden_states)
+
 
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
@@ -2861,7 +3184,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
-         "falcon_mamba": (FalconMambaModel, FalconMambaConfig), "roformer": (RoFormerModel, RoFormerConfig)}
+         "falcon_mamba": (FalconMambaModel, FalconMambaConfig), "roformer": (RoFormerModel, RoFormerConfig),
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
 import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 CASES.update(reimpl_encoders.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}

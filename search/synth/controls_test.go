@@ -207,11 +207,15 @@ var unseenFactors = map[string]map[string]any{
 	"falcon_h1": {"ssm_skip": true, "rope_layout": "half", "rope_theta": 10000.0, "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_jamba.py, reimplemented: a Mamba-1 mixer whose time step, B and C
 	// pass through RMSNorm modules of their own, an attention layer without positions
+	"jamba": {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_falcon_mamba.py, reimplemented: mamba's Mamba-1 mixer with time
 	// step, B and C each through an RMS norm without a weight in the forward
 	"falcon_mamba": {"ssm_skip": true},
-	"jamba":        {"ssm_skip": true, "rope_layout": "none", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	"nemotron_h":   {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
+	// transformers' modeling_recurrent_gemma.py, reimplemented: RG-LRU recurrent blocks (a
+	// causal conv1d, block-diagonal gates, a gated diagonal linear recurrence) times a GELU
+	// branch, Gemma's 1 + γ RMS norms, a GELU gated MLP
+	"recurrent_gemma": {"mlp_act": "gelu_tanh", "mlp_glu": true, "norm_kind": "rms", "norm_offset": 1.0},
 	// transformers' modeling_ctrl.py, reimplemented: embeddings ×√32 plus a sinusoid table of
 	// positions computed in the forward, a 0/1 causal mask ×−1e4, a ReLU MLP
 	"ctrl": {"rope_layout": "none", "attention_causal": true, "mlp_act": "relu", "mlp_glu": false},
@@ -811,6 +815,51 @@ func TestUnseenSelectiveScan(t *testing.T) {
 			}
 			if c.normGroup > 0 && grouped != c.layers {
 				t.Errorf("%d norms over groups of %d, want %d", grouped, c.normGroup, c.layers)
+			}
+		})
+	}
+}
+
+// TestUnseenRecurrences: the recurrent replicas' recurrences are found as
+// ssm_scans of one head of width 1 and one state per channel, without
+// the skip: recurrent_gemma's RG-LRU one per layer (its causal conv1d a
+// depthwise conv2d padded by 3), rwkv's WKV two per layer (the decayed
+// sums of e^k·v and of e^k).
+func TestUnseenRecurrences(t *testing.T) {
+	for _, c := range []struct {
+		trace        string
+		scans, convs int
+	}{
+		{"recurrent_gemma-f32.npz", 2, 2},
+		{"rwkv-f32.npz", 4, 0},
+	} {
+		t.Run(c.trace, func(t *testing.T) {
+			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.trace))
+			shapes := map[string][]int{}
+			for _, v := range res.Doc.Program.Values {
+				shapes[v.Name] = v.Shape
+			}
+			var scans, convs int
+			for _, n := range res.Doc.Program.Nodes {
+				switch n.Op {
+				case "ssm_scan":
+					scans++
+					if len(n.In) != 6 || n.In[5] != "" {
+						t.Errorf("ssm_scan reads %v: want x, dt, A, B, C and no D", n.In)
+						continue
+					}
+					if !slices.Equal(shapes[n.In[2]], []int{32}) || !slices.Equal(shapes[n.In[3]], []int{1, 8, 32, 1}) {
+						t.Errorf("ssm_scan A %v, B %v: want [32], [1 8 32 1]", shapes[n.In[2]], shapes[n.In[3]])
+					}
+				case "conv2d":
+					convs++
+					if cv := n.Attrs.Conv; cv == nil || cv.Pad != 3 || cv.Groups != 32 {
+						t.Errorf("conv2d attrs %+v: want pad 3 (kernel 4, causal), 32 groups (depthwise)", cv)
+					}
+				}
+			}
+			if scans != c.scans || convs != c.convs {
+				t.Errorf("%d ssm_scan and %d conv2d nodes, want %d and %d", scans, convs, c.scans, c.convs)
 			}
 		})
 	}

@@ -230,7 +230,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // depthwise convolution of a value's columns, a parameterless norm of a
 // value's first or last columns, a residual plus two scaled
 // branches, a cut scaled in runs of columns, a selective scan times a
-// gate, a scan over channels (Mamba-1's).
+// gate, a scan over channels (Mamba-1's), a gated diagonal linear
+// recurrence (gatedRecurrence), a token shift (shiftedRows), an
+// interpolation of two values by a parameter (mixedRows), a decayed
+// average over the positions so far (decayedAverage).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -250,7 +253,22 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
-	return s.channelScanned(target, sc, vals)
+	if v := s.channelScanned(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.gatedRecurrence(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.shiftedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.mixedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.decayedAverage(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	return nil
 }
 
 // axisCuts yields every contiguous slice of one axis of v that holds as
