@@ -3,11 +3,11 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv,
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
        and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv xglm
-mobilebert layoutlm mpnet nystromformer convbert yoso.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
+mamba_kernel_path xglm mobilebert layoutlm mpnet nystromformer convbert yoso.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -2212,6 +2212,51 @@ class MambaModel(nn.Module):
         return self.norm_f(h)
 
 
+class MambaMixerKernelPath(MambaMixer):
+    """The mixer as transformers 5.17 runs it on a machine without the mamba_ssm and
+    causal_conv1d packages (the real traces of bench/unseen/capture_lm.py's fifth batch): the
+    kernels' path with their PyTorch reference implementations, so no call of conv1d, act or
+    dt_proj is captured. causal_conv1d_fn's reference is F.conv1d of the channels with the
+    conv's own weight, the first seq_len outputs, SiLU; dt = dt_proj.weight @ time_stepᵀ with
+    the bias added inside selective_scan_fn's reference (delta = softplus(delta + bias)),
+    whose recurrence, D skip and z gate (y·silu(z)) are slow_forward's in f32. Written from the
+    call boundaries the real 5.17 trace shows and the references' documented arithmetic; the
+    upstream kernels' file was not read."""
+
+    def forward(self, input_states, cache_params=None, cache_position=None, attention_mask=None):
+        batch_size, seq_len, _ = input_states.shape
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        w = self.conv1d.weight
+        hidden_states = F.silu(F.conv1d(hidden_states, w, self.conv1d.bias, padding=w.shape[-1] - 1,
+                                        groups=self.intermediate_size)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        discrete_time_step = self.dt_proj.weight @ time_step.transpose(1, 2)
+        delta = F.softplus(discrete_time_step + self.dt_proj.bias.float()[None, :, None])
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * delta[:, :, :, None])
+        deltaB_u = delta[:, :, :, None] * B[:, None, :, :].float() * hidden_states[:, :, :, None].float()
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size))
+        ys = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            ys.append(torch.matmul(ssm_state, C[:, i, :].unsqueeze(-1))[:, :, 0])
+        y = torch.stack(ys, dim=-1) + hidden_states * self.D[None, :, None]
+        y = y * F.silu(gate)
+        return self.out_proj(y.transpose(1, 2))
+
+
+class MambaKernelPathModel(MambaModel):
+    def __init__(self, c):
+        super().__init__(c)
+        for i, layer in enumerate(self.layers):
+            mixer = MambaMixerKernelPath(c, i)
+            mixer.load_state_dict(layer.mixer.state_dict())
+            layer.mixer = mixer
+
+
 # --- nemotron_h --------------------------------------------------------------------------
 
 
@@ -3185,6 +3230,7 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
          "falcon_mamba": (FalconMambaModel, FalconMambaConfig), "roformer": (RoFormerModel, RoFormerConfig),
+         "mamba_kernel_path": (MambaKernelPathModel, MambaConfig),
          "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
 import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 CASES.update(reimpl_encoders.CASES)

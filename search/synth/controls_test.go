@@ -211,7 +211,10 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_falcon_mamba.py, reimplemented: mamba's Mamba-1 mixer with time
 	// step, B and C each through an RMS norm without a weight in the forward
 	"falcon_mamba": {"ssm_skip": true},
-	"nemotron_h":   {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
+	// mamba's mixer on the kernels' reference path (transformers 5.17 without mamba_ssm): no call
+	// of conv1d, act or dt_proj; the time step the first columns of x_proj's result
+	"mamba_kernel_path": {"ssm_skip": true},
+	"nemotron_h":        {"ssm_skip": true, "mlp_act": "relu", "mlp_squared": true, "mlp_glu": false, "attention_causal": true, "rope_layout": "none"},
 	// transformers' modeling_recurrent_gemma.py, reimplemented: RG-LRU recurrent blocks (a
 	// causal conv1d, block-diagonal gates, a gated diagonal linear recurrence) times a GELU
 	// branch, Gemma's 1 + γ RMS norms, a GELU gated MLP

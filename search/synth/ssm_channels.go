@@ -78,10 +78,22 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 	// F.linear(time_step, dt_proj.weight, dt_proj.bias)): a matrix [W, R]
 	// of the scope over a value [B, L, R], its bias a vector [W] or none
 	for _, m := range rates {
+		r := m.shape[1]
+		var ins []*val
 		for _, v := range vals {
-			if !rows(v, m.shape[1]) {
-				continue
+			switch {
+			case rows(v, r):
+				ins = append(ins, v)
+			case usable(v) && len(v.shape) == 3 && v.shape[0] == bs && v.shape[1] == l && v.shape[2] > r && v.shape[2] < w:
+				// the time step as the first R columns of x_proj's result
+				// [dt | B | C], cut in the forward (no call sees it alone)
+				if cut := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: 0, End: r}, args: []*val{v}, out: v.format, label: "the time step's columns"}); cut != nil {
+					cut.origin = fmt.Sprintf("%s[:%d]", v.origin, r)
+					ins = append(ins, cut)
+				}
 			}
+		}
+		for _, v := range ins {
 			for _, b := range append([]*val{nil}, skips...) {
 				z := s.derive(&expr{op: program.OpLinear, args: []*val{v, m, b}, out: v.format, label: "dt projected"})
 				if sp := s.softplus(z); z != nil && sp != nil {
