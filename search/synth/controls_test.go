@@ -324,6 +324,13 @@ var unseenFactors = map[string]map[string]any{
 	"longcat_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
 		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_bria_fibo.py: every block's caption rebuilt from the running caption's first half and
+	// its own projection of a text-encoder layer; ids (0, 0, 0) and (0, h, w), axes (4, 6, 6), θ 10000,
+	// interleaved pairs; RMSNorm q/k; gelu-tanh FFNs; (1 + scale); x + gate·y; the pipeline passes σ·1000
+	"bria_fibo": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_causal": false, "attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false,
+		"modulation_plus_one": true, "modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -174,6 +174,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.joinedWide(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.joinedOfParts(target, sc, vals); v != nil {
+		return v
+	}
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
@@ -265,6 +268,19 @@ func (s *synth) joinedWide(t *val, sc *scope, vals []*val) *val {
 	}
 	s.latePieces = true
 	defer func() { s.latePieces = false }()
+	return s.joinedAt(t, sc, vals, 0)
+}
+
+// joinedOfParts is joined with pieces that are joins holding leading
+// parts of values (a caption rebuilt from the first half of the running
+// caption's channels and a projection of its own, then joined before
+// the image rows): tried once every other form failed.
+func (s *synth) joinedOfParts(t *val, sc *scope, vals []*val) *val {
+	if t.reshapedFrom || len(t.shape) < 2 {
+		return nil
+	}
+	s.nestedParts = true
+	defer func() { s.nestedParts = false }()
 	return s.joinedAt(t, sc, vals, 0)
 }
 
@@ -876,6 +892,10 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 			if found == nil && depth == 0 {
 				// a piece that is the leading part of a value (a caption
 				// cut to its length before it joins the image rows)
+				found = s.leadingPart(t, ax, off, vals)
+			}
+			if found == nil && depth == 1 && s.nestedParts {
+				// a leading part of a value inside a nested join
 				found = s.leadingPart(t, ax, off, vals)
 			}
 			if found == nil && depth == 0 && off > 0 && s.latePieces {
