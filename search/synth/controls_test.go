@@ -331,6 +331,14 @@ var unseenFactors = map[string]map[string]any{
 		"qk_norm": "rms", "attention_causal": false, "attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false,
 		"modulation_plus_one": true, "modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
+	// transformer_sana_video.py: ReLU linear attention whose numerator reads interleaved-RoPE'd kernels
+	// (Wan's 3-D table, sections 12/10/10, θ 10⁴); SDPA cross-attention without RoPE, RMSNorm q/k across
+	// heads, default scale; scale_shift_table + timestep (shift, scale, gate), (1 + scale), x + gate·y;
+	// final [shift, scale]; [cos, sin] sinusoid of shift 0 over σ·1000
+	"sana_video": {"attention_kernel": "relu", "rope_layout": "interleaved", "rope_axes": []any{12.0, 10.0, 10.0}, "rope_theta": 10000.0,
+		"qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

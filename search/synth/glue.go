@@ -189,6 +189,15 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.rotatedLinearAttention(target, sc); v != nil {
+		return v
+	}
+	if v := s.movedSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.gatedMoved(target, sc, vals); v != nil && relRMS(target.format, v.data, target.data) <= tolerance(target.format) && s.everyStep(v, target, tolerance(target.format)) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return s.reshaped(target, sc, vals)
 }
 

@@ -649,16 +649,45 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 		bias = params[1]
 	}
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
-	if pad2 < 0 || pad2%2 != 0 || t.shape[3]-x.shape[3]+w.shape[3]-1 != pad2 {
+	padW2 := t.shape[3] - x.shape[3] + w.shape[3] - 1
+	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
 		return nil
 	}
 	groups := 1
 	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
 		groups = x.shape[1]
 	}
+	if padW2 != pad2 {
+		return s.fitConvPads(x, w, bias, t, pad2/2, padW2/2, groups)
+	}
 	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
 	v, ev := s.best(t, []*expr{{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
 		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], p.Pad, groups)}})
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
+}
+
+// fitConvPads explains a convolution of stride 1 padded padH on the
+// height and padW on the width (a (3, 1) kernel over frames padded (1,
+// 0)): padded by the larger on both, the extra rows or columns (whose
+// taps read only padding on that axis) cut from the result.
+func (s *synth) fitConvPads(x, w, bias, t *val, padH, padW, groups int) *val {
+	pad := max(padH, padW)
+	p := program.ConvParams{Pad: pad, Groups: groups}
+	conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
+		label: fmt.Sprintf("conv %dx%d pad %d groups %d", w.shape[2], w.shape[3], pad, groups)})
+	if conv == nil {
+		return nil
+	}
+	rows := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: pad - padH, End: pad - padH + t.shape[2]}, args: []*val{conv}, out: t.format, label: "the rows padded as the height is"})
+	if rows == nil {
+		return nil
+	}
+	v, ev := s.best(t, []*expr{{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: pad - padW, End: pad - padW + t.shape[3]}, args: []*val{rows}, out: t.format,
+		label: fmt.Sprintf("the columns padded as the width is (pad %d, %d)", padH, padW)}})
 	if v == nil {
 		return nil
 	}
