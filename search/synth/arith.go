@@ -652,3 +652,33 @@ func (s *synth) movedSum(t *val, vals []*val) *val {
 	}
 	return nil
 }
+
+// activatedSum explains t as an activation of the sum of two values of
+// its shape (silu(timestep embedding + condition embedding), the sum and
+// the function in the forward, neither a module of its own). Tried once
+// every other form failed.
+func (s *synth) activatedSum(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for i, a := range ops {
+		for _, b := range ops[i+1:] {
+			sum := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"})
+			if sum == nil {
+				continue
+			}
+			var cands []*expr
+			for _, f := range glueActs {
+				if f != exec.ActIdentity {
+					cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{sum}, out: t.format, label: f.String() + " of a sum"})
+				}
+			}
+			if w, ev := s.best(t, cands); w != nil {
+				w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, candidates: ev}
+				return w
+			}
+		}
+	}
+	return nil
+}

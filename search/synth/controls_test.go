@@ -339,6 +339,14 @@ var unseenFactors = map[string]map[string]any{
 		"qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
 		"timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
+	// transformer_glm_image.py: joint [text, image] attention, weightless LayerNorm q/k, half-layout 2-D
+	// RoPE (8 + 8, θ 10⁴) on the image rows, default scale; one gelu-tanh FFN for both streams; 12-way
+	// (shift, scale, gate per stream) with (1 + scale), x + y·gate; final [scale, shift]; 2×2 patches
+	// channels first; [cos, sin] sinusoids of shift 0
+	"glm_image": {"rope_layout": "half", "rope_axes": []any{8.0, 8.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "layer", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false,
+		"modulation_plus_one": true, "gate_fn": "identity", "final_norm_order": "scale,shift", "patch_layout": "c_ph_pw",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -198,6 +198,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.gatedMoved(target, sc, vals); v != nil && relRMS(target.format, v.data, target.data) <= tolerance(target.format) && s.everyStep(v, target, tolerance(target.format)) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.activatedSum(target, vals); v != nil && s.everyStep(v, target, tolerance(target.format)) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return s.reshaped(target, sc, vals)
 }
 
