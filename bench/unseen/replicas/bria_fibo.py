@@ -237,11 +237,12 @@ class BriaFiboTransformer2DModel(nn.Module):
         return (output,)
 
 
-NUM_LAYERS, NUM_SINGLE_LAYERS = 1, 1
+NUM_LAYERS, NUM_SINGLE_LAYERS = 1, 2
 
 
 def build():
-    # Small FIBO: 2 heads of 16 (RoPE axes 4+6+6), one double- and one single-stream block, 16 latent channels
+    # Small FIBO: 2 heads of 16 (RoPE axes 4+6+6), one double- and two single-stream blocks (the second's caption
+    # rebuilt from the first's joint output), 16 latent channels
     # (48 upstream: the Wan 2.2 VAE's, packed without patching), an 8-wide text encoder (prompt_embeds its last two
     # hidden states joined, 16 wide).
     return BriaFiboTransformer2DModel(patch_size=1, in_channels=16, num_layers=NUM_LAYERS,
@@ -264,11 +265,11 @@ def inputs(g):
     prompt_mask = torch.ones(1, n)
     total = NUM_LAYERS + NUM_SINGLE_LAYERS
     prompt_layers = hidden[len(hidden) - total:]
-    lat = torch.randn((1, 16, 4, 4), generator=g)
-    latents = lat.permute(0, 2, 3, 1).reshape(1, 16, 16)  # _pack_latents_no_patch
+    lat = torch.randn((1, 16, 2, 4), generator=g)
+    latents = lat.permute(0, 2, 3, 1).reshape(1, 8, 16)  # _pack_latents_no_patch
     attention_mask = torch.cat([prompt_mask, torch.ones(1, latents.shape[1])], dim=1)
     attention_mask = prepare_attention_mask(attention_mask).unsqueeze(dim=1)
-    c = {"encoder_hidden_states": prompt_embeds, "txt_ids": torch.zeros(n, 3), "img_ids": prepare_latent_image_ids(4, 4),
+    c = {"encoder_hidden_states": prompt_embeds, "txt_ids": torch.zeros(n, 3), "img_ids": prepare_latent_image_ids(2, 4),
          "attention_mask": attention_mask, "noise": latents}
     for i, layer in enumerate(prompt_layers):
         c[f"text_encoder_layers.{i}"] = layer
@@ -288,7 +289,7 @@ PRODUCER = dict(
                    "imports (torch 1.13)",
     timestep="sigma*1000 float32 as is (BriaFiboPipeline passes the scheduler's t)",
     velocity="model output as is (flow velocity), not negated",
-    note="Bria FIBO MMDiT, one double- and one single-stream block: before every block the caption is rebuilt as "
+    note="Bria FIBO MMDiT, one double- and two single-stream blocks, a 2x4 latent: before every block the caption is rebuilt as "
          "cat([caption[..., :D/2], caption_projection[i](text_encoder_layers[i])], -1) (a bias-free 8 -> 16 "
          "projection of one text-encoder hidden layer per block; prompt_embeds the last two hidden layers joined); "
          "AdaLayerNormZero (shift, scale, gate, shift, scale, gate) with (1 + scale), x + gate·y; joint [text, "
