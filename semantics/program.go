@@ -140,7 +140,9 @@ type ConvAttrs struct {
 
 // LinearAttentionAttrs configure kernelised attention: per head,
 // out_n = Σ_j v_j (φ(k_j)·φ(q_n)) / (Σ_j φ(k_j)·φ(q_n) + eps), φ the kernel
-// (an activation name), keys and values summed first, in f32.
+// (an activation name), keys and values summed first, in f32; a node
+// given two more inputs (qn, kn) reads them in the numerator in place of
+// φ(q) and φ(k), the normaliser unchanged.
 type LinearAttentionAttrs struct {
 	Heads  int     `json:"heads"`
 	Kernel string  `json:"kernel"`

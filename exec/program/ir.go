@@ -44,7 +44,7 @@ const (
 	OpMinimum                       // a, b: min(a, b), NaN where either is (torch.minimum; clamp's upper bound)
 	OpMaximum                       // a, b: max(a, b), NaN where either is (torch.maximum; clamp's lower bound)
 	OpConv2D                        // x [B, C, H, W], w [O, C/groups, kh, kw], bias [O] (optional); Attrs.Conv: stride 1
-	OpLinearAttention               // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.LinearAttention (kernelised attention)
+	OpLinearAttention               // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv], then optionally the numerator's qn, kn; Attrs.LinearAttention (kernelised attention)
 	OpRepeat                        // x; Attrs.N, Axis: N copies of x joined along the axis (torch's repeat; repeat_interleave of a length-1 axis)
 	OpWhere                         // cond, a, b: a where cond > 0, else b, broadcast together (torch.where(x > 0, a, b): a piecewise activation's choice; host step)
 	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H] or [H, N], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)

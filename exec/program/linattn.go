@@ -13,7 +13,12 @@ import (
 //	out_n = Σ_j v_j (φ(k_j)·φ(q_n)) / (Σ_j φ(k_j)·φ(q_n) + Eps),
 //
 // computed as (vᵀφ(k))·φ(q) — keys and values summed first, as
-// Sana's ReLU linear attention does — in f32, rounded once.
+// Sana's ReLU linear attention does — in f32, rounded once. Given two
+// more operands qn and kn (of q's and k's shapes), the numerator reads
+// them as they are in place of φ(q) and φ(k) while the normaliser still
+// reads φ(q)·φ(k) (SANA-Video's RoPE'd kernels over unrotated ones):
+//
+//	out_n = Σ_j v_j (kn_j·qn_n) / (Σ_j φ(k_j)·φ(q_n) + Eps).
 type LinearAttentionParams struct {
 	Heads  int
 	Kernel exec.ActKind
@@ -34,9 +39,12 @@ func linearAttentionShape(q, k, v []int, p LinearAttentionParams) ([]int, error)
 // row by batch row and head by head: kv = vᵀ·φ(k) [Dv, D] and s = Σ_j φ(k_j)
 // [1, D] as Linears over the keys, then num = φ(q)·kvᵀ and den = φ(q)·sᵀ,
 // out = num / (den + Eps); all in f32, then cast to s.Out.
-func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionParams, s exec.Spec) (exec.Tensor, error) {
+func linearAttentionRun(b exec.Backend, q, k, v, qn, kn exec.Tensor, p LinearAttentionParams, s exec.Spec) (exec.Tensor, error) {
 	out, err := linearAttentionShape(q.Shape(), k.Shape(), v.Shape(), p)
 	if err != nil {
+		return nil, err
+	}
+	if err := numeratorShapes(q.Shape(), k.Shape(), qn, kn); err != nil {
 		return nil, err
 	}
 	sc := &scratch{b: b}
@@ -52,6 +60,15 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 	phiK, err := keep(b.Act(k, p.Kernel, f32))
 	if err != nil {
 		return nil, err
+	}
+	numQ, numK := phiQ, phiK
+	if qn != nil {
+		if numQ, err = keep(b.Cast(qn, precision.F32)); err != nil {
+			return nil, err
+		}
+		if numK, err = keep(b.Cast(kn, precision.F32)); err != nil {
+			return nil, err
+		}
 	}
 	ones, err := keep(b.Upload(onesOf(M), []int{1, M}, precision.F32))
 	if err != nil {
@@ -84,6 +101,15 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 			if err != nil {
 				return nil, err
 			}
+			nqh, nkh := qh, kh
+			if qn != nil {
+				if nqh, err = head(numQ, bi, h, d, N); err != nil {
+					return nil, err
+				}
+				if nkh, err = head(numK, bi, h, d, M); err != nil {
+					return nil, err
+				}
+			}
 			vh, err := head(v, bi, h, dv, M)
 			if err != nil {
 				return nil, err
@@ -96,7 +122,11 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 			if err != nil {
 				return nil, err
 			}
-			kv, err := keep(b.Linear(vt, kt, nil, f32)) // [Dv, D] = vᵀ·φ(k)
+			nkt, err := t(nkh)
+			if err != nil {
+				return nil, err
+			}
+			kv, err := keep(b.Linear(vt, nkt, nil, f32)) // [Dv, D] = vᵀ·φ(k)
 			if err != nil {
 				return nil, err
 			}
@@ -104,7 +134,7 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 			if err != nil {
 				return nil, err
 			}
-			num, err := keep(b.Linear(qh, kv, nil, f32)) // [N, Dv]
+			num, err := keep(b.Linear(nqh, kv, nil, f32)) // [N, Dv]
 			if err != nil {
 				return nil, err
 			}
@@ -135,6 +165,30 @@ func linearAttentionRun(b exec.Backend, q, k, v exec.Tensor, p LinearAttentionPa
 		return nil, err
 	}
 	return b.Cast(all, s.Out)
+}
+
+// numeratorShapes checks the numerator's operands: none, or both, of q's
+// and k's shapes.
+func numeratorShapes(q, k []int, qn, kn exec.Tensor) error {
+	if qn == nil && kn == nil {
+		return nil
+	}
+	if qn == nil || kn == nil || !equalShape(qn.Shape(), q) || !equalShape(kn.Shape(), k) {
+		return fmt.Errorf("linear attention's numerator operands: want both, of q's %v and k's %v shapes", q, k)
+	}
+	return nil
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func onesOf(n int) []float32 {

@@ -233,3 +233,60 @@ func TestConcatPromotes(t *testing.T) {
 		}
 	}
 }
+
+// TestLinearAttentionNumerator: given qn and kn, the numerator reads them
+// as they are and the normaliser still reads φ(q)·φ(k):
+// out_n = Σ_j v_j (kn_j·qn_n) / (Σ_j φ(k_j)·φ(q_n) + ε), per head; a
+// node with one of the two, or of another shape, is refused.
+func TestLinearAttentionNumerator(t *testing.T) {
+	const N, M, H, D = 3, 4, 2, 2
+	gen := func(n int, seed float32) []float32 {
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(math.Sin(float64(seed) + 1.7*float64(i)))
+		}
+		return d
+	}
+	q, k, v := gen(N*H*D, 1), gen(M*H*D, 2), gen(M*H*D, 3)
+	qn, kn := gen(N*H*D, 4), gen(M*H*D, 5)
+	p := LinearAttentionParams{Heads: H, Kernel: exec.ActReLU, Eps: 1e-15}
+	ins := map[string]*Value{
+		"q": in("q", Input, precision.F32, []int{1, N, H * D}, q...), "k": in("k", Input, precision.F32, []int{1, M, H * D}, k...),
+		"v": in("v", Input, precision.F32, []int{1, M, H * D}, v...), "qn": in("qn", Input, precision.F32, []int{1, N, H * D}, qn...),
+		"kn": in("kn", Input, precision.F32, []int{1, M, H * D}, kn...),
+	}
+	got, _ := runOne(t, Node{Op: OpLinearAttention, In: []string{"q", "k", "v", "qn", "kn"}, Attrs: Attrs{LinearAttention: p}, Spec: exec.Out(precision.F32)}, ins)
+	relu := func(x float32) float64 { return math.Max(0, float64(x)) }
+	for n := range N {
+		for h := range H {
+			var den float64
+			num := make([]float64, D)
+			for j := range M {
+				var s, sn float64
+				for c := range D {
+					s += relu(k[(j*H+h)*D+c]) * relu(q[(n*H+h)*D+c])
+					sn += float64(kn[(j*H+h)*D+c]) * float64(qn[(n*H+h)*D+c])
+				}
+				den += s
+				for c := range D {
+					num[c] += float64(v[(j*H+h)*D+c]) * sn
+				}
+			}
+			for c := range D {
+				want := num[c] / (den + 1e-15)
+				if g := float64(got[(n*H+h)*D+c]); math.Abs(g-want) > 1e-5*math.Max(1, math.Abs(want)) {
+					t.Fatalf("out[%d, %d, %d] = %g, want %g", n, h, c, g, want)
+				}
+			}
+		}
+	}
+	for _, bad := range [][]int{{N, H * D}, {1, M, H * D}} {
+		shapes := [][]int{{1, N, H * D}, {1, M, H * D}, {1, M, H * D}, bad, {1, M, H * D}}
+		if _, err := inferShapes(&Node{Op: OpLinearAttention, Attrs: Attrs{LinearAttention: p}}, shapes); err == nil {
+			t.Errorf("numerator q of %v accepted", bad)
+		}
+	}
+	if _, err := inferShapes(&Node{Op: OpLinearAttention, Attrs: Attrs{LinearAttention: p}}, [][]int{{1, N, H * D}, {1, M, H * D}, {1, M, H * D}, {1, N, H * D}}); err == nil {
+		t.Error("one numerator operand accepted")
+	}
+}

@@ -97,7 +97,7 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 	case OpConv2D:
 		return one(conv2dRun(b, in[0], in[1], at(in, 2), a.Conv, n.Spec))
 	case OpLinearAttention:
-		return one(linearAttentionRun(b, in[0], in[1], in[2], a.LinearAttention, n.Spec))
+		return one(linearAttentionRun(b, in[0], in[1], in[2], at(in, 3), at(in, 4), a.LinearAttention, n.Spec))
 	case OpSSMScan:
 		return one(b.SSMScan(in[0], in[1], in[2], in[3], in[4], at(in, 5), n.Spec))
 	}

@@ -643,3 +643,78 @@ func (s *synth) normedCut(t *val, vals []*val) *val {
 	}
 	return nil
 }
+
+// movedSum explains t as the sum of two values of one shape moved into
+// t's layout (permuted, then reshaped): a residual added in a layout of
+// its own and laid back (x + conv(x) over [B, C, F, H·W], then back to
+// [B, F, H, W, C]). Tried once every other form failed.
+func (s *synth) movedSum(t *val, vals []*val) *val {
+	tol := tolerance(t.format)
+	var ops []*val
+	for _, v := range vals {
+		if !v.opaque && v.numel() == t.numel() && len(v.shape) >= 2 && len(v.shape) <= 5 && !slices.Equal(v.shape, t.shape) {
+			ops = append(ops, v)
+		}
+	}
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for i, a := range ops {
+		for _, b := range ops[i+1:] {
+			if !slices.Equal(a.shape, b.shape) {
+				continue
+			}
+			sum := make([]float32, len(a.data))
+			for k := range sum {
+				sum[k] = a.data[k] + b.data[k]
+			}
+			for _, perm := range permutations(len(a.shape)) {
+				if isIdentity(perm) || relRMS(t.format, permuteData(&val{shape: a.shape, data: sum}, perm), t.data) > tol {
+					continue
+				}
+				add := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"})
+				if add == nil {
+					continue
+				}
+				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{add}, out: t.format, label: "permute"})
+				if p == nil {
+					continue
+				}
+				if w := s.reshape(p, t.shape); w != nil && relRMS(t.format, w.data, t.data) <= tol && s.everyStep(w, t, tol) {
+					return w
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// activatedSum explains t as an activation of the sum of two values of
+// its shape (silu(timestep embedding + condition embedding), the sum and
+// the function in the forward, neither a module of its own). Tried once
+// every other form failed.
+func (s *synth) activatedSum(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	for i, a := range ops {
+		for _, b := range ops[i+1:] {
+			sum := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"})
+			if sum == nil {
+				continue
+			}
+			var cands []*expr
+			for _, f := range glueActs {
+				if f != exec.ActIdentity {
+					cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{sum}, out: t.format, label: f.String() + " of a sum"})
+				}
+			}
+			if w, ev := s.best(t, cands); w != nil {
+				w.fit = &leafFit{kind: "glue", act: w.from.attrs.Act, candidates: ev}
+				return w
+			}
+		}
+	}
+	return nil
+}

@@ -381,6 +381,29 @@ var unseenFactors = map[string]map[string]any{
 	"longcat_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
 		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "modulation_plus_one": true,
 		"modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity", "euler_sign": 1.0},
+	// transformer_bria_fibo.py: every block's caption rebuilt from the running caption's first half and
+	// its own projection of a text-encoder layer; ids (0, 0, 0) and (0, h, w), axes (4, 6, 6), θ 10000,
+	// interleaved pairs; RMSNorm q/k; gelu-tanh FFNs; (1 + scale); x + gate·y; the pipeline passes σ·1000
+	"bria_fibo": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "rms", "attention_causal": false, "attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false,
+		"modulation_plus_one": true, "modulation_order": "shift,scale,gate", "final_norm_order": "scale,shift", "gate_fn": "identity",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
+	// transformer_sana_video.py: ReLU linear attention whose numerator reads interleaved-RoPE'd kernels
+	// (Wan's 3-D table, sections 12/10/10, θ 10⁴); SDPA cross-attention without RoPE, RMSNorm q/k across
+	// heads, default scale; scale_shift_table + timestep (shift, scale, gate), (1 + scale), x + gate·y;
+	// final [shift, scale]; [cos, sin] sinusoid of shift 0 over σ·1000
+	"sana_video": {"attention_kernel": "relu", "rope_layout": "interleaved", "rope_axes": []any{12.0, 10.0, 10.0}, "rope_theta": 10000.0,
+		"qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "timestep_scale": 1.0, "euler_sign": 1.0},
+	// transformer_glm_image.py: joint [text, image] attention, weightless LayerNorm q/k, half-layout 2-D
+	// RoPE (8 + 8, θ 10⁴) on the image rows, default scale; one gelu-tanh FFN for both streams; 12-way
+	// (shift, scale, gate per stream) with (1 + scale), x + y·gate; final [scale, shift]; 2×2 patches
+	// channels first; [cos, sin] sinusoids of shift 0
+	"glm_image": {"rope_layout": "half", "rope_axes": []any{8.0, 8.0}, "rope_theta": 10000.0, "joint_order": "text_first",
+		"qk_norm": "layer", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false,
+		"modulation_plus_one": true, "gate_fn": "identity", "final_norm_order": "scale,shift", "patch_layout": "c_ph_pw",
+		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

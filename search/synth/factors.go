@@ -157,6 +157,9 @@ func (s *synth) readFactors() []semantics.Factor {
 	for _, a := range s.linearAttn {
 		add(semantics.Factor{Name: "attention_kernel", Scope: a.scope, Value: a.params.Kernel.String(), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: a.candidates, Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "kernelised attention, tried once softmax attention had failed"}})
+		if a.rope != 0 {
+			add(a.ropeFactor())
+		}
 	}
 	for _, r := range s.scans {
 		add(semantics.Factor{Name: "ssm_skip", Scope: r.scope, Value: r.skip, Margin: semantics.Margin(r.margin), Decisive: r.margin > 2,

@@ -221,7 +221,26 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
-	return s.reshaped(target, sc, vals)
+	if v := s.reshaped(target, sc, vals); v != nil {
+		return v
+	}
+	// forms tried once every older form failed
+	if v := s.joinedOfParts(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.rotatedLinearAttention(target, sc); v != nil {
+		return v
+	}
+	if v := s.movedSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.gatedMoved(target, sc, vals); v != nil && relRMS(target.format, v.data, target.data) <= tolerance(target.format) && s.everyStep(v, target, tolerance(target.format)) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.activatedSum(target, vals); v != nil && s.everyStep(v, target, tolerance(target.format)) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	return nil
 }
 
 // lateForms are the forms glue tries in its second pass, once every
@@ -348,6 +367,50 @@ func (s *synth) joinedWide(t *val, sc *scope, vals []*val) *val {
 	s.latePieces = true
 	defer func() { s.latePieces = false }()
 	return s.joinedAt(t, sc, vals, 0)
+}
+
+// joinedOfParts is joined with pieces that are joins holding leading
+// parts of values (a caption rebuilt from the first half of the running
+// caption's channels and a projection of its own, then joined before
+// the image rows): tried once every other form failed.
+func (s *synth) joinedOfParts(t *val, sc *scope, vals []*val) *val {
+	if t.reshapedFrom || len(t.shape) < 2 {
+		return nil
+	}
+	s.nestedParts = true
+	defer func() { s.nestedParts = false }()
+	return s.joinedAt(t, sc, vals, 0)
+}
+
+// windows are the values of t's rank longer than t on one axis other
+// than ax (and equal on the rest), cut to t's length there at their start
+// and at their end.
+func (s *synth) windows(t *val, ax int, vals []*val) []*val {
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != len(t.shape) {
+			continue
+		}
+		long := -1
+		for a := range v.shape {
+			switch {
+			case a == ax || v.shape[a] == t.shape[a]:
+			case v.shape[a] > t.shape[a] && long == -1:
+				long = a
+			default:
+				long = -2
+			}
+		}
+		if long < 0 {
+			continue
+		}
+		for _, start := range []int{0, v.shape[long] - t.shape[long]} {
+			if w := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: long, Start: start, End: start + t.shape[long]}, args: []*val{v}, out: v.format, label: "window"}); w != nil {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
 }
 
 // attentionBeside explains t [B, S, W] as attention joined along the
@@ -960,7 +1023,15 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// cut to its length before it joins the image rows)
 				found = s.leadingPart(t, ax, off, vals)
 			}
-			if found == nil && depth == 0 && off > 0 && s.latePieces {
+			if found == nil && depth == 1 && s.nestedParts {
+				// a leading part of a value inside a nested join, or of
+				// a window of a value longer on one other axis (the
+				// caption rows of a joint block's output)
+				if found = s.leadingPart(t, ax, off, vals); found == nil {
+					found = s.leadingPart(t, ax, off, s.windows(t, ax, vals))
+				}
+			}
+			if found == nil && depth == 0 && off > 0 && (s.latePieces || s.nestedParts) {
 				// a later part of a value (two captions' valid rows
 				// first, then the padding rows of each)
 				found = s.innerPart(t, ax, off, vals)

@@ -363,14 +363,46 @@ func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) != 3 {
 		return nil
 	}
-	tol := tolerance(t.format)
-	B, R, C := t.shape[0], t.shape[1], t.shape[2]
 	ops := sameShape(t, vals)
 	if len(ops) > 8 {
 		ops = ops[:8]
 	}
 	ops = append(ops, s.rowSlices(t, vals)...)
 	ops = append(ops, s.imagesAsRows(t, vals)...)
+	return s.gatedOf(t, sc, ops)
+}
+
+// gatedMoved is gated with the values of t's size and width in another
+// shape among the operands, reshaped to t's (a branch computed over the
+// token grid [B, F, H, W, C], gated back onto the rows): tried once every
+// other form failed.
+func (s *synth) gatedMoved(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	var moved []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) < 2 || slices.Equal(v.shape, t.shape) || v.numel() != t.numel() || v.shape[len(v.shape)-1] != t.shape[2] {
+			continue
+		}
+		if r := s.reshape(v, t.shape); r != nil {
+			moved = append(moved, r)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > 8 {
+		ops = ops[:8]
+	}
+	return s.gatedOf(t, sc, append(ops, moved...))
+}
+
+// gatedOf is gated over the operands ops.
+func (s *synth) gatedOf(t *val, sc *scope, ops []*val) *val {
+	tol := tolerance(t.format)
+	B, R, C := t.shape[0], t.shape[1], t.shape[2]
 	for _, x := range ops {
 		for _, y := range ops {
 			if x == y {

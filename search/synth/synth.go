@@ -76,6 +76,9 @@ type synth struct {
 	// latePieces: a join's pieces may be combined values along the last
 	// axis, or later parts of values (set while joinedWide searches).
 	latePieces bool
+	// nestedParts: a join's piece that is itself a join may hold leading
+	// parts of values (set while joinedOfParts searches).
+	nestedParts bool
 	// progress is Options.Progress; calls counts the calls of step 0
 	// explained of callsTotal.
 	progress          func(phase string, done, total int)
