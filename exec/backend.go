@@ -148,18 +148,20 @@ type Extended interface {
 	// RopeTable: cos, sin [S, Σ AxesDims] from positions pos [S, len(AxesDims)]
 	// (see RopeTables for the formulas and precision), rounded to s.Out.
 	RopeTable(pos Tensor, p RopeTableParams, s Spec) (cos, sin Tensor, err error)
-	// SSMScan: the selective state-space scan (Mamba-2's SSD) over x
-	// [B, L, H, P], dt [B, L, H], a [H], bm, cm [B, L, G, N] (head h reads
-	// group h/(H/G)) and d [H] or nil: per batch row, head, channel p and
-	// state n, from h_{−1} = 0, in f32,
+	// SSMScan: the selective state-space scan over x [B, L, H, P], dt
+	// [B, L, H], a [H] (one rate per head: Mamba-2's SSD) or [H, N] (one
+	// per head and state: Mamba-1's, its channels the heads with P = 1),
+	// bm, cm [B, L, G, N] (head h reads group h/(H/G)) and d [H] or nil: per
+	// batch row, head, channel p and state n, from h_{−1} = 0, in f32,
 	//
-	//	h_t = exp(dt_t·a)·h_{t−1} + (dt_t·x_t)·bm_t,  y_t = Σ_n cm_t·h_t + d·x_t,
+	//	h_t = exp(dt_t·a_n)·h_{t−1} + (dt_t·x_t)·bm_t,  y_t = Σ_n cm_t·h_t + d·x_t,
 	//
-	// the sum over n in increasing order; y [B, L, H, P] rounded once to
-	// s.Out. No internal rounding point and no math variant applies (one is
-	// refused). CheckSSMScan validates the shapes. It has no composition:
-	// Fallback refuses it (ErrUnsupported), so a backend without a kernel of
-	// its own says so.
+	// a_n = a[h] or a[h, n], the sum over n in increasing order; y
+	// [B, L, H, P] rounded once to s.Out. No internal rounding point and no
+	// math variant applies (one is refused). CheckSSMScan validates the
+	// shapes. It has no composition: Fallback refuses it (ErrUnsupported) in
+	// both forms, so a backend without a kernel of its own (CUDA, Metal)
+	// says so.
 	SSMScan(x, dt, a, bm, cm, d Tensor, s Spec) (Tensor, error)
 }
 

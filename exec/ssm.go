@@ -3,12 +3,17 @@ package exec
 import "fmt"
 
 // SSMDims are the sizes of a selective scan: batch B, length L, heads H of
-// width P, groups G of state width N (head h reads group h/(H/G)).
-type SSMDims struct{ B, L, H, P, G, N int }
+// width P, groups G of state width N (head h reads group h/(H/G)); PerState
+// where A is [H, N] (one decay rate per head and state, Mamba-1's) rather
+// than [H] (one per head, Mamba-2's).
+type SSMDims struct {
+	B, L, H, P, G, N int
+	PerState         bool
+}
 
 // CheckSSMScan validates the shapes of a selective scan's operands: x
-// [B, L, H, P], dt [B, L, H], a [H], bm and cm [B, L, G, N] with G dividing
-// H, d [H] or nil (absent).
+// [B, L, H, P], dt [B, L, H], a [H] or [H, N], bm and cm [B, L, G, N] with
+// G dividing H, d [H] or nil (absent).
 func CheckSSMScan(x, dt, a, bm, cm, d []int) (SSMDims, error) {
 	bad := func(what string) (SSMDims, error) {
 		return SSMDims{}, fmt.Errorf("exec: ssm_scan: %s (x %v, dt %v, A %v, B %v, C %v, D %v)", what, x, dt, a, bm, cm, d)
@@ -23,13 +28,17 @@ func CheckSSMScan(x, dt, a, bm, cm, d []int) (SSMDims, error) {
 	if len(dt) != 3 || dt[0] != n.B || dt[1] != n.L || dt[2] != n.H {
 		return bad("dt is not [B, L, H]")
 	}
-	if len(a) != 1 || a[0] != n.H {
-		return bad("A is not [H]")
-	}
 	if len(bm) != 4 || bm[0] != n.B || bm[1] != n.L || bm[2] < 1 || bm[3] < 1 {
 		return bad("B is not [B, L, G, N]")
 	}
 	n.G, n.N = bm[2], bm[3]
+	switch {
+	case len(a) == 1 && a[0] == n.H:
+	case len(a) == 2 && a[0] == n.H && a[1] == n.N:
+		n.PerState = true
+	default:
+		return bad("A is not [H] or [H, N]")
+	}
 	if n.H%n.G != 0 {
 		return bad("the groups do not divide the heads")
 	}

@@ -2,9 +2,10 @@
 torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
-       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba)
+       (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma, rwkv)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma rwkv.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -134,6 +135,98 @@ state-space mixer):
     y_t = C_t·h_t, plus the D skip D·x_t;
   - a gated RMSNorm, norm(y · silu(z)) times its weight, called as norm(y, gate); out_proj;
   - RMSNorm, a SiLU gated MLP after each mixer; SDPA with no mask tensor (is_causal).
+
+mamba follows src/transformers/models/mamba/modeling_mamba.py at commit
+00328d4e5b22c29e40d28b27c2a99cd7d0c5c14e (MambaMixer.slow_forward, the path taken without the
+mamba_ssm / causal_conv1d kernels; its cache, which changes nothing on a first call, left out)
+and configuration_mamba.py's defaults (expand 2, conv kernel 4, time_step_rank ceil(hidden/16),
+conv bias, no projection biases, residual_in_fp32, SiLU) but for the sizes: hidden 32, state 8,
+two blocks. What it shows (Mamba-1's selective scan, never an attention):
+  - in_proj to [x (64) | gate (64)] read channels first (transpose(1, 2), chunk); a depthwise
+    causal nn.Conv1d over x (padding 3, the first seq_len outputs kept) with bias, then SiLU;
+  - x_proj of the conv's output to [time_step (2) | B (8) | C (8)]; dt = softplus(dt_proj(time
+    step)), dt_proj's bias inside the Linear; A = −exp(A_log), A_log [64, 8]: one decay rate
+    per channel and state; B and C shared by every channel;
+  - the recurrence itself, position by position: state = exp(A·dt)·state + (dt·B)·x,
+    y = state·C, then y + D·x, times act(gate) (the SiLU module's second call);
+  - out_proj of that, a residual per block around an RMSNorm, a final RMSNorm.
+
+nemotron_h follows src/transformers/models/nemotron_h/modeling_nemotron_h.py at commit
+008d9e9577b0eb0149aa6bb0c44da582b10e0b6e (NemotronHMamba2Mixer.torch_forward without a cache)
+and its Zamba2RMSNormGated (src/transformers/models/zamba2/modeling_zamba2.py), with
+configuration_nemotron_h.py's defaults (time_step_min 0.001, conv bias, no projection biases,
+relu2 MLPs, attention without RoPE) but for the sizes: hidden 32, blocks [mamba, mlp,
+attention] (one of each), 4 heads of 16 in 2 groups of state 8, conv kernel 4, chunk_size 4
+so that 8 positions make two chunks. What it shows (a grouped gated norm):
+  - in_proj split into [gate (64) | xBC (80) | dt (4)]; conv1d then SiLU over xBC read
+    channels first; dt = clamp(softplus(dt + dt_bias), min=0.001); the chunked SSD with B and
+    C of 2 groups repeated over their heads; the D skip;
+  - Zamba2RMSNormGated(64, group_size=32): y·silu(gate) in f32, RMS statistics over each
+    group of 32 channels, times the [64] weight; out_proj;
+  - a block per mixer: RMSNorm, mixer, residual; a relu² MLP block (up, relu², down); an
+    attention block (SDPA, causal, no positions), a final RMSNorm.
+
+falcon_h1 follows src/transformers/models/falcon_h1/modeling_falcon_h1.py at commit
+001f85b38fb432858ace93f18622f07cec46d874 (FalconH1Mixer.torch_forward without a cache) and
+configuration_falcon_h1.py's defaults (mamba_rms_norm False, every multiplier 1.0, conv bias,
+no projection biases, RoPE θ 1e4) but for the sizes: hidden 32, two hybrid layers, mamba_d_ssm
+64 in 4 heads of 16, 1 group of state 8, conv kernel 4, chunk 4; attention 2 heads over 1 kv
+head of 16. What it shows (a Mamba-2 mixer beside attention, in parallel, with no norm):
+  - each layer: input_layernorm, then mamba(h)·ssm_out_multiplier + self_attn(h·attention_in_
+    multiplier)·attention_out_multiplier, the residual; pre_ff_layernorm, the MLP
+    up·act(gate·gate_multiplier), down·down_multiplier, the residual;
+  - the mixer: in_proj(h·ssm_in_multiplier)·mup_vector (a non-persistent buffer, the five
+    ssm_multipliers laid over [z | x | B | C | dt]) split into gate, xBC, dt; conv1d, SiLU; the
+    chunked SSD; no norm: y·silu(gate) (functional), out_proj;
+  - keys times key_multiplier before RoPE; embeddings times embedding_multiplier.
+falcon_h1_mup is the same model with muP multipliers of the released checkpoints' kind (values
+chosen here): embedding 5.5, ssm_in 1.25, ssm_multipliers [0.35, 0.25, 0.5, 0.75, 0.3], ssm_out
+0.24, attention_in 0.9, attention_out 0.94, key 0.39, mlp [0.88, 0.59]. Not a fixture: discovery
+reads every multiplier a boundary shows (the conv's input as in_proj's columns ×0.25 | ×0.5 |
+×0.75, the residual plus the branches ×0.24 and ×0.94, ...) but not the gate's ×0.35 and dt's
+×0.3, applied inside the mixer before silu and softplus where no call sees them.
+
+jamba follows src/transformers/models/jamba/modeling_jamba.py at commit
+008f5c8c29be84d4721dc6d1e0fcd72300580be4 (JambaMambaMixer.slow_forward, the path with
+use_mamba_kernels False; no cache) and configuration_jamba.py's defaults (mamba_dt_rank
+ceil(hidden/16), conv bias, no projection biases, no positional encoding) but for the sizes:
+hidden 32, layer 0 a Mamba layer, layer 1 an attention layer (2 heads over 1 kv head of 16), each
+with a dense SiLU gated MLP (one expert), state 8. What it shows (Mamba-1 with inner norms):
+  - the Mamba-1 mixer of mamba above, but x_proj's [time_step | B | C] each through an RMSNorm
+    module of its own (dt_layernorm, b_layernorm, c_layernorm) before dt_proj and the scan;
+  - an attention layer without positions (SDPA, causal).
+
+recurrent_gemma follows src/transformers/models/recurrent_gemma/modeling_recurrent_gemma.py at commit
+0233e509531ace915c8241b4c16c8032a583279c (RecurrentGemmaRecurrentBlock with use_cache False,
+RecurrentGemmaRglru's linear-mode _rnn_scan) and the real transformers 5.17 trace's call boundaries
+(the layer called as (h, position_ids, None, False, None); the temporal block with keyword
+position_ids, attention_mask None, use_cache False, past_key_values None, returning (out, None)), with
+configuration_recurrent_gemma.py's arithmetic (gelu_pytorch_tanh, RMSNorm ε 1e-6, conv width 4) but for
+the sizes: hidden and lru_width 32, 2 heads of 16, intermediate 96 (the MLP's 48), two recurrent layers
+(the real 5.17 traces hold two recurrent layers and no attention block). What it shows (RG-LRU):
+  - y = gelu_tanh(linear_y(h)); x = linear_x(h) read channels first through a depthwise causal
+    nn.Conv1d (padding 3, the first seq_len outputs kept);
+  - the RG-LRU over x: block-diagonal gates, baddbmm(b_h, x_h, W_h) per head then sigmoid, input gate
+    i and recurrence gate r; log a = −8·r·softplus(recurrent_param), a = exp(log a), a² = exp(2·log a);
+    u = (x·i)·√(1 − a²), but (x·i) where the position is 0 (reset); h_t = a_t·h_{t−1} + u_t in f32,
+    each h_t stored in the activations' dtype;
+  - linear_out(x·y), the residual; Gemma's RMSNorm (x̂·(1 + γ) in f32); a GELU gated MLP with biases;
+    the embeddings times the normalizer √hidden held as a bf16 buffer (5.65625 here).
+
+rwkv follows src/transformers/models/rwkv/modeling_rwkv.py at commit
+058a04a3e543f8fb897de7df0cef78839311f2c1 (RWKV-4; rwkv_linear_attention_cpu, the path a CPU run takes, without
+a state: use_cache False) and configuration_rwkv.py's defaults (layer_norm_epsilon 1e-5, rescale_every 6)
+but for the sizes: hidden and attention_hidden_size 32, intermediate 48, two blocks; the call boundaries
+of the real transformers 5.17 trace (block(h, state=None, use_cache=False, output_attentions=False)
+returning (h, None, None); attention(x, state=None, use_cache=False) and feed_forward(x, state=None)
+returning (out, None)). What it shows (a recurrent model, never an attention):
+  - the token shift, an nn.ZeroPad2d((0, 0, 1, -1)) call: each row the one before, zeros first;
+  - time mixes per channel, x·μ + shifted·(1 − μ), μ parameters [1, 1, C], for key, value and receptance;
+  - the WKV: w = −exp(time_decay), u = time_first, per position the running-maximum form of
+    (Σ_{i<t} e^{(t−1−i)w + k_i}·v_i + e^{u + k_t}·v_t) / (Σ_{i<t} e^{(t−1−i)w + k_i} + e^{u + k_t}) in f32;
+    output(σ(receptance)·wkv);
+  - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
+    ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
 """
 import math
 import os
@@ -1849,12 +1942,997 @@ class BambaModel(nn.Module):
         return self.final_layernorm(h)
 
 
+# --- mamba -------------------------------------------------------------------------------
+
+
+class MambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    state_size = 8
+    expand = 2
+    conv_kernel = 4
+    layer_norm_epsilon = 1e-5
+    use_bias = False
+    use_conv_bias = True
+    residual_in_fp32 = True
+    time_step_rank = math.ceil(32 / 16)
+
+
+class MambaRMSNorm(DiffLlamaRMSNorm):
+    """MambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class MambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.expand * c.hidden_size
+        self.time_step_rank = c.time_step_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.use_conv_bias,
+                                kernel_size=c.conv_kernel, groups=self.intermediate_size, padding=c.conv_kernel - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.use_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1, dtype=torch.float32)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, cache_position=None, attention_mask=None):
+        # slow_forward without a cache
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class MambaBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.residual_in_fp32 = c.residual_in_fp32
+        self.norm = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.mixer = MambaMixer(c, layer_idx)
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.residual_in_fp32:
+            residual = residual.to(torch.float32)
+        hidden_states = self.mixer(hidden_states, attention_mask=attention_mask)
+        return residual + hidden_states
+
+
+class MambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([MambaBlock(c, i) for i in range(c.num_hidden_layers)])
+        self.norm_f = MambaRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=None)
+        return self.norm_f(h)
+
+
+# --- nemotron_h --------------------------------------------------------------------------
+
+
+class NemotronHConfig:
+    hidden_size = 32
+    vocab_size = 64
+    layers_block_type = ["mamba", "mlp", "attention"]
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    mlp_bias = False
+    mamba_num_heads = 4
+    mamba_head_dim = 16
+    n_groups = 2
+    ssm_state_size = 8
+    conv_kernel = 4
+    chunk_size = 4
+    use_conv_bias = True
+    use_bias = False
+    time_step_min = 0.001
+    layer_norm_epsilon = 1e-5
+
+
+class Zamba2RMSNormGated(nn.Module):
+    def __init__(self, hidden_size, group_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+        self.group_size = group_size
+
+    def forward(self, hidden_states, gate=None):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        if gate is not None:
+            hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        *prefix_dims, last_dim = hidden_states.shape
+        group_count = last_dim // self.group_size
+        hidden_states_group = hidden_states.view(*prefix_dims, group_count, self.group_size)
+        variance = hidden_states_group.pow(2).mean(-1, keepdim=True)
+        hidden_states_group = hidden_states_group * torch.rsqrt(variance + self.variance_epsilon)
+        hidden_states = hidden_states_group.view(*prefix_dims, group_count * self.group_size)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class NemotronHMamba2Mixer(nn.Module):
+    def __init__(self, c, layer_idx=None):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.ssm_state_size
+        self.conv_kernel_size = c.conv_kernel
+        self.intermediate_size = c.mamba_num_heads * c.mamba_head_dim
+        self.act = nn.SiLU()
+        self.n_groups = c.n_groups
+        self.head_dim = c.mamba_head_dim
+        self.num_heads = c.mamba_num_heads
+        self.chunk_size = c.chunk_size
+        self.time_step_min = c.time_step_min
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.use_conv_bias, kernel_size=c.conv_kernel,
+                                groups=self.conv_dim, padding=c.conv_kernel - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.use_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.norm = Zamba2RMSNormGated(self.intermediate_size, group_size=self.intermediate_size // self.n_groups,
+                                       eps=c.layer_norm_epsilon)
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.use_bias)
+
+    def forward(self, input_states, cache_params=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states)
+        d_mlp = (projected_states.shape[-1] - 2 * self.intermediate_size
+                 - 2 * self.n_groups * self.ssm_state_size - self.num_heads) // 2
+        _, _, gate, hidden_states, dt = projected_states.split(
+            [d_mlp, d_mlp, self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states = hidden_states.transpose(1, 2)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(hidden_states, [self.intermediate_size, self.n_groups * self.ssm_state_size,
+                                                          self.n_groups * self.ssm_state_size], dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_min)
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        pad_size = (self.chunk_size - seq_len % self.chunk_size) % self.chunk_size
+        D_residual = self.D[..., None] * pad_tensor_by_size(hidden_states, pad_size)
+        hidden_states = hidden_states * dt[..., None]
+        A = A.to(hidden_states.dtype) * dt
+        hidden_states, A, B, C = [reshape_into_chunks(t, pad_size, self.chunk_size) for t in (hidden_states, A, B, C)]
+        A = A.permute(0, 3, 1, 2)
+        A_cumsum = torch.cumsum(A, dim=-1)
+        L = torch.exp(segment_sum(A))
+        G_intermediate = C[:, :, :, None, :, :] * B[:, :, None, :, :, :]
+        G = G_intermediate.sum(dim=-1)
+        M_intermediate = G[..., None] * L.permute(0, 2, 3, 4, 1)[..., None]
+        M = M_intermediate.sum(dim=-1)
+        Y_diag = (M[..., None] * hidden_states[:, :, None]).sum(3)
+        decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)
+        B_decay_contraction = B * decay_states.permute(0, 2, 3, 1)[..., None]
+        states = (B_decay_contraction.permute(0, 1, 3, 2, 4)[..., None]
+                  * hidden_states.permute(0, 1, 3, 2, 4)[..., None, :]).sum(dim=3).permute(0, 1, 2, 4, 3)
+        previous_states = torch.zeros_like(states[:, :1])
+        states = torch.cat([previous_states, states], dim=1)
+        decay_chunk = torch.exp(segment_sum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))
+        states_permuted = states.permute(0, 2, 1, 3, 4)
+        result = (decay_chunk[..., None, None] * states_permuted[:, :, None, ...]).sum(dim=2)
+        new_states = result.permute(0, 2, 1, 3, 4)
+        states = new_states[:, :-1]
+        state_decay_out = torch.exp(A_cumsum)
+        C_times_states = (C[..., None, :] * states[:, :, None, ...])
+        state_decay_out_permuted = state_decay_out.permute(0, 2, 3, 1)
+        Y_off = (C_times_states.sum(-1) * state_decay_out_permuted[..., None])
+        y = Y_diag + Y_off
+        y = y.reshape(batch_size, -1, self.num_heads, self.head_dim)
+        y = y + D_residual
+        if pad_size > 0:
+            y = y[:, :seq_len, :, :]
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = self.norm(y, gate)
+        return self.out_proj(scan_output.to(dtype))
+
+
+class NemotronHRMSNorm(DiffLlamaRMSNorm):
+    """NemotronHRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class ReLUSquaredActivation(nn.Module):
+    def forward(self, input):
+        relu_applied = F.relu(input)
+        return torch.square(relu_applied)
+
+
+class NemotronHMLP(nn.Module):
+    def __init__(self, c, intermediate_size=None, layer_idx=None):
+        super().__init__()
+        self.up_proj = nn.Linear(c.hidden_size, intermediate_size or c.intermediate_size, bias=c.mlp_bias)
+        self.down_proj = nn.Linear(intermediate_size or c.intermediate_size, c.hidden_size, bias=c.mlp_bias)
+        self.act_fn = ReLUSquaredActivation()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.up_proj(x)))
+
+
+class NemotronHAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, past_key_values=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+NEMOTRON_H_MIXERS = {"mamba": NemotronHMamba2Mixer, "attention": NemotronHAttention, "mlp": NemotronHMLP}
+
+
+class NemotronHBlock(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.norm = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.block_type = c.layers_block_type[layer_idx]
+        self.mixer = NEMOTRON_H_MIXERS[self.block_type](c, layer_idx=layer_idx)
+
+    def forward(self, hidden_states, attention_mask=None, position_ids=None):
+        residual = hidden_states
+        hidden_states = self.norm(hidden_states.to(dtype=self.norm.weight.dtype))
+        if self.block_type == "mamba":
+            hidden_states = self.mixer(hidden_states, cache_params=None, attention_mask=attention_mask)
+        elif self.block_type == "attention":
+            hidden_states, _ = self.mixer(hidden_states=hidden_states, past_key_values=None,
+                                          attention_mask=attention_mask, position_ids=position_ids)
+        else:
+            hidden_states = self.mixer(hidden_states)
+        return residual + hidden_states
+
+
+class NemotronHModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([NemotronHBlock(c, i) for i in range(len(c.layers_block_type))])
+        self.norm_f = NemotronHRMSNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+
+    def forward(self, input_ids):
+        h = self.embeddings(input_ids)
+        position_ids = torch.arange(h.shape[1])[None]
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, position_ids=position_ids)
+        return self.norm_f(h)
+
+
+# --- falcon_h1 ---------------------------------------------------------------------------
+
+
+class FalconH1Config:
+    hidden_size = 32
+    vocab_size = 64
+    num_hidden_layers = 2
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    intermediate_size = 48
+    rms_norm_eps = 1e-5
+    rope_theta = 10000.0
+    mamba_d_ssm = 64
+    mamba_n_heads = 4
+    mamba_d_head = 16
+    mamba_n_groups = 1
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_chunk_size = 4
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+    mamba_rms_norm = False
+    projectors_bias = False
+    time_step_limit = (0.0, float("inf"))
+    embedding_multiplier = 1.0
+    mlp_multipliers = [1.0, 1.0]
+    key_multiplier = 1.0
+    attention_out_multiplier = 1.0
+    attention_in_multiplier = 1.0
+    ssm_multipliers = [1.0, 1.0, 1.0, 1.0, 1.0]
+    ssm_in_multiplier = 1.0
+    ssm_out_multiplier = 1.0
+
+
+class FalconH1MupConfig(FalconH1Config):
+    embedding_multiplier = 5.5
+    mlp_multipliers = [0.88, 0.59]
+    key_multiplier = 0.39
+    attention_out_multiplier = 0.94
+    attention_in_multiplier = 0.9
+    ssm_multipliers = [0.35, 0.25, 0.5, 0.75, 0.3]
+    ssm_in_multiplier = 1.25
+    ssm_out_multiplier = 0.24
+
+
+def falcon_h1_mup_vector(c):
+    intermediate_size = c.mamba_d_ssm
+    groups_time_state_size = c.mamba_n_groups * c.mamba_d_state
+    zxbcdt_multipliers = c.ssm_multipliers
+    vector_shape = 2 * intermediate_size + 2 * groups_time_state_size + c.mamba_n_heads
+    mup_vector = torch.ones(1, 1, vector_shape)
+    mup_vector[:, :, :intermediate_size] *= zxbcdt_multipliers[0]
+    mup_vector[:, :, intermediate_size:2 * intermediate_size] *= zxbcdt_multipliers[1]
+    mup_vector[:, :, 2 * intermediate_size:2 * intermediate_size + groups_time_state_size] *= zxbcdt_multipliers[2]
+    mup_vector[:, :, 2 * intermediate_size + groups_time_state_size:
+               2 * intermediate_size + 2 * groups_time_state_size] *= zxbcdt_multipliers[3]
+    mup_vector[:, :, 2 * intermediate_size + 2 * groups_time_state_size:] *= zxbcdt_multipliers[4]
+    return mup_vector
+
+
+class FalconH1Mixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.num_heads = c.mamba_n_heads
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_d_ssm
+        self.act = nn.SiLU()
+        self.n_groups = c.mamba_n_groups
+        self.head_dim = c.mamba_d_head
+        self.chunk_size = c.mamba_chunk_size
+        self.time_step_limit = c.time_step_limit
+        self.conv_dim = self.intermediate_size + 2 * self.n_groups * self.ssm_state_size
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=c.mamba_conv_bias, kernel_size=self.conv_kernel_size,
+                                groups=self.conv_dim, padding=self.conv_kernel_size - 1)
+        projection_size = self.intermediate_size + self.conv_dim + self.num_heads
+        self.in_proj = nn.Linear(self.hidden_size, projection_size, bias=c.mamba_proj_bias)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_heads))
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, self.num_heads + 1).float()))
+        self.mamba_rms_norm = c.mamba_rms_norm
+        self.D = nn.Parameter(torch.ones(self.num_heads))
+        self.out_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=c.projectors_bias)
+        self.ssm_in_multiplier = c.ssm_in_multiplier
+
+    def forward(self, hidden_states, cache_params=None, cache_position=None, attention_mask=None):
+        # torch_forward without a cache, no attention mask
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        input_states = input_states * self.ssm_in_multiplier
+        projected_states = self.in_proj(input_states)
+        projected_states = projected_states * self.mup_vector
+        gate, hidden_states_B_C, dt = projected_states.split(
+            [self.intermediate_size, self.conv_dim, self.num_heads], dim=-1)
+        hidden_states_B_C = self.act(self.conv1d(hidden_states_B_C.transpose(1, 2))[..., :seq_len].transpose(1, 2))
+        hidden_states, B, C = torch.split(
+            hidden_states_B_C,
+            [self.intermediate_size, self.n_groups * self.ssm_state_size, self.n_groups * self.ssm_state_size],
+            dim=-1)
+        A = -torch.exp(self.A_log.float())
+        dt = F.softplus(dt + self.dt_bias)
+        dt = torch.clamp(dt, self.time_step_limit[0], self.time_step_limit[1])
+        hidden_states = hidden_states.reshape(batch_size, seq_len, -1, self.head_dim).float()
+        B = B.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        C = C.reshape(batch_size, seq_len, -1, self.ssm_state_size).float()
+        B = B.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        C = C.repeat_interleave(self.num_heads // self.n_groups, dim=2)
+        # the SSD below is the same code as bamba's torch_forward (ssd_chunked)
+        y = ssd_chunked(hidden_states, dt, A, B, C, self.D, self.chunk_size)
+        y = y.reshape(batch_size, seq_len, -1)
+        scan_output = y * F.silu(gate)  # mamba_rms_norm False: no norm
+        return self.out_proj(scan_output.to(dtype))
+
+
+class FalconH1Attention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.key_multiplier = c.key_multiplier
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2) * self.key_multiplier
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = bamba_rotary(q, k, cos, sin)  # full rotary: rd is the head width
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class FalconH1MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+        self.gate_multiplier, self.down_multiplier = c.mlp_multipliers
+
+    def forward(self, x):
+        y = self.up_proj(x) * self.act_fn(self.gate_proj(x) * self.gate_multiplier)
+        y = self.down_proj(y) * self.down_multiplier
+        return y
+
+
+class FalconH1RMSNorm(DiffLlamaRMSNorm):
+    """FalconH1RMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class FalconH1DecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.feed_forward = FalconH1MLP(c)
+        self.mamba = FalconH1Mixer(c, layer_idx)
+        self.self_attn = FalconH1Attention(c, layer_idx)
+        self.attention_in_multiplier = c.attention_in_multiplier
+        self.ssm_out_multiplier = c.ssm_out_multiplier
+        self.attn_out_multiplier = c.attention_out_multiplier
+        self.input_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None, mamba_attention_mask=None, position_ids=None,
+                position_embeddings=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        mamba_hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, cache_position=None,
+                                         attention_mask=mamba_attention_mask)
+        mamba_hidden_states = mamba_hidden_states * self.ssm_out_multiplier
+        attention_hidden_states, _ = self.self_attn(hidden_states=hidden_states * self.attention_in_multiplier,
+                                                    attention_mask=attention_mask, position_ids=position_ids,
+                                                    position_embeddings=position_embeddings)
+        attention_hidden_states = attention_hidden_states * self.attn_out_multiplier
+        hidden_states = mamba_hidden_states + attention_hidden_states
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        hidden_states = residual + hidden_states
+        return (hidden_states,)
+
+
+class FalconH1RotaryEmbedding(BambaRotaryEmbedding):
+    """Llama's default RoPE: the whole head rotated (partial_rotary_factor 1)."""
+
+
+class FalconH1Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([FalconH1DecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.final_layernorm = FalconH1RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        rc = type("RopeConfig", (), dict(head_dim=c.head_dim, partial_rotary_factor=1.0, rope_theta=c.rope_theta))
+        self.rotary_emb = FalconH1RotaryEmbedding(rc)
+        self.embedding_multiplier = c.embedding_multiplier
+        mup_vector = falcon_h1_mup_vector(c)
+        for layer in self.layers:
+            layer.mamba.register_buffer("mup_vector", mup_vector.clone(), persistent=False)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids) * self.embedding_multiplier
+        position_ids = torch.arange(h.shape[1])[None]
+        pe = self.rotary_emb(h, position_ids=position_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None, mamba_attention_mask=None, position_ids=position_ids,
+                      position_embeddings=pe)[0]
+        return self.final_layernorm(h)
+
+
+# --- jamba -------------------------------------------------------------------------------
+
+
+class JambaConfig:
+    hidden_size = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    intermediate_size = 48
+    rms_norm_eps = 1e-6
+    layers = ["mamba", "attention"]
+    mamba_d_state = 8
+    mamba_d_conv = 4
+    mamba_expand = 2
+    mamba_dt_rank = math.ceil(32 / 16)
+    mamba_conv_bias = True
+    mamba_proj_bias = False
+
+
+class JambaRMSNorm(DiffLlamaRMSNorm):
+    """JambaRMSNorm: LlamaRMSNorm's arithmetic."""
+
+
+class JambaMambaMixer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.ssm_state_size = c.mamba_d_state
+        self.conv_kernel_size = c.mamba_d_conv
+        self.intermediate_size = c.mamba_expand * c.hidden_size
+        self.time_step_rank = c.mamba_dt_rank
+        self.conv1d = nn.Conv1d(self.intermediate_size, self.intermediate_size, bias=c.mamba_conv_bias,
+                                kernel_size=self.conv_kernel_size, groups=self.intermediate_size,
+                                padding=self.conv_kernel_size - 1)
+        self.act = nn.SiLU()
+        self.in_proj = nn.Linear(self.hidden_size, self.intermediate_size * 2, bias=c.mamba_proj_bias)
+        self.x_proj = nn.Linear(self.intermediate_size, self.time_step_rank + self.ssm_state_size * 2, bias=False)
+        self.dt_proj = nn.Linear(self.time_step_rank, self.intermediate_size, bias=True)
+        A = torch.arange(1, self.ssm_state_size + 1)[None, :]
+        A = A.expand(self.intermediate_size, -1).contiguous()
+        self.A_log = nn.Parameter(torch.log(A.float()))
+        self.D = nn.Parameter(torch.ones(self.intermediate_size))
+        self.out_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=c.mamba_proj_bias)
+        self.dt_layernorm = JambaRMSNorm(self.time_step_rank, eps=c.rms_norm_eps)
+        self.b_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+        self.c_layernorm = JambaRMSNorm(self.ssm_state_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None):
+        # slow_forward without a cache
+        input_states = hidden_states
+        batch_size, seq_len, _ = input_states.shape
+        dtype = input_states.dtype
+        projected_states = self.in_proj(input_states).transpose(1, 2)
+        hidden_states, gate = projected_states.chunk(2, dim=1)
+        ssm_state = torch.zeros((batch_size, self.intermediate_size, self.ssm_state_size), dtype=dtype)
+        hidden_states = self.act(self.conv1d(hidden_states)[..., :seq_len])
+        ssm_parameters = self.x_proj(hidden_states.transpose(1, 2))
+        time_step, B, C = torch.split(
+            ssm_parameters, [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1)
+        time_step = self.dt_layernorm(time_step)
+        B = self.b_layernorm(B)
+        C = self.c_layernorm(C)
+        discrete_time_step = self.dt_proj(time_step)
+        discrete_time_step = F.softplus(discrete_time_step).transpose(1, 2)
+        A = -torch.exp(self.A_log.float())
+        discrete_A = torch.exp(A[None, :, None, :] * discrete_time_step[:, :, :, None])
+        discrete_B = discrete_time_step[:, :, :, None] * B[:, None, :, :].float()
+        deltaB_u = discrete_B * hidden_states[:, :, :, None].float()
+        scan_outputs = []
+        for i in range(seq_len):
+            ssm_state = discrete_A[:, :, i, :] * ssm_state + deltaB_u[:, :, i, :]
+            scan_output = torch.matmul(ssm_state.to(dtype), C[:, i, :].unsqueeze(-1))
+            scan_outputs.append(scan_output[:, :, 0])
+        scan_output = torch.stack(scan_outputs, dim=-1)
+        scan_output = scan_output + (hidden_states * self.D[None, :, None])
+        scan_output = (scan_output * self.act(gate))
+        return self.out_proj(scan_output.transpose(1, 2))
+
+
+class JambaAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.hidden_size // c.num_attention_heads
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, attention_mask=None, **kwargs):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim) + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class JambaMLP(BambaMLP):
+    """JambaMLP: MistralMLP, down(act(gate(x)) · up(x))."""
+
+
+class JambaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.kind = c.layers[layer_idx]
+        if self.kind == "mamba":
+            self.mamba = JambaMambaMixer(c, layer_idx)
+        else:
+            self.self_attn = JambaAttention(c, layer_idx)
+        self.feed_forward = JambaMLP(c)
+        self.input_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.pre_ff_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, attention_mask=None):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        if self.kind == "mamba":
+            hidden_states = self.mamba(hidden_states=hidden_states, cache_params=None, attention_mask=attention_mask)
+        else:
+            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.pre_ff_layernorm(hidden_states)
+        hidden_states = self.feed_forward(hidden_states)
+        return (residual + hidden_states,)
+
+
+class JambaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([JambaDecoderLayer(c, i) for i in range(len(c.layers))])
+        self.final_layernorm = JambaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, input_ids):
+        h = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            # no padding: the mamba mask is None, and SDPA's causal mask is None (is_causal)
+            h = layer(h, attention_mask=None)[0]
+        return self.final_layernorm(h)
+
+
+class RecurrentGemmaConfig:
+    hidden_size = 32
+    lru_width = 32
+    vocab_size = 64
+    num_attention_heads = 2
+    intermediate_size = 96
+    conv1d_width = 4
+    rms_norm_eps = 1e-6
+    layers_block_type = ["recurrent", "recurrent"]
+
+
+class RecurrentGemmaRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class GELUTanh(nn.Module):
+    """transformers.activations.GELUTanh (gelu_pytorch_tanh)."""
+
+    def forward(self, x):
+        return F.gelu(x, approximate="tanh")
+
+
+class RecurrentGemmaRglru(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.block_width = c.lru_width // self.num_attention_heads
+        self.recurrent_param = nn.Parameter(torch.empty([c.lru_width]))
+        self.input_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.input_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_gate_weight = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width, self.block_width]))
+        self.recurrent_gate_bias = nn.Parameter(torch.empty([self.num_attention_heads, self.block_width]))
+        self.recurrent_states = None
+
+    def forward(self, activations, position_ids):
+        batch_size, seq_len, lru_width = activations.shape
+        reset = position_ids[:, :, None] == 0
+        reshape_act = activations.reshape(batch_size * seq_len, self.num_attention_heads, self.block_width)
+        reshape_act = reshape_act.permute(1, 0, 2)
+        res = torch.baddbmm(self.input_gate_bias[:, None, :], reshape_act, self.input_gate_weight)
+        input_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        res = torch.baddbmm(self.recurrent_gate_bias[:, None, :], reshape_act, self.recurrent_gate_weight)
+        recurrent_gate = torch.sigmoid(res.transpose(0, 1).reshape(batch_size, seq_len, lru_width))
+        log_recurrent_gate = -8.0 * recurrent_gate * F.softplus(self.recurrent_param)
+        recurrent_gate = torch.exp(log_recurrent_gate)
+        a_square = torch.exp(2 * log_recurrent_gate)
+        gated_inputs = activations * input_gate
+        multiplier = torch.sqrt(1 - a_square)  # SqrtBoundDerivative's forward
+        multiplier = reset + ~reset * multiplier
+        normalized_x = gated_inputs * multiplier.type(activations.dtype)
+        hidden_states, recurrent_states = self._rnn_scan(normalized_x, recurrent_gate, reset, self.recurrent_states)
+        self.recurrent_states = recurrent_states
+        return hidden_states
+
+    def _rnn_scan(self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype=torch.float32):
+        # the linear mode (seq_len > 1) without a cache
+        recurrent_gate = recurrent_gate * ~reset
+        recurrent_states = torch.zeros(hidden_states[:, 0].shape, dtype=acc_dtype, device=hidden_states.device)
+        contextualized_states = torch.zeros_like(hidden_states)
+        for t in range(hidden_states.shape[1]):
+            recurrent_states = recurrent_gate[:, t].type(acc_dtype) * recurrent_states
+            recurrent_states = recurrent_states + hidden_states[:, t].type(acc_dtype)
+            contextualized_states[:, t] = recurrent_states.type(hidden_states.dtype)
+        return contextualized_states, recurrent_states
+
+
+class RecurrentGemmaRecurrentBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.lru_width = c.lru_width
+        self.hidden_size = c.hidden_size
+        self.linear_y = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_x = nn.Linear(in_features=c.hidden_size, out_features=c.lru_width)
+        self.linear_out = nn.Linear(in_features=c.lru_width, out_features=c.hidden_size)
+        self.conv1d_width = c.conv1d_width
+        self.conv_1d = nn.Conv1d(c.lru_width, c.lru_width, kernel_size=c.conv1d_width, groups=c.lru_width,
+                                 padding=c.conv1d_width - 1)
+        self.rg_lru = RecurrentGemmaRglru(c)
+        self.act_fn = GELUTanh()
+        self.conv1d_state = None
+
+    def forward(self, input_states, position_ids=None, attention_mask=None, use_cache=False, past_key_values=None):
+        # use_cache False: no conv or recurrent state kept
+        _, seq_len, _ = input_states.shape
+        y_branch = self.linear_y(input_states)
+        y_branch = self.act_fn(y_branch)
+        x_branch = self.linear_x(input_states)
+        x_branch = x_branch.transpose(1, 2)
+        self.conv1d_state = None
+        self.rg_lru.recurrent_states = None
+        x_branch = self.conv_1d(x_branch)[..., :seq_len]
+        x_branch = self.rg_lru(x_branch.transpose(1, 2), position_ids)
+        hidden_states = x_branch * y_branch
+        hidden_states = self.linear_out(hidden_states)
+        return hidden_states, None
+
+
+class RecurrentGemmaMlp(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.intermediate_size = c.intermediate_size // 2
+        self.gate_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.up_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=True)
+        self.down_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=True)
+        self.act_fn = GELUTanh()
+
+    def forward(self, hidden_states):
+        gate = self.act_fn(self.gate_proj(hidden_states))
+        return self.down_proj(gate * self.up_proj(hidden_states))
+
+
+class RecurrentGemmaDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.temporal_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.temporal_block = RecurrentGemmaRecurrentBlock(c)
+        self.channel_pre_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.mlp_block = RecurrentGemmaMlp(c)
+
+    def forward(self, activations, position_ids, attention_mask, use_cache=False, past_key_values=None):
+        raw_activations = activations
+        inputs_normalized = self.temporal_pre_norm(raw_activations)
+        hidden_states, _ = self.temporal_block(inputs_normalized, position_ids=position_ids,
+                                               attention_mask=attention_mask, use_cache=use_cache,
+                                               past_key_values=past_key_values)
+        residual = hidden_states + raw_activations
+        hidden_states = self.channel_pre_norm(residual)
+        hidden_states = self.mlp_block(hidden_states)
+        return hidden_states + residual
+
+
+class RecurrentGemmaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([RecurrentGemmaDecoderLayer(c, i) for i in range(len(c.layers_block_type))])
+        self.final_norm = RecurrentGemmaRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.register_buffer("normalizer", torch.tensor(c.hidden_size ** 0.5, dtype=torch.bfloat16), persistent=False)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1]).unsqueeze(0)
+        hidden_states = hidden_states * self.normalizer.type(hidden_states.dtype)
+        for layer in self.layers:
+            # no attention layer here: the causal mask reaches the layers as None
+            hidden_states = layer(hidden_states, position_ids, None, False, None)
+        return self.final_norm(hidden_states)
+
+
+class RwkvConfig:
+    hidden_size = 32
+    attention_hidden_size = 32
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    layer_norm_epsilon = 1e-5
+    rescale_every = 6
+
+
+def rwkv_linear_attention_cpu(time_decay, time_first, key, value):
+    # without a state (use_cache False): the running maximum keeps the exponentials in range
+    _, seq_length, _ = key.size()
+    output = torch.zeros_like(key)
+    num_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    den_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
+    max_state = torch.zeros_like(key[:, 0], dtype=torch.float32) - 1e38
+    time_decay = -torch.exp(time_decay)
+    for current_index in range(seq_length):
+        current_key = key[:, current_index].float()
+        current_value = value[:, current_index]
+        max_for_output = torch.maximum(max_state, current_key + time_first)
+        e1 = torch.exp(max_state - max_for_output)
+        e2 = torch.exp(current_key + time_first - max_for_output)
+        numerator = e1 * num_state + e2 * current_value
+        denominator = e1 * den_state + e2
+        output[:, current_index] = (numerator / denominator).to(output.dtype)
+        max_for_state = torch.maximum(max_state + time_decay, current_key)
+        e1 = torch.exp(max_state + time_decay - max_for_state)
+        e2 = torch.exp(current_key - max_for_state)
+        num_state = e1 * num_state + e2 * current_value
+        den_state = e1 * den_state + e2
+        max_state = max_for_state
+    return output, None
+
+
+class RwkvSelfAttention(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        hidden_size = c.hidden_size
+        attention_hidden_size = c.attention_hidden_size
+        self.attention_hidden_size = attention_hidden_size
+        self.time_decay = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_first = nn.Parameter(torch.empty(attention_hidden_size))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_value = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, hidden_size))
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.key = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.value = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.receptance = nn.Linear(hidden_size, attention_hidden_size, bias=False)
+        self.output = nn.Linear(attention_hidden_size, hidden_size, bias=False)
+
+    def extract_key_value(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        value = hidden * self.time_mix_value + shifted * (1 - self.time_mix_value)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = self.key(key)
+        value = self.value(value)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance, key, value, state
+
+    def forward(self, hidden, state=None, use_cache=False):
+        receptance, key, value, state = self.extract_key_value(hidden, state=state)
+        rwkv, _ = rwkv_linear_attention_cpu(self.time_decay, self.time_first, key, value)
+        return self.output(receptance * rwkv), state
+
+
+class RwkvFeedForward(nn.Module):
+    def __init__(self, c, layer_id=0):
+        super().__init__()
+        self.layer_id = layer_id
+        self.time_shift = nn.ZeroPad2d((0, 0, 1, -1))
+        self.time_mix_key = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.time_mix_receptance = nn.Parameter(torch.empty(1, 1, c.hidden_size))
+        self.key = nn.Linear(c.hidden_size, c.intermediate_size, bias=False)
+        self.receptance = nn.Linear(c.hidden_size, c.hidden_size, bias=False)
+        self.value = nn.Linear(c.intermediate_size, c.hidden_size, bias=False)
+
+    def forward(self, hidden, state=None):
+        shifted = self.time_shift(hidden)
+        key = hidden * self.time_mix_key + shifted * (1 - self.time_mix_key)
+        receptance = hidden * self.time_mix_receptance + shifted * (1 - self.time_mix_receptance)
+        key = torch.square(torch.relu(self.key(key)))
+        value = self.value(key)
+        receptance = torch.sigmoid(self.receptance(receptance))
+        return receptance * value, state
+
+
+class RwkvBlock(nn.Module):
+    def __init__(self, c, layer_id):
+        super().__init__()
+        self.layer_id = layer_id
+        if layer_id == 0:
+            self.pre_ln = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln1 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.ln2 = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_epsilon)
+        self.attention = RwkvSelfAttention(c, layer_id)
+        self.feed_forward = RwkvFeedForward(c, layer_id)
+
+    def forward(self, hidden, state=None, use_cache=False, output_attentions=False):
+        if self.layer_id == 0:
+            hidden = self.pre_ln(hidden)
+        attention, state = self.attention(self.ln1(hidden), state=state, use_cache=use_cache)
+        hidden = hidden + attention
+        feed_forward, state = self.feed_forward(self.ln2(hidden), state=state)
+        hidden = hidden + feed_forward
+        return (hidden, state, None)
+
+
+class RwkvModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.config = c
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.blocks = nn.ModuleList([RwkvBlock(c, layer_id=i) for i in range(c.num_hidden_layers)])
+        self.ln_out = nn.LayerNorm(c.hidden_size)
+
+    def forward(self, input_ids):
+        # eval with 2 blocks: _rescale_layers divides by 2 ** (block_id // 6) = 1, and no
+        # (idx + 1) % rescale_every == 0 halves the hidden states
+        hidden_states = self.embeddings(input_ids)
+        state = None
+        for idx, block in enumerate(self.blocks):
+            hidden_states, state, _ = block(hidden_states, state=state, use_cache=False, output_attentions=False)
+            if self.config.rescale_every > 0 and (idx + 1) % self.config.rescale_every == 0:
+                hidden_states = hidden_states / 2
+        return self.ln_out(hidden_states)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
          "apertus": (ApertusModel, ApertusConfig),
          "gpt_neox_japanese": (GPTNeoXJapaneseModel, GPTNeoXJapaneseConfig),
-         "bamba": (BambaModel, BambaConfig)}
+         "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
+         "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
+         "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

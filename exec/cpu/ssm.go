@@ -46,6 +46,7 @@ func (bk *Backend) SSMScan(x, dt, a, bm, cm, d exec.Tensor, s exec.Spec) (exec.T
 	per := n.H / n.G
 	bk.parallel(n.B*n.H, 1, func(lo, hi int) {
 		state := make([]float32, n.P*n.N)
+		decays := make([]float32, n.N) // exp(dt·A) of each state at this position
 		for job := lo; job < hi; job++ {
 			b, h := job/n.H, job%n.H
 			g := h / per
@@ -57,7 +58,16 @@ func (bk *Backend) SSMScan(x, dt, a, bm, cm, d exec.Tensor, s exec.Spec) (exec.T
 			for t := range n.L {
 				row := b*n.L + t
 				step := dtv[row*n.H+h]
-				decay := float32(math.Exp(float64(step * av[h])))
+				if n.PerState {
+					for k, ak := range av[h*n.N : (h+1)*n.N] {
+						decays[k] = float32(math.Exp(float64(step * ak)))
+					}
+				} else {
+					decay := float32(math.Exp(float64(step * av[h])))
+					for k := range decays {
+						decays[k] = decay
+					}
+				}
 				bt := bv[(row*n.G+g)*n.N : (row*n.G+g+1)*n.N]
 				ct := cv[(row*n.G+g)*n.N : (row*n.G+g+1)*n.N]
 				xt := xv[(row*n.H+h)*n.P : (row*n.H+h+1)*n.P]
@@ -67,7 +77,7 @@ func (bk *Backend) SSMScan(x, dt, a, bm, cm, d exec.Tensor, s exec.Spec) (exec.T
 					st := state[p*n.N : (p+1)*n.N]
 					var y float32
 					for k := range st {
-						st[k] = float32(decay*st[k]) + float32(u*bt[k]) // no fused multiply-add
+						st[k] = float32(decays[k]*st[k]) + float32(u*bt[k]) // no fused multiply-add
 						y += float32(ct[k] * st[k])
 					}
 					yt[p] = y + float32(skip*xp)

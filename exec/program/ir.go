@@ -47,7 +47,7 @@ const (
 	OpLinearAttention               // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.LinearAttention (kernelised attention)
 	OpRepeat                        // x; Attrs.N, Axis: N copies of x joined along the axis (torch's repeat; repeat_interleave of a length-1 axis)
 	OpWhere                         // cond, a, b: a where cond > 0, else b, broadcast together (torch.where(x > 0, a, b): a piecewise activation's choice; host step)
-	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
+	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H] or [H, N], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
 	opEnd
 )
 

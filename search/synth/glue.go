@@ -17,6 +17,17 @@ import (
 // attention), the first form that reproduces target within its format's
 // tolerance wins. nil: nothing in the vocabulary explains it.
 func (s *synth) glue(target *val, sc *scope) *val {
+	if v := s.glueOnce(target, sc); v != nil || s.late {
+		return v
+	}
+	s.late = true
+	defer func() { s.late = false }()
+	return s.glueOnce(target, sc)
+}
+
+// glueOnce is one pass of glue: the older forms, or in the late pass only
+// the late ones (lateForms), on the target and its reshaped readings.
+func (s *synth) glueOnce(target *val, sc *scope) *val {
 	// (evidence needs many values: one integer-valued timestep is exact in
 	// bf16 by chance)
 	if target.format == precision.F32 && s.em.act != precision.F32 && target.numel() >= 16 && !target.integral() && representable(target, s.em.act) {
@@ -100,6 +111,12 @@ func representable(v *val, f precision.Format) bool {
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := recentFirst(sc.vals)
+	if s.late {
+		if v := s.lateForms(target, sc, vals); v != nil {
+			return v
+		}
+		return s.reshaped(target, sc, vals)
+	}
 	var loose *val // the first explanation within tol but not near exact
 	var looseErr float64
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded, s.edgePadded,
@@ -187,6 +204,49 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return v
 	}
 	return s.reshaped(target, sc, vals)
+}
+
+// lateForms are the forms glue tries in its second pass, once every
+// older form failed on the target and on its reshaped readings, over the
+// scope's values and the parameters of its uncalled sub-modules: a causal
+// depthwise convolution of a value's columns, a residual plus two scaled
+// branches, a cut scaled in runs of columns, a selective scan times a
+// gate, a scan over channels (Mamba-1's), a gated diagonal linear
+// recurrence (gatedRecurrence), a token shift (shiftedRows), an
+// interpolation of two values by a parameter (mixedRows), a decayed
+// average over the positions so far (decayedAverage).
+func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
+	// the weights of sub-modules no call holds, which a forward may use
+	// itself (F.conv1d(x, self.conv1d.weight, ...))
+	vals = append(slices.Clone(vals), s.uncalledParams(sc.module)...)
+	if v := s.causalConv(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.weightedSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.scaledRuns(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.ssmScanned(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.channelScanned(target, sc, vals); v != nil {
+		return v
+	}
+	if v := s.gatedRecurrence(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.shiftedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.mixedRows(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.decayedAverage(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	return nil
 }
 
 // axisCuts yields every contiguous slice of one axis of v that holds as

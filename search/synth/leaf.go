@@ -468,7 +468,45 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 	if v != nil {
 		v = s.simplestEps(v, t)
 		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
+		return v
 	}
+	return s.groupedNorm(x, params, t)
+}
+
+// groupedNorm explains t as an RMS norm whose statistics are over groups
+// of the last axis while its γ spans the whole axis (a grouped RMSNorm,
+// Mamba-2's gated norm of n_groups > 1): each group normalised without γ
+// (exec.NormParams.Group), then times γ, each step rounded to t's format
+// as torch's weight · x̂.to(dtype) is. Group sizes are the axis's divisors;
+// tried once the norm over the whole axis failed.
+func (s *synth) groupedNorm(x *val, params []*val, t *val) *val {
+	last := x.shape[len(x.shape)-1]
+	g := params[0]
+	if len(params) != 1 || len(g.shape) != 1 || g.shape[0] != last {
+		return nil
+	}
+	var cands []*expr
+	var inner []exec.NormParams
+	for size := last / 2; size > 1; size-- {
+		if last%size != 0 {
+			continue
+		}
+		for _, eps := range commonEps {
+			p := exec.NormParams{Kind: exec.NormRMS, Eps: eps, Group: size}
+			n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, nil, nil}, out: t.format,
+				label: fmt.Sprintf("rms over groups of %d, eps=%g", size, eps)})
+			if n == nil {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpMul, args: []*val{n, g}, out: t.format, label: fmt.Sprintf("rms eps=%g offset=0 group=%d, times γ", eps, size)})
+			inner = append(inner, p)
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
 	return v
 }
 

@@ -85,12 +85,10 @@ func (s *synth) fitAttentionPool(module string, x *val, params []*val, t *val) *
 	return w
 }
 
-// uncalledLinears are the linears of module's sub-modules that no call of
-// the trace holds, in address order: per sub-module (the address a
-// parameter sits at, names used only to address), a 2-D parameter is the
-// weight [out, in] and a 1-D one of out values its bias, read off their
-// shapes; a sub-module holding anything else is not a linear.
-func (s *synth) uncalledLinears(module string) [][2]*val {
+// uncalledSubs are module's sub-modules that no call of the trace holds
+// a parameter of (a forward that uses a child's weights itself:
+// F.conv1d(x, self.conv1d.weight, ...)), each with its parameters' names.
+func (s *synth) uncalledSubs(module string) map[string][]string {
 	module, _, _ = strings.Cut(module, "#")
 	if s.calledParams == nil {
 		s.calledParams = map[string]bool{}
@@ -109,6 +107,34 @@ func (s *synth) uncalledLinears(module string) [][2]*val {
 			subs[name[:i]] = append(subs[name[:i]], name)
 		}
 	}
+	for _, names := range subs {
+		slices.Sort(names)
+	}
+	return subs
+}
+
+// uncalledParams are the parameters of module's uncalled sub-modules
+// (uncalledSubs), in address order.
+func (s *synth) uncalledParams(module string) []*val {
+	subs := s.uncalledSubs(module)
+	var out []*val
+	for _, sub := range slices.Sorted(maps.Keys(subs)) {
+		for _, name := range subs[sub] {
+			if v, err := s.param(name); err == nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// uncalledLinears are the linears of module's sub-modules that no call of
+// the trace holds, in address order: per sub-module (the address a
+// parameter sits at, names used only to address), a 2-D parameter is the
+// weight [out, in] and a 1-D one of out values its bias, read off their
+// shapes; a sub-module holding anything else is not a linear.
+func (s *synth) uncalledLinears(module string) [][2]*val {
+	subs := s.uncalledSubs(module)
 	var out [][2]*val
 	for _, sub := range slices.Sorted(maps.Keys(subs)) {
 		var w, b *val

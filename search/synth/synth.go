@@ -15,7 +15,12 @@ var f32 = precision.F32
 
 // synth is the state of one discovery.
 type synth struct {
-	ctx     context.Context // cancelled: the search stops at the next call
+	ctx context.Context // cancelled: the search stops at the next call
+	// late: the glue search's second pass over a target every form of the
+	// first (the reshaped readings included) failed to explain, where the
+	// forms added for state-space mixers and multipliers are tried too
+	// (glue): a target the older forms explain never costs them.
+	late    bool
 	tr      *trace.Trace
 	ev      *evaluator
 	em      *emitter
