@@ -3,9 +3,9 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
-       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma, rwkv)
+       mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, recurrent_gemma, rwkv, minimax)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
-gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma rwkv.
+gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba recurrent_gemma rwkv minimax.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -227,6 +227,24 @@ returning (out, None)). What it shows (a recurrent model, never an attention):
     output(σ(receptance)·wkv);
   - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
     ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
+
+minimax follows src/transformers/models/minimax/modeling_minimax.py at commit
+000c33fdfde12e1ffafbfcdb3c926df5727a00b6 (MiniMaxLightningAttention's blockwise path from a zero kv state: no
+cache, no attention mask) but for the router, written as transformers 5.17 has it (the real trace's out.0 holds
+the logits: softmax in f32 for the choice only, top-k, renormalised, cast back), with the real 5.17 trace's call
+boundaries (the layer called with position_embeddings, attention_mask None, position_ids, past_key_values None,
+use_cache False; each attention returning (out, weights)) and configuration_minimax.py's arithmetic (all the
+alpha/beta factors 1, RMSNorm ε 1e-5, the lightning norm's default 1e-6, θ 1e6) but for the sizes: hidden 32, 4
+heads of 8 (2 kv heads in the softmax layer), 4 experts top-2 of 48, layer_types [linear_attention,
+full_attention] (the lightning layer first, so that its slopes 2^(−8(h+1)/4)·(1 + 1e-5) decay within the 8
+positions: the real trace's layer 1 of 2 has factor ~2e-5 and barely decays) and block_size 4 (256 by default)
+so that the 8 positions make two blocks and the inter-block state acts. What it shows (lightning attention):
+  - qkv_proj then SiLU (a module call), read per head as [q | k | v] of 8 each (a reshape to [B, L, H, 24] and
+    torch.split on the last axis); no scale, no RoPE, no softmax;
+  - per block: (q·kᵀ ⊙ exp(−s·(i − j)) for i ≥ j) v, plus (q ⊙ exp(−s·(i + 1)))·S, then
+    S ← exp(−s·4)·S + (k ⊙ exp(−s·(4 − j − 1)))ᵀ v: y_t = Σ_{j≤t} exp(−s_h·(t − j)) (q_t·k_j) v_j;
+  - the output's RMSNorm over all heads (a module call), times σ(output_gate(h)), out_proj; the layer's
+    residual taken after its input norm (residual = input_layernorm(h)), a MoE of 4 SiLU experts.
 """
 import math
 import os
@@ -2924,6 +2942,263 @@ class RwkvModel(nn.Module):
         return self.ln_out(hidden_states)
 
 
+class MiniMaxConfig:
+    hidden_size = 32
+    num_attention_heads = 4
+    num_key_value_heads = 2
+    head_dim = 8
+    intermediate_size = 48
+    num_local_experts = 4
+    num_experts_per_tok = 2
+    vocab_size = 64
+    num_hidden_layers = 2
+    layer_types = ["linear_attention", "full_attention"]
+    block_size = 4
+    rms_norm_eps = 1e-5
+    rope_theta = 1000000.0
+    full_attn_alpha_factor = 1.0
+    full_attn_beta_factor = 1.0
+    linear_attn_alpha_factor = 1.0
+    linear_attn_beta_factor = 1.0
+    mlp_alpha_factor = 1.0
+    mlp_beta_factor = 1.0
+
+
+class MiniMaxRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class MiniMaxLightningAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = c.head_dim
+        self.num_attention_heads = c.num_attention_heads
+        self.num_hidden_layers = c.num_hidden_layers
+        self.block_size = c.block_size
+        self.act_fn = nn.SiLU()
+        self.norm = MiniMaxRMSNorm(self.head_dim * self.num_attention_heads)
+        self.qkv_proj = nn.Linear(c.hidden_size, self.num_attention_heads * self.head_dim * 3, bias=False)
+        self.out_proj = nn.Linear(self.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.output_gate = nn.Linear(c.hidden_size, self.num_attention_heads * self.head_dim, bias=False)
+        slope_rate = self.get_slope_rate()
+        query_decay, key_decay, diagonal_decay = self.decay_factors(slope_rate)
+        self.register_buffer("slope_rate", slope_rate)
+        self.register_buffer("query_decay", query_decay)
+        self.register_buffer("key_decay", key_decay)
+        self.register_buffer("diagonal_decay", diagonal_decay)
+
+    def get_slope_rate(self):
+        base = 1 / (2 ** (8 / self.num_attention_heads))
+        exponent = torch.arange(self.num_attention_heads) + 1
+        factor = 1 - self.layer_idx / (self.num_hidden_layers - 1 + 1e-5) + 1e-5
+        rate = base ** exponent
+        rate = rate * factor
+        return rate[:, None, None]
+
+    def decay_factors(self, slope_rate):
+        block_size_range = torch.arange(self.block_size) + 1
+        query_decay = torch.exp(-slope_rate * block_size_range[:, None])
+        key_decay = torch.exp(-slope_rate * (self.block_size - block_size_range[:, None]))
+        diagonal_decay = block_size_range[:, None] - block_size_range[None, :]
+        diagonal_decay = diagonal_decay[None, None, :, :]
+        diagonal_decay = slope_rate * diagonal_decay
+        diagonal_decay = torch.where(diagonal_decay >= 0, -diagonal_decay, float("-inf"))
+        diagonal_decay = torch.exp(diagonal_decay)
+        return query_decay, key_decay, diagonal_decay
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None, past_key_values=None,
+                use_cache=False):
+        # no cache: the blockwise path from a zero kv state
+        batch_size, seq_len, hidden_size = hidden_states.shape
+        num_blocks = (seq_len + self.block_size - 1) // self.block_size
+        qkv_states = self.act_fn(self.qkv_proj(hidden_states))
+        qkv_states = qkv_states.reshape(batch_size, seq_len, self.num_attention_heads, 3 * self.head_dim)
+        query_states, key_states, value_states = torch.split(qkv_states, self.head_dim, dim=3)
+        query_states = query_states.transpose(1, 2)
+        key_states = key_states.transpose(1, 2)
+        value_states = value_states.transpose(1, 2)
+        attn_weights_inter = torch.zeros(batch_size, self.num_attention_heads, self.head_dim, self.head_dim).to(
+            value_states)
+        attn_output = []
+        for i in range(num_blocks):
+            start_idx = i * self.block_size
+            end_idx = min(start_idx + self.block_size, seq_len)
+            current_block_size = end_idx - start_idx
+            current_query_states = query_states[:, :, start_idx:end_idx]
+            current_key_states = key_states[:, :, start_idx:end_idx]
+            current_value_states = value_states[:, :, start_idx:end_idx]
+            current_query_decay = self.query_decay[:, :current_block_size]
+            current_key_decay = self.key_decay[:, -current_block_size:]
+            current_diagonal_decay = self.diagonal_decay[:, :, :current_block_size, :current_block_size]
+            block_decay = torch.exp(-self.slope_rate * current_block_size)
+            attn_weights_intra = torch.matmul(current_query_states, current_key_states.transpose(-1, -2))
+            attn_output_intra = torch.matmul(attn_weights_intra * current_diagonal_decay, current_value_states)
+            attn_output_inter = torch.matmul(current_query_states * current_query_decay, attn_weights_inter)
+            current_attn_output = attn_output_inter + attn_output_intra
+            attn_output.append(current_attn_output)
+            next_attn_weights_inter = torch.matmul(
+                (current_key_states * current_key_decay).transpose(-1, -2), current_value_states)
+            attn_weights_inter = attn_weights_inter * block_decay + next_attn_weights_inter
+        attn_output = torch.cat(attn_output, dim=-2)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(batch_size, seq_len, self.num_attention_heads * self.head_dim)
+        attn_output = self.norm(attn_output)
+        attn_output = torch.sigmoid(self.output_gate(hidden_states)) * attn_output
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights_inter
+
+
+class MiniMaxRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = c.head_dim
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.attention_scaling = 1.0
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class MiniMaxAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.head_dim, self.num_key_value_groups = d, h // kv
+        self.scaling = d ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None, past_key_values=None,
+                use_cache=False):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class MiniMaxTopKRouter(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c.num_experts_per_tok
+        self.num_experts = c.num_local_experts
+        self.hidden_dim = c.hidden_size
+        self.weight = nn.Parameter(torch.empty(self.num_experts, self.hidden_dim))
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        # transformers 5.17's router (the real trace's out.0 holds the logits, not the probabilities)
+        router_logits = F.linear(hidden_states, self.weight)
+        router_probs = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)
+        router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
+        router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+        router_top_value = router_top_value.to(router_logits.dtype)
+        return router_logits, router_top_value, router_indices
+
+
+class MiniMaxExperts(PhimoeExperts):
+    """MiniMaxExperts: MixtralExperts' weights and arithmetic (gate_up_proj [E, 2I, D], gate then up);
+    act_fn called once over every (token, pick) pair, as the real trace shows ([T·k, I])."""
+
+
+class MiniMaxSparseMoeBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate = MiniMaxTopKRouter(c)
+        self.experts = MiniMaxExperts(c)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        _, top_k_weights, top_k_index = self.gate(hidden_states)
+        hidden_states = self.experts(hidden_states, top_k_index, top_k_weights)
+        return hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+
+
+class MiniMaxDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.input_layernorm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.layer_type = c.layer_types[layer_idx]
+        self.mlp_alpha_factor = c.mlp_alpha_factor
+        self.mlp_beta_factor = c.mlp_beta_factor
+        self.mlp = MiniMaxSparseMoeBlock(c)
+        if self.layer_type == "linear_attention":
+            self.self_attn = MiniMaxLightningAttention(c, layer_idx)
+            self.attn_alpha_factor = c.linear_attn_alpha_factor
+            self.attn_beta_factor = c.linear_attn_beta_factor
+        else:
+            self.self_attn = MiniMaxAttention(c, layer_idx)
+            self.attn_alpha_factor = c.full_attn_alpha_factor
+            self.attn_beta_factor = c.full_attn_beta_factor
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache=False):
+        hidden_states = self.input_layernorm(hidden_states)
+        residual = hidden_states
+        hidden_states, _ = self.self_attn(hidden_states=hidden_states, position_embeddings=position_embeddings,
+                                          attention_mask=attention_mask, position_ids=position_ids,
+                                          past_key_values=past_key_values, use_cache=use_cache)
+        hidden_states = residual * self.attn_alpha_factor + hidden_states * self.attn_beta_factor
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        return residual * self.mlp_alpha_factor + hidden_states * self.mlp_beta_factor
+
+
+class MiniMaxModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([MiniMaxDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = MiniMaxRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1])[None]
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            # no padding: the full-attention layers get no mask tensor (SDPA's is_causal), the
+            # lightning layers the original attention_mask, None
+            hidden_states = decoder_layer(hidden_states, attention_mask=None, position_embeddings=position_embeddings,
+                                          position_ids=position_ids, past_key_values=None, use_cache=False)
+        return self.norm(hidden_states)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -2932,7 +3207,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "bamba": (BambaModel, BambaConfig), "mamba": (MambaModel, MambaConfig),
          "nemotron_h": (NemotronHModel, NemotronHConfig), "falcon_h1": (FalconH1Model, FalconH1Config),
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
-         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig),
+         "minimax": (MiniMaxModel, MiniMaxConfig)}
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
