@@ -228,10 +228,10 @@ returning (out, None)). What it shows (a recurrent model, never an attention):
   - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
     ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
 
-minimax follows src/transformers/models/minimax/modeling_minimax.py at commit
-000c33fdfde12e1ffafbfcdb3c926df5727a00b6 (MiniMaxLightningAttention's blockwise path from a zero kv state: no
-cache, no attention mask) but for the router, written as transformers 5.17 has it (the real trace's out.0 holds
-the logits: softmax in f32 for the choice only, top-k, renormalised, cast back), with the real 5.17 trace's call
+minimax follows src/transformers/models/minimax/modeling_minimax.py as transformers 5.17.0 ships it (the file
+the real traces ran; its lightning attention as at commit 000c33fdfde12e1ffafbfcdb3c926df5727a00b6, its router
+returning the logits, the probabilities softmax(logits.float()) for the choice only) (MiniMaxLightningAttention's
+blockwise path from a zero kv state: no cache, no attention mask), with the real 5.17 trace's call
 boundaries (the layer called with position_embeddings, attention_mask None, position_ids, past_key_values None,
 use_cache False; each attention returning (out, weights)) and configuration_minimax.py's arithmetic (all the
 alpha/beta factors 1, RMSNorm ε 1e-5, the lightning norm's default 1e-6, θ 1e6) but for the sizes: hidden 32, 4
@@ -3119,13 +3119,13 @@ class MiniMaxTopKRouter(nn.Module):
 
     def forward(self, hidden_states):
         hidden_states = hidden_states.reshape(-1, self.hidden_dim)
-        # transformers 5.17's router (the real trace's out.0 holds the logits, not the probabilities)
+        # transformers 5.17's router: out.0 the logits, not the probabilities
         router_logits = F.linear(hidden_states, self.weight)
-        router_probs = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)
+        router_probs = torch.nn.functional.softmax(router_logits.float(), dim=-1)
         router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
         router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
-        router_top_value = router_top_value.to(router_logits.dtype)
-        return router_logits, router_top_value, router_indices
+        router_scores = router_top_value
+        return router_logits, router_scores, router_indices
 
 
 class MiniMaxExperts(PhimoeExperts):
