@@ -48,12 +48,13 @@ const (
 	OpRepeat                        // x; Attrs.N, Axis: N copies of x joined along the axis (torch's repeat; repeat_interleave of a length-1 axis)
 	OpWhere                         // cond, a, b: a where cond > 0, else b, broadcast together (torch.where(x > 0, a, b): a piecewise activation's choice; host step)
 	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H] or [H, N], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
+	OpDeltaScan                     // q, k [B, L, G, K], v [B, L, H, V], g, beta [B, L, H]: the gated delta-rule scan (exec.Extended's DeltaScan)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "delta_scan"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
