@@ -215,7 +215,8 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // recurrence (gatedRecurrence), a token shift (shiftedRows), an
 // interpolation of two values by a parameter (mixedRows), a decayed
 // average over the positions so far (decayedAverage), a causal linear
-// attention with a decay per head (decayedLinearAttention).
+// attention with a decay per head (decayedLinearAttention), a gated
+// delta rule over a causal conv's [q | k | v] (gatedDeltaRule).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -248,6 +249,9 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.decayedLinearAttention(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.gatedDeltaRule(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	return nil
