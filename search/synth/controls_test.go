@@ -711,3 +711,31 @@ func TestUnseenLinearAttention(t *testing.T) {
 		t.Errorf("%d ssm_scan nodes, want 1", scans)
 	}
 }
+
+// TestUnseenDeltaRule: qwen3_next's gated DeltaNet (two layers, 4 value
+// heads of 8 over 2 key groups of 8) is found as one delta_scan per layer
+// reading q and k per key group [1, 8, 2, 8] and v [1, 8, 4, 8], and its
+// gated norm as the norm times silu of the gate.
+func TestUnseenDeltaRule(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "qwen3_next-f32.npz"))
+	shapes := map[string][]int{}
+	for _, v := range res.Doc.Program.Values {
+		shapes[v.Name] = v.Shape
+	}
+	var scans int
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "delta_scan" {
+			continue
+		}
+		scans++
+		want := [][]int{{1, 8, 2, 8}, {1, 8, 2, 8}, {1, 8, 4, 8}, {1, 8, 4}, {1, 8, 4}}
+		for i, in := range n.In {
+			if !slices.Equal(shapes[in], want[i]) {
+				t.Errorf("delta_scan input %d of shape %v, want %v", i, shapes[in], want[i])
+			}
+		}
+	}
+	if scans != 2 {
+		t.Errorf("%d delta_scan nodes, want 2", scans)
+	}
+}
