@@ -253,10 +253,10 @@ with the real 5.17 trace's call boundaries (the layer called with position_embed
 position_ids, past_key_values None, use_cache False; linear_attn with keyword hidden_states, cache_params None,
 attention_mask None, use_cache False) and configuration_qwen3_next.py's arithmetic (RMSNorm ε 1e-6 with (1 + γ)
 in f32, norm_topk_prob, decoder_sparse_step 1, conv kernel 4, partial rotary 0.25) but for the sizes: hidden 32,
-4 value heads of 8 over 2 key heads of 8, 4 experts top-2 of 16 and a shared expert of 24, and layer_types as
-the config's default makes them for two layers (full_attention_interval 4: both linear, as in the real traces;
-Qwen3NextAttention, the gated softmax attention of the full layers, is written out but not called). What it
-shows (the gated DeltaNet):
+4 value heads of 8 over 2 key heads of 8, 4 experts top-2 of 16 and a shared expert of 24, 2 attention heads
+of 16 over 1 kv head, and layer_types [linear_attention, full_attention] (the config's default for two layers,
+full_attention_interval 4, makes both linear, as the real traces hold them: the full layer is here so that the
+gated softmax attention shows). What it shows (the gated DeltaNet, then gated attention):
   - in_proj_qkvz read per key head as [q (8) | k (8) | v (2·8) | z (2·8)] and in_proj_ba as [b (2) | a (2)]
     (fix_query_key_value_ordering); [q | k | v] joined and through a depthwise causal conv1d without bias
     (the conv1d module's weight used by F.conv1d: no call), SiLU;
@@ -265,7 +265,10 @@ shows (the gated DeltaNet):
   - the chunked gated delta rule (chunk 64: one chunk, padded; the UT system solved by
     torch.linalg.solve_triangular): S_t = exp(g_t)·S_{t−1}(I − β_t k_t k_tᵀ) + β_t k_t v_tᵀ, y_t = q_tᵀS_t;
   - Qwen3NextRMSNormGated over each head's 8 (its own call, with z as the gate): γ·x̂ then times silu(z) in f32;
-    out_proj; a sparse MoE with a σ-gated shared expert.
+    out_proj; a sparse MoE with a σ-gated shared expert;
+  - the full layer's attention: q_proj to [q | gate] per head (torch.chunk of a [.., H, 2·16] view), q_norm and
+    k_norm with (1 + γ), RoPE on the first 4 columns of each head (partial rotary 0.25), SDPA (causal, no mask
+    tensor), the output times σ(gate) before o_proj.
 """
 import math
 import os
@@ -3240,9 +3243,9 @@ class Qwen3NextConfig:
     intermediate_size = 48
     vocab_size = 64
     num_hidden_layers = 2
-    # configuration_qwen3_next's default for two layers (full_attention_interval 4: layer i is full attention
-    # where (i + 1) % 4 == 0), as the real 5.17 traces hold them
-    layer_types = ["linear_attention", "linear_attention"]
+    # a full-attention layer after the linear one, so that the gated softmax attention shows (the config's
+    # default for two layers, full_attention_interval 4, makes both linear, as the real 5.17 traces hold them)
+    layer_types = ["linear_attention", "full_attention"]
     rms_norm_eps = 1e-6
 
 
