@@ -163,6 +163,19 @@ type Extended interface {
 	// both forms, so a backend without a kernel of its own (CUDA, Metal)
 	// says so.
 	SSMScan(x, dt, a, bm, cm, d Tensor, s Spec) (Tensor, error)
+	// DeltaScan: the gated delta-rule scan over q, k [B, L, G, K], v
+	// [B, L, H, V], g and beta [B, L, H] (head h reads key group h/(H/G)):
+	// per batch row and head, a state S [K, V] from 0, in f32,
+	//
+	//	S ← exp(g_t)·S,  u = β_t·(v_t − k_tᵀS),  S ← S + k_t·uᵀ,  y_t = q_tᵀS
+	//
+	// (S_t = exp(g_t)·S_{t−1}(I − β_t k_t k_tᵀ) + β_t k_t v_tᵀ: the gated
+	// DeltaNet's recurrence), each sum over K in increasing order; y
+	// [B, L, H, V] rounded once to s.Out. No internal rounding point and no
+	// math variant applies (one is refused). CheckDeltaScan validates the
+	// shapes. It has no composition: Fallback refuses it (ErrUnsupported),
+	// so a backend without a kernel of its own (CUDA, Metal) says so.
+	DeltaScan(q, k, v, g, beta Tensor, s Spec) (Tensor, error)
 }
 
 // Backend is the whole vocabulary (DESIGN.md, "The op vocabulary").

@@ -292,3 +292,9 @@ func (fb Fallback) RopeTable(pos Tensor, p RopeTableParams, s Spec) (cos, sin Te
 func (fb Fallback) SSMScan(x, dt, a, bm, cm, d Tensor, s Spec) (Tensor, error) {
 	return nil, Unsupported(fb.B.Name(), "ssm_scan", "no selective-scan kernel (the cpu backend runs it)")
 }
+
+// DeltaScan has no composition from Basic ops: a backend that does not
+// define its own refuses it, naming itself.
+func (fb Fallback) DeltaScan(q, k, v, g, beta Tensor, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "delta_scan", "no delta-rule scan kernel (the cpu backend runs it)")
+}

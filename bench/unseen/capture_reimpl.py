@@ -4,10 +4,10 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
        mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
-       and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
+       minimax, qwen3_next, and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
-mamba_kernel_path xglm mobilebert layoutlm mpnet nystromformer convbert yoso.
+mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -245,6 +245,48 @@ returning (out, None)). What it shows (a recurrent model, never an attention):
     output(σ(receptance)·wkv);
   - the channel mix: value(relu(key(mix))²)·σ(receptance(mix)); LayerNorm pre_ln (block 0), ln1, ln2,
     ln_out; with two blocks in eval the rescaling (rescale_every 6) changes nothing.
+
+minimax follows src/transformers/models/minimax/modeling_minimax.py as transformers 5.17.0 ships it (the file
+the real traces ran; its lightning attention as at commit 000c33fdfde12e1ffafbfcdb3c926df5727a00b6, its router
+returning the logits, the probabilities softmax(logits.float()) for the choice only) (MiniMaxLightningAttention's
+blockwise path from a zero kv state: no cache, no attention mask), with the real 5.17 trace's call
+boundaries (the layer called with position_embeddings, attention_mask None, position_ids, past_key_values None,
+use_cache False; each attention returning (out, weights)) and configuration_minimax.py's arithmetic (all the
+alpha/beta factors 1, RMSNorm ε 1e-5, the lightning norm's default 1e-6, θ 1e6) but for the sizes: hidden 32, 4
+heads of 8 (2 kv heads in the softmax layer), 4 experts top-2 of 48, layer_types [linear_attention,
+full_attention] (the lightning layer first, so that its slopes 2^(−8(h+1)/4)·(1 + 1e-5) decay within the 8
+positions: the real trace's layer 1 of 2 has factor ~2e-5 and barely decays) and block_size 4 (256 by default)
+so that the 8 positions make two blocks and the inter-block state acts. What it shows (lightning attention):
+  - qkv_proj then SiLU (a module call), read per head as [q | k | v] of 8 each (a reshape to [B, L, H, 24] and
+    torch.split on the last axis); no scale, no RoPE, no softmax;
+  - per block: (q·kᵀ ⊙ exp(−s·(i − j)) for i ≥ j) v, plus (q ⊙ exp(−s·(i + 1)))·S, then
+    S ← exp(−s·4)·S + (k ⊙ exp(−s·(4 − j − 1)))ᵀ v: y_t = Σ_{j≤t} exp(−s_h·(t − j)) (q_t·k_j) v_j;
+  - the output's RMSNorm over all heads (a module call), times σ(output_gate(h)), out_proj; the layer's
+    residual taken after its input norm (residual = input_layernorm(h)), a MoE of 4 SiLU experts.
+
+qwen3_next follows src/transformers/models/qwen3_next/modeling_qwen3_next.py as transformers 5.17.0 ships it (the
+file the real traces ran: Qwen3NextGatedDeltaNet.forward without a cache, causal_conv1d_fn's and
+torch_chunk_gated_delta_rule's torch paths, the ones taken without causal_conv1d and flash-linear-attention),
+with the real 5.17 trace's call boundaries (the layer called with position_embeddings, attention_mask None,
+position_ids, past_key_values None, use_cache False; linear_attn with keyword hidden_states, cache_params None,
+attention_mask None, use_cache False) and configuration_qwen3_next.py's arithmetic (RMSNorm ε 1e-6 with (1 + γ)
+in f32, norm_topk_prob, decoder_sparse_step 1, conv kernel 4, partial rotary 0.25) but for the sizes: hidden 32,
+4 value heads of 8 over 2 key heads of 8, 4 experts top-2 of 16 and a shared expert of 24, 2 attention heads
+of 16 over 1 kv head, and layer_types [linear_attention, full_attention] (the config's default for two layers,
+full_attention_interval 4, makes both linear, as the real traces hold them: the full layer is here so that the
+gated softmax attention shows). What it shows (the gated DeltaNet, then gated attention):
+  - in_proj_qkvz read per key head as [q (8) | k (8) | v (2·8) | z (2·8)] and in_proj_ba as [b (2) | a (2)]
+    (fix_query_key_value_ordering); [q | k | v] joined and through a depthwise causal conv1d without bias
+    (the conv1d module's weight used by F.conv1d: no call), SiLU;
+  - β = σ(b), g = −exp(A_log)·softplus(a + dt_bias); q and k repeated over their value heads
+    (repeat_interleave), L2-normed (ε 1e-6), q times 1/√8;
+  - the chunked gated delta rule (chunk 64: one chunk, padded; the UT system solved by
+    torch.linalg.solve_triangular): S_t = exp(g_t)·S_{t−1}(I − β_t k_t k_tᵀ) + β_t k_t v_tᵀ, y_t = q_tᵀS_t;
+  - Qwen3NextRMSNormGated over each head's 8 (its own call, with z as the gate): γ·x̂ then times silu(z) in f32;
+    out_proj; a sparse MoE with a σ-gated shared expert;
+  - the full layer's attention: q_proj to [q | gate] per head (torch.chunk of a [.., H, 2·16] view), q_norm and
+    k_norm with (1 + γ), RoPE on the first 4 columns of each head (partial rotary 0.25), SDPA (causal, no mask
+    tensor), the output times σ(gate) before o_proj.
 """
 import math
 import os
@@ -3221,6 +3263,652 @@ class RwkvModel(nn.Module):
         return self.ln_out(hidden_states)
 
 
+class MiniMaxConfig:
+    hidden_size = 32
+    num_attention_heads = 4
+    num_key_value_heads = 2
+    head_dim = 8
+    intermediate_size = 48
+    num_local_experts = 4
+    num_experts_per_tok = 2
+    vocab_size = 64
+    num_hidden_layers = 2
+    layer_types = ["linear_attention", "full_attention"]
+    block_size = 4
+    rms_norm_eps = 1e-5
+    rope_theta = 1000000.0
+    full_attn_alpha_factor = 1.0
+    full_attn_beta_factor = 1.0
+    linear_attn_alpha_factor = 1.0
+    linear_attn_beta_factor = 1.0
+    mlp_alpha_factor = 1.0
+    mlp_beta_factor = 1.0
+
+
+class MiniMaxRMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class MiniMaxLightningAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.head_dim = c.head_dim
+        self.num_attention_heads = c.num_attention_heads
+        self.num_hidden_layers = c.num_hidden_layers
+        self.block_size = c.block_size
+        self.act_fn = nn.SiLU()
+        self.norm = MiniMaxRMSNorm(self.head_dim * self.num_attention_heads)
+        self.qkv_proj = nn.Linear(c.hidden_size, self.num_attention_heads * self.head_dim * 3, bias=False)
+        self.out_proj = nn.Linear(self.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.output_gate = nn.Linear(c.hidden_size, self.num_attention_heads * self.head_dim, bias=False)
+        slope_rate = self.get_slope_rate()
+        query_decay, key_decay, diagonal_decay = self.decay_factors(slope_rate)
+        self.register_buffer("slope_rate", slope_rate)
+        self.register_buffer("query_decay", query_decay)
+        self.register_buffer("key_decay", key_decay)
+        self.register_buffer("diagonal_decay", diagonal_decay)
+
+    def get_slope_rate(self):
+        base = 1 / (2 ** (8 / self.num_attention_heads))
+        exponent = torch.arange(self.num_attention_heads) + 1
+        factor = 1 - self.layer_idx / (self.num_hidden_layers - 1 + 1e-5) + 1e-5
+        rate = base ** exponent
+        rate = rate * factor
+        return rate[:, None, None]
+
+    def decay_factors(self, slope_rate):
+        block_size_range = torch.arange(self.block_size) + 1
+        query_decay = torch.exp(-slope_rate * block_size_range[:, None])
+        key_decay = torch.exp(-slope_rate * (self.block_size - block_size_range[:, None]))
+        diagonal_decay = block_size_range[:, None] - block_size_range[None, :]
+        diagonal_decay = diagonal_decay[None, None, :, :]
+        diagonal_decay = slope_rate * diagonal_decay
+        diagonal_decay = torch.where(diagonal_decay >= 0, -diagonal_decay, float("-inf"))
+        diagonal_decay = torch.exp(diagonal_decay)
+        return query_decay, key_decay, diagonal_decay
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None, past_key_values=None,
+                use_cache=False):
+        # no cache: the blockwise path from a zero kv state
+        batch_size, seq_len, hidden_size = hidden_states.shape
+        num_blocks = (seq_len + self.block_size - 1) // self.block_size
+        qkv_states = self.act_fn(self.qkv_proj(hidden_states))
+        qkv_states = qkv_states.reshape(batch_size, seq_len, self.num_attention_heads, 3 * self.head_dim)
+        query_states, key_states, value_states = torch.split(qkv_states, self.head_dim, dim=3)
+        query_states = query_states.transpose(1, 2)
+        key_states = key_states.transpose(1, 2)
+        value_states = value_states.transpose(1, 2)
+        attn_weights_inter = torch.zeros(batch_size, self.num_attention_heads, self.head_dim, self.head_dim).to(
+            value_states)
+        attn_output = []
+        for i in range(num_blocks):
+            start_idx = i * self.block_size
+            end_idx = min(start_idx + self.block_size, seq_len)
+            current_block_size = end_idx - start_idx
+            current_query_states = query_states[:, :, start_idx:end_idx]
+            current_key_states = key_states[:, :, start_idx:end_idx]
+            current_value_states = value_states[:, :, start_idx:end_idx]
+            current_query_decay = self.query_decay[:, :current_block_size]
+            current_key_decay = self.key_decay[:, -current_block_size:]
+            current_diagonal_decay = self.diagonal_decay[:, :, :current_block_size, :current_block_size]
+            block_decay = torch.exp(-self.slope_rate * current_block_size)
+            attn_weights_intra = torch.matmul(current_query_states, current_key_states.transpose(-1, -2))
+            attn_output_intra = torch.matmul(attn_weights_intra * current_diagonal_decay, current_value_states)
+            attn_output_inter = torch.matmul(current_query_states * current_query_decay, attn_weights_inter)
+            current_attn_output = attn_output_inter + attn_output_intra
+            attn_output.append(current_attn_output)
+            next_attn_weights_inter = torch.matmul(
+                (current_key_states * current_key_decay).transpose(-1, -2), current_value_states)
+            attn_weights_inter = attn_weights_inter * block_decay + next_attn_weights_inter
+        attn_output = torch.cat(attn_output, dim=-2)
+        attn_output = attn_output.transpose(1, 2)
+        attn_output = attn_output.reshape(batch_size, seq_len, self.num_attention_heads * self.head_dim)
+        attn_output = self.norm(attn_output)
+        attn_output = torch.sigmoid(self.output_gate(hidden_states)) * attn_output
+        attn_output = self.out_proj(attn_output)
+        return attn_output, attn_weights_inter
+
+
+class MiniMaxRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = c.head_dim
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.attention_scaling = 1.0
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class MiniMaxAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        h, kv, d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.head_dim, self.num_key_value_groups = d, h // kv
+        self.scaling = d ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, h * d, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, kv * d, bias=False)
+        self.o_proj = nn.Linear(h * d, c.hidden_size, bias=False)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None, past_key_values=None,
+                use_cache=False):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(k, self.num_key_value_groups), repeat_kv(v, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(q.shape[-2], q.dtype)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), None
+
+
+class MiniMaxTopKRouter(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c.num_experts_per_tok
+        self.num_experts = c.num_local_experts
+        self.hidden_dim = c.hidden_size
+        self.weight = nn.Parameter(torch.empty(self.num_experts, self.hidden_dim))
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        # transformers 5.17's router: out.0 the logits, not the probabilities
+        router_logits = F.linear(hidden_states, self.weight)
+        router_probs = torch.nn.functional.softmax(router_logits.float(), dim=-1)
+        router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
+        router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+        router_scores = router_top_value
+        return router_logits, router_scores, router_indices
+
+
+class MiniMaxExperts(PhimoeExperts):
+    """MiniMaxExperts: MixtralExperts' weights and arithmetic (gate_up_proj [E, 2I, D], gate then up);
+    act_fn called once over every (token, pick) pair, as the real trace shows ([T·k, I])."""
+
+
+class MiniMaxSparseMoeBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate = MiniMaxTopKRouter(c)
+        self.experts = MiniMaxExperts(c)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states = hidden_states.view(-1, hidden_states.shape[-1])
+        _, top_k_weights, top_k_index = self.gate(hidden_states)
+        hidden_states = self.experts(hidden_states, top_k_index, top_k_weights)
+        return hidden_states.reshape(batch_size, sequence_length, hidden_dim)
+
+
+class MiniMaxDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.input_layernorm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.layer_type = c.layer_types[layer_idx]
+        self.mlp_alpha_factor = c.mlp_alpha_factor
+        self.mlp_beta_factor = c.mlp_beta_factor
+        self.mlp = MiniMaxSparseMoeBlock(c)
+        if self.layer_type == "linear_attention":
+            self.self_attn = MiniMaxLightningAttention(c, layer_idx)
+            self.attn_alpha_factor = c.linear_attn_alpha_factor
+            self.attn_beta_factor = c.linear_attn_beta_factor
+        else:
+            self.self_attn = MiniMaxAttention(c, layer_idx)
+            self.attn_alpha_factor = c.full_attn_alpha_factor
+            self.attn_beta_factor = c.full_attn_beta_factor
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache=False):
+        hidden_states = self.input_layernorm(hidden_states)
+        residual = hidden_states
+        hidden_states, _ = self.self_attn(hidden_states=hidden_states, position_embeddings=position_embeddings,
+                                          attention_mask=attention_mask, position_ids=position_ids,
+                                          past_key_values=past_key_values, use_cache=use_cache)
+        hidden_states = residual * self.attn_alpha_factor + hidden_states * self.attn_beta_factor
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        return residual * self.mlp_alpha_factor + hidden_states * self.mlp_beta_factor
+
+
+class MiniMaxModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([MiniMaxDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = MiniMaxRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = MiniMaxRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1])[None]
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            # no padding: the full-attention layers get no mask tensor (SDPA's is_causal), the
+            # lightning layers the original attention_mask, None
+            hidden_states = decoder_layer(hidden_states, attention_mask=None, position_embeddings=position_embeddings,
+                                          position_ids=position_ids, past_key_values=None, use_cache=False)
+        return self.norm(hidden_states)
+
+
+class Qwen3NextConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    partial_rotary_factor = 0.25
+    rope_theta = 10000.0
+    linear_num_value_heads = 4
+    linear_num_key_heads = 2
+    linear_key_head_dim = 8
+    linear_value_head_dim = 8
+    linear_conv_kernel_dim = 4
+    num_experts = 4
+    num_experts_per_tok = 2
+    norm_topk_prob = True
+    moe_intermediate_size = 16
+    shared_expert_intermediate_size = 24
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    # a full-attention layer after the linear one, so that the gated softmax attention shows (the config's
+    # default for two layers, full_attention_interval 4, makes both linear, as the real 5.17 traces hold them)
+    layer_types = ["linear_attention", "full_attention"]
+    rms_norm_eps = 1e-6
+
+
+class Qwen3NextRMSNormGated(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states, gate):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        # norm before gate
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        hidden_states = self.weight * hidden_states.to(input_dtype)
+        hidden_states = hidden_states * F.silu(gate.to(torch.float32))
+        return hidden_states.to(input_dtype)
+
+
+class Qwen3NextRotaryEmbedding(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        dim = int(c.head_dim * c.partial_rotary_factor)
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        self.attention_scaling = 1.0
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("original_inv_freq", inv_freq.clone(), persistent=False)
+
+    @torch.no_grad()
+    def forward(self, x, position_ids):
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = emb.cos() * self.attention_scaling
+        sin = emb.sin() * self.attention_scaling
+        return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+class Qwen3NextRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+def qwen3_next_rotary(q, k, cos, sin, unsqueeze_dim=1):
+    # apply_rotary_pos_emb with partial rotary: the first cos.shape[-1] columns turn, the rest pass
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = (q_rot * cos) + (rotate_half(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_half(k_rot) * sin)
+    return torch.cat([q_embed, q_pass], dim=-1), torch.cat([k_embed, k_pass], dim=-1)
+
+
+class Qwen3NextAttention(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.head_dim = c.head_dim
+        self.num_key_value_groups = c.num_attention_heads // c.num_key_value_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(c.hidden_size, c.num_attention_heads * self.head_dim * 2, bias=False)
+        self.k_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(c.hidden_size, c.num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(c.num_attention_heads * self.head_dim, c.hidden_size, bias=False)
+        self.q_norm = Qwen3NextRMSNorm(self.head_dim, eps=c.rms_norm_eps)
+        self.k_norm = Qwen3NextRMSNorm(self.head_dim, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings, attention_mask, position_ids=None, past_key_values=None,
+                use_cache=False):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query_states, gate = torch.chunk(self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim * 2), 2, dim=-1)
+        gate = gate.reshape(*input_shape, -1)
+        query_states = self.q_norm(query_states.view(hidden_shape)).transpose(1, 2)
+        key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape)).transpose(1, 2)
+        value_states = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        query_states, key_states = qwen3_next_rotary(query_states, key_states, cos, sin)
+        # SDPA (the default), its softmax written out; is_causal where no mask is passed
+        k, v = repeat_kv(key_states, self.num_key_value_groups), repeat_kv(value_states, self.num_key_value_groups)
+        if attention_mask is None:
+            attention_mask = causal_mask(query_states.shape[-2], query_states.dtype)
+        w = torch.matmul(query_states, k.transpose(2, 3)) * self.scaling + attention_mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(query_states.dtype)
+        attn_output = torch.matmul(w, v).transpose(1, 2).contiguous()
+        attn_output = attn_output.reshape(*input_shape, -1).contiguous()
+        attn_output = attn_output * torch.sigmoid(gate)
+        return self.o_proj(attn_output), None
+
+
+def causal_conv1d_fn(hidden_states, weight, bias=None, activation=None):
+    _, hidden_size, seq_len = hidden_states.shape
+    padding = weight.shape[-1] - 1
+    out = F.conv1d(hidden_states.to(weight.dtype), weight=weight.unsqueeze(1), bias=bias, padding=padding,
+                   groups=hidden_size)[:, :, :seq_len]
+    if activation is not None:
+        out = F.silu(out)
+    return out.to(hidden_states.dtype)
+
+
+def l2norm(x, dim=-1, eps=1e-6):
+    inv_norm = torch.rsqrt((x * x).sum(dim=dim, keepdim=True) + eps)
+    return x * inv_norm
+
+
+def torch_chunk_gated_delta_rule(query, key, value, g, beta, chunk_size=64, initial_state=None,
+                                 output_final_state=False, use_qk_l2norm_in_kernel=False):
+    initial_dtype = query.dtype
+    batch_size, sequence_length, _, k_head_dim = key.shape
+    num_v_heads, v_head_dim = value.shape[-2:]
+    recurrent_state_shape = (batch_size, num_v_heads, k_head_dim, v_head_dim)
+    padded_output_shape = (batch_size, num_v_heads, -1, v_head_dim)
+    decay = g
+    query, key, value, beta, decay = [
+        x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+        for x in (query, key, value, beta, decay)
+    ]
+    if use_qk_l2norm_in_kernel:
+        query = l2norm(query, dim=-1, eps=1e-6)
+        key = l2norm(key, dim=-1, eps=1e-6)
+    scaling = query.shape[-1] ** -0.5
+    query = query * scaling
+    pad_size = (chunk_size - sequence_length % chunk_size) % chunk_size
+    query, key, value = (F.pad(x, (0, 0, 0, pad_size)) for x in (query, key, value))
+    beta, decay = (F.pad(x, (0, pad_size)) for x in (beta, decay))
+    total_sequence_length = sequence_length + pad_size
+    num_chunks = total_sequence_length // chunk_size
+    v_beta = value * beta.unsqueeze(-1)
+    k_beta = key * beta.unsqueeze(-1)
+    query, key, k_beta, v_beta = [
+        x.reshape(x.shape[0], x.shape[1], -1, chunk_size, x.shape[-1]) for x in (query, key, k_beta, v_beta)
+    ]
+    decay = decay.reshape(decay.shape[0], decay.shape[1], -1, chunk_size)
+    strictly_upper_mask = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=query.device).triu(1)
+    cum_decay = decay.cumsum(dim=3)
+    pairwise_decay = cum_decay.unsqueeze(4) - cum_decay.unsqueeze(3)
+    pairwise_decay = pairwise_decay.masked_fill(strictly_upper_mask, float("-inf"))
+    pairwise_decay = pairwise_decay.exp()
+    ut_system = (k_beta @ key.transpose(-1, -2)) * pairwise_decay
+    intra_chunk_attn = (query @ key.transpose(-1, -2)) * pairwise_decay
+    decayed_k_beta = k_beta * cum_decay.exp().unsqueeze(-1)
+    # not exporting (is_torchdynamo_exporting() False): the triangular solver
+    new_values = torch.linalg.solve_triangular(ut_system, v_beta, upper=False, unitriangular=True)
+    k_cumdecay = torch.linalg.solve_triangular(ut_system, decayed_k_beta, upper=False, unitriangular=True)
+    if initial_state is None:
+        last_recurrent_state = torch.zeros(recurrent_state_shape, dtype=new_values.dtype, device=new_values.device)
+    else:
+        last_recurrent_state = initial_state.to(new_values)
+    core_attn_out = torch.zeros_like(new_values)
+    query = query * cum_decay.exp().unsqueeze(-1)
+    key = key * (cum_decay[..., -1:] - cum_decay).exp().unsqueeze(-1)
+    chunk_decay = cum_decay[..., -1].exp()[..., None, None]
+    for i in range(num_chunks):
+        v_new = new_values[:, :, i] - k_cumdecay[:, :, i] @ last_recurrent_state
+        inter_chunk_attn = query[:, :, i] @ last_recurrent_state
+        core_attn_out[:, :, i] = inter_chunk_attn + intra_chunk_attn[:, :, i] @ v_new
+        last_recurrent_state = last_recurrent_state * chunk_decay[:, :, i] + key[:, :, i].transpose(-1, -2) @ v_new
+    last_recurrent_state = None if not output_final_state else last_recurrent_state
+    core_attn_out = core_attn_out.reshape(padded_output_shape)
+    core_attn_out = core_attn_out[:, :, :sequence_length]
+    core_attn_out = core_attn_out.transpose(1, 2).to(initial_dtype, memory_format=torch.contiguous_format)
+    return core_attn_out, last_recurrent_state
+
+
+class Qwen3NextGatedDeltaNet(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.hidden_size = c.hidden_size
+        self.num_v_heads = c.linear_num_value_heads
+        self.num_k_heads = c.linear_num_key_heads
+        self.head_k_dim = c.linear_key_head_dim
+        self.head_v_dim = c.linear_value_head_dim
+        self.key_dim = self.head_k_dim * self.num_k_heads
+        self.value_dim = self.head_v_dim * self.num_v_heads
+        self.conv_kernel_size = c.linear_conv_kernel_dim
+        self.layer_idx = layer_idx
+        self.conv_dim = self.key_dim * 2 + self.value_dim
+        self.conv1d = nn.Conv1d(in_channels=self.conv_dim, out_channels=self.conv_dim, bias=False,
+                                kernel_size=self.conv_kernel_size, groups=self.conv_dim,
+                                padding=self.conv_kernel_size - 1)
+        projection_size_qkvz = self.key_dim * 2 + self.value_dim * 2
+        projection_size_ba = self.num_v_heads * 2
+        self.in_proj_qkvz = nn.Linear(self.hidden_size, projection_size_qkvz, bias=False)
+        self.in_proj_ba = nn.Linear(self.hidden_size, projection_size_ba, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
+        A = torch.empty(self.num_v_heads).uniform_(0.01, 16)
+        self.A_log = nn.Parameter(torch.log(A))
+        self.norm = Qwen3NextRMSNormGated(self.head_v_dim, eps=c.rms_norm_eps)
+        self.out_proj = nn.Linear(self.value_dim, self.hidden_size, bias=False)
+
+    def fix_query_key_value_ordering(self, mixed_qkvz, mixed_ba):
+        new_tensor_shape_qkvz = mixed_qkvz.size()[:-1] + (
+            self.num_k_heads, 2 * self.head_k_dim + 2 * self.head_v_dim * self.num_v_heads // self.num_k_heads)
+        new_tensor_shape_ba = mixed_ba.size()[:-1] + (self.num_k_heads, 2 * self.num_v_heads // self.num_k_heads)
+        mixed_qkvz = mixed_qkvz.view(*new_tensor_shape_qkvz)
+        mixed_ba = mixed_ba.view(*new_tensor_shape_ba)
+        split_arg_list_qkvz = [self.head_k_dim, self.head_k_dim,
+                               (self.num_v_heads // self.num_k_heads * self.head_v_dim),
+                               (self.num_v_heads // self.num_k_heads * self.head_v_dim)]
+        split_arg_list_ba = [self.num_v_heads // self.num_k_heads, self.num_v_heads // self.num_k_heads]
+        query, key, value, z = torch.split(mixed_qkvz, split_arg_list_qkvz, dim=3)
+        b, a = torch.split(mixed_ba, split_arg_list_ba, dim=3)
+        value = value.reshape(value.size(0), value.size(1), -1, self.head_v_dim)
+        z = z.reshape(z.size(0), z.size(1), -1, self.head_v_dim)
+        b = b.reshape(b.size(0), b.size(1), self.num_v_heads)
+        a = a.reshape(a.size(0), a.size(1), self.num_v_heads)
+        return query, key, value, z, b, a
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None, use_cache=False):
+        # no cache, no padding mask (apply_mask_to_padding_states leaves the states as they are)
+        projected_states_qkvz = self.in_proj_qkvz(hidden_states)
+        projected_states_ba = self.in_proj_ba(hidden_states)
+        query, key, value, z, b, a = self.fix_query_key_value_ordering(projected_states_qkvz, projected_states_ba)
+        query, key, value = (x.reshape(x.shape[0], x.shape[1], -1) for x in (query, key, value))
+        mixed_qkv = torch.cat((query, key, value), dim=-1)
+        mixed_qkv = mixed_qkv.transpose(1, 2)
+        mixed_qkv = causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")
+        mixed_qkv = mixed_qkv.transpose(1, 2)
+        query, key, value = torch.split(mixed_qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        query = query.reshape(query.shape[0], query.shape[1], -1, self.head_k_dim)
+        key = key.reshape(key.shape[0], key.shape[1], -1, self.head_k_dim)
+        value = value.reshape(value.shape[0], value.shape[1], -1, self.head_v_dim)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
+        if self.num_v_heads // self.num_k_heads > 1:
+            query = query.repeat_interleave(self.num_v_heads // self.num_k_heads, dim=2)
+            key = key.repeat_interleave(self.num_v_heads // self.num_k_heads, dim=2)
+        core_attn_out, last_recurrent_state = torch_chunk_gated_delta_rule(
+            query, key, value, g=g, beta=beta, initial_state=None, output_final_state=False,
+            use_qk_l2norm_in_kernel=True)
+        z_shape_og = z.shape
+        core_attn_out = core_attn_out.reshape(-1, core_attn_out.shape[-1])
+        z = z.reshape(-1, z.shape[-1])
+        core_attn_out = self.norm(core_attn_out, z)
+        core_attn_out = core_attn_out.reshape(z_shape_og)
+        core_attn_out = core_attn_out.reshape(core_attn_out.shape[0], core_attn_out.shape[1], -1)
+        return self.out_proj(core_attn_out)
+
+
+class Qwen3NextMLP(nn.Module):
+    def __init__(self, c, intermediate_size=None):
+        super().__init__()
+        self.intermediate_size = c.intermediate_size if intermediate_size is None else intermediate_size
+        self.gate_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(c.hidden_size, self.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(self.intermediate_size, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Qwen3NextExperts(PhimoeExperts):
+    """Qwen3NextExperts: MixtralExperts' weights and arithmetic (gate_up_proj [E, 2I, D], gate then up, the
+    moe_intermediate_size); act_fn called once over every (token, pick) pair, as the real trace shows ([T·k, I])."""
+
+    def __init__(self, c):
+        class E:
+            num_local_experts = c.num_experts
+            intermediate_size = c.moe_intermediate_size
+            hidden_size = c.hidden_size
+        super().__init__(E)
+
+
+class Qwen3NextTopKRouter(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.top_k = c.num_experts_per_tok
+        self.num_experts = c.num_experts
+        self.norm_topk_prob = c.norm_topk_prob
+        self.hidden_dim = c.hidden_size
+        self.weight = nn.Parameter(torch.zeros(self.num_experts, self.hidden_dim))
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+        router_logits = F.linear(hidden_states, self.weight)
+        router_probs = torch.nn.functional.softmax(router_logits, dtype=torch.float, dim=-1)
+        router_top_value, router_indices = torch.topk(router_probs, self.top_k, dim=-1)
+        if self.norm_topk_prob:
+            router_top_value /= router_top_value.sum(dim=-1, keepdim=True)
+        router_top_value = router_top_value.to(router_logits.dtype)
+        router_scores = router_top_value
+        return router_logits, router_scores, router_indices
+
+
+class Qwen3NextSparseMoeBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate = Qwen3NextTopKRouter(c)
+        self.experts = Qwen3NextExperts(c)
+        self.shared_expert = Qwen3NextMLP(c, intermediate_size=c.shared_expert_intermediate_size)
+        self.shared_expert_gate = torch.nn.Linear(c.hidden_size, 1, bias=False)
+
+    def forward(self, hidden_states):
+        batch_size, sequence_length, hidden_dim = hidden_states.shape
+        hidden_states_reshaped = hidden_states.view(-1, hidden_dim)
+        shared_expert_output = self.shared_expert(hidden_states_reshaped)
+        _, routing_weights, selected_experts = self.gate(hidden_states_reshaped)
+        expert_output = self.experts(hidden_states_reshaped, selected_experts, routing_weights)
+        shared_expert_output = torch.sigmoid(self.shared_expert_gate(hidden_states_reshaped)) * shared_expert_output
+        expert_output = expert_output + shared_expert_output
+        return expert_output.reshape(batch_size, sequence_length, hidden_dim)
+
+
+class Qwen3NextDecoderLayer(nn.Module):
+    def __init__(self, c, layer_idx):
+        super().__init__()
+        self.block_type = c.layer_types[layer_idx]
+        if self.block_type == "linear_attention":
+            self.linear_attn = Qwen3NextGatedDeltaNet(c, layer_idx)
+        else:
+            self.self_attn = Qwen3NextAttention(c, layer_idx)
+        self.mlp = Qwen3NextSparseMoeBlock(c)  # decoder_sparse_step 1, no mlp_only_layers
+        self.input_layernorm = Qwen3NextRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3NextRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, position_ids=None,
+                past_key_values=None, use_cache=False):
+        residual = hidden_states
+        hidden_states = self.input_layernorm(hidden_states)
+        if self.block_type == "linear_attention":
+            hidden_states = self.linear_attn(hidden_states=hidden_states, cache_params=past_key_values,
+                                             attention_mask=attention_mask, use_cache=use_cache)
+        else:
+            hidden_states, _ = self.self_attn(hidden_states=hidden_states, attention_mask=attention_mask,
+                                              position_ids=position_ids, past_key_values=past_key_values,
+                                              position_embeddings=position_embeddings, use_cache=use_cache)
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        hidden_states = self.post_attention_layernorm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        return residual + hidden_states
+
+
+class Qwen3NextModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size, 0)
+        self.layers = nn.ModuleList([Qwen3NextDecoderLayer(c, i) for i in range(c.num_hidden_layers)])
+        self.norm = Qwen3NextRMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = Qwen3NextRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1]).unsqueeze(0)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for decoder_layer in self.layers:
+            # no padding: create_causal_mask gives None (SDPA's is_causal) and create_recurrent_attention_mask None
+            hidden_states = decoder_layer(hidden_states, position_embeddings=position_embeddings, attention_mask=None,
+                                          position_ids=position_ids, past_key_values=None, use_cache=False)
+        return self.norm(hidden_states)
+
+
 CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llama4Config),
          "diffllama": (DiffLlamaModel, DiffLlamaConfig), "phimoe": (PhimoeModel, PhimoeConfig),
          "doge": (DogeModel, DogeConfig), "ctrl": (CTRLModel, CTRLConfig),
@@ -3231,7 +3919,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "falcon_h1_mup": (FalconH1Model, FalconH1MupConfig), "jamba": (JambaModel, JambaConfig),
          "falcon_mamba": (FalconMambaModel, FalconMambaConfig), "roformer": (RoFormerModel, RoFormerConfig),
          "mamba_kernel_path": (MambaKernelPathModel, MambaConfig),
-         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig)}
+         "recurrent_gemma": (RecurrentGemmaModel, RecurrentGemmaConfig), "rwkv": (RwkvModel, RwkvConfig),
+         "minimax": (MiniMaxModel, MiniMaxConfig), "qwen3_next": (Qwen3NextModel, Qwen3NextConfig)}
 import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 CASES.update(reimpl_encoders.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}

@@ -31,9 +31,10 @@
 // A few nodes are compositions of backend ops rather than one call
 // (experts, conv2d, linear_attention): they run on every backend, and
 // round where their parts do.
-// ssm_scan, a selective state-space scan, is one backend call
-// (exec.Extended's SSMScan) with no composition: the CPU backend runs it,
-// a backend without its own kernel refuses it (exec.ErrUnsupported).
+// ssm_scan, a selective state-space scan, and delta_scan, a gated
+// delta-rule scan, are one backend call each (exec.Extended's SSMScan and
+// DeltaScan) with no composition: the CPU backend runs them, a backend
+// without its own kernel refuses them (exec.ErrUnsupported).
 //
 // When the backend implements exec.Fuser, the interpreter offers it each
 // region of nodes a linear or a norm heads (fuse.go): it may run them as

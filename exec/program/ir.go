@@ -50,12 +50,13 @@ const (
 	OpSSMScan                       // x [B, L, H, P], dt [B, L, H], A [H] or [H, N], B, C [B, L, G, N], D [H] (optional): the selective scan (exec.Extended's SSMScan)
 	OpRelBucket                     // q [Sq], k [Sk] positions: [Sq, Sk] relative position bucket ids, f32; Attrs.Bucket (host step)
 	OpAngular                       // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.Angular: YOSO's expected LSH attention (host step)
+	OpDeltaScan                     // q, k [B, L, G, K], v [B, L, H, V], g, beta [B, L, H]: the gated delta-rule scan (exec.Extended's DeltaScan)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {

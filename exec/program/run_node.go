@@ -100,6 +100,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(linearAttentionRun(b, in[0], in[1], in[2], at(in, 3), at(in, 4), a.LinearAttention, n.Spec))
 	case OpSSMScan:
 		return one(b.SSMScan(in[0], in[1], in[2], in[3], in[4], at(in, 5), n.Spec))
+	case OpDeltaScan:
+		return one(b.DeltaScan(in[0], in[1], in[2], in[3], in[4], n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

@@ -257,6 +257,14 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, err
 		}
 		return one(x)
+	case OpDeltaScan:
+		if len(in) != 5 {
+			return nil, fmt.Errorf("%d inputs, not q, k, v, g and beta", len(in))
+		}
+		if _, err := exec.CheckDeltaScan(x, in[1], in[2], in[3], in[4]); err != nil {
+			return nil, err
+		}
+		return one(in[2])
 	case OpLinearAttention:
 		out, err := linearAttentionShape(x, in[1], in[2], n.Attrs.LinearAttention)
 		if err != nil {

@@ -104,3 +104,54 @@ func TestSSMScanShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaScanNode: a delta_scan node, read from a document's node and
+// run by the interpreter, gives the backend's DeltaScan bit for bit, its
+// shape v's.
+func TestDeltaScanNode(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	vals := func(k int, lo, span float64) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = float32(lo + span*r.Float64())
+		}
+		return v
+	}
+	const B, L, H, V, G, K = 1, 6, 4, 3, 2, 5
+	f := precision.F32
+	ins := map[string]*Value{
+		"q":    in("q", Input, f, []int{B, L, G, K}, vals(B*L*G*K, -0.5, 1)...),
+		"k":    in("k", Input, f, []int{B, L, G, K}, vals(B*L*G*K, -0.5, 1)...),
+		"v":    in("v", Input, f, []int{B, L, H, V}, vals(B*L*H*V, -1, 2)...),
+		"g":    in("g", Input, f, []int{B, L, H}, vals(B*L*H, -2, 2)...),
+		"beta": in("beta", Input, f, []int{B, L, H}, vals(B*L*H, 0, 1)...),
+	}
+	names := []string{"q", "k", "v", "g", "beta"}
+	n, err := nodeFromDoc(&semantics.Precision{Activations: "f32"}, semantics.ProgramNode{Op: "delta_scan", In: names, Out: []string{"y"}})
+	if err != nil {
+		t.Fatalf("node from document: %v", err)
+	}
+	if n.Op != OpDeltaScan {
+		t.Fatalf("read as %v", n.Op)
+	}
+	got, shape := runOne(t, n, ins)
+	b := cpu.New(1)
+	ts := make([]exec.Tensor, 5)
+	for i, name := range names {
+		v := ins[name]
+		if ts[i], err = b.Upload(v.Data, v.Shape, v.Format); err != nil {
+			t.Fatal(err)
+		}
+	}
+	y, err := b.DeltaScan(ts[0], ts[1], ts[2], ts[3], ts[4], exec.Out(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := b.Download(y)
+	if !slices.Equal(shape, []int{B, L, H, V}) || !slices.Equal(got, want) {
+		t.Errorf("interpreter gave %v %v, backend %v", shape, got, want)
+	}
+	if _, err := inferShapes(&Node{Op: OpDeltaScan, In: names[:4]}, [][]int{{B, L, G, K}, {B, L, G, K}, {B, L, H, V}, {B, L, H}}); err == nil {
+		t.Error("a node of four inputs: want an error")
+	}
+}

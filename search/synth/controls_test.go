@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -888,5 +889,72 @@ func TestUnseenRecurrences(t *testing.T) {
 				t.Errorf("%d ssm_scan and %d conv2d nodes, want %d and %d", scans, convs, c.scans, c.convs)
 			}
 		})
+	}
+}
+
+// TestUnseenLinearAttention: minimax's lightning attention (layer 0 of
+// two, four heads of 8) is found as one ssm_scan over a D×D state per head
+// (x = v, B = k, C = q [1, 8, 4, 8], no skip), its per-head rates the
+// buffer's −slope_h = −2^(−8(h+1)/4)·(1 + 1e-5) read off the values.
+func TestUnseenLinearAttention(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "minimax-f32.npz"))
+	vals := map[string]int{}
+	for i, v := range res.Doc.Program.Values {
+		vals[v.Name] = i
+	}
+	var scans int
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "ssm_scan" {
+			continue
+		}
+		scans++
+		if len(n.In) != 6 || n.In[5] != "" {
+			t.Fatalf("ssm_scan reads %v: want x, dt, A, B, C and no D", n.In)
+		}
+		a := res.Doc.Program.Values[vals[n.In[2]]]
+		for _, in := range []int{0, 3, 4} {
+			if s := res.Doc.Program.Values[vals[n.In[in]]].Shape; !slices.Equal(s, []int{1, 8, 4, 8}) {
+				t.Errorf("ssm_scan input %d of shape %v, want [1 8 4 8]", in, s)
+			}
+		}
+		if len(a.Data) != 4 {
+			t.Fatalf("A %v: want 4 rates held as a constant", a.Data)
+		}
+		for h, got := range a.Data {
+			want := -math.Pow(2, -8*float64(h+1)/4) * (1 + 1e-5)
+			if math.Abs(float64(got)-want) > 1e-5*math.Abs(want) {
+				t.Errorf("head %d rate %g, want %g", h, got, want)
+			}
+		}
+	}
+	if scans != 1 {
+		t.Errorf("%d ssm_scan nodes, want 1", scans)
+	}
+}
+
+// TestUnseenDeltaRule: qwen3_next's gated DeltaNet (layer 0, 4 value
+// heads of 8 over 2 key groups of 8) is found as one delta_scan reading q
+// and k per key group [1, 8, 2, 8] and v [1, 8, 4, 8].
+func TestUnseenDeltaRule(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "qwen3_next-f32.npz"))
+	shapes := map[string][]int{}
+	for _, v := range res.Doc.Program.Values {
+		shapes[v.Name] = v.Shape
+	}
+	var scans int
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "delta_scan" {
+			continue
+		}
+		scans++
+		want := [][]int{{1, 8, 2, 8}, {1, 8, 2, 8}, {1, 8, 4, 8}, {1, 8, 4}, {1, 8, 4}}
+		for i, in := range n.In {
+			if !slices.Equal(shapes[in], want[i]) {
+				t.Errorf("delta_scan input %d of shape %v, want %v", i, shapes[in], want[i])
+			}
+		}
+	}
+	if scans != 1 {
+		t.Errorf("%d delta_scan nodes, want 1", scans)
 	}
 }

@@ -252,7 +252,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // gate, a scan over channels (Mamba-1's), a gated diagonal linear
 // recurrence (gatedRecurrence), a token shift (shiftedRows), an
 // interpolation of two values by a parameter (mixedRows), a decayed
-// average over the positions so far (decayedAverage).
+// average over the positions so far (decayedAverage), a causal linear
+// attention with a decay per head (decayedLinearAttention), a gated
+// delta rule over a causal conv's [q | k | v] (gatedDeltaRule), attention
+// times σ of a cut of a wider value (cutGatedAttention).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -285,6 +288,15 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.decayedAverage(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.decayedLinearAttention(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.gatedDeltaRule(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.cutGatedAttention(target, sc); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	return nil

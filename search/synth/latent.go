@@ -153,30 +153,82 @@ func (s *synth) gatedAttention(t *val, sc *scope) *val {
 			continue
 		}
 		tried++
-		for _, f := range []exec.ActKind{exec.ActSigmoid} {
-			proxy := &val{shape: t.shape, data: make([]float32, len(t.data)), format: t.format, origin: t.origin, reshapedFrom: true}
-			ok := true
-			for i, x := range g.data {
-				a := exec.Activate(f, x, 0)
-				if !(a > 1e-6) {
-					ok = false
-					break
-				}
-				proxy.data[i] = t.data[i] / a
+		if w := s.attentionTimesGate(t, sc, g); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// attentionTimesGate is gatedAttention's search for one gate value g of
+// t's shape.
+func (s *synth) attentionTimesGate(t *val, sc *scope, g *val) *val {
+	for _, f := range []exec.ActKind{exec.ActSigmoid} {
+		proxy := &val{shape: t.shape, data: make([]float32, len(t.data)), format: t.format, origin: t.origin, reshapedFrom: true}
+		ok := true
+		for i, x := range g.data {
+			a := exec.Activate(f, x, 0)
+			if !(a > 1e-6) {
+				ok = false
+				break
 			}
-			if !ok {
+			proxy.data[i] = t.data[i] / a
+		}
+		if !ok {
+			continue
+		}
+		a := s.attention(proxy, sc)
+		if a == nil {
+			continue
+		}
+		gate := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{g}, out: t.format, label: "gate " + f.String()})
+		if gate == nil {
+			continue
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, gate}, out: t.format, label: "attention · " + f.String() + "(gate)"}}); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// maxCutGates bounds the gates cutGatedAttention searches attention for.
+const maxCutGates = 8
+
+// cutGatedAttention is gatedAttention with the gate a cut of a wider value
+// of the scope [B, L, 2·W] that no call holds on its own: each head's
+// second half (a projection read per head as [q | gate], heads of every
+// power-of-two width) or the value's second half. One of glue's late
+// forms.
+func (s *synth) cutGatedAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 3 || t.reshapedFrom {
+		return nil
+	}
+	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
+	tried := 0
+	for _, v := range recentFirst(sc.vals) {
+		if v.opaque || v.data == nil || v.param || !slices.Equal(v.shape, []int{bs, l, 2 * w}) {
+			continue
+		}
+		var gates []*val
+		for d := minHeadDim; d <= maxHeadDim && d <= w; d *= 2 {
+			if w%d != 0 {
 				continue
 			}
-			a := s.attention(proxy, sc)
-			if a == nil {
+			r := s.reshape(v, []int{bs, l, w / d, 2 * d})
+			g := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: d, End: 2 * d}, args: []*val{r}, out: v.format, label: fmt.Sprintf("each head's second half (heads of %d)", d)})
+			gates = append(gates, s.reshape(g, t.shape))
+		}
+		gates = append(gates, s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: w, End: 2 * w}, args: []*val{v}, out: v.format, label: "the second half"}))
+		for _, g := range gates {
+			if g == nil {
 				continue
 			}
-			gate := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{g}, out: t.format, label: "gate " + f.String()})
-			if gate == nil {
-				continue
+			if tried++; tried > maxCutGates {
+				return nil
 			}
-			if w, _ := s.best(t, []*expr{{op: program.OpMul, args: []*val{a, gate}, out: t.format, label: "attention · " + f.String() + "(gate)"}}); w != nil {
-				return w
+			if r := s.attentionTimesGate(t, sc, g); r != nil {
+				return r
 			}
 		}
 	}

@@ -754,7 +754,48 @@ func (s *synth) fitGatedNorm(xs, params []*val, t *val) *val {
 			}
 		}
 	}
-	return nil
+	return s.normThenGate(xs, params, t)
+}
+
+// normThenGate explains a norm called with a value and a gate as the
+// norm of the value times f(gate): γ·x̂ stored in the value's format, the
+// gate's function and the product in f32, rounded once (a gated RMSNorm
+// that normalises before the gate, gated DeltaNet's); either argument the
+// gate. Tried once the norm of the gated value failed.
+func (s *synth) normThenGate(xs, params []*val, t *val) *val {
+	g := params[0]
+	if len(params) != 1 || len(g.shape) != 1 || g.shape[0] != t.shape[len(t.shape)-1] {
+		return nil
+	}
+	var cands []*expr
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		x, gate := xs[order[0]], xs[order[1]]
+		for _, f := range gateActs {
+			a := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{gate}, out: precision.F32, label: fmt.Sprintf("%v(gate)", f)})
+			if a == nil {
+				continue
+			}
+			for _, kind := range []exec.NormKind{exec.NormRMS, exec.NormLayer} {
+				for _, off := range []float32{0, 1} {
+					for _, eps := range commonEps {
+						p := exec.NormParams{Kind: kind, Eps: eps, Offset: off}
+						n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, g, nil}, out: x.format, label: "γ·x̂"})
+						if n == nil {
+							continue
+						}
+						cands = append(cands, &expr{op: program.OpMul, args: []*val{n, a}, out: t.format,
+							label: fmt.Sprintf("%s eps=%g offset=%g, then times %v(gate)", kind, eps, off, f)})
+					}
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "norm", norm: v.from.args[0].from.attrs.Norm, candidates: ev}
+	return v
 }
 
 // fitConv1D explains a 1-D convolution of stride 1 and kernel k > 1 over
