@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
@@ -173,22 +174,10 @@ func numeratorShapes(q, k []int, qn, kn exec.Tensor) error {
 	if qn == nil && kn == nil {
 		return nil
 	}
-	if qn == nil || kn == nil || !equalShape(qn.Shape(), q) || !equalShape(kn.Shape(), k) {
+	if qn == nil || kn == nil || !slices.Equal(qn.Shape(), q) || !slices.Equal(kn.Shape(), k) {
 		return fmt.Errorf("linear attention's numerator operands: want both, of q's %v and k's %v shapes", q, k)
 	}
 	return nil
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func onesOf(n int) []float32 {

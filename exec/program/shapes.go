@@ -270,7 +270,7 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(in) > 3 && (len(in) != 5 || !equalShape(in[3], x) || !equalShape(in[4], in[1])) {
+		if len(in) > 3 && (len(in) != 5 || !slices.Equal(in[3], x) || !slices.Equal(in[4], in[1])) {
 			return nil, fmt.Errorf("linear attention's numerator operands %v: want two, of q's %v and k's %v shapes", in[3:], x, in[1])
 		}
 		return [][]int{out}, nil

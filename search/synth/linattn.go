@@ -12,14 +12,10 @@ import (
 	"github.com/zflow/zflow/semantics"
 )
 
-// linearAttention explains t [B, S, H·Dv] as kernelised attention over
-// values the scope made (program.LinearAttentionParams: φ(q), φ(k) summed
-// against v first): every (q, k, v) triple of the scope's operands, head
-// width and ε, φ a ReLU. Tried after softmax attention fails.
-func (s *synth) linearAttention(t *val, sc *scope) *val {
-	if len(t.shape) != 3 {
-		return nil
-	}
+// linearTriples are the (q, k, v) operands a linear attention over the
+// scope may read for t: the fused projections' pieces, and every triple of
+// the scope's values whose shapes agree with t's.
+func (s *synth) linearTriples(sc *scope, t *val) [][3]*val {
 	pool, fused := s.operands(sc, t)
 	triples := fused
 	for _, q := range pool {
@@ -31,6 +27,18 @@ func (s *synth) linearAttention(t *val, sc *scope) *val {
 			}
 		}
 	}
+	return triples
+}
+
+// linearAttention explains t [B, S, H·Dv] as kernelised attention over
+// values the scope made (program.LinearAttentionParams: φ(q), φ(k) summed
+// against v first): every (q, k, v) triple of the scope's operands, head
+// width and ε, φ a ReLU. Tried after softmax attention fails.
+func (s *synth) linearAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	triples := s.linearTriples(sc, t)
 	var cands []*expr
 	for _, tr := range triples {
 		q, k, v := tr[0], tr[1], tr[2]
@@ -83,17 +91,7 @@ func (s *synth) rotatedLinearAttention(t *val, sc *scope) *val {
 	if len(tables) == 0 {
 		return nil
 	}
-	pool, fused := s.operands(sc, t)
-	triples := fused
-	for _, q := range pool {
-		for _, k := range pool {
-			for _, v := range pool {
-				if q != k && q != v && k != v && k.shape[1] == v.shape[1] && q.shape[2] == k.shape[2] && v.shape[2] == t.shape[2] && q.shape[1] == t.shape[1] {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples := s.linearTriples(sc, t)
 	phi := map[*val]*val{}
 	kernel := func(x *val) *val {
 		if y, ok := phi[x]; ok {
