@@ -260,44 +260,34 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
 	vals = append(slices.Clone(vals), s.uncalledParams(sc.module)...)
-	if v := s.causalConv(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.normedCut(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.weightedSum(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.scaledRuns(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.ssmScanned(target, sc, vals); v != nil {
-		return v
-	}
-	if v := s.channelScanned(target, sc, vals); v != nil {
-		return v
-	}
-	if v := s.gatedRecurrence(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.shiftedRows(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.mixedRows(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.decayedAverage(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.decayedLinearAttention(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.gatedDeltaRule(target, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.cutGatedAttention(target, sc); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
+	// the scans keep the value they explain as they make it; every other
+	// form's value is consumed and stored as glue's first forms' are
+	for _, f := range []struct {
+		try   func(*val, *scope, []*val) *val
+		plain bool
+	}{
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.normedCut(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.weightedSum(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.scaledRuns(t, vs) }},
+		{try: s.ssmScanned, plain: true},
+		{try: s.channelScanned, plain: true},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedRecurrence(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.shiftedRows(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixedRows(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.decayedAverage(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.decayedLinearAttention(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedDeltaRule(t, vs) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.cutGatedAttention(t, c) }},
+	} {
+		v := f.try(target, sc, vals)
+		switch {
+		case v == nil:
+		case f.plain:
+			return v
+		default:
+			return s.stored(s.consuming(v, target, sc), target)
+		}
 	}
 	return nil
 }
