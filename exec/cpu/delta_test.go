@@ -116,24 +116,7 @@ func TestDeltaScanMatchesNaive(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", n), func(t *testing.T) {
 			in := randomDelta(r, n)
 			ref := naiveDelta(in)
-			y, err := runDelta(t, bk, in, exec.Out(precision.F32))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := bk.Download(y)
-			if e := relRMS64(got, ref); !(e < 1e-6) {
-				t.Errorf("rel-RMS %.3g against the matrix form, want < 1e-6", e)
-			}
-			yb, err := runDelta(t, bk, in, exec.Out(precision.BF16))
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotB, _ := bk.Download(yb)
-			for i, v := range got {
-				if w := precision.BF16.Round(v); gotB[i] != w {
-					t.Fatalf("bf16 value %d = %v, want the f32 result %v rounded once, %v", i, gotB[i], v, w)
-				}
-			}
+			checkScan(t, bk, ref, "matrix form", func(s exec.Spec) (exec.Tensor, error) { return runDelta(t, bk, in, s) })
 		})
 	}
 }

@@ -147,25 +147,33 @@ func TestSSMScanMatchesNaive(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v/skip=%v", c.dims, c.skip), func(t *testing.T) {
 			in := randomSSM(r, c.dims, c.skip)
 			ref := naiveSSM(in)
-			y, err := runSSM(t, bk, in, exec.Out(precision.F32))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := bk.Download(y)
-			if e := relRMS64(got, ref); !(e < 1e-6) {
-				t.Errorf("rel-RMS %.3g against the quadratic form, want < 1e-6", e)
-			}
-			yb, err := runSSM(t, bk, in, exec.Out(precision.BF16))
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotB, _ := bk.Download(yb)
-			for i, v := range got {
-				if w := precision.BF16.Round(v); gotB[i] != w {
-					t.Fatalf("bf16 value %d = %v, want the f32 result %v rounded once, %v", i, gotB[i], v, w)
-				}
-			}
+			checkScan(t, bk, ref, "quadratic form", func(s exec.Spec) (exec.Tensor, error) { return runSSM(t, bk, in, s) })
 		})
+	}
+}
+
+// checkScan runs a scan in f32 and bf16: the f32 result within 1e-6 of
+// ref (its exact form, float64) and the bf16 one the f32 result rounded
+// once, as the scans promise.
+func checkScan(t *testing.T, bk *Backend, ref []float64, form string, run func(exec.Spec) (exec.Tensor, error)) {
+	t.Helper()
+	y, err := run(exec.Out(precision.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := bk.Download(y)
+	if e := relRMS64(got, ref); !(e < 1e-6) {
+		t.Errorf("rel-RMS %.3g against the %s, want < 1e-6", e, form)
+	}
+	yb, err := run(exec.Out(precision.BF16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotB, _ := bk.Download(yb)
+	for i, v := range got {
+		if w := precision.BF16.Round(v); gotB[i] != w {
+			t.Fatalf("bf16 value %d = %v, want the f32 result %v rounded once, %v", i, gotB[i], v, w)
+		}
 	}
 }
 
