@@ -1,13 +1,17 @@
 """Capture tiny random-weight transformers language models (real third-party code) as zflow
 traces, to measure discovery on architectures the shared conformance set does not hold.
 
-usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third | fourth | fifth]
+usage: python3 capture_lm.py [--small] OUTDIR [ARCH ... | more | third | fourth | fifth | sweep]
+       python3 capture_lm.py --list sweep    # print the sweep's architectures, one per line
+sweep: every model type of transformers' AutoModel mapping that no list here names (most are
+not text models and fail in the script, which says so); an encoder-decoder is captured as its
+encoder alone (the text encoder a diffusion pipeline runs).
 --small: hidden 32, 2 heads over 1 kv head, 8 ids, f32 only (the committed test fixtures).
 Writes OUTDIR/<arch>-f32.npz (CPU, float32) and OUTDIR/<arch>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it: parameters and persistent
 buffers bf16, non-persistent buffers as built). Needs torch and transformers; one line per
 architecture, failures included."""
-import os, sys, traceback
+import os, signal, sys, traceback
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
@@ -116,6 +120,19 @@ DEFAULT = ["qwen2", "qwen3", "phi", "phi3", "gpt_neox", "falcon", "opt", "stable
            "biogpt", "xglm", "ernie4_5", "arcee", "apertus", "seed_oss", "hunyuan_v1_dense", "ministral"]
 
 
+def sweep():
+    """The AutoModel model types no batch above names, in a stable order."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+    seen = set(MORE + THIRD + FOURTH + FIFTH + DEFAULT)
+    seen |= {v.get("_type", k) for k, v in EXTRA.items()}
+    return sorted(t for t in MODEL_MAPPING_NAMES if t not in seen)
+
+
+# A sweep model bigger than this is a default config that ignores COMMON's sizes: refused
+# rather than written (the traces are shipped back from the device).
+MAX_PARAMS = 3_000_000
+
+
 def build(arch, small=False):
     from transformers import AutoConfig, AutoModel
     kw = dict(COMMON)
@@ -132,6 +149,11 @@ def build(arch, small=False):
         model = AutoModel.from_config(cfg, attn_implementation="sdpa")
     except ValueError:  # an architecture without an SDPA path runs its own (eager) attention
         model = AutoModel.from_config(cfg, attn_implementation="eager")
+    if getattr(cfg, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+        model = model.get_encoder()
+    n = sum(p.numel() for p in model.parameters())
+    if n > MAX_PARAMS:
+        raise ValueError(f"{n} parameters: its config ignores the small sizes")
     randomize(model, torch.Generator().manual_seed(1))
     return model.eval(), cfg
 
@@ -162,8 +184,16 @@ def capture(arch, outdir, small=False):
     return ", ".join(done)
 
 
+def _timeout(signum, frame):
+    raise TimeoutError("over CAPTURE_TIMEOUT")
+
+
 def main():
+    signal.signal(signal.SIGALRM, _timeout)
     args = sys.argv[1:]
+    if args[:1] == ["--list"]:
+        print("\n".join(sweep()))
+        return
     small = "--small" in args
     args = [a for a in args if a != "--small"]
     outdir = args[0]
@@ -179,12 +209,19 @@ def main():
         cases = FOURTH
     if cases == ["fifth"]:
         cases = FIFTH
+    if cases == ["sweep"]:
+        cases = sweep()
+    limit = int(os.environ.get("CAPTURE_TIMEOUT", "0"))  # seconds per architecture, 0: none
     for arch in cases:
         try:
+            if limit:
+                signal.alarm(limit)
             print(f"{arch:18s} ok   {capture(arch, outdir, small)}", flush=True)
         except Exception as e:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
             print(f"{arch:18s} FAIL {msg[:200]}", flush=True)
+        finally:
+            signal.alarm(0)
 
 
 if __name__ == "__main__":
