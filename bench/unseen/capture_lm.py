@@ -133,9 +133,31 @@ def sweep():
 MAX_PARAMS = 3_000_000
 
 
+def clamps(arch):
+    """Sizes a default config sets past COMMON's names (expert counts, expert and latent widths,
+    vocabularies): each such integer setting of the default config, cut to a tiny value."""
+    from transformers import AutoConfig
+    cfg = AutoConfig.for_model(arch).to_dict()
+    out = {}
+    for k, v in cfg.items():
+        if not isinstance(v, int) or isinstance(v, bool) or k in COMMON:
+            continue
+        if "expert" in k and "per_tok" not in k and "topk" not in k and v > 4:
+            out[k] = 4 if "shared" not in k else 1
+        elif "vocab" in k and v > 128:
+            out[k] = 128
+        elif (k.endswith("intermediate_size") or k.endswith("_rank")) and v > 128:
+            out[k] = 32
+        elif k.endswith("head_dim") and v > 16:
+            out[k] = 16
+    return out
+
+
 def build(arch, small=False):
     from transformers import AutoConfig, AutoModel
     kw = dict(COMMON)
+    if os.environ.get("CAPTURE_CLAMP"):
+        kw.update(clamps(arch))
     kw.update(EXTRA.get(arch, {}))
     if small:
         kw.update({k: v for k, v in SMALL.items() if k in kw or k in COMMON})
