@@ -86,7 +86,7 @@ func (b *Backend) flashKernel(d int, ff flashFlags) (string, int, error) {
 	opts := []string{fmt.Sprintf("-DZF_D=%d", d), fmt.Sprintf("-DZF_NW=%d", nw), fmt.Sprintf("-DZF_HALF_IN=%d", bit(ff.f16)),
 		fmt.Sprintf("-DZF_MASK=%d", int(ff.mask)), fmt.Sprintf("-DZF_ROUND=%d", bit(ff.round)),
 		fmt.Sprintf("-DZF_CAP=%d", bit(ff.cap)), fmt.Sprintf("-DZF_ALIBI=%d", bit(ff.alibi)), fmt.Sprintf("-DZF_BIAS=%d", bit(ff.bias))}
-	if err := b.loadModule(name, pointwiseSource()+flashSource, opts, []string{"zf_flash"}); err != nil {
+	if err := b.loadModule(name, pointwiseSource()+flashHelpers+flashSource, opts, []string{"zf_flash"}); err != nil {
 		return "", 0, err
 	}
 	fn := b.fns["zf_flash"]
@@ -186,16 +186,22 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		if flash {
 			ff := flashFlags{f16: fmtIn == precision.F16, round: s.Has(exec.RoundScores), cap: p.Softcap > 0,
 				alibi: p.ALiBi, bias: bt != nil, mask: p.Mask}
-			name, nw, err := b.flashKernel(g.D, ff)
-			if err != nil {
-				return err
-			}
 			fp := flashP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV),
 				QRs: int32(g.H * g.D), KRs: int32(g.KV * g.D), Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]),
 				MSj: int32(mst[2]), FmtM: fmtM, OutFmt: int32(s.Out), Scale: a.Scale, Window: int32(p.Window), Cap: p.Softcap,
 				FmtB: fmtB, BSb: int32(bst[0]), BSh: int32(bst[1]), BSi: int32(bst[2]), BSj: int32(bst[3])}
 			if ff.round {
 				fp.RoundScores = 1
+			}
+			if b.useHopper(g.D, ff, p.Window) {
+				ok, err := b.launchHopper(g.D, ff, &fp, out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), ptr(mt), ptr(bt), ptr(slopes))
+				if ok || err != nil {
+					return err
+				}
+			}
+			name, nw, err := b.flashKernel(g.D, ff)
+			if err != nil {
+				return err
 			}
 			rows := 16 * nw
 			grid := [3]uint32{uint32((g.Sq + rows - 1) / rows), uint32(g.B * g.H), 1}

@@ -161,71 +161,6 @@ const flashSource = `
 #define ZF_LDS (ZF_D + 8)
 #define ZF_TILE (ZF_BC * ZF_LDS)
 
-struct zf_flash_p {
-  int b; int sq; int sk; int h; int kv;
-  int q_rs; int k_rs;
-  int mask; int m_sb; int m_si; int m_sj; int fmt_m;
-  int out_fmt; int round_scores;
-  float scale; int window; float cap;
-  int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
-};
-
-struct alignas(16) zf_u4 { unsigned int x, y, z, w; };
-
-static __device__ __forceinline__ unsigned int zf_smem(const void* p) {
-  unsigned int r;
-  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-static __device__ __forceinline__ void zf_ldsm4(unsigned int* r, unsigned int addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-static __device__ __forceinline__ void zf_ldsm4t(unsigned int* r, unsigned int addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-/* 16-byte global→shared copy that bypasses registers; bytes = 0 fills zeros. */
-static __device__ __forceinline__ void zf_cp16(const void* smem, const void* gmem, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(zf_smem(smem)), "l"(gmem), "r"(bytes) : "memory");
-}
-static __device__ __forceinline__ void zf_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-static __device__ __forceinline__ void zf_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-
-template <bool F16>
-static __device__ __forceinline__ void zf_mma(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
-  if (F16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-/* Two f32 to a bf16x2 / f16x2 register, lo in the low half (RNE). */
-template <bool F16>
-static __device__ __forceinline__ unsigned int zf_pack2(float lo, float hi) {
-  unsigned int r;
-  if (F16) {
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  } else {
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  }
-  return r;
-}
-
-static __device__ __forceinline__ float zf_ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <bool F16>
 static __device__ __forceinline__ void zf_flash_body(uchar* __restrict__ y, const ushort* __restrict__ q,
                                                      const ushort* __restrict__ k, const ushort* __restrict__ v,
@@ -406,5 +341,79 @@ extern "C" __global__ void __launch_bounds__(32 * ZF_NW) zf_flash(uchar* __restr
     const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask,
     const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p) {
   zf_flash_body<ZF_HALF_IN != 0>(y, q, k, v, mask, bias, slopes, p);
+}
+`
+
+// flashHelpers are the flash kernels' shared pieces: the parameter block
+// (zf_flash_p, the Go flashP), shared-memory addresses, cp.async, the
+// mma.sync and ldmatrix wrappers, bf16/f16 packing and exp2. Both the
+// mma.sync kernel (flashSource) and the Hopper kernel (hopperSource) are
+// compiled after them.
+const flashHelpers = `
+#line 1 "cuda/attention_src.go (flash helpers)"
+/* ---- CUDA only: flash attention helpers (package cuda) ---- */
+struct zf_flash_p {
+  int b; int sq; int sk; int h; int kv;
+  int q_rs; int k_rs;
+  int mask; int m_sb; int m_si; int m_sj; int fmt_m;
+  int out_fmt; int round_scores;
+  float scale; int window; float cap;
+  int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
+};
+
+struct alignas(16) zf_u4 { unsigned int x, y, z, w; };
+
+static __device__ __forceinline__ unsigned int zf_smem(const void* p) {
+  unsigned int r;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+static __device__ __forceinline__ void zf_ldsm4(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+static __device__ __forceinline__ void zf_ldsm4t(unsigned int* r, unsigned int addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+/* 16-byte global→shared copy that bypasses registers; bytes = 0 fills zeros. */
+static __device__ __forceinline__ void zf_cp16(const void* smem, const void* gmem, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(zf_smem(smem)), "l"(gmem), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void zf_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void zf_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+template <bool F16>
+static __device__ __forceinline__ void zf_mma(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+  if (F16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+/* Two f32 to a bf16x2 / f16x2 register, lo in the low half (RNE). */
+template <bool F16>
+static __device__ __forceinline__ unsigned int zf_pack2(float lo, float hi) {
+  unsigned int r;
+  if (F16) {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+}
+
+static __device__ __forceinline__ float zf_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 `

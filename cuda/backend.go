@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -40,6 +41,7 @@ type Backend struct {
 
 	exactAttn  bool // every attention through the exact kernel
 	flashWarps int  // warps per flash block (4 or 8)
+	hopper     hopperState
 	fuse       fusionState
 
 	// poison fills every new buffer with 0xFF bytes (NaN in every
@@ -87,6 +89,7 @@ func New() (*Backend, error) {
 	if w, err := strconv.Atoi(os.Getenv("ZFLOW_FLASH_WARPS")); err == nil && (w == 4 || w == 8) {
 		b.flashWarps = w
 	}
+	b.hopper = hopperFromEnv()
 	b.Fallback = exec.Fallback{B: b}
 	b.fuse.mode = fusionFromEnv()
 	b.args = new(argBuf)
@@ -154,7 +157,11 @@ func (b *Backend) do(fn func() error) error {
 
 // loadModule compiles src with NVRTC for the device and looks up fns.
 func (b *Backend) loadModule(name, src string, opts []string, fns []string) error {
-	opts = append([]string{"--gpu-architecture=" + b.arch, "--std=c++17", "-default-device"}, opts...)
+	base := []string{"--gpu-architecture=" + b.arch, "--std=c++17", "-default-device"}
+	if len(opts) > 0 && strings.HasPrefix(opts[0], "--gpu-architecture=") {
+		base = base[1:] // the module names its own target (sm_90a)
+	}
+	opts = append(base, opts...)
 	cubin, err := b.rtc.compile(name, src, opts...)
 	if err != nil {
 		return err

@@ -47,4 +47,12 @@ func TestFlashDefinesAreFree(t *testing.T) {
 			t.Errorf("the flash source has no default for %s", d)
 		}
 	}
+	for _, d := range []string{"ZF_D", "ZF_HALF_IN", "ZF_MASK", "ZF_ROUND", "ZF_CAP", "ZF_ALIBI", "ZF_BIAS", "ZF_WG", "ZF_HBC", "ZF_ST", "ZF_WT"} {
+		if strings.Contains(src+flashHelpers, "#define "+d+" ") {
+			t.Errorf("the pointwise source or the flash helpers define %s, a Hopper kernel switch", d)
+		}
+		if d != "ZF_WT" && !strings.Contains(hopperSource, "#ifndef "+d+"\n") {
+			t.Errorf("the Hopper source has no default for %s", d)
+		}
+	}
 }

@@ -629,6 +629,10 @@ func TestAttention(t *testing.T) {
 		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, false, exec.Out(bf16), 0},
 		{1024, 24, 24, 128, bf16, exec.MaskNone, true, false, exec.Spec{Out: bf16, Round: exec.RoundScores}, 8},
 		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, true, exec.Out(bf16), 0},
+		// a causal GQA LLM shape, and lengths that are no multiple of a tile
+		{4096, 32, 8, 128, bf16, exec.MaskCausal, false, false, exec.Out(bf16), 0},
+		{333, 8, 2, 128, bf16, exec.MaskNone, true, false, exec.Out(bf16), 0},
+		{517, 8, 2, 128, f16, exec.MaskCausal, true, false, exec.Out(f16), 0},
 	}
 	for _, c := range cases {
 		qd := randn(c.seq*c.h*c.d, uint64(c.seq+c.h), 1)
@@ -652,54 +656,102 @@ func TestAttention(t *testing.T) {
 			}
 			mt = up(t, b, md, []int{1, c.seq, c.seq}, bf16)
 		}
-		b.SetExactAttention(c.exact)
-		if c.warps != 0 {
-			b.SetFlashWarps(c.warps)
-		}
-		g := m(b.Attention(q.g, k.g, v.g, mt.g, nil, nil, p, c.s))
-		b.SetExactAttention(false)
-		b.SetFlashWarps(4)
-		got, err := b.Download(g)
-		if err != nil {
-			t.Fatal(err)
-		}
 		qs, _ := ref.Download(q.c)
 		ks, _ := ref.Download(k.c)
 		vs, _ := ref.Download(v.c)
 		rowIdx := sampleRows(c.seq, 48, uint64(c.seq))
 		want := attnF64(qs, ks, vs, md, c.seq, c.seq, c.h, c.kv, c.d, c.mask == exec.MaskCausal, rowIdx)
+		var cd []float32
+		cpuF64 := -1.0
+		if c.cpu {
+			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, nil, p, c.s))
+			cd, _ = ref.Download(cr)
+			cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
+			ref.Free(cr)
+		}
 		kernel := "flash"
 		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.s.Round&exec.RoundEach != 0 || c.d%64 != 0 {
 			kernel = "exact"
 		}
+		routes := []string{"exact"}
 		if kernel == "flash" {
-			kernel = fmt.Sprintf("flash/%dw", max(c.warps, 4))
+			routes = flashRoutes(b)
 		}
-		r := row{op: fmt.Sprintf("attention %s %v H=%d/%d D=%d %v", kernel, c.f, c.h, c.kv, c.d, c.mask), spec: c.s.String(),
-			shape: fmt.Sprintf("[1 %d %d]", c.seq, c.h*c.d), n: len(got), relF64: attnRel(got, c.h, c.d, rowIdx, want), cpuF64: -1, exact: -1, relRMS: -1, maxDiff: -1}
-		if c.cpu {
-			cr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, nil, p, c.s))
-			cd, _ := ref.Download(cr)
-			r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
-			r.cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
-			ref.Free(cr)
-			if kernel == "exact" && r.exact < 1 {
-				t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", r.op, r.exact)
+		for _, route := range routes {
+			name := route
+			if route == "mma" {
+				name = fmt.Sprintf("mma %dw", max(c.warps, 4))
 			}
+			g := runAttention(t, b, route, c.exact, c.warps, func() (exec.Tensor, error) {
+				return b.Attention(q.g, k.g, v.g, mt.g, nil, nil, p, c.s)
+			})
+			got, err := b.Download(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := row{op: fmt.Sprintf("attention %s %v H=%d/%d D=%d %v", name, c.f, c.h, c.kv, c.d, c.mask), spec: c.s.String(),
+				shape: fmt.Sprintf("[1 %d %d]", c.seq, c.h*c.d), n: len(got), relF64: attnRel(got, c.h, c.d, rowIdx, want), cpuF64: cpuF64, exact: -1, relRMS: -1, maxDiff: -1}
+			if c.cpu {
+				r.maxDiff, r.exact, r.relRMS, _, _ = stats(c.s.Out, got, cd)
+				if kernel == "exact" && r.exact < 1 {
+					t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", r.op, r.exact)
+				}
+			}
+			record(r)
+			t.Logf("%s %s %s: rel-RMS vs f64 %.3e (CPU's %.3e), vs CPU %.3e, bit-exact with CPU %.4f", r.op, r.spec, r.shape, r.relF64, r.cpuF64, r.relRMS, r.exact)
+			limit := 1e-2
+			if c.f == f32 {
+				limit = 1e-5
+			}
+			if r.relF64 > limit || math.IsNaN(r.relF64) {
+				t.Errorf("%s: rel-RMS vs f64 %.3e > %.0e", r.op, r.relF64, limit)
+			}
+			b.Free(g)
 		}
-		record(r)
-		limit := 1e-2
-		if c.f == f32 {
-			limit = 1e-5
-		}
-		if r.relF64 > limit || math.IsNaN(r.relF64) {
-			t.Errorf("%s: rel-RMS vs f64 %.3e > %.0e", r.op, r.relF64, limit)
-		}
-		b.Free(g)
 		for _, x := range []pair{q, k, v, mt} {
 			x.free(b)
 		}
 	}
+}
+
+// flashRoutes are the flash kernels a test runs on this device: the
+// mma.sync kernel everywhere, the Hopper (wgmma) kernel too on sm_90.
+func flashRoutes(b *Backend) []string {
+	if b.arch == "sm_90" {
+		return []string{"mma", "wgmma"}
+	}
+	return []string{"mma"}
+}
+
+// runAttention runs call with the route ("mma", "wgmma" or "exact"), the
+// exact switch and the flash warps set, and restores the defaults; a
+// "wgmma" run fails the test if the Hopper kernel did not take it.
+func runAttention(t *testing.T, b *Backend, route string, exact bool, warps int, call func() (exec.Tensor, error)) exec.Tensor {
+	t.Helper()
+	b.SetHopperAttention(route == "wgmma")
+	b.mu.Lock()
+	b.hopper.extras = route == "wgmma" // the extras too, as the test asks
+	b.mu.Unlock()
+	b.SetExactAttention(exact)
+	if warps != 0 {
+		b.SetFlashWarps(warps)
+	}
+	g, err := call()
+	b.SetExactAttention(false)
+	b.SetFlashWarps(4)
+	b.SetHopperAttention(true)
+	b.mu.Lock()
+	b.hopper.extras = false
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if route == "wgmma" {
+		if on, why := b.HopperAttention(); !on {
+			t.Fatalf("the Hopper kernel did not run: %s", why)
+		}
+	}
+	return g
 }
 
 func TestErrors(t *testing.T) {
@@ -784,40 +836,49 @@ func TestAttentionExtras(t *testing.T) {
 		if strings.Contains(c.name, "sinks") {
 			sinks = up(t, b, randn(c.h, seed+4, 3), []int{c.h}, f32)
 		}
-		b.SetExactAttention(c.exact)
-		if strings.Contains(c.name, "8 warps") {
-			b.SetFlashWarps(8)
-		}
-		g := m(b.Attention(q.g, k.g, v.g, nil, bias.g, sinks.g, c.p, c.s))
-		b.SetExactAttention(false)
-		b.SetFlashWarps(4)
-		got, err := b.Download(g)
-		if err != nil {
-			t.Fatal(err)
-		}
 		kernel := "flash"
 		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.d%64 != 0 || sinks.g != nil {
 			kernel = "exact"
 		}
-		op := fmt.Sprintf("attention %s %s %v H=%d/%d D=%d", kernel, c.name, c.f, c.h, c.kv, c.d)
 		refSpec := c.s
 		if kernel == "flash" {
 			refSpec.Round |= exec.RoundWeights
 		}
 		cr := m(ref.Attention(q.c, k.c, v.c, nil, bias.c, sinks.c, c.p, refSpec))
 		want, _ := ref.Download(cr)
-		r := row{op: op, spec: c.s.String(), shape: fmt.Sprintf("[%d %d %d]", c.bsz, c.seq, c.h*c.d), n: len(got), relF64: -1, cpuF64: -1}
-		var bad int
-		r.maxDiff, r.exact, r.relRMS, bad, _ = stats(c.s.Out, got, want)
-		record(r)
-		switch {
-		case bad > 0:
-			t.Errorf("%s: %d NaN/Inf mismatches with the CPU", op, bad)
-		case kernel == "exact" && r.exact < 1:
-			t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", op, r.exact)
-		case kernel == "flash" && !(r.relRMS <= 1e-2):
-			t.Errorf("%s: rel-RMS vs the CPU %.3e > 1e-2", op, r.relRMS)
+		routes := []string{"exact"}
+		if kernel == "flash" {
+			routes = flashRoutes(b)
 		}
+		warps := 0
+		if strings.Contains(c.name, "8 warps") {
+			warps = 8
+		}
+		for _, route := range routes {
+			g := runAttention(t, b, route, c.exact, warps, func() (exec.Tensor, error) {
+				return b.Attention(q.g, k.g, v.g, nil, bias.g, sinks.g, c.p, c.s)
+			})
+			got, err := b.Download(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := fmt.Sprintf("attention %s %s %v H=%d/%d D=%d", route, c.name, c.f, c.h, c.kv, c.d)
+			r := row{op: op, spec: c.s.String(), shape: fmt.Sprintf("[%d %d %d]", c.bsz, c.seq, c.h*c.d), n: len(got), relF64: -1, cpuF64: -1}
+			var bad int
+			r.maxDiff, r.exact, r.relRMS, bad, _ = stats(c.s.Out, got, want)
+			record(r)
+			t.Logf("%s %s %s: rel-RMS vs CPU %.3e, bit-exact with CPU %.4f", op, r.spec, r.shape, r.relRMS, r.exact)
+			switch {
+			case bad > 0:
+				t.Errorf("%s: %d NaN/Inf mismatches with the CPU", op, bad)
+			case kernel == "exact" && r.exact < 1:
+				t.Errorf("%s: exact kernel %.8f bit-exact with the CPU, want 1", op, r.exact)
+			case kernel == "flash" && !(r.relRMS <= 1e-2):
+				t.Errorf("%s: rel-RMS vs the CPU %.3e > 1e-2", op, r.relRMS)
+			}
+			b.Free(g)
+		}
+		op := fmt.Sprintf("attention %s %s", kernel, c.name)
 		// The extras must show: the same call without them differs.
 		plain := exec.AttentionParams{Heads: c.h, KVHeads: c.kv, Mask: c.p.Mask, Scale: c.p.Scale}
 		pr := m(ref.Attention(q.c, k.c, v.c, nil, nil, nil, plain, refSpec))
@@ -827,7 +888,6 @@ func TestAttentionExtras(t *testing.T) {
 		}
 		ref.Free(cr)
 		ref.Free(pr)
-		b.Free(g)
 		for _, x := range []pair{q, k, v, bias, sinks} {
 			x.free(b)
 		}

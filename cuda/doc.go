@@ -27,6 +27,23 @@
 // and broadcast; the flash kernel rounds the scores at most once, after all
 // of it (RoundScores), and RoundEach goes to the exact kernel.
 //
+// The flash path has two kernels. Everywhere, an mma.sync kernel
+// (FlashAttention-2 style, attention_src.go). On sm_90 (H100, H200), a
+// Hopper kernel (FlashAttention-3 style, attention_hopper_src.go, built for
+// sm_90a): two warpgroups of 64 query rows a block, K and V tiles of 128
+// keys copied by cp.async into 128-byte-swizzled shared memory, S = Q·Kᵀ
+// and O += P·V as wgmma (P from registers, V read MN-major through its
+// descriptor), the next tile's Q·Kᵀ issued with this tile's P·V so that
+// the softmax runs while the tensor cores work. Its arithmetic is the
+// mma.sync kernel's (the same rounding points; results differ only by f32
+// summation order). It takes no mask, causal and explicit masks, grouped
+// KV heads and score rounding; sliding windows, soft-caps, ALiBi and bias
+// tensors stay on the mma.sync kernel until a device run has checked them
+// on the Hopper kernel. SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0
+// sends everything to the mma.sync kernel (A/B runs); HopperAttention
+// says whether the Hopper kernel is in use and, if not, why (a compile
+// failure turns it off with the reason kept).
+//
 // Fusion (fuse.go): the backend implements exec.Fuser. A region (a linear
 // or a norm and a chain of pointwise steps) runs as the unfused route's
 // own Linear call plus one epilogue kernel, or as one norm kernel that

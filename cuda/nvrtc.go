@@ -54,9 +54,16 @@ func loadNVRTC() (*nvrtc, error) {
 // compile builds src for the given architecture (e.g. "sm_90") and returns
 // the cubin; the error carries the compiler's log.
 func (n *nvrtc) compile(name, src string, opts ...string) ([]byte, error) {
+	cubin, _, err := n.compileLog(name, src, opts...)
+	return cubin, err
+}
+
+// compileLog is compile, and the compiler's log (warnings, and with
+// --ptxas-options=-v the registers and spills) also when it succeeds.
+func (n *nvrtc) compileLog(name, src string, opts ...string) ([]byte, string, error) {
 	var prog uintptr
 	if c := n.nvrtcCreateProgram(&prog, src, name, 0, 0, 0); c != 0 {
-		return nil, fmt.Errorf("cuda: nvrtc: create %s: %s", name, cString(n.nvrtcGetErrorString(c)))
+		return nil, "", fmt.Errorf("cuda: nvrtc: create %s: %s", name, cString(n.nvrtcGetErrorString(c)))
 	}
 	defer n.nvrtcDestroyProgram(&prog)
 	cs := make([][]byte, len(opts))
@@ -85,17 +92,17 @@ func (n *nvrtc) compile(name, src string, opts ...string) ([]byte, error) {
 		log = strings.TrimRight(string(buf), "\x00\n")
 	}
 	if code != 0 {
-		return nil, fmt.Errorf("cuda: nvrtc: compiling %s (%s): %s\n%s", name, strings.Join(opts, " "), cString(n.nvrtcGetErrorString(code)), log)
+		return nil, log, fmt.Errorf("cuda: nvrtc: compiling %s (%s): %s\n%s", name, strings.Join(opts, " "), cString(n.nvrtcGetErrorString(code)), log)
 	}
 	var size uint64
 	if c := n.nvrtcGetCUBINSize(prog, &size); c != 0 || size == 0 {
-		return nil, fmt.Errorf("cuda: nvrtc: %s: no cubin (%s)", name, cString(n.nvrtcGetErrorString(c)))
+		return nil, log, fmt.Errorf("cuda: nvrtc: %s: no cubin (%s)", name, cString(n.nvrtcGetErrorString(c)))
 	}
 	cubin := make([]byte, size)
 	if c := n.nvrtcGetCUBIN(prog, unsafe.Pointer(&cubin[0])); c != 0 {
-		return nil, fmt.Errorf("cuda: nvrtc: %s: get cubin: %s", name, cString(n.nvrtcGetErrorString(c)))
+		return nil, log, fmt.Errorf("cuda: nvrtc: %s: get cubin: %s", name, cString(n.nvrtcGetErrorString(c)))
 	}
-	return cubin, nil
+	return cubin, log, nil
 }
 
 func (n *nvrtc) version() string {

@@ -1,0 +1,400 @@
+//go:build linux
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+)
+
+// wgmmaSource renders the warpgroup MMA wrappers the Hopper kernel uses:
+// zf_wg_ss<N> (A and B from shared memory through descriptors) and
+// zf_wg_rs<N> (A from registers, B through a descriptor, transposed: an
+// MN-major B), m64nNk16 with f32 accumulators, for N = 64 and 128, the
+// input type ZF_WT (".bf16.bf16" or ".f16.f16"); and zf_wg_keep<R>, which
+// pins R accumulator registers in place around the asynchronous MMAs (the
+// compiler must not move them while the tensor cores own them).
+func wgmmaSource() string {
+	var b strings.Builder
+	for _, n := range []int{64, 128} {
+		r := n / 2
+		regs := make([]string, r)
+		outs := make([]string, r)
+		for i := range r {
+			regs[i] = fmt.Sprintf("%%%d", i)
+			outs[i] = fmt.Sprintf(`"+f"(d[%d])`, i)
+		}
+		fmt.Fprintf(&b, `static __device__ __forceinline__ void zf_wg_ss%d(float* d, unsigned long long da, unsigned long long db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %%%d, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n%dk16.f32" ZF_WT " {%s}, %%%d, %%%d, p, 1, 1, 0, 0;\n}\n"
+               : %s
+               : "l"(da), "l"(db), "r"(acc));
+}
+`, n, r+2, n, strings.Join(regs, ", "), r, r+1, strings.Join(outs, ", "))
+		fmt.Fprintf(&b, `static __device__ __forceinline__ void zf_wg_rs%d(float* d, const unsigned int* a, unsigned long long db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %%%d, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n%dk16.f32" ZF_WT " {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, 1;\n}\n"
+               : %s
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+`, n, r+5, n, strings.Join(regs, ", "), r, r+1, r+2, r+3, r+4, strings.Join(outs, ", "))
+		fmt.Fprintf(&b, `static __device__ __forceinline__ void zf_wg_keep%d(float* d) {
+#pragma unroll
+  for (int i = 0; i < %d; i++) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+`, r, r)
+	}
+	return b.String()
+}
+
+// hopperSource is the Hopper (sm_90a) flash-attention kernel,
+// FlashAttention-3 style: a block of ZF_WG warpgroups takes 64·ZF_WG query
+// rows of one (batch, head) and walks the keys in tiles of ZF_HBC rows.
+// Q, K and V tiles are copied to shared memory by cp.async in the 128-byte
+// swizzled layout the tensor cores read (each tile as ZF_D/64 column
+// blocks of 64 elements, rows of 128 bytes, the 16-byte chunks of row r
+// XORed with r mod 8), K and V each ZF_ST stages deep. Each warpgroup
+// computes S = Q·Kᵀ with wgmma (Q and K through shared-memory descriptors,
+// both K-major) and O += P·V with wgmma (P from registers, V through a
+// descriptor as an MN-major operand, so V is never transposed in memory).
+// Step s issues S for tile s and P·V for tile s−1 together and runs tile
+// s's softmax while P·V is still on the tensor cores. The softmax and the
+// score chain (scale, soft-cap, ALiBi, bias, score rounding, masks) are
+// the mma.sync kernel's, element for element: online in f32 with exp2, P
+// rounded to the input format before ·V, the f32 row sums divided at the
+// end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST.
+const hopperSource = `
+#line 1 "cuda/attention_hopper_src.go"
+/* ---- CUDA only: Hopper flash attention (package cuda) ---- */
+#ifndef ZF_D
+#define ZF_D 128
+#endif
+#ifndef ZF_HALF_IN
+#define ZF_HALF_IN 0 /* 1: f16 inputs, 0: bf16 */
+#endif
+#ifndef ZF_MASK
+#define ZF_MASK 0  /* 0 none, 1 causal, 2 explicit */
+#endif
+#ifndef ZF_ROUND
+#define ZF_ROUND 0
+#endif
+#ifndef ZF_CAP
+#define ZF_CAP 0
+#endif
+#ifndef ZF_ALIBI
+#define ZF_ALIBI 0
+#endif
+#ifndef ZF_BIAS
+#define ZF_BIAS 0
+#endif
+#ifndef ZF_WG
+#define ZF_WG 2 /* consumer warpgroups: 64 query rows each */
+#endif
+#ifndef ZF_HBC
+#define ZF_HBC 128 /* keys per tile */
+#endif
+#ifndef ZF_ST
+#define ZF_ST 2 /* shared-memory stages of K and of V */
+#endif
+#if ZF_HALF_IN
+#define ZF_WT ".f16.f16"
+#else
+#define ZF_WT ".bf16.bf16"
+#endif
+#define ZF_BM (64 * ZF_WG)
+#define ZF_NT (128 * ZF_WG)
+#define ZF_QBYTES (ZF_BM * ZF_D * 2)
+#define ZF_KBYTES (ZF_HBC * ZF_D * 2)
+#define ZF_PLAIN (ZF_CAP == 0 && ZF_ALIBI == 0 && ZF_BIAS == 0 && ZF_ROUND == 0)
+`
+
+// hopperKernelSource is the kernel itself, after hopperSource's switches
+// and wgmmaSource's wrappers.
+const hopperKernelSource = `
+#line 1 "cuda/attention_hopper_src.go (kernel)"
+/* A wgmma shared-memory descriptor: start address, leading and stride
+   byte offsets, 128-byte swizzle. */
+static __device__ __forceinline__ unsigned long long zf_desc(unsigned int addr, unsigned int lbo, unsigned int sbo) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+/* Byte offset of 16-byte chunk ch (0..ZF_D/8−1) of row r in a tile of rows rows. */
+static __device__ __forceinline__ unsigned int zf_swz(int r, int ch, int rows) {
+  return (unsigned int)((ch >> 3) * rows * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+}
+
+static __device__ __forceinline__ void zf_cps(unsigned int dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+template <int N>
+static __device__ __forceinline__ void zf_cp_waitn() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+
+static __device__ __forceinline__ void zf_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+static __device__ __forceinline__ void zf_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void zf_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+
+/* Loads rows [r0, r0+rows) of a [.., ZF_D] slab with row stride rs into a
+   swizzled tile at dst, rows past lim as zeros. */
+static __device__ __forceinline__ void zf_load_tile(unsigned int dst, const ushort* src, int rs, int r0, int rows, int lim, int tid) {
+  for (int idx = tid; idx < rows * (ZF_D / 8); idx += ZF_NT) {
+    int r = idx / (ZF_D / 8), ch = idx % (ZF_D / 8);
+    bool ok = r0 + r < lim;
+    zf_cps(dst + zf_swz(r, ch, rows), src + (size_t)(ok ? r0 + r : 0) * rs + ch * 8, ok ? 16 : 0);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __restrict__ y, const ushort* __restrict__ q,
+    const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask,
+    const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p) {
+  extern __shared__ zf_u4 zf_sh[];
+  constexpr bool F16 = ZF_HALF_IN != 0;
+  const unsigned int sbase = (zf_smem(zf_sh) + 1023u) & ~1023u;
+  const unsigned int sQ = sbase, sK = sbase + ZF_QBYTES, sV = sK + ZF_ST * ZF_KBYTES;
+  const float ninf = __int_as_float(0xff800000);
+  const float log2e = 1.4426950408889634f;
+  const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int head = (int)blockIdx.y % p.h, bb = (int)blockIdx.y / p.h;
+  const int kvh = head / (p.h / p.kv);
+  /* The longest blocks (the last rows, under a causal mask) start first. */
+  const int qbase = ((int)gridDim.x - 1 - (int)blockIdx.x) * ZF_BM;
+  const int rlo = qbase + wg * 64, rhi = rlo + 63;
+  const int r0 = rlo + warp * 16 + (lane >> 2), r1 = r0 + 8;
+  const int c2 = (lane & 3) * 2;
+  const ushort* qp = q + (size_t)bb * p.sq * p.q_rs + (size_t)head * ZF_D;
+  const ushort* kp = k + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
+  const ushort* vp = v + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
+
+  int kend = p.sk;
+  if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
+  const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
+  const int t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
+  const int n = max(0, ntiles - t0);
+  const float slope = ZF_ALIBI ? slopes[head] : 0.0f;
+  const float sl2 = p.scale * log2e;
+
+  /* Group s of copies: K of tile s (s < n) and V of tile s−1 (s ≥ 1). */
+  auto issue = [&](int s) {
+    if (s < n) zf_load_tile(sK + (s % ZF_ST) * ZF_KBYTES, kp, p.k_rs, (t0 + s) * ZF_HBC, ZF_HBC, p.sk, tid);
+    if (s >= 1 && s <= n) zf_load_tile(sV + ((s - 1) % ZF_ST) * ZF_KBYTES, vp, p.k_rs, (t0 + s - 1) * ZF_HBC, ZF_HBC, p.sk, tid);
+  };
+  zf_load_tile(sQ, qp, p.q_rs, qbase, ZF_BM, p.sq, tid);
+#pragma unroll
+  for (int s = 0; s < ZF_ST - 1; s++) {
+    issue(s);
+    zf_cp_commit();
+  }
+
+  float o[ZF_D / 2];
+  float sc[ZF_HBC / 2];
+  unsigned int pr[ZF_HBC / 16][4];
+#pragma unroll
+  for (int i = 0; i < ZF_D / 2; i++) o[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < ZF_HBC / 2; i++) sc[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < ZF_HBC / 16; i++) { pr[i][0] = 0u; pr[i][1] = 0u; pr[i][2] = 0u; pr[i][3] = 0u; }
+  /* Running maxima in log2 units, sums of the weights (this thread's part). */
+  float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;
+
+  /* Step s: the copies of group s are in; group s+ZF_ST−1 starts. */
+  auto arrive = [&](int s) {
+    zf_cp_waitn<ZF_ST - 2>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    issue(s + ZF_ST - 1);
+    zf_cp_commit();
+  };
+  auto keep_s = [&]() {
+#if ZF_HBC == 128
+    zf_wg_keep64(sc);
+#else
+    zf_wg_keep32(sc);
+#endif
+  };
+  auto keep_o = [&]() {
+#if ZF_D == 128
+    zf_wg_keep64(o);
+#else
+    zf_wg_keep32(o);
+#endif
+  };
+  /* S = Q·Kᵀ for tile s (one commit group). */
+  auto mma_s = [&](int s) {
+    const unsigned int kb = sK + (s % ZF_ST) * ZF_KBYTES;
+#pragma unroll
+    for (int kk = 0; kk < ZF_D / 16; kk++) {
+      unsigned long long da = zf_desc(sQ + (kk >> 2) * ZF_BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024);
+      unsigned long long db = zf_desc(kb + (kk >> 2) * ZF_HBC * 128 + (kk & 3) * 32, 16, 1024);
+#if ZF_HBC == 128
+      zf_wg_ss128(sc, da, db, kk > 0);
+#else
+      zf_wg_ss64(sc, da, db, kk > 0);
+#endif
+    }
+    zf_wg_commit();
+  };
+  /* O += P·V for tile s−1 (one commit group). */
+  auto mma_pv = [&](int s) {
+    const unsigned int vb = sV + ((s - 1) % ZF_ST) * ZF_KBYTES;
+#pragma unroll
+    for (int kk = 0; kk < ZF_HBC / 16; kk++) {
+      unsigned long long db = zf_desc(vb + kk * 16 * 128, ZF_HBC * 128, 1024);
+#if ZF_D == 128
+      zf_wg_rs128(o, pr[kk], db, 1);
+#else
+      zf_wg_rs64(o, pr[kk], db, 1);
+#endif
+    }
+    zf_wg_commit();
+  };
+  float corr0 = 1.0f, corr1 = 1.0f;
+  /* The score chain, masks and online softmax of tile s: sc becomes the
+     unnormalised weights, corr the factor for O. */
+  auto softmax = [&](int s) {
+    const int k0 = (t0 + s) * ZF_HBC;
+    bool need = k0 + ZF_HBC > p.sk;
+    if (ZF_MASK == 1) need = need || k0 + ZF_HBC - 1 > rlo || (p.window > 0 && k0 <= rhi - p.window);
+    if (ZF_MASK == 2) need = true;
+    float mx0 = ninf, mx1 = ninf;
+#pragma unroll
+    for (int nn = 0; nn < ZF_HBC / 8; nn++) {
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const int j = k0 + nn * 8 + c2 + e;
+        float x0 = sc[4 * nn + e], x1 = sc[4 * nn + 2 + e];
+        if (ZF_PLAIN) {
+          x0 *= sl2;
+          x1 *= sl2;
+        } else {
+          x0 *= p.scale;
+          x1 *= p.scale;
+          if (ZF_CAP != 0) {
+            x0 = p.cap * zf_tanh(x0 / p.cap, 0);
+            x1 = p.cap * zf_tanh(x1 / p.cap, 0);
+          }
+          if (ZF_ALIBI != 0) {
+            float ab = zf_round(slope * (float)j, ZF_HALF_IN ? ZF_F16 : ZF_BF16);
+            x0 += ab;
+            x1 += ab;
+          }
+          if (ZF_BIAS != 0 && j < p.sk) {
+            int bo = bb * p.b_sb + head * p.b_sh + j * p.b_sj;
+            if (r0 < p.sq) x0 += zf_load(bias, p.fmt_b, bo + r0 * p.b_si);
+            if (r1 < p.sq) x1 += zf_load(bias, p.fmt_b, bo + r1 * p.b_si);
+          }
+          if (ZF_ROUND != 0) { x0 = zf_round(x0, p.out_fmt); x1 = zf_round(x1, p.out_fmt); }
+          x0 *= log2e;
+          x1 *= log2e;
+        }
+        if (need) {
+          bool ok0 = j < p.sk, ok1 = j < p.sk;
+          if (ZF_MASK == 1) {
+            ok0 = ok0 && j <= r0 && (p.window == 0 || j > r0 - p.window);
+            ok1 = ok1 && j <= r1 && (p.window == 0 || j > r1 - p.window);
+          } else if (ZF_MASK == 2) {
+            ok0 = ok0 && r0 < p.sq && zf_load(mask, p.fmt_m, bb * p.m_sb + r0 * p.m_si + j * p.m_sj) != 0.0f;
+            ok1 = ok1 && r1 < p.sq && zf_load(mask, p.fmt_m, bb * p.m_sb + r1 * p.m_si + j * p.m_sj) != 0.0f;
+          }
+          x0 = ok0 ? x0 : ninf;
+          x1 = ok1 ? x1 : ninf;
+        }
+        sc[4 * nn + e] = x0;
+        sc[4 * nn + 2 + e] = x1;
+        mx0 = fmaxf(mx0, x0);
+        mx1 = fmaxf(mx1, x1);
+      }
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    float base0 = mn0 == ninf ? 0.0f : mn0, base1 = mn1 == ninf ? 0.0f : mn1;
+    corr0 = zf_ex2(m0 - base0);
+    corr1 = zf_ex2(m1 - base1);
+    m0 = mn0;
+    m1 = mn1;
+    l0 *= corr0;
+    l1 *= corr1;
+#pragma unroll
+    for (int nn = 0; nn < ZF_HBC / 8; nn++) {
+      sc[4 * nn + 0] = zf_ex2(sc[4 * nn + 0] - base0);
+      sc[4 * nn + 1] = zf_ex2(sc[4 * nn + 1] - base0);
+      sc[4 * nn + 2] = zf_ex2(sc[4 * nn + 2] - base1);
+      sc[4 * nn + 3] = zf_ex2(sc[4 * nn + 3] - base1);
+      l0 += sc[4 * nn + 0] + sc[4 * nn + 1];
+      l1 += sc[4 * nn + 2] + sc[4 * nn + 3];
+    }
+  };
+  /* O to the new maximum; P (the weights in the input format) to registers. */
+  auto rescale_pack = [&]() {
+#pragma unroll
+    for (int d = 0; d < ZF_D / 8; d++) {
+      o[4 * d + 0] *= corr0;
+      o[4 * d + 1] *= corr0;
+      o[4 * d + 2] *= corr1;
+      o[4 * d + 3] *= corr1;
+    }
+#pragma unroll
+    for (int j2 = 0; j2 < ZF_HBC / 16; j2++) {
+      pr[j2][0] = zf_pack2<F16>(sc[8 * j2 + 0], sc[8 * j2 + 1]);
+      pr[j2][1] = zf_pack2<F16>(sc[8 * j2 + 2], sc[8 * j2 + 3]);
+      pr[j2][2] = zf_pack2<F16>(sc[8 * j2 + 4], sc[8 * j2 + 5]);
+      pr[j2][3] = zf_pack2<F16>(sc[8 * j2 + 6], sc[8 * j2 + 7]);
+    }
+  };
+
+  if (n > 0) {
+    arrive(0);
+    zf_wg_fence();
+    keep_s();
+    mma_s(0);
+    zf_wg_wait<0>();
+    keep_s();
+    softmax(0);
+    rescale_pack();
+    for (int s = 1; s < n; s++) {
+      arrive(s);
+      zf_wg_fence();
+      keep_s();
+      keep_o();
+      mma_s(s);
+      mma_pv(s);
+      zf_wg_wait<1>();
+      keep_s();
+      softmax(s);
+      zf_wg_wait<0>();
+      keep_o();
+      rescale_pack();
+    }
+    arrive(n);
+    zf_wg_fence();
+    keep_o();
+    mma_pv(n);
+    zf_wg_wait<0>();
+    keep_o();
+  }
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const int ow = p.q_rs;
+#pragma unroll
+  for (int d = 0; d < ZF_D / 8; d++) {
+    int col = head * ZF_D + d * 8 + c2;
+    if (r0 < p.sq) {
+      int off = (bb * p.sq + r0) * ow + col;
+      zf_store(y, p.out_fmt, off, o[4 * d + 0] / l0);
+      zf_store(y, p.out_fmt, off + 1, o[4 * d + 1] / l0);
+    }
+    if (r1 < p.sq) {
+      int off = (bb * p.sq + r1) * ow + col;
+      zf_store(y, p.out_fmt, off, o[4 * d + 2] / l1);
+      zf_store(y, p.out_fmt, off + 1, o[4 * d + 3] / l1);
+    }
+  }
+}
+`
