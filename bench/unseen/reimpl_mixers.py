@@ -23,6 +23,18 @@ kv heads), MoE intermediate 48, 2 layers. What it shows (a mixture of attention 
     gate, summed per token by index_add, plus the MoA's bias (a parameter of the uncalled experts
     module); the MoE MLP the same dispatch over a [E, 2I, D] input projection, silu(first half) ·
     second half, a [E, D, I] output projection, gates, index_add, plus its bias.
+
+fnet follows src/transformers/models/fnet/modeling_fnet.py at commit 0172c3ecffb30100f5cf2f787cde19628651ee4b
+(FNetModel with use_tpu_fourier_optimizations False, the default) with the call boundaries of the real
+transformers 5.17 trace (/work/unseen/lm5b/fnet-f32.npz: the embeddings called with keyword input_ids and
+token_type_ids, the latter made by the model; the encoder returning its last hidden state; the pooler
+called) and configuration_fnet.py's arithmetic (gelu_new, LayerNorm ε 1e-12, 4 token types) but for the
+sizes: hidden 32, intermediate 48, 2 layers, 8 ids. What it shows (Fourier token mixing, no attention):
+  - embeddings: words + token types + positions, LayerNorm, then a projection Linear, a Dropout call;
+  - each layer's mixing torch.fft.fftn(h, dim=(1, 2)).real, the real part of the 2-D DFT over positions and
+    channels (FNetBasicFourierTransform, returning a tuple); LayerNorm(h + mixed) (FNetBasicOutput);
+  - BERT's feed-forward: dense, NewGELU, dense, Dropout, LayerNorm(h + input); the pooler (dense, tanh of
+    the first row), whose output the trace does not read.
 """
 import math
 
@@ -258,4 +270,139 @@ class JetMoeModel(nn.Module):
         return self.norm(hidden_states)
 
 
-CASES = {"jetmoe": (JetMoeModel, JetMoeConfig)}
+# --- fnet ----------------------------------------------------------------------------------
+
+
+class FNetConfig:
+    hidden_size = 32
+    intermediate_size = 48
+    num_hidden_layers = 2
+    vocab_size = 64
+    max_position_embeddings = 64
+    type_vocab_size = 4
+    layer_norm_eps = 1e-12
+    pad_token_id = 3
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class FNetEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.projection = nn.Linear(c.hidden_size, c.hidden_size)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)))
+
+    def forward(self, input_ids=None, token_type_ids=None):
+        seq_length = input_ids.shape[1]
+        position_ids = self.position_ids[:, :seq_length]
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        embeddings = self.LayerNorm(embeddings)
+        embeddings = self.projection(embeddings)
+        return self.dropout(embeddings)
+
+
+class FNetBasicFourierTransform(nn.Module):
+    def forward(self, hidden_states):
+        return (torch.fft.fftn(hidden_states, dim=(1, 2)).real,)
+
+
+class FNetBasicOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+
+    def forward(self, hidden_states, input_tensor):
+        return self.LayerNorm(input_tensor + hidden_states)
+
+
+class FNetFourierTransform(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = FNetBasicFourierTransform()
+        self.output = FNetBasicOutput(c)
+
+    def forward(self, hidden_states):
+        self_outputs = self.self(hidden_states)
+        return (self.output(self_outputs[0], hidden_states),)
+
+
+class FNetIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = NewGELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class FNetOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.intermediate_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dropout(self.dense(hidden_states))
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class FNetLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fourier = FNetFourierTransform(c)
+        self.intermediate = FNetIntermediate(c)
+        self.output = FNetOutput(c)
+
+    def forward(self, hidden_states):
+        fourier_output = self.fourier(hidden_states)[0]
+        return (self.output(self.intermediate(fourier_output), fourier_output),)
+
+
+class FNetEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([FNetLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states)[0]
+        return hidden_states
+
+
+class FNetPooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states):
+        return self.activation(self.dense(hidden_states[:, 0]))
+
+
+class FNetModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = FNetEmbeddings(c)
+        self.encoder = FNetEncoder(c)
+        self.pooler = FNetPooler(c)
+
+    def forward(self, input_ids):
+        token_type_ids = torch.zeros(input_ids.shape, dtype=torch.long)
+        h = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        h = self.encoder(h)
+        self.pooler(h)
+        return h
+
+
+CASES = {"jetmoe": (JetMoeModel, JetMoeConfig), "fnet": (FNetModel, FNetConfig)}
