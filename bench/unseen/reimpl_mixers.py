@@ -24,6 +24,22 @@ kv heads), MoE intermediate 48, 2 layers. What it shows (a mixture of attention 
     module); the MoE MLP the same dispatch over a [E, 2I, D] input projection, silu(first half) ·
     second half, a [E, D, I] output projection, gates, index_add, plus its bias.
 
+xlstm follows src/transformers/models/xlstm/modeling_xlstm.py at commit 00bb1d1244047eadf8aa198f211e54d9e67f814d (the
+path taken without the external xlstm package: xLSTMBackend in inference mode, wrap_chunkwise_arbitrary_sequence_length
+with chunk size 64, so a sequence shorter than 16 runs mlstm_recurrent_sequence_native step by step with float32
+states) with the call boundaries of the real transformers 5.17 trace (/work/unseen/lm5b/xlstm-f32.npz: the projections
+named q, k, v; the block and the layer returning (h, (c, n, m)); the backend called with keyword query, key, value,
+igate, fgate, returning (h, (c, n, m))) and configuration_xlstm.py's defaults (weight_mode single, qk_dim_factor 0.5,
+v_dim_factor 1, gate_soft_cap 15, norm_eps 1e-6, eps 1e-6, ffn_proj_factor 2.667 rounded up to a multiple of 64, no
+biases but the gates') but for the sizes: hidden 32, 4 heads (q and k 4 wide, v 8 per head), 2 blocks, 8 ids. What it
+shows (mLSTM blocks, never an attention):
+  - q, k, v, the output gate's preactivation, and per-head input and forget gate preactivations (Linears with bias),
+    each gate soft-capped 15·tanh(x/15) in the forward; q, k, v read heads first [B, H, L, ·], the gates [B, H, L];
+  - the mLSTM recurrence from zero states: m' = max(log σ(f) + m, i), C ← exp(log σ(f) + m − m')·C +
+    exp(i − m')·k vᵀ, n likewise with k, h = (q/√4)·C / (max(|(q/√4)·n|, exp(−m')) + 1e-6);
+  - a multi-head LayerNorm (per head of 8, no bias, float32 statistics) then its [32] weight, times σ(output gate)
+    (an nn.Sigmoid call), out_proj; RMSNorms before the layer and the SiLU gated FFN, a final out_norm.
+
 fnet follows src/transformers/models/fnet/modeling_fnet.py at commit 0172c3ecffb30100f5cf2f787cde19628651ee4b
 (FNetModel with use_tpu_fourier_optimizations False, the default) with the call boundaries of the real
 transformers 5.17 trace (/work/unseen/lm5b/fnet-f32.npz: the embeddings called with keyword input_ids and
@@ -270,6 +286,199 @@ class JetMoeModel(nn.Module):
         return self.norm(hidden_states)
 
 
+# --- xlstm ---------------------------------------------------------------------------------
+
+
+class XLSTMConfig:
+    hidden_size = 32
+    num_heads = 4
+    num_blocks = 2
+    vocab_size = 64
+    qk_dim_factor = 0.5
+    v_dim_factor = 1.0
+    gate_soft_cap = 15.0
+    norm_eps = 1e-6
+    eps = 1e-6
+    ffn_proj_factor = 2.667
+    ffn_round_up_to_multiple_of = 64
+
+
+def soft_cap(values, cap_value=None):
+    if cap_value is None:
+        return values
+    return cap_value * torch.tanh(values / cap_value)
+
+
+def mlstm_recurrent_step_native(query, key, value, igate, fgate, cstate, nstate, mstate, eps=1e-6,
+                                dtype_state=torch.float32):
+    dtype_qkv = query.dtype
+    matC_old = cstate.to(dtype=dtype_state)
+    vecN_old = nstate.to(dtype=dtype_state)
+    scaM_old = mstate.to(dtype=dtype_state)
+    batch_size, nh, dhqk = query.shape
+    scaF_log = torch.nn.functional.logsigmoid(fgate)
+    scaM_state_new = torch.max(scaF_log + scaM_old, igate)
+    scaF_act = torch.exp(scaF_log + scaM_old - scaM_state_new)
+    scaI_act = torch.exp(igate - scaM_state_new)
+    vecQ_scaled = query * (dhqk ** (-0.5))
+    matC_state_new = scaF_act[:, :, :, None] * matC_old + scaI_act[:, :, :, None] * (
+        key[:, :, :, None] @ value[:, :, None, :])
+    vecN_state_new = scaF_act * vecN_old + scaI_act * key
+    h_num = vecQ_scaled[:, :, None, :] @ matC_state_new.to(dtype=dtype_qkv)
+    h_num = h_num.squeeze(2).to(dtype=dtype_state)
+    qn_dotproduct = vecQ_scaled[:, :, None, :] @ vecN_state_new[:, :, :, None].to(dtype=dtype_qkv)
+    qn_dotproduct = qn_dotproduct.squeeze(2)
+    max_val = torch.exp(-scaM_state_new)
+    h_denom = (torch.maximum(qn_dotproduct.abs(), max_val) + eps).to(dtype=dtype_state)
+    h = h_num / h_denom
+    return h.to(dtype=dtype_qkv), (matC_state_new.to(dtype=dtype_state), vecN_state_new.to(dtype=dtype_state),
+                                   scaM_state_new.to(dtype=dtype_state))
+
+
+def mlstm_recurrent_sequence_native(query, key, value, igate, fgate, c_initial, n_initial, m_initial, eps=1e-6,
+                                    dtype_state=torch.float32):
+    batch_size, nh, sequence_length, dhqk = query.shape
+    matC_state, vecN_state, vecM_state = c_initial, n_initial, m_initial
+    vecH_list = []
+    for t in range(sequence_length):
+        vecF_t, vecI_t = fgate[:, :, t, None], igate[:, :, t, None]
+        vecQ_t, vecK_t, vecV_t = query[:, :, t, :], key[:, :, t, :], value[:, :, t, :]
+        vecH, (matC_state, vecN_state, vecM_state) = mlstm_recurrent_step_native(
+            cstate=matC_state, nstate=vecN_state, mstate=vecM_state, query=vecQ_t, key=vecK_t, value=vecV_t,
+            igate=vecI_t, fgate=vecF_t, eps=eps, dtype_state=dtype_state)
+        vecH_list.append(vecH)
+    return torch.stack(vecH_list, dim=-2), (matC_state, vecN_state, vecM_state)
+
+
+class xLSTMBackend(nn.Module):
+    """Inference mode: wrap_chunkwise_arbitrary_sequence_length with chunk size 64; a sequence shorter than a chunk
+    (and than the smallest, 16) goes to the sequence kernel alone, from zero float32 states."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.eps = c.eps
+
+    def forward(self, query=None, key=None, value=None, igate=None, fgate=None):
+        batch_size, nh, sequence_length, dhqk = key.shape
+        dhhv = value.shape[-1]
+        c_state = torch.zeros(batch_size, nh, dhqk, dhhv, dtype=torch.float32)
+        n_state = torch.zeros(batch_size, nh, dhqk, dtype=torch.float32)
+        m_state = torch.zeros(batch_size, nh, 1, dtype=torch.float32)
+        h_out, state = mlstm_recurrent_sequence_native(query=query, key=key, value=value, igate=igate, fgate=fgate,
+                                                       c_initial=c_state, n_initial=n_state, m_initial=m_state,
+                                                       eps=self.eps)
+        return h_out, state
+
+
+class xLSTMRMSNorm(nn.Module):
+    def __init__(self, num_features, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_features))
+
+    def forward(self, x):
+        in_dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return x.to(in_dtype) * self.weight
+
+
+class xLSTMMultiHeadLayerNorm(nn.Module):
+    def __init__(self, num_heads, head_dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(num_heads * head_dim))
+
+    def forward(self, x):
+        batch_size, sequence_length, nh, DH = x.shape
+        in_dtype = x.dtype
+        xf = x.float()
+        x_centered = xf - xf.mean(dim=-1, keepdim=True)
+        y = x_centered * torch.rsqrt(xf.var(dim=-1, keepdim=True, unbiased=False) + self.eps)
+        y = y.to(in_dtype).reshape(batch_size, sequence_length, -1)
+        return y * self.weight
+
+
+class xLSTMFeedForward(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        m = c.ffn_round_up_to_multiple_of
+        self.up_proj_dim = int(((c.hidden_size * c.ffn_proj_factor) + m - 1) // m * m)
+        self.proj_up_gate = nn.Linear(c.hidden_size, self.up_proj_dim, bias=False)
+        self.proj_up = nn.Linear(c.hidden_size, self.up_proj_dim, bias=False)
+        self.proj_down = nn.Linear(self.up_proj_dim, c.hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.proj_down(self.act_fn(self.proj_up_gate(x)) * self.proj_up(x))
+
+
+class xLSTMLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.v_dim = int(c.hidden_size * c.v_dim_factor)
+        self.qk_dim = int(c.hidden_size * c.qk_dim_factor)
+        self.q = nn.Linear(c.hidden_size, self.qk_dim, bias=False)
+        self.k = nn.Linear(c.hidden_size, self.qk_dim, bias=False)
+        self.v = nn.Linear(c.hidden_size, self.v_dim, bias=False)
+        self.ogate_preact = nn.Linear(c.hidden_size, self.v_dim, bias=False)
+        self.igate_preact = nn.Linear(c.hidden_size, c.num_heads, bias=True)
+        self.fgate_preact = nn.Linear(c.hidden_size, c.num_heads, bias=True)
+        self.ogate_act_fn = nn.Sigmoid()
+        self.mlstm_backend = xLSTMBackend(c)
+        self.multihead_norm = xLSTMMultiHeadLayerNorm(c.num_heads, self.v_dim // c.num_heads, eps=c.norm_eps)
+        self.out_proj = nn.Linear(self.v_dim, c.hidden_size, bias=False)
+
+    def forward(self, x, state=None):
+        batch_size, sequence_length, _ = x.shape
+        nh = self.c.num_heads
+        query, key, value = self.q(x), self.k(x), self.v(x)
+        o_preact = self.ogate_preact(x)
+        i_preact = soft_cap(self.igate_preact(x), cap_value=self.c.gate_soft_cap)
+        f_preact = soft_cap(self.fgate_preact(x), cap_value=self.c.gate_soft_cap)
+        query = query.reshape(batch_size, sequence_length, nh, -1).transpose(1, 2)
+        key = key.reshape(batch_size, sequence_length, nh, -1).transpose(1, 2)
+        value = value.reshape(batch_size, sequence_length, nh, -1).transpose(1, 2)
+        i_preact = i_preact.transpose(1, 2)
+        f_preact = f_preact.transpose(1, 2)
+        h, state = self.mlstm_backend(query=query, key=key, value=value, igate=i_preact, fgate=f_preact)
+        h = h.transpose(1, 2)
+        h_norm = self.multihead_norm(h)
+        h_norm = h_norm.reshape(batch_size, sequence_length, -1)
+        h_out = self.ogate_act_fn(o_preact) * h_norm
+        return self.out_proj(h_out), state
+
+
+class xLSTMBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm_mlstm = xLSTMRMSNorm(c.hidden_size, eps=c.norm_eps)
+        self.mlstm_layer = xLSTMLayer(c)
+        self.norm_ffn = xLSTMRMSNorm(c.hidden_size, eps=c.norm_eps)
+        self.ffn = xLSTMFeedForward(c)
+
+    def forward(self, x, state=None):
+        x_mlstm, state = self.mlstm_layer(self.norm_mlstm(x), state)
+        x = x + x_mlstm
+        x = x + self.ffn(self.norm_ffn(x))
+        return x, state
+
+
+class xLSTMModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.blocks = nn.ModuleList([xLSTMBlock(c) for _ in range(c.num_blocks)])
+        self.out_norm = xLSTMRMSNorm(c.hidden_size, eps=c.norm_eps)
+
+    def forward(self, input_ids):
+        hidden_states = self.embeddings(input_ids)
+        for block in self.blocks:
+            hidden_states, _ = block(hidden_states, state=None)
+        return self.out_norm(hidden_states)
+
+
 # --- fnet ----------------------------------------------------------------------------------
 
 
@@ -405,4 +614,4 @@ class FNetModel(nn.Module):
         return h
 
 
-CASES = {"jetmoe": (JetMoeModel, JetMoeConfig), "fnet": (FNetModel, FNetConfig)}
+CASES = {"jetmoe": (JetMoeModel, JetMoeConfig), "xlstm": (xLSTMModel, XLSTMConfig), "fnet": (FNetModel, FNetConfig)}
