@@ -176,6 +176,28 @@ type Extended interface {
 	// shapes. It has no composition: Fallback refuses it (ErrUnsupported),
 	// so a backend without a kernel of its own (CUDA, Metal) says so.
 	DeltaScan(q, k, v, g, beta Tensor, s Spec) (Tensor, error)
+	// MemoryScan: the exponentially gated matrix-memory scan (mLSTM's
+	// recurrent form) over q, k [B, L, H, K], v [B, L, H, V] and the log
+	// gates i, f [B, L, H]: per batch row and head, from C = 0 [K, V],
+	// n = 0 [K] and a stabiliser m = 0, in f32,
+	//
+	//	m' = max(f_t + m, i_t),  a = exp(f_t + m − m'),  b = exp(i_t − m'),
+	//	C ← a·C + b·(k_t v_tᵀ),  n ← a·n + b·k_t,  m ← m',
+	//	y_t = (q_tᵀC) / (max(|q_t·n|, exp(−m)) + eps),
+	//
+	// each sum over K in increasing order, no fused multiply-add; y
+	// [B, L, H, V] rounded once to s.Out. No internal rounding point and no
+	// math variant applies (one is refused). CheckMemoryScan validates the
+	// shapes. It has no composition: Fallback refuses it (ErrUnsupported),
+	// so a backend without a kernel of its own (CUDA, Metal) says so.
+	MemoryScan(q, k, v, i, f Tensor, eps float32, s Spec) (Tensor, error)
+	// FFT2Real: the real part of the 2-D discrete Fourier transform over
+	// x's last two axes [.., N, M] (torch.fft.fftn(x, dim=(−2, −1)).real):
+	// y[a, b] = Σ_n Σ_m x[n, m]·cos(2π(a·n/N + b·m/M)), the angles reduced
+	// exactly (a·n mod N, b·m mod M) and summed in float64, rounded once
+	// to s.Out. No internal rounding point and no math variant applies
+	// (one is refused). It has no composition: Fallback refuses it.
+	FFT2Real(x Tensor, s Spec) (Tensor, error)
 }
 
 // Backend is the whole vocabulary (DESIGN.md, "The op vocabulary").

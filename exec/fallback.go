@@ -298,3 +298,15 @@ func (fb Fallback) SSMScan(x, dt, a, bm, cm, d Tensor, s Spec) (Tensor, error) {
 func (fb Fallback) DeltaScan(q, k, v, g, beta Tensor, s Spec) (Tensor, error) {
 	return nil, Unsupported(fb.B.Name(), "delta_scan", "no delta-rule scan kernel (the cpu backend runs it)")
 }
+
+// MemoryScan has no composition from Basic ops: a backend that does not
+// define its own refuses it, naming itself.
+func (fb Fallback) MemoryScan(q, k, v, i, f Tensor, eps float32, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "memory_scan", "no matrix-memory scan kernel (the cpu backend runs it)")
+}
+
+// FFT2Real has no composition from Basic ops: a backend that does not
+// define its own refuses it, naming itself.
+func (fb Fallback) FFT2Real(x Tensor, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "fft2_real", "no Fourier transform kernel (the cpu backend runs it)")
+}

@@ -112,6 +112,14 @@ type NodeAttrs struct {
 	Bucket *BucketAttrs `json:"bucket,omitempty"`
 	// Angular configures an angular_attention node.
 	Angular *AngularAttrs `json:"angular,omitempty"`
+	// Memory configures a memory_scan node.
+	Memory *MemoryAttrs `json:"memory,omitempty"`
+}
+
+// MemoryAttrs configure a memory_scan node (the gated matrix-memory scan,
+// mLSTM's): the eps added to the normaliser max(|q·n|, exp(−m)).
+type MemoryAttrs struct {
+	Eps float64 `json:"eps"`
 }
 
 // AngularAttrs configure an angular_attention node (YOSO's expected LSH
@@ -281,7 +289,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

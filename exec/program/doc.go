@@ -31,10 +31,12 @@
 // A few nodes are compositions of backend ops rather than one call
 // (experts, conv2d, linear_attention): they run on every backend, and
 // round where their parts do.
-// ssm_scan, a selective state-space scan, and delta_scan, a gated
-// delta-rule scan, are one backend call each (exec.Extended's SSMScan and
-// DeltaScan) with no composition: the CPU backend runs them, a backend
-// without its own kernel refuses them (exec.ErrUnsupported).
+// ssm_scan, a selective state-space scan, delta_scan, a gated delta-rule
+// scan, memory_scan, a gated matrix-memory scan, and fft2_real, a 2-D
+// Fourier transform's real part, are one backend call each (exec.Extended's
+// SSMScan, DeltaScan, MemoryScan and FFT2Real) with no composition: the
+// CPU backend runs them, a backend without its own kernel refuses them
+// (exec.ErrUnsupported).
 //
 // When the backend implements exec.Fuser, the interpreter offers it each
 // region of nodes a linear or a norm heads (fuse.go): it may run them as

@@ -241,6 +241,9 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 		a.LinearAttention = LinearAttentionParams{Heads: l.Heads, Kernel: k, Eps: float32(l.Eps)}
 	}
+	if m := d.Memory; m != nil {
+		a.Memory = MemoryParams{Eps: float32(m.Eps)}
+	}
 	if g := d.Angular; g != nil {
 		a.Angular = AngularParams{Heads: g.Heads, Power: g.Power}
 	}
@@ -307,6 +310,8 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups}
 	case OpAngular:
 		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
+	case OpMemoryScan:
+		d.Memory = &semantics.MemoryAttrs{Eps: float64(a.Memory.Eps)}
 	case OpRelBucket:
 		d.Bucket = &semantics.BucketAttrs{NumBuckets: a.Bucket.NumBuckets, MaxDistance: a.Bucket.MaxDistance, Bidirectional: a.Bucket.Bidirectional}
 	case OpLinearAttention:

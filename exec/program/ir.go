@@ -51,12 +51,14 @@ const (
 	OpRelBucket                     // q [Sq], k [Sk] positions: [Sq, Sk] relative position bucket ids, f32; Attrs.Bucket (host step)
 	OpAngular                       // q [B, N, H·D], k [B, M, H·D], v [B, M, H·Dv]; Attrs.Angular: YOSO's expected LSH attention (host step)
 	OpDeltaScan                     // q, k [B, L, G, K], v [B, L, H, V], g, beta [B, L, H]: the gated delta-rule scan (exec.Extended's DeltaScan)
+	OpMemoryScan                    // q, k [B, L, H, K], v [B, L, H, V], i, f [B, L, H] (log gates); Attrs.Memory: the gated matrix-memory scan (exec.Extended's MemoryScan)
+	OpFFT2Real                      // x [.., N, M]: the real part of the 2-D Fourier transform over the last two axes (exec.Extended's FFT2Real)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -99,6 +101,8 @@ type Attrs struct {
 	Bucket BucketParams
 	// Angular configures OpAngular.
 	Angular AngularParams
+	// Memory configures OpMemoryScan.
+	Memory MemoryParams
 }
 
 // Node is one operation.
@@ -257,4 +261,10 @@ func (p *Program) NodeTaps(i int) []Tap {
 		out = append(out, p.Values[name].Taps...)
 	}
 	return out
+}
+
+// MemoryParams configure OpMemoryScan: Eps, added to the normaliser
+// max(|q·n|, exp(−m)) (exec.Extended's MemoryScan).
+type MemoryParams struct {
+	Eps float32
 }

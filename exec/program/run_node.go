@@ -102,6 +102,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.SSMScan(in[0], in[1], in[2], in[3], in[4], at(in, 5), n.Spec))
 	case OpDeltaScan:
 		return one(b.DeltaScan(in[0], in[1], in[2], in[3], in[4], n.Spec))
+	case OpMemoryScan:
+		return one(b.MemoryScan(in[0], in[1], in[2], in[3], in[4], a.Memory.Eps, n.Spec))
+	case OpFFT2Real:
+		return one(b.FFT2Real(in[0], n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -265,6 +266,25 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, err
 		}
 		return one(in[2])
+	case OpMemoryScan:
+		if len(in) != 5 {
+			return nil, fmt.Errorf("%d inputs, not q, k, v, i and f", len(in))
+		}
+		if _, err := exec.CheckMemoryScan(x, in[1], in[2], in[3], in[4]); err != nil {
+			return nil, err
+		}
+		if e := n.Attrs.Memory.Eps; !(e >= 0) || math.IsInf(float64(e), 0) {
+			return nil, fmt.Errorf("memory_scan: eps %g is not a finite number ≥ 0", e)
+		}
+		return one(in[2])
+	case OpFFT2Real:
+		if len(in) != 1 {
+			return nil, fmt.Errorf("%d inputs, not x", len(in))
+		}
+		if err := exec.CheckFFT2Real(x); err != nil {
+			return nil, err
+		}
+		return one(x)
 	case OpLinearAttention:
 		out, err := linearAttentionShape(x, in[1], in[2], n.Attrs.LinearAttention)
 		if err != nil {

@@ -673,6 +673,27 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 		return nil
 	}
 	v, ev := s.best(t, cands)
+	if v == nil {
+		// plus a bias of the scope's own added after the experts' sum
+		// (a vector [D] the module holds, not an expert's)
+		var more []*expr
+		for _, name := range sc.call.Params {
+			b, err := s.param(name)
+			if err != nil || !slices.Equal(b.shape, []int{d}) {
+				continue
+			}
+			for _, c := range cands {
+				if c.op != program.OpReshape {
+					continue
+				}
+				e := &expr{op: program.OpAdd, args: []*val{s.derive(c), b}, out: t.format, label: c.label + " + the scope's bias " + b.origin}
+				more, act[e] = append(more, e), act[c]
+			}
+		}
+		if len(more) > 0 {
+			v, ev = s.best(t, more)
+		}
+	}
 	if v != nil {
 		v.fit = &leafFit{kind: "experts", act: act[v.from], candidates: ev}
 		s.mlps = append(s.mlps, mlpRecord{scope: sc.module, boundary: t.origin, x: v})

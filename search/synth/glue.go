@@ -279,6 +279,10 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.decayedLinearAttention(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedDeltaRule(t, vs) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.cutGatedAttention(t, c) }},
+		{try: s.routedHeadsAttention},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.fourierMixed(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.softCapped(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedMemory(t, vs) }, plain: true},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

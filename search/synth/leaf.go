@@ -439,7 +439,7 @@ func (s *synth) fitEmbedding(ids *val, params []*val, t *val) *val {
 // parameter is γ.
 func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 	if !slices.Equal(x.shape, t.shape) {
-		return nil
+		return s.headsNorm(x, params, t)
 	}
 	last := x.shape[len(x.shape)-1]
 	assign := [][2]*val{{params[0], nil}}
@@ -505,6 +505,44 @@ func (s *synth) groupedNorm(x *val, params []*val, t *val) *val {
 				continue
 			}
 			cands = append(cands, &expr{op: program.OpMul, args: []*val{n, g}, out: t.format, label: fmt.Sprintf("rms eps=%g offset=0 group=%d, times γ", eps, size)})
+			inner = append(inner, p)
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
+	return v
+}
+
+// headsNorm explains t [.., H·d] as a norm of x [.., H, d] over each
+// head's d (statistics per head), the heads joined, then times γ [H·d]
+// (xLSTM's multi-head LayerNorm): x read in t's shape, normalised over
+// groups of d without γ (exec.NormParams.Group), rounded to t's format,
+// then times γ, as torch's weight · x̂.to(dtype) after the reshape.
+func (s *synth) headsNorm(x *val, params []*val, t *val) *val {
+	n := len(x.shape)
+	if len(params) != 1 || n < 2 || len(t.shape) != n-1 || x.numel() != t.numel() || !slices.Equal(x.shape[:n-2], t.shape[:n-2]) {
+		return nil
+	}
+	g, d := params[0], x.shape[n-1]
+	last := t.shape[n-2]
+	if !slices.Equal(g.shape, []int{last}) || x.shape[n-2]*d != last || d == last {
+		return nil
+	}
+	xr := s.reshape(x, t.shape)
+	var cands []*expr
+	var inner []exec.NormParams
+	for _, kind := range []exec.NormKind{exec.NormLayer, exec.NormRMS} {
+		for _, eps := range commonEps {
+			p := exec.NormParams{Kind: kind, Eps: eps, Group: d}
+			nv := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{xr, nil, nil}, out: t.format,
+				label: fmt.Sprintf("%s over each head's %d, eps=%g", kind, d, eps)})
+			if nv == nil {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpMul, args: []*val{nv, g}, out: t.format, label: fmt.Sprintf("%s eps=%g offset=0 group=%d, times γ", kind, eps, d)})
 			inner = append(inner, p)
 		}
 	}

@@ -16,6 +16,66 @@ import (
 // searched this way.
 const maxChannelScans = 1 << 22
 
+// maxChannelPool bounds how many assignments with the skip D, and as many
+// without, channelScanned keeps from the first position's ranking (those
+// within the target's tolerance there, and at least maxScanPartials) to
+// rank again by the whole recurrence on the host (channelScanError).
+const maxChannelPool = 256
+
+// channelScanError is the rel-RMS of the scan over channels, computed in
+// float64 on the host, against t [B, L, W]: h_c ← decay·h_c + dt·x·B,
+// y = (⟨C, h_c⟩ + D_c·x)·g, decay [B, L, W, N] exp(dt·A) (channelDecays),
+// x, dt and g [B, L, W] (g nil: no gate), B and C [B, L, 1, N], D [W] or
+// nil. It ranks assignments only; the chosen ones run as program nodes.
+func channelScanError(t, x, dt *val, decay []float64, b, c, d, g *val) float64 {
+	bs, l, w := t.shape[0], t.shape[1], t.shape[2]
+	n := len(decay) / (bs * l * w)
+	h := make([]float64, w*n)
+	var num, den float64
+	for bi := range bs {
+		clear(h)
+		for ti := range l {
+			row := bi*l + ti
+			bt, ct := b.data[row*n:(row+1)*n], c.data[row*n:(row+1)*n]
+			for ch := range w {
+				at := row*w + ch
+				u := float64(dt.data[at]) * float64(x.data[at])
+				hc, dc := h[ch*n:(ch+1)*n], decay[at*n:(at+1)*n]
+				var y float64
+				for k := range hc {
+					hc[k] = dc[k]*hc[k] + u*float64(bt[k])
+					y += float64(ct[k]) * hc[k]
+				}
+				if d != nil {
+					y += float64(d.data[ch]) * float64(x.data[at])
+				}
+				if g != nil {
+					y *= float64(g.data[at])
+				}
+				want := float64(t.data[at])
+				num, den = num+(y-want)*(y-want), den+want*want
+			}
+		}
+	}
+	if den == 0 || math.IsNaN(num) {
+		return math.Inf(1)
+	}
+	return math.Sqrt(num / den)
+}
+
+// channelDecays is exp(dt·A) [B, L, W, N] for dt [B, L, W] and A [W, N].
+func channelDecays(dt, a *val) []float64 {
+	w, n := a.shape[0], a.shape[1]
+	out := make([]float64, len(dt.data)*n)
+	for at, step := range dt.data {
+		ch := at % w
+		for k := range n {
+			out[at*n+k] = math.Exp(float64(step) * float64(a.data[ch*n+k]))
+		}
+	}
+	return out
+}
+
 // channelScanned explains t [B, L, W] as a selective scan whose W channels
 // are its heads (width 1, program.OpSSMScan with A [W, N]: one decay rate per
 // channel and state, Mamba-1's), optionally times a gate value g:
@@ -50,6 +110,10 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	// values of the same data are one choice (a cut x_proj's columns and
+	// the norm's argument they are): kept once, the first, so that the
+	// first position's pool holds distinct assignments
+	wide = distinctBy(wide, func(v *val) []float32 { return v.data })
 	var rates, skips []*val
 	for _, v := range vals {
 		if usable(v) && len(v.shape) == 2 && v.shape[0] == w && v.shape[1] >= 1 && v.shape[1] < w {
@@ -102,6 +166,7 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	dts = distinctBy(dts, func(d dtChoice) []float32 { return d.v.data })
 	if len(dts) == 0 {
 		return nil
 	}
@@ -129,6 +194,7 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	gates = distinctBy(gates, func(g gateChoice) []float32 { return g.v.data })
 	var cands []*expr
 	var withD []bool
 	for _, a := range rates {
@@ -179,6 +245,12 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 					bc{nhi, nlo, fmt.Sprintf("C, B the last %d columns of %s, each rms-normed (eps %g)", 2*n, v.origin, eps)})
 			}
 		}
+		pairs = distinctBy(pairs, func(p bc) []float32 {
+			if p.b == nil || p.c == nil {
+				return nil
+			}
+			return slices.Concat(p.b.data, p.c.data)
+		})
 		if len(pairs) == 0 {
 			continue
 		}
@@ -192,7 +264,7 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 		}
 		// each assignment ranked at the rows' first position, where the
 		// scan needs no A: y₀ = x₀·(dt₀·⟨B₀, C₀⟩ + D), times the gate; the
-		// scan runs for the best maxScanPartials with D and as many without
+		// best maxChannelPool with D and as many without are kept
 		type partial struct {
 			xv    *val
 			dt    dtChoice
@@ -205,13 +277,13 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 		keep := func(pt partial) {
 			k := pt.d != nil
 			b := best[k]
-			if len(b) == maxScanPartials && !(pt.score < b[len(b)-1].score) {
+			if len(b) == maxChannelPool && !(pt.score < b[len(b)-1].score) {
 				return
 			}
 			i, _ := slices.BinarySearchFunc(b, pt.score, func(q partial, sc float64) int { return cmpFloat(q.score, sc) })
 			b = slices.Insert(b, i, pt)
-			if len(b) > maxScanPartials {
-				b = b[:maxScanPartials]
+			if len(b) > maxChannelPool {
+				b = b[:maxChannelPool]
 			}
 			best[k] = b
 		}
@@ -262,37 +334,80 @@ func (s *synth) channelScanned(t *val, sc *scope, vals []*val) *val {
 				}
 			}
 		}
-		var twins []partial
-		for _, pt := range append(best[true], best[false]...) {
-			twins = append(twins, pt)
-			if pt.g != nil && slices.Contains(wide, pt.g.v) {
-				// x and a gate of x's kind in either role: the first
-				// position does not tell them apart
-				q := pt
-				q.xv, q.g = pt.g.v, &gateChoice{pt.xv, pt.xv.origin}
-				twins = append(twins, q)
+		// the pool's assignments, x and a gate of x's kind in either role
+		// and B and C in either role (the first position tells neither
+		// apart), ranked again by the whole recurrence on the host; the
+		// scan runs for the best maxScanPartials with D and as many
+		// without. The first position alone does not rank them where D
+		// outweighs dt·⟨B, C⟩ and the target is bf16: its rounding then
+		// hides the time step's choice (a real Mamba-1's second layer)
+		type ranked struct {
+			pt      partial
+			swapped bool
+			score   float64
+		}
+		var pool []ranked
+		decays := map[*val][]float64{}
+		var near []partial
+		for _, k := range []bool{true, false} {
+			for i, pt := range best[k] {
+				if i < maxScanPartials || pt.score <= tolerance(t.format) {
+					near = append(near, pt)
+				}
 			}
 		}
-		for _, pt := range twins {
-			x := s.reshape(pt.xv, []int{bs, l, w, 1})
-			// B and C in either role: ⟨B₀, C₀⟩ does not tell them apart
-			for _, bc := range [][2]*val{{pt.p.b, pt.p.c}, {pt.p.c, pt.p.b}} {
-				label := fmt.Sprintf("ssm scan of %d channels, state %d: x %s, dt = %s, A = −exp(%s), %s, D %s", w, n, pt.xv.origin, pt.dt.label, a.origin, pt.p.label, originOr(pt.d, "none"))
-				if bc[0] != pt.p.b {
-					label += ", B and C swapped"
-				}
-				scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, pt.dt.v, rate, bc[0], bc[1], pt.d}, out: t.format, label: label})
-				y := s.reshape(scan, t.shape)
-				if x == nil || y == nil {
-					continue
-				}
-				if pt.g == nil {
-					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{scan}, out: t.format, label: label})
-				} else {
-					cands = append(cands, &expr{op: program.OpMul, args: []*val{y, pt.g.v}, out: t.format, label: label + ", times " + pt.g.label})
-				}
-				withD = append(withD, pt.d != nil)
+		for _, pt := range near {
+			roles := []partial{pt}
+			if pt.g != nil && slices.Contains(wide, pt.g.v) {
+				q := pt
+				q.xv, q.g = pt.g.v, &gateChoice{pt.xv, pt.xv.origin}
+				roles = append(roles, q)
 			}
+			for _, q := range roles {
+				for _, swapped := range []bool{false, true} {
+					b, c := q.p.b, q.p.c
+					if swapped {
+						b, c = c, b
+					}
+					var g *val
+					if q.g != nil {
+						g = q.g.v
+					}
+					dec, ok := decays[q.dt.v]
+					if !ok {
+						dec = channelDecays(q.dt.v, rate)
+						decays[q.dt.v] = dec
+					}
+					pool = append(pool, ranked{q, swapped, channelScanError(t, q.xv, q.dt.v, dec, b, c, q.d, g)})
+				}
+			}
+		}
+		slices.SortStableFunc(pool, func(x, y ranked) int { return cmpFloat(x.score, y.score) })
+		taken := map[bool]int{}
+		for _, r := range pool {
+			pt := r.pt
+			if taken[pt.d != nil] == maxScanPartials {
+				continue
+			}
+			x := s.reshape(pt.xv, []int{bs, l, w, 1})
+			bc := [2]*val{pt.p.b, pt.p.c}
+			label := fmt.Sprintf("ssm scan of %d channels, state %d: x %s, dt = %s, A = −exp(%s), %s, D %s", w, n, pt.xv.origin, pt.dt.label, a.origin, pt.p.label, originOr(pt.d, "none"))
+			if r.swapped {
+				bc = [2]*val{pt.p.c, pt.p.b}
+				label += ", B and C swapped"
+			}
+			scan := s.derive(&expr{op: program.OpSSMScan, args: []*val{x, pt.dt.v, rate, bc[0], bc[1], pt.d}, out: t.format, label: label})
+			y := s.reshape(scan, t.shape)
+			if x == nil || y == nil {
+				continue
+			}
+			if pt.g == nil {
+				cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{scan}, out: t.format, label: label})
+			} else {
+				cands = append(cands, &expr{op: program.OpMul, args: []*val{y, pt.g.v}, out: t.format, label: label + ", times " + pt.g.label})
+			}
+			withD = append(withD, pt.d != nil)
+			taken[pt.d != nil]++
 		}
 	}
 	if len(cands) == 0 {
@@ -381,4 +496,22 @@ func (s *synth) causalConvOf(v *val, off int, w, b *val, f precision.Format) *va
 	first := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: 0, End: l}, args: []*val{row}, out: f, label: "the first L outputs"})
 	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(first, []int{bs, c, l})}, out: f, label: label})
 	return back
+}
+
+// distinctBy keeps the first of the items whose data (key) are equal, in
+// order; an item with nil data is kept.
+func distinctBy[T any](items []T, key func(T) []float32) []T {
+	var out []T
+	var seen [][]float32
+	for _, it := range items {
+		k := key(it)
+		if k != nil && slices.ContainsFunc(seen, func(o []float32) bool { return slices.Equal(o, k) }) {
+			continue
+		}
+		if k != nil {
+			seen = append(seen, k)
+		}
+		out = append(out, it)
+	}
+	return out
 }
