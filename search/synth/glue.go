@@ -240,6 +240,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.activatedSum(target, vals); v != nil && s.everyStep(v, target, tolerance(target.format)) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.broadcastCut(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return nil
 }
 
