@@ -372,11 +372,11 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 			return w
 		}
 	}
-	// a value of t's elements in another layout of the same bytes (rows
-	// laid out sequence first, [S, 1, C], read as [1, S, C]): fitted on
-	// the host as t's shape first, reshaped only where that fits
+	// the rows of one sample laid out sequence first ([S, 1, C], the same
+	// bytes as t's [1, S, C]): fitted on the host as t's shape first,
+	// reshaped only where that fits
 	for _, v := range vals {
-		if v.opaque || slices.Equal(v.shape, t.shape) || v.numel() != t.numel() || len(v.shape) == 0 || v.shape[len(v.shape)-1] != C {
+		if v.opaque || B != 1 || len(v.shape) != 3 || v.shape[0] != t.shape[1] || v.shape[1] != 1 || v.shape[2] != C {
 			continue
 		}
 		if _, _, ok := affinePerChannel(&val{shape: t.shape, data: v.data, format: v.format}, t, tol); !ok {
