@@ -442,18 +442,20 @@ class Kandinsky6Transformer3DModel(nn.Module):
 
 
 def build():
-    # Small Kandinsky 6: 2 heads of 16 (RoPE axes 4, 6, 6), one text block per branch, two fused blocks, 4 latent
-    # channels (the model input 2*4 + 1), patch (1, 2, 2), a caption 16 wide, a pooled text 8 wide, time 32 wide.
+    # Small Kandinsky 6: 2 heads of 16 (RoPE axes 4, 6, 6), one text block per branch, one fused block, 4 latent
+    # channels (the model input 2*4 + 1), patch (1, 2, 2), a caption 16 wide, a pooled text 8 wide, time 32 wide, FFN
+    # 48 wide; the audio side (its text branch runs) 16 wide, heads of 8 (axes 4, 2, 2), time 16, FFN 32.
     return Kandinsky6Transformer3DModel(in_visual_dim=4, out_visual_dim=4, in_text_dim=16, in_text_dim2=8,
-                                        time_dim=32, patch_size=(1, 2, 2), model_dim=32, ff_dim=64, num_text_blocks=1,
-                                        num_visual_blocks=2, axes_dims=(4, 6, 6), visual_cond=True, in_audio_dim=4,
-                                        out_audio_dim=4, scale_factor=(1.0, 2.0, 2.0), text_token_padding=True,
+                                        time_dim=32, patch_size=(1, 2, 2), model_dim=32, ff_dim=48, num_text_blocks=1,
+                                        num_visual_blocks=1, axes_dims=(4, 6, 6), visual_cond=True, in_audio_dim=4,
+                                        out_audio_dim=4, model_dim_a=16, time_dim_a=16, ff_dim_a=32,
+                                        axes_dims_a=(4, 2, 2), scale_factor=(1.0, 2.0, 2.0), text_token_padding=True,
                                         ca_rope=True, cross_gates=True, fix_modulation=True)
 
 
 def inputs(g):
     lat = torch.randn((1, 2, 4, 4, 4), generator=g)
-    return {"encoder_hidden_states": torch.randn((1, 4, 16), generator=g),
+    return {"encoder_hidden_states": torch.randn((1, 3, 16), generator=g),
             "pooled_projections": torch.randn((1, 8), generator=g), "cond_latents": torch.zeros_like(lat),
             "cond_mask": torch.zeros(lat.shape[:-1] + (1,)), "noise": lat}
 
@@ -472,7 +474,7 @@ PRODUCER = dict(
                    "imports (torch 1.13)",
     timestep="sigma*1000 float32 (Kandinsky6TI2VAPipeline: t.expand(B), flow-matching scheduler, shift 1)",
     velocity="model output as is (flow velocity), not negated",
-    note="Kandinsky 6 text to video without audio, one text block per branch, two fused blocks (video path): "
+    note="Kandinsky 6 text to video without audio, one text block per branch, one fused block (video path): "
          "latents (B, T, H, W, C) joined on the last axis with a zero condition and a zero mask channel, patched "
          "channels last (1, 2, 2) and projected; a video and an audio text branch over the same caption (Linear + "
          "LayerNorm, encoder blocks with 6-way modulation of time embedding + pooled-text embedding, 2x2-matrix "
