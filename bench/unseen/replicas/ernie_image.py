@@ -23,7 +23,6 @@ torch.full((B,), t) with t the flow-matching scheduler's sigma*1000 (shift 1 her
 
 usage: /usr/bin/python3 bench/unseen/replicas/ernie_image.py OUTDIR
 """
-import math
 import sys
 
 import torch

@@ -30,7 +30,6 @@ sigma*1000 in the latents' dtype, the prompt masks as float 0/1, velocity the ou
 
 usage: /usr/bin/python3 bench/unseen/replicas/hunyuan_video15.py OUTDIR
 """
-import math
 import sys
 
 import torch
