@@ -175,8 +175,10 @@ func (s *synth) partVaries(t *val, ax, lo, hi int) bool {
 // latentsJoined binds a model argument that is the latents joined with
 // another request input along one axis (a condition's channels beside
 // the noisy latents: image-to-video, inpainting): the latents' input of
-// the output's shape first or last, the other input the rest, at step 0;
-// nil when the argument is not that.
+// the output's shape first or last, the other input the rest, at step 0,
+// or, where no one input is the rest, two or more inputs joined in order
+// (zero condition latents and a mask channel); nil when the argument is
+// not that.
 func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
 	out := s.outputShape()
 	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
