@@ -378,6 +378,13 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *
 		if ch.score > tolerance(t.format) && i < 3 {
 			s.clamped(&ch, t) // before refine, whose scale would absorb part of a clip
 		}
+		if pairwise && ch.score > tolerance(t.format) {
+			// a query the mask leaves no key gives 0, not NaN: the
+			// first stage's choice under the mask, before refine
+			if c := ch; s.emptyRowsZeroed(&c, t, masks) && c.score <= tolerance(t.format) {
+				ch = c
+			}
+		}
 		if ch.score > tolerance(t.format) {
 			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim), masks)
 		}

@@ -270,10 +270,11 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 	return pool, fused
 }
 
-// ropeTables are the (cos, sin) pairs among the scope's values: two
+// ropeTables are the (cos, sin) pairs among the scope's values: cos and
+// sin of a table of angles the search fitted (angleTables), then two
 // consecutive values of one shape with cos² + sin² = 1.
 func (s *synth) ropeTables(sc *scope) [][2]*val {
-	var out [][2]*val
+	out := s.angleTables(sc)
 	for _, v := range sc.vals {
 		if c, sn := s.complexTable(v); c != nil {
 			out = append(out, [2]*val{c, sn})

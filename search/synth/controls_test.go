@@ -405,6 +405,19 @@ var unseenFactors = map[string]map[string]any{
 		"qk_norm": "layer", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false,
 		"modulation_plus_one": true, "gate_fn": "identity", "final_norm_order": "scale,shift", "patch_layout": "c_ph_pw",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_ernie_image.py: rows sequence first, [image, text]; one model-level 6-way modulation
+	// (shift, scale, gate) with (1 + scale), x + gate·y; RMSNorm q/k per head; RoPE angles repeated per
+	// pair, applied rotate-half; gated FFN up·gelu(gate) (erf); final [scale, shift]; [sin, cos] sinusoids
+	"ernie_image": {"rope_layout": "half", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
+		"mlp_act": "gelu_erf", "mlp_glu": true, "modulation_plus_one": true, "gate_fn": "identity",
+		"final_norm_order": "scale,shift", "timestep_flip_sin_to_cos": false, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_kandinsky6.py: 2×2-matrix RoPE (interleaved pairs); RMSNorm q/k per head; GELU (erf)
+	// FFNs without a gate; (scale + 1), x + gate·y, (shift, scale, gate); output [shift, scale];
+	// [cos, sin] sinusoids of shift 0
+	"kandinsky6": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false,
+		"mlp_act": "gelu_erf", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
+		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
+		"timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -175,8 +175,10 @@ func (s *synth) partVaries(t *val, ax, lo, hi int) bool {
 // latentsJoined binds a model argument that is the latents joined with
 // another request input along one axis (a condition's channels beside
 // the noisy latents: image-to-video, inpainting): the latents' input of
-// the output's shape first or last, the other input the rest, at step 0;
-// nil when the argument is not that.
+// the output's shape first or last, the other input the rest, at step 0,
+// or, where no one input is the rest, two or more inputs joined in order
+// (zero condition latents and a mask channel); nil when the argument is
+// not that.
 func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
 	out := s.outputShape()
 	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
@@ -230,10 +232,78 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 					s.latentsIn = &latentsPart{axis: ax, start: at, end: at + n}
 					return adopt(target, j)
 				}
+				// the rest as several request inputs joined along the same
+				// axis (condition latents and a mask channel beside the
+				// latents), tried where no one input is the rest
+				start := n - at
+				if !latFirst {
+					start = 0
+				}
+				conds := s.joinedInputs(target, ax, start, rest, inputs, map[string]bool{latName: true, sigmaName: true})
+				if conds == nil {
+					continue
+				}
+				roles["latents"] = latName
+				s.latents = lat
+				s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
+				parts := []*val{lat}
+				for _, c := range conds {
+					if _, dup := roles[c.name]; !dup {
+						roles[c.name] = c.name
+						s.em.bindLeaf(c.in, program.Input, program.InputValue(c.name), c.name)
+					}
+					parts = append(parts, c.in)
+				}
+				if !latFirst {
+					parts = append(parts[1:], lat)
+				}
+				j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: "latents joined with conditions"})
+				if j == nil {
+					continue
+				}
+				s.latentsIn = &latentsPart{axis: ax, start: at, end: at + n}
+				return adopt(target, j)
 			}
 		}
 	}
 	return nil
+}
+
+// namedInput is a request input and its name.
+type namedInput struct {
+	name string
+	in   *val
+}
+
+// joinedInputs explains target's entries [start, start+size) along ax as
+// two or more request inputs, none of them in skip, each of target's shape
+// but for ax, joined along ax in order (the first, in name order, that
+// fits at each place and lets the rest be covered); nil when none does.
+func (s *synth) joinedInputs(target *val, ax, start, size int, inputs map[string]*val, skip map[string]bool) []namedInput {
+	names := slices.Sorted(maps.Keys(inputs))
+	var cover func(at, left int, used map[string]bool) []namedInput
+	cover = func(at, left int, used map[string]bool) []namedInput {
+		if left == 0 {
+			return []namedInput{}
+		}
+		for _, name := range names {
+			in := inputs[name]
+			if skip[name] || used[name] || len(in.shape) != len(target.shape) || !equalBut(in.shape, target.shape, ax) {
+				continue
+			}
+			k := in.shape[ax]
+			if k > left || k == size || relRMS(target.format, sliceData(target, ax, at, at+k), in.data) > 0 {
+				continue
+			}
+			used[name] = true
+			if rest := cover(at+k, left-k, used); rest != nil {
+				return append([]namedInput{{name, in}}, rest...)
+			}
+			delete(used, name)
+		}
+		return nil
+	}
+	return cover(start, size, map[string]bool{})
 }
 
 // isSigmas reports whether request input v can be the σ schedule: one

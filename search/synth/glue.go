@@ -240,6 +240,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.activatedSum(target, vals); v != nil && s.everyStep(v, target, tolerance(target.format)) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.broadcastCut(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return nil
 }
 
@@ -988,8 +991,9 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 			continue
 		}
 		var pieces []*val
+		summedPieces := false            // a piece was a leading part of a sum: the conditions of one caption, each its valid rows, may be more
 		off, made, single := 0, 0, false // made: pieces combinedPiece explained; single: one of them a lone token no value's length gave
-		for off < t.shape[ax] && len(pieces) < 4 {
+		for off < t.shape[ax] && (len(pieces) < 4 || summedPieces && len(pieces) < 6) {
 			var found *val
 			rest := t.numel() / t.shape[ax]
 			for _, v := range vals {
@@ -1041,6 +1045,13 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// a later part of a value (two captions' valid rows
 				// first, then the padding rows of each)
 				found = s.innerPart(t, ax, off, vals)
+			}
+			if found == nil && depth == 0 {
+				// a proper leading part of a sum of two values (a caption
+				// plus its kind's embedding, cut to its valid rows)
+				if found = s.leadingSumPiece(t, ax, off, vals); found != nil {
+					summedPieces = true
+				}
 			}
 			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.latePieces) {
 				// a piece that is a sum or product of values (a global

@@ -137,6 +137,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.fitLeaky(xs[0], t)
 			}
+			if fit == nil {
+				// a table of RoPE angles (cos and sin taken by its
+				// reader): tried where every other form fails
+				fit = s.fitAngleRope(xs, t)
+			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
 			for _, x := range xs {

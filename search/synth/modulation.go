@@ -64,6 +64,11 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 		if r := s.spread(v, b, c); r != nil {
 			chunked = append(chunked, r)
 		}
+		if src := broadcastSource(v); src != nil && src.numel()%(b*c) == 0 && !slices.Contains(chunked, src) {
+			// a vector the program broadcast over a new axis (one
+			// modulation for every row): the vector itself
+			chunked = append(chunked, src)
+		}
 	}
 	piece := func(v *val, k, i, bb int) *val {
 		r := s.reshape(v, []int{bb, k, c})
@@ -288,16 +293,23 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) != 3 {
 		return nil
 	}
+	if t.shape[1] == 1 && t.shape[0] > 1 {
+		// rows laid out sequence first ([S, 1, C]: one sample): read as
+		// the rows of that sample, [1, S, C], the same bytes
+		proxy := *t
+		proxy.shape = []int{1, t.shape[0], t.shape[2]}
+		return s.reshape(s.modulated(&proxy, sc, vals), t.shape)
+	}
 	tol := tolerance(t.format)
 	B, C := t.shape[0], t.shape[2]
 	xs := sameShape(t, vals)
 	if len(xs) > 6 {
 		xs = xs[:6]
 	}
-	for _, x := range xs {
+	modOf := func(x *val) *val {
 		a, d, ok := affinePerChannel(x, t, tol)
 		if !ok {
-			continue
+			return nil
 		}
 		var dn float64
 		for _, v := range d {
@@ -352,6 +364,28 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 			s.mods = append(s.mods, modRecord{scope: sc.module, boundary: t.origin, plusOne: w.from.attrs.Modulate.PlusOne,
 				scale: in[0], shift: in[1], candidates: ev})
 			return w
+		}
+		return nil
+	}
+	for _, x := range xs {
+		if w := modOf(x); w != nil {
+			return w
+		}
+	}
+	// the rows of one sample laid out sequence first ([S, 1, C], the same
+	// bytes as t's [1, S, C]): fitted on the host as t's shape first,
+	// reshaped only where that fits
+	for _, v := range vals {
+		if v.opaque || B != 1 || len(v.shape) != 3 || v.shape[0] != t.shape[1] || v.shape[1] != 1 || v.shape[2] != C {
+			continue
+		}
+		if _, _, ok := affinePerChannel(&val{shape: t.shape, data: v.data, format: v.format}, t, tol); !ok {
+			continue
+		}
+		if x := s.reshape(v, t.shape); x != nil {
+			if w := modOf(x); w != nil {
+				return w
+			}
 		}
 	}
 	return nil
