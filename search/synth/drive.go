@@ -460,6 +460,13 @@ func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 // timestep over the tokens passes it): the pattern read off step 0, held
 // as a constant of the request, and the product checked at every step.
 func (s *synth) maskedTimestep(p trace.Port, target *val, cands []*val) *val {
+	steps := s.tr.Steps()
+	if len(steps) < 2 {
+		return nil
+	}
+	if next, err := s.portAt(p, steps[1]); err != nil || len(next) != len(target.data) || relRMS(target.format, next, target.data) == 0 {
+		return nil // the same at every step: not a timestep
+	}
 	for _, c := range cands {
 		if c == nil || c.numel() != 1 || c.data[0] == 0 {
 			continue
