@@ -24,7 +24,7 @@ after the first (keep_first_frame, history_sizes [4, 2, 1] here, [16, 2, 1] upst
 + 2) split [prefix, long, mid, 1x, window], short = [prefix, 1x]; the history latents given (a video continued: the
 first chunk's history is zeros); timestep t.expand(B) with t = σ·1000 (float32), velocity the output as is.
 
-usage: /usr/bin/python3 bench/unseen/replicas/helios.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/helios.py OUTDIR [--small]
 """
 import math
 import sys
@@ -462,11 +462,14 @@ HISTORY_SIZES = [4, 2, 1]  # long, mid, 1x (HeliosPipeline: [16, 2, 1])
 CHUNK = 2  # latent frames per chunk
 
 
+SMALL = "--small" in sys.argv  # one block: the fixtures/unseen trace
+
+
 def build():
     # 2 heads of 16 (RoPE t/y/x 4/6/6), 2 blocks, text 16 wide, sinusoid 16 wide.
     return HeliosTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16,
                                     in_channels=4, out_channels=4, text_dim=16, freq_dim=16, ffn_dim=64,
-                                    num_layers=2, cross_attn_norm=True, eps=1e-6, rope_dim=(4, 6, 6),
+                                    num_layers=1 if SMALL else 2, cross_attn_norm=True, eps=1e-6, rope_dim=(4, 6, 6),
                                     rope_theta=10000.0, guidance_cross_attn=True, zero_history_timestep=True,
                                     has_multi_term_memory_patch=True, is_amplify_history=False)
 

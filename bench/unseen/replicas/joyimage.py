@@ -22,7 +22,7 @@ every step (so only the target slot evolves: the capture loop's latents are the 
 reference before each call and the velocity's target item taken back), timestep t.repeat(B) with t = σ·1000
 (float32), velocity the output as is, no guidance.
 
-usage: /usr/bin/python3 bench/unseen/replicas/joyimage.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/joyimage.py OUTDIR [--small]
 """
 import math
 import sys
@@ -373,10 +373,14 @@ class JoyImageEditTransformer3DModel(nn.Module):
         return (img,)
 
 
+SMALL = "--small" in sys.argv  # one block: the fixtures/unseen trace
+
+
 def build():
     # 2 heads of 16 (RoPE t/h/w 4/6/6), 2 blocks, text 16 wide, MLP ratio 2; time_freq_dim is fixed at 256 upstream.
     return JoyImageEditTransformer3DModel(patch_size=(1, 2, 2), in_channels=4, hidden_size=32,
-                                          num_attention_heads=2, text_dim=16, mlp_width_ratio=2.0, num_layers=2,
+                                          num_attention_heads=2, text_dim=16, mlp_width_ratio=2.0,
+                                          num_layers=1 if SMALL else 2,
                                           rope_dim_list=(4, 6, 6), rope_type="rope", theta=256)
 
 

@@ -25,7 +25,7 @@ Pipeline as Krea2Pipeline (pipeline_krea2.py at 1b26554f82a5e34906135d57bb5bf2c8
 prepare_position_ids, encoder_attention_mask the prompt's bool mask (the template pads in the middle: [prompt | PAD
 | suffix]), velocity the output as is, no guidance.
 
-usage: /usr/bin/python3 bench/unseen/replicas/krea2.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/krea2.py OUTDIR [--small]
 """
 import math
 import sys
@@ -323,10 +323,14 @@ class Krea2Transformer2DModel(nn.Module):
         return (output,)
 
 
+SMALL = "--small" in sys.argv  # one block: the fixtures/unseen trace
+
+
 def build():
     # 2 query heads of 16 over 1 kv head (RoPE t/h/w 4/6/6), 2 blocks; text 16 wide from 3 tapped layers, 2 heads,
     # one layerwise and one refiner block; sinusoid 16 wide.
-    return Krea2Transformer2DModel(in_channels=16, num_layers=2, attention_head_dim=16, num_attention_heads=2,
+    return Krea2Transformer2DModel(in_channels=16, num_layers=1 if SMALL else 2, attention_head_dim=16,
+                                   num_attention_heads=2,
                                    num_key_value_heads=1, intermediate_size=64, timestep_embed_dim=16,
                                    text_hidden_dim=16, num_text_layers=3, text_num_attention_heads=2,
                                    text_num_key_value_heads=2, text_intermediate_size=32,
@@ -347,7 +351,8 @@ def inputs(g):
     latents = torch.randn((1, 4, 4, 8), generator=g)
     b, c, h, w = latents.shape
     p = 2
-    packed = latents.view(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(b, (h // p) * (w // p), c * p * p)
+    packed = latents.view(b, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5)
+    packed = packed.reshape(b, (h // p) * (w // p), c * p * p)
     # [prompt (3) | PAD (2) | suffix (3)]: the template pads in the middle.
     mask = torch.tensor([[True, True, True, False, False, True, True, True]])
     return {"encoder_hidden_states": torch.randn((1, 8, 3, 16), generator=g),

@@ -20,7 +20,7 @@ Pipeline as WanImageToVideoPipeline / WanPipeline call it (flow UniPC timesteps,
 output as is; the loop's latents are all frames (the first frame's velocity is computed and overwritten on the next
 call, as upstream).
 
-usage: /usr/bin/python3 bench/unseen/replicas/wan22_ti2v.py OUTDIR [--t2v]
+usage: /usr/bin/python3 bench/unseen/replicas/wan22_ti2v.py OUTDIR [--t2v] [--small]
 """
 import math
 import sys
@@ -372,11 +372,14 @@ class WanTransformer3DModel(nn.Module):
         return (output,)
 
 
+SMALL = "--small" in sys.argv  # one block: the fixtures/unseen trace
+
+
 def build():
     # Wan-sized like the skyreels_v2 replica: 2 heads of 18 (RoPE t/h/w 6/6/6), 2 blocks, text 16 wide, sinusoid 16
     # wide; latents of 4 channels (48 upstream) over 3 frames of 4x4.
     return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=18, in_channels=4,
-                                 out_channels=4, text_dim=16, freq_dim=16, ffn_dim=64, num_layers=2,
+                                 out_channels=4, text_dim=16, freq_dim=16, ffn_dim=64, num_layers=1 if SMALL else 2,
                                  cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
                                  rope_max_seq_len=32)
 
