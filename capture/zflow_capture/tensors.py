@@ -64,6 +64,10 @@ def to_host(t):
         t = t.to("cpu")  # a byte copy: the bits do not change
     t = t.contiguous()
     shape = tuple(int(d) for d in t.shape)
-    data = t.reshape(-1).view(torch.uint8).numpy()
+    flat = t.reshape(-1)
+    if flat.numel() and flat.stride(0) != 1:
+        # a broadcast view of one element (t.expand(1)) counts as contiguous yet has stride 0
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    data = flat.view(torch.uint8).numpy()
     return HostTensor(dtype_name(t.dtype), spec[0], spec[1], shape, data)
 

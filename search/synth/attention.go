@@ -284,6 +284,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				scan(ops, side, true)
 			}
 		}
+		if !anyWithin(all, tol) {
+			ops := slices.Concat(triples, mixed)
+			if packed := s.packedTables(sc, tables, ops, t.shape[1], width); len(packed) > 0 {
+				scan(ops, packed, true)
+			}
+		}
 		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
 			s.inlineRope(t, sc, all, try) // try collects into all
 		}

@@ -114,6 +114,11 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				s.latentsIn.port = p.Name
 				continue
 			}
+			if v := s.latentsOverwritten(target, inputs, sigmaName, roles); v != nil {
+				d.args[p.Name] = v
+				s.latentsIn.port = p.Name
+				continue
+			}
 		}
 		if d.run == "flow_euler" {
 			if v := s.timestep(p, target, inputs[sigmaName]); v != nil {
@@ -318,6 +323,65 @@ func (s *synth) isSigmas(v *val) bool {
 type latentsPart struct {
 	port             string
 	axis, start, end int
+	// overwritten: the argument has the latents' shape, its leading part
+	// along axis a condition's in place of theirs (the loop's velocity is
+	// scored on the latents' part; the whole result is integrated)
+	overwritten bool
+}
+
+// latentsOverwritten binds a model argument of the latents' shape whose
+// leading entries along one axis are another request input's and the
+// rest the latents' (an image-to-video pipeline putting the image's
+// latents in place of the first frame before every call: (1 − mask)·cond
+// + mask·latents), at step 0, the latents' part changing from step to
+// step; nil when the argument is not that.
+func (s *synth) latentsOverwritten(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
+	out := s.outputShape()
+	if !slices.Equal(target.shape, out) {
+		return nil
+	}
+	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
+		lat := inputs[latName]
+		if latName == sigmaName || !slices.Equal(lat.shape, out) {
+			continue
+		}
+		for ax, n := range target.shape {
+			for k := 1; k < n; k++ {
+				if relRMS(lat.format, sliceData(target, ax, k, n), sliceData(lat, ax, k, n)) > 0 || !s.partVaries(target, ax, k, n) {
+					continue
+				}
+				head := sliceData(target, ax, 0, k)
+				for _, name := range slices.Sorted(maps.Keys(inputs)) {
+					in := inputs[name]
+					if name == latName || name == sigmaName || in.numel() != len(head) || relRMS(target.format, in.data, head) > 0 {
+						continue
+					}
+					shape := slices.Clone(target.shape)
+					shape[ax] = k
+					cond := s.reshape(in, shape)
+					if cond == nil {
+						continue
+					}
+					roles["latents"] = latName
+					s.latents = lat
+					s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
+					if _, dup := roles[name]; !dup {
+						roles[name] = name
+						s.em.bindLeaf(in, program.Input, program.InputValue(name), name)
+					}
+					rest := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: k, End: n}, args: []*val{lat}, out: lat.format, label: "the latents' part"})
+					j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{cond, rest}, out: target.format, label: "latents with a condition in place of their leading part"})
+					if j == nil {
+						continue
+					}
+					s.latentsIn = &latentsPart{axis: ax, start: k, end: n, overwritten: true}
+					return adopt(target, j)
+				}
+				break // the shortest head that fits: no other k on this axis
+			}
+		}
+	}
+	return nil
 }
 
 // outputShape is the shape of the run's (first) output.
@@ -446,10 +510,83 @@ func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 			best, bestErr = v, worst
 		}
 	}
+	if (best == nil || bestErr > 1e-6) && target.numel() > 1 {
+		// a timestep per token: the scalar times a pattern of zeros and
+		// ones the same at every step (the tokens of a conditioning frame
+		// at t = 0, the others at t)
+		if v := s.maskedTimestep(p, target, cands); v != nil {
+			return v
+		}
+	}
 	if best == nil || bestErr > 1e-6 {
 		return nil
 	}
 	return adopt(target, best)
+}
+
+// maskedTimestep explains a model argument of several values per step as
+// one of the σ-derived scalars cands (at step 0) times a pattern of 0 and
+// 1 (a timestep per token, mask · t, as a pipeline that expands the
+// timestep over the tokens passes it): the pattern read off step 0, held
+// as a constant of the request, and the product checked at every step.
+func (s *synth) maskedTimestep(p trace.Port, target *val, cands []*val) *val {
+	steps := s.tr.Steps()
+	if len(steps) < 2 {
+		return nil
+	}
+	if next, err := s.portAt(p, steps[1]); err != nil || len(next) != len(target.data) || relRMS(target.format, next, target.data) == 0 {
+		return nil // the same at every step: not a timestep
+	}
+	for _, c := range cands {
+		if c == nil || c.numel() != 1 || c.data[0] == 0 {
+			continue
+		}
+		mask := make([]float32, target.numel())
+		ok, ones := true, 0
+		for i, x := range target.data {
+			m := x / c.data[0]
+			switch {
+			case math.Abs(float64(m)-1) <= 1e-6:
+				mask[i], ones = 1, ones+1
+			case x == 0:
+			default:
+				ok = false
+			}
+			if !ok {
+				break
+			}
+		}
+		if !ok || ones == 0 {
+			continue
+		}
+		m := &val{shape: slices.Clone(target.shape), data: mask, format: f32, origin: target.origin + "/mask"}
+		s.em.constant(m, "a pattern of 0 and 1 the same at every step: which tokens take the timestep (a timestep per token)")
+		one := make([]int, len(target.shape))
+		for i := range one {
+			one[i] = 1
+		}
+		v := s.derive(&expr{op: program.OpMul, args: []*val{s.reshape(c, one), m}, out: f32, label: "timestep per token"})
+		if v != nil && target.format != v.format {
+			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
+		}
+		if v == nil {
+			continue
+		}
+		worst := 0.0
+		for _, st := range s.tr.Steps() {
+			want, err := s.portAt(p, st)
+			got, okAt := s.at(v, st)
+			if err != nil || !okAt || len(want) != len(got) {
+				worst = math.Inf(1)
+				break
+			}
+			worst = math.Max(worst, relRMS(target.format, got, want))
+		}
+		if worst <= 1e-6 {
+			return adopt(target, v)
+		}
+	}
+	return nil
 }
 
 // affineTimesteps fits a·g(σ) + b to the argument's value at each step,
@@ -539,11 +676,23 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 		return nil, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %v", err)
 	}
 	dt := float64(sigmas.data[1] - sigmas.data[0])
+	part := func(d []float32) []float32 { return d }
+	if j := s.latentsIn; j != nil && j.overwritten {
+		// the latents' part: the step's argument holds a condition in
+		// place of the rest, so only this part shows x_1
+		part = func(d []float32) []float32 {
+			return sliceData(&val{shape: latents.shape, data: d}, j.axis, j.start, j.end)
+		}
+	}
+	x0 := part(latents.data)
+	if len(x0) != len(next) {
+		return nil, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %d values for %d", len(next), len(x0))
+	}
 	implied := make([]float32, len(next))
 	for i := range implied {
-		implied[i] = float32((float64(next[i]) - float64(latents.data[i])) / dt)
+		implied[i] = float32((float64(next[i]) - float64(x0[i])) / dt)
 	}
-	want := &val{shape: latents.shape, data: implied, format: latents.format}
+	want := &val{data: implied, format: latents.format}
 	var forms []*val
 	if r := s.reshape(out, latents.shape); r != nil {
 		forms = append(forms, r)
@@ -565,16 +714,30 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: latents.shape[ax]}, args: []*val{out}, out: out.format, label: "the latents' part"}); c != nil {
 				forms = append(forms, c)
 			}
+
+		}
+	}
+	if j := s.latentsIn; j != nil && j.start > 0 && len(out.shape) == len(latents.shape) && j.axis < len(out.shape) &&
+		j.end == out.shape[j.axis] && equalBut(out.shape, latents.shape, j.axis) {
+		// the trailing part of one axis, where the model's argument
+		// joined the latents after a condition (reference items first):
+		// the latents' part of the result
+		if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: j.axis, Start: j.start, End: j.end}, args: []*val{out}, out: out.format, label: "the latents' part"}); c != nil {
+			forms = append(forms, c)
 		}
 	}
 	var best *val
 	bestSign, bestErr, runner := 1, math.Inf(1), math.Inf(1)
 	var cands []semantics.Candidate
 	for _, f := range forms {
+		fd := f.data
+		if len(fd) == latents.numel() {
+			fd = part(fd)
+		}
 		for _, sign := range []int{1, -1} {
-			d := make([]float32, len(f.data))
+			d := make([]float32, len(fd))
 			for i := range d {
-				d[i] = float32(sign) * f.data[i]
+				d[i] = float32(sign) * fd[i]
 			}
 			e := relRMS(want.format, d, want.data)
 			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})

@@ -243,6 +243,24 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.broadcastCut(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.rolled(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.unitAxesSinusoid(target, vals); v != nil {
+		return v
+	}
+	if v := s.aVector(target, sc); v != nil {
+		return s.stored(v, target)
+	}
+	if v := s.rowsJoined(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.rowRuns(target, vals); v != nil {
+		return s.stored(v, target)
+	}
+	if v := s.modulatedRows(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return nil
 }
 

@@ -19,7 +19,7 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 		return nil
 	}
 	width := t.shape[2]
-	pool, _ := s.allOperands(sc, t)
+	pool, fused := s.allOperands(sc, t)
 	byRows := map[int][]*val{}
 	for _, v := range pool {
 		if !v.used && v.shape[2] == width {
@@ -32,23 +32,69 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 			byRows[r] = vs[:maxJointOperands]
 		}
 	}
+	tables := s.ropeTables(sc)
+	if v := s.jointOver(t, sc, byRows, tables, s.triplesOf); v != nil {
+		return v
+	}
+	// each stream's q, k and v cut from one fused projection [q|k|v]
+	// (torch's chunk(3): three contiguous slices; q and k normalised after
+	// the cut by modules of their own, or read as cut): tried once the
+	// separate projections fail
+	withFused := map[int][]*val{}
+	var parts [][3]*val
+	for _, f := range fused {
+		if f[2] == nil || f[2].shape[2] != width || f[2].from == nil || f[2].from.op != program.OpSlice {
+			continue
+		}
+		parts = append(parts, f)
+		withFused[f[2].shape[1]] = append(withFused[f[2].shape[1]], f[2])
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	for r, vs := range byRows {
+		withFused[r] = append(withFused[r], vs...)
+	}
+	triples := func(vs []*val) [][3]*val {
+		var out [][3]*val
+		for _, f := range parts {
+			if !slices.Contains(vs, f[2]) {
+				continue
+			}
+			qs := append([]*val{f[0]}, byRows[f[2].shape[1]]...)
+			ks := append([]*val{f[1]}, byRows[f[2].shape[1]]...)
+			for _, q := range qs {
+				for _, k := range ks {
+					if q != k {
+						out = append(out, [3]*val{q, k, f[2]})
+					}
+				}
+			}
+		}
+		return out
+	}
+	return s.jointOver(t, sc, withFused, tables, triples)
+}
+
+// jointOver is jointAttention's search over the streams' operands (by
+// their rows) and the triples one stream's operands give.
+func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]*val, triplesOf func([]*val) [][3]*val) *val {
 	rows := t.shape[1]
 	mine := byRows[rows]
-	tables := s.ropeTables(sc)
 	var best, textFirst *jointChoice // the best, and the best with the text rows first
 	var evidence []semantics.Candidate
 	for other, theirs := range byRows {
 		if other == rows {
 			continue
 		}
-		for _, a := range s.triplesOf(mine) {
-			for _, b := range s.triplesOf(theirs) {
+		for _, a := range triplesOf(mine) {
+			for _, b := range triplesOf(theirs) {
 				for _, mineFirst := range []bool{true, false} {
 					first, second := a, b
 					if !mineFirst {
 						first, second = b, a
 					}
-					for _, d := range headDims(tables, width) {
+					for _, d := range headDims(tables, t.shape[2]) {
 						for _, rope := range jointRopes(tables, first[0].shape[1], second[0].shape[1]) {
 							ch := s.tryJoint(t, sc, first, second, mineFirst, d, rope)
 							if ch == nil {

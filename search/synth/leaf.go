@@ -142,6 +142,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// reader): tried where every other form fails
 				fit = s.fitAngleRope(xs, t)
 			}
+			if fit == nil {
+				fit = s.fitPackedRope(xs, t)
+			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
 			for _, x := range xs {
@@ -241,7 +244,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 	}
 	for i, t := range targets {
-		if len(params) == 0 && out[i] == nil {
+		// with parameters: a module of several results that no
+		// parameterised leaf explains (a table added to a projection,
+		// chunked): each result an expression over its arguments and
+		// parameters
+		if out[i] == nil {
 			if v := s.glue(t, sc); v != nil {
 				out[i] = adopt(t, v)
 			}

@@ -630,3 +630,35 @@ func (s *synth) headGated(t *val, sc *scope, vals []*val) *val {
 	}
 	return nil
 }
+
+// aVector explains t [B, C] (or [B, 1, C]) as a row of a learned table
+// [k, C] plus the k-th chunk of a value of B·k·C, on its own (a module
+// that adds its table to the shared timestep projection and returns the
+// chunks, before any block reads them): one of the scope's conditioning
+// vectors. Tried once every other form failed, where the scope holds
+// such a table and value.
+func (s *synth) aVector(t *val, sc *scope) *val {
+	if len(t.shape) < 2 || len(t.shape) > 3 || len(t.shape) == 3 && t.shape[1] != 1 {
+		return nil
+	}
+	b, c := t.shape[0], t.shape[len(t.shape)-1]
+	// a learned table [k, C] the scope holds, and a value of B·k·C it adds to
+	table := slices.ContainsFunc(sc.vals, func(p *val) bool {
+		k := p.numel() / c
+		return p.param && len(p.shape) >= 2 && p.shape[len(p.shape)-1] == c && k >= 2 && k <= 16 &&
+			slices.ContainsFunc(sc.vals, func(v *val) bool { return !v.param && !v.opaque && v.numel() == b*k*c })
+	})
+	if !table {
+		return nil
+	}
+	tol := tolerance(t.format)
+	for _, v := range s.vectors(sc, b, c) {
+		if v.v == nil || relRMS(t.format, v.v.data, t.data) > tol {
+			continue
+		}
+		if r := s.reshape(v.v, t.shape); r != nil && s.everyStep(r, t, tol) {
+			return r
+		}
+	}
+	return nil
+}

@@ -93,6 +93,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 	} else {
 		for _, ch := range children {
 			chArgs := map[string]*val{}
+			prev := ""
 			for _, p := range ch.Tensors {
 				if trace.IsResult(p.Name) {
 					continue
@@ -103,7 +104,13 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 				}
 				v := s.explain(target, sc)
 				markUsed(v)
+				if q, ok := chArgs[prev]; ok && v.opaque && q.opaque {
+					if cos, sin := s.tablePair(q, v, sc); cos != nil {
+						chArgs[prev], v = cos, sin
+					}
+				}
 				chArgs[p.Name] = v
+				prev = p.Name
 				if !slices.Contains(sc.vals, v) {
 					sc.add(v, false)
 				}
@@ -373,4 +380,32 @@ func (s *synth) callInputs(c trace.Call, args map[string]*val) (xs, params []*va
 		params = append(params, s.params[name])
 	}
 	return xs, params
+}
+
+// tablePair explains two arguments of a call that no expression explains
+// one at a time, in turn, as a cos and a sin RoPE table made in the
+// forward from the request's shapes (no call makes them: a method of the
+// model builds them and passes the pair to each block): the ids, the
+// split into axes and θ read back from both together (fitReadRope). It
+// returns the two explained values, the opaque ones replaced in the scope
+// and the opaque list; nil where the pair is not such tables.
+func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
+	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitCircle(c, sn) || !s.sameEveryStep([]*val{c, sn}) {
+		return nil, nil
+	}
+	f := s.fitReadRope([]*val{c, sn})
+	if len(f) != 2 || f[0] == nil || f[1] == nil {
+		return nil, nil
+	}
+	cos, sin := adopt(c, f[0]), adopt(sn, f[1])
+	for _, t := range []*val{c, sn} {
+		s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == t })
+	}
+	if i := slices.Index(sc.vals, c); i >= 0 {
+		sc.vals[i] = cos
+	}
+	if f[0].fit != nil && f[0].fit.kind == "rope_table" {
+		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: c.origin, fit: f[0].fit})
+	}
+	return cos, sin
 }
