@@ -72,6 +72,15 @@ type tableSrc struct {
 // joint_order and rope_layout, which are read per block here and merged
 // by the caller).
 func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, search.Objective, error) {
+	b, fs, err := newBlock(tr, st, i)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fs, search.ObjectiveFunc(b.score), nil
+}
+
+// newBlock reads block i's inputs and lists its factors.
+func newBlock(tr *trace.Trace, st *semantics.Structure, i int) (*block, []search.Factor, error) {
 	if i < 0 || i >= len(st.Blocks) {
 		return nil, nil, fmt.Errorf("factors: block %d of %d", i, len(st.Blocks))
 	}
@@ -95,7 +104,7 @@ func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, se
 		b.frag.Close()
 		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
 	}
-	return fs, search.ObjectiveFunc(b.score), nil
+	return b, fs, nil
 }
 
 func (b *block) role(name string) (semantics.Role, bool) {

@@ -51,7 +51,17 @@ type Fragment struct {
 
 	cache map[uint64]exec.Tensor
 	bytes int64
-	refs  map[string][]float32 // reference tensors read, in our layout, by key and shape
+	ran   map[program.Op][2]int // nodes run by op: how many, and rows made (Σ of each result's rows)
+	refs  map[uint64][]float32 // reference rows read, in our layout, by key, shape and rows
+}
+
+// Ran says how many nodes of op the fragment has run and how many rows
+// (of the second-to-last axis, every sample of a batch counted) they made:
+// the evidence that a search ran no linear layer whose result the trace
+// holds (Ran(OpLinear) is 0) and how much of a tensor it computed.
+func (f *Fragment) Ran(op program.Op) (nodes, rows int) {
+	r := f.ran[op]
+	return r[0], r[1]
 }
 
 // Given is an input value's data.
@@ -110,7 +120,9 @@ func (f *Fragment) Forced(v *program.Value) string {
 
 // Reference reads the reference's tensor at key in the element order of a
 // value of shape, at rows of its second-to-last axis (nil: all), and its
-// stored format.
+// stored format. Sampled rows are kept (candidates compare the same rows
+// again); a whole tensor is read anew, and the trace's mapped pages are
+// handed back once read.
 func (f *Fragment) Reference(key string, shape []int, rows []int) ([]float32, precision.Format, error) {
 	info, err := f.Ref.Info(key)
 	if err != nil {
@@ -123,35 +135,40 @@ func (f *Fragment) Reference(key string, shape []int, rows []int) ([]float32, pr
 	case trace.Float16:
 		format = precision.F16
 	}
-	ck := fmt.Sprintf("%s|%v", key, shape)
-	v, ok := f.refs[ck]
-	if !ok {
-		t, err := f.Ref.Tensor(key)
-		if err != nil {
-			return nil, 0, fmt.Errorf("reference %s: %w", key, err)
-		}
-		v, err = program.RefFloat32(t)
-		if err != nil {
-			return nil, 0, fmt.Errorf("reference %s: %w", key, err)
-		}
-		var ok bool
-		if v, ok = program.Relayout(v, info.Shape, shape); !ok || len(v) != exec.Numel(shape) {
-			return nil, 0, fmt.Errorf("reference %s: %v is not laid out as %v", key, info.Shape, shape)
-		}
-		if f.refs == nil {
-			f.refs = map[string][]float32{}
-		}
-		f.refs[ck] = v
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%v|", key, shape)
+	hashRows(h, rows)
+	ck := h.Sum64()
+	if v, ok := f.refs[ck]; ok {
+		return v, format, nil
+	}
+	t, err := f.Ref.Tensor(key)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reference %s: %w", key, err)
+	}
+	defer t.Release()
+	v, err := program.RefFloat32(t)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reference %s: %w", key, err)
+	}
+	var ok bool
+	if v, ok = program.Relayout(v, info.Shape, shape); !ok || len(v) != exec.Numel(shape) {
+		return nil, 0, fmt.Errorf("reference %s: %v is not laid out as %v", key, info.Shape, shape)
 	}
 	if rows == nil {
 		return v, format, nil
 	}
-	return pickRows(v, shape, rows), format, nil
+	v = pickRows(v, shape, rows)
+	if f.refs == nil {
+		f.refs = map[uint64][]float32{}
+	}
+	f.refs[ck] = v
+	return v, format, nil
 }
 
 // pickRows gathers rows of the second-to-last axis of v (of shape).
 func pickRows(v []float32, shape []int, rows []int) []float32 {
-	if len(shape) < 2 {
+	if len(shape) < 2 || rows == nil {
 		return v
 	}
 	w, n := shape[len(shape)-1], shape[len(shape)-2]
@@ -230,7 +247,7 @@ func (r *fragRun) eval(name string, rows []int, top bool) (exec.Tensor, uint64, 
 		rows = nil
 	}
 	h := fnv.New64a()
-	var src func() ([]float32, []int, error)
+	var src func() ([]float32, error) // the values at rows
 	key := ""
 	if !top && v.Kind == program.Temp {
 		key = f.Forced(v)
@@ -238,9 +255,9 @@ func (r *fragRun) eval(name string, rows []int, top bool) (exec.Tensor, uint64, 
 	switch {
 	case key != "":
 		fmt.Fprintf(h, "ref|%s|%v|", key, v.Shape)
-		src = func() ([]float32, []int, error) {
-			d, _, err := f.Reference(key, v.Shape, nil)
-			return d, v.Shape, err
+		src = func() ([]float32, error) {
+			d, _, err := f.Reference(key, v.Shape, rows)
+			return d, err
 		}
 	case v.Kind == program.Input:
 		g, ok := f.Given[v.Source]
@@ -248,7 +265,7 @@ func (r *fragRun) eval(name string, rows []int, top bool) (exec.Tensor, uint64, 
 			return nil, 0, fmt.Errorf("plan: fragment: input %q is not given as %v", v.Source, v.Shape)
 		}
 		fmt.Fprintf(h, "given|%s|%v|%s|", v.Source, v.Shape, g.Tag)
-		src = func() ([]float32, []int, error) { return g.Data, v.Shape, nil }
+		src = func() ([]float32, error) { return pickRows(g.Data, v.Shape, rows), nil }
 	case v.Kind == program.Weight:
 		pk, ok := f.Ref.Manifest.Params[v.Source]
 		if !ok {
@@ -256,15 +273,15 @@ func (r *fragRun) eval(name string, rows []int, top bool) (exec.Tensor, uint64, 
 		}
 		rows = nil
 		fmt.Fprintf(h, "weight|%s|", v.Source)
-		src = func() ([]float32, []int, error) {
+		src = func() ([]float32, error) {
 			d, _, err := f.Reference(pk, v.Shape, nil)
-			return d, v.Shape, err
+			return d, err
 		}
 	case v.Kind == program.Const:
 		rows = nil
 		fmt.Fprintf(h, "const|%s|%v|", v.Name, v.Shape)
 		binary.Write(h, binary.LittleEndian, v.Data)
-		src = func() ([]float32, []int, error) { return v.Data, v.Shape, nil }
+		src = func() ([]float32, error) { return v.Data, nil }
 	case v.Kind == program.Temp:
 		return r.node(name, v, rows, top)
 	default:
@@ -275,12 +292,13 @@ func (r *fragRun) eval(name string, rows []int, top bool) (exec.Tensor, uint64, 
 	if t, ok := f.cache[ver]; ok {
 		return t, ver, nil
 	}
-	d, shape, err := src()
+	d, err := src()
 	if err != nil {
 		return nil, 0, err
 	}
+	shape := v.Shape
 	if rows != nil {
-		d, shape = pickRows(d, shape, rows), withRows(shape, len(rows))
+		shape = withRows(shape, len(rows))
 	}
 	t, err := f.B.Upload(d, shape, precision.F32)
 	if err != nil {
@@ -351,6 +369,15 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 	if err != nil {
 		return nil, 0, fmt.Errorf("plan: fragment: node %d (%s %s): %w", i, n.Op, n.Role, err)
 	}
+	if f.ran == nil {
+		f.ran = map[program.Op][2]int{}
+	}
+	c := f.ran[n.Op]
+	if s := outs[out].Shape(); len(s) >= 2 {
+		c[1] += exec.Numel(s) / s[len(s)-1]
+	}
+	c[0]++
+	f.ran[n.Op] = c
 	var res exec.Tensor
 	for j, t := range outs {
 		if j == out {
