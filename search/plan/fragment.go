@@ -52,7 +52,7 @@ type Fragment struct {
 	cache map[uint64]exec.Tensor
 	bytes int64
 	ran   map[program.Op][2]int // nodes run by op: how many, and rows made (Σ of each result's rows)
-	refs  map[uint64][]float32 // reference rows read, in our layout, by key, shape and rows
+	refs  map[uint64][]float32  // reference rows read, in our layout, by key, shape and rows
 }
 
 // Ran says how many nodes of op the fragment has run and how many rows
