@@ -84,3 +84,28 @@ func BuildBlock(doc *semantics.Document, shapes Shapes, i int, in BlockInputs) (
 	}
 	return b.p, nil
 }
+
+// NormInput is the value name of the argument of a norm built alone.
+const NormInput = "norm:x"
+
+// BuildNorm makes the norm of role r at address addr alone, as Build
+// makes every norm (its kind, ε and offset the document's norm_kind,
+// norm_eps and norm_offset at addr; its γ and β r's weights), over the
+// last axis of an argument of shape x given as NormInput.
+func BuildNorm(doc *semantics.Document, shapes Shapes, addr string, r semantics.Role, x []int) (*Program, error) {
+	act, err := precision.ParseFormat(doc.Precision.Activations)
+	if err != nil {
+		return nil, fmt.Errorf("program: precision.activations: %w", err)
+	}
+	b := &builder{doc: doc, st: &doc.Structure, shapes: shapes, acts: act, p: &Program{Values: map[string]*Value{}}}
+	in := b.addValue(&Value{Name: NormInput, Kind: Input, Source: NormInput, Shape: slices.Clone(x)})
+	out, err := b.norm(in, addr, r, 0, "")
+	if err != nil {
+		return nil, fmt.Errorf("program: %w", err)
+	}
+	b.p.Outputs = []string{out}
+	if err := b.p.finalize(); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}

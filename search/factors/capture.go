@@ -14,6 +14,7 @@ import (
 // names, at the first step the model is called in.
 type capture struct {
 	tr    *trace.Trace
+	st    *semantics.Structure
 	calls map[string]trace.Call // module → its first call at the step
 	cache map[string]tensor
 }
@@ -46,7 +47,7 @@ func (t tensor) tokens() int {
 }
 
 func newCapture(tr *trace.Trace, st *semantics.Structure) (*capture, error) {
-	c := &capture{tr: tr, calls: map[string]trace.Call{}, cache: map[string]tensor{}}
+	c := &capture{tr: tr, st: st, calls: map[string]trace.Call{}, cache: map[string]tensor{}}
 	var step *int
 	for _, call := range tr.Tree().Calls() {
 		if call.Parent == nil && call.Module == st.Model.Module {
