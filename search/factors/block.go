@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
@@ -324,36 +323,4 @@ func (b *block) score(_ context.Context, factor string, a search.Assignment) (se
 		b.memo[memo] = s
 	}
 	return s, err
-}
-
-// sums accumulates a rel-RMS over several comparisons.
-type sums struct{ d, r float64 }
-
-func (s *sums) add(ours []float64, ref []float32, f interface{ Round(float32) float32 }) {
-	for i := range min(len(ours), len(ref)) {
-		d := float64(f.Round(float32(ours[i]))) - float64(ref[i])
-		s.d += d * d
-		s.r += float64(ref[i]) * float64(ref[i])
-	}
-	if len(ours) != len(ref) {
-		s.d = math.Inf(1)
-	}
-}
-
-func (s sums) score(boundary string) search.Score {
-	e := math.Sqrt(s.d / s.r)
-	if math.IsNaN(e) || s.r == 0 {
-		e = math.Inf(1)
-	}
-	return search.Score{Err: e, Boundary: boundary, Metric: search.MetricRelRMS}
-}
-
-// actFunc is a named activation in f32 (NaN for a name exec does not
-// know), parsed once for a whole tensor.
-func actFunc(name any) func(float32) float32 {
-	k, err := exec.ParseAct(fmt.Sprint(name))
-	if err != nil {
-		return func(float32) float32 { return float32(math.NaN()) }
-	}
-	return func(x float32) float32 { return exec.Activate(k, x, 0) }
 }

@@ -146,41 +146,6 @@ func attentionOf(p *program.Program) string {
 // spread over them, which tell candidates apart as well as all rows do.
 const sampleRows = 1024
 
-// modulateRows computes x·(1 + scale) + shift (or x·scale + shift) at the
-// given rows of x (of its width), the per-sample vectors broadcast over
-// each sample's tokens.
-func modulateRows(x tensor, rows []int, shift, scale []float32, plusOne bool) []float64 {
-	w := x.width()
-	per := max(x.tokens(), 1)
-	out := make([]float64, 0, len(rows)*w)
-	one := 0.0
-	if plusOne {
-		one = 1
-	}
-	for _, r := range rows {
-		s := (r / per) * w
-		if s+w > len(scale) || s+w > len(shift) || (r+1)*w > len(x.v) {
-			return nil // vectors that do not cover the rows: no modulation of them (scored infinite)
-		}
-		for c := range w {
-			out = append(out, float64(x.v[r*w+c])*(one+float64(scale[s+c]))+float64(shift[s+c]))
-		}
-	}
-	return out
-}
-
-// rowsOf gathers the given rows of w values each.
-func rowsOf(v []float32, w int, rows []int) []float32 {
-	out := make([]float32, 0, len(rows)*w)
-	for _, r := range rows {
-		if (r+1)*w > len(v) {
-			return nil
-		}
-		out = append(out, v[r*w:(r+1)*w]...)
-	}
-	return out
-}
-
 // normNames are the modulated norms' roles of the block's recipe: before
 // the attention and before the MLP ("" where the first feeds both, or the
 // block has no modulation).

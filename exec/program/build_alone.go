@@ -42,14 +42,9 @@ func BuildBlock(doc *semantics.Document, shapes Shapes, i int, in BlockInputs) (
 	if i < 0 || i >= len(st.Blocks) {
 		return nil, fmt.Errorf("program: block %d of %d", i, len(st.Blocks))
 	}
-	act, err := precision.ParseFormat(doc.Precision.Activations)
+	b, err := aloneBuilder(doc, shapes)
 	if err != nil {
-		return nil, fmt.Errorf("program: precision.activations: %w", err)
-	}
-	b := &builder{
-		doc: doc, st: st, shapes: shapes, acts: act,
-		p:      &Program{Values: map[string]*Value{}},
-		stream: map[string]string{}, tokens: map[string]int{},
+		return nil, err
 	}
 	if err := b.jointOrder(); err != nil {
 		return nil, fmt.Errorf("program: %w", err)
@@ -76,13 +71,11 @@ func BuildBlock(doc *semantics.Document, shapes Shapes, i int, in BlockInputs) (
 	if err := b.block(i, &st.Blocks[i]); err != nil {
 		return nil, fmt.Errorf("program: %w", err)
 	}
+	var outs []string
 	for _, s := range b.joint {
-		b.p.Outputs = append(b.p.Outputs, b.stream[s])
+		outs = append(outs, b.stream[s])
 	}
-	if err := b.p.finalize(); err != nil {
-		return nil, err
-	}
-	return b.p, nil
+	return b.finish(outs...)
 }
 
 // NormInput is the value name of the argument of a norm built alone.
@@ -93,17 +86,98 @@ const NormInput = "norm:x"
 // norm_eps and norm_offset at addr; its γ and β r's weights), over the
 // last axis of an argument of shape x given as NormInput.
 func BuildNorm(doc *semantics.Document, shapes Shapes, addr string, r semantics.Role, x []int) (*Program, error) {
-	act, err := precision.ParseFormat(doc.Precision.Activations)
+	b, err := aloneBuilder(doc, shapes)
 	if err != nil {
-		return nil, fmt.Errorf("program: precision.activations: %w", err)
+		return nil, err
 	}
-	b := &builder{doc: doc, st: &doc.Structure, shapes: shapes, acts: act, p: &Program{Values: map[string]*Value{}}}
 	in := b.addValue(&Value{Name: NormInput, Kind: Input, Source: NormInput, Shape: slices.Clone(x)})
 	out, err := b.norm(in, addr, r, 0, "")
 	if err != nil {
 		return nil, fmt.Errorf("program: %w", err)
 	}
-	b.p.Outputs = []string{out}
+	return b.finish(out)
+}
+
+// Value names of the final stage built alone's inputs.
+const (
+	FinalX    = "final:x"
+	FinalCond = "final:cond"
+)
+
+// BuildFinal makes the final stage alone, as Build makes it after the
+// blocks, on its stream's rows x (FinalX) and the conditioning vector cond
+// (FinalCond; nil: none); its output is the head's result, the latents'
+// patches not undone.
+func BuildFinal(doc *semantics.Document, shapes Shapes, x, cond []int) (*Program, error) {
+	b, err := aloneBuilder(doc, shapes)
+	if err != nil {
+		return nil, err
+	}
+	b.stream[doc.Structure.Final.Stream] = b.addValue(&Value{Name: FinalX, Kind: Input, Source: FinalX, Shape: slices.Clone(x)})
+	if cond != nil {
+		b.cond = b.addValue(&Value{Name: FinalCond, Kind: Input, Source: FinalCond, Shape: slices.Clone(cond)})
+	}
+	y, err := b.final()
+	if err != nil {
+		return nil, fmt.Errorf("program: %w", err)
+	}
+	return b.finish(y)
+}
+
+// ConditioningTimestep is the value name of the timestep the conditioning
+// built alone reads; its pooled input is InputValue("pooled").
+const ConditioningTimestep = stepTimestep
+
+// BuildConditioning makes the conditioning vector's stage alone, as Build
+// makes it, from a timestep (ConditioningTimestep, [1]) and, with a pooled
+// path, the pooled input of shape pooled (InputValue("pooled")).
+func BuildConditioning(doc *semantics.Document, shapes Shapes, pooled []int) (*Program, error) {
+	b, err := aloneBuilder(doc, shapes)
+	if err != nil {
+		return nil, err
+	}
+	b.addValue(&Value{Name: stepTimestep, Kind: Input, Source: stepTimestep, Shape: []int{1}})
+	if pooled != nil {
+		b.addValue(&Value{Name: InputValue("pooled"), Kind: Input, Source: InputValue("pooled"), Shape: slices.Clone(pooled)})
+	}
+	if err := b.conditioning(); err != nil {
+		return nil, fmt.Errorf("program: %w", err)
+	}
+	return b.finish(b.cond)
+}
+
+// BuildEmbedder makes embedder i alone, as Build makes it, from its input
+// of shape x (InputValue of its input's role).
+func BuildEmbedder(doc *semantics.Document, shapes Shapes, i int, x []int) (*Program, error) {
+	st := &doc.Structure
+	if i < 0 || i >= len(st.Embedders) {
+		return nil, fmt.Errorf("program: embedder %d of %d", i, len(st.Embedders))
+	}
+	b, err := aloneBuilder(doc, shapes)
+	if err != nil {
+		return nil, err
+	}
+	e := &st.Embedders[i]
+	b.addValue(&Value{Name: InputValue(e.Input), Kind: Input, Source: InputValue(e.Input), Shape: slices.Clone(x)})
+	if err := b.embedder(e); err != nil {
+		return nil, fmt.Errorf("program: %w", err)
+	}
+	return b.finish(b.stream[e.Stream])
+}
+
+// aloneBuilder is a builder for a part built alone.
+func aloneBuilder(doc *semantics.Document, shapes Shapes) (*builder, error) {
+	act, err := precision.ParseFormat(doc.Precision.Activations)
+	if err != nil {
+		return nil, fmt.Errorf("program: precision.activations: %w", err)
+	}
+	return &builder{doc: doc, st: &doc.Structure, shapes: shapes, acts: act, p: &Program{Values: map[string]*Value{}},
+		stream: map[string]string{}, tokens: map[string]int{}, alone: true}, nil
+}
+
+// finish makes outs the program's outputs and checks the program.
+func (b *builder) finish(outs ...string) (*Program, error) {
+	b.p.Outputs = outs
 	if err := b.p.finalize(); err != nil {
 		return nil, err
 	}
