@@ -49,14 +49,16 @@ func (c *capture) tapKey(tp program.Tap) string {
 }
 
 // loadInputs reads the block's inputs (each stream's rows, or the joined
-// rows, and the conditioning vector) as the fragment's givens, and the
+// rows, and the conditioning vector) as the fragment's givens, and its
 // weights' shapes.
 func (b *block) loadInputs() error {
 	b.shapes = program.Shapes{Weights: map[string][]int{}}
 	src := program.TraceParams(b.cp.tr)
-	for _, path := range b.st.ParamPaths() {
-		if s, err := src.Shape(path); err == nil {
-			b.shapes.Weights[path] = s
+	for _, r := range b.blk.Roles {
+		for _, path := range []string{r.Weight, r.Bias} {
+			if s, err := src.Shape(path); path != "" && err == nil {
+				b.shapes.Weights[path] = s
+			}
 		}
 	}
 	b.frag = &plan.Fragment{B: cpu.New(0), Ref: b.cp.tr, Key: b.cp.tapKey, Given: map[string]plan.Given{}, Spec: searchSpec}
@@ -124,15 +126,20 @@ func (b *block) fragment(a search.Assignment) (*program.Program, bool, error) {
 		for i, s := range b.sets {
 			names[i] = s.stream
 		}
-		t, ok := b.ropeTables(order(names, a["joint_order"]), layout)
-		if !ok || t.W > b.blk.HeadDim {
+		tag := fmt.Sprintf("%s|%v", layout, a["joint_order"])
+		cos, sin, ok := b.frag.Given[program.BlockCos], b.frag.Given[program.BlockSin], true
+		if cos.Tag != tag {
+			t, fits := b.ropeTables(order(names, a["joint_order"]), layout)
+			if ok = fits && t.W <= b.blk.HeadDim; ok {
+				shape := []int{len(t.Cos) / max(t.W, 1), t.W}
+				cos, sin = plan.Given{Data: f32(t.Cos), Shape: shape, Tag: tag}, plan.Given{Data: f32(t.Sin), Shape: shape, Tag: tag}
+				b.frag.Given[program.BlockCos], b.frag.Given[program.BlockSin] = cos, sin
+			}
+		}
+		if !ok {
 			return nil, false, nil
 		}
-		rows := len(t.Cos) / max(t.W, 1)
-		in.Tables = []int{rows, t.W}
-		tag := fmt.Sprintf("%s|%v", layout, a["joint_order"])
-		b.frag.Given[program.BlockCos] = plan.Given{Data: f32(t.Cos), Shape: in.Tables, Tag: tag}
-		b.frag.Given[program.BlockSin] = plan.Given{Data: f32(t.Sin), Shape: in.Tables, Tag: tag}
+		in.Tables = cos.Shape
 	}
 	p, err := program.BuildBlock(doc, b.shapes, b.i, in)
 	if err != nil {
@@ -227,24 +234,29 @@ func tokenRows(shape []int) []int {
 }
 
 // fsums pools a rel-RMS over comparisons: ours rounded once to the
-// reference's format (precision.Sums).
-type fsums struct{ s precision.Sums }
+// reference's format (precision.Sums; mask-sized values compared apart).
+type fsums struct {
+	s   precision.Sums
+	row []float32 // one row of ours, rounded
+}
 
-// add compares ours with ref, both rows of width w, at columns [col,
-// col+ow) of ref's rows (ow: ours' width).
+// add compares ours (rows of width ow) with ref (rows of width w), at
+// columns [col, col+ow) of ref's rows; false where the rows or widths do
+// not match.
 func (s *fsums) add(ours []float32, ow int, ref []float32, w, col int, f precision.Format) bool {
-	if ow <= 0 || w <= 0 || len(ours)/ow != len(ref)/w || col+ow > w {
+	if ow <= 0 || w <= 0 || len(ours)%ow != 0 || len(ref)%w != 0 || len(ours)/ow != len(ref)/w || col+ow > w {
 		return false
 	}
-	o64 := make([]float64, len(ours))
-	r := make([]float32, 0, len(ours))
-	for i, v := range ours {
-		o64[i] = float64(v)
+	if cap(s.row) < ow {
+		s.row = make([]float32, ow)
 	}
+	row := s.row[:ow]
 	for k := range len(ref) / w {
-		r = append(r, ref[k*w+col:k*w+col+ow]...)
+		for i, v := range ours[k*ow : (k+1)*ow] {
+			row[i] = f.Round(v)
+		}
+		s.s.Add(f, row, ref[k*w+col:k*w+col+ow])
 	}
-	s.s.AddRounded(f, o64, r)
 	return true
 }
 

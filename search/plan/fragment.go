@@ -46,7 +46,7 @@ type Fragment struct {
 	Given map[string]Given
 	// Spec is every node's precision.
 	Spec exec.Spec
-	// CacheBytes bounds what is kept between evaluations (0: 256 MiB).
+	// CacheBytes bounds what is kept between evaluations (0: 128 MiB).
 	CacheBytes int64
 
 	cache map[uint64]exec.Tensor
@@ -199,7 +199,7 @@ type fragRun struct {
 func (f *Fragment) keep(ver uint64, t exec.Tensor) {
 	limit := f.CacheBytes
 	if limit == 0 {
-		limit = 256 << 20
+		limit = 128 << 20
 	}
 	b := int64(exec.Numel(t.Shape())) * 4
 	if f.cache == nil {
@@ -322,8 +322,12 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 	if pass >= 0 { // a slice of rows: the rows of its input
 		return r.eval(n.In[pass], demand[pass], top)
 	}
+	// A value asked for is made anew (each candidate's differs); what a
+	// node reads is known by its version and kept.
 	h := fnv.New64a()
-	fmt.Fprintf(h, "node|%v|%s|%v|%v|", n.Op, n.Role, n.Attrs, n.Spec)
+	if !top {
+		fmt.Fprintf(h, "node|%v|%s|%v|%v|", n.Op, n.Role, n.Attrs, n.Spec)
+	}
 	in := make([]exec.Tensor, len(n.In))
 	for j, x := range n.In {
 		if x == "" || demand[j] != nil && len(demand[j]) == 0 {
@@ -340,7 +344,7 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 	hashRows(h, rows)
 	fmt.Fprintf(h, "|%d|%v", out, cut)
 	ver := h.Sum64()
-	if t, ok := f.cache[ver]; ok {
+	if t, ok := f.cache[ver]; ok && !top {
 		return t, ver, nil
 	}
 	if n.Op == program.OpConcat && rows != nil && !cut {
@@ -396,7 +400,9 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 			return nil, 0, err
 		}
 	}
-	f.keep(ver, res)
+	if !top {
+		f.keep(ver, res) // what the value asked for is compared once; what nodes read is kept
+	}
 	return res, ver, nil
 }
 
