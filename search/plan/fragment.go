@@ -326,7 +326,7 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 	// node reads is known by its version and kept.
 	h := fnv.New64a()
 	if !top {
-		fmt.Fprintf(h, "node|%v|%s|%v|%v|", n.Op, n.Role, n.Attrs, n.Spec)
+		nodeKey(h, &n)
 	}
 	in := make([]exec.Tensor, len(n.In))
 	for j, x := range n.In {
@@ -499,4 +499,33 @@ func (r *fragRun) causalMask(n *program.Node, rows []int, keys int) (exec.Tensor
 		}
 	}
 	return r.f.B.Upload(m, []int{len(rows), keys}, precision.F32)
+}
+
+// nodeKey writes what a node computes to h: its op, role and spec and the
+// attributes its op reads (all of them, formatted, for an op not listed).
+func nodeKey(h interface{ Write([]byte) (int, error) }, n *program.Node) {
+	a := &n.Attrs
+	fmt.Fprintf(h, "node|%d|%s|%d|%d|%d|", n.Op, n.Role, n.Spec.Out, n.Spec.Round, n.Spec.Math)
+	var err error
+	switch n.Op {
+	case program.OpConcat, program.OpSlice, program.OpChunk:
+		err = binary.Write(h, binary.LittleEndian, [4]int64{int64(a.Axis), int64(a.Start), int64(a.End), int64(a.N)})
+	case program.OpNorm:
+		p := a.Norm
+		fmt.Fprintf(h, "%d|%g|%g|%d", p.Kind, p.Eps, p.Offset, p.Group)
+	case program.OpModulate:
+		err = binary.Write(h, binary.LittleEndian, a.Modulate)
+	case program.OpAct, program.OpGLU, program.OpGatedResidual:
+		err = binary.Write(h, binary.LittleEndian, a.Act)
+	case program.OpRope:
+		err = binary.Write(h, binary.LittleEndian, [3]int64{int64(a.Rope.Heads), int64(a.Rope.Layout), int64(a.Rope.RotaryDim)})
+	case program.OpAttention:
+		p := a.Attention
+		fmt.Fprintf(h, "%d|%d|%d|%g|%d|%g|%v|%g", p.Heads, p.KVHeads, p.Mask, p.Scale, p.Window, p.Softcap, p.ALiBi, p.ALiBiScale)
+	default:
+		fmt.Fprintf(h, "%v", *a)
+	}
+	if err != nil {
+		fmt.Fprintf(h, "%v", *a)
+	}
 }
