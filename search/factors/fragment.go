@@ -270,15 +270,42 @@ func (s *fsums) score(boundary string) search.Score {
 
 // compare runs value name of p at rows and compares it with the
 // reference at key (columns [col, col + its width) of the reference's
-// rows) into s; false where they cannot be compared.
-func (b *block) compare(s *fsums, p *program.Program, name, key string, refShape []int, rows []int, col int) (bool, error) {
-	ours, shape, err := b.frag.Eval(p, name, rows)
+// rows, of shape refShape); false where they cannot be compared.
+func (s *fsums) compare(frag *plan.Fragment, p *program.Program, name, key string, refShape []int, rows []int, col int) (bool, error) {
+	if info, err := frag.Ref.Info(key); err != nil || exec.Numel(info.Shape) != exec.Numel(refShape) {
+		return false, nil
+	}
+	ours, shape, err := frag.Eval(p, name, rows)
 	if err != nil {
 		return false, err
 	}
-	ref, f, err := b.frag.Reference(key, refShape, rows)
+	ref, f, err := frag.Reference(key, refShape, rows)
 	if err != nil {
 		return false, err
 	}
 	return s.add(ours, shape[len(shape)-1], ref, refShape[len(refShape)-1], col, f), nil
+}
+
+// scoreTap scores the value p taps at tp against the reference there (at
+// sampled tokens when sample): +Inf at boundary where p could not be
+// built (built false) or the value not compared.
+func scoreTap(frag *plan.Fragment, key func(program.Tap) string, p *program.Program, built bool, tp program.Tap, sample bool, boundary string) (search.Score, error) {
+	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
+	if !built {
+		return inf, nil
+	}
+	name, k := tapped(p, tp.Module, tp.Port), key(tp)
+	if name == "" || k == "" {
+		return inf, nil
+	}
+	shape := p.Values[name].Shape
+	var rows []int
+	if sample {
+		rows = tokenRows(shape)
+	}
+	var s fsums
+	if ok, err := s.compare(frag, p, name, k, shape, rows, 0); err != nil || !ok {
+		return inf, err
+	}
+	return s.score(boundary), nil
 }

@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/search"
@@ -149,32 +148,6 @@ func sortedNames(ms ...map[string]any) []string {
 	return out
 }
 
-// compareAt runs the value p taps at tp and compares it with the
-// reference there (at sampled tokens when sample), into s.
-func (m *model) compareAt(frag *plan.Fragment, s *fsums, p *program.Program, tp program.Tap, sample bool) (bool, error) {
-	name, key := tapped(p, tp.Module, tp.Port), m.cp.tapKey(tp)
-	if name == "" || key == "" {
-		return false, nil
-	}
-	shape := p.Values[name].Shape
-	if info, err := m.tr.Info(key); err != nil || exec.Numel(info.Shape) != exec.Numel(shape) {
-		return false, nil
-	}
-	var rows []int
-	if sample {
-		rows = tokenRows(shape)
-	}
-	ours, oshape, err := frag.Eval(p, name, rows)
-	if err != nil {
-		return false, err
-	}
-	ref, f, err := frag.Reference(key, shape, rows)
-	if err != nil {
-		return false, err
-	}
-	return s.add(ours, oshape[len(oshape)-1], ref, shape[len(shape)-1], 0, f), nil
-}
-
 // finalInputs are the final stage's rows (its norm's argument) and
 // conditioning vector, given to its fragment.
 func (m *model) finalInputs() (x, cond []int, err error) {
@@ -205,31 +178,20 @@ func (m *model) finalInputs() (x, cond []int, err error) {
 // output), at up to 1024 rows.
 func (m *model) scoreFinal(a search.Assignment) (search.Score, error) {
 	f := m.st.Final
-	tp := program.Tap{}
+	tp, boundary := program.Tap{}, ""
 	if h, ok := f.Roles["head"]; ok && h.Module != "" {
-		tp = program.Tap{Module: h.Module, Port: "arg0"}
+		tp, boundary = program.Tap{Module: h.Module, Port: "arg0"}, h.Module+"/arg"
 	} else if f.Boundary != nil {
 		tp = program.Tap{Module: f.Boundary.Module, Port: f.Boundary.Outputs["out"]}
-	}
-	boundary := tp.Module + "/arg"
-	if tp.Port != "arg0" {
 		boundary = tp.Module + "/" + tp.Port
 	}
-	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
 	x, cond, err := m.finalInputs()
 	if err != nil || tp.Module == "" {
 		return search.Score{Err: math.Inf(1)}, err
 	}
 	p, err := program.BuildFinal(m.document(map[string]any{"final_norm_order": a["final_norm_order"],
 		"modulation_plus_one": a["modulation_plus_one"]}), m.shapes, x, cond)
-	if err != nil {
-		return inf, nil
-	}
-	var s fsums
-	if ok, err := m.compareAt(m.frag, &s, p, tp, true); err != nil || !ok {
-		return inf, err
-	}
-	return s.score(boundary), nil
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, tp, true, boundary)
 }
 
 // scoreEmbedAct: the conditioning built alone (program.BuildConditioning)
@@ -238,8 +200,6 @@ func (m *model) scoreFinal(a search.Assignment) (search.Score, error) {
 func (m *model) scoreEmbedAct(f any, path string) (search.Score, error) {
 	c := m.st.Conditioning
 	out := c.Roles[path+"_out"].Module
-	boundary := out + "/arg"
-	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
 	var pooled []int
 	if r, ok := c.Roles["pooled_in"]; ok && r.Module != "" {
 		t, err := m.cp.arg(r.Module)
@@ -249,14 +209,7 @@ func (m *model) scoreEmbedAct(f any, path string) (search.Score, error) {
 		pooled = t.shape
 	}
 	p, err := program.BuildConditioning(m.document(map[string]any{"embed_act": f}), m.shapes, pooled)
-	if err != nil {
-		return inf, nil
-	}
-	var s fsums
-	if ok, err := m.compareAt(m.frag, &s, p, program.Tap{Module: out, Port: "arg0"}, false); err != nil || !ok {
-		return inf, err
-	}
-	return s.score(boundary), nil
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, program.Tap{Module: out, Port: "arg0"}, false, out+"/arg")
 }
 
 // finalCond is the conditioning vector the final stage reads: its
@@ -276,22 +229,13 @@ func (m *model) finalCond() (tensor, error) {
 // modulation linear's argument.
 func (m *model) scoreFinalAct(a search.Assignment) (search.Score, error) {
 	mod := m.st.Final.Roles["modulation"]
-	boundary := mod.Module + "/arg"
-	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
 	x, cond, err := m.finalInputs()
 	if err != nil {
 		return search.Score{}, err
 	}
 	p, err := program.BuildFinal(m.document(map[string]any{"modulation_act": a["modulation_act"],
 		"final_norm_order": "shift,scale", "modulation_plus_one": true}), m.shapes, x, cond)
-	if err != nil {
-		return inf, nil
-	}
-	var s fsums
-	if ok, err := m.compareAt(m.frag, &s, p, program.Tap{Module: mod.Module, Port: "arg0"}, false); err != nil || !ok {
-		return inf, err
-	}
-	return s.score(boundary), nil
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, program.Tap{Module: mod.Module, Port: "arg0"}, false, mod.Module+"/arg")
 }
 
 // latentsEmbedder is the linear embedder that reads the latents, and the
@@ -322,8 +266,6 @@ func (m *model) patchable() bool {
 // receives them, against its argument. A layout the latents' shape does
 // not admit scores +Inf.
 func (m *model) scorePatch(a search.Assignment) (search.Score, error) {
-	boundary := m.st.Model.Module + "/" + m.st.Model.Inputs["latents"]
-	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
 	i, tp, _ := m.latentsEmbedder()
 	x, err := m.cp.port(m.st.Model.Module, m.st.Model.Inputs["latents"])
 	if err != nil {
@@ -331,15 +273,7 @@ func (m *model) scorePatch(a search.Assignment) (search.Score, error) {
 	}
 	m.frag.Given[program.InputValue("latents")] = plan.Given{Data: x.v, Shape: x.shape}
 	p, err := program.BuildEmbedder(m.document(map[string]any{"patch_layout": a["patch_layout"]}), m.shapes, i, x.shape)
-	if err != nil {
-		return inf, nil
-	}
-	var s fsums
-	if ok, err := m.compareAt(m.frag, &s, p, tp, false); err != nil || !ok {
-		return inf, err
-	}
-	sc := s.score(boundary)
-	return sc, nil
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, tp, false, m.st.Model.Module+"/"+m.st.Model.Inputs["latents"])
 }
 
 // scoreJoin: the first block built alone (program.BuildBlock) under the
@@ -372,12 +306,8 @@ func (m *model) scoreJoin(a search.Assignment) (search.Score, error) {
 	}
 	first["rope_layout"], first["joint_order"] = attn.None, a["joint_order"]
 	p, ok, err := b.fragment(first)
-	if err != nil || !ok {
+	if err != nil {
 		return inf, err
 	}
-	var s fsums
-	if ok, err := m.compareAt(b.frag, &s, p, tp, false); err != nil || !ok {
-		return inf, err
-	}
-	return s.score(boundary), nil
+	return scoreTap(b.frag, m.cp.tapKey, p, ok, tp, false, boundary)
 }

@@ -120,7 +120,7 @@ func (b *block) scoreAttention(a search.Assignment) (search.Score, error) {
 		e := math.Inf(1)
 		for _, col := range cols {
 			var s fsums
-			if ok, err := b.compare(&s, p, name, key, refShape, rows, col); err != nil {
+			if ok, err := s.compare(b.frag, p, name, key, refShape, rows, col); err != nil {
 				return inf, err
 			} else if ok {
 				e = math.Min(e, s.score(boundary).Err)
@@ -292,7 +292,7 @@ func (b *block) scoreAt(a search.Assignment, targets func(set) []target) (search
 				return inf, nil
 			}
 		}
-		if ok, err := b.compare(&s, p, name, key, refShape, rows, col); err != nil || !ok {
+		if ok, err := s.compare(b.frag, p, name, key, refShape, rows, col); err != nil || !ok {
 			return inf, err
 		}
 	}
