@@ -3,6 +3,7 @@ package program_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,4 +128,59 @@ func blockInputs(p *program.Program, st *semantics.Structure, blk semantics.Bloc
 		}
 	}
 	return in
+}
+
+// TestFinalRecipeNodes pins the final stage's nodes as the builder emits
+// them from its recipe (recipes/stages/final.json): the nodes the Go
+// builder emitted before it, with the final boundary's segment ending at
+// the rows before the head. llama is a conformance trace (skipped without
+// ../shared).
+func TestFinalRecipeNodes(t *testing.T) {
+	for _, tc := range []struct {
+		doc, trace, nodes, segment string
+	}{
+		{"../../semantics/testdata/dit-f32.json", "../../fixtures/dit/dit-f32.npz",
+			"act:modulation_act linear:modulation chunk:chunks norm:norm modulate:modulate linear:head", "act chunk linear modulate norm"},
+		{"../../semantics/testdata/llama-f32.json", conformanceDir + "/llama-f32.npz", "norm:norm", ""},
+	} {
+		t.Run(tc.doc, func(t *testing.T) {
+			if _, err := os.Stat(tc.trace); err != nil {
+				t.Skipf("%s: %v", tc.trace, err)
+			}
+			tr, err := trace.Open(tc.trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			doc, err := semantics.Read(tc.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := program.Build(doc, shapesOf(t, doc, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, seg []string
+			for i, n := range p.Nodes {
+				if !strings.HasPrefix(n.Role, "final.") {
+					continue
+				}
+				got = append(got, n.Op.String()+":"+strings.TrimPrefix(n.Role, "final."))
+				for _, s := range p.Segments {
+					if s.Address == "final" && i >= s.Start && i < s.End {
+						seg = append(seg, n.Op.String())
+					}
+				}
+			}
+			slices.Sort(seg)
+			if g := strings.Join(got, " "); g != tc.nodes {
+				t.Errorf("final nodes:\n got  %s\n want %s", g, tc.nodes)
+			}
+			if doc.Structure.Final.Boundary != nil {
+				if g := strings.Join(seg, " "); g != tc.segment {
+					t.Errorf("final segment holds %s, want %s (the head after it)", g, tc.segment)
+				}
+			}
+		})
+	}
 }
