@@ -62,9 +62,6 @@ var (
 		"time_in":  {RoleLinear, true}, "time_out": {RoleLinear, true},
 		"pooled_in": {RoleLinear, false}, "pooled_out": {RoleLinear, false},
 	}
-	finalRoles = map[string]roleSpec{
-		"modulation": {RoleLinear, false}, "norm": {RoleNorm, false}, "head": {RoleLinear, false},
-	}
 )
 
 // BlockKinds lists the block kinds (the recipes), sorted.

@@ -29,6 +29,9 @@ type Recipe struct {
 	// node is required.
 	Optional []string     `json:"optional"`
 	Nodes    []RecipeNode `json:"nodes"`
+	// Taps names, for a stage (Stages), the value its boundary's output
+	// ports hold, by port role ("out"), where that is not Out.
+	Taps map[string]string `json:"taps,omitempty"`
 }
 
 // RecipeNode is one op of a recipe, or (Each) a run of ops done once per
@@ -91,21 +94,36 @@ type recipePart struct {
 	Nodes    []RecipeNode `json:"nodes"`
 }
 
-//go:embed recipes/*.json recipes/parts/*.json
+//go:embed recipes/*.json recipes/parts/*.json recipes/stages/*.json
 var recipeFiles embed.FS
 
-// recipes is the registry, keyed by kind.
-var recipes = mustLoadRecipes()
+// recipes is the registry of block kinds, keyed by kind; stages the
+// recipes of the model's other parts (the final stage), keyed by name.
+var recipes, stages = mustLoadRecipes()
 
-func mustLoadRecipes() map[string]*Recipe {
-	out, err := loadRecipes()
+func mustLoadRecipes() (map[string]*Recipe, map[string]*Recipe) {
+	out, err := loadRecipes("recipes")
 	if err != nil {
 		panic(err)
 	}
-	return out
+	st, err := loadRecipes("recipes/stages")
+	if err != nil {
+		panic(err)
+	}
+	for name, r := range st {
+		if len(r.Nodes) != 1 || r.Nodes[0].Each == nil {
+			panic(fmt.Sprintf("semantics: recipes/stages/%s.json: a stage is one run of nodes over its one set (each)", name))
+		}
+		for port, v := range r.Taps {
+			if !slices.ContainsFunc(r.Nodes[0].Each, func(n RecipeNode) bool { return slices.Contains(n.Out, v) || n.Else == v }) && v != r.In {
+				panic(fmt.Sprintf("semantics: recipes/stages/%s.json: taps.%s: %q is not made", name, port, v))
+			}
+		}
+	}
+	return out, st
 }
 
-func loadRecipes() (map[string]*Recipe, error) {
+func loadRecipes(dir string) (map[string]*Recipe, error) {
 	parts := map[string]*recipePart{}
 	if err := readRecipeDir("recipes/parts", func(file, name string, dec *json.Decoder) error {
 		p := &recipePart{}
@@ -121,7 +139,7 @@ func loadRecipes() (map[string]*Recipe, error) {
 		return nil, err
 	}
 	out := map[string]*Recipe{}
-	err := readRecipeDir("recipes", func(file, name string, dec *json.Decoder) error {
+	err := readRecipeDir(dir, func(file, name string, dec *json.Decoder) error {
 		r := &Recipe{}
 		if err := dec.Decode(r); err != nil {
 			return err
@@ -246,6 +264,13 @@ func (r *Recipe) splice(ns []RecipeNode, each bool, parts map[string]*recipePart
 // LookupRecipe returns the recipe of a block kind.
 func LookupRecipe(kind string) (*Recipe, bool) {
 	r, ok := recipes[kind]
+	return r, ok
+}
+
+// LookupStage returns the recipe of a part of the model outside the
+// blocks ("final").
+func LookupStage(name string) (*Recipe, bool) {
+	r, ok := stages[name]
 	return r, ok
 }
 

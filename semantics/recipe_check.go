@@ -57,7 +57,7 @@ func (r *Recipe) check() error {
 				}
 			}
 			if n.When != "" {
-				if _, err := ParseRecipeCond(n.When); err != nil {
+				if _, err := ParseRecipeConds(n.When); err != nil {
 					return fmt.Errorf("node %q: %w", n.NodeName(), err)
 				}
 			}
@@ -132,19 +132,41 @@ func ParseRecipeBinding(s string) (RecipeBinding, error) {
 }
 
 // RecipeCond is a node's condition: "$v" (value v exists: the model has
-// RoPE tables for "$cos"), "f" or "!f" (a boolean factor), "f == x" or
-// "f != x" (an enum factor), factors read at the block's address.
+// RoPE tables for "$cos"), "@r" or "!@r" (the structure has role r, or
+// not), "f" or "!f" (a boolean factor), "f == x" or "f != x" (an enum
+// factor), factors read at the block's address.
 type RecipeCond struct {
 	Value  string
+	Role   string
 	Factor string
 	Op     string // "", "!", "==", "!="
 	Arg    string
+}
+
+// ParseRecipeConds reads a node's conditions: one, or several joined by
+// "&&" (each read only while those before it hold).
+func ParseRecipeConds(s string) ([]RecipeCond, error) {
+	var out []RecipeCond
+	for _, part := range strings.Split(s, "&&") {
+		c, err := ParseRecipeCond(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // ParseRecipeCond reads a condition.
 func ParseRecipeCond(s string) (RecipeCond, error) {
 	if v, ok := strings.CutPrefix(s, "$"); ok {
 		return RecipeCond{Value: v}, nil
+	}
+	if r, ok := strings.CutPrefix(s, "@"); ok {
+		return RecipeCond{Role: r}, nil
+	}
+	if r, ok := strings.CutPrefix(s, "!@"); ok {
+		return RecipeCond{Role: r, Op: "!"}, nil
 	}
 	c := RecipeCond{Factor: s}
 	for _, op := range []string{"==", "!="} {

@@ -74,6 +74,8 @@ func TestRecipeRefused(t *testing.T) {
 		{`{"op": "add", "name": "a", "in": ["x", "x"], "out": ["z"]}`, `out "y" is not made`},
 		{`{"op": "add", "name": "a", "in": ["x", "x"], "out": ["y"]}, {"op": "add", "name": "b", "in": ["y", "x"], "out": ["y"]}`, `node "b" makes "y", which node "a" made`},
 		{`{"op": "chunk", "name": "a", "in": ["x"], "out": ["y", "z"], "attrs": {"order": "modulation_order"}}`, `groups of that factor's chunks`},
+		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "when": "@norm && qk_norm"}`, `not a boolean factor`},
+		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "when": "!@norm && nofactor"}`, `"nofactor" is no factor`},
 	} {
 		r := &Recipe{}
 		if err := json.Unmarshal([]byte(strings.Replace(base, "%s", tc.nodes, 1)), r); err != nil {
@@ -116,5 +118,47 @@ func TestRecipeSplice(t *testing.T) {
 		if _, err := (&Recipe{}).splice([]RecipeNode{tc.use}, false, parts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err = %v, want it to mention %s", tc.use, err, tc.want)
 		}
+	}
+}
+
+// Conditions on the roles and conjunctions read as the builder reads them.
+func TestRecipeConds(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want []RecipeCond
+	}{
+		{"@modulation", []RecipeCond{{Role: "modulation"}}},
+		{"!@modulation && @norm", []RecipeCond{{Role: "modulation", Op: "!"}, {Role: "norm"}}},
+		{"@modulation && modulation_act != identity", []RecipeCond{{Role: "modulation"}, {Factor: "modulation_act", Op: "!=", Arg: "identity"}}},
+		{"$cos", []RecipeCond{{Value: "cos"}}},
+	} {
+		got, err := ParseRecipeConds(tc.s)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %+v, %v; want %+v", tc.s, got, err, tc.want)
+		}
+	}
+}
+
+// The final stage is a recipe: its boundary output (taps.out) is the rows
+// before the head, and each part depends on the structure's roles.
+func TestStageRecipes(t *testing.T) {
+	r, ok := LookupStage("final")
+	if !ok {
+		t.Fatal("no final stage recipe")
+	}
+	if r.Taps["out"] != "h" || r.Out != "y" || len(r.Nodes) != 1 {
+		t.Errorf("final: taps %v, out %q, %d top nodes", r.Taps, r.Out, len(r.Nodes))
+	}
+	var ops []string
+	for _, n := range r.Nodes[0].Each {
+		ops = append(ops, n.Op+":"+n.NodeName()+"?"+n.When)
+	}
+	want := []string{"norm:norm?!@modulation && @norm", "act:modulation_act?@modulation && modulation_act != identity",
+		"linear:modulation?@modulation", "chunk:chunks?@modulation", "norm:norm?@modulation", "modulate:modulate?@modulation", "linear:head?@head"}
+	if !slices.Equal(ops, want) {
+		t.Errorf("final nodes %v, want %v", ops, want)
+	}
+	if _, ok := LookupRecipe("final"); ok {
+		t.Error("the final stage is listed as a block kind")
 	}
 }

@@ -232,7 +232,7 @@ func (s *Structure) validate(p *problems) {
 	} else if !streams[s.Final.Stream] {
 		p.add(f+".final.stream", "%q is not a declared stream", s.Final.Stream)
 	}
-	validateRoles(p, "final", f+".final.roles", s.Final.Roles, finalRoles)
+	validateRoles(p, "final", f+".final.roles", s.Final.Roles, stages["final"].roleSpecs())
 	validateBoundary(p, f+".final.boundary", s.Final.Boundary, []string{"x", "cond"}, []string{"out"})
 }
 

@@ -117,7 +117,7 @@ func (b *builder) conditioning() error {
 		return nil
 	}
 	const addr = "conditioning"
-	if b.st.Run != "flow_euler" {
+	if b.st.Run != "flow_euler" && !b.alone {
 		return fmt.Errorf("%s: a %s run has no timestep to embed", addr, b.st.Run)
 	}
 	scale, err := b.doc.Number("timestep_scale", addr)

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zflow/zflow/semantics"
 )
@@ -12,16 +13,18 @@ type recipeRun struct {
 	b      *builder
 	r      *semantics.Recipe
 	addr   string
-	blk    *semantics.Block
-	prefix []string            // each set's role prefix
-	sets   []map[string]string // each set's values by recipe name
-	global map[string]string   // cond, cos, sin and values over all sets
+	blk    *semantics.Block          // nil for a stage
+	roles  map[string]semantics.Role // the block's or the stage's
+	absent map[string]string         // values left unmade: the given value (absent) their else named
+	prefix []string                  // each set's role prefix
+	sets   []map[string]string       // each set's values by recipe name
+	global map[string]string         // cond, cos, sin and values over all sets
 }
 
 // recipeBlock emits a block by its recipe and returns the joined rows
 // entering and leaving it ("" where the sets are the streams).
 func (b *builder) recipeBlock(addr string, blk *semantics.Block, r *semantics.Recipe) (jointIn, jointOut string, err error) {
-	run := &recipeRun{b: b, r: r, addr: addr, blk: blk, global: map[string]string{}}
+	run := &recipeRun{b: b, r: r, addr: addr, blk: blk, roles: blk.Roles, global: map[string]string{}, absent: map[string]string{}}
 	given := map[string]string{"cond": b.cond, "cos": b.cos, "sin": b.sin}
 	for _, name := range semantics.RecipeGiven {
 		if v := given[name]; v != "" {
@@ -66,6 +69,46 @@ func (b *builder) recipeBlock(addr string, blk *semantics.Block, r *semantics.Re
 	return jointIn, jointOut, b.splitStreams(jointOut, addr)
 }
 
+// recipeStage emits a part of the model outside the blocks by its recipe
+// (one set: its rows x) and returns the recipe's out; tap is told each of
+// the recipe's taps (port, value) once the last node that may make the
+// value has run.
+func (b *builder) recipeStage(addr string, roles map[string]semantics.Role, r *semantics.Recipe, x string, tap func(port, v string)) (string, error) {
+	run := &recipeRun{b: b, r: r, addr: addr, roles: roles, global: map[string]string{}, absent: map[string]string{},
+		prefix: []string{""}, sets: []map[string]string{{r.In: x}}}
+	given := map[string]string{"cond": b.cond, "cos": b.cos, "sin": b.sin}
+	for _, name := range semantics.RecipeGiven {
+		if v := given[name]; v != "" {
+			run.global[name] = v
+		}
+	}
+	nodes := r.Nodes[0].Each
+	ports := sortedNames(r.Taps)
+	last := map[string]int{}
+	for _, port := range ports {
+		for j := range nodes {
+			if slices.Contains(nodes[j].Out, r.Taps[port]) {
+				last[port] = j
+			}
+		}
+	}
+	for j := range nodes {
+		if err := run.node(&nodes[j], 0); err != nil {
+			return "", err
+		}
+		for _, port := range ports {
+			if last[port] == j {
+				v, err := run.value(r.Taps[port], 0)
+				if err != nil {
+					return "", err
+				}
+				tap(port, v)
+			}
+		}
+	}
+	return run.value(r.Out, 0)
+}
+
 // value is a recipe value as set si (-1: the block) sees it.
 func (run *recipeRun) value(name string, si int) (string, error) {
 	if si >= 0 {
@@ -91,16 +134,31 @@ func (run *recipeRun) bind(name, v string, si int) {
 	}
 }
 
-// holds evaluates a node's condition at the block's address, and says
-// what it found ("mlp_glu is true").
-func (run *recipeRun) holds(cond string) (bool, string, error) {
-	c, err := semantics.ParseRecipeCond(cond)
+// holds evaluates a node's conditions (each while those before it hold)
+// at the block's address, and says what it found ("mlp_glu is true") and
+// whether one of them is about the structure's roles.
+func (run *recipeRun) holds(cond string, prefix string) (ok bool, found string, roles bool, err error) {
+	cs, err := semantics.ParseRecipeConds(cond)
 	if err != nil {
-		return false, "", err
+		return false, "", false, err
 	}
+	for _, c := range cs {
+		roles = roles || c.Role != ""
+		if ok, found, err = run.holds1(c, prefix); err != nil || !ok {
+			return ok, found, roles, err
+		}
+	}
+	return true, found, roles, nil
+}
+
+func (run *recipeRun) holds1(c semantics.RecipeCond, prefix string) (bool, string, error) {
 	if c.Value != "" {
 		_, ok := run.global[c.Value]
 		return ok, fmt.Sprintf("%s is given: %v", c.Value, ok), nil
+	}
+	if c.Role != "" {
+		_, has := run.roles[prefix+c.Role]
+		return has == (c.Op == ""), fmt.Sprintf("the %s role is there: %v", c.Role, has), nil
 	}
 	switch c.Op {
 	case "", "!":
@@ -121,18 +179,23 @@ func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
 	var role semantics.Role
 	hasRole := false
 	if n.Role != "" {
-		role, hasRole = run.blk.Roles[prefix+n.Role]
+		role, hasRole = run.roles[prefix+n.Role]
 	}
 	if n.When != "" {
-		ok, found, err := run.holds(n.When)
+		ok, found, roles, err := run.holds(n.When, prefix)
 		if err != nil {
 			return err
 		}
-		// A conditional node's role is there exactly when it runs.
-		if n.Role != "" && ok != hasRole {
+		// A conditional node's role is there exactly when it runs (a
+		// condition on the roles says itself which run).
+		if n.Role != "" && !roles && ok != hasRole {
 			return fmt.Errorf("%s: %s but the block %s a %s%s role", run.addr, found, map[bool]string{true: "has", false: "has no"}[hasRole], prefix, n.Role)
 		}
 		if !ok {
+			if _, given := run.global[n.Else]; slices.Contains(semantics.RecipeGiven, n.Else) && !given {
+				run.absent[n.Out[0]] = n.Else // the model has no such value: the output stays unmade
+				return nil
+			}
 			if n.Else != "" {
 				v, err := run.value(n.Else, si)
 				if err != nil {
@@ -147,6 +210,11 @@ func (run *recipeRun) node(n *semantics.RecipeNode, si int) error {
 	for i, v := range n.In {
 		if si < 0 && (n.Op == "join" || n.Op == "split" && i == 1) {
 			continue // per set: read by the op
+		}
+		if g, ok := run.absent[v]; ok && g == "cond" {
+			return fmt.Errorf("%s: %s needs the conditioning vector, and the structure has no conditioning", run.addr, n.NodeName())
+		} else if ok {
+			return fmt.Errorf("%s: %s needs %s, which the model does not have", run.addr, n.NodeName(), g)
 		}
 		var err error
 		if in[i], err = run.value(v, si); err != nil {

@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/semantics"
@@ -60,6 +61,9 @@ func (run *recipeRun) rope(n *semantics.RecipeNode, name string, in []string) (e
 	}
 	if rows, seq := b.shape(in[1])[0], b.shape(in[0])[1]; rows != seq {
 		return exec.RopeParams{}, fmt.Errorf("%s: RoPE tables have %d rows, the joined sequence %d", run.addr, rows, seq)
+	}
+	if run.blk == nil {
+		return exec.RopeParams{}, fmt.Errorf("%s: a stage has no heads to rotate", run.addr)
 	}
 	rot, hd := b.rotary, run.blk.HeadDim
 	if rot > hd {
@@ -121,8 +125,15 @@ func (run *recipeRun) number(s, name string) (float64, error) {
 	if bd.Factor != "" {
 		return run.b.doc.Number(bd.Factor, at)
 	}
-	fields := map[string]int{"block.heads": run.blk.Heads, "block.kv_heads": run.blk.KVHeads, "block.head_dim": run.blk.HeadDim,
-		"block.mlp_width": run.blk.MLPWidth, "model.hidden": run.b.st.Hidden}
+	if run.blk == nil && len(bd.Fields) > 0 && !slices.Equal(bd.Fields, []string{"model.hidden"}) {
+		return 0, fmt.Errorf("%s: %s: a stage has no block numbers", name, s)
+	}
+	blk := run.blk
+	if blk == nil {
+		blk = &semantics.Block{}
+	}
+	fields := map[string]int{"block.heads": blk.Heads, "block.kv_heads": blk.KVHeads, "block.head_dim": blk.HeadDim,
+		"block.mlp_width": blk.MLPWidth, "model.hidden": run.b.st.Hidden}
 	v := 1
 	for _, f := range bd.Fields {
 		v *= fields[f]

@@ -1,7 +1,9 @@
 package program_test
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,6 +68,118 @@ func TestRecipeNodes(t *testing.T) {
 			}
 			if g := strings.Join(got, " "); g != tc.want {
 				t.Errorf("%s nodes:\n got  %s\n want %s", tc.addr, g, tc.want)
+			}
+			// The block built alone (BuildBlock, what the factor search
+			// runs) is the same nodes with the same attributes and specs.
+			in := blockInputs(p, &doc.Structure, doc.Structure.Blocks[i])
+			alone, err := program.BuildBlock(doc, shapesOf(t, doc, tr), i, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var whole []program.Node
+			for _, s := range p.Segments {
+				if s.Address == tc.addr {
+					whole = p.Nodes[s.Start:s.End]
+				}
+			}
+			if len(alone.Nodes) != len(whole) {
+				t.Fatalf("%s built alone: %d nodes, in the model %d", tc.addr, len(alone.Nodes), len(whole))
+			}
+			for j, n := range alone.Nodes {
+				w := whole[j]
+				if n.Op != w.Op || n.Role != w.Role || fmt.Sprint(n.Attrs) != fmt.Sprint(w.Attrs) || n.Spec != w.Spec {
+					t.Errorf("%s built alone: node %d is %s %s %v %v, in the model %s %s %v %v", tc.addr, j, n.Op, n.Role, n.Attrs, n.Spec, w.Op, w.Role, w.Attrs, w.Spec)
+				}
+			}
+		})
+	}
+}
+
+// blockInputs are the shapes a block reads inside the model program p:
+// its boundary's stream and conditioning values, and its RoPE tables.
+func blockInputs(p *program.Program, st *semantics.Structure, blk semantics.Block) program.BlockInputs {
+	in := program.BlockInputs{Streams: map[string][]int{}}
+	tapped := func(module, port string) []int {
+		for _, v := range p.Values {
+			for _, tp := range v.Taps {
+				if tp.Module == module && tp.Port == port {
+					return v.Shape
+				}
+			}
+		}
+		return nil
+	}
+	bd := blk.Boundary
+	for _, s := range blk.Streams {
+		in.Streams[s] = tapped(bd.Module, bd.Inputs[s])
+	}
+	if port, ok := bd.Inputs["joint"]; ok {
+		j := tapped(bd.Module, port)
+		for _, s := range st.Streams {
+			in.Streams[s.Name] = []int{j[0], s.Tokens, j[2]}
+		}
+	}
+	if port, ok := bd.Inputs["cond"]; ok {
+		in.Cond = tapped(bd.Module, port)
+	}
+	for _, n := range p.Nodes {
+		if n.Op == program.OpRopeTable {
+			in.Tables = p.Values[n.Out[0]].Shape
+		}
+	}
+	return in
+}
+
+// TestFinalRecipeNodes pins the final stage's nodes as the builder emits
+// them from its recipe (recipes/stages/final.json): the nodes the Go
+// builder emitted before it, with the final boundary's segment ending at
+// the rows before the head. llama is a conformance trace (skipped without
+// ../shared).
+func TestFinalRecipeNodes(t *testing.T) {
+	for _, tc := range []struct {
+		doc, trace, nodes, segment string
+	}{
+		{"../../semantics/testdata/dit-f32.json", "../../fixtures/dit/dit-f32.npz",
+			"act:modulation_act linear:modulation chunk:chunks norm:norm modulate:modulate linear:head", "act chunk linear modulate norm"},
+		{"../../semantics/testdata/llama-f32.json", conformanceDir + "/llama-f32.npz", "norm:norm", ""},
+	} {
+		t.Run(tc.doc, func(t *testing.T) {
+			if _, err := os.Stat(tc.trace); err != nil {
+				t.Skipf("%s: %v", tc.trace, err)
+			}
+			tr, err := trace.Open(tc.trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			doc, err := semantics.Read(tc.doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := program.Build(doc, shapesOf(t, doc, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, seg []string
+			for i, n := range p.Nodes {
+				if !strings.HasPrefix(n.Role, "final.") {
+					continue
+				}
+				got = append(got, n.Op.String()+":"+strings.TrimPrefix(n.Role, "final."))
+				for _, s := range p.Segments {
+					if s.Address == "final" && i >= s.Start && i < s.End {
+						seg = append(seg, n.Op.String())
+					}
+				}
+			}
+			slices.Sort(seg)
+			if g := strings.Join(got, " "); g != tc.nodes {
+				t.Errorf("final nodes:\n got  %s\n want %s", g, tc.nodes)
+			}
+			if doc.Structure.Final.Boundary != nil {
+				if g := strings.Join(seg, " "); g != tc.segment {
+					t.Errorf("final segment holds %s, want %s (the head after it)", g, tc.segment)
+				}
 			}
 		})
 	}

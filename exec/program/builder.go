@@ -37,6 +37,9 @@ type builder struct {
 	patch *exec.PatchParams
 	// pass: the addresses of blocks a partial program passes (partial.go).
 	pass map[string]bool
+	// alone: a part built by itself (build_alone.go): its result is not
+	// the model's, and its timestep is given whatever the run.
+	alone bool
 }
 
 // Build makes the program of doc for a request of the given shapes. Every

@@ -3,11 +3,12 @@ package factors
 import (
 	"context"
 	"fmt"
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/search/plan"
 	"math"
 	"slices"
 	"strings"
 
-	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
@@ -28,12 +29,10 @@ const (
 
 // set is one weight set of the block as the attention sees it.
 type set struct {
-	prefix  string // role prefix ("image.", "text.", "")
-	stream  string // its stream, or "" when it holds the joined rows
-	q, k, v []float32
-	rows    int
-	qw      int
-	target  tensor // the out projection's argument
+	prefix string // role prefix ("image.", "text.", "")
+	stream string // its stream, or "" when it holds the joined rows
+	rows   int    // q's rows
+	qw     int    // q's width
 }
 
 // block holds what the objective reads.
@@ -41,11 +40,18 @@ type block struct {
 	st     *semantics.Structure
 	blk    semantics.Block
 	rc     *semantics.Recipe // the block kind's
+	i      int
 	addr   string
 	cp     *capture
 	sets   []set
 	tables []tableSrc
 	memo   map[string]search.Score
+	// The candidates' fragments: built by program.BuildBlock from the
+	// block's inputs (shapes, and their captured values in frag.Given),
+	// run by frag.
+	shapes program.Shapes
+	inputs program.BlockInputs
+	frag   *plan.Fragment
 }
 
 // tableSrc is a RoPE table the block reads: a real cos/sin pair, or one
@@ -65,6 +71,15 @@ type tableSrc struct {
 // joint_order and rope_layout, which are read per block here and merged
 // by the caller).
 func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, search.Objective, error) {
+	b, fs, err := newBlock(tr, st, i)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fs, search.ObjectiveFunc(b.score), nil
+}
+
+// newBlock reads block i's inputs and lists its factors.
+func newBlock(tr *trace.Trace, st *semantics.Structure, i int) (*block, []search.Factor, error) {
 	if i < 0 || i >= len(st.Blocks) {
 		return nil, nil, fmt.Errorf("factors: block %d of %d", i, len(st.Blocks))
 	}
@@ -76,12 +91,19 @@ func Block(tr *trace.Trace, st *semantics.Structure, i int) ([]search.Factor, se
 	if !ok {
 		return nil, nil, fmt.Errorf("factors: block %d: kind %q has no recipe", i, st.Blocks[i].Kind)
 	}
-	b := &block{st: st, blk: st.Blocks[i], rc: rc, addr: semantics.BlockAddress(i), cp: cp, memo: map[string]search.Score{}}
+	b := &block{st: st, blk: st.Blocks[i], rc: rc, i: i, addr: semantics.BlockAddress(i), cp: cp, memo: map[string]search.Score{}}
 	if err := b.load(); err != nil {
 		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
 	}
+	if err := b.loadInputs(); err != nil {
+		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
+	}
 	fs := b.factors()
-	return fs, search.ObjectiveFunc(b.score), nil
+	if err := b.buildable(fs); err != nil {
+		b.frag.Close()
+		return nil, nil, fmt.Errorf("factors: %s: %w", b.addr, err)
+	}
+	return b, fs, nil
 }
 
 func (b *block) role(name string) (semantics.Role, bool) {
@@ -89,8 +111,7 @@ func (b *block) role(name string) (semantics.Role, bool) {
 	return r, ok && r.Module != ""
 }
 
-// load reads each weight set's q, k (after their norms), v and the out
-// projection's argument, and the RoPE tables.
+// load reads each weight set's q rows and width, and the RoPE tables.
 func (b *block) load() error {
 	prefixes := []string{""}
 	if b.rc.Sets == semantics.SetsStreams {
@@ -101,76 +122,21 @@ func (b *block) load() error {
 	}
 	for _, p := range prefixes {
 		s := set{prefix: p, stream: strings.TrimSuffix(p, ".")}
-		var err error
-		if s.q, s.qw, err = b.headValues(p+"q", p+"q_norm"); err != nil {
-			return err
-		}
-		if s.k, _, err = b.headValues(p+"k", p+"k_norm"); err != nil {
-			return err
-		}
-		if s.v, _, err = b.headValues(p+"v", ""); err != nil {
-			return err
-		}
-		qt, _ := b.cp.roleOut(b.blk.Roles[p+"q"])
-		s.rows = qt.tokens()
-		out, ok := b.role(p + "out")
+		q, ok := b.role(p + "q")
 		if !ok {
-			return fmt.Errorf("no %sout role", p)
+			return fmt.Errorf("no %sq role", p)
 		}
-		if s.target, err = b.cp.arg(out.Module); err != nil {
+		qt, err := b.cp.roleOut(q)
+		if err != nil {
 			return err
+		}
+		s.rows, s.qw = qt.tokens(), qt.width()
+		if _, ok := b.role(p + "out"); !ok {
+			return fmt.Errorf("no %sout role", p)
 		}
 		b.sets = append(b.sets, s)
 	}
 	return b.loadTables()
-}
-
-// headValues is a projection's result after its per-head norm (reordered
-// from [heads, rows, head] when that is how the norm read it), first
-// batch only, and its width.
-func (b *block) headValues(role, normRole string) ([]float32, int, error) {
-	r, ok := b.role(role)
-	if !ok {
-		return nil, 0, fmt.Errorf("no %s role", role)
-	}
-	y, err := b.cp.roleOut(r)
-	if err != nil {
-		return nil, 0, err
-	}
-	w := y.width()
-	first := y.v[:y.tokens()*w]
-	n, ok := b.role(normRole)
-	if normRole == "" || !ok {
-		return first, w, nil
-	}
-	in, err := b.cp.arg(n.Module)
-	if err != nil {
-		return nil, 0, err
-	}
-	out, err := b.cp.roleOut(n)
-	if err != nil {
-		return nil, 0, err
-	}
-	if slices.Equal(in.v, y.v) {
-		return out.v[:len(first)], w, nil
-	}
-	if len(in.shape) < 3 {
-		return nil, 0, fmt.Errorf("%s's argument %v is not %s's result rearranged", normRole, in.shape, role)
-	}
-	dh, s, h := in.shape[len(in.shape)-1], in.shape[len(in.shape)-2], in.shape[len(in.shape)-3]
-	perm := func(src []float32) []float32 {
-		dst := make([]float32, s*w)
-		for hh := range h {
-			for ss := range s {
-				copy(dst[ss*w+hh*dh:ss*w+(hh+1)*dh], src[(hh*s+ss)*dh:(hh*s+ss+1)*dh])
-			}
-		}
-		return dst
-	}
-	if h*dh != w || !slices.Equal(perm(in.v), first) {
-		return nil, 0, fmt.Errorf("%s's argument %v is not %s's result rearranged", normRole, in.shape, role)
-	}
-	return perm(out.v), w, nil
 }
 
 // loadTables: the block's arguments that are not its streams or the
@@ -357,36 +323,4 @@ func (b *block) score(_ context.Context, factor string, a search.Assignment) (se
 		b.memo[memo] = s
 	}
 	return s, err
-}
-
-// sums accumulates a rel-RMS over several comparisons.
-type sums struct{ d, r float64 }
-
-func (s *sums) add(ours []float64, ref []float32, f interface{ Round(float32) float32 }) {
-	for i := range min(len(ours), len(ref)) {
-		d := float64(f.Round(float32(ours[i]))) - float64(ref[i])
-		s.d += d * d
-		s.r += float64(ref[i]) * float64(ref[i])
-	}
-	if len(ours) != len(ref) {
-		s.d = math.Inf(1)
-	}
-}
-
-func (s sums) score(boundary string) search.Score {
-	e := math.Sqrt(s.d / s.r)
-	if math.IsNaN(e) || s.r == 0 {
-		e = math.Inf(1)
-	}
-	return search.Score{Err: e, Boundary: boundary, Metric: search.MetricRelRMS}
-}
-
-// actFunc is a named activation in f32 (NaN for a name exec does not
-// know), parsed once for a whole tensor.
-func actFunc(name any) func(float32) float32 {
-	k, err := exec.ParseAct(fmt.Sprint(name))
-	if err != nil {
-		return func(float32) float32 { return float32(math.NaN()) }
-	}
-	return func(x float32) float32 { return exec.Activate(k, x, 0) }
 }

@@ -2,7 +2,6 @@ package factors
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/zflow/zflow/precision"
@@ -14,6 +13,7 @@ import (
 // names, at the first step the model is called in.
 type capture struct {
 	tr    *trace.Trace
+	st    *semantics.Structure
 	calls map[string]trace.Call // module → its first call at the step
 	cache map[string]tensor
 }
@@ -46,7 +46,7 @@ func (t tensor) tokens() int {
 }
 
 func newCapture(tr *trace.Trace, st *semantics.Structure) (*capture, error) {
-	c := &capture{tr: tr, calls: map[string]trace.Call{}, cache: map[string]tensor{}}
+	c := &capture{tr: tr, st: st, calls: map[string]trace.Call{}, cache: map[string]tensor{}}
 	var step *int
 	for _, call := range tr.Tree().Calls() {
 		if call.Parent == nil && call.Module == st.Model.Module {
@@ -142,39 +142,4 @@ func (c *capture) roleOut(r semantics.Role) (tensor, error) {
 		return t, nil
 	}
 	return c.out(r.Module)
-}
-
-// param reads a parameter's values.
-func (c *capture) param(name string) ([]float32, error) {
-	key, ok := c.tr.Manifest.Params[name]
-	if !ok {
-		return nil, fmt.Errorf("no parameter %q", name)
-	}
-	t, err := c.key(key)
-	return t.v, err
-}
-
-// relRMS of ours (rounded to f) against ref, mask-sized values compared
-// apart (precision.Sums); +Inf when the lengths differ or nothing compares.
-func relRMS(ours []float64, ref []float32, f precision.Format) float64 {
-	if len(ours) != len(ref) || len(ref) == 0 {
-		return math.Inf(1)
-	}
-	var s precision.Sums
-	s.AddRounded(f, ours, ref)
-	r := s.RelRMS()
-	if math.IsNaN(r) {
-		return math.Inf(1)
-	}
-	return r
-}
-
-// chunk is the j-th of k chunks of each row of t.
-func chunk(t tensor, j, k int) []float32 {
-	w := t.width() / k
-	out := make([]float32, 0, t.rows()*w)
-	for r := range t.rows() {
-		out = append(out, t.v[r*t.width()+j*w:r*t.width()+(j+1)*w]...)
-	}
-	return out
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
+	"slices"
 
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/search/plan"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
 )
@@ -26,7 +29,14 @@ func Model(tr *trace.Trace, st *semantics.Structure) ([]search.Factor, search.Ob
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &model{st: st, cp: cp, memo: map[string]search.Score{}}
+	m := &model{tr: tr, st: st, cp: cp, memo: map[string]search.Score{}, shapes: program.Shapes{Weights: map[string][]int{}},
+		frag: &plan.Fragment{B: cpu.New(0), Ref: tr, Key: cp.tapKey, Given: map[string]plan.Given{}, Spec: searchSpec}}
+	src := program.TraceParams(tr)
+	for _, path := range st.ParamPaths() {
+		if s, err := src.Shape(path); err == nil {
+			m.shapes.Weights[path] = s
+		}
+	}
 	var fs []search.Factor
 	if r, ok := st.Final.Roles["modulation"]; ok && r.Module != "" {
 		fs = append(fs,
@@ -45,7 +55,7 @@ func Model(tr *trace.Trace, st *semantics.Structure) ([]search.Factor, search.Ob
 	if len(st.Blocks) > 0 && st.Blocks[0].Boundary != nil && st.Blocks[0].Boundary.Inputs["joint"] != "" && len(st.Embedders) == 2 {
 		fs = append(fs, search.Factor{Name: "joint_order", Scope: "model", Values: []any{"text_first", "image_first"}, Stage: 5})
 	}
-	if _, _, err := m.patchTarget(); err == nil {
+	if m.patchable() {
 		fs = append(fs, search.Factor{Name: "patch_layout", Scope: "embed.image", Values: []any{"none", "c_ph_pw"}, Stage: 6})
 	}
 	return fs, search.ObjectiveFunc(m.score), nil
@@ -57,9 +67,12 @@ func Model(tr *trace.Trace, st *semantics.Structure) ([]search.Factor, search.Ob
 const PooledAct = "pooled_act"
 
 type model struct {
-	st   *semantics.Structure
-	cp   *capture
-	memo map[string]search.Score
+	tr     *trace.Trace
+	st     *semantics.Structure
+	cp     *capture
+	memo   map[string]search.Score
+	shapes program.Shapes
+	frag   *plan.Fragment
 }
 
 func (m *model) score(_ context.Context, factor string, a search.Assignment) (search.Score, error) {
@@ -97,65 +110,106 @@ func (m *model) score(_ context.Context, factor string, a search.Assignment) (se
 	return s, err
 }
 
-// scoreFinal: norm(x)·(1 + scale) + shift (or ·scale) from the final
-// modulation's two chunks, against the head's argument (or the final
-// boundary's output).
-func (m *model) scoreFinal(a search.Assignment) (search.Score, error) {
-	f := m.st.Final
-	n, err := m.cp.roleOut(f.Roles["norm"])
-	if err != nil {
-		return search.Score{}, err
-	}
-	mod, err := m.cp.roleOut(f.Roles["modulation"])
-	if err != nil {
-		return search.Score{}, err
-	}
-	var target tensor
-	boundary := ""
-	if h, ok := f.Roles["head"]; ok && h.Module != "" {
-		target, err = m.cp.arg(h.Module)
-		boundary = h.Module + "/arg"
-	} else if f.Boundary != nil {
-		target, err = m.cp.port(f.Boundary.Module, f.Boundary.Outputs["out"])
-		boundary = f.Boundary.Module + "/" + f.Boundary.Outputs["out"]
-	}
-	if err != nil || target.v == nil {
-		return search.Score{Err: math.Inf(1)}, err
-	}
-	var shift, scale []float32
-	for j, name := range strings.Split(fmt.Sprint(a["final_norm_order"]), ",") {
-		c := chunk(mod, j, 2)
-		if name == "shift" {
-			shift = c
-		} else {
-			scale = c
-		}
-	}
-	var s sums
-	rows := attn.Spread(n.rows(), sampleRows)
-	s.add(modulateRows(n, rows, shift, scale, a["modulation_plus_one"] == true), rowsOf(target.v, n.width(), rows), target.f)
-	return s.score(boundary), nil
+// modelPlaceholders are the values the parts built alone read that the
+// model's search does not decide (the norms', the timestep's), none of
+// them in a score's cone: the trace holds every norm's result and the
+// timestep's sinusoid.
+var modelPlaceholders = map[string]any{
+	"norm_kind": "layer", "norm_eps": 1e-6, "norm_offset": 0.0, "modulation_act": "identity",
+	"timestep_scale": 1000.0, "timestep_scale_at": "sinusoid", "timestep_flip_sin_to_cos": false,
+	"timestep_freq_shift": 0.0, "timestep_max_period": 10000.0,
 }
 
-// scoreEmbedAct: act(<path>_in) against <path>_out's argument.
+// document is a candidate's document: the structure, the values given
+// (over placeholders), every node in f32.
+func (m *model) document(vals map[string]any) *semantics.Document {
+	doc := &semantics.Document{Format: semantics.FormatName, Version: semantics.Version, Structure: *m.st,
+		Precision: semantics.Precision{Activations: "f32"}}
+	for _, name := range sortedNames(modelPlaceholders, vals) {
+		v, ok := vals[name]
+		if !ok {
+			v = modelPlaceholders[name]
+		}
+		doc.Factors = append(doc.Factors, semantics.Factor{Name: name, Scope: "*", Value: v})
+	}
+	return doc
+}
+
+func sortedNames(ms ...map[string]any) []string {
+	var out []string
+	for _, m := range ms {
+		for k := range m {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// finalInputs are the final stage's rows (its norm's argument) and
+// conditioning vector, given to its fragment.
+func (m *model) finalInputs() (x, cond []int, err error) {
+	t, err := m.cp.arg(m.st.Final.Roles["norm"].Module)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.frag.Given[program.FinalX] = plan.Given{Data: t.v, Shape: t.shape}
+	if c, err := m.finalCond(); err == nil {
+		m.frag.Given[program.FinalCond] = plan.Given{Data: c.v, Shape: c.shape}
+		cond = c.shape
+	} else if r, ok := m.st.Final.Roles["modulation"]; ok && r.Module != "" {
+		// No conditioning vector the trace holds: the modulation's
+		// argument has its shape, and its result is the trace's, so the
+		// vector is never read.
+		c, err := m.cp.arg(r.Module)
+		if err != nil {
+			return nil, nil, err
+		}
+		cond = c.shape
+	}
+	return t.shape, cond, nil
+}
+
+// scoreFinal: the final stage built alone (program.BuildFinal) under the
+// candidate's chunk order and plus-one, run from its norm's result and
+// its modulation's, against the head's argument (or the final boundary's
+// output), at up to 1024 rows.
+func (m *model) scoreFinal(a search.Assignment) (search.Score, error) {
+	f := m.st.Final
+	tp, boundary := program.Tap{}, ""
+	if h, ok := f.Roles["head"]; ok && h.Module != "" {
+		tp, boundary = program.Tap{Module: h.Module, Port: "arg0"}, h.Module+"/arg"
+	} else if f.Boundary != nil {
+		tp = program.Tap{Module: f.Boundary.Module, Port: f.Boundary.Outputs["out"]}
+		boundary = tp.Module + "/" + tp.Port
+	}
+	x, cond, err := m.finalInputs()
+	if err != nil || tp.Module == "" {
+		return search.Score{Err: math.Inf(1)}, err
+	}
+	p, err := program.BuildFinal(m.document(map[string]any{"final_norm_order": a["final_norm_order"],
+		"modulation_plus_one": a["modulation_plus_one"]}), m.shapes, x, cond)
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, tp, true, boundary)
+}
+
+// scoreEmbedAct: the conditioning built alone (program.BuildConditioning)
+// with the candidate as embed_act, run from <path>_in's result, against
+// <path>_out's argument.
 func (m *model) scoreEmbedAct(f any, path string) (search.Score, error) {
 	c := m.st.Conditioning
-	in, err := m.cp.roleOut(c.Roles[path+"_in"])
-	if err != nil {
-		return search.Score{}, err
+	out := c.Roles[path+"_out"].Module
+	var pooled []int
+	if r, ok := c.Roles["pooled_in"]; ok && r.Module != "" {
+		t, err := m.cp.arg(r.Module)
+		if err != nil {
+			return search.Score{}, err
+		}
+		pooled = t.shape
 	}
-	target, err := m.cp.arg(c.Roles[path+"_out"].Module)
-	if err != nil {
-		return search.Score{}, err
-	}
-	ours := make([]float64, len(in.v))
-	fn := actFunc(f)
-	for i, x := range in.v {
-		ours[i] = float64(fn(x))
-	}
-	var s sums
-	s.add(ours, target.v, target.f)
-	return s.score(c.Roles[path+"_out"].Module + "/arg"), nil
+	p, err := program.BuildConditioning(m.document(map[string]any{"embed_act": f}), m.shapes, pooled)
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, program.Tap{Module: out, Port: "arg0"}, false, out+"/arg")
 }
 
 // finalCond is the conditioning vector the final stage reads: its
@@ -170,31 +224,24 @@ func (m *model) finalCond() (tensor, error) {
 	return tensor{}, fmt.Errorf("no conditioning vector reaches the final stage")
 }
 
-// scoreFinalAct: act(cond) against the final modulation linear's argument.
+// scoreFinalAct: the final stage built alone with the candidate as its
+// modulation_act, run from the conditioning vector, against the final
+// modulation linear's argument.
 func (m *model) scoreFinalAct(a search.Assignment) (search.Score, error) {
-	cond, err := m.finalCond()
-	if err != nil {
-		return search.Score{}, err
-	}
 	mod := m.st.Final.Roles["modulation"]
-	target, err := m.cp.arg(mod.Module)
+	x, cond, err := m.finalInputs()
 	if err != nil {
 		return search.Score{}, err
 	}
-	ours := make([]float64, len(cond.v))
-	fn := actFunc(a["modulation_act"])
-	for i, x := range cond.v {
-		ours[i] = float64(fn(x))
-	}
-	var s sums
-	s.add(ours, target.v, target.f)
-	return s.score(mod.Module + "/arg"), nil
+	p, err := program.BuildFinal(m.document(map[string]any{"modulation_act": a["modulation_act"],
+		"final_norm_order": "shift,scale", "modulation_plus_one": true}), m.shapes, x, cond)
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, program.Tap{Module: mod.Module, Port: "arg0"}, false, mod.Module+"/arg")
 }
 
-// patchTarget is the latents as the model receives them and the image
-// embedder's argument (its norm's, when it has one).
-func (m *model) patchTarget() (tensor, tensor, error) {
-	for _, e := range m.st.Embedders {
+// latentsEmbedder is the linear embedder that reads the latents, and the
+// tap of its argument (its norm's, when it has one).
+func (m *model) latentsEmbedder() (int, program.Tap, bool) {
+	for i, e := range m.st.Embedders {
 		if e.Input != "latents" || e.Kind != "linear" {
 			continue
 		}
@@ -202,83 +249,46 @@ func (m *model) patchTarget() (tensor, tensor, error) {
 		if n, ok := e.Roles["norm"]; ok && n.Module != "" {
 			r = n
 		}
-		target, err := m.cp.arg(r.Module)
-		if err != nil {
-			return tensor{}, tensor{}, err
-		}
-		port := m.st.Model.Inputs["latents"]
-		if port == "" {
-			return tensor{}, tensor{}, fmt.Errorf("the model call has no latents port")
-		}
-		x, err := m.cp.port(m.st.Model.Module, port)
-		if err != nil {
-			return tensor{}, tensor{}, err
-		}
-		return x, target, nil
+		return i, program.Tap{Module: r.Module, Port: "arg0"}, true
 	}
-	return tensor{}, tensor{}, fmt.Errorf("no linear embedder reads the latents")
+	return 0, program.Tap{}, false
 }
 
-// scorePatch: the latents as tokens (none: unchanged; c_ph_pw: a
-// [B, C, H, W] tensor cut into p×p patches with features (c, ph, pw), rows
-// (h, w)) against the image embedder's argument. A layout the latents'
-// shape does not admit scores +Inf.
+// patchable: a latents embedder whose argument the trace holds, and
+// latents the model call receives.
+func (m *model) patchable() bool {
+	_, tp, ok := m.latentsEmbedder()
+	return ok && m.cp.tapKey(tp) != "" && m.st.Model.Inputs["latents"] != ""
+}
+
+// scorePatch: the image embedder built alone (program.BuildEmbedder)
+// under the candidate patch_layout, from the latents as the model
+// receives them, against its argument. A layout the latents' shape does
+// not admit scores +Inf.
 func (m *model) scorePatch(a search.Assignment) (search.Score, error) {
-	x, target, err := m.patchTarget()
+	i, tp, _ := m.latentsEmbedder()
+	x, err := m.cp.port(m.st.Model.Module, m.st.Model.Inputs["latents"])
 	if err != nil {
 		return search.Score{}, err
 	}
-	boundary := m.st.Model.Module + "/" + m.st.Model.Inputs["latents"]
-	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
-	var ours []float64
-	switch a["patch_layout"] {
-	case "none":
-		if x.width() != target.width() || len(x.v) != len(target.v) {
-			return inf, nil
-		}
-		ours = f64(x.v)
-	case "c_ph_pw":
-		if len(x.shape) != 4 {
-			return inf, nil
-		}
-		bsz, c, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
-		p := int(math.Round(math.Sqrt(float64(target.width()) / float64(max(c, 1)))))
-		if p < 1 || c*p*p != target.width() || h%p != 0 || w%p != 0 || bsz*(h/p)*(w/p)*c*p*p != len(target.v) {
-			return inf, nil
-		}
-		ours = make([]float64, 0, len(x.v))
-		for bi := range bsz {
-			for hh := range h / p {
-				for ww := range w / p {
-					for cc := range c {
-						for ph := range p {
-							for pw := range p {
-								ours = append(ours, float64(x.v[((bi*c+cc)*h+hh*p+ph)*w+ww*p+pw]))
-							}
-						}
-					}
-				}
-			}
-		}
-	default:
-		return inf, nil
-	}
-	var s sums
-	s.add(ours, target.v, target.f)
-	sc := s.score(boundary)
-	if s.r == 0 {
-		sc.Err = math.Inf(1)
-	}
-	return sc, nil
+	m.frag.Given[program.InputValue("latents")] = plan.Given{Data: x.v, Shape: x.shape}
+	p, err := program.BuildEmbedder(m.document(map[string]any{"patch_layout": a["patch_layout"]}), m.shapes, i, x.shape)
+	return scoreTap(m.frag, m.cp.tapKey, p, err == nil, tp, false, m.st.Model.Module+"/"+m.st.Model.Inputs["latents"])
 }
 
-// scoreJoin: the embedders' rows joined in order against the first
-// block's joined argument.
+// scoreJoin: the first block built alone (program.BuildBlock) under the
+// candidate joint order, from the embedders' rows, against its joined
+// argument.
 func (m *model) scoreJoin(a search.Assignment) (search.Score, error) {
-	names := make([]string, len(m.st.Embedders))
-	rows := make([][]float32, len(m.st.Embedders))
-	for i, e := range m.st.Embedders {
-		names[i] = e.Stream
+	bd := m.st.Blocks[0].Boundary
+	tp := program.Tap{Module: bd.Module, Port: bd.Inputs["joint"]}
+	boundary := bd.Module + "/" + bd.Inputs["joint"]
+	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
+	b, fs, err := newBlock(m.tr, m.st, 0)
+	if err != nil {
+		return inf, nil
+	}
+	for _, e := range m.st.Embedders {
 		r := e.Roles["proj"]
 		if e.Kind == "table" {
 			r = e.Roles["table"]
@@ -287,18 +297,17 @@ func (m *model) scoreJoin(a search.Assignment) (search.Score, error) {
 		if err != nil {
 			return search.Score{}, err
 		}
-		rows[i] = t.v
+		b.frag.Given[program.BlockStream(e.Stream)] = plan.Given{Data: t.v, Shape: t.shape}
+		b.inputs.Streams[e.Stream] = t.shape
 	}
-	var ours []float64
-	for _, i := range order(names, a["joint_order"]) {
-		ours = append(ours, f64(rows[i])...)
+	first := search.Assignment{}
+	for _, f := range fs {
+		first[f.Name] = f.Values[0]
 	}
-	bd := m.st.Blocks[0].Boundary
-	target, err := m.cp.port(bd.Module, bd.Inputs["joint"])
+	first["rope_layout"], first["joint_order"] = attn.None, a["joint_order"]
+	p, ok, err := b.fragment(first)
 	if err != nil {
-		return search.Score{}, err
+		return inf, err
 	}
-	var s sums
-	s.add(ours, target.v, target.f)
-	return s.score(bd.Module + "/" + bd.Inputs["joint"]), nil
+	return scoreTap(b.frag, m.cp.tapKey, p, ok, tp, false, boundary)
 }

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
+	"github.com/zflow/zflow/search/plan"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
 )
@@ -46,7 +49,7 @@ func Norms(tr *trace.Trace, st *semantics.Structure) ([]NormRole, error) {
 		if r.Module == "" {
 			return
 		}
-		n := &normObjective{cp: cp, role: r, memo: map[string]search.Score{}}
+		n := newNormObjective(cp, addr, r)
 		fs := []search.Factor{
 			{Name: "norm_kind", Scope: addr, Values: normKinds, Stage: 1},
 			{Name: "norm_eps", Scope: addr, Values: normEps, Stage: 1},
@@ -77,11 +80,44 @@ func Norms(tr *trace.Trace, st *semantics.Structure) ([]NormRole, error) {
 }
 
 type normObjective struct {
-	cp   *capture
-	role semantics.Role
-	memo map[string]search.Score
+	cp     *capture
+	addr   string
+	role   semantics.Role
+	shapes program.Shapes
+	frag   *plan.Fragment
+	x      []int // the argument as [rows, width]
+	ok     bool  // argument and result hold as many values
+	rows   []int
+	memo   map[string]search.Score
 }
 
+// newNormObjective reads the norm's argument (the fragment's given) and
+// the shapes of its parameters.
+func newNormObjective(cp *capture, addr string, r semantics.Role) *normObjective {
+	n := &normObjective{cp: cp, addr: addr, role: r, memo: map[string]search.Score{},
+		shapes: program.Shapes{Weights: map[string][]int{}},
+		frag:   &plan.Fragment{B: cpu.New(0), Ref: cp.tr, Key: cp.tapKey, Given: map[string]plan.Given{}, Spec: searchSpec}}
+	src := program.TraceParams(cp.tr)
+	for _, path := range []string{r.Weight, r.Bias} {
+		if s, err := src.Shape(path); path != "" && err == nil {
+			n.shapes.Weights[path] = s
+		}
+	}
+	x, err1 := cp.arg(r.Module)
+	y, err2 := cp.roleOut(r)
+	if err1 != nil || err2 != nil || len(x.v) != len(y.v) || x.width() == 0 {
+		return n
+	}
+	n.ok = true
+	n.x = []int{x.rows(), x.width()}
+	n.rows = attn.Spread(x.rows(), 512)
+	n.frag.Given[program.NormInput] = plan.Given{Data: x.v, Shape: n.x}
+	return n
+}
+
+// score builds the norm under the candidate (program.BuildNorm) and runs
+// it from the captured argument at up to 512 rows against the captured
+// result.
 func (n *normObjective) score(_ context.Context, _ string, a search.Assignment) (search.Score, error) {
 	offset, _ := a["norm_offset"].(float64)
 	eps, _ := a["norm_eps"].(float64)
@@ -89,61 +125,38 @@ func (n *normObjective) score(_ context.Context, _ string, a search.Assignment) 
 	if s, ok := n.memo[key]; ok {
 		return s, nil
 	}
-	x, err := n.cp.arg(n.role.Module)
-	if err != nil {
-		return search.Score{}, err
-	}
-	y, err := n.cp.roleOut(n.role)
-	if err != nil {
-		return search.Score{}, err
-	}
 	boundary := n.role.Module + "/" + n.role.OutPort()
 	inf := search.Score{Err: math.Inf(1), Boundary: boundary, Metric: search.MetricRelRMS}
-	w := x.width()
-	if len(x.v) != len(y.v) || w == 0 {
+	if !n.ok {
 		return inf, nil
 	}
-	var gamma, beta []float32
-	if n.role.Weight != "" {
-		if gamma, err = n.cp.param(n.role.Weight); err != nil {
-			return search.Score{}, err
-		}
+	doc := &semantics.Document{Format: semantics.FormatName, Version: semantics.Version, Structure: *n.cp.st,
+		Precision: semantics.Precision{Activations: "f32"},
+		Factors: []semantics.Factor{
+			{Name: "norm_kind", Scope: n.addr, Value: a["norm_kind"]},
+			{Name: "norm_eps", Scope: n.addr, Value: eps},
+			{Name: "norm_offset", Scope: n.addr, Value: offset},
+		}}
+	p, err := program.BuildNorm(doc, n.shapes, n.addr, n.role, n.x)
+	if err != nil {
+		n.memo[key] = inf // the parameters do not span the argument's last axis
+		return inf, nil
 	}
-	if n.role.Bias != "" {
-		if beta, err = n.cp.param(n.role.Bias); err != nil {
-			return search.Score{}, err
-		}
+	tk := n.cp.tapKey(program.Tap{Module: n.role.Module, Port: n.role.OutPort()})
+	if tk == "" {
+		return inf, nil
 	}
-	if gamma != nil && len(gamma) != w || beta != nil && len(beta) != w {
-		return inf, nil // the parameters do not span the argument's last axis
+	ours, _, err := n.frag.Eval(p, p.Outputs[0], n.rows)
+	if err != nil {
+		return search.Score{}, err
 	}
-	var s sums
-	layer := a["norm_kind"] == "layer"
-	row := make([]float64, w)
-	for _, r := range attn.Spread(x.rows(), 512) {
-		xs := x.v[r*w : (r+1)*w]
-		var mu, ss float64
-		if layer {
-			for _, v := range xs {
-				mu += float64(v)
-			}
-			mu /= float64(w)
-		}
-		for _, v := range xs {
-			ss += (float64(v) - mu) * (float64(v) - mu)
-		}
-		inv := 1 / math.Sqrt(ss/float64(w)+eps)
-		for c, v := range xs {
-			z := (float64(v) - mu) * inv
-			if gamma != nil {
-				z *= float64(gamma[c]) + offset
-			}
-			if beta != nil {
-				z += float64(beta[c])
-			}
-			row[c] = z
-		}
-		s.add(row, y.v[r*w:(r+1)*w], y.f)
+	ref, f, err := n.frag.Reference(tk, n.x, n.rows)
+	if err != nil {
+		return search.Score{}, err
+	}
+	var s fsums
+	if !s.add(ours, n.x[1], ref, n.x[1], 0, f) {
+		return inf, nil
 	}
 	sc := s.score(boundary)
 	n.memo[key] = sc

@@ -195,7 +195,8 @@ func (p *posObjective) score(_ context.Context, _ string, a search.Assignment) (
 		lay = exec.RopeHalf
 	}
 	inf := search.Score{Err: math.Inf(1), Boundary: p.boundary, Metric: search.MetricRelRMS}
-	var s sums
+	var s fsums
+	add := func(ours, ref []float32, f precision.Format) bool { return s.add(ours, len(ours), ref, len(ref), 0, f) }
 	for _, t := range p.tables {
 		rows := t.n
 		cos, sin, err := exec.RopeTables(t.sIDs, rows, exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: lay, FreqFormat: ff, AngleFormat: af})
@@ -206,17 +207,22 @@ func (p *posObjective) score(_ context.Context, _ string, a search.Assignment) (
 		f := t.src.f
 		if t.src.complex {
 			pairs := t.src.w
-			ours := make([]float64, 0, 2*rows*pairs)
+			ours := make([]float32, 0, 2*rows*pairs)
 			for r := range rows {
 				for j := range pairs {
-					ours = append(ours, float64(cos[r*2*pairs+2*j]), float64(sin[r*2*pairs+2*j]))
+					ours = append(ours, cos[r*2*pairs+2*j], sin[r*2*pairs+2*j])
 				}
 			}
-			s.add(ours, t.sCos, f)
+			if !add(ours, t.sCos, f) {
+				p.memo[key] = inf
+				return inf, nil
+			}
 			continue
 		}
-		s.add(f64(cos), t.sCos, f)
-		s.add(f64(sin), t.sSin, f)
+		if !add(cos, t.sCos, f) || !add(sin, t.sSin, f) {
+			p.memo[key] = inf
+			return inf, nil
+		}
 	}
 	sc := s.score(p.boundary)
 	p.memo[key] = sc

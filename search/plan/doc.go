@@ -72,6 +72,20 @@
 // scored whole before the margin is read, so stopping changes no decision,
 // only makes some margins lower bounds (margin_at_least).
 //
+// # Fragments: a search of factors
+//
+// A Fragment is the same teacher forcing for a part of a program built
+// alone (program.BuildBlock and the other Build… of parts): it makes one
+// value from the values the trace holds before it, running only the nodes
+// between them (a linear's result is the trace's, so none runs; Ran
+// counts), each in one Spec (a semantic search's own arithmetic, not a
+// plan), and at the rows of the value a search compares: a pointwise or
+// row-wise node reads those rows of its inputs, a slice or join of rows
+// maps them, an attention reads those query rows and every key (a causal
+// one through an explicit mask of their positions), any other op runs
+// whole and is cut. Nodes that candidates share are kept by version.
+// search/factors scores every factor candidate with it.
+//
 // # Search
 //
 // Discover runs search.Run twice. First one factor per op class (every
