@@ -35,6 +35,16 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		}
 		cands = append(cands, s.normCandidates(v, t)...)
 		if w, ev := s.best(t, cands); w != nil {
+			if w.from.op == program.OpAct {
+				// in a narrow format one activation may pass for another
+				// (quick GELU for GELU in bf16, to 1.2e-2): a loose fit
+				// yields to Swish-β where that is four times tighter
+				if e := relRMS(t.format, w.data, t.data); e > looseActivation(t.format) {
+					if sw := s.fitSwish(v, t); sw != nil && relRMS(t.format, sw.data, t.data) < e/4 {
+						return sw
+					}
+				}
+			}
 			if w.from.op == program.OpNorm {
 				// a value already normalised times a constant is also a
 				// norm of it with some ε: the constant, where it fits as

@@ -30,6 +30,34 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// headsLastBiases are the scope's score biases laid out heads last
+// ([.., Sq, Sk, H], leading axes of 1: an embedding of relative position
+// buckets read per query and key, one column per head, as T5 computes
+// its bias in the attention that first needs it), each moved to [1, H,
+// Sq, Sk]. Tried only where every bias of the scope's own layout fails.
+func (s *synth) headsLastBiases(sc *scope, q, k *val, heads int) []*val {
+	var out []*val
+	sq, sk := q.shape[1], k.shape[1]
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || v.integral() || n < 3 || heads < 2 || v.shape[n-3] != sq || v.shape[n-2] != sk || v.shape[n-1] != heads || v.numel() != sq*sk*heads {
+			continue
+		}
+		r := s.reshape(v, []int{sq, sk, heads})
+		if r == nil {
+			continue
+		}
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{2, 0, 1}}, args: []*val{r}, out: v.format, label: "bias heads first"})
+		if p = s.reshape(p, []int{1, heads, sq, sk}); p != nil {
+			out = append(out, p)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
+	return out
+}
+
 // keyMasks are the scope's key-padding masks for attention of q over k:
 // integer 0/1 values with one entry per key and batch row ([B, Sk], or
 // with unit axes between), not all ones, each laid out [B, 1, Sk] for an

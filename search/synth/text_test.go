@@ -1,0 +1,88 @@
+package synth
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/zflow/zflow/semantics"
+)
+
+// TestUnseenHeadsLastBias: T5's first attention computes its relative
+// position bias itself (buckets → the attention's own [32, heads] table
+// → [S, S, heads], permuted to heads first in the forward): each
+// attention's bias is a table's gather moved to [1, H, S, S]; in t5 both
+// read the first attention's one table (the later block is handed the
+// bias the first returned), in umt5 each its own.
+func TestUnseenHeadsLastBias(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		tables int // bucket tables the attentions' biases are gathered from
+	}{{"t5", 1}, {"umt5", 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", c.name+"-f32.npz"))
+			nodes := res.Doc.Program.Nodes
+			made := map[string]semantics.ProgramNode{}
+			for _, n := range nodes {
+				for _, o := range n.Out {
+					made[o] = n
+				}
+			}
+			// follow reshapes back from a value to what made it
+			origin := func(v string) semantics.ProgramNode {
+				n := made[v]
+				for n.Op == "reshape" {
+					n = made[n.In[0]]
+				}
+				return n
+			}
+			attns, fromTable := 0, 0
+			tables := map[string]bool{}
+			for _, n := range nodes {
+				if n.Op != "attention" {
+					continue
+				}
+				attns++
+				if len(n.In) < 5 || n.In[4] == "" {
+					t.Errorf("attention %v has no bias", n.Out)
+					continue
+				}
+				if a := n.Attrs.Attention; a == nil || a.Scale != 1 {
+					t.Errorf("attention %v: scale %+v, want 1 (no 1/√d)", n.Out, a)
+				}
+				p := origin(n.In[4])
+				if g := made[p.In[0]]; p.Op == "permute" && slices.Equal(p.Attrs.Perm, []int{2, 0, 1}) && g.Op == "gather" && made[g.In[1]].Op == "rel_bucket" {
+					fromTable++
+					tables[g.In[0]] = true
+				}
+			}
+			if attns != 2 || fromTable != 2 || len(tables) != c.tables {
+				t.Errorf("%d attentions, %d with a bias from a bucket table moved heads first, %d tables; want 2, 2 and %d", attns, fromTable, len(tables), c.tables)
+			}
+		})
+	}
+}
+
+// TestUnseenSwishBeta: CLIP's quick GELU, x·σ(1.702·x), is spelled out
+// as its reference computes it: β·x, a sigmoid, times x.
+func TestUnseenSwishBeta(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "clip_text_model-f32.npz"))
+	found := 0
+	for _, f := range res.Doc.Factors {
+		if f.Name == "mlp_swish_beta" {
+			found++
+			if !sameValue(f.Value, 1.702) || !f.Decisive {
+				t.Errorf("%s: β %v (decisive %v), want 1.702, decisive", f.Scope, f.Value, f.Decisive)
+			}
+		}
+	}
+	sigmoids := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op == "act" && n.Attrs.Act == "sigmoid" {
+			sigmoids++
+		}
+	}
+	if found != 2 || sigmoids != 2 {
+		t.Errorf("%d Swish-β factors and %d sigmoids, want 2 of each (one per layer)", found, sigmoids)
+	}
+}
