@@ -30,6 +30,15 @@ argmax of the ids) but for the sizes: hidden 32, 2 heads, intermediate 48, 2 lay
   - learned positions 0…S−1 from the position_ids buffer, added to the token rows;
   - causal attention scaled by 1/√head, pre-norm LayerNorm layers, a final LayerNorm;
   - QuickGELUActivation, x·σ(1.702·x), a module of its own between fc1 and fc2.
+
+dpr follows src/transformers/models/dpr/modeling_dpr.py and models/bert/modeling_bert.py at commit
+6b8b757dfcb582379a64f013cdce46c43629f2b0 (DPRQuestionEncoder; the call boundaries of the real
+transformers trace of the sixth batch: BertModel without its pooler, SDPA, the all-ones mask dropped
+before the encoder) with configuration_dpr.py's defaults (projection_dim 0, GELU, ε 1e-12, 2 token
+types) but for the sizes: hidden 32, 2 heads, intermediate 48, 2 layers, 12 ids (among them 7
+and 8, as in the real trace: tanh of an id is 1 in f32 from 9 on, not below). What it shows: the question encoder makes the bool mask ids ≠ pad (all
+ones here) and the token types (zeros) from the ids and hands both down; BERT post-norm layers; the
+model's output the first row of the last hidden state (the pooled [CLS] row, no projection).
 """
 import math
 
@@ -411,5 +420,173 @@ class CLIPTextModel(nn.Module):
         return {"last_hidden_state": last_hidden_state, "pooler_output": pooled_output}
 
 
+# --- dpr ---------------------------------------------------------------------------------
+
+
+class DPRConfig:
+    vocab_size = 64
+    seq_len = 12  # the real trace's 12 ids: 7 and 8 among them
+    hidden_size = 32
+    num_hidden_layers = 2
+    num_attention_heads = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    type_vocab_size = 2
+    layer_norm_eps = 1e-12
+    pad_token_id = 0
+    projection_dim = 0
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.token_type_embeddings = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)), persistent=False)
+
+    def forward(self, input_ids=None, token_type_ids=None):
+        seq_length = input_ids.shape[1]
+        position_ids = self.position_ids[:, :seq_length]
+        inputs_embeds = self.word_embeddings(input_ids)
+        token_type_embeddings = self.token_type_embeddings(token_type_ids)
+        embeddings = inputs_embeds + token_type_embeddings
+        embeddings = embeddings + self.position_embeddings(position_ids)
+        embeddings = self.LayerNorm(embeddings)
+        return self.dropout(embeddings)
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = c.hidden_size // c.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.scaling = self.attention_head_size ** -0.5
+        self.query = nn.Linear(c.hidden_size, self.all_head_size)
+        self.key = nn.Linear(c.hidden_size, self.all_head_size)
+        self.value = nn.Linear(c.hidden_size, self.all_head_size)
+
+    def forward(self, hidden_states):
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.attention_head_size)
+        query_layer = self.query(hidden_states).view(hidden_shape).transpose(1, 2)
+        key_layer = self.key(hidden_states).view(hidden_shape).transpose(1, 2)
+        value_layer = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+        # SDPA without a mask, written out
+        attn_weights = torch.matmul(query_layer, key_layer.transpose(2, 3)) * self.scaling
+        attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query_layer.dtype)
+        attn_output = torch.matmul(attn_weights, value_layer).transpose(1, 2).contiguous()
+        return attn_output.reshape(*input_shape, -1).contiguous(), None
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, c, width=None):
+        super().__init__()
+        self.dense = nn.Linear(width or c.hidden_size, c.hidden_size)
+        self.LayerNorm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dense(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = BertSelfAttention(c)
+        self.output = BertSelfOutput(c)
+
+    def forward(self, hidden_states):
+        self_outputs = self.self(hidden_states)
+        attention_output = self.output(self_outputs[0], hidden_states)
+        return (attention_output,) + self_outputs[1:]
+
+
+class GELUActivation(nn.Module):
+    def forward(self, input):
+        return F.gelu(input)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = GELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = BertAttention(c)
+        self.intermediate = BertIntermediate(c)
+        self.output = BertSelfOutput(c, c.intermediate_size)
+
+    def forward(self, hidden_states):
+        attention_output = self.attention(hidden_states)[0]
+        intermediate_output = self.intermediate(attention_output)
+        return self.output(intermediate_output, attention_output)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([BertLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states):
+        for layer_module in self.layer:
+            hidden_states = layer_module(hidden_states)
+        return {"last_hidden_state": hidden_states}
+
+
+class BertModel(nn.Module):
+    """BertModel(add_pooling_layer=False)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = BertEmbeddings(c)
+        self.encoder = BertEncoder(c)
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None):
+        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        # an all-ones mask is dropped on the SDPA path: the encoder is given none
+        assert bool(attention_mask.all())
+        encoder_outputs = self.encoder(embedding_output)
+        return {"last_hidden_state": encoder_outputs["last_hidden_state"]}
+
+
+class DPREncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bert_model = BertModel(c)
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None):
+        outputs = self.bert_model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        sequence_output = outputs["last_hidden_state"]
+        pooled_output = sequence_output[:, 0, :]
+        return {"last_hidden_state": sequence_output, "pooler_output": pooled_output}
+
+
+class DPRQuestionEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.pad_token_id = c.pad_token_id
+        self.question_encoder = DPREncoder(c)
+
+    def forward(self, input_ids):
+        input_shape = input_ids.size()
+        attention_mask = input_ids != self.pad_token_id
+        token_type_ids = torch.zeros(input_shape, dtype=torch.long)
+        outputs = self.question_encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+        return {"pooler_output": outputs["pooler_output"]}
+
+
 CASES = {"t5": (T5EncoderModel, T5Config), "umt5": (UMT5EncoderModel, UMT5Config),
-         "clip_text_model": (CLIPTextModel, CLIPTextConfig)}
+         "clip_text_model": (CLIPTextModel, CLIPTextConfig), "dpr": (DPRQuestionEncoder, DPRConfig)}

@@ -29,6 +29,15 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		}
 	}
 	for _, v := range sameShape(t, vals) {
+		if t.intType {
+			// an integer or bool tensor is no float function's output:
+			// tanh of token ids is 1 to the last bit (a mask of ones), a
+			// norm of a row of ones 0 (token types), by saturation alone
+			if w := s.scaledBy(t, v); w != nil {
+				return w
+			}
+			continue
+		}
 		var cands []*expr
 		for _, a := range glueActs {
 			cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()})

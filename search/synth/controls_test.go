@@ -256,6 +256,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_clip.py (CLIPTextModel), reimplemented: learned positions, causal
 	// attention, quick GELU x·σ(1.702·x): the silu gate as Swish-β
 	"clip_text_model": {"attention_causal": true, "rope_layout": "none", "mlp_act": "silu", "mlp_swish_beta": 1.702, "mlp_glu": false},
+	// transformers' modeling_dpr.py, reimplemented: the question encoder makes the mask and the
+	// token types from the ids; BERT layers, GELU; the output the first row
+	"dpr": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},

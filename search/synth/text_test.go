@@ -3,6 +3,7 @@ package synth
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/semantics"
@@ -84,5 +85,22 @@ func TestUnseenSwishBeta(t *testing.T) {
 	}
 	if found != 2 || sigmoids != 2 {
 		t.Errorf("%d Swish-β factors and %d sigmoids, want 2 of each (one per layer)", found, sigmoids)
+	}
+}
+
+// TestUnseenMadeIDs: DPR's question encoder makes the token types (zeros)
+// and the mask (ids ≠ pad: ones) from the ids. Integer tensors are no
+// float function's output: the token types are a constant made from the
+// request's shape, not a norm of tanh(ids) (1 to the last bit from id 9
+// on, which the trace's ids 7 and 8 are not).
+func TestUnseenMadeIDs(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "dpr-f32.npz"))
+	for _, n := range res.Doc.Program.Nodes {
+		if (n.Op == "act" || n.Op == "norm") && slices.Contains(n.In, "input:input_ids") {
+			t.Errorf("%s node %v reads the token ids", n.Op, n.Out)
+		}
+		if n.Op == "gather" && strings.Contains(n.In[0], "token_type_embeddings") && !strings.HasPrefix(n.In[1], "const:") {
+			t.Errorf("token types %q are not a constant", n.In[1])
+		}
 	}
 }
