@@ -39,6 +39,19 @@ types) but for the sizes: hidden 32, 2 heads, intermediate 48, 2 layers, 12 ids 
 and 8, as in the real trace: tanh of an id is 1 in f32 from 9 on, not below). What it shows: the question encoder makes the bool mask ids ≠ pad (all
 ones here) and the token types (zeros) from the ids and hands both down; BERT post-norm layers; the
 model's output the first row of the last hidden state (the pooled [CLS] row, no projection).
+
+deberta follows src/transformers/models/deberta/modeling_deberta.py (DeBERTa v1, the arithmetic of
+the file read at commit 0038a3caa5c7d0c5014704005dd67ab347451ddc, laid out at the call boundaries of
+the real transformers trace of the sixth batch: nn.Dropout for StableDropout, the mask passed as a
+float [1, S] to the embeddings and the encoder and pairwise [1, 1, S, S] to the layers, each layer,
+attention and self-attention returning (output, None), the encoder returning every hidden state)
+with configuration_deberta.py's defaults (no relative attention, position_biased_input, no token
+types, GELU, ε 1e-7) but for the sizes: hidden 32, 2 heads, intermediate 48, 2 layers. What it shows:
+  - in_proj, one bias-free projection read per head as [q | k | v] (view(B, S, H, −1), chunk(3));
+  - q_bias and v_bias, parameters of the self-attention module itself (no call of theirs), added
+    to q and v in the forward; q divided by √head before q·kᵀ; the pairwise mask through
+    masked_fill(finfo.min); the probabilities through an nn.Dropout call;
+  - DebertaLayerNorm (TF style: ε inside the square root, in f32) and the embeddings times the mask.
 """
 import math
 
@@ -588,5 +601,172 @@ class DPRQuestionEncoder(nn.Module):
         return {"pooler_output": outputs["pooler_output"]}
 
 
+# --- deberta -----------------------------------------------------------------------------
+
+
+class DebertaConfig:
+    vocab_size = 64
+    hidden_size = 32
+    num_hidden_layers = 2
+    num_attention_heads = 2
+    intermediate_size = 48
+    max_position_embeddings = 64
+    layer_norm_eps = 1e-7
+    pad_token_id = 0
+
+
+class DebertaLayerNorm(nn.Module):
+    """LayerNorm module in the TF style (epsilon inside the square root)."""
+
+    def __init__(self, size, eps=1e-12):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_type = hidden_states.dtype
+        hidden_states = hidden_states.float()
+        mean = hidden_states.mean(-1, keepdim=True)
+        variance = (hidden_states - mean).pow(2).mean(-1, keepdim=True)
+        hidden_states = (hidden_states - mean) / torch.sqrt(variance + self.variance_epsilon)
+        hidden_states = hidden_states.to(input_type)
+        return self.weight * hidden_states + self.bias
+
+
+class DebertaEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(c.vocab_size, c.hidden_size, padding_idx=c.pad_token_id)
+        self.position_embeddings = nn.Embedding(c.max_position_embeddings, c.hidden_size)
+        self.LayerNorm = DebertaLayerNorm(c.hidden_size, c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids", torch.arange(c.max_position_embeddings).expand((1, -1)), persistent=False)
+
+    def forward(self, input_ids=None, token_type_ids=None, mask=None):
+        seq_length = input_ids.shape[1]
+        position_ids = self.position_ids[:, :seq_length]
+        inputs_embeds = self.word_embeddings(input_ids)
+        position_embeddings = self.position_embeddings(position_ids.long())
+        embeddings = inputs_embeds + position_embeddings  # position_biased_input; no token types
+        embeddings = self.LayerNorm(embeddings)
+        mask = mask.unsqueeze(2).to(embeddings.dtype)
+        embeddings = embeddings * mask
+        return self.dropout(embeddings)
+
+
+class DisentangledSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_attention_heads = c.num_attention_heads
+        self.attention_head_size = c.hidden_size // c.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.in_proj = nn.Linear(c.hidden_size, self.all_head_size * 3, bias=False)
+        self.q_bias = nn.Parameter(torch.zeros(self.all_head_size, dtype=torch.float))
+        self.v_bias = nn.Parameter(torch.zeros(self.all_head_size, dtype=torch.float))
+        self.pos_att_type = []
+        self.dropout = nn.Dropout(0.1)
+
+    def transpose_for_scores(self, x):
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, -1)
+        return x.view(new_x_shape).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states, attention_mask):
+        qp = self.in_proj(hidden_states)
+        query_layer, key_layer, value_layer = self.transpose_for_scores(qp).chunk(3, dim=-1)
+        query_layer = query_layer + self.transpose_for_scores(self.q_bias[None, None, :])
+        value_layer = value_layer + self.transpose_for_scores(self.v_bias[None, None, :])
+        scale_factor = 1 + len(self.pos_att_type)
+        scale = torch.sqrt(torch.tensor(query_layer.size(-1), dtype=torch.float) * scale_factor)
+        query_layer = query_layer / scale.to(dtype=query_layer.dtype)
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_mask = attention_mask.bool()
+        attention_scores = attention_scores.masked_fill(~(attention_mask), torch.finfo(query_layer.dtype).min)
+        attention_probs = F.softmax(attention_scores, dim=-1)
+        attention_probs = self.dropout(attention_probs)
+        context_layer = torch.matmul(attention_probs, value_layer)
+        context_layer = context_layer.permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (-1,)
+        return context_layer.view(new_context_layer_shape), None
+
+
+class DebertaSelfOutput(nn.Module):
+    def __init__(self, c, width=None):
+        super().__init__()
+        self.dense = nn.Linear(width or c.hidden_size, c.hidden_size)
+        self.LayerNorm = DebertaLayerNorm(c.hidden_size, c.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states, input_tensor):
+        hidden_states = self.dense(hidden_states)
+        hidden_states = self.dropout(hidden_states)
+        return self.LayerNorm(hidden_states + input_tensor)
+
+
+class DebertaAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = DisentangledSelfAttention(c)
+        self.output = DebertaSelfOutput(c)
+
+    def forward(self, hidden_states, attention_mask):
+        self_output, att_matrix = self.self(hidden_states, attention_mask)
+        return self.output(self_output, hidden_states), att_matrix
+
+
+class DebertaIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.intermediate_size)
+        self.intermediate_act_fn = GELUActivation()
+
+    def forward(self, hidden_states):
+        return self.intermediate_act_fn(self.dense(hidden_states))
+
+
+class DebertaLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = DebertaAttention(c)
+        self.intermediate = DebertaIntermediate(c)
+        self.output = DebertaSelfOutput(c, c.intermediate_size)
+
+    def forward(self, hidden_states, attention_mask):
+        attention_output, att_matrix = self.attention(hidden_states, attention_mask)
+        intermediate_output = self.intermediate(attention_output)
+        return self.output(intermediate_output, attention_output), att_matrix
+
+
+class DebertaEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList([DebertaLayer(c) for _ in range(c.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask):
+        extended_attention_mask = attention_mask.unsqueeze(1).unsqueeze(2)
+        attention_mask = extended_attention_mask * extended_attention_mask.squeeze(-2).unsqueeze(-1)
+        all_hidden_states = (hidden_states,)
+        for layer_module in self.layer:
+            hidden_states, _ = layer_module(hidden_states, attention_mask)
+            all_hidden_states = all_hidden_states + (hidden_states,)
+        return {"last_hidden_state": hidden_states, "hidden_states": all_hidden_states}
+
+
+class DebertaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = DebertaEmbeddings(c)
+        self.encoder = DebertaEncoder(c)
+
+    def forward(self, input_ids):
+        input_shape = input_ids.size()
+        attention_mask = torch.ones(input_shape)
+        token_type_ids = torch.zeros(input_shape, dtype=torch.long)
+        embedding_output = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids, mask=attention_mask)
+        encoder_outputs = self.encoder(embedding_output, attention_mask)
+        return {"last_hidden_state": encoder_outputs["last_hidden_state"]}
+
+
 CASES = {"t5": (T5EncoderModel, T5Config), "umt5": (UMT5EncoderModel, UMT5Config),
-         "clip_text_model": (CLIPTextModel, CLIPTextConfig), "dpr": (DPRQuestionEncoder, DPRConfig)}
+         "clip_text_model": (CLIPTextModel, CLIPTextConfig), "dpr": (DPRQuestionEncoder, DPRConfig),
+         "deberta": (DebertaModel, DebertaConfig)}

@@ -259,6 +259,9 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_dpr.py, reimplemented: the question encoder makes the mask and the
 	// token types from the ids; BERT layers, GELU; the output the first row
 	"dpr": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_deberta.py, reimplemented: a per-head fused bias-free in_proj, the
+	// self-attention's own q_bias and v_bias added in the forward, TF-style LayerNorm, GELU
+	"deberta": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},

@@ -104,3 +104,36 @@ func TestUnseenMadeIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestUnseenOwnBiases: DeBERTa's self-attention adds q_bias and v_bias,
+// parameters of its own module, to the q and v pieces of a bias-free
+// per-head fused in_proj: each attention reads q and v as a piece plus
+// its own bias, and k as the piece itself.
+func TestUnseenOwnBiases(t *testing.T) {
+	res, _ := discoverComplete(t, filepath.Join("..", "..", "fixtures", "unseen", "deberta-f32.npz"))
+	made := map[string]semantics.ProgramNode{}
+	for _, n := range res.Doc.Program.Nodes {
+		for _, o := range n.Out {
+			made[o] = n
+		}
+	}
+	biasOf := func(v string) string {
+		if n := made[v]; n.Op == "add" && strings.HasPrefix(n.In[1], "param:") {
+			return n.In[1][strings.LastIndex(n.In[1], ".")+1:]
+		}
+		return ""
+	}
+	attns := 0
+	for _, n := range res.Doc.Program.Nodes {
+		if n.Op != "attention" {
+			continue
+		}
+		attns++
+		if q, k, v := biasOf(n.In[0]), biasOf(n.In[1]), biasOf(n.In[2]); q != "q_bias" || k != "" || v != "v_bias" {
+			t.Errorf("attention %v: biases q %q, k %q, v %q; want q_bias, none, v_bias", n.Out, q, k, v)
+		}
+	}
+	if attns != 2 {
+		t.Errorf("%d attentions, want 2", attns)
+	}
+}
