@@ -5,10 +5,11 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
        mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
        minimax, qwen3_next, reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso,
-       and reimpl_mixers.py's: jetmoe, xlstm, fnet)
+       reimpl_mixers.py's: jetmoe, xlstm, fnet, and reimpl_text.py's: t5, umt5, clip_text_model, dpr, deberta)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
-mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet.
+mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
+t5 umt5 clip_text_model dpr deberta.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -3924,8 +3925,10 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "minimax": (MiniMaxModel, MiniMaxConfig), "qwen3_next": (Qwen3NextModel, Qwen3NextConfig)}
 import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 import reimpl_mixers  # noqa: E402  (jetmoe, ...: token mixers earlier forms did not read)
+import reimpl_text  # noqa: E402  (t5, umt5, clip_text_model: the pipelines' text encoders)
 CASES.update(reimpl_encoders.CASES)
 CASES.update(reimpl_mixers.CASES)
+CASES.update(reimpl_text.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 
@@ -3945,6 +3948,8 @@ def capture(case, outdir):
         cap.input("input_ids", ids)
         with torch.no_grad():
             h = model(ids)
+        if isinstance(h, dict):  # a ModelOutput's fields: the last hidden state, else its first
+            h = h["last_hidden_state"] if "last_hidden_state" in h else next(iter(h.values()))
         cap.output("hidden", h)
     return f"{cap.summary['calls']} calls, {os.path.getsize(path)} bytes"
 

@@ -240,13 +240,23 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 		return nil, fmt.Errorf("%w (and the recipes: %v)", perr, rerr)
 	}
 	// A program that takes boundaries from the trace reproduces only the
-	// captured run: it is written (incomplete, saying which) but never
-	// preferred to a recipe document that runs from the request.
-	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 || rrel <= outputRelRMS(b, tr, pdoc)) {
+	// captured run: it is written (incomplete, saying which) but not
+	// preferred to a recipe document that runs from the request and comes
+	// near the output. One that misses it as a wrong factor does (0.78 for
+	// a causal text encoder read without its positions) is wrong where the
+	// program is exact but for the values it names: the program is kept.
+	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 && rrel <= recipesNearMiss || rrel <= outputRelRMS(b, tr, pdoc)) {
 		return rdoc, nil
 	}
 	return pdoc, nil
 }
+
+// recipesNearMiss is how far from the reference's output a recipe
+// document may land and still be kept over a program that takes values
+// from the trace: a near miss (a rounding plan still a placeholder, a
+// factor that barely matters), not the 0.3 to 1 a wrong factor leaves in
+// the shared traces.
+const recipesNearMiss = 0.1
 
 // outputRelRMS generates the trace's request with doc on b, the backend
 // the user chose (at real width this is a whole generation), and returns

@@ -29,12 +29,31 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		}
 	}
 	for _, v := range sameShape(t, vals) {
+		if t.intType {
+			// an integer or bool tensor is no float function's output:
+			// tanh of token ids is 1 to the last bit (a mask of ones), a
+			// norm of a row of ones 0 (token types), by saturation alone
+			if w := s.scaledBy(t, v); w != nil {
+				return w
+			}
+			continue
+		}
 		var cands []*expr
 		for _, a := range glueActs {
 			cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()})
 		}
 		cands = append(cands, s.normCandidates(v, t)...)
 		if w, ev := s.best(t, cands); w != nil {
+			if w.from.op == program.OpAct {
+				// in a narrow format one activation may pass for another
+				// (quick GELU for GELU in bf16, to 1.2e-2): a loose fit
+				// yields to Swish-β where that is four times tighter
+				if e := relRMS(t.format, w.data, t.data); e > looseActivation(t.format) {
+					if sw := s.fitSwish(v, t); sw != nil && relRMS(t.format, sw.data, t.data) < e/4 {
+						return sw
+					}
+				}
+			}
 			if w.from.op == program.OpNorm {
 				// a value already normalised times a constant is also a
 				// norm of it with some ε: the constant, where it fits as

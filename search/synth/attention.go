@@ -293,6 +293,11 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
 			s.inlineRope(t, sc, all, try) // try collects into all
 		}
+		if !anyWithin(all, tol) {
+			if bt := s.biasedTriples(sc, all, width); len(bt) > 0 {
+				scan(bt, tables, false)
+			}
+		}
 	}
 	if len(all) == 0 {
 		return nil
@@ -345,26 +350,46 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 // coordinate descent on the three best, and on three more where the
 // scope holds a bias or a key mask; the best result (nil: none ran).
 func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
-	best := s.refineWith(all, t, sc, false)
-	if best == nil || best.score > tolerance(t.format) {
+	best := s.refineWith(all, t, sc, refineMasks)
+	for _, pass := range []refinePass{refinePairwise, refineHeadsLast} {
+		if best != nil && best.score <= tolerance(t.format) {
+			break
+		}
 		// a 0/1 mask per query and key ([B, 1, Sq, Sk]: a caption's
-		// pairwise padding mask): tried only where the key masks fail
-		if b := s.refineWith(all, t, sc, true); b != nil && (best == nil || b.score < best.score) {
+		// pairwise padding mask), then a bias laid out heads last: each
+		// tried only where the passes before it fail
+		if b := s.refineWith(all, t, sc, pass); b != nil && (best == nil || b.score < best.score) {
 			best = b
 		}
 	}
 	return best
 }
 
+// refinePass is which scores' shapers a refineWith pass offers.
+type refinePass uint8
+
+const (
+	refineMasks     refinePass = iota // the scope's biases and key masks
+	refinePairwise                    // its per-query masks alone
+	refineHeadsLast                   // its biases laid out [Sq, Sk, H] alone
+)
+
 // refineWith is refineBest's pass over the scope's key masks, or, where
-// pairwise, over its per-query masks alone (choices no mask helps are
-// not refined again).
-func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *attnChoice {
+// pairwise, over its per-query masks alone, or over its heads-last
+// biases alone (choices no such value fits are not refined again).
+func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass) *attnChoice {
 	var best *attnChoice
+	pairwise := pass == refinePairwise
 	for i := range min(6, len(all)) {
 		ch := all[i]
 		if pairwise && len(s.queryMasks(sc, ch.q, ch.k)) == 0 {
 			continue
+		}
+		var lastBias []*val
+		if pass == refineHeadsLast {
+			if lastBias = s.headsLastBiases(sc, ch.q, ch.k, ch.params.Heads); len(lastBias) == 0 {
+				continue
+			}
 		}
 		if ch.result == nil { // scored on sampled rows: run whole
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
@@ -375,13 +400,17 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *
 			ch.result, ch.score = v, score
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
-		if pairwise {
+		bias := biases(sc, ch.q, ch.k)
+		switch pass {
+		case refinePairwise:
 			masks = s.queryMasks(sc, ch.q, ch.k)
+		case refineHeadsLast:
+			masks, bias = nil, lastBias
 		}
-		if i >= 3 && len(biases(sc, ch.q, ch.k)) == 0 && len(masks) == 0 {
+		if i >= 3 && len(bias) == 0 && len(masks) == 0 {
 			break
 		}
-		if ch.score > tolerance(t.format) && i < 3 {
+		if ch.score > tolerance(t.format) && i < 3 && pass != refineHeadsLast {
 			s.clamped(&ch, t) // before refine, whose scale would absorb part of a clip
 		}
 		if pairwise && ch.score > tolerance(t.format) {
@@ -392,7 +421,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pairwise bool) *
 			}
 		}
 		if ch.score > tolerance(t.format) {
-			s.refine(&ch, t, s.withScaled(biases(sc, ch.q, ch.k), ch.headDim), masks)
+			s.refine(&ch, t, s.withScaled(bias, ch.headDim), masks)
 		}
 		if best == nil || ch.score < best.score {
 			c := ch

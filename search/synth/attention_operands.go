@@ -30,6 +30,111 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// headsLastBiases are the scope's score biases laid out heads last
+// ([.., Sq, Sk, H], leading axes of 1: an embedding of relative position
+// buckets read per query and key, one column per head, as T5 computes
+// its bias in the attention that first needs it), each moved to [1, H,
+// Sq, Sk]. Tried only where every bias of the scope's own layout fails.
+func (s *synth) headsLastBiases(sc *scope, q, k *val, heads int) []*val {
+	var out []*val
+	sq, sk := q.shape[1], k.shape[1]
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || v.integral() || n < 3 || heads < 2 || v.shape[n-3] != sq || v.shape[n-2] != sk || v.shape[n-1] != heads || v.numel() != sq*sk*heads {
+			continue
+		}
+		r := s.reshape(v, []int{sq, sk, heads})
+		if r == nil {
+			continue
+		}
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{2, 0, 1}}, args: []*val{r}, out: v.format, label: "bias heads first"})
+		if p = s.reshape(p, []int{1, heads, sq, sk}); p != nil {
+			out = append(out, p)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
+	return out
+}
+
+// biasedTriples are the operands of the best first-stage choices (at
+// most three, without RoPE) with the scope's own vector parameters of
+// the attention's width added to some of them: biases a module keeps
+// apart from its projection and adds to q and v in the forward
+// (DeBERTa's q_bias and v_bias beside a bias-free fused in_proj). Each
+// parameter joins at most one operand, no two the same; tried only where
+// every other attention form fails.
+func (s *synth) biasedTriples(sc *scope, all []attnChoice, width int) [][3]*val {
+	var vecs []*val
+	for _, v := range sc.vals {
+		if v.param && len(v.shape) == 1 && v.shape[0] == width && !slices.Contains(vecs, v) {
+			vecs = append(vecs, v)
+		}
+	}
+	if len(vecs) == 0 || len(vecs) > 3 {
+		return nil
+	}
+	ranked := slices.Clone(all)
+	slices.SortStableFunc(ranked, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	var bases [][3]*val
+	for _, ch := range ranked {
+		tr := [3]*val{ch.q, ch.k, ch.v}
+		if ch.rope != 0 || ch.q.shape[2] != width || slices.Contains(bases, tr) {
+			continue
+		}
+		if bases = append(bases, tr); len(bases) == 3 {
+			break
+		}
+	}
+	var out [][3]*val
+	// at[i]: the operand vector i joins (3: none)
+	at := make([]int, len(vecs))
+	var assign func(i int)
+	assign = func(i int) {
+		if i == len(vecs) {
+			used := map[int]bool{}
+			for _, a := range at {
+				if a < 3 && used[a] {
+					return
+				}
+				used[a] = true
+			}
+			if len(used) == 1 && used[3] {
+				return // none added
+			}
+			for _, base := range bases {
+				tr := base
+				ok := true
+				for j, a := range at {
+					if a == 3 {
+						continue
+					}
+					if tr[a].shape[2] != width {
+						ok = false
+						break
+					}
+					tr[a] = s.derive(&expr{op: program.OpAdd, args: []*val{tr[a], vecs[j]}, out: tr[a].format, label: "bias of its own"})
+					if tr[a] == nil {
+						ok = false
+						break
+					}
+				}
+				if ok {
+					out = append(out, tr)
+				}
+			}
+			return
+		}
+		for a := range 4 {
+			at[i] = a
+			assign(i + 1)
+		}
+	}
+	assign(0)
+	return out
+}
+
 // keyMasks are the scope's key-padding masks for attention of q over k:
 // integer 0/1 values with one entry per key and batch row ([B, Sk], or
 // with unit axes between), not all ones, each laid out [B, 1, Sk] for an

@@ -247,6 +247,21 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_yoso.py, reimplemented: YOSO's expectation (1 − acos(q̂·k̂)/π)^9 weighting
 	// the values without a softmax, L2-normalised per head
 	"yoso": {"attention_angular_power": 9.0, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_t5.py, reimplemented: the first attention computes its bias from
+	// its own bucket table ([S, S, heads], moved heads first) and hands it on; no 1/√d; ReLU FFN
+	"t5": {"attention_causal": false, "attention_scale": 1.0, "rope_layout": "none", "mlp_act": "relu", "mlp_glu": false},
+	// transformers' modeling_umt5.py, reimplemented: every attention its own bucket table;
+	// gated gelu_new FFN
+	"umt5": {"attention_causal": false, "attention_scale": 1.0, "rope_layout": "none", "mlp_act": "gelu_tanh", "mlp_glu": true},
+	// transformers' modeling_clip.py (CLIPTextModel), reimplemented: learned positions, causal
+	// attention, quick GELU x·σ(1.702·x): the silu gate as Swish-β
+	"clip_text_model": {"attention_causal": true, "rope_layout": "none", "mlp_act": "silu", "mlp_swish_beta": 1.702, "mlp_glu": false},
+	// transformers' modeling_dpr.py, reimplemented: the question encoder makes the mask and the
+	// token types from the ids; BERT layers, GELU; the output the first row
+	"dpr": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_deberta.py, reimplemented: a per-head fused bias-free in_proj, the
+	// self-attention's own q_bias and v_bias added in the forward, TF-style LayerNorm, GELU
+	"deberta": {"attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_apertus.py, reimplemented: xIELU (a learned activation split at
 	// zero, its scalars through softplus), q/k RMS norms, llama3-scaled RoPE halves
 	"apertus": {"rope_layout": "half", "qk_norm": "rms", "attention_causal": true, "mlp_glu": false},

@@ -192,6 +192,14 @@ func (s *synth) readFactors() []semantics.Factor {
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Candidates: []semantics.Candidate{{Value: false}},
 				Evidence: semantics.Evidence{Boundary: m.boundary, Metric: "declared", Note: "the MLP's down projection reads a learned activation split at zero: " +
 					x.fit.label + " (every form scored on the activation's output, rel-RMS: " + candidateList(x.fit.candidates) + ")"}})
+		case "swish":
+			// x·σ(β·x) spelled out (quick GELU at 1.702): the silu gate as Swish-β
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: false, Evidence: semantics.Evidence{Metric: "declared", Note: "the MLP's down projection reads f(a)"}, Candidates: []semantics.Candidate{{Value: false}}})
+			add(semantics.Factor{Name: "mlp_act", Scope: scope, Value: exec.ActSiLU.String(), Candidates: []semantics.Candidate{{Value: exec.ActSiLU.String()}},
+				Evidence: semantics.Evidence{Boundary: m.boundary, Metric: "declared", Note: "as Swish-β: " + x.fit.label}})
+			f := factor("mlp_swish_beta", scope, snap(float64(x.fit.beta), func(y float64) bool { return float32(y) == x.fit.beta }), x.fit.candidates, m.boundary)
+			f.Evidence.Note = "β read off the activation's values (the median of logit(y/x)/x), snapped, each candidate scored on its output"
+			add(f)
 		case "experts":
 			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))

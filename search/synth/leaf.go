@@ -15,7 +15,7 @@ import (
 // leafFit is what fitting a leaf call found: its kind (what the op is,
 // read from shapes and values, never from names) and the evidence.
 type leafFit struct {
-	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue, piecewise
+	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue, piecewise, swish
 	label      string // piecewise: the fitted form
 	act        exec.ActKind
 	squared    bool // glue, glu: the activation is squared, f(x)·f(x)
@@ -30,7 +30,8 @@ type leafFit struct {
 	// ropeTried: rope_table fitted from ids, every table tried with its
 	// score (the margins of its axes and θ)
 	ropeTried []ropeTry
-	offset    int // position_sinusoid: the offset added to the positions
+	offset    int     // position_sinusoid: the offset added to the positions
+	beta      float32 // swish: β of x·σ(β·x)
 }
 
 // ropeTry is one RoPE table candidate and its score.
@@ -144,6 +145,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 			if fit == nil {
 				fit = s.fitPackedRope(xs, t)
+			}
+			if fit == nil {
+				fit = s.fitSwish(xs[0], t)
 			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
