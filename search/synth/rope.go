@@ -44,6 +44,9 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 			pos, naxes = x, x.numel()/rows
 		}
 	}
+	if pos != nil && naxes > 1 {
+		pos, naxes = s.equalLeadingAxes(pos, naxes)
+	}
 	if pos == nil || d%2 != 0 || perAxis && naxes == 1 {
 		return nil, nil
 	}
@@ -112,6 +115,29 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		cosV.fit.ropeTried = tried
 	}
 	return cosV, sinV
+}
+
+// equalLeadingAxes reads ids laid out axes first ([k, .., rows]: one
+// slab of rows per axis, as multimodal RoPE's [3, B, S] ids are) whose k
+// slabs are all equal as one sequence: the first slab, one axis. Where
+// every axis holds the same position, the frequencies an axis owns rotate
+// by that one position, so the table is a one-axis table of it. Other
+// ids are returned as they are.
+func (s *synth) equalLeadingAxes(pos *val, naxes int) (*val, int) {
+	if len(pos.shape) < 2 || pos.shape[0] != naxes {
+		return pos, naxes
+	}
+	n := pos.numel() / naxes
+	for a := 1; a < naxes; a++ {
+		if !slices.Equal(pos.data[a*n:(a+1)*n], pos.data[:n]) {
+			return pos, naxes
+		}
+	}
+	first := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: 0, End: 1}, args: []*val{pos}, out: pos.format, label: "one axis of equal ids"})
+	if first == nil {
+		return pos, naxes
+	}
+	return first, 1
 }
 
 // axisThetas reads θ from an interleaved table over ids p2 [rows, k] split
