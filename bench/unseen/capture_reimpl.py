@@ -3923,6 +3923,8 @@ CASES = {"gpt_oss": (GptOssModel, Config), "llama4_text": (Llama4TextModel, Llam
          "minimax": (MiniMaxModel, MiniMaxConfig), "qwen3_next": (Qwen3NextModel, Qwen3NextConfig)}
 import reimpl_encoders  # noqa: E402  (xglm, mobilebert, ...: the encoders' cases)
 CASES.update(reimpl_encoders.CASES)
+import reimpl_lm6  # noqa: E402  (qwen3_vl_text, olmo_hybrid, gemma4_text: the sixth batch's decoders)
+CASES.update(reimpl_lm6.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

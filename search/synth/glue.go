@@ -240,6 +240,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.activatedSum(target, vals); v != nil && s.everyStep(v, target, tolerance(target.format)) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.cutOfScaledSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.unscaledAttention(target, sc); v != nil {
+		return v
+	}
 	return nil
 }
 
