@@ -425,6 +425,14 @@ const (
 // their refinement slots to wrong ones that score better there; tried
 // once every other form has failed.
 func (s *synth) unscaledAttention(t *val, sc *scope) *val {
+	// only a target read as it was captured, [B, S, W], beside a value of
+	// the scope that could be its queries (S rows of W, or of H heads of
+	// W/H): the operands are not even gathered elsewhere
+	if t.reshapedFrom || len(t.shape) != 3 || !slices.ContainsFunc(sc.vals, func(v *val) bool {
+		return sc.own[v] && !v.opaque && len(v.shape) >= 3 && len(v.shape) <= 4 && v.shape[0] == t.shape[0] && v.shape[1] == t.shape[1] && v.numel() == t.numel()
+	}) {
+		return nil
+	}
 	s.unitScale = true
 	defer func() { s.unitScale = false }()
 	return s.attentionOf(t, sc, false)
