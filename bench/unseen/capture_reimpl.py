@@ -4,10 +4,12 @@ torch 1.13 cannot import, as zflow traces (f32, CPU, random weights).
 usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        (cases: gpt_oss, llama4_text, diffllama, phimoe, doge, ctrl, apertus, gpt_neox_japanese, bamba,
        mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
-       minimax, qwen3_next, and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso)
+       minimax, qwen3_next, and reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso,
+       and reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
-mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso.
+mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso qwen3_vl_text olmo_hybrid
+gemma4_text qwen3_5_text.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module

@@ -31,6 +31,14 @@ a sliding layer then a full one. What it shows:
   - the full layer's proportional RoPE: 1/θ^(2i/32) for the first 4 of 16 frequencies, 0 for the others
     (θ 1e6), a table as wide as the 32-wide head; the sliding layer's θ 1e4 over its 8;
   - sandwich norms around attention and MLP (GELU tanh gated), embeddings ×√32.
+
+qwen3_5_text follows src/transformers/models/qwen3_5/modeling_qwen3_5.py at commit
+009e78d6e89fd6f3e68cf81ba95ccc682c8cdda9 (Qwen3_5TextModel, two layers: the config's default layer types for two
+layers are both linear attention, as the real 2026 trace holds them). What it shows: a gated DeltaNet whose
+[q | k | v] is one projection's columns in that order (in_proj_qkv, not read per key group), z, b and a three
+projections of their own (in_proj_z, in_proj_b, in_proj_a), 4 value heads over 2 key heads of 8; the
+chunked gated delta rule; Qwen3_5RMSNormGated (γ·x̂ × silu(z)); (1 + γ) RMS norms; the rotary module called
+with multimodal ids [3, B, S] (partial rotary 0.25) and its tables handed to layers that do not read them.
 """
 import math
 
@@ -661,6 +669,121 @@ class Gemma4TextModel(nn.Module):
         return self.norm(hidden_states)
 
 
+
+# ---------------------------------------------------------------- qwen3_5_text
+
+class Qwen3_5TextConfig:
+    hidden_size = 32
+    num_attention_heads = 2
+    num_key_value_heads = 1
+    head_dim = 16
+    partial_rotary_factor = 0.25
+    rope_theta = 10000.0
+    mrope_section = [11, 11, 10]
+    linear_num_value_heads = 4
+    linear_num_key_heads = 2
+    linear_key_head_dim = 8
+    linear_value_head_dim = 8
+    linear_conv_kernel_dim = 4
+    intermediate_size = 48
+    vocab_size = 64
+    num_hidden_layers = 2
+    rms_norm_eps = 1e-6
+
+
+class Qwen3_5RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        output = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (output * (1.0 + self.weight.float())).type_as(x)
+
+
+class Qwen3_5TextRotaryEmbedding(Qwen3VLTextRotaryEmbedding):
+    def __init__(self, c):
+        nn.Module.__init__(self)
+        dim = int(c.head_dim * c.partial_rotary_factor)
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.mrope_section = c.mrope_section
+        self.attention_scaling = 1.0
+
+
+class Qwen3_5GatedDeltaNet(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.num_v_heads, self.num_k_heads = c.linear_num_value_heads, c.linear_num_key_heads
+        self.head_k_dim, self.head_v_dim = c.linear_key_head_dim, c.linear_value_head_dim
+        self.key_dim = self.head_k_dim * self.num_k_heads
+        self.value_dim = self.head_v_dim * self.num_v_heads
+        self.conv_dim = self.key_dim * 2 + self.value_dim
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, bias=False, kernel_size=c.linear_conv_kernel_dim,
+                                groups=self.conv_dim, padding=c.linear_conv_kernel_dim - 1)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
+        self.A_log = nn.Parameter(torch.log(torch.empty(self.num_v_heads).uniform_(0.01, 16)))
+        self.norm = OlmoHybridRMSNormGated(self.head_v_dim, eps=c.rms_norm_eps)  # Qwen3_5RMSNormGated's arithmetic
+        self.out_proj = nn.Linear(self.value_dim, c.hidden_size, bias=False)
+        self.in_proj_qkv = nn.Linear(c.hidden_size, self.key_dim * 2 + self.value_dim, bias=False)
+        self.in_proj_z = nn.Linear(c.hidden_size, self.value_dim, bias=False)
+        self.in_proj_b = nn.Linear(c.hidden_size, self.num_v_heads, bias=False)
+        self.in_proj_a = nn.Linear(c.hidden_size, self.num_v_heads, bias=False)
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None):
+        batch_size, seq_len, _ = hidden_states.shape
+        mixed_qkv = self.in_proj_qkv(hidden_states).transpose(1, 2)
+        z = self.in_proj_z(hidden_states).reshape(batch_size, seq_len, -1, self.head_v_dim)
+        b = self.in_proj_b(hidden_states)
+        a = self.in_proj_a(hidden_states)
+        mixed_qkv = causal_conv1d_fn(mixed_qkv, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")
+        mixed_qkv = mixed_qkv.transpose(1, 2)
+        query, key, value = torch.split(mixed_qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        query = query.reshape(batch_size, seq_len, -1, self.head_k_dim)
+        key = key.reshape(batch_size, seq_len, -1, self.head_k_dim)
+        value = value.reshape(batch_size, seq_len, -1, self.head_v_dim)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
+        core_attn_out, _ = torch_chunk_gated_delta_rule(query, key, value, g=g, beta=beta, use_qk_l2norm_in_kernel=True)
+        core_attn_out = self.norm(core_attn_out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
+        return self.out_proj(core_attn_out.reshape(batch_size, seq_len, -1))
+
+
+class Qwen3_5DecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.linear_attn = Qwen3_5GatedDeltaNet(c)
+        self.mlp = SiLUMLP(c)
+        self.input_layernorm = Qwen3_5RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.post_attention_layernorm = Qwen3_5RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+
+    def forward(self, hidden_states, position_embeddings=None, position_ids=None):
+        residual = hidden_states
+        hidden_states = self.linear_attn(hidden_states=self.input_layernorm(hidden_states))
+        hidden_states = residual + hidden_states
+        residual = hidden_states
+        return residual + self.mlp(self.post_attention_layernorm(hidden_states))
+
+
+class Qwen3_5TextModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList([Qwen3_5DecoderLayer(c) for _ in range(c.num_hidden_layers)])
+        self.norm = Qwen3_5RMSNorm(c.hidden_size, eps=c.rms_norm_eps)
+        self.rotary_emb = Qwen3_5TextRotaryEmbedding(c)
+
+    def forward(self, input_ids):
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(hidden_states.shape[1]).view(1, 1, -1).expand(3, hidden_states.shape[0], -1)
+        text_position_ids = position_ids[0]
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, position_embeddings=position_embeddings, position_ids=text_position_ids)
+        return self.norm(hidden_states)
+
 CASES = {"qwen3_vl_text": (Qwen3VLTextModel, Qwen3VLTextConfig),
          "olmo_hybrid": (OlmoHybridModel, OlmoHybridConfig),
-         "gemma4_text": (Gemma4TextModel, Gemma4TextConfig)}
+         "gemma4_text": (Gemma4TextModel, Gemma4TextConfig),
+         "qwen3_5_text": (Qwen3_5TextModel, Qwen3_5TextConfig)}
