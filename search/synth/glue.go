@@ -243,9 +243,6 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.cutOfScaledSum(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
-	if v := s.unscaledAttention(target, sc); v != nil {
-		return v
-	}
 	return nil
 }
 
@@ -285,6 +282,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.decayedLinearAttention(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedDeltaRule(t, vs) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.cutGatedAttention(t, c) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.unscaledAttention(t, c) }, plain: true},
 	} {
 		v := f.try(target, sc, vals)
 		switch {
