@@ -212,6 +212,12 @@ type RopeTableParams struct {
 	FreqFormat precision.Format
 	// AngleFormat is the format of pos·f and of cos/sin (F64 or F32).
 	AngleFormat precision.Format
+	// Rotated, where set (one per axis), is how many leading frequencies
+	// of each axis turn: f_i for i ≥ Rotated[a] is 0 (cos 1, sin 0), the
+	// others keep the axis's full width in their exponent (Gemma 4's
+	// "proportional" RoPE: a quarter of the pairs turn, at the
+	// frequencies of the whole head). nil: every frequency turns.
+	Rotated []int
 }
 
 // PatchParams configures Patchify and Unpatchify.

@@ -15,7 +15,7 @@ import (
 //	                     rounded to that format (a whole-model cast)
 //	α_i = pos[s, a] · f_i, cos α_i, sin α_i   in AngleFormat (F64 or F32)
 //
-// and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
+// (f_i = 0 for i ≥ Rotated[a] where Rotated is set) and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
 // [c0 c1 ... c0 c1 ...]; the axes are concatenated. cos and sin are f32,
 // [S, Σ d] row-major (the caller rounds them to a storage format).
 func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, err error) {
@@ -29,6 +29,9 @@ func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, 
 	if p.AngleFormat != precision.F64 && p.AngleFormat != precision.F32 {
 		return nil, nil, fmt.Errorf("exec: rope table: angle format %v is not f64 or f32", p.AngleFormat)
 	}
+	if p.Rotated != nil && len(p.Rotated) != na {
+		return nil, nil, fmt.Errorf("exec: rope table: %d rotated counts for %d axes", len(p.Rotated), na)
+	}
 	width := 0
 	freqs := make([][]float64, na)
 	for a, d := range p.AxesDims {
@@ -37,6 +40,13 @@ func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, 
 		}
 		if freqs[a], err = ropeFreqs(d, p.Theta, p.FreqFormat); err != nil {
 			return nil, nil, err
+		}
+		if p.Rotated != nil {
+			r := p.Rotated[a]
+			if r < 0 || r > d/2 {
+				return nil, nil, fmt.Errorf("exec: rope table: axis %d turns %d of %d frequencies", a, r, d/2)
+			}
+			clear(freqs[a][r:])
 		}
 		width += d
 	}

@@ -238,6 +238,9 @@ type RopeTableAttrs struct {
 	Layout      string  `json:"layout"`
 	FreqFormat  string  `json:"freq_format"`
 	AngleFormat string  `json:"angle_format"`
+	// Rotated: the leading frequencies of each axis that turn (the rest
+	// are 0); absent, every one turns
+	Rotated []int `json:"rotated,omitempty"`
 }
 
 // PatchAttrs configure (un)patchify.

@@ -129,6 +129,10 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	var evidence []semantics.Candidate
 	sub := sampledRows(t)
 	try := func(ch attnChoice) {
+		if s.unitScale {
+			ch.params.Scale = 1
+			ch.label += " scale=1"
+		}
 		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
 		if ch.q.shape[1] == t.shape[1] && sub != nil {
 			// a long sequence: scored on its first rows (every key, so
@@ -260,6 +264,8 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		// plain scan (no RoPE), then the wide one
 		scan(joinedTriples, tables, false)
 		scan(joinedTriples, tables, true)
+	} else if s.unitScale {
+		scan(triples, tables, false) // unscaledAttention's one scan
 	} else {
 		scan(triples, tables, false)
 		if !anyWithin(all, tol) {
@@ -453,3 +459,23 @@ const (
 	minHeadDim = 4
 	maxHeadDim = 256
 )
+
+// unscaledAttention explains t as attention whose scores are not scaled
+// at all (Gemma 4: q and k RMS-normed per head, the scale left to their
+// norms' γ): the plain operand scan again with every choice at scale 1,
+// then the usual refinement. Ranked at 1/√d, the right operands can lose
+// their refinement slots to wrong ones that score better there; tried
+// once every other form has failed.
+func (s *synth) unscaledAttention(t *val, sc *scope) *val {
+	// only a target read as it was captured, [B, S, W], beside a value of
+	// the scope that could be its queries (S rows of W, or of H heads of
+	// W/H): the operands are not even gathered elsewhere
+	if t.reshapedFrom || len(t.shape) != 3 || !slices.ContainsFunc(sc.vals, func(v *val) bool {
+		return sc.own[v] && !v.opaque && len(v.shape) >= 3 && len(v.shape) <= 4 && v.shape[0] == t.shape[0] && v.shape[1] == t.shape[1] && v.numel() == t.numel()
+	}) {
+		return nil
+	}
+	s.unitScale = true
+	defer func() { s.unitScale = false }()
+	return s.attentionOf(t, sc, false)
+}

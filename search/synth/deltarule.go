@@ -31,6 +31,16 @@ const maxDeltaAssignments = 64
 // values [B, L, H]; A and d are two [H] vectors in either order; the key
 // width K' is V or another power of two. One of glue's late forms.
 func (s *synth) gatedDeltaRule(t *val, vals []*val) *val {
+	if w := s.gatedDeltaRuleScaled(t, vals, 1); w != nil {
+		return w
+	}
+	// β = 2·σ(b) (negative eigenvalues allowed: OLMo-Hybrid's
+	// allow_neg_eigval), tried only where β = σ(b) fails
+	return s.gatedDeltaRuleScaled(t, vals, 2)
+}
+
+// gatedDeltaRuleScaled is gatedDeltaRule with β = betaScale·σ(b).
+func (s *synth) gatedDeltaRuleScaled(t *val, vals []*val, betaScale float64) *val {
 	if t.numel() == 0 {
 		return nil
 	}
@@ -48,33 +58,35 @@ func (s *synth) gatedDeltaRule(t *val, vals []*val) *val {
 		return nil
 	}
 	var cands []*expr
+	add := func(es []*expr) bool {
+		cands = append(cands, es...)
+		return len(cands) <= maxDeltaAssignments
+	}
 	for _, wt := range convs {
 		c := wt.shape[0]
 		for _, p := range vals {
 			if !usable(p) || p.param || len(p.shape) != 3 || p.shape[2] < c || t.numel()%(p.shape[0]*p.shape[1]) != 0 {
 				continue
 			}
-			bs, l := p.shape[0], p.shape[1]
-			hv := t.numel() / (bs * l) // H·V
-			if hv >= c || (c-hv)%2 != 0 {
-				continue
+			for _, sz := range s.deltaSizes(t, p, c, vecs) {
+				if !add(s.deltaOperands(p, nil, wt, vals, vecs, sz, betaScale, t)) {
+					return nil
+				}
 			}
-			for _, h := range headCounts(vecs) {
-				if hv%h != 0 {
+		}
+		if len(cands) > 0 {
+			continue
+		}
+		// [q | k | v] joined from three values (separate q, k and v
+		// projections), q and k of one width: tried where no value holds
+		// the conv's columns
+		for _, j := range s.qkvJoins(vals, c, t) {
+			for _, sz := range s.deltaSizes(t, j[0], c, vecs) {
+				if sz.kd*sz.g != j[0].shape[2] {
 					continue
 				}
-				v := hv / h
-				for _, kd := range keyWidths(v, (c-hv)/2) {
-					g := (c - hv) / 2 / kd
-					if h%g != 0 {
-						continue
-					}
-					for _, e := range s.deltaOperands(p, wt, vals, vecs, bs, l, h, v, g, kd, t) {
-						cands = append(cands, e)
-						if len(cands) > maxDeltaAssignments {
-							return nil
-						}
-					}
+				if !add(s.deltaOperands(j[0], &j, wt, vals, vecs, sz, betaScale, t)) {
+					return nil
 				}
 			}
 		}
@@ -84,6 +96,69 @@ func (s *synth) gatedDeltaRule(t *val, vals []*val) *val {
 	}
 	w, _ := s.best(t, cands)
 	return w
+}
+
+// deltaSize is one reading of a delta rule's sizes: batch bs, rows l, h
+// value heads of v, g key groups of kd.
+type deltaSize struct{ bs, l, h, v, g, kd int }
+
+// deltaSizes are the sizes a delta rule over conv columns c and a value
+// p [B, L, ·] may have for target t: h among the head counts, v = H·V/h,
+// kd among keyWidths (and G·K'/h: one key head per value head, tried
+// after them), G = G·K'/kd dividing h.
+func (s *synth) deltaSizes(t, p *val, c int, vecs []*val) []deltaSize {
+	bs, l := p.shape[0], p.shape[1]
+	hv := t.numel() / (bs * l) // H·V
+	if hv >= c || (c-hv)%2 != 0 {
+		return nil
+	}
+	var out []deltaSize
+	for _, h := range headCounts(vecs) {
+		if hv%h != 0 {
+			continue
+		}
+		v := hv / h
+		gk := (c - hv) / 2
+		kds := keyWidths(v, gk)
+		if gk%h == 0 && !slices.Contains(kds, gk/h) {
+			kds = append(kds, gk/h)
+		}
+		for _, kd := range kds {
+			g := gk / kd
+			if h%g != 0 {
+				continue
+			}
+			out = append(out, deltaSize{bs, l, h, v, g, kd})
+		}
+	}
+	return out
+}
+
+// qkvJoins are the ways of joining three values [B, L, ·] of t's rows
+// into the conv's c columns as [q | k | v]: q and k two values of one
+// width, v a third, each order of q and k.
+func (s *synth) qkvJoins(vals []*val, c int, t *val) [][3]*val {
+	var rows []*val
+	for _, v := range vals {
+		if v != nil && !v.opaque && v.data != nil && !v.param && !v.intType && len(v.shape) == 3 && t.numel()%(v.shape[0]*v.shape[1]) == 0 {
+			rows = append(rows, v)
+		}
+	}
+	var out [][3]*val
+	for _, q := range rows {
+		for _, k := range rows {
+			if k == q || k.shape[2] != q.shape[2] || k.shape[0] != q.shape[0] || k.shape[1] != q.shape[1] {
+				continue
+			}
+			for _, v := range rows {
+				if v == q || v == k || v.shape[0] != q.shape[0] || v.shape[1] != q.shape[1] || 2*q.shape[2]+v.shape[2] != c {
+					continue
+				}
+				out = append(out, [3]*val{q, k, v})
+			}
+		}
+	}
+	return out
 }
 
 // headCounts are the head counts H a gated delta rule may have: the
@@ -121,14 +196,18 @@ func keyWidths(v, gk int) []int {
 // deltaOperands are gatedDeltaRule's candidates for one projected value p,
 // conv weight wt and sizes: every reading of q, k, v off p, of b and a,
 // of A and d.
-func (s *synth) deltaOperands(p, wt *val, vals, vecs []*val, bs, l, h, v, g, kd int, t *val) []*expr {
+func (s *synth) deltaOperands(p *val, joined *[3]*val, wt *val, vals, vecs []*val, sz deltaSize, betaScale float64, t *val) []*expr {
+	bs, l, h, v, g, kd := sz.bs, sz.l, sz.h, sz.v, sz.g, sz.kd
 	c := wt.shape[0]
 	r := h / g
 	var mixes [][2]any // the [q | k | v] value and how it was read
-	if p.shape[2] == c || p.shape[2] == c+h*v {
+	if joined != nil {
+		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: joined[:], out: p.format, label: "[q | k | v] joined"})
+		mixes = append(mixes, [2]any{j, fmt.Sprintf("joined from %s, %s, %s", joined[0].origin, joined[1].origin, joined[2].origin)})
+	} else if p.shape[2] == c || p.shape[2] == c+h*v {
 		mixes = append(mixes, [2]any{s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: 0, End: c}, args: []*val{p}, out: p.format, label: "[q | k | v]"}), "its first columns"})
 	}
-	if p.shape[2] == c+h*v {
+	if joined == nil && p.shape[2] == c+h*v {
 		// per key group [q k v z]
 		grp := s.reshape(p, []int{bs, l, g, 2*kd + 2*r*v})
 		var parts []*val
@@ -191,6 +270,9 @@ func (s *synth) deltaOperands(p, wt *val, vals, vecs []*val, bs, l, h, v, g, kd 
 					continue
 				}
 				beta := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActSigmoid}, args: []*val{b}, out: b.format, label: "β = σ(b)"})
+				if betaScale != 1 {
+					beta = s.derive(&expr{op: program.OpMul, args: []*val{beta, s.constant(betaScale)}, out: b.format, label: fmt.Sprintf("β = %g·σ(b)", betaScale)})
+				}
 				for i, av := range vecs {
 					for j, dv := range vecs {
 						if i == j || av.shape[0] != h || dv.shape[0] != h {

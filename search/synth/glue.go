@@ -261,6 +261,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.modulatedRows(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.cutOfScaledSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return nil
 }
 
@@ -304,6 +307,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.fourierMixed(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.softCapped(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedMemory(t, vs) }, plain: true},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.unscaledAttention(t, c) }, plain: true},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

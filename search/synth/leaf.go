@@ -378,6 +378,23 @@ func (s *synth) fitLinear(x *val, params []*val, t *val) *val {
 		return nil
 	}
 	v, ev := s.best(t, cands)
+	if v == nil && t.format == precision.F32 && s.em.act != precision.F32 && t.numel() >= 16 && representable(t, s.em.act) {
+		// an f32 result the activations' format holds exactly: the linear
+		// computed in that format, then cast (F.linear(x, w).float(), a
+		// router's logits), tried where the f32 linear fails
+		proxy := *t
+		proxy.format = s.em.act
+		var narrow []*expr
+		for _, c := range cands {
+			n := *c
+			n.out = s.em.act
+			narrow = append(narrow, &n)
+		}
+		if w, nev := s.best(&proxy, narrow); w != nil {
+			ev = append(ev, nev...)
+			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: precision.F32}, args: []*val{w}, out: precision.F32, label: "cast"})
+		}
+	}
 	if v != nil {
 		v.fit = &leafFit{kind: "linear", candidates: ev, in: x}
 	}

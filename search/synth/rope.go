@@ -21,19 +21,64 @@ func (s *synth) fitRopeTable(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
 		return nil, nil
 	}
-	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 3, false); c != nil {
+	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 3, false, 0); c != nil {
 		return c, sn
 	}
 	// more axes than three (ids (t, h, w, l), say), or another base than
 	// 10⁴ over several axes, each axis's θ read from its own channels:
 	// tried only where the common forms fail
-	return s.fitRopeTableAxes(xs, cosT, sinT, cosT.shape[len(cosT.shape)-1]/2, true)
+	if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, cosT.shape[len(cosT.shape)-1]/2, true, 0); c != nil {
+		return c, sn
+	}
+	// one axis whose trailing pairs never turn (cos 1, sin 0 on every
+	// row): only the leading frequencies rotate, at the exponents of the
+	// whole width (proportional RoPE); tried where the others fail
+	for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
+		if r := stillPairs(cosT, sinT, layout); r > 1 {
+			if c, sn := s.fitRopeTableAxes(xs, cosT, sinT, 1, false, r); c != nil {
+				return c, sn
+			}
+		}
+	}
+	return nil, nil
+}
+
+// stillPairs is the number r of leading frequencies of a one-axis table
+// [.., d] laid out by layout where every later frequency is exactly still
+// (cos 1, sin 0 on every row) and frequency r−1 turns somewhere; 0 where
+// no trailing frequency is still or none turns.
+func stillPairs(cosT, sinT *val, layout exec.RopeLayout) int {
+	d := cosT.shape[len(cosT.shape)-1]
+	if d%2 != 0 || len(sinT.data) != len(cosT.data) {
+		return 0
+	}
+	still := func(i int) bool {
+		a, b := i, i+d/2
+		if layout == exec.RopeInterleaved {
+			a, b = 2*i, 2*i+1
+		}
+		for r := 0; r+d <= len(cosT.data); r += d {
+			if cosT.data[r+a] != 1 || cosT.data[r+b] != 1 || sinT.data[r+a] != 0 || sinT.data[r+b] != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	n := d / 2
+	for n > 0 && still(n-1) {
+		n--
+	}
+	if n == d/2 || n == 0 {
+		return 0
+	}
+	return n
 }
 
 // fitRopeTableAxes is fitRopeTable over ids of at most maxAxes columns; θ
 // is read per axis from the table's angles where perAxis (else, over
-// several axes, the common base alone).
-func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxis bool) (*val, *val) {
+// several axes, the common base alone). rotated > 0 (one axis): only the
+// leading rotated frequencies turn (exec.RopeTableParams.Rotated).
+func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxis bool, rotated int) (*val, *val) {
 	d := cosT.shape[len(cosT.shape)-1]
 	rows := cosT.numel() / d
 	// positions: one column (a sequence) or one per axis ([rows, k] ids)
@@ -43,6 +88,9 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		if x.integral() && x.numel()%rows == 0 && x.numel()/rows <= maxAxes {
 			pos, naxes = x, x.numel()/rows
 		}
+	}
+	if pos != nil && naxes > 1 {
+		pos, naxes = s.equalLeadingAxes(pos, naxes)
 	}
 	if pos == nil || d%2 != 0 || perAxis && naxes == 1 {
 		return nil, nil
@@ -83,6 +131,10 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 					for _, af := range []precision.Format{precision.F32, precision.F64} {
 						p := exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: layout, FreqFormat: ff, AngleFormat: af}
 						label := fmt.Sprintf("%s axes %v theta=%g freq=%s angle=%s", layout, axes, theta, ff, af)
+						if rotated > 0 {
+							p.Rotated = []int{rotated}
+							label += fmt.Sprintf(" rotated=%d", rotated)
+						}
 						c := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{p2}, out: cosT.format, label: label}
 						pairs = append(pairs, [2]*expr{c, pickOf(c, 1)})
 					}
@@ -112,6 +164,29 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		cosV.fit.ropeTried = tried
 	}
 	return cosV, sinV
+}
+
+// equalLeadingAxes reads ids laid out axes first ([k, .., rows]: one
+// slab of rows per axis, as multimodal RoPE's [3, B, S] ids are) whose k
+// slabs are all equal as one sequence: the first slab, one axis. Where
+// every axis holds the same position, the frequencies an axis owns rotate
+// by that one position, so the table is a one-axis table of it. Other
+// ids are returned as they are.
+func (s *synth) equalLeadingAxes(pos *val, naxes int) (*val, int) {
+	if len(pos.shape) < 2 || pos.shape[0] != naxes {
+		return pos, naxes
+	}
+	n := pos.numel() / naxes
+	for a := 1; a < naxes; a++ {
+		if !slices.Equal(pos.data[a*n:(a+1)*n], pos.data[:n]) {
+			return pos, naxes
+		}
+	}
+	first := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: 0, End: 1}, args: []*val{pos}, out: pos.format, label: "one axis of equal ids"})
+	if first == nil {
+		return pos, naxes
+	}
+	return first, 1
 }
 
 // axisThetas reads θ from an interleaved table over ids p2 [rows, k] split

@@ -77,9 +77,9 @@ func (s *synth) fitRopeOnRanges(xs []*val, cosT, sinT *val) (*val, *val) {
 			if g == nil {
 				continue
 			}
-			c, sn := s.fitRopeTableAxes([]*val{g}, cosT, sinT, 3, false)
+			c, sn := s.fitRopeTableAxes([]*val{g}, cosT, sinT, 3, false, 0)
 			if c == nil {
-				c, sn = s.fitRopeTableAxes([]*val{g}, cosT, sinT, k, true)
+				c, sn = s.fitRopeTableAxes([]*val{g}, cosT, sinT, k, true, 0)
 			}
 			if c != nil {
 				for _, r := range ranges {

@@ -20,16 +20,18 @@ type synth struct {
 	// first (the reshaped readings included) failed to explain, where the
 	// forms added for state-space mixers and multipliers are tried too
 	// (glue): a target the older forms explain never costs them.
-	late    bool
-	tr      *trace.Trace
-	ev      *evaluator
-	em      *emitter
-	params  map[string]*val
-	opaque  []*val
-	attn    []attnRecord
-	lambdas []lambdaRecord // how each differential attention's λ was explained
-	mlps    []mlpRecord
-	ropes   []ropeRecord
+	late bool
+	// unitScale: unscaledAttention's scan, every choice at scale 1
+	unitScale bool
+	tr        *trace.Trace
+	ev        *evaluator
+	em        *emitter
+	params    map[string]*val
+	opaque    []*val
+	attn      []attnRecord
+	lambdas   []lambdaRecord // how each differential attention's λ was explained
+	mlps      []mlpRecord
+	ropes     []ropeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in
 	// order (an exact tie of splits goes to one of these).
 	ropeSplits [][]int
