@@ -219,13 +219,7 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 					if cond == nil {
 						continue
 					}
-					roles["latents"] = latName
-					s.latents = lat
-					s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
-					if _, dup := roles[name]; !dup {
-						roles[name] = name
-						s.em.bindLeaf(in, program.Input, program.InputValue(name), name)
-					}
+					s.bindLatents(lat, latName, roles, namedInput{name: name, in: in})
 					parts := []*val{lat, cond}
 					if !latFirst {
 						parts = []*val{cond, lat}
@@ -248,15 +242,9 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 				if conds == nil {
 					continue
 				}
-				roles["latents"] = latName
-				s.latents = lat
-				s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
+				s.bindLatents(lat, latName, roles, conds...)
 				parts := []*val{lat}
 				for _, c := range conds {
-					if _, dup := roles[c.name]; !dup {
-						roles[c.name] = c.name
-						s.em.bindLeaf(c.in, program.Input, program.InputValue(c.name), c.name)
-					}
 					parts = append(parts, c.in)
 				}
 				if !latFirst {
@@ -278,6 +266,21 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 type namedInput struct {
 	name string
 	in   *val
+}
+
+// bindLatents binds lat as each step's latents and every condition as
+// the request input it is (once, however many forms read it), the roles
+// the document names them by.
+func (s *synth) bindLatents(lat *val, latName string, roles map[string]string, conds ...namedInput) {
+	roles["latents"] = latName
+	s.latents = lat
+	s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
+	for _, c := range conds {
+		if _, dup := roles[c.name]; !dup {
+			roles[c.name] = c.name
+			s.em.bindLeaf(c.in, program.Input, program.InputValue(c.name), c.name)
+		}
+	}
 }
 
 // joinedInputs explains target's entries [start, start+size) along ax as
@@ -362,13 +365,7 @@ func (s *synth) latentsOverwritten(target *val, inputs map[string]*val, sigmaNam
 					if cond == nil {
 						continue
 					}
-					roles["latents"] = latName
-					s.latents = lat
-					s.em.bindLeaf(lat, program.StepInput, program.StepLatents, "latents")
-					if _, dup := roles[name]; !dup {
-						roles[name] = name
-						s.em.bindLeaf(in, program.Input, program.InputValue(name), name)
-					}
+					s.bindLatents(lat, latName, roles, namedInput{name: name, in: in})
 					rest := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: k, End: n}, args: []*val{lat}, out: lat.format, label: "the latents' part"})
 					j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{cond, rest}, out: target.format, label: "latents with a condition in place of their leading part"})
 					if j == nil {
