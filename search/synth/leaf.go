@@ -921,27 +921,85 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 	if len(x.shape) != 1 || len(t.shape) != 2 || t.shape[0] != x.shape[0] || t.shape[1]%2 != 0 {
 		return nil
 	}
-	var cands []*expr
-	for _, flip := range []bool{true, false} {
-		for _, shift := range []float32{0, 1} {
-			for _, scale := range []float32{1, 1000} {
-				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: scale, MaxPeriod: 10000}
-				// the reference's exp and division variants decide large
-				// arguments (a guidance scale of 6000)
-				for _, m := range []exec.Math{exec.MathPrecise, exec.MathRecipDiv, exec.MathFastExp, exec.MathFastExp | exec.MathRecipDiv} {
-					cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
-						math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g math=%s", flip, shift, scale, m)})
+	sinusoids := func(scales func(p exec.TimestepParams) []float32) []*expr {
+		var cands []*expr
+		for _, flip := range []bool{true, false} {
+			for _, shift := range []float32{0, 1} {
+				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: 1, MaxPeriod: 10000}
+				for _, scale := range scales(p) {
+					p.Scale = scale
+					// the reference's exp and division variants decide large
+					// arguments (a guidance scale of 6000)
+					for _, m := range []exec.Math{exec.MathPrecise, exec.MathRecipDiv, exec.MathFastExp, exec.MathFastExp | exec.MathRecipDiv} {
+						cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
+							math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g math=%s", flip, shift, scale, m)})
+					}
 				}
 			}
 		}
+		return cands
 	}
-	v, ev := s.best(t, cands)
+	v, ev := s.best(t, sinusoids(func(exec.TimestepParams) []float32 { return []float32{1, 1000} }))
+	if v == nil {
+		// another scale of the angles (a timestep times 1e4 before its
+		// sinusoid), read from the values where 1 and 1000 both fail
+		v, ev = s.best(t, sinusoids(func(p exec.TimestepParams) []float32 { return sinusoidScales(x, t, p) }))
+	}
 	if v != nil {
 		var r *freqReading
 		v, r = s.readTable(v, x, t)
 		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev, freqs: r}
 	}
 	return v
+}
+
+// sinusoidScales reads the scale of a timestep sinusoid's angles from its
+// values, for the layout p (scale 1): at the two slowest frequencies f
+// the angle a = scale·t·f is atan2(sin, cos) while it stays within ±π,
+// so each row with t ≠ 0 gives scale = a/(t·f) twice; reads that
+// disagree (an angle that wrapped, or no sinusoid at all) give none. The scale is
+// offered at 1, 2 and 3 significant digits and as read, 1 and 1000
+// (tried before) left out.
+func sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
+	freqs, err := exec.TimestepFreqs(p, exec.MathPrecise)
+	if err != nil || len(freqs) < 2 {
+		return nil
+	}
+	sinAt, cosAt := exec.TimestepColumns(p)
+	var reads []float64
+	for n, tn := range x.data {
+		if tn == 0 {
+			continue
+		}
+		row := t.data[n*p.Dim : (n+1)*p.Dim]
+		for _, i := range []int{len(freqs) - 1, len(freqs) - 2} {
+			a := math.Atan2(float64(row[sinAt+i]), float64(row[cosAt+i]))
+			reads = append(reads, a/(float64(tn)*float64(freqs[i])))
+		}
+	}
+	if len(reads) == 0 {
+		return nil
+	}
+	slices.Sort(reads)
+	mid := reads[len(reads)/2]
+	if !(mid > 0) || math.IsInf(mid, 0) || math.Abs(reads[0]-reads[len(reads)-1]) > 1e-3*mid {
+		return nil
+	}
+	if math.Abs(mid-1) < 1e-2 || math.Abs(mid-1000) < 10 {
+		return nil // the scales tried first: what failed there is not the scale
+	}
+	var out []float32
+	for _, digits := range []int{1, 2, 3, 0} {
+		sc := float32(mid)
+		if digits > 0 {
+			pow := math.Pow(10, math.Floor(math.Log10(mid))-float64(digits-1))
+			sc = float32(math.Round(mid/pow) * pow)
+		}
+		if sc != 1 && sc != 1000 && !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
 }
 
 // derive runs a movement or helper expression and returns its value (nil
