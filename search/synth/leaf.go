@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
@@ -941,13 +942,27 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 	}
 	v, ev := s.best(t, sinusoids(func(exec.TimestepParams) []float32 { return []float32{1, 1000} }))
 	if v == nil {
-		// another scale of the angles (a timestep times 1e4 before its
-		// sinusoid), read from the values where 1 and 1000 both fail
-		v, ev = s.best(t, sinusoids(func(p exec.TimestepParams) []float32 { return sinusoidScales(x, t, p) }))
+		// another scale of the angles, read from the values where 1 and
+		// 1000 both fail: applied to t·f, or to t before the frequencies
+		// (a timestep times 1e4 first: the angles round another way)
+		cands := sinusoids(func(p exec.TimestepParams) []float32 { return s.sinusoidScales(x, t, p) })
+		for _, c := range slices.Clone(cands) {
+			sc := c.attrs.Timestep.Scale
+			xs := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(float64(sc))}, out: x.format, label: fmt.Sprintf("t·%g", sc)})
+			if xs == nil {
+				continue
+			}
+			pre := *c
+			pre.attrs.Timestep.Scale = 1
+			pre.args = []*val{xs}
+			pre.label = strings.Replace(c.label, "scale=", "t scaled first by ", 1)
+			cands = append(cands, &pre)
+		}
+		v, ev = s.best(t, cands)
 	}
 	if v != nil {
 		var r *freqReading
-		v, r = s.readTable(v, x, t)
+		v, r = s.readTable(v, v.from.args[0], t)
 		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev, freqs: r}
 	}
 	return v
@@ -960,21 +975,29 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 // disagree (an angle that wrapped, or no sinusoid at all) give none. The scale is
 // offered at 1, 2 and 3 significant digits and as read, 1 and 1000
 // (tried before) left out.
-func sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
+func (s *synth) sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
 	freqs, err := exec.TimestepFreqs(p, exec.MathPrecise)
 	if err != nil || len(freqs) < 2 {
 		return nil
 	}
 	sinAt, cosAt := exec.TimestepColumns(p)
 	var reads []float64
-	for n, tn := range x.data {
-		if tn == 0 {
+	// every step's rows: a timestep of 0 (1 − σ at σ = 1) shows no scale
+	for _, st := range s.tr.Steps() {
+		xd, ok1 := s.at(x, st)
+		td, ok2 := s.at(t, st)
+		if !ok1 || !ok2 || len(td) != len(xd)*p.Dim {
 			continue
 		}
-		row := t.data[n*p.Dim : (n+1)*p.Dim]
-		for _, i := range []int{len(freqs) - 1, len(freqs) - 2} {
-			a := math.Atan2(float64(row[sinAt+i]), float64(row[cosAt+i]))
-			reads = append(reads, a/(float64(tn)*float64(freqs[i])))
+		for n, tn := range xd {
+			if tn == 0 {
+				continue
+			}
+			row := td[n*p.Dim : (n+1)*p.Dim]
+			for _, i := range []int{len(freqs) - 1, len(freqs) - 2} {
+				a := math.Atan2(float64(row[sinAt+i]), float64(row[cosAt+i]))
+				reads = append(reads, a/(float64(tn)*float64(freqs[i])))
+			}
 		}
 	}
 	if len(reads) == 0 {

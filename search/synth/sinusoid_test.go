@@ -45,11 +45,35 @@ func TestSinusoidScaleRead(t *testing.T) {
 			}
 		})
 	}
+	// the timestep scaled first (1e4·t, then the frequencies: the angles
+	// round as (1e4·t)·f, not (t·f)·1e4)
+	pre := make([]float32, len(steps))
+	for i, v := range steps {
+		pre[i] = v * 1e4
+	}
+	p := exec.TimestepParams{Dim: 32, FreqShift: 1, Scale: 1, MaxPeriod: 10000}
+	data, err := exec.TimestepEmbedding(pre, p, exec.MathPrecise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &val{shape: []int{len(steps), p.Dim}, data: data, format: precision.F32}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.fitSinusoid(x, target)
+	if v == nil {
+		t.Fatal("the timestep scaled before its sinusoid: not explained")
+	}
+	if arg := v.from.args[0]; arg == x || v.from.attrs.Timestep.Scale != 1 {
+		t.Errorf("scale %g on %v: want the scale applied to t first", v.from.attrs.Timestep.Scale, arg.shape)
+	}
+	if sc := relRMS(precision.F32, v.data, data); sc > 1e-6 {
+		t.Errorf("rel-RMS %g against the sinusoid of 1e4·t", sc)
+	}
 	noise := &val{shape: []int{len(steps), 16}, data: make([]float32, len(steps)*16), format: precision.F32}
 	for i := range noise.data {
 		noise.data[i] = float32((i*37)%11) - 5
 	}
-	if got := sinusoidScales(x, noise, exec.TimestepParams{Dim: 16, MaxPeriod: 10000, Scale: 1}); got != nil {
+	s = &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	if got := s.sinusoidScales(x, noise, exec.TimestepParams{Dim: 16, MaxPeriod: 10000, Scale: 1}); got != nil {
 		t.Errorf("scales %v read from values that are no sinusoid", got)
 	}
 }
