@@ -424,15 +424,10 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 	return out
 }
 
-// sideBySideTables read each value [.., S, 2w] of the scope that no
-// other table form took as a rotation table's two halves kept side by
-// side ([sin | cos] as RoFormer hands every attention, or [cos | sin]):
-// (cos, sin) for heads of 2w, each angle twice in a row (interleaved) or
-// the half joined to itself (half). The values need not lie on the unit
-// circle (a table parameter drawn at random rotates as any other), so
-// both orders are tried: a fallback, after every table on the circle.
-func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val, rows, width int) [][2]*val {
-	taken := map[*val]bool{} // values already tables, or attention operands
+// takenValues are the values already tables or attention operands,
+// which the late table forms leave alone.
+func takenValues(tables [][2]*val, operands [][3]*val) map[*val]bool {
+	taken := map[*val]bool{}
 	for _, tb := range tables {
 		taken[tb[0]], taken[tb[1]] = true, true
 	}
@@ -441,6 +436,18 @@ func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val
 			taken[v] = true
 		}
 	}
+	return taken
+}
+
+// sideBySideTables read each value [.., S, 2w] of the scope that no
+// other table form took as a rotation table's two halves kept side by
+// side ([sin | cos] as RoFormer hands every attention, or [cos | sin]):
+// (cos, sin) for heads of 2w, each angle twice in a row (interleaved) or
+// the half joined to itself (half). The values need not lie on the unit
+// circle (a table parameter drawn at random rotates as any other), so
+// both orders are tried: a fallback, after every table on the circle.
+func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val, rows, width int) [][2]*val {
+	taken := takenValues(tables, operands)
 	var out [][2]*val
 	for _, v := range sc.vals {
 		n := len(v.shape)

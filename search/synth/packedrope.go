@@ -91,15 +91,7 @@ func (s *synth) fitPackedRope(xs []*val, t *val) *val {
 // on the unit circle or averages of rotations (pooled history rows):
 // tried after sideBySideTables.
 func (s *synth) packedTables(sc *scope, tables [][2]*val, operands [][3]*val, rows, width int) [][2]*val {
-	taken := map[*val]bool{}
-	for _, tb := range tables {
-		taken[tb[0]], taken[tb[1]] = true, true
-	}
-	for _, op := range operands {
-		for _, v := range op {
-			taken[v] = true
-		}
-	}
+	taken := takenValues(tables, operands)
 	var out [][2]*val
 	for _, v := range sc.vals {
 		n := len(v.shape)
