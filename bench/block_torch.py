@@ -155,6 +155,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", help="write torch's numbers here")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile timing (the peer a user picks for speed)")
     args = ap.parse_args()
     dev = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -166,6 +167,17 @@ def main():
         img, txt = block(w, cos, sin)
     res = {"block_ms": ms, "block_ms_all": all_ms, "gemm": [], "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
     print(f"torch eager block: median {ms:.3f} ms (min {min(all_ms):.3f})")
+    cms = None
+    if not args.no_compile:
+        # The same block through torch.compile (default mode), timed in the same run after
+        # its compile (the warm-up calls); its outputs are compared with eager's.
+        compiled = torch.compile(block)
+        with torch.no_grad():
+            cms, call = bench(lambda: compiled(w, cos, sin), max(args.warmup, 3), args.iters)
+            cimg, ctxt = compiled(w, cos, sin)
+        res["compiled_ms"], res["compiled_ms_all"] = cms, call
+        crel = max(((a.double() - b.double()).norm() / b.double().norm()).item() for a, b in ((cimg, img), (ctxt, txt)))
+        print(f"torch.compile block: median {cms:.3f} ms (min {min(call):.3f}), compiled/eager {cms / ms:.3f}, rel-RMS vs eager {crel:.3e}")
 
     for m, n, k in ((4096, 3072, 3072), (4096, 12288, 3072), (4096, 3072, 12288), (8192, 8192, 8192)):
         x = hash_values(m * k, 101, 1, dev).reshape(m, k).to(torch.bfloat16)
@@ -191,6 +203,8 @@ def main():
     print()
     print(f"{'':34s} {'zflow cuda':>12s} {'torch eager':>12s} {'zflow/torch':>12s}")
     print(f"{'block forward (ms)':34s} {ours['block_ms']:12.3f} {ms:12.3f} {ours['block_ms'] / ms:12.3f}")
+    if cms is not None:
+        print(f"{'block forward vs torch.compile (ms)':34s} {ours['block_ms']:12.3f} {cms:12.3f} {ours['block_ms'] / cms:12.3f}")
     print(f"{'attention [1,4608,3072] (ms)':34s} {ours['attention_ms']:12.3f} {am:12.3f} {ours['attention_ms'] / am:12.3f}")
     for g, t in zip(ours["gemm"], res["gemm"]):
         label = f"GEMM {g['M']}x{g['N']}x{g['K']}{' +bias' if g['Bias'] else ''} TFLOP/s"

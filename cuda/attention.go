@@ -193,7 +193,7 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 			if ff.round {
 				fp.RoundScores = 1
 			}
-			if b.useHopper(g.D, ff, p.Window) {
+			if b.useHopper(g.D) {
 				ok, err := b.launchHopper(g.D, ff, &fp, out.ptr(), qt.ptr(), kt.ptr(), vt.ptr(), ptr(mt), ptr(bt), ptr(slopes))
 				if ok || err != nil {
 					return err

@@ -23,13 +23,6 @@ type hopperState struct {
 	off  bool       // SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0
 	geom hopperGeom // zero: hopperDefault (tests time others)
 	err  error      // why the route is unavailable (a compile failure), once known
-	// extras sends sliding windows, soft-caps, ALiBi and bias tensors to
-	// the Hopper kernel too. The kernel implements them (the mma.sync
-	// kernel's score chain, element for element), but no device run has
-	// checked them yet (2026-12-02: the call's time ran out in
-	// TestAttentionExtras), so they stay on the mma.sync kernel unless a
-	// test asks.
-	extras bool
 }
 
 // hopperFromEnv reads $ZFLOW_HOPPER_ATTN: "0" turns the route off.
@@ -41,10 +34,10 @@ func hopperFromEnv() hopperState {
 // (the default, unless $ZFLOW_HOPPER_ATTN=0), it takes the attentions the
 // mma.sync flash kernel would take on an sm_90 device (bf16/f16, head dim
 // 64 or 128, no mask, causal or explicit masks, grouped KV heads, score
-// rounding), except those with a sliding window, a soft-cap, ALiBi or a
-// bias tensor, which stay on the mma.sync kernel until a device run has
-// checked them; off, everything goes to the mma.sync kernel (A/B runs).
-// The exact kernel is unaffected.
+// rounding, sliding windows, soft-caps, ALiBi and bias tensors; checked
+// against the CPU beside the mma.sync kernel by TestAttention and
+// TestAttentionExtras on an H200, 2026-12-02); off, everything goes to the
+// mma.sync kernel (A/B runs). The exact kernel is unaffected.
 func (b *Backend) SetHopperAttention(on bool) {
 	b.mu.Lock()
 	b.hopper.off = !on
@@ -67,15 +60,9 @@ func (b *Backend) HopperAttention() (bool, string) {
 	return true, ""
 }
 
-// useHopper says whether a flash attention of head dim d with the options
-// ff and a sliding window goes to the Hopper kernel (called with the
-// backend locked).
-func (b *Backend) useHopper(d int, ff flashFlags, window int) bool {
-	if ff.cap || ff.alibi || ff.bias || window > 0 {
-		if !b.hopper.extras {
-			return false
-		}
-	}
+// useHopper says whether a flash attention of head dim d goes to the
+// Hopper kernel (called with the backend locked).
+func (b *Backend) useHopper(d int) bool {
 	return b.arch == "sm_90" && !b.hopper.off && b.hopper.err == nil && (d == 64 || d == 128)
 }
 

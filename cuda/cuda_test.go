@@ -729,9 +729,6 @@ func flashRoutes(b *Backend) []string {
 func runAttention(t *testing.T, b *Backend, route string, exact bool, warps int, call func() (exec.Tensor, error)) exec.Tensor {
 	t.Helper()
 	b.SetHopperAttention(route == "wgmma")
-	b.mu.Lock()
-	b.hopper.extras = route == "wgmma" // the extras too, as the test asks
-	b.mu.Unlock()
 	b.SetExactAttention(exact)
 	if warps != 0 {
 		b.SetFlashWarps(warps)
@@ -740,9 +737,6 @@ func runAttention(t *testing.T, b *Backend, route string, exact bool, warps int,
 	b.SetExactAttention(false)
 	b.SetFlashWarps(4)
 	b.SetHopperAttention(true)
-	b.mu.Lock()
-	b.hopper.extras = false
-	b.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,9 @@ EXTRA = {
     "minimax_m2": dict(num_local_experts=4, num_experts_per_tok=2),
     "afmoe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32),
     "qwen3_next": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=48),
+    # Local attention windows small enough that 12 ids are not padded to 512 rows.
+    "led": dict(attention_window=4),
+    "longformer": dict(attention_window=4),
     "ctrl": dict(n_embd=64, n_head=4, n_layer=2, dff=96, n_positions=64),
     "openai-gpt": dict(n_embd=64, n_head=4, n_layer=2, n_positions=64),
     "distilbert": dict(dim=64, n_heads=4, n_layers=2, hidden_dim=96),
