@@ -205,6 +205,12 @@ def main():
     print(f"{'block forward (ms)':34s} {ours['block_ms']:12.3f} {ms:12.3f} {ours['block_ms'] / ms:12.3f}")
     if cms is not None:
         print(f"{'block forward vs torch.compile (ms)':34s} {ours['block_ms']:12.3f} {cms:12.3f} {ours['block_ms'] / cms:12.3f}")
+    if ours.get("block_fused_ms"):
+        f = ours["block_fused_ms"]
+        print(f"{'block, regions fused (ms)':34s} {f:12.3f} {ms:12.3f} {f / ms:12.3f}")
+        if cms is not None:
+            print(f"{'block, fused vs torch.compile (ms)':34s} {f:12.3f} {cms:12.3f} {f / cms:12.3f}")
+        print(f"fused outputs identical to op by op: {ours.get('block_fused_identical')}")
     print(f"{'attention [1,4608,3072] (ms)':34s} {ours['attention_ms']:12.3f} {am:12.3f} {ours['attention_ms'] / am:12.3f}")
     for g, t in zip(ours["gemm"], res["gemm"]):
         label = f"GEMM {g['M']}x{g['N']}x{g['K']}{' +bias' if g['Bias'] else ''} TFLOP/s"

@@ -2,9 +2,13 @@
 
 // Command block times one real-width dual-stream DiT block (Flux's
 // FluxTransformerBlock: hidden 3072, 24 heads × 128, 4096 image + 512 text
-// rows, bf16) on the CUDA backend, op by op through exec.Backend, and the
-// GEMMs, attention and two pointwise ops alone. bench/block_torch.py times
-// the same block in PyTorch eager and prints the comparison.
+// rows, bf16) on the CUDA backend, op by op through exec.Backend, then
+// again with its four producer→pointwise regions offered to the backend's
+// fusion (exec.Fuser, as the interpreter offers them; the default auto
+// mode keeps a fusion only where its first run measured it faster), and
+// checks that both routes give the same bits; then the GEMMs, attention
+// and two pointwise ops alone. bench/block_torch.py times the same block
+// in PyTorch eager and through torch.compile and prints the comparison.
 //
 //	block -iters 20 -json out.json -out block_out.bin
 package main
@@ -31,16 +35,23 @@ var (
 )
 
 type result struct {
-	Device     string             `json:"device"`
-	BlockMS    float64            `json:"block_ms"`
-	BlockAll   []float64          `json:"block_ms_all"`
-	Breakdown  map[string]float64 `json:"breakdown_ms"`
-	GEMM       []gemmResult       `json:"gemm"`
-	AttnMS     float64            `json:"attention_ms"`
-	AttnTFLOPS float64            `json:"attention_tflops"`
-	AttnWarps  map[string]float64 `json:"attention_ms_by_warps"`
-	Pointwise  map[string]float64 `json:"pointwise_gbps"`
-	SetupS     float64            `json:"setup_s"`
+	Device    string             `json:"device"`
+	BlockMS   float64            `json:"block_ms"`
+	BlockAll  []float64          `json:"block_ms_all"`
+	Breakdown map[string]float64 `json:"breakdown_ms"`
+	// The same block with its regions offered to the fusion (the route
+	// generate takes), its regions' decisions, and whether its outputs are
+	// the op-by-op route's bit for bit.
+	FusedMS       float64               `json:"block_fused_ms"`
+	FusedAll      []float64             `json:"block_fused_ms_all"`
+	FusedSame     bool                  `json:"block_fused_identical"`
+	FusionRecords []exec.FusionDecision `json:"fusions"`
+	GEMM          []gemmResult          `json:"gemm"`
+	AttnMS        float64               `json:"attention_ms"`
+	AttnTFLOPS    float64               `json:"attention_tflops"`
+	AttnWarps     map[string]float64    `json:"attention_ms_by_warps"`
+	Pointwise     map[string]float64    `json:"pointwise_gbps"`
+	SetupS        float64               `json:"setup_s"`
 }
 
 type gemmResult struct {
@@ -152,38 +163,11 @@ func run(iters, warm int, jsonPath, outPath string) error {
 		return err
 	}
 
-	tm := &timer{b: b}
-	var img, txt exec.Tensor
-	for it := 0; it < warm+iters; it++ {
-		if img != nil {
-			b.Free(img)
-			b.Free(txt)
-		}
-		t0, _ := b.NewEvent()
-		t1, _ := b.NewEvent()
-		tm.on = it >= warm
-		t0.Record()
-		tm.mark("start")
-		img, txt, err = forward(b, w, cos, sin, tm)
-		if err != nil {
-			return err
-		}
-		t1.Record()
-		ms, err := t1.Since(t0)
-		if err != nil {
-			return err
-		}
-		if it >= warm {
-			res.BlockAll = append(res.BlockAll, ms)
-			tm.collect(res.Breakdown)
-		}
-		t0.Destroy()
-		t1.Destroy()
+	img, txt, err := timeBlock(b, w, cos, sin, false, warm, iters, &res.BlockAll, res.Breakdown)
+	if err != nil {
+		return err
 	}
 	res.BlockMS = median(res.BlockAll)
-	for k := range res.Breakdown {
-		res.Breakdown[k] /= float64(iters)
-	}
 	fmt.Printf("block forward: median %.3f ms over %d iterations (min %.3f)\n", res.BlockMS, iters, minOf(res.BlockAll))
 	keys := make([]string, 0, len(res.Breakdown))
 	for k := range res.Breakdown {
@@ -193,6 +177,22 @@ func run(iters, warm int, jsonPath, outPath string) error {
 	for _, k := range keys {
 		fmt.Printf("  %-16s %8.3f ms\n", k, res.Breakdown[k])
 	}
+	fimg, ftxt, err := timeBlock(b, w, cos, sin, true, warm, iters, &res.FusedAll, map[string]float64{})
+	if err != nil {
+		return err
+	}
+	res.FusedMS = median(res.FusedAll)
+	res.FusionRecords = b.Fusions()
+	if res.FusedSame, err = sameBits(b, img, fimg, txt, ftxt); err != nil {
+		return err
+	}
+	fmt.Printf("block forward, regions fused (%s): median %.3f ms (min %.3f), outputs identical to op by op: %v\n",
+		b.FusionMode(), res.FusedMS, minOf(res.FusedAll), res.FusedSame)
+	for _, d := range res.FusionRecords {
+		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s\n", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined)
+	}
+	b.Free(fimg)
+	b.Free(ftxt)
 	if outPath != "" {
 		if err := writeOut(b, outPath, img, txt); err != nil {
 			return err
@@ -216,6 +216,66 @@ func run(iters, warm int, jsonPath, outPath string) error {
 	return nil
 }
 
+// timeBlock runs the block warm+iters times (fused: its regions offered to
+// the backend's fusion), appending each timed run's milliseconds to all
+// and each op's average to breakdown; it returns the last run's outputs.
+func timeBlock(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, warm, iters int, all *[]float64, breakdown map[string]float64) (img, txt exec.Tensor, err error) {
+	tm := &timer{b: b}
+	for it := 0; it < warm+iters; it++ {
+		if img != nil {
+			b.Free(img)
+			b.Free(txt)
+		}
+		t0, _ := b.NewEvent()
+		t1, _ := b.NewEvent()
+		tm.on = it >= warm
+		t0.Record()
+		tm.mark("start")
+		img, txt, err = forward(b, w, cos, sin, fused, tm)
+		if err != nil {
+			return nil, nil, err
+		}
+		t1.Record()
+		ms, err := t1.Since(t0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if it >= warm {
+			*all = append(*all, ms)
+			tm.collect(breakdown)
+		}
+		t0.Destroy()
+		t1.Destroy()
+	}
+	for k := range breakdown {
+		breakdown[k] /= float64(iters)
+	}
+	return img, txt, nil
+}
+
+// sameBits says whether each pair of tensors holds the same bits.
+func sameBits(b *cuda.Backend, pairs ...exec.Tensor) (bool, error) {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		x, err := b.Download(pairs[i])
+		if err != nil {
+			return false, err
+		}
+		y, err := b.Download(pairs[i+1])
+		if err != nil {
+			return false, err
+		}
+		if len(x) != len(y) {
+			return false, nil
+		}
+		for j := range x {
+			if math.Float32bits(x[j]) != math.Float32bits(y[j]) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
@@ -235,7 +295,9 @@ func minOf(v []float64) float64 {
 
 // forward runs the block: the same ops, in the same order and with the
 // same rounding, as diffusers' FluxTransformerBlock in bf16 eager.
-func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, txt exec.Tensor, err error) {
+// With fused, its four producer→pointwise regions go to the backend's
+// Fuse, as the interpreter offers them.
+func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *timer) (img, txt exec.Tensor, err error) {
 	var tmp []exec.Tensor
 	defer func() {
 		for _, t := range tmp {
@@ -259,7 +321,35 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, 
 		tm.mark("linear")
 		return y
 	}
+	// region runs r fused (when the backend takes it) or op by op.
+	runRegion := func(r exec.Region) (exec.Tensor, error) {
+		y, ok, e := b.Fuse(r)
+		if e == nil && !ok {
+			y, e = exec.RunUnfused(b, r)
+		}
+		return y, e
+	}
+	region := func(r exec.Region, label string) exec.Tensor {
+		if err != nil {
+			return nil
+		}
+		y := keep(runRegion(r))
+		tm.mark(label)
+		return y
+	}
+	linHead := func(x exec.Tensor, name string) exec.Head {
+		return exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{x, w[name+".w"], w[name+".b"]}, Spec: sOut}
+	}
 	layer := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}
+	// normMod is the region norm → modulate (1 + scale).
+	normMod := func(x, shift, scale exec.Tensor) exec.Region {
+		return exec.Region{Head: exec.Head{Op: exec.HeadNorm, In: [3]exec.Tensor{x}, Norm: layer, Spec: sOut},
+			Steps: []exec.Step{{Op: exec.StepModulate, In: []exec.Tensor{nil, shift, scale}, Modulate: exec.ModulateParams{PlusOne: true}, Spec: sCmp}}}
+	}
+	// gatedRes is the step x + gate·(running value).
+	gatedRes := func(x, gate exec.Tensor) exec.Step {
+		return exec.Step{Op: exec.StepGatedResidual, In: []exec.Tensor{x, nil, gate}, Arg: 1, Act: exec.ActIdentity, Spec: sCmp}
+	}
 	qk := exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: headD}
 	sQK := exec.Spec{Out: bf16, Round: exec.RoundNormalized}
 
@@ -283,10 +373,15 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, 
 		}
 		tmp = append(tmp, s.mod...)
 		tm.mark("chunk")
-		n := keep(b.Norm(s.x, nil, nil, layer, sOut))
-		tm.mark("norm")
-		mx := keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
-		tm.mark("modulate")
+		var mx exec.Tensor
+		if fused {
+			mx = region(normMod(s.x, s.mod[0], s.mod[1]), "norm→modulate")
+		} else {
+			n := keep(b.Norm(s.x, nil, nil, layer, sOut))
+			tm.mark("norm")
+			mx = keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
+			tm.mark("modulate")
+		}
 		s.q, s.k, s.v = lin(mx, name+".q"), lin(mx, name+".k"), lin(mx, name+".v")
 		if err != nil {
 			return nil, nil, err
@@ -324,6 +419,21 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, tm *timer) (img, 
 	outs := map[string]exec.Tensor{}
 	for _, name := range []string{"img", "txt"} {
 		s := ss[name]
+		if fused {
+			x1 := region(exec.Region{Head: linHead(s.attn, name+".out"), Steps: []exec.Step{gatedRes(s.x, s.mod[2])}}, "linear→gated_residual")
+			mx := region(normMod(x1, s.mod[3], s.mod[4]), "norm→modulate")
+			g := region(exec.Region{Head: linHead(mx, name+".ff1"), Steps: []exec.Step{{Op: exec.StepAct, In: []exec.Tensor{nil}, Act: exec.ActGELUTanh, Spec: sOut}}}, "linear→act")
+			if err != nil {
+				return nil, nil, err
+			}
+			y, e := runRegion(exec.Region{Head: linHead(g, name+".ff2"), Steps: []exec.Step{gatedRes(x1, s.mod[5])}})
+			if e != nil {
+				return nil, nil, e
+			}
+			tm.mark("linear→gated_residual")
+			outs[name] = y
+			continue
+		}
 		o := lin(s.attn, name+".out")
 		if err != nil {
 			return nil, nil, err
