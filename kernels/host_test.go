@@ -289,11 +289,20 @@ func hostJobs(t *testing.T) []hostJob {
 	}
 	for act := zexec.ActIdentity; act <= zexec.ActExpm1; act++ {
 		for _, m := range []zexec.Math{zexec.MathPrecise, zexec.MathFastExp} {
-			for _, out := range []precision.Format{precision.F32, precision.BF16} {
+			for _, out := range formats {
 				x := upload(t, b, values(r, 3*n), []int{3, n}, precision.F32)
 				s := zexec.Spec{Out: out, Math: m}
 				ew(fmt.Sprintf("act %v %v", act, s), OpAct, int32(act), s, 0, must(b.Act(x, act, s)), x)
 			}
+		}
+	}
+	// The activations with a fast path to bf16 and f16 (zf_act_stored),
+	// over many values: its bound must hold near every rounding boundary.
+	for _, act := range []zexec.ActKind{zexec.ActSiLU, zexec.ActGELUTanh, zexec.ActGELUErf, zexec.ActTanh, zexec.ActSigmoid} {
+		for _, out := range []precision.Format{precision.BF16, precision.F16} {
+			x := upload(t, b, values(r, 64*n), []int{64, n}, precision.F32)
+			s := zexec.Spec{Out: out}
+			ew(fmt.Sprintf("act %v %v, many values", act, s), OpAct, int32(act), s, 0, must(b.Act(x, act, s)), x)
 		}
 	}
 	x3 := []int{2, 16, 96}

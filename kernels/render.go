@@ -113,6 +113,10 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define zf_atan_cr(x) ((float)atan((double)(x)))
 #define zf_log_cr(x) ((float)log((double)(x)))
 #define zf_expm1_cr(x) ((float)expm1((double)(x)))
+#define ZF_FAST_ACT 1
+#define zf_exp_f(x) expf(x)
+#define zf_tanh_f(x) tanhf(x)
+#define zf_erf_f(x) erff(x)
 `,
 	MSL: `/* target: Metal Shading Language (compile with fast math off) */
 #include <metal_stdlib>
@@ -141,6 +145,11 @@ typedef ulong zf_u64;
 #define zf_atan_cr(x) precise::atan(x)
 #define zf_log_cr(x) precise::log(x)
 #define zf_expm1_cr(x) zf_msl_expm1(x)
+/* No f64 here: the "correctly rounded" functions are f32 already, so no fast path. */
+#define ZF_FAST_ACT 0
+#define zf_exp_f(x) precise::exp(x)
+#define zf_tanh_f(x) precise::tanh(x)
+#define zf_erf_f(x) zf_msl_erf(x)
 /* Metal has no erf: erfc by its continued-fraction fit (relative error
  * below 1.2e-7), so erf is within a few f32 ulps, not correctly rounded. */
 static inline float zf_msl_erf(float x) {
@@ -196,5 +205,9 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define zf_atan_cr(x) ((float)std::atan((double)(x)))
 #define zf_log_cr(x) ((float)std::log((double)(x)))
 #define zf_expm1_cr(x) ((float)std::expm1((double)(x)))
+#define ZF_FAST_ACT 1
+#define zf_exp_f(x) std::exp((float)(x))
+#define zf_tanh_f(x) std::tanh((float)(x))
+#define zf_erf_f(x) std::erf((float)(x))
 `,
 }
