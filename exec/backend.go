@@ -146,7 +146,8 @@ type Extended interface {
 	// arithmetic at each step (see TimestepEmbedding), rounded to s.Out.
 	TimestepEmbed(t Tensor, p TimestepParams, s Spec) (Tensor, error)
 	// RopeTable: cos, sin [S, Σ AxesDims] from positions pos [S, len(AxesDims)]
-	// (see RopeTables for the formulas and precision), rounded to s.Out.
+	// (with FreqAxes, pos [S, k] and each frequency's column; see RopeTables
+	// for the formulas and precision), rounded to s.Out.
 	RopeTable(pos Tensor, p RopeTableParams, s Spec) (cos, sin Tensor, err error)
 	// SSMScan: the selective state-space scan over x [B, L, H, P], dt
 	// [B, L, H], a [H] (one rate per head: Mamba-2's SSD) or [H, N] (one

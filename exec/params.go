@@ -218,6 +218,13 @@ type RopeTableParams struct {
 	// "proportional" RoPE: a quarter of the pairs turn, at the
 	// frequencies of the whole head). nil: every frequency turns.
 	Rotated []int
+	// FreqAxes, where set, is the position column that turns each
+	// frequency of one axis (AxesDims one width d, d/2 entries):
+	// f_i = 1/θ^(2i/d) turned by pos[:, FreqAxes[i]], over positions
+	// [S, k] with k > every entry. Multi-axis RoPE whose axes share one
+	// frequency ladder (t h w t h w …, sections, any map). nil: axis a
+	// is column a.
+	FreqAxes []int
 }
 
 // PatchParams configures Patchify and Unpatchify.

@@ -15,13 +15,15 @@ import (
 //	                     rounded to that format (a whole-model cast)
 //	α_i = pos[s, a] · f_i, cos α_i, sin α_i   in AngleFormat (F64 or F32)
 //
-// (f_i = 0 for i ≥ Rotated[a] where Rotated is set) and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
+// (f_i = 0 for i ≥ Rotated[a] where Rotated is set; with FreqAxes, one
+// axis whose frequency i reads column FreqAxes[i]) and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
 // [c0 c1 ... c0 c1 ...]; the axes are concatenated. cos and sin are f32,
 // [S, Σ d] row-major (the caller rounds them to a storage format).
 func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, err error) {
 	na := len(p.AxesDims)
-	if na == 0 || seq < 0 || len(pos) != seq*na {
-		return nil, nil, fmt.Errorf("exec: rope table: %d positions for %d rows of %d axes", len(pos), seq, na)
+	cols, err := ropeColumns(len(pos), seq, p)
+	if err != nil {
+		return nil, nil, err
 	}
 	if p.Theta <= 0 || p.Layout != RopeInterleaved && p.Layout != RopeHalf {
 		return nil, nil, fmt.Errorf("exec: rope table: theta %g, layout %v", p.Theta, p.Layout)
@@ -55,9 +57,12 @@ func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, 
 	for s := range seq {
 		off := s * width
 		for a, fs := range freqs {
-			x := pos[s*na+a]
 			half := len(fs)
 			for i, f := range fs {
+				x := pos[s*cols+a]
+				if p.FreqAxes != nil {
+					x = pos[s*cols+p.FreqAxes[i]]
+				}
 				var c, sn float32
 				if p.AngleFormat == precision.F64 {
 					ang := float64(x) * f
@@ -78,6 +83,29 @@ func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, 
 		}
 	}
 	return cos, sin, nil
+}
+
+// ropeColumns checks n positions for seq rows against p and returns the
+// columns per row: one per axis, or with FreqAxes n/seq, each frequency's
+// column among them.
+func ropeColumns(n, seq int, p RopeTableParams) (int, error) {
+	na := len(p.AxesDims)
+	if p.FreqAxes == nil {
+		if na == 0 || seq < 0 || n != seq*na {
+			return 0, fmt.Errorf("exec: rope table: %d positions for %d rows of %d axes", n, seq, na)
+		}
+		return na, nil
+	}
+	if na != 1 || len(p.FreqAxes) != p.AxesDims[0]/2 || seq <= 0 || n%seq != 0 {
+		return 0, fmt.Errorf("exec: rope table: %d frequency axes for widths %v, %d positions for %d rows", len(p.FreqAxes), p.AxesDims, n, seq)
+	}
+	cols := n / seq
+	for i, a := range p.FreqAxes {
+		if a < 0 || a >= cols {
+			return 0, fmt.Errorf("exec: rope table: frequency %d turns by column %d of %d", i, a, cols)
+		}
+	}
+	return cols, nil
 }
 
 // ropeFreqs is 1/θ^(2i/d), i < d/2, in format f.

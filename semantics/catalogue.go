@@ -113,6 +113,7 @@ const (
 	typeInts                         // a list of positive even integers
 	typeOrder                        // comma-separated permutation of Chunks
 	typeIndices                      // a list of distinct non-negative integers, increasing (may be empty)
+	typeColumns                      // a list of non-negative integers (one column per entry)
 )
 
 // FactorSpec is one entry of the factor catalogue.
@@ -158,6 +159,7 @@ var catalogue = []FactorSpec{
 	{Name: "rope_layout", Doc: "which elements rotate together: adjacent pairs, the two halves, or no RoPE", typ: typeEnum, enum: []string{"interleaved", "half", "none"}},
 	{Name: "rope_axes", Doc: "channels per position axis, summing to the rotary width", typ: typeInts},
 	{Name: "rope_theta", Doc: "RoPE base θ", typ: typeNumber, check: positive},
+	{Name: "rope_freq_axes", Doc: "the position column turning each frequency of one ladder (multi-axis RoPE: interleaved, sectioned or any map); absent where each axis has a band of its own", typ: typeColumns},
 	{Name: "joint_order", Doc: "which stream's rows come first in a joined sequence", typ: typeEnum, enum: []string{"text_first", "image_first"}},
 	{Name: "modulation_order", Doc: "chunk order of each modulation group (groups: attention, then MLP)", typ: typeOrder, chunks: []string{"shift", "scale", "gate"}},
 	{Name: "modulation_plus_one", Doc: "norm(x)·(1 + scale) + shift rather than norm(x)·scale + shift", typ: typeBool},
@@ -239,6 +241,10 @@ func (s FactorSpec) CheckValue(v any) error {
 		if _, err := Indices(v); err != nil {
 			return err
 		}
+	case typeColumns:
+		if _, err := intList(v, false); err != nil {
+			return err
+		}
 	case typeOrder:
 		str, ok := v.(string)
 		if !ok {
@@ -280,7 +286,11 @@ func Ints(v any) ([]int, error) {
 
 // Indices reads a factor value that is an increasing list of
 // non-negative integers (possibly empty).
-func Indices(v any) ([]int, error) {
+func Indices(v any) ([]int, error) { return intList(v, true) }
+
+// intList reads a list of non-negative integers, each above the one
+// before where increasing.
+func intList(v any, increasing bool) ([]int, error) {
 	var list []any
 	switch x := v.(type) {
 	case []any:
@@ -295,8 +305,11 @@ func Indices(v any) ([]int, error) {
 	out := make([]int, len(list))
 	for i, e := range list {
 		f, ok := number(e)
-		if !ok || f != math.Trunc(f) || f < 0 || f > 1<<20 || i > 0 && int(f) <= out[i-1] {
-			return nil, fmt.Errorf("element %d (%v) is not a non-negative integer above the one before", i, jsonish(e))
+		if !ok || f != math.Trunc(f) || f < 0 || f > 1<<20 {
+			return nil, fmt.Errorf("element %d (%v) is not a non-negative integer", i, jsonish(e))
+		}
+		if increasing && i > 0 && int(f) <= out[i-1] {
+			return nil, fmt.Errorf("element %d (%v) is not above the one before", i, jsonish(e))
 		}
 		out[i] = int(f)
 	}

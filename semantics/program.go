@@ -241,6 +241,10 @@ type RopeTableAttrs struct {
 	// Rotated: the leading frequencies of each axis that turn (the rest
 	// are 0); absent, every one turns
 	Rotated []int `json:"rotated,omitempty"`
+	// FreqAxes: the position column turning each frequency of the one
+	// axis (multi-axis RoPE over one frequency ladder); absent, axis a
+	// reads column a
+	FreqAxes []int `json:"freq_axes,omitempty"`
 }
 
 // PatchAttrs configure (un)patchify.

@@ -203,7 +203,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		if err != nil {
 			return Node{}, err
 		}
-		a.RopeTable = exec.RopeTableParams{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: l, FreqFormat: ff, AngleFormat: af, Rotated: slices.Clone(t.Rotated)}
+		a.RopeTable = exec.RopeTableParams{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: l, FreqFormat: ff, AngleFormat: af, Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes)}
 	}
 	if t := d.Patch; t != nil {
 		a.Patch = exec.PatchParams{Patch: t.Patch, Height: t.Height, Width: t.Width}
@@ -330,7 +330,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		}
 	case OpRopeTable:
 		t := a.RopeTable
-		d.RopeTable = &semantics.RopeTableAttrs{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: t.Layout.String(), FreqFormat: t.FreqFormat.String(), AngleFormat: t.AngleFormat.String(), Rotated: slices.Clone(t.Rotated)}
+		d.RopeTable = &semantics.RopeTableAttrs{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: t.Layout.String(), FreqFormat: t.FreqFormat.String(), AngleFormat: t.AngleFormat.String(), Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes)}
 	case OpPatchify, OpUnpatchify:
 		d.Patch = &semantics.PatchAttrs{Patch: a.Patch.Patch, Height: a.Patch.Height, Width: a.Patch.Width}
 	case OpCast:

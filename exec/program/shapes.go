@@ -156,8 +156,11 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		}
 		return [][]int{{x[0], n.Attrs.Timestep.Dim}}, nil
 	case OpRopeTable:
-		axes := n.Attrs.RopeTable.AxesDims
-		if len(x) != 2 || x[1] != len(axes) {
+		axes, fa := n.Attrs.RopeTable.AxesDims, n.Attrs.RopeTable.FreqAxes
+		switch {
+		case fa != nil && (len(fa) == 0 || len(x) != 2 || len(axes) != 1 || len(fa) != axes[0]/2 || x[1] <= slices.Max(fa)):
+			return nil, fmt.Errorf("positions %v and frequency axes %v do not make a table of widths %v", x, fa, axes)
+		case fa == nil && (len(x) != 2 || x[1] != len(axes)):
 			return nil, fmt.Errorf("positions %v are not [rows, %d axes]", x, len(axes))
 		}
 		w := 0

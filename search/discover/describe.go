@@ -15,6 +15,7 @@ var labels = map[string]string{
 	"rope_layout":              "RoPE layout",
 	"rope_axes":                "RoPE channels per axis",
 	"rope_theta":               "RoPE θ",
+	"rope_freq_axes":           "RoPE axis per frequency",
 	"joint_order":              "joint sequence order",
 	"modulation_order":         "modulation chunk order",
 	"modulation_plus_one":      "modulation scale",

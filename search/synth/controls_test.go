@@ -433,6 +433,13 @@ var unseenFactors = map[string]map[string]any{
 		"mlp_act": "gelu_erf", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"modulation_order": "shift,scale,gate", "final_norm_order": "shift,scale", "timestep_flip_sin_to_cos": true,
 		"timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_ideogram4.py: interleaved multi-axis RoPE (frequency i of one θ 5·10⁶ ladder turned
+	// by t, h, w as i mod 3 within 3·section: sections 3/3/2 of 8), rotate-half; RMSNorm q/k per head,
+	// default scale, a segment mask (not causal); scale-only (1 + scale), x + tanh(gate)·norm(y);
+	// the pipeline steps with −v
+	"ideogram4": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0, 1.0},
+		"qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "modulation_plus_one": true, "gate_fn": "tanh",
+		"euler_sign": -1.0},
 }
 
 // discoverComplete opens path (closed when the test ends) and discovers

@@ -230,6 +230,19 @@ func (s *synth) readFactors() []semantics.Factor {
 			}
 		}
 		add(axes)
+		if fa := r.fit.rope.FreqAxes; fa != nil {
+			f := semantics.Factor{Name: "rope_freq_axes", Scope: r.scope, Value: slices.Clone(fa), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
+				Candidates: []semantics.Candidate{{Value: slices.Clone(fa)}}, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms",
+					Note: "each frequency's column read from the tables' angles at the position ids, the tables recomputed with the map and with every map one column away"}}
+			if m, ok := ropeMargin(r.fit.ropeTried, func(p exec.RopeTableParams) bool { return slices.Equal(p.FreqAxes, fa) }); ok {
+				f.Margin, f.Decisive = semantics.Margin(m), m >= 2
+				f.Candidates = ropeCandidates(r.fit.ropeTried, func(p exec.RopeTableParams) []int { return p.FreqAxes })
+				if !f.Decisive {
+					f.Evidence.Note += "; a map one column away reproduces them as well (columns equal on every row do not show which turns a frequency)"
+				}
+			}
+			add(f)
+		}
 		theta := semantics.Factor{Name: "rope_theta", Scope: r.scope, Value: r.fit.rope.Theta, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: r.fit.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms", Note: "RoPE tables recomputed from the positions"}}
 		if m, ok := ropeMargin(r.fit.ropeTried, func(p exec.RopeTableParams) bool { return p.Theta == r.fit.rope.Theta }); ok {
@@ -702,16 +715,22 @@ func ropeMargin(tried []ropeTry, same func(exec.RopeTableParams) bool) (float64,
 // axesCandidates are the splits the fit tried, each with its best score,
 // in the order tried.
 func axesCandidates(tried []ropeTry) []semantics.Candidate {
+	return ropeCandidates(tried, func(p exec.RopeTableParams) []int { return p.AxesDims })
+}
+
+// ropeCandidates are the values of one list attribute the fit tried,
+// each with its best score, in the order tried.
+func ropeCandidates(tried []ropeTry, of func(exec.RopeTableParams) []int) []semantics.Candidate {
 	var out []semantics.Candidate
 	at := map[string]int{}
 	for _, t := range tried {
-		key := fmt.Sprint(t.p.AxesDims)
+		key := fmt.Sprint(of(t.p))
 		if k, ok := at[key]; ok {
 			out[k].Score = math.Min(out[k].Score, finite(t.score))
 			continue
 		}
 		at[key] = len(out)
-		out = append(out, semantics.Candidate{Value: slices.Clone(t.p.AxesDims), Score: finite(t.score)})
+		out = append(out, semantics.Candidate{Value: slices.Clone(of(t.p)), Score: finite(t.score)})
 	}
 	return out
 }

@@ -231,6 +231,12 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				return out
 			}
 		}
+		// ids of several columns turning one frequency ladder, each
+		// frequency by a column of its own (interleaved, sectioned)
+		if cos, sin := s.fitAxisMapRope(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
 	}
 	if len(params) == 0 && len(targets) <= 4 {
 		// tables made without ids among the arguments (the same at every
