@@ -103,3 +103,28 @@ func (s *synth) maskedWeights(vals []*val, tokens, e int) *val {
 	}
 	return s.derive(&expr{op: program.OpMul, args: []*val{m2, w2}, out: w.format, label: "the one-hot choice × its weight"})
 }
+
+// gatheredRows explains t [.., D] as rows of a matrix [V, D] of the scope
+// at an integer value of t's leading shape (maybe scaled, maybe at ids
+// plus an offset: fitEmbedding's readings), where the lookup is no call
+// of its own (an nn.Embedding subclass whose forward calls the parent's
+// lookup, then a child norm).
+func (s *synth) gatheredRows(t *val, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	lead := t.shape[:len(t.shape)-1]
+	for _, ids := range vals {
+		if ids.opaque || !ids.integral() || ids.numel() != t.numel()/t.shape[len(t.shape)-1] || !slices.Equal(ids.shape, lead) {
+			continue
+		}
+		for _, m := range vals {
+			if isMatrix(m) && m.param && m.shape[1] == t.shape[len(t.shape)-1] {
+				if v := s.fitEmbedding(ids, []*val{m}, t); v != nil {
+					return v
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -23,6 +23,10 @@ type synth struct {
 	late bool
 	// unitScale: unscaledAttention's scan, every choice at scale 1
 	unitScale bool
+	// wideRefine: the attention search refines its six best first-stage
+	// choices, not three (widerAttention, a late form: a temperature far
+	// from 1/√d can rank the right operands fourth)
+	wideRefine bool
 	tr        *trace.Trace
 	ev        *evaluator
 	em        *emitter
