@@ -176,11 +176,13 @@ type RouteAttrs struct {
 
 // ExpertsAttrs configure an experts node's gated unit: gate ≤ limit and
 // |up| ≤ limit (absent: no clamp), gate·σ(beta·gate) for silu (absent:
-// silu itself), and the unit f(gate)·(up + up_offset).
+// silu itself), and the unit f(gate)·(up + up_offset); ungated: no up,
+// w1 [E, I, D] and the unit f(x·w1ᵀ + b1).
 type ExpertsAttrs struct {
 	Beta     float64 `json:"beta,omitempty"`
 	Limit    float64 `json:"limit,omitempty"`
 	UpOffset float64 `json:"up_offset,omitempty"`
+	Ungated  bool    `json:"ungated,omitempty"`
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.

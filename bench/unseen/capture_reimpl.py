@@ -6,11 +6,13 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
        minimax, qwen3_next, reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso,
        reimpl_mixers.py's: jetmoe, xlstm, fnet, reimpl_text.py's: t5, umt5, clip_text_model, dpr, deberta,
-       and reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text)
+       reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text,
+       and reimpl_lm7.py's: m2m_100, switch_transformers, muse_glimmer_text)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
 mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
-t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text.
+t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text m2m_100
+switch_transformers muse_glimmer_text.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -3932,7 +3934,10 @@ CASES.update(reimpl_mixers.CASES)
 CASES.update(reimpl_text.CASES)
 import reimpl_lm6  # noqa: E402  (qwen3_vl_text, olmo_hybrid, gemma4_text: the sixth batch's decoders)
 CASES.update(reimpl_lm6.CASES)
+import reimpl_lm7  # noqa: E402  (m2m_100, switch_transformers, muse_glimmer_text: the seventh batch's encoders)
+CASES.update(reimpl_lm7.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
+PREPARE.update(reimpl_lm7.PREPARE)
 
 
 def capture(case, outdir):

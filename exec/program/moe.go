@@ -40,11 +40,23 @@ type RouteParams struct {
 // h = x·w1ᵀ + b1 split into gate and up; with Limit > 0, gate =
 // min(gate, Limit) and up = clamp(up, −Limit, Limit); with Beta > 0 (silu
 // only) the gate function is gate·σ(Beta·gate) (Swish-β: silu at 1, the
-// "quick GELU" at 1.702); the unit is f(gate)·(up + UpOffset).
+// "quick GELU" at 1.702); the unit is f(gate)·(up + UpOffset). With
+// Ungated there is no up: w1 is [E, I, D] and the unit is f(x·w1ᵀ + b1)
+// (T5's DenseActDense as each expert).
 type ExpertsParams struct {
 	Beta     float32
 	Limit    float32
 	UpOffset float32
+	Ungated  bool
+}
+
+// unitRows is w1's rows per expert for a unit of inner width: gate and
+// up, or the one projection of an ungated unit.
+func (p ExpertsParams) unitRows(inner int) int {
+	if p.Ungated {
+		return inner
+	}
+	return 2 * inner
 }
 
 // check refuses parameters the unit does not define.
@@ -59,6 +71,9 @@ func (p ExpertsParams) check(act exec.ActKind) error {
 	}
 	if p.Beta > 0 && act != exec.ActSiLU {
 		return fmt.Errorf("experts: beta %g is a parameter of silu, not of %v", p.Beta, act)
+	}
+	if p.Ungated && (p.Beta != 0 || p.Limit != 0 || p.UpOffset != 0) {
+		return fmt.Errorf("experts: an ungated unit has no up to clamp or offset and no Swish-β (%+v)", p)
 	}
 	return nil
 }
@@ -294,14 +309,14 @@ func expertBlocks(b exec.Backend, x exec.Tensor, ws expertWeights, inner int, ac
 // a token's unchosen experts add exact zeros).
 func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.ActKind, upFirst bool, p ExpertsParams, s exec.Spec) (exec.Tensor, error) {
 	xs, ws1, ws2 := x.Shape(), w1.Shape(), w2.Shape()
-	if len(xs) != 2 || len(ws1) != 3 || len(ws2) != 3 || ws1[0] != ws2[0] || ws1[2] != xs[1] || ws2[1] != xs[1] || ws1[1] != 2*ws2[2] {
+	if len(xs) != 2 || len(ws1) != 3 || len(ws2) != 3 || ws1[0] != ws2[0] || ws1[2] != xs[1] || ws2[1] != xs[1] || ws1[1] != p.unitRows(ws2[2]) {
 		return nil, fmt.Errorf("experts: tokens %v, w1 %v, w2 %v", xs, ws1, ws2)
 	}
 	if err := p.check(act); err != nil {
 		return nil, err
 	}
 	experts, inner := ws1[0], ws2[2]
-	if b1 != nil && !slices.Equal(b1.Shape(), []int{experts, 2 * inner}) || b2 != nil && !slices.Equal(b2.Shape(), []int{experts, xs[1]}) {
+	if b1 != nil && !slices.Equal(b1.Shape(), []int{experts, p.unitRows(inner)}) || b2 != nil && !slices.Equal(b2.Shape(), []int{experts, xs[1]}) {
 		return nil, fmt.Errorf("experts: biases %v, %v for w1 %v, w2 %v", shapeOf(b1), shapeOf(b2), ws1, ws2)
 	}
 	if idx == nil && w == nil {
@@ -422,6 +437,13 @@ func expertOnce(b exec.Backend, x exec.Tensor, ws expertWeights, e, inner int, c
 	if err != nil {
 		return nil, err
 	}
+	if p.Ungated {
+		g, err := keep(b.Act(h, act, s))
+		if err != nil {
+			return nil, err
+		}
+		return expertDown(b, sc, g, ws, row, coef, s)
+	}
 	gate, err := keep(b.Slice(h, 1, 0, inner))
 	if err != nil {
 		return nil, err
@@ -485,6 +507,12 @@ func expertOnce(b exec.Backend, x exec.Tensor, ws expertWeights, e, inner int, c
 	} else if g, err = keep(b.GLU(gate, up, act, s)); err != nil {
 		return nil, err
 	}
+	return expertDown(b, sc, g, ws, row, coef, s)
+}
+
+// expertDown is coef ⊙ (g·w2ᵀ + b2) for one expert's unit output g.
+func expertDown(b exec.Backend, sc *scratch, g exec.Tensor, ws expertWeights, row func(exec.Tensor) (exec.Tensor, error), coef []float32, s exec.Spec) (exec.Tensor, error) {
+	keep := sc.keep
 	we2, err := row(ws.w2)
 	if err != nil {
 		return nil, err

@@ -338,3 +338,63 @@ func TestExpertsUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertsUngated: each expert act(x·w1ᵀ + b1)·w2ᵀ + b2 (no up),
+// weighted by dense routing; the params an ungated unit lacks refused.
+func TestExpertsUngated(t *testing.T) {
+	b := cpu.New(1)
+	const T, D, I, E = 3, 2, 3, 2
+	xs := []float32{1, -1, 0.5, 2, -1.5, 0.25}
+	w1, w2, b1 := make([]float32, E*I*D), make([]float32, E*D*I), make([]float32, E*I)
+	for i := range w1 {
+		w1[i] = float32(math.Sin(float64(i) + 1))
+	}
+	for i := range w2 {
+		w2[i] = float32(math.Cos(float64(i) + 1))
+	}
+	for i := range b1 {
+		b1[i] = 0.5 * float32(math.Cos(float64(3*i)))
+	}
+	dense := []float32{0.75, 0, 0, 0.5, 1, 0} // [T, E]: one expert a row, as a top-1 router leaves it
+	up := func(d []float32, s []int) exec.Tensor {
+		x, err := b.Upload(d, s, precision.F32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	for _, c := range []struct {
+		act exec.ActKind
+		f   func(float64) float64
+	}{
+		{exec.ActReLU, func(h float64) float64 { return math.Max(h, 0) }},
+		{exec.ActSiLU, func(h float64) float64 { return h / (1 + math.Exp(-h)) }},
+	} {
+		got, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, I, D}), up(w2, []int{E, D, I}), up(b1, []int{E, I}), nil, c.act, false, ExpertsParams{Ungated: true}, exec.Out(precision.F32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, _ := b.Download(got)
+		for tok := range T {
+			for r := range D {
+				want := 0.0
+				for e := range E {
+					w := float64(dense[tok*E+e])
+					for i := range I {
+						h := float64(b1[e*I+i])
+						for k := range D {
+							h += float64(w1[(e*I+i)*D+k]) * float64(xs[tok*D+k])
+						}
+						want += w * float64(w2[(e*D+r)*I+i]) * c.f(h)
+					}
+				}
+				if math.Abs(float64(y[tok*D+r])-want) > 1e-5*math.Max(1, math.Abs(want)) {
+					t.Errorf("%v: token %d channel %d = %v, want %v", c.act, tok, r, y[tok*D+r], want)
+				}
+			}
+		}
+	}
+	if _, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActReLU, false, ExpertsParams{Ungated: true, UpOffset: 1}, exec.Out(precision.F32)); err == nil {
+		t.Error("an ungated unit with an up offset was run, want it refused")
+	}
+}

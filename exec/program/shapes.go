@@ -210,7 +210,7 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		return [][]int{w, out}, nil
 	case OpExperts:
 		w1, w2 := in[3], in[4]
-		if len(x) != 2 || len(w1) != 3 || len(w2) != 3 || w1[0] != w2[0] || w1[2] != x[1] || w2[1] != x[1] || w1[1] != 2*w2[2] {
+		if len(x) != 2 || len(w1) != 3 || len(w2) != 3 || w1[0] != w2[0] || w1[2] != x[1] || w2[1] != x[1] || w1[1] != n.Attrs.Experts.unitRows(w2[2]) {
 			return nil, fmt.Errorf("tokens %v do not fit experts %v, %v", x, w1, w2)
 		}
 		switch {

@@ -328,6 +328,9 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		all = all[:n]
 		slices.SortStableFunc(rounded, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 	}
+	if s.wideRefine && !anyWithin(all, tol) {
+		s.rankByScale(all, t)
+	}
 	var best *attnChoice
 	if anyWithin(rounded, tol) {
 		best = s.refineBest(rounded, t, sc)
@@ -413,7 +416,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		case refineHeadsLast:
 			masks, bias = nil, lastBias
 		}
-		if i >= 3 && len(bias) == 0 && len(masks) == 0 {
+		if i >= 3 && len(bias) == 0 && len(masks) == 0 && !s.wideRefine {
 			break
 		}
 		if ch.score > tolerance(t.format) && i < 3 && pass != refineHeadsLast {

@@ -229,6 +229,15 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_xglm.py, reimplemented: rows ×√32 by the embedding's own forward, fairseq's
 	// sinusoid table of positions + 2 ([sin | cos], ln 10000/(half − 1)) output by a module of its own
 	"xglm": {"position_offset": 2.0, "rope_layout": "none", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// transformers' modeling_m2m_100.py, reimplemented: the position module handed the ids, positions
+	// made inside past the padding index 1 (cumsum of ids ≠ 1, + 1): fairseq's table at arange + 2
+	"m2m_100": {"position_offset": 2.0, "rope_layout": "none", "attention_causal": false, "mlp_act": "relu", "mlp_glu": false},
+	// transformers' modeling_switch_transformers.py, reimplemented: T5 with a top-1 switch router
+	// (one-hot choice) and 4 ungated ReLU experts weighted by the chosen probability
+	"switch_transformers": {"attention_causal": false, "attention_scale": 1.0, "rope_layout": "none", "mlp_act": "relu"},
+	// transformers' modeling_muse_glimmer.py, reimplemented: q and k RMS-normed without weight, q × 3.87
+	// (the scale 3.87/√8), gated attention, half RoPE in layer 0 only, SiLU gated MLP
+	"muse_glimmer_text": {"attention_causal": true, "attention_scale": 1.3682518005371094, "qk_norm": "rms", "rope_theta": 10000.0, "mlp_act": "silu", "mlp_glu": true},
 	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
 	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
 	"mobilebert": {"attention_causal": false, "rope_layout": "none"},

@@ -243,6 +243,9 @@ func (s *synth) routed(t *val, vals []*val) *val {
 	if len(t.shape) == 0 {
 		return nil
 	}
+	if v := s.oneHotRouted(t, vals); v != nil {
+		return v
+	}
 	if w := s.routedBiased(t, vals); w != nil {
 		return w
 	}
@@ -648,11 +651,15 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	act := map[*expr]exec.ActKind{}
 	for _, w := range weights {
 		w1, w2 := w[0], w[1]
+		ungated := w1.shape[1] == w2.shape[2]
 		for _, rt := range s.routings(sc, vals, tokens, w1.shape[0]) {
 			for _, a := range glueActs {
 				for _, upFirst := range []bool{false, true} {
-					ex := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst}, args: []*val{x2, rt[0], rt[1], w1, w2}, out: t.format,
-						label: fmt.Sprintf("expert modules %s up_first=%v", a, upFirst)}
+					if ungated && upFirst {
+						continue
+					}
+					ex := &expr{op: program.OpExperts, attrs: program.Attrs{Act: a, UpFirst: upFirst, Experts: program.ExpertsParams{Ungated: ungated}}, args: []*val{x2, rt[0], rt[1], w1, w2}, out: t.format,
+						label: fmt.Sprintf("expert modules %s up_first=%v ungated=%v", a, upFirst, ungated)}
 					y := s.reshape(s.derive(ex), t.shape)
 					if y == nil {
 						continue
@@ -706,6 +713,9 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 // holds only the router's logits [T, E], each top-k routing of them, k
 // read off the tokens the first expert call receives (T·k rows) or 1, 2.
 func (s *synth) routings(sc *scope, vals []*val, tokens, e int) [][2]*val {
+	if w := s.maskedWeights(vals, tokens, e); w != nil {
+		return [][2]*val{{nil, w}}
+	}
 	var idx, wts *val
 	for _, v := range recentFirst(vals) {
 		if !v.opaque && v.integral() && idx == nil && v.numel()%tokens == 0 && v.numel() >= tokens && v.shape[len(v.shape)-1] <= e {
@@ -862,8 +872,9 @@ func (s *synth) groupedExperts(sc *scope, d int) (*val, *val) {
 // stackedExperts finds the scope's expert modules (children alike in
 // their parameters' shapes, each with parameters of its own) and
 // stacks their weights as the experts op reads them: w1 [E, 2I, D] (the
-// two [I, D] matrices of each, in the order its call lists them) and w2
-// [E, D, I]. nil where the scope has no such list.
+// two [I, D] matrices of each, in the order its call lists them; [E, I,
+// D] where each has one, an ungated unit) and w2 [E, D, I]. nil where
+// the scope has no such list.
 func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 	// siblings alike in their parameters' shapes, each with weights of
 	// its own (a module called twice is one expert, not two)
@@ -909,9 +920,15 @@ func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 					out = append(out, s.reshape(p, []int{1, d, p.shape[1]}))
 				}
 			}
-			if len(in) != 2 || len(out) != 1 || in[0] == nil || in[1] == nil || out[0] == nil || in[0].shape[1] != out[0].shape[2] {
+			if len(in) < 1 || len(in) > 2 || len(out) != 1 || slices.Contains(in, nil) || out[0] == nil || in[0].shape[1] != out[0].shape[2] || len(ups) > 0 && ups[0].shape[1] != len(in)*in[0].shape[1] {
 				ok = false
 				break
+			}
+			if len(in) == 1 {
+				// one projection in: an ungated unit (act(x·w1ᵀ)·w2ᵀ)
+				ups = append(ups, in[0])
+				downs = append(downs, out[0])
+				continue
 			}
 			ups = append(ups, s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: in, out: in[0].format, label: "gate and up"}))
 			downs = append(downs, out[0])

@@ -269,7 +269,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 
 // lateForms are the forms glue tries in its second pass, once every
 // older form failed on the target and on its reshaped readings, over the
-// scope's values and the parameters of its uncalled sub-modules: a causal
+// scope's values and the parameters of its uncalled sub-modules: a
+// table's rows at integer ids (gatheredRows: an embedding module whose
+// forward looks its table up before a child norm), a causal
 // depthwise convolution of a value's columns, a parameterless norm of a
 // value's first or last columns, a residual plus two scaled
 // branches, a cut scaled in runs of columns, a selective scan times a
@@ -279,7 +281,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 // average over the positions so far (decayedAverage), a causal linear
 // attention with a decay per head (decayedLinearAttention), a gated
 // delta rule over a causal conv's [q | k | v] (gatedDeltaRule), attention
-// times σ of a cut of a wider value (cutGatedAttention).
+// times σ of a cut of a wider value (cutGatedAttention), attention, plain
+// or gated, ranked over a few temperatures and refined on its six best
+// choices (widerAttention).
 func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	// the weights of sub-modules no call holds, which a forward may use
 	// itself (F.conv1d(x, self.conv1d.weight, ...))
@@ -290,6 +294,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		try   func(*val, *scope, []*val) *val
 		plain bool
 	}{
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.normedCut(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.weightedSum(t, vs) }},
@@ -308,6 +313,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.softCapped(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedMemory(t, vs) }, plain: true},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.unscaledAttention(t, c) }, plain: true},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.widerAttention(t, c) }, plain: true},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -233,4 +234,45 @@ func (s *synth) cutGatedAttention(t *val, sc *scope) *val {
 		}
 	}
 	return nil
+}
+
+// widerAttention is attention, then gatedAttention, with the six best
+// first-stage choices refined instead of three: where q is scaled by a
+// constant far from 1 (a temperature after a weightless q norm) the right
+// operands score worse at 1/√d than wrong ones until their scale is
+// fitted. One of glue's late forms.
+func (s *synth) widerAttention(t *val, sc *scope) *val {
+	s.wideRefine = true
+	defer func() { s.wideRefine = false }()
+	if v := s.attention(t, sc); v != nil {
+		return v
+	}
+	return s.gatedAttention(t, sc)
+}
+
+// rankByScale re-sorts the first stage's choices (the 24 best) by their
+// best score over a few temperatures (the scale times ½, 2, 4 and 8),
+// so that refinement, which fits the scale on the best six, reaches
+// operands that only a scale far from 1/√d makes right (widerAttention).
+func (s *synth) rankByScale(all []attnChoice, t *val) {
+	n := min(24, len(all))
+	for i := range all[:n] {
+		ch := &all[i]
+		base := ch.params.Scale
+		if base == 0 {
+			base = 1 / float32(math.Sqrt(float64(ch.headDim)))
+		}
+		for _, f := range []float32{0.5, 2, 4, 8} {
+			p := ch.params
+			p.Scale = base * f
+			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format}
+			if ch.q.shape[1] != t.shape[1] {
+				continue
+			}
+			if _, sc := s.ev.score(e, t); sc < ch.score {
+				ch.score, ch.result = sc, nil // the refinement reruns it whole
+			}
+		}
+	}
+	slices.SortStableFunc(all[:n], func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 }

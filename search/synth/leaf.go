@@ -128,6 +128,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitPositionSinusoid(xs[0], t)
 			}
 			if fit == nil {
+				fit = s.idsPositionSinusoid(xs[0], t)
+			}
+			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
 			if fit == nil {

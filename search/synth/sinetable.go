@@ -456,3 +456,26 @@ func ladderPeriod(freqs []float64, half int, shift float32) (float32, bool) {
 	}
 	return float32(r), true
 }
+
+// idsPositionSinusoid explains t [.., S, D], the output of a call without
+// parameters handed the token ids (not positions: fairseq's and M2M's
+// module makes them inside, cumsum of ids ≠ pad, past the padding
+// index), as fitPositionSinusoid's table of positions 0…S−1 made from the
+// request's shape, plus an offset read off the values. A request holding
+// the padding id would need the ids themselves: then no offset fits and
+// the form fails (never a silent approximation).
+func (s *synth) idsPositionSinusoid(x, t *val) *val {
+	if len(x.shape) == 0 || !x.integral() || len(t.shape) != len(x.shape)+1 || !slices.Equal(x.shape, t.shape[:len(x.shape)]) {
+		return nil
+	}
+	n := x.shape[len(x.shape)-1]
+	pos := &val{shape: slices.Clone(x.shape), data: make([]float32, x.numel()), format: precision.F32, origin: t.origin + "/positions", intType: true}
+	for i := range pos.data {
+		pos.data[i] = float32(i % n)
+	}
+	if slices.Equal(pos.data, x.data) {
+		return nil // the argument is these positions: fitPositionSinusoid's
+	}
+	s.em.iota(pos)
+	return s.fitPositionSinusoid(pos, t)
+}

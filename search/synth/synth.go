@@ -23,15 +23,19 @@ type synth struct {
 	late bool
 	// unitScale: unscaledAttention's scan, every choice at scale 1
 	unitScale bool
-	tr        *trace.Trace
-	ev        *evaluator
-	em        *emitter
-	params    map[string]*val
-	opaque    []*val
-	attn      []attnRecord
-	lambdas   []lambdaRecord // how each differential attention's λ was explained
-	mlps      []mlpRecord
-	ropes     []ropeRecord
+	// wideRefine: the attention search refines its six best first-stage
+	// choices, not three (widerAttention, a late form: a temperature far
+	// from 1/√d can rank the right operands fourth)
+	wideRefine bool
+	tr         *trace.Trace
+	ev         *evaluator
+	em         *emitter
+	params     map[string]*val
+	opaque     []*val
+	attn       []attnRecord
+	lambdas    []lambdaRecord // how each differential attention's λ was explained
+	mlps       []mlpRecord
+	ropes      []ropeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in
 	// order (an exact tie of splits goes to one of these).
 	ropeSplits [][]int
