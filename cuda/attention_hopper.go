@@ -15,10 +15,11 @@ import (
 // block (64 query rows each), keys a tile, shared-memory stages of K and
 // of V; ws picks the warp-specialised kernel (a TMA producer warpgroup
 // and mbarriers) over the cp.async one, pp its consumers' turns at the
-// tensor cores (ping-pong, two warpgroups).
+// tensor cores (ping-pong, two warpgroups), persist a grid of one block
+// an SM that walks the tiles (warp-specialised only).
 type hopperGeom struct {
-	wg, bc, st int
-	ws, pp     bool
+	wg, bc, st      int
+	ws, pp, persist bool
 }
 
 // hopperDefault is the geometry used unless a test or
@@ -29,8 +30,12 @@ var hopperDefault = hopperGeom{wg: 2, bc: 128, st: 2}
 // the one used where the tensors cannot take tensor maps.
 var hopperCP = hopperGeom{wg: 2, bc: 128, st: 2}
 
-// hopperWS is the warp-specialised kernel's ($ZFLOW_HOPPER_ATTN=ws).
-var hopperWS = hopperGeom{wg: 2, bc: 128, st: 2, ws: true, pp: true}
+// hopperWS is the warp-specialised kernel's ($ZFLOW_HOPPER_ATTN=ws), and
+// hopperWSP its persistent grid's ($ZFLOW_HOPPER_ATTN=wsp).
+var (
+	hopperWS  = hopperGeom{wg: 2, bc: 128, st: 2, ws: true, pp: true}
+	hopperWSP = hopperGeom{wg: 2, bc: 128, st: 2, ws: true, pp: true, persist: true}
+)
 
 // hopperState is the Hopper attention route's switch and what it learned.
 type hopperState struct {
@@ -39,8 +44,9 @@ type hopperState struct {
 	err  error      // why the route is unavailable (a compile failure), once known
 }
 
-// hopperFromEnv reads $ZFLOW_HOPPER_ATTN: "0" turns the route off, "cp"
-// and "ws" pick the cp.async or the warp-specialised kernel (A/B runs).
+// hopperFromEnv reads $ZFLOW_HOPPER_ATTN: "0" turns the route off, "cp",
+// "ws" and "wsp" pick the cp.async kernel, the warp-specialised one or
+// that on a persistent grid (A/B runs).
 func hopperFromEnv() hopperState {
 	switch os.Getenv("ZFLOW_HOPPER_ATTN") {
 	case "0":
@@ -49,6 +55,8 @@ func hopperFromEnv() hopperState {
 		return hopperState{geom: hopperCP}
 	case "ws":
 		return hopperState{geom: hopperWS}
+	case "wsp":
+		return hopperState{geom: hopperWSP}
 	}
 	return hopperState{}
 }
@@ -102,7 +110,7 @@ func (b *Backend) hopperGeom() hopperGeom {
 func hopperSmem(d int, g hopperGeom) int {
 	n := 64*g.wg*d*2 + 2*g.st*g.bc*d*2 + 1024
 	if g.ws {
-		n += 8 * (1 + 4*g.st)
+		n += 8 * (2 + 4*g.st)
 	}
 	return n
 }
@@ -113,7 +121,7 @@ func hopperOptions(d int, g hopperGeom, ff flashFlags) []string {
 		fmt.Sprintf("-DZF_MASK=%d", int(ff.mask)), fmt.Sprintf("-DZF_ROUND=%d", bit(ff.round)),
 		fmt.Sprintf("-DZF_CAP=%d", bit(ff.cap)), fmt.Sprintf("-DZF_ALIBI=%d", bit(ff.alibi)), fmt.Sprintf("-DZF_BIAS=%d", bit(ff.bias)),
 		fmt.Sprintf("-DZF_WG=%d", g.wg), fmt.Sprintf("-DZF_HBC=%d", g.bc), fmt.Sprintf("-DZF_ST=%d", g.st),
-		fmt.Sprintf("-DZF_WS=%d", bit(g.ws)), fmt.Sprintf("-DZF_PP=%d", bit(g.pp))}
+		fmt.Sprintf("-DZF_WS=%d", bit(g.ws)), fmt.Sprintf("-DZF_PP=%d", bit(g.pp)), fmt.Sprintf("-DZF_PERSIST=%d", bit(g.persist))}
 }
 
 // hopperModuleSource is the whole source of a Hopper kernel module: the
@@ -148,8 +156,8 @@ func hopperEntry(g hopperGeom) string {
 // d and the options ff; a compile failure turns the route off for the
 // backend's life, with the reason kept for HopperAttention.
 func (b *Backend) hopperKernel(d int, g hopperGeom, ff flashFlags) (string, error) {
-	name := fmt.Sprintf("%s_d%d_w%d_n%d_s%d_p%d_f%d_m%d_r%d_c%d_a%d_b%d", hopperEntry(g), d, g.wg, g.bc, g.st, bit(g.pp),
-		bit(ff.f16), int(ff.mask), bit(ff.round), bit(ff.cap), bit(ff.alibi), bit(ff.bias))
+	name := fmt.Sprintf("%s_d%d_w%d_n%d_s%d_p%d_t%d_f%d_m%d_r%d_c%d_a%d_b%d", hopperEntry(g), d, g.wg, g.bc, g.st, bit(g.pp),
+		bit(g.persist), bit(ff.f16), int(ff.mask), bit(ff.round), bit(ff.cap), bit(ff.alibi), bit(ff.bias))
 	if _, ok := b.fns[name]; ok {
 		return name, nil
 	}
@@ -179,6 +187,11 @@ func (b *Backend) launchHopper(d int, ff flashFlags, fp *flashP, out, q, k, v, m
 			g = hopperGeom{wg: g.wg, bc: g.bc, st: 2}
 		}
 	}
+	if ff.round || ff.cap || ff.alibi || ff.bias {
+		// The score chain's extras and the tile loop together spill
+		// (ptxas, sm_90a): one tile a block there.
+		g.persist = false
+	}
 	name, err := b.hopperKernel(d, g, ff)
 	if err != nil {
 		return false, nil // b.hopper.err says why
@@ -186,6 +199,9 @@ func (b *Backend) launchHopper(d int, ff flashFlags, fp *flashP, out, q, k, v, m
 	rows := 64 * g.wg
 	grid := [3]uint32{uint32((int(fp.Sq) + rows - 1) / rows), uint32(fp.B * fp.H), 1}
 	pb := unsafe.Slice((*byte)(unsafe.Pointer(fp)), unsafe.Sizeof(*fp))
+	if g.persist {
+		grid = [3]uint32{uint32(min(int(grid[0]*grid[1]), b.sms)), 1, 1}
+	}
 	if g.ws {
 		return true, b.launch(name, grid, [3]uint32{uint32(128 * (g.wg + 1)), 1, 1}, uint32(hopperSmem(d, g)), out, mask, bias, slopes, pb,
 			maps[0], maps[1], maps[2])

@@ -10,13 +10,13 @@ import (
 // wgmmaSource renders the warpgroup MMA wrappers the Hopper kernel uses:
 // zf_wg_ss<N> (A and B from shared memory through descriptors) and
 // zf_wg_rs<N> (A from registers, B through a descriptor, transposed: an
-// MN-major B), m64nNk16 with f32 accumulators, for N = 64 and 128, the
+// MN-major B), m64nNk16 with f32 accumulators, for N = 64, 128 and 176, the
 // input type ZF_WT (".bf16.bf16" or ".f16.f16"); and zf_wg_keep<R>, which
 // pins R accumulator registers in place around the asynchronous MMAs (the
 // compiler must not move them while the tensor cores own them).
 func wgmmaSource() string {
 	var b strings.Builder
-	for _, n := range []int{64, 128} {
+	for _, n := range []int{64, 128, 176} {
 		r := n / 2
 		regs := make([]string, r)
 		outs := make([]string, r)
@@ -92,7 +92,7 @@ const hopperSource = `
 #define ZF_WG 2 /* consumer warpgroups: 64 query rows each */
 #endif
 #ifndef ZF_HBC
-#define ZF_HBC 128 /* keys per tile */
+#define ZF_HBC 128 /* keys per tile: 64, 128 or 176 */
 #endif
 #ifndef ZF_ST
 #define ZF_ST 2 /* shared-memory stages of K and of V */
@@ -209,7 +209,9 @@ const hopperRegs = `
 // softmax, the rescale of O and the packing of P.
 const hopperSteps = `
   auto keep_s = [&]() {
-#if ZF_HBC == 128
+#if ZF_HBC == 176
+    zf_wg_keep88(sc);
+#elif ZF_HBC == 128
     zf_wg_keep64(sc);
 #else
     zf_wg_keep32(sc);
@@ -229,7 +231,9 @@ const hopperSteps = `
     for (int kk = 0; kk < ZF_D / 16; kk++) {
       unsigned long long da = zf_desc(sQ + (kk >> 2) * ZF_BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024);
       unsigned long long db = zf_desc(kb + (kk >> 2) * ZF_HBC * 128 + (kk & 3) * 32, 16, 1024);
-#if ZF_HBC == 128
+#if ZF_HBC == 176
+      zf_wg_ss176(sc, da, db, kk > 0);
+#elif ZF_HBC == 128
       zf_wg_ss128(sc, da, db, kk > 0);
 #else
       zf_wg_ss64(sc, da, db, kk > 0);
@@ -466,8 +470,14 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
 // mbarriers (full: the copy's bytes; empty: every consumer thread
 // arrives), and gives up its registers (setmaxnreg) to the ZF_WG consumer
 // warpgroups, which run hopperSteps with no __syncthreads in the loop.
+// With ZF_PERSIST a block walks tiles (query block, head) gridDim.x apart
+// and the producer loads the next tile's K, V and Q while the consumers
+// finish and store the last; the stage count runs on across tiles.
 const hopperWSKernel = `
 #line 1 "cuda/attention_hopper_src.go (warp-specialised kernel)"
+#ifndef ZF_PERSIST
+#define ZF_PERSIST 0
+#endif
 extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* __restrict__ y,
     const uchar* __restrict__ mask, const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p,
     const __grid_constant__ zf_tmap tq, const __grid_constant__ zf_tmap tk, const __grid_constant__ zf_tmap tv) {
@@ -475,25 +485,47 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
   constexpr bool F16 = ZF_HALF_IN != 0;
   const unsigned int sbase = (zf_smem(zf_sh) + 1023u) & ~1023u;
   const unsigned int sQ = sbase, sK = sbase + ZF_QBYTES, sV = sK + ZF_ST * ZF_KBYTES;
-  /* mbarriers after the tiles: Q full, then per stage K full, V full,
-     K empty, V empty. */
-  const unsigned int barQ = sV + ZF_ST * ZF_KBYTES, barKF = barQ + 8, barVF = barKF + 8 * ZF_ST;
+  /* mbarriers after the tiles: Q full, Q empty, then per stage K full,
+     V full, K empty, V empty. */
+  const unsigned int barQ = sV + ZF_ST * ZF_KBYTES, barQE = barQ + 8, barKF = barQE + 8, barVF = barKF + 8 * ZF_ST;
   const unsigned int barKE = barVF + 8 * ZF_ST, barVE = barKE + 8 * ZF_ST;
   const float ninf = __int_as_float(0xff800000);
   const float log2e = 1.4426950408889634f;
   const int tid = (int)threadIdx.x, role = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int head = (int)blockIdx.y % p.h, bb = (int)blockIdx.y / p.h;
-  const int kvh = head / (p.h / p.kv);
-  /* The longest blocks (the last rows, under a causal mask) start first. */
-  const int qbase = ((int)gridDim.x - 1 - (int)blockIdx.x) * ZF_BM;
-  int kend = p.sk;
-  if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
-  const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
-  const int t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
-  const int n = max(0, ntiles - t0);
+  const int nq = (p.sq + ZF_BM - 1) / ZF_BM;
+  int head = 0, bb = 0, kvh = 0, qbase = 0, t0 = 0, n = 0;
+  /* Tile tile's head, batch and query block; t0 and n: its first key
+     tile and its count. The longest blocks (the last rows, under a causal
+     mask) start first. */
+  auto decode = [&](int tile) {
+#if ZF_PERSIST
+    /* Causal: every round of gridDim.x tiles alike in length, longest
+       first; else a head's query blocks together (its K and V stay in L2). */
+    const int qi = ZF_MASK == 1 ? tile / (p.b * p.h) : tile % nq;
+    const int yy = ZF_MASK == 1 ? tile % (p.b * p.h) : tile / nq;
+#else
+    const int qi = (int)blockIdx.x, yy = (int)blockIdx.y;
+#endif
+    head = yy % p.h;
+    bb = yy / p.h;
+    kvh = head / (p.h / p.kv);
+    qbase = (nq - 1 - qi) * ZF_BM;
+    int kend = p.sk;
+    if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
+    const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
+    t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
+    n = max(0, ntiles - t0);
+  };
+#if ZF_PERSIST
+  const int ntile = nq * p.b * p.h;
+#define ZF_TILES for (int tile = (int)blockIdx.x, jt = 0; tile < ntile; tile += (int)gridDim.x, jt++)
+#else
+#define ZF_TILES for (int tile = 0, jt = 0; tile < 1; tile++, jt++)
+#endif
 
   if (tid == 0) {
     zf_mbar_init(barQ, 1);
+    zf_mbar_init(barQE, ZF_NT);
 #pragma unroll
     for (int i = 0; i < ZF_ST; i++) {
       zf_mbar_init(barKF + 8 * i, 1);
@@ -510,83 +542,116 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
     /* The producer: one thread issues every copy; the others leave. */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (tid == 0) {
-      const int kc = kvh * ZF_D;
-      zf_mbar_expect(barQ, ZF_QBYTES);
+      int g = 0; /* key tiles loaded so far: the stage and its phase */
+      auto load_q = [&](int jt) {
+        zf_mbar_wait(barQE, (jt & 1) ^ 1);
+        zf_mbar_expect(barQ, ZF_QBYTES);
 #pragma unroll
-      for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sQ + cb * ZF_BM * 128, &tq, head * ZF_D + cb * 64, qbase, bb, barQ);
-      for (int s = 0; s < n; s++) {
-        const int st = s % ZF_ST, k0 = (t0 + s) * ZF_HBC;
-        const unsigned int ph = ((s / ZF_ST) & 1) ^ 1;
-        zf_mbar_wait(barKE + 8 * st, ph);
-        zf_mbar_expect(barKF + 8 * st, ZF_KBYTES);
+        for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sQ + cb * ZF_BM * 128, &tq, head * ZF_D + cb * 64, qbase, bb, barQ);
+      };
+      ZF_TILES {
+        decode(tile);
+        const int kc = kvh * ZF_D;
+        if (n == 0) load_q(jt);
+        for (int s = 0; s < n; s++, g++) {
+          const int st = g % ZF_ST, k0 = (t0 + s) * ZF_HBC;
+          const unsigned int ph = ((g / ZF_ST) & 1) ^ 1;
+          zf_mbar_wait(barKE + 8 * st, ph);
+          zf_mbar_expect(barKF + 8 * st, ZF_KBYTES);
 #pragma unroll
-        for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sK + st * ZF_KBYTES + cb * ZF_HBC * 128, &tk, kc + cb * 64, k0, bb, barKF + 8 * st);
-        zf_mbar_wait(barVE + 8 * st, ph);
-        zf_mbar_expect(barVF + 8 * st, ZF_KBYTES);
+          for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sK + st * ZF_KBYTES + cb * ZF_HBC * 128, &tk, kc + cb * 64, k0, bb, barKF + 8 * st);
+          /* Q after the tile's first K: that K may load while the
+             consumers still finish the last tile. */
+          if (s == 0) load_q(jt);
+          zf_mbar_wait(barVE + 8 * st, ph);
+          zf_mbar_expect(barVF + 8 * st, ZF_KBYTES);
 #pragma unroll
-        for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sV + st * ZF_KBYTES + cb * ZF_HBC * 128, &tv, kc + cb * 64, k0, bb, barVF + 8 * st);
+          for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sV + st * ZF_KBYTES + cb * ZF_HBC * 128, &tv, kc + cb * 64, k0, bb, barVF + 8 * st);
+        }
       }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
     const int wg = role - 1;
-    const int rlo = qbase + wg * 64, rhi = rlo + 63;
-    const int r0 = rlo + warp * 16 + (lane >> 2), r1 = r0 + 8;
     const int c2 = (lane & 3) * 2;
-    const float slope = ZF_ALIBI ? slopes[head] : 0.0f;
     const float sl2 = p.scale * log2e;
+    int rlo = 0, rhi = 0, r0 = 0, r1 = 0;
+    float slope = 0.0f;
 ` + hopperRegs + hopperSteps + `
-    auto wait_k = [&](int s) { zf_mbar_wait(barKF + 8 * (s % ZF_ST), (s / ZF_ST) & 1); };
-    auto wait_v = [&](int s) { zf_mbar_wait(barVF + 8 * (s % ZF_ST), (s / ZF_ST) & 1); };
-    auto free_k = [&](int s) { zf_mbar_arrive(barKE + 8 * (s % ZF_ST)); };
-    auto free_v = [&](int s) { zf_mbar_arrive(barVE + 8 * (s % ZF_ST)); };
+    /* Stage waits and releases by the running key-tile count. */
+    auto wait_k = [&](int g) { zf_mbar_wait(barKF + 8 * (g % ZF_ST), (g / ZF_ST) & 1); };
+    auto wait_v = [&](int g) { zf_mbar_wait(barVF + 8 * (g % ZF_ST), (g / ZF_ST) & 1); };
+    auto free_k = [&](int g) { zf_mbar_arrive(barKE + 8 * (g % ZF_ST)); };
+    auto free_v = [&](int g) { zf_mbar_arrive(barVE + 8 * (g % ZF_ST)); };
     /* Turns (ZF_PP): a warpgroup issues its MMAs after the other has
        issued its own, so one's softmax runs under the other's MMAs.
-       Warpgroup 1 gives the first turn; its last step gives none. */
+       Warpgroup 1 gives each tile's first turn; its last step gives none. */
     auto turn = [&]() { if (ZF_PP) zf_bar_sync(1 + wg); };
     auto pass = [&](bool last) { if (ZF_PP && !(last && wg == 1)) zf_bar_arrive(2 - wg); };
-    zf_mbar_wait(barQ, 0);
-    if (n > 0) {
-      if (ZF_PP && wg == 1) zf_bar_arrive(1);
-      wait_k(0);
-      turn();
-      zf_wg_fence();
-      keep_s();
-      mma_s(0);
-      pass(false);
-      zf_wg_wait<0>();
-      keep_s();
-      free_k(0);
-      softmax(0);
-      rescale_pack();
-      for (int s = 1; s < n; s++) {
-        wait_k(s);
-        wait_v(s - 1);
+    int g = 0; /* key tiles consumed before this tile */
+    ZF_TILES {
+      decode(tile);
+      rlo = qbase + wg * 64;
+      rhi = rlo + 63;
+      r0 = rlo + warp * 16 + (lane >> 2);
+      r1 = r0 + 8;
+      slope = ZF_ALIBI ? slopes[head] : 0.0f;
+      if (ZF_PERSIST) {
+#pragma unroll
+        for (int i = 0; i < ZF_D / 2; i++) o[i] = 0.0f;
+        m0 = ninf;
+        m1 = ninf;
+        l0 = 0.0f;
+        l1 = 0.0f;
+      }
+      zf_mbar_wait(barQ, jt & 1);
+      if (n > 0) {
+        if (ZF_PP && wg == 1) zf_bar_arrive(1);
+        wait_k(g);
         turn();
         zf_wg_fence();
         keep_s();
-        keep_o();
-        mma_s(s);
-        mma_pv(s);
+        mma_s(g);
         pass(false);
-        zf_wg_wait<1>();
+        zf_wg_wait<0>();
         keep_s();
-        free_k(s);
-        softmax(s);
+        free_k(g);
+        softmax(0);
+        rescale_pack();
+        for (int s = 1; s < n; s++) {
+          wait_k(g + s);
+          wait_v(g + s - 1);
+          turn();
+          zf_wg_fence();
+          keep_s();
+          keep_o();
+          mma_s(g + s);
+          mma_pv(g + s);
+          pass(false);
+          zf_wg_wait<1>();
+          keep_s();
+          free_k(g + s);
+          softmax(s);
+          zf_wg_wait<0>();
+          keep_o();
+          free_v(g + s - 1);
+          rescale_pack();
+        }
+        wait_v(g + n - 1);
+        turn();
+        zf_wg_fence();
+        keep_o();
+        mma_pv(g + n);
+        pass(true);
         zf_wg_wait<0>();
         keep_o();
-        free_v(s - 1);
-        rescale_pack();
+        free_v(g + n - 1);
+        g += n;
       }
-      wait_v(n - 1);
-      turn();
-      zf_wg_fence();
-      keep_o();
-      mma_pv(n);
-      pass(true);
-      zf_wg_wait<0>();
-      keep_o();
-    }
-` + hopperStore + `  }
+      /* Q is free for the next tile's copy. */
+      zf_mbar_arrive(barQE);
+` + hopperStore + `    }
+  }
 }
+#undef ZF_TILES
 `

@@ -65,6 +65,8 @@ func hopperVariants() []struct {
 				add2(hopperWS, flashFlags{f16: true, mask: m})
 				add2(hopperGeom{wg: 2, bc: 128, st: 2, ws: true}, flashFlags{mask: m})
 				add2(hopperGeom{wg: 2, bc: 128, st: 3, ws: true, pp: true}, flashFlags{mask: m})
+				add2(hopperWSP, flashFlags{mask: m})
+				add2(hopperGeom{wg: 2, bc: 176, st: 2, ws: true, pp: true, persist: true}, flashFlags{mask: m})
 			}
 		}
 	}
@@ -73,6 +75,7 @@ func hopperVariants() []struct {
 		g  hopperGeom
 		ff flashFlags
 	}{128, hopperWS, flashFlags{round: true, cap: true, alibi: true, bias: true, mask: exec.MaskCausal}})
+
 	return vs
 }
 

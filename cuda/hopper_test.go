@@ -14,15 +14,20 @@ import (
 	"github.com/zflow/zflow/exec"
 )
 
-// hopperKernels are the Hopper kernel geometries the tests compare and time.
-var hopperKernels = []hopperGeom{hopperCP, hopperWS, {wg: 2, bc: 128, st: 2, ws: true}, {wg: 2, bc: 128, st: 3, ws: true, pp: true}}
+// hopperKernels are the Hopper kernel geometries TestHopperAgreesTile
+// compares with the mma.sync kernel (the cp.async kernel, unchanged, is
+// compared by TestAttention) and TestAttentionTiming times beside it.
+var hopperKernels = []hopperGeom{hopperWS, hopperWSP, {wg: 2, bc: 176, st: 2, ws: true, pp: true, persist: true}}
 
 func geomName(g hopperGeom) string {
 	k := "cp"
 	if g.ws {
 		k = "ws"
 		if g.pp {
-			k = "ws+pp"
+			k += "+pp"
+		}
+		if g.persist {
+			k += "+persist"
 		}
 	}
 	return fmt.Sprintf("wgmma %s %dwg %dk %dst", k, g.wg, g.bc, g.st)
@@ -108,8 +113,8 @@ type attnTiming struct {
 }
 
 // TestAttentionTiming times the flash kernels at real sizes, bf16, in
-// one process: the mma.sync kernel (4 and 8 warps) and the Hopper kernel
-// in each of hopperKernels' geometries and the cp.async one of 3 stages: the median over 10 event-timed runs of 5 calls
+// one process: the mma.sync kernel (8 warps, its faster at these shapes)
+// and the Hopper kernel, the cp.async one and hopperKernels' geometries: the median over 10 event-timed runs of 5 calls
 // back to back, after 3 warm-ups. It runs only when $ZFLOW_ATTN_BENCH names the JSON file to
 // write (bench/attn_torch.py reads it and times SDPA beside it).
 func TestAttentionTiming(t *testing.T) {
@@ -135,10 +140,10 @@ func TestAttentionTiming(t *testing.T) {
 		if c.mask == exec.MaskCausal {
 			flops /= 2
 		}
-		kernels := []string{"mma 4w", "mma 8w"}
+		kernels := []string{"mma 8w"}
 		geoms := map[string]hopperGeom{}
 		if b.arch == "sm_90" {
-			for _, g := range append(hopperKernels, hopperGeom{wg: 2, bc: 128, st: 3}) {
+			for _, g := range append([]hopperGeom{hopperCP}, hopperKernels...) {
 				kn := geomName(g)
 				kernels = append(kernels, kn)
 				geoms[kn] = g
