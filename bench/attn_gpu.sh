@@ -28,7 +28,7 @@ chmod +x .device/cuda.test .device/block 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 date -u
 echo "== the two flash kernels side by side"
-( cd .device && timeout 120 ./cuda.test -test.v -test.count=1 -test.run 'TestHopperAgreesTile$' 2>&1 | grep -v '^=== RUN' | head -120 )
+( cd .device && timeout 120 ./cuda.test -test.v -test.count=1 -test.run 'TestHopperAgreesTile$' 2>&1 | grep -v '^=== RUN' | tee "$OUT/agree.log" | grep -E '^(--- |FAIL|ok|PASS)|disagrees' )
 echo "== timing"
 ( cd .device && ZFLOW_ATTN_BENCH="$OUT/ours_attn.json" timeout 150 ./cuda.test -test.count=1 -test.run 'TestAttentionTiming$' 2>&1 | grep -v '^PASS\|^ok' )
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/attn_torch.py --ours "$OUT/ours_attn.json" 2>&1 | tee "$OUT/attn_torch.log"

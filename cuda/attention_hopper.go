@@ -22,10 +22,6 @@ type hopperGeom struct {
 	ws, pp, persist bool
 }
 
-// hopperDefault is the geometry used unless a test or
-// $ZFLOW_HOPPER_ATTN sets another.
-var hopperDefault = hopperGeom{wg: 2, bc: 128, st: 2}
-
 // hopperCP is the cp.async kernel's geometry ($ZFLOW_HOPPER_ATTN=cp), and
 // the one used where the tensors cannot take tensor maps.
 var hopperCP = hopperGeom{wg: 2, bc: 128, st: 2}
@@ -36,6 +32,12 @@ var (
 	hopperWS  = hopperGeom{wg: 2, bc: 128, st: 2, ws: true, pp: true}
 	hopperWSP = hopperGeom{wg: 2, bc: 128, st: 2, ws: true, pp: true, persist: true}
 )
+
+// hopperDefault is the geometry used unless a test or $ZFLOW_HOPPER_ATTN
+// sets another: the persistent warp-specialised kernel, the fastest at
+// both timed shapes on the H200 (2026-12-02: 0.509 and 0.363 ms against
+// the cp.async kernel's 0.786 and 0.559; BENCHMARKS.md).
+var hopperDefault = hopperWSP
 
 // hopperState is the Hopper attention route's switch and what it learned.
 type hopperState struct {
@@ -184,7 +186,7 @@ func (b *Backend) launchHopper(d int, ff flashFlags, fp *flashP, out, q, k, v, m
 		if maps, err = b.hopperMaps(ff.f16, g, fp, q, k, v); err != nil {
 			// Tensors a tensor map cannot describe (misaligned views) or a
 			// driver without tensor maps: the cp.async kernel takes them.
-			g = hopperGeom{wg: g.wg, bc: g.bc, st: 2}
+			g = hopperCP
 		}
 	}
 	if ff.round || ff.cap || ff.alibi || ff.bias {

@@ -24,7 +24,7 @@ func hopperVariants() []struct {
 		ff flashFlags
 	}
 	add := func(d, st int, ff flashFlags) {
-		g := hopperDefault
+		g := hopperCP
 		g.st = st
 		vs = append(vs, struct {
 			d  int
