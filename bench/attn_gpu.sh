@@ -10,7 +10,9 @@
 #   bash bench/attn_gpu.sh                        # on the GPU machine
 #
 # Logs and JSON go to $OUT (default ./gpu-out). TEST_RUN picks tests;
-# NO_BLOCK=1 skips the block benchmark. Through the device tool from a
+# NO_BLOCK=1 skips the block benchmark; TEST_TIMEOUT (seconds, 300) bounds
+# the tests; ZFLOW_HOPPER_ATTN=cp or ws picks the Hopper kernel the tests
+# run (the timing runs every geometry). Through the device tool from a
 # helper's worktree (the tool sends the session's checkout, not the
 # worktree), copy .device/ and bench/ into a folder the checkout ignores,
 # e.g. .device/attn/{.device,bench}, carry it, and run
@@ -26,12 +28,12 @@ chmod +x .device/cuda.test .device/block 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
 date -u
 echo "== the two flash kernels side by side"
-( cd .device && timeout 120 ./cuda.test -test.v -test.count=1 -test.run 'TestHopperAgreesTile$' 2>&1 | grep -v '^=== RUN' | head -60 )
+( cd .device && timeout 120 ./cuda.test -test.v -test.count=1 -test.run 'TestHopperAgreesTile$' 2>&1 | grep -v '^=== RUN' | tee "$OUT/agree.log" | grep -E '^(--- |FAIL|ok|PASS)|disagrees' )
 echo "== timing"
 ( cd .device && ZFLOW_ATTN_BENCH="$OUT/ours_attn.json" timeout 150 ./cuda.test -test.count=1 -test.run 'TestAttentionTiming$' 2>&1 | grep -v '^PASS\|^ok' )
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/attn_torch.py --ours "$OUT/ours_attn.json" 2>&1 | tee "$OUT/attn_torch.log"
 echo "== tests"
-( cd .device && timeout 300 ./cuda.test -test.v -test.count=1 -test.run "${TEST_RUN:-TestAttention\$|TestAttentionExtras}" > "$OUT/tests.log" 2>&1; echo "tests rc=$?" >> "$OUT/tests.log" )
+( cd .device && timeout "${TEST_TIMEOUT:-300}" ./cuda.test -test.v -test.count=1 -test.run "${TEST_RUN:-TestAttention\$|TestAttentionExtras}" > "$OUT/tests.log" 2>&1; echo "tests rc=$?" >> "$OUT/tests.log" )
 grep -E '^(--- |FAIL|ok|PASS|tests rc)|hopper_test.go|cuda_test.go' "$OUT/tests.log" | grep -v -- '--- PASS' | head -120
 grep -E '^(op |device:)|^attention' "$OUT/tests.log"
 [ "${NO_BLOCK:-0}" = 1 ] && exit 0

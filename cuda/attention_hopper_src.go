@@ -10,13 +10,13 @@ import (
 // wgmmaSource renders the warpgroup MMA wrappers the Hopper kernel uses:
 // zf_wg_ss<N> (A and B from shared memory through descriptors) and
 // zf_wg_rs<N> (A from registers, B through a descriptor, transposed: an
-// MN-major B), m64nNk16 with f32 accumulators, for N = 64 and 128, the
+// MN-major B), m64nNk16 with f32 accumulators, for N = 64, 128 and 176, the
 // input type ZF_WT (".bf16.bf16" or ".f16.f16"); and zf_wg_keep<R>, which
 // pins R accumulator registers in place around the asynchronous MMAs (the
 // compiler must not move them while the tensor cores own them).
 func wgmmaSource() string {
 	var b strings.Builder
-	for _, n := range []int{64, 128} {
+	for _, n := range []int{64, 128, 176} {
 		r := n / 2
 		regs := make([]string, r)
 		outs := make([]string, r)
@@ -62,7 +62,8 @@ func wgmmaSource() string {
 // score chain (scale, soft-cap, ALiBi, bias, score rounding, masks) are
 // the mma.sync kernel's, element for element: online in f32 with exp2, P
 // rounded to the input format before ·V, the f32 row sums divided at the
-// end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST.
+// end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST,
+// and ZF_WS, ZF_PP for the warp-specialised kernel (hopperWSKernel).
 const hopperSource = `
 #line 1 "cuda/attention_hopper_src.go"
 /* ---- CUDA only: Hopper flash attention (package cuda) ---- */
@@ -91,10 +92,19 @@ const hopperSource = `
 #define ZF_WG 2 /* consumer warpgroups: 64 query rows each */
 #endif
 #ifndef ZF_HBC
-#define ZF_HBC 128 /* keys per tile */
+#define ZF_HBC 128 /* keys per tile: 64, 128 or 176 */
 #endif
 #ifndef ZF_ST
 #define ZF_ST 2 /* shared-memory stages of K and of V */
+#endif
+#ifndef ZF_WS
+#define ZF_WS 0 /* 1: a TMA producer warpgroup feeds the consumers (zf_flash_ws) */
+#endif
+#ifndef ZF_PP
+#define ZF_PP 0 /* 1: the two consumer warpgroups take turns at the tensor cores */
+#endif
+#if ZF_PP && (ZF_WG != 2 || !ZF_WS)
+#error "ZF_PP needs two consumer warpgroups and the producer"
 #endif
 #if ZF_HALF_IN
 #define ZF_WT ".f16.f16"
@@ -108,10 +118,10 @@ const hopperSource = `
 #define ZF_PLAIN (ZF_CAP == 0 && ZF_ALIBI == 0 && ZF_BIAS == 0 && ZF_ROUND == 0)
 `
 
-// hopperKernelSource is the kernel itself, after hopperSource's switches
-// and wgmmaSource's wrappers.
-const hopperKernelSource = `
-#line 1 "cuda/attention_hopper_src.go (kernel)"
+// hopperHelpers are the Hopper kernels' device helpers: wgmma
+// descriptors, the swizzle, cp.async, mbarriers, the bulk tensor copy
+// and named barriers.
+const hopperHelpers = `#line 1 "cuda/attention_hopper_src.go (kernel)"
 /* A wgmma shared-memory descriptor: start address, leading and stride
    byte offsets, 128-byte swizzle. */
 static __device__ __forceinline__ unsigned long long zf_desc(unsigned int addr, unsigned int lbo, unsigned int sbo) {
@@ -146,47 +156,39 @@ static __device__ __forceinline__ void zf_load_tile(unsigned int dst, const usho
   }
 }
 
-extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __restrict__ y, const ushort* __restrict__ q,
-    const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask,
-    const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p) {
-  extern __shared__ zf_u4 zf_sh[];
-  constexpr bool F16 = ZF_HALF_IN != 0;
-  const unsigned int sbase = (zf_smem(zf_sh) + 1023u) & ~1023u;
-  const unsigned int sQ = sbase, sK = sbase + ZF_QBYTES, sV = sK + ZF_ST * ZF_KBYTES;
-  const float ninf = __int_as_float(0xff800000);
-  const float log2e = 1.4426950408889634f;
-  const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-  const int head = (int)blockIdx.y % p.h, bb = (int)blockIdx.y / p.h;
-  const int kvh = head / (p.h / p.kv);
-  /* The longest blocks (the last rows, under a causal mask) start first. */
-  const int qbase = ((int)gridDim.x - 1 - (int)blockIdx.x) * ZF_BM;
-  const int rlo = qbase + wg * 64, rhi = rlo + 63;
-  const int r0 = rlo + warp * 16 + (lane >> 2), r1 = r0 + 8;
-  const int c2 = (lane & 3) * 2;
-  const ushort* qp = q + (size_t)bb * p.sq * p.q_rs + (size_t)head * ZF_D;
-  const ushort* kp = k + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
-  const ushort* vp = v + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
 
-  int kend = p.sk;
-  if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
-  const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
-  const int t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
-  const int n = max(0, ntiles - t0);
-  const float slope = ZF_ALIBI ? slopes[head] : 0.0f;
-  const float sl2 = p.scale * log2e;
+/* mbarriers and the bulk tensor copy (TMA). */
+static __device__ __forceinline__ void zf_mbar_init(unsigned int bar, unsigned int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void zf_mbar_expect(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void zf_mbar_arrive(unsigned int bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(bar) : "memory");
+}
+/* Waits until the phase of parity ph has completed (a fresh barrier
+   counts its phase of parity 1 as completed). */
+static __device__ __forceinline__ void zf_mbar_wait(unsigned int bar, unsigned int ph) {
+  asm volatile("{\n.reg .pred P1;\nZF_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+               "@P1 bra ZF_DONE;\nbra ZF_WAIT;\nZF_DONE:\n}\n" :: "r"(bar), "r"(ph) : "memory");
+}
+/* The CUtensorMap the host encodes (cuTensorMapEncodeTiled). */
+struct __align__(64) zf_tmap { unsigned long long v[16]; };
+static __device__ __forceinline__ void zf_tma3(unsigned int dst, const zf_tmap* map, int c0, int c1, int c2, unsigned int bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+/* Named barriers 1 and 2: the consumer warpgroups' turns (ZF_PP). */
+static __device__ __forceinline__ void zf_bar_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
+static __device__ __forceinline__ void zf_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
 
-  /* Group s of copies: K of tile s (s < n) and V of tile s−1 (s ≥ 1). */
-  auto issue = [&](int s) {
-    if (s < n) zf_load_tile(sK + (s % ZF_ST) * ZF_KBYTES, kp, p.k_rs, (t0 + s) * ZF_HBC, ZF_HBC, p.sk, tid);
-    if (s >= 1 && s <= n) zf_load_tile(sV + ((s - 1) % ZF_ST) * ZF_KBYTES, vp, p.k_rs, (t0 + s - 1) * ZF_HBC, ZF_HBC, p.sk, tid);
-  };
-  zf_load_tile(sQ, qp, p.q_rs, qbase, ZF_BM, p.sq, tid);
-#pragma unroll
-  for (int s = 0; s < ZF_ST - 1; s++) {
-    issue(s);
-    zf_cp_commit();
-  }
+`
 
+// hopperRegs declares a consumer warpgroup's registers: O, S, P and the
+// running maxima and sums.
+const hopperRegs = `
   float o[ZF_D / 2];
   float sc[ZF_HBC / 2];
   unsigned int pr[ZF_HBC / 16][4];
@@ -199,16 +201,17 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
   /* Running maxima in log2 units, sums of the weights (this thread's part). */
   float m0 = ninf, m1 = ninf, l0 = 0.0f, l1 = 0.0f;
 
-  /* Step s: the copies of group s are in; group s+ZF_ST−1 starts. */
-  auto arrive = [&](int s) {
-    zf_cp_waitn<ZF_ST - 2>();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    issue(s + ZF_ST - 1);
-    zf_cp_commit();
-  };
+`
+
+// hopperSteps are a consumer warpgroup's steps as lambdas, one text both
+// Hopper kernels compile, so that their score chain and softmax cannot
+// differ: S = Q·Kᵀ of a tile, O += P·V, the score chain, masks and online
+// softmax, the rescale of O and the packing of P.
+const hopperSteps = `
   auto keep_s = [&]() {
-#if ZF_HBC == 128
+#if ZF_HBC == 176
+    zf_wg_keep88(sc);
+#elif ZF_HBC == 128
     zf_wg_keep64(sc);
 #else
     zf_wg_keep32(sc);
@@ -228,7 +231,9 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
     for (int kk = 0; kk < ZF_D / 16; kk++) {
       unsigned long long da = zf_desc(sQ + (kk >> 2) * ZF_BM * 128 + wg * 64 * 128 + (kk & 3) * 32, 16, 1024);
       unsigned long long db = zf_desc(kb + (kk >> 2) * ZF_HBC * 128 + (kk & 3) * 32, 16, 1024);
-#if ZF_HBC == 128
+#if ZF_HBC == 176
+      zf_wg_ss176(sc, da, db, kk > 0);
+#elif ZF_HBC == 128
       zf_wg_ss128(sc, da, db, kk > 0);
 #else
       zf_wg_ss64(sc, da, db, kk > 0);
@@ -347,6 +352,85 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
     }
   };
 
+`
+
+// hopperStore divides O by the row sums and stores it.
+const hopperStore = `
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const int ow = p.q_rs;
+#pragma unroll
+  for (int d = 0; d < ZF_D / 8; d++) {
+    int col = head * ZF_D + d * 8 + c2;
+    if (r0 < p.sq) {
+      int off = (bb * p.sq + r0) * ow + col;
+      zf_store(y, p.out_fmt, off, o[4 * d + 0] / l0);
+      zf_store(y, p.out_fmt, off + 1, o[4 * d + 1] / l0);
+    }
+    if (r1 < p.sq) {
+      int off = (bb * p.sq + r1) * ow + col;
+      zf_store(y, p.out_fmt, off, o[4 * d + 2] / l1);
+      zf_store(y, p.out_fmt, off + 1, o[4 * d + 3] / l1);
+    }
+  }
+`
+
+// hopperCPKernel is the cp.async kernel: every thread copies, a
+// __syncthreads a tile.
+const hopperCPKernel = `
+extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __restrict__ y, const ushort* __restrict__ q,
+    const ushort* __restrict__ k, const ushort* __restrict__ v, const uchar* __restrict__ mask,
+    const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p) {
+  extern __shared__ zf_u4 zf_sh[];
+  constexpr bool F16 = ZF_HALF_IN != 0;
+  const unsigned int sbase = (zf_smem(zf_sh) + 1023u) & ~1023u;
+  const unsigned int sQ = sbase, sK = sbase + ZF_QBYTES, sV = sK + ZF_ST * ZF_KBYTES;
+  const float ninf = __int_as_float(0xff800000);
+  const float log2e = 1.4426950408889634f;
+  const int tid = (int)threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int head = (int)blockIdx.y % p.h, bb = (int)blockIdx.y / p.h;
+  const int kvh = head / (p.h / p.kv);
+  /* The longest blocks (the last rows, under a causal mask) start first. */
+  const int qbase = ((int)gridDim.x - 1 - (int)blockIdx.x) * ZF_BM;
+  const int rlo = qbase + wg * 64, rhi = rlo + 63;
+  const int r0 = rlo + warp * 16 + (lane >> 2), r1 = r0 + 8;
+  const int c2 = (lane & 3) * 2;
+  const ushort* qp = q + (size_t)bb * p.sq * p.q_rs + (size_t)head * ZF_D;
+  const ushort* kp = k + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
+  const ushort* vp = v + (size_t)bb * p.sk * p.k_rs + (size_t)kvh * ZF_D;
+
+  int kend = p.sk;
+  if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
+  const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
+  const int t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
+  const int n = max(0, ntiles - t0);
+  const float slope = ZF_ALIBI ? slopes[head] : 0.0f;
+  const float sl2 = p.scale * log2e;
+
+  /* Group s of copies: K of tile s (s < n) and V of tile s−1 (s ≥ 1). */
+  auto issue = [&](int s) {
+    if (s < n) zf_load_tile(sK + (s % ZF_ST) * ZF_KBYTES, kp, p.k_rs, (t0 + s) * ZF_HBC, ZF_HBC, p.sk, tid);
+    if (s >= 1 && s <= n) zf_load_tile(sV + ((s - 1) % ZF_ST) * ZF_KBYTES, vp, p.k_rs, (t0 + s - 1) * ZF_HBC, ZF_HBC, p.sk, tid);
+  };
+  zf_load_tile(sQ, qp, p.q_rs, qbase, ZF_BM, p.sq, tid);
+#pragma unroll
+  for (int s = 0; s < ZF_ST - 1; s++) {
+    issue(s);
+    zf_cp_commit();
+  }
+
+` + hopperRegs + `
+  /* Step s: the copies of group s are in; group s+ZF_ST−1 starts. */
+  auto arrive = [&](int s) {
+    zf_cp_waitn<ZF_ST - 2>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    issue(s + ZF_ST - 1);
+    zf_cp_commit();
+  };
+` + hopperSteps + `
   if (n > 0) {
     arrive(0);
     zf_wg_fence();
@@ -377,24 +461,197 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
     zf_wg_wait<0>();
     keep_o();
   }
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const int ow = p.q_rs;
+` + hopperStore + `}
+`
+
+// hopperWSKernel is the warp-specialised kernel (ZF_WS): warpgroup 0
+// loads Q, K and V with TMA (three tensor maps made on the host, the
+// 128-byte swizzle that zf_swz spells out) into ZF_ST stages guarded by
+// mbarriers (full: the copy's bytes; empty: every consumer thread
+// arrives), and gives up its registers (setmaxnreg) to the ZF_WG consumer
+// warpgroups, which run hopperSteps with no __syncthreads in the loop.
+// With ZF_PERSIST a block walks tiles (query block, head) gridDim.x apart
+// and the producer loads the next tile's K, V and Q while the consumers
+// finish and store the last; the stage count runs on across tiles.
+const hopperWSKernel = `
+#line 1 "cuda/attention_hopper_src.go (warp-specialised kernel)"
+#ifndef ZF_PERSIST
+#define ZF_PERSIST 0
+#endif
+extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* __restrict__ y,
+    const uchar* __restrict__ mask, const uchar* __restrict__ bias, const float* __restrict__ slopes, const zf_flash_p p,
+    const __grid_constant__ zf_tmap tq, const __grid_constant__ zf_tmap tk, const __grid_constant__ zf_tmap tv) {
+  extern __shared__ zf_u4 zf_sh[];
+  constexpr bool F16 = ZF_HALF_IN != 0;
+  const unsigned int sbase = (zf_smem(zf_sh) + 1023u) & ~1023u;
+  const unsigned int sQ = sbase, sK = sbase + ZF_QBYTES, sV = sK + ZF_ST * ZF_KBYTES;
+  /* mbarriers after the tiles: Q full, Q empty, then per stage K full,
+     V full, K empty, V empty. */
+  const unsigned int barQ = sV + ZF_ST * ZF_KBYTES, barQE = barQ + 8, barKF = barQE + 8, barVF = barKF + 8 * ZF_ST;
+  const unsigned int barKE = barVF + 8 * ZF_ST, barVE = barKE + 8 * ZF_ST;
+  const float ninf = __int_as_float(0xff800000);
+  const float log2e = 1.4426950408889634f;
+  const int tid = (int)threadIdx.x, role = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int nq = (p.sq + ZF_BM - 1) / ZF_BM;
+  int head = 0, bb = 0, kvh = 0, qbase = 0, t0 = 0, n = 0;
+  /* Tile tile's head, batch and query block; t0 and n: its first key
+     tile and its count. The longest blocks (the last rows, under a causal
+     mask) start first. */
+  auto decode = [&](int tile) {
+#if ZF_PERSIST
+    /* Causal: every round of gridDim.x tiles alike in length, longest
+       first; else a head's query blocks together (its K and V stay in L2). */
+    const int qi = ZF_MASK == 1 ? tile / (p.b * p.h) : tile % nq;
+    const int yy = ZF_MASK == 1 ? tile % (p.b * p.h) : tile / nq;
+#else
+    const int qi = (int)blockIdx.x, yy = (int)blockIdx.y;
+#endif
+    head = yy % p.h;
+    bb = yy / p.h;
+    kvh = head / (p.h / p.kv);
+    qbase = (nq - 1 - qi) * ZF_BM;
+    int kend = p.sk;
+    if (ZF_MASK == 1) kend = min(p.sk, qbase + ZF_BM);
+    const int ntiles = (kend + ZF_HBC - 1) / ZF_HBC;
+    t0 = (ZF_MASK == 1 && p.window > 0) ? max(0, qbase - p.window + 1) / ZF_HBC : 0;
+    n = max(0, ntiles - t0);
+  };
+#if ZF_PERSIST
+  const int ntile = nq * p.b * p.h;
+#define ZF_TILES for (int tile = (int)blockIdx.x, jt = 0; tile < ntile; tile += (int)gridDim.x, jt++)
+#else
+#define ZF_TILES for (int tile = 0, jt = 0; tile < 1; tile++, jt++)
+#endif
+
+  if (tid == 0) {
+    zf_mbar_init(barQ, 1);
+    zf_mbar_init(barQE, ZF_NT);
 #pragma unroll
-  for (int d = 0; d < ZF_D / 8; d++) {
-    int col = head * ZF_D + d * 8 + c2;
-    if (r0 < p.sq) {
-      int off = (bb * p.sq + r0) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 0] / l0);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 1] / l0);
+    for (int i = 0; i < ZF_ST; i++) {
+      zf_mbar_init(barKF + 8 * i, 1);
+      zf_mbar_init(barVF + 8 * i, 1);
+      zf_mbar_init(barKE + 8 * i, ZF_NT);
+      zf_mbar_init(barVE + 8 * i, ZF_NT);
     }
-    if (r1 < p.sq) {
-      int off = (bb * p.sq + r1) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 2] / l1);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 3] / l1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (role == 0) {
+    /* The producer: one thread issues every copy; the others leave. */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    if (tid == 0) {
+      int g = 0; /* key tiles loaded so far: the stage and its phase */
+      auto load_q = [&](int jt) {
+        zf_mbar_wait(barQE, (jt & 1) ^ 1);
+        zf_mbar_expect(barQ, ZF_QBYTES);
+#pragma unroll
+        for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sQ + cb * ZF_BM * 128, &tq, head * ZF_D + cb * 64, qbase, bb, barQ);
+      };
+      ZF_TILES {
+        decode(tile);
+        const int kc = kvh * ZF_D;
+        if (n == 0) load_q(jt);
+        for (int s = 0; s < n; s++, g++) {
+          const int st = g % ZF_ST, k0 = (t0 + s) * ZF_HBC;
+          const unsigned int ph = ((g / ZF_ST) & 1) ^ 1;
+          zf_mbar_wait(barKE + 8 * st, ph);
+          zf_mbar_expect(barKF + 8 * st, ZF_KBYTES);
+#pragma unroll
+          for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sK + st * ZF_KBYTES + cb * ZF_HBC * 128, &tk, kc + cb * 64, k0, bb, barKF + 8 * st);
+          /* Q after the tile's first K: that K may load while the
+             consumers still finish the last tile. */
+          if (s == 0) load_q(jt);
+          zf_mbar_wait(barVE + 8 * st, ph);
+          zf_mbar_expect(barVF + 8 * st, ZF_KBYTES);
+#pragma unroll
+          for (int cb = 0; cb < ZF_D / 64; cb++) zf_tma3(sV + st * ZF_KBYTES + cb * ZF_HBC * 128, &tv, kc + cb * 64, k0, bb, barVF + 8 * st);
+        }
+      }
     }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
+    const int wg = role - 1;
+    const int c2 = (lane & 3) * 2;
+    const float sl2 = p.scale * log2e;
+    int rlo = 0, rhi = 0, r0 = 0, r1 = 0;
+    float slope = 0.0f;
+` + hopperRegs + hopperSteps + `
+    /* Stage waits and releases by the running key-tile count. */
+    auto wait_k = [&](int g) { zf_mbar_wait(barKF + 8 * (g % ZF_ST), (g / ZF_ST) & 1); };
+    auto wait_v = [&](int g) { zf_mbar_wait(barVF + 8 * (g % ZF_ST), (g / ZF_ST) & 1); };
+    auto free_k = [&](int g) { zf_mbar_arrive(barKE + 8 * (g % ZF_ST)); };
+    auto free_v = [&](int g) { zf_mbar_arrive(barVE + 8 * (g % ZF_ST)); };
+    /* Turns (ZF_PP): a warpgroup issues its MMAs after the other has
+       issued its own, so one's softmax runs under the other's MMAs.
+       Warpgroup 1 gives each tile's first turn; its last step gives none. */
+    auto turn = [&]() { if (ZF_PP) zf_bar_sync(1 + wg); };
+    auto pass = [&](bool last) { if (ZF_PP && !(last && wg == 1)) zf_bar_arrive(2 - wg); };
+    int g = 0; /* key tiles consumed before this tile */
+    ZF_TILES {
+      decode(tile);
+      rlo = qbase + wg * 64;
+      rhi = rlo + 63;
+      r0 = rlo + warp * 16 + (lane >> 2);
+      r1 = r0 + 8;
+      slope = ZF_ALIBI ? slopes[head] : 0.0f;
+      if (ZF_PERSIST) {
+#pragma unroll
+        for (int i = 0; i < ZF_D / 2; i++) o[i] = 0.0f;
+        m0 = ninf;
+        m1 = ninf;
+        l0 = 0.0f;
+        l1 = 0.0f;
+      }
+      zf_mbar_wait(barQ, jt & 1);
+      if (n > 0) {
+        if (ZF_PP && wg == 1) zf_bar_arrive(1);
+        wait_k(g);
+        turn();
+        zf_wg_fence();
+        keep_s();
+        mma_s(g);
+        pass(false);
+        zf_wg_wait<0>();
+        keep_s();
+        free_k(g);
+        softmax(0);
+        rescale_pack();
+        for (int s = 1; s < n; s++) {
+          wait_k(g + s);
+          wait_v(g + s - 1);
+          turn();
+          zf_wg_fence();
+          keep_s();
+          keep_o();
+          mma_s(g + s);
+          mma_pv(g + s);
+          pass(false);
+          zf_wg_wait<1>();
+          keep_s();
+          free_k(g + s);
+          softmax(s);
+          zf_wg_wait<0>();
+          keep_o();
+          free_v(g + s - 1);
+          rescale_pack();
+        }
+        wait_v(g + n - 1);
+        turn();
+        zf_wg_fence();
+        keep_o();
+        mma_pv(g + n);
+        pass(true);
+        zf_wg_wait<0>();
+        keep_o();
+        free_v(g + n - 1);
+        g += n;
+      }
+      /* Q is free for the next tile's copy. */
+      zf_mbar_arrive(barQE);
+` + hopperStore + `    }
   }
 }
+#undef ZF_TILES
 `

@@ -30,19 +30,25 @@
 // The flash path has two kernels. Everywhere, an mma.sync kernel
 // (FlashAttention-2 style, attention_src.go). On sm_90 (H100, H200), a
 // Hopper kernel (FlashAttention-3 style, attention_hopper_src.go, built for
-// sm_90a): two warpgroups of 64 query rows a block, K and V tiles of 128
-// keys copied by cp.async into 128-byte-swizzled shared memory, S = Q·Kᵀ
-// and O += P·V as wgmma (P from registers, V read MN-major through its
+// sm_90a): two consumer warpgroups of 64 query rows a block, S = Q·Kᵀ and
+// O += P·V as wgmma (P from registers, V read MN-major through its
 // descriptor), the next tile's Q·Kᵀ issued with this tile's P·V so that
-// the softmax runs while the tensor cores work. Its arithmetic is the
+// the softmax runs while the tensor cores work. By default a producer
+// warpgroup loads Q, K and V with TMA (tensor maps encoded per call) into
+// 128-byte-swizzled stages guarded by mbarriers, setmaxnreg moves its
+// registers to the consumers, the consumers take turns at the tensor cores
+// (named barriers), and a persistent grid walks the tiles; the older
+// cp.async variant (every thread copies, a __syncthreads a tile) stays for
+// A/B runs ($ZFLOW_HOPPER_ATTN=cp; ws: warp-specialised, not persistent)
+// and for tensors a tensor map cannot describe. Both compile one text for
+// the score chain and the softmax (hopperSteps), whose arithmetic is the
 // mma.sync kernel's (the same rounding points; results differ only by f32
 // summation order). It takes no mask, causal and explicit masks, grouped
-// KV heads and score rounding; sliding windows, soft-caps, ALiBi and bias
-// tensors stay on the mma.sync kernel until a device run has checked them
-// on the Hopper kernel. SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0
-// sends everything to the mma.sync kernel (A/B runs); HopperAttention
-// says whether the Hopper kernel is in use and, if not, why (a compile
-// failure turns it off with the reason kept).
+// KV heads, score rounding, sliding windows, soft-caps, ALiBi and bias
+// tensors. SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0 sends
+// everything to the mma.sync kernel (A/B runs); HopperAttention says
+// whether the Hopper kernel is in use and, if not, why (a compile failure
+// turns it off with the reason kept).
 //
 // Fusion (fuse.go): the backend implements exec.Fuser. A region (a linear
 // or a norm and a chain of pointwise steps) runs as the unfused route's

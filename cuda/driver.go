@@ -41,6 +41,15 @@ type driver struct {
 	cuEventElapsedTime       func(ms *float32, start, end uintptr) int32
 	cuEventDestroy           func(ev uintptr) int32
 	cuGetErrorName           func(code int32, s **byte) int32
+
+	tmap *tensorMapAPI // nil where the driver has no tensor maps (before CUDA 12)
+}
+
+// tensorMapAPI is the driver's tensor-map encoder (CUDA 12 and later),
+// bound apart so that an older driver still loads.
+type tensorMapAPI struct {
+	cuTensorMapEncodeTiled func(tm unsafe.Pointer, dtype, rank uint32, addr uintptr, dims, strides unsafe.Pointer,
+		box, elemStrides unsafe.Pointer, interleave, swizzle, l2, oob uint32) int32
 }
 
 // Device attributes (CUdevice_attribute).
@@ -151,6 +160,9 @@ func loadDriver() (*driver, error) {
 		"cuMemcpyDtoH": "_v2", "cuMemcpyDtoD": "_v2", "cuMemsetD8": "_v2", "cuEventDestroy": "_v2"}
 	if err := bind(lib, name, d, v2); err != nil {
 		return nil, err
+	}
+	if tm := new(tensorMapAPI); bind(lib, name, tm, nil) == nil {
+		d.tmap = tm
 	}
 	return d, nil
 }
