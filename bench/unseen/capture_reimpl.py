@@ -6,11 +6,11 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        mamba, nemotron_h, falcon_h1, falcon_h1_mup, jamba, falcon_mamba, roformer, recurrent_gemma, rwkv, mamba_kernel_path,
        minimax, qwen3_next, reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso,
        reimpl_mixers.py's: jetmoe, xlstm, fnet, reimpl_text.py's: t5, umt5, clip_text_model, dpr, deberta,
-       and reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text)
+       reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text, and reimpl_lm7.py's: fsmt, longformer)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
 mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
-t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text.
+t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text fsmt longformer.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -3932,6 +3932,8 @@ CASES.update(reimpl_mixers.CASES)
 CASES.update(reimpl_text.CASES)
 import reimpl_lm6  # noqa: E402  (qwen3_vl_text, olmo_hybrid, gemma4_text: the sixth batch's decoders)
 CASES.update(reimpl_lm6.CASES)
+import reimpl_lm7  # noqa: E402  (fsmt, longformer: sequence-first rows, a band of local attention)
+CASES.update(reimpl_lm7.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 
 

@@ -228,6 +228,12 @@ var unseenFactors = map[string]map[string]any{
 	"roformer": {"rope_layout": "interleaved", "attention_causal": false, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_xglm.py, reimplemented: rows ×√32 by the embedding's own forward, fairseq's
 	// sinusoid table of positions + 2 ([sin | cos], ln 10000/(half − 1)) output by a module of its own
+	// modeling_fsmt.py, reimplemented (reimpl_lm7.py): rows sequence first through every layer, fairseq
+	// attention (q·head_dim^-½ after q_proj), ReLU FFNs
+	"fsmt": {"rope_layout": "none", "attention_causal": false, "attention_scale": 0.0, "mlp_act": "relu", "mlp_glu": false},
+	// modeling_longformer.py, reimplemented: attention_window 4, each query over |i − j| ≤ 2 (a band:
+	// window 3 counting the query's own key), projections read sequence first, GELU (erf) FFNs
+	"longformer": {"rope_layout": "none", "attention_causal": false, "attention_window": 3.0, "attention_scale": 0.0, "mlp_act": "gelu_erf", "mlp_glu": false},
 	"xglm": {"position_offset": 2.0, "rope_layout": "none", "attention_causal": true, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
 	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
