@@ -20,6 +20,17 @@ scores, −inf outside the band as _mask_invalid_locations leaves them, the diag
 in f32, masked_fill(is_index_masked, 0), then the probabilities times v (torch sums each dot product in its own
 order, as any two kernels do). BERT-style embeddings (positions from padding_idx + 1 on), post-norm layers, GELU
 FFNs, a tanh pooler over the first token.
+
+longt5 follows src/transformers/models/longt5/modeling_longt5.py at commit fd365f0f5165c04aec1be34359d0c37d13a4c413
+(LongT5Stack as the encoder, encoder_attention_type "local", one block: local_radius 7, so block_len 8, and the
+request's 8 ids are one block). What it shows: local block attention: q, k, v split into blocks of 8, each
+block's keys and values the block before, its own and the one after joined (zeros beyond the sequence), scores
+[B, blocks, H, 8, 24] unscaled (T5), plus the relative position bias computed over one block's 3-block window
+(compute_bias(block_len): T5's bidirectional buckets, 32 buckets, max distance 128, of key position − query
+position with the queries at positions 8…15 of the 24) and the local mask (blocked padding mask, |i − j| <
+block_len) as −1e10; softmax in f32, the first S rows kept, o. RMS layer norms (f32 variance), ReLU FFN. One
+block only: a second block reads the bias the first returns, mask included, which no form makes (see
+BENCHMARKS.md).
 """
 import math
 
@@ -272,4 +283,199 @@ class LongformerModel(nn.Module):
         return {"last_hidden_state": seq, "pooler_output": self.pooler(seq)}
 
 
-CASES = {"fsmt": (FSMTEncoder, FSMTConfig), "longformer": (LongformerModel, LongformerConfig)}
+class LongT5Config:
+    vocab_size, d_model, d_kv, d_ff, num_layers, num_heads = 64, 32, 16, 48, 1, 2
+    local_radius, relative_attention_num_buckets, relative_attention_max_distance, layer_norm_epsilon = 7, 32, 128, 1e-6
+
+
+def _pad_to_multiple(x, block_len, dim, pad_value=0):
+    pad_len = -x.shape[dim] % block_len
+    pad = [(0, 0)] * x.ndim
+    pad[dim] = (0, pad_len)
+    pad = sum(pad[::-1], ())
+    return F.pad(x, pad=pad, mode="constant", value=pad_value)
+
+
+def _split_into_blocks(x, block_len, dim):
+    if x.shape[dim] % block_len != 0:
+        x = _pad_to_multiple(x, block_len, dim, pad_value=0)
+    num_blocks = x.shape[dim] // block_len
+    return x.reshape(x.shape[:dim] + (num_blocks, block_len) + x.shape[(dim + 1):])
+
+
+def _concatenate_3_blocks(x, block_dim, sequence_dim, pad_value=0):
+    num_blocks = x.shape[block_dim]
+    pad = [(0, 0)] * x.ndim
+    pad[block_dim] = (1, 1)
+    pad = sum(pad[::-1], ())
+    x = F.pad(x, pad=pad, mode="constant", value=pad_value)
+    blocks = []
+    for i in range(3):
+        idx = [slice(0, None)] * x.ndim
+        idx[block_dim] = slice(i, i + num_blocks)
+        blocks.append(x[tuple(idx)])
+    return torch.cat(blocks, dim=sequence_dim)
+
+
+def _make_3block_relative_position_ids(block_len):
+    position_ids = torch.arange(3 * block_len, dtype=torch.int32)
+    center_position_ids = position_ids[block_len:-block_len]
+    return position_ids.unsqueeze(0) - center_position_ids.unsqueeze(1)
+
+
+def _get_local_attention_mask(attention_mask, block_len):
+    blocked = _split_into_blocks(attention_mask, block_len, dim=1)
+    three = _concatenate_3_blocks(blocked, block_dim=1, sequence_dim=2)
+    local = torch.logical_and(blocked.unsqueeze(-1), three.unsqueeze(-2))
+    rel = _make_3block_relative_position_ids(block_len)
+    local = torch.logical_and(local, (torch.abs(rel) < block_len)[None, None, :, :])
+    return local.unsqueeze(1)
+
+
+class LongT5LayerNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states
+
+
+class LongT5LocalAttention(nn.Module):
+    def __init__(self, c, has_relative_attention_bias):
+        super().__init__()
+        self.n_heads, self.key_value_proj_dim = c.num_heads, c.d_kv
+        self.inner_dim = c.num_heads * c.d_kv
+        self.block_len = c.local_radius + 1
+        self.num_buckets, self.max_distance = c.relative_attention_num_buckets, c.relative_attention_max_distance
+        self.q = nn.Linear(c.d_model, self.inner_dim, bias=False)
+        self.k = nn.Linear(c.d_model, self.inner_dim, bias=False)
+        self.v = nn.Linear(c.d_model, self.inner_dim, bias=False)
+        self.o = nn.Linear(self.inner_dim, c.d_model, bias=False)
+        self.has_relative_attention_bias = has_relative_attention_bias
+        if has_relative_attention_bias:
+            self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+
+    @staticmethod
+    def _relative_position_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
+        relative_buckets = 0
+        if bidirectional:
+            num_buckets //= 2
+            relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+            relative_position = torch.abs(relative_position)
+        else:
+            relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+        max_exact = num_buckets // 2
+        is_small = relative_position < max_exact
+        if_large = max_exact + (torch.log(relative_position.float() / max_exact) / math.log(max_distance / max_exact)
+                                * (num_buckets - max_exact)).to(torch.long)
+        if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
+        return relative_buckets + torch.where(is_small, relative_position, if_large)
+
+    def compute_bias(self, block_length):
+        memory_position = torch.arange(3 * block_length, dtype=torch.long)
+        context_position = memory_position[block_length:-block_length]
+        relative_position = memory_position[None, :] - context_position[:, None]
+        bucket = self._relative_position_bucket(relative_position, bidirectional=True, num_buckets=self.num_buckets,
+                                                max_distance=self.max_distance)
+        values = self.relative_attention_bias(bucket)
+        return values.permute([2, 0, 1]).unsqueeze(0).unsqueeze(0)
+
+    def forward(self, hidden_states, mask=None, position_bias=None, output_attentions=False):
+        batch_size, seq_length = hidden_states.shape[:2]
+
+        def shape(states):
+            return states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim)
+
+        def unshape(states):
+            return states.contiguous().view(batch_size, -1, self.inner_dim)
+
+        query_states = _split_into_blocks(shape(self.q(hidden_states)), self.block_len, dim=1)
+        key_states = _split_into_blocks(shape(self.k(hidden_states)), self.block_len, dim=1)
+        value_states = _split_into_blocks(shape(self.v(hidden_states)), self.block_len, dim=1)
+        key_states = _concatenate_3_blocks(key_states, block_dim=1, sequence_dim=2)
+        value_states = _concatenate_3_blocks(value_states, block_dim=1, sequence_dim=2)
+        scores = torch.einsum("...qhd,...khd->...hqk", query_states, key_states)
+        if position_bias is None:
+            position_bias = self.compute_bias(self.block_len)
+            if mask is not None:
+                mask = torch.where(mask > 0, 0.0, -1e10)
+                position_bias = position_bias + mask.transpose(1, 2)
+        scores += position_bias
+        attn_weights = F.softmax(scores.float(), dim=-1).type_as(scores)
+        attn_output = unshape(torch.einsum("...hqk,...khd->...qhd", attn_weights, value_states))
+        attn_output = self.o(attn_output[:, :seq_length, :])
+        return (attn_output, None, position_bias)
+
+
+class LongT5LayerLocalSelfAttention(nn.Module):
+    def __init__(self, c, has_relative_attention_bias):
+        super().__init__()
+        self.LocalSelfAttention = LongT5LocalAttention(c, has_relative_attention_bias)
+        self.layer_norm = LongT5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None, output_attentions=False):
+        out = self.LocalSelfAttention(self.layer_norm(hidden_states), mask=attention_mask, position_bias=position_bias,
+                                      output_attentions=output_attentions)
+        return (hidden_states + self.dropout(out[0]),) + out[1:]
+
+
+class LongT5DenseActDense(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wi = nn.Linear(c.d_model, c.d_ff, bias=False)
+        self.wo = nn.Linear(c.d_ff, c.d_model, bias=False)
+        self.dropout = nn.Dropout(0.0)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.wo(self.dropout(self.act(self.wi(x))))
+
+
+class LongT5LayerFF(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.DenseReluDense = LongT5DenseActDense(c)
+        self.layer_norm = LongT5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, hidden_states):
+        return hidden_states + self.dropout(self.DenseReluDense(self.layer_norm(hidden_states)))
+
+
+class LongT5Block(nn.Module):
+    def __init__(self, c, has_relative_attention_bias):
+        super().__init__()
+        self.layer = nn.ModuleList([LongT5LayerLocalSelfAttention(c, has_relative_attention_bias), LongT5LayerFF(c)])
+
+    def forward(self, hidden_states, attention_mask=None, position_bias=None):
+        out = self.layer[0](hidden_states, attention_mask=attention_mask, position_bias=position_bias)
+        return (self.layer[1](out[0]),) + out[1:]
+
+
+class LongT5Stack(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c.vocab_size, c.d_model)
+        self.block_len = c.local_radius + 1
+        self.block = nn.ModuleList([LongT5Block(c, has_relative_attention_bias=i == 0) for i in range(c.num_layers)])
+        self.final_layer_norm = LongT5LayerNorm(c.d_model, eps=c.layer_norm_epsilon)
+        self.dropout = nn.Dropout(0.0)
+
+    def forward(self, input_ids):
+        hidden_states = self.dropout(self.embed_tokens(input_ids))
+        attention_mask = torch.ones(input_ids.shape)
+        extended = _get_local_attention_mask(attention_mask, self.block_len)
+        position_bias = None
+        for block in self.block:
+            out = block(hidden_states, extended, position_bias)
+            hidden_states, position_bias = out[0], out[2]
+        return {"last_hidden_state": self.dropout(self.final_layer_norm(hidden_states))}
+
+
+CASES = {"fsmt": (FSMTEncoder, FSMTConfig), "longformer": (LongformerModel, LongformerConfig),
+         "longt5": (LongT5Stack, LongT5Config)}
