@@ -128,6 +128,10 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if err != nil {
 		return nil, err
 	}
+	if p.Window > 0 && p.Mask != exec.MaskCausal {
+		// the kernels skip key blocks by the causal window only
+		return nil, exec.Unsupported(b.Name(), "attention", "a bidirectional window (band) of %d", p.Window)
+	}
 	g := a.AttentionDims
 	mst, bst := a.MaskStrides, a.BiasStrides
 	if mst == nil {

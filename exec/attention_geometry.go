@@ -114,8 +114,8 @@ func CheckAttention(q, k, v, mask, bias, sinks Tensor, p AttentionParams) (Atten
 	switch {
 	case p.Window < 0:
 		return a, fmt.Errorf("exec: attention: window %d", p.Window)
-	case p.Window > 0 && p.Mask != MaskCausal:
-		return a, fmt.Errorf("exec: attention: %w: a sliding window of %d on a %v mask (windows are causal)", ErrUnsupported, p.Window, p.Mask)
+	case p.Window > 0 && p.Mask == MaskExplicit:
+		return a, fmt.Errorf("exec: attention: %w: a sliding window of %d on an explicit mask", ErrUnsupported, p.Window)
 	case p.Softcap < 0 || math.IsNaN(float64(p.Softcap)) || math.IsInf(float64(p.Softcap), 0):
 		return a, fmt.Errorf("exec: attention: softcap %g (want a positive finite cap, or 0 for none)", p.Softcap)
 	}

@@ -105,8 +105,10 @@ func TestCheckAttention(t *testing.T) {
 	if _, err := CheckAttention(q, kv, kv, nil, nil, nil, w); err != nil {
 		t.Errorf("causal window 3: %v", err)
 	}
+	if _, err := CheckAttention(q, kv, kv, nil, nil, nil, AttentionParams{Heads: 4, KVHeads: 2, Window: 3}); err != nil {
+		t.Errorf("band of 3: %v", err)
+	}
 	unsupported := []AttentionParams{
-		{Heads: 4, KVHeads: 2, Window: 3},
 		{Heads: 4, KVHeads: 2, Mask: MaskExplicit, Window: 3},
 		{Heads: 4, KVHeads: 2, Mask: MaskKind(9)},
 	}

@@ -147,9 +147,10 @@ type AttentionParams struct {
 	KVHeads int // KV, key/value heads; 0 = H; must divide H
 	Mask    MaskKind
 	Scale   float32 // 0 = 1/√D, computed in f32
-	// Window is a sliding window on a causal mask: query i sees keys j with
-	// i − Window < j ≤ i (HF's sliding-window causal mask); 0 = none. Only
-	// with MaskCausal; any other mask with a window is refused.
+	// Window is a sliding window: on a causal mask query i sees keys j with
+	// i − Window < j ≤ i (HF's sliding-window causal mask); on MaskNone, a
+	// band around each query, |i − j| < Window (bidirectional local
+	// attention); 0 = none. An explicit mask with a window is refused.
 	Window int
 	// Softcap, when > 0, caps the scaled scores: s ← Softcap·tanh(s/Softcap),
 	// in f32, before any bias or mask is added (attention-logit soft-capping).

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -266,4 +267,14 @@ func rowJobs(t *testing.T) []hostJob {
 	t.Logf("row kernels: %d norm jobs (%d values), %d linear jobs (%d values), %d attention jobs (%d values, %d with a fully masked row)",
 		len(ncs), normVals, len(lcs), linVals, len(acs), attnVals, nanRows)
 	return jobs
+}
+
+// TestAttentionSeqRefusesBand: the row kernels skip key blocks by a
+// causal window only, so a bidirectional window is refused, not run.
+func TestAttentionSeqRefusesBand(t *testing.T) {
+	p := zexec.AttentionParams{Heads: 1, Window: 2}
+	a := zexec.AttentionArgs{AttentionDims: zexec.AttentionDims{B: 1, Sq: 4, Sk: 4, H: 1, KV: 1, D: 8}}
+	if _, _, err := AttentionSeq("host", a, p, zexec.Out(precision.F32), precision.F32, precision.F32, precision.F32, 0, 0); !errors.Is(err, zexec.ErrUnsupported) {
+		t.Errorf("band: %v, want ErrUnsupported", err)
+	}
 }

@@ -157,6 +157,9 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 		return ap, nil, fmt.Errorf("attention: %w", err)
 	}
 	g := a.AttentionDims
+	if p.Window > 0 && p.Mask != exec.MaskCausal {
+		return ap, nil, exec.Unsupported(backend, "attention", "a bidirectional window (band) of %d", p.Window)
+	}
 	if g.D > AttnDMax {
 		return ap, nil, exec.Unsupported(backend, "attention", "head dim %d (zf_attention_seq holds at most %d)", g.D, AttnDMax)
 	}

@@ -72,6 +72,8 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 			for j := range g.Sk {
 				visible := true
 				switch p.Mask {
+				case exec.MaskNone:
+					visible = p.Window == 0 || j > i-p.Window && j < i+p.Window
 				case exec.MaskCausal:
 					visible = j <= i && (p.Window == 0 || j > i-p.Window)
 				case exec.MaskExplicit:

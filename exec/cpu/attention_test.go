@@ -36,15 +36,25 @@ func TestAttentionWindow(t *testing.T) {
 		y, err := bk.Attention(q, k, v, nil, nil, nil, p, exec.Out(f32))
 		near(t, "window "+string(rune('0'+c.window)), values(t, bk, y, err), c.want, 3e-7)
 	}
-	// A window needs a causal mask.
-	for _, m := range []exec.MaskKind{exec.MaskNone, exec.MaskExplicit} {
-		var mt exec.Tensor
-		if m == exec.MaskExplicit {
-			mt = up(t, bk, f32, []int{1, 4, 4}, make([]float32, 16)...)
-		}
-		if _, err := bk.Attention(q, k, v, mt, nil, nil, exec.AttentionParams{Heads: 1, Mask: m, Window: 2}, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
-			t.Errorf("window on a %v mask: %v, want ErrUnsupported", m, err)
-		}
+	// Without a causal mask the window is a band: |i − j| < window.
+	bands := []struct {
+		window int
+		want   []float64
+	}{
+		{1, []float64{1, 2, 4, 8}},                             // each query sees itself
+		{2, []float64{1.5, 7.0 / 3, 14.0 / 3, 6}},              // i−1 ≤ j ≤ i+1
+		{3, []float64{7.0 / 3, 15.0 / 4, 15.0 / 4, 14.0 / 3}},  // i−2 ≤ j ≤ i+2
+		{4, []float64{15.0 / 4, 15.0 / 4, 15.0 / 4, 15.0 / 4}}, // every key
+	}
+	for _, c := range bands {
+		p := exec.AttentionParams{Heads: 1, Window: c.window}
+		y, err := bk.Attention(q, k, v, nil, nil, nil, p, exec.Out(f32))
+		near(t, "band "+string(rune('0'+c.window)), values(t, bk, y, err), c.want, 3e-7)
+	}
+	// An explicit mask takes no window.
+	mt := up(t, bk, f32, []int{1, 4, 4}, make([]float32, 16)...)
+	if _, err := bk.Attention(q, k, v, mt, nil, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskExplicit, Window: 2}, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
+		t.Errorf("window on an explicit mask: %v, want ErrUnsupported", err)
 	}
 }
 

@@ -357,7 +357,7 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 		}
 		in = parts
 	}
-	if n.Op == program.OpAttention && rows != nil && !cut && n.Attrs.Attention.Mask == exec.MaskCausal {
+	if a := n.Attrs.Attention; n.Op == program.OpAttention && rows != nil && !cut && (a.Mask == exec.MaskCausal || a.Mask == exec.MaskNone && a.Window > 0) {
 		mask, err := r.causalMask(&n, rows, in[1].Shape()[1])
 		if err != nil {
 			return nil, 0, err
@@ -367,7 +367,7 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 			in = append(in, nil)
 		}
 		in[3] = mask
-		n.Attrs.Attention.Mask = exec.MaskExplicit
+		n.Attrs.Attention.Mask, n.Attrs.Attention.Window = exec.MaskExplicit, 0 // the window is in the mask
 	}
 	outs, err := program.RunNode(f.B, &n, in)
 	if err != nil {
@@ -487,13 +487,13 @@ func (r *fragRun) demands(n *program.Node, v *program.Value, rows []int) (demand
 
 // causalMask is the explicit mask of a causal attention (with its
 // window) at query rows of keys: row i sees key j ≤ rows[i] (and
-// j > rows[i] − window).
+// j > rows[i] − window); of a band, |j − rows[i]| < window.
 func (r *fragRun) causalMask(n *program.Node, rows []int, keys int) (exec.Tensor, error) {
-	w := n.Attrs.Attention.Window
+	w, band := n.Attrs.Attention.Window, n.Attrs.Attention.Mask == exec.MaskNone
 	m := make([]float32, len(rows)*keys)
 	for i, q := range rows {
 		for j := range keys {
-			if j <= q && (w == 0 || j > q-w) {
+			if band && j > q-w && j < q+w || !band && j <= q && (w == 0 || j > q-w) {
 				m[i*keys+j] = 1
 			}
 		}

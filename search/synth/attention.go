@@ -360,7 +360,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 // scope holds a bias or a key mask; the best result (nil: none ran).
 func (s *synth) refineBest(all []attnChoice, t *val, sc *scope) *attnChoice {
 	best := s.refineWith(all, t, sc, refineMasks)
-	for _, pass := range []refinePass{refinePairwise, refineHeadsLast} {
+	for _, pass := range []refinePass{refinePairwise, refineHeadsLast, refineBlocks} {
 		if best != nil && best.score <= tolerance(t.format) {
 			break
 		}
@@ -381,6 +381,7 @@ const (
 	refineMasks     refinePass = iota // the scope's biases and key masks
 	refinePairwise                    // its per-query masks alone
 	refineHeadsLast                   // its biases laid out [Sq, Sk, H] alone
+	refineBlocks                      // cuts of its block-local biases alone (blockBiases)
 )
 
 // refineWith is refineBest's pass over the scope's key masks, or, where
@@ -395,10 +396,14 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 			continue
 		}
 		var lastBias []*val
-		if pass == refineHeadsLast {
-			if lastBias = s.headsLastBiases(sc, ch.q, ch.k, ch.params.Heads); len(lastBias) == 0 {
-				continue
-			}
+		switch pass {
+		case refineHeadsLast:
+			lastBias = s.headsLastBiases(sc, ch.q, ch.k, ch.params.Heads)
+		case refineBlocks:
+			lastBias = s.blockBiases(sc, ch.q, ch.k, ch.params.Heads)
+		}
+		if (pass == refineHeadsLast || pass == refineBlocks) && len(lastBias) == 0 {
+			continue
 		}
 		if ch.result == nil { // scored on sampled rows: run whole
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, nil, ch.sinks}, out: t.format, label: ch.label}
@@ -413,13 +418,13 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		switch pass {
 		case refinePairwise:
 			masks = s.queryMasks(sc, ch.q, ch.k)
-		case refineHeadsLast:
+		case refineHeadsLast, refineBlocks:
 			masks, bias = nil, lastBias
 		}
 		if i >= 3 && len(bias) == 0 && len(masks) == 0 && !s.wideRefine {
 			break
 		}
-		if ch.score > tolerance(t.format) && i < 3 && pass != refineHeadsLast {
+		if ch.score > tolerance(t.format) && i < 3 && pass != refineHeadsLast && pass != refineBlocks {
 			s.clamped(&ch, t) // before refine, whose scale would absorb part of a clip
 		}
 		if pairwise && ch.score > tolerance(t.format) {

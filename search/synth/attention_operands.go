@@ -58,6 +58,52 @@ func (s *synth) headsLastBiases(sc *scope, q, k *val, heads int) []*val {
 	return out
 }
 
+// blockBiases are the scope's score biases laid out for block-local
+// attention, each block of L queries over 3L keys (the block before, its
+// own, the block after: LongT5's local attention), heads first [.., H,
+// L, 3L] or heads last [L, 3L, H], cut to a sequence that fits in one
+// block (Sq = Sk ≤ L): rows [0, Sq), keys [L, L + Sk), as [1, H, Sq, Sk].
+// Longer sequences span blocks, which no cut reads: none offered.
+func (s *synth) blockBiases(sc *scope, q, k *val, heads int) []*val {
+	sq, sk := q.shape[1], k.shape[1]
+	if sq != sk || heads < 1 {
+		return nil
+	}
+	var out []*val
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || v.integral() || n < 2 {
+			continue
+		}
+		var hf *val // [H, L, 3L]
+		switch l := v.shape[n-2]; {
+		case v.shape[n-1] == 3*l && l >= sq && v.numel() == heads*l*3*l:
+			hf = s.reshape(v, []int{heads, l, 3 * l})
+		case n >= 3 && v.shape[n-1] == heads && v.shape[n-2] == 3*v.shape[n-3] && v.shape[n-3] >= sq && v.numel() == heads*3*v.shape[n-3]*v.shape[n-3]:
+			l := v.shape[n-3]
+			if r := s.reshape(v, []int{l, 3 * l, heads}); r != nil {
+				hf = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{2, 0, 1}}, args: []*val{r}, out: v.format, label: "bias heads first"})
+			}
+		}
+		if hf == nil {
+			continue
+		}
+		l := hf.shape[1]
+		rows := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: sq}, args: []*val{hf}, out: v.format, label: "the first block's queries"})
+		if rows == nil {
+			continue
+		}
+		own := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: l, End: l + sk}, args: []*val{rows}, out: v.format, label: "the block's own keys"})
+		if own = s.reshape(own, []int{1, heads, sq, sk}); own != nil {
+			out = append(out, own)
+		}
+		if len(out) == 2 {
+			break
+		}
+	}
+	return out
+}
+
 // biasedTriples are the operands of the best first-stage choices (at
 // most three, without RoPE) with the scope's own vector parameters of
 // the attention's width added to some of them: biases a module keeps

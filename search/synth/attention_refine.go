@@ -93,29 +93,36 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 			// only): without the first stage's causal mask too
 			kinds = append(kinds, exec.MaskNone)
 		}
-		for _, kind := range kinds {
-			for _, alibi := range []float32{-1, 0, float32(1 / math.Sqrt(float64(ch.headDim)))} {
-				for _, win := range []bool{false, true} {
-					if win && kind != exec.MaskCausal {
-						continue
-					}
-					// -1: no ALiBi; 0: slopes as they are; else slopes times
-					// 1/√d (ALiBi added before the scale)
-					p := ch.params
-					p.Mask = kind
-					p.ALiBi, p.ALiBiScale = alibi >= 0, max(alibi, 0)
-					if win {
-						p = window(p)
-						if p.Window == 0 {
+		// a band (a window around each query on a bidirectional
+		// mask) is tried only where every other variant fails
+		for _, band := range []bool{false, true} {
+			if band && (bestSc <= tolerance(t.format) || ch.params.Mask != exec.MaskNone) {
+				break
+			}
+			for _, kind := range kinds {
+				for _, alibi := range []float32{-1, 0, float32(1 / math.Sqrt(float64(ch.headDim)))} {
+					for _, win := range []bool{false, true} {
+						if win && kind != exec.MaskCausal && !band || band && (!win || kind != exec.MaskNone) {
 							continue
 						}
-					}
-					p = continuous(p)
-					if win {
-						p = window(p)
-					}
-					if sc := score(p); sc < bestSc {
-						best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
+						// -1: no ALiBi; 0: slopes as they are; else slopes times
+						// 1/√d (ALiBi added before the scale)
+						p := ch.params
+						p.Mask = kind
+						p.ALiBi, p.ALiBiScale = alibi >= 0, max(alibi, 0)
+						if win {
+							p = window(p)
+							if p.Window == 0 {
+								continue
+							}
+						}
+						p = continuous(p)
+						if win {
+							p = window(p)
+						}
+						if sc := score(p); sc < bestSc {
+							best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
+						}
 					}
 				}
 			}

@@ -22,7 +22,9 @@ var usualDistances = []int{128, 256, 512, 1024, 2048, 64, 32, 16, 4096}
 // bidirectional table's first key after the query is bucket nb/2 + 1),
 // the max distance fitted: every distance that reproduces the ids is
 // found, and the usual one among them kept (the evidence says which
-// distances fit). Tried only for integer targets nothing else explains.
+// distances fit). Tried only for integer targets nothing else explains;
+// where Sk > Sq the queries may sit centred among the keys (positions
+// (Sk−Sq)/2…: block-local attention's ids), tried where 0… fails.
 func (s *synth) relBuckets(t *val) *val {
 	shape := slices.Clone(t.shape)
 	for len(shape) > 2 && shape[0] == 1 {
@@ -32,6 +34,16 @@ func (s *synth) relBuckets(t *val) *val {
 		return nil
 	}
 	sq, sk := shape[0], shape[1]
+	if v := s.relBucketsAt(t, sq, sk, 0); v != nil || sk <= sq || (sk-sq)%2 != 0 {
+		return v
+	}
+	// queries centred among the keys: a block of queries over the block
+	// before it, its own and the one after (block-local attention's ids)
+	return s.relBucketsAt(t, sq, sk, (sk-sq)/2)
+}
+
+// relBucketsAt is relBuckets with query positions off…off+Sq−1.
+func (s *synth) relBucketsAt(t *val, sq, sk, off int) *val {
 	mx := 0
 	for _, x := range t.data {
 		if x < 0 {
@@ -72,7 +84,7 @@ func (s *synth) relBuckets(t *val) *val {
 			small := true
 			for q := 0; q < sq && small; q++ {
 				for k := 0; k < sk; k++ {
-					if n := q - k; max(n, -n) < exact && p.Bucket(q, k) != at(q, k) {
+					if n := q + off - k; max(n, -n) < exact && p.Bucket(q+off, k) != at(q, k) {
 						small = false
 						break
 					}
@@ -88,7 +100,7 @@ func (s *synth) relBuckets(t *val) *val {
 				ok := true
 				for q := 0; q < sq && ok; q++ {
 					for k := 0; k < sk; k++ {
-						if p.Bucket(q, k) != at(q, k) {
+						if p.Bucket(q+off, k) != at(q, k) {
 							ok = false
 							break
 						}
@@ -108,7 +120,7 @@ func (s *synth) relBuckets(t *val) *val {
 					break
 				}
 			}
-			return s.bucketsOf(t, sq, sk, p, fits)
+			return s.bucketsOf(t, sq, sk, off, p, fits)
 		}
 	}
 	return nil
@@ -116,25 +128,28 @@ func (s *synth) relBuckets(t *val) *val {
 
 // bucketsOf emits the positions and the rel_bucket node for p and returns
 // the ids in t's shape.
-func (s *synth) bucketsOf(t *val, sq, sk int, p program.BucketParams, fits []int) *val {
+func (s *synth) bucketsOf(t *val, sq, sk, off int, p program.BucketParams, fits []int) *val {
 	fit := fmt.Sprintf("max distance %d", fits[0])
 	if len(fits) > 1 {
 		fit = fmt.Sprintf("%d max distances from %d to %d reproduce them at these lengths (%d kept: the usual; the ids do not decide it)", len(fits), fits[0], fits[len(fits)-1], p.MaxDistance)
 	}
 	note := fmt.Sprintf("positions (made from the request's shape) of T5 relative position buckets: %d buckets, bidirectional %v, %s",
 		p.NumBuckets, p.Bidirectional, fit)
-	positions := func(n int, what string) *val {
+	if off != 0 {
+		note += fmt.Sprintf("; the queries at %d… among the keys (a block's queries in its 3-block window)", off)
+	}
+	positions := func(n, from int, what string) *val {
 		v := &val{shape: []int{n}, data: make([]float32, n), format: precision.F32, origin: t.origin + "/" + what}
 		for i := range v.data {
-			v.data[i] = float32(i)
+			v.data[i] = float32(from + i)
 		}
 		s.em.constant(v, note)
 		return v
 	}
-	q := positions(sq, "query_positions")
+	q := positions(sq, off, "query_positions")
 	k := q
-	if sk != sq {
-		k = positions(sk, "key_positions")
+	if sk != sq || off != 0 {
+		k = positions(sk, 0, "key_positions")
 	}
 	ids := s.derive(&expr{op: program.OpRelBucket, attrs: program.Attrs{Bucket: p}, args: []*val{q, k}, out: precision.F32,
 		label: fmt.Sprintf("relative buckets: %d, bidirectional %v, max distance %d", p.NumBuckets, p.Bidirectional, p.MaxDistance)})

@@ -238,6 +238,15 @@ var unseenFactors = map[string]map[string]any{
 	// transformers' modeling_muse_glimmer.py, reimplemented: q and k RMS-normed without weight, q × 3.87
 	// (the scale 3.87/√8), gated attention, half RoPE in layer 0 only, SiLU gated MLP
 	"muse_glimmer_text": {"attention_causal": true, "attention_scale": 1.3682518005371094, "qk_norm": "rms", "rope_theta": 10000.0, "mlp_act": "silu", "mlp_glu": true},
+	// modeling_fsmt.py, reimplemented (reimpl_lm7_attention.py): rows sequence first through every layer, fairseq
+	// attention (q·head_dim^-½ after q_proj), ReLU FFNs
+	"fsmt": {"rope_layout": "none", "attention_causal": false, "attention_scale": 0.0, "mlp_act": "relu", "mlp_glu": false},
+	// modeling_longt5.py, reimplemented: local block attention (one block of 8), unscaled, the relative
+	// bias of the block's 3-block window (queries centred among 24 keys), RMS norms, a ReLU FFN
+	"longt5": {"rope_layout": "none", "attention_causal": false, "attention_scale": 1.0, "mlp_act": "relu", "mlp_glu": false},
+	// modeling_longformer.py, reimplemented: attention_window 4, each query over |i − j| ≤ 2 (a band:
+	// window 3 counting the query's own key), projections read sequence first, GELU (erf) FFNs
+	"longformer": {"rope_layout": "none", "attention_causal": false, "attention_window": 3.0, "attention_scale": 0.0, "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
 	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
 	"mobilebert": {"attention_causal": false, "rope_layout": "none"},

@@ -264,6 +264,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.cutOfScaledSum(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.seqFirstAttention(target, sc); v != nil {
+		return v
+	}
 	return nil
 }
 
