@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -375,3 +376,29 @@ func (s FactorSpec) Values() []string { return append([]string(nil), s.enum...) 
 // Chunks lists an order factor's chunk names in canonical order (nil for
 // other types).
 func (s FactorSpec) Chunks() []string { return append([]string(nil), s.chunks...) }
+
+// LatentsRole is the role of a flow_euler run's k-th latents: "latents",
+// then "latents.1", "latents.2", … (a model that denoises several latents
+// together, each stepped by its own output of the one call).
+func LatentsRole(k int) string {
+	if k == 0 {
+		return "latents"
+	}
+	return fmt.Sprintf("latents.%d", k)
+}
+
+// LatentsIndex is k for LatentsRole(k); ok false for any other role.
+func LatentsIndex(role string) (k int, ok bool) {
+	if role == "latents" {
+		return 0, true
+	}
+	rest, found := strings.CutPrefix(role, "latents.")
+	if !found {
+		return 0, false
+	}
+	k, err := strconv.Atoi(rest)
+	if err != nil || k < 1 || LatentsRole(k) != role {
+		return 0, false
+	}
+	return k, true
+}

@@ -338,7 +338,7 @@ func (pg *Program) validate(p *problems) {
 			if v.Source == "" {
 				p.add(fv+".source", "empty")
 			}
-			if v.Kind == "step_input" && !slices.Contains(stepSources, v.Source) {
+			if _, lat := LatentsIndex(v.Source); v.Kind == "step_input" && !slices.Contains(stepSources, v.Source) && !lat {
 				p.add(fv+".source", "%q is not a step input (%v)", v.Source, stepSources)
 			}
 		}

@@ -262,12 +262,17 @@ func (s *Structure) validateDriving(p *problems) {
 			}
 		}
 	}
-	if len(s.Outputs) != 1 {
+	// one output, or (flow_euler) one per latents, in the latents' order
+	if len(s.Outputs) != 1 && (s.Run != "flow_euler" || len(s.Outputs) == 0) {
 		p.add(f+".outputs", "%d outputs, want exactly one", len(s.Outputs))
 	}
 	for i, o := range s.Outputs {
-		if !contains(outputRoles, o.Role) || o.Name == "" {
-			p.add(fmt.Sprintf("%s.outputs[%d]", f, i), "role %q (one of %s) and a name", o.Role, strings.Join(outputRoles, ", "))
+		k, lat := LatentsIndex(o.Role)
+		if !contains(outputRoles, o.Role) && !(lat && k == i) || o.Name == "" {
+			p.add(fmt.Sprintf("%s.outputs[%d]", f, i), "role %q (one of %s, or %s) and a name", o.Role, strings.Join(outputRoles, ", "), LatentsRole(i))
+		}
+		if lat && (s.Run != "flow_euler" || !inputs[o.Role]) {
+			p.add(fmt.Sprintf("%s.outputs[%d]", f, i), "role %q: a flow_euler run's latents with an input of that role", o.Role)
 		}
 	}
 }

@@ -23,6 +23,10 @@ modules with seeded random weights, float32 on CPU:
   (torch.where), the text pooled by attention (F.multi_head_attention_forward
   over projections the pooler never calls) into the conditioning, image rows
   attending to the text.
+- two_latents.npz: one model denoising two latents together (rows of 8 and of
+  6 channels), each stream its own embedder and block, then cross-attention
+  each way (q from one stream, k/v from the other); the call returns both
+  velocities and the loop steps each latents by its own.
 """
 
 import math
@@ -290,6 +294,45 @@ class PooledDiT(nn.Module):
         return self.proj_out(h)
 
 
+class CrossAttention(nn.Module):
+    """q from x, k and v from another stream's rows y."""
+
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.out = nn.Linear(hidden, hidden)
+
+    def forward(self, x, y):
+        b, s, w = x.shape
+        d = w // self.heads
+        q = self.q(x).view(b, s, self.heads, d).transpose(1, 2)
+        k, v = (p(y).view(b, y.shape[1], self.heads, d).transpose(1, 2) for p in (self.k, self.v))
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        return self.out(a.transpose(1, 2).reshape(b, s, w))
+
+
+class TwoLatents(nn.Module):
+    """Two latents denoised together: each stream embedded and run through its
+    own block, then each attends to the other; two velocities."""
+
+    def __init__(self, channels=8, audio_channels=6, hidden=32, heads=4):
+        super().__init__()
+        self.time_proj = Timesteps(32)
+        self.t1, self.t2 = nn.Linear(32, hidden), nn.Linear(hidden, hidden)
+        self.embed, self.audio_embed = nn.Linear(channels, hidden), nn.Linear(audio_channels, hidden)
+        self.block, self.audio_block = Block(hidden, heads), Block(hidden, heads)
+        self.a2v, self.v2a = CrossAttention(hidden, heads), CrossAttention(hidden, heads)
+        self.norm_out, self.audio_norm_out = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.proj_out, self.audio_proj_out = nn.Linear(hidden, channels), nn.Linear(hidden, audio_channels)
+
+    def forward(self, x, audio, timestep):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        h, g = self.block(self.embed(x), c), self.audio_block(self.audio_embed(audio), c)
+        h, g = h + self.a2v(h, g), g + self.v2a(g, h)
+        return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
+
+
 def randomise(model, gen):
     """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
     with torch.no_grad():
@@ -359,6 +402,22 @@ def main(argv=None):
                 v = pooled(x, sigmas[i:i + 1], text, mask)
             x = x + (sigmas[i + 1] - sigmas[i]) * v
         cap.output("latents", x)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    two = TwoLatents().eval()
+    randomise(two, gen)
+    x, a = torch.randn(1, 12, 8, generator=gen), torch.randn(1, 5, 6, generator=gen)
+    path = os.path.join(out, "two_latents.npz")
+    with torch.no_grad(), Capture(two, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("audio_noise", a)
+        cap.input("sigmas", sigmas)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v, va = two(x, a, sigmas[i:i + 1])
+            x, a = x + (sigmas[i + 1] - sigmas[i]) * v, a + (sigmas[i + 1] - sigmas[i]) * va
+        cap.output("latents", x)
+        cap.output("audio_latents", a)
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
     return 0
 

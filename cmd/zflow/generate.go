@@ -170,7 +170,7 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 	if tm != nil {
 		steps = tm.wrap(steps, u.info())
 	}
-	result, err := r.Run(steps)
+	results, err := r.RunAll(steps)
 	pg.Close()
 	if err == nil && tm != nil {
 		err = tm.err
@@ -181,13 +181,25 @@ func runGenerate(stdout io.Writer, u ui, o generateOpts) error {
 		}
 		return err
 	}
-	defer b.Free(result)
-	data, err := b.Download(result)
-	if err != nil {
-		return err
+	defer func() {
+		for _, t := range results {
+			b.Free(t)
+		}
+	}()
+	if len(results) > len(doc.Structure.Outputs) {
+		return fmt.Errorf("generate: %d results for the document's %d outputs", len(results), len(doc.Structure.Outputs))
 	}
-	name := doc.Structure.Outputs[0].Name
-	outputs := map[string]program.HostTensor{name: {Data: data, Shape: result.Shape(), Format: result.Format()}}
+	// every result under its output's name (a run of several latents
+	// writes each); the report names the first
+	outputs := map[string]program.HostTensor{}
+	for k, t := range results {
+		data, err := b.Download(t)
+		if err != nil {
+			return err
+		}
+		outputs[doc.Structure.Outputs[k].Name] = program.HostTensor{Data: data, Shape: t.Shape(), Format: t.Format()}
+	}
+	result, name := results[0], doc.Structure.Outputs[0].Name
 	producer := map[string]any{"framework": "zflow", "framework_version": "generate (program v1)", "zflow_version": versionString(), "device": b.Name(),
 		"semantics": o.semantics, "inputs": o.inputs, "dtype": doc.Precision.Activations}
 	if err := (&program.Recorder{B: b}).Write(o.out, outputs, producer); err != nil {

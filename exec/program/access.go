@@ -12,12 +12,13 @@ import (
 
 // StepEnv is the environment of model call i, as Forward gives it to the
 // interpreter: the runner's weights, inputs and constants by value name
-// and, in a flow_euler run, the latents x and the timestep σ_i in the
+// and, in a flow_euler run, the latents xs (xs[k] of role LatentsRole(k);
+// nil ones left out) and the timestep σ_i in the
 // plan's timestep format (and σ_{i+1} where the program reads the next
 // timestep). The runner owns every tensor but the timesteps, which done
 // frees. An evaluator that runs the program's nodes itself
 // (search/plan) reads the same values as the interpreter this way.
-func (r *Runner) StepEnv(i int, x exec.Tensor) (env map[string]exec.Tensor, done func(), err error) {
+func (r *Runner) StepEnv(i int, xs ...exec.Tensor) (env map[string]exec.Tensor, done func(), err error) {
 	env = make(map[string]exec.Tensor, len(r.env)+2)
 	for k, v := range r.env {
 		env[k] = v
@@ -32,7 +33,12 @@ func (r *Runner) StepEnv(i int, x exec.Tensor) (env map[string]exec.Tensor, done
 	if err != nil {
 		return nil, nil, fmt.Errorf("program: step %d: timestep: %w", i, err)
 	}
-	env[stepLatents], env[stepTimestep] = x, t
+	for k, x := range xs {
+		if x != nil {
+			env[LatentsValue(k)] = x
+		}
+	}
+	env[stepTimestep] = t
 	if v, ok := r.P.Values[stepNextTimestep]; !ok || v.Kind != StepInput {
 		return env, func() { r.B.Free(t) }, nil
 	}

@@ -20,6 +20,10 @@ const (
 // InputValue is the value name of the request input with a role.
 func InputValue(role string) string { return "input:" + role }
 
+// LatentsValue is the value name of a flow_euler run's k-th latents (a
+// step input; StepLatents for k = 0).
+func LatentsValue(k int) string { return InputValue(semantics.LatentsRole(k)) }
+
 // declareInputs declares every request input the program reads (all but
 // the sigmas, which the sampler reads on the host) and, for flow_euler,
 // the timestep; each is tapped at the model's input port for its role.
@@ -34,7 +38,7 @@ func (b *builder) declareInputs() error {
 			return fmt.Errorf("the request has no input %q (role %s)", in.Name, in.Role)
 		}
 		kind := Input
-		if in.Role == "latents" && b.st.Run == "flow_euler" {
+		if _, lat := semantics.LatentsIndex(in.Role); lat && b.st.Run == "flow_euler" {
 			kind = StepInput
 		}
 		name := b.addValue(&Value{Name: InputValue(in.Role), Kind: kind, Source: in.Role, Shape: slices.Clone(shape)})

@@ -64,8 +64,8 @@ func buildProgram(doc *semantics.Document, shapes Shapes) (*Program, error) {
 		case Input:
 			have, ok = shapes.Inputs[dv.Source]
 		case StepInput:
-			if dv.Source == "latents" {
-				have, ok = shapes.Inputs["latents"]
+			if isLatents(dv.Source) {
+				have, ok = shapes.Inputs[dv.Source]
 			} else {
 				have, ok = dv.Shape, true
 			}

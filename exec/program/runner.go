@@ -19,7 +19,9 @@ import (
 //	x   ← x + round(sign·(σ[i+1] − σ[i]) · v)  (mul "sampler.scale", add "sampler.update")
 //
 // with σ differences in f32 and the rounding of each op from the
-// precision plan.
+// precision plan. A program may denoise several latents together (roles
+// latents, latents.1, …): the one call reads them all and its k-th output
+// steps the k-th latents by the same update.
 type Runner struct {
 	B   exec.Backend
 	Doc *semantics.Document
@@ -28,7 +30,7 @@ type Runner struct {
 
 	build   func(*semantics.Document, Shapes) (*Program, error)
 	env     map[string]exec.Tensor // weights, inputs, constants
-	latents exec.Tensor
+	latents []exec.Tensor          // the request's initial latents, by index k of their role
 	sigmas  []float32
 	sign    float32
 	spec    struct{ timestep, scale, update exec.Spec }
@@ -116,8 +118,8 @@ func (r *Runner) load(weights, inputs Source) error {
 			jobs = append(jobs, job{name: name, as: inputName(r.Doc, v.Source), v: v, src: inputs})
 		case v.Kind == Const:
 			jobs = append(jobs, job{name: name, v: v})
-		case v.Kind == StepInput && v.Source == "latents":
-			jobs = append(jobs, job{name: name, as: inputName(r.Doc, "latents"), v: v, src: inputs})
+		case v.Kind == StepInput && isLatents(v.Source):
+			jobs = append(jobs, job{name: name, as: inputName(r.Doc, v.Source), v: v, src: inputs})
 		}
 	}
 	type read struct {
@@ -167,7 +169,11 @@ func (r *Runner) load(weights, inputs Source) error {
 			return err
 		}
 		if j.v.Kind == StepInput {
-			r.latents = t
+			k, _ := semantics.LatentsIndex(j.v.Source)
+			for len(r.latents) <= k {
+				r.latents = append(r.latents, nil)
+			}
+			r.latents[k] = t
 		} else {
 			r.env[j.name] = t
 		}
@@ -219,17 +225,37 @@ func (r *Runner) Steps() int {
 
 // Run runs the whole request and returns its result (the final latents, or
 // the forward's output), which the caller frees. progress, if not nil, is
-// called after each model call.
+// called after each model call. A run of several latents returns the
+// first; RunAll returns them all.
 func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
+	outs, err := r.RunAll(progress)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range outs[1:] {
+		r.B.Free(t)
+	}
+	return outs[0], nil
+}
+
+// RunAll is Run returning every result: each latents' final value, in
+// the order of their roles (one for a forward run).
+func (r *Runner) RunAll(progress func(done, total int)) ([]exec.Tensor, error) {
 	if r.sigmas == nil {
 		outs, err := r.It.Forward(0, r.env)
 		if err != nil {
 			return nil, err
 		}
+		for _, t := range outs[1:] {
+			r.B.Free(t)
+		}
 		if progress != nil {
 			progress(1, 1)
 		}
-		return outs[0], nil
+		return outs[:1], nil
+	}
+	if len(r.latents) == 0 || slices.Contains(r.latents, nil) {
+		return nil, fmt.Errorf("program: the latents' roles are not latents, latents.1, … in order")
 	}
 	if h := r.It.Hooks; h.Observe == nil && h.Override == nil {
 		// Nothing watches or replaces values: what no step changes is
@@ -238,30 +264,43 @@ func (r *Runner) Run(progress func(done, total int)) (exec.Tensor, error) {
 		r.It.Memo.Limit = r.MemoLimit
 		defer func() { r.It.Memo.Close(r.B); r.It.Memo = nil }()
 	}
-	x := r.latents
+	xs := slices.Clone(r.latents)
+	free := func(ts []exec.Tensor) {
+		for k, t := range ts {
+			if t != nil && t != r.latents[k] {
+				r.B.Free(t)
+			}
+		}
+	}
 	n := r.Steps()
 	for i := range n {
-		next, err := r.step(i, x)
-		if x != r.latents {
-			r.B.Free(x)
-		}
+		next, err := r.step(i, xs)
+		free(xs)
 		if err != nil {
 			return nil, err
 		}
-		x = next
+		xs = next
 		if progress != nil {
 			progress(i+1, n)
 		}
 	}
-	if x == r.latents { // no steps: hand back a copy the caller may free
-		return r.B.Cast(x, x.Format())
+	for k, x := range xs {
+		if x == r.latents[k] { // no steps: hand back a copy the caller may free
+			c, err := r.B.Cast(x, x.Format())
+			if err != nil {
+				free(xs[:k])
+				return nil, err
+			}
+			xs[k] = c
+		}
 	}
-	return x, nil
+	return xs, nil
 }
 
-// step runs model call i on x and returns the updated x.
-func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
-	outs, err := r.Forward(i, x)
+// step runs model call i on the latents xs and returns each updated by
+// its own output (the caller frees them).
+func (r *Runner) step(i int, xs []exec.Tensor) ([]exec.Tensor, error) {
+	outs, err := r.Forward(i, xs...)
 	if err != nil {
 		return nil, err
 	}
@@ -270,17 +309,29 @@ func (r *Runner) step(i int, x exec.Tensor) (exec.Tensor, error) {
 			r.B.Free(t)
 		}
 	}()
-	return r.Update(i, x, outs[0])
+	if len(outs) < len(xs) {
+		return nil, fmt.Errorf("program: step %d: %d outputs for %d latents", i, len(outs), len(xs))
+	}
+	next := make([]exec.Tensor, len(xs))
+	for k, x := range xs {
+		if next[k], err = r.Update(i, x, outs[k]); err != nil {
+			for _, t := range next[:k] {
+				r.B.Free(t)
+			}
+			return nil, err
+		}
+	}
+	return next, nil
 }
 
-// Forward runs model call i of a flow_euler run on latents x (the
+// Forward runs model call i of a flow_euler run on the latents xs (the
 // timestep is σ_i cast by the plan) and returns the forward's outputs,
-// which the caller frees; outs[0] is the velocity.
-func (r *Runner) Forward(i int, x exec.Tensor) ([]exec.Tensor, error) {
+// which the caller frees; outs[k] is the velocity of xs[k].
+func (r *Runner) Forward(i int, xs ...exec.Tensor) ([]exec.Tensor, error) {
 	if r.sigmas == nil || i < 0 || i >= r.Steps() {
 		return nil, fmt.Errorf("program: step %d of a run with %d steps", i, r.Steps())
 	}
-	env, done, err := r.StepEnv(i, x)
+	env, done, err := r.StepEnv(i, xs...)
 	if err != nil {
 		return nil, err
 	}
@@ -320,9 +371,23 @@ func (r *Runner) Update(i int, x, v exec.Tensor) (exec.Tensor, error) {
 	return next, nil
 }
 
-// Latents is the request's initial latents (a flow_euler run), owned by
-// the runner; nil for a forward run.
-func (r *Runner) Latents() exec.Tensor { return r.latents }
+// Latents is the request's initial latents (a flow_euler run; the first
+// where there are several), owned by the runner; nil for a forward run.
+func (r *Runner) Latents() exec.Tensor {
+	if len(r.latents) == 0 {
+		return nil
+	}
+	return r.latents[0]
+}
+
+// AllLatents is every initial latents, by index k of their role.
+func (r *Runner) AllLatents() []exec.Tensor { return r.latents }
+
+// isLatents reports whether a step input's source is one of the latents.
+func isLatents(source string) bool {
+	_, ok := semantics.LatentsIndex(source)
+	return ok
+}
 
 // SetPrecision rebuilds the program under another precision plan (the
 // document is copied; its structure and factors are unchanged), keeping
@@ -378,8 +443,10 @@ func (r *Runner) Close() {
 		r.B.Free(t)
 		delete(r.env, k)
 	}
-	if r.latents != nil {
-		r.B.Free(r.latents)
-		r.latents = nil
+	for _, t := range r.latents {
+		if t != nil {
+			r.B.Free(t)
+		}
 	}
+	r.latents = nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/semantics"
 )
 
 // The evaluator's forward walks the program's nodes as the interpreter
@@ -481,12 +482,11 @@ func (rs *runState) forward() error {
 // Teacher forced, each update reads the reference's latents of its step
 // and (through the forced model output) its velocity; only the last
 // update's result is compared (at the next step's latents, or the run's
-// output).
+// output). A run of several latents updates each with its own output.
 func (rs *runState) flowRun() error {
 	e := rs.e
 	total := e.r.Steps()
 	steps := e.modelCalls()
-	latPort := e.model.Inputs["latents"]
 	pr := &e.r.Doc.Precision
 	timestep, err := program.SpecFor(pr, "cast", roleTimestep)
 	if err != nil {
@@ -499,9 +499,21 @@ func (rs *runState) flowRun() error {
 	}
 	castU := e.units.id(Unit{Op: "cast", Role: roleTimestep})
 	scaleU, updateU := e.units.id(Unit{Op: "mul", Role: roleScale}), e.units.id(Unit{Op: "add", Role: roleUpdate})
-	lat := e.r.Latents()
-	x := &slot{kind: slotEnv, ver: hashString("latents:initial"), shape: slices.Clone(lat.Shape()), format: lat.Format(), envT: lat}
-	var carried []*slot // the last update's inputs, held until it is made or dropped
+	lats := e.r.AllLatents()
+	xs := make([]*slot, len(lats))
+	ports := make([]string, len(lats))
+	for k, lat := range lats {
+		if lat == nil {
+			return fmt.Errorf("program: the latents' roles are not latents, latents.1, … in order")
+		}
+		init := "latents:initial"
+		if k > 0 {
+			init = fmt.Sprintf("latents.%d:initial", k)
+		}
+		xs[k] = &slot{kind: slotEnv, ver: hashString(init), shape: slices.Clone(lat.Shape()), format: lat.Format(), envT: lat}
+		ports[k] = e.latentsPort(k)
+	}
+	var carried []*slot // the last updates' inputs, held until they are made or dropped
 	defer func() {
 		for _, s := range carried {
 			s.kept = false
@@ -516,7 +528,9 @@ func (rs *runState) flowRun() error {
 		f := rs.newFwd(i, env)
 		var td bits
 		td.set(castU)
-		f.steps["latents"] = x
+		for k, x := range xs {
+			f.steps[semantics.LatentsRole(k)] = x
+		}
 		if ts := env[stepTimestepName(f.p)]; ts != nil {
 			f.steps["timestep"] = &slot{kind: slotEnv, ver: hashString(fmt.Sprintf("timestep:%d|%s", i, timestep.Out)),
 				deps: td, makers: td, shape: slices.Clone(ts.Shape()), format: ts.Format(), envT: ts}
@@ -526,60 +540,88 @@ func (rs *runState) flowRun() error {
 				deps: td, makers: td, shape: slices.Clone(ts.Shape()), format: ts.Format(), envT: ts}
 		}
 		outs, err := f.forward()
+		if err == nil && len(outs) < len(xs) {
+			err = fmt.Errorf("program: %d outputs for %d latents", len(outs), len(xs))
+		}
 		if err != nil {
 			f.finish()
 			done()
 			return err
 		}
-		xu := x
-		if !e.opt.FreeRunning {
-			key := program.Tap{Module: e.model.Module, Port: latPort}.Key(i)
-			if m := e.refFor(key, lat.Shape()); m != nil {
-				xu = &slot{kind: slotRef, ver: refVersion(key, lat.Format(), lat.Shape()), shape: slices.Clone(lat.Shape()),
-					format: lat.Format(), ref: m}
+		nexts := make([]*slot, len(xs))
+		var held []*slot
+		for k, x := range xs {
+			lat := lats[k]
+			xu := x
+			if !e.opt.FreeRunning {
+				key := program.Tap{Module: e.model.Module, Port: ports[k]}.Key(i)
+				if m := e.refFor(key, lat.Shape()); m != nil {
+					xu = &slot{kind: slotRef, ver: refVersion(key, lat.Format(), lat.Shape()), shape: slices.Clone(lat.Shape()),
+						format: lat.Format(), ref: m}
+				}
 			}
-		}
-		v := outs[0]
-		var deps, makers bits
-		deps.set(scaleU)
-		deps.set(updateU)
-		makers.set(updateU)
-		next := &slot{kind: slotEuler, ver: hashString(fmt.Sprintf("euler:%d|%s|%s|%x|%x", i, scale, update, xu.ver, v.ver)),
-			deps: deps, makers: makers, shape: slices.Clone(lat.Shape()), in: []*slot{xu, v}, step: i}
-		// The update reads this step's values after its forward has gone:
-		// one that is not the reference's is made while its inputs live.
-		if v.kind == slotNode {
-			if _, err := e.make(v, true); err != nil {
-				f.finish()
-				done()
-				return err
+			v := outs[k]
+			var deps, makers bits
+			deps.set(scaleU)
+			deps.set(updateU)
+			makers.set(updateU)
+			nexts[k] = &slot{kind: slotEuler, ver: hashString(fmt.Sprintf("euler:%d|%s|%s|%x|%x", i, scale, update, xu.ver, v.ver)),
+				deps: deps, makers: makers, shape: slices.Clone(lat.Shape()), in: []*slot{xu, v}, step: i}
+			// The update reads this step's values after its forward has gone:
+			// one that is not the reference's is made while its inputs live.
+			if v.kind == slotNode {
+				if _, err := e.make(v, true); err != nil {
+					f.finish()
+					done()
+					return err
+				}
 			}
+			held = append(held, xu, v)
 		}
 		for _, s := range carried {
 			s.kept = false
 			e.unmake(s)
 		}
-		carried = []*slot{xu, v}
-		xu.kept, v.kept = true, true
+		carried = held
+		for _, s := range held {
+			s.kept = true
+		}
 		f.finish()
 		done()
 		if i+1 < steps {
-			x = next
+			xs = nexts
 			continue
 		}
-		key := "output/" + e.outputName()
-		module, port := "", e.outputName()
-		if i+1 < total {
-			key = program.Tap{Module: e.model.Module, Port: latPort}.Key(i + 1)
-			module, port = e.model.Module, latPort
+		for k, next := range nexts {
+			name := e.outputNameOf(k)
+			key := "output/" + name
+			module, port := "", name
+			if i+1 < total {
+				key = program.Tap{Module: e.model.Module, Port: ports[k]}.Key(i + 1)
+				module, port = e.model.Module, ports[k]
+			}
+			if m := e.refFor(key, next.shape); m != nil && err == nil {
+				err = rs.compare(i+1, key, module, port, next, m)
+			}
+			e.unmake(next)
 		}
-		if m := e.refFor(key, next.shape); m != nil {
-			err = rs.compare(i+1, key, module, port, next, m)
-		}
-		e.unmake(next)
 		return err
 	}
 	return nil
+}
+
+// latentsPort is the model's argument port the structure names for the
+// k-th latents ("" where it names none: the update is not teacher forced).
+func (e *Evaluator) latentsPort(k int) string {
+	return e.model.Inputs[semantics.LatentsRole(k)]
+}
+
+// outputNameOf is the request output of the k-th latents.
+func (e *Evaluator) outputNameOf(k int) string {
+	if outs := e.r.Doc.Structure.Outputs; k > 0 && k < len(outs) {
+		return outs[k].Name
+	}
+	return e.outputName()
 }
 
 func firstErr(errs ...error) error {

@@ -233,6 +233,12 @@ func (d *discoverer) attend(sets []*wset, cfg attnConfig, vals [][3][]float32, q
 	}
 	in := make([]attn.Set, len(sets))
 	for i, s := range sets {
+		q, k := cfg.sets[i].q.outW, cfg.sets[i].k.outW
+		// every set's heads as wide as the first's, its values whole (a
+		// cross-attention's keys have other rows: not a joint attention)
+		if q != t0.q.outW || k != t0.k.outW || k < dh || len(vals[i][0]) < s.rows*q || len(vals[i][1]) < s.rows*k || len(vals[i][2]) < s.rows*k {
+			return nil, false
+		}
 		in[i] = attn.Set{Q: vals[i][0][:s.rows*cfg.sets[i].q.outW], K: vals[i][1][:s.rows*cfg.sets[i].k.outW], V: vals[i][2][:s.rows*cfg.sets[i].k.outW], Rows: s.rows}
 	}
 	p := attn.Params{Heads: t0.q.outW / dh, KVHeads: t0.k.outW / dh, D: dh, Layout: cfg.layout, Causal: cfg.causal}

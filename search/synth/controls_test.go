@@ -88,6 +88,8 @@ func TestPlantedConstructs(t *testing.T) {
 		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0},
 		{"dit_narrow.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true}, 0},
 		{"pooled.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0}, 0},
+		// two latents stepped by their own outputs of one call
+		{"two_latents.npz", map[string]any{"euler_sign": 1.0, "timestep_scale": 1000.0}, 0},
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
 			res, tr := discoverComplete(t, filepath.Join("..", "..", "fixtures", "constructs", tc.trace))

@@ -81,18 +81,24 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				continue
 			}
 			role := name
-			// the latents: of the output's shape and changed by every step
-			// (a text input may have the same shape; it stays the same)
-			if _, taken := roles["latents"]; d.run == "flow_euler" && !taken && slices.Equal(in.shape, s.outputShape()) && (len(s.tr.Steps()) < 2 || s.varying([]*val{target})) {
-				role = "latents"
+			// the latents: of an output's shape and changed by every step
+			// (a text input may have the same shape; it stays the same);
+			// where the run has several outputs, one latents per output
+			// of its shape, in the order the call takes them
+			k, lat := s.latentsSlot(in.shape)
+			if d.run == "flow_euler" && lat && (len(s.tr.Steps()) < 2 || s.varying([]*val{target})) {
+				role = semantics.LatentsRole(k)
 			}
 			if _, dup := roles[role]; !dup {
 				roles[role] = name
 				kind := program.Input
 				vname := program.InputValue(role)
-				if role == "latents" {
-					kind, vname = program.StepInput, program.StepLatents
-					s.latents = in
+				if k, lat := semantics.LatentsIndex(role); lat {
+					kind, vname = program.StepInput, program.LatentsValue(k)
+					if k == 0 {
+						s.latents = in
+					}
+					s.lats = append(s.lats, latentsArg{in: in, port: p.Name})
 				}
 				s.em.bindLeaf(in, kind, vname, role)
 			}
@@ -142,6 +148,9 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		target.opaque = true
 		d.args[p.Name] = target
 	}
+	if len(s.lats) > 1 && s.latentsIn != nil {
+		return nil, fmt.Errorf("synth: %d latents with a condition joined to one of them: not supported", len(s.lats))
+	}
 	if lat, ok := roles["latents"]; ok && len(inputs[lat].shape) == 3 {
 		s.patchRows = inputs[lat].shape[1] // the latents arrive as token rows
 	}
@@ -160,7 +169,55 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 		outRole = "latents"
 	}
 	st.Outputs = []semantics.Output{{Role: outRole, Name: outName[0]}}
+	if len(s.lats) > 1 {
+		st.Outputs = nil
+		used := map[string]bool{}
+		for k, l := range s.lats {
+			name := s.outputOfShape(l.in.shape, used)
+			used[name] = true
+			st.Outputs = append(st.Outputs, semantics.Output{Role: semantics.LatentsRole(k), Name: name})
+		}
+	}
 	return d, nil
+}
+
+// latentsArg is one latents of the flow loop: the request input and the
+// model's argument port that takes it.
+type latentsArg struct {
+	in   *val
+	port string
+}
+
+// latentsSlot is the index the next latents of this shape would take, ok
+// false where no output of the run has that shape left unpaired: one
+// latents per output (a single-output run: the output's shape, once).
+func (s *synth) latentsSlot(shape []int) (int, bool) {
+	if len(s.tr.Manifest.Outputs) < 2 {
+		return 0, len(s.lats) == 0 && slices.Equal(shape, s.outputShape())
+	}
+	free := 0
+	for _, key := range s.tr.Manifest.Outputs {
+		if info, err := s.tr.Info(key); err == nil && slices.Equal(info.Shape, shape) {
+			free++
+		}
+	}
+	for _, l := range s.lats {
+		if slices.Equal(l.in.shape, shape) {
+			free--
+		}
+	}
+	return len(s.lats), free > 0
+}
+
+// outputOfShape names the first output, in name order, of that shape not
+// in used.
+func (s *synth) outputOfShape(shape []int, used map[string]bool) string {
+	for _, name := range slices.Sorted(maps.Keys(s.tr.Manifest.Outputs)) {
+		if info, err := s.tr.Info(s.tr.Manifest.Outputs[name]); err == nil && !used[name] && slices.Equal(info.Shape, shape) {
+			return name
+		}
+	}
+	return ""
 }
 
 // partVaries reports whether t's entries [lo, hi) along ax change from
@@ -681,9 +738,22 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 			return sliceData(&val{shape: latents.shape, data: d}, j.axis, j.start, j.end)
 		}
 	}
+	best, bestSign, cands, err := s.fitVelocity(latents, next, dt, out, part)
+	if err != nil {
+		return nil, semantics.Factor{}, err
+	}
+	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+slices.Sorted(maps.Keys(m.Outputs))[0])
+	return best, f, nil
+}
+
+// fitVelocity finds the form of the model's result out (reshaped, its
+// first half of channels, the latents' part) and the sign that make the
+// step from latents to next over dt, with every candidate's score; err
+// when none has the latents' shape.
+func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, part func([]float32) []float32) (*val, int, []semantics.Candidate, error) {
 	x0 := part(latents.data)
 	if len(x0) != len(next) {
-		return nil, semantics.Factor{}, fmt.Errorf("synth: the flow loop's next latents: %d values for %d", len(next), len(x0))
+		return nil, 0, nil, fmt.Errorf("synth: the flow loop's next latents: %d values for %d", len(next), len(x0))
 	}
 	implied := make([]float32, len(next))
 	for i := range implied {
@@ -747,10 +817,91 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 		}
 	}
 	if best == nil {
-		return nil, semantics.Factor{}, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
+		return nil, 0, nil, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
 	}
-	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+slices.Sorted(maps.Keys(m.Outputs))[0])
-	return best, f, nil
+	return best, bestSign, cands, nil
+}
+
+// velocities is velocity for a loop of several latents: each latents'
+// step (its argument at step 1, or its output after one step) made by
+// the one result of the call, of all its results, whose form fits it
+// best; every latents stepped with the same sign (euler_sign, read off
+// the first, the others checked against it).
+func (s *synth) velocities(outs map[string]*val, st []semantics.Output) ([]*val, semantics.Factor, error) {
+	m := s.tr.Manifest
+	var sigmas *val
+	for _, n := range slices.Sorted(maps.Keys(m.Inputs)) {
+		if v, _ := s.capture(m.Inputs[n]); v != nil && s.isSigmas(v) {
+			sigmas = v
+		}
+	}
+	if sigmas == nil {
+		return nil, semantics.Factor{}, fmt.Errorf("synth: the flow loop has no σ schedule")
+	}
+	dt := float64(sigmas.data[1] - sigmas.data[0])
+	var vs []*val
+	var f semantics.Factor
+	for k, l := range s.lats {
+		next, err := s.nextOf(l, st[k].Name)
+		if err != nil {
+			return nil, semantics.Factor{}, err
+		}
+		var best *val
+		var sign int
+		var cands []semantics.Candidate
+		bestErr := math.Inf(1)
+		for _, port := range slices.Sorted(maps.Keys(outs)) {
+			v, sg, cs, err := s.fitVelocity(l.in, next, dt, outs[port], func(d []float32) []float32 { return d })
+			if err != nil {
+				continue
+			}
+			if e := minScore(cs, sg); e < bestErr {
+				best, sign, cands, bestErr = v, sg, cs, e
+			}
+		}
+		if best == nil {
+			return nil, semantics.Factor{}, fmt.Errorf("synth: no result of the model makes the step of %s %v", semantics.LatentsRole(k), l.in.shape)
+		}
+		if k == 0 {
+			f = factor("euler_sign", "sampler", sign, cands, "output/"+st[0].Name)
+		} else if sign != f.Value {
+			return nil, semantics.Factor{}, fmt.Errorf("synth: %s is stepped with sign %d, the latents with %v: one sign per loop", semantics.LatentsRole(k), sign, f.Value)
+		}
+		vs = append(vs, best)
+	}
+	return vs, f, nil
+}
+
+// minScore is the best score among the candidates of a sign.
+func minScore(cs []semantics.Candidate, sign int) float64 {
+	e := math.Inf(1)
+	for _, c := range cs {
+		if c.Value == sign {
+			e = min(e, c.Score)
+		}
+	}
+	return e
+}
+
+// nextOf is a latents' value after one step: its argument at step 1, or
+// the run's output of that name.
+func (s *synth) nextOf(l latentsArg, output string) ([]float32, error) {
+	if len(s.tr.Steps()) > 1 {
+		for _, c := range stepRoots(s.tr, s.tr.Steps()[1]) {
+			if key, ok := c.Tensors.Key(l.port); ok {
+				t, err := s.tr.Tensor(key)
+				if err != nil {
+					return nil, err
+				}
+				return t.Float32Rounded()
+			}
+		}
+	}
+	t, err := s.tr.Tensor(s.tr.Manifest.Outputs[output])
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32Rounded()
 }
 
 // nextLatents is x_1: the model's latents argument at step 1, or the run's

@@ -71,6 +71,9 @@ type synth struct {
 	// latents is the request input the driving bound as the flow loop's
 	// latents.
 	latents *val
+	// lats: every latents of the flow loop, in the order of their roles
+	// (latents, latents.1, …), with the argument port that takes each
+	lats []latentsArg
 	// sigma is σ_i, the step input every timestep argument is made from;
 	// sigmaNext σ_{i+1}, bound where an argument is made from it.
 	sigma, sigmaNext *val
@@ -171,25 +174,37 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	if !ok {
 		return nil, fmt.Errorf("synth: the model call has no result %q", drive.outPort)
 	}
-	final := out
+	finals := []*val{out}
 	var factors []semantics.Factor
-	if drive.run == "flow_euler" {
+	switch {
+	case drive.run == "flow_euler" && len(s.lats) > 1:
+		// several latents: each stepped by its own result of the call
+		vs, f, err := s.velocities(outs, drive.structure.Outputs)
+		if err != nil {
+			return nil, err
+		}
+		finals = vs
+		factors = append(factors, f)
+	case drive.run == "flow_euler":
 		v, f, err := s.velocity(root, out)
 		if err != nil {
 			return nil, err
 		}
-		final = v
+		finals[0] = v
 		factors = append(factors, f)
 	}
-	if final.opaque || s.needsOpaque(final) {
-		// an output the program cannot make: still a document, incomplete
-		final.opaque = true
+	s.em.p.Outputs = nil
+	for _, final := range finals {
+		if final.opaque || s.needsOpaque(final) {
+			// an output the program cannot make: still a document, incomplete
+			final.opaque = true
+		}
+		name, err := s.em.emit(final, "model")
+		if err != nil {
+			return nil, err
+		}
+		s.em.p.Outputs = append(s.em.p.Outputs, name)
 	}
-	name, err := s.em.emit(final, "model")
-	if err != nil {
-		return nil, err
-	}
-	s.em.p.Outputs = []string{name}
 	factors = append(factors, s.readFactors()...)
 	if drive.run == "flow_euler" {
 		// the program's timestep input is σ_i in f32: it makes the model's
