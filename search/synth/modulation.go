@@ -72,7 +72,10 @@ func (s *synth) vectors(sc *scope, b, c int) []vec {
 	}
 	piece := func(v *val, k, i, bb int) *val {
 		r := s.reshape(v, []int{bb, k, c})
-		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: i, End: i + 1}, args: []*val{r}, out: v.format})
+		if r == nil { // v not derived (the budget spent, or no such reshape)
+			return nil
+		}
+		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: i, End: i + 1}, args: []*val{r}, out: r.format})
 		return s.reshape(sl, []int{bb, c})
 	}
 	for _, v := range chunked {
