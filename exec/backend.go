@@ -200,6 +200,22 @@ type Extended interface {
 	// to s.Out. No internal rounding point and no math variant applies
 	// (one is refused). It has no composition: Fallback refuses it.
 	FFT2Real(x Tensor, s Spec) (Tensor, error)
+	// Sinkhorn: per matrix [n, m] of x's last two axes, p.Steps
+	// alternating normalisations y ← y / (Σ y + p.Eps), the sums over the
+	// rows (each column's) first unless p.RowsFirst, then over the columns
+	// (each row's), and so on: Sinkhorn–Knopp towards a doubly stochastic
+	// matrix. In f32, each sum in index order, each quotient rounded to
+	// f32; y rounded once to s.Out. No internal rounding point and no math
+	// variant applies (one is refused). CheckSinkhorn validates it. It has
+	// no composition: Fallback refuses it.
+	Sinkhorn(x Tensor, p SinkhornParams, s Spec) (Tensor, error)
+	// MatMul: a [.., M, K] @ b [.., K, N] per batch entry (the leading axes
+	// equal), each product rounded to f32 and summed over K in index order
+	// in f32 (no fused multiply-add), rounded once to s.Out (a weighted sum
+	// of a few streams, torch's (w.unsqueeze(−1)·x).sum(−2) or a small
+	// matmul). No internal rounding point and no math variant applies.
+	// CheckMatMul validates it. It has no composition: Fallback refuses it.
+	MatMul(a, b Tensor, s Spec) (Tensor, error)
 }
 
 // Backend is the whole vocabulary (DESIGN.md, "The op vocabulary").

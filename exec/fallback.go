@@ -310,3 +310,15 @@ func (fb Fallback) MemoryScan(q, k, v, i, f Tensor, eps float32, s Spec) (Tensor
 func (fb Fallback) FFT2Real(x Tensor, s Spec) (Tensor, error) {
 	return nil, Unsupported(fb.B.Name(), "fft2_real", "no Fourier transform kernel (the cpu backend runs it)")
 }
+
+// Sinkhorn has no composition from Basic ops: a backend that does not
+// define its own refuses it, naming itself.
+func (fb Fallback) Sinkhorn(x Tensor, p SinkhornParams, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "sinkhorn", "no Sinkhorn normalisation kernel (the cpu backend runs it)")
+}
+
+// MatMul has no composition from Basic ops: a backend that does not
+// define its own refuses it, naming itself.
+func (fb Fallback) MatMul(a, b Tensor, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "matmul", "no batched matmul kernel (the cpu backend runs it)")
+}

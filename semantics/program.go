@@ -114,12 +114,23 @@ type NodeAttrs struct {
 	Angular *AngularAttrs `json:"angular,omitempty"`
 	// Memory configures a memory_scan node.
 	Memory *MemoryAttrs `json:"memory,omitempty"`
+	// Sinkhorn configures a sinkhorn node.
+	Sinkhorn *SinkhornAttrs `json:"sinkhorn,omitempty"`
 }
 
 // MemoryAttrs configure a memory_scan node (the gated matrix-memory scan,
 // mLSTM's): the eps added to the normaliser max(|q·n|, exp(−m)).
 type MemoryAttrs struct {
 	Eps float64 `json:"eps"`
+}
+
+// SinkhornAttrs configure a sinkhorn node: steps alternating
+// normalisations by the column sums (first, unless rows_first) and the
+// row sums, each sum plus eps.
+type SinkhornAttrs struct {
+	Steps     int     `json:"steps"`
+	Eps       float64 `json:"eps"`
+	RowsFirst bool    `json:"rows_first,omitempty"`
 }
 
 // AngularAttrs configure an angular_attention node (YOSO's expected LSH
@@ -298,7 +309,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

@@ -32,9 +32,11 @@
 // (experts, conv2d, linear_attention): they run on every backend, and
 // round where their parts do.
 // ssm_scan, a selective state-space scan, delta_scan, a gated delta-rule
-// scan, memory_scan, a gated matrix-memory scan, and fft2_real, a 2-D
-// Fourier transform's real part, are one backend call each (exec.Extended's
-// SSMScan, DeltaScan, MemoryScan and FFT2Real) with no composition: the
+// scan, memory_scan, a gated matrix-memory scan, fft2_real, a 2-D
+// Fourier transform's real part, sinkhorn, a doubly stochastic
+// normalisation, and matmul, a batched product, are one backend call each
+// (exec.Extended's SSMScan, DeltaScan, MemoryScan, FFT2Real, Sinkhorn and
+// MatMul) with no composition: the
 // CPU backend runs them, a backend without its own kernel refuses them
 // (exec.ErrUnsupported).
 //

@@ -244,6 +244,9 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	if m := d.Memory; m != nil {
 		a.Memory = MemoryParams{Eps: float32(m.Eps)}
 	}
+	if k := d.Sinkhorn; k != nil {
+		a.Sinkhorn = exec.SinkhornParams{Steps: k.Steps, Eps: float32(k.Eps), RowsFirst: k.RowsFirst}
+	}
 	if g := d.Angular; g != nil {
 		a.Angular = AngularParams{Heads: g.Heads, Power: g.Power}
 	}
@@ -310,6 +313,8 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups}
 	case OpAngular:
 		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
+	case OpSinkhorn:
+		d.Sinkhorn = &semantics.SinkhornAttrs{Steps: a.Sinkhorn.Steps, Eps: float64(a.Sinkhorn.Eps), RowsFirst: a.Sinkhorn.RowsFirst}
 	case OpMemoryScan:
 		d.Memory = &semantics.MemoryAttrs{Eps: float64(a.Memory.Eps)}
 	case OpRelBucket:

@@ -53,12 +53,14 @@ const (
 	OpDeltaScan                     // q, k [B, L, G, K], v [B, L, H, V], g, beta [B, L, H]: the gated delta-rule scan (exec.Extended's DeltaScan)
 	OpMemoryScan                    // q, k [B, L, H, K], v [B, L, H, V], i, f [B, L, H] (log gates); Attrs.Memory: the gated matrix-memory scan (exec.Extended's MemoryScan)
 	OpFFT2Real                      // x [.., N, M]: the real part of the 2-D Fourier transform over the last two axes (exec.Extended's FFT2Real)
+	OpSinkhorn                      // x [.., n, m]; Attrs.Sinkhorn: alternating column and row normalisations (exec.Extended's Sinkhorn)
+	OpMatMul                        // a [.., M, K], b [.., K, N]: the batched product (exec.Extended's MatMul)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -103,6 +105,8 @@ type Attrs struct {
 	Angular AngularParams
 	// Memory configures OpMemoryScan.
 	Memory MemoryParams
+	// Sinkhorn configures OpSinkhorn.
+	Sinkhorn exec.SinkhornParams
 }
 
 // Node is one operation.

@@ -106,6 +106,10 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.MemoryScan(in[0], in[1], in[2], in[3], in[4], a.Memory.Eps, n.Spec))
 	case OpFFT2Real:
 		return one(b.FFT2Real(in[0], n.Spec))
+	case OpSinkhorn:
+		return one(b.Sinkhorn(in[0], a.Sinkhorn, n.Spec))
+	case OpMatMul:
+		return one(b.MatMul(in[0], in[1], n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

@@ -280,6 +280,23 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("memory_scan: eps %g is not a finite number ≥ 0", e)
 		}
 		return one(in[2])
+	case OpSinkhorn:
+		if len(in) != 1 {
+			return nil, fmt.Errorf("%d inputs, not x", len(in))
+		}
+		if err := exec.CheckSinkhorn(x, n.Attrs.Sinkhorn); err != nil {
+			return nil, err
+		}
+		return one(x)
+	case OpMatMul:
+		if len(in) != 2 {
+			return nil, fmt.Errorf("%d inputs, not a and b", len(in))
+		}
+		out, err := exec.CheckMatMul(x, in[1])
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{out}, nil
 	case OpFFT2Real:
 		if len(in) != 1 {
 			return nil, fmt.Errorf("%d inputs, not x", len(in))

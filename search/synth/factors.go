@@ -422,6 +422,7 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		f.Evidence.Note = fmt.Sprintf("YOSO's expected LSH attention in %d heads: (1 − acos(q̂·k̂)/π)^τ, every power τ ≤ %d scored on the host", a.params.Heads, maxAngularPower)
 		out = append(out, f)
 	}
+	out = append(out, s.sinkhornFactors()...)
 	for _, pt := range s.positionTables {
 		f := factor("position_offset", pt.scope, float64(pt.fit.offset), pt.fit.candidates, pt.boundary)
 		f.Evidence.Note = pt.fit.label

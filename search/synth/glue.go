@@ -317,6 +317,10 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedMemory(t, vs) }, plain: true},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.unscaledAttention(t, c) }, plain: true},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.widerAttention(t, c) }, plain: true},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixGate(t, vs) }},
+		{try: s.mixSinkhorn},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixCollapse(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.streamsMixed(t, vs) }},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

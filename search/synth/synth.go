@@ -51,11 +51,13 @@ type synth struct {
 	positionTables []sinusoidRecord
 	// angular: YOSO's expected LSH attentions (angularAttention)
 	angular []angularRecord
-	norms   []normRecord
-	scopeOf string // the module of the call being explained
-	linears []*val
-	gates   []gateRecord
-	seq     int
+	// sinkhorns: doubly stochastic mixing matrices (mixSinkhorn)
+	sinkhorns []sinkhornRecord
+	norms     []normRecord
+	scopeOf   string // the module of the call being explained
+	linears   []*val
+	gates     []gateRecord
+	seq       int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when
