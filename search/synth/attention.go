@@ -328,8 +328,10 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		all = all[:n]
 		slices.SortStableFunc(rounded, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 	}
-	if s.wideRefine && !anyWithin(all, tol) {
-		s.rankByScale(all, t)
+	if s.wideRefine && !anyWithin(all, tol) && s.rankByScale(all, t) < minScaleGain {
+		// no temperature changed what the first stage saw (its choices
+		// were refined already, three of them, by the plain search)
+		return nil
 	}
 	var best *attnChoice
 	if anyWithin(rounded, tol) {

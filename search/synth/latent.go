@@ -250,18 +250,31 @@ func (s *synth) widerAttention(t *val, sc *scope) *val {
 	return s.gatedAttention(t, sc)
 }
 
+// minScaleGain is the factor by which some temperature must lower a
+// first-stage choice's error for the wider refinement to run: a right
+// choice at a wrong temperature gains ×40–50 (MuseGlimmer's q × 3.87),
+// while over unrelated operands no temperature gains ×1.4 (the mutated
+// traces of TestDiscoverProperty).
+const minScaleGain = 4
+
 // rankByScale re-sorts the first stage's choices (the 24 best) by their
 // best score over a few temperatures (the scale times ½, 2, 4 and 8),
 // so that refinement, which fits the scale on the best six, reaches
 // operands that only a scale far from 1/√d makes right (widerAttention).
-func (s *synth) rankByScale(all []attnChoice, t *val) {
+//
+// It reports the largest factor by which another temperature lowered a
+// choice's error: near 1, no temperature changed what the first stage
+// saw, and the wider refinement has nothing to add.
+func (s *synth) rankByScale(all []attnChoice, t *val) float64 {
 	n := min(24, len(all))
+	gain := 1.0
 	for i := range all[:n] {
 		ch := &all[i]
 		base := ch.params.Scale
 		if base == 0 {
 			base = 1 / float32(math.Sqrt(float64(ch.headDim)))
 		}
+		first := ch.score
 		for _, f := range []float32{0.5, 2, 4, 8} {
 			p := ch.params
 			p.Scale = base * f
@@ -273,6 +286,10 @@ func (s *synth) rankByScale(all []attnChoice, t *val) {
 				ch.score, ch.result = sc, nil // the refinement reruns it whole
 			}
 		}
+		if ch.score > 0 {
+			gain = max(gain, first/ch.score)
+		}
 	}
 	slices.SortStableFunc(all[:n], func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	return gain
 }
