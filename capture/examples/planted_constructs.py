@@ -27,6 +27,9 @@ modules with seeded random weights, float32 on CPU:
   6 channels), each stream its own embedder and block, then cross-attention
   each way (q from one stream, k/v from the other); the call returns both
   velocities and the loop steps each latents by its own.
+- own_tables.npz: two_latents.npz's model with positions: each stream's rows
+  their own times (request inputs), each cross-attention's q rotated by its
+  stream's table and k by the other stream's (rotate-half, one Rotary).
 """
 
 import math
@@ -333,6 +336,35 @@ class TwoLatents(nn.Module):
         return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
 
 
+class TimedCrossAttention(CrossAttention):
+    """CrossAttention whose q and k are rotated by their own rows' tables."""
+
+    def forward(self, x, y, qcos, qsin, kcos, ksin):
+        b, s, w = x.shape
+        d = w // self.heads
+        q = self.q(x).view(b, s, self.heads, d).transpose(1, 2)
+        k, v = (p(y).view(b, y.shape[1], self.heads, d).transpose(1, 2) for p in (self.k, self.v))
+        q, k = q * qcos + rotate_half(q) * qsin, k * kcos + rotate_half(k) * ksin
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        return self.out(a.transpose(1, 2).reshape(b, s, w))
+
+
+class OwnTables(TwoLatents):
+    """TwoLatents whose cross-attentions rotate q and k by each stream's times."""
+
+    def __init__(self, hidden=32, heads=4):
+        super().__init__(hidden=hidden, heads=heads)
+        self.rotary = Rotary(hidden // heads)
+        self.a2v, self.v2a = TimedCrossAttention(hidden, heads), TimedCrossAttention(hidden, heads)
+
+    def forward(self, x, audio, timestep, pos, audio_pos):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        h, g = self.block(self.embed(x), c), self.audio_block(self.audio_embed(audio), c)
+        (vc, vs), (ac, as_) = self.rotary(pos), self.rotary(audio_pos)
+        h, g = h + self.a2v(h, g, vc, vs, ac, as_), g + self.v2a(g, h, ac, as_, vc, vs)
+        return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
+
+
 def randomise(model, gen):
     """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
     with torch.no_grad():
@@ -415,6 +447,25 @@ def main(argv=None):
         for i in range(len(sigmas) - 1):
             with cap.step(i):
                 v, va = two(x, a, sigmas[i:i + 1])
+            x, a = x + (sigmas[i + 1] - sigmas[i]) * v, a + (sigmas[i + 1] - sigmas[i]) * va
+        cap.output("latents", x)
+        cap.output("audio_latents", a)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    own = OwnTables().eval()
+    randomise(own, gen)
+    x, a = torch.randn(1, 12, 8, generator=gen), torch.randn(1, 5, 6, generator=gen)
+    pos, audio_pos = torch.arange(12) // 4, torch.arange(5) * 2 + 1
+    path = os.path.join(out, "own_tables.npz")
+    with torch.no_grad(), Capture(own, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("audio_noise", a)
+        cap.input("sigmas", sigmas)
+        cap.input("pos", pos)
+        cap.input("audio_pos", audio_pos)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v, va = own(x, a, sigmas[i:i + 1], pos, audio_pos)
             x, a = x + (sigmas[i + 1] - sigmas[i]) * v, a + (sigmas[i + 1] - sigmas[i]) * va
         cap.output("latents", x)
         cap.output("audio_latents", a)
