@@ -30,6 +30,9 @@ modules with seeded random weights, float32 on CPU:
 - own_tables.npz: two_latents.npz's model with positions: each stream's rows
   their own times (request inputs), each cross-attention's q rotated by its
   stream's table and k by the other stream's (rotate-half, one Rotary).
+- table_run.npz: a DiT whose blocks keep a table of 5 rows: rows [:4] plus
+  a shared projection's 4 chunks are the two norms' shift and scale, row 4
+  plus another projection is the attention's gate; a 2-step Euler loop.
 """
 
 import math
@@ -365,6 +368,44 @@ class OwnTables(TwoLatents):
         return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
 
 
+class TableRunBlock(Block):
+    """Block modulated by its own table of 5 rows added to shared projections."""
+
+    def __init__(self, hidden, heads):
+        super().__init__(hidden, heads)
+        del self.mod
+        self.table = nn.Parameter(torch.randn(5, hidden) / hidden ** 0.5)
+
+    def forward(self, x, mod, gate):
+        b, s, w = x.shape
+        shift1, scale1, shift2, scale2 = (self.table[None, :4] + mod.view(b, 4, w)).unbind(1)
+        g = (self.table[None, 4:] + gate.view(b, 1, w))[:, 0]
+        h = self.norm1(x) * (1 + scale1[:, None]) + shift1[:, None]
+        d = w // self.heads
+        q, k, v = (p(h).view(b, s, self.heads, d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        x = x + g[:, None] * self.out(a.transpose(1, 2).reshape(b, s, w))
+        h = self.norm2(x) * (1 + scale2[:, None]) + shift2[:, None]
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class TableRun(DiT):
+    """DiT whose blocks add their 5-row tables to a 4-chunk and a 1-chunk projection."""
+
+    def __init__(self, hidden=32, heads=4):
+        super().__init__(hidden=hidden, heads=heads)
+        self.mod, self.gate = nn.Linear(hidden, 4 * hidden), nn.Linear(hidden, hidden)
+        self.blocks = nn.ModuleList(TableRunBlock(hidden, heads) for _ in range(2))
+
+    def forward(self, x, timestep):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        mod, gate = self.mod(F.silu(c)), self.gate(F.silu(c))
+        h = self.embed(x)
+        for blk in self.blocks:
+            h = blk(h, mod, gate)
+        return self.proj_out(self.norm_out(h))
+
+
 def randomise(model, gen):
     """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
     with torch.no_grad():
@@ -470,6 +511,8 @@ def main(argv=None):
         cap.output("latents", x)
         cap.output("audio_latents", a)
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    capture_dit(TableRun().eval(), gen, os.path.join(out, "table_run.npz"))
     return 0
 
 
