@@ -27,6 +27,12 @@ modules with seeded random weights, float32 on CPU:
   6 channels), each stream its own embedder and block, then cross-attention
   each way (q from one stream, k/v from the other); the call returns both
   velocities and the loop steps each latents by its own.
+- own_tables.npz: two_latents.npz's model with positions: each stream's rows
+  their own times (request inputs), each cross-attention's q rotated by its
+  stream's table and k by the other stream's (rotate-half, one Rotary).
+- table_run.npz: a DiT whose blocks keep a table of 5 rows: rows [:4] plus
+  a shared projection's 4 chunks are the two norms' shift and scale, row 4
+  plus another projection is the attention's gate; a 2-step Euler loop.
 """
 
 import math
@@ -333,6 +339,73 @@ class TwoLatents(nn.Module):
         return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
 
 
+class TimedCrossAttention(CrossAttention):
+    """CrossAttention whose q and k are rotated by their own rows' tables."""
+
+    def forward(self, x, y, qcos, qsin, kcos, ksin):
+        b, s, w = x.shape
+        d = w // self.heads
+        q = self.q(x).view(b, s, self.heads, d).transpose(1, 2)
+        k, v = (p(y).view(b, y.shape[1], self.heads, d).transpose(1, 2) for p in (self.k, self.v))
+        q, k = q * qcos + rotate_half(q) * qsin, k * kcos + rotate_half(k) * ksin
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        return self.out(a.transpose(1, 2).reshape(b, s, w))
+
+
+class OwnTables(TwoLatents):
+    """TwoLatents whose cross-attentions rotate q and k by each stream's times."""
+
+    def __init__(self, hidden=32, heads=4):
+        super().__init__(hidden=hidden, heads=heads)
+        self.rotary = Rotary(hidden // heads)
+        self.a2v, self.v2a = TimedCrossAttention(hidden, heads), TimedCrossAttention(hidden, heads)
+
+    def forward(self, x, audio, timestep, pos, audio_pos):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        h, g = self.block(self.embed(x), c), self.audio_block(self.audio_embed(audio), c)
+        (vc, vs), (ac, as_) = self.rotary(pos), self.rotary(audio_pos)
+        h, g = h + self.a2v(h, g, vc, vs, ac, as_), g + self.v2a(g, h, ac, as_, vc, vs)
+        return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
+
+
+class TableRunBlock(Block):
+    """Block modulated by its own table of 5 rows added to shared projections."""
+
+    def __init__(self, hidden, heads):
+        super().__init__(hidden, heads)
+        del self.mod
+        self.table = nn.Parameter(torch.randn(5, hidden) / hidden ** 0.5)
+
+    def forward(self, x, mod, gate):
+        b, s, w = x.shape
+        shift1, scale1, shift2, scale2 = (self.table[None, :4] + mod.view(b, 4, w)).unbind(1)
+        g = (self.table[None, 4:] + gate.view(b, 1, w))[:, 0]
+        h = self.norm1(x) * (1 + scale1[:, None]) + shift1[:, None]
+        d = w // self.heads
+        q, k, v = (p(h).view(b, s, self.heads, d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        x = x + g[:, None] * self.out(a.transpose(1, 2).reshape(b, s, w))
+        h = self.norm2(x) * (1 + scale2[:, None]) + shift2[:, None]
+        return x + self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class TableRun(DiT):
+    """DiT whose blocks add their 5-row tables to a 4-chunk and a 1-chunk projection."""
+
+    def __init__(self, hidden=32, heads=4):
+        super().__init__(hidden=hidden, heads=heads)
+        self.mod, self.gate = nn.Linear(hidden, 4 * hidden), nn.Linear(hidden, hidden)
+        self.blocks = nn.ModuleList(TableRunBlock(hidden, heads) for _ in range(2))
+
+    def forward(self, x, timestep):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        mod, gate = self.mod(F.silu(c)), self.gate(F.silu(c))
+        h = self.embed(x)
+        for blk in self.blocks:
+            h = blk(h, mod, gate)
+        return self.proj_out(self.norm_out(h))
+
+
 def randomise(model, gen):
     """Every weight redrawn so no factor hides behind a zero (as the shared traces)."""
     with torch.no_grad():
@@ -419,6 +492,27 @@ def main(argv=None):
         cap.output("latents", x)
         cap.output("audio_latents", a)
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    own = OwnTables().eval()
+    randomise(own, gen)
+    x, a = torch.randn(1, 12, 8, generator=gen), torch.randn(1, 5, 6, generator=gen)
+    pos, audio_pos = torch.arange(12) // 4, torch.arange(5) * 2 + 1
+    path = os.path.join(out, "own_tables.npz")
+    with torch.no_grad(), Capture(own, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("audio_noise", a)
+        cap.input("sigmas", sigmas)
+        cap.input("pos", pos)
+        cap.input("audio_pos", audio_pos)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v, va = own(x, a, sigmas[i:i + 1], pos, audio_pos)
+            x, a = x + (sigmas[i + 1] - sigmas[i]) * v, a + (sigmas[i + 1] - sigmas[i]) * va
+        cap.output("latents", x)
+        cap.output("audio_latents", a)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
+
+    capture_dit(TableRun().eval(), gen, os.path.join(out, "table_run.npz"))
     return 0
 
 

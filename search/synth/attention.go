@@ -304,6 +304,9 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				scan(bt, tables, false)
 			}
 		}
+		if !anyWithin(all, tol) && len(tables) > 1 {
+			s.ownTables(slices.Concat(triples, mixed), tables, headDims, t, try)
+		}
 	}
 	if len(all) == 0 {
 		return nil

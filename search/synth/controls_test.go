@@ -81,15 +81,20 @@ func TestPlantedConstructs(t *testing.T) {
 	for _, tc := range []struct {
 		trace  string
 		want   map[string]any
-		rotary int // the RoPE nodes' rotary width (0: no RoPE)
+		rotary int  // the RoPE nodes' rotary width (0: no RoPE, or whole heads)
+		whole  bool // RoPE over whole heads (rotary width 0)
 	}{
-		{"lm.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0, "mlp_glu": true, "mlp_act": "silu", "attention_causal": true}, 4},
-		{"lm_inline.npz", map[string]any{"rope_layout": "interleaved", "rope_theta": 10000.0, "mlp_glu": false, "mlp_act": "gelu_tanh", "attention_causal": true}, 4},
-		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0},
-		{"dit_narrow.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true}, 0},
-		{"pooled.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0}, 0},
+		{"lm.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0, "mlp_glu": true, "mlp_act": "silu", "attention_causal": true}, 4, false},
+		{"lm_inline.npz", map[string]any{"rope_layout": "interleaved", "rope_theta": 10000.0, "mlp_glu": false, "mlp_act": "gelu_tanh", "attention_causal": true}, 4, false},
+		{"dit.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true, "timestep_scale": 1000.0, "timestep_scale_at": "input", "euler_sign": 1.0}, 0, false},
+		{"dit_narrow.npz", map[string]any{"gate_fn": "tanh", "modulation_plus_one": true}, 0, false},
+		{"pooled.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0}, 0, false},
 		// two latents stepped by their own outputs of one call
-		{"two_latents.npz", map[string]any{"euler_sign": 1.0, "timestep_scale": 1000.0}, 0},
+		{"two_latents.npz", map[string]any{"euler_sign": 1.0, "timestep_scale": 1000.0}, 0, false},
+		// cross-attention whose q and k take each stream's own table
+		{"own_tables.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0}, 0, true},
+		// a table of more rows than the chunks added to it (its last row the gate's)
+		{"table_run.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0, "euler_sign": 1.0}, 0, false},
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
 			res, tr := discoverComplete(t, filepath.Join("..", "..", "fixtures", "constructs", tc.trace))
@@ -111,7 +116,7 @@ func TestPlantedConstructs(t *testing.T) {
 					}
 				}
 			}
-			if (ropes > 0) != (tc.rotary > 0) {
+			if (ropes > 0) != (tc.rotary > 0 || tc.whole) {
 				t.Errorf("%d rope nodes", ropes)
 			}
 			if rel := generate(t, res.Doc, tr); rel > 1e-5 {

@@ -191,11 +191,21 @@ func (s *synth) nearestOf(sc *scope, b, c int, want []float64, f exec.ActKind, t
 			}
 		}
 	}
-	if best == nil {
-		return v, e
+	if best != nil && be <= 10*tol {
+		if sv := s.sumVector(*best, b, c); sv.v != nil {
+			return sv, be
+		}
 	}
-	if sv := s.sumVector(*best, b, c); sv.v != nil {
-		return sv, be
+	// then a run of a table's rows plus chunks (the table longer)
+	if p, re, ok := nearestTableRun(sc, b, c, want, f); ok && re < be {
+		if rv := s.runVector(p, b, c); rv.v != nil {
+			return rv, re
+		}
+	}
+	if best != nil {
+		if sv := s.sumVector(*best, b, c); sv.v != nil {
+			return sv, be
+		}
 	}
 	return v, e
 }
