@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,7 +109,7 @@ func TestMatMul(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		got, _ := bk.Download(out)
-		if !equalShape(out.Shape(), c.shape) || !equalF32(got, c.want) {
+		if !slices.Equal(out.Shape(), c.shape) || !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v %v, want %v %v", c.name, out.Shape(), got, c.shape, c.want)
 		}
 	}
@@ -120,28 +121,4 @@ func TestMatMul(t *testing.T) {
 	if _, err := newBasicOnly(bk).MatMul(a, a, exec.Out(precision.F32)); !errors.Is(err, exec.ErrUnsupported) {
 		t.Errorf("a backend without the kernel: %v, want ErrUnsupported", err)
 	}
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalF32(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
