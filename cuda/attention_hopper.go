@@ -48,19 +48,24 @@ type hopperState struct {
 
 // hopperFromEnv reads $ZFLOW_HOPPER_ATTN: "0" turns the route off, "cp",
 // "ws" and "wsp" pick the cp.async kernel, the warp-specialised one or
-// that on a persistent grid (A/B runs).
-func hopperFromEnv() hopperState {
-	switch os.Getenv("ZFLOW_HOPPER_ATTN") {
+// that on a persistent grid (A/B runs); unset or empty, the default. Any
+// other value is refused: an A/B run must not measure the default while
+// it believes it measures another kernel.
+func hopperFromEnv() (hopperState, error) {
+	switch v := os.Getenv("ZFLOW_HOPPER_ATTN"); v {
+	case "":
+		return hopperState{}, nil
 	case "0":
-		return hopperState{off: true}
+		return hopperState{off: true}, nil
 	case "cp":
-		return hopperState{geom: hopperCP}
+		return hopperState{geom: hopperCP}, nil
 	case "ws":
-		return hopperState{geom: hopperWS}
+		return hopperState{geom: hopperWS}, nil
 	case "wsp":
-		return hopperState{geom: hopperWSP}
+		return hopperState{geom: hopperWSP}, nil
+	default:
+		return hopperState{}, fmt.Errorf("cuda: ZFLOW_HOPPER_ATTN=%q: want 0, cp, ws or wsp (or unset)", v)
 	}
-	return hopperState{}
 }
 
 // SetHopperAttention turns the Hopper (wgmma) flash kernel on or off. On

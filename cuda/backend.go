@@ -66,6 +66,10 @@ type argBuf struct {
 // kernels. The error wraps exec.ErrUnsupported when a library or a GPU is
 // missing.
 func New() (*Backend, error) {
+	hopper, err := hopperFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	d, err := loadDriver()
 	if err != nil {
 		return nil, exec.Unsupported("cuda", "new", "%v", err)
@@ -89,7 +93,7 @@ func New() (*Backend, error) {
 	if w, err := strconv.Atoi(os.Getenv("ZFLOW_FLASH_WARPS")); err == nil && (w == 4 || w == 8) {
 		b.flashWarps = w
 	}
-	b.hopper = hopperFromEnv()
+	b.hopper = hopper
 	b.Fallback = exec.Fallback{B: b}
 	b.fuse.mode = fusionFromEnv()
 	b.args = new(argBuf)
