@@ -140,6 +140,7 @@ func TestUnseenArchitectures(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
 			res, tr := discoverComplete(t, path)
 			selfChecked(t, res.Doc, tr)
+			namesWhatItShows(t, res.Doc)
 			name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".npz"), "-f32")
 			bound := 1e-5
 			if b, ok := unseenGenerate[name]; ok {
@@ -775,6 +776,32 @@ func TestUnseenAttentionSinks(t *testing.T) {
 // selfChecked runs the self-check on doc (check.Apply writes its result
 // in) and fails the test unless the document is complete: every captured
 // boundary reproduced teacher forced at every step.
+// namesWhatItShows: a document names the catalogue factors its program
+// shows (an op that holds the fact → the factor's name is among the
+// document's factors), however the program search came to the op.
+func namesWhatItShows(t *testing.T, doc *semantics.Document) {
+	t.Helper()
+	shows := map[string][]string{
+		"timestep_embed": {"timestep_flip_sin_to_cos", "timestep_freq_shift", "timestep_scale"},
+		"gated_residual": {"gate_fn"},
+		"modulate":       {"modulation_plus_one"},
+		"rope_table":     {"rope_theta", "rope_axes"},
+		"attention":      {"attention_causal", "attention_scale", "rope_layout", "qk_norm"},
+	}
+	named := map[string]bool{}
+	for _, f := range doc.Factors {
+		named[f.Name] = true
+	}
+	for _, n := range doc.Program.Nodes {
+		for _, name := range shows[n.Op] {
+			if !named[name] {
+				t.Errorf("the program holds a %s node and the document names no %s", n.Op, name)
+				named[name] = true // once
+			}
+		}
+	}
+}
+
 func selfChecked(t *testing.T, doc *semantics.Document, tr *trace.Trace) {
 	t.Helper()
 	res, err := check.Self(cpu.New(0), doc, tr, nil)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/search/internal/rotary"
+	"github.com/zflow/zflow/search/readoff"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -289,6 +291,27 @@ func (s *synth) readFactors() []semantics.Factor {
 			Evidence: semantics.Evidence{Metric: "declared", Boundary: j.boundary, Note: "the rows of a joined sequence, read off the values"}})
 	}
 	return fixCandidates(out)
+}
+
+// tableRopes estimates θ and the axes of the RoPE tables attention reads
+// where rope_table did not make them (tables the request gives, free
+// frequencies, constants of the request's shape): read off the tables'
+// angles (rotary.Estimate), declared, never decisive.
+func (s *synth) tableRopes() []semantics.Factor {
+	var out []semantics.Factor
+	for _, a := range s.attn {
+		c, sn := a.choice.cos, a.choice.sin
+		if a.choice.rope == 0 || c == nil || sn == nil || c.fit != nil && c.fit.kind == "rope_table" || len(c.shape) == 0 {
+			continue
+		}
+		theta, axes, ok := rotary.Estimate(c.data, sn.data, c.shape[len(c.shape)-1])
+		if !ok {
+			continue
+		}
+		note := "estimated from the angles of the tables the attention reads (not made by rope_table, so no θ was scored): each axis's first two frequencies"
+		out = append(out, readoff.Declared("rope_theta", a.scope, theta, note), readoff.Declared("rope_axes", a.scope, axes, note))
+	}
+	return out
 }
 
 // conditioningFactors read the modulation off the program: each scope's

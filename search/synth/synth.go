@@ -7,6 +7,7 @@ import (
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/search/readoff"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
 )
@@ -213,11 +214,15 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		// timestep argument itself
 		s.em.rules = append(s.em.rules, semantics.PrecisionRule{Op: "cast", Role: "sampler.timestep", Out: "f32", Pinned: true})
 	}
+	prog := s.programDoc()
+	// what the program shows that no fit recorded (forms added later)
+	factors = append(factors, readoff.Missing(prog, factors)...)
+	factors = append(factors, readoff.Absent(s.tableRopes(), factors)...)
 	doc := &semantics.Document{
 		Format: semantics.FormatName, Version: semantics.ProgramVersion,
 		Source:    semantics.Source{Trace: path, Producer: tr.Manifest.Producer},
 		Structure: drive.structure,
-		Program:   s.programDoc(),
+		Program:   prog,
 		Factors:   factors,
 		Precision: semantics.Precision{Status: "placeholder", Activations: act.String(), Rules: s.em.rules},
 	}

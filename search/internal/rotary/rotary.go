@@ -267,3 +267,60 @@ func sequence(rows [][]int) (semantics.PositionSource, bool) {
 	}
 	return semantics.PositionSource{From: "sequence", Start: start, Step: step}, true
 }
+
+// Estimate reads θ and the split into axes off tables that rope_table did
+// not make (tables given by the request, a ladder of free frequencies, a
+// constant): each pair's frequency is its smallest angle step between
+// consecutive rows, axes split where frequencies stop falling, and θ is
+// read per axis from its first two frequencies, (f₀/f₁)^(d/2) for an
+// axis of d channels (the leading frequencies are the ones scaled RoPE
+// variants leave alone). Only axes whose whole ladder is geometric count
+// (a scaled ladder, YaRN's or NTK's, tells no θ this way): the median over
+// them at 3 significant digits. ok is false where no axis is one.
+func Estimate(cos, sin []float32, width int) (theta float64, axesDims []int, ok bool) {
+	ang, _, ok := Angles(cos, sin, width)
+	if !ok || len(ang) < 2 {
+		return 0, nil, false
+	}
+	p := width / 2
+	freq := make([]float64, p)
+	for j := range p {
+		freq[j] = math.Inf(1)
+		for r := 1; r < len(ang); r++ {
+			if s := math.Abs(Wrap(ang[r][j] - ang[r-1][j])); s > 1e-6 {
+				freq[j] = math.Min(freq[j], s)
+			}
+		}
+	}
+	var axes []int
+	for j := range p {
+		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
+			axes = append(axes, 0)
+		}
+		axes[len(axes)-1]++
+	}
+	var geometric []float64
+	first := 0
+	for _, n := range axes {
+		f := freq[first : first+n]
+		first += n
+		axesDims = append(axesDims, 2*n)
+		if n < 2 || math.IsInf(f[1], 1) || f[1] <= 0 {
+			continue
+		}
+		est := math.Pow(f[0]/f[1], float64(n))
+		geo := true
+		for i := 2; i < n && !math.IsInf(f[i], 1); i++ {
+			geo = geo && math.Abs(f[i]/f[i-1]-f[1]/f[0]) < 1e-3*f[1]/f[0]
+		}
+		if geo {
+			geometric = append(geometric, est)
+		}
+	}
+	if len(geometric) == 0 {
+		return 0, nil, false
+	}
+	slices.Sort(geometric)
+	theta, _ = strconv.ParseFloat(strconv.FormatFloat(geometric[len(geometric)/2], 'g', 3, 64), 64)
+	return theta, axesDims, theta > 1
+}

@@ -134,3 +134,57 @@ func TestOnePairAxes(t *testing.T) {
 		t.Errorf("ids %v, want %v", p.IDs[0], ids)
 	}
 }
+
+func TestEstimate(t *testing.T) {
+	// tables of a grid over axes (interleaved), each axis f_i = θ^(−2i/d)
+	// times scale(i) (a scaled ladder where scale is not 1)
+	table := func(theta float64, axes []int, grid []int, scale func(i, d int) float64) (cos, sin []float32, width int) {
+		for _, d := range axes {
+			width += d
+		}
+		rows := 1
+		for _, g := range grid {
+			rows *= g
+		}
+		for r := range rows {
+			pos, rest := make([]int, len(grid)), r
+			for a := len(grid) - 1; a >= 0; a-- {
+				pos[a], rest = rest%grid[a], rest/grid[a]
+			}
+			for a, d := range axes {
+				for i := range d / 2 {
+					ang := float64(pos[a]) * math.Pow(theta, -2*float64(i)/float64(d)) * scale(i, d)
+					cos = append(cos, float32(math.Cos(ang)), float32(math.Cos(ang)))
+					sin = append(sin, float32(math.Sin(ang)), float32(math.Sin(ang)))
+				}
+			}
+		}
+		return cos, sin, width
+	}
+	one := func(int, int) float64 { return 1 }
+	yarn := func(i, d int) float64 { return 1 / (1 + 31*float64(i)/float64(d/2-1)) }
+	for _, c := range []struct {
+		name  string
+		theta float64
+		axes  []int
+		grid  []int
+		scale func(int, int) float64
+		ok    bool
+	}{
+		{"one axis", 10000, []int{16}, []int{8}, one, true},
+		{"three axes", 10000, []int{4, 6, 6}, []int{2, 2, 4}, one, true},
+		{"θ 256", 256, []int{8, 4, 4}, []int{2, 3, 4}, one, true},
+		{"a scaled ladder tells none", 150000, []int{16}, []int{8}, yarn, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cos, sin, w := table(c.theta, c.axes, c.grid, c.scale)
+			theta, axes, ok := Estimate(cos, sin, w)
+			if ok != c.ok {
+				t.Fatalf("ok = %v (θ %g, axes %v), want %v", ok, theta, axes, c.ok)
+			}
+			if ok && (theta != c.theta || !slices.Equal(axes, c.axes)) {
+				t.Errorf("θ %g axes %v, want %g %v", theta, axes, c.theta, c.axes)
+			}
+		})
+	}
+}
