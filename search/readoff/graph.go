@@ -34,8 +34,9 @@ func newGraph(pg *semantics.Program) *graph {
 	return g
 }
 
-// layoutOps move or retype a value without changing what it holds.
-var layoutOps = map[string]bool{"reshape": true, "permute": true, "cast": true, "patchify": true, "unpatchify": true, "round": true}
+// layoutOps move, repeat or retype a value's elements without computing
+// new ones.
+var layoutOps = map[string]bool{"reshape": true, "permute": true, "cast": true, "patchify": true, "unpatchify": true, "round": true, "repeat": true}
 
 // source follows a value back through layout ops and joins of pieces
 // (concat: its first piece) to the node that made its numbers; nil for a

@@ -336,15 +336,15 @@ func (g *graph) gateOf(add *semantics.ProgramNode) (string, chunk, bool) {
 }
 
 // linearAct is the activation a value's linear reads its input through
-// ("" where the value is not a linear's result through sums and layout
-// ops, or the linear reads no activation).
+// ("" where the value is not a linear's result through sums, pieces and
+// layout ops, or the linear reads no activation).
 func (g *graph) linearAct(name string) string {
 	for range len(g.pg.Nodes) {
 		p := g.prod[name]
 		switch {
 		case p == nil || len(p.In) == 0:
 			return ""
-		case layoutOps[p.Op]:
+		case layoutOps[p.Op] || p.Op == "slice" || p.Op == "concat":
 			name = p.In[0]
 		case p.Op == "add":
 			for _, in := range p.In {
