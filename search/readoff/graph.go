@@ -126,3 +126,29 @@ func (g *graph) modelArgument(name string) bool {
 	}
 	return false
 }
+
+// numel is how many elements a value holds (0: shape not known).
+func (g *graph) numel(name string) int {
+	v := g.vals[name]
+	if v == nil || len(v.Shape) == 0 {
+		return 0
+	}
+	n := 1
+	for _, d := range v.Shape {
+		n *= d
+	}
+	return n
+}
+
+// whole: a slice that keeps all of its axis.
+func (g *graph) whole(p *semantics.ProgramNode) bool {
+	v := g.vals[p.In[0]]
+	if v == nil || p.Attrs.Start != 0 {
+		return false
+	}
+	ax := p.Attrs.Axis
+	if ax < 0 {
+		ax += len(v.Shape)
+	}
+	return ax >= 0 && ax < len(v.Shape) && p.Attrs.End == v.Shape[ax]
+}

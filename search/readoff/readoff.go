@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zflow/zflow/search/internal/simple"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -175,6 +176,8 @@ func (g *graph) chunkOf(name string) (chunk, bool) {
 			return chunk{}, false
 		case layoutOps[p.Op]:
 			name = p.In[0]
+		case p.Op == "slice" && g.whole(p):
+			name = p.In[0] // the whole of an axis (of one row): no cut
 		case p.Op == "slice":
 			w := p.Attrs.End - p.Attrs.Start
 			if w <= 0 || p.Attrs.Start%w != 0 {
@@ -374,12 +377,12 @@ func (g *graph) mlps() []semantics.Factor {
 	var out []semantics.Factor
 	for i := range g.pg.Nodes {
 		n := &g.pg.Nodes[i]
-		if !projections[n.Op] || len(n.In) == 0 || !g.residual(n.Out[0]) {
+		if !projections[n.Op] || len(n.In) == 0 {
 			continue
 		}
-		act, glu, ok := g.hidden(n.In[0])
-		if !ok {
-			continue
+		act, glu, up, ok := g.hidden(n.In[0])
+		if !ok || up == nil || g.numel(up.In[0]) != g.numel(n.Out[0]) {
+			continue // not back to the rows the MLP read
 		}
 		sc := scope(n)
 		out = append(out, declared("mlp_act", sc, act, "the activation the down projection reads"),
@@ -388,24 +391,14 @@ func (g *graph) mlps() []semantics.Factor {
 	return out
 }
 
-// residual: the value is added back to rows (an add or a gated
-// residual reads it).
-func (g *graph) residual(name string) bool {
-	for _, u := range g.readers(name) {
-		if u.Op == "add" || u.Op == "gated_residual" {
-			return true
-		}
-	}
-	return false
-}
-
 // hidden reads what a down projection's input is: act(a) (glu false),
 // glu(a, b) or act(a)·b (glu true), through layout ops and joins of
-// row pieces, a and b projections of at least four rows.
-func (g *graph) hidden(name string) (act string, glu, ok bool) {
+// row pieces, a and b projections of at least four rows; up is the first
+// projection behind a (through convolutions, acts and slices after it).
+func (g *graph) hidden(name string) (act string, glu bool, up *semantics.ProgramNode, ok bool) {
 	x := g.source(name)
 	if x == nil {
-		return "", false, false
+		return "", false, nil, false
 	}
 	fromProjection := func(v string) bool {
 		p := g.source(v)
@@ -417,11 +410,11 @@ func (g *graph) hidden(name string) (act string, glu, ok bool) {
 	switch x.Op {
 	case "glu":
 		if len(x.In) == 2 && fromProjection(x.In[0]) && fromProjection(x.In[1]) {
-			return x.Attrs.Act, true, true
+			return x.Attrs.Act, true, g.firstLinear(x.In[0]), true
 		}
 	case "act":
 		if len(x.In) == 1 && fromProjection(x.In[0]) {
-			return x.Attrs.Act, false, true
+			return x.Attrs.Act, false, g.firstLinear(x.In[0]), true
 		}
 	case "mul":
 		if len(x.In) != 2 {
@@ -430,11 +423,31 @@ func (g *graph) hidden(name string) (act string, glu, ok bool) {
 		for j := range 2 {
 			a, b := g.source(x.In[j]), x.In[1-j]
 			if a != nil && a.Op == "act" && len(a.In) == 1 && fromProjection(a.In[0]) && fromProjection(b) {
-				return a.Attrs.Act, true, true
+				return a.Attrs.Act, true, g.firstLinear(a.In[0]), true
 			}
 		}
 	}
-	return "", false, false
+	return "", false, nil, false
+}
+
+// firstLinear is the linear a value comes from through slices,
+// convolutions and activations after it (a depthwise convolution
+// between the up projection and the gate).
+func (g *graph) firstLinear(name string) *semantics.ProgramNode {
+	for range len(g.pg.Nodes) {
+		p := g.source(name)
+		switch {
+		case p == nil || len(p.In) == 0:
+			return nil
+		case p.Op == "linear":
+			return p
+		case p.Op == "slice" || p.Op == "conv2d" || p.Op == "act":
+			name = p.In[0]
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // attentions reads each attention node: its mask, its score scale (0
@@ -453,19 +466,45 @@ func (g *graph) attentions() []semantics.Factor {
 		if scale, ok := g.scoreScale(n.In[0], a); ok {
 			out = append(out, declared("attention_scale", sc, scale, "the attention node's scale (0: 1/√head_dim)"))
 		}
-		rope, qk := "none", "none"
-		q := g.source(n.In[0])
-		if q != nil && q.Op == "rope" && q.Attrs.Rope != nil {
-			rope = q.Attrs.Rope.Layout
-			q = g.source(q.In[0])
-		}
-		if q != nil && q.Op == "norm" && q.Attrs.Norm != nil {
-			qk = q.Attrs.Norm.Kind
-		}
+		rope, qk := g.madeBy(n.In[0])
 		out = append(out, declared("rope_layout", sc, rope, "what q is rotated by before the attention"),
 			declared("qk_norm", sc, qk, "what q is made by before the attention"))
 	}
 	return out
+}
+
+// madeBy reads what q went through before the attention: the layout of
+// a rotation and the kind of a norm, seen through layout ops, slices and
+// every piece of a join (RoPE on some rows only), stopping at the
+// projection ("none" for what is not there).
+func (g *graph) madeBy(q string) (rope, norm string) {
+	rope, norm = "none", "none"
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(v string) {
+		p := g.prod[v]
+		if p == nil || seen[v] {
+			return
+		}
+		seen[v] = true
+		switch {
+		case p.Op == "rope" && p.Attrs.Rope != nil:
+			rope = p.Attrs.Rope.Layout
+			walk(p.In[0])
+		case p.Op == "norm" && p.Attrs.Norm != nil:
+			if norm == "none" {
+				norm = p.Attrs.Norm.Kind
+			}
+		case layoutOps[p.Op] || p.Op == "slice" || p.Op == "concat":
+			for _, in := range p.In {
+				if in != "" {
+					walk(in)
+				}
+			}
+		}
+	}
+	walk(q)
+	return rope, norm
 }
 
 // scoreScale is an attention's scale as the catalogue writes it: 0 for
@@ -485,7 +524,9 @@ func (g *graph) scoreScale(q string, a *semantics.AttentionAttrs) (float64, bool
 	if d > 0 && math.Abs(a.Scale*math.Sqrt(float64(d))-1) < 1e-6 {
 		return 0, true
 	}
-	return snap(a.Scale), true
+	// the simple number the stored scale holds (1/√24, not its f32)
+	f := float32(a.Scale)
+	return simple.Snap(a.Scale, func(x float64) bool { return float32(x) == f }), true
 }
 
 // ropeTables reads each rope_table node's θ and axes.

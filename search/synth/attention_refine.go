@@ -1,6 +1,8 @@
 package synth
 
 import (
+	"github.com/zflow/zflow/search/internal/simple"
+
 	"fmt"
 	"math"
 	"slices"
@@ -309,7 +311,7 @@ func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float6
 			return []float64{0}
 		}
 		var out []float64
-		for _, c := range snapCandidates(float64(x)) {
+		for _, c := range simple.Candidates(float64(x)) {
 			if math.Abs(c-float64(x)) <= within*math.Abs(float64(x)) {
 				out = append(out, c)
 			}

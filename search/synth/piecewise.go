@@ -1,6 +1,8 @@
 package synth
 
 import (
+	"github.com/zflow/zflow/search/internal/simple"
+
 	"fmt"
 	"math"
 	"slices"
@@ -79,7 +81,7 @@ func (s *synth) fitSignSplit(x *val, params []*val, t *val) *val {
 	// β: the simple numbers near the fitted one (a buffer: 0.5), then
 	// the fit itself; the whole output decides
 	var betas []float64
-	for _, b := range snapCandidates(beta) {
+	for _, b := range simple.Candidates(beta) {
 		if math.Abs(b-beta) <= tol*math.Abs(beta) && !slices.Contains(betas, b) {
 			betas = append(betas, b)
 		}
@@ -195,7 +197,7 @@ func (s *synth) fitLeaky(x, t *val) *val {
 		return nil
 	}
 	var cands []*expr
-	for _, a := range append(snapCandidates(alpha), alpha) {
+	for _, a := range append(simple.Candidates(alpha), alpha) {
 		if math.Abs(a-alpha) > 1e-3*math.Abs(alpha) {
 			continue
 		}

@@ -1,6 +1,8 @@
 package synth
 
 import (
+	"github.com/zflow/zflow/search/internal/simple"
+
 	"fmt"
 	"math"
 	"slices"
@@ -43,7 +45,7 @@ func (s *synth) fitSwish(x, t *val) *val {
 	// the snapped numbers near the reading (the reading itself only where
 	// none is), and silu's β = 1 as the contrast the margin is read against
 	var betas []float64
-	for _, b := range snapCandidates(beta) {
+	for _, b := range simple.Candidates(beta) {
 		if math.Abs(b-beta) <= 1e-2*beta && !slices.Contains(betas, b) {
 			betas = append(betas, b)
 		}
