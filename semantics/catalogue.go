@@ -115,6 +115,7 @@ const (
 	typeOrder                        // comma-separated permutation of Chunks
 	typeIndices                      // a list of distinct non-negative integers, increasing (may be empty)
 	typeColumns                      // a list of non-negative integers (one column per entry)
+	typeNumbers                      // a non-empty list of positive finite numbers
 )
 
 // FactorSpec is one entry of the factor catalogue.
@@ -161,6 +162,7 @@ var catalogue = []FactorSpec{
 	{Name: "rope_axes", Doc: "channels per position axis, summing to the rotary width", typ: typeInts},
 	{Name: "rope_theta", Doc: "RoPE base θ", typ: typeNumber, check: positive},
 	{Name: "rope_freq_axes", Doc: "the position column turning each frequency of one ladder (multi-axis RoPE: interleaved, sectioned or any map); absent where each axis has a band of its own", typ: typeColumns},
+	{Name: "rope_position_max", Doc: "RoPE tables of float coordinates: per axis the maximum that maps a coordinate m to u = 2·m/max − 1 before the frequency ladder (a bound pair's midpoint as m)", typ: typeNumbers},
 	{Name: "joint_order", Doc: "which stream's rows come first in a joined sequence", typ: typeEnum, enum: []string{"text_first", "image_first"}},
 	{Name: "modulation_order", Doc: "chunk order of each modulation group (groups: attention, then MLP)", typ: typeOrder, chunks: []string{"shift", "scale", "gate"}},
 	{Name: "modulation_plus_one", Doc: "norm(x)·(1 + scale) + shift rather than norm(x)·scale + shift", typ: typeBool},
@@ -246,6 +248,10 @@ func (s FactorSpec) CheckValue(v any) error {
 		}
 	case typeColumns:
 		if _, err := intList(v, false); err != nil {
+			return err
+		}
+	case typeNumbers:
+		if _, err := numberList(v); err != nil {
 			return err
 		}
 	case typeOrder:
@@ -403,4 +409,31 @@ func LatentsIndex(role string) (k int, ok bool) {
 		return 0, false
 	}
 	return k, true
+}
+
+// numberList reads a non-empty list of positive finite numbers.
+func numberList(v any) ([]float64, error) {
+	var list []any
+	switch x := v.(type) {
+	case []any:
+		list = x
+	case []float64:
+		for _, f := range x {
+			list = append(list, f)
+		}
+	default:
+		return nil, fmt.Errorf("%v is not a list of numbers", jsonish(v))
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	out := make([]float64, len(list))
+	for i, e := range list {
+		f, ok := number(e)
+		if !ok || !(f > 0) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("element %d (%v) is not a positive finite number", i, jsonish(e))
+		}
+		out[i] = f
+	}
+	return out, nil
 }

@@ -16,6 +16,7 @@ var labels = map[string]string{
 	"rope_axes":                "RoPE channels per axis",
 	"rope_theta":               "RoPE θ",
 	"rope_freq_axes":           "RoPE axis per frequency",
+	"rope_position_max":        "RoPE coordinate maxima",
 	"joint_order":              "joint sequence order",
 	"modulation_order":         "modulation chunk order",
 	"modulation_plus_one":      "modulation scale",

@@ -349,6 +349,8 @@ var unseenFactors = map[string]map[string]any{
 	// transformer_mochi.py: interleaved per-head RoPE from learned frequencies, weightless RMSNorm q/k,
 	// default scale, joint attention over [video, valid caption], SwiGLU FFNs, scale-only (1 + scale)
 	// norms, an AdaLayerNormContinuous [scale, shift] head; the pipeline negates the output
+	"ltx2": {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_position_max": []any{20.0, 2048.0, 2048.0}, "qk_norm": "rms",
+		"mlp_act": "gelu_tanh", "modulation_plus_one": true},
 	"mochi": {"rope_layout": "interleaved", "qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "mlp_act": "silu",
 		"mlp_glu": true, "timestep_flip_sin_to_cos": true, "final_norm_order": "scale,shift", "euler_sign": -1.0},
 	// consisid_transformer_3d.py: CogVideoX body (joint [text, video] attention, per-head LayerNorm q/k,

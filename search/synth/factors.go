@@ -79,6 +79,12 @@ func valueKey(v any) string {
 			k += valueKey(e) + ","
 		}
 		return k
+	case []float64:
+		k := "l:"
+		for _, e := range x {
+			k += valueKey(e) + ","
+		}
+		return k
 	case []any:
 		k := "l:"
 		for _, e := range x {
@@ -251,6 +257,9 @@ func (s *synth) readFactors() []semantics.Factor {
 			theta.Margin, theta.Decisive = semantics.Margin(m), m >= 2
 		}
 		add(theta)
+	}
+	for _, f := range s.coordRopeFactors() {
+		add(f)
 	}
 	for _, n := range s.norms {
 		p := n.fit.norm

@@ -110,7 +110,7 @@ func representable(v *val, f precision.Format) bool {
 
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
-	vals := recentFirst(sc.vals)
+	vals := tablesLast(recentFirst(sc.vals))
 	if s.late {
 		if v := s.lateForms(target, sc, vals); v != nil {
 			return v
@@ -562,6 +562,15 @@ func (s *synth) imageAsRows(t *val, sc *scope) *val {
 		return nil
 	}
 	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{img}, out: img.format, label: "channels first"})
+}
+
+// tablesLast moves the RoPE tables of float coordinates (rope_coords) after
+// the other values: operands of few forms, they take no place of the
+// forms' capped candidate lists (a tiny trace's tables share the shape of
+// its streams).
+func tablesLast(vs []*val) []*val {
+	table := func(v *val) bool { return v.fit != nil && v.fit.kind == "rope_coords" }
+	return append(slices.DeleteFunc(slices.Clone(vs), table), slices.DeleteFunc(slices.Clone(vs), func(v *val) bool { return !table(v) })...)
 }
 
 func recentFirst(vs []*val) []*val {

@@ -240,6 +240,12 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
 		}
+		// float coordinates through an affine map times a ladder read
+		// off the angles (bounds reduced by their mean, still channels)
+		if cos, sin := s.fitCoordRope(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
 	}
 	if len(params) == 0 && len(targets) <= 4 {
 		// tables made without ids among the arguments (the same at every

@@ -37,6 +37,8 @@ type synth struct {
 	lambdas    []lambdaRecord // how each differential attention's λ was explained
 	mlps       []mlpRecord
 	ropes      []ropeRecord
+	// coordRopes: RoPE tables made from float coordinates (fitCoordRope)
+	coordRopes []coordRopeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in
 	// order (an exact tie of splits goes to one of these).
 	ropeSplits [][]int

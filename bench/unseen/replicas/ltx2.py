@@ -23,7 +23,7 @@ with t the flow-matching scheduler's sigma·1000 (no shift here), video and audi
 modules' prepare_*_coords and passed at every step; each latent stepped by its own copy of the same scheduler:
 x ← x + (σ[i+1] − σ[i])·v with its own velocity.
 
-usage: /usr/bin/python3 bench/unseen/replicas/ltx2.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/ltx2.py [--small] OUTDIR (--small: one block, the fixture)
 """
 import math
 import os
@@ -573,11 +573,11 @@ class LTX2VideoTransformer3DModel(nn.Module):
 FRAMES, HEIGHT, WIDTH, AUDIO_FRAMES, FPS = 2, 2, 2, 4, 24.0
 
 
-def build():
+def build(layers=2):
     return LTX2VideoTransformer3DModel(
         in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=8, cross_attention_dim=16,
         audio_in_channels=8, audio_out_channels=8, audio_num_attention_heads=2, audio_attention_head_dim=4,
-        audio_cross_attention_dim=8, num_layers=2, caption_channels=12)
+        audio_cross_attention_dim=8, num_layers=layers, caption_channels=12)
 
 
 def inputs(model, g):
@@ -612,11 +612,11 @@ PRODUCER = dict(
          "LayerNorm modulated by a table + the embedded timestep")
 
 
-def main(outdir):
+def main(outdir, layers=2):
     """The capture loop of run.py for two latents: both passed to one call per step, each updated by its own
     velocity with the same σ schedule (LTX2Pipeline's loop without guidance)."""
     torch.manual_seed(0)
-    model = build()
+    model = build(layers)
     randomize(model, torch.Generator().manual_seed(1))
     model = model.eval()
     cond = inputs(model, torch.Generator().manual_seed(2))
@@ -659,4 +659,7 @@ def deflate(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--small":
+        main(sys.argv[2], layers=1)
+    else:
+        main(sys.argv[1])

@@ -1,0 +1,130 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/semantics"
+)
+
+// coordRopeRecord is a coordinate RoPE table the search fitted, with the
+// scores the factors' margins come from.
+type coordRopeRecord struct {
+	scope, boundary string
+	best            *coordCand
+	theta           float64 // the ladder's θ where one reproduces the tables (else 0)
+	thetaCands      []semantics.Candidate
+	maxCands        []semantics.Candidate
+	otherForm       float64 // the score of the map's other op order
+}
+
+// coordRecord scores what the factors compare: the ladder recomputed as
+// low·θ^(i/(F−1)) (in f64, cast to f32) for the θ the read ladder spans
+// and the common ones; every axis's maximum one step away (±1 where it
+// is an integer, ±0.1 % else); the map's other op order.
+func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
+	r := coordRopeRecord{scope: s.scopeOf, boundary: cosT.origin, best: best}
+	score := func(read coordReading, mul bool) float64 {
+		c := *best
+		c.read, c.mul, c.consts = read, mul, nil
+		if !s.coordTables(&c, cosT, sinT) {
+			return math.Inf(1)
+		}
+		return c.score
+	}
+	r.otherForm = score(best.read, !best.mul)
+	maxes := func(m []float32) []float64 {
+		out := make([]float64, len(m))
+		for i, x := range m {
+			out[i] = snap(float64(x), func(y float64) bool { return float32(y) == x })
+		}
+		return out
+	}
+	if slices.ContainsFunc(best.read.maxes, func(x float32) bool { return x != 0 }) {
+		r.maxCands = append(r.maxCands, semantics.Candidate{Value: maxes(best.read.maxes), Score: finite(best.score)})
+		for ax, mx := range best.read.maxes {
+			steps := []float32{mx * (1 - 1e-3), mx * (1 + 1e-3)}
+			if mx == float32(math.Round(float64(mx))) && mx > 1 {
+				steps = []float32{mx - 1, mx + 1}
+			}
+			for _, v := range steps {
+				rd := best.read
+				rd.maxes = slices.Clone(rd.maxes)
+				rd.maxes[ax] = v
+				r.maxCands = append(r.maxCands, semantics.Candidate{Value: maxes(rd.maxes), Score: finite(score(rd, best.mul))})
+			}
+		}
+	}
+	f, a := best.f, best.in.axes
+	if f < 2 {
+		return r
+	}
+	lowIdx := 0
+	if math.Abs(float64(best.read.freqs[best.slot(f-1, 0)])) < math.Abs(float64(best.read.freqs[best.slot(0, 0)])) {
+		lowIdx = f - 1
+	}
+	span := math.Abs(float64(best.read.freqs[best.slot(f-1-lowIdx, 0)]) / float64(best.read.freqs[best.slot(lowIdx, 0)]))
+	var thetas []float64
+	for _, t := range []float64{snapShort(span), 1e4, 1e3, 1e5, 1e6} {
+		if !slices.Contains(thetas, t) {
+			thetas = append(thetas, t)
+		}
+	}
+	win := math.Inf(1)
+	for _, th := range thetas {
+		rd := best.read
+		rd.freqs = make([]float32, len(best.read.freqs))
+		for ax := range a {
+			low := snapPi(best.read.freqs[best.slot(lowIdx, ax)])
+			for i := range f {
+				e := math.Abs(float64(i-lowIdx)) / float64(f-1)
+				rd.freqs[best.slot(i, ax)] = float32(low * math.Pow(th, e))
+			}
+		}
+		sc := score(rd, best.mul)
+		r.thetaCands = append(r.thetaCands, semantics.Candidate{Value: th, Score: finite(sc)})
+		if sc <= tolerance(cosT.format) && sc < win {
+			r.theta, win = th, sc
+		}
+	}
+	return r
+}
+
+// snapPi is f as a simple multiple of π (π/8 steps) where its f32 is f,
+// else f as it is: the ladder's low end as configs write it (π/2).
+func snapPi(f float32) float64 {
+	for _, den := range []float64{1, 2, 4, 8} {
+		q := math.Round(float64(f)/math.Pi*den) / den
+		if q != 0 && float32(q*math.Pi) == f {
+			return q * math.Pi
+		}
+	}
+	return float64(f)
+}
+
+// coordRopeFactors are rope_theta (where a θ ladder reproduces the
+// tables) and rope_position_max of each coordinate RoPE table.
+func (s *synth) coordRopeFactors() []semantics.Factor {
+	var out []semantics.Factor
+	for _, r := range s.coordRopes {
+		b := r.best
+		if r.theta != 0 {
+			f := factor("rope_theta", r.scope, r.theta, r.thetaCands, r.boundary)
+			f.Evidence.Note = fmt.Sprintf("the ladder read off the tables' angles at the coordinates (%d frequencies, %s) is low·θ^(i/(F−1)); each θ's ladder recomputed in f64, cast to f32, the tables scored (%.1f%% of the read tables' entries equal to the bit)",
+				b.f, b.order, 100*b.exact)
+			out = append(out, f)
+		}
+		if r.maxCands != nil {
+			f := factor("rope_position_max", r.scope, r.maxCands[0].Value, r.maxCands, r.boundary)
+			form, other := "(m/max)·2 − 1", "m·(2/max) − 1"
+			if b.mul {
+				form, other = other, form
+			}
+			f.Evidence.Note = fmt.Sprintf("u = %s per axis from the coordinates' midpoints, read off the angles of the ladder's low end; every axis's maximum one step away scored; the other op order %s scores %.3g (the winner %.3g)",
+				form, other, r.otherForm, b.score)
+			out = append(out, f)
+		}
+	}
+	return out
+}
