@@ -184,6 +184,11 @@ func (b *Backend) hopperKernel(d int, g hopperGeom, ff flashFlags) (string, erro
 // launchHopper queues the Hopper kernel; false when the route turned out
 // unavailable (the caller runs the mma.sync kernel instead).
 func (b *Backend) launchHopper(d int, ff flashFlags, fp *flashP, out, q, k, v, mask, bias, slopes uintptr) (bool, error) {
+	if !(fp.Scale > 0) && !(ff.round || ff.cap || ff.alibi || ff.bias) {
+		// The plain score chain folds the scale into the exponent's fma
+		// and takes the maximum before it: a positive scale only.
+		return false, nil
+	}
 	g := b.hopperGeom()
 	var maps [3][]byte
 	if g.ws {

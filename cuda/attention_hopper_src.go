@@ -257,7 +257,13 @@ const hopperSteps = `
   };
   float corr0 = 1.0f, corr1 = 1.0f;
   /* The score chain, masks and online softmax of tile s: sc becomes the
-     unnormalised weights, corr the factor for O. */
+     unnormalised weights, corr the factor for O. The scores stay in their
+     own units (raw, or after the chain) and reach log2 units only inside
+     the exponent, one fma a weight: 2^(x·f − m), f = scale·log2 e where
+     the chain is the scale alone (that needs scale > 0: launchHopper sends
+     other scales to the mma.sync kernel), else log2 e; m is the running
+     maximum of x·f. */
+  const float fl2 = ZF_PLAIN ? sl2 : log2e;
   auto softmax = [&](int s) {
     const int k0 = (t0 + s) * ZF_HBC;
     bool need = k0 + ZF_HBC > p.sk;
@@ -270,10 +276,7 @@ const hopperSteps = `
       for (int e = 0; e < 2; e++) {
         const int j = k0 + nn * 8 + c2 + e;
         float x0 = sc[4 * nn + e], x1 = sc[4 * nn + 2 + e];
-        if (ZF_PLAIN) {
-          x0 *= sl2;
-          x1 *= sl2;
-        } else {
+        if (!ZF_PLAIN) {
           x0 *= p.scale;
           x1 *= p.scale;
           if (ZF_CAP != 0) {
@@ -291,8 +294,6 @@ const hopperSteps = `
             if (r1 < p.sq) x1 += zf_load(bias, p.fmt_b, bo + r1 * p.b_si);
           }
           if (ZF_ROUND != 0) { x0 = zf_round(x0, p.out_fmt); x1 = zf_round(x1, p.out_fmt); }
-          x0 *= log2e;
-          x1 *= log2e;
         }
         if (need) {
           bool ok0 = j < p.sk, ok1 = j < p.sk;
@@ -316,6 +317,10 @@ const hopperSteps = `
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    /* To log2 units: the factor is positive, so the rounded product of the
+       maximum is the maximum of the rounded products. */
+    mx0 *= fl2;
+    mx1 *= fl2;
     float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
     float base0 = mn0 == ninf ? 0.0f : mn0, base1 = mn1 == ninf ? 0.0f : mn1;
     corr0 = zf_ex2(m0 - base0);
@@ -326,10 +331,10 @@ const hopperSteps = `
     l1 *= corr1;
 #pragma unroll
     for (int nn = 0; nn < ZF_HBC / 8; nn++) {
-      sc[4 * nn + 0] = zf_ex2(sc[4 * nn + 0] - base0);
-      sc[4 * nn + 1] = zf_ex2(sc[4 * nn + 1] - base0);
-      sc[4 * nn + 2] = zf_ex2(sc[4 * nn + 2] - base1);
-      sc[4 * nn + 3] = zf_ex2(sc[4 * nn + 3] - base1);
+      sc[4 * nn + 0] = zf_ex2(fmaf(sc[4 * nn + 0], fl2, -base0));
+      sc[4 * nn + 1] = zf_ex2(fmaf(sc[4 * nn + 1], fl2, -base0));
+      sc[4 * nn + 2] = zf_ex2(fmaf(sc[4 * nn + 2], fl2, -base1));
+      sc[4 * nn + 3] = zf_ex2(fmaf(sc[4 * nn + 3], fl2, -base1));
       l0 += sc[4 * nn + 0] + sc[4 * nn + 1];
       l1 += sc[4 * nn + 2] + sc[4 * nn + 3];
     }
