@@ -339,8 +339,10 @@ const hopperSteps = `
       l1 += sc[4 * nn + 2] + sc[4 * nn + 3];
     }
   };
-  /* O to the new maximum; P (the weights in the input format) to registers. */
-  auto rescale_pack = [&]() {
+  /* O to the last softmax's maximum: between the issue of the next Q·Kᵀ
+     and that of P·V, while the tensor cores work (O is not theirs then;
+     a wgmma.fence follows before P·V reads it). */
+  auto rescale_o = [&]() {
 #pragma unroll
     for (int d = 0; d < ZF_D / 8; d++) {
       o[4 * d + 0] *= corr0;
@@ -348,6 +350,9 @@ const hopperSteps = `
       o[4 * d + 2] *= corr1;
       o[4 * d + 3] *= corr1;
     }
+  };
+  /* P (the weights in the input format) to registers. */
+  auto pack_p = [&]() {
 #pragma unroll
     for (int j2 = 0; j2 < ZF_HBC / 16; j2++) {
       pr[j2][0] = zf_pack2<F16>(sc[8 * j2 + 0], sc[8 * j2 + 1]);
@@ -444,22 +449,26 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
     zf_wg_wait<0>();
     keep_s();
     softmax(0);
-    rescale_pack();
+    pack_p();
     for (int s = 1; s < n; s++) {
       arrive(s);
       zf_wg_fence();
       keep_s();
       keep_o();
       mma_s(s);
+      rescale_o();
+      zf_wg_fence();
+      keep_o();
       mma_pv(s);
       zf_wg_wait<1>();
       keep_s();
       softmax(s);
       zf_wg_wait<0>();
       keep_o();
-      rescale_pack();
+      pack_p();
     }
     arrive(n);
+    rescale_o();
     zf_wg_fence();
     keep_o();
     mma_pv(n);
@@ -632,15 +641,18 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
         keep_s();
         free_k(g);
         softmax(0);
-        rescale_pack();
+        pack_p();
         for (int s = 1; s < n; s++) {
           wait_k(g + s);
-          wait_v(g + s - 1);
           turn();
           zf_wg_fence();
           keep_s();
           keep_o();
           mma_s(g + s);
+          rescale_o();
+          wait_v(g + s - 1);
+          zf_wg_fence();
+          keep_o();
           mma_pv(g + s);
           pass(false);
           zf_wg_wait<1>();
@@ -650,9 +662,10 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
           zf_wg_wait<0>();
           keep_o();
           free_v(g + s - 1);
-          rescale_pack();
+          pack_p();
         }
         wait_v(g + n - 1);
+        rescale_o();
         turn();
         zf_wg_fence();
         keep_o();
