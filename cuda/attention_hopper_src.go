@@ -61,8 +61,8 @@ func wgmmaSource() string {
 // s's softmax while P·V is still on the tensor cores. The softmax and the
 // score chain (scale, soft-cap, ALiBi, bias, score rounding, masks) are
 // the mma.sync kernel's, element for element: online in f32 with exp2, P
-// rounded to the input format before ·V, the f32 row sums divided at the
-// end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST,
+// rounded to the input format before ·V, O multiplied by the reciprocal
+// of the f32 row sum at the end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST,
 // and ZF_WS, ZF_PP for the warp-specialised kernel (hopperWSKernel).
 const hopperSource = `
 #line 1 "cuda/attention_hopper_src.go"
@@ -364,25 +364,40 @@ const hopperSteps = `
 
 `
 
-// hopperStore divides O by the row sums and stores it.
+// hopperStore divides O by the row sums (a multiply by the reciprocal) and
+// stores it.
 const hopperStore = `
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  /* One division a row, then multiplies; 2-byte outputs (rounded as
+     zf_store rounds) two to a 4-byte store: col is even, and so is the
+     row stride. */
+  const float il0 = 1.0f / l0, il1 = 1.0f / l1;
   const int ow = p.q_rs;
+  const bool two = p.out_fmt == ZF_BF16 || p.out_fmt == ZF_F16;
 #pragma unroll
   for (int d = 0; d < ZF_D / 8; d++) {
     int col = head * ZF_D + d * 8 + c2;
+    const float a0 = o[4 * d + 0] * il0, a1 = o[4 * d + 1] * il0, b0 = o[4 * d + 2] * il1, b1 = o[4 * d + 3] * il1;
+    if (two) {
+      const bool bf = p.out_fmt == ZF_BF16;
+      const unsigned int ua = bf ? zf_f32_to_bf16(a0) | (zf_f32_to_bf16(a1) << 16) : zf_f32_to_f16(a0) | (zf_f32_to_f16(a1) << 16);
+      const unsigned int ub = bf ? zf_f32_to_bf16(b0) | (zf_f32_to_bf16(b1) << 16) : zf_f32_to_f16(b0) | (zf_f32_to_f16(b1) << 16);
+      if (r0 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r0) * ow + col) = ua;
+      if (r1 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r1) * ow + col) = ub;
+      continue;
+    }
     if (r0 < p.sq) {
       int off = (bb * p.sq + r0) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 0] / l0);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 1] / l0);
+      zf_store(y, p.out_fmt, off, a0);
+      zf_store(y, p.out_fmt, off + 1, a1);
     }
     if (r1 < p.sq) {
       int off = (bb * p.sq + r1) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 2] / l1);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 3] / l1);
+      zf_store(y, p.out_fmt, off, b0);
+      zf_store(y, p.out_fmt, off + 1, b1);
     }
   }
 `
