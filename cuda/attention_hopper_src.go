@@ -373,10 +373,12 @@ const hopperStore = `
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   /* One division a row, then multiplies; 2-byte outputs (rounded as
      zf_store rounds) two to a 4-byte store: col is even, and so is the
-     row stride. */
+     row stride. Not with tiles of 176 keys: there the pairs cost the
+     registers they lack (ptxas, NVRTC 12.4: 20 bytes of spills with an
+     explicit mask), and every element is stored alone. */
   const float il0 = 1.0f / l0, il1 = 1.0f / l1;
   const int ow = p.q_rs;
-  const bool two = p.out_fmt == ZF_BF16 || p.out_fmt == ZF_F16;
+  const bool two = ZF_HBC != 176 && (p.out_fmt == ZF_BF16 || p.out_fmt == ZF_F16);
 #pragma unroll
   for (int d = 0; d < ZF_D / 8; d++) {
     int col = head * ZF_D + d * 8 + c2;
