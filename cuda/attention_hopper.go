@@ -35,8 +35,9 @@ var (
 
 // hopperDefault is the geometry used unless a test or $ZFLOW_HOPPER_ATTN
 // sets another: the persistent warp-specialised kernel, the fastest at
-// both timed shapes on the H200 (2026-12-02: 0.509 and 0.363 ms against
-// the cp.async kernel's 0.786 and 0.559; BENCHMARKS.md).
+// both timed shapes on the H200 (2026-12-02, tenth session: 0.454 and
+// 0.298 ms against the cp.async kernel's 0.768 and 0.538 and SDPA's 0.401
+// and 0.264; BENCHMARKS.md).
 var hopperDefault = hopperWSP
 
 // hopperState is the Hopper attention route's switch and what it learned.
@@ -184,6 +185,11 @@ func (b *Backend) hopperKernel(d int, g hopperGeom, ff flashFlags) (string, erro
 // launchHopper queues the Hopper kernel; false when the route turned out
 // unavailable (the caller runs the mma.sync kernel instead).
 func (b *Backend) launchHopper(d int, ff flashFlags, fp *flashP, out, q, k, v, mask, bias, slopes uintptr) (bool, error) {
+	if !(fp.Scale > 0) && !(ff.round || ff.cap || ff.alibi || ff.bias) {
+		// The plain score chain folds the scale into the exponent's fma
+		// and takes the maximum before it: a positive scale only.
+		return false, nil
+	}
 	g := b.hopperGeom()
 	var maps [3][]byte
 	if g.ws {

@@ -61,8 +61,8 @@ func wgmmaSource() string {
 // s's softmax while P·V is still on the tensor cores. The softmax and the
 // score chain (scale, soft-cap, ALiBi, bias, score rounding, masks) are
 // the mma.sync kernel's, element for element: online in f32 with exp2, P
-// rounded to the input format before ·V, the f32 row sums divided at the
-// end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST,
+// rounded to the input format before ·V, O multiplied by the reciprocal
+// of the f32 row sum at the end. Compile-time switches as flashSource's, plus ZF_WG, ZF_HBC, ZF_ST,
 // and ZF_WS, ZF_PP for the warp-specialised kernel (hopperWSKernel).
 const hopperSource = `
 #line 1 "cuda/attention_hopper_src.go"
@@ -257,7 +257,13 @@ const hopperSteps = `
   };
   float corr0 = 1.0f, corr1 = 1.0f;
   /* The score chain, masks and online softmax of tile s: sc becomes the
-     unnormalised weights, corr the factor for O. */
+     unnormalised weights, corr the factor for O. The scores stay in their
+     own units (raw, or after the chain) and reach log2 units only inside
+     the exponent, one fma a weight: 2^(x·f − m), f = scale·log2 e where
+     the chain is the scale alone (that needs scale > 0: launchHopper sends
+     other scales to the mma.sync kernel), else log2 e; m is the running
+     maximum of x·f. */
+  const float fl2 = ZF_PLAIN ? sl2 : log2e;
   auto softmax = [&](int s) {
     const int k0 = (t0 + s) * ZF_HBC;
     bool need = k0 + ZF_HBC > p.sk;
@@ -270,10 +276,7 @@ const hopperSteps = `
       for (int e = 0; e < 2; e++) {
         const int j = k0 + nn * 8 + c2 + e;
         float x0 = sc[4 * nn + e], x1 = sc[4 * nn + 2 + e];
-        if (ZF_PLAIN) {
-          x0 *= sl2;
-          x1 *= sl2;
-        } else {
+        if (!ZF_PLAIN) {
           x0 *= p.scale;
           x1 *= p.scale;
           if (ZF_CAP != 0) {
@@ -291,8 +294,6 @@ const hopperSteps = `
             if (r1 < p.sq) x1 += zf_load(bias, p.fmt_b, bo + r1 * p.b_si);
           }
           if (ZF_ROUND != 0) { x0 = zf_round(x0, p.out_fmt); x1 = zf_round(x1, p.out_fmt); }
-          x0 *= log2e;
-          x1 *= log2e;
         }
         if (need) {
           bool ok0 = j < p.sk, ok1 = j < p.sk;
@@ -316,6 +317,10 @@ const hopperSteps = `
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    /* To log2 units: the factor is positive, so the rounded product of the
+       maximum is the maximum of the rounded products. */
+    mx0 *= fl2;
+    mx1 *= fl2;
     float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
     float base0 = mn0 == ninf ? 0.0f : mn0, base1 = mn1 == ninf ? 0.0f : mn1;
     corr0 = zf_ex2(m0 - base0);
@@ -326,16 +331,18 @@ const hopperSteps = `
     l1 *= corr1;
 #pragma unroll
     for (int nn = 0; nn < ZF_HBC / 8; nn++) {
-      sc[4 * nn + 0] = zf_ex2(sc[4 * nn + 0] - base0);
-      sc[4 * nn + 1] = zf_ex2(sc[4 * nn + 1] - base0);
-      sc[4 * nn + 2] = zf_ex2(sc[4 * nn + 2] - base1);
-      sc[4 * nn + 3] = zf_ex2(sc[4 * nn + 3] - base1);
+      sc[4 * nn + 0] = zf_ex2(fmaf(sc[4 * nn + 0], fl2, -base0));
+      sc[4 * nn + 1] = zf_ex2(fmaf(sc[4 * nn + 1], fl2, -base0));
+      sc[4 * nn + 2] = zf_ex2(fmaf(sc[4 * nn + 2], fl2, -base1));
+      sc[4 * nn + 3] = zf_ex2(fmaf(sc[4 * nn + 3], fl2, -base1));
       l0 += sc[4 * nn + 0] + sc[4 * nn + 1];
       l1 += sc[4 * nn + 2] + sc[4 * nn + 3];
     }
   };
-  /* O to the new maximum; P (the weights in the input format) to registers. */
-  auto rescale_pack = [&]() {
+  /* O to the last softmax's maximum: between the issue of the next Q·Kᵀ
+     and that of P·V, while the tensor cores work (O is not theirs then;
+     a wgmma.fence follows before P·V reads it). */
+  auto rescale_o = [&]() {
 #pragma unroll
     for (int d = 0; d < ZF_D / 8; d++) {
       o[4 * d + 0] *= corr0;
@@ -343,6 +350,9 @@ const hopperSteps = `
       o[4 * d + 2] *= corr1;
       o[4 * d + 3] *= corr1;
     }
+  };
+  /* P (the weights in the input format) to registers. */
+  auto pack_p = [&]() {
 #pragma unroll
     for (int j2 = 0; j2 < ZF_HBC / 16; j2++) {
       pr[j2][0] = zf_pack2<F16>(sc[8 * j2 + 0], sc[8 * j2 + 1]);
@@ -354,25 +364,42 @@ const hopperSteps = `
 
 `
 
-// hopperStore divides O by the row sums and stores it.
+// hopperStore divides O by the row sums (a multiply by the reciprocal) and
+// stores it.
 const hopperStore = `
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  /* One division a row, then multiplies; 2-byte outputs (rounded as
+     zf_store rounds) two to a 4-byte store: col is even, and so is the
+     row stride. Not with tiles of 176 keys: there the pairs cost the
+     registers they lack (ptxas, NVRTC 12.4: 20 bytes of spills with an
+     explicit mask), and every element is stored alone. */
+  const float il0 = 1.0f / l0, il1 = 1.0f / l1;
   const int ow = p.q_rs;
+  const bool two = ZF_HBC != 176 && (p.out_fmt == ZF_BF16 || p.out_fmt == ZF_F16);
 #pragma unroll
   for (int d = 0; d < ZF_D / 8; d++) {
     int col = head * ZF_D + d * 8 + c2;
+    const float a0 = o[4 * d + 0] * il0, a1 = o[4 * d + 1] * il0, b0 = o[4 * d + 2] * il1, b1 = o[4 * d + 3] * il1;
+    if (two) {
+      const bool bf = p.out_fmt == ZF_BF16;
+      const unsigned int ua = bf ? zf_f32_to_bf16(a0) | (zf_f32_to_bf16(a1) << 16) : zf_f32_to_f16(a0) | (zf_f32_to_f16(a1) << 16);
+      const unsigned int ub = bf ? zf_f32_to_bf16(b0) | (zf_f32_to_bf16(b1) << 16) : zf_f32_to_f16(b0) | (zf_f32_to_f16(b1) << 16);
+      if (r0 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r0) * ow + col) = ua;
+      if (r1 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r1) * ow + col) = ub;
+      continue;
+    }
     if (r0 < p.sq) {
       int off = (bb * p.sq + r0) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 0] / l0);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 1] / l0);
+      zf_store(y, p.out_fmt, off, a0);
+      zf_store(y, p.out_fmt, off + 1, a1);
     }
     if (r1 < p.sq) {
       int off = (bb * p.sq + r1) * ow + col;
-      zf_store(y, p.out_fmt, off, o[4 * d + 2] / l1);
-      zf_store(y, p.out_fmt, off + 1, o[4 * d + 3] / l1);
+      zf_store(y, p.out_fmt, off, b0);
+      zf_store(y, p.out_fmt, off + 1, b1);
     }
   }
 `
@@ -439,22 +466,26 @@ extern "C" __global__ void __launch_bounds__(ZF_NT, 1) zf_flash_wg(uchar* __rest
     zf_wg_wait<0>();
     keep_s();
     softmax(0);
-    rescale_pack();
+    pack_p();
     for (int s = 1; s < n; s++) {
       arrive(s);
       zf_wg_fence();
       keep_s();
       keep_o();
       mma_s(s);
+      rescale_o();
+      zf_wg_fence();
+      keep_o();
       mma_pv(s);
       zf_wg_wait<1>();
       keep_s();
       softmax(s);
       zf_wg_wait<0>();
       keep_o();
-      rescale_pack();
+      pack_p();
     }
     arrive(n);
+    rescale_o();
     zf_wg_fence();
     keep_o();
     mma_pv(n);
@@ -493,16 +524,27 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
   const float log2e = 1.4426950408889634f;
   const int tid = (int)threadIdx.x, role = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
   const int nq = (p.sq + ZF_BM - 1) / ZF_BM;
+  const int ntile = nq * p.b * p.h; /* the persistent grid's tiles */
+  (void)ntile;
   int head = 0, bb = 0, kvh = 0, qbase = 0, t0 = 0, n = 0;
   /* Tile tile's head, batch and query block; t0 and n: its first key
      tile and its count. The longest blocks (the last rows, under a causal
      mask) start first. */
   auto decode = [&](int tile) {
 #if ZF_PERSIST
-    /* Causal: every round of gridDim.x tiles alike in length, longest
-       first; else a head's query blocks together (its K and V stay in L2). */
-    const int qi = ZF_MASK == 1 ? tile / (p.b * p.h) : tile % nq;
-    const int yy = ZF_MASK == 1 ? tile % (p.b * p.h) : tile / nq;
+    /* Causal: the tiles longest first, and every odd round of gridDim.x
+       of them in reverse (a snake), so that the block that took the
+       longest tile of one round takes the shortest of the next: with
+       tile += gridDim.x alone, block 0 took the longest of every round
+       (at [1, 4096, 32 heads] 152 key tiles against a mean of 136).
+       Else a head's query blocks together (its K and V stay in L2). */
+    int tt = tile;
+    if (ZF_MASK == 1) {
+      const int gd = (int)gridDim.x, rd = tile / gd;
+      if (rd & 1) tt = rd * gd + min(gd, ntile - rd * gd) - 1 - tile % gd;
+    }
+    const int qi = ZF_MASK == 1 ? tt / (p.b * p.h) : tt % nq;
+    const int yy = ZF_MASK == 1 ? tt % (p.b * p.h) : tt / nq;
 #else
     const int qi = (int)blockIdx.x, yy = (int)blockIdx.y;
 #endif
@@ -517,7 +559,6 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
     n = max(0, ntiles - t0);
   };
 #if ZF_PERSIST
-  const int ntile = nq * p.b * p.h;
 #define ZF_TILES for (int tile = (int)blockIdx.x, jt = 0; tile < ntile; tile += (int)gridDim.x, jt++)
 #else
 #define ZF_TILES for (int tile = 0, jt = 0; tile < 1; tile++, jt++)
@@ -617,15 +658,18 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
         keep_s();
         free_k(g);
         softmax(0);
-        rescale_pack();
+        pack_p();
         for (int s = 1; s < n; s++) {
           wait_k(g + s);
-          wait_v(g + s - 1);
           turn();
           zf_wg_fence();
           keep_s();
           keep_o();
           mma_s(g + s);
+          rescale_o();
+          wait_v(g + s - 1);
+          zf_wg_fence();
+          keep_o();
           mma_pv(g + s);
           pass(false);
           zf_wg_wait<1>();
@@ -635,9 +679,10 @@ extern "C" __global__ void __launch_bounds__(ZF_NT + 128, 1) zf_flash_ws(uchar* 
           zf_wg_wait<0>();
           keep_o();
           free_v(g + s - 1);
-          rescale_pack();
+          pack_p();
         }
         wait_v(g + n - 1);
+        rescale_o();
         turn();
         zf_wg_fence();
         keep_o();

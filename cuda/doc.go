@@ -42,10 +42,15 @@
 // A/B runs ($ZFLOW_HOPPER_ATTN=cp; ws: warp-specialised, not persistent)
 // and for tensors a tensor map cannot describe. Both compile one text for
 // the score chain and the softmax (hopperSteps), whose arithmetic is the
-// mma.sync kernel's (the same rounding points; results differ only by f32
-// summation order). It takes no mask, causal and explicit masks, grouped
-// KV heads, score rounding, sliding windows, soft-caps, ALiBi and bias
-// tensors. SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0 sends
+// mma.sync kernel's but for f32 rounding inside the softmax and the f32
+// summation order: the exponent of a weight is one fma, 2^(x·f − m) with
+// f = scale·log2 e for a plain chain (a positive scale; others go to the
+// mma.sync kernel) or log2 e after the chain, where the mma.sync kernel
+// rounds x·f before it subtracts, and O is multiplied by the reciprocal
+// of the row sum where the mma.sync kernel divides; the rounding points of
+// the Spec (scores, weights, output) are the same. It takes no mask,
+// causal and explicit masks, grouped KV heads, score rounding, sliding
+// windows, soft-caps, ALiBi and bias tensors. SetHopperAttention(false) or $ZFLOW_HOPPER_ATTN=0 sends
 // everything to the mma.sync kernel (A/B runs); HopperAttention says
 // whether the Hopper kernel is in use and, if not, why (a compile failure
 // turns it off with the reason kept).
