@@ -225,6 +225,7 @@ func (g *graph) modulation() []semantics.Factor {
 	}
 	bySrc := map[string]*source{}
 	var order []string
+	var last *source // the last modulation's: the final norm's, where it has no gate
 	at := func(c chunk, sc string) *source {
 		s := bySrc[c.src]
 		if s == nil {
@@ -265,6 +266,7 @@ func (g *graph) modulation() []semantics.Factor {
 			}
 			s := at(c, sc)
 			s.mods = append(s.mods, gr)
+			last = s
 		case n.Op == "gated_residual" && len(n.In) == 3:
 			fn := n.Attrs.Act
 			if fn == "" {
@@ -307,6 +309,9 @@ func (g *graph) modulation() []semantics.Factor {
 			slices.SortFunc(names, func(a, b string) int { return idx[a] - idx[b] })
 			name := "modulation_order"
 			if _, ok := idx["gate"]; !ok {
+				if s != last {
+					continue // a gateless modulation inside the model: no catalogue name
+				}
 				name = "final_norm_order"
 			}
 			out = append(out, declared(name, s.scope, strings.Join(names, ","), "the chunk indices the shift, scale and gate read"))

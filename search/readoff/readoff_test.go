@@ -165,3 +165,32 @@ func TestGatedResidualForms(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalNormOrder: a modulation without a gate is the final norm's
+// only where it is the program's last; one inside the model (a
+// cross-attention's shift and scale) has no catalogue name.
+func TestFinalNormOrder(t *testing.T) {
+	b := &builder{}
+	x := b.value("x", "input", 1, 8, 8)
+	for i, src := range []string{"inner", "final"} {
+		mod := b.value(src, "input", 1, 16)
+		// the inner source is cut scale, shift; the final one shift, scale
+		first := b.slice("m."+src, src+"0", mod, 0, 8)
+		second := b.slice("m."+src, src+"1", mod, 8, 16)
+		shift, scale := second, first
+		if i == 1 {
+			shift, scale = first, second
+		}
+		n := b.node("norm", "m."+src, src+"n", semantics.NodeAttrs{Norm: &semantics.NormAttrs{Kind: "layer"}}, []int{1, 8, 8}, x, "", "")
+		x = b.node("modulate", "m."+src, src+"m", semantics.NodeAttrs{PlusOne: true}, []int{1, 8, 8}, n, shift, scale)
+	}
+	var orders []string
+	for _, f := range Missing(&b.pg, nil) {
+		if f.Name == "final_norm_order" || f.Name == "modulation_order" {
+			orders = append(orders, fmt.Sprintf("%s %s %v", f.Name, f.Scope, f.Value))
+		}
+	}
+	if fmt.Sprint(orders) != "[final_norm_order m.final shift,scale]" {
+		t.Errorf("orders %v", orders)
+	}
+}

@@ -349,6 +349,7 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 	}
 	bySrc := map[*val]*source{}
 	var srcs []*val
+	var last *source // the last modulation's: the final norm's, where it has no gate
 	at := func(v *val, scope, boundary string) (*source, int, bool) {
 		src, i, parts, ok := chunkOf(v)
 		if !ok || parts < 2 {
@@ -375,6 +376,7 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		if !ok {
 			continue
 		}
+		last = r
 		g := group{shift: -1, scale: sc, gate: -1}
 		if m.shift.v != nil {
 			if r2, sh, ok := at(m.shift.v, m.scope, m.boundary); ok && r2 == r {
@@ -421,6 +423,9 @@ func (s *synth) conditioningFactors() []semantics.Factor {
 		for _, o := range orders {
 			name := "modulation_order"
 			if !strings.Contains(o, "gate") {
+				if r != last {
+					continue // a gateless modulation inside the model: no catalogue name
+				}
 				name = "final_norm_order"
 			}
 			// the first reading per source; the others agree or show as
