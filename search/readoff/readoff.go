@@ -17,7 +17,7 @@ func Missing(pg *semantics.Program, have []semantics.Factor) []semantics.Factor 
 		return nil
 	}
 	g := newGraph(pg)
-	return Absent(slices.Concat(g.timesteps(), g.modulation(), g.mlps(), g.attentions(), g.ropeTables()), have)
+	return Absent(slices.Concat(g.timesteps(), g.modulation(), g.mlps(), g.attentions(), g.ropeTables(), g.joins()), have)
 }
 
 // Absent keeps the factors of fs whose names no factor in have carries,
@@ -548,4 +548,85 @@ func (g *graph) ropeTables() []semantics.Factor {
 			declared("rope_axes", sc, slices.Clone(r.AxesDims), "the rope_table node's axes"))
 	}
 	return out
+}
+
+// joins reads the order of the model's own joined sequence: rows joined
+// from pieces, the result a captured boundary (so the order is the
+// model's, not a choice of the program's, whose attention may join rows
+// in any order), one piece made from the latents and at least one not,
+// the first such join in the program (before the streams mix).
+func (g *graph) joins() []semantics.Factor {
+	for i := range g.pg.Nodes {
+		n := &g.pg.Nodes[i]
+		if n.Op != "concat" || len(n.In) < 2 || !g.captured(n.Out[0]) || !g.rowJoin(n) {
+			continue
+		}
+		image, other := -1, -1
+		for j, in := range n.In {
+			switch {
+			case g.fromLatents(in, map[string]bool{}):
+				if image >= 0 {
+					image = -2 // latents in two pieces: no order to read
+				} else if image == -1 {
+					image = j
+				}
+			case other < 0:
+				other = j
+			}
+		}
+		if image < 0 || other < 0 {
+			continue
+		}
+		order := "text_first"
+		if image < other {
+			order = "image_first"
+		}
+		return []semantics.Factor{declared("joint_order", "model", order, "the first joined sequence the trace captured, its rows from the latents and from elsewhere")}
+	}
+	return nil
+}
+
+// rowJoin: a concat along an axis before the last (rows, not channels).
+func (g *graph) rowJoin(n *semantics.ProgramNode) bool {
+	v := g.vals[n.Out[0]]
+	if v == nil || len(v.Shape) < 2 {
+		return false
+	}
+	ax := n.Attrs.Axis
+	if ax < 0 {
+		ax += len(v.Shape)
+	}
+	return ax < len(v.Shape)-1
+}
+
+// captured: the value, or a layout of it, is a tensor the trace holds.
+func (g *graph) captured(name string) bool {
+	if v := g.vals[name]; v != nil && len(v.Taps) > 0 {
+		return true
+	}
+	for _, u := range g.users[name] {
+		if layoutOps[u.Op] && len(u.Out) > 0 && g.captured(u.Out[0]) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromLatents: the value is computed from the step's latents.
+func (g *graph) fromLatents(name string, seen map[string]bool) bool {
+	if seen[name] {
+		return false
+	}
+	seen[name] = true
+	if v := g.vals[name]; v != nil && v.Kind == "step_input" && v.Source == "latents" {
+		return true
+	}
+	if p := g.prod[name]; p != nil {
+		for _, in := range p.In {
+			if in != "" && g.fromLatents(in, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -194,3 +194,45 @@ func TestFinalNormOrder(t *testing.T) {
 		t.Errorf("orders %v", orders)
 	}
 }
+
+// TestJointOrder: the order of rows joined from the latents' tokens and
+// another stream is read where the joined value is captured (the model's
+// own sequence), never from a join the trace does not hold (the
+// program's attention may join rows in any order).
+func TestJointOrder(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		captured bool
+		textLast bool
+		want     string
+	}{
+		{"text first", true, false, "[text_first]"},
+		{"image first", true, true, "[image_first]"},
+		{"not captured", false, false, "[]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := &builder{}
+			b.value("step:latents", "step_input", 1, 4, 8)
+			b.pg.Values[0].Source = "latents"
+			img := b.node("linear", "m.embed", "img", semantics.NodeAttrs{}, []int{1, 4, 8}, "step:latents", "param:w", "")
+			txt := b.value("input:text", "input", 1, 3, 8)
+			pieces := []string{txt, img}
+			if c.textLast {
+				pieces = []string{img, txt}
+			}
+			j := b.node("concat", "m", "joined", semantics.NodeAttrs{Axis: 1}, []int{1, 7, 8}, pieces...)
+			if c.captured {
+				b.tap(j, "m.blocks.0", "arg0")
+			}
+			var got []any
+			for _, f := range Missing(&b.pg, nil) {
+				if f.Name == "joint_order" {
+					got = append(got, f.Value)
+				}
+			}
+			if fmt.Sprint(got) != c.want {
+				t.Errorf("joint_order %v, want %s", got, c.want)
+			}
+		})
+	}
+}
