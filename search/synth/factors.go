@@ -310,7 +310,12 @@ func (s *synth) tableRopes() []semantics.Factor {
 	var out []semantics.Factor
 	for _, a := range s.attn {
 		c, sn := a.choice.cos, a.choice.sin
-		if a.choice.rope == 0 || c == nil || sn == nil || c.fit != nil && c.fit.kind == "rope_table" || len(c.shape) == 0 {
+		if e := ropeBefore(a.choice.q); c == nil && e != nil && len(e.args) == 3 {
+			c, sn = e.args[1], e.args[2] // q rotated before the attention
+		} else if a.choice.rope == 0 {
+			continue
+		}
+		if c == nil || sn == nil || c.fit != nil && c.fit.kind == "rope_table" || len(c.shape) == 0 || c.data == nil || sn.data == nil {
 			continue
 		}
 		theta, axes, ok := rotary.Estimate(c.data, sn.data, c.shape[len(c.shape)-1])
@@ -318,9 +323,31 @@ func (s *synth) tableRopes() []semantics.Factor {
 			continue
 		}
 		note := "estimated from the angles of the tables the attention reads (not made by rope_table, so no θ was scored): each axis's first two frequencies"
-		out = append(out, readoff.Declared("rope_theta", a.scope, theta, note), readoff.Declared("rope_axes", a.scope, axes, note))
+		out = append(out, readoff.Declared("rope_theta", a.scope, theta, note))
+		if sum := intSum(axes); sum == a.choice.headDim || sum == ropeWidth(a.choice) {
+			// the axes only where the table spans what rotates (a table
+			// applied in parts tells the parts, not the axes)
+			out = append(out, readoff.Declared("rope_axes", a.scope, axes, note))
+		}
 	}
 	return out
+}
+
+func intSum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// ropeWidth is how many elements of each head rotate where q is rotated
+// before the attention by a partial rotary (0: not known).
+func ropeWidth(ch attnChoice) int {
+	if e := ropeBefore(ch.q); e != nil {
+		return e.attrs.Rope.RotaryDim
+	}
+	return 0
 }
 
 // conditioningFactors read the modulation off the program: each scope's
@@ -581,17 +608,26 @@ func (s *synth) embedAct(x *val) string {
 // rotatedBefore finds a RoPE node q is made from through moves and a
 // norm (a model that rotates q before normalising it), and its layout.
 func rotatedBefore(q *val) (exec.RopeLayout, bool) {
+	if e := ropeBefore(q); e != nil {
+		return e.attrs.Rope.Layout, true
+	}
+	return 0, false
+}
+
+// ropeBefore is the rope node q was rotated by before attention (through
+// casts, moves and a norm after it), or nil.
+func ropeBefore(q *val) *expr {
 	for v, hops := q, 0; v != nil && v.from != nil && len(v.from.args) > 0 && hops < 8; hops++ {
 		switch v.from.op {
 		case program.OpRope:
-			return v.from.attrs.Rope.Layout, true
+			return v.from
 		case program.OpCast, program.OpReshape, program.OpPermute, program.OpNorm:
 			v = v.from.args[0]
 		default:
-			return 0, false
+			return nil
 		}
 	}
-	return 0, false
+	return nil
 }
 
 // through is the value v moves or casts (v itself when it is computed

@@ -279,7 +279,10 @@ func sequence(rows [][]int) (semantics.PositionSource, bool) {
 // them at 3 significant digits. ok is false where no axis is one.
 func Estimate(cos, sin []float32, width int) (theta float64, axesDims []int, ok bool) {
 	ang, _, ok := Angles(cos, sin, width)
-	if !ok || len(ang) < 2 {
+	if !ok {
+		return estimateJoined(cos, sin, width)
+	}
+	if len(ang) < 2 {
 		return 0, nil, false
 	}
 	p := width / 2
@@ -323,4 +326,64 @@ func Estimate(cos, sin []float32, width int) (theta float64, axesDims []int, ok 
 	slices.Sort(geometric)
 	theta, _ = strconv.ParseFloat(strconv.FormatFloat(geometric[len(geometric)/2], 'g', 3, 64), 64)
 	return theta, axesDims, theta > 1
+}
+
+// estimateJoined reads tables joined along the channels from one table per
+// axis, each laid out on its own (half layouts side by side, which no
+// single layout of the whole width reads): the split into two or three
+// even runs whose every run reads as one axis; θ as Estimate reads it,
+// the median over the runs.
+func estimateJoined(cos, sin []float32, width int) (float64, []int, bool) {
+	rows := len(cos) / width
+	if rows < 2 || width%2 != 0 {
+		return 0, nil, false
+	}
+	run := func(lo, hi int) (float64, bool) {
+		d := hi - lo
+		c, s := make([]float32, 0, rows*d), make([]float32, 0, rows*d)
+		for r := range rows {
+			c = append(c, cos[r*width+lo:r*width+hi]...)
+			s = append(s, sin[r*width+lo:r*width+hi]...)
+		}
+		theta, axes, ok := Estimate(c, s, d)
+		return theta, ok && len(axes) == 1
+	}
+	for k := 2; k <= 3; k++ {
+		for _, cuts := range evenCuts(width, k) {
+			var thetas []float64
+			var dims []int
+			lo := 0
+			for _, hi := range append(cuts, width) {
+				t, ok := run(lo, hi)
+				if !ok {
+					break
+				}
+				thetas, dims, lo = append(thetas, t), append(dims, hi-lo), hi
+			}
+			if len(dims) == k {
+				slices.Sort(thetas)
+				return thetas[len(thetas)/2], dims, true
+			}
+		}
+	}
+	return 0, nil, false
+}
+
+// evenCuts are the ways to cut [0, width) into k runs of even width ≥ 4,
+// as the k−1 inner cut points.
+func evenCuts(width, k int) [][]int {
+	if k == 1 {
+		return [][]int{nil}
+	}
+	var out [][]int
+	for first := 4; first <= width-4*(k-1); first += 2 {
+		for _, rest := range evenCuts(width-first, k-1) {
+			cut := []int{first}
+			for _, r := range rest {
+				cut = append(cut, first+r)
+			}
+			out = append(out, cut)
+		}
+	}
+	return out
 }

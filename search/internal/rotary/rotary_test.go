@@ -138,7 +138,7 @@ func TestOnePairAxes(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	// tables of a grid over axes (interleaved), each axis f_i = θ^(−2i/d)
 	// times scale(i) (a scaled ladder where scale is not 1)
-	table := func(theta float64, axes []int, grid []int, scale func(i, d int) float64) (cos, sin []float32, width int) {
+	table := func(theta float64, axes []int, grid []int, scale func(i, d int) float64, half bool) (cos, sin []float32, width int) {
 		for _, d := range axes {
 			width += d
 		}
@@ -152,11 +152,20 @@ func TestEstimate(t *testing.T) {
 				pos[a], rest = rest%grid[a], rest/grid[a]
 			}
 			for a, d := range axes {
+				var c, sn []float32
 				for i := range d / 2 {
 					ang := float64(pos[a]) * math.Pow(theta, -2*float64(i)/float64(d)) * scale(i, d)
-					cos = append(cos, float32(math.Cos(ang)), float32(math.Cos(ang)))
-					sin = append(sin, float32(math.Sin(ang)), float32(math.Sin(ang)))
+					c = append(c, float32(math.Cos(ang)), float32(math.Cos(ang)))
+					sn = append(sn, float32(math.Sin(ang)), float32(math.Sin(ang)))
 				}
+				if half { // each axis laid [f_0 … f_n | f_0 … f_n] on its own
+					for k := range d / 2 {
+						c[k], sn[k] = c[2*k], sn[2*k]
+					}
+					copy(c[d/2:], c[:d/2])
+					copy(sn[d/2:], sn[:d/2])
+				}
+				cos, sin = append(cos, c...), append(sin, sn...)
 			}
 		}
 		return cos, sin, width
@@ -169,15 +178,17 @@ func TestEstimate(t *testing.T) {
 		axes  []int
 		grid  []int
 		scale func(int, int) float64
+		half  bool
 		ok    bool
 	}{
-		{"one axis", 10000, []int{16}, []int{8}, one, true},
-		{"three axes", 10000, []int{4, 6, 6}, []int{2, 2, 4}, one, true},
-		{"θ 256", 256, []int{8, 4, 4}, []int{2, 3, 4}, one, true},
-		{"a scaled ladder tells none", 150000, []int{16}, []int{8}, yarn, false},
+		{"one axis", 10000, []int{16}, []int{8}, one, false, true},
+		{"three axes", 10000, []int{4, 6, 6}, []int{2, 2, 4}, one, false, true},
+		{"θ 256", 256, []int{8, 4, 4}, []int{2, 3, 4}, one, false, true},
+		{"per-axis half tables joined", 10000, []int{8, 8, 8}, []int{2, 2, 4}, one, true, true},
+		{"a scaled ladder tells none", 150000, []int{16}, []int{8}, yarn, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cos, sin, w := table(c.theta, c.axes, c.grid, c.scale)
+			cos, sin, w := table(c.theta, c.axes, c.grid, c.scale, c.half)
 			theta, axes, ok := Estimate(cos, sin, w)
 			if ok != c.ok {
 				t.Fatalf("ok = %v (θ %g, axes %v), want %v", ok, theta, axes, c.ok)
