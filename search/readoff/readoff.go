@@ -427,6 +427,9 @@ func (g *graph) hidden(name string) (act string, glu bool, up *semantics.Program
 		}
 		for j := range 2 {
 			a, b := g.source(x.In[j]), x.In[1-j]
+			for a != nil && a.Op == "slice" && len(a.In) > 0 {
+				a = g.source(a.In[0]) // a row piece of the activation
+			}
 			if a != nil && a.Op == "act" && len(a.In) == 1 && fromProjection(a.In[0]) && fromProjection(b) {
 				return a.Attrs.Act, true, g.firstLinear(a.In[0]), true
 			}
