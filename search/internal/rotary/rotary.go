@@ -104,30 +104,11 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 	if len(tabs) == 0 || len(tabs[0]) == 0 {
 		return nil, false
 	}
-	p := len(tabs[0][0])
-	freq := make([]float64, p)
-	for j := range p {
-		freq[j] = math.Inf(1)
-		for _, t := range tabs {
-			if len(t) > 0 && len(t[0]) != p {
-				return nil, false
-			}
-			for r := 1; r < len(t); r++ {
-				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > 1e-6 {
-					freq[j] = math.Min(freq[j], s)
-				}
-			}
-		}
+	freq, ok := steps(tabs)
+	if !ok {
+		return nil, false
 	}
-	// within an axis the frequencies fall strictly (θ^(−2i/d)): one that
-	// does not, or a step after pairs that never turn, starts the next
-	var axes []int
-	for j := range p {
-		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
-			axes = append(axes, 0)
-		}
-		axes[len(axes)-1]++
-	}
+	axes := fallingRuns(freq)
 	out := make([][][]int, len(tabs))
 	for ti, t := range tabs {
 		out[ti] = make([][]int, len(t))
@@ -163,6 +144,42 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 		first += n
 	}
 	return &Positions{IDs: out, Pairs: axes, Freq: freq}, true
+}
+
+// steps is each pair's frequency: its smallest angle step between
+// consecutive rows over every table (+Inf where no step shows); ok is
+// false where the tables' widths differ.
+func steps(tabs [][][]float64) ([]float64, bool) {
+	p := len(tabs[0][0])
+	freq := make([]float64, p)
+	for j := range p {
+		freq[j] = math.Inf(1)
+		for _, t := range tabs {
+			if len(t) > 0 && len(t[0]) != p {
+				return nil, false
+			}
+			for r := 1; r < len(t); r++ {
+				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > 1e-6 {
+					freq[j] = math.Min(freq[j], s)
+				}
+			}
+		}
+	}
+	return freq, true
+}
+
+// fallingRuns splits the pairs into axes: within an axis the frequencies
+// fall strictly (θ^(−2i/d)); one that does not, or a step after pairs
+// that never turn, starts the next. The result is pairs per axis.
+func fallingRuns(freq []float64) []int {
+	var axes []int
+	for j := range freq {
+		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
+			axes = append(axes, 0)
+		}
+		axes[len(axes)-1]++
+	}
+	return axes
 }
 
 // Theta estimates θ from each axis's frequencies (f_i = θ^(−2i/d) for an
@@ -285,23 +302,8 @@ func Estimate(cos, sin []float32, width int) (theta float64, axesDims []int, ok 
 	if len(ang) < 2 {
 		return 0, nil, false
 	}
-	p := width / 2
-	freq := make([]float64, p)
-	for j := range p {
-		freq[j] = math.Inf(1)
-		for r := 1; r < len(ang); r++ {
-			if s := math.Abs(Wrap(ang[r][j] - ang[r-1][j])); s > 1e-6 {
-				freq[j] = math.Min(freq[j], s)
-			}
-		}
-	}
-	var axes []int
-	for j := range p {
-		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
-			axes = append(axes, 0)
-		}
-		axes[len(axes)-1]++
-	}
+	freq, _ := steps([][][]float64{ang})
+	axes := fallingRuns(freq)
 	var geometric []float64
 	first := 0
 	for _, n := range axes {
