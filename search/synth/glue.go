@@ -188,6 +188,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.manySummed(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.piecewiseJoin(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.filled(target); v != nil {
+		return s.stored(v, target)
+	}
 	if v := s.movedCombined(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
