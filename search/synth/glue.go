@@ -321,6 +321,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: s.mixSinkhorn},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixCollapse(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.streamsMixed(t, vs) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.sharedKVAttention(t, c) }, plain: true},
 	} {
 		v := f.try(target, sc, vals)
 		switch {
