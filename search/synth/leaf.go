@@ -164,6 +164,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 		case isMatrix(params[0]):
 			fit = s.fitLinear(xs[0], params, t)
+			if fit == nil {
+				fit = s.fitGroupedLinear(xs[0], params, t)
+			}
 		case expertParams(params):
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
