@@ -49,6 +49,21 @@ func (s *synth) sharedKVAttention(t *val, sc *scope) *val {
 	width, tol := tm.shape[2], tolerance(t.format)
 	tables := s.ropeTables(sc)
 	tables = slices.Concat(tables, s.relaid(tables), s.doubled(tables), s.paired(tables))
+	// tables as wide as the heads of a per-head value of the scope ([B, H,
+	// S, d]: q after its split) first; the others after
+	headWidth := func(tb [2]*val) bool {
+		d := tb[0].shape[len(tb[0].shape)-1]
+		return slices.ContainsFunc(sc.vals, func(v *val) bool { return sc.own[v] && len(v.shape) == 4 && v.shape[3] == d })
+	}
+	slices.SortStableFunc(tables, func(a, b [2]*val) int {
+		switch ha, hb := headWidth(a), headWidth(b); {
+		case ha && !hb:
+			return -1
+		case hb && !ha:
+			return 1
+		}
+		return 0
+	})
 	for _, tb := range tables {
 		d := tb[0].shape[len(tb[0].shape)-1]
 		if d < 2 || width%d != 0 || tableRows(tb[0]) != tm.shape[1] || tb[0].perHead > 0 {
