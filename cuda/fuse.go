@@ -180,7 +180,7 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		case exec.StepGatedResidual, exec.StepGLU:
 			st.Act, st.Flags = int32(s.Act), flags(s.Spec)
 		}
-		if (s.Op == exec.StepAct || s.Op == exec.StepGLU || s.Op == exec.StepGatedResidual) && !s.Act.Valid() {
+		if (s.Op == exec.StepAct || s.Op == exec.StepGLU || s.Op == exec.StepGatedResidual) && !s.Act.Kernel() {
 			return nil, "function " + s.Act.String()
 		}
 		if !st.Out.Valid() {

@@ -135,7 +135,7 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if err := b.refuse("act", s, exec.RoundEach, 0); err != nil {
 		return nil, err
 	}
-	if !f.Valid() {
+	if !f.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}
 	xt, err := b.get("act", "x", x)
@@ -202,7 +202,7 @@ func (b *Backend) GatedResidual(x, y, gate exec.Tensor, g exec.ActKind, s exec.S
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("gated residual: %w", err)
 	}
-	if !g.Valid() {
+	if !g.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "gated residual", "gate function %v", g)
 	}
 	ts, err := b.gets("gated residual", []string{"x", "y", "gate"}, x, y, gate)
@@ -227,7 +227,7 @@ func (b *Backend) GLU(gate, value exec.Tensor, fn exec.ActKind, s exec.Spec) (ex
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("glu: %w", err)
 	}
-	if !fn.Valid() {
+	if !fn.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "glu", "activation %v", fn)
 	}
 	ts, err := b.gets("glu", []string{"gate", "value"}, gate, value)

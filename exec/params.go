@@ -36,10 +36,12 @@ const (
 	ActLog
 	ActExp
 	ActExpm1
+	ActSoftplus // log(1 + e^x), x past 20 as it is (torch's softplus, β 1, threshold 20)
+	ActSqrt     // √x, NaN below 0
 	actEnd
 )
 
-var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1"}
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1", "softplus", "sqrt"}
 
 func (a ActKind) String() string {
 	if a < actEnd {
@@ -50,6 +52,11 @@ func (a ActKind) String() string {
 
 // Valid reports whether a is one of the defined kinds.
 func (a ActKind) Valid() bool { return a < actEnd }
+
+// Kernel reports whether the GPU backends' shared kernel source has a:
+// the kinds after expm1 (softplus, sqrt) are the CPU reference's only,
+// and the CUDA and Metal backends refuse them as unsupported.
+func (a ActKind) Kernel() bool { return a <= ActExpm1 }
 
 // ParseAct reads the String form.
 func ParseAct(s string) (ActKind, error) {

@@ -131,6 +131,13 @@ func Activate(f ActKind, x float32, m Math) float32 {
 		return Exp32(x, m)
 	case ActExpm1:
 		return float32(math.Expm1(float64(x)))
+	case ActSoftplus:
+		if x > 20 {
+			return x
+		}
+		return float32(math.Log1p(math.Exp(float64(x))))
+	case ActSqrt:
+		return float32(math.Sqrt(float64(x)))
 	}
 	return float32(math.NaN())
 }

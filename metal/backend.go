@@ -346,7 +346,7 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("act: %w", err)
 	}
-	if !f.Valid() {
+	if !f.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}
 	xt, err := b.get("act", "x", x)
@@ -390,6 +390,9 @@ func (b *Backend) GatedResidual(x, y, gate exec.Tensor, g exec.ActKind, s exec.S
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("gated residual: %w", err)
 	}
+	if !g.Kernel() {
+		return nil, exec.Unsupported(b.Name(), "gated residual", "gate function %v", g)
+	}
 	xt, err := b.get("gated residual", "x", x)
 	if err != nil {
 		return nil, err
@@ -419,6 +422,9 @@ func (b *Backend) GatedResidual(x, y, gate exec.Tensor, g exec.ActKind, s exec.S
 func (b *Backend) GLU(gate, value exec.Tensor, fn exec.ActKind, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("glu: %w", err)
+	}
+	if !fn.Kernel() {
+		return nil, exec.Unsupported(b.Name(), "glu", "activation %v", fn)
 	}
 	gt, err := b.get("glu", "gate", gate)
 	if err != nil {

@@ -357,7 +357,11 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.
 			coef, hit := make([]float32, t), false
 			for i := range t * k {
 				if int(iv[i]) == e {
-					coef[i/k], hit = wv[i], true
+					// an expert a token picks more than once (routes
+					// looked up by token id, not a top-k) weighs it
+					// by the picks' sum, as torch's index_add of each
+					// pick's product does (one pick: w itself, exactly)
+					coef[i/k], hit = coef[i/k]+wv[i], true
 				}
 			}
 			if !hit {

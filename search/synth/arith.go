@@ -327,7 +327,40 @@ func (s *synth) projected(t *val, vals []*val) *val {
 			return v
 		}
 	}
-	return s.projectedPart(t, vals, mats, vecs)
+	if v := s.projectedPart(t, vals, mats, vecs); v != nil {
+		return v
+	}
+	return s.projectedFlat(t, vals, mats, vecs)
+}
+
+// projectedFlat is projected with x's rows laid out another way (the
+// tokens flattened, x.reshape(−1, D), before F.linear by a parameter of
+// the call: a router's logits [B·S, E] from [B, S, D]): x of another rank
+// whose leading axes hold as many rows as t's. Tried where projected and
+// projectedPart found nothing.
+func (s *synth) projectedFlat(t *val, vals, mats, vecs []*val) *val {
+	n := len(t.shape)
+	if n < 2 {
+		return nil
+	}
+	rows := 1
+	for _, d := range t.shape[:n-1] {
+		rows *= d
+	}
+	for _, x := range vals {
+		m := len(x.shape)
+		if x.opaque || x.param || x.integral() || m < 2 || m == n {
+			continue
+		}
+		if x.numel()/x.shape[m-1] != rows {
+			continue
+		}
+		shape := append(slices.Clone(t.shape[:n-1]), x.shape[m-1])
+		if v := s.linearByParams(s.reshape(x, shape), mats, vecs, t.shape[n-1], t); v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 // linearByParams explains t as x times one of the matrix parameters, with

@@ -92,6 +92,17 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			}
 		}
 	}
+	if s.sharedKV {
+		// keys and values one value: only the triples (q, k, k)
+		triples, mixed = nil, nil
+		for _, q := range pool {
+			for _, k := range pool {
+				if q != k {
+					triples = append(triples, [3]*val{q, k, k})
+				}
+			}
+		}
+	}
 	var joinedTriples [][3]*val
 	if joined {
 		triples, mixed, joinedTriples = nil, nil, s.joinedKV(sc, t)
@@ -195,7 +206,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				joined = " keys_joined"
 			}
 			for _, d := range headDims {
-				if width%d != 0 || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
+				if width%d != 0 || k.shape[2] < d || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
 					continue
 				}
 				p := exec.AttentionParams{Heads: width / d, KVHeads: k.shape[2] / d}
@@ -244,6 +255,11 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 								if rk := s.rotateRows(k, tb, layout, hk, rd, rows.k); rk != nil {
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
 										label: base + " rope=" + layout.String() + rows.label, keyParts: parts})
+									if s.sharedKV && k == v {
+										// the values are the keys as rotated
+										try(attnChoice{q: rq, k: rk, v: rk, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
+											label: base + " rope=" + layout.String() + rows.label + " v=rotated k", keyParts: parts})
+									}
 								}
 								if wide && rows.k == rows.q && q != k && !slices.Equal(q.data, k.data) {
 									// q rotated, k not (cross-attention to text rows
@@ -266,6 +282,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		scan(joinedTriples, tables, true)
 	} else if s.unitScale {
 		scan(triples, tables, false) // unscaledAttention's one scan
+	} else if s.sharedKV {
+		// sharedKVAttention's scans: the scope's tables, then re-laid
+		scan(triples, tables, false)
+		if !anyWithin(all, tol) {
+			scan(triples, slices.Concat(s.relaid(tables), s.doubled(tables), s.paired(tables)), false)
+		}
 	} else {
 		scan(triples, tables, false)
 		if !anyWithin(all, tol) {

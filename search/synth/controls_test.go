@@ -245,6 +245,9 @@ var unseenFactors = map[string]map[string]any{
 	"switch_transformers": {"attention_causal": false, "attention_scale": 1.0, "rope_layout": "none", "mlp_act": "relu"},
 	// transformers' modeling_muse_glimmer.py, reimplemented: q and k RMS-normed without weight, q × 3.87
 	// (the scale 3.87/√8), gated attention, half RoPE in layer 0 only, SiLU gated MLP
+	// modeling_deepseek_v4.py's attention, reimplemented (reimpl_dsv4.py): one kv head read as keys and
+	// values, interleaved RoPE from one angle per pair, sinks, the output rotated back, a grouped o_a_proj
+	"deepseek_v4_attn":  {"rope_layout": "interleaved", "attention_causal": true, "attention_sinks": true, "rope_theta": 10000.0, "mlp_act": "silu", "mlp_glu": true},
 	"deepseek_v4_hc":    {"mix_sinkhorn_steps": 5.0, "mix_sinkhorn_eps": 1e-6, "rope_layout": "half", "attention_causal": true, "mlp_act": "silu", "mlp_glu": true},
 	"muse_glimmer_text": {"attention_causal": true, "attention_scale": 1.3682518005371094, "qk_norm": "rms", "rope_theta": 10000.0, "mlp_act": "silu", "mlp_glu": true},
 	// modeling_fsmt.py, reimplemented (reimpl_lm7_attention.py): rows sequence first through every layer, fairseq

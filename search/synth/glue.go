@@ -327,6 +327,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: s.mixSinkhorn},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixCollapse(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.streamsMixed(t, vs) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.sharedKVAttention(t, c) }, plain: true},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredScores(t, vs) }},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

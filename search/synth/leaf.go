@@ -153,6 +153,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.fitSwish(xs[0], t)
 			}
+			if fit == nil {
+				fit = s.fitComposedAct(xs[0], t)
+			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
 			for _, x := range xs {
@@ -164,6 +167,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 		case isMatrix(params[0]):
 			fit = s.fitLinear(xs[0], params, t)
+			if fit == nil {
+				fit = s.fitGroupedLinear(xs[0], params, t)
+			}
 		case expertParams(params):
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:

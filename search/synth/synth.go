@@ -28,15 +28,18 @@ type synth struct {
 	// choices, not three (widerAttention, a late form: a temperature far
 	// from 1/√d can rank the right operands fourth)
 	wideRefine bool
-	tr         *trace.Trace
-	ev         *evaluator
-	em         *emitter
-	params     map[string]*val
-	opaque     []*val
-	attn       []attnRecord
-	lambdas    []lambdaRecord // how each differential attention's λ was explained
-	mlps       []mlpRecord
-	ropes      []ropeRecord
+	// sharedKV: sharedKVAttention's scan, keys and values one value of
+	// the scope (v as it is, or rotated as k is)
+	sharedKV bool
+	tr       *trace.Trace
+	ev       *evaluator
+	em       *emitter
+	params   map[string]*val
+	opaque   []*val
+	attn     []attnRecord
+	lambdas  []lambdaRecord // how each differential attention's λ was explained
+	mlps     []mlpRecord
+	ropes    []ropeRecord
 	// coordRopes: RoPE tables made from float coordinates (fitCoordRope)
 	coordRopes []coordRopeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in

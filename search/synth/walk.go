@@ -135,6 +135,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 			}
 			outs[p.Name] = s.explain(target, sc)
 		}
+		s.explainAgain(c, sc, outs)
 		if len(c.Params) > 0 {
 			s.refitAsLeaf(c, sc, args, outs)
 		}
@@ -150,6 +151,45 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 	s.calls++
 	s.report(PhaseCalls, s.calls, s.callsTotal)
 	return outs, nil
+}
+
+// explainAgain tries each result of c that nothing explained once more
+// after c's later results are explained: a result may read one returned
+// after it (a router's weights gathered at the indices it returns next).
+// Only results followed by an explained one are tried again.
+func (s *synth) explainAgain(c trace.Call, sc *scope, outs map[string]*val) {
+	var names []string
+	for _, p := range c.Tensors {
+		if trace.IsResult(p.Name) {
+			names = append(names, p.Name)
+		}
+	}
+	for i, name := range names {
+		v := outs[name]
+		if v == nil || !v.opaque {
+			continue
+		}
+		var later []*val
+		for _, n := range names[i+1:] {
+			if w := outs[n]; w != nil && !w.opaque && !slices.Contains(sc.vals, w) {
+				later = append(later, w)
+			}
+		}
+		if len(later) == 0 {
+			continue
+		}
+		for _, w := range later {
+			sc.add(w, false) // read as the call's other values are
+		}
+		target, err := s.capture(c.Tensors[slices.IndexFunc(c.Tensors, func(p trace.Port) bool { return p.Name == name })].Key)
+		if err != nil {
+			continue
+		}
+		if w := s.glue(target, sc); w != nil && !w.opaque {
+			outs[name] = w
+			s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == v })
+		}
+	}
 }
 
 // explain finds the expression over the scope that reproduces target and

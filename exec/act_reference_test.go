@@ -1,0 +1,43 @@
+package exec
+
+import (
+	"math"
+	"testing"
+)
+
+// softplus and sqrt: torch's definitions at hand-computed points, and
+// kinds the GPU kernels lack (Kernel false: CUDA and Metal refuse them).
+func TestSoftplusSqrt(t *testing.T) {
+	for _, c := range []struct {
+		f    ActKind
+		x    float32
+		want float64
+	}{
+		{ActSoftplus, 0, math.Ln2},
+		{ActSoftplus, -3, math.Log1p(math.Exp(-3))},
+		{ActSoftplus, 2, math.Log1p(math.Exp(2))},
+		{ActSoftplus, 25, 25}, // past torch's threshold 20: x itself
+		{ActSoftplus, -30, math.Exp(-30)},
+		{ActSqrt, 4, 2},
+		{ActSqrt, 2, math.Sqrt2},
+	} {
+		got := Activate(c.f, c.x, 0)
+		if got != float32(c.want) {
+			t.Errorf("%v(%v) = %v, want %v", c.f, c.x, got, float32(c.want))
+		}
+	}
+	if v := Activate(ActSqrt, -1, 0); v == v {
+		t.Errorf("sqrt(-1) = %v, want NaN", v)
+	}
+	for _, f := range []ActKind{ActSoftplus, ActSqrt} {
+		if !f.Valid() || f.Kernel() {
+			t.Errorf("%v: valid %v kernel %v, want a valid kind without a GPU kernel", f, f.Valid(), f.Kernel())
+		}
+		if g, err := ParseAct(f.String()); err != nil || g != f {
+			t.Errorf("ParseAct(%q) = %v, %v", f.String(), g, err)
+		}
+	}
+	if !ActExpm1.Kernel() || !ActSiLU.Kernel() {
+		t.Error("the kinds before softplus have GPU kernels")
+	}
+}
