@@ -89,8 +89,8 @@ func (s *synth) piecesOf(t *val, w int, ops []*val) *val {
 	return v
 }
 
-// filled explains t as one number everywhere (ids a model fills in when
-// the request gives none: MarkupLM's padding tag at every depth): the
+// filled explains t as one number but 0 everywhere (ids a model fills in
+// when the request gives none: MarkupLM's padding tag at every depth): the
 // scalar repeated along each axis of t's shape. Tried once every other
 // form has failed, where the program would otherwise take t from the
 // trace.
@@ -99,6 +99,9 @@ func (s *synth) filled(t *val) *val {
 		return nil
 	}
 	c := t.data[0]
+	if c == 0 {
+		return nil // zeros are a constant of the request's shape already
+	}
 	for _, x := range t.data {
 		if x != c {
 			return nil
