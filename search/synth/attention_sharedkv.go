@@ -35,6 +35,20 @@ func (s *synth) sharedKVAttention(t *val, sc *scope) *val {
 	}) {
 		return nil
 	}
+	// and beside one narrower than the rows it would make: a single head's
+	// keys and values (so a wide attention that failed for another reason,
+	// a trace that does not reproduce, pays nothing more here)
+	width := tm.shape[2]
+	rows := tm.numel() / width
+	if !slices.ContainsFunc(sc.vals, func(v *val) bool {
+		if !sc.own[v] || v.opaque || len(v.shape) < 2 {
+			return false
+		}
+		w := v.shape[len(v.shape)-1]
+		return w < width && width%w == 0 && v.numel()/w == rows
+	}) {
+		return nil
+	}
 	s.sharedKV = true
 	defer func() { s.sharedKV = false }()
 	back := func(v *val) *val {
@@ -46,7 +60,7 @@ func (s *synth) sharedKVAttention(t *val, sc *scope) *val {
 	if v := s.attentionOf(tm, sc, false); v != nil {
 		return back(v)
 	}
-	width, tol := tm.shape[2], tolerance(t.format)
+	tol := tolerance(t.format)
 	tables := s.ropeTables(sc)
 	tables = slices.Concat(tables, s.relaid(tables), s.doubled(tables), s.paired(tables))
 	// tables as wide as the heads of a per-head value of the scope ([B, H,
