@@ -295,9 +295,17 @@ func sequence(rows [][]int) (semantics.PositionSource, bool) {
 // (a scaled ladder, YaRN's or NTK's, tells no θ this way): the median over
 // them at 3 significant digits. ok is false where no axis is one.
 func Estimate(cos, sin []float32, width int) (theta float64, axesDims []int, ok bool) {
+	if theta, axesDims, ok = estimateOne(cos, sin, width); !ok {
+		return estimateJoined(cos, sin, width)
+	}
+	return theta, axesDims, ok
+}
+
+// estimateOne is Estimate over tables of one layout across the width.
+func estimateOne(cos, sin []float32, width int) (theta float64, axesDims []int, ok bool) {
 	ang, _, ok := Angles(cos, sin, width)
 	if !ok {
-		return estimateJoined(cos, sin, width)
+		return 0, nil, false
 	}
 	if len(ang) < 2 {
 		return 0, nil, false
@@ -340,6 +348,9 @@ func estimateJoined(cos, sin []float32, width int) (float64, []int, bool) {
 	if rows < 2 || width%2 != 0 {
 		return 0, nil, false
 	}
+	// the leading rows tell the frequencies; every split re-reads them,
+	// so a real-width table is read at this many only
+	rows = min(rows, 64)
 	run := func(lo, hi int) (float64, bool) {
 		d := hi - lo
 		c, s := make([]float32, 0, rows*d), make([]float32, 0, rows*d)
@@ -347,7 +358,7 @@ func estimateJoined(cos, sin []float32, width int) (float64, []int, bool) {
 			c = append(c, cos[r*width+lo:r*width+hi]...)
 			s = append(s, sin[r*width+lo:r*width+hi]...)
 		}
-		theta, axes, ok := Estimate(c, s, d)
+		theta, axes, ok := estimateOne(c, s, d) // one level: runs are not split again
 		return theta, ok && len(axes) == 1
 	}
 	for k := 2; k <= 3; k++ {
