@@ -587,13 +587,22 @@ func recentFirst(vs []*val) []*val {
 	return out
 }
 
-// looseFloor is the error above which an explanation of an f32 target is
-// loose: f32 arithmetic done as the reference did it lands near 1e-7, so
-// an explanation two orders above that is likely a different computation
-// that happens to come close. Narrower formats round too coarsely to tell.
+// looseFloor is the error above which an explanation is loose: kept while
+// later forms try for a tighter one. f32 arithmetic done as the reference did
+// it lands near 1e-7, so an explanation two orders above that is likely a
+// different computation that happens to come close. In a narrow format the
+// same computation rounds the same way (most values bit-exact; a value off by
+// a rounding everywhere is about u/2 in rel-RMS), so one above a quarter of
+// the unit roundoff is a near miss a rounding step hides: a recurrent state
+// near its fixed point read from the previous cycle instead of this one.
 func looseFloor(f precision.Format) float64 {
-	if f == precision.F32 {
+	switch f {
+	case precision.F32:
 		return 1e-6
+	case precision.BF16:
+		return 0x1p-10
+	case precision.F16:
+		return 0x1p-13
 	}
 	return math.Inf(1)
 }

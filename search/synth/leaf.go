@@ -139,22 +139,24 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.glue(t, sc)
 			}
-			if fit == nil {
-				fit = s.fitLeaky(xs[0], t)
-			}
-			if fit == nil {
+			// The forms below are tried where glue fails, or where it is
+			// only loose: in a narrow format ReLU is within tolerance of a
+			// leaky ReLU of slope 0.01, and the tighter form must win.
+			for _, try := range []func() *val{
+				func() *val { return s.fitLeaky(xs[0], t) },
 				// a table of RoPE angles (cos and sin taken by its
 				// reader): tried where every other form fails
-				fit = s.fitAngleRope(xs, t)
-			}
-			if fit == nil {
-				fit = s.fitPackedRope(xs, t)
-			}
-			if fit == nil {
-				fit = s.fitSwish(xs[0], t)
-			}
-			if fit == nil {
-				fit = s.fitComposedAct(xs[0], t)
+				func() *val { return s.fitAngleRope(xs, t) },
+				func() *val { return s.fitPackedRope(xs, t) },
+				func() *val { return s.fitSwish(xs[0], t) },
+				func() *val { return s.fitComposedAct(xs[0], t) },
+			} {
+				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
+					break
+				}
+				if v := try(); v != nil && (fit == nil || relRMS(t.format, v.data, t.data) <= relRMS(t.format, fit.data, t.data)/4) {
+					fit = v
+				}
 			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
