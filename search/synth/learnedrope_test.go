@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -46,7 +47,7 @@ func TestLearnedGrid(t *testing.T) {
 				ang[r*n+j] = math.Atan2(math.Sin(p), math.Cos(p))
 			}
 		}
-		got := learnedGrid(ang, w, grid, n)
+		got := learnedGrid(ang, w, grid, n, 1e-3)
 		if got == nil {
 			t.Fatalf("%v: no grid read", grid)
 		}
@@ -58,7 +59,7 @@ func TestLearnedGrid(t *testing.T) {
 		// a grid of other sizes reads nothing
 		other := slices.Clone(grid)
 		slices.Reverse(other)
-		if learnedGrid(ang, w, other, n) != nil {
+		if learnedGrid(ang, w, other, n, 1e-3) != nil {
 			t.Errorf("a %v grid read from a %v one", other, grid)
 		}
 	}
@@ -149,5 +150,67 @@ func TestUnseenConsisID(t *testing.T) {
 	}
 	if heads[2] != 3 || heads[3] != 2 {
 		t.Errorf("attention nodes by heads %v, want 3 of 2 heads (2 extractor layers, 1 cross-attention) and 2 of 3", heads)
+	}
+}
+
+// TestLearnedGridNarrow: Mochi's tables in a bf16 run, where the
+// positions are cast to the frequencies' bf16 and multiplied in it
+// (a GEMM rounding once, or a CPU einsum rounding each product and each
+// partial sum) and cos and sin rounded: the angles of tens of radians
+// come back off by a tenth of one, the grid read with the narrow
+// tolerance is a few percent off, and the refined steps give positions
+// whose bf16 casts are the reference's.
+func TestLearnedGridNarrow(t *testing.T) {
+	bf := precision.BF16
+	for _, stepwise := range []bool{false, true} {
+		grid, n := []int{2, 2, 4}, 16
+		k := len(grid)
+		rng := rand.New(rand.NewPCG(2, 9))
+		w := make([]float32, k*n)
+		for i := range w {
+			w[i] = bf.Round(float32(rng.NormFloat64() * 0.25))
+		}
+		s := math.Sqrt(192 * 192 / float64(grid[1]*grid[2]))
+		steps := []float64{1, s, s}
+		starts := []float64{0, -s * float64(grid[1]-1) / 2, -s * float64(grid[2]-1) / 2}
+		rows := grid[0] * grid[1] * grid[2]
+		want := make([]float32, rows*k)
+		cosT := &val{shape: []int{rows, 1, n}, data: make([]float32, rows*n), format: bf}
+		sinT := &val{shape: []int{rows, 1, n}, data: make([]float32, rows*n), format: bf}
+		ang := make([]float64, rows*n)
+		for r := range rows {
+			idx := []int{r / (grid[1] * grid[2]), (r / grid[2]) % grid[1], r % grid[2]}
+			for a := range k {
+				want[r*k+a] = float32(starts[a] + steps[a]*float64(idx[a]))
+			}
+			for j := range n {
+				var acc float32
+				for a := range k {
+					p := bf.Round(want[r*k+a]) * w[a*n+j]
+					if stepwise {
+						acc = bf.Round(acc + bf.Round(p))
+					} else {
+						acc += p
+					}
+				}
+				x := float64(bf.Round(acc))
+				cosT.data[r*n+j] = bf.Round(float32(math.Cos(x)))
+				sinT.data[r*n+j] = bf.Round(float32(math.Sin(x)))
+				ang[r*n+j] = math.Atan2(float64(sinT.data[r*n+j]), float64(cosT.data[r*n+j]))
+			}
+		}
+		if learnedGrid(ang, w, grid, n, 1e-3) != nil {
+			t.Logf("stepwise %v: read at f32's tolerance too", stepwise)
+		}
+		pos := learnedGrid(ang, w, grid, n, readAngleTol(bf))
+		if pos == nil {
+			t.Fatalf("stepwise %v: no grid read at bf16's tolerance", stepwise)
+		}
+		got := refineNarrow(pos, grid, w, cosT, sinT, bf, stepwise)
+		for i := range got {
+			if bf.Round(got[i]) != bf.Round(want[i]) {
+				t.Fatalf("stepwise %v: position %d (row %d, axis %d) = %g, in bf16 %g; want %g (read %g)", stepwise, i, i/k, i%k, got[i], bf.Round(got[i]), bf.Round(want[i]), pos[i])
+			}
+		}
 	}
 }
