@@ -777,6 +777,9 @@ def _pad_for_3d_conv(x, kernel_size):
     pad_t = (pt - (t % pt)) % pt
     pad_h = (ph - (h % ph)) % ph
     pad_w = (pw - (w % pw)) % pw
+    if x.dtype == torch.bfloat16 and x.device.type == "cpu":  # torch 1.13's CPU replicate pad has no bf16 kernel:
+        # padding copies values, so padding in f32 and casting back gives the same tensor
+        return torch.nn.functional.pad(x.float(), (0, pad_w, 0, pad_h, 0, pad_t), mode="replicate").to(x.dtype)
     return torch.nn.functional.pad(x, (0, pad_w, 0, pad_h, 0, pad_t), mode="replicate")
 
 

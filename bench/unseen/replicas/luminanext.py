@@ -55,7 +55,7 @@ def apply_rotary_emb(x, freqs_cis):
 
 
 class RMSNorm(nn.Module):
-    """diffusers.models.normalization.RMSNorm (elementwise_affine=True, f32 weights)."""
+    """diffusers.models.normalization.RMSNorm (elementwise_affine=True)."""
 
     def __init__(self, dim, eps):
         super().__init__()
@@ -65,6 +65,8 @@ class RMSNorm(nn.Module):
     def forward(self, hidden_states):
         variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):  # upstream: into half precision before the weight
+            hidden_states = hidden_states.to(self.weight.dtype)
         return hidden_states * self.weight
 
 

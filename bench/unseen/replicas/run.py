@@ -1,5 +1,9 @@
 """The capture loop of bench/unseen/capture_dit.py for the replicas in this folder (torch 1.13 on CPU, f32):
-the same 3-step flow-matching Euler loop over SIGMAS, the same weight redraw, the same producer fields."""
+the same 3-step flow-matching Euler loop over SIGMAS, the same weight redraw, the same producer fields.
+REPLICA_DTYPE=bf16 writes <case>-bf16.npz instead: the model placed as from_pretrained(torch_dtype=bf16)
+leaves it (weights.place), floating inputs in bf16 except RoPE tables (as pipelines build them), still on
+the CPU so that each replica's call runs unchanged; the reference's own bf16-vs-f32 distance is then the
+shared tool's limit for the pair."""
 import math
 import os
 import sys
@@ -10,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "capture"))
 import zflow_capture  # noqa: E402
-from weights import randomize  # noqa: E402
+from weights import place, randomize  # noqa: E402
 
 SIGMAS = [1.0, 0.75, 0.4, 0.0]
 
@@ -42,6 +46,13 @@ def sdpa(q, k, v, mask=None, scale=None):
     return torch.softmax(s, dim=-1) @ v
 
 
+def _bf16(key, v):
+    """A request input as a bf16 pipeline passes it: floating tensors in bf16, RoPE tables kept f32."""
+    if not torch.is_tensor(v) or not v.is_floating_point() or "rotary" in key or "freqs" in key:
+        return v
+    return v.to(torch.bfloat16)
+
+
 def capture(case, build, inputs, call, outdir, producer):
     torch.manual_seed(0)
     model = build()
@@ -49,7 +60,14 @@ def capture(case, build, inputs, call, outdir, producer):
     model = model.eval()
     cond = inputs(torch.Generator().manual_seed(2))
     x = cond.pop("noise")
-    path = os.path.join(outdir, f"{case}-f32.npz")
+    tag = os.environ.get("REPLICA_DTYPE", "f32")
+    if tag == "bf16":
+        model = place(model, torch.bfloat16, "cpu")
+        cond = {k: _bf16(k, v) for k, v in cond.items()}
+        x = x.to(torch.bfloat16)
+    elif tag != "f32":
+        raise SystemExit(f"REPLICA_DTYPE={tag}: f32 or bf16")
+    path = os.path.join(outdir, f"{case}-{tag}.npz")
     prod = dict(producer, case=case, library="replica", placement="hf")
     with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
         for k, v in cond.items():

@@ -405,7 +405,8 @@ def call(model, x, sigma, c):
         first_frame_mask = torch.ones((1, 1) + tuple(x.shape[2:]), dtype=torch.float32)
         first_frame_mask[:, :, 0] = 0
         condition = torch.cat([c["condition"], torch.zeros_like(x[:, :, 1:])], dim=2)
-        latent_model_input = (1 - first_frame_mask) * condition + first_frame_mask * x
+        # the pipeline casts the model input to the transformer's dtype (a no-op in f32)
+        latent_model_input = ((1 - first_frame_mask) * condition + first_frame_mask * x).to(x.dtype)
         mask = first_frame_mask
     temp_ts = (mask[0][0][:, ::2, ::2] * t).flatten()
     timestep = temp_ts.unsqueeze(0).expand(x.shape[0], -1)
