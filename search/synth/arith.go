@@ -736,6 +736,38 @@ func (s *synth) movedSum(t *val, vals []*val) *val {
 					return w
 				}
 			}
+			if w := s.splitSum(t, a, b, sum); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// splitSum is movedSum where the sum's axes are split first: a + b read
+// in t's axes in another order, then permuted to t's ([B, L, H·D] summed,
+// viewed [B, L, H, D], then heads first: values with a value embedding
+// added after the projection, laid out for attention).
+func (s *synth) splitSum(t, a, b *val, sum []float32) *val {
+	if len(t.shape) <= len(a.shape) {
+		return nil
+	}
+	tol := tolerance(t.format)
+	for _, perm := range permutations(len(t.shape)) {
+		if isIdentity(perm) {
+			continue
+		}
+		mid := make([]int, len(t.shape))
+		for i, p := range perm {
+			mid[p] = t.shape[i]
+		}
+		if relRMS(t.format, permuteData(&val{shape: mid, data: sum}, perm), t.data) > tol {
+			continue
+		}
+		add := s.derive(&expr{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "add"})
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{s.reshape(add, mid)}, out: t.format, label: "permute"})
+		if p != nil && relRMS(t.format, p.data, t.data) <= tol && s.everyStep(p, t, tol) {
+			return p
 		}
 	}
 	return nil

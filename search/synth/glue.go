@@ -329,6 +329,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.streamsMixed(t, vs) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.sharedKVAttention(t, c) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredScores(t, vs) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.rejected(t, vs) }},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

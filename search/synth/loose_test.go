@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -18,20 +19,34 @@ import (
 // most recent.
 func plantedBF16(t *testing.T, shape []int, data []float32, vals ...*val) (*synth, *scope, *val) {
 	t.Helper()
+	return planted(t, precision.BF16, shape, data, vals...)
+}
+
+// planted is plantedBF16 for a target of format f (bf16 or f32).
+func planted(t *testing.T, f precision.Format, shape []int, data []float32, vals ...*val) (*synth, *scope, *val) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "bf16.npz")
 	w, err := trace.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 2*len(data))
+	dt, name := trace.BFloat16, "bfloat16"
 	for i, x := range data {
 		binary.LittleEndian.PutUint16(b[2*i:], precision.BF16Bits(x))
 	}
-	if err := w.Add("s0/m/arg0", trace.BFloat16, shape, b); err != nil {
+	if f == precision.F32 {
+		dt, name = trace.Float32, "float32"
+		b = make([]byte, 4*len(data))
+		for i, x := range data {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+	}
+	if err := w.Add("s0/m/arg0", dt, shape, b); err != nil {
 		t.Fatal(err)
 	}
 	step := 0
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1, Producer: map[string]any{"framework": "test", "dtype": "bfloat16"},
+	m := &trace.Manifest{Format: "zflow-trace", Version: 1, Producer: map[string]any{"framework": "test", "dtype": name},
 		Calls: []trace.Call{{ID: 0, Step: &step, Module: "m", Type: "T", Tensors: trace.Ports{{Name: "arg0", Key: "s0/m/arg0"}}}}}
 	if err := w.Close(m); err != nil {
 		t.Fatal(err)
@@ -42,7 +57,7 @@ func plantedBF16(t *testing.T, shape []int, data []float32, vals ...*val) (*synt
 	}
 	t.Cleanup(func() { tr.Close() })
 	ctx := context.Background()
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(precision.BF16), params: map[string]*val{},
+	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(f), params: map[string]*val{},
 		steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
 	sc := &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	for _, v := range vals {

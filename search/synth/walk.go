@@ -115,6 +115,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 					sc.add(v, false)
 				}
 			}
+			s.argsAgain(ch, sc, chArgs)
 			res, err := s.call(ch, chArgs)
 			if err != nil {
 				return nil, err
@@ -188,6 +189,55 @@ func (s *synth) explainAgain(c trace.Call, sc *scope, outs map[string]*val) {
 		if w := s.glue(target, sc); w != nil && !w.opaque {
 			outs[name] = w
 			s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == v })
+		}
+	}
+}
+
+// argsAgain tries each argument of the call ch that nothing explained once
+// more after its later arguments are explained (they are in the scope
+// now): an argument may be computed from one passed after it (an
+// attention's output and, next, the values it attended over, which a
+// value embedding changed after the projection). Only arguments followed
+// by an explained one are tried again.
+func (s *synth) argsAgain(ch trace.Call, sc *scope, args map[string]*val) {
+	var names []string
+	for _, p := range ch.Tensors {
+		if !trace.IsResult(p.Name) {
+			names = append(names, p.Name)
+		}
+	}
+	for i, name := range names {
+		v := args[name]
+		if v == nil || !v.opaque || !slices.ContainsFunc(names[i+1:], func(n string) bool { return args[n] != nil && !args[n].opaque }) {
+			continue
+		}
+		target, err := s.capture(ch.Tensors[slices.IndexFunc(ch.Tensors, func(p trace.Port) bool { return p.Name == name })].Key)
+		if err != nil {
+			continue
+		}
+		// the later arguments are read as the call's own values are (an
+		// attention's operands come from those)
+		var later []*val
+		for _, n := range names[i+1:] {
+			if a := args[n]; a != nil && !a.opaque && !sc.own[a] {
+				sc.own[a] = true
+				later = append(later, a)
+			}
+		}
+		w := s.explain(target, sc)
+		for _, a := range later {
+			delete(sc.own, a)
+		}
+		if w.opaque {
+			s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == target })
+			continue
+		}
+		markUsed(w)
+		args[name] = w
+		s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == v })
+		sc.vals = slices.DeleteFunc(sc.vals, func(o *val) bool { return o == v })
+		if !slices.Contains(sc.vals, w) {
+			sc.add(w, false)
 		}
 	}
 }
