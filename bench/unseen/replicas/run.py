@@ -3,7 +3,9 @@ the same 3-step flow-matching Euler loop over SIGMAS, the same weight redraw, th
 REPLICA_DTYPE=bf16 writes <case>-bf16.npz instead: the model placed as from_pretrained(torch_dtype=bf16)
 leaves it (weights.place), floating inputs in bf16 except RoPE tables (as pipelines build them), still on
 the CPU so that each replica's call runs unchanged; the reference's own bf16-vs-f32 distance is then the
-shared tool's limit for the pair."""
+shared tool's limit for the pair. REPLICA_DEVICE=cuda (torch 2.x) runs the bf16 run on the GPU instead, as
+diffusers' bf16 runs are made: the weights and the request drawn on the CPU as before, then moved, and
+torch's default device set to the GPU so that tensors a replica's call makes land there too."""
 import math
 import os
 import sys
@@ -53,6 +55,15 @@ def _bf16(key, v):
     return v.to(torch.bfloat16)
 
 
+def _to(v, device):
+    """A request input moved to device, lists and tuples of tensors too."""
+    if torch.is_tensor(v):
+        return v.to(device)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_to(x, device) for x in v)
+    return v
+
+
 def capture(case, build, inputs, call, outdir, producer):
     torch.manual_seed(0)
     model = build()
@@ -61,19 +72,26 @@ def capture(case, build, inputs, call, outdir, producer):
     cond = inputs(torch.Generator().manual_seed(2))
     x = cond.pop("noise")
     tag = os.environ.get("REPLICA_DTYPE", "f32")
+    device = os.environ.get("REPLICA_DEVICE", "cpu")
     if tag == "bf16":
-        model = place(model, torch.bfloat16, "cpu")
+        model = place(model, torch.bfloat16, device)
         cond = {k: _bf16(k, v) for k, v in cond.items()}
         x = x.to(torch.bfloat16)
     elif tag != "f32":
         raise SystemExit(f"REPLICA_DTYPE={tag}: f32 or bf16")
+    if device != "cpu":
+        if tag != "bf16":
+            raise SystemExit("REPLICA_DEVICE: for the bf16 run only (the f32 reference runs on the CPU)")
+        cond = {k: _to(v, device) for k, v in cond.items()}
+        x = x.to(device)
+        torch.set_default_device(device)
     path = os.path.join(outdir, f"{case}-{tag}.npz")
     prod = dict(producer, case=case, library="replica", placement="hf")
     with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
         for k, v in cond.items():
             cap.input(k, v)
         cap.input("noise", x)
-        cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32))
+        cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32, device=x.device))
         with torch.no_grad():
             for i in range(len(SIGMAS) - 1):
                 with cap.step(i):
