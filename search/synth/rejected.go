@@ -7,6 +7,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // rejected explains t [B, L, H, D] as exclusive self-attention's output:
@@ -44,11 +45,11 @@ func (s *synth) rejected(t *val, vals []*val) *val {
 			if u == nil {
 				continue
 			}
-			c, ok := rejectionStrengths(a.data, u.data, t.data, h, d)
+			c, ok := rejectionStrengths(a.data, u.data, t.data, h, d, tolerance(t.format))
 			if !ok {
 				continue
 			}
-			for _, k := range s.strengths(c, alphas) {
+			for _, k := range s.strengths(c, alphas, t.format) {
 				cands = append(cands, s.rejection(a, u, k, hk))
 			}
 		}
@@ -82,15 +83,20 @@ func (s *synth) unitValues(v *val, l, h, d int) (*val, int) {
 	if x == nil {
 		return nil, 0
 	}
-	// F.normalize: x / max(‖x‖, ε), as an RMS norm times 1/√d
-	n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormRMS, Eps: 1e-30}}, args: []*val{x, nil, nil}, out: x.format, label: "x / √(mean x²)"})
-	return s.derive(&expr{op: program.OpMul, args: []*val{n, s.constant(1 / math.Sqrt(float64(d)))}, out: x.format, label: "x / ‖x‖"}), hk
+	// F.normalize(x.float()): x / max(‖x‖, ε) in f32, as an RMS norm times
+	// 1/√d, then in x's format
+	n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormRMS, Eps: 1e-30}}, args: []*val{x, nil, nil}, out: precision.F32, label: "x / √(mean x²)"})
+	u := s.derive(&expr{op: program.OpMul, args: []*val{n, s.constant(1 / math.Sqrt(float64(d)))}, out: precision.F32, label: "x / ‖x‖"})
+	if x.format != precision.F32 {
+		u = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: x.format}, args: []*val{u}, out: x.format, label: "in the values' format"})
+	}
+	return u, hk
 }
 
 // rejectionStrengths reads c_h in t = a − c_h·(a·u)·u by least squares
-// per head (u unit rows); ok where the fit explains t to 1e-3 of its norm
-// and the removal is not nothing.
-func rejectionStrengths(a, u, t []float32, h, d int) ([]float64, bool) {
+// per head (u unit rows); ok where the fit explains t to a quarter of the
+// format's tolerance (tol), 1e-3 at least, and the removal is not nothing.
+func rejectionStrengths(a, u, t []float32, h, d int, tol float64) ([]float64, bool) {
 	num, den := make([]float64, h), make([]float64, h)
 	rows := len(a) / d
 	for r := range rows {
@@ -126,20 +132,26 @@ func rejectionStrengths(a, u, t []float32, h, d int) ([]float64, bool) {
 		}
 	}
 	nonzero := slices.ContainsFunc(c, func(x float64) bool { return math.Abs(x) > 1e-3 })
-	return c, nonzero && e2 <= 1e-6*t2
+	fit := max(1e-3, tol/4)
+	return c, nonzero && e2 <= fit*fit*t2
 }
 
 // strengths are the values [1, 1, H, 1] that c may stand for: one 1 for
-// every head, or tanh of a parameter of H entries.
-func (s *synth) strengths(c []float64, alphas []*val) []*val {
+// every head, or tanh of a parameter of H entries; read to 1e-3, or in a
+// narrow format to a rounding step or two.
+func (s *synth) strengths(c []float64, alphas []*val, f precision.Format) []*val {
 	var out []*val
-	if !slices.ContainsFunc(c, func(x float64) bool { return math.Abs(x-1) > 1e-3 }) {
+	within := 1e-3
+	if f != precision.F32 {
+		within = 2e-2
+	}
+	if !slices.ContainsFunc(c, func(x float64) bool { return math.Abs(x-1) > within }) {
 		out = append(out, s.constant(1))
 	}
 	for _, a := range alphas {
 		ok := true
 		for i, x := range c {
-			ok = ok && math.Abs(math.Tanh(float64(a.data[i]))-x) <= 1e-3*max(1, math.Abs(x))
+			ok = ok && math.Abs(math.Tanh(float64(a.data[i]))-x) <= within*max(1, math.Abs(x))
 		}
 		if !ok {
 			continue
