@@ -31,8 +31,11 @@ struct zf_norm_p {
   int has_g; int has_b; float eps; float offset;
 };
 
-static __device__ __forceinline__ double zf_warp_sum(double v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+/* The butterfly sum over the w lanes of each w-lane part of the warp (w a
+ * power of two): the same additions in the same order for every lane
+ * count, since a lane past a group's end holds 0 and x + 0 is x. */
+static __device__ __forceinline__ double zf_warp_sum(double v, int w) {
+  for (int o = w >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
@@ -43,22 +46,41 @@ extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __re
   int lane = (int)(threadIdx.x & 31);
   int nw = (int)((gridDim.x * blockDim.x) >> 5);
   bool vec = p.g % 8 == 0; /* 8 elements a lane a step, 16-byte accesses */
-  for (int q = warp; q < p.groups; q += nw) {
-    int base = q * p.g;
+  /* Lanes a group: the fewest (a power of two) whose 8 elements each
+   * cover it, so a warp takes 32/w groups of up to 128 at once (per-head
+   * q/k norms) instead of one with lanes idle. Each lane sums the same
+   * elements in the same order as with one group a warp, and the lanes
+   * that held zeros there are simply not added, so the bits are the same. */
+  int w = 32;
+  if (vec) {
+    while (w > 1 && (w >> 1) * 8 >= p.g) w >>= 1;
+  }
+  int per = 32 / w;
+  int sub = lane / w;
+  lane = lane % w;
+  int step = w * 8;
+  /* The loops below are unrolled so that a lane has several 16-byte
+   * loads in flight (a row of 3072 is 12 steps); the sums still take
+   * the values in the same order. */
+  for (int q0 = warp * per; q0 < p.groups; q0 += nw * per) {
+    int q = q0 + sub;
+    bool live = q < p.groups; /* every lane takes part in the shuffles */
+    int base = live ? q * p.g : 0;
+    int end = live ? p.g : 0;
     float mean = 0.0f;
     double acc = 0.0;
     if (vec) {
       float v[8];
       if (p.kind == 1) {
         double sum = 0.0;
-        for (int j = lane * 8; j < p.g; j += 256) {
+        _Pragma("unroll 4") for (int j = lane * 8; j < end; j += step) {
           zf_load8(x, p.fmt_x, base + j, 1, v);
           _Pragma("unroll") for (int e = 0; e < 8; e++) sum += (double)v[e];
         }
-        sum = zf_warp_sum(sum);
+        sum = zf_warp_sum(sum, w);
         double mu = sum / (double)p.g;
         mean = (float)mu;
-        for (int j = lane * 8; j < p.g; j += 256) {
+        _Pragma("unroll 4") for (int j = lane * 8; j < end; j += step) {
           zf_load8(x, p.fmt_x, base + j, 1, v);
           _Pragma("unroll") for (int e = 0; e < 8; e++) {
             double d = (double)v[e] - mu;
@@ -66,7 +88,7 @@ extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __re
           }
         }
       } else {
-        for (int j = lane * 8; j < p.g; j += 256) {
+        _Pragma("unroll 4") for (int j = lane * 8; j < end; j += step) {
           zf_load8(x, p.fmt_x, base + j, 1, v);
           _Pragma("unroll") for (int e = 0; e < 8; e++) {
             double d = (double)v[e];
@@ -76,25 +98,25 @@ extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __re
       }
     } else if (p.kind == 1) {
       double sum = 0.0;
-      for (int j = lane; j < p.g; j += 32) sum += (double)zf_load(x, p.fmt_x, base + j);
-      sum = zf_warp_sum(sum);
+      for (int j = lane; j < end; j += 32) sum += (double)zf_load(x, p.fmt_x, base + j);
+      sum = zf_warp_sum(sum, 32);
       double mu = sum / (double)p.g;
       mean = (float)mu;
-      for (int j = lane; j < p.g; j += 32) {
+      for (int j = lane; j < end; j += 32) {
         double d = (double)zf_load(x, p.fmt_x, base + j) - mu;
         acc += d * d;
       }
     } else {
-      for (int j = lane; j < p.g; j += 32) {
+      for (int j = lane; j < end; j += 32) {
         double e = (double)zf_load(x, p.fmt_x, base + j);
         acc += e * e;
       }
     }
-    acc = zf_warp_sum(acc);
+    acc = zf_warp_sum(acc, w);
     float var = (float)(acc / (double)p.g);
     float rstd = 1.0f / (float)sqrt((double)(var + p.eps));
     if (vec) {
-      for (int j = lane * 8; j < p.g; j += 256) {
+      _Pragma("unroll 4") for (int j = lane * 8; j < end; j += step) {
         float v[8], gv[8], bv[8], r[8];
         zf_load8(x, p.fmt_x, base + j, 1, v);
         if (p.has_g != 0) zf_load8(gm, p.fmt_g, j, 1, gv);
@@ -107,7 +129,7 @@ extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __re
       }
       continue;
     }
-    for (int j = lane; j < p.g; j += 32) {
+    for (int j = lane; j < end; j += 32) {
       float v = zf_load(x, p.fmt_x, base + j);
       float gv = p.has_g != 0 ? zf_load(gm, p.fmt_g, j) : 0.0f;
       float bv = p.has_b != 0 ? zf_load(bt, p.fmt_b, j) : 0.0f;
@@ -202,7 +224,16 @@ func (b *Backend) normLaunch(x, gamma, beta exec.Tensor, p exec.NormParams, s ex
 	if bt != nil {
 		l.np.HasB, l.np.FmtB, l.b = 1, int32(bt.format), bt
 	}
-	blocks := max(1, min((int(l.np.Groups)+7)/8, b.sms*16))
+	// Warps needed: the kernel puts 32/w groups in a warp (w lanes a
+	// group, the fewest powers of two whose 8 elements each cover it).
+	per := 1
+	if g%8 == 0 {
+		for w := 32; w > 1 && (w/2)*8 >= g; w /= 2 {
+			per *= 2
+		}
+	}
+	warps := (int(l.np.Groups) + per - 1) / per
+	blocks := max(1, min((warps+7)/8, b.sms*16))
 	l.grid = [3]uint32{uint32(blocks), 1, 1}
 	return l, nil
 }
