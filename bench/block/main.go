@@ -70,6 +70,7 @@ func main() {
 	outPath := flag.String("out", "", "write the block's outputs (img then txt, bf16 bits) here")
 	attnOnly := flag.Int("attn-only", 0, "run only the block's attention twice with this many flash warps (for a profiler)")
 	once := flag.Bool("once", false, "run only the fused block twice (for a profiler)")
+	blockOnly := flag.Bool("block-only", false, "time the block alone (no GEMM or pointwise tables; A/B runs)")
 	flag.Parse()
 	if *once {
 		if err := run(0, 2, "", "", true); err != nil {
@@ -85,6 +86,7 @@ func main() {
 		}
 		return
 	}
+	skipTables = *blockOnly
 	if err := run(*iters, *warm, *jsonPath, *outPath, false); err != nil {
 		fmt.Fprintln(os.Stderr, "block:", err)
 		os.Exit(1)
@@ -129,6 +131,9 @@ func (t *timer) collect(into map[string]float64) {
 }
 
 type weights map[string]exec.Tensor
+
+// skipTables leaves out the GEMM and pointwise tables (-block-only).
+var skipTables bool
 
 func run(iters, warm int, jsonPath, outPath string, fusedOnly bool) error {
 	start := time.Now()
@@ -215,11 +220,13 @@ func run(iters, warm int, jsonPath, outPath string, fusedOnly bool) error {
 	b.Free(img)
 	b.Free(txt)
 
-	if err := gemms(b, &res); err != nil {
-		return err
-	}
-	if err := pointwise(b, &res); err != nil {
-		return err
+	if !skipTables {
+		if err := gemms(b, &res); err != nil {
+			return err
+		}
+		if err := pointwise(b, &res); err != nil {
+			return err
+		}
 	}
 	if jsonPath != "" {
 		buf, _ := json.MarshalIndent(res, "", "  ")
