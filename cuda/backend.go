@@ -43,7 +43,6 @@ type Backend struct {
 	flashWarps int  // warps per flash block (4 or 8)
 	hopper     hopperState
 	fuse       fusionState
-	norm       struct{ pair, wide bool } // norm layouts (normLayout)
 
 	// poison fills every new buffer with 0xFF bytes (NaN in every
 	// format) so that tests see an element an op failed to write.
@@ -97,8 +96,6 @@ func New() (*Backend, error) {
 	b.hopper = hopper
 	b.Fallback = exec.Fallback{B: b}
 	b.fuse.mode = fusionFromEnv()
-	b.norm.pair = os.Getenv("ZFLOW_NORM_PAIR") != "0"
-	b.norm.wide = os.Getenv("ZFLOW_NORM_WIDE") != "0"
 	b.args = new(argBuf)
 	b.pinner.Pin(b.args)
 	b.gemm.alpha, b.gemm.beta = new(float32), new(float32)

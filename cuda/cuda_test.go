@@ -331,8 +331,10 @@ func TestNorm(t *testing.T) {
 	g := up(t, b, randn(3072, 12, 0.2), []int{3072}, bf16)
 	be := up(t, b, randn(3072, 13, 0.1), []int{3072}, bf16)
 	gh := up(t, b, randn(128, 14, 0.2), []int{128}, bf16)
+	// Few long rows take four warps a row (normLayout's wide layout).
+	xs := up(t, b, data[:512*3072], []int{1, 512, 3072}, bf16)
 	defer func() {
-		for _, p := range []pair{x, xf, g, be, gh} {
+		for _, p := range []pair{x, xf, g, be, gh, xs} {
 			p.free(b)
 		}
 	}()
@@ -357,6 +359,8 @@ func TestNorm(t *testing.T) {
 		{"rms per group 96", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 96}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 		{"layer per group 24 f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 24}, exec.Out(f32)},
 		{"rms per group 8", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 8}, exec.Out(bf16)},
+		{"layer γ β, 512 rows", xs, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Out(bf16)},
+		{"rms γ, 512 rows", xs, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 	}
 	for _, c := range cases {
 		res := pair{m(ref.Norm(c.x.c, c.gb.c, c.gb.g, c.p, c.s)), m(b.Norm(c.x.g, c.g, c.be, c.p, c.s))}
