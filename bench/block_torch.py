@@ -134,6 +134,32 @@ def block(w, cos, sin):
     return out["img"], out["txt"]
 
 
+def kernel_list(fn, calls):
+    """Each device kernel's time per call (torch.profiler), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    rows, total = [], 0.0
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None)
+        if us is None:
+            us = getattr(e, "cuda_time_total", 0.0)
+        if us <= 0:
+            continue
+        rows.append((us / calls, e.count / calls, e.key))
+    rows.sort(reverse=True)
+    lines = []
+    for us, n, key in rows:
+        total += us
+        lines.append(f"{us / 1000:9.4f} ms  {n:5.1f}x  {key[:150]}")
+    lines.append(f"{total / 1000:9.4f} ms  total (kernels' sum per call)")
+    return "\n".join(lines) + "\n"
+
+
 def bench(fn, warmup, iters):
     for _ in range(warmup):
         fn()
@@ -155,6 +181,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", help="write torch's numbers here")
+    ap.add_argument("--profile", help="write torch.profiler's kernel list of eager and compiled calls here")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile timing (the peer a user picks for speed)")
     args = ap.parse_args()
     dev = "cuda"
@@ -176,6 +203,11 @@ def main():
             cms, call = bench(lambda: compiled(w, cos, sin), max(args.warmup, 3), args.iters)
             cimg, ctxt = compiled(w, cos, sin)
         res["compiled_ms"], res["compiled_ms_all"] = cms, call
+        if args.profile:
+            with open(args.profile, "w") as f:
+                for label, fn in (("compiled", lambda: compiled(w, cos, sin)), ("eager", lambda: block(w, cos, sin))):
+                    f.write(f"== {label}: 5 calls, device time per call\n")
+                    f.write(kernel_list(fn, 5))
         crel = max(((a.double() - b.double()).norm() / b.double().norm()).item() for a, b in ((cimg, img), (ctxt, txt)))
         print(f"torch.compile block: median {cms:.3f} ms (min {min(call):.3f}), compiled/eager {cms / ms:.3f}, rel-RMS vs eager {crel:.3e}")
 

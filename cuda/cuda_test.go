@@ -331,8 +331,10 @@ func TestNorm(t *testing.T) {
 	g := up(t, b, randn(3072, 12, 0.2), []int{3072}, bf16)
 	be := up(t, b, randn(3072, 13, 0.1), []int{3072}, bf16)
 	gh := up(t, b, randn(128, 14, 0.2), []int{128}, bf16)
+	// Few long rows take four warps a row (normLayout's wide layout).
+	xs := up(t, b, data[:512*3072], []int{1, 512, 3072}, bf16)
 	defer func() {
-		for _, p := range []pair{x, xf, g, be, gh} {
+		for _, p := range []pair{x, xf, g, be, gh, xs} {
 			p.free(b)
 		}
 	}()
@@ -351,6 +353,14 @@ func TestNorm(t *testing.T) {
 		{"rms γ (HF: x̂ rounded)", x, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 		{"rms per head (group 128)", x, gh.g, nil, pair{gh.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 128}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 		{"rms f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Out(f32)},
+		// Groups of 128 or fewer share a warp (the kernel's lanes a group):
+		// whole powers of two, and 96 and 24, whose last lanes hold nothing.
+		{"layer per group 64", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 64}, exec.Out(bf16)},
+		{"rms per group 96", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 96}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
+		{"layer per group 24 f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 24}, exec.Out(f32)},
+		{"rms per group 8", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 8}, exec.Out(bf16)},
+		{"layer γ β, 512 rows", xs, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Out(bf16)},
+		{"rms γ, 512 rows", xs, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 	}
 	for _, c := range cases {
 		res := pair{m(ref.Norm(c.x.c, c.gb.c, c.gb.g, c.p, c.s)), m(b.Norm(c.x.g, c.g, c.be, c.p, c.s))}
@@ -424,6 +434,37 @@ func TestMovement(t *testing.T) {
 	}
 	for i := range cc {
 		check(t, b, fmt.Sprintf("chunk 3 axis 3 [%d]", i), exec.Out(bf16), pair{cc[i], cg[i]}, true)
+	}
+	// Contiguous runs are views of the parent's buffer (one batch row, or
+	// the whole axis); they must read the same values, also after the
+	// parent is freed.
+	x1 := up(t, b, randn(4608*3072, 34, 1), []int{1, 4608, 3072}, bf16)
+	views := []pair{
+		{m(ref.Slice(x1.c, 1, 512, 4608)), m(b.Slice(x1.g, 1, 512, 4608))},
+		{m(ref.Slice(x1.c, 1, 0, 512)), m(b.Slice(x1.g, 1, 0, 512))},
+		{m(ref.Slice(x1.c, 2, 3, 7)), m(b.Slice(x1.g, 2, 3, 7))}, // not contiguous: a copy
+	}
+	mv := up(t, b, randn(6*3072, 35, 1), []int{1, 6 * 3072}, bf16)
+	mc, err := ref.Chunk(mv.c, 6, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg, err := b.Chunk(mv.g, 6, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range mc {
+		views = append(views, pair{mc[i], mg[i]})
+	}
+	// Joined along rows with one batch: a driver copy a piece.
+	a1 := up(t, b, randn(512*3072, 36, 1), []int{1, 512, 3072}, bf16)
+	views = append(views, pair{m(ref.Concat([]exec.Tensor{a1.c, x1.c}, 1)), m(b.Concat([]exec.Tensor{a1.g, x1.g}, 1))})
+	a1.free(b)
+	x1.free(b)
+	mv.free(b)
+	for i, v := range views {
+		check(t, b, fmt.Sprintf("view %d (after freeing the parent)", i), exec.Out(bf16), v, true)
+		v.free(b)
 	}
 	r := pair{m(ref.Reshape(x.c, []int{2, 4096, -1})), m(b.Reshape(x.g, []int{2, 4096, -1}))}
 	x.free(b)

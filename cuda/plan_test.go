@@ -320,6 +320,8 @@ static zf_stub_dim3 blockIdx, blockDim, threadIdx, gridDim;
 static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
+static inline void __syncthreads() {}
+#define __shared__ static
 #define ulong zf_stub_ulong /* the CUDA prelude's ulong, not glibc's */
 `
 

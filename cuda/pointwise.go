@@ -165,7 +165,7 @@ func flags(s exec.Spec) int32 {
 
 // cond is a conditioning tensor viewed with exec.CondShape against x.
 func cond(t *Tensor, x []int) *Tensor {
-	return &Tensor{shape: exec.CondShape(t.shape, x), format: t.format, buf: t.buf, b: t.b}
+	return &Tensor{shape: exec.CondShape(t.shape, x), format: t.format, buf: t.buf, off: t.off, b: t.b}
 }
 
 // Modulate is x·(1 + scale) + shift (or x·scale + shift), fused.

@@ -39,6 +39,8 @@ type result struct {
 	BlockMS   float64            `json:"block_ms"`
 	BlockAll  []float64          `json:"block_ms_all"`
 	Breakdown map[string]float64 `json:"breakdown_ms"`
+	// Per op (stream and op), the fused route's.
+	FusedBreakdown map[string]float64 `json:"fused_breakdown_ms"`
 	// The same block with its regions offered to the fusion (the route
 	// generate takes), its regions' decisions, and whether its outputs are
 	// the op-by-op route's bit for bit.
@@ -67,7 +69,16 @@ func main() {
 	jsonPath := flag.String("json", "", "write the results as JSON here")
 	outPath := flag.String("out", "", "write the block's outputs (img then txt, bf16 bits) here")
 	attnOnly := flag.Int("attn-only", 0, "run only the block's attention twice with this many flash warps (for a profiler)")
+	once := flag.Bool("once", false, "run only the fused block twice (for a profiler)")
+	blockOnly := flag.Bool("block-only", false, "time the block alone (no GEMM or pointwise tables; A/B runs)")
 	flag.Parse()
+	if *once {
+		if err := run(0, 2, "", "", true); err != nil {
+			fmt.Fprintln(os.Stderr, "block:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *attnOnly != 0 {
 		if err := attnOnce(*attnOnly); err != nil {
 			fmt.Fprintln(os.Stderr, "block:", err)
@@ -75,7 +86,8 @@ func main() {
 		}
 		return
 	}
-	if err := run(*iters, *warm, *jsonPath, *outPath); err != nil {
+	skipTables = *blockOnly
+	if err := run(*iters, *warm, *jsonPath, *outPath, false); err != nil {
 		fmt.Fprintln(os.Stderr, "block:", err)
 		os.Exit(1)
 	}
@@ -120,7 +132,10 @@ func (t *timer) collect(into map[string]float64) {
 
 type weights map[string]exec.Tensor
 
-func run(iters, warm int, jsonPath, outPath string) error {
+// skipTables leaves out the GEMM and pointwise tables (-block-only).
+var skipTables bool
+
+func run(iters, warm int, jsonPath, outPath string, fusedOnly bool) error {
 	start := time.Now()
 	b, err := cuda.New()
 	if err != nil {
@@ -157,6 +172,15 @@ func run(iters, warm int, jsonPath, outPath string) error {
 		return err
 	}
 	res.SetupS = time.Since(start).Seconds()
+	if fusedOnly {
+		img, txt, err := timeBlock(b, w, cos, sin, true, warm, iters, &res.FusedAll, map[string]float64{})
+		if err != nil {
+			return err
+		}
+		b.Free(img)
+		b.Free(txt)
+		return b.Sync()
+	}
 	// Attention alone first: it picks the flash kernel's warps per block
 	// for the block.
 	if err := attention(b, &res); err != nil {
@@ -169,15 +193,9 @@ func run(iters, warm int, jsonPath, outPath string) error {
 	}
 	res.BlockMS = median(res.BlockAll)
 	fmt.Printf("block forward: median %.3f ms over %d iterations (min %.3f)\n", res.BlockMS, iters, minOf(res.BlockAll))
-	keys := make([]string, 0, len(res.Breakdown))
-	for k := range res.Breakdown {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return res.Breakdown[keys[i]] > res.Breakdown[keys[j]] })
-	for _, k := range keys {
-		fmt.Printf("  %-16s %8.3f ms\n", k, res.Breakdown[k])
-	}
-	fimg, ftxt, err := timeBlock(b, w, cos, sin, true, warm, iters, &res.FusedAll, map[string]float64{})
+	printBreakdown(res.Breakdown)
+	res.FusedBreakdown = map[string]float64{}
+	fimg, ftxt, err := timeBlock(b, w, cos, sin, true, warm, iters, &res.FusedAll, res.FusedBreakdown)
 	if err != nil {
 		return err
 	}
@@ -188,6 +206,7 @@ func run(iters, warm int, jsonPath, outPath string) error {
 	}
 	fmt.Printf("block forward, regions fused (%s): median %.3f ms (min %.3f), outputs identical to op by op: %v\n",
 		b.FusionMode(), res.FusedMS, minOf(res.FusedAll), res.FusedSame)
+	printBreakdown(res.FusedBreakdown)
 	for _, d := range res.FusionRecords {
 		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s\n", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined)
 	}
@@ -201,11 +220,13 @@ func run(iters, warm int, jsonPath, outPath string) error {
 	b.Free(img)
 	b.Free(txt)
 
-	if err := gemms(b, &res); err != nil {
-		return err
-	}
-	if err := pointwise(b, &res); err != nil {
-		return err
+	if !skipTables {
+		if err := gemms(b, &res); err != nil {
+			return err
+		}
+		if err := pointwise(b, &res); err != nil {
+			return err
+		}
 	}
 	if jsonPath != "" {
 		buf, _ := json.MarshalIndent(res, "", "  ")
@@ -214,6 +235,22 @@ func run(iters, warm int, jsonPath, outPath string) error {
 		}
 	}
 	return nil
+}
+
+// printBreakdown prints each label's average milliseconds, largest first,
+// and their sum (the events' own cost included).
+func printBreakdown(m map[string]float64) {
+	keys := make([]string, 0, len(m))
+	sum := 0.0
+	for k, v := range m {
+		keys = append(keys, k)
+		sum += v
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	for _, k := range keys {
+		fmt.Printf("  %-36s %8.3f ms\n", k, m[k])
+	}
+	fmt.Printf("  %-36s %8.3f ms\n", "(sum)", sum)
 }
 
 // timeBlock runs the block warm+iters times (fused: its regions offered to
@@ -318,7 +355,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			return nil
 		}
 		y := keep(b.Linear(x, w[name+".w"], w[name+".b"], sOut))
-		tm.mark("linear")
+		tm.mark("linear " + name)
 		return y
 	}
 	// region runs r fused (when the backend takes it) or op by op.
@@ -372,15 +409,15 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			return nil, nil, err
 		}
 		tmp = append(tmp, s.mod...)
-		tm.mark("chunk")
+		tm.mark(name + " chunk")
 		var mx exec.Tensor
 		if fused {
-			mx = region(normMod(s.x, s.mod[0], s.mod[1]), "norm→modulate")
+			mx = region(normMod(s.x, s.mod[0], s.mod[1]), name+" norm→modulate")
 		} else {
 			n := keep(b.Norm(s.x, nil, nil, layer, sOut))
-			tm.mark("norm")
+			tm.mark(name + " norm")
 			mx = keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
-			tm.mark("modulate")
+			tm.mark(name + " modulate")
 		}
 		s.q, s.k, s.v = lin(mx, name+".q"), lin(mx, name+".k"), lin(mx, name+".v")
 		if err != nil {
@@ -388,7 +425,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		}
 		s.q = keep(b.Norm(s.q, w[name+".norm_q"], nil, qk, sQK))
 		s.k = keep(b.Norm(s.k, w[name+".norm_k"], nil, qk, sQK))
-		tm.mark("norm")
+		tm.mark(name + " q/k norm")
 	}
 	if err != nil {
 		return nil, nil, err
@@ -420,9 +457,9 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 	for _, name := range []string{"img", "txt"} {
 		s := ss[name]
 		if fused {
-			x1 := region(exec.Region{Head: linHead(s.attn, name+".out"), Steps: []exec.Step{gatedRes(s.x, s.mod[2])}}, "linear→gated_residual")
-			mx := region(normMod(x1, s.mod[3], s.mod[4]), "norm→modulate")
-			g := region(exec.Region{Head: linHead(mx, name+".ff1"), Steps: []exec.Step{{Op: exec.StepAct, In: []exec.Tensor{nil}, Act: exec.ActGELUTanh, Spec: sOut}}}, "linear→act")
+			x1 := region(exec.Region{Head: linHead(s.attn, name+".out"), Steps: []exec.Step{gatedRes(s.x, s.mod[2])}}, name+".out→gated_residual")
+			mx := region(normMod(x1, s.mod[3], s.mod[4]), name+" norm→modulate 2")
+			g := region(exec.Region{Head: linHead(mx, name+".ff1"), Steps: []exec.Step{{Op: exec.StepAct, In: []exec.Tensor{nil}, Act: exec.ActGELUTanh, Spec: sOut}}}, name+".ff1→act")
 			if err != nil {
 				return nil, nil, err
 			}
@@ -430,7 +467,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			if e != nil {
 				return nil, nil, e
 			}
-			tm.mark("linear→gated_residual")
+			tm.mark(name + ".ff2→gated_residual")
 			outs[name] = y
 			continue
 		}
@@ -439,17 +476,17 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			return nil, nil, err
 		}
 		x1 := keep(b.GatedResidual(s.x, o, s.mod[2], exec.ActIdentity, sCmp))
-		tm.mark("gated_residual")
+		tm.mark(name + " gated_residual")
 		n := keep(b.Norm(x1, nil, nil, layer, sOut))
-		tm.mark("norm")
+		tm.mark(name + " norm 2")
 		mx := keep(b.Modulate(n, s.mod[3], s.mod[4], exec.ModulateParams{PlusOne: true}, sCmp))
-		tm.mark("modulate")
+		tm.mark(name + " modulate 2")
 		h := lin(mx, name+".ff1")
 		if err != nil {
 			return nil, nil, err
 		}
 		g := keep(b.Act(h, exec.ActGELUTanh, sOut))
-		tm.mark("act")
+		tm.mark(name + " act")
 		f := lin(g, name+".ff2")
 		if err != nil {
 			return nil, nil, err
@@ -458,7 +495,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		if e != nil {
 			return nil, nil, e
 		}
-		tm.mark("gated_residual")
+		tm.mark(name + " gated_residual 2")
 		outs[name] = y
 	}
 	return outs["img"], outs["txt"], err
