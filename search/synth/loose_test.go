@@ -212,3 +212,51 @@ func TestNarrowLeakyReLU(t *testing.T) {
 		t.Errorf("generated output rel-RMS %.3g, want bit-exact", rel)
 	}
 }
+
+// TestGatedRowsWindowF32Gate: a bf16 run's gated residual per token over
+// the last rows, x.float() + y·gate rounded once, where the gate is a
+// learned table plus the per-token value taken to f32 (table + temb.float():
+// the sum kept in f32). The window's rows come out bit for bit: the gate
+// summed in f32 is offered beside the one rounded to bf16, and the closest
+// explanation wins (both lie within bf16's tolerance).
+func TestGatedRowsWindowF32Gate(t *testing.T) {
+	const rows, n, c, k = 18, 8, 32, 6
+	rng := rand.New(rand.NewPCG(21, 22))
+	bf := precision.BF16.Round
+	x := make([]float32, rows*c)    // the block's input, f32 of bf16 values
+	y := make([]float32, rows*c)    // the attention's output, bf16
+	tb := make([]float32, k*c)      // the table, bf16 values
+	tv := make([]float32, rows*k*c) // the per-token value, bf16
+	for i := range x {
+		x[i], y[i] = bf(float32(rng.NormFloat64())), bf(float32(rng.NormFloat64()))
+	}
+	for i := range tb {
+		tb[i] = bf(float32(rng.NormFloat64() * 0.3))
+	}
+	for i := range tv {
+		tv[i] = bf(float32(rng.NormFloat64() * 0.5))
+	}
+	const chunk = 2
+	want := make([]float32, n*c)
+	for r := range n {
+		for ch := range c {
+			i := (rows-n+r)*c + ch
+			g := tb[chunk*c+ch] + tv[((rows-n+r)*k+chunk)*c+ch] // f32 sum, one rounding to f32
+			want[r*c+ch] = bf(x[i] + y[i]*g)
+		}
+	}
+	vals := []*val{
+		{shape: []int{1, k, c}, data: tb, format: precision.BF16, origin: "table", param: true},
+		{shape: []int{1, rows, k, c}, data: tv, format: precision.BF16, origin: "per-token value"},
+		{shape: []int{1, rows, c}, data: x, format: precision.F32, origin: "x"},
+		{shape: []int{1, rows, c}, data: y, format: precision.BF16, origin: "y"},
+	}
+	s, sc, target := plantedBF16(t, []int{1, n, c}, want, vals...)
+	got := s.gatedRowsWindow(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.BF16, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g, want bit-exact (the gate summed in f32)", e)
+	}
+}

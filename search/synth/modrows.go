@@ -2,10 +2,12 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // rowVec is one per-token conditioning vector [B, S, C]: a chunk of a
@@ -90,13 +92,22 @@ func (s *synth) rowVectors(sc *scope, b, n, c int) []rowVec {
 			if rows > n {
 				w = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: rows - n, End: rows}, args: []*val{w}, out: v.format, label: "the tokens' rows"})
 			}
-			sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, w}, out: v.format, label: "table + per-token value"})
-			if sum == nil {
-				continue
+			// the sum in the value's format, and in f32 where either side
+			// was taken to f32 first (an f32 table, or the value's .float():
+			// the same numbers, the sum rounded once to f32)
+			formats := []precision.Format{v.format}
+			if v.format != precision.F32 {
+				formats = append(formats, precision.F32)
 			}
-			for i := range k {
-				p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: i, End: i + 1}, args: []*val{sum}, out: v.format})
-				add(s.reshape(p, []int{b, n, c}), fmt.Sprintf("%s row %d/%d + %s per token", t, i, k, v))
+			for _, f := range formats {
+				sum := s.derive(&expr{op: program.OpAdd, args: []*val{tr, w}, out: f, label: "table + per-token value"})
+				if sum == nil {
+					continue
+				}
+				for i := range k {
+					p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: i, End: i + 1}, args: []*val{sum}, out: f})
+					add(s.reshape(p, []int{b, n, c}), fmt.Sprintf("%s row %d/%d + %s per token (%s)", t, i, k, v, f))
+				}
 			}
 		}
 	}
@@ -209,10 +220,12 @@ func (s *synth) gatedRowsWindow(t *val, sc *scope, vals []*val) *val {
 	if len(long) < 2 {
 		return nil
 	}
-	if len(long) > 6 {
-		long = long[:6]
+	if len(long) > 10 {
+		long = long[:10]
 	}
 	tol := tolerance(t.format)
+	var best, bestFull *val
+	bestErr := math.Inf(1)
 	for _, x := range long {
 		rows := x.shape[1]
 		rv := s.rowVectors(sc, b, rows, c)
@@ -245,13 +258,24 @@ func (s *synth) gatedRowsWindow(t *val, sc *scope, vals []*val) *val {
 						continue
 					}
 					w := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + n}, args: []*val{full}, out: full.format, label: "the window's rows"})
-					if w != nil && relRMS(t.format, w.data, t.data) <= tol && s.everyStep(w, t, tol) {
-						sc.add(full, true)
-						return w
+					if w == nil {
+						continue
+					}
+					// the closest wins (a gate summed in f32 and the same
+					// rounded to bf16 both lie within bf16's tolerance)
+					if e := relRMS(t.format, w.data, t.data); e <= tol && e < bestErr && s.everyStep(w, t, tol) {
+						best, bestFull, bestErr = w, full, e
+						if e == 0 {
+							sc.add(full, true)
+							return w
+						}
 					}
 				}
 			}
 		}
 	}
-	return nil
+	if best != nil {
+		sc.add(bestFull, true)
+	}
+	return best
 }
