@@ -3,6 +3,8 @@ package synth
 import (
 	"math"
 	"slices"
+
+	"github.com/zflow/zflow/search/internal/simple"
 )
 
 // coordReading is one reading of RoPE tables made from float position
@@ -27,8 +29,9 @@ type coordSample struct{ u, phi float64 }
 // line in m gives the map (slope α·f, intercept −f: the map's centre and
 // scale); each later frequency is read on the lattice (φ + 2πk)/u that
 // every row allows, the first by enumeration, the others by the ratio
-// of the two before. Readings: the maxima snapped to integers where
-// within 1e-4, and as read; nil where the angles allow none.
+// of the two before. Readings: the maxima snapped to integers, else to
+// short decimals, where within 1e-4, and as read; nil where the angles
+// allow none.
 func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int) int) []coordReading {
 	rows := len(phi)
 	if rows < 2 || a < 1 || f < 1 {
@@ -98,6 +101,9 @@ func coordMaxes(phi [][]float64, m [][]float32, a int, end func(ax int) int) (ra
 		raw[ax], snapped[ax] = float32(mx), float32(mx)
 		if r := math.Round(mx); r > 0 && math.Abs(r-mx) <= 1e-4*mx {
 			snapped[ax] = float32(r)
+		} else if c := simple.Snap(mx, func(x float64) bool { return math.Abs(x-mx) <= 1e-4*mx }); c != mx {
+			// a short decimal (a base size over a scale: 20/0.32 = 62.5)
+			snapped[ax] = float32(c)
 		}
 	}
 	return raw, snapped, true

@@ -319,3 +319,52 @@ func (s *synth) coordTables(c *coordCand, cosT, sinT *val) bool {
 		c.read.maxes, c.order, c.layout, f, a, c.read.shared, c.pad)
 	return true
 }
+
+// fitShapeCoordRope is fitCoordRope over coordinates a model makes from
+// the sizes it is handed as numbers (LTX-Video's rope module: the frame,
+// height and width counts, a row-major grid of their integer positions,
+// then scaled per axis by the coordinate map fitCoordRope reads off the
+// angles). The sizes are runs of two or three consecutive integer scalars
+// of the call whose product is the tables' rows; the grid is a constant of
+// the request's shape.
+func (s *synth) fitShapeCoordRope(scalars map[string]any, cosT, sinT *val) (*val, *val) {
+	d := cosT.shape[len(cosT.shape)-1]
+	rows := cosT.numel() / d
+	names := make([]string, 0, len(scalars))
+	for k := range scalars {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	sizes := make([]int, len(names)) // 0: not a size, a break in the run
+	for i, k := range names {
+		if f, ok := scalars[k].(float64); ok && f >= 1 && f == math.Trunc(f) && f <= float64(rows) {
+			sizes[i] = int(f)
+		}
+	}
+	for k := 3; k >= 2; k-- {
+		for i := 0; i+k <= len(sizes); i++ {
+			grid := sizes[i : i+k]
+			n := 1
+			for _, g := range grid {
+				n *= g
+			}
+			if n != rows || slices.Contains(grid, 0) {
+				continue
+			}
+			pos := make([]float32, rows*k)
+			for r := range rows {
+				st := rows
+				for a, g := range grid {
+					st /= g
+					pos[r*k+a] = float32((r / st) % g)
+				}
+			}
+			pv := &val{shape: []int{rows, k}, data: pos, format: precision.F32, origin: cosT.origin + "/grid"}
+			if cv, sv := s.fitCoordRope([]*val{pv}, cosT, sinT); cv != nil {
+				s.em.constant(pv, fmt.Sprintf("integer positions on the %v grid of the sizes the call is handed (a constant of the request's shape)", grid))
+				return cv, sv
+			}
+		}
+	}
+	return nil, nil
+}

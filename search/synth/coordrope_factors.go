@@ -20,7 +20,8 @@ type coordRopeRecord struct {
 }
 
 // coordRecord scores what the factors compare: the ladder recomputed as
-// low·θ^(i/(F−1)) (in f64, cast to f32) for the θ the read ladder spans
+// low·θ^(i/(F−1)) (in f64, cast to f32, or in f32 as torch's θ ** linspace
+// makes it, the better) for the θ the read ladder spans
 // and the common ones; every axis's maximum one step away (±1 where it
 // is an integer, ±0.1 % else); the map's other op order.
 func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
@@ -73,22 +74,64 @@ func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
 	}
 	win := math.Inf(1)
 	for _, th := range thetas {
-		rd := best.read
-		rd.freqs = make([]float32, len(best.read.freqs))
-		for ax := range a {
-			low := snapPi(best.read.freqs[best.slot(lowIdx, ax)])
-			for i := range f {
-				e := math.Abs(float64(i-lowIdx)) / float64(f-1)
-				rd.freqs[best.slot(i, ax)] = float32(low * math.Pow(th, e))
+		// the ladder in f64, or as torch makes it in f32 (θ ** linspace(0,
+		// 1, F) then · π / 2, each step rounded): the better of the two
+		sc := math.Inf(1)
+		for _, inF32 := range []bool{false, true} {
+			rd := best.read
+			rd.freqs = make([]float32, len(best.read.freqs))
+			for ax := range a {
+				low := snapPi(best.read.freqs[best.slot(lowIdx, ax)])
+				lad := ladderF32(th, low, f)
+				for i := range f {
+					e := math.Abs(float64(i-lowIdx)) / float64(f-1)
+					rd.freqs[best.slot(i, ax)] = float32(low * math.Pow(th, e))
+					if inF32 {
+						rd.freqs[best.slot(i, ax)] = lad[abs(i-lowIdx)]
+					}
+				}
 			}
+			sc = min(sc, score(rd, best.mul))
 		}
-		sc := score(rd, best.mul)
 		r.thetaCands = append(r.thetaCands, semantics.Candidate{Value: th, Score: finite(sc)})
 		if sc <= tolerance(cosT.format) && sc < win {
 			r.theta, win = th, sc
 		}
 	}
 	return r
+}
+
+// ladderF32 is θ ** torch.linspace(0, 1, n) times low, in f32 as torch
+// computes it: linspace's halves from either end (start + step·i below
+// n/2, end − step·(n − 1 − i) above), powf, then the product with low
+// (π/2 taken as f32(π) times then over 2, each rounded).
+func ladderF32(theta, low float64, n int) []float32 {
+	out := make([]float32, n)
+	step := float32(1) / float32(n-1)
+	for i := range n {
+		x := step * float32(i)
+		if i >= n/2 {
+			x = 1 - step*float32(n-1-i)
+		}
+		p := float32(math.Pow(float64(float32(theta)), float64(x)))
+		if q := low / math.Pi; q == math.Round(q*8)/8 {
+			// a multiple of π: f·π then the division, as freqs * math.pi / den
+			den := math.Round(1 / q)
+			if den >= 1 && math.Abs(1/den-q) < 1e-12 {
+				out[i] = float32(float64(p*float32(math.Pi)) / den)
+				continue
+			}
+		}
+		out[i] = p * float32(low)
+	}
+	return out
+}
+
+func abs(i int) int {
+	if i < 0 {
+		return -i
+	}
+	return i
 }
 
 // snapPi is f as a simple multiple of π (π/8 steps) where its f32 is f,

@@ -242,6 +242,14 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				return out
 			}
 		}
+		// float coordinates the model makes from the grid of sizes it is
+		// handed as numbers (a coordinate map scaling each axis)
+		if s.varying(xs) && sc.call.Scalars != nil && s.invariant(targets[0].format, func(st int) ([]float32, bool) { return s.at(targets[0], st) }, 0) {
+			if cos, sin := s.fitShapeCoordRope(sc.call.Scalars, targets[0], targets[1]); cos != nil {
+				out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+				return out
+			}
+		}
 		// ids of several columns turning one frequency ladder, each
 		// frequency by a column of its own (interleaved, sectioned)
 		if cos, sin := s.fitAxisMapRope(xs, targets[0], targets[1]); cos != nil {
