@@ -352,11 +352,10 @@ func (s *synth) fitShapeCoordRope(scalars map[string]any, cosT, sinT *val) (*val
 				continue
 			}
 			pos := make([]float32, rows*k)
+			stride := rowMajorStrides(grid)
 			for r := range rows {
-				st := rows
 				for a, g := range grid {
-					st /= g
-					pos[r*k+a] = float32((r / st) % g)
+					pos[r*k+a] = float32((r / stride[a]) % g)
 				}
 			}
 			pv := &val{shape: []int{rows, k}, data: pos, format: precision.F32, origin: cosT.origin + "/grid"}

@@ -121,12 +121,7 @@ func (s *synth) learnedAngles(pv, w *val, f precision.Format, stepwise bool) *va
 func refineNarrow(pos []float32, g []int, w []float32, cosT, sinT *val, f precision.Format, stepwise bool) []float32 {
 	k := len(g)
 	S, n := len(pos)/k, len(w)/k
-	stride := make([]int, k)
-	st := 1
-	for a := k - 1; a >= 0; a-- {
-		stride[a] = st
-		st *= g[a]
-	}
+	stride := rowMajorStrides(g)
 	step := make([]float64, k)
 	centred := make([]bool, k)
 	for a := range k {
@@ -211,12 +206,7 @@ func readAngleTol(f precision.Format) float64 {
 func learnedGrid(ang []float64, w []float32, g []int, n int, tol float64) []float32 {
 	k := len(g)
 	S := len(ang) / n
-	stride := make([]int, k)
-	st := 1
-	for a := k - 1; a >= 0; a-- {
-		stride[a] = st
-		st *= g[a]
-	}
+	stride := rowMajorStrides(g)
 	step := make([]float64, k)
 	for a := range k {
 		if g[a] == 1 {
@@ -350,4 +340,16 @@ func scanStep(phi []float64, f []float32, tol float64) (float64, bool) {
 // wrapAngle is a reduced to (−π, π].
 func wrapAngle(a float64) float64 {
 	return a - 2*math.Pi*math.Round(a/(2*math.Pi))
+}
+
+// rowMajorStrides are the row strides of a row-major grid of sizes g: axis a
+// advances every stride[a] rows.
+func rowMajorStrides(g []int) []int {
+	stride := make([]int, len(g))
+	st := 1
+	for a := len(g) - 1; a >= 0; a-- {
+		stride[a] = st
+		st *= g[a]
+	}
+	return stride
 }

@@ -56,10 +56,7 @@ func planted(t *testing.T, f precision.Format, shape []int, data []float32, vals
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	ctx := context.Background()
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(f), params: map[string]*val{},
-		steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
-	sc := &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	s, sc := testSearch(tr, f)
 	for _, v := range vals {
 		sc.add(v, false)
 	}
@@ -259,4 +256,13 @@ func TestGatedRowsWindowF32Gate(t *testing.T) {
 	if e := relRMS(precision.BF16, got.data, want); e != 0 {
 		t.Errorf("rel-RMS %.3g, want bit-exact (the gate summed in f32)", e)
 	}
+}
+
+// testSearch is a search over tr on the CPU backend, activations in f, and
+// an empty scope of module m (the planted tests' one call).
+func testSearch(tr *trace.Trace, f precision.Format) (*synth, *scope) {
+	ctx := context.Background()
+	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(f), params: map[string]*val{},
+		steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
+	return s, &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 }

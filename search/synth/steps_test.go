@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/zflow/zflow/exec"
-	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/trace"
@@ -51,13 +49,10 @@ func plantedSteps(t *testing.T, shape []int, data func(step int) []float32, extr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	ctx := context.Background()
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(precision.F32), params: map[string]*val{},
-		steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
+	s, sc := testSearch(tr, precision.F32)
 	sigma := &val{shape: []int{1}, data: stepSigmas[:1], format: f32, request: true,
 		perStep: func(st int) []float32 { return stepSigmas[st : st+1] }}
 	oneMinus := s.derive(&expr{op: program.OpSub, args: []*val{s.constant(1), sigma}, out: f32, label: "1 − σ"})
-	sc := &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	sc.add(oneMinus, false) // alone: no pair of values makes the table's entries
 	for _, v := range extra {
 		sc.add(v, false)
