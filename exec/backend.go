@@ -65,7 +65,8 @@ type Basic interface {
 	Act(x Tensor, f ActKind, s Spec) (Tensor, error)
 
 	// Linear: y = x·Wᵀ + b with W [out, in] (PyTorch), x [..., in], b [out] or
-	// nil; f32 accumulation; RoundBeforeBias rounds x·Wᵀ to s.Out before +b.
+	// nil; f32 accumulation in k order (MathTensorCore: a tensor core's
+	// blocks, DotMMA); RoundBeforeBias rounds x·Wᵀ to s.Out before +b.
 	Linear(x, w, b Tensor, s Spec) (Tensor, error)
 	// Norm: over groups of p.Group elements of the last axis (0: the whole
 	// axis), layer: x̂ = (x−μ)/√(σ²+eps), rms: x̂ = x/√(mean x²+eps), stats

@@ -74,24 +74,35 @@ func ActivateSpec(f ActKind, x float32, s Spec) float32 {
 //
 //	silu:      r(x / r(1 + r(exp(−x))))
 //	sigmoid:   r(1 / r(1 + r(exp(−x))))
-//	gelu_tanh: c = r(r(x·x)·x); u = r(r(β)·r(x + r(r(κ)·c))); r(r(0.5·x)·r(1 + r(tanh u)))
-//	gelu_erf:  r(r(x·0.5)·r(1 + r(erf(r(x·r(√½))))))
+//	gelu_tanh: c = r(r(x·x)·x); u = r(k(β)·r(x + r(k(κ)·c))); r(r(0.5·x)·r(1 + r(tanh u)))
+//	           MathGELUFactored: u = r(r(k(β)·x)·r(1 + r(r(k(κ)·x)·x))); r(r(x·0.5)·r(1 + r(tanh u)))
+//	gelu_erf:  r(r(x·0.5)·r(1 + r(erf(r(x·k(√½))))))
 //
-// tanh, relu and identity are one primitive: r(Activate). The result is
-// rounded to out (an op's final rounding changes nothing).
+// where k = r, or the identity under MathScalarF32 (constants kept in
+// f32). tanh, relu and identity are one primitive: r(Activate). The
+// result is rounded to out (an op's final rounding changes nothing).
 func ActivateComposed(f ActKind, x float32, out precision.Format, m Math) float32 {
 	r := out.Round
+	k := r
+	if m&MathScalarF32 != 0 {
+		k = func(c float32) float32 { return c }
+	}
 	switch f {
 	case ActSiLU:
 		return r(x / r(1+r(Exp32(-x, m))))
 	case ActSigmoid:
 		return r(1 / r(1+r(Exp32(-x, m))))
 	case ActGELUTanh:
+		var inner float32
+		if m&MathGELUFactored != 0 {
+			inner = r(float32(r(float32(k(geluBeta)*x)) * r(1+r(float32(r(float32(k(geluKappa)*x))*x)))))
+			return r(float32(r(float32(x*0.5)) * r(1+r(Tanh32(inner, m)))))
+		}
 		cube := r(float32(r(float32(x*x)) * x))
-		inner := r(float32(r(geluBeta) * r(x+r(float32(r(geluKappa)*cube)))))
+		inner = r(float32(k(geluBeta) * r(x+r(float32(k(geluKappa)*cube)))))
 		return r(float32(r(float32(0.5*x)) * r(1+r(Tanh32(inner, m)))))
 	case ActGELUErf:
-		return r(float32(r(float32(x*0.5)) * r(1+r(Erf32(r(float32(x*r(sqrtHalf))))))))
+		return r(float32(r(float32(x*0.5)) * r(1+r(Erf32(r(float32(x*k(sqrtHalf))))))))
 	}
 	return r(Activate(f, x, m))
 }

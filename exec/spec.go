@@ -75,7 +75,8 @@ const (
 	RoundBeforeBias
 	// RoundScores: attention: the scores rounded before the softmax, once,
 	// after the last of q·kᵀ·scale, the soft-cap, ALiBi and the bias
-	// (RoundEach rounds after each of them instead).
+	// (RoundEach rounds after each of them instead, q·kᵀ before the
+	// scale included: the matmul's stored output).
 	RoundScores
 	// RoundProbs: attention: the normalised softmax probabilities rounded
 	// before ·v (PyTorch's math SDPA: softmax output in the storage format).
@@ -162,11 +163,27 @@ const (
 	// rounded once (rsqrt), and γ·x̂ + β fused (see WelfordMoments). RMS
 	// norms refuse it.
 	MathWelford Math = 1 << 2
+	// MathTensorCore: linear: x·Wᵀ accumulated as an NVIDIA tensor core
+	// does for bf16 and f16 inputs, k in blocks of 16, each block's sum
+	// truncated toward zero (DotMMA): cuBLAS's GEMMs on a GPU.
+	MathTensorCore Math = 1 << 3
+	// MathCUDASinCos: sin and cos as CUDA's sinf and cosf compute them
+	// (SinCUDA, CosCUDA): PyTorch's f32 sin and cos on a GPU.
+	MathCUDASinCos Math = 1 << 4
+	// MathScalarF32: an activation composed of primitives (RoundEach)
+	// keeps its constants in f32, as PyTorch 2 passes a Python scalar to
+	// a kernel in its opmath type; without it they are rounded to the
+	// storage format first (PyTorch ≤ 1.13's CPU kernels).
+	MathScalarF32 Math = 1 << 5
+	// MathGELUFactored: gelu_tanh composed as x·0.5·(1 + tanh(β·x·(1 +
+	// κ·x·x))) (Megatron's and BLOOM's spelling) instead of
+	// 0.5·x·(1 + tanh(β·(x + κ·x³))) (ActivateComposed).
+	MathGELUFactored Math = 1 << 6
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored
 )
 
-var mathNames = []string{"fast_exp", "recip_div", "welford"}
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

@@ -16,7 +16,8 @@ import (
 //	        and one zero column appended when dim is odd.
 //
 // The result is f32, [len(t), dim] row-major; sin, cos and exp are
-// correctly rounded to f32 (MathFastExp changes exp).
+// correctly rounded to f32 (MathFastExp changes exp, MathCUDASinCos sin
+// and cos).
 func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error) {
 	freqs, err := TimestepFreqs(p, m)
 	if err != nil {
@@ -27,7 +28,7 @@ func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error)
 	for n, tn := range t {
 		row := out[n*p.Dim : (n+1)*p.Dim]
 		for i, f := range freqs {
-			row[sinAt+i], row[cosAt+i] = TimestepSinCos(tn, f, p.Scale)
+			row[sinAt+i], row[cosAt+i] = TimestepSinCos(tn, f, p.Scale, m)
 		}
 	}
 	return out, nil
@@ -77,9 +78,13 @@ func TimestepColumns(p TimestepParams) (sinAt, cosAt int) {
 }
 
 // TimestepSinCos is one frequency's pair: a = f32(t·f)·scale in f32, then
-// sin a and cos a correctly rounded to f32.
-func TimestepSinCos(t, f, scale float32) (sin, cos float32) {
+// sin a and cos a correctly rounded to f32, or as CUDA's sinf and cosf
+// compute them under MathCUDASinCos.
+func TimestepSinCos(t, f, scale float32, m Math) (sin, cos float32) {
 	a := t * f
 	a = a * scale
+	if m&MathCUDASinCos != 0 {
+		return SinCUDA(a), CosCUDA(a)
+	}
 	return float32(math.Sin(float64(a))), float32(math.Cos(float64(a)))
 }

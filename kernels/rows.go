@@ -128,6 +128,9 @@ func LinearSeq(backend string, xs, ws []int, fx, fw, fb precision.Format, s exec
 	if len(ws) != 2 || len(xs) == 0 || xs[len(xs)-1] != ws[1] {
 		return lp, nil, fmt.Errorf("exec: linear: x %v and weight %v do not match ([..., in] and [out, in])", xs, ws)
 	}
+	if s.Math&exec.MathTensorCore != 0 {
+		return lp, nil, exec.Unsupported(backend, "linear", "math=%v: zf_linear_seq sums in k order", exec.MathTensorCore)
+	}
 	nOut, nIn := ws[0], ws[1]
 	out := append(append([]int(nil), xs[:len(xs)-1]...), nOut)
 	m := exec.Numel(out) / max(nOut, 1)
@@ -166,6 +169,9 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	rprob, rw := s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	if rprob && rw {
 		return ap, nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
+	}
+	if s.Math&exec.MathTensorCore != 0 {
+		return ap, nil, exec.Unsupported(backend, "attention", "math=%v: zf_attention_seq sums in order", exec.MathTensorCore)
 	}
 	counts := []int{g.B * g.Sq * g.H * g.D, g.B * g.Sk * g.KV * g.D, g.B * g.H * g.Sq}
 	if st := a.MaskStrides; st != nil {

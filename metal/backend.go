@@ -349,6 +349,9 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if !f.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}
+	if comp := s.Math & (exec.MathScalarF32 | exec.MathGELUFactored); comp != 0 {
+		return nil, exec.Unsupported(b.Name(), "act", "math=%v (composed forms: no kernel)", comp)
+	}
 	xt, err := b.get("act", "x", x)
 	if err != nil {
 		return nil, err
@@ -496,9 +499,10 @@ func (b *Backend) Rope(x, cos, sin exec.Tensor, p exec.RopeParams, s exec.Spec) 
 
 // TimestepEmbed computes diffusers' sinusoidal embedding on the GPU.
 func (b *Backend) TimestepEmbed(t exec.Tensor, p exec.TimestepParams, s exec.Spec) (exec.Tensor, error) {
-	if len(p.FreqOverrides) > 0 {
-		// a table read off a reference's exp: the kernel computes its own
-		// frequencies, so the host computes this one (exactly, then uploads)
+	if len(p.FreqOverrides) > 0 || s.Math&exec.MathCUDASinCos != 0 {
+		// a table read off a reference's exp, or CUDA's sin and cos: the
+		// kernel computes its own frequencies and correctly rounded sin
+		// and cos, so the host computes this one (exactly, then uploads)
 		return b.Fallback.TimestepEmbed(t, p, s)
 	}
 	tt, err := b.get("timestep embed", "t", t)

@@ -10,7 +10,9 @@ import (
 // Attention is scaled dot-product attention per head, f32 scores and
 // softmax (capped, biased, masked and sunk as exec.Backend says), with the Spec's
 // rounding points (RoundScores, RoundEach, RoundProbs, RoundWeights,
-// RoundAccum); the output is rounded once to s.Out.
+// RoundAccum); the output is rounded once to s.Out. MathTensorCore sums
+// q·k and the weights·v as a GPU's tensor cores do (exec.DotMMA: cuBLAS's
+// GEMMs of a math SDPA, a flash kernel's MMAs within one key tile).
 func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
@@ -50,6 +52,10 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	each := s.Round&exec.RoundEach != 0
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	raccum := s.Round&exec.RoundAccum != 0
+	mma := s.Math&exec.MathTensorCore != 0
+	if mma && raccum {
+		return nil, exec.Unsupported(bk.Name(), "attention", "%v with RoundAccum (a GPU's tensor-core sums and a CPU's storage-format ones)", exec.MathTensorCore)
+	}
 	if rprob && rw {
 		return nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
 	}
@@ -62,6 +68,10 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	bk.parallel(g.B*g.H*g.Sq, 16, func(lo, hi int) {
 		sc := make([]float32, g.Sk)
 		acc := make([]float32, g.D)
+		var col []float32 // mma: one column of v
+		if mma {
+			col = make([]float32, g.Sk)
+		}
 		for idx := lo; idx < hi; idx++ {
 			i := idx % g.Sq
 			h := (idx / g.Sq) % g.H
@@ -85,10 +95,15 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				}
 				krow := kt.data[(bb*g.Sk+j)*kw+kh*g.D:][:g.D]
 				var dot float32
-				for e, qv := range qrow {
-					dot += float32(qv * krow[e])
+				if mma {
+					dot = exec.DotMMA(qrow, krow)
+				} else {
+					for e, qv := range qrow {
+						dot += float32(qv * krow[e])
+					}
 				}
-				sv := at(each, f, float32(dot*scale))
+				// written as primitives, q·kᵀ is a matmul stored before the scale
+				sv := at(each, f, float32(at(each, f, dot)*scale))
 				if capv > 0 {
 					sv = at(each, f, sv/capv)
 					sv = at(each, f, exec.Tanh32(sv, s.Math))
@@ -129,6 +144,10 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				default:
 					w = w / sum
 				}
+				if mma {
+					sc[j] = w // the weights, summed below column by column
+					continue
+				}
 				vrow := vt.data[(bb*g.Sk+j)*kw+kh*g.D:][:g.D]
 				if raccum {
 					for e, vv := range vrow {
@@ -138,6 +157,14 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				}
 				for e, vv := range vrow {
 					acc[e] += float32(w * vv)
+				}
+			}
+			if mma {
+				for e := range acc {
+					for j := range col {
+						col[j] = vt.data[(bb*g.Sk+j)*kw+kh*g.D+e]
+					}
+					acc[e] = exec.DotMMA(sc, col)
 				}
 			}
 			dst := out.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]

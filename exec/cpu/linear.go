@@ -38,7 +38,11 @@ func (bk *Backend) Linear(x, w, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
 	if nOut == 0 {
 		return out, nil
 	}
-	bk.gemm(out.data, xt.data, wt.data, m, nOut, nIn)
+	if s.Math&exec.MathTensorCore != 0 {
+		bk.gemmMMA(out.data, xt.data, wt.data, m, nOut, nIn)
+	} else {
+		bk.gemm(out.data, xt.data, wt.data, m, nOut, nIn)
+	}
 	early := s.Has(exec.RoundBeforeBias)
 	bk.parallel(m, max(1, 4096/nOut), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -55,4 +59,15 @@ func (bk *Backend) Linear(x, w, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
 		}
 	})
 	return out, nil
+}
+
+// gemmMMA is gemm with each output accumulated as a tensor core does
+// (exec.DotMMA), one dot product at a time.
+func (bk *Backend) gemmMMA(c, a, b []float32, m, n, k int) {
+	bk.parallel(m*n, max(1, 4096/max(k, 1)), func(lo, hi int) {
+		for idx := lo; idx < hi; idx++ {
+			i, j := idx/n, idx%n
+			c[idx] = exec.DotMMA(a[i*k:(i+1)*k], b[j*k:(j+1)*k])
+		}
+	})
 }
