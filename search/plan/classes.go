@@ -116,20 +116,25 @@ func product(outs, rounds, maths []string) []spec {
 //	gated_residual  fused, or g(gate) and/or the product rounded; the
 //	                residual stream stored in f32 or not
 //	act, glu        f in f32 rounded once, or composed of rounded
-//	                primitives (act) / the gate rounded (glu); precise or
-//	                fast exp
-//	linear          the bias added in f32 (fused epilogue) or after rounding
+//	                primitives (act: constants rounded or kept in f32,
+//	                gelu_tanh spelled two ways) / the gate rounded (glu);
+//	                precise or fast exp
+//	linear          the bias added in f32 (fused epilogue) or after rounding;
+//	                in bf16 and f16, summed in k order or in a GPU tensor
+//	                core's blocks (tensor_core: cuBLAS)
 //	attention       flash-style (bf16 weights P), math SDPA (scores and/or
 //	                probabilities rounded), or f32 throughout; the P·v sum
 //	                kept in the storage format (PyTorch ≤ 1.13's CPU matmul
-//	                on bf16); precise or fast exp
+//	                on bf16); precise or fast exp; in bf16 and f16 the
+//	                products summed in order or as tensor cores do
 //	rope            x·cos + rot(x)·sin in f32 rounded once, or each product
 //	                rounded (the formula on bf16 tensors)
 //	rope_table      inverse frequencies in f64, f32 or the activations'
 //	                format; angles in f64 or f32; tables stored in f32 or the
 //	                activations' format
 //	timestep_embed  stored in f32 or the activations' format; precise or
-//	                fast exp; division or reciprocal multiply
+//	                fast exp; division or reciprocal multiply; sin and cos
+//	                correctly rounded or CUDA's
 //	add, mul, sub,  stored in the activations' format or f32 (a residual
 //	div             stream kept in f32)
 //	euler_step      v·dt in f32 then x + · rounded once (diffusers), every
@@ -147,16 +152,31 @@ func classCandidates(class, acts string) []Candidate {
 		specs = product([]string{"", "f32"}, []string{"", "gate", "product", "gate|product"}, []string{""})
 	case "act":
 		specs = product([]string{""}, []string{"", "each"}, exp)
+		if acts != "f32" {
+			// composed in the storage format: PyTorch 2's f32 scalars,
+			// and the factored spelling of gelu_tanh
+			specs = append(specs, product([]string{""}, []string{"each"},
+				[]string{"scalar_f32", "gelu_factored", "scalar_f32|gelu_factored"})...)
+		}
 	case "glu":
 		specs = product([]string{""}, []string{"", "gate"}, exp)
 	case "linear":
-		specs = product([]string{""}, []string{"", "before_bias"}, []string{""})
+		maths := []string{""}
+		if acts != "f32" {
+			maths = append(maths, "tensor_core")
+		}
+		specs = product([]string{""}, []string{"", "before_bias"}, maths)
 	case "attention":
 		specs = product([]string{""}, []string{"", "weights", "probs", "scores", "scores|probs", "scores|weights", "scores|probs|accum"}, exp)
+		if acts != "f32" {
+			specs = append(specs, product([]string{""}, []string{"", "weights", "probs", "scores|probs", "scores|weights", "each"},
+				[]string{"tensor_core", "fast_exp|tensor_core"})...)
+		}
 	case "rope":
 		specs = product([]string{""}, []string{"", "product"}, []string{""})
 	case "timestep_embed":
-		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div"})
+		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div",
+			"cuda_sincos", "fast_exp|cuda_sincos", "recip_div|cuda_sincos", "fast_exp|recip_div|cuda_sincos"})
 	case "add", "mul", "sub", "div", "minimum", "maximum":
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
 	case ClassTimestepCast:

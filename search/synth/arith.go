@@ -7,11 +7,34 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxOperands bounds how many of a scope's most recent values of the
 // target's shape the pairwise forms consider.
 const maxOperands = 12
+
+// composedGELUs are the GELUs written out as primitives on tensors of a
+// narrow format f (each one rounded): in bf16 the two GELUs and their
+// spellings lie within the format's tolerance of each other, so the kind
+// is told apart only by the form that reproduces the rounding.
+func composedGELUs(v *val, f precision.Format) []*expr {
+	if f != precision.BF16 && f != precision.F16 {
+		return nil
+	}
+	var out []*expr
+	for _, a := range []exec.ActKind{exec.ActGELUTanh, exec.ActGELUErf} {
+		maths := []exec.Math{0, exec.MathScalarF32}
+		if a == exec.ActGELUTanh {
+			maths = append(maths, exec.MathGELUFactored, exec.MathScalarF32|exec.MathGELUFactored)
+		}
+		for _, m := range maths {
+			out = append(out, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: f, round: exec.RoundEach, math: m,
+				label: fmt.Sprintf("%v composed (math=%s)", a, m)})
+		}
+	}
+	return out
+}
 
 var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU}
 
@@ -42,6 +65,7 @@ func (s *synth) pointwise(t *val, vals []*val) *val {
 		for _, a := range glueActs {
 			cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: a}, args: []*val{v}, out: t.format, label: a.String()})
 		}
+		cands = append(cands, composedGELUs(v, t.format)...)
 		cands = append(cands, s.normCandidates(v, t)...)
 		if w, ev := s.best(t, cands); w != nil {
 			if w.from.op == program.OpAct {

@@ -148,10 +148,13 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 	}
 	out := outs[e.pick]
 	em.p.Nodes = append(em.p.Nodes, program.Node{Op: e.op, In: in, Out: outs, Role: role, Attrs: e.attrs})
-	if rounds(e.op) && (e.out != em.act || e.math != 0) {
+	if rounds(e.op) && (e.out != em.act || e.math != 0 || e.round != 0) {
 		r := semantics.PrecisionRule{Op: e.op.String(), Role: role, Out: e.out.String(), Pinned: true}
 		if e.math != 0 {
 			r.Math = e.math.String()
+		}
+		if e.round != 0 {
+			r.Round = e.round.String()
 		}
 		em.rules = append(em.rules, r)
 	}

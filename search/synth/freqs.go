@@ -43,7 +43,8 @@ type freqReading struct {
 // embeddings rows[n] of timesteps ts[n] (rows in format f): per entry,
 // where exp(e_i) misses its column by more than freqShown ulps and exactly
 // one value within freqReach ulps of it explains the column within
-// sinCosNoise, that value. Entries the captures do not decide keep
+// sinCosNoise (both 0 under MathCUDASinCos, reproduced exactly), that
+// value. Entries the captures do not decide keep
 // exp(e_i).
 func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float32, f precision.Format) ([]exec.FreqOverride, []int, error) {
 	freqs, err := exec.TimestepFreqs(p, m)
@@ -58,11 +59,16 @@ func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float3
 	if len(rows) != len(ts) {
 		return nil, nil, fmt.Errorf("synth: %d sinusoid rows for %d timesteps", len(rows), len(ts))
 	}
+	// CUDA's sin and cos are reproduced exactly: every column must match.
+	noise, shown := uint64(sinCosNoise), uint64(freqShown)
+	if m&exec.MathCUDASinCos != 0 {
+		noise, shown = 0, 0
+	}
 	sinAt, cosAt := exec.TimestepColumns(p)
 	miss := func(i int, fi float32) uint64 {
 		var worst uint64
 		for n, t := range ts {
-			s, c := exec.TimestepSinCos(t, fi, p.Scale)
+			s, c := exec.TimestepSinCos(t, fi, p.Scale, m)
 			worst = max(worst, precision.ULPDistance(f, f.Round(s), rows[n][sinAt+i]), precision.ULPDistance(f, f.Round(c), rows[n][cosAt+i]))
 		}
 		return worst
@@ -70,7 +76,7 @@ func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float3
 	var out []exec.FreqOverride
 	var ulps []int
 	for i, fi := range freqs {
-		if miss(i, fi) <= freqShown {
+		if miss(i, fi) <= shown {
 			continue
 		}
 		found, at, best := 0, 0, uint64(math.MaxUint64)
@@ -78,7 +84,7 @@ func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float3
 			if k == 0 {
 				continue
 			}
-			if d := miss(i, nudge(fi, k)); d <= sinCosNoise {
+			if d := miss(i, nudge(fi, k)); d <= noise {
 				found++
 				if d < best {
 					at, best = k, d
@@ -156,6 +162,14 @@ func (s *synth) readTable(v, x, t *val) (*val, *freqReading) {
 		r.before, r.after = math.Max(r.before, b), math.Max(r.after, a)
 	}
 	return w, r
+}
+
+// count is how many entries the reading replaced (0 for none).
+func (r *freqReading) count() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.overrides)
 }
 
 // label names a reading's entries: "f13 +1 ulp, f44 +1 ulp".

@@ -68,6 +68,33 @@ func TestReadFreqs(t *testing.T) {
 	}
 }
 
+// TestReadFreqsCUDA: with CUDA's sin and cos reproduced exactly, every
+// planted entry the timesteps of a schedule touch is read, the one the
+// correctly rounded sin and cos cannot decide (f60 at t ≤ 1000) included.
+func TestReadFreqsCUDA(t *testing.T) {
+	p := exec.TimestepParams{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
+	freqs, err := exec.TimestepFreqs(p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := []exec.FreqOverride{{Index: 13, Value: nudge(freqs[13], 1)}, {Index: 44, Value: nudge(freqs[44], -2)}, {Index: 60, Value: nudge(freqs[60], 1)}}
+	q := p
+	q.FreqOverrides = planted
+	ts := []float32{1000, 750}
+	emb, err := exec.TimestepEmbedding(ts, q, exec.MathCUDASinCos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]float32{emb[:p.Dim], emb[p.Dim:]}
+	got, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, planted) {
+		t.Errorf("read %v, want %v", got, planted)
+	}
+}
+
 // TestHunyuanVideoFreqTable: the f32 reference (torch on a CPU, MKL's exp)
 // used frequencies 13 and 44 one ulp above the correctly rounded exp; at
 // its guidance of 6000 that moved the output by rel-RMS 1.1e-5. Discovery

@@ -246,6 +246,7 @@ func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val
 		if !ok || relRMS(t.format, r, t.data) < 1e-3 {
 			continue
 		}
+		s.refineResidual(t, a, r)
 		c := &val{shape: slices.Clone(t.shape), data: r, format: f32}
 		s.em.constant(c, note)
 		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, c}, out: t.format, label: "constant table"}}); w != nil {
@@ -253,6 +254,70 @@ func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val
 		}
 	}
 	return nil
+}
+
+// refineResidual narrows a table r = t − a read off a narrow-format
+// capture: t holds a + C rounded to bf16 or f16, so one step's t − a is C
+// only to half a unit of t. Each step bounds every entry to an interval
+// (where f32(a + c) rounds to t); the middle of the intersection over
+// the steps is kept where it gives every step's t exactly, step 0's
+// difference elsewhere.
+func (s *synth) refineResidual(t, a *val, r []float32) {
+	f := t.format
+	steps := s.tr.Steps()
+	if f == f32 || f == precision.F64 || len(steps) < 2 {
+		return
+	}
+	ts, as := make([][]float32, 0, len(steps)), make([][]float32, 0, len(steps))
+	for _, st := range steps {
+		tv, ok1 := s.at(t, st)
+		av, ok2 := s.at(a, st)
+		if !ok1 || !ok2 || len(tv) != len(r) || len(av) != len(r) {
+			return
+		}
+		ts, as = append(ts, tv), append(as, av)
+	}
+	for i := range r {
+		lo, hi := math.Inf(-1), math.Inf(1)
+		for n := range ts {
+			below, above := halfUnits(f, ts[n][i])
+			lo = math.Max(lo, float64(ts[n][i])-below-float64(as[n][i]))
+			hi = math.Min(hi, float64(ts[n][i])+above-float64(as[n][i]))
+		}
+		if !(lo < hi) {
+			continue
+		}
+		c := float32((lo + hi) / 2)
+		exact := true
+		for n := range ts {
+			exact = exact && f.Round(as[n][i]+c) == ts[n][i]
+		}
+		if exact {
+			r[i] = c
+		}
+	}
+}
+
+// halfUnits are half the gaps from x to its neighbours in f (bf16 or
+// f16): below toward zero and above away from it, signed as x is.
+func halfUnits(f precision.Format, x float32) (below, above float64) {
+	bits := 8 // bf16's significand
+	if f == precision.F16 {
+		bits = 11
+	}
+	if x == 0 {
+		return 0, 0 // a zero's neighbours are subnormal: leave it to step 0
+	}
+	m, e := math.Frexp(math.Abs(float64(x)))
+	up := math.Ldexp(1, e-bits) / 2
+	down := up
+	if m == 0.5 {
+		down /= 2 // a power of two: the gap below is half the gap above
+	}
+	if x < 0 {
+		return up, down
+	}
+	return down, up
 }
 
 // stepKey is the first of keys in step 0's scope ("s0/…"), or "".

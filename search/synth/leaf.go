@@ -947,6 +947,17 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	return v
 }
 
+// sinusoidMaths are the exp, division and sin/cos variants a reference's
+// sinusoid may use, CPU's first (the first of equals wins).
+var sinusoidMaths = func() []exec.Math {
+	base := []exec.Math{exec.MathPrecise, exec.MathRecipDiv, exec.MathFastExp, exec.MathFastExp | exec.MathRecipDiv}
+	out := slices.Clone(base)
+	for _, m := range base {
+		out = append(out, m|exec.MathCUDASinCos)
+	}
+	return out
+}()
+
 // fitSinusoid explains a 1-D input becoming [N, D] as a sinusoidal
 // timestep embedding.
 func (s *synth) fitSinusoid(x, t *val) *val {
@@ -962,7 +973,7 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 					p.Scale = scale
 					// the reference's exp and division variants decide large
 					// arguments (a guidance scale of 6000)
-					for _, m := range []exec.Math{exec.MathPrecise, exec.MathRecipDiv, exec.MathFastExp, exec.MathFastExp | exec.MathRecipDiv} {
+					for _, m := range sinusoidMaths {
 						cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
 							math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g math=%s", flip, shift, scale, m)})
 					}
@@ -993,10 +1004,52 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 	}
 	if v != nil {
 		var r *freqReading
-		v, r = s.readTable(v, v.from.args[0], t)
+		v, r = s.readSinusoidTable(v, t)
 		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev, freqs: r}
 	}
 	return v
+}
+
+// readSinusoidTable reads the frequency table of the fitted sinusoid v
+// under each exp, division and sin/cos variant: an exp one ulp off moves
+// the angles as much as the variants differ, so the fit alone may pick the
+// wrong one. Another variant's reading replaces v's where it halves the
+// error or explains t exactly (with fewer entries read, on a tie at 0):
+// a library's sin and cos within an ulp of the variants (a CPU's) leave
+// the fit's own reading.
+func (s *synth) readSinusoidTable(v, t *val) (*val, *freqReading) {
+	bestV, bestR := s.readTable(v, v.from.args[0], t)
+	bestErr, bestN := s.sinusoidError(bestV, t), bestR.count()
+	for _, m := range sinusoidMaths {
+		if m == v.from.math {
+			continue
+		}
+		twin := *v.from
+		twin.math = m
+		twin.label += fmt.Sprintf(" (math=%s)", m)
+		u, _ := s.ev.score(&twin, t)
+		if u == nil {
+			continue
+		}
+		w, r := s.readTable(u, u.from.args[0], t)
+		if e, n := s.sinusoidError(w, t), r.count(); e < bestErr/2 || e == 0 && (bestErr > 0 || n < bestN) {
+			bestV, bestR, bestErr, bestN = w, r, e, n
+		}
+	}
+	return bestV, bestR
+}
+
+// sinusoidError is the worst step's rel-RMS of v against t.
+func (s *synth) sinusoidError(v, t *val) float64 {
+	worst := 0.0
+	for _, st := range s.tr.Steps() {
+		got, ok1 := s.at(v, st)
+		want, ok2 := s.at(t, st)
+		if ok1 && ok2 {
+			worst = math.Max(worst, relRMS(t.format, got, want))
+		}
+	}
+	return worst
 }
 
 // sinusoidScales reads the scale of a timestep sinusoid's angles from its

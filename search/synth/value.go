@@ -78,9 +78,10 @@ type expr struct {
 	attrs program.Attrs
 	args  []*val // nil entries: absent optional inputs
 	out   precision.Format
-	label string    // what it is, for evidence ("silu", "causal", ...)
-	pick  int       // which result of a multi-result op
-	math  exec.Math // math variants (the reference's exp, its division)
+	label string     // what it is, for evidence ("silu", "causal", ...)
+	pick  int        // which result of a multi-result op
+	math  exec.Math  // math variants (the reference's exp, its division)
+	round exec.Round // internal rounding points (an activation composed of primitives)
 	// shapes: every result's shape (multi-result ops), set by run.
 	shapes [][]int
 	// node: the expression of result 0 when this is another result of
@@ -142,7 +143,7 @@ func (ev *evaluator) run(e *expr) (*val, error) {
 		}
 		ins[i] = t
 	}
-	n := program.Node{Op: e.op, Attrs: e.attrs, Spec: exec.Spec{Out: e.out, Math: e.math}}
+	n := program.Node{Op: e.op, Attrs: e.attrs, Spec: exec.Spec{Out: e.out, Round: e.round, Math: e.math}}
 	ev.evals++
 	outs, err := program.RunNode(ev.b, &n, ins)
 	if err != nil {
