@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -38,6 +39,9 @@ type Backend struct {
 	args   *argBuf
 	pinner runtime.Pinner
 	gemm   gemmState
+
+	tabs     map[string]*Tensor // an epilogue's table (kernels.Epilogue.TableStep) by kernel name
+	tableMin int                // the fewest elements a linear's epilogue reads a table for (ZFLOW_EPI_TABLE=0: none)
 
 	exactAttn  bool // every attention through the exact kernel
 	flashWarps int  // warps per flash block (4 or 8)
@@ -89,11 +93,14 @@ func New() (*Backend, error) {
 	if err != nil {
 		return nil, exec.Unsupported("cuda", "new", "%v", err)
 	}
-	b := &Backend{d: d, rtc: rtc, lt: lt, fns: map[string]uintptr{}, flashWarps: 4}
+	b := &Backend{d: d, rtc: rtc, lt: lt, fns: map[string]uintptr{}, flashWarps: 4, tableMin: tableMinElems}
 	if w, err := strconv.Atoi(os.Getenv("ZFLOW_FLASH_WARPS")); err == nil && (w == 4 || w == 8) {
 		b.flashWarps = w
 	}
 	b.hopper = hopper
+	if os.Getenv("ZFLOW_EPI_TABLE") == "0" {
+		b.tableMin = math.MaxInt // A/B: no epilogue reads a table
+	}
 	b.Fallback = exec.Fallback{B: b}
 	b.fuse.mode = fusionFromEnv()
 	b.args = new(argBuf)

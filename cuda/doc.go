@@ -61,6 +61,9 @@
 // applies the chain where it stores (kernels.Epilogue, compiled per chain
 // on first use), bit-exact with the unfused route; a region kind is
 // timed both ways the first time it is met and fused only where faster.
+// A linear's epilogue of 2²⁰ elements or more reads its activation from
+// a table of the 2¹⁶ bf16 inputs' results kept in each block's shared
+// memory (kernels.Epilogue.TableStep; $ZFLOW_EPI_TABLE=0 computes it).
 // $ZFLOW_UNFUSED=1 forces the unfused route, $ZFLOW_FUSED=1 fuses without
 // measuring; SetFusion sets either in code and Fusions reports what was
 // measured.

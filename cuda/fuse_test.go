@@ -9,9 +9,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/kernels"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 	"github.com/zflow/zflow/trace"
@@ -129,8 +131,21 @@ func TestFusedEqualsUnfused(t *testing.T) {
 	b := need(t)
 	b.SetFusion(FusionOn)
 	defer b.SetFusion(fusionFromEnv())
+	// Every linear region with a table step reads its table (runTable),
+	// however small.
+	b.tableMin = 1
+	defer func() { b.tableMin = tableMinElems }()
 	const rows, k, d = 256, 192, 320 // d a multiple of 8: the 8-a-thread path
-	for _, f := range []precision.Format{bf16, f16, f32} {
+	formats := []precision.Format{bf16, f16, f32}
+	if only := os.Getenv("ZFLOW_TEST_FORMATS"); only != "" { // a device call's time: e.g. bf16
+		formats = nil
+		for _, f := range []precision.Format{bf16, f16, f32} {
+			if slices.Contains(strings.Split(only, ","), f.String()) {
+				formats = append(formats, f)
+			}
+		}
+	}
+	for _, f := range formats {
 		x := up(t, b, withSpecials(randn(rows*k, 41, 1)), []int{2, rows / 2, k}, f)
 		w := up(t, b, randn(d*k, 42, 0.05), []int{d, k}, f)
 		bias := up(t, b, randn(d, 43, 0.1), []int{d}, f)
@@ -404,4 +419,111 @@ func TestFusionTiming(t *testing.T) {
 		b.Free(want)
 		fmt.Printf("fusion timing: %-58s unfused %8.3f ms  fused %8.3f ms  fused/unfused %.3f\n", rg.name, unfused, fused, fused/unfused)
 	}
+}
+
+// TestEpilogueTableExhaustive: an activation read from its table
+// (kernels.Epilogue.TableStep, runTable) at every one of the 65,536 bf16
+// bit patterns (signalling NaNs included) gives the bits of the unfused
+// act kernel and the CPU backend's values (NaN for NaN): the table holds
+// the whole function, so this is the proof for every input it can meet.
+// The chains are compiled as one module (a device call's time).
+func TestEpilogueTableExhaustive(t *testing.T) {
+	b := need(t)
+	bits := make([]uint16, kernels.TableSize)
+	vals := make([]float32, kernels.TableSize)
+	for h := range bits {
+		bits[h] = uint16(h)
+		vals[h] = math.Float32frombits(uint32(h) << 16)
+	}
+	shape := []int{kernels.TableSize / 8, 8}
+	params, err := kernels.NewEpiP(shape, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tcase struct {
+		act exec.ActKind
+		m   exec.Math
+		out precision.Format
+	}
+	var cases []tcase
+	for _, act := range []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid} {
+		for _, m := range []exec.Math{0, exec.MathFastExp} {
+			cases = append(cases, tcase{act, m, bf16}, tcase{act, m, f16})
+		}
+	}
+	for act := exec.ActSin; act <= exec.ActExpm1; act++ {
+		cases = append(cases, tcase{act, 0, bf16})
+	}
+	plans := make([]*epiPlan, len(cases))
+	var eps []kernels.Epilogue
+	var fns []string
+	for i, c := range cases {
+		name := fmt.Sprintf("%v math %d → %v", c.act, c.m, c.out)
+		plans[i] = &epiPlan{epi: kernels.Epilogue{In: bf16, Table: true,
+			Steps: []kernels.Step{{Op: kernels.OpAct, Act: int32(c.act), Math: int32(c.m), Out: c.out}}},
+			shape: shape, params: params, desc: name}
+		if plans[i].epi.TableStep() != 0 {
+			t.Fatalf("%s: no table step", name)
+		}
+		eps = append(eps, plans[i].epi)
+		fns = append(fns, plans[i].epi.Name()+"_tab", plans[i].epi.Name()+"_tabk")
+	}
+	var x *Tensor
+	if err := b.do(func() error {
+		src, err := kernels.RenderEpilogues(kernels.CUDA, eps...)
+		if err != nil {
+			return err
+		}
+		for _, e := range eps {
+			src += tableKernel(e)
+		}
+		if err := b.loadModule("zflow_table_check", src, []string{"--fmad=false"}, fns); err != nil {
+			return err
+		}
+		for _, e := range eps {
+			if err := b.d.check("cuFuncSetAttribute", b.d.cuFuncSetAttribute(b.fns[e.Name()+"_tabk"], funcAttrMaxDynamicShared, tableSmem)); err != nil {
+				return err
+			}
+		}
+		if x, err = b.newTensor(shape, bf16); err != nil {
+			return err
+		}
+		return b.d.check("cuMemcpyHtoD", b.d.cuMemcpyHtoD(x.ptr(), unsafe.Pointer(&bits[0]), uint64(2*len(bits))))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free(x)
+	for i, c := range cases {
+		p := plans[i]
+		got, err := b.runTable(p, x)
+		if err != nil {
+			t.Fatalf("%s: %v", p.desc, err)
+		}
+		want, err := b.Act(x, c.act, exec.Spec{Out: c.out, Math: c.m})
+		if err != nil {
+			t.Fatalf("%s: unfused: %v", p.desc, err)
+		}
+		sameBits(t, b, p.desc+" (table against the act kernel)", got, want)
+		g, err := b.Download(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, first := 0, -1
+		for h, v := range vals {
+			ref := c.out.Round(exec.ActivateSpec(c.act, v, exec.Spec{Out: c.out, Math: c.m}))
+			if math.Float32bits(ref) != math.Float32bits(g[h]) && !(ref != ref && g[h] != g[h]) {
+				if first < 0 {
+					first = h
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%s: %d of 65536 differ from the CPU backend (first: input %#04x, table %v, CPU %v)", p.desc, bad, first, g[first],
+				c.out.Round(exec.ActivateSpec(c.act, vals[first], exec.Spec{Out: c.out, Math: c.m})))
+		}
+		b.Free(got)
+		b.Free(want)
+	}
+	t.Logf("%d tables: every bf16 input gives the act kernel's bits and the CPU backend's value", len(cases))
 }

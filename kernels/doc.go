@@ -39,7 +39,12 @@
 // unfused op would have stored it: fused and unfused share every line of
 // arithmetic, so they cannot disagree (epilogue_test.go checks them equal
 // byte for byte on the Host rendering). RenderEpilogues compiles
-// pointwise.zf's functions alone with the chains, not its kernels.
+// pointwise.zf's functions alone with the chains, not its kernels. With
+// Table set, an activation whose input is a bf16 value and whose result
+// is stored in 16 bits (TableStep) is read from a table of its 2¹⁶
+// results, which N_tab makes with the very zf_step call the chain would
+// make: the same function at every input it can meet, not an
+// approximation (TestEpilogueTable checks all 65,536 inputs).
 //
 // Targets:
 //

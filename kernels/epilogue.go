@@ -37,11 +37,44 @@ type Step struct {
 
 // Epilogue is the chain: In is the input buffer's format, Steps in order.
 // A leading OpCast step rounds the input first (a GEMM stored in f32 whose
-// unfused op rounds to bf16).
+// unfused op rounds to bf16). Table asks for the TableStep, if the chain
+// has one, to be read from a table (see TableStep).
 type Epilogue struct {
 	In    precision.Format
 	Steps []Step
+	Table bool
 }
+
+// TableStep is the step read from a table of 65,536 values when Table is
+// set, or -1: the first activation (other than identity and ReLU, which
+// cost nothing) whose running value is a bf16 value (the chain's input
+// stored in bf16, or the step before rounded to bf16) and whose result is
+// stored in bf16 or f16. Such a step has one input of 2¹⁶ possible values,
+// so its results can all be made in advance: N_tab (Kernel) writes, for
+// each bf16 bit pattern h, the 16-bit pattern of zf_step's value at h
+// rounded to the step's Out, by the very call the chain would make; the
+// chain then reads entry h where it would have called zf_step and
+// rounded. The same function at the same inputs: the same bits, without
+// an approximation (a bf16 value is h << 16, so h is exact; a decoded
+// 16-bit pattern rounds to itself, so the store after it changes nothing).
+func (e Epilogue) TableStep() int {
+	if !e.Table {
+		return -1
+	}
+	in := e.In
+	for i, s := range e.Steps {
+		if s.Op == OpAct && s.Arg == 0 && in == precision.BF16 && (s.Out == precision.BF16 || s.Out == precision.F16) &&
+			s.Act != int32(exec.ActIdentity) && s.Act != int32(exec.ActReLU) {
+			return i
+		}
+		in = s.Out
+	}
+	return -1
+}
+
+// TableSize is the entries of a step's table (one for each bf16 pattern),
+// 16 bits each.
+const TableSize = 1 << 16
 
 // StepInputs is how many inputs zf_step reads for op (zf_ew_inputs).
 func StepInputs(op, flags int32) int {
@@ -106,6 +139,9 @@ func (e Epilogue) key() string {
 	for _, s := range e.Steps {
 		fmt.Fprintf(&b, ";op=%d,act=%d,math=%d,flags=%d,out=%d,arg=%d", s.Op, s.Act, s.Math, s.Flags, s.Out, s.Arg)
 	}
+	if ts := e.TableStep(); ts >= 0 {
+		fmt.Fprintf(&b, ";table=%d", ts)
+	}
 	return b.String()
 }
 
@@ -137,7 +173,12 @@ func (e Epilogue) Kernel() (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	name, n := e.Name(), e.Operands()
+	ts := e.TableStep()
 	var params, args strings.Builder
+	if ts >= 0 {
+		params.WriteString(", ZF_DEV const ushort* zt")
+		args.WriteString(", zt")
+	}
 	for k := 0; k < MaxEpiOperands; k++ {
 		fmt.Fprintf(&params, ", ZF_DEV const uchar* o%d", k)
 		fmt.Fprintf(&args, ", o%d", k)
@@ -147,6 +188,14 @@ func (e Epilogue) Kernel() (string, error) {
 	// named by operand(k); rounded unless it is the last (the store rounds).
 	call := func(i int, v string, operand func(k int) string, k *int) string {
 		s := e.Steps[i]
+		if i == ts {
+			// The entry at v's bf16 pattern: zf_step's value, rounded.
+			dec := "zf_bf16_to_f32"
+			if s.Out == precision.F16 {
+				dec = "zf_f16_to_f32"
+			}
+			return fmt.Sprintf("%s((uint)zt[zf_bits(%s) >> 16])", dec, v)
+		}
 		args := [3]string{"0.0f", "0.0f", "0.0f"}
 		for j := 0; j < StepInputs(s.Op, s.Flags); j++ {
 			if j == s.Arg {
@@ -195,11 +244,29 @@ func (e Epilogue) Kernel() (string, error) {
 	for k := 0; k < MaxEpiOperands; k++ {
 		w(", ZF_IN(o%d, %d)", k, k+2)
 	}
-	w(", ZF_PARAMS(zf_epi_p, p, %d) ZF_TID) {\n", MaxEpiOperands+2)
+	if ts >= 0 {
+		w(", ZF_PARAMS(zf_epi_p, p, %d), ZF_IN(tab, %d) ZF_TID) {\n", MaxEpiOperands+2, MaxEpiOperands+3)
+		w("  ZF_DEV const ushort* zt = (ZF_DEV const ushort*)tab;\n")
+	} else {
+		w(", ZF_PARAMS(zf_epi_p, p, %d) ZF_TID) {\n", MaxEpiOperands+2)
+	}
 	w("  if (p.vec != 0) {\n    ZF_FOR_EACH(g, p.n / 8) {\n      int i = g * 8;\n      float v[8];\n")
 	w("      zf_load8(x, %d, i, 1, v);\n      %s_eight(p%s, i, v);\n      zf_store8(y, %d, i, v);\n    }\n    return;\n  }\n",
 		e.In, name, args.String(), e.Out())
 	w("  ZF_FOR_EACH(i, p.n) {\n    zf_store(y, %d, i, %s_one(p%s, i, zf_load(x, %d, i)));\n  }\n}\n", e.Out(), name, args.String(), e.In)
+	if ts >= 0 {
+		// The table: entry h is the table step's zf_step at the bf16
+		// value h, rounded to its Out, as the chain without a table
+		// computes it.
+		s := e.Steps[ts]
+		enc := "zf_f32_to_bf16"
+		if s.Out == precision.F16 {
+			enc = "zf_f32_to_f16"
+		}
+		w("ZF_KERNEL(%s_tab)(ZF_OUT(tab, 0) ZF_TID) {\n  ZF_FOR_EACH(h, %d) {\n", name, TableSize)
+		w("    float v = zf_step(%d, %d, %d, %d, %d, zf_bf16_to_f32((uint)h), 0.0f, 0.0f);\n", s.Op, s.Act, s.Math, s.Flags, s.Out)
+		w("    ((ZF_DEV ushort*)tab)[h] = (ushort)%s(v);\n  }\n}\n", enc)
+	}
 	return b.String(), nil
 }
 
