@@ -142,6 +142,12 @@ func rowJobs(t *testing.T) []hostJob {
 		{7, 33, 13, f32, f32, 0, zexec.Out(f32)}, //
 		{3, 5, 0, bf, bf, bf, zexec.Out(bf)},     // k = 0: the bias alone
 		{128, 384, 1024, bf, bf, bf, zexec.Out(bf)},
+		// tensor-core sums: k a multiple of 16, a last partial block, and
+		// f32 operands (summed in k order)
+		{64, 96, 256, bf, bf, bf, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
+		{7, 33, 37, bf, bf, 0, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
+		{64, 96, 256, f16, f16, f16, zexec.Spec{Out: f16, Round: zexec.RoundBeforeBias, Math: zexec.MathTensorCore}},
+		{64, 96, 256, bf, f32, f32, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
 	}
 	linVals := 0
 	for _, c := range lcs {
@@ -189,6 +195,9 @@ func rowJobs(t *testing.T) []hostJob {
 		{"accum", 2, 33, 40, 4, 64, gqa, bf, nil, nil, zexec.Spec{Out: bf, Round: zexec.RoundProbs | zexec.RoundAccum}},
 		{"each", 2, 33, 40, 4, 64, gqa, bf, nil, nil, zexec.Composed(bf)},
 		{"fast exp", 2, 33, 40, 4, 64, gqa, bf, nil, nil, zexec.Spec{Out: bf, Math: zexec.MathFastExp}},
+		{"tensor core weights", 2, 33, 40, 4, 64, gqa, bf, nil, nil, zexec.Spec{Out: bf, Round: zexec.RoundWeights, Math: zexec.MathTensorCore}},
+		{"tensor core each", 2, 33, 40, 4, 24, causal, bf, nil, nil, zexec.Spec{Out: bf, Round: zexec.RoundEach, Math: zexec.MathTensorCore}},
+		{"tensor core f16 probs", 2, 33, 40, 4, 64, gqa, f16, nil, nil, zexec.Spec{Out: f16, Round: zexec.RoundScores | zexec.RoundProbs, Math: zexec.MathTensorCore}},
 		{"causal", 2, 40, 40, 4, 64, causal, bf, nil, nil, zexec.Out(bf)},
 		{"causal window", 2, 40, 40, 4, 64, with(causal, func(p *zexec.AttentionParams) { p.Window = 7 }), bf, nil, nil, zexec.Composed(bf)},
 		{"explicit [B,Sq,Sk]", 2, 33, 40, 4, 64, explicit, bf, []int{2, 33, 40}, nil, zexec.Out(bf)},

@@ -35,7 +35,7 @@ type NormSeqP struct {
 
 // LinearSeqP is zf_linear_seq_p.
 type LinearSeqP struct {
-	M, N, K, FmtX, FmtW, FmtB, OutFmt, HasB, RoundBeforeBias, Vec, Pad0, Pad1 int32
+	M, N, K, FmtX, FmtW, FmtB, OutFmt, HasB, RoundBeforeBias, Vec, Mma, Pad1 int32
 }
 
 // AttentionSeqP is zf_attention_seq_p.
@@ -128,9 +128,6 @@ func LinearSeq(backend string, xs, ws []int, fx, fw, fb precision.Format, s exec
 	if len(ws) != 2 || len(xs) == 0 || xs[len(xs)-1] != ws[1] {
 		return lp, nil, fmt.Errorf("exec: linear: x %v and weight %v do not match ([..., in] and [out, in])", xs, ws)
 	}
-	if s.Math&exec.MathTensorCore != 0 {
-		return lp, nil, exec.Unsupported(backend, "linear", "math=%v: zf_linear_seq sums in k order", exec.MathTensorCore)
-	}
 	nOut, nIn := ws[0], ws[1]
 	out := append(append([]int(nil), xs[:len(xs)-1]...), nOut)
 	m := exec.Numel(out) / max(nOut, 1)
@@ -146,6 +143,9 @@ func LinearSeq(backend string, xs, ws []int, fx, fw, fb precision.Format, s exec
 	}
 	if nIn%8 == 0 {
 		lp.Vec = 1 // every row starts on a 16-byte boundary
+	}
+	if exec.TensorCoreSums(s, fx, fw) {
+		lp.Mma = 1
 	}
 	return lp, out, nil
 }
@@ -170,8 +170,8 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	if rprob && rw {
 		return ap, nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")
 	}
-	if s.Math&exec.MathTensorCore != 0 {
-		return ap, nil, exec.Unsupported(backend, "attention", "math=%v: zf_attention_seq sums in order", exec.MathTensorCore)
+	if exec.TensorCoreSums(s, fq, fk, fv) && s.Round&exec.RoundAccum != 0 {
+		return ap, nil, exec.Unsupported(backend, "attention", "%v with RoundAccum (a GPU's tensor-core sums and a CPU's storage-format ones)", exec.MathTensorCore)
 	}
 	counts := []int{g.B * g.Sq * g.H * g.D, g.B * g.Sk * g.KV * g.D, g.B * g.H * g.Sq}
 	if st := a.MaskStrides; st != nil {
@@ -185,7 +185,10 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	}
 	ap = AttentionSeqP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV), D: int32(g.D),
 		FmtQ: int32(fq), FmtK: int32(fk), FmtV: int32(fv), FmtM: int32(fm), FmtB: int32(fb), OutFmt: int32(s.Out),
-		Window: int32(p.Window), Math: int32(s.Math), Scale: a.Scale, Cap: p.Softcap}
+		Window: int32(p.Window), Math: int32(s.Math &^ exec.MathTensorCore), Scale: a.Scale, Cap: p.Softcap}
+	if exec.TensorCoreSums(s, fq, fk, fv) {
+		ap.Math |= int32(exec.MathTensorCore)
+	}
 	switch p.Mask {
 	case exec.MaskCausal:
 		ap.Mask = MaskCausal

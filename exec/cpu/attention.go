@@ -52,7 +52,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	each := s.Round&exec.RoundEach != 0
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	raccum := s.Round&exec.RoundAccum != 0
-	mma := s.Math&exec.MathTensorCore != 0
+	mma := exec.TensorCoreSums(s, qt.format, kt.format, vt.format)
 	if mma && raccum {
 		return nil, exec.Unsupported(bk.Name(), "attention", "%v with RoundAccum (a GPU's tensor-core sums and a CPU's storage-format ones)", exec.MathTensorCore)
 	}

@@ -38,7 +38,7 @@ func (bk *Backend) Linear(x, w, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
 	if nOut == 0 {
 		return out, nil
 	}
-	if s.Math&exec.MathTensorCore != 0 {
+	if exec.TensorCoreSums(s, xt.format, wt.format) {
 		bk.gemmMMA(out.data, xt.data, wt.data, m, nOut, nIn)
 	} else {
 		bk.gemm(out.data, xt.data, wt.data, m, nOut, nIn)
