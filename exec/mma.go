@@ -35,10 +35,12 @@ func TensorCoreSums(s Spec, operands ...precision.Format) bool {
 // (exact for bf16 and f16 operands) and the running sum are aligned to
 // the largest of their exponents, truncated toward zero to mmaBits bits
 // below it, added exactly, and the block's result truncated toward zero
-// to f32. Measured on an H200 through cuBLAS (bf16 and f16 Linear, k ≤
-// 1024: every output of 17 shapes, and every Linear boundary of 30 bf16
-// traces captured there, reproduced); cuBLAS splits larger k across
-// blocks in other ways. kernels' zf_mma_block is the same sum.
+// to f32. Measured on an H200 through cuBLAS: every output of 17 bf16 and
+// f16 Linear shapes with k ≤ 1024 in one draw, every Linear boundary of
+// 30 bf16 traces captured there, and cuda's TestCuBLASIsTensorCoreSums
+// (k ≤ 512) reproduced; from k = 1024 on cuBLAS may split k in other ways
+// (1 output of 8192 off at k = 1024 in a second draw; many at k = 3072).
+// kernels' zf_mma_block is the same sum.
 func DotMMA(x, w []float32) float32 {
 	var acc float32
 	var terms [MMABlock + 1]float64
