@@ -133,6 +133,21 @@ func NormStats(x []float32, eps float32, f precision.Format) (rstd, shift float3
 	return rstd, r(float32(-rstd * mean))
 }
 
+// RMSStats is 1/√(mean(x²) + eps) as an RMS norm written as primitives on
+// tensors of format f computes it (RoundStats): each square rounded to
+// f, their mean (summed in f64, divided, rounded to f32 then f), the
+// sum with eps (an f32 scalar) rounded, and its reciprocal square root
+// rounded; the caller rounds x·r.
+func RMSStats(x []float32, eps float32, f precision.Format) float32 {
+	r := f.Round
+	var sum float64
+	for _, v := range x {
+		sum += float64(r(float32(v * v)))
+	}
+	ms := r(float32(sum / float64(len(x))))
+	return r(float32(1 / math.Sqrt(float64(r(ms+eps)))))
+}
+
 // WelfordMoments returns the mean and biased variance of x as PyTorch's
 // vectorised CUDA layer-norm kernel computes them in f32
 // (layer_norm_kernel.cu, compute_stats): a block of 4 warps of 32 threads;

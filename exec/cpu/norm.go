@@ -54,8 +54,11 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	f := s.Out
 	rn, rs, rp := s.Has(exec.RoundNormalized), s.Has(exec.RoundScale), s.Has(exec.RoundProduct)
 	rstats, welford := s.Round&exec.RoundStats != 0, s.Math&exec.MathWelford != 0
-	if (rstats || welford) && p.Kind != exec.NormLayer {
+	if welford && p.Kind != exec.NormLayer {
 		return nil, exec.Unsupported(bk.Name(), "norm", "%v on a %v norm (a layer-norm kernel's arithmetic)", s, p.Kind)
+	}
+	if rstats && p.Kind == exec.NormRMS {
+		rn = true // x·r is one of the primitives
 	}
 	if rstats && welford {
 		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
@@ -80,6 +83,8 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
 			var mean, rstd, shift float32
 			switch {
+			case rstats && p.Kind == exec.NormRMS:
+				rstd = exec.RMSStats(src, p.Eps, f)
 			case rstats:
 				rstd, shift = exec.NormStats(src, p.Eps, f)
 			case welford:

@@ -3,6 +3,7 @@ package cpu
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,8 +145,8 @@ func TestLayerNormStatsTorch113(t *testing.T) {
 	}
 }
 
-// TestNormRefusals: the layer-norm kernels' arithmetic is refused on RMS
-// norms and together.
+// TestNormRefusals: the layer-norm kernel's Welford order is refused on
+// RMS norms, and the two kernels' statistics together.
 func TestNormRefusals(t *testing.T) {
 	bk := New(1)
 	x := up(t, bk, precision.BF16, []int{1, 4}, 1, 2, 3, 4)
@@ -153,12 +154,38 @@ func TestNormRefusals(t *testing.T) {
 		kind exec.NormKind
 		s    exec.Spec
 	}{
-		{exec.NormRMS, exec.Spec{Out: precision.BF16, Round: exec.RoundStats}},
 		{exec.NormRMS, exec.Spec{Out: precision.BF16, Math: exec.MathWelford}},
 		{exec.NormLayer, exec.Spec{Out: precision.BF16, Round: exec.RoundStats, Math: exec.MathWelford}},
 	} {
 		if _, err := bk.Norm(x, nil, nil, exec.NormParams{Kind: c.kind, Eps: 1e-6}, c.s); err == nil {
 			t.Errorf("%v norm with %v: no error", c.kind, c.s)
+		}
+	}
+}
+
+// TestRMSNormStepwise: RoundStats on an RMS norm is the norm written in
+// bf16 primitives, x·rsqrt(mean(x²) + eps), every step rounded. For
+// x = [1, 3, 2, 3] and eps 2⁻⁷: x² exact, mean 5.75, + eps → bf16 5.75,
+// rsqrt 0.41702 → bf16 0.41796875, x·r → 0.41796875, 1.25, 0.8359375,
+// 1.25; statistics in f32 (RoundNormalized alone) give 0.416015625 and
+// 0.83203125 for the first and third.
+func TestRMSNormStepwise(t *testing.T) {
+	bk := New(1)
+	x := up(t, bk, precision.BF16, []int{1, 4}, 1, 3, 2, 3)
+	p := exec.NormParams{Kind: exec.NormRMS, Eps: 0x1p-7}
+	for _, c := range []struct {
+		s    exec.Spec
+		want []float32
+	}{
+		{exec.Spec{Out: precision.BF16, Round: exec.RoundStats}, []float32{0.41796875, 1.25, 0.8359375, 1.25}},
+		{exec.Spec{Out: precision.BF16, Round: exec.RoundNormalized}, []float32{0.416015625, 1.25, 0.83203125, 1.25}},
+	} {
+		y, err := bk.Norm(x, nil, nil, p, c.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := y.(*Tensor).data; !slices.Equal(got, c.want) {
+			t.Errorf("%v: %v, want %v", c.s, got, c.want)
 		}
 	}
 }

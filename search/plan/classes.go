@@ -49,8 +49,9 @@ type Candidate struct {
 	Label string
 	Rules []semantics.PrecisionRule // Role is left empty: the factor's glob fills it
 	Table *semantics.RopeTableFormats
-	// layerOnly: valid only for layer norms (RoundStats).
-	layerOnly bool
+	// onlyKind, when set: valid only for norms of that kind (a layer-norm
+	// kernel's statistics, an RMS norm's written out).
+	onlyKind exec.NormKind
 }
 
 // String is the label (search keys assignments by it).
@@ -58,11 +59,11 @@ func (c Candidate) String() string { return c.Label }
 
 // applies reports whether c can be given to every unit of us.
 func (c Candidate) applies(us []Unit) bool {
-	if !c.layerOnly {
+	if c.onlyKind == 0 {
 		return true
 	}
 	for _, u := range us {
-		if u.Kind != exec.NormLayer {
+		if u.Kind != c.onlyKind {
 			return false
 		}
 	}
@@ -110,7 +111,8 @@ func product(outs, rounds, maths []string) []spec {
 //	                (HF/diffusers RMSNorm); x̂·γ rounded before +β; every
 //	                step rounded; layer norms only: the statistics reduced as
 //	                PyTorch's CUDA kernel does (welford), or in the storage
-//	                format (PyTorch ≤ 1.13's CPU layer norm on bf16: stats)
+//	                format (PyTorch ≤ 1.13's CPU layer norm on bf16: stats);
+//	                RMS norms only: written out in the storage format (stats)
 //	modulate        x·(1+scale)+shift fused, or 1+scale and/or the product
 //	                rounded (each PyTorch op on bf16 tensors)
 //	gated_residual  fused, or g(gate) and/or the product rounded; the
@@ -222,7 +224,13 @@ func classCandidates(class, acts string) []Candidate {
 		// Layer-norm kernels' own statistics: PyTorch's CUDA kernel, and
 		// its CPU kernel on a reduced-precision compute type.
 		for _, s := range []spec{{"", "", "welford"}, {"", "stats", ""}} {
-			out = append(out, Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, layerOnly: true})
+			out = append(out, Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, onlyKind: exec.NormLayer})
+		}
+		// An RMS norm written out in the storage format (x², their mean,
+		// + eps, rsqrt and x·r each rounded), with or without x̂·γ rounded.
+		for _, r := range []string{"stats", "stats|product"} {
+			s := spec{"", r, ""}
+			out = append(out, Candidate{Label: s.label() + " (rms)", Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round}}, onlyKind: exec.NormRMS})
 		}
 	}
 	return out

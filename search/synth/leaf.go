@@ -535,7 +535,7 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 			}
 		}
 	}
-	v, ev := s.best(t, cands)
+	v, ev := s.bestNorm(t, cands)
 	if v != nil {
 		v = s.simplestEps(v, t)
 		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
@@ -654,6 +654,42 @@ func (s *synth) normCandidates(x *val, t *val) []*expr {
 		}
 	}
 	return cands
+}
+
+// bestNorm is s.best over the norm candidates and their RMS norms
+// written out (writtenOutRMS). A written-out form wins only where it
+// explains t better than the same norm with x̂ rounded before ·γ (HF's and
+// diffusers' RMSNorm, which the precision search finds later): both round
+// x̂, so the written-out one is otherwise closer only by that.
+func (s *synth) bestNorm(t *val, cands []*expr) (*val, []semantics.Candidate) {
+	v, ev := s.best(t, append(slices.Clone(cands), writtenOutRMS(cands)...))
+	if v == nil || v.from.round != exec.RoundStats {
+		return v, ev
+	}
+	twin := *v.from
+	twin.round = exec.RoundNormalized
+	if _, sc := s.ev.score(&twin, t); sc <= relRMS(t.format, v.data, t.data) {
+		return s.best(t, cands)
+	}
+	return v, ev
+}
+
+// writtenOutRMS are the RMS norms of cands written out in a narrow
+// format's primitives (x², their mean, + ε, rsqrt and x·r each rounded:
+// RoundStats): there ε is seen only through those roundings, so it is
+// read together with them, not before.
+func writtenOutRMS(cands []*expr) []*expr {
+	var out []*expr
+	for _, c := range cands {
+		if c.attrs.Norm.Kind != exec.NormRMS || (c.out != precision.BF16 && c.out != precision.F16) {
+			continue
+		}
+		w := *c
+		w.round = exec.RoundStats
+		w.label += " written out"
+		out = append(out, &w)
+	}
+	return out
 }
 
 // fitConv explains a convolution whose kernel equals its stride (a patch

@@ -145,43 +145,7 @@ func TestNarrowLeakyReLU(t *testing.T) {
 			y[i] = precision.BF16.Round(x[i] * 0.01)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "leaky.npz")
-	w, err := trace.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(key string, d []float32) {
-		b := make([]byte, 2*len(d))
-		for i, v := range d {
-			binary.LittleEndian.PutUint16(b[2*i:], precision.BF16Bits(v))
-		}
-		if err := w.Add(key, trace.BFloat16, []int{1, rows, width}, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put("input/x", x)
-	put("output/y", y)
-	put("s0/m/arg0", x)
-	put("s0/m/out", y)
-	put("s0/m.act/arg0", x)
-	put("s0/m.act/out", y)
-	step, root := 0, 0
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
-		Producer: map[string]any{"framework": "test", "dtype": "bfloat16"},
-		Inputs:   map[string]string{"x": "input/x"}, Outputs: map[string]string{"y": "output/y"},
-		Calls: []trace.Call{
-			{ID: 0, Step: &step, Module: "m", Type: "M", Tensors: trace.Ports{{Name: "arg0", Key: "s0/m/arg0"}, {Name: "out", Key: "s0/m/out"}}},
-			{ID: 1, Step: &step, Module: "m.act", Parent: &root, Type: "LeakyReLU",
-				Tensors: trace.Ports{{Name: "arg0", Key: "s0/m.act/arg0"}, {Name: "out", Key: "s0/m.act/out"}}},
-		}}
-	if err := w.Close(m); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
+	tr, path := writeBF16Trace(t, bf16Call{name: "act", class: "LeakyReLU", shape: []int{1, rows, width}, x: x, y: y})
 	relu := make([]float32, len(x))
 	for i, v := range x {
 		relu[i] = max(v, 0)
