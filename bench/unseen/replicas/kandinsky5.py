@@ -35,8 +35,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        eps = torch.finfo(x.dtype).eps
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
+        # aten's rms_norm composite: f32 statistics and x̂ (f32's epsilon), x̂ cast back, then ·weight
+        eps = torch.finfo(torch.float32).eps
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * self.weight
 
 
 class Kandinsky5TimeEmbeddings(nn.Module):

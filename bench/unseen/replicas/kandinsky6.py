@@ -71,9 +71,12 @@ class TorchRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim)) if elementwise_affine else None
 
     def forward(self, x):
-        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-        return x * self.weight if self.weight is not None else x
+        # aten's rms_norm composite: statistics and x̂ in f32 (the opmath type, whose epsilon is the
+        # default), x̂ cast back to x's dtype, then ·weight (identical to the plain formula in f32)
+        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
+        xf = x.float()
+        y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
+        return y * self.weight if self.weight is not None else y
 
 
 class Timesteps(nn.Module):

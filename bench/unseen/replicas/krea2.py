@@ -39,7 +39,8 @@ from run import capture, sdpa
 
 def rms_norm(x, normalized_shape, weight, eps):
     """torch 2's F.rms_norm over the last axis."""
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    xf = x.float()  # aten's composite: f32 statistics and x̂, cast back, then ·weight
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x) * weight
 
 
 def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, repeat_interleave_real=True, use_real=True,

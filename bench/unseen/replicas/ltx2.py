@@ -143,7 +143,8 @@ class TorchRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        xf = x.float()  # aten's composite: f32 statistics and x̂, cast back, then ·weight
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
 class LTX2AdaLayerNormSingle(nn.Module):
