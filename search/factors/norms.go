@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/search"
 	"github.com/zflow/zflow/search/internal/attn"
 	"github.com/zflow/zflow/search/plan"
@@ -130,6 +132,26 @@ func (n *normObjective) score(_ context.Context, _ string, a search.Assignment) 
 	if !n.ok {
 		return inf, nil
 	}
+	tk := n.cp.tapKey(program.Tap{Module: n.role.Module, Port: n.role.OutPort()})
+	if tk == "" {
+		return inf, nil
+	}
+	ref, f, err := n.frag.Reference(tk, n.x, n.rows)
+	if err != nil {
+		return search.Score{}, err
+	}
+	// In the search's f32; against a narrow capture also in its format, x̂ rounded
+	// before ·γ (HF's, diffusers') and, for RMS, written out in its
+	// primitives: ε shows only through the rounding that reproduces the
+	// output, so each ε is scored by the closest of these.
+	specs := []exec.Spec{n.frag.Spec}
+	if f == precision.BF16 || f == precision.F16 {
+		specs = append(specs, exec.Out(f), exec.Spec{Out: f, Round: exec.RoundNormalized})
+		if a["norm_kind"] == "rms" {
+			specs = append(specs, exec.Spec{Out: f, Round: exec.RoundStats})
+		}
+	}
+	defer func(s exec.Spec) { n.frag.Spec = s }(n.frag.Spec)
 	doc := &semantics.Document{Format: semantics.FormatName, Version: semantics.Version, Structure: *n.cp.st,
 		Precision: semantics.Precision{Activations: "f32"},
 		Factors: []semantics.Factor{
@@ -142,23 +164,21 @@ func (n *normObjective) score(_ context.Context, _ string, a search.Assignment) 
 		n.memo[key] = inf // the parameters do not span the argument's last axis
 		return inf, nil
 	}
-	tk := n.cp.tapKey(program.Tap{Module: n.role.Module, Port: n.role.OutPort()})
-	if tk == "" {
-		return inf, nil
+	sc := inf
+	for _, spec := range specs {
+		n.frag.Spec = spec
+		ours, _, err := n.frag.Eval(p, p.Outputs[0], n.rows)
+		if err != nil {
+			return search.Score{}, err
+		}
+		var s fsums
+		if !s.add(ours, n.x[1], ref, n.x[1], 0, f) {
+			continue
+		}
+		if v := s.score(boundary); v.Err < sc.Err {
+			sc = v
+		}
 	}
-	ours, _, err := n.frag.Eval(p, p.Outputs[0], n.rows)
-	if err != nil {
-		return search.Score{}, err
-	}
-	ref, f, err := n.frag.Reference(tk, n.x, n.rows)
-	if err != nil {
-		return search.Score{}, err
-	}
-	var s fsums
-	if !s.add(ours, n.x[1], ref, n.x[1], 0, f) {
-		return inf, nil
-	}
-	sc := s.score(boundary)
 	n.memo[key] = sc
 	return sc, nil
 }

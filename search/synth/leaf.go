@@ -656,37 +656,41 @@ func (s *synth) normCandidates(x *val, t *val) []*expr {
 	return cands
 }
 
-// bestNorm is s.best over the norm candidates and their RMS norms
-// written out (writtenOutRMS). A written-out form wins only where it
-// explains t better than the same norm with x̂ rounded before ·γ (HF's and
-// diffusers' RMSNorm, which the precision search finds later): both round
-// x̂, so the written-out one is otherwise closer only by that.
+// bestNorm is s.best over the norm candidates and, in a narrow format,
+// their RMS norms with x̂ rounded before ·γ (HF's and diffusers') and
+// written out (roundedRMS): ε shows only through the rounding that
+// reproduces the output (a plain norm scores every small ε alike), so it
+// is read with the rounding where that explains t markedly better at
+// every captured step (to a quarter of the plain forms' worst error), with
+// the plain forms otherwise: one step alone can pass a wrong ε where the
+// rounding is off by an f32 ulp. The rounding it was read with stays
+// with it (a pinned rule), so ε and the rounding agree in the document.
 func (s *synth) bestNorm(t *val, cands []*expr) (*val, []semantics.Candidate) {
-	v, ev := s.best(t, append(slices.Clone(cands), writtenOutRMS(cands)...))
-	if v == nil || v.from.round != exec.RoundStats {
+	v, ev := s.best(t, cands)
+	rounded := append(roundedRMS(cands, exec.RoundNormalized, "x̂ rounded"), roundedRMS(cands, exec.RoundStats, "written out")...)
+	if len(rounded) == 0 {
 		return v, ev
 	}
-	twin := *v.from
-	twin.round = exec.RoundNormalized
-	if _, sc := s.ev.score(&twin, t); sc <= relRMS(t.format, v.data, t.data) {
-		return s.best(t, cands)
+	w, ew := s.best(t, append(slices.Clone(cands), rounded...))
+	if w == nil || w.from.round == 0 || v != nil && s.stepsError(w, t) > s.stepsError(v, t)/4 {
+		return v, ev
 	}
-	return v, ev
+	return w, ew
 }
 
-// writtenOutRMS are the RMS norms of cands written out in a narrow
-// format's primitives (x², their mean, + ε, rsqrt and x·r each rounded:
-// RoundStats): there ε is seen only through those roundings, so it is
-// read together with them, not before.
-func writtenOutRMS(cands []*expr) []*expr {
+// roundedRMS are the RMS norms of cands in a narrow format with rounding
+// points r (RoundNormalized: x̂ rounded before ·γ; RoundStats: the norm
+// written out in the format's primitives, x², their mean, + ε, rsqrt and
+// x·r each rounded), labelled with what.
+func roundedRMS(cands []*expr, r exec.Round, what string) []*expr {
 	var out []*expr
 	for _, c := range cands {
 		if c.attrs.Norm.Kind != exec.NormRMS || (c.out != precision.BF16 && c.out != precision.F16) {
 			continue
 		}
 		w := *c
-		w.round = exec.RoundStats
-		w.label += " written out"
+		w.round = r
+		w.label += " " + what
 		out = append(out, &w)
 	}
 	return out
@@ -1055,7 +1059,7 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 // the fit's own reading.
 func (s *synth) readSinusoidTable(v, t *val) (*val, *freqReading) {
 	bestV, bestR := s.readTable(v, v.from.args[0], t)
-	bestErr, bestN := s.sinusoidError(bestV, t), bestR.count()
+	bestErr, bestN := s.stepsError(bestV, t), bestR.count()
 	for _, m := range sinusoidMaths {
 		if m == v.from.math {
 			continue
@@ -1068,15 +1072,15 @@ func (s *synth) readSinusoidTable(v, t *val) (*val, *freqReading) {
 			continue
 		}
 		w, r := s.readTable(u, u.from.args[0], t)
-		if e, n := s.sinusoidError(w, t), r.count(); e < bestErr/2 || e == 0 && (bestErr > 0 || n < bestN) {
+		if e, n := s.stepsError(w, t), r.count(); e < bestErr/2 || e == 0 && (bestErr > 0 || n < bestN) {
 			bestV, bestR, bestErr, bestN = w, r, e, n
 		}
 	}
 	return bestV, bestR
 }
 
-// sinusoidError is the worst step's rel-RMS of v against t.
-func (s *synth) sinusoidError(v, t *val) float64 {
+// stepsError is the worst captured step's rel-RMS of v against t.
+func (s *synth) stepsError(v, t *val) float64 {
 	worst := 0.0
 	for _, st := range s.tr.Steps() {
 		got, ok1 := s.at(v, st)

@@ -122,7 +122,7 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 		for _, axes := range splits {
 			thetas := []float64{10000}
 			if naxes == 1 {
-				thetas = thetaCandidates(cosT, pos, d, layout)
+				thetas = thetaCandidates(cosT, sinT, pos, d, layout)
 			} else if perAxis {
 				thetas = axisThetas(cosT, p2, axes)
 			}
@@ -264,34 +264,46 @@ func onCircle(c, s *val) bool {
 	return true
 }
 
-// thetaCandidates reads θ from the table's angles at the smallest
-// positive position (3 significant digits), with the common bases.
-func thetaCandidates(cosT, pos *val, d int, layout exec.RopeLayout) []float64 {
+// thetaCandidates reads θ from frequency 1's angle, atan2(sin, cos), at
+// the largest position where it has not yet turned past 2.5 rad (read
+// first at the smallest positive position): the longer the angle, the
+// less a narrow format's rounding of the tables moves θ. Offered at 3, 2
+// and 1 significant digits, with 10000; the tables' scores decide.
+func thetaCandidates(cosT, sinT, pos *val, d int, layout exec.RopeLayout) []float64 {
 	out := []float64{10000}
+	idx := 1 // frequency 1: channel 1 (half) or channels 2, 3 (interleaved)
+	if layout == exec.RopeInterleaved {
+		idx = 2
+	}
+	angle := func(row int) float64 {
+		return math.Atan2(float64(sinT.data[row*d+idx]), float64(cosT.data[row*d+idx]))
+	}
 	row, p := -1, math.Inf(1)
 	for i, x := range pos.data {
 		if x > 0 && float64(x) < p {
 			row, p = i, float64(x)
 		}
 	}
-	if row < 0 {
+	if row < 0 || len(sinT.data) != len(cosT.data) {
 		return out
 	}
-	idx := 1 // frequency 1: channel 1 (half) or channels 2, 3 (interleaved)
-	if layout == exec.RopeInterleaved {
-		idx = 2
-	}
-	c := float64(cosT.data[row*d+idx])
-	if c >= 1 || c <= -1 {
+	f := angle(row) / p // θ^(−2/d)
+	if !(f > 0) {
 		return out
 	}
-	f := math.Acos(c) / p // θ^(−2/d)
-	if f <= 0 {
-		return out
+	for i, x := range pos.data {
+		if q := float64(x); q > p && q*f < 2.5 {
+			if g := angle(i) / q; g > 0 {
+				row, p = i, q
+			}
+		}
 	}
+	f = angle(row) / p
 	theta := math.Pow(f, -float64(d)/2)
-	if r, err := strconv.ParseFloat(strconv.FormatFloat(theta, 'g', 3, 64), 64); err == nil && r != 10000 && r > 1 {
-		out = append(out, r)
+	for digits := 3; digits >= 1; digits-- {
+		if r, err := strconv.ParseFloat(strconv.FormatFloat(theta, 'g', digits, 64), 64); err == nil && r > 1 && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
 	}
 	return out
 }
