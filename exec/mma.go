@@ -2,6 +2,7 @@ package exec
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/zflow/zflow/precision"
 )
@@ -43,35 +44,58 @@ func TensorCoreSums(s Spec, operands ...precision.Format) bool {
 // kernels' zf_mma_block is the same sum.
 func DotMMA(x, w []float32) float32 {
 	var acc float32
-	var terms [MMABlock + 1]float64
+	var pr [MMABlock]float32
 	for k0 := 0; k0 < len(x); k0 += MMABlock {
 		n := min(MMABlock, len(x)-k0)
-		terms[0] = float64(acc)
-		for i := 1; i <= n; i++ {
-			terms[i] = float64(x[k0+i-1] * w[k0+i-1])
+		for i := range n {
+			pr[i] = x[k0+i] * w[k0+i]
 		}
-		acc = mmaBlock(terms[:n+1])
+		acc = mmaBlock(acc, pr[:n])
 	}
 	return acc
 }
 
-// mmaBlock is one block's sum: NaN or opposite infinities give NaN, an
-// infinity itself; finite terms are aligned and truncated, and the sum
-// truncated toward zero to f32 (±MaxFloat32 beyond its range).
-func mmaBlock(terms []float64) float32 {
+// mmaBlock is one block's sum, on the terms' bits (each ±M·2^E, M an
+// integer): NaN or opposite infinities give NaN, an infinity itself;
+// finite terms become integers on the grid 2^(emax − mmaBits) (below 2^26
+// each, seventeen sum below 2^31), and the sum is truncated toward zero
+// to f32, ±MaxFloat32 beyond its range. kernels' zf_mma_block is this
+// function line for line.
+func mmaBlock(acc float32, pr []float32) float32 {
+	var mant [MMABlock + 1]uint32
+	var exps [MMABlock + 1]int
+	var neg [MMABlock + 1]bool
+	emax := math.MinInt
 	var pinf, ninf, nan bool
-	maxExp := math.MinInt
-	for _, t := range terms {
-		switch {
-		case math.IsNaN(t):
-			nan = true
-		case math.IsInf(t, 1):
-			pinf = true
-		case math.IsInf(t, -1):
-			ninf = true
-		case t != 0:
-			_, e := math.Frexp(t)
-			maxExp = max(maxExp, e)
+	n := len(pr)
+	for t := 0; t <= n; t++ {
+		v := acc
+		if t > 0 {
+			v = pr[t-1]
+		}
+		b := math.Float32bits(v)
+		be := int(b>>23) & 0xFF
+		m := b & 0x7FFFFF
+		neg[t] = b>>31 != 0
+		if be == 255 {
+			switch {
+			case m != 0:
+				nan = true
+			case neg[t]:
+				ninf = true
+			default:
+				pinf = true
+			}
+			m = 0
+		}
+		e := -149
+		if be != 0 && be != 255 {
+			m |= 0x800000
+			e = be - 150
+		}
+		mant[t], exps[t] = m, e
+		if m != 0 {
+			emax = max(emax, e+bits.Len32(m))
 		}
 	}
 	switch {
@@ -81,24 +105,50 @@ func mmaBlock(terms []float64) float32 {
 		return float32(math.Inf(1))
 	case ninf:
 		return float32(math.Inf(-1))
-	case maxExp == math.MinInt:
+	case emax == math.MinInt:
 		return 0
 	}
-	// Every kept term is a multiple of q below 2^maxExp: the sum of 17
-	// of them is exact in f64.
-	q := math.Ldexp(1, maxExp-mmaBits)
-	var s float64
-	for _, t := range terms {
-		s += math.Trunc(t/q) * q
+	var sum int64
+	for t := 0; t <= n; t++ {
+		var iv uint32
+		if sh := exps[t] - emax + mmaBits; sh >= 0 {
+			iv = mant[t] << sh
+		} else if sh > -32 {
+			iv = mant[t] >> -sh
+		}
+		if neg[t] {
+			sum -= int64(iv)
+		} else {
+			sum += int64(iv)
+		}
 	}
-	return truncF32(s)
-}
-
-// truncF32 rounds s toward zero to f32: ±MaxFloat32 beyond its range.
-func truncF32(s float64) float32 {
-	r := float32(s)
-	if math.Abs(float64(r)) > math.Abs(s) {
-		r = math.Nextafter32(r, 0)
+	if sum == 0 {
+		return 0
 	}
-	return r
+	var sign uint32
+	u := uint32(sum)
+	if sum < 0 {
+		sign, u = 1<<31, uint32(-sum)
+	}
+	l := bits.Len32(u)
+	fe := l + emax - mmaBits // the value's frexp exponent
+	switch {
+	case fe > 128:
+		return math.Float32frombits(sign | 0x7F7FFFFF)
+	case fe >= -125:
+		var frac uint32
+		if l >= 24 {
+			frac = u >> (l - 24) & 0x7FFFFF
+		} else {
+			frac = u << (24 - l) & 0x7FFFFF
+		}
+		return math.Float32frombits(sign | uint32(fe+126)<<23 | frac)
+	}
+	var m uint32
+	if sub := emax - mmaBits + 149; sub >= 0 {
+		m = u << sub
+	} else if sub > -32 {
+		m = u >> -sub
+	}
+	return math.Float32frombits(sign | m)
 }

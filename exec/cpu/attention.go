@@ -65,13 +65,26 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	out := newTensor([]int{g.B, g.Sq, g.H * g.D}, f)
 	rep := g.H / g.KV
 	qw, kw := g.H*g.D, g.KV*g.D
+	// mma: v laid out [B, KV, D, Sk], each output's column of products
+	// contiguous for exec.DotMMA
+	var vT []float32
+	if mma {
+		vT = make([]float32, g.B*g.KV*g.D*g.Sk)
+		for bb := range g.B {
+			for j := range g.Sk {
+				for kh := range g.KV {
+					row := vt.data[(bb*g.Sk+j)*kw+kh*g.D:][:g.D]
+					for e, v := range row {
+						vT[((bb*g.KV+kh)*g.D+e)*g.Sk+j] = v
+					}
+				}
+			}
+		}
+	}
 	bk.parallel(g.B*g.H*g.Sq, 16, func(lo, hi int) {
 		sc := make([]float32, g.Sk)
 		acc := make([]float32, g.D)
-		var col []float32 // mma: one column of v
-		if mma {
-			col = make([]float32, g.Sk)
-		}
+
 		for idx := lo; idx < hi; idx++ {
 			i := idx % g.Sq
 			h := (idx / g.Sq) % g.H
@@ -161,10 +174,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 			}
 			if mma {
 				for e := range acc {
-					for j := range col {
-						col[j] = vt.data[(bb*g.Sk+j)*kw+kh*g.D+e]
-					}
-					acc[e] = exec.DotMMA(sc, col)
+					acc[e] = exec.DotMMA(sc, vT[((bb*g.KV+kh)*g.D+e)*g.Sk:][:g.Sk])
 				}
 			}
 			dst := out.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]
