@@ -26,24 +26,12 @@ import sys
 import torch
 import torch.nn as nn
 
+from parts import TorchRMSNorm
 from run import capture, get_timestep_embedding, sdpa
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(TorchRMSNorm):
     """torch.nn.RMSNorm(dim, eps, elementwise_affine=True) (torch >= 2.4), f32."""
-
-    def __init__(self, dim, eps=None, elementwise_affine=True):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim)) if elementwise_affine else None
-
-    def forward(self, x):
-        # aten's rms_norm composite: statistics and x̂ in f32 (the opmath type, whose epsilon is the
-        # default), x̂ cast back to x's dtype, then ·weight (identical to the plain formula in f32)
-        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
-        xf = x.float()
-        y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
-        return y * self.weight if self.weight is not None else y
 
 
 def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, freqs_dtype=torch.float32):

@@ -27,6 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from parts import TorchRMSNorm
 from run import capture, sdpa
 
 
@@ -49,21 +50,8 @@ def get_1d_sincos_pos_embed_from_grid(embed_dim, pos, output_type="np", flip_sin
     return emb
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(TorchRMSNorm):
     """torch 2's nn.RMSNorm(dim, eps, elementwise_affine=True)."""
-
-    def __init__(self, dim, eps=None, elementwise_affine=True):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim)) if elementwise_affine else None
-
-    def forward(self, x):
-        # aten's rms_norm composite: statistics and x̂ in f32 (the opmath type, whose epsilon is the
-        # default), x̂ cast back to x's dtype, then ·weight (identical to the plain formula in f32)
-        eps = torch.finfo(torch.float32).eps if self.eps is None else self.eps
-        xf = x.float()
-        y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
-        return y * self.weight if self.weight is not None else y
 
 
 class FP32LayerNorm(nn.LayerNorm):
