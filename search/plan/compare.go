@@ -165,8 +165,13 @@ func compareValues(ours, ref []float32, of, f precision.Format) cmpResult {
 func compareRun(ours, ref []float32, of, f precision.Format) cmpResult {
 	c := cmpResult{n: len(ref)}
 	// Values stored in f (or anything against f32) are exact when equal
-	// as floats; others are rounded to f first (precision.BitExact).
-	direct := of == f || f == precision.F32 || f == precision.F64
+	// as floats, and so are values we keep wider than the reference
+	// stores: a consumer reads ours unrounded, so an f32 value the
+	// reference holds in bf16 is exact only where it is that bf16 value
+	// (rounding it first would hide a storage format the trace
+	// contradicts). Two narrow formats are compared in f
+	// (precision.BitExact).
+	direct := of == f || f == precision.F32 || f == precision.F64 || of == precision.F32 || of == precision.F64
 	lim := precision.MaskBits(f)
 	for i, o := range ours {
 		r := ref[i]

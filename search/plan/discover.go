@@ -259,11 +259,7 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 			if ds.scored(mid, rf) == 0 || ds.errOf(mid, rf).Err == 0 {
 				continue
 			}
-			for _, c := range classCandidates(f.class, ds.acts) {
-				if c.applies(ds.unitsOf(us)) {
-					rf.cands = append(rf.cands, c)
-				}
-			}
+			rf.cands = roleCandidates(f, ds.acts, ds.unitsOf(us))
 			ds.byName[rf.name] = rf
 			ds.roles = append(ds.roles, rf)
 			a[rf.name] = a[f.name]
@@ -289,13 +285,17 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 			}
 			rr := RoleReport{Class: f.class, Role: f.glob, Value: a[rf.Name].(string), ClassValue: cv,
 				Candidates: res2.Factors[i].Candidates}
+			classScored := false
 			for _, c := range res2.Factors[i].Candidates {
 				if c.Value == rr.Value {
 					rr.Err = c.Score
 				}
 				if c.Value == cv {
-					rr.ClassErr, rr.ClassAtLeast = c.Score, c.AtLeast
+					rr.ClassErr, rr.ClassAtLeast, classScored = c.Score, c.AtLeast, true
 				}
+			}
+			if !classScored {
+				return nil, fmt.Errorf("plan: role %s: the class's value %q was not scored", rf.Name, cv)
 			}
 			rr.Margin = ratio(rr.ClassErr, rr.Err)
 			_, _, rr.Equivalent = decide(rr.Candidates, rr.Value)
@@ -352,6 +352,27 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 	}
 	ds.attachEvidence(rep, recs)
 	return rep, nil
+}
+
+// roleCandidates are a role group's candidates: every candidate of its
+// class that applies to its units (a norm kind's own ones too, which a
+// class of mixed kinds does not offer), and the class's declared plan
+// where the start plan matched no candidate: a role's reading is measured
+// against the class's value, so that value is scored too (without it a
+// role that needs another rule keeps the class's).
+func roleCandidates(class *factor, acts string, us []Unit) []Candidate {
+	var out []Candidate
+	for _, c := range classCandidates(class.class, acts) {
+		if c.applies(us) {
+			out = append(out, c)
+		}
+	}
+	for _, c := range class.cands {
+		if c.applies(us) && !slices.ContainsFunc(out, func(o Candidate) bool { return o.Label == c.Label }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // decide reads a factor's scored candidates: the winner's error, the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -264,6 +265,46 @@ func TestRoleGroup(t *testing.T) {
 		if got := RoleGroup(in); got != want {
 			t.Errorf("RoleGroup(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRoleCandidates: a role group is scored against its class's value:
+// the class's declared plan (a start that matched no candidate, as when
+// some of its nodes are pinned) is among the role's candidates, and a
+// candidate for another norm kind is not.
+func TestRoleCandidates(t *testing.T) {
+	declared := Candidate{Label: "declared plain", Rules: []semantics.PrecisionRule{{Op: "add"}}}
+	rms := []Unit{{Op: "norm", Role: "blocks.0.q_norm", Kind: exec.NormRMS}}
+	cases := []struct {
+		name      string
+		class     *factor
+		units     []Unit
+		want, not []string
+	}{
+		{"declared add", &factor{class: "add", cands: append(classCandidates("add", "bf16"), declared)},
+			[]Unit{{Op: "add", Role: "blocks.0.mod_add"}}, []string{"plain", "out=f32", "declared plain"}, nil},
+		// a class of mixed norm kinds offers neither kind's own candidates;
+		// its roles do
+		{"rms norm", &factor{class: "norm", cands: classCandidates("norm", "bf16")[:5]}, rms,
+			[]string{"plain", "round=stats (rms)"}, []string{"math=welford", "round=stats"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, cand := range roleCandidates(c.class, "bf16", c.units) {
+				got = append(got, cand.Label)
+			}
+			for _, w := range c.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("%q missing from %v", w, got)
+				}
+			}
+			for _, n := range c.not {
+				if slices.Contains(got, n) {
+					t.Errorf("%q offered to %v: %v", n, c.units, got)
+				}
+			}
+		})
 	}
 }
 

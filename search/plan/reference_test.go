@@ -199,7 +199,7 @@ func (x *refEval) compare(step int, key, module, port string, t exec.Tensor) err
 	var n, exact int
 	for i := range ref {
 		n++
-		if precision.BitExact(f, ours[i], ref[i]) {
+		if exactIn(t.Format(), f, ours[i], ref[i]) {
 			exact++
 		}
 	}
