@@ -15,8 +15,12 @@ import (
 const l2Eps = 1e-6
 
 // maxDeltaAssignments bounds the operand assignments gatedDeltaRule runs a
-// scan for.
-const maxDeltaAssignments = 64
+// scan for. Their count is the key-width readings times the operand
+// readings (two of [q | k | v], two of b and a, two orders of A and d):
+// 88 for Qwen3-Next's defaults at 32 value heads over 16 key groups of 16,
+// whose every key width from 8 to 256 divides G·K'; over the bound the
+// rule is not tried at all, so the bound is set well above that.
+const maxDeltaAssignments = 256
 
 // gatedDeltaRule explains t (B·L·H·V values: [B, L, H, V] in any reading)
 // as a gated DeltaNet's core: a depthwise causal conv (weight [C, 1, K], a
