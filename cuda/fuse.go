@@ -108,8 +108,20 @@ type epiPlan struct {
 	ops    []*Tensor // operands in chain order (conditioning views reshaped)
 	shape  []int     // the head's result, the chain's running value
 	params kernels.EpiP
-	key    string // the region's ops, formats and shapes
+	parts  []partPlan // a norm head (one part) or a join's parts
+	key    string     // the region's ops, formats and shapes
 	desc   string
+}
+
+// partPlan is one norm kernel of a norm-headed or join-headed region: it
+// writes its rows of the result from element Out on, reading each
+// operand from element OpOff[k] on, laid out by params.
+type partPlan struct {
+	head   exec.Head
+	shape  []int
+	out    int   // elements into the result
+	opOff  []int // elements into each operand
+	params kernels.EpiP
 }
 
 // stepCodes maps exec's step ops to the kernels' op codes.
@@ -117,6 +129,34 @@ var stepCodes = map[exec.StepOp]int32{
 	exec.StepAdd: kernels.OpAdd, exec.StepMul: kernels.OpMul, exec.StepSub: kernels.OpSub, exec.StepDiv: kernels.OpDiv,
 	exec.StepMinimum: kernels.OpMin, exec.StepMaximum: kernels.OpMax, exec.StepAct: kernels.OpAct, exec.StepCast: kernels.OpCast,
 	exec.StepModulate: kernels.OpModulate, exec.StepGatedResidual: kernels.OpGated, exec.StepGLU: kernels.OpGLU,
+	exec.StepRope: kernels.OpRope,
+}
+
+// headShape is the shape a linear or norm head makes, and the format.
+func (b *Backend) headShape(h exec.Head) ([]int, string) {
+	x, err := b.get("fuse", "head input", h.In[0])
+	if err != nil {
+		return nil, err.Error()
+	}
+	shape := slices.Clone(x.shape)
+	if h.Op == exec.HeadLinear {
+		w, err := b.get("fuse", "weight", h.In[1])
+		if err != nil || len(w.shape) != 2 || len(shape) == 0 {
+			return nil, "the linear's weight"
+		}
+		shape[len(shape)-1] = w.shape[0]
+	}
+	return shape, ""
+}
+
+// headKey is a producer's ops, formats and shapes.
+func headKey(key *strings.Builder, h exec.Head) {
+	fmt.Fprintf(key, " %v %v %v", h.Op, h.Spec, h.Norm)
+	for _, t := range h.In {
+		if t != nil {
+			fmt.Fprintf(key, " %v%v", t.Format(), t.Shape())
+		}
+	}
 }
 
 // planRegion translates r, or says why it does not fuse (then the
@@ -126,32 +166,54 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		return nil, err.Error()
 	}
 	h := r.Head
-	x, err := b.get("fuse", "head input", h.In[0])
-	if err != nil {
-		return nil, err.Error()
-	}
-	// The running value's shape and format, as the head leaves it.
-	shape := slices.Clone(x.shape)
-	if h.Op == exec.HeadLinear {
-		w, err := b.get("fuse", "weight", h.In[1])
-		if err != nil || len(w.shape) != 2 || len(shape) == 0 {
-			return nil, "the linear's weight"
-		}
-		shape[len(shape)-1] = w.shape[0]
-	}
 	var key strings.Builder
-	fmt.Fprintf(&key, "%v %v", r, h.Spec)
-	for _, t := range h.In {
-		if t != nil {
-			fmt.Fprintf(&key, " %v%v", t.Format(), t.Shape())
+	fmt.Fprintf(&key, "%v", r)
+	// The running value's shape and format, as the head leaves it; a
+	// join's parts' shapes and where each starts on the joined axis.
+	var shape []int
+	in := h.Spec.Out
+	var partShapes [][]int
+	ax := 0
+	if h.Op == exec.HeadJoin {
+		formats := make([]precision.Format, len(h.Parts))
+		for i, ph := range h.Parts {
+			if ph.Op != exec.HeadNorm {
+				return nil, "a join of " + ph.Op.String() + " parts"
+			}
+			sh, why := b.headShape(ph)
+			if sh == nil {
+				return nil, why
+			}
+			partShapes, formats[i] = append(partShapes, sh), ph.Spec.Out
+			headKey(&key, ph)
 		}
+		var err error
+		if shape, ax, err = exec.ConcatShape(partShapes, formats, h.Axis); err != nil {
+			return nil, err.Error()
+		}
+		if exec.Numel(shape[:ax]) != 1 {
+			return nil, "a join whose parts are not one run each of the result"
+		}
+		in = formats[0]
+		fmt.Fprintf(&key, " axis %d", ax)
+	} else {
+		var why string
+		if shape, why = b.headShape(h); shape == nil {
+			return nil, why
+		}
+		headKey(&key, h)
 	}
 	// A linear's epilogue reads its activation from a table where the
 	// chain has a TableStep, the result is large enough for the table's
 	// copy into each block's shared memory to pay, and the device has the
 	// shared memory (runTable).
 	table := h.Op == exec.HeadLinear && exec.Numel(shape) >= b.tableMin && b.smemMax >= tableSmem
-	p := &epiPlan{epi: kernels.Epilogue{In: h.Spec.Out, Table: table}}
+	p := &epiPlan{epi: kernels.Epilogue{In: in, Table: table}}
+	// Each operand's shape against the layout's (lshape): the running
+	// value's shape, or with a rope its last axis split into heads.
+	var lshapes [][]int
+	var isTable []bool
+	ropeHeads := 0
 	for i, s := range r.Steps {
 		if s.Op != exec.StepCast {
 			if err := s.Spec.Check(); err != nil {
@@ -184,6 +246,21 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 			}
 		case exec.StepGatedResidual, exec.StepGLU:
 			st.Act, st.Flags = int32(s.Act), flags(s.Spec)
+		case exec.StepRope:
+			// Interleaved pairs over whole heads a multiple of 8 wide,
+			// as Rope's 8-a-thread path reads them (kernels.HasRope).
+			rp := s.Rope
+			if s.Arg != 0 || rp.Layout != exec.RopeInterleaved {
+				return nil, "a rope other than interleaved pairs of the running value"
+			}
+			if len(shape) != 3 || rp.Heads <= 0 || shape[2]%rp.Heads != 0 || ropeHeads != 0 && ropeHeads != rp.Heads {
+				return nil, fmt.Sprintf("a rope of %d heads over %v", rp.Heads, shape)
+			}
+			if d := shape[2] / rp.Heads; rp.RotaryDim != 0 && rp.RotaryDim != d || d%8 != 0 {
+				return nil, fmt.Sprintf("a rope of rotary dim %d over heads of %d", rp.RotaryDim, d)
+			}
+			ropeHeads = rp.Heads
+			st.Flags = flags(s.Spec) & kernels.RProduct
 		}
 		if (s.Op == exec.StepAct || s.Op == exec.StepGLU || s.Op == exec.StepGatedResidual) && !s.Act.Kernel() {
 			return nil, "function " + s.Act.String()
@@ -214,35 +291,118 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 				ct = cond(ct, yShape)
 			}
 			p.ops = append(p.ops, ct)
-			opShapes = append(opShapes, ct.shape)
 			fmt.Fprintf(&key, " %v%v", ct.format, ct.shape)
-		}
-		if s.Op != exec.StepModulate {
-			out := shape
-			for _, o := range opShapes {
-				if out, err = exec.Broadcast(out, o); err != nil {
-					return nil, err.Error()
+			if s.Op == exec.StepRope {
+				// cos, sin: [S, D] or [B, S, D], one format, as Rope takes
+				// them; laid [S, 1, D] against [B, S, H, D].
+				d := shape[2] / s.Rope.Heads
+				ts := ct.shape
+				if !(len(ts) == 2 && ts[0] == shape[1] && ts[1] == d || len(ts) == 3 && ts[0] == shape[0] && ts[1] == shape[1] && ts[2] == d) ||
+					ct.format != p.ops[len(p.ops)-j].format { // sin's format is cos's
+					return nil, fmt.Sprintf("rope tables %v for %v", ts, shape)
 				}
+				lshapes = append(lshapes, append(slices.Clone(ts[:len(ts)-1]), 1, d))
+				isTable = append(isTable, true)
+				continue
 			}
-			if !slices.Equal(out, shape) {
-				return nil, fmt.Sprintf("step %d (%v) broadcasts the running value %v to %v", i, s.Op, shape, out)
+			opShapes = append(opShapes, ct.shape)
+			lshapes, isTable = append(lshapes, ct.shape), append(isTable, false)
+		}
+		out := shape
+		for _, o := range opShapes {
+			var err error
+			if out, err = exec.Broadcast(out, o); err != nil {
+				return nil, err.Error()
 			}
+		}
+		if !slices.Equal(out, shape) {
+			return nil, fmt.Sprintf("step %d (%v) broadcasts the running value %v to %v", i, s.Op, shape, out)
 		}
 		fmt.Fprintf(&key, " %v", s.Spec)
+		if s.Op == exec.StepRope {
+			fmt.Fprintf(&key, " %+v", s.Rope)
+		}
 		p.epi.Steps = append(p.epi.Steps, st)
 	}
 	if err := p.epi.Check(); err != nil {
 		return nil, err.Error()
 	}
-	shapes := make([][]int, len(p.ops))
+	// The layout: with a rope, the last axis split into heads, and every
+	// other operand's with it.
+	lshape := shape
+	if ropeHeads != 0 && h.Op == exec.HeadJoin && ax == len(shape)-1 {
+		return nil, "a rope after a join along the heads' axis"
+	}
+	if ropeHeads != 0 {
+		d := shape[2] / ropeHeads
+		lshape = []int{shape[0], shape[1], ropeHeads, d}
+		for k, ls := range lshapes {
+			if isTable[k] || len(ls) == 0 {
+				continue
+			}
+			last := []int{1, 1}
+			if ls[len(ls)-1] != 1 {
+				last = []int{ropeHeads, d}
+			}
+			lshapes[k] = append(slices.Clone(ls[:len(ls)-1]), last...)
+		}
+	}
 	formats := make([]precision.Format, len(p.ops))
 	for i, t := range p.ops {
-		shapes[i], formats[i] = t.shape, t.format
+		formats[i] = t.format
 	}
-	if p.params, err = kernels.NewEpiP(shape, shapes, formats); err != nil {
+	var err error
+	if p.params, err = kernels.NewEpiP(lshape, lshapes, formats); err != nil {
 		return nil, err.Error()
 	}
 	p.shape = shape
+	rope := p.epi.HasRope()
+	switch h.Op {
+	case exec.HeadLinear:
+		if rope && p.params.Vec == 0 {
+			return nil, "a rope after a linear whose epilogue is not 8 elements a thread"
+		}
+	case exec.HeadNorm:
+		partShapes = [][]int{shape}
+		h.Parts = []exec.Head{h}
+		fallthrough
+	case exec.HeadJoin:
+		// One norm kernel a part, each writing its run of the result and
+		// reading its run of each operand that spans the joined axis.
+		start := 0
+		for i, ph := range h.Parts {
+			g := ph.Norm.Group
+			if g == 0 {
+				g = shape[len(shape)-1]
+			}
+			if rope && g%8 != 0 {
+				return nil, fmt.Sprintf("a rope after a norm of groups of %d (not 8 elements a thread)", g)
+			}
+			ps := partShapes[i]
+			pp := partPlan{head: ph, shape: ps, out: start * exec.Numel(shape[ax+1:]), opOff: make([]int, len(p.ops))}
+			pl := slices.Clone(lshape)
+			pl[ax] = ps[ax]
+			pls := make([][]int, len(lshapes))
+			for k, ls := range lshapes {
+				pls[k] = ls
+				j := len(ls) - len(lshape) + ax
+				if j < 0 || ls[j] == 1 || len(h.Parts) == 1 {
+					continue
+				}
+				if exec.Numel(ls[:j]) != 1 {
+					return nil, fmt.Sprintf("operand %d %v of a join is not one run a part", k, ls)
+				}
+				pls[k] = slices.Clone(ls)
+				pls[k][j] = ps[ax]
+				pp.opOff[k] = start * exec.Numel(ls[j+1:])
+			}
+			if pp.params, err = kernels.NewEpiP(pl, pls, formats); err != nil {
+				return nil, err.Error()
+			}
+			p.parts = append(p.parts, pp)
+			start += ps[ax]
+		}
+	}
 	fmt.Fprintf(&key, " → %v%v", p.epi.Out(), shape)
 	p.key, p.desc = key.String(), fmt.Sprintf("%v %v→%v", r, shape, p.epi.Out())
 	return p, ""
@@ -351,8 +511,8 @@ func (b *Backend) record(key string, rec FusionRecord) {
 // the unfused route's own Linear call, then the epilogue kernel.
 func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	h := r.Head
-	if h.Op == exec.HeadNorm {
-		return b.normFused(r, p)
+	if h.Op != exec.HeadLinear {
+		return b.normFused(p)
 	}
 	head, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
 	if err != nil {
@@ -417,23 +577,29 @@ func (p *epiPlan) operands(out *Tensor) []any {
 	return args
 }
 
-// normFused runs a norm-headed region as one kernel: the norm kernel
-// compiled with the chain applied to each value where it would store it
-// (rounded to the norm's format first, as the stored value is), so the
-// norm's output is never written.
-func (b *Backend) normFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
-	h := r.Head
-	l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
-	}
-	if !slices.Equal(l.x.shape, p.shape) || l.np.OutFmt != int32(p.epi.In) {
-		return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, p.shape)
+// normFused runs a norm-headed region as one kernel, a join-headed one as
+// one a part: the norm kernel compiled with the chain applied to each
+// value where it would store it (rounded to the norm's format first, as
+// the stored value is), so the norm's output is never written; a join's
+// part writes its run of the joined result, and reads its run of each
+// operand that spans the joined axis (a rope's tables), so the parts'
+// outputs are not written either.
+func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
+	ls := make([]*normArgs, len(p.parts))
+	for i, pp := range p.parts {
+		h := pp.head
+		l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
+		}
+		if !slices.Equal(l.x.shape, pp.shape) || l.np.OutFmt != int32(p.epi.In) {
+			return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, pp.shape)
+		}
+		ls[i] = l
 	}
 	if err := p.live(); err != nil {
 		return nil, err
 	}
-	params := p.params
 	name := p.epi.Name() + "_norm"
 	return b.result(p.shape, p.epi.Out(), func(out *Tensor) error {
 		if _, ok := b.fns[name]; !ok {
@@ -445,12 +611,27 @@ func (b *Backend) normFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
 			}
 		}
-		if l.np.Groups == 0 {
-			return nil
+		oe := uintptr(esize(p.epi.Out()))
+		for i, pp := range p.parts {
+			l := ls[i]
+			if l.np.Groups == 0 {
+				continue
+			}
+			args := []any{out.ptr() + uintptr(pp.out)*oe, l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}
+			for k := 0; k < kernels.MaxEpiOperands; k++ {
+				ptr := out.ptr()
+				if k < len(p.ops) {
+					ptr = p.ops[k].ptr() + uintptr(pp.opOff[k]*esize(p.ops[k].format))
+				}
+				args = append(args, ptr)
+			}
+			params := pp.params
+			args = append(args, kernels.Bytes(&params))
+			if err := b.launch(name, l.grid, block256, 0, args...); err != nil {
+				return err
+			}
 		}
-		args := append([]any{out.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}, p.operands(out)...)
-		args = append(args, kernels.Bytes(&params))
-		return b.launch(name, l.grid, block256, 0, args...)
+		return nil
 	})
 }
 

@@ -3,8 +3,9 @@
 // Command block times one real-width dual-stream DiT block (Flux's
 // FluxTransformerBlock: hidden 3072, 24 heads × 128, 4096 image + 512 text
 // rows, bf16) on the CUDA backend, op by op through exec.Backend, then
-// again with its four producer→pointwise regions offered to the backend's
-// fusion (exec.Fuser, as the interpreter offers them; the default auto
+// again with its producer→pointwise regions (and the joins of q's and k's
+// per-head norms followed by RoPE, join(norm, norm) → rope) offered to the
+// backend's fusion (exec.Fuser; the default auto
 // mode keeps a fusion only where its first run measured it faster), and
 // checks that both routes give the same bits; then the GEMMs, attention
 // and two pointwise ops alone. bench/block_torch.py times the same block
@@ -423,6 +424,9 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		if err != nil {
 			return nil, nil, err
 		}
+		if fused {
+			continue // normed in the join regions below
+		}
 		s.q = keep(b.Norm(s.q, w[name+".norm_q"], nil, qk, sQK))
 		s.k = keep(b.Norm(s.k, w[name+".norm_k"], nil, qk, sQK))
 		tm.mark(name + " q/k norm")
@@ -431,17 +435,35 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		return nil, nil, err
 	}
 	ti, tt := ss["img"], ss["txt"]
-	q := keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
-	k := keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
-	v := keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
-	tm.mark("concat")
-	if err != nil {
-		return nil, nil, err
-	}
 	rp := exec.RopeParams{Heads: heads, Layout: exec.RopeInterleaved}
-	q = keep(b.Rope(q, cos, sin, rp, sOut))
-	k = keep(b.Rope(k, cos, sin, rp, sOut))
-	tm.mark("rope")
+	var q, k, v exec.Tensor
+	if fused {
+		// The regions join(norm, norm) → rope: each stream's per-head
+		// norm written into its rows of the joined q (k), roped there.
+		qkNorm := func(x exec.Tensor, g string) exec.Head {
+			return exec.Head{Op: exec.HeadNorm, In: [3]exec.Tensor{x, w[g]}, Norm: qk, Spec: sQK}
+		}
+		joinRope := func(which string, xt, xi exec.Tensor) exec.Region {
+			return exec.Region{Head: exec.Head{Op: exec.HeadJoin, Axis: 1,
+				Parts: []exec.Head{qkNorm(xt, "txt.norm_"+which), qkNorm(xi, "img.norm_"+which)}},
+				Steps: []exec.Step{{Op: exec.StepRope, In: []exec.Tensor{nil, cos, sin}, Rope: rp, Spec: sOut}}}
+		}
+		q = region(joinRope("q", tt.q, ti.q), "q/k join(norm, norm)→rope")
+		k = region(joinRope("k", tt.k, ti.k), "q/k join(norm, norm)→rope")
+		v = keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
+		tm.mark("concat")
+	} else {
+		q = keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
+		k = keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
+		v = keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
+		tm.mark("concat")
+		if err != nil {
+			return nil, nil, err
+		}
+		q = keep(b.Rope(q, cos, sin, rp, sOut))
+		k = keep(b.Rope(k, cos, sin, rp, sOut))
+		tm.mark("rope")
+	}
 	if err != nil {
 		return nil, nil, err
 	}
