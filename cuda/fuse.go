@@ -111,7 +111,17 @@ type epiPlan struct {
 	parts  []partPlan // a norm head (one part) or a join's parts
 	key    string     // the region's ops, formats and shapes
 	desc   string
+	// A join can also run as its parts' plain norms, each writing its rows
+	// of the joined value, then the chain's epilogue kernel over it
+	// (routeSplit): canSplit where the chain allows it, split when chosen.
+	canSplit, split bool
 }
+
+// The fused forms of a join region, as FusionRecord.Route names them.
+const (
+	routeInNorm = "chain in the norms"
+	routeSplit  = "norms into the join, then the chain"
+)
 
 // partPlan is one norm kernel of a norm-headed or join-headed region: it
 // writes its rows of the result from element Out on, reading each
@@ -367,6 +377,7 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		h.Parts = []exec.Head{h}
 		fallthrough
 	case exec.HeadJoin:
+		p.canSplit = h.Op == exec.HeadJoin && (!rope || p.params.Vec != 0)
 		// One norm kernel a part, each writing its run of the result and
 		// reading its run of each operand that spans the joined axis.
 		start := 0
@@ -424,7 +435,16 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 		return nil, false, nil
 	}
 	if mode == FusionOn {
-		b.record(p.key, FusionRecord{Region: p.desc, Fused: true}) // forced: nothing measured
+		// Forced: nothing measured; a join in the form splitJoins names.
+		p.split = p.canSplit && b.splitJoins
+		rec := FusionRecord{Region: p.desc, Fused: true}
+		if p.canSplit {
+			rec.Route = routeInNorm
+			if p.split {
+				rec.Route = routeSplit
+			}
+		}
+		b.record(p.key+" "+rec.Route, rec)
 		t, err := b.runFused(r, p)
 		return t, err == nil, err
 	}
@@ -435,6 +455,7 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 		if !rec.Fused {
 			return nil, false, nil
 		}
+		p.split = rec.Route == routeSplit
 		t, err := b.runFused(r, p)
 		return t, err == nil, err
 	}
@@ -443,13 +464,31 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 
 // measure times both routes once each, after a warm-up run of the fused
 // one (its compile and the GEMM's plan), keeps the faster, and returns
-// the fused result (the same bits either way).
+// the fused result (the same bits either way). A join that can split is
+// timed in both fused forms, and the fastest of the three kept.
 func (b *Backend) measure(r exec.Region, p *epiPlan) (exec.Tensor, bool, error) {
 	t, um, fm, err := b.timeRoutes(r, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
 	}
-	b.record(p.key, FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm, Fused: fm < um})
+	rec := FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm}
+	if p.canSplit {
+		p.split = true
+		ts, um2, fm2, err := b.timeRoutes(r, p)
+		if err != nil {
+			b.Free(t)
+			return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
+		}
+		rec.Tried = map[string]float64{routeInNorm: fm, routeSplit: fm2}
+		rec.UnfusedMs, rec.Route = min(um, um2), routeInNorm
+		if fm2 < fm {
+			rec.FusedMs, rec.Route = fm2, routeSplit
+		}
+		b.Free(t)
+		t = ts
+	}
+	rec.Fused = rec.FusedMs < rec.UnfusedMs
+	b.record(p.key, rec)
 	return t, true, nil
 }
 
@@ -512,6 +551,9 @@ func (b *Backend) record(key string, rec FusionRecord) {
 func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	h := r.Head
 	if h.Op != exec.HeadLinear {
+		if p.split {
+			return b.joinSplit(p)
+		}
 		return b.normFused(p)
 	}
 	head, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
@@ -526,6 +568,11 @@ func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	if p.epi.In != ht.format || !slices.Equal(ht.shape, p.shape) {
 		return nil, fmt.Errorf("cuda: fuse %s: the head made %v%v, the plan expects %v%v", p.desc, ht.format, ht.shape, p.epi.In, p.shape)
 	}
+	return b.runEpilogue(p, ht)
+}
+
+// runEpilogue runs the chain's kernel over the head's result ht.
+func (b *Backend) runEpilogue(p *epiPlan, ht *Tensor) (exec.Tensor, error) {
 	if p.epi.TableStep() >= 0 {
 		return b.runTable(p, ht)
 	}
@@ -635,6 +682,45 @@ func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
 	})
 }
 
+// joinSplit runs a join region as its parts' norms, each the plain norm
+// kernel writing its rows of the joined value (the concat's copy saved),
+// then the chain's epilogue kernel over the joined value.
+func (b *Backend) joinSplit(p *epiPlan) (exec.Tensor, error) {
+	ls := make([]*normArgs, len(p.parts))
+	for i, pp := range p.parts {
+		h := pp.head
+		l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
+		}
+		if !slices.Equal(l.x.shape, pp.shape) || l.np.OutFmt != int32(p.epi.In) {
+			return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, pp.shape)
+		}
+		ls[i] = l
+	}
+	if err := p.live(); err != nil {
+		return nil, err
+	}
+	joined, err := b.result(p.shape, p.epi.In, func(out *Tensor) error {
+		ie := uintptr(esize(p.epi.In))
+		for i, pp := range p.parts {
+			l := ls[i]
+			if l.np.Groups == 0 {
+				continue
+			}
+			if err := b.launch("zf_norm", l.grid, block256, 0, out.ptr()+uintptr(pp.out)*ie, l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Free(joined)
+	return b.runEpilogue(p, joined.(*Tensor))
+}
+
 // normEpilogueSource is the chain's functions and the norm kernel, its
 // stores routed through them: <Name>_norm(y, x, γ, β, zf_norm_p, o0 … o7,
 // zf_epi_p).
@@ -660,7 +746,7 @@ func normEpilogueSource(e kernels.Epilogue) (string, error) {
   } while (0)
 #define ZF_NORM_STORE(y, f, i, v) zf_store((y), %[4]d, (i), %[1]s_one(ep%[3]s, (i), zf_round((v), (f))))
 `, n, params.String(), args.String(), out)
-	return src + defs + normSource, nil
+	return src + defs + normDefs() + normSource, nil
 }
 
 // A table epilogue (kernels.Epilogue.TableStep): the step's 2¹⁶ results,

@@ -21,6 +21,7 @@ func TestFusedJoinRope(t *testing.T) {
 	b := need(t)
 	b.SetFusion(FusionOn)
 	defer b.SetFusion(fusionFromEnv())
+	defer func() { b.splitJoins = false }()
 	const heads, d, s1, s2, k = 4, 64, 40, 88, 96
 	w := heads * d
 	for _, f := range []precision.Format{bf16, f16, f32} {
@@ -97,8 +98,15 @@ func TestFusedJoinRope(t *testing.T) {
 			h := norm(c, gc, s)
 			return exec.Region{Head: h, Steps: []exec.Step{rope(cs2, sn2, exec.Out(f), s)}}
 		}
-		for _, cse := range cases {
+		for ci := 0; ci < 2*len(cases); ci++ {
+			// Each case in both of a join's fused forms (the chain in the
+			// norms; the norms into the join, then the chain).
+			cse := cases[ci/2]
+			b.splitJoins = ci%2 == 1
 			name := f.String() + ": " + cse.name
+			if b.splitJoins {
+				name += " (norms into the join, then the chain)"
+			}
 			r := cse.r(1)
 			want, err := exec.RunUnfused(b, r)
 			if err != nil {

@@ -195,6 +195,10 @@ type FusionDecision struct {
 	FusedMs   float64 `json:"fused_ms,omitempty"`
 	Fused     bool    `json:"fused"`              // the fused route is the one run
 	Declined  string  `json:"declined,omitempty"` // not fusable: why (nothing measured)
+	// Route names the fused form kept where a backend has several (FusedMs
+	// is that form's time), and Tried each form's time.
+	Route string             `json:"route,omitempty"`
+	Tried map[string]float64 `json:"tried_ms,omitempty"`
 }
 
 // FusionReporter is implemented by a Fuser that can say what it decided,

@@ -209,7 +209,11 @@ func run(iters, warm int, jsonPath, outPath string, fusedOnly bool) error {
 		b.FusionMode(), res.FusedMS, minOf(res.FusedAll), res.FusedSame)
 	printBreakdown(res.FusedBreakdown)
 	for _, d := range res.FusionRecords {
-		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s\n", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined)
+		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s%s", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined, d.Route)
+		for route, ms := range d.Tried {
+			fmt.Printf(" [%s: %.3f ms]", route, ms)
+		}
+		fmt.Println()
 	}
 	b.Free(fimg)
 	b.Free(ftxt)
