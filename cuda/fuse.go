@@ -115,6 +115,9 @@ type epiPlan struct {
 	// of the joined value, then the chain's epilogue kernel over it
 	// (routeSplit): canSplit where the chain allows it, split when chosen.
 	canSplit, split bool
+	// A join with no chain: each part (a linear or a norm) writes its rows
+	// of the joined value, the concat's copies saved (joinOnly).
+	joinOnly bool
 }
 
 // The fused forms of a join region, as FusionRecord.Route names them.
@@ -176,6 +179,9 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		return nil, err.Error()
 	}
 	h := r.Head
+	if h.Op == exec.HeadJoin && len(r.Steps) == 0 {
+		return b.planJoin(r)
+	}
 	var key strings.Builder
 	fmt.Fprintf(&key, "%v", r)
 	// The running value's shape and format, as the head leaves it; a
@@ -419,6 +425,86 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 	return p, ""
 }
 
+// planJoin plans a join with no chain: each part, a linear or a norm,
+// writes its rows of the joined value.
+func (b *Backend) planJoin(r exec.Region) (*epiPlan, string) {
+	h := r.Head
+	var key strings.Builder
+	fmt.Fprintf(&key, "%v", r)
+	var shapes [][]int
+	formats := make([]precision.Format, len(h.Parts))
+	for i, ph := range h.Parts {
+		sh, why := b.headShape(ph)
+		if sh == nil {
+			return nil, why
+		}
+		shapes, formats[i] = append(shapes, sh), ph.Spec.Out
+		headKey(&key, ph)
+	}
+	shape, ax, err := exec.ConcatShape(shapes, formats, h.Axis)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if exec.Numel(shape[:ax]) != 1 {
+		return nil, "a join whose parts are not one run each of the result"
+	}
+	p := &epiPlan{epi: kernels.Epilogue{In: formats[0]}, shape: shape, joinOnly: true}
+	start := 0
+	for i, ph := range h.Parts {
+		p.parts = append(p.parts, partPlan{head: ph, shape: shapes[i], out: start * exec.Numel(shape[ax+1:])})
+		start += shapes[i][ax]
+	}
+	fmt.Fprintf(&key, " axis %d → %v%v", ax, formats[0], shape)
+	p.key, p.desc = key.String(), fmt.Sprintf("%v %v→%v", r, shape, formats[0])
+	return p, ""
+}
+
+// runJoin runs a join with no chain: a linear part is the unfused route's
+// own GEMM call with its result written into its rows of the joined value
+// (the same plan, so the same sums), a norm part the plain norm kernel
+// writing there.
+func (b *Backend) runJoin(p *epiPlan) (exec.Tensor, error) {
+	// Each part's launch, checked before anything runs.
+	fills := make([]func(view *Tensor) error, len(p.parts))
+	for i, pp := range p.parts {
+		h := pp.head
+		if h.Op == exec.HeadLinear {
+			shape, fill, err := b.linearFill(h.In[0], h.In[1], h.In[2], h.Spec)
+			if err != nil {
+				return nil, fmt.Errorf("cuda: fuse %s: linear: %w", p.desc, err)
+			}
+			if !slices.Equal(shape, pp.shape) || h.Spec.Out != p.epi.In {
+				return nil, fmt.Errorf("cuda: fuse %s: the linear makes %v%v, the plan expects %v%v", p.desc, h.Spec.Out, shape, p.epi.In, pp.shape)
+			}
+			fills[i] = fill
+			continue
+		}
+		l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
+		}
+		if !slices.Equal(l.x.shape, pp.shape) || l.np.OutFmt != int32(p.epi.In) {
+			return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, pp.shape)
+		}
+		fills[i] = func(view *Tensor) error {
+			if l.np.Groups == 0 {
+				return nil
+			}
+			return b.launch("zf_norm", l.grid, block256, 0, view.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params())
+		}
+	}
+	return b.result(p.shape, p.epi.In, func(out *Tensor) error {
+		es := uintptr(esize(p.epi.In))
+		for i, pp := range p.parts {
+			view := &Tensor{shape: pp.shape, format: p.epi.In, buf: out.buf, off: out.off + uintptr(pp.out)*es, b: b}
+			if err := fills[i](view); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Fuse implements exec.Fuser.
 func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 	b.fuse.mu.Lock()
@@ -550,6 +636,9 @@ func (b *Backend) record(key string, rec FusionRecord) {
 // the unfused route's own Linear call, then the epilogue kernel.
 func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	h := r.Head
+	if p.joinOnly {
+		return b.runJoin(p)
+	}
 	if h.Op != exec.HeadLinear {
 		if p.split {
 			return b.joinSplit(p)

@@ -37,6 +37,8 @@ func TestFusedJoinRope(t *testing.T) {
 		x := u(randn((s1+s2)*k, 65, 1), []int{1, s1 + s2, k}, f)
 		wt := u(randn(w*k, 66, 0.1), []int{w, k}, f)
 		mod := u(randn(w, 67, 0.5), []int{1, w}, f)
+		x1, x2 := u(randn(s1*k, 69, 1), []int{1, s1, k}, f), u(randn(s2*k, 70, 1), []int{1, s2, k}, f)
+		bias := u(randn(w, 71, 0.1), []int{w}, f)
 		ang := randn((s1+s2)*d, 68, 3)
 		cv, sv := make([]float32, len(ang)), make([]float32, len(ang))
 		for i, v := range ang {
@@ -86,6 +88,15 @@ func TestFusedJoinRope(t *testing.T) {
 				h.In[0] = pick(c, s)
 				return exec.Region{Head: h, Steps: []exec.Step{rope(cs, sn, exec.Out(f), s)}}
 			}},
+			{"join(norm, norm), no chain", func(s int) exec.Region {
+				return exec.Region{Head: join(s)}
+			}},
+			{"join(linear, linear), no chain", func(s int) exec.Region {
+				lin := func(x pair) exec.Head {
+					return exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{pick(x, s), pick(wt, s), pick(bias, s)}, Spec: exec.Out(f)}
+				}
+				return exec.Region{Head: exec.Head{Op: exec.HeadJoin, Parts: []exec.Head{lin(x1), lin(x2)}, Axis: 1}}
+			}},
 			{"linear → rope", func(s int) exec.Region {
 				return exec.Region{Head: exec.Head{Op: exec.HeadLinear, In: [3]exec.Tensor{pick(x, s), pick(wt, s), nil}, Spec: exec.Out(f)},
 					Steps: []exec.Step{rope(cs, sn, exec.Out(f), s)}}
@@ -117,7 +128,7 @@ func TestFusedJoinRope(t *testing.T) {
 				t.Fatalf("%s: fused: ok %v, %v (%+v)", name, ok, err, b.Fusions()[len(b.Fusions())-1])
 			}
 			sameBits(t, b, name, got, want)
-			if r.Head.Op == exec.HeadLinear { // cuBLASLt sums in its own order: not the CPU's bits
+			if r.Head.Op == exec.HeadLinear || r.Head.Op == exec.HeadJoin && r.Head.Parts[0].Op == exec.HeadLinear { // cuBLASLt sums in its own order: not the CPU's bits
 				b.Free(got)
 				b.Free(want)
 				continue

@@ -40,6 +40,8 @@ func (h HeadOp) String() string {
 // Head is a region's producer call. A join's parts are run in order and
 // their results concatenated along Axis (In, Norm and Spec unused): the
 // steps after it see the joined value, as they would after a Concat node.
+// A join is a region even with no steps (its parts may write the joined
+// value directly).
 type Head struct {
 	Op    HeadOp
 	In    [3]Tensor // linear: x, w, b; norm: x, γ, β (nil: absent)
@@ -161,7 +163,7 @@ func (r Region) Check() error {
 	} else if err := r.Head.checkProducer(r); err != nil {
 		return err
 	}
-	if len(r.Steps) == 0 {
+	if len(r.Steps) == 0 && r.Head.Op != HeadJoin {
 		return fmt.Errorf("exec: region %v: no steps", r)
 	}
 	for i, s := range r.Steps {

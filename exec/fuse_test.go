@@ -118,6 +118,20 @@ func TestJoinRegion(t *testing.T) {
 	if fmt.Sprint(got.Shape()) != "[1 8 8]" || fmt.Sprint(gv) != fmt.Sprint(wv) {
 		t.Errorf("join → rope: %v %v, want %v", got.Shape(), gv, wv)
 	}
+	// A join with no steps is the concat of its parts.
+	bare := exec.Region{Head: r.Head}
+	jt, err := exec.RunUnfused(b, bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jv, _ := b.Download(jt)
+	cv, _ := b.Download(j)
+	if fmt.Sprint(jv) != fmt.Sprint(cv) {
+		t.Errorf("join with no steps: %v, want %v", jv, cv)
+	}
+	if err := (exec.Region{Head: norm(a)}).Check(); err == nil {
+		t.Error("a norm with no steps was accepted")
+	}
 	for _, bad := range []exec.Region{
 		{Head: exec.Head{Op: exec.HeadJoin, Axis: 1}, Steps: []exec.Step{rope}},
 		{Head: exec.Head{Op: exec.HeadJoin, Parts: []exec.Head{norm(a), {Op: exec.HeadJoin}}, Axis: 1}, Steps: []exec.Step{rope}},

@@ -401,6 +401,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		x                  exec.Tensor
 		mod                []exec.Tensor
 		q, k, v, attn, out exec.Tensor
+		mx                 exec.Tensor // the attention's input (fused route)
 	}
 	ss := map[string]*stream{"img": {x: w["in.img"]}, "txt": {x: w["in.txt"]}}
 	for _, name := range []string{"img", "txt"} {
@@ -424,12 +425,18 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			mx = keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
 			tm.mark(name + " modulate")
 		}
+		if fused {
+			// v is made in the join region below; q and k are normed in
+			// theirs.
+			s.q, s.k, s.mx = lin(mx, name+".q"), lin(mx, name+".k"), mx
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		s.q, s.k, s.v = lin(mx, name+".q"), lin(mx, name+".k"), lin(mx, name+".v")
 		if err != nil {
 			return nil, nil, err
-		}
-		if fused {
-			continue // normed in the join regions below
 		}
 		s.q = keep(b.Norm(s.q, w[name+".norm_q"], nil, qk, sQK))
 		s.k = keep(b.Norm(s.k, w[name+".norm_k"], nil, qk, sQK))
@@ -454,8 +461,10 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		}
 		q = region(joinRope("q", tt.q, ti.q), "q/k join(norm, norm)→rope")
 		k = region(joinRope("k", tt.k, ti.k), "q/k join(norm, norm)→rope")
-		v = keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
-		tm.mark("concat")
+		// join(linear, linear): each stream's v GEMM writes its rows of
+		// the joined v.
+		v = region(exec.Region{Head: exec.Head{Op: exec.HeadJoin, Axis: 1,
+			Parts: []exec.Head{linHead(tt.mx, "txt.v"), linHead(ti.mx, "img.v")}}}, "v join(linear, linear)")
 	} else {
 		q = keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
 		k = keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
