@@ -244,7 +244,7 @@ def main():
             print(f"{'block, fused vs torch.compile (ms)':34s} {f:12.3f} {cms:12.3f} {f / cms:12.3f}")
         print(f"fused outputs identical to op by op: {ours.get('block_fused_identical')}")
     print(f"{'attention [1,4608,3072] (ms)':34s} {ours['attention_ms']:12.3f} {am:12.3f} {ours['attention_ms'] / am:12.3f}")
-    for g, t in zip(ours["gemm"], res["gemm"]):
+    for g, t in zip(ours.get("gemm") or [], res["gemm"]):  # none under bench/block -block-only
         label = f"GEMM {g['M']}x{g['N']}x{g['K']}{' +bias' if g['Bias'] else ''} TFLOP/s"
         print(f"{label:34s} {g['tflops']:12.1f} {t['tflops']:12.1f} {g['tflops'] / t['tflops']:12.3f}")
     if args.ours_out:

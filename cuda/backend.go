@@ -42,6 +42,9 @@ type Backend struct {
 
 	tabs     map[string]*Tensor // an epilogue's table (kernels.Epilogue.TableStep) by kernel name
 	tableMin int                // the fewest elements a linear's epilogue reads a table for (ZFLOW_EPI_TABLE=0: none)
+	// splitJoins: under FusionOn a join region runs as its norms into the
+	// joined value then the chain (routeSplit); tests set it.
+	splitJoins bool
 
 	exactAttn  bool // every attention through the exact kernel
 	flashWarps int  // warps per flash block (4 or 8)

@@ -64,6 +64,16 @@
 // A linear's epilogue of 2²⁰ elements or more reads its activation from
 // a table of the 2¹⁶ bf16 inputs' results kept in each block's shared
 // memory (kernels.Epilogue.TableStep; $ZFLOW_EPI_TABLE=0 computes it).
+// A join of norms (join(norm, …) → rope: joint attention's per-head q/k
+// norms, the streams joined, then RoPE) runs either as one norm kernel a
+// part writing its rows of the joined value with the chain applied where
+// it stores, or as the parts' plain norms written into the joined value
+// and then the chain's epilogue kernel; both forms are timed and the
+// fastest of the three routes kept (FusionRecord.Route). A join with no
+// chain has its parts (linears through the same GEMM call, or norms)
+// write their rows of the joined value, the concat's copies saved. The
+// norm kernels are compiled with __launch_bounds__(256, 4)
+// ($ZFLOW_NORM_MINB: 0 for the compiler's choice).
 // $ZFLOW_UNFUSED=1 forces the unfused route, $ZFLOW_FUSED=1 fuses without
 // measuring; SetFusion sets either in code and Fusions reports what was
 // measured.

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/kernels"
-	"github.com/zflow/zflow/precision"
 )
 
 // Fusion (exec.Fuser). A linear-headed region runs as the very Linear
@@ -102,152 +100,6 @@ func (b *Backend) Fusions() []FusionRecord {
 	return out
 }
 
-// epiPlan is a region translated for the epilogue kernel.
-type epiPlan struct {
-	epi    kernels.Epilogue
-	ops    []*Tensor // operands in chain order (conditioning views reshaped)
-	shape  []int     // the head's result, the chain's running value
-	params kernels.EpiP
-	key    string // the region's ops, formats and shapes
-	desc   string
-}
-
-// stepCodes maps exec's step ops to the kernels' op codes.
-var stepCodes = map[exec.StepOp]int32{
-	exec.StepAdd: kernels.OpAdd, exec.StepMul: kernels.OpMul, exec.StepSub: kernels.OpSub, exec.StepDiv: kernels.OpDiv,
-	exec.StepMinimum: kernels.OpMin, exec.StepMaximum: kernels.OpMax, exec.StepAct: kernels.OpAct, exec.StepCast: kernels.OpCast,
-	exec.StepModulate: kernels.OpModulate, exec.StepGatedResidual: kernels.OpGated, exec.StepGLU: kernels.OpGLU,
-}
-
-// planRegion translates r, or says why it does not fuse (then the
-// interpreter runs it op by op, where every refusal is reported).
-func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
-	if err := r.Check(); err != nil {
-		return nil, err.Error()
-	}
-	h := r.Head
-	x, err := b.get("fuse", "head input", h.In[0])
-	if err != nil {
-		return nil, err.Error()
-	}
-	// The running value's shape and format, as the head leaves it.
-	shape := slices.Clone(x.shape)
-	if h.Op == exec.HeadLinear {
-		w, err := b.get("fuse", "weight", h.In[1])
-		if err != nil || len(w.shape) != 2 || len(shape) == 0 {
-			return nil, "the linear's weight"
-		}
-		shape[len(shape)-1] = w.shape[0]
-	}
-	var key strings.Builder
-	fmt.Fprintf(&key, "%v %v", r, h.Spec)
-	for _, t := range h.In {
-		if t != nil {
-			fmt.Fprintf(&key, " %v%v", t.Format(), t.Shape())
-		}
-	}
-	// A linear's epilogue reads its activation from a table where the
-	// chain has a TableStep, the result is large enough for the table's
-	// copy into each block's shared memory to pay, and the device has the
-	// shared memory (runTable).
-	table := h.Op == exec.HeadLinear && exec.Numel(shape) >= b.tableMin && b.smemMax >= tableSmem
-	p := &epiPlan{epi: kernels.Epilogue{In: h.Spec.Out, Table: table}}
-	for i, s := range r.Steps {
-		if s.Op != exec.StepCast {
-			if err := s.Spec.Check(); err != nil {
-				return nil, err.Error()
-			}
-		}
-		st := kernels.Step{Op: stepCodes[s.Op], Out: s.Spec.Out, Math: int32(s.Spec.Math), Arg: s.Arg}
-		in := s.In // kernel order below
-		switch s.Op {
-		case exec.StepCast:
-			st.Out, st.Math = s.Format, 0
-		case exec.StepAct:
-			if s.Spec.Round&exec.RoundEach != 0 {
-				return nil, "act with RoundEach has no kernel"
-			}
-			st.Act = int32(s.Act)
-		case exec.StepModulate:
-			// Kernel order x, scale, shift; the running value is x.
-			if s.Arg != 0 {
-				return nil, "modulate of a running scale or shift"
-			}
-			st.Flags = flags(s.Spec)
-			if s.Modulate.PlusOne {
-				st.Flags |= kernels.PlusOne
-			}
-			in = []exec.Tensor{nil, s.In[2]}
-			if s.In[1] != nil {
-				in = append(in, s.In[1])
-				st.Flags |= kernels.HasShift
-			}
-		case exec.StepGatedResidual, exec.StepGLU:
-			st.Act, st.Flags = int32(s.Act), flags(s.Spec)
-		}
-		if (s.Op == exec.StepAct || s.Op == exec.StepGLU || s.Op == exec.StepGatedResidual) && !s.Act.Kernel() {
-			return nil, "function " + s.Act.String()
-		}
-		if !st.Out.Valid() {
-			return nil, "format " + st.Out.String()
-		}
-		// Operands, viewed as the unfused op views them; the step's
-		// result must keep the running value's shape.
-		var opShapes [][]int
-		for j, t := range in {
-			if j == s.Arg {
-				continue
-			}
-			ct, err := b.get("fuse", fmt.Sprintf("step %d input %d", i, j), t)
-			if err != nil {
-				return nil, err.Error()
-			}
-			switch {
-			case s.Op == exec.StepModulate:
-				ct = cond(ct, shape)
-			case s.Op == exec.StepGatedResidual && j == 2:
-				// The gate, viewed against y as GatedResidual views it.
-				yShape := shape
-				if s.Arg != 1 {
-					yShape = s.In[1].Shape()
-				}
-				ct = cond(ct, yShape)
-			}
-			p.ops = append(p.ops, ct)
-			opShapes = append(opShapes, ct.shape)
-			fmt.Fprintf(&key, " %v%v", ct.format, ct.shape)
-		}
-		if s.Op != exec.StepModulate {
-			out := shape
-			for _, o := range opShapes {
-				if out, err = exec.Broadcast(out, o); err != nil {
-					return nil, err.Error()
-				}
-			}
-			if !slices.Equal(out, shape) {
-				return nil, fmt.Sprintf("step %d (%v) broadcasts the running value %v to %v", i, s.Op, shape, out)
-			}
-		}
-		fmt.Fprintf(&key, " %v", s.Spec)
-		p.epi.Steps = append(p.epi.Steps, st)
-	}
-	if err := p.epi.Check(); err != nil {
-		return nil, err.Error()
-	}
-	shapes := make([][]int, len(p.ops))
-	formats := make([]precision.Format, len(p.ops))
-	for i, t := range p.ops {
-		shapes[i], formats[i] = t.shape, t.format
-	}
-	if p.params, err = kernels.NewEpiP(shape, shapes, formats); err != nil {
-		return nil, err.Error()
-	}
-	p.shape = shape
-	fmt.Fprintf(&key, " → %v%v", p.epi.Out(), shape)
-	p.key, p.desc = key.String(), fmt.Sprintf("%v %v→%v", r, shape, p.epi.Out())
-	return p, ""
-}
-
 // Fuse implements exec.Fuser.
 func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 	b.fuse.mu.Lock()
@@ -264,7 +116,16 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 		return nil, false, nil
 	}
 	if mode == FusionOn {
-		b.record(p.key, FusionRecord{Region: p.desc, Fused: true}) // forced: nothing measured
+		// Forced: nothing measured; a join in the form splitJoins names.
+		p.split = p.canSplit && b.splitJoins
+		rec := FusionRecord{Region: p.desc, Fused: true}
+		if p.canSplit {
+			rec.Route = routeInNorm
+			if p.split {
+				rec.Route = routeSplit
+			}
+		}
+		b.record(p.key+" "+rec.Route, rec)
 		t, err := b.runFused(r, p)
 		return t, err == nil, err
 	}
@@ -275,6 +136,7 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 		if !rec.Fused {
 			return nil, false, nil
 		}
+		p.split = rec.Route == routeSplit
 		t, err := b.runFused(r, p)
 		return t, err == nil, err
 	}
@@ -283,13 +145,31 @@ func (b *Backend) Fuse(r exec.Region) (exec.Tensor, bool, error) {
 
 // measure times both routes once each, after a warm-up run of the fused
 // one (its compile and the GEMM's plan), keeps the faster, and returns
-// the fused result (the same bits either way).
+// the fused result (the same bits either way). A join that can split is
+// timed in both fused forms, and the fastest of the three kept.
 func (b *Backend) measure(r exec.Region, p *epiPlan) (exec.Tensor, bool, error) {
 	t, um, fm, err := b.timeRoutes(r, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
 	}
-	b.record(p.key, FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm, Fused: fm < um})
+	rec := FusionRecord{Region: p.desc, UnfusedMs: um, FusedMs: fm}
+	if p.canSplit {
+		p.split = true
+		ts, um2, fm2, err := b.timeRoutes(r, p)
+		if err != nil {
+			b.Free(t)
+			return nil, false, fmt.Errorf("cuda: fuse %s: measuring: %w", p.desc, err)
+		}
+		rec.Tried = map[string]float64{routeInNorm: fm, routeSplit: fm2}
+		rec.UnfusedMs, rec.Route = min(um, um2), routeInNorm
+		if fm2 < fm {
+			rec.FusedMs, rec.Route = fm2, routeSplit
+		}
+		b.Free(t)
+		t = ts
+	}
+	rec.Fused = rec.FusedMs < rec.UnfusedMs
+	b.record(p.key, rec)
 	return t, true, nil
 }
 
@@ -351,8 +231,14 @@ func (b *Backend) record(key string, rec FusionRecord) {
 // the unfused route's own Linear call, then the epilogue kernel.
 func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	h := r.Head
-	if h.Op == exec.HeadNorm {
-		return b.normFused(r, p)
+	if p.joinOnly {
+		return b.runJoin(p)
+	}
+	if h.Op != exec.HeadLinear {
+		if p.split {
+			return b.joinSplit(p)
+		}
+		return b.normFused(p)
 	}
 	head, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
 	if err != nil {
@@ -366,6 +252,11 @@ func (b *Backend) runFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
 	if p.epi.In != ht.format || !slices.Equal(ht.shape, p.shape) {
 		return nil, fmt.Errorf("cuda: fuse %s: the head made %v%v, the plan expects %v%v", p.desc, ht.format, ht.shape, p.epi.In, p.shape)
 	}
+	return b.runEpilogue(p, ht)
+}
+
+// runEpilogue runs the chain's kernel over the head's result ht.
+func (b *Backend) runEpilogue(p *epiPlan, ht *Tensor) (exec.Tensor, error) {
 	if p.epi.TableStep() >= 0 {
 		return b.runTable(p, ht)
 	}
@@ -415,169 +306,4 @@ func (p *epiPlan) operands(out *Tensor) []any {
 		}
 	}
 	return args
-}
-
-// normFused runs a norm-headed region as one kernel: the norm kernel
-// compiled with the chain applied to each value where it would store it
-// (rounded to the norm's format first, as the stored value is), so the
-// norm's output is never written.
-func (b *Backend) normFused(r exec.Region, p *epiPlan) (exec.Tensor, error) {
-	h := r.Head
-	l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
-	if err != nil {
-		return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
-	}
-	if !slices.Equal(l.x.shape, p.shape) || l.np.OutFmt != int32(p.epi.In) {
-		return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, p.shape)
-	}
-	if err := p.live(); err != nil {
-		return nil, err
-	}
-	params := p.params
-	name := p.epi.Name() + "_norm"
-	return b.result(p.shape, p.epi.Out(), func(out *Tensor) error {
-		if _, ok := b.fns[name]; !ok {
-			src, err := normEpilogueSource(p.epi)
-			if err != nil {
-				return err
-			}
-			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
-				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
-			}
-		}
-		if l.np.Groups == 0 {
-			return nil
-		}
-		args := append([]any{out.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}, p.operands(out)...)
-		args = append(args, kernels.Bytes(&params))
-		return b.launch(name, l.grid, block256, 0, args...)
-	})
-}
-
-// normEpilogueSource is the chain's functions and the norm kernel, its
-// stores routed through them: <Name>_norm(y, x, γ, β, zf_norm_p, o0 … o7,
-// zf_epi_p).
-func normEpilogueSource(e kernels.Epilogue) (string, error) {
-	src, err := kernels.RenderEpilogues(kernels.CUDA, e)
-	if err != nil {
-		return "", err
-	}
-	n, out := e.Name(), int(e.Out())
-	var params, args strings.Builder
-	for k := 0; k < kernels.MaxEpiOperands; k++ {
-		fmt.Fprintf(&params, ", const uchar* __restrict__ o%d", k)
-		fmt.Fprintf(&args, ", o%d", k)
-	}
-	defs := fmt.Sprintf(`
-#line 1 "cuda/fuse.go"
-#define ZF_NORM_NAME %[1]s_norm
-#define ZF_NORM_EXTRA %[2]s, const zf_epi_p ep
-#define ZF_NORM_STORE8(y, f, i, r) do { \
-    _Pragma("unroll") for (int e_ = 0; e_ < 8; e_++) (r)[e_] = zf_round((r)[e_], (f)); \
-    %[1]s_eight(ep%[3]s, (i), (r)); \
-    zf_store8((y), %[4]d, (i), (r)); \
-  } while (0)
-#define ZF_NORM_STORE(y, f, i, v) zf_store((y), %[4]d, (i), %[1]s_one(ep%[3]s, (i), zf_round((v), (f))))
-`, n, params.String(), args.String(), out)
-	return src + defs + normSource, nil
-}
-
-// A table epilogue (kernels.Epilogue.TableStep): the step's 2¹⁶ results,
-// made once per chain by the chain's own N_tab kernel, are copied into
-// each block's shared memory, and the chain reads them there.
-const (
-	tableSmem     = kernels.TableSize * 2
-	tableMinElems = 1 << 20 // below, the copy costs about what the table saves (not measured); tests lower b.tableMin
-	tableThreads  = 1024    // one block a multiprocessor (the table's 128 KiB)
-)
-
-// runTable runs a table epilogue over the head's result ht: N_tabk, the
-// chain's functions in a kernel that first copies the table into shared
-// memory, one block of 1024 threads a multiprocessor, two groups of 8
-// elements in flight a thread.
-func (b *Backend) runTable(p *epiPlan, ht *Tensor) (exec.Tensor, error) {
-	params := p.params
-	name := p.epi.Name()
-	return b.result(ht.shape, p.epi.Out(), func(out *Tensor) error {
-		if _, ok := b.fns[name+"_tabk"]; !ok {
-			src, err := kernels.RenderEpilogues(kernels.CUDA, p.epi)
-			if err != nil {
-				return err
-			}
-			src += tableKernel(p.epi)
-			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name + "_tab", name + "_tabk"}); err != nil {
-				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
-			}
-			fn := b.fns[name+"_tabk"]
-			if err := b.d.check("cuFuncSetAttribute", b.d.cuFuncSetAttribute(fn, funcAttrMaxDynamicShared, tableSmem)); err != nil {
-				return err
-			}
-		}
-		tab, ok := b.tabs[name]
-		if !ok {
-			t, err := b.newTensor([]int{kernels.TableSize}, precision.BF16) // 16-bit patterns
-			if err != nil {
-				return err
-			}
-			if err := b.launch(name+"_tab", b.grid1(kernels.TableSize), block256, 0, t.ptr()); err != nil {
-				b.release(t.buf)
-				return err
-			}
-			if b.tabs == nil {
-				b.tabs = map[string]*Tensor{}
-			}
-			b.tabs[name], tab = t, t
-		}
-		if params.N == 0 {
-			return nil
-		}
-		work := (int(params.N) + tableThreads - 1) / tableThreads
-		if params.Vec != 0 {
-			work = (int(params.N)/8 + tableThreads - 1) / tableThreads
-		}
-		grid := [3]uint32{uint32(max(1, min(work, b.sms))), 1, 1}
-		args := append([]any{out.ptr(), ht.ptr()}, p.operands(out)...)
-		args = append(args, kernels.Bytes(&params), tab.ptr())
-		return b.launch(name+"_tabk", grid, [3]uint32{tableThreads, 1, 1}, tableSmem, args...)
-	})
-}
-
-// tableKernel is N_tabk(y, x, o0 … o7, zf_epi_p, tab): the chain over x
-// with its table in shared memory.
-func tableKernel(e kernels.Epilogue) string {
-	n := e.Name()
-	var params, args strings.Builder
-	for k := 0; k < kernels.MaxEpiOperands; k++ {
-		fmt.Fprintf(&params, ", const uchar* __restrict__ o%d", k)
-		fmt.Fprintf(&args, ", o%d", k)
-	}
-	return fmt.Sprintf(`
-#line 1 "cuda/fuse.go"
-extern "C" __global__ void __launch_bounds__(%[5]d, 1) %[1]s_tabk(uchar* __restrict__ y, const uchar* __restrict__ x%[2]s,
-                                                          const zf_epi_p p, const uchar* __restrict__ tab) {
-  extern __shared__ zf_v4 zf_tab_s[];
-  for (int j = (int)threadIdx.x; j < %[6]d / 8; j += (int)blockDim.x) zf_tab_s[j] = ((const zf_v4*)tab)[j];
-  __syncthreads();
-  const ushort* zt = (const ushort*)zf_tab_s;
-  int nth = (int)(blockDim.x * gridDim.x);
-  int t0 = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  if (p.vec != 0) {
-    int ng = p.n / 8;
-    for (int g = t0; g < ng; g += 2 * nth) {
-      int g2 = g + nth;
-      float v[8], u[8];
-      zf_load8(x, %[3]d, g * 8, 1, v);
-      if (g2 < ng) zf_load8(x, %[3]d, g2 * 8, 1, u);
-      %[1]s_eight(p, zt%[7]s, g * 8, v);
-      zf_store8(y, %[4]d, g * 8, v);
-      if (g2 < ng) {
-        %[1]s_eight(p, zt%[7]s, g2 * 8, u);
-        zf_store8(y, %[4]d, g2 * 8, u);
-      }
-    }
-    return;
-  }
-  for (int i = t0; i < p.n; i += nth) zf_store(y, %[4]d, i, %[1]s_one(p, zt%[7]s, i, zf_load(x, %[3]d, i)));
-}
-`, n, params.String(), int(e.In), int(e.Out()), tableThreads, kernels.TableSize, args.String())
 }

@@ -146,32 +146,43 @@ func (b *Backend) matmul(d, x, w uintptr, bias uintptr, key gemmKey) error {
 // product under RoundBeforeBias, or on an f32 product when the bias's
 // format differs from the output's), one rounding to s.Out.
 func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, error) {
+	shape, fill, err := b.linearFill(x, w, bias, s)
+	if err != nil {
+		return nil, err
+	}
+	return b.result(shape, s.Out, fill)
+}
+
+// linearFill checks a linear's arguments and returns its result's shape
+// and the function that writes the result into out (a new tensor, or a
+// view of a joined result's rows: fuse.go's joins of linears).
+func (b *Backend) linearFill(x, w, bias exec.Tensor, s exec.Spec) ([]int, func(out *Tensor) error, error) {
 	if err := s.Check(); err != nil {
-		return nil, fmt.Errorf("linear: %w", err)
+		return nil, nil, fmt.Errorf("linear: %w", err)
 	}
 	xt, err := b.get("linear", "x", x)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wt, err := b.get("linear", "weight", w)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	bt, err := b.opt("linear", "bias", bias)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(wt.shape) != 2 || len(xt.shape) == 0 || xt.shape[len(xt.shape)-1] != wt.shape[1] {
-		return nil, fmt.Errorf("exec: linear: x %v and weight %v do not match ([..., in] and [out, in])", xt.shape, wt.shape)
+		return nil, nil, fmt.Errorf("exec: linear: x %v and weight %v do not match ([..., in] and [out, in])", xt.shape, wt.shape)
 	}
 	nOut, nIn := wt.shape[0], wt.shape[1]
 	if bt != nil && (len(bt.shape) != 1 || bt.shape[0] != nOut) {
-		return nil, fmt.Errorf("exec: linear: bias %v for %d outputs", bt.shape, nOut)
+		return nil, nil, fmt.Errorf("exec: linear: bias %v for %d outputs", bt.shape, nOut)
 	}
 	shape := append(append([]int(nil), xt.shape[:len(xt.shape)-1]...), nOut)
 	m := exec.Numel(shape) / max(nOut, 1)
 	outF := storage(s.Out)
-	return b.result(shape, s.Out, func(out *Tensor) error {
+	return shape, func(out *Tensor) error {
 		if m == 0 || nOut == 0 {
 			return nil
 		}
@@ -248,7 +259,7 @@ func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, erro
 			return b.ewInto(out, kernels.OpCast, src)
 		}
 		return b.ewInto(out, kernels.OpAdd, src, bt)
-	})
+	}, nil
 }
 
 // castTo makes a converted copy of t (caller releases it).

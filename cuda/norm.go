@@ -4,6 +4,8 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"unsafe"
 
 	"github.com/zflow/zflow/exec"
@@ -97,7 +99,15 @@ static __device__ __forceinline__ double zf_part_sum(const uchar* x, int fmt, in
   return s;
 }
 
-extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __restrict__ x,
+#ifndef ZF_NORM_MINB
+#define ZF_NORM_MINB 0
+#endif
+#if ZF_NORM_MINB > 0
+#define ZF_NORM_BOUNDS __launch_bounds__(256, ZF_NORM_MINB)
+#else
+#define ZF_NORM_BOUNDS
+#endif
+extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __restrict__ x,
                                    const uchar* __restrict__ gm, const uchar* __restrict__ bt,
                                    const zf_norm_p p ZF_NORM_EXTRA) {
   __shared__ double sh[8];
@@ -265,6 +275,22 @@ extern "C" __global__ void ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __re
 `
 
 var normKernels = []string{"zf_norm"}
+
+// normMinBlocks is the blocks of 256 threads the norm kernel (and every
+// fused norm region's) is compiled to fit on one multiprocessor
+// (__launch_bounds__; 0: the compiler's choice): 4 caps it at 64
+// registers, so the 512 blocks of a 4096-row norm are one wave on an
+// H200 where 3 (72–90 registers) made two. ZFLOW_NORM_MINB overrides it
+// (A/B runs). The arithmetic does not depend on it.
+var normMinBlocks = func() int {
+	if v, err := strconv.Atoi(os.Getenv("ZFLOW_NORM_MINB")); err == nil && v >= 0 && v <= 8 {
+		return v
+	}
+	return 4
+}()
+
+// normDefs is normSource's configuration, prepended where it is compiled.
+func normDefs() string { return fmt.Sprintf("\n#define ZF_NORM_MINB %d\n", normMinBlocks) }
 
 // normP is zf_norm_p.
 type normP struct {

@@ -315,6 +315,7 @@ using std::atan; using std::log; using std::sqrt;
 #define __device__
 #define __global__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 struct zf_stub_dim3 { unsigned x, y, z; };
 static zf_stub_dim3 blockIdx, blockDim, threadIdx, gridDim;
 static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
@@ -343,6 +344,7 @@ func TestFusedSourcesParse(t *testing.T) {
 		{In: precision.BF16, Steps: []kernels.Step{{Op: kernels.OpModulate, Flags: kernels.PlusOne | kernels.HasShift, Out: precision.BF16}}},
 		{In: precision.F32, Steps: []kernels.Step{{Op: kernels.OpCast, Out: precision.BF16}, {Op: kernels.OpAct, Act: int32(zexec.ActGELUTanh), Out: precision.BF16},
 			{Op: kernels.OpGated, Act: int32(zexec.ActTanh), Flags: kernels.RGate, Arg: 1, Out: precision.F16}}},
+		{In: precision.BF16, Steps: []kernels.Step{{Op: kernels.OpRope, Flags: kernels.RProduct, Out: precision.BF16}, {Op: kernels.OpMul, Out: precision.BF16}}},
 	}
 	dir := t.TempDir()
 	for i, e := range chains {

@@ -21,7 +21,7 @@ func pointwiseSource() string {
 	if err != nil {
 		panic(err) // CUDA is always rendered
 	}
-	return src + normSource
+	return src + normDefs() + normSource
 }
 
 // elementwise queues zf_elementwise over out with inputs ins (≤ 3).

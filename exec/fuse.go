@@ -7,9 +7,9 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// Fusion. A Region is a producer (a linear or a norm) followed by a chain
-// of pointwise steps, each reading the previous one's result, whose
-// intermediates nothing else reads. The interpreter (exec/program) offers
+// Fusion. A Region is a producer (a linear or a norm, or a join of such
+// producers' results) followed by a chain of pointwise steps, each reading
+// the previous one's result, whose intermediates nothing else reads. The interpreter (exec/program) offers
 // each region it finds to a backend that implements Fuser, which may run
 // it its own way (one GEMM and one epilogue kernel) or decline; either way
 // the result is RunUnfused's, bit for bit: a fusion may only save launches
@@ -22,6 +22,7 @@ type HeadOp uint8
 const (
 	HeadLinear HeadOp = iota + 1 // Linear(x, w, b)
 	HeadNorm                     // Norm(x, γ, β)
+	HeadJoin                     // Concat(Parts' results; Axis): each part a linear or norm head
 )
 
 func (h HeadOp) String() string {
@@ -30,16 +31,24 @@ func (h HeadOp) String() string {
 		return "linear"
 	case HeadNorm:
 		return "norm"
+	case HeadJoin:
+		return "join"
 	}
 	return fmt.Sprintf("HeadOp(%d)", uint8(h))
 }
 
-// Head is a region's producer call.
+// Head is a region's producer call. A join's parts are run in order and
+// their results concatenated along Axis (In, Norm and Spec unused): the
+// steps after it see the joined value, as they would after a Concat node.
+// A join is a region even with no steps (its parts may write the joined
+// value directly).
 type Head struct {
-	Op   HeadOp
-	In   [3]Tensor // linear: x, w, b; norm: x, γ, β (nil: absent)
-	Norm NormParams
-	Spec Spec
+	Op    HeadOp
+	In    [3]Tensor // linear: x, w, b; norm: x, γ, β (nil: absent)
+	Norm  NormParams
+	Spec  Spec
+	Parts []Head // join: the producers, each HeadLinear or HeadNorm
+	Axis  int    // join: the concatenated axis
 }
 
 // StepOp is a pointwise op of the vocabulary a region chains.
@@ -57,10 +66,11 @@ const (
 	StepModulate                        // Modulate(x, shift, scale; Modulate)
 	StepGatedResidual                   // GatedResidual(x, y, gate; Act)
 	StepGLU                             // GLU(gate, value; Act)
+	StepRope                            // Rope(x, cos, sin; Rope)
 	stepEnd
 )
 
-var stepNames = [...]string{"", "add", "mul", "sub", "div", "minimum", "maximum", "act", "cast", "modulate", "gated_residual", "glu"}
+var stepNames = [...]string{"", "add", "mul", "sub", "div", "minimum", "maximum", "act", "cast", "modulate", "gated_residual", "glu", "rope"}
 
 func (o StepOp) String() string {
 	if o > 0 && o < stepEnd {
@@ -74,7 +84,7 @@ func (o StepOp) Inputs() int {
 	switch o {
 	case StepAct, StepCast:
 		return 1
-	case StepModulate, StepGatedResidual:
+	case StepModulate, StepGatedResidual, StepRope:
 		return 3
 	}
 	return 2
@@ -90,6 +100,7 @@ type Step struct {
 	Act      ActKind          // act; GLU's function; gated residual's gate function
 	Modulate ModulateParams   // modulate
 	Format   precision.Format // cast
+	Rope     RopeParams       // rope
 	Spec     Spec             // every op but cast
 }
 
@@ -102,9 +113,17 @@ type Region struct {
 	Steps []Step
 }
 
-// String names the region by its ops ("linear → act(gelu_tanh) → gated_residual").
+// String names the region by its ops ("linear → act(gelu_tanh) →
+// gated_residual", "join(norm, norm) → rope").
 func (r Region) String() string {
 	parts := []string{r.Head.Op.String()}
+	if r.Head.Op == HeadJoin {
+		ps := make([]string, len(r.Head.Parts))
+		for i, h := range r.Head.Parts {
+			ps[i] = h.Op.String()
+		}
+		parts[0] = "join(" + strings.Join(ps, ", ") + ")"
+	}
 	for _, s := range r.Steps {
 		switch s.Op {
 		case StepAct, StepGLU, StepGatedResidual:
@@ -118,16 +137,33 @@ func (r Region) String() string {
 	return strings.Join(parts, " → ")
 }
 
+// checkProducer validates a linear or norm head.
+func (h Head) checkProducer(r Region) error {
+	if h.Op != HeadLinear && h.Op != HeadNorm {
+		return fmt.Errorf("exec: region: head %v", h.Op)
+	}
+	if h.In[0] == nil || h.Op == HeadLinear && h.In[1] == nil {
+		return fmt.Errorf("exec: region %v: the head's input or weight is nil", r)
+	}
+	return nil
+}
+
 // Check validates a region's structure (each op checks its own arguments
 // when it runs).
 func (r Region) Check() error {
-	if r.Head.Op != HeadLinear && r.Head.Op != HeadNorm {
-		return fmt.Errorf("exec: region: head %v", r.Head.Op)
+	if r.Head.Op == HeadJoin {
+		if len(r.Head.Parts) == 0 {
+			return fmt.Errorf("exec: region %v: a join of no parts", r)
+		}
+		for _, h := range r.Head.Parts {
+			if err := h.checkProducer(r); err != nil {
+				return err
+			}
+		}
+	} else if err := r.Head.checkProducer(r); err != nil {
+		return err
 	}
-	if r.Head.In[0] == nil || r.Head.Op == HeadLinear && r.Head.In[1] == nil {
-		return fmt.Errorf("exec: region %v: the head's input or weight is nil", r)
-	}
-	if len(r.Steps) == 0 {
+	if len(r.Steps) == 0 && r.Head.Op != HeadJoin {
 		return fmt.Errorf("exec: region %v: no steps", r)
 	}
 	for i, s := range r.Steps {
@@ -161,6 +197,10 @@ type FusionDecision struct {
 	FusedMs   float64 `json:"fused_ms,omitempty"`
 	Fused     bool    `json:"fused"`              // the fused route is the one run
 	Declined  string  `json:"declined,omitempty"` // not fusable: why (nothing measured)
+	// Route names the fused form kept where a backend has several (FusedMs
+	// is that form's time), and Tried each form's time.
+	Route string             `json:"route,omitempty"`
+	Tried map[string]float64 `json:"tried_ms,omitempty"`
 }
 
 // FusionReporter is implemented by a Fuser that can say what it decided,
@@ -178,16 +218,9 @@ func RunUnfused(b Backend, r Region) (Tensor, error) {
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
-	h := r.Head
-	var cur Tensor
-	var err error
-	if h.Op == HeadLinear {
-		cur, err = b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
-	} else {
-		cur, err = b.Norm(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
-	}
+	cur, err := RunHead(b, r.Head)
 	if err != nil {
-		return nil, fmt.Errorf("region %v: %v: %w", r, h.Op, err)
+		return nil, fmt.Errorf("region %v: %w", r, err)
 	}
 	for i, s := range r.Steps {
 		next, err := RunStep(b, s, cur)
@@ -198,6 +231,48 @@ func RunUnfused(b Backend, r Region) (Tensor, error) {
 		cur = next
 	}
 	return cur, nil
+}
+
+// RunHead runs a region's producer: a linear, a norm, or a join (its
+// parts in order, each freed once joined).
+func RunHead(b Backend, h Head) (Tensor, error) {
+	switch h.Op {
+	case HeadLinear:
+		t, err := b.Linear(h.In[0], h.In[1], h.In[2], h.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", h.Op, err)
+		}
+		return t, nil
+	case HeadNorm:
+		t, err := b.Norm(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", h.Op, err)
+		}
+		return t, nil
+	case HeadJoin:
+		parts := make([]Tensor, 0, len(h.Parts))
+		defer func() {
+			for _, t := range parts {
+				b.Free(t)
+			}
+		}()
+		for i, p := range h.Parts {
+			if p.Op == HeadJoin {
+				return nil, fmt.Errorf("join: part %d is a join", i)
+			}
+			t, err := RunHead(b, p)
+			if err != nil {
+				return nil, fmt.Errorf("join: part %d: %w", i, err)
+			}
+			parts = append(parts, t)
+		}
+		t, err := b.Concat(parts, h.Axis)
+		if err != nil {
+			return nil, fmt.Errorf("join: concat: %w", err)
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("exec: head op %v", h.Op)
 }
 
 // RunStep runs one step on the running value v.
@@ -227,6 +302,8 @@ func RunStep(b Backend, s Step, v Tensor) (Tensor, error) {
 		return b.GatedResidual(in[0], in[1], in[2], s.Act, s.Spec)
 	case StepGLU:
 		return b.GLU(in[0], in[1], s.Act, s.Spec)
+	case StepRope:
+		return b.Rope(in[0], in[1], in[2], s.Rope, s.Spec)
 	}
 	return nil, fmt.Errorf("exec: step op %v", s.Op)
 }

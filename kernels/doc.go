@@ -44,7 +44,10 @@
 // is stored in 16 bits (TableStep) is read from a table of its 2¹⁶
 // results, which N_tab makes with the very zf_step call the chain would
 // make: the same function at every input it can meet, not an
-// approximation (TestEpilogueTable checks all 65,536 inputs).
+// approximation (TestEpilogueTable checks all 65,536 inputs). A rope
+// step (OpRope, interleaved pairs) reads its partner from the 8 values
+// N_eight holds, so a rope chain runs in N_eight only (HasRope;
+// TestEpilogueRope checks it against zf_rope_kernel).
 //
 // Targets:
 //

@@ -81,10 +81,27 @@ func StepInputs(op, flags int32) int {
 	switch {
 	case op == OpAct || op == OpCast:
 		return 1
-	case op == OpGated || op == OpModulate && flags&HasShift != 0:
+	case op == OpGated || op == OpRope || op == OpModulate && flags&HasShift != 0:
 		return 3
 	}
 	return 2
+}
+
+// HasRope says whether the chain has a rope step (OpRope: x, cos, sin,
+// the running value x, interleaved pairs). Its pair partner is the
+// neighbouring element, so a rope chain runs only in N_eight, over 8
+// consecutive elements of one head (heads a multiple of 8 wide, the first
+// element a multiple of 8): N_one has no partner and returns NaN for it,
+// and the kernel's one-element path (p.vec 0) is not to be launched; a
+// backend runs a rope chain only where its layout is vectorised (cuda:
+// a norm's groups a multiple of 8, a linear's epilogue with Vec set).
+func (e Epilogue) HasRope() bool {
+	for _, s := range e.Steps {
+		if s.Op == OpRope {
+			return true
+		}
+	}
+	return false
 }
 
 // Operands is how many operand buffers the chain reads, in step order.
@@ -113,8 +130,11 @@ func (e Epilogue) Check() error {
 		return fmt.Errorf("kernels: epilogue: no steps")
 	}
 	for i, s := range e.Steps {
-		if s.Op < OpAdd || s.Op > OpMax {
+		if s.Op < OpAdd || s.Op > OpRope {
 			return fmt.Errorf("kernels: epilogue: step %d: op %d", i, s.Op)
+		}
+		if s.Op == OpRope && s.Arg != 0 {
+			return fmt.Errorf("kernels: epilogue: step %d: rope of a running cos or sin", i)
 		}
 		if (s.Op == OpAct || s.Op == OpGated || s.Op == OpGLU) && !exec.ActKind(s.Act).Valid() {
 			return fmt.Errorf("kernels: epilogue: step %d: function %d", i, s.Act)
@@ -153,7 +173,7 @@ func (e Epilogue) Name() string {
 }
 
 var opWords = map[int32]string{OpAdd: "add", OpMul: "mul", OpAct: "act", OpCast: "cast", OpModulate: "modulate",
-	OpGated: "gated_residual", OpGLU: "glu", OpSub: "sub", OpDiv: "div", OpMin: "minimum", OpMax: "maximum"}
+	OpGated: "gated_residual", OpGLU: "glu", OpSub: "sub", OpDiv: "div", OpMin: "minimum", OpMax: "maximum", OpRope: "rope"}
 
 // Kernel is the chain in the target-neutral source (pointwise.zf's words
 // and functions): two device functions, then the kernel that runs them.
@@ -196,6 +216,20 @@ func (e Epilogue) Kernel() (string, error) {
 			}
 			return fmt.Sprintf("%s((uint)zt[zf_bits(%s) >> 16])", dec, v)
 		}
+		if s.Op == OpRope {
+			// In N_eight (rot names the partners, see HasRope); N_one
+			// has no partner.
+			c, sn := operand(*k), operand(*k+1)
+			*k += 2
+			if !strings.HasSuffix(v, "[e]") {
+				return "zf_float(0x7FC00000u) /* rope: no partner in one element */"
+			}
+			c = fmt.Sprintf("zf_rope(%s, rot[e], %s, %s, %d, %d)", v, c, sn, s.Flags&RProduct, s.Out)
+			if i == last {
+				return c
+			}
+			return fmt.Sprintf("zf_round(%s, %d)", c, s.Out)
+		}
 		args := [3]string{"0.0f", "0.0f", "0.0f"}
 		for j := 0; j < StepInputs(s.Op, s.Flags); j++ {
 			if j == s.Arg {
@@ -228,15 +262,45 @@ func (e Epilogue) Kernel() (string, error) {
 	w("  return v;\n}\n")
 	// Eight consecutive elements: 16-byte loads where the layout allows.
 	w("ZF_FN void %s_eight(ZF_PREF(zf_epi_p) p%s, int i, ZF_THREAD float* v) {\n", name, params.String())
-	w("  if (p.vec == 0) {\n    for (int e = 0; e < 8; e++) {\n      v[e] = %s_one(p%s, i + e, v[e]);\n    }\n    return;\n  }\n", name, args.String())
-	offsets("  ")
+	rope := e.HasRope()
+	if !rope {
+		w("  if (p.vec == 0) {\n    for (int e = 0; e < 8; e++) {\n      v[e] = %s_one(p%s, i + e, v[e]);\n    }\n    return;\n  }\n", name, args.String())
+	}
 	for k := 0; k < n; k++ {
-		w("  float a%d[8];\n  zf_load8(o%d, p.fmt[%d], off[%d], p.vbits & %d, a%d);\n", k, k, k, k, 1<<k, k)
+		w("  float a%d[8];\n", k)
+	}
+	if rope {
+		// The operands element by element where they cannot be read 8
+		// at a time: the steps below then run on the 8 values as in the
+		// vectorised layout (a rope needs the chunk's pairs).
+		if n > 0 {
+			w("  if (p.vec == 0) {\n    for (int e = 0; e < 8; e++) {\n      int off[ZF_EPI_MAXO];\n      zf_epi_offsets(p, %d, i + e, off);\n", n)
+			for k := 0; k < n; k++ {
+				w("      a%d[e] = zf_load(o%d, p.fmt[%d], off[%d]);\n", k, k, k, k)
+			}
+			w("    }\n  } else {\n")
+		}
+	}
+	if n > 0 {
+		w("  {\n")
+		offsets("  ")
+		for k := 0; k < n; k++ {
+			w("  zf_load8(o%d, p.fmt[%d], off[%d], p.vbits & %d, a%d);\n", k, k, k, 1<<k, k)
+		}
+		w("  }\n")
+		if rope {
+			w("  }\n")
+		}
 	}
 	k = 0
-	for i := range e.Steps {
-		w("  ZF_UNROLL for (int e = 0; e < 8; e++) {\n    v[e] = %s;\n  }\n",
-			call(i, "v[e]", func(k int) string { return fmt.Sprintf("a%d[e]", k) }, &k))
+	for i, s := range e.Steps {
+		c := call(i, "v[e]", func(k int) string { return fmt.Sprintf("a%d[e]", k) }, &k)
+		if s.Op == OpRope {
+			// The partners first: every v[e] is read before one is written.
+			w("  {\n    float rot[8];\n    zf_rope_pairs8(v, rot);\n    ZF_UNROLL for (int e = 0; e < 8; e++) {\n      v[e] = %s;\n    }\n  }\n", c)
+			continue
+		}
+		w("  ZF_UNROLL for (int e = 0; e < 8; e++) {\n    v[e] = %s;\n  }\n", c)
 	}
 	w("}\n")
 	// The kernel.

@@ -42,6 +42,7 @@ const epiDriverHead = driverOpening + `  std::vector<uchar> prev(1);
     std::vector<uchar> y(on > 0 ? on : 1);
     switch (kernel) {
     case 0: zf_elementwise(y.data(), ptr[0], ptr[1], ptr[2], *(const zf_ew*)p.data()); break;
+    case 1000: zf_rope_kernel(y.data(), ptr[0], ptr[1], ptr[2], *(const zf_rope_p*)p.data()); break;
 `
 
 const epiDriverTail = `

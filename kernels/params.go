@@ -20,6 +20,7 @@ const (
 	OpDiv      = 9 // a / b; a · (1/b) under exec.MathRecipDiv
 	OpMin      = 10
 	OpMax      = 11
+	OpRope     = 12 // epilogues only: x·cos + rot(x)·sin of interleaved pairs (Epilogue)
 
 	RScale      = 1  // ZF_R_SCALE
 	RProduct    = 2  // ZF_R_PRODUCT

@@ -3,8 +3,9 @@
 // Command block times one real-width dual-stream DiT block (Flux's
 // FluxTransformerBlock: hidden 3072, 24 heads × 128, 4096 image + 512 text
 // rows, bf16) on the CUDA backend, op by op through exec.Backend, then
-// again with its four producer→pointwise regions offered to the backend's
-// fusion (exec.Fuser, as the interpreter offers them; the default auto
+// again with its producer→pointwise regions (and the joins of q's and k's
+// per-head norms followed by RoPE, join(norm, norm) → rope) offered to the
+// backend's fusion (exec.Fuser; the default auto
 // mode keeps a fusion only where its first run measured it faster), and
 // checks that both routes give the same bits; then the GEMMs, attention
 // and two pointwise ops alone. bench/block_torch.py times the same block
@@ -208,7 +209,11 @@ func run(iters, warm int, jsonPath, outPath string, fusedOnly bool) error {
 		b.FusionMode(), res.FusedMS, minOf(res.FusedAll), res.FusedSame)
 	printBreakdown(res.FusedBreakdown)
 	for _, d := range res.FusionRecords {
-		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s\n", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined)
+		fmt.Printf("  %-60s fused %v (unfused %.3f ms, fused %.3f ms) %s%s", d.Region, d.Fused, d.UnfusedMs, d.FusedMs, d.Declined, d.Route)
+		for route, ms := range d.Tried {
+			fmt.Printf(" [%s: %.3f ms]", route, ms)
+		}
+		fmt.Println()
 	}
 	b.Free(fimg)
 	b.Free(ftxt)
@@ -396,6 +401,7 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		x                  exec.Tensor
 		mod                []exec.Tensor
 		q, k, v, attn, out exec.Tensor
+		mx                 exec.Tensor // the attention's input (fused route)
 	}
 	ss := map[string]*stream{"img": {x: w["in.img"]}, "txt": {x: w["in.txt"]}}
 	for _, name := range []string{"img", "txt"} {
@@ -419,6 +425,15 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 			mx = keep(b.Modulate(n, s.mod[0], s.mod[1], exec.ModulateParams{PlusOne: true}, sCmp))
 			tm.mark(name + " modulate")
 		}
+		if fused {
+			// v is made in the join region below; q and k are normed in
+			// theirs.
+			s.q, s.k, s.mx = lin(mx, name+".q"), lin(mx, name+".k"), mx
+			if err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		s.q, s.k, s.v = lin(mx, name+".q"), lin(mx, name+".k"), lin(mx, name+".v")
 		if err != nil {
 			return nil, nil, err
@@ -431,17 +446,37 @@ func forward(b *cuda.Backend, w weights, cos, sin exec.Tensor, fused bool, tm *t
 		return nil, nil, err
 	}
 	ti, tt := ss["img"], ss["txt"]
-	q := keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
-	k := keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
-	v := keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
-	tm.mark("concat")
-	if err != nil {
-		return nil, nil, err
-	}
 	rp := exec.RopeParams{Heads: heads, Layout: exec.RopeInterleaved}
-	q = keep(b.Rope(q, cos, sin, rp, sOut))
-	k = keep(b.Rope(k, cos, sin, rp, sOut))
-	tm.mark("rope")
+	var q, k, v exec.Tensor
+	if fused {
+		// The regions join(norm, norm) → rope: each stream's per-head
+		// norm written into its rows of the joined q (k), roped there.
+		qkNorm := func(x exec.Tensor, g string) exec.Head {
+			return exec.Head{Op: exec.HeadNorm, In: [3]exec.Tensor{x, w[g]}, Norm: qk, Spec: sQK}
+		}
+		joinRope := func(which string, xt, xi exec.Tensor) exec.Region {
+			return exec.Region{Head: exec.Head{Op: exec.HeadJoin, Axis: 1,
+				Parts: []exec.Head{qkNorm(xt, "txt.norm_"+which), qkNorm(xi, "img.norm_"+which)}},
+				Steps: []exec.Step{{Op: exec.StepRope, In: []exec.Tensor{nil, cos, sin}, Rope: rp, Spec: sOut}}}
+		}
+		q = region(joinRope("q", tt.q, ti.q), "q/k join(norm, norm)→rope")
+		k = region(joinRope("k", tt.k, ti.k), "q/k join(norm, norm)→rope")
+		// join(linear, linear): each stream's v GEMM writes its rows of
+		// the joined v.
+		v = region(exec.Region{Head: exec.Head{Op: exec.HeadJoin, Axis: 1,
+			Parts: []exec.Head{linHead(tt.mx, "txt.v"), linHead(ti.mx, "img.v")}}}, "v join(linear, linear)")
+	} else {
+		q = keep(b.Concat([]exec.Tensor{tt.q, ti.q}, 1))
+		k = keep(b.Concat([]exec.Tensor{tt.k, ti.k}, 1))
+		v = keep(b.Concat([]exec.Tensor{tt.v, ti.v}, 1))
+		tm.mark("concat")
+		if err != nil {
+			return nil, nil, err
+		}
+		q = keep(b.Rope(q, cos, sin, rp, sOut))
+		k = keep(b.Rope(k, cos, sin, rp, sOut))
+		tm.mark("rope")
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -42,7 +42,10 @@
 //
 // When the backend implements exec.Fuser, the interpreter offers it each
 // region of nodes a linear or a norm heads (fuse.go): it may run them as
-// one fused call, with the same bits as running them one by one.
+// one fused call, with the same bits as running them one by one. A concat
+// of linears' or norms' results that nothing else reads (and the rope
+// that alone reads the join) is offered as a join region at the concat,
+// those nodes run there rather than where they stand.
 //
 // Runner drives a program: one forward, or a flow-matching Euler loop over
 // the sigmas with the document's sign and timestep transform (Forward and

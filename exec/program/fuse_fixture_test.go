@@ -2,6 +2,7 @@ package program_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
@@ -51,5 +52,57 @@ func TestRegionsOnAFixture(t *testing.T) {
 			kinds[o]++
 		}
 		t.Logf("%s: %d regions offered, bit-exact with the plain run: %v", c.trace, len(f.Offered), kinds)
+	}
+}
+
+// TestJoinRegions runs the conformance documents (flux and qwenimage join
+// their streams for attention) with a fuser that takes every region and
+// with one that declines every region: both the plain run's bits, nothing
+// leaked, and the joint models' q/k and v joins offered as join regions.
+func TestJoinRegions(t *testing.T) {
+	for _, c := range conformanceCases(t) {
+		tr, doc := open(t, c)
+		run := func(b exec.Backend) []float32 {
+			r, err := program.NewRunner(b, doc, program.TraceParams(tr), program.TraceInputs(tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			out, err := r.Run(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Free(out)
+			d, err := b.Download(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		want := run(cpu.New(0))
+		for _, decline := range []bool{false, true} {
+			f := backendtest.NewFuser(cpu.New(0))
+			f.Decline = decline
+			got := run(f)
+			if f.Live != 0 {
+				t.Errorf("%s (decline %v): %d tensors left alive", c.trace, decline, f.Live)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s (decline %v): [%d] = %v, plain run %v", c.trace, decline, i, got[i], want[i])
+				}
+			}
+			kinds := map[string]int{}
+			for _, o := range f.Offered {
+				kinds[o]++
+			}
+			joint := strings.Contains(c.trace, "flux") || strings.Contains(c.trace, "qwenimage")
+			if joint && (kinds["join(norm, norm) → rope"] == 0 || kinds["join(linear, linear)"] == 0) {
+				t.Errorf("%s: no q/k or v join offered: %v", c.trace, kinds)
+			}
+			if !decline {
+				t.Logf("%s: %d regions offered, bit-exact with the plain run: %v", c.trace, len(f.Offered), kinds)
+			}
+		}
 	}
 }

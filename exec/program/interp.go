@@ -65,6 +65,11 @@ type run struct {
 	root  map[string]string
 	views map[string]int
 	dead  map[string]bool
+	// Joins (fuse.go): the join regions by concat node, the linear and
+	// norm nodes they run at their concat, the ropes that ran there.
+	joinAt   map[int]*joinPlan
+	deferred map[int]bool
+	ropeRan  map[int]bool
 }
 
 func (r *run) get(name string) (exec.Tensor, error) {
@@ -89,10 +94,27 @@ func (r *run) forward() ([]exec.Tensor, error) {
 			}
 		}
 	}
+	r.joinAt, r.deferred = r.joins()
+	r.ropeRan = map[int]bool{}
 	for i := 0; i < len(p.Nodes); i++ {
 		n := &p.Nodes[i]
 		if err := r.enter(i); err != nil {
 			return nil, err
+		}
+		switch {
+		case r.deferred[i]: // runs at its concat
+			r.leave(i + 1)
+			continue
+		case r.ropeRan[i]: // ran at its concat
+			r.release(i, n)
+			r.leave(i + 1)
+			continue
+		case r.joinAt[i] != nil:
+			if err := r.join(i, r.joinAt[i]); err != nil {
+				return nil, fmt.Errorf("program: node %d (%s %s, a join): %w", i, n.Op, n.Role, err)
+			}
+			r.leave(i + 1)
+			continue
 		}
 		if ok, err := r.memoised(i, n); err != nil {
 			return nil, fmt.Errorf("program: node %d (%s %s): %w", i, n.Op, n.Role, err)
