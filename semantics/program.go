@@ -194,6 +194,7 @@ type ExpertsAttrs struct {
 	Limit    float64 `json:"limit,omitempty"`
 	UpOffset float64 `json:"up_offset,omitempty"`
 	Ungated  bool    `json:"ungated,omitempty"`
+	Squared  bool    `json:"squared,omitempty"` // ungated only: f(·)·f(·)
 }
 
 // NormAttrs configure a norm: y = x̂·(γ + offset) + β over groups.

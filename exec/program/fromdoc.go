@@ -226,7 +226,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	}
 	a.UpFirst = d.UpFirst
 	if x := d.Experts; x != nil {
-		a.Experts = ExpertsParams{Beta: float32(x.Beta), Limit: float32(x.Limit), UpOffset: float32(x.UpOffset), Ungated: x.Ungated}
+		a.Experts = ExpertsParams{Beta: float32(x.Beta), Limit: float32(x.Limit), UpOffset: float32(x.UpOffset), Ungated: x.Ungated, Squared: x.Squared}
 		if err := a.Experts.check(a.Act); err != nil {
 			return Node{}, err
 		}
@@ -348,7 +348,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	}
 	d.UpFirst = a.UpFirst
 	if x := a.Experts; op == OpExperts && x != (ExpertsParams{}) {
-		d.Experts = &semantics.ExpertsAttrs{Beta: float64(x.Beta), Limit: float64(x.Limit), UpOffset: float64(x.UpOffset), Ungated: x.Ungated}
+		d.Experts = &semantics.ExpertsAttrs{Beta: float64(x.Beta), Limit: float64(x.Limit), UpOffset: float64(x.UpOffset), Ungated: x.Ungated, Squared: x.Squared}
 	}
 	return d
 }

@@ -42,12 +42,15 @@ type RouteParams struct {
 // only) the gate function is gate·σ(Beta·gate) (Swish-β: silu at 1, the
 // "quick GELU" at 1.702); the unit is f(gate)·(up + UpOffset). With
 // Ungated there is no up: w1 is [E, I, D] and the unit is f(x·w1ᵀ + b1)
-// (T5's DenseActDense as each expert).
+// (T5's DenseActDense as each expert); with Squared too it is f(·)·f(·),
+// the product rounded as torch.square of the activation is (a squared
+// ReLU, as Nemotron-H's experts).
 type ExpertsParams struct {
 	Beta     float32
 	Limit    float32
 	UpOffset float32
 	Ungated  bool
+	Squared  bool
 }
 
 // unitRows is w1's rows per expert for a unit of inner width: gate and
@@ -74,6 +77,9 @@ func (p ExpertsParams) check(act exec.ActKind) error {
 	}
 	if p.Ungated && (p.Beta != 0 || p.Limit != 0 || p.UpOffset != 0) {
 		return fmt.Errorf("experts: an ungated unit has no up to clamp or offset and no Swish-β (%+v)", p)
+	}
+	if p.Squared && !p.Ungated {
+		return fmt.Errorf("experts: a squared activation is a form of the ungated unit only (%+v)", p)
 	}
 	return nil
 }
@@ -445,6 +451,11 @@ func expertOnce(b exec.Backend, x exec.Tensor, ws expertWeights, e, inner int, c
 		g, err := keep(b.Act(h, act, s))
 		if err != nil {
 			return nil, err
+		}
+		if p.Squared {
+			if g, err = keep(b.Mul(g, g, s)); err != nil {
+				return nil, err
+			}
 		}
 		return expertDown(b, sc, g, ws, row, coef, s)
 	}

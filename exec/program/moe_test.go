@@ -339,8 +339,10 @@ func TestExpertsUnit(t *testing.T) {
 	}
 }
 
-// TestExpertsUngated: each expert act(x·w1ᵀ + b1)·w2ᵀ + b2 (no up),
-// weighted by dense routing; the params an ungated unit lacks refused.
+// TestExpertsUngated: each expert act(x·w1ᵀ + b1)·w2ᵀ + b2 (no up), or
+// with Squared act(·)² (relu², Nemotron-H's experts), weighted by dense
+// routing; the params an ungated unit lacks refused, and a squared unit
+// that is not ungated.
 func TestExpertsUngated(t *testing.T) {
 	b := cpu.New(1)
 	const T, D, I, E = 3, 2, 3, 2
@@ -364,13 +366,15 @@ func TestExpertsUngated(t *testing.T) {
 		return x
 	}
 	for _, c := range []struct {
-		act exec.ActKind
-		f   func(float64) float64
+		act     exec.ActKind
+		squared bool
+		f       func(float64) float64
 	}{
-		{exec.ActReLU, func(h float64) float64 { return math.Max(h, 0) }},
-		{exec.ActSiLU, func(h float64) float64 { return h / (1 + math.Exp(-h)) }},
+		{exec.ActReLU, false, func(h float64) float64 { return math.Max(h, 0) }},
+		{exec.ActSiLU, false, func(h float64) float64 { return h / (1 + math.Exp(-h)) }},
+		{exec.ActReLU, true, func(h float64) float64 { return math.Max(h, 0) * math.Max(h, 0) }},
 	} {
-		got, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, I, D}), up(w2, []int{E, D, I}), up(b1, []int{E, I}), nil, c.act, false, ExpertsParams{Ungated: true}, exec.Out(precision.F32))
+		got, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, I, D}), up(w2, []int{E, D, I}), up(b1, []int{E, I}), nil, c.act, false, ExpertsParams{Ungated: true, Squared: c.squared}, exec.Out(precision.F32))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,13 +393,17 @@ func TestExpertsUngated(t *testing.T) {
 					}
 				}
 				if math.Abs(float64(y[tok*D+r])-want) > 1e-5*math.Max(1, math.Abs(want)) {
-					t.Errorf("%v: token %d channel %d = %v, want %v", c.act, tok, r, y[tok*D+r], want)
+					t.Errorf("%v squared=%v: token %d channel %d = %v, want %v", c.act, c.squared, tok, r, y[tok*D+r], want)
 				}
 			}
 		}
 	}
 	if _, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1, []int{E, I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActReLU, false, ExpertsParams{Ungated: true, UpOffset: 1}, exec.Out(precision.F32)); err == nil {
 		t.Error("an ungated unit with an up offset was run, want it refused")
+	}
+	w1g := append(slices.Clone(w1), w1...) // [E, 2I, D]: a gated unit's
+	if _, err := expertsRun(b, up(xs, []int{T, D}), nil, up(dense, []int{T, E}), up(w1g, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActReLU, false, ExpertsParams{Squared: true}, exec.Out(precision.F32)); err == nil {
+		t.Error("a gated unit squared was run, want it refused")
 	}
 }
 

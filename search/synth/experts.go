@@ -340,16 +340,22 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 	}
 	mk := func(u unitChoice, p program.ExpertsParams) *expr {
 		l := u.layout
+		p.Ungated, p.Squared = l.ungated, u.squared
 		return &expr{op: program.OpExperts, attrs: program.Attrs{Act: u.act, UpFirst: u.upFirst, Experts: p}, args: []*val{x2, rIdx, rWts, l.w1, l.w2, l.b1, l.b2}, out: t.format,
-			label: fmt.Sprintf("experts %s up_first=%v %s", u.act, u.upFirst, l.label)}
+			label: fmt.Sprintf("experts %s up_first=%v squared=%v %s", u.act, u.upFirst, u.squared, l.label)}
 	}
 	var units []unitChoice
 	var cands []*expr
 	for _, l := range layouts {
 		for _, a := range glueActs {
 			for _, upFirst := range []bool{false, true} {
-				u := unitChoice{layout: l, act: a, upFirst: upFirst}
-				units, cands = append(units, u), append(cands, mk(u, program.ExpertsParams{}))
+				for _, sq := range []bool{false, true} {
+					if l.ungated && upFirst || !l.ungated && sq {
+						continue // an ungated unit has no up; only it is squared
+					}
+					u := unitChoice{layout: l, act: a, upFirst: upFirst, squared: sq}
+					units, cands = append(units, u), append(cands, mk(u, program.ExpertsParams{}))
+				}
 			}
 		}
 	}
@@ -362,7 +368,7 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 		for i, c := range ev {
 			acts[i] = semantics.Candidate{Value: units[i].act.String(), Score: c.Score}
 		}
-		fit = &leafFit{kind: "experts", act: y.from.attrs.Act, candidates: acts}
+		fit = &leafFit{kind: "experts", act: y.from.attrs.Act, squared: y.from.attrs.Experts.Squared, ungated: y.from.attrs.Experts.Ungated, candidates: acts}
 	} else {
 		// the unit's numbers: the plain forms failed; interleaved gate
 		// and up are tried here too
@@ -394,6 +400,7 @@ func (s *synth) fitExperts(xs, params []*val, t *val) *val {
 type expertLayout struct {
 	w1, w2, b1, b2 *val
 	label          string
+	ungated        bool // w1 [E, I, D]: one projection, no gate (program.ExpertsParams.Ungated)
 }
 
 // expertLayouts reads two rank-3 parameters, and biases of rank 2 when
@@ -427,17 +434,25 @@ func (s *synth) expertLayouts(params []*val, d int, interleaved bool) []expertLa
 			continue
 		}
 		var w1s []*val
-		if a.shape[2] == d && a.shape[1]%2 == 0 {
+		if a.shape[2] == d {
 			w1s = append(w1s, a)
 		}
-		if a.shape[1] == d && a.shape[2]%2 == 0 && a.shape[2] != d {
+		if a.shape[1] == d && a.shape[2] != d {
 			w1s = append(w1s, permute(a, []int{0, 2, 1}, "stored [in, out]"))
 		}
 		for _, w1 := range w1s {
 			if w1 == nil {
 				continue
 			}
+			// gate and up halves of w1's rows, or (ungated) all of them
+			// one projection: w2's inner width tells which
 			i := w1.shape[1] / 2
+			ungated := !interleaved && (b.shape[1] == d && b.shape[2] == w1.shape[1] || b.shape[1] == w1.shape[1] && b.shape[2] == d)
+			if ungated {
+				i = w1.shape[1]
+			} else if w1.shape[1]%2 != 0 {
+				continue
+			}
 			var w2 *val
 			switch {
 			case b.shape[1] == d && b.shape[2] == i:
@@ -455,13 +470,16 @@ func (s *synth) expertLayouts(params []*val, d int, interleaved bool) []expertLa
 				biases = [][2]*val{{nil, nil}}
 			default:
 				for _, bp := range [][2]*val{{r2[0], r2[1]}, {r2[1], r2[0]}} {
-					if slices.Equal(bp[0].shape, []int{e, 2 * i}) && slices.Equal(bp[1].shape, []int{e, d}) {
+					if slices.Equal(bp[0].shape, []int{e, w1.shape[1]}) && slices.Equal(bp[1].shape, []int{e, d}) {
 						biases = append(biases, bp)
 					}
 				}
 			}
 			for _, bs := range biases {
-				l := expertLayout{w1: w1, w2: w2, b1: bs[0], b2: bs[1], label: "gate|up halves"}
+				l := expertLayout{w1: w1, w2: w2, b1: bs[0], b2: bs[1], label: "gate|up halves", ungated: ungated}
+				if ungated {
+					l.label = "one projection, ungated"
+				}
 				if interleaved {
 					l.label = "gate/up interleaved"
 					l.w1 = s.deinterleave(w1, []int{e, i, 2, d}, []int{0, 2, 1, 3})
@@ -649,6 +667,7 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 	}
 	var cands []*expr
 	act := map[*expr]exec.ActKind{}
+	ungatedOf := map[*expr]bool{}
 	for _, w := range weights {
 		w1, w2 := w[0], w[1]
 		ungated := w1.shape[1] == w2.shape[2]
@@ -665,11 +684,11 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 						continue
 					}
 					c := &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: ex.label}
-					cands, act[c] = append(cands, c), a
+					cands, act[c], ungatedOf[c] = append(cands, c), a, ungated
 					for _, v := range sameShape(t, vals) {
 						if v != x {
 							c := &expr{op: program.OpAdd, args: []*val{y, v}, out: t.format, label: ex.label + " + a shared expert"}
-							cands, act[c] = append(cands, c), a
+							cands, act[c], ungatedOf[c] = append(cands, c), a, ungated
 						}
 					}
 				}
@@ -694,7 +713,7 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 					continue
 				}
 				e := &expr{op: program.OpAdd, args: []*val{s.derive(c), b}, out: t.format, label: c.label + " + the scope's bias " + b.origin}
-				more, act[e] = append(more, e), act[c]
+				more, act[e], ungatedOf[e] = append(more, e), act[c], ungatedOf[c]
 			}
 		}
 		if len(more) > 0 {
@@ -702,7 +721,7 @@ func (s *synth) expertModules(t *val, sc *scope, vals []*val) *val {
 		}
 	}
 	if v != nil {
-		v.fit = &leafFit{kind: "experts", act: act[v.from], candidates: ev}
+		v.fit = &leafFit{kind: "experts", act: act[v.from], ungated: ungatedOf[v.from], candidates: ev}
 		s.mlps = append(s.mlps, mlpRecord{scope: sc.module, boundary: t.origin, x: v})
 	}
 	return v

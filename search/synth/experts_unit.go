@@ -34,6 +34,7 @@ type unitChoice struct {
 	layout  expertLayout
 	act     exec.ActKind
 	upFirst bool
+	squared bool // ungated only: f(·)·f(·)
 }
 
 // unitFit is the unit's numbers fitted for one structure, and its error.

@@ -209,8 +209,15 @@ func (s *synth) readFactors() []semantics.Factor {
 			f.Evidence.Note = "β read off the activation's values (the median of logit(y/x)/x), snapped, each candidate scored on its output"
 			add(f)
 		case "experts":
-			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert reads f(gate)·up"}, Candidates: []semantics.Candidate{{Value: true}}})
+			glu, note := !x.fit.ungated, "each expert reads f(gate)·up"
+			if x.fit.ungated {
+				note = "each expert reads f(x·w1ᵀ), no up"
+			}
+			add(semantics.Factor{Name: "mlp_glu", Scope: scope, Value: glu, Evidence: semantics.Evidence{Metric: "declared", Note: note}, Candidates: []semantics.Candidate{{Value: glu}}})
 			add(factor("mlp_act", scope, x.fit.act.String(), x.fit.candidates, m.boundary))
+			if x.fit.squared {
+				add(semantics.Factor{Name: "mlp_squared", Scope: scope, Value: true, Evidence: semantics.Evidence{Metric: "declared", Note: "each expert's f(a) is squared: f(a)·f(a)"}, Candidates: []semantics.Candidate{{Value: true}}})
+			}
 			if u := x.fit.unit; u != nil {
 				for _, n := range []struct {
 					name  string

@@ -19,7 +19,8 @@ type leafFit struct {
 	kind       string // linear, conv, embedding, norm, sinusoid, rope_table, glue, piecewise, swish
 	label      string // piecewise: the fitted form
 	act        exec.ActKind
-	squared    bool // glue, glu: the activation is squared, f(x)·f(x)
+	squared    bool // glue, glu, experts: the activation is squared, f(x)·f(x)
+	ungated    bool // experts: each expert reads f(x·w1ᵀ), no up
 	norm       exec.NormParams
 	rope       exec.RopeTableParams
 	timestep   exec.TimestepParams
