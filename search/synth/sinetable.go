@@ -70,9 +70,16 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 	label := func(l sineLayout, period float32) string {
 		return fmt.Sprintf("sinusoid of positions, %s, period %g", l, period)
 	}
-	table := func(l sineLayout, period float32) *val {
+	// the table in f32, or stored in the activations' narrow format (a
+	// buffer made in f32 and cast with the model, as CTRL's is when the
+	// model is loaded in bf16): the sum tells which
+	tableFormats := []precision.Format{precision.F32}
+	if t.format != precision.F32 && t.format.Valid() {
+		tableFormats = append(tableFormats, t.format)
+	}
+	table := func(l sineLayout, period float32, f precision.Format) *val {
 		p := exec.TimestepParams{Dim: d, FlipSinToCos: l.flip, FreqShift: l.shift, Scale: 1, MaxPeriod: period}
-		v := s.derive(&expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{pos}, out: precision.F32,
+		v := s.derive(&expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{pos}, out: f,
 			label: label(l, period)})
 		if v != nil && l.interleaved {
 			v = s.reshape(v, []int{n, 2, d / 2})
@@ -100,7 +107,7 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 				}
 			}
 			for _, period := range periods {
-				tab := table(l, period)
+				tab := table(l, period, precision.F32)
 				if tab == nil {
 					continue
 				}
@@ -108,17 +115,22 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 				if !ok {
 					continue
 				}
-				var sum *expr
-				if c == 1 {
-					sum = &expr{op: program.OpAdd, args: []*val{a, tab}, out: t.format, label: label(l, period)}
-				} else {
-					scaled := s.derive(&expr{op: program.OpMul, args: []*val{a, s.constant(c)}, out: t.format, label: "scaled"})
-					if scaled == nil {
+				scaled := a
+				if c != 1 {
+					if scaled = s.derive(&expr{op: program.OpMul, args: []*val{a, s.constant(c)}, out: t.format, label: "scaled"}); scaled == nil {
 						continue
 					}
-					sum = &expr{op: program.OpAdd, args: []*val{scaled, tab}, out: t.format, label: label(l, period)}
 				}
-				w, cands := s.best(t, []*expr{sum})
+				var sums []*expr
+				for _, f := range tableFormats {
+					if f != precision.F32 {
+						if tab = table(l, period, f); tab == nil {
+							continue
+						}
+					}
+					sums = append(sums, &expr{op: program.OpAdd, args: []*val{scaled, tab}, out: t.format, label: fmt.Sprintf("%s, stored %s", label(l, period), f)})
+				}
+				w, cands := s.best(t, sums)
 				ev = append(ev, cands...)
 				if w == nil {
 					continue
@@ -133,7 +145,7 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 						ps = append(ps, period)
 					}
 					for _, p2 := range ps {
-						sc := s.sineScore(t, a, table(l2, p2))
+						sc := s.sineScore(t, a, table(l2, p2, precision.F32))
 						ev = append(ev, semantics.Candidate{Value: label(l2, p2), Score: finite(sc)})
 						if (l2 != l || p2 != period) && sc < runnerUp {
 							runnerUp = sc

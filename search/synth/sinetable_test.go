@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -49,6 +50,56 @@ func TestReadPeriod(t *testing.T) {
 			if !ok || p != period {
 				t.Errorf("period %g %s: read %g (%v)", period, l, p, ok)
 			}
+		}
+	}
+}
+
+// TestSinusoidAddedNarrowTable: a table made in f32 and cast to the
+// model's bf16 before the add (a buffer cast with the model, as CTRL's)
+// is found stored in bf16, bit for bit; the same table added in f32 and
+// rounded once is found stored in f32.
+func TestSinusoidAddedNarrowTable(t *testing.T) {
+	const n, d = 12, 32
+	rng := rand.New(rand.NewPCG(3, 4))
+	a := &val{shape: []int{1, n, d}, data: make([]float32, n*d), format: precision.BF16}
+	for i := range a.data {
+		a.data[i] = precision.BF16.Round(float32(rng.NormFloat64() * 0.3))
+	}
+	pos := make([]float32, n)
+	for i := range pos {
+		pos[i] = float32(i)
+	}
+	tab, err := exec.TimestepEmbedding(pos, exec.TimestepParams{Dim: d, Scale: 1, MaxPeriod: 10000}, exec.MathPrecise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []precision.Format{precision.BF16, precision.F32} {
+		y := &val{shape: a.shape, data: make([]float32, n*d), format: precision.BF16}
+		for i := range y.data {
+			p := tab[i]
+			if want == precision.BF16 {
+				p = precision.BF16.Round(p)
+			}
+			y.data[i] = precision.BF16.Round(8*a.data[i] + p)
+		}
+		// a one-step trace for the search's context (nothing else is read)
+		tr, _ := writeBF16Trace(t, bf16Call{name: "drop", class: "Dropout", shape: []int{1, 2}, x: []float32{0, 0}, y: []float32{0, 0}})
+		s, _ := testSearch(tr, precision.BF16)
+		w := s.sinusoidAdded(y, []*val{a})
+		if w == nil {
+			t.Fatalf("table stored %s: not found", want)
+		}
+		var table *expr
+		for _, arg := range w.from.args {
+			if arg.from != nil && arg.from.op == program.OpReshape && arg.from.args[0].from != nil {
+				table = arg.from.args[0].from
+			}
+		}
+		if table == nil || table.op != program.OpTimestepEmbed || table.out != want {
+			t.Errorf("table stored %s: found %+v", want, table)
+		}
+		if e := relRMS(precision.BF16, w.data, y.data); e != 0 {
+			t.Errorf("table stored %s: rel-RMS %g, want 0", want, e)
 		}
 	}
 }
