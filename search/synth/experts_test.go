@@ -1,10 +1,7 @@
 package synth
 
 import (
-	"encoding/binary"
-	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/zflow/zflow/exec/program"
@@ -19,29 +16,8 @@ import (
 // result y [T, D]; x is the request's input and y its output.
 func writeExpertsTrace(t *testing.T, x, wts, w1, w2, y []float32, idx []int64, tok, d, k, e, inner int) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "experts.npz")
-	w, err := trace.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f32 := func(key string, shape []int, v []float32) {
-		b := make([]byte, 4*len(v))
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-		}
-		if err := w.Add(key, trace.Float32, shape, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	i64 := func(key string, shape []int, v []int64) {
-		b := make([]byte, 8*len(v))
-		for i, n := range v {
-			binary.LittleEndian.PutUint64(b[8*i:], uint64(n))
-		}
-		if err := w.Add(key, trace.Int64, shape, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pt := newPlanted(t, "experts")
+	f32, i64 := pt.f32, pt.i64
 	const leaf = "m.experts"
 	f32("input/x", []int{tok, d}, x)
 	f32("s0/m/arg0", []int{tok, d}, x)
@@ -67,10 +43,8 @@ func writeExpertsTrace(t *testing.T, x, wts, w1, w2, y []float32, idx []int64, t
 				Tensors: trace.Ports{{Name: "arg0", Key: "s0/" + leaf + "/arg0"}, {Name: "arg1", Key: "s0/" + leaf + "/arg1"},
 					{Name: "arg2", Key: "s0/" + leaf + "/arg2"}, {Name: "out", Key: "s0/" + leaf + "/out"}}},
 		}}
-	if err := w.Close(m); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	pt.open(m)
+	return pt.path
 }
 
 // TestFusedUngatedExperts: a fused experts module with one projection

@@ -2,10 +2,7 @@ package synth
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/zflow/zflow/trace"
@@ -34,20 +31,8 @@ func TestLeadingRowsOfATable(t *testing.T) {
 		for i := range y {
 			y[i] = x[i] + pos[i]
 		}
-		path := filepath.Join(t.TempDir(), "rows.npz")
-		w, err := trace.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		put := func(key string, shape []int, d []float32) {
-			b := make([]byte, 4*len(d))
-			for i, v := range d {
-				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-			}
-			if err := w.Add(key, trace.Float32, shape, b); err != nil {
-				t.Fatal(err)
-			}
-		}
+		pt := newPlanted(t, "rows")
+		put := pt.f32
 		act := []int{1, rows, width}
 		put("input/x", act, x)
 		put("output/y", act, y)
@@ -65,14 +50,7 @@ func TestLeadingRowsOfATable(t *testing.T) {
 				{ID: 1, Step: &step, Module: "m.pos", Parent: &root, Type: "Positions", Params: []string{"m.pos.weight"},
 					Tensors: trace.Ports{{Name: "out", Key: "s0/m.pos/out"}}, Scalars: map[string]any{"arg0": rows}},
 			}}
-		if err := w.Close(m); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := trace.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+		tr, path := pt.open(m), pt.path
 		res, err := Discover(context.Background(), tr, path, Options{})
 		if err != nil {
 			t.Fatal(err)

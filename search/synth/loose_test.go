@@ -2,10 +2,7 @@ package synth
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -25,38 +22,18 @@ func plantedBF16(t *testing.T, shape []int, data []float32, vals ...*val) (*synt
 // planted is plantedBF16 for a target of format f (bf16 or f32).
 func planted(t *testing.T, f precision.Format, shape []int, data []float32, vals ...*val) (*synth, *scope, *val) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "bf16.npz")
-	w, err := trace.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 2*len(data))
-	dt, name := trace.BFloat16, "bfloat16"
-	for i, x := range data {
-		binary.LittleEndian.PutUint16(b[2*i:], precision.BF16Bits(x))
-	}
+	pt := newPlanted(t, "planted")
+	name := "bfloat16"
 	if f == precision.F32 {
-		dt, name = trace.Float32, "float32"
-		b = make([]byte, 4*len(data))
-		for i, x := range data {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-		}
-	}
-	if err := w.Add("s0/m/arg0", dt, shape, b); err != nil {
-		t.Fatal(err)
+		name = "float32"
+		pt.f32("s0/m/arg0", shape, data)
+	} else {
+		pt.bf16("s0/m/arg0", shape, data)
 	}
 	step := 0
 	m := &trace.Manifest{Format: "zflow-trace", Version: 1, Producer: map[string]any{"framework": "test", "dtype": name},
 		Calls: []trace.Call{{ID: 0, Step: &step, Module: "m", Type: "T", Tensors: trace.Ports{{Name: "arg0", Key: "s0/m/arg0"}}}}}
-	if err := w.Close(m); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	s, sc := testSearch(tr, f)
+	s, sc := testSearch(pt.open(m), f)
 	for _, v := range vals {
 		sc.add(v, false)
 	}

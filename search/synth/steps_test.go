@@ -1,10 +1,7 @@
 package synth
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
@@ -22,34 +19,15 @@ var stepSigmas = []float32{1, 0.75, 0.4}
 // and nothing else.
 func plantedSteps(t *testing.T, shape []int, data func(step int) []float32, extra ...*val) (*synth, *scope, *val) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "steps.npz")
-	w, err := trace.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pt := newPlanted(t, "steps")
 	m := &trace.Manifest{Format: "zflow-trace", Version: 1, Producer: map[string]any{"framework": "test", "dtype": "float32"}}
 	for st := range stepSigmas {
 		key := fmt.Sprintf("s%d/m/arg0", st)
-		d := data(st)
-		b := make([]byte, 4*len(d))
-		for i, x := range d {
-			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-		}
-		if err := w.Add(key, trace.Float32, shape, b); err != nil {
-			t.Fatal(err)
-		}
+		pt.f32(key, shape, data(st))
 		step := st
 		m.Calls = append(m.Calls, trace.Call{ID: st, Step: &step, Module: "m", Type: "T", Tensors: trace.Ports{{Name: "arg0", Key: key}}})
 	}
-	if err := w.Close(m); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	s, sc := testSearch(tr, precision.F32)
+	s, sc := testSearch(pt.open(m), precision.F32)
 	sigma := &val{shape: []int{1}, data: stepSigmas[:1], format: f32, request: true,
 		perStep: func(st int) []float32 { return stepSigmas[st : st+1] }}
 	oneMinus := s.derive(&expr{op: program.OpSub, args: []*val{s.constant(1), sigma}, out: f32, label: "1 − σ"})

@@ -2,10 +2,8 @@ package synth
 
 import (
 	"context"
-	"encoding/binary"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
@@ -28,20 +26,8 @@ type bf16Call struct {
 // its output) and opens it.
 func writeBF16Trace(t *testing.T, c bf16Call) (*trace.Trace, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), c.name+".npz")
-	w, err := trace.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(key string, shape []int, d []float32) {
-		b := make([]byte, 2*len(d))
-		for i, v := range d {
-			binary.LittleEndian.PutUint16(b[2*i:], precision.BF16Bits(v))
-		}
-		if err := w.Add(key, trace.BFloat16, shape, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pt := newPlanted(t, c.name)
+	put := pt.bf16
 	leaf := "m." + c.name
 	for _, k := range []string{"input/x", "s0/m/arg0", "s0/" + leaf + "/arg0"} {
 		put(k, c.shape, c.x)
@@ -66,15 +52,7 @@ func writeBF16Trace(t *testing.T, c bf16Call) (*trace.Trace, string) {
 			{ID: 1, Step: &step, Module: leaf, Parent: &root, Type: c.class, Params: names,
 				Tensors: trace.Ports{{Name: "arg0", Key: "s0/" + leaf + "/arg0"}, {Name: "out", Key: "s0/" + leaf + "/out"}}},
 		}}
-	if err := w.Close(m); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	return tr, path
+	return pt.open(m), pt.path
 }
 
 // TestWrittenOutRMSNorm: an RMS norm written in bf16 primitives with ε
