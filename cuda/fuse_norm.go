@@ -58,14 +58,10 @@ func (b *Backend) runJoin(p *epiPlan) (exec.Tensor, error) {
 	})
 }
 
-// normFused runs a norm-headed region as one kernel, a join-headed one as
-// one a part: the norm kernel compiled with the chain applied to each
-// value where it would store it (rounded to the norm's format first, as
-// the stored value is), so the norm's output is never written; a join's
-// part writes its run of the joined result, and reads its run of each
-// operand that spans the joined axis (a rope's tables), so the parts'
-// outputs are not written either.
-func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
+// partNorms prepares the launch of each part's norm (a norm-headed
+// region has one part), each making the part's shape in the chain's
+// input format, and checks that the region's operands are still live.
+func (b *Backend) partNorms(p *epiPlan) ([]*normArgs, error) {
 	ls := make([]*normArgs, len(p.parts))
 	for i, pp := range p.parts {
 		h := pp.head
@@ -79,6 +75,21 @@ func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
 		ls[i] = l
 	}
 	if err := p.live(); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// normFused runs a norm-headed region as one kernel, a join-headed one as
+// one a part: the norm kernel compiled with the chain applied to each
+// value where it would store it (rounded to the norm's format first, as
+// the stored value is), so the norm's output is never written; a join's
+// part writes its run of the joined result, and reads its run of each
+// operand that spans the joined axis (a rope's tables), so the parts'
+// outputs are not written either.
+func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
+	ls, err := b.partNorms(p)
+	if err != nil {
 		return nil, err
 	}
 	name := p.epi.Name() + "_norm"
@@ -120,19 +131,8 @@ func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
 // kernel writing its rows of the joined value (the concat's copy saved),
 // then the chain's epilogue kernel over the joined value.
 func (b *Backend) joinSplit(p *epiPlan) (exec.Tensor, error) {
-	ls := make([]*normArgs, len(p.parts))
-	for i, pp := range p.parts {
-		h := pp.head
-		l, err := b.normLaunch(h.In[0], h.In[1], h.In[2], h.Norm, h.Spec)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: fuse %s: norm: %w", p.desc, err)
-		}
-		if !slices.Equal(l.x.shape, pp.shape) || l.np.OutFmt != int32(p.epi.In) {
-			return nil, fmt.Errorf("cuda: fuse %s: the norm makes %v%v, the plan expects %v%v", p.desc, precision.Format(l.np.OutFmt), l.x.shape, p.epi.In, pp.shape)
-		}
-		ls[i] = l
-	}
-	if err := p.live(); err != nil {
+	ls, err := b.partNorms(p)
+	if err != nil {
 		return nil, err
 	}
 	joined, err := b.result(p.shape, p.epi.In, func(out *Tensor) error {
