@@ -69,11 +69,11 @@ func DotMMA(x, w []float32) float32 {
 // NaN). A normal term's bits hold its biased exponent be, and the largest
 // magnitude's the largest, so mmaBlock's emax (the largest term's
 // exponent) is maxbe − 126, and a term's integer on the grid
-// 2^(emax − mmaBits) is the term times 2^(mmaBits − emax) truncated
-// toward zero: in f64 the product is exact where it is 1 or more (a
-// 24-bit mantissa scaled by a power of two, below 2^mmaBits), and below 1
-// it truncates to 0 however it rounds. From there the sum and the
-// conversion are mmaBlock's.
+// 2^(emax − mmaBits) (its magnitude shifted, the sign put back: truncated
+// toward zero) is the term times 2^(mmaBits − emax) converted to an
+// integer: in f64 that product is exact (an f32 value scaled by a power
+// of two, far inside f64's range), and the conversion truncates toward
+// zero. From there the sum and the conversion are mmaBlock's.
 func mmaBlockNormal(acc float32, x, w []float32) (float32, bool) {
 	var p [MMABlock + 1]float32
 	p[0] = acc
