@@ -42,25 +42,76 @@ func TensorCoreSums(s Spec, operands ...precision.Format) bool {
 // (k ≤ 512) reproduced; from k = 1024 on cuBLAS may split k in other ways
 // (1 output of 8192 off at k = 1024 in a second draw; many at k = 3072).
 // kernels' zf_mma_block is the same sum.
+//
+// A block whose terms are all normal f32 numbers or zeros (as good as
+// every block of a real GEMM) is summed by mmaBlockNormal, the same sum
+// without the cases it cannot meet; any other by mmaBlock.
 func DotMMA(x, w []float32) float32 {
 	var acc float32
 	var pr [MMABlock]float32
 	for k0 := 0; k0 < len(x); k0 += MMABlock {
 		n := min(MMABlock, len(x)-k0)
-		for i := range n {
-			pr[i] = x[k0+i] * w[k0+i]
+		xs, ws := x[k0:k0+n], w[k0:k0+n]
+		var ok bool
+		if acc, ok = mmaBlockNormal(acc, xs, ws); !ok {
+			for i := range xs {
+				pr[i] = xs[i] * ws[i]
+			}
+			acc = mmaBlock(acc, pr[:n])
 		}
-		acc = mmaBlock(acc, pr[:n])
 	}
 	return acc
+}
+
+// mmaBlockNormal is mmaBlock(acc, the products x[i]·w[i]) for a block
+// whose terms (acc and the f32 products) are all normal numbers or zeros;
+// ok false, and acc unchanged, for any other (a subnormal, an infinity, a
+// NaN). A normal term's bits hold its biased exponent be, and the largest
+// magnitude's the largest, so mmaBlock's emax (the largest term's
+// exponent) is maxbe − 126, and a term's integer on the grid
+// 2^(emax − mmaBits) (its magnitude shifted, the sign put back: truncated
+// toward zero) is the term times 2^(mmaBits − emax) converted to an
+// integer: in f64 that product is exact (an f32 value scaled by a power
+// of two, far inside f64's range), and the conversion truncates toward
+// zero. From there the sum and the conversion are mmaBlock's.
+func mmaBlockNormal(acc float32, x, w []float32) (float32, bool) {
+	var p [MMABlock + 1]float32
+	p[0] = acc
+	w = w[:len(x)]
+	for i := range x {
+		p[i+1] = x[i] * w[i]
+	}
+	terms := p[:len(x)+1]
+	// the largest magnitude's bits, and the smallest's less one (a zero
+	// wraps around): ±Inf or NaN, or a subnormal, goes to mmaBlock
+	var hi uint32
+	lo := uint32(math.MaxUint32)
+	for _, v := range terms {
+		a := math.Float32bits(v) & 0x7FFFFFFF
+		hi, lo = max(hi, a), min(lo, a-1)
+	}
+	if hi >= 0x7F800000 || lo < 0x7FFFFF {
+		return acc, false
+	}
+	maxbe := int(hi >> 23)
+	emax := maxbe - 126
+	scale := math.Float64frombits(uint64(1023+mmaBits-emax) << 52) // 2^(mmaBits − emax)
+	var sum int64
+	for _, v := range terms {
+		sum += int64(float64(v) * scale)
+	}
+	if sum == 0 {
+		return 0, true
+	}
+	return mmaFloat32(sum, emax), true
 }
 
 // mmaBlock is one block's sum, on the terms' bits (each ±M·2^E, M an
 // integer): NaN or opposite infinities give NaN, an infinity itself;
 // finite terms become integers on the grid 2^(emax − mmaBits) (below 2^26
 // each, seventeen sum below 2^31), and the sum is truncated toward zero
-// to f32, ±MaxFloat32 beyond its range. kernels' zf_mma_block is this
-// function line for line.
+// to f32, ±MaxFloat32 beyond its range (mmaFloat32). kernels'
+// zf_mma_block is this function and mmaFloat32 line for line.
 func mmaBlock(acc float32, pr []float32) float32 {
 	var mant [MMABlock + 1]uint32
 	var exps [MMABlock + 1]int
@@ -125,6 +176,13 @@ func mmaBlock(acc float32, pr []float32) float32 {
 	if sum == 0 {
 		return 0
 	}
+	return mmaFloat32(sum, emax)
+}
+
+// mmaFloat32 is a block's sum (sum ≠ 0, on the grid 2^(emax − mmaBits))
+// truncated toward zero to f32, ±MaxFloat32 beyond its range: the end of
+// kernels' zf_mma_block.
+func mmaFloat32(sum int64, emax int) float32 {
 	var sign uint32
 	u := uint32(sum)
 	if sum < 0 {

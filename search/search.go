@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -89,6 +90,19 @@ type BoundedObjective interface {
 	Stage(ctx context.Context, factors []string, a Assignment, bound float64) (scores []Score, complete bool, err error)
 }
 
+// Pruner is an Objective that can tell, before a value is scored, that
+// it cannot win: Prune returns a reason when factor at value, the rest of
+// a held, is certain to score no lower than a's own value of factor and
+// to lower no other factor's score (so the stage's total cannot fall),
+// and "" when the value must be scored. Coordinate descent does not score
+// a value it rules out, and the factor's report lists it with the reason
+// (semantics.Candidate.Pruned) in place of a score; a stage searched
+// jointly is never pruned.
+type Pruner interface {
+	Objective
+	Prune(ctx context.Context, factor string, value any, a Assignment) (reason string, err error)
+}
+
 // ObjectiveFunc adapts a function to Objective.
 type ObjectiveFunc func(ctx context.Context, factor string, a Assignment) (Score, error)
 
@@ -141,6 +155,7 @@ type Result struct {
 	Undetermined []semantics.Undetermined
 	Evaluations  int // objective calls (cache misses)
 	Lookups      int // scores asked for, cached or not
+	Pruned       int // values not scored in descent (Pruner)
 }
 
 // ErrNoCandidates: a factor was given without values.
@@ -201,7 +216,7 @@ func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment,
 		res.Factors = append(res.Factors, found[f.Name])
 	}
 	res.Assignment, res.Undetermined = a, undetermined
-	res.Evaluations, res.Lookups = s.evals, s.lookups
+	res.Evaluations, res.Lookups, res.Pruned = s.evals, s.lookups, s.pruned
 	return res, nil
 }
 
@@ -211,6 +226,21 @@ type searcher struct {
 	cache   map[string]Score
 	evals   int
 	lookups int
+	pruned  int
+}
+
+// prune asks the objective, when it is a Pruner, whether factor f at
+// value v (a holding another) cannot win: the reason, or "".
+func (s *searcher) prune(ctx context.Context, f string, v any, a Assignment) (string, error) {
+	p, ok := s.obj.(Pruner)
+	if !ok || reflect.DeepEqual(v, a[f]) {
+		return "", nil
+	}
+	reason, err := p.Prune(ctx, f, v, a)
+	if err != nil {
+		return "", fmt.Errorf("pruning %s = %v: %w", f, v, err)
+	}
+	return reason, nil
 }
 
 func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Score, error) {
@@ -359,7 +389,8 @@ func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignme
 }
 
 // descend changes one factor at a time to its best value until no single
-// change improves the stage's total.
+// change improves the stage's total; a value a Pruner rules out against
+// the assignment in hand is not scored.
 func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assignment) (Assignment, error) {
 	cur, err := s.total(ctx, fs, a, math.Inf(1))
 	if err != nil {
@@ -373,14 +404,22 @@ func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assign
 		changed, done := false, 0
 		for _, f := range fs {
 			for _, v := range f.Values {
-				c := a.clone()
-				c[f.Name] = v
-				t, err := s.total(ctx, fs, c, cur.Err)
+				reason, err := s.prune(ctx, f.Name, v, a)
 				if err != nil {
 					return nil, err
 				}
-				if !t.Bound && t.less(cur) {
-					a, cur, changed = c, t, true
+				if reason != "" {
+					s.pruned++
+				} else {
+					c := a.clone()
+					c[f.Name] = v
+					t, err := s.total(ctx, fs, c, cur.Err)
+					if err != nil {
+						return nil, err
+					}
+					if !t.Bound && t.less(cur) {
+						a, cur, changed = c, t, true
+					}
 				}
 				done++
 				if s.opts.Progress != nil {
@@ -398,6 +437,9 @@ func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assign
 // report scores every candidate of f (holding f at the candidate, the rest
 // of the stage at its best for it when the stage was searched jointly, at
 // the final assignment otherwise) and decides margin and decisiveness.
+// A value a Pruner rules out against the final assignment (coordinate
+// descent only) is listed unscored, with the reason and the bound it
+// gives, and left out of the margin.
 func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignment) (semantics.Factor, *semantics.Undetermined, error) {
 	others := make([]Factor, 0, len(fs)-1)
 	for _, g := range fs {
@@ -407,7 +449,17 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 	}
 	jointly := combos(fs) <= s.opts.MaxJoint
 	scores := make([]Score, len(f.Values))
+	pruned := make([]string, len(f.Values))
 	for i, v := range f.Values {
+		if !jointly {
+			var err error
+			if pruned[i], err = s.prune(ctx, f.Name, v, a); err != nil {
+				return semantics.Factor{}, nil, err
+			}
+			if pruned[i] != "" {
+				continue
+			}
+		}
 		base := a.clone()
 		base[f.Name] = v
 		best := Score{Err: math.Inf(1)}
@@ -439,7 +491,7 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 	// could not beat the assignment's own value, which is scored whole.
 	win := -1
 	for i := range scores {
-		if !scores[i].Bound && (win < 0 || scores[i].less(scores[win])) {
+		if pruned[i] == "" && !scores[i].Bound && (win < 0 || scores[i].less(scores[win])) {
 			win = i
 		}
 	}
@@ -451,14 +503,27 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		Evidence: semantics.Evidence{Boundary: scores[win].Boundary, Metric: scores[win].Metric},
 	}
 	runnerUp := math.Inf(1)
+	own := win // a's value of f, whose score bounds a pruned value's (Pruner)
+	for i, v := range f.Values {
+		if pruned[i] == "" && reflect.DeepEqual(v, a[f.Name]) {
+			own = i
+		}
+	}
+	scored := 0
 	for i, sc := range scores {
+		if pruned[i] != "" {
+			out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(scores[own].Err),
+				AtLeast: true, Pruned: pruned[i]})
+			continue
+		}
+		scored++
 		out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(sc.Err), AtLeast: sc.Bound})
 		if i != win {
 			runnerUp = min(runnerUp, sc.Err)
 		}
 	}
 	out.Margin = 1 // a lone candidate is declared, not decided
-	if len(scores) > 1 {
+	if scored > 1 {
 		out.Margin = semantics.Margin(margin(scores[win].Err, runnerUp))
 	}
 	out.Decisive = float64(out.Margin) >= s.opts.DecisiveMargin

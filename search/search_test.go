@@ -3,8 +3,11 @@ package search
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
+
+	"github.com/zflow/zflow/semantics"
 )
 
 // table is an objective defined by a function of the assignment, counting
@@ -284,5 +287,96 @@ func TestBoundedDescent(t *testing.T) {
 	}
 	if len(rounds) == 0 {
 		t.Error("no progress")
+	}
+}
+
+// pruning is a separable objective (each factor's error its own: 0 at its
+// wanted value, 0.1 elsewhere) that rules out the costly value 4 of every
+// factor wherever the factor's value in hand scores 0, and counts the
+// scores it is asked for, by factor and value.
+type pruning struct {
+	want  map[string]any
+	asked map[string]int
+}
+
+func (p *pruning) err(factor string, a Assignment) float64 {
+	if a[factor] == p.want[factor] {
+		return 0
+	}
+	return 0.1
+}
+
+func (p *pruning) Score(_ context.Context, factor string, a Assignment) (Score, error) {
+	p.asked[fmt.Sprint(factor, "=", a[factor])]++
+	return Score{Err: p.err(factor, a), Boundary: "s0/m/out", Metric: MetricExact}, nil
+}
+
+func (p *pruning) Prune(_ context.Context, factor string, v any, a Assignment) (string, error) {
+	if v == 4 && p.err(factor, a) == 0 {
+		return "exact already", nil
+	}
+	return "", nil
+}
+
+// TestPrunerDescent: a value the Pruner rules out is never scored and is
+// reported unscored, with the reason and the bound (the value in hand's
+// score), outside the margin; where the value in hand is not exact the
+// costly value is scored, and wins when it is the one wanted.
+func TestPrunerDescent(t *testing.T) {
+	p := &pruning{want: map[string]any{"a": 1, "b": 4, "c": 0}, asked: map[string]int{}}
+	var factors []Factor
+	for _, n := range []string{"a", "b", "c"} {
+		factors = append(factors, Factor{Name: n, Values: []any{0, 1, 2, 3, 4}})
+	}
+	factors[0].Values = []any{0, 4, 1, 2, 3} // 4 tried while a = 0 is in hand
+	r, err := Run(context.Background(), factors, p, Assignment{"a": 0, "b": 0, "c": 0}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		factor     string
+		value      any
+		pruned     bool // the factor's value 4 was ruled out
+		scored4    bool // value 4 was ever scored
+		margin     float64
+		candidates int // scored ones
+	}{
+		{"a", 1, true, true, math.Inf(1), 4},  // 0 was in hand (inexact) when 4 was tried in round 1; exact at the report
+		{"b", 4, false, true, math.Inf(1), 5}, // the costly value is the winner: never pruned
+		{"c", 0, true, false, math.Inf(1), 4}, // exact from the start: 4 never scored
+	}
+	i := byName(r)
+	for _, tc := range cases {
+		f := r.Factors[i[tc.factor]]
+		if f.Value != tc.value || r.Assignment[tc.factor] != tc.value {
+			t.Errorf("%s = %v (assignment %v), want %v", tc.factor, f.Value, r.Assignment[tc.factor], tc.value)
+		}
+		if got := p.asked[tc.factor+"=4"] > 0; got != tc.scored4 {
+			t.Errorf("%s = 4 scored %d times, want scored %v", tc.factor, p.asked[tc.factor+"=4"], tc.scored4)
+		}
+		var c4 semantics.Candidate
+		for _, c := range f.Candidates {
+			if c.Value == 4 {
+				c4 = c
+			}
+		}
+		if got := c4.Pruned != ""; got != tc.pruned {
+			t.Errorf("%s: candidate 4 %+v, want pruned %v", tc.factor, c4, tc.pruned)
+		}
+		if tc.pruned && (c4.Pruned != "exact already" || !c4.AtLeast || c4.Score != 0) {
+			t.Errorf("%s: pruned candidate %+v, want the reason and the bound 0 (the winner's score)", tc.factor, c4)
+		}
+		n := 0
+		for _, c := range f.Candidates {
+			if c.Pruned == "" {
+				n++
+			}
+		}
+		if n != tc.candidates || float64(f.Margin) != tc.margin || !f.Decisive {
+			t.Errorf("%s: %d scored candidates, margin %v decisive %v; want %d, %v, decisive", tc.factor, n, f.Margin, f.Decisive, tc.candidates, tc.margin)
+		}
+	}
+	if r.Pruned == 0 {
+		t.Error("Result.Pruned is 0")
 	}
 }

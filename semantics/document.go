@@ -79,6 +79,12 @@ type Candidate struct {
 	// grows worse with the values seen), and the bound already decides
 	// the margin.
 	AtLeast bool `json:"at_least,omitempty"`
+	// Pruned: the candidate was not scored, and why: the search saw,
+	// before running it, that it could not beat the winner (for a rounding
+	// plan: every value it could change is bit-exact already). Score is
+	// then the winner's, as the bound that argument gives (AtLeast set);
+	// margins and equivalences are over the candidates scored.
+	Pruned string `json:"pruned,omitempty"`
 }
 
 // Evidence says where and how a factor was decided.

@@ -303,8 +303,8 @@ func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trac
 		fmt.Fprintf(stderr, "precision: not searched: %v\n", err)
 		return nil
 	}
-	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs (%d stopped once their plan could not win)\n", "precision",
-		time.Since(start).Seconds(), rep.Evaluations, rep.Stopped)
+	fmt.Fprintf(stderr, "discover: %-9s %6.2fs  %d program runs (%d stopped once their plan could not win; %d candidates not run, as they could not win)\n", "precision",
+		time.Since(start).Seconds(), rep.Evaluations, rep.Stopped, rep.Pruned)
 	doc.Precision = rep.After
 	return nil
 }

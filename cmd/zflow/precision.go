@@ -166,6 +166,9 @@ type precisionDoc struct {
 	Runs         int                 `json:"program_runs"`
 	// Stopped: of the runs, those given up once their plan could not win.
 	Stopped int `json:"program_runs_stopped"`
+	// Pruned: candidate values not run because they could not win (each
+	// listed, with the reason, in its class's candidates).
+	Pruned int `json:"candidates_pruned"`
 }
 
 type precisionClassDoc struct {
@@ -212,7 +215,7 @@ type precisionBoundDoc struct {
 
 func precisionDocument(tr, doc string, rep *plan.Report) precisionDoc {
 	d := precisionDoc{Format: "zflow-precision", Version: 1, ZflowVersion: versionString(), Trace: tr, Semantics: doc, Before: rep.Before, After: rep.After,
-		Runs: rep.Evaluations, Stopped: rep.Stopped, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
+		Runs: rep.Evaluations, Stopped: rep.Stopped, Pruned: rep.Pruned, Classes: []precisionClassDoc{}, Roles: []precisionRoleDoc{}, Inexact: []precisionBoundDoc{}}
 	for _, c := range rep.Classes {
 		d.Classes = append(d.Classes, precisionClassDoc{Class: c.Class, Before: c.Before, After: c.After,
 			Boundaries: c.Boundaries, Scored: c.Scored, ExactBefore: c.ExactBefore, ExactAfter: c.ExactAfter,

@@ -52,6 +52,10 @@ type Candidate struct {
 	// onlyKind, when set: valid only for norms of that kind (a layer-norm
 	// kernel's statistics, an RMS norm's written out).
 	onlyKind exec.NormKind
+	// costly: the candidate's runs cost many times its class's others (a
+	// tensor core's sums, which the CPU forms at a few ns a product), so
+	// the search scores it only where it could win (discovery.Prune).
+	costly bool
 }
 
 // String is the label (search keys assignments by it).
@@ -123,7 +127,8 @@ func product(outs, rounds, maths []string) []spec {
 //	                precise or fast exp
 //	linear          the bias added in f32 (fused epilogue) or after rounding;
 //	                in bf16 and f16, summed in k order or in a GPU tensor
-//	                core's blocks (tensor_core: cuBLAS)
+//	                core's blocks (tensor_core: cuBLAS; costly, so scored
+//	                only where the plan in hand leaves a value inexact)
 //	attention       flash-style (bf16 weights P), math SDPA (scores and/or
 //	                probabilities rounded), or f32 throughout; the P·v sum
 //	                kept in the storage format (PyTorch ≤ 1.13's CPU matmul
@@ -214,7 +219,9 @@ func classCandidates(class, acts string) []Candidate {
 	op := class
 	var out []Candidate
 	for _, s := range specs {
-		c := Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: op, Out: s.out, Round: s.round, Math: s.math}}}
+		m, _ := exec.ParseMath(s.math)
+		c := Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: op, Out: s.out, Round: s.round, Math: s.math}},
+			costly: m&exec.MathTensorCore != 0}
 		if class == ClassTimestepCast {
 			c.Rules[0].Op, c.Rules[0].Role = "cast", roleTimestep
 		}

@@ -51,6 +51,11 @@ type Report struct {
 	Evaluations                 int // program runs (cache misses)
 	// Stopped: of those, the runs given up once the plan could not win.
 	Stopped int
+	// Pruned: candidate values coordinate descent did not score because
+	// they could not win (Prune: a costly candidate of a factor whose
+	// values are all bit-exact already); each factor's report lists its
+	// own (semantics.Candidate.Pruned).
+	Pruned int
 	// Scoring: the boundaries the candidates were scored at, and on how
 	// many of their rows (precision.scoring).
 	Scoring map[string]semantics.Scored
@@ -322,7 +327,10 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 	after.Scoring = scoringOf(scored)
 	after.Status = "searched"
 	rep.After, rep.AfterRecords, rep.Scoring = after, recs, after.Scoring
-	rep.Evaluations, rep.Stopped = ds.evals, ds.stops
+	rep.Evaluations, rep.Stopped, rep.Pruned = ds.evals, ds.stops, res1.Pruned
+	if res2 != nil {
+		rep.Pruned += res2.Pruned
+	}
 	for _, f := range ds.order {
 		row := ClassReport{Class: f.class, Before: startA[f.name].(string), After: a[f.name].(string)}
 		for _, sf := range res1.Factors {
@@ -377,7 +385,8 @@ func roleCandidates(class *factor, acts string, us []Unit) []Candidate {
 
 // decide reads a factor's scored candidates: the winner's error, the
 // margin over the best candidate that scores differently, and the
-// candidates that score exactly as the winner.
+// candidates that score exactly as the winner (the pruned ones, not
+// scored, are neither).
 func decide(cands []semantics.Candidate, winner string) (err, margin float64, equivalent []string) {
 	err = math.Inf(1)
 	for _, c := range cands {
@@ -388,7 +397,7 @@ func decide(cands []semantics.Candidate, winner string) (err, margin float64, eq
 	runnerUp := math.Inf(1)
 	for _, c := range cands {
 		switch {
-		case c.Value == winner:
+		case c.Value == winner, c.Pruned != "":
 		case c.Score == err:
 			equivalent = append(equivalent, fmt.Sprint(c.Value))
 		case c.Score > err:
@@ -413,7 +422,7 @@ func runnerUpBound(cands []semantics.Candidate, winner string) bool {
 	e, _, _ := decide(cands, winner)
 	best := -1
 	for i, c := range cands {
-		if c.Value != winner && c.Score > e && (best < 0 || c.Score < cands[best].Score) {
+		if c.Value != winner && c.Pruned == "" && c.Score > e && (best < 0 || c.Score < cands[best].Score) {
 			best = i
 		}
 	}
@@ -781,6 +790,54 @@ func (ds *discovery) Stage(ctx context.Context, names []string, a search.Assignm
 	return scores, false, nil
 }
 
+// Prune rules out a costly candidate (Candidate.costly: a tensor core's
+// sums) where every value the factor's ops can change is bit-exact under
+// a already, as is their rel-RMS: another rounding of those ops can only
+// make some of them worse, and no other value depends on them, so the
+// stage's total cannot fall (search.Pruner). The reason names the value
+// in hand. Never pruned: a role factor's class value (the role's rule is
+// kept only where it scores differently from that), and anything when
+// Exhaustive.
+func (ds *discovery) Prune(ctx context.Context, name string, v any, a search.Assignment) (string, error) {
+	f, ok := ds.byName[name]
+	if !ok {
+		return "", fmt.Errorf("plan: unknown factor %q", name)
+	}
+	if ds.opts.Exhaustive {
+		return "", nil
+	}
+	if c, ok := f.candidate(v); !ok || !c.costly {
+		return "", nil
+	}
+	if f.glob != "" && v == a[f.class] {
+		return "", nil // a role's rule is kept against its class's value, scored
+	}
+	recs, err := ds.run(ds.precisionOf(a), true)
+	switch {
+	case errors.Is(err, exec.ErrUnsupported):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	if sc := ds.errOf(recs, f); ds.scored(recs, f) == 0 || sc.Err != 0 || sc.TieBreak != 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("%s: every value it can change is bit-exact under %v", PrunedExact, a[name]), nil
+}
+
+// PrunedExact begins the reason of a candidate Prune did not score.
+const PrunedExact = "not scored"
+
+// candidate is f's candidate labelled v.
+func (f *factor) candidate(v any) (Candidate, bool) {
+	for _, c := range f.cands {
+		if c.Label == v {
+			return c, true
+		}
+	}
+	return Candidate{}, false
+}
+
 // stopper is a run's stop for a stage of factors names and the best total
 // so far: each record adds its inexact values times the weight they have
 // in the total (Σ over the factors whose units it depends on of 1 / the
@@ -829,7 +886,8 @@ func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) 
 // the bound leaves the factor's reading open: a bound not above the
 // winner's error (equivalent, or not), the runner-up's when it does not
 // already make the margin decisive, and those of must (a class's value
-// against a role's) when it does not.
+// against a role's) when it does not. A pruned candidate stays unscored:
+// it could not win.
 func (ds *discovery) resolve(ctx context.Context, f *factor, a search.Assignment, cands []semantics.Candidate, must ...string) ([]semantics.Candidate, error) {
 	if f == nil {
 		return cands, nil
@@ -869,7 +927,7 @@ func (ds *discovery) resolve(ctx context.Context, f *factor, a search.Assignment
 		next := -1
 		runnerUp := -1
 		for i, c := range cands {
-			if c.Value == winner {
+			if c.Value == winner || c.Pruned != "" {
 				continue
 			}
 			if c.AtLeast && c.Score <= e*(1+1e-9) || c.AtLeast && slices.Contains(must, fmt.Sprint(c.Value)) && open(c, e) {

@@ -72,6 +72,14 @@
 // scored whole before the margin is read, so stopping changes no decision,
 // only makes some margins lower bounds (margin_at_least).
 //
+// A costly candidate (a tensor core's sums, which the CPU forms at about
+// 2 ns a product, many times its class's other arithmetic) is not run at
+// all where every value its factor's ops can change is bit-exact under the
+// plan in hand, rel-RMS 0: another rounding of those ops could only make
+// some worse (Prune, search.Pruner). Its evidence lists it unscored, with
+// that reason (a candidate's pruned) and the winner's score as its bound,
+// outside margins and equivalences; Exhaustive runs it.
+//
 // # Fragments: a search of factors
 //
 // A Fragment is the same teacher forcing for a part of a program built

@@ -180,6 +180,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintln(w, n)
 		}
 	}
+	var pruned []string
+	for _, c := range r.Classes {
+		pruned = appendPruned(pruned, c.Class, c.Candidates)
+	}
+	for _, rr := range r.Tried {
+		pruned = appendPruned(pruned, rr.Class+" "+rr.Role, rr.Candidates)
+	}
+	if len(pruned) > 0 {
+		fmt.Fprintln(w, "\nnot scored (they could not win; a margin is over the candidates scored):")
+		for _, n := range pruned {
+			fmt.Fprintln(w, n)
+		}
+	}
 	var inexact []string
 	for i := range r.AfterRecords {
 		rec := &r.AfterRecords[i]
@@ -198,4 +211,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, s)
 	}
 	return nil
+}
+
+// appendPruned adds a line for a factor's pruned candidates, if any: their
+// labels and the reason (the first one's; one factor's read alike).
+func appendPruned(lines []string, name string, cands []semantics.Candidate) []string {
+	var labels []string
+	reason := ""
+	for _, c := range cands {
+		if c.Pruned != "" {
+			labels = append(labels, fmt.Sprint(c.Value))
+			if reason == "" {
+				reason = c.Pruned
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return lines
+	}
+	return append(lines, fmt.Sprintf("  %s: %s (%s)", name, strings.Join(labels, ", "), reason))
 }
