@@ -9,30 +9,37 @@ import (
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/internal/backendtest"
+	"github.com/zflow/zflow/semantics"
+	"github.com/zflow/zflow/trace"
 )
+
+// runOutput runs doc's whole program on b over tr's request and returns
+// the model output's values.
+func runOutput(t *testing.T, b exec.Backend, doc *semantics.Document, tr *trace.Trace) []float32 {
+	t.Helper()
+	r, err := program.NewRunner(b, doc, program.TraceParams(tr), program.TraceInputs(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	out, err := r.Run(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free(out)
+	d, err := b.Download(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
 
 // TestRegionsOnAFixture runs the dit fixture's whole program with a fuser:
 // the same bits as the plain run, regions offered, nothing leaked.
 func TestRegionsOnAFixture(t *testing.T) {
 	for _, c := range fixtureCases() {
 		tr, doc := open(t, c)
-		run := func(b exec.Backend) []float32 {
-			r, err := program.NewRunner(b, doc, program.TraceParams(tr), program.TraceInputs(tr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			out, err := r.Run(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Free(out)
-			d, err := b.Download(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
+		run := func(b exec.Backend) []float32 { return runOutput(t, b, doc, tr) }
 		want := run(cpu.New(0))
 		f := backendtest.NewFuser(cpu.New(0))
 		got := run(f)
@@ -62,23 +69,7 @@ func TestRegionsOnAFixture(t *testing.T) {
 func TestJoinRegions(t *testing.T) {
 	for _, c := range conformanceCases(t) {
 		tr, doc := open(t, c)
-		run := func(b exec.Backend) []float32 {
-			r, err := program.NewRunner(b, doc, program.TraceParams(tr), program.TraceInputs(tr))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			out, err := r.Run(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Free(out)
-			d, err := b.Download(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
-		}
+		run := func(b exec.Backend) []float32 { return runOutput(t, b, doc, tr) }
 		want := run(cpu.New(0))
 		for _, decline := range []bool{false, true} {
 			f := backendtest.NewFuser(cpu.New(0))
