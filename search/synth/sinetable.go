@@ -123,12 +123,13 @@ func (s *synth) sinusoidAdded(t *val, vals []*val) *val {
 				}
 				var sums []*expr
 				for _, f := range tableFormats {
+					stored := tab
 					if f != precision.F32 {
-						if tab = table(l, period, f); tab == nil {
+						if stored = table(l, period, f); stored == nil {
 							continue
 						}
 					}
-					sums = append(sums, &expr{op: program.OpAdd, args: []*val{scaled, tab}, out: t.format, label: fmt.Sprintf("%s, stored %s", label(l, period), f)})
+					sums = append(sums, &expr{op: program.OpAdd, args: []*val{scaled, stored}, out: t.format, label: fmt.Sprintf("%s, stored %s", label(l, period), f)})
 				}
 				w, cands := s.best(t, sums)
 				ev = append(ev, cands...)
