@@ -230,3 +230,41 @@ func TestEulerParamsTimesteps(t *testing.T) {
 		t.Error("sign 2 accepted")
 	}
 }
+
+// TestTimestepF64SinCos: under MathF64SinCos the table is made as a float64
+// program makes it (ω_i = 1/P^(i/half), angles t·ω_i, sin and cos in
+// float64, one rounding to f32), which differs from the f32 arithmetic at
+// some positions: the variant is not a relabelling.
+func TestTimestepF64SinCos(t *testing.T) {
+	p := TimestepParams{Dim: 6, Scale: 1, MaxPeriod: 10000}
+	var ts []float32
+	for i := range 64 {
+		ts = append(ts, float32(i)*0.5)
+	}
+	got, err := TimestepEmbedding(ts, p, MathF64SinCos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32, _ := TimestepEmbedding(ts, p, MathPrecise)
+	differ := 0
+	for n, tn := range ts {
+		for i := range 3 {
+			w := 1 / math.Pow(10000, float64(i)/3)
+			a := float64(tn) * w
+			if s, c := got[n*6+i], got[n*6+3+i]; s != float32(math.Sin(a)) || c != float32(math.Cos(a)) {
+				t.Fatalf("t=%g, frequency %d: (%.9g, %.9g), want (%.9g, %.9g)", tn, i, s, c, float32(math.Sin(a)), float32(math.Cos(a)))
+			}
+		}
+		for c := range 6 {
+			if got[n*6+c] != f32[n*6+c] {
+				differ++
+			}
+		}
+	}
+	if differ == 0 {
+		t.Error("the float64 table equals the f32 one everywhere: the test shows nothing")
+	}
+	if m, err := ParseMath("f64_sincos"); err != nil || m != MathF64SinCos {
+		t.Errorf("ParseMath(f64_sincos) = %v, %v", m, err)
+	}
+}

@@ -182,11 +182,16 @@ const (
 	// κ·x·x))) (Megatron's and BLOOM's spelling) instead of
 	// 0.5·x·(1 + tanh(β·(x + κ·x³))) (ActivateComposed).
 	MathGELUFactored Math = 1 << 6
+	// MathF64SinCos: a sinusoid table (timestep_embed) computed in float64
+	// from its f32 inputs, frequencies 1/max_period^(i/(half − shift)),
+	// rounded once to f32 at the end: diffusers' sin-cos position tables
+	// (get_1d_sincos_pos_embed_from_grid), made in float64 and cast.
+	MathF64SinCos Math = 1 << 7
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos
 )
 
-var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored"}
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

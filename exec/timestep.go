@@ -17,7 +17,7 @@ import (
 //
 // The result is f32, [len(t), dim] row-major; sin, cos and exp are
 // correctly rounded to f32 (MathFastExp changes exp, MathCUDASinCos sin
-// and cos).
+// and cos; MathF64SinCos computes it all in float64, timestepF64).
 func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error) {
 	freqs, err := TimestepFreqs(p, m)
 	if err != nil {
@@ -25,6 +25,10 @@ func TimestepEmbedding(t []float32, p TimestepParams, m Math) ([]float32, error)
 	}
 	out := make([]float32, len(t)*p.Dim)
 	sinAt, cosAt := TimestepColumns(p)
+	if m&MathF64SinCos != 0 {
+		timestepF64(out, t, p, sinAt, cosAt)
+		return out, nil
+	}
 	for n, tn := range t {
 		row := out[n*p.Dim : (n+1)*p.Dim]
 		for i, f := range freqs {
@@ -66,6 +70,29 @@ func TimestepFreqs(p TimestepParams, m Math) ([]float32, error) {
 		freqs[o.Index] = o.Value
 	}
 	return freqs, nil
+}
+
+// timestepF64 is the table as a float64 program makes it (diffusers'
+// get_1d_sincos_pos_embed_from_grid: ω = arange(half) / half, ω = 1 /
+// max_period**ω, the angles pos·ω, then sin and cos, cast to f32 once):
+// row n of out is [sin, cos] (or flipped) of f64(t_n)·ω_i·scale.
+// Frequency overrides, read as f32, stand for ω_i.
+func timestepF64(out, t []float32, p TimestepParams, sinAt, cosAt int) {
+	half := p.Dim / 2
+	omega := make([]float64, half)
+	for i := range omega {
+		omega[i] = 1 / math.Pow(float64(p.MaxPeriod), float64(i)/(float64(half)-float64(p.FreqShift)))
+	}
+	for _, o := range p.FreqOverrides {
+		omega[o.Index] = float64(o.Value)
+	}
+	for n, tn := range t {
+		row := out[n*p.Dim : (n+1)*p.Dim]
+		for i, w := range omega {
+			a := float64(tn) * w * float64(p.Scale)
+			row[sinAt+i], row[cosAt+i] = float32(math.Sin(a)), float32(math.Cos(a))
+		}
+	}
 }
 
 // TimestepColumns are where frequency i's sine and cosine sit in a row:

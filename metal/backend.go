@@ -499,8 +499,9 @@ func (b *Backend) Rope(x, cos, sin exec.Tensor, p exec.RopeParams, s exec.Spec) 
 
 // TimestepEmbed computes diffusers' sinusoidal embedding on the GPU.
 func (b *Backend) TimestepEmbed(t exec.Tensor, p exec.TimestepParams, s exec.Spec) (exec.Tensor, error) {
-	if len(p.FreqOverrides) > 0 || s.Math&exec.MathCUDASinCos != 0 {
-		// a table read off a reference's exp, or CUDA's sin and cos: the
+	if len(p.FreqOverrides) > 0 || s.Math&(exec.MathCUDASinCos|exec.MathF64SinCos) != 0 {
+		// a table read off a reference's exp, CUDA's sin and cos or a table
+		// made in float64: the
 		// kernel computes its own frequencies and correctly rounded sin
 		// and cos, so the host computes this one (exactly, then uploads)
 		return b.Fallback.TimestepEmbed(t, p, s)

@@ -247,6 +247,9 @@ func (s *synth) tableResidual(t *val, sc *scope, cands []*val, note string) *val
 			continue
 		}
 		s.refineResidual(t, a, r)
+		if w := s.gridSinusoid(t, a, r); w != nil {
+			return w
+		}
 		c := &val{shape: slices.Clone(t.shape), data: r, format: f32}
 		s.em.constant(c, note)
 		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, c}, out: t.format, label: "constant table"}}); w != nil {
