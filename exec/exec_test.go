@@ -3,6 +3,7 @@ package exec
 import (
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -188,22 +189,22 @@ func TestTimestepFreqOverrides(t *testing.T) {
 func TestRopeTablesHandComputed(t *testing.T) {
 	// One axis of width 4, θ = 100: frequencies 1 and 100^(−1/2) = 0.1.
 	p := RopeTableParams{Theta: 100, AxesDims: []int{4}, Layout: RopeInterleaved, FreqFormat: precision.F64, AngleFormat: precision.F64}
-	cos, sin, err := RopeTables([]float32{0, 2}, 2, p)
+	cos, sin, err := RopeTables([]float32{0, 2}, 2, p, MathPrecise)
 	if err != nil {
 		t.Fatal(err)
 	}
 	approx(t, "cos interleaved", cos, []float64{1, 1, 1, 1, math.Cos(2), math.Cos(2), math.Cos(0.2), math.Cos(0.2)}, 1e-7)
 	approx(t, "sin interleaved", sin, []float64{0, 0, 0, 0, math.Sin(2), math.Sin(2), math.Sin(0.2), math.Sin(0.2)}, 1e-7)
 	p.Layout = RopeHalf
-	cos, _, _ = RopeTables([]float32{2}, 1, p)
+	cos, _, _ = RopeTables([]float32{2}, 1, p, MathPrecise)
 	approx(t, "cos half", cos, []float64{math.Cos(2), math.Cos(0.2), math.Cos(2), math.Cos(0.2)}, 1e-7)
 	// Two axes: tables concatenated per axis.
 	p = RopeTableParams{Theta: 100, AxesDims: []int{2, 2}, Layout: RopeInterleaved, FreqFormat: precision.F32, AngleFormat: precision.F32}
-	cos, _, _ = RopeTables([]float32{1, 3}, 1, p)
+	cos, _, _ = RopeTables([]float32{1, 3}, 1, p, MathPrecise)
 	approx(t, "two axes", cos, []float64{math.Cos(1), math.Cos(1), math.Cos(3), math.Cos(3)}, 1e-7)
 	// bf16 frequencies: 0.1 rounds to 0.10009765625.
 	p = RopeTableParams{Theta: 100, AxesDims: []int{4}, Layout: RopeHalf, FreqFormat: precision.BF16, AngleFormat: precision.F32}
-	cos, _, _ = RopeTables([]float32{10}, 1, p)
+	cos, _, _ = RopeTables([]float32{10}, 1, p, MathPrecise)
 	approx(t, "bf16 freq", cos[1:2], []float64{math.Cos(float64(float32(10 * 0.10009765625)))}, 1e-7)
 }
 
@@ -266,5 +267,32 @@ func TestTimestepF64SinCos(t *testing.T) {
 	}
 	if m, err := ParseMath("f64_sincos"); err != nil || m != MathF64SinCos {
 		t.Errorf("ParseMath(f64_sincos) = %v, %v", m, err)
+	}
+}
+
+// TestRopeTablesCUDASinCos: with f32 angles, MathCUDASinCos takes cos and
+// sin as CUDA's cosf and sinf (CosCUDA, SinCUDA) of the f32 angle; f64
+// angles are not changed by it.
+func TestRopeTablesCUDASinCos(t *testing.T) {
+	pos := []float32{0, 1, 7, 63, 200}
+	p := RopeTableParams{Theta: 10000, AxesDims: []int{8}, Layout: RopeHalf, FreqFormat: precision.F32, AngleFormat: precision.F32}
+	cos, sin, err := RopeTables(pos, len(pos), p, MathCUDASinCos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freqs, _ := ropeFreqs(8, 10000, precision.F32)
+	for s, x := range pos {
+		for i, f := range freqs {
+			a := x * float32(f)
+			if cos[s*8+i] != CosCUDA(a) || sin[s*8+4+i] != SinCUDA(a) {
+				t.Errorf("position %g frequency %d: (%.9g, %.9g), want (%.9g, %.9g)", x, i, cos[s*8+i], sin[s*8+4+i], CosCUDA(a), SinCUDA(a))
+			}
+		}
+	}
+	p.FreqFormat, p.AngleFormat = precision.F64, precision.F64
+	a, _, _ := RopeTables(pos, len(pos), p, MathCUDASinCos)
+	b, _, _ := RopeTables(pos, len(pos), p, MathPrecise)
+	if !slices.Equal(a, b) {
+		t.Error("f64 angles changed by MathCUDASinCos")
 	}
 }

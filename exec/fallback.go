@@ -272,7 +272,7 @@ func (fb Fallback) RopeTable(pos Tensor, p RopeTableParams, s Spec) (cos, sin Te
 	if err != nil {
 		return nil, nil, fmt.Errorf("rope table: %w", err)
 	}
-	c, sn, err := RopeTables(ps, sh[0], p)
+	c, sn, err := RopeTables(ps, sh[0], p, s.Math)
 	if err != nil {
 		return nil, nil, err
 	}

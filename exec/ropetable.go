@@ -19,7 +19,7 @@ import (
 // axis whose frequency i reads column FreqAxes[i]) and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
 // [c0 c1 ... c0 c1 ...]; the axes are concatenated. cos and sin are f32,
 // [S, Σ d] row-major (the caller rounds them to a storage format).
-func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, err error) {
+func RopeTables(pos []float32, seq int, p RopeTableParams, m Math) (cos, sin []float32, err error) {
 	na := len(p.AxesDims)
 	cols, err := ropeColumns(len(pos), seq, p)
 	if err != nil {
@@ -67,9 +67,10 @@ func RopeTables(pos []float32, seq int, p RopeTableParams) (cos, sin []float32, 
 				if p.AngleFormat == precision.F64 {
 					ang := float64(x) * f
 					c, sn = float32(math.Cos(ang)), float32(math.Sin(ang))
+				} else if ang := x * float32(f); m&MathCUDASinCos != 0 {
+					c, sn = CosCUDA(ang), SinCUDA(ang)
 				} else {
-					ang := float64(x * float32(f))
-					c, sn = float32(math.Cos(ang)), float32(math.Sin(ang))
+					c, sn = float32(math.Cos(float64(ang))), float32(math.Sin(float64(ang)))
 				}
 				if p.Layout == RopeInterleaved {
 					cos[off+2*i], cos[off+2*i+1] = c, c

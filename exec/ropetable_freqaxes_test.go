@@ -22,7 +22,7 @@ func TestRopeTablesFreqAxes(t *testing.T) {
 	maps := map[string][]int{"interleaved": {0, 1, 2, 0}, "sectioned": {0, 0, 1, 2}, "mixed": {2, 0, 2, 1}}
 	for name, fa := range maps {
 		for _, layout := range []RopeLayout{RopeHalf, RopeInterleaved} {
-			cos, sin, err := RopeTables(pos, 3, RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F64, AngleFormat: precision.F64, FreqAxes: fa})
+			cos, sin, err := RopeTables(pos, 3, RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F64, AngleFormat: precision.F64, FreqAxes: fa}, MathPrecise)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestRopeTablesFreqAxes(t *testing.T) {
 		{"two axes", []int{4, 4}, []int{0, 1}},
 	}
 	for _, b := range bad {
-		if _, _, err := RopeTables(pos, 3, RopeTableParams{Theta: theta, AxesDims: b.axes, Layout: RopeHalf, FreqFormat: precision.F64, AngleFormat: precision.F64, FreqAxes: b.fa}); err == nil {
+		if _, _, err := RopeTables(pos, 3, RopeTableParams{Theta: theta, AxesDims: b.axes, Layout: RopeHalf, FreqFormat: precision.F64, AngleFormat: precision.F64, FreqAxes: b.fa}, MathPrecise); err == nil {
 			t.Errorf("%s: no error", b.name)
 		}
 	}

@@ -15,7 +15,7 @@ func TestRopeTablesRotated(t *testing.T) {
 	const d, r, theta = 16, 3, 1e6
 	pos := []float32{0, 1, 5}
 	for _, layout := range []RopeLayout{RopeHalf, RopeInterleaved} {
-		cos, sin, err := RopeTables(pos, len(pos), RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F64, AngleFormat: precision.F64, Rotated: []int{r}})
+		cos, sin, err := RopeTables(pos, len(pos), RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F64, AngleFormat: precision.F64, Rotated: []int{r}}, MathPrecise)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestRopeTablesRotated(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]int{{d/2 + 1}, {1, 1}, {-1}} {
-		if _, _, err := RopeTables(pos, len(pos), RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: RopeHalf, FreqFormat: precision.F64, AngleFormat: precision.F64, Rotated: bad}); err == nil {
+		if _, _, err := RopeTables(pos, len(pos), RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: RopeHalf, FreqFormat: precision.F64, AngleFormat: precision.F64, Rotated: bad}, MathPrecise); err == nil {
 			t.Errorf("Rotated %v: no error", bad)
 		}
 	}

@@ -199,7 +199,7 @@ func (p *posObjective) score(_ context.Context, _ string, a search.Assignment) (
 	add := func(ours, ref []float32, f precision.Format) bool { return s.add(ours, len(ours), ref, len(ref), 0, f) }
 	for _, t := range p.tables {
 		rows := t.n
-		cos, sin, err := exec.RopeTables(t.sIDs, rows, exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: lay, FreqFormat: ff, AngleFormat: af})
+		cos, sin, err := exec.RopeTables(t.sIDs, rows, exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: lay, FreqFormat: ff, AngleFormat: af}, exec.MathPrecise)
 		if err != nil {
 			p.memo[key] = inf
 			return inf, nil

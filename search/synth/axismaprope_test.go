@@ -37,7 +37,7 @@ func TestReadFreqAxes(t *testing.T) {
 	} {
 		for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 			p := exec.RopeTableParams{Theta: c.theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F32, AngleFormat: precision.F32, FreqAxes: c.axes}
-			cos, sin, err := exec.RopeTables(ids, rows, p)
+			cos, sin, err := exec.RopeTables(ids, rows, p, exec.MathPrecise)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -230,7 +230,7 @@ func pickOf(e *expr, i int) *expr {
 	if x, ok := e.sibling[i]; ok {
 		return x
 	}
-	x := &expr{op: e.op, attrs: e.attrs, args: e.args, out: e.out, label: e.label, pick: i, shapes: e.shapes, node: e}
+	x := &expr{op: e.op, attrs: e.attrs, args: e.args, out: e.out, label: e.label, pick: i, shapes: e.shapes, node: e, math: e.math, round: e.round}
 	e.sibling[i] = x
 	return x
 }
@@ -348,13 +348,13 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	var best *cand
 	bestScore := math.Inf(1)
 	var ev []semantics.Candidate
-	build := func(c *cand) (*val, *expr, *val, *val) {
+	build := func(c *cand, m exec.Math) (*val, *expr, *val, *val) {
 		ids := gridIDs(c.grid)
 		for i := range ids.data {
 			ids.data[i] *= c.stride
 		}
 		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
-		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format, label: "grid rope"}
+		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format, label: "grid rope", math: m}
 		cv, err1 := s.ev.run(e)
 		sv, err2 := s.ev.run(pickOf(e, 1))
 		if err1 != nil || err2 != nil {
@@ -367,7 +367,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	}
 	for i := range cands {
 		c := &cands[i]
-		_, _, cv, sv := build(c)
+		_, _, cv, sv := build(c, exec.MathPrecise)
 		if cv == nil || sv == nil || cv.numel() != cosT.numel() {
 			continue
 		}
@@ -383,7 +383,14 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	if best == nil || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	ids, e, cv, sv := build(best)
+	m := s.betterSinCos(exec.RopeTableParams{AngleFormat: precision.F32}, func(m exec.Math) int {
+		_, _, cv, sv := build(best, m)
+		if cv == nil || sv == nil || cv.numel() != cosT.numel() || sv.numel() != sinT.numel() {
+			return -1
+		}
+		return exactCount(cosT.format, cv.data, cosT.data) + exactCount(sinT.format, sv.data, sinT.data)
+	})
+	ids, e, cv, sv := build(best, m)
 	s.em.constant(ids, fmt.Sprintf("grid positions %v × %g, row-major (made from the request's shape)", best.grid, best.stride))
 	cosV, sinV := s.reshape(cv, cosT.shape), s.reshape(sv, sinT.shape)
 	if cosV == nil || sinV == nil {
@@ -487,6 +494,14 @@ func evenSplits(d, k int) [][]int {
 // tables runs the one node that makes both RoPE tables (e, result 0 cos
 // and result 1 sin) and shapes them as the targets.
 func (s *synth) tables(e *expr, cosT, sinT *val, ev []semantics.Candidate) (*val, *val) {
+	e = s.withSinCos(e, func(e *expr) int {
+		c, err1 := s.ev.run(e)
+		sn, err2 := s.ev.run(pickOf(e, 1))
+		if err1 != nil || err2 != nil || c.numel() != cosT.numel() || sn.numel() != sinT.numel() {
+			return -1
+		}
+		return exactCount(cosT.format, c.data, cosT.data) + exactCount(sinT.format, sn.data, sinT.data)
+	})
 	c, err := s.ev.run(e)
 	if err != nil {
 		return nil, nil
@@ -613,11 +628,11 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 		ids[i] = &val{shape: []int{len(rows), len(dims)}, data: data, format: precision.F32, origin: "read positions"}
 	}
 	// make runs one candidate: every table, shaped as its target.
-	mk := func(p exec.RopeTableParams, label string) ([]*val, float64) {
+	mk := func(p exec.RopeTableParams, m exec.Math, label string) ([]*val, float64) {
 		var out []*val
 		worst := 0.0
 		for i, tb := range tabs {
-			e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids[i]}, out: precision.F32, label: label}
+			e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids[i]}, out: precision.F32, label: label, math: m}
 			cv, err1 := s.ev.run(e)
 			sv, err2 := s.ev.run(pickOf(e, 1))
 			if err1 != nil || err2 != nil {
@@ -647,7 +662,7 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	best, bestScore := -1, math.Inf(1)
 	var ev []semantics.Candidate
 	for i, c := range cands {
-		_, sc := mk(c.p, c.label)
+		_, sc := mk(c.p, exec.MathPrecise, c.label)
 		ev = append(ev, semantics.Candidate{Value: c.label, Score: finite(sc)})
 		if sc < bestScore {
 			best, bestScore = i, sc
@@ -671,7 +686,26 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 			s.em.constant(masks[i], "1 on the rows the RoPE table rotates, 0 on its padding rows (zero in the reference: a caption shorter than its slot)")
 		}
 	}
-	made, _ := mk(cands[best].p, cands[best].label)
+	m := s.betterSinCos(cands[best].p, func(m exec.Math) int {
+		made, _ := mk(cands[best].p, m, cands[best].label)
+		var want []*val
+		for _, tb := range tabs {
+			if tb.complex != nil {
+				want = append(want, tb.complex)
+			} else {
+				want = append(want, tb.cos, tb.sin)
+			}
+		}
+		if len(made) != len(want) {
+			return -1
+		}
+		n := 0
+		for i, v := range made {
+			n += exactCount(want[i].format, v.data, want[i].data)
+		}
+		return n
+	})
+	made, _ := mk(cands[best].p, m, cands[best].label)
 	fit := &leafFit{kind: "rope_table", rope: cands[best].p, candidates: ev}
 	out := make([]*val, len(targets))
 	k := 0
@@ -889,4 +923,51 @@ func (s *synth) otherComplexTables(t *val) []*val {
 		}
 	}
 	return out
+}
+
+// withSinCos is e, or its twin with a GPU's sinf and cosf (exec
+// MathCUDASinCos) where the table's angles are f32 and the twin
+// reproduces more captured values exactly (count: -1 for a candidate that
+// does not run). A table made on the device rounds its sines and cosines
+// as CUDA does; the rel-RMS fit cannot tell an ulp, the exact count can.
+func (s *synth) withSinCos(e *expr, count func(*expr) int) *expr {
+	m := s.betterSinCos(e.attrs.RopeTable, func(m exec.Math) int {
+		twin := *e
+		twin.sibling, twin.math = nil, m
+		return count(&twin)
+	})
+	if m == e.math {
+		return e
+	}
+	twin := *e
+	twin.sibling, twin.math = nil, m
+	twin.label += fmt.Sprintf(" math=%s", m)
+	return &twin
+}
+
+// betterSinCos is MathCUDASinCos where p's angles are f32 and count
+// (captured values reproduced exactly under a math) is higher with it,
+// else MathPrecise.
+func (s *synth) betterSinCos(p exec.RopeTableParams, count func(exec.Math) int) exec.Math {
+	if p.AngleFormat != precision.F32 {
+		return exec.MathPrecise
+	}
+	if count(exec.MathCUDASinCos) > count(exec.MathPrecise) {
+		return exec.MathCUDASinCos
+	}
+	return exec.MathPrecise
+}
+
+// exactCount is how many of got equal want, compared in f.
+func exactCount(f precision.Format, got, want []float32) int {
+	if len(got) != len(want) {
+		return -1
+	}
+	n := 0
+	for i := range got {
+		if f.Round(got[i]) == want[i] {
+			n++
+		}
+	}
+	return n
 }

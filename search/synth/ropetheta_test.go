@@ -21,7 +21,7 @@ func TestThetaCandidatesNarrow(t *testing.T) {
 	for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 		for _, theta := range []float64{10000, 100000, 500000, 1000000} {
 			p := exec.RopeTableParams{Theta: theta, AxesDims: []int{d}, Layout: layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
-			c, s, err := exec.RopeTables(pos, seq, p)
+			c, s, err := exec.RopeTables(pos, seq, p, exec.MathPrecise)
 			if err != nil {
 				t.Fatal(err)
 			}
