@@ -46,7 +46,13 @@ type freqReading struct {
 // sinCosNoise (both 0 under MathCUDASinCos, reproduced exactly), that
 // value. Entries the captures do not decide keep
 // exp(e_i).
-func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float32, f precision.Format) ([]exec.FreqOverride, []int, error) {
+//
+// known holds entries read off another sinusoid of the same table (the
+// reference's exp of the same exponent gives the same value in every
+// call): where this one's captures do not decide an entry (one guidance
+// value at every step leaves several neighbours equal) and the known value
+// explains its column, it is taken.
+func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float32, f precision.Format, known map[int]float32) ([]exec.FreqOverride, []int, error) {
 	freqs, err := exec.TimestepFreqs(p, m)
 	if err != nil {
 		return nil, nil, err
@@ -76,6 +82,11 @@ func readFreqs(p exec.TimestepParams, m exec.Math, ts []float32, rows [][]float3
 	var out []exec.FreqOverride
 	var ulps []int
 	for i, fi := range freqs {
+		if k, ok := known[i]; ok && k != fi && miss(i, k) <= noise {
+			out = append(out, exec.FreqOverride{Index: i, Value: k})
+			ulps = append(ulps, int(int32(math.Float32bits(k))-int32(math.Float32bits(fi))))
+			continue
+		}
 		if miss(i, fi) <= shown {
 			continue
 		}
@@ -137,7 +148,8 @@ func (s *synth) sinusoidRows(x, t *val) ([]float32, [][]float32) {
 func (s *synth) readTable(v, x, t *val) (*val, *freqReading) {
 	e := *v.from
 	ts, rows := s.sinusoidRows(x, t)
-	ov, ulps, err := readFreqs(e.attrs.Timestep, e.math, ts, rows, t.format)
+	key := freqKey{dim: e.attrs.Timestep.Dim, shift: e.attrs.Timestep.FreqShift, period: e.attrs.Timestep.MaxPeriod, math: e.math}
+	ov, ulps, err := readFreqs(e.attrs.Timestep, e.math, ts, rows, t.format, s.freqsRead[key])
 	if err != nil || len(ov) == 0 {
 		return v, nil
 	}
@@ -161,7 +173,24 @@ func (s *synth) readTable(v, x, t *val) (*val, *freqReading) {
 		}
 		r.before, r.after = math.Max(r.before, b), math.Max(r.after, a)
 	}
+	if s.freqsRead == nil {
+		s.freqsRead = map[freqKey]map[int]float32{}
+	}
+	if s.freqsRead[key] == nil {
+		s.freqsRead[key] = map[int]float32{}
+	}
+	for _, o := range ov {
+		s.freqsRead[key][o.Index] = o.Value
+	}
 	return w, r
+}
+
+// freqKey names a sinusoid's frequency table: its exponents and the
+// variant of exp that made it.
+type freqKey struct {
+	dim           int
+	shift, period float32
+	math          exec.Math
 }
 
 // count is how many entries the reading replaced (0 for none).

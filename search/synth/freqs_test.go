@@ -46,7 +46,7 @@ func TestReadFreqs(t *testing.T) {
 					rows[n][c] = nudge(v, rng.IntN(3)-1)
 				}
 			}
-			got, ulps, err := readFreqs(p, 0, tc.ts, rows, precision.F32)
+			got, ulps, err := readFreqs(p, 0, tc.ts, rows, precision.F32, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestReadFreqs(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := readFreqs(p, 0, []float32{1}, [][]float32{make([]float32, 8)}, precision.F32); err == nil {
+	if _, _, err := readFreqs(p, 0, []float32{1}, [][]float32{make([]float32, 8)}, precision.F32, nil); err == nil {
 		t.Error("rows of the wrong width accepted")
 	}
 }
@@ -86,7 +86,7 @@ func TestReadFreqsCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := [][]float32{emb[:p.Dim], emb[p.Dim:]}
-	got, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32)
+	got, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,5 +139,57 @@ func TestHunyuanVideoFreqTable(t *testing.T) {
 	}
 	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
 		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
+	}
+}
+
+// TestReadFreqsKnown: one timestep (a guidance value, the same at every
+// step) leaves entries undecided; entries read off another sinusoid of the
+// same table are taken where they explain the columns, and a known value
+// the columns contradict is not.
+func TestReadFreqsKnown(t *testing.T) {
+	p := exec.TimestepParams{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
+	freqs, err := exec.TimestepFreqs(p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := []exec.FreqOverride{{Index: 13, Value: nudge(freqs[13], 1)}, {Index: 44, Value: nudge(freqs[44], -2)}, {Index: 60, Value: nudge(freqs[60], 1)}}
+	q := p
+	q.FreqOverrides = planted
+	ts := []float32{6}
+	emb, err := exec.TimestepEmbedding(ts, q, exec.MathCUDASinCos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]float32{emb}
+	alone, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(alone, planted) {
+		t.Fatal("one small timestep decides every planted entry: the test shows nothing")
+	}
+	known := map[int]float32{}
+	for _, o := range planted {
+		known[o.Index] = o.Value
+	}
+	known[70] = nudge(freqs[70], 3) // contradicted by the columns at t = 6? kept only if it explains them
+	got, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range planted {
+		if !slices.Contains(got, o) {
+			t.Errorf("planted %v not read with the known entries: %v", o, got)
+		}
+	}
+	for _, o := range got {
+		if o.Index == 70 {
+			s, c := exec.TimestepSinCos(ts[0], o.Value, 1, exec.MathCUDASinCos)
+			_, cosAt := exec.TimestepColumns(p)
+			sinAt, _ := exec.TimestepColumns(p)
+			if s != emb[sinAt+70] || c != emb[cosAt+70] {
+				t.Errorf("a known entry the columns contradict was taken: %v", o)
+			}
+		}
 	}
 }

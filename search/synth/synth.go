@@ -35,11 +35,14 @@ type synth struct {
 	ev       *evaluator
 	em       *emitter
 	params   map[string]*val
-	opaque   []*val
-	attn     []attnRecord
-	lambdas  []lambdaRecord // how each differential attention's λ was explained
-	mlps     []mlpRecord
-	ropes    []ropeRecord
+	// freqsRead: sinusoid frequency entries read off captures so far, by
+	// table (readTable), for sinusoids whose own captures do not decide
+	freqsRead map[freqKey]map[int]float32
+	opaque    []*val
+	attn      []attnRecord
+	lambdas   []lambdaRecord // how each differential attention's λ was explained
+	mlps      []mlpRecord
+	ropes     []ropeRecord
 	// coordRopes: RoPE tables made from float coordinates (fitCoordRope)
 	coordRopes []coordRopeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in
