@@ -296,3 +296,20 @@ func TestRopeTablesCUDASinCos(t *testing.T) {
 		t.Error("f64 angles changed by MathCUDASinCos")
 	}
 }
+
+// TestActSinCosCUDA: act sin and cos under MathCUDASinCos are CUDA's sinf
+// and cosf (SinCUDA, CosCUDA), and correctly rounded without it.
+func TestActSinCosCUDA(t *testing.T) {
+	for _, x := range []float32{0.5, 1, 3.25, 100.125, -7} {
+		gpu := Spec{Out: precision.F32, Math: MathCUDASinCos}
+		if got := ActivateSpec(ActSin, x, gpu); got != SinCUDA(x) {
+			t.Errorf("sin(%g) = %08x, want %08x", x, math.Float32bits(got), math.Float32bits(SinCUDA(x)))
+		}
+		if got := ActivateSpec(ActCos, x, gpu); got != CosCUDA(x) {
+			t.Errorf("cos(%g) = %08x, want %08x", x, math.Float32bits(got), math.Float32bits(CosCUDA(x)))
+		}
+		if got := ActivateSpec(ActSin, x, Spec{Out: precision.F32}); got != float32(math.Sin(float64(x))) {
+			t.Errorf("precise sin(%g) = %g", x, got)
+		}
+	}
+}

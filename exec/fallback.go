@@ -240,6 +240,23 @@ func (fb Fallback) Unpatchify(x Tensor, p PatchParams) (Tensor, error) {
 	return fb.B.Reshape(v, []int{sh[0], c, p.Height, p.Width})
 }
 
+// HostAct computes f(x) on the host (ActivateSpec) and uploads it: for a
+// math variant a backend's kernels do not have (CUDA's sinf and cosf
+// emulated, on any device).
+func (fb Fallback) HostAct(x Tensor, f ActKind, s Spec) (Tensor, error) {
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("act: %w", err)
+	}
+	xs, err := fb.B.Download(x)
+	if err != nil {
+		return nil, fmt.Errorf("act: %w", err)
+	}
+	for i, v := range xs {
+		xs[i] = s.Out.Round(ActivateSpec(f, v, s))
+	}
+	return fb.B.Upload(xs, x.Shape(), s.Out)
+}
+
 // TimestepEmbed computes the embedding on the host and uploads it.
 func (fb Fallback) TimestepEmbed(t Tensor, p TimestepParams, s Spec) (Tensor, error) {
 	if err := s.Check(); err != nil {

@@ -131,8 +131,14 @@ func Activate(f ActKind, x float32, m Math) float32 {
 		}
 		return 0
 	case ActSin:
+		if m&MathCUDASinCos != 0 {
+			return SinCUDA(x)
+		}
 		return float32(math.Sin(float64(x)))
 	case ActCos:
+		if m&MathCUDASinCos != 0 {
+			return CosCUDA(x)
+		}
 		return float32(math.Cos(float64(x)))
 	case ActAtan:
 		return float32(math.Atan(float64(x)))

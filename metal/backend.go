@@ -343,6 +343,9 @@ func (b *Backend) Div(a, c exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 
 // Act is f(x), rounded once.
 func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, error) {
+	if s.Math&exec.MathCUDASinCos != 0 && (f == exec.ActSin || f == exec.ActCos) {
+		return b.Fallback.HostAct(x, f, s) // CUDA's sinf and cosf, emulated exactly
+	}
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("act: %w", err)
 	}

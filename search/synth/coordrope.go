@@ -284,8 +284,8 @@ func (s *synth) coordTables(c *coordCand, cosT, sinT *val) bool {
 		}
 		full = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{zero, full}, out: precision.F32})
 	}
-	table := func(k exec.ActKind, t *val) (*val, float64) {
-		v := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: k}, args: []*val{full}, out: precision.F32})
+	table := func(k exec.ActKind, t *val, m exec.Math) (*val, float64) {
+		v := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: k}, args: []*val{full}, out: precision.F32, math: m})
 		if v != nil && t.format != precision.F32 {
 			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{v}, out: t.format})
 		}
@@ -294,9 +294,19 @@ func (s *synth) coordTables(c *coordCand, cosT, sinT *val) bool {
 		}
 		return v, relRMS(t.format, v.data, t.data)
 	}
+	// the f32 angles' cos and sin as a GPU's cosf and sinf make them where
+	// that reproduces more of the tables exactly
 	var e1, e2 float64
-	c.cos, e1 = table(exec.ActCos, cosT)
-	c.sin, e2 = table(exec.ActSin, sinT)
+	m := s.betterSinCos(exec.RopeTableParams{AngleFormat: precision.F32}, func(m exec.Math) int {
+		cv, _ := table(exec.ActCos, cosT, m)
+		sv, _ := table(exec.ActSin, sinT, m)
+		if cv == nil || sv == nil {
+			return -1
+		}
+		return exactCount(cosT.format, cv.data, cosT.data) + exactCount(sinT.format, sv.data, sinT.data)
+	})
+	c.cos, e1 = table(exec.ActCos, cosT, m)
+	c.sin, e2 = table(exec.ActSin, sinT, m)
 	if c.cos == nil || c.sin == nil {
 		return false
 	}

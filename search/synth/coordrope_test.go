@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/precision"
 )
@@ -27,6 +28,7 @@ type coordSpec struct {
 	half      bool
 	axisMajor bool
 	descend   bool
+	gpu       bool // cos and sin as a GPU's cosf and sinf (exec.CosCUDA, SinCUDA)
 }
 
 func (c coordSpec) tables() (x, cosT, sinT *val) {
@@ -68,6 +70,9 @@ func (c coordSpec) tables() (x, cosT, sinT *val) {
 				}
 				ang := float64(float32(u * freqs[i]))
 				cs, sn := float32(math.Cos(ang)), float32(math.Sin(ang))
+				if c.gpu {
+					cs, sn = exec.CosCUDA(float32(ang)), exec.SinCUDA(float32(ang))
+				}
 				for _, ch := range c.channels(j, k) {
 					cosT.data[r*d+ch], sinT.data[r*d+ch] = cs, sn
 				}
@@ -129,9 +134,18 @@ func TestCoordRope(t *testing.T) {
 		{name: "video 3x2x4 points, F 8, pad 2", coords: grid3(3, 2, 4, 25), maxes: []float32{20, 2048, 2048}, theta: 1e4, low: math.Pi / 2, f: 8, pad: 2},
 		{name: "halves, axis-major, θ 500, maxima 90 and 100", coords: scattered, step: []float32{1, 1}, maxes: []float32{90, 100}, theta: 500, low: 1, f: 6, half: true, axisMajor: true},
 		{name: "descending ladder", coords: scattered, maxes: []float32{96, 96}, theta: 1e3, low: math.Pi, f: 5, descend: true},
+		{name: "video 3x2x4 points, a GPU's cosf and sinf", coords: grid3(3, 2, 4, 25), maxes: []float32{20, 2048, 2048}, theta: 1e4, low: math.Pi / 2, f: 8, pad: 2, gpu: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x, cosT, sinT := c.tables()
+			if c.gpu {
+				cpuSpec := c
+				cpuSpec.gpu = false
+				_, c2, s2 := cpuSpec.tables()
+				if slices.Equal(c2.data, cosT.data) && slices.Equal(s2.data, sinT.data) {
+					t.Fatal("the GPU's tables equal the correctly rounded ones: the case shows nothing")
+				}
+			}
 			s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
 			cv, sv := s.fitCoordRope([]*val{x}, cosT, sinT)
 			if cv == nil {
