@@ -297,14 +297,14 @@ func (s *synth) coordTables(c *coordCand, cosT, sinT *val) bool {
 	// the f32 angles' cos and sin as a GPU's cosf and sinf make them where
 	// that reproduces more of the tables exactly
 	var e1, e2 float64
-	m := s.betterSinCos(exec.RopeTableParams{AngleFormat: precision.F32}, func(m exec.Math) int {
-		cv, _ := table(exec.ActCos, cosT, m)
-		sv, _ := table(exec.ActSin, sinT, m)
+	m := bestArith([]tableArith{{math: exec.MathPrecise}, {math: exec.MathCUDASinCos}}, func(ar tableArith) int {
+		cv, _ := table(exec.ActCos, cosT, ar.math)
+		sv, _ := table(exec.ActSin, sinT, ar.math)
 		if cv == nil || sv == nil {
 			return -1
 		}
 		return exactCount(cosT.format, cv.data, cosT.data) + exactCount(sinT.format, sv.data, sinT.data)
-	})
+	}).math
 	c.cos, e1 = table(exec.ActCos, cosT, m)
 	c.sin, e2 = table(exec.ActSin, sinT, m)
 	if c.cos == nil || c.sin == nil {

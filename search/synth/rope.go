@@ -348,13 +348,13 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	var best *cand
 	bestScore := math.Inf(1)
 	var ev []semantics.Candidate
-	build := func(c *cand, m exec.Math) (*val, *expr, *val, *val) {
+	build := func(c *cand, ar tableArith) (*val, *expr, *val, *val) {
 		ids := gridIDs(c.grid)
 		for i := range ids.data {
 			ids.data[i] *= c.stride
 		}
-		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: precision.F32, AngleFormat: precision.F32}
-		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format, label: "grid rope", math: m}
+		p := exec.RopeTableParams{Theta: c.theta, AxesDims: c.axes, Layout: c.layout, FreqFormat: ar.freq, AngleFormat: ar.angle}
+		e := &expr{op: program.OpRopeTable, attrs: program.Attrs{RopeTable: p}, args: []*val{ids}, out: cosT.format, label: "grid rope", math: ar.math}
 		cv, err1 := s.ev.run(e)
 		sv, err2 := s.ev.run(pickOf(e, 1))
 		if err1 != nil || err2 != nil {
@@ -367,7 +367,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	}
 	for i := range cands {
 		c := &cands[i]
-		_, _, cv, sv := build(c, exec.MathPrecise)
+		_, _, cv, sv := build(c, tableAriths[0])
 		if cv == nil || sv == nil || cv.numel() != cosT.numel() {
 			continue
 		}
@@ -383,14 +383,14 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	if best == nil || bestScore > tolerance(cosT.format) {
 		return nil, nil
 	}
-	m := s.betterSinCos(exec.RopeTableParams{AngleFormat: precision.F32}, func(m exec.Math) int {
-		_, _, cv, sv := build(best, m)
+	ar := bestArith(tableAriths, func(ar tableArith) int {
+		_, _, cv, sv := build(best, ar)
 		if cv == nil || sv == nil || cv.numel() != cosT.numel() || sv.numel() != sinT.numel() {
 			return -1
 		}
 		return exactCount(cosT.format, cv.data, cosT.data) + exactCount(sinT.format, sv.data, sinT.data)
 	})
-	ids, e, cv, sv := build(best, m)
+	ids, e, cv, sv := build(best, ar)
 	s.em.constant(ids, fmt.Sprintf("grid positions %v × %g, row-major (made from the request's shape)", best.grid, best.stride))
 	cosV, sinV := s.reshape(cv, cosT.shape), s.reshape(sv, sinT.shape)
 	if cosV == nil || sinV == nil {
@@ -494,7 +494,7 @@ func evenSplits(d, k int) [][]int {
 // tables runs the one node that makes both RoPE tables (e, result 0 cos
 // and result 1 sin) and shapes them as the targets.
 func (s *synth) tables(e *expr, cosT, sinT *val, ev []semantics.Candidate) (*val, *val) {
-	e = s.withSinCos(e, func(e *expr) int {
+	e = withArith(e, func(e *expr) int {
 		c, err1 := s.ev.run(e)
 		sn, err2 := s.ev.run(pickOf(e, 1))
 		if err1 != nil || err2 != nil || c.numel() != cosT.numel() || sn.numel() != sinT.numel() {
@@ -686,8 +686,14 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 			s.em.constant(masks[i], "1 on the rows the RoPE table rotates, 0 on its padding rows (zero in the reference: a caption shorter than its slot)")
 		}
 	}
-	m := s.betterSinCos(cands[best].p, func(m exec.Math) int {
-		made, _ := mk(cands[best].p, m, cands[best].label)
+	p0 := cands[best].p
+	variant := func(ar tableArith) exec.RopeTableParams {
+		p := p0
+		p.FreqFormat, p.AngleFormat = ar.freq, ar.angle
+		return p
+	}
+	ar := bestArith(withFound(tableArith{p0.FreqFormat, p0.AngleFormat, exec.MathPrecise}), func(ar tableArith) int {
+		made, _ := mk(variant(ar), ar.math, cands[best].label)
 		var want []*val
 		for _, tb := range tabs {
 			if tb.complex != nil {
@@ -705,8 +711,8 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 		}
 		return n
 	})
-	made, _ := mk(cands[best].p, m, cands[best].label)
-	fit := &leafFit{kind: "rope_table", rope: cands[best].p, candidates: ev}
+	made, _ := mk(variant(ar), ar.math, cands[best].label)
+	fit := &leafFit{kind: "rope_table", rope: variant(ar), candidates: ev}
 	out := make([]*val, len(targets))
 	k := 0
 	for i, t := range targets {
@@ -925,37 +931,69 @@ func (s *synth) otherComplexTables(t *val) []*val {
 	return out
 }
 
-// withSinCos is e, or its twin with a GPU's sinf and cosf (exec
-// MathCUDASinCos) where the table's angles are f32 and the twin
-// reproduces more captured values exactly (count: -1 for a candidate that
-// does not run). A table made on the device rounds its sines and cosines
-// as CUDA does; the rel-RMS fit cannot tell an ulp, the exact count can.
-func (s *synth) withSinCos(e *expr, count func(*expr) int) *expr {
-	m := s.betterSinCos(e.attrs.RopeTable, func(m exec.Math) int {
-		twin := *e
-		twin.sibling, twin.math = nil, m
-		return count(&twin)
-	})
-	if m == e.math {
-		return e
-	}
-	twin := *e
-	twin.sibling, twin.math = nil, m
-	twin.label += fmt.Sprintf(" math=%s", m)
-	return &twin
+// tableArith is how a RoPE table's numbers are made: the formats of its
+// frequencies and angles and the sin and cos (a GPU's sinf and cosf under
+// exec.MathCUDASinCos, f32 angles only).
+type tableArith struct {
+	freq, angle precision.Format
+	math        exec.Math
 }
 
-// betterSinCos is MathCUDASinCos where p's angles are f32 and count
-// (captured values reproduced exactly under a math) is higher with it,
-// else MathPrecise.
-func (s *synth) betterSinCos(p exec.RopeTableParams, count func(exec.Math) int) exec.Math {
-	if p.AngleFormat != precision.F32 {
-		return exec.MathPrecise
+// tableAriths are the ways tried, the common f32 one first (the first of
+// equals wins).
+var tableAriths = []tableArith{
+	{precision.F32, precision.F32, exec.MathPrecise},
+	{precision.F32, precision.F32, exec.MathCUDASinCos},
+	{precision.F64, precision.F64, exec.MathPrecise},
+	{precision.F64, precision.F32, exec.MathPrecise},
+	{precision.F64, precision.F32, exec.MathCUDASinCos},
+	{precision.F32, precision.F64, exec.MathPrecise},
+}
+
+// withFound is tableAriths with the fit's own first.
+func withFound(found tableArith) []tableArith {
+	out := []tableArith{found}
+	for _, a := range tableAriths {
+		if a != found {
+			out = append(out, a)
+		}
 	}
-	if count(exec.MathCUDASinCos) > count(exec.MathPrecise) {
-		return exec.MathCUDASinCos
+	return out
+}
+
+// bestArith is the way among ariths whose table reproduces the most
+// captured values exactly (count; -1 for one that does not run). The
+// rel-RMS fit cannot tell an ulp, the exact count can: a table made in
+// float64 and cast, or on a GPU, differs from the f32 one in the last
+// bit of some entries.
+func bestArith(ariths []tableArith, count func(tableArith) int) tableArith {
+	best, bestN := ariths[0], count(ariths[0])
+	for _, a := range ariths[1:] {
+		if n := count(a); n > bestN {
+			best, bestN = a, n
+		}
 	}
-	return exec.MathPrecise
+	return best
+}
+
+// withArith is e, or its twin made the way (bestArith) that reproduces
+// the most captured values exactly (count).
+func withArith(e *expr, count func(*expr) int) *expr {
+	p := e.attrs.RopeTable
+	twin := func(ar tableArith) *expr {
+		t := *e
+		t.sibling, t.math = nil, ar.math
+		t.attrs.RopeTable.FreqFormat, t.attrs.RopeTable.AngleFormat = ar.freq, ar.angle
+		return &t
+	}
+	found := tableArith{p.FreqFormat, p.AngleFormat, e.math}
+	ar := bestArith(withFound(found), func(ar tableArith) int { return count(twin(ar)) })
+	if ar == found {
+		return e
+	}
+	t := twin(ar)
+	t.label += fmt.Sprintf(" (freq=%s angle=%s math=%s: the most values exact)", ar.freq, ar.angle, ar.math)
+	return t
 }
 
 // exactCount is how many of got equal want, compared in f.
