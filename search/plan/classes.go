@@ -153,6 +153,11 @@ func classCandidates(class, acts string) []Candidate {
 	switch class {
 	case "norm":
 		specs = product([]string{""}, []string{"", "normalized", "product", "normalized|product", "each"}, []string{""})
+		if acts != "f32" {
+			// the normalised value kept in f32 for a product after it (a
+			// norm written out in f32 whose modulation follows, cast once)
+			specs = append(specs, spec{"f32", "", ""})
+		}
 	case "modulate":
 		specs = product([]string{""}, []string{"", "scale", "product", "scale|product"}, []string{""})
 	case "gated_residual":
