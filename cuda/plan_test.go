@@ -322,6 +322,10 @@ static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4);
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
 static inline void __syncthreads() {}
+static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+static inline int __clz(int x) { return __builtin_clz((unsigned)x); }
+static inline double __longlong_as_double(long long u) { double x; memcpy(&x, &u, 8); return x; }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 #define __shared__ static
 #define ulong zf_stub_ulong /* the CUDA prelude's ulong, not glibc's */
 `
@@ -348,7 +352,8 @@ func TestFusedSourcesParse(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for i, e := range chains {
-		norm, err := normEpilogueSource(e)
+		fix, suffix := normFix(normP{G: 128, Kind: 2, Flags: kernels.RNormalized, FmtX: 2, FmtG: 2, OutFmt: 2, HasG: 1, Lanes: 8, Pair: 1})
+		norm, err := normEpilogueSource(e, e.Name()+"_norm"+suffix, fix)
 		if err != nil {
 			t.Fatal(err)
 		}
