@@ -471,13 +471,22 @@ func (b *Backend) specNorm(l *normArgs) (string, error) {
 	if _, ok := b.fns[name]; ok {
 		return name, nil
 	}
-	src, err := kernels.RenderEpilogues(kernels.CUDA)
+	src, err := specNormSource(name, fix)
 	if err != nil {
 		return "", err
 	}
-	src += normFixDefs(name, fix) + normDefs() + normSource
 	if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
 		return "", err
 	}
 	return name, nil
+}
+
+// specNormSource is the plain norm kernel specialised by fix, as name:
+// the pointwise functions (not their kernels) and normSource.
+func specNormSource(name, fix string) (string, error) {
+	src, err := kernels.RenderEpilogues(kernels.CUDA)
+	if err != nil {
+		return "", err
+	}
+	return src + normFixDefs(name, fix) + normDefs() + normSource, nil
 }

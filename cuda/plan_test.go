@@ -332,7 +332,8 @@ static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((un
 
 // TestFusedSourcesParse parses, with CUDA's words stubbed, what fusion
 // compiles with NVRTC on a GPU: the epilogue modules and the norm kernel
-// with a chain in its stores (cuda-only text no Host rendering covers).
+// with a chain in its stores, and the plain one specialised (normFix): the
+// cuda-only text no Host rendering covers.
 func TestFusedSourcesParse(t *testing.T) {
 	cxx := ""
 	for _, c := range []string{"c++", "g++", "clang++"} {
@@ -361,7 +362,11 @@ func TestFusedSourcesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, src := range []string{norm, epi, pointwiseSource()} {
+		plain, err := specNormSource("zf_norm"+suffix, fix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, src := range []string{norm, epi, pointwiseSource(), plain} {
 			path := filepath.Join(dir, fmt.Sprintf("m%d_%d.cc", i, j))
 			if err := os.WriteFile(path, []byte(cudaStubs+src), 0o644); err != nil {
 				t.Fatal(err)
