@@ -43,7 +43,11 @@ func (b *Backend) runJoin(p *epiPlan) (exec.Tensor, error) {
 			if l.np.Groups == 0 {
 				return nil
 			}
-			return b.launch("zf_norm", l.grid, block256, 0, view.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params())
+			name, err := b.specNorm(l)
+			if err != nil {
+				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+			}
+			return b.launch(name, l.grid, block256, 0, view.ptr(), l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params())
 		}
 	}
 	return b.result(p.shape, p.epi.In, func(out *Tensor) error {
@@ -92,22 +96,25 @@ func (b *Backend) normFused(p *epiPlan) (exec.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := p.epi.Name() + "_norm"
 	return b.result(p.shape, p.epi.Out(), func(out *Tensor) error {
-		if _, ok := b.fns[name]; !ok {
-			src, err := normEpilogueSource(p.epi)
-			if err != nil {
-				return err
-			}
-			if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
-				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
-			}
-		}
 		oe := uintptr(esize(p.epi.Out()))
 		for i, pp := range p.parts {
 			l := ls[i]
 			if l.np.Groups == 0 {
 				continue
+			}
+			// One compile a chain and norm (normFix): a join's parts may
+			// differ in layout.
+			fix, suffix := normFix(l.np)
+			name := p.epi.Name() + "_norm" + suffix
+			if _, ok := b.fns[name]; !ok {
+				src, err := normEpilogueSource(p.epi, name, fix)
+				if err != nil {
+					return err
+				}
+				if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
+					return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+				}
 			}
 			args := []any{out.ptr() + uintptr(pp.out)*oe, l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()}
 			for k := 0; k < kernels.MaxEpiOperands; k++ {
@@ -142,7 +149,11 @@ func (b *Backend) joinSplit(p *epiPlan) (exec.Tensor, error) {
 			if l.np.Groups == 0 {
 				continue
 			}
-			if err := b.launch("zf_norm", l.grid, block256, 0, out.ptr()+uintptr(pp.out)*ie, l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()); err != nil {
+			name, err := b.specNorm(l)
+			if err != nil {
+				return fmt.Errorf("cuda: fuse %s: %w", p.desc, err)
+			}
+			if err := b.launch(name, l.grid, block256, 0, out.ptr()+uintptr(pp.out)*ie, l.x.ptr(), l.g.ptr(), l.b.ptr(), l.params()); err != nil {
 				return err
 			}
 		}
@@ -156,9 +167,9 @@ func (b *Backend) joinSplit(p *epiPlan) (exec.Tensor, error) {
 }
 
 // normEpilogueSource is the chain's functions and the norm kernel, its
-// stores routed through them: <Name>_norm(y, x, γ, β, zf_norm_p, o0 … o7,
-// zf_epi_p).
-func normEpilogueSource(e kernels.Epilogue) (string, error) {
+// stores routed through them, specialised by fix (normFix): name(y, x, γ,
+// β, zf_norm_p, o0 … o7, zf_epi_p).
+func normEpilogueSource(e kernels.Epilogue, name, fix string) (string, error) {
 	src, err := kernels.RenderEpilogues(kernels.CUDA, e)
 	if err != nil {
 		return "", err
@@ -171,7 +182,6 @@ func normEpilogueSource(e kernels.Epilogue) (string, error) {
 	}
 	defs := fmt.Sprintf(`
 #line 1 "cuda/fuse.go"
-#define ZF_NORM_NAME %[1]s_norm
 #define ZF_NORM_EXTRA %[2]s, const zf_epi_p ep
 #define ZF_NORM_STORE8(y, f, i, r) do { \
     _Pragma("unroll") for (int e_ = 0; e_ < 8; e_++) (r)[e_] = zf_round((r)[e_], (f)); \
@@ -180,5 +190,5 @@ func normEpilogueSource(e kernels.Epilogue) (string, error) {
   } while (0)
 #define ZF_NORM_STORE(y, f, i, v) zf_store((y), %[4]d, (i), %[1]s_one(ep%[3]s, (i), zf_round((v), (f))))
 `, n, params.String(), args.String(), out)
-	return src + defs + normDefs() + normSource, nil
+	return src + defs + normFixDefs(name, fix) + normDefs() + normSource, nil
 }

@@ -4,11 +4,14 @@ package cuda
 
 import (
 	"fmt"
+	"hash/fnv"
+	"math"
 	"os"
 	"strconv"
 	"unsafe"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/kernels"
 )
 
 // normSource is the norm kernel: one warp per group, statistics as the CPU
@@ -23,9 +26,17 @@ const normSource = `
 /* ---- CUDA only: norms (package cuda) ---- */
 #ifndef ZF_NORM_NAME
 #define ZF_NORM_NAME zf_norm
+#endif
+#ifndef ZF_NORM_STORE8
 #define ZF_NORM_EXTRA
 #define ZF_NORM_STORE8(y, f, i, r) zf_store8(y, f, i, r)
 #define ZF_NORM_STORE(y, f, i, v) zf_store(y, f, i, v)
+#endif
+/* ZF_NORM_FIX(p) sets, in the kernel's copy of its parameter block, the
+ * fields a specialised compile fixes (normFix): the same code with those
+ * words constants, so their branches fold away. */
+#ifndef ZF_NORM_FIX
+#define ZF_NORM_FIX(p)
 #endif
 struct zf_norm_p {
   int groups; int g; int kind; int flags;
@@ -99,6 +110,17 @@ static __device__ __forceinline__ double zf_part_sum(const uchar* x, int fmt, in
   return s;
 }
 
+/* s / g in f64. Where g is a power of two, s·2⁻ᵏ: the same real number,
+ * so the same correctly rounded f64, without a division. (√ in f32,
+ * __fsqrt_rn, is f32(√ in f64) exactly: a correctly rounded f64 root
+ * rounded again to f32 is the correctly rounded f32 one, 53 ≥ 2·24 + 2.) */
+static __device__ __forceinline__ double zf_norm_div(double s, int g) {
+  if ((g & (g - 1)) == 0) {
+    return s * __longlong_as_double((long long)(1023 - (31 - __clz(g))) << 52);
+  }
+  return s / (double)g;
+}
+
 #ifndef ZF_NORM_MINB
 #define ZF_NORM_MINB 0
 #endif
@@ -109,8 +131,10 @@ static __device__ __forceinline__ double zf_part_sum(const uchar* x, int fmt, in
 #endif
 extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, const uchar* __restrict__ x,
                                    const uchar* __restrict__ gm, const uchar* __restrict__ bt,
-                                   const zf_norm_p p ZF_NORM_EXTRA) {
+                                   const zf_norm_p p_in ZF_NORM_EXTRA) {
   __shared__ double sh[8];
+  zf_norm_p p = p_in;
+  ZF_NORM_FIX(p);
   if (p.wide == 0 && p.lanes == 32) {
     /* One group a warp, the stride a constant: the layout for long rows
      * in numbers that fill the device (measured faster there than the
@@ -132,7 +156,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
             _Pragma("unroll") for (int e = 0; e < 8; e++) sum += (double)v[e];
           }
           sum = zf_warp_sum(sum, 32);
-          double mu = sum / (double)p.g;
+          double mu = zf_norm_div(sum, p.g);
           mean = (float)mu;
           for (int j = lane * 8; j < p.g; j += 256) {
             zf_load8(x, p.fmt_x, base + j, 1, v);
@@ -154,7 +178,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
         double sum = 0.0;
         for (int j = lane; j < p.g; j += 32) sum += (double)zf_load(x, p.fmt_x, base + j);
         sum = zf_warp_sum(sum, 32);
-        double mu = sum / (double)p.g;
+        double mu = zf_norm_div(sum, p.g);
         mean = (float)mu;
         for (int j = lane; j < p.g; j += 32) {
           double d = (double)zf_load(x, p.fmt_x, base + j) - mu;
@@ -167,8 +191,8 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
         }
       }
       acc = zf_warp_sum(acc, 32);
-      float var = (float)(acc / (double)p.g);
-      float rstd = 1.0f / (float)sqrt((double)(var + p.eps));
+      float var = (float)zf_norm_div(acc, p.g);
+      float rstd = 1.0f / __fsqrt_rn(var + p.eps);
       if (vec) {
         for (int j = lane * 8; j < p.g; j += 256) {
           float v[8], gv[8], bv[8], r[8];
@@ -224,7 +248,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
     if (vec) {
       if (p.kind == 1) {
         double sum = zf_group_sum(zf_part_sum(x, p.fmt_x, base, t * 8, end, step, p.pair, 0, 0.0), w, p.wide, sh);
-        double mu = sum / (double)p.g;
+        double mu = zf_norm_div(sum, p.g);
         mean = (float)mu;
         acc = zf_part_sum(x, p.fmt_x, base, t * 8, end, step, p.pair, 1, mu);
       } else {
@@ -234,7 +258,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
       double sum = 0.0;
       for (int j = t; j < end; j += 32) sum += (double)zf_load(x, p.fmt_x, base + j);
       sum = zf_warp_sum(sum, 32);
-      double mu = sum / (double)p.g;
+      double mu = zf_norm_div(sum, p.g);
       mean = (float)mu;
       for (int j = t; j < end; j += 32) {
         double d = (double)zf_load(x, p.fmt_x, base + j) - mu;
@@ -247,8 +271,8 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
       }
     }
     acc = zf_group_sum(acc, w, p.wide, sh);
-    float var = (float)(acc / (double)p.g);
-    float rstd = 1.0f / (float)sqrt((double)(var + p.eps));
+    float var = (float)zf_norm_div(acc, p.g);
+    float rstd = 1.0f / __fsqrt_rn(var + p.eps);
     if (vec) {
       for (int j = t * 8; j < end; j += step) {
         float v[8], gv[8], bv[8], r[8];
@@ -416,4 +440,53 @@ func (b *Backend) normLayout(np *normP) int {
 	per := 32 / int(np.Lanes)
 	warps := (groups + per - 1) / per
 	return max(1, min((warps+7)/8, b.sms*16))
+}
+
+// normFix is the ZF_NORM_FIX of a norm specialised to np's words (all
+// but the groups' count and eps) and the suffix naming that compile: a
+// fused region's norms are compiled so (normFused, joinSplit, runJoin),
+// the same source with those words constants. The plain zf_norm (the
+// unfused route, Norm) reads them at run time; the fusion tests check
+// the two bit for bit.
+func normFix(np normP) (fix, suffix string) {
+	fix = fmt.Sprintf("p.g = %d; p.kind = %d; p.flags = %d; p.fmt_x = %d; p.fmt_g = %d; p.fmt_b = %d; p.out_fmt = %d; "+
+		"p.has_g = %d; p.has_b = %d; p.offset = __uint_as_float(0x%08Xu); p.lanes = %d; p.pair = %d; p.wide = %d;",
+		np.G, np.Kind, np.Flags, np.FmtX, np.FmtG, np.FmtB, np.OutFmt, np.HasG, np.HasB, math.Float32bits(np.Offset), np.Lanes, np.Pair, np.Wide)
+	h := fnv.New32a()
+	h.Write([]byte(fix))
+	return fix, fmt.Sprintf("_n%08x", h.Sum32())
+}
+
+// normFixDefs is the configuration that compiles normSource as name,
+// specialised by fix.
+func normFixDefs(name, fix string) string {
+	return fmt.Sprintf("\n#define ZF_NORM_NAME %s\n#define ZF_NORM_FIX(p) do { %s } while (0)\n", name, fix)
+}
+
+// specNorm is the plain norm specialised to l's words (normFix), compiled
+// on first use; it returns the kernel's name.
+func (b *Backend) specNorm(l *normArgs) (string, error) {
+	fix, suffix := normFix(l.np)
+	name := "zf_norm" + suffix
+	if _, ok := b.fns[name]; ok {
+		return name, nil
+	}
+	src, err := specNormSource(name, fix)
+	if err != nil {
+		return "", err
+	}
+	if err := b.loadModule("zflow_"+name, src, []string{"--fmad=false"}, []string{name}); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// specNormSource is the plain norm kernel specialised by fix, as name:
+// the pointwise functions (not their kernels) and normSource.
+func specNormSource(name, fix string) (string, error) {
+	src, err := kernels.RenderEpilogues(kernels.CUDA)
+	if err != nil {
+		return "", err
+	}
+	return src + normFixDefs(name, fix) + normDefs() + normSource, nil
 }

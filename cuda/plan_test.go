@@ -322,13 +322,18 @@ static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4);
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static inline double __shfl_xor_sync(unsigned, double v, int) { return v; }
 static inline void __syncthreads() {}
+static inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+static inline int __clz(int x) { return __builtin_clz((unsigned)x); }
+static inline double __longlong_as_double(long long u) { double x; memcpy(&x, &u, 8); return x; }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 #define __shared__ static
 #define ulong zf_stub_ulong /* the CUDA prelude's ulong, not glibc's */
 `
 
 // TestFusedSourcesParse parses, with CUDA's words stubbed, what fusion
 // compiles with NVRTC on a GPU: the epilogue modules and the norm kernel
-// with a chain in its stores (cuda-only text no Host rendering covers).
+// with a chain in its stores, and the plain one specialised (normFix): the
+// cuda-only text no Host rendering covers.
 func TestFusedSourcesParse(t *testing.T) {
 	cxx := ""
 	for _, c := range []string{"c++", "g++", "clang++"} {
@@ -348,7 +353,8 @@ func TestFusedSourcesParse(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for i, e := range chains {
-		norm, err := normEpilogueSource(e)
+		fix, suffix := normFix(normP{G: 128, Kind: 2, Flags: kernels.RNormalized, FmtX: 2, FmtG: 2, OutFmt: 2, HasG: 1, Lanes: 8, Pair: 1})
+		norm, err := normEpilogueSource(e, e.Name()+"_norm"+suffix, fix)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -356,7 +362,11 @@ func TestFusedSourcesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, src := range []string{norm, epi, pointwiseSource()} {
+		plain, err := specNormSource("zf_norm"+suffix, fix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, src := range []string{norm, epi, pointwiseSource(), plain} {
 			path := filepath.Join(dir, fmt.Sprintf("m%d_%d.cc", i, j))
 			if err := os.WriteFile(path, []byte(cudaStubs+src), 0o644); err != nil {
 				t.Fatal(err)

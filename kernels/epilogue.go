@@ -389,6 +389,24 @@ type EpiP struct {
 	Fmt                                           [MaxEpiOperands]int32
 	Dims                                          [MaxRank]int32
 	St                                            [MaxEpiOperands * MaxRank]int32
+	Mag                                           [MaxRank]uint32 // Dims[d]'s divisor
+	Shr                                           [MaxRank]int32
+}
+
+// divisor is the multiplier and shift with which CUDA's zf_udiv divides
+// by d (1 ≤ d < 2³¹) every n below 2³¹, q = (⌊n·m / 2³²⌋ + n) >> s (the
+// host and MSL renderings divide; TestDivisor checks the two agree):
+// Granlund and Montgomery's m = ⌊2³²·(2ˢ − d)/d⌋ + 1 with 2ˢ⁻¹ < d ≤ 2ˢ
+// ("Division by invariant integers using multiplication", 1994, fig. 4.1;
+// n + ⌊n·m / 2³²⌋ < 2³² for such n, so the sum needs no 33rd bit).
+func divisor(d int) (m uint32, s int32) {
+	if d <= 0 {
+		return 0, 0 // an empty axis: nothing is indexed
+	}
+	for 1<<s < d {
+		s++
+	}
+	return uint32((uint64(1)<<32*(uint64(1)<<s-uint64(d)))/uint64(d) + 1), s
 }
 
 // NewEpiP lays out an epilogue over a contiguous output of shape out (the
@@ -409,6 +427,7 @@ func NewEpiP(out []int, shapes [][]int, formats []precision.Format) (EpiP, error
 	}
 	for i, d := range l.dims {
 		p.Dims[i] = int32(d)
+		p.Mag[i], p.Shr[i] = divisor(d)
 		for k := range shapes {
 			p.St[k*MaxRank+i] = int32(l.st[k][i])
 		}

@@ -343,6 +343,12 @@ func TestEpilogueFusedEqualsUnfused(t *testing.T) {
 					diff++
 				}
 			}
+			for i, shown := 0, 0; i < len(a) && shown < 4; i++ {
+				if a[i] != b[i] {
+					t.Logf("byte %d: fused % x, unfused % x", i, a[i&^3:min(i&^3+4, len(a))], b[i&^3:min(i&^3+4, len(b))])
+					shown++
+				}
+			}
 			t.Errorf("%s: fused and unfused differ in %d of %d bytes", rn.name, diff, len(a))
 		}
 		values += len(a)

@@ -104,6 +104,7 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define ZF_UNROLL _Pragma("unroll")
 #define zf_bits(x) __float_as_uint(x)
 #define zf_float(u) __uint_as_float(u)
+#define zf_udiv(n, d, m, s) ((__umulhi((n), (m)) + (n)) >> (uint)(s))
 #define zf_exp_cr(x) ((float)exp((double)(x)))
 #define zf_exp2_cr(x) ((float)exp2((double)(x)))
 #define zf_tanh_cr(x) ((float)tanh((double)(x)))
@@ -136,6 +137,7 @@ typedef ulong zf_u64;
 #define ZF_UNROLL _Pragma("unroll")
 #define zf_bits(x) as_type<uint>(x)
 #define zf_float(u) as_type<float>(u)
+#define zf_udiv(n, d, m, s) ((n) / (d))
 #define zf_exp_cr(x) precise::exp(x)
 #define zf_exp2_cr(x) precise::exp2(x)
 #define zf_tanh_cr(x) precise::tanh(x)
@@ -196,6 +198,7 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define ZF_UNROLL
 #define zf_bits(x) zf_host_bits(x)
 #define zf_float(u) zf_host_float(u)
+#define zf_udiv(n, d, m, s) ((n) / (d))
 #define zf_exp_cr(x) ((float)std::exp((double)(x)))
 #define zf_exp2_cr(x) ((float)std::exp2((double)(x)))
 #define zf_tanh_cr(x) ((float)std::tanh((double)(x)))
