@@ -72,19 +72,8 @@ func TestReadFreqs(t *testing.T) {
 // planted entry the timesteps of a schedule touch is read, the one the
 // correctly rounded sin and cos cannot decide (f60 at t ≤ 1000) included.
 func TestReadFreqsCUDA(t *testing.T) {
-	p := exec.TimestepParams{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
-	freqs, err := exec.TimestepFreqs(p, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	planted := []exec.FreqOverride{{Index: 13, Value: nudge(freqs[13], 1)}, {Index: 44, Value: nudge(freqs[44], -2)}, {Index: 60, Value: nudge(freqs[60], 1)}}
-	q := p
-	q.FreqOverrides = planted
 	ts := []float32{1000, 750}
-	emb, err := exec.TimestepEmbedding(ts, q, exec.MathCUDASinCos)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, planted, emb := plantedFreqs(t, ts)
 	rows := [][]float32{emb[:p.Dim], emb[p.Dim:]}
 	got, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32, nil)
 	if err != nil {
@@ -147,19 +136,9 @@ func TestHunyuanVideoFreqTable(t *testing.T) {
 // same table are taken where they explain the columns, and a known value
 // the columns contradict is not.
 func TestReadFreqsKnown(t *testing.T) {
-	p := exec.TimestepParams{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
-	freqs, err := exec.TimestepFreqs(p, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	planted := []exec.FreqOverride{{Index: 13, Value: nudge(freqs[13], 1)}, {Index: 44, Value: nudge(freqs[44], -2)}, {Index: 60, Value: nudge(freqs[60], 1)}}
-	q := p
-	q.FreqOverrides = planted
 	ts := []float32{6}
-	emb, err := exec.TimestepEmbedding(ts, q, exec.MathCUDASinCos)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, planted, emb := plantedFreqs(t, ts)
+	freqs, _ := exec.TimestepFreqs(p, 0)
 	rows := [][]float32{emb}
 	alone, _, err := readFreqs(p, exec.MathCUDASinCos, ts, rows, precision.F32, nil)
 	if err != nil {
@@ -192,4 +171,24 @@ func TestReadFreqsKnown(t *testing.T) {
 			}
 		}
 	}
+}
+
+// plantedFreqs is a 256-wide sinusoid table with three entries planted off
+// the computed exp (f13 +1, f44 −2, f60 +1 ulp), and its embedding of ts
+// under CUDA's sin and cos.
+func plantedFreqs(t *testing.T, ts []float32) (exec.TimestepParams, []exec.FreqOverride, []float32) {
+	t.Helper()
+	p := exec.TimestepParams{Dim: 256, FlipSinToCos: true, Scale: 1, MaxPeriod: 10000}
+	freqs, err := exec.TimestepFreqs(p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted := []exec.FreqOverride{{Index: 13, Value: nudge(freqs[13], 1)}, {Index: 44, Value: nudge(freqs[44], -2)}, {Index: 60, Value: nudge(freqs[60], 1)}}
+	q := p
+	q.FreqOverrides = planted
+	emb, err := exec.TimestepEmbedding(ts, q, exec.MathCUDASinCos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, planted, emb
 }
