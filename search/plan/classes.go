@@ -152,7 +152,7 @@ func classCandidates(class, acts string) []Candidate {
 	var specs []spec
 	switch class {
 	case "norm":
-		specs = product([]string{""}, []string{"", "normalized", "product", "normalized|product", "each"}, []string{""})
+		specs = product([]string{""}, []string{"", "normalized", "product", "normalized|product", "each", "scale"}, []string{""})
 		if acts != "f32" {
 			// the normalised value kept in f32 for a product after it (a
 			// norm written out in f32 whose modulation follows, cast once)
@@ -235,7 +235,7 @@ func classCandidates(class, acts string) []Candidate {
 	if class == "norm" {
 		// Layer-norm kernels' own statistics: PyTorch's CUDA kernel, and
 		// its CPU kernel on a reduced-precision compute type.
-		for _, s := range []spec{{"", "", "welford"}, {"", "stats", ""}} {
+		for _, s := range []spec{{"", "", "welford"}, {"", "stats", ""}, {"", "scale", "welford"}} {
 			out = append(out, Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, onlyKind: exec.NormLayer})
 		}
 		// An RMS norm written out in the storage format (x², their mean,
