@@ -309,7 +309,11 @@ func expertBlocks(b exec.Backend, x exec.Tensor, ws expertWeights, inner int, ac
 // then up (or up then gate when upFirst) and b1 [E, 2I] its bias, w2
 // [E, D, I], b2 [E, D] (biases optional), the unit as p says; added
 // expert by expert in increasing order, as index_add_ over the experts a
-// batch hits. Without indices the weights are dense, [T, E]: every
+// batch hits: each expert's weighted output rounded to s.Out, their sum
+// kept in f32 and rounded once (a buffer of f32 accumulated, as
+// transformers' experts do), or under exec.RoundAccum every partial sum
+// rounded to s.Out (index_add_ into a buffer of the activations' format:
+// the two differ from three experts a token on). Without indices the weights are dense, [T, E]: every
 // expert's weight for every token, zero where not chosen. Every expert
 // runs on every token, its weight zero where not chosen (the same sums:
 // a token's unchosen experts add exact zeros).
@@ -376,6 +380,10 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.
 			return coef
 		}
 	}
+	accSpec := s // every partial sum rounded
+	if !s.Has(exec.RoundAccum) {
+		accSpec = exec.Out(precision.F32)
+	}
 	var acc exec.Tensor
 	for e := range experts {
 		coef := coefOf(e)
@@ -393,7 +401,7 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.
 			acc = y
 			continue
 		}
-		sum, err := b.Add(acc, y, s)
+		sum, err := b.Add(acc, y, accSpec)
 		b.Free(acc)
 		b.Free(y)
 		if err != nil {
@@ -404,7 +412,11 @@ func expertsRun(b exec.Backend, x, idx, w, w1, w2, b1, b2 exec.Tensor, act exec.
 	if acc == nil {
 		return b.Upload(make([]float32, xs[0]*xs[1]), xs, s.Out)
 	}
-	return acc, nil
+	if acc.Format() == s.Out {
+		return acc, nil
+	}
+	defer b.Free(acc)
+	return b.Cast(acc, s.Out)
 }
 
 func shapeOf(t exec.Tensor) []int {

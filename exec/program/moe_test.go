@@ -2,6 +2,7 @@ package program
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -449,5 +450,62 @@ func TestExpertsRepeatedPick(t *testing.T) {
 	}
 	if slices.Equal(want, make([]float32, len(want))) {
 		t.Error("the dense run is all zeros: the comparison asserts nothing")
+	}
+}
+
+// TestExpertsAccumulation: a token routed to three experts gets their
+// rounded outputs summed in f32 and rounded once by default (transformers'
+// f32 buffer), and under RoundAccum each partial sum rounded to the
+// storage format (index_add_ into a bf16 buffer), in expert order.
+func TestExpertsAccumulation(t *testing.T) {
+	b := cpu.New(1)
+	const D, I, E = 64, 8, 3
+	rng := rand.New(rand.NewPCG(11, 12))
+	rnd := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = precision.BF16.Round(float32(rng.NormFloat64()))
+		}
+		return v
+	}
+	up := func(d []float32, s []int) exec.Tensor {
+		x, err := b.Upload(d, s, precision.BF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	xs, w1, w2 := rnd(D), rnd(E*2*I*D), rnd(E*D*I)
+	ones := []float32{1}
+	run := func(s exec.Spec, idx, wts []float32) []float32 {
+		out, err := expertsRun(b, up(xs, []int{1, D}), up(idx, []int{1, len(idx)}), up(wts, []int{1, len(wts)}), up(w1, []int{E, 2 * I, D}), up(w2, []int{E, D, I}), nil, nil, exec.ActSiLU, false, ExpertsParams{}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := b.Download(out)
+		return v
+	}
+	bf := exec.Out(precision.BF16)
+	var ys [E][]float32
+	for e := range E {
+		ys[e] = run(bf, []float32{float32(e)}, ones) // one expert: its rounded output
+	}
+	once, each := run(bf, []float32{0, 1, 2}, []float32{1, 1, 1}), run(exec.Spec{Out: precision.BF16, Round: exec.RoundAccum}, []float32{0, 1, 2}, []float32{1, 1, 1})
+	differ := 0
+	for c := range D {
+		wantOnce := precision.BF16.Round(ys[0][c] + ys[1][c] + ys[2][c]) // f32 partial sums
+		wantEach := precision.BF16.Round(precision.BF16.Round(ys[0][c]+ys[1][c]) + ys[2][c])
+		if once[c] != wantOnce {
+			t.Errorf("channel %d: f32 sum %g, want %g", c, once[c], wantOnce)
+		}
+		if each[c] != wantEach {
+			t.Errorf("channel %d: rounded sums %g, want %g", c, each[c], wantEach)
+		}
+		if wantOnce != wantEach {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("the two accumulations agree on every channel: the test shows nothing")
 	}
 }

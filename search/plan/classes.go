@@ -189,6 +189,11 @@ func classCandidates(class, acts string) []Candidate {
 	case "timestep_embed":
 		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div",
 			"cuda_sincos", "fast_exp|cuda_sincos", "recip_div|cuda_sincos", "fast_exp|recip_div|cuda_sincos"})
+	case "experts":
+		// the experts' weighted outputs summed in f32, or every partial
+		// sum rounded (index_add_ into the activations' format); the GLU's
+		// act(gate) rounded before its product or not
+		specs = product([]string{""}, []string{"", "gate", "accum", "gate|accum"}, []string{""})
 	case "add", "mul", "sub", "div", "minimum", "maximum":
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
 	case ClassTimestepCast:
@@ -256,7 +261,7 @@ func tableLabel(t *semantics.RopeTableFormats) string {
 // them.
 func Classes() []string {
 	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
-		"act", "glu", "gated_residual", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
+		"act", "glu", "gated_residual", "experts", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
 }
 
 // unitsOf lists the units of a program and runner: its nodes that take a
