@@ -186,6 +186,11 @@ func classCandidates(class, acts string) []Candidate {
 		}
 	case "rope":
 		specs = product([]string{""}, []string{"", "product"}, []string{""})
+		if acts != "f32" {
+			// rotated by an f32 table and kept in f32 (x·cos promotes; a
+			// partial rotary's parts joined in f32)
+			specs = append(specs, product([]string{"f32"}, []string{"", "product"}, []string{""})...)
+		}
 	case "timestep_embed":
 		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div",
 			"cuda_sincos", "fast_exp|cuda_sincos", "recip_div|cuda_sincos", "fast_exp|recip_div|cuda_sincos"})
