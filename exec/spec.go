@@ -36,7 +36,7 @@ func (s Spec) Check() error {
 		return fmt.Errorf("exec: spec: unknown rounding bits %#x", uint32(s.Round&^roundAll))
 	}
 	if s.Math&^mathAll != 0 {
-		return fmt.Errorf("exec: spec: unknown math bits %#x", uint8(s.Math&^mathAll))
+		return fmt.Errorf("exec: spec: unknown math bits %#x", uint16(s.Math&^mathAll))
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func ParseRound(s string) (Round, error) {
 }
 
 // Math is a set of math variants; the zero value is precise everywhere.
-type Math uint8
+type Math uint16
 
 const (
 	// MathPrecise: exp, tanh, erf, sin, cos correctly rounded to f32
@@ -205,7 +205,7 @@ func (m Math) String() string {
 		}
 	}
 	if rest := m &^ mathAll; rest != 0 {
-		parts = append(parts, fmt.Sprintf("%#x", uint8(rest)))
+		parts = append(parts, fmt.Sprintf("%#x", uint16(rest)))
 	}
 	return strings.Join(parts, "|")
 }
