@@ -509,3 +509,56 @@ func TestExpertsAccumulation(t *testing.T) {
 		t.Error("the two accumulations agree on every channel: the test shows nothing")
 	}
 }
+
+// TestMeanWritten: a masked mean under RoundWeights|RoundProduct is
+// written out in the storage format (weights m/Σm and each product
+// rounded to bf16, then summed, rounded once), and differs from the exact
+// mean the default computes.
+func TestMeanWritten(t *testing.T) {
+	b := cpu.New(1)
+	const n, d = 4, 16
+	rng := rand.New(rand.NewPCG(13, 14))
+	xs := make([]float32, n*d)
+	for i := range xs {
+		xs[i] = precision.BF16.Round(float32(rng.NormFloat64()))
+	}
+	mask := []float32{1, 1, 1, 0} // three rows: weights of 1/3
+	up := func(v []float32, s []int) exec.Tensor {
+		x, err := b.Upload(v, s, precision.BF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	run := func(s exec.Spec) []float32 {
+		out, err := meanHost(b, up(xs, []int{1, n, d}), up(mask, []int{1, n}), 1, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := b.Download(out)
+		return v
+	}
+	written := run(exec.Spec{Out: precision.BF16, Round: exec.RoundWeights | exec.RoundProduct})
+	exact := run(exec.Out(precision.BF16))
+	w := precision.BF16.Round(1.0 / 3)
+	differ := 0
+	for i := range d {
+		var sum, plain float64
+		for k := range 3 {
+			sum += float64(precision.BF16.Round(xs[k*d+i] * w))
+			plain += float64(xs[k*d+i])
+		}
+		if want := precision.BF16.Round(float32(sum)); written[i] != want {
+			t.Errorf("channel %d: written-out mean %g, want %g", i, written[i], want)
+		}
+		if want := precision.BF16.Round(float32(plain / 3)); exact[i] != want {
+			t.Errorf("channel %d: exact mean %g, want %g", i, exact[i], want)
+		}
+		if written[i] != exact[i] {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("the written-out mean equals the exact one on every channel: the test shows nothing")
+	}
+}

@@ -129,7 +129,10 @@ func roundHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) 
 
 // meanHost is the mean of x over axis, weighted by mask (x's shape up to
 // and including axis, broadcast over the rest) when given, in f64, then
-// rounded to s.Out (host step: pooled text rows are tiny).
+// rounded to s.Out (host step: pooled text rows are tiny). Under
+// RoundWeights a masked mean is written out in the storage format, as a
+// pooling of bf16 tensors computes it: each weight m_k / max(Σm, 1)
+// rounded to s.Out, under RoundProduct each x·w rounded too, then summed.
 func meanHost(b exec.Backend, x, mask exec.Tensor, axis int, s exec.Spec) (exec.Tensor, error) {
 	shape := x.Shape()
 	ax, err := exec.Axis(axis, len(shape))
@@ -157,7 +160,15 @@ func meanHost(b exec.Backend, x, mask exec.Tensor, axis int, s exec.Spec) (exec.
 		}
 	}
 	out := make([]float32, outer*inner)
+	written := mv != nil && s.Has(exec.RoundWeights)
 	for o := range outer {
+		var count float64
+		if written {
+			for k := range n {
+				count += float64(mv[o*n+k])
+			}
+			count = float64(s.Out.Round(float32(math.Max(count, 1))))
+		}
 		for i := range inner {
 			var sum, wsum float64
 			for k := range n {
@@ -165,10 +176,24 @@ func meanHost(b exec.Backend, x, mask exec.Tensor, axis int, s exec.Spec) (exec.
 				if mv != nil {
 					w = float64(mv[o*n+k])
 				}
-				sum += w * float64(xv[(o*n+k)*inner+i])
+				xk := float64(xv[(o*n+k)*inner+i])
+				if written {
+					wk := s.Out.Round(float32(w / count))
+					p := float32(xk) * wk
+					if s.Has(exec.RoundProduct) {
+						p = s.Out.Round(p)
+					}
+					sum += float64(p)
+					continue
+				}
+				sum += w * xk
 				wsum += w
 			}
-			out[o*inner+i] = float32(sum / wsum)
+			if written {
+				out[o*inner+i] = float32(sum)
+			} else {
+				out[o*inner+i] = float32(sum / wsum)
+			}
 		}
 	}
 	oshape := append(append([]int(nil), shape[:ax]...), shape[ax+1:]...)

@@ -194,6 +194,10 @@ func classCandidates(class, acts string) []Candidate {
 	case "timestep_embed":
 		specs = product([]string{"f32", ""}, []string{""}, []string{"", "fast_exp", "recip_div", "fast_exp|recip_div",
 			"cuda_sincos", "fast_exp|cuda_sincos", "recip_div|cuda_sincos", "fast_exp|recip_div|cuda_sincos"})
+	case "mean":
+		// a masked mean written out in the storage format (each weight,
+		// and each product, rounded), or exact
+		specs = product([]string{""}, []string{"", "weights", "weights|product"}, []string{""})
 	case "experts":
 		// the experts' weighted outputs summed in f32, or every partial
 		// sum rounded (index_add_ into the activations' format); the GLU's
@@ -266,7 +270,7 @@ func tableLabel(t *semantics.RopeTableFormats) string {
 // them.
 func Classes() []string {
 	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
-		"act", "glu", "gated_residual", "experts", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
+		"act", "glu", "gated_residual", "experts", "mean", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
 }
 
 // unitsOf lists the units of a program and runner: its nodes that take a
