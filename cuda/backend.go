@@ -169,9 +169,17 @@ func (b *Backend) do(fn func() error) error {
 	return fn()
 }
 
+// softRound (ZFLOW_SOFT_ROUND=1, A/B runs) compiles every module with
+// ZF_SOFT_ROUND: bf16 rounding by integer steps rather than the
+// converter (the same bits; TestRoundBF16Exhaustive).
+var softRound = os.Getenv("ZFLOW_SOFT_ROUND") == "1"
+
 // loadModule compiles src with NVRTC for the device and looks up fns.
 func (b *Backend) loadModule(name, src string, opts []string, fns []string) error {
 	base := []string{"--gpu-architecture=" + b.arch, "--std=c++17", "-default-device"}
+	if softRound {
+		opts = append(opts, "-DZF_SOFT_ROUND")
+	}
 	if len(opts) > 0 && strings.HasPrefix(opts[0], "--gpu-architecture=") {
 		base = base[1:] // the module names its own target (sm_90a)
 	}

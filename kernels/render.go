@@ -105,6 +105,39 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define zf_bits(x) __float_as_uint(x)
 #define zf_float(u) __uint_as_float(u)
 #define zf_udiv(n, d, m, s) ((__umulhi((n), (m)) + (n)) >> (uint)(s))
+/* bf16 rounding by the converter (cvt.rn: to nearest, ties to even, the
+ * bits zf_f32_to_bf16 computes for every number, subnormals included); a
+ * NaN keeps its sign and payload, quieted, as in zf_f32_to_bf16.
+ * ZF_SOFT_ROUND (A/B runs) or a device before sm_80 takes the integer
+ * steps instead. */
+static __device__ __forceinline__ float zf_cuda_rn_bf16(float x) {
+  uint u = __float_as_uint(x);
+#if defined(ZF_SOFT_ROUND) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    return __uint_as_float((u | 0x00400000u) & 0xFFFF0000u);
+  }
+  return __uint_as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+#else
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return __uint_as_float(x != x ? (u | 0x00400000u) & 0xFFFF0000u : ((uint)h) << 16);
+#endif
+}
+/* Two values rounded to bf16, lo in the low half. */
+static __device__ __forceinline__ uint zf_cuda_pack_bf16(float lo, float hi) {
+#if defined(ZF_SOFT_ROUND) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
+  return (__float_as_uint(zf_cuda_rn_bf16(lo)) >> 16) | (__float_as_uint(zf_cuda_rn_bf16(hi)) & 0xFFFF0000u);
+#else
+  uint d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  if (lo != lo || hi != hi) {
+    d = (__float_as_uint(zf_cuda_rn_bf16(lo)) >> 16) | (__float_as_uint(zf_cuda_rn_bf16(hi)) & 0xFFFF0000u);
+  }
+  return d;
+#endif
+}
+#define zf_rn_bf16(x) zf_cuda_rn_bf16(x)
+#define zf_pack_bf16(lo, hi) zf_cuda_pack_bf16((lo), (hi))
 #define zf_exp_cr(x) ((float)exp((double)(x)))
 #define zf_exp2_cr(x) ((float)exp2((double)(x)))
 #define zf_tanh_cr(x) ((float)tanh((double)(x)))
@@ -138,6 +171,8 @@ typedef ulong zf_u64;
 #define zf_bits(x) as_type<uint>(x)
 #define zf_float(u) as_type<float>(u)
 #define zf_udiv(n, d, m, s) ((n) / (d))
+#define zf_rn_bf16(x) zf_bf16_to_f32(zf_f32_to_bf16(x))
+#define zf_pack_bf16(lo, hi) (zf_f32_to_bf16(lo) | (zf_f32_to_bf16(hi) << 16))
 #define zf_exp_cr(x) precise::exp(x)
 #define zf_exp2_cr(x) precise::exp2(x)
 #define zf_tanh_cr(x) precise::tanh(x)
@@ -199,6 +234,8 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define zf_bits(x) zf_host_bits(x)
 #define zf_float(u) zf_host_float(u)
 #define zf_udiv(n, d, m, s) ((n) / (d))
+#define zf_rn_bf16(x) zf_bf16_to_f32(zf_f32_to_bf16(x))
+#define zf_pack_bf16(lo, hi) (zf_f32_to_bf16(lo) | (zf_f32_to_bf16(hi) << 16))
 #define zf_exp_cr(x) ((float)std::exp((double)(x)))
 #define zf_exp2_cr(x) ((float)std::exp2((double)(x)))
 #define zf_tanh_cr(x) ((float)std::tanh((double)(x)))
