@@ -385,8 +385,8 @@ const hopperStore = `
     const float a0 = o[4 * d + 0] * il0, a1 = o[4 * d + 1] * il0, b0 = o[4 * d + 2] * il1, b1 = o[4 * d + 3] * il1;
     if (two) {
       const bool bf = p.out_fmt == ZF_BF16;
-      const unsigned int ua = bf ? zf_f32_to_bf16(a0) | (zf_f32_to_bf16(a1) << 16) : zf_f32_to_f16(a0) | (zf_f32_to_f16(a1) << 16);
-      const unsigned int ub = bf ? zf_f32_to_bf16(b0) | (zf_f32_to_bf16(b1) << 16) : zf_f32_to_f16(b0) | (zf_f32_to_f16(b1) << 16);
+      const unsigned int ua = bf ? zf_pack_bf16(a0, a1) : zf_f32_to_f16(a0) | (zf_f32_to_f16(a1) << 16);
+      const unsigned int ub = bf ? zf_pack_bf16(b0, b1) : zf_f32_to_f16(b0) | (zf_f32_to_f16(b1) << 16);
       if (r0 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r0) * ow + col) = ua;
       if (r1 < p.sq) *(unsigned int*)((ushort*)y + (size_t)(bb * p.sq + r1) * ow + col) = ub;
       continue;

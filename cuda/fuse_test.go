@@ -52,16 +52,20 @@ func sameBits(t *testing.T, b *Backend, name string, got, want exec.Tensor) {
 		t.Fatal(err)
 	}
 	bad, first := 0, -1
+	var shown []string
 	for i := range w {
 		if math.Float32bits(g[i]) != math.Float32bits(w[i]) {
 			if first < 0 {
 				first = i
 			}
+			if len(shown) < 6 {
+				shown = append(shown, fmt.Sprintf("[%d] %#08x/%#08x", i, math.Float32bits(g[i]), math.Float32bits(w[i])))
+			}
 			bad++
 		}
 	}
 	if bad > 0 {
-		t.Errorf("%s: %d of %d differ (first [%d]: fused %v, unfused %v)", name, bad, len(w), first, g[first], w[first])
+		t.Errorf("%s: %d of %d differ (first [%d]: fused %v, unfused %v; bits fused/unfused %s)", name, bad, len(w), first, g[first], w[first], strings.Join(shown, " "))
 	}
 }
 

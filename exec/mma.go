@@ -46,8 +46,12 @@ func TensorCoreSums(s Spec, operands ...precision.Format) bool {
 // A block whose terms are all normal f32 numbers or zeros (as good as
 // every block of a real GEMM) is summed by mmaBlockNormal, the same sum
 // without the cases it cannot meet; any other by mmaBlock.
-func DotMMA(x, w []float32) float32 {
-	var acc float32
+func DotMMA(x, w []float32) float32 { return DotMMAFrom(0, x, w) }
+
+// DotMMAFrom is DotMMA with the accumulator starting at acc (an MMA's C
+// operand: a flash kernel's running output, rescaled, before a key tile's
+// products are added to it).
+func DotMMAFrom(acc float32, x, w []float32) float32 {
 	var pr [MMABlock]float32
 	for k0 := 0; k0 < len(x); k0 += MMABlock {
 		n := min(MMABlock, len(x)-k0)

@@ -323,13 +323,13 @@ func (e Epilogue) Kernel() (string, error) {
 		// value h, rounded to its Out, as the chain without a table
 		// computes it.
 		s := e.Steps[ts]
-		enc := "zf_f32_to_bf16"
+		enc := "zf_bits(zf_rn_bf16(v)) >> 16" // as zf_store stores it
 		if s.Out == precision.F16 {
-			enc = "zf_f32_to_f16"
+			enc = "zf_f32_to_f16(v)"
 		}
 		w("ZF_KERNEL(%s_tab)(ZF_OUT(tab, 0) ZF_TID) {\n  ZF_FOR_EACH(h, %d) {\n", name, TableSize)
 		w("    float v = zf_step(%d, %d, %d, %d, %d, zf_bf16_to_f32((uint)h), 0.0f, 0.0f);\n", s.Op, s.Act, s.Math, s.Flags, s.Out)
-		w("    ((ZF_DEV ushort*)tab)[h] = (ushort)%s(v);\n  }\n}\n", enc)
+		w("    ((ZF_DEV ushort*)tab)[h] = (ushort)(%s);\n  }\n}\n", enc)
 	}
 	return b.String(), nil
 }

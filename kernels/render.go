@@ -107,20 +107,22 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define zf_udiv(n, d, m, s) ((__umulhi((n), (m)) + (n)) >> (uint)(s))
 /* bf16 rounding by the converter (cvt.rn: to nearest, ties to even, the
  * bits zf_f32_to_bf16 computes for every number, subnormals included); a
- * NaN keeps its sign and payload, quieted, as in zf_f32_to_bf16.
- * ZF_SOFT_ROUND (A/B runs) or a device before sm_80 takes the integer
- * steps instead. */
+ * NaN becomes the converter's canonical 0x7FFF, whatever its sign and
+ * payload, so that every route that stores one stores the same bits (the
+ * tensor cores' NaNs and an activation that passes a NaN through differ in
+ * sign; precision/doc.go: NaN payloads are not compared). ZF_SOFT_ROUND
+ * (A/B runs) or a device before sm_80 takes the integer steps instead. */
 static __device__ __forceinline__ float zf_cuda_rn_bf16(float x) {
-  uint u = __float_as_uint(x);
 #if defined(ZF_SOFT_ROUND) || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800
+  uint u = __float_as_uint(x);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
-    return __uint_as_float((u | 0x00400000u) & 0xFFFF0000u);
+    return __uint_as_float(0x7FFF0000u);
   }
   return __uint_as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
 #else
   unsigned short h;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return __uint_as_float(x != x ? (u | 0x00400000u) & 0xFFFF0000u : ((uint)h) << 16);
+  return __uint_as_float(((uint)h) << 16);
 #endif
 }
 /* Two values rounded to bf16, lo in the low half. */
@@ -130,9 +132,6 @@ static __device__ __forceinline__ uint zf_cuda_pack_bf16(float lo, float hi) {
 #else
   uint d;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  if (lo != lo || hi != hi) {
-    d = (__float_as_uint(zf_cuda_rn_bf16(lo)) >> 16) | (__float_as_uint(zf_cuda_rn_bf16(hi)) & 0xFFFF0000u);
-  }
   return d;
 #endif
 }
