@@ -183,6 +183,11 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	// softmax has no extra column.
 	flash := !b.exactAttn && !rprob && st == nil && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
 		kt.format == fmtIn && vt.format == fmtIn && (g.D == 64 || g.D == 128)
+	if s.Math&exec.MathOnlineSoftmax != 0 && !flash {
+		// the exact kernel keeps every key in one pass
+		return nil, exec.Unsupported(b.Name(), "attention", "%v outside the flash kernels (%v inputs, head dim %d, sinks %v, exact kernel forced %v)",
+			exec.MathOnlineSoftmax, fmtIn, g.D, st != nil, b.exactAttn)
+	}
 	return b.result(outShape, s.Out, func(out *Tensor) error {
 		if exec.Numel(outShape) == 0 {
 			return nil

@@ -19,7 +19,9 @@
 // weights rounded to the input format before ·V and divided by their f32
 // sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
 // or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
-// computes each query row in the CPU's order (bit-exact, slow). Both
+// computes each query row in the CPU's order (bit-exact, slow; it refuses
+// exec.MathOnlineSoftmax, which the flash kernels' own online softmax
+// approximates: key tiles of 64 or 128, ex2.approx, not bit-exact). Both
 // kernels take the whole score chain of exec.Backend's Attention: causal
 // sliding windows (the flash kernel skips the key tiles before a block's
 // window), the soft-cap (tanh through f64, as the CPU's), ALiBi (slopes from

@@ -84,7 +84,7 @@ func TestSpecStrings(t *testing.T) {
 			t.Errorf("ParseAct(%q) = %v, %v", a.String(), got, err)
 		}
 	}
-	bad := []Spec{{}, {Out: precision.BF16, Round: roundEnd}, {Out: precision.F32, Math: 0x100}}
+	bad := []Spec{{}, {Out: precision.BF16, Round: roundEnd}, {Out: precision.F32, Math: mathAll + 1}}
 	for _, s := range bad {
 		if s.Check() == nil {
 			t.Errorf("Spec %+v passed Check", s)

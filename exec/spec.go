@@ -187,11 +187,22 @@ const (
 	// rounded once to f32 at the end: diffusers' sin-cos position tables
 	// (get_1d_sincos_pos_embed_from_grid), made in float64 and cast.
 	MathF64SinCos Math = 1 << 7
+	// MathOnlineSoftmax: attention's softmax as a flash kernel computes
+	// it (cuDNN's SDPA on Hopper; measured in BENCHMARKS.md): keys in
+	// tiles of FlashKeyTile, scores in log2 units, a running maximum, each
+	// tile's weights 2^(x − m) by ex2.approx (RoundExp2Approx), the
+	// running sum and output rescaled by 2^(m_old − m_new), the output
+	// divided by the sum once at the end (exec/cpu's Attention).
+	MathOnlineSoftmax Math = 1 << 8
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax
 )
 
-var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos"}
+// FlashKeyTile is the key tile of MathOnlineSoftmax: cuDNN's SDPA on an
+// H200 reproduces with 128 for every head dim measured (8 to 256).
+const FlashKeyTile = 128
+
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

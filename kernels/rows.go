@@ -166,6 +166,9 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	if g.D > AttnDMax {
 		return ap, nil, exec.Unsupported(backend, "attention", "head dim %d (zf_attention_seq holds at most %d)", g.D, AttnDMax)
 	}
+	if s.Math&exec.MathOnlineSoftmax != 0 {
+		return ap, nil, exec.Unsupported(backend, "attention", "%v (zf_attention_seq keeps every key in one pass)", exec.MathOnlineSoftmax)
+	}
 	rprob, rw := s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	if rprob && rw {
 		return ap, nil, fmt.Errorf("exec: attention: RoundProbs and RoundWeights both set")

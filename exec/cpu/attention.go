@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Attention is scaled dot-product attention per head, f32 scores and
@@ -13,6 +14,8 @@ import (
 // RoundAccum); the output is rounded once to s.Out. MathTensorCore sums
 // q·k and the weights·v as a GPU's tensor cores do (exec.DotMMA: cuBLAS's
 // GEMMs of a math SDPA, a flash kernel's MMAs within one key tile).
+// MathOnlineSoftmax computes the softmax over key tiles as a flash
+// kernel does (onlineRow).
 func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
@@ -62,6 +65,13 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	if each {
 		rprob = true // the math SDPA: every intermediate in the storage format
 	}
+	online := s.Math&exec.MathOnlineSoftmax != 0
+	if online && (rprob || raccum || st != nil) {
+		return nil, exec.Unsupported(bk.Name(), "attention", "%v with %v or sinks (a flash kernel rounds neither; no sinks measured)", exec.MathOnlineSoftmax, s.Round)
+	}
+	// a flash kernel folds the scale into the log2 units of a plain
+	// chain's scores; anything added to them is added in natural units
+	plain := online && capv == 0 && slopes == nil && bt == nil
 	out := newTensor([]int{g.B, g.Sq, g.H * g.D}, f)
 	rep := g.H / g.KV
 	qw, kw := g.H*g.D, g.KV*g.D
@@ -115,6 +125,10 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 						dot += float32(qv * krow[e])
 					}
 				}
+				if plain {
+					sc[j] = dot
+					continue
+				}
 				// written as primitives, q·kᵀ is a matmul stored before the scale
 				sv := at(each, f, float32(at(each, f, dot)*scale))
 				if capv > 0 {
@@ -131,6 +145,17 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				sv = at(rs && !each, f, sv)
 				sc[j] = sv
 				mx = max(mx, sv)
+			}
+			if online {
+				vh := vt.data[bb*g.Sk*kw+kh*g.D:]
+				var vc []float32
+				if mma {
+					vc = vT[(bb*g.KV+kh)*g.D*g.Sk:][:g.D*g.Sk]
+				}
+				onlineRow(acc, sc, vh, kw, vc, scale, plain, rw, mma, f)
+				dst := out.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]
+				roundInto(dst, acc, f)
+				continue
 			}
 			// the sink joins the max and the sum, then weighs no value
 			var sink float32
@@ -188,4 +213,70 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 		}
 	})
 	return out, nil
+}
+
+// onlineRow is one query row's softmax and weighted sum under
+// MathOnlineSoftmax, into acc (D outputs): sc holds the row's scores (the
+// raw q·k dots when plain, else the natural-unit scores with cap, ALiBi
+// and bias; −Inf where masked); v the values (key j's row at j·stride),
+// or, with mma, vT their columns (output e's at e·Sk). Scores become log2
+// units, x = f32(dot · f32(scale·log2 e)) for a plain chain and
+// f32(score · log2 e) otherwise; then, key tile by key tile (FlashKeyTile),
+// the running maximum m, weights p = 2^(x − m) (Exp2Approx; rounded by
+// RoundExp2Approx to f when rw), the running sum l of unrounded p, and
+// the output rescaled by 2^(m_old − m) before the tile's products are
+// added (with mma as the MMA's C operand). The output is acc / l, l = 0
+// (every key masked) giving NaN.
+func onlineRow(acc, sc, v []float32, stride int, vT []float32, scale float32, plain, rw, mma bool, f precision.Format) {
+	const log2e = float32(math.Log2E)
+	sl2 := scale * log2e
+	for j, x := range sc {
+		switch {
+		case math.IsInf(float64(x), -1):
+		case plain:
+			sc[j] = x * sl2
+		default:
+			sc[j] = x * log2e
+		}
+	}
+	sk := len(sc)
+	clear(acc)
+	m := float32(math.Inf(-1))
+	var l float32
+	for t0 := 0; t0 < sk; t0 += exec.FlashKeyTile {
+		tile := sc[t0:min(sk, t0+exec.FlashKeyTile)]
+		mt := m
+		for _, x := range tile {
+			mt = max(mt, x)
+		}
+		if math.IsInf(float64(mt), -1) {
+			continue // nothing visible yet: l and acc stay zero
+		}
+		alpha := exec.Exp2Approx(m - mt) // 0 from m = −Inf: acc and l are zero then
+		var ls float32
+		for j, x := range tile {
+			p := exec.Exp2Approx(x - mt)
+			ls += p
+			if rw {
+				p = exec.RoundExp2Approx(x-mt, f)
+			}
+			tile[j] = p
+		}
+		l = float32(l*alpha) + ls
+		for e := range acc {
+			a := acc[e] * alpha
+			if mma {
+				acc[e] = exec.DotMMAFrom(a, tile, vT[e*sk+t0:][:len(tile)])
+				continue
+			}
+			for j, p := range tile {
+				a += float32(p * v[(t0+j)*stride+e])
+			}
+			acc[e] = a
+		}
+		m = mt
+	}
+	for e := range acc {
+		acc[e] /= l
+	}
 }

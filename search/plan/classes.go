@@ -183,6 +183,8 @@ func classCandidates(class, acts string) []Candidate {
 		if acts != "f32" {
 			specs = append(specs, product([]string{""}, []string{"", "weights", "probs", "scores|probs", "scores|weights", "each"},
 				[]string{"tensor_core", "fast_exp|tensor_core"})...)
+			// a flash kernel's online softmax over key tiles (cuDNN's SDPA)
+			specs = append(specs, spec{"", "weights", "tensor_core|online_softmax"})
 		}
 	case "rope":
 		specs = product([]string{""}, []string{"", "product"}, []string{""})
