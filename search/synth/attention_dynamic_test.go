@@ -2,9 +2,12 @@ package synth
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -49,5 +52,51 @@ func TestPerHead(t *testing.T) {
 		if got.data[i] != want[i] {
 			t.Fatalf("data %v, want %v", got.data, want)
 		}
+	}
+}
+
+// TestRefineTriesEveryBias: refine keeps the bias that explains the target
+// best, not the first within the format's tolerance. The decoy (the true
+// bias with an error of a fiftieth, listed first) passes a bf16 run's
+// tolerance; the true bias reproduces the target exactly and must win.
+func TestRefineTriesEveryBias(t *testing.T) {
+	bf := precision.BF16
+	s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(bf)}
+	r := rand.New(rand.NewPCG(7, 11))
+	rnd := func(scale float64, shape ...int) *val {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := &val{shape: shape, data: make([]float32, n), format: bf}
+		for i := range v.data {
+			v.data[i] = bf.Round(float32(scale * r.NormFloat64()))
+		}
+		return v
+	}
+	const sq, heads, d = 12, 2, 16
+	q, k, v := rnd(1, 1, sq, heads*d), rnd(1, 1, sq, heads*d), rnd(1, 1, sq, heads*d)
+	truth := rnd(2, 1, heads, 1, sq)
+	decoy := &val{shape: truth.shape, data: make([]float32, len(truth.data)), format: bf}
+	for i, x := range truth.data {
+		decoy.data[i] = bf.Round(x + float32(0.02*r.NormFloat64()))
+	}
+	params := exec.AttentionParams{Heads: heads}
+	run := func(bias *val) *val {
+		out, err := s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: params}, args: []*val{q, k, v, nil, bias, nil}, out: bf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	target := run(truth)
+	plain := run(nil)
+	if sc := relRMS(bf, run(decoy).data, target.data); sc > tolerance(bf) || sc == 0 {
+		t.Fatalf("the decoy's error %.3g: the case does not test what it says (want within %.3g, not 0)", sc, tolerance(bf))
+	}
+	ch := attnChoice{q: q, k: k, v: v, headDim: d, params: params, score: relRMS(bf, plain.data, target.data), result: plain}
+	s.refine(&ch, target, []*val{decoy, truth}, nil)
+	if ch.bias != truth || ch.score != 0 {
+		t.Errorf("refine kept bias %p with error %.3g (label %q), want the true bias %p, exact", ch.bias, ch.score, ch.label, truth)
 	}
 }

@@ -129,9 +129,9 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 				}
 			}
 		}
-		if bestSc <= tolerance(t.format) {
-			break
-		}
+		// every bias is tried even after one fits: a fitted scale can
+		// make the wrong form pass a narrow format's tolerance (exp(a·x)
+		// at scale 0.255 where exp(a·softplus(x)) is exact at 1/√d)
 	}
 	curBias, curMask = bestBias, bestMask
 	if bestSc < ch.score {
