@@ -73,7 +73,7 @@ func MaskStrides(m []int, b, sq, sk int) ([]int, error) {
 // kernels read the mask and the bias with. Backends do arithmetic only.
 type AttentionArgs struct {
 	AttentionDims
-	Scale float32 // p.Scale, or 1/√D in f32 when 0
+	Scale float32 // p.Scale, or 1/√D (in float64, rounded to f32) when 0
 	// MaskStrides: strides over (b, i, j) of the explicit mask (nil without one).
 	MaskStrides []int
 	// BiasStrides: strides over (b, h, i, j) of the bias (nil without one).
@@ -131,7 +131,10 @@ func CheckAttention(q, k, v, mask, bias, sinks Tensor, p AttentionParams) (Atten
 	}
 	a.Scale = p.Scale
 	if a.Scale == 0 {
-		a.Scale = 1 / float32(math.Sqrt(float64(g.D)))
+		// in float64, then rounded: PyTorch's SDPA default
+		// (calculate_scale: 1/√D as a double, a float in its kernels);
+		// 1/f32(√D) differs by an ulp at D = 24, 72, 96, 112, ...
+		a.Scale = float32(1 / math.Sqrt(float64(g.D)))
 	}
 	return a, nil
 }

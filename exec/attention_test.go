@@ -100,6 +100,14 @@ func TestCheckAttention(t *testing.T) {
 	if a.D != 8 || a.Scale != float32(1/math.Sqrt(8)) || !reflect.DeepEqual(a.BiasStrides, []int{24, 6, 0, 1}) || a.MaskStrides != nil {
 		t.Errorf("checked %+v", a)
 	}
+	// the default scale is 1/√D in float64 rounded once (PyTorch's), an
+	// ulp from 1/f32(√D) at D = 24, 72, 96, 112 (NumPy: np.float32(1/math.sqrt(D)))
+	for d, bits := range map[int]uint32{24: 0x3e5105ec, 72: 0x3df15bef, 96: 0x3dd105ec, 112: 0x3dc1848f, 128: 0x3db504f3} {
+		a, err := CheckAttention(shaped{1, 2, d}, shaped{1, 2, d}, shaped{1, 2, d}, nil, nil, nil, AttentionParams{Heads: 1})
+		if err != nil || math.Float32bits(a.Scale) != bits {
+			t.Errorf("D %d: scale %#x (%v), want %#x", d, math.Float32bits(a.Scale), err, bits)
+		}
+	}
 	w := p
 	w.Mask, w.Window = MaskCausal, 3
 	if _, err := CheckAttention(q, kv, kv, nil, nil, nil, w); err != nil {

@@ -12,10 +12,11 @@ import (
 // TestOnlineSoftmaxIsCuDNN runs two attentions whose outputs PyTorch 2.11's
 // default SDPA (cuDNN) wrote on an H200 (bench/sdpa_study.py; testdata
 // sdpa_h200.npz holds one head's first 48 query rows, all keys, bf16):
-// a plain chain (head dim 32, 333 keys, three key tiles) and one with a
-// finite additive bias (head dim 64, 200 keys). MathOnlineSoftmax with the
+// a plain chain (head dim 32, 333 keys, three key tiles), one with a
+// finite additive bias (head dim 64, 200 keys) and one of head dim 96
+// (300 keys), whose default scale rounds apart from 1/f32(√96). MathOnlineSoftmax with the
 // tensor cores' sums and rounded weights reproduces them (the measured
-// fraction, every output of both here); the one-tile model that
+// fraction, every output of the three here); the one-tile model that
 // precedes it does not on more than one key tile.
 func TestOnlineSoftmaxIsCuDNN(t *testing.T) {
 	r, err := npz.Open("testdata/sdpa_h200.npz")
@@ -44,6 +45,7 @@ func TestOnlineSoftmaxIsCuDNN(t *testing.T) {
 	}{
 		{"plain", 32, 48, 333, false, 1, 0.95},
 		{"bias", 64, 48, 200, true, 1, 0.95},
+		{"d96", 96, 48, 300, false, 1, 0.95}, // the default scale f32(1/√96) in float64
 	} {
 		q := up(t, bk, bf, []int{1, c.sq, c.d}, read(c.name+"_q")...)
 		k := up(t, bk, bf, []int{1, c.sk, c.d}, read(c.name+"_k")...)
