@@ -22,6 +22,7 @@ type attnP struct {
 	Alibi, HasBias, FmtB                      int32
 	BSb, BSh, BSi, BSj                        int32
 	HasSinks, FmtS                            int32
+	Online                                    int32 // 0 off; 1 a plain chain; 2 after cap, ALiBi or bias
 }
 
 // flashP is zf_flash_p.
@@ -183,10 +184,9 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	// softmax has no extra column.
 	flash := !b.exactAttn && !rprob && st == nil && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
 		kt.format == fmtIn && vt.format == fmtIn && (g.D == 64 || g.D == 128)
-	if s.Math&exec.MathOnlineSoftmax != 0 && !flash {
-		// the exact kernel keeps every key in one pass
-		return nil, exec.Unsupported(b.Name(), "attention", "%v outside the flash kernels (%v inputs, head dim %d, sinks %v, exact kernel forced %v)",
-			exec.MathOnlineSoftmax, fmtIn, g.D, st != nil, b.exactAttn)
+	online := s.Math&exec.MathOnlineSoftmax != 0
+	if online && (rprob || st != nil) {
+		return nil, exec.Unsupported(b.Name(), "attention", "%v with %v or sinks (a flash kernel rounds neither; no sinks measured)", exec.MathOnlineSoftmax, s.Round)
 	}
 	return b.result(outShape, s.Out, func(out *Tensor) error {
 		if exec.Numel(outShape) == 0 {
@@ -233,6 +233,12 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		ap.RProb, ap.RW = int32(bit(rprob)), int32(bit(rw))
 		ap.Alibi, ap.HasBias = int32(bit(p.ALiBi)), int32(bit(bt != nil))
 		ap.HasSinks, ap.FmtS = int32(bit(st != nil)), int32(precision.F32)
+		if online {
+			ap.Online = 1
+			if p.Softcap > 0 || p.ALiBi || bt != nil {
+				ap.Online = 2
+			}
+		}
 		if st != nil {
 			ap.FmtS = int32(st.format)
 		}

@@ -16,8 +16,22 @@ struct zf_attn_p {
   int m_sb; int m_si; int m_sj; int rs; int rprob; int rw; int math; int total;
   float scale; int each; int window; float cap;
   int alibi; int has_bias; int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
-  int has_sinks; int fmt_s;
+  int has_sinks; int fmt_s; int online;
 };
+
+/* exec.Exp2Approx: 2^x for x <= 0, zero below -126 (ex2.approx.ftz's
+   flush), else correctly rounded (the instruction is within two ulps). */
+static __device__ __forceinline__ float zf_ex2_ftz(float x) {
+  return x < -126.0f ? 0.0f : zf_exp2_cr(x);
+}
+
+/* The GPU's own ex2.approx.ftz.f32: rounded to bf16 or f16 it is
+   exec.RoundExp2Approx, whose table was measured from this instruction. */
+static __device__ __forceinline__ float zf_ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 /* Go's max: NaN if either is NaN; -0 < +0. */
 static __device__ __forceinline__ float zf_gomax(float a, float b) {
@@ -59,6 +73,10 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       for (int e = 0; e < p.d; e++) {
         dot += zf_load(q, p.fmt_q, qoff + e) * zf_load(k, p.fmt_k, koff + e);
       }
+      if (p.online == 1) { /* a plain chain's scale goes into the log2 units */
+        sc[(size_t)j * tot] = dot;
+        continue;
+      }
       /* The score chain of exec.Backend's Attention, in its order. */
       float sv = zf_at(p.each, p.out_fmt, dot * p.scale);
       if (p.cap > 0.0f) {
@@ -75,6 +93,44 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       sv = zf_at(p.rs, p.out_fmt, sv);
       sc[(size_t)j * tot] = sv;
       mx = zf_gomax(mx, sv);
+    }
+    if (p.online != 0) {
+      /* exec/cpu's onlineRow: key tiles of 128 (exec.FlashKeyTile), scores
+         in log2 units, a running maximum, the sum and output rescaled. */
+      const float log2e = 1.44269502f;
+      float sl2 = p.scale * log2e;
+      for (int j = 0; j < p.sk; j++) {
+        float x = sc[(size_t)j * tot];
+        if (x != ninf) sc[(size_t)j * tot] = p.online == 1 ? x * sl2 : x * log2e;
+      }
+      for (int e = 0; e < p.d; e++) acc[(size_t)e * tot] = 0.0f;
+      float m = ninf, l = 0.0f;
+      for (int t0 = 0; t0 < p.sk; t0 += 128) {
+        int t1 = min(p.sk, t0 + 128);
+        float mt = m;
+        for (int j = t0; j < t1; j++) mt = zf_gomax(mt, sc[(size_t)j * tot]);
+        if (mt == ninf) continue;
+        float alpha = zf_ex2_ftz(m - mt);
+        float ls = 0.0f;
+        for (int j = t0; j < t1; j++) {
+          float x = sc[(size_t)j * tot] - mt;
+          float w = zf_ex2_ftz(x);
+          ls += w;
+          if (p.rw != 0) w = w == 0.0f ? 0.0f : zf_round(zf_ex2_approx(x), p.out_fmt);
+          sc[(size_t)j * tot] = w;
+        }
+        l = l * alpha + ls;
+        for (int e = 0; e < p.d; e++) {
+          float a = acc[(size_t)e * tot] * alpha;
+          for (int j = t0; j < t1; j++) {
+            a += sc[(size_t)j * tot] * zf_load(v, p.fmt_v, (bb * p.sk + j) * kw + kh * p.d + e);
+          }
+          acc[(size_t)e * tot] = a;
+        }
+        m = mt;
+      }
+      for (int e = 0; e < p.d; e++) zf_store(y, p.out_fmt, qoff + e, acc[(size_t)e * tot] / l);
+      continue;
     }
     /* An attention sink joins the max and the sum, then weighs no value;
        with it, RoundEach rounds the logits minus their max (eager

@@ -674,6 +674,13 @@ func TestAttention(t *testing.T) {
 		{4096, 32, 8, 128, bf16, exec.MaskCausal, false, false, exec.Out(bf16), 0},
 		{333, 8, 2, 128, bf16, exec.MaskNone, true, false, exec.Out(bf16), 0},
 		{517, 8, 2, 128, f16, exec.MaskCausal, true, false, exec.Out(f16), 0},
+		// a flash kernel's online softmax: the exact kernel's is the CPU's
+		// (head dim 40, or forced), the flash kernels run their own
+		{333, 8, 2, 40, bf16, exec.MaskNone, true, false, online(bf16), 0},
+		{300, 4, 4, 128, bf16, exec.MaskCausal, true, true, online(bf16), 0},
+		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, true, online(bf16), 0},
+		{517, 8, 2, 40, f16, exec.MaskCausal, true, false, online(f16), 0},
+		{333, 8, 2, 128, bf16, exec.MaskNone, true, false, online(bf16), 0},
 	}
 	for _, c := range cases {
 		qd := randn(c.seq*c.h*c.d, uint64(c.seq+c.h), 1)
@@ -753,6 +760,12 @@ func TestAttention(t *testing.T) {
 			x.free(b)
 		}
 	}
+}
+
+// online is the Spec of a flash kernel's softmax with its weights rounded
+// (exec.MathOnlineSoftmax), the CPU's sums in order.
+func online(f precision.Format) exec.Spec {
+	return exec.Spec{Out: f, Round: exec.RoundWeights, Math: exec.MathOnlineSoftmax}
 }
 
 // flashRoutes are the flash kernels a test runs on this device: the

@@ -19,9 +19,11 @@
 // weights rounded to the input format before ·V and divided by their f32
 // sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
 // or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
-// computes each query row in the CPU's order (bit-exact, slow; it refuses
-// exec.MathOnlineSoftmax, which the flash kernels' own online softmax
-// approximates: key tiles of 64 or 128, ex2.approx, not bit-exact). Both
+// computes each query row in the CPU's order (bit-exact, slow; under
+// exec.MathOnlineSoftmax it walks the keys in the CPU's tiles of 128, its
+// rounded weights from the GPU's own ex2.approx, which the CPU's table was
+// measured from; the flash kernels run their own online softmax, not
+// bit-exact, as for every Spec). Both
 // kernels take the whole score chain of exec.Backend's Attention: causal
 // sliding windows (the flash kernel skips the key tiles before a block's
 // window), the soft-cap (tanh through f64, as the CPU's), ALiBi (slopes from
