@@ -10,7 +10,9 @@ build:
 	$(GO) build -o $(BIN) ./cmd/zflow
 
 # The test command of the README and of .ci/run: Go tests (the short fuzz
-# runs included) and the capture package's pytest suite.
+# runs included) and the capture package's pytest suite. It must stay
+# under 10 minutes on 2 cores: the Go tests over ../shared/conformance
+# (TestShared*) skip here and run in `make conformance`.
 test: build
 	$(GO) vet ./...
 	$(GO) test -timeout 20m ./...
@@ -29,10 +31,12 @@ demo: build
 	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing --plot $(DEMO_DIR)/plots
 	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing --plot $(DEMO_DIR)/plots-fault || echo "(a planted fault, caught: exit $$?)"
 
-# The shared conformance table (../shared/conformance, skipped without it)
-# and its regression gate (scripts/conformance-passing.txt).
+# The Go tests over the shared traces (ZFLOW_CONFORMANCE=1 go test -run
+# '^TestShared' ./search/synth/ ./cmd/zflow/), the shared conformance table
+# and its regression gate (scripts/conformance-passing.txt); all skipped
+# without ../shared/conformance.
 conformance: build
-	./scripts/conformance.sh
+	GO=$(GO) ./scripts/conformance.sh
 
 bench: build
 	./scripts/bench.sh

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -37,16 +36,7 @@ func TestPlantedControls(t *testing.T) {
 		{"euler_minus", "gate_fn", "identity"},
 	} {
 		t.Run(tc.control+"/"+tc.factor, func(t *testing.T) {
-			path := filepath.Join("..", "..", "fixtures", "controls", tc.control+".npz")
-			tr, err := trace.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			res, err := Discover(context.Background(), tr, path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, _ := discovered(t, filepath.Join("..", "..", "fixtures", "controls", tc.control+".npz"))
 			if err := res.Doc.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -474,20 +464,12 @@ var unseenFactors = map[string]map[string]any{
 		"euler_sign": -1.0},
 }
 
-// discoverComplete opens path (closed when the test ends) and discovers
-// it, failing the test unless the program makes everything from the
-// request.
+// discoverComplete discovers path (once per test binary for a repository
+// fixture: discovered_test.go), failing the test unless the program makes
+// everything from the request.
 func discoverComplete(t *testing.T, path string) (*Result, *trace.Trace) {
 	t.Helper()
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	res, err := Discover(context.Background(), tr, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, tr := discovered(t, path)
 	if !res.Complete() {
 		t.Fatalf("taken from the trace: %v", res.Opaque)
 	}
@@ -717,16 +699,7 @@ func TestUnseenReturnedBias(t *testing.T) {
 // and read the windows and the RoPE table (TestUnseenArchitectures checks
 // the whole document and its generation).
 func TestUnseenAttentionSinks(t *testing.T) {
-	path := filepath.Join("..", "..", "fixtures", "unseen", "gpt_oss-f32.npz")
-	tr, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	res, err := Discover(context.Background(), tr, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := discovered(t, filepath.Join("..", "..", "fixtures", "unseen", "gpt_oss-f32.npz"))
 	for _, u := range res.Unexplained {
 		if strings.Contains(u, "o_proj/arg0") || strings.Contains(u, "rotary_emb/") {
 			t.Errorf("%s not explained", u)

@@ -84,12 +84,12 @@ func TestReadFreqsCUDA(t *testing.T) {
 	}
 }
 
-// TestHunyuanVideoFreqTable: the f32 reference (torch on a CPU, MKL's exp)
+// TestSharedHunyuanVideoFreqTable: the f32 reference (torch on a CPU, MKL's exp)
 // used frequencies 13 and 44 one ulp above the correctly rounded exp; at
 // its guidance of 6000 that moved the output by rel-RMS 1.1e-5. Discovery
 // reads them off every sinusoid, and the document generates the output to
 // the f32 models' level.
-func TestHunyuanVideoFreqTable(t *testing.T) {
+func TestSharedHunyuanVideoFreqTable(t *testing.T) {
 	tr, path := conformance(t, "hunyuanvideo-f32.npz")
 	res, err := Discover(context.Background(), tr, path, Options{})
 	if err != nil {

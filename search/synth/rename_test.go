@@ -133,9 +133,9 @@ func renamed(t *testing.T, src, dst string) {
 	}
 }
 
-// TestRenamedTraces: with every name opaque the program search finds the
+// TestSharedRenamedTraces: with every name opaque the program search finds the
 // same program and the same factor values (names only address things).
-func TestRenamedTraces(t *testing.T) {
+func TestSharedRenamedTraces(t *testing.T) {
 	models := []string{"auraflow", "bloom", "cogview4", "flux", "gemma2", "gpt2", "granite", "hunyuanvideo", "llama", "mistral", "pixart", "qwenimage", "wan"}
 	if testing.Short() {
 		models = []string{"gpt2", "pixart"}
@@ -177,7 +177,7 @@ func TestRenamedTraces(t *testing.T) {
 				t.Errorf("factors differ:\n%v\n%v", va, vb)
 			}
 			// the same program runs the same: names change nothing (how close
-			// it comes is TestDiscover*'s and the conformance table's)
+			// it comes is TestSharedDiscoverLanguageModels' and the conformance table's)
 			if ra, rb := generate(t, a.Doc, tr), generate(t, b.Doc, rt); rb != ra {
 				t.Errorf("generated output rel-RMS %.3g, renamed %.3g", ra, rb)
 			}

@@ -63,14 +63,14 @@ func f16(xs []float32) []float32 {
 	return out
 }
 
-// TestCogView4JoinedSinusoidsCast: cogview4 joins three f32 size
+// TestSharedCogView4JoinedSinusoidsCast: cogview4 joins three f32 size
 // sinusoids and casts them to bf16 before its condition MLP
 // (condition_proj.to(hidden_dtype)); the program read that join without
 // the cast, so the bf16 run fed f32 digits to the linear and ended
 // rel-RMS 5.2e-3 from the bf16 reference, further than the f32 reference
 // (4.4e-3). With the cast from the capture's dtype and the rounding plan
 // searched, it is closer than the f32 reference.
-func TestCogView4JoinedSinusoidsCast(t *testing.T) {
+func TestSharedCogView4JoinedSinusoidsCast(t *testing.T) {
 	tr, path := conformance(t, "cogview4-bf16.npz")
 	f32, _ := conformance(t, "cogview4-f32.npz")
 	res, err := Discover(context.Background(), tr, path, Options{})

@@ -69,9 +69,18 @@ func TestPermuteAndSliceData(t *testing.T) {
 	}
 }
 
-// conformance opens a shared conformance trace, skipping without ../shared.
+// conformance opens a shared conformance trace. Tests over the shared
+// traces are named TestShared* and run in `make conformance`
+// (ZFLOW_CONFORMANCE=1), not in `make test`, which they would take past
+// its time; they skip without ../shared.
 func conformance(t *testing.T, name string) (*trace.Trace, string) {
 	t.Helper()
+	if !strings.HasPrefix(t.Name(), "TestShared") {
+		t.Fatalf("%s reads ../shared/conformance: name it TestShared* so that make conformance runs it", t.Name())
+	}
+	if os.Getenv("ZFLOW_CONFORMANCE") == "" {
+		t.Skip("a shared-trace test: make conformance runs it (ZFLOW_CONFORMANCE=1 go test -run '^TestShared' ./search/synth/)")
+	}
 	path := filepath.Join("..", "..", "..", "shared", "conformance", name)
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("%s not present (../shared/conformance is beside the checkout in CI only)", path)
@@ -84,11 +93,11 @@ func conformance(t *testing.T, name string) (*trace.Trace, string) {
 	return tr, path
 }
 
-// TestDiscoverLanguageModels: the program search reads real decoders it
+// TestSharedDiscoverLanguageModels: the program search reads real decoders it
 // has no recipe for (Conv1D weights and a fused q/k/v; an embedding and
 // residual multiplier and a 1/head_dim attention scale) and the program
 // reproduces the trace's output from the request alone.
-func TestDiscoverLanguageModels(t *testing.T) {
+func TestSharedDiscoverLanguageModels(t *testing.T) {
 	for _, tc := range []struct {
 		trace string
 		want  map[string]any
@@ -184,10 +193,10 @@ func TestMergeAxes(t *testing.T) {
 	}
 }
 
-// TestNotComputedBoundaries: what the program does not compute (bloom's
+// TestSharedNotComputedBoundaries: what the program does not compute (bloom's
 // attention probabilities, which only a dropout reads) is named in the
 // document, not silently left out.
-func TestNotComputedBoundaries(t *testing.T) {
+func TestSharedNotComputedBoundaries(t *testing.T) {
 	tr, path := conformance(t, "bloom-f32.npz")
 	res, err := Discover(context.Background(), tr, path, Options{})
 	if err != nil {
