@@ -471,7 +471,10 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 			} else {
 				s.lookups++
 			}
-			if err == nil && sc.less(best) {
+			// the first score stands even when it is +Inf (every
+			// candidate failed, NaN data): its boundary and metric are
+			// the evidence of an undetermined factor
+			if err == nil && (best.Metric == "" || sc.less(best)) {
 				best = sc
 			}
 			return err
@@ -523,6 +526,12 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		}
 	}
 	out.Margin = 1 // a lone candidate is declared, not decided
+	if scores[win].Metric == "" {
+		// nothing was scored (every value ruled out, or no score came
+		// back): no evidence to cite, so the factor is undetermined
+		out.Evidence = semantics.Evidence{Metric: "declared", Note: "no candidate could be scored"}
+		return out, &semantics.Undetermined{Name: f.Name, Scope: f.Scope, Reason: "no candidate could be scored: every value was ruled out or failed"}, nil
+	}
 	if scored > 1 {
 		out.Margin = semantics.Margin(margin(scores[win].Err, runnerUp))
 	}
