@@ -68,26 +68,18 @@ func RoundExp2Approx(x float32, f precision.Format) float32 {
 	return neighbour(f, r, e > r)
 }
 
-// neighbour is the next value of format f above (up) or below r ≥ 0.
+// neighbour is the next value of format f (bf16 or f16) above (up) or
+// below r ≥ 0: one step of its bits.
 func neighbour(f precision.Format, r float32, up bool) float32 {
-	step := uint16(1)
-	switch f {
-	case precision.BF16:
-		h := precision.BF16Bits(r)
-		if !up {
-			h -= step
-		} else {
-			h += step
-		}
-		return precision.BF16ToF32(h)
-	case precision.F16:
-		h := precision.F16Bits(r)
-		if !up {
-			h -= step
-		} else {
-			h += step
-		}
-		return precision.F16ToF32(h)
+	toBits, fromBits := precision.BF16Bits, precision.BF16ToF32
+	if f == precision.F16 {
+		toBits, fromBits = precision.F16Bits, precision.F16ToF32
 	}
-	return r
+	h := toBits(r)
+	if up {
+		h++
+	} else {
+		h--
+	}
+	return fromBits(h)
 }
