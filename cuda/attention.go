@@ -226,9 +226,12 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		defer b.release(scratch) // later users are ordered after this launch
 		ap := attnP{B: int32(g.B), Sq: int32(g.Sq), Sk: int32(g.Sk), H: int32(g.H), KV: int32(g.KV), D: int32(g.D),
 			FmtQ: int32(qt.format), FmtK: int32(kt.format), FmtV: int32(vt.format), FmtM: fmtM, OutFmt: int32(s.Out),
-			Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]), MSj: int32(mst[2]), Math: int32(s.Math),
+			Mask: int32(p.Mask), MSb: int32(mst[0]), MSi: int32(mst[1]), MSj: int32(mst[2]), Math: int32(s.Math &^ exec.MathTensorCore),
 			Total: int32(total), Scale: a.Scale, Window: int32(p.Window), Cap: p.Softcap, FmtB: fmtB,
 			BSb: int32(bst[0]), BSh: int32(bst[1]), BSi: int32(bst[2]), BSj: int32(bst[3])}
+		if exec.TensorCoreSums(s, qt.format, kt.format, vt.format) {
+			ap.Math |= int32(exec.MathTensorCore) // q·k and the weights·v as tensor cores sum them
+		}
 		ap.RS, ap.Each = int32(bit(s.Has(exec.RoundScores) && !each)), int32(bit(each))
 		ap.RProb, ap.RW = int32(bit(rprob)), int32(bit(rw))
 		ap.Alibi, ap.HasBias = int32(bit(p.ALiBi)), int32(bit(bt != nil))

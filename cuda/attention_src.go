@@ -47,6 +47,7 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
                                          const uchar* __restrict__ sinks, const zf_attn_p p) {
   const float ninf = __int_as_float(0xff800000);
   int qw = p.h * p.d, kw = p.kv * p.d, rep = p.h / p.kv;
+  bool mma = (p.math & ZF_MATH_TENSOR_CORE) != 0; /* set only for narrow operands (exec.TensorCoreSums) */
   size_t tot = (size_t)p.total;
   for (int idx = (int)(blockIdx.x * blockDim.x + threadIdx.x); idx < p.total; idx += (int)(blockDim.x * gridDim.x)) {
     int i = idx % p.sq;
@@ -70,15 +71,25 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       }
       int koff = (bb * p.sk + j) * kw + kh * p.d;
       float dot = 0.0f;
-      for (int e = 0; e < p.d; e++) {
-        dot += zf_load(q, p.fmt_q, qoff + e) * zf_load(k, p.fmt_k, koff + e);
+      if (mma) { /* exec.DotMMA: blocks of 16 products, as tensor cores sum them */
+        float pr[16];
+        for (int e0 = 0; e0 < p.d; e0 += 16) {
+          int nb = min(16, p.d - e0);
+          for (int e = 0; e < nb; e++) pr[e] = zf_load(q, p.fmt_q, qoff + e0 + e) * zf_load(k, p.fmt_k, koff + e0 + e);
+          dot = zf_mma_block(dot, pr, nb);
+        }
+      } else {
+        for (int e = 0; e < p.d; e++) {
+          dot += zf_load(q, p.fmt_q, qoff + e) * zf_load(k, p.fmt_k, koff + e);
+        }
       }
       if (p.online == 1) { /* a plain chain's scale goes into the log2 units */
         sc[(size_t)j * tot] = dot;
         continue;
       }
-      /* The score chain of exec.Backend's Attention, in its order. */
-      float sv = zf_at(p.each, p.out_fmt, dot * p.scale);
+      /* The score chain of exec.Backend's Attention, in its order; written
+         as primitives, q·kᵀ is a matmul stored before the scale. */
+      float sv = zf_at(p.each, p.out_fmt, zf_at(p.each, p.out_fmt, dot) * p.scale);
       if (p.cap > 0.0f) {
         sv = zf_at(p.each, p.out_fmt, sv / p.cap);
         sv = zf_at(p.each, p.out_fmt, zf_tanh(sv, p.math));
@@ -122,8 +133,19 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
         l = l * alpha + ls;
         for (int e = 0; e < p.d; e++) {
           float a = acc[(size_t)e * tot] * alpha;
-          for (int j = t0; j < t1; j++) {
-            a += sc[(size_t)j * tot] * zf_load(v, p.fmt_v, (bb * p.sk + j) * kw + kh * p.d + e);
+          if (mma) { /* exec.DotMMAFrom: the rescaled output is the MMA's C */
+            float pr[16];
+            for (int j0 = t0; j0 < t1; j0 += 16) {
+              int nb = min(16, t1 - j0);
+              for (int jj = 0; jj < nb; jj++) {
+                pr[jj] = sc[(size_t)(j0 + jj) * tot] * zf_load(v, p.fmt_v, (bb * p.sk + j0 + jj) * kw + kh * p.d + e);
+              }
+              a = zf_mma_block(a, pr, nb);
+            }
+          } else {
+            for (int j = t0; j < t1; j++) {
+              a += sc[(size_t)j * tot] * zf_load(v, p.fmt_v, (bb * p.sk + j) * kw + kh * p.d + e);
+            }
           }
           acc[(size_t)e * tot] = a;
         }
@@ -157,10 +179,25 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
       } else {
         w = w / sum;
       }
+      if (mma) { /* the weights, summed below output by output */
+        sc[(size_t)j * tot] = w;
+        continue;
+      }
       int voff = (bb * p.sk + j) * kw + kh * p.d;
       for (int e = 0; e < p.d; e++) {
         acc[(size_t)e * tot] += w * zf_load(v, p.fmt_v, voff + e);
       }
+    }
+    for (int e = 0; mma && e < p.d; e++) {
+      float a = 0.0f, pr[16];
+      for (int j0 = 0; j0 < p.sk; j0 += 16) {
+        int nb = min(16, p.sk - j0);
+        for (int jj = 0; jj < nb; jj++) {
+          pr[jj] = sc[(size_t)(j0 + jj) * tot] * zf_load(v, p.fmt_v, (bb * p.sk + j0 + jj) * kw + kh * p.d + e);
+        }
+        a = zf_mma_block(a, pr, nb);
+      }
+      acc[(size_t)e * tot] = a;
     }
     for (int e = 0; e < p.d; e++) {
       float a = acc[(size_t)e * tot];

@@ -97,6 +97,7 @@ func New() (*Backend, error) {
 		return nil, exec.Unsupported("cuda", "new", "%v", err)
 	}
 	b := &Backend{d: d, rtc: rtc, lt: lt, fns: map[string]uintptr{}, flashWarps: 4, tableMin: tableMinElems}
+	b.exactAttn = os.Getenv("ZFLOW_EXACT_ATTENTION") == "1" // bit-exact runs: no flash kernel
 	if w, err := strconv.Atoi(os.Getenv("ZFLOW_FLASH_WARPS")); err == nil && (w == 4 || w == 8) {
 		b.flashWarps = w
 	}
@@ -131,7 +132,7 @@ func New() (*Backend, error) {
 		return nil, err
 	}
 	err = b.do(func() error {
-		if err := b.loadModule("zflow_pointwise", pointwiseSource(), []string{"--fmad=false"}, append(kernels.PointwiseKernels(), normKernels...)); err != nil {
+		if err := b.loadModule("zflow_pointwise", pointwiseSource()+welfordSource, []string{"--fmad=false"}, append(kernels.PointwiseKernels(), normKernels...)); err != nil {
 			return err
 		}
 		if err := b.loadModule("zflow_attention_exact", pointwiseSource()+attentionExactSource, []string{"--fmad=false"}, []string{"zf_attn_exact"}); err != nil {

@@ -291,6 +291,14 @@ func TestPointwise(t *testing.T) {
 			check(t, b, "act "+act.String(), s, pair{m(ref.Act(in.c, act, s)), m(b.Act(in.g, act, s))}, true)
 		}
 	}
+	// Composed of rounded primitives (RoundEach), as a model that spells
+	// the formula out in bf16 tensors computes it.
+	for _, act := range []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActSigmoid} {
+		for _, m2 := range []exec.Math{exec.MathPrecise, exec.MathScalarF32, exec.MathGELUFactored | exec.MathScalarF32} {
+			s := exec.Spec{Out: bf16, Round: exec.RoundEach, Math: m2}
+			check(t, b, "act "+act.String()+" composed", s, pair{m(ref.Act(x.c, act, s)), m(b.Act(x.g, act, s))}, true)
+		}
+	}
 	// expm1 (a learned activation's negative side): through f64, as the CPU computes it
 	for _, s := range []exec.Spec{exec.Out(bf16), exec.Out(f32)} {
 		in := x
@@ -361,6 +369,16 @@ func TestNorm(t *testing.T) {
 		{"rms per group 8", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 8}, exec.Out(bf16)},
 		{"layer γ β, 512 rows", xs, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Out(bf16)},
 		{"rms γ, 512 rows", xs, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
+		// PyTorch's CUDA layer-norm reduction (MathWelford), with γ·x̂ + β
+		// as one fma, or x̂·γ rounded first under RoundProduct; groups of 6
+		// leave a tail that the statistics do not read.
+		{"welford γ β", x, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Spec{Out: bf16, Math: exec.MathWelford}},
+		{"welford no affine f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}, exec.Spec{Out: f32, Math: exec.MathWelford}},
+		{"welford 1+γ β, x̂ rounded", x, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Offset: 1}, exec.Spec{Out: bf16, Round: exec.RoundNormalized | exec.RoundScale, Math: exec.MathWelford}},
+		{"welford γ β, product rounded", x, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Spec{Out: bf16, Round: exec.RoundProduct, Math: exec.MathWelford}},
+		{"welford γ, 512 rows", xs, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Spec{Out: bf16, Math: exec.MathWelford}},
+		{"welford per group 64", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 64}, exec.Spec{Out: bf16, Math: exec.MathWelford}},
+		{"welford per group 6", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 6}, exec.Spec{Out: bf16, Math: exec.MathWelford}},
 	}
 	for _, c := range cases {
 		res := pair{m(ref.Norm(c.x.c, c.gb.c, c.gb.g, c.p, c.s)), m(b.Norm(c.x.g, c.g, c.be, c.p, c.s))}
@@ -865,6 +883,13 @@ func TestAttentionExtras(t *testing.T) {
 		{"bias [B·H,1,Sk] + alibi", 2, 300, 4, 4, 64, bf16, exec.AttentionParams{ALiBi: true}, bhBias, exec.Out(bf16), false},
 		{"everything f32", 2, 300, 6, 3, 40, f32, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, batchBias, exec.Out(f32), true},
 		{"everything bf16 eager", 2, 300, 6, 3, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 50, Softcap: 2, ALiBi: true}, headBias, exec.Composed(bf16), true},
+		// Tensor-core sums of q·k and the weights·v (exec.DotMMA) in the
+		// exact kernel, and under RoundEach q·kᵀ rounded before a scale
+		// that is not a power of two (a power hides the rounding).
+		{"softcap 50 window 64 eager tensor-core", 1, 300, 8, 4, 64, bf16, exec.AttentionParams{Scale: 0.3, Softcap: 50, Mask: exec.MaskCausal, Window: 64}, noBias, exec.Spec{Out: bf16, Round: exec.RoundEach, Math: exec.MathTensorCore}, true},
+		{"window 64 eager scale 0.3", 1, 300, 8, 4, 64, bf16, exec.AttentionParams{Scale: 0.3, Mask: exec.MaskCausal, Window: 64}, noBias, exec.Composed(bf16), true},
+		{"bias online tensor-core D 96", 1, 333, 8, 2, 96, bf16, exec.AttentionParams{Mask: exec.MaskCausal}, headBias, exec.Spec{Out: bf16, Round: exec.RoundWeights, Math: exec.MathTensorCore | exec.MathOnlineSoftmax}, true},
+		{"bias probs tensor-core", 2, 300, 8, 8, 128, bf16, exec.AttentionParams{Scale: 0.3}, batchBias, exec.Spec{Out: bf16, Round: exec.RoundProbs, Math: exec.MathTensorCore}, true},
 		// sinks (one logit per head, f32) run in the exact kernel, asked or not
 		{"sinks window", 1, 512, 8, 2, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal, Window: 64}, noBias, exec.Out(bf16), false},
 		{"sinks eager", 2, 300, 8, 2, 64, bf16, exec.AttentionParams{Mask: exec.MaskCausal}, headBias, exec.Composed(bf16), true},

@@ -12,18 +12,21 @@
 // pointwise module is compiled with --fmad=false), exp/tanh/erf/sin/cos
 // evaluated in f64 and rounded, as the CPU reference does; norm statistics
 // are f64 sums (exact for typical activations, so the order of summation
-// does not show), rounded to f32 as on the CPU. GEMMs are cuBLASLt's (f32
+// does not show), rounded to f32 as on the CPU; a MathWelford layer norm
+// reduces as PyTorch's CUDA kernel does (norm_welford.go). GEMMs are cuBLASLt's (f32
 // accumulation in its own order): within f32 rounding of the CPU. Attention
 // has two kernels: for bf16/f16 inputs with head dim 64 or 128 a
 // flash-style tensor-core kernel (f32 scores and softmax, the unnormalised
 // weights rounded to the input format before ·V and divided by their f32
 // sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
 // or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
-// computes each query row in the CPU's order (bit-exact, slow; under
+// computes each query row in the CPU's order (bit-exact, slow; q·k and the
+// weights·v as exec.DotMMA sums them under MathTensorCore; under
 // exec.MathOnlineSoftmax it walks the keys in the CPU's tiles of 128, its
 // rounded weights from the GPU's own ex2.approx, which the CPU's table was
 // measured from; the flash kernels run their own online softmax, not
-// bit-exact, as for every Spec). Both
+// bit-exact, as for every Spec; $ZFLOW_EXACT_ATTENTION=1 sends every
+// attention to the exact kernel, for a run bit-exact with the CPU). Both
 // kernels take the whole score chain of exec.Backend's Attention: causal
 // sliding windows (the flash kernel skips the key tiles before a block's
 // window), the soft-cap (tanh through f64, as the CPU's), ALiBi (slopes from

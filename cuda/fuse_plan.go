@@ -89,6 +89,13 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		return nil, err.Error()
 	}
 	h := r.Head
+	// The fused norm is zf_norm's arithmetic; a Welford layer norm runs its
+	// own kernel (norm_welford.go), unfused.
+	for _, ph := range append([]exec.Head{h}, h.Parts...) {
+		if ph.Op == exec.HeadNorm && ph.Spec.Math&exec.MathWelford != 0 {
+			return nil, "a Welford layer norm (a kernel of its own)"
+		}
+	}
 	if h.Op == exec.HeadJoin && len(r.Steps) == 0 {
 		return b.planJoin(r)
 	}

@@ -298,7 +298,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
 }
 `
 
-var normKernels = []string{"zf_norm"}
+var normKernels = []string{"zf_norm", "zf_norm_welford"}
 
 // normMinBlocks is the blocks of 256 threads the norm kernel (and every
 // fused norm region's) is compiled to fit on one multiprocessor
@@ -326,6 +326,18 @@ type normP struct {
 // Norm normalises groups of the last axis (layer or RMS), bit-exact with
 // the CPU backend's statistics and rounding points.
 func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
+	if s.Math&exec.MathWelford != 0 {
+		// PyTorch's layer-norm kernel's reduction (norm_welford.go): the
+		// arguments checked as for any norm, then its own kernel.
+		if p.Kind != exec.NormLayer {
+			return nil, exec.Unsupported(b.Name(), "norm", "%v on a %v norm (a layer-norm kernel's arithmetic)", s, p.Kind)
+		}
+		l, err := b.normLaunch(x, gamma, beta, p, exec.Spec{Out: s.Out, Round: s.Round, Math: s.Math &^ exec.MathWelford})
+		if err != nil {
+			return nil, err
+		}
+		return b.normWelford(l, s.Out)
+	}
 	l, err := b.normLaunch(x, gamma, beta, p, s)
 	if err != nil {
 		return nil, err

@@ -134,10 +134,6 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("act: %w", err)
 	}
-	// Act's RoundEach (every primitive rounded) has no kernel here yet.
-	if err := b.refuse("act", s, exec.RoundEach, 0); err != nil {
-		return nil, err
-	}
 	if !f.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}
@@ -145,7 +141,16 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if err != nil {
 		return nil, err
 	}
-	return b.ew("act", xt.shape, s, []*Tensor{xt}, func(p *kernels.EW) { p.Op, p.Act = kernels.OpAct, int32(f) })
+	return b.ew("act", xt.shape, s, []*Tensor{xt}, func(p *kernels.EW) { p.Op, p.Act, p.Flags = kernels.OpAct, int32(f), actFlags(s) })
+}
+
+// actFlags is an activation's kernel flags: REach composes it of rounded
+// primitives (exec.ActivateComposed) where the spec rounds after each.
+func actFlags(s exec.Spec) int32 {
+	if s.Round&exec.RoundEach != 0 {
+		return kernels.REach
+	}
+	return 0
 }
 
 // flags maps a Spec's rounding points to the kernels' flags.

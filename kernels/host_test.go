@@ -296,6 +296,17 @@ func hostJobs(t *testing.T) []hostJob {
 			}
 		}
 	}
+	// Activations composed of rounded primitives (RoundEach), with the
+	// constants rounded or kept f32 and GELU's tanh argument factored.
+	for _, act := range []zexec.ActKind{zexec.ActSiLU, zexec.ActGELUTanh, zexec.ActGELUErf, zexec.ActTanh, zexec.ActSigmoid, zexec.ActReLU} {
+		for _, m := range []zexec.Math{zexec.MathPrecise, zexec.MathFastExp, zexec.MathScalarF32, zexec.MathGELUFactored, zexec.MathScalarF32 | zexec.MathGELUFactored} {
+			for _, out := range []precision.Format{precision.BF16, precision.F16} {
+				x := upload(t, b, values(r, 2*n), []int{2, n}, out)
+				s := zexec.Spec{Out: out, Round: zexec.RoundEach, Math: m}
+				ew(fmt.Sprintf("act %v %v", act, s), OpAct, int32(act), s, REach, must(b.Act(x, act, s)), x)
+			}
+		}
+	}
 	// The activations with a fast path to bf16 and f16 (zf_act_stored),
 	// over many values: its bound must hold near every rounding boundary.
 	for _, act := range []zexec.ActKind{zexec.ActSiLU, zexec.ActGELUTanh, zexec.ActGELUErf, zexec.ActTanh, zexec.ActSigmoid} {

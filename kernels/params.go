@@ -28,6 +28,7 @@ const (
 	RNormalized = 8  // ZF_R_NORMALIZED
 	PlusOne     = 16 // ZF_PLUS_ONE
 	HasShift    = 32 // ZF_HAS_SHIFT
+	REach       = 64 // ZF_R_EACH: an activation composed of rounded primitives
 
 	MaxRank = 6   // ZF_MAXR
 	Vec8    = 128 // ZF_VEC8: 8 elements a thread

@@ -352,14 +352,16 @@ func (b *Backend) Act(x exec.Tensor, f exec.ActKind, s exec.Spec) (exec.Tensor, 
 	if !f.Kernel() {
 		return nil, exec.Unsupported(b.Name(), "act", "activation %v", f)
 	}
-	if comp := s.Math & (exec.MathScalarF32 | exec.MathGELUFactored); comp != 0 {
-		return nil, exec.Unsupported(b.Name(), "act", "math=%v (composed forms: no kernel)", comp)
-	}
 	xt, err := b.get("act", "x", x)
 	if err != nil {
 		return nil, err
 	}
-	return b.ew("act", xt.shape, s, []*Tensor{xt}, func(p *kernels.EW) { p.Op, p.Act = kernels.OpAct, int32(f) })
+	// RoundEach composes the activation of rounded primitives (zf_act_composed).
+	var flags int32
+	if s.Round&exec.RoundEach != 0 {
+		flags = kernels.REach
+	}
+	return b.ew("act", xt.shape, s, []*Tensor{xt}, func(p *kernels.EW) { p.Op, p.Act, p.Flags = kernels.OpAct, int32(f), flags })
 }
 
 // Modulate is x·(1 + scale) + shift (or x·scale + shift), fused.
