@@ -21,10 +21,10 @@ import (
 // checked on an NVIDIA GPU (CUDA computes exp and tanh through f64: bit-exact
 // here, which the MSL rendering's precise:: functions are not).
 
-// loadRows compiles the whole CUDA rendering (pointwise.zf and rows.zf)
-// into a module of its own, once: the backend compiles only the pointwise
-// part.
-func loadRows(t *testing.T, b *Backend) {
+// loadRows compiles the whole CUDA rendering (pointwise.zf, rows.zf and
+// tiles.zf) into a module of its own, once: the backend compiles only the
+// pointwise part.
+func loadRows(t testing.TB, b *Backend) {
 	t.Helper()
 	if _, ok := b.fns["zf_norm_seq"]; ok {
 		return
@@ -34,7 +34,8 @@ func loadRows(t *testing.T, b *Backend) {
 		t.Fatal(err)
 	}
 	if err := b.do(func() error {
-		return b.loadModule("zflow_rows", src, []string{"--fmad=false"}, []string{"zf_norm_seq", "zf_linear_seq", "zf_attention_seq"})
+		return b.loadModule("zflow_rows", src, []string{"--fmad=false"}, []string{"zf_norm_seq", "zf_linear_seq", "zf_attention_seq",
+			"zf_linear_tiled", "zf_attention_tiled", "zf_attention_flash"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,14 @@ func loadRows(t *testing.T, b *Backend) {
 
 // seqRun launches a row kernel into a new tensor of shape and format f
 // over n threads (grid-stride).
-func seqRun(t *testing.T, b *Backend, kernel string, shape []int, f precision.Format, n int, params []byte, ins ...exec.Tensor) exec.Tensor {
+func seqRun(t testing.TB, b *Backend, kernel string, shape []int, f precision.Format, n int, params []byte, ins ...exec.Tensor) exec.Tensor {
+	t.Helper()
+	return rowsRun(t, b, kernel, shape, f, b.grid1(n), block256, n, params, ins...)
+}
+
+// rowsRun launches a kernel of the rows module on grid × block into a new
+// tensor of shape and format f (nothing when n, the work, is 0).
+func rowsRun(t testing.TB, b *Backend, kernel string, shape []int, f precision.Format, grid, block [3]uint32, n int, params []byte, ins ...exec.Tensor) exec.Tensor {
 	t.Helper()
 	loadRows(t, b)
 	ptrs := make([]any, 0, len(ins)+2)
@@ -58,7 +66,7 @@ func seqRun(t *testing.T, b *Backend, kernel string, shape []int, f precision.Fo
 			return nil
 		}
 		args := append(append([]any{out.ptr()}, ptrs...), params)
-		return b.launch(kernel, b.grid1(n), block256, 0, args...)
+		return b.launch(kernel, grid, block, 0, args...)
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", kernel, err)

@@ -29,6 +29,34 @@
 // target (host_f64_test.go checks them against Go on 1.6 million cases).
 // They are written for correctness, not speed.
 //
+// The cooperative kernels (tiles.zf, launch geometry in tiles.go) are
+// the row kernels' arithmetic with their operands staged in group memory
+// (threadgroup memory on Metal, shared memory on CUDA): zf_linear_tiled,
+// a GEMM of 64 × 64 output blocks a group of 256 threads, k in tiles of
+// 16 held as f32, each thread's 16 outputs summed in k order from +0
+// (tensor-core sums: the same blocks of 16), so its bits are
+// zf_linear_seq's; zf_attention_tiled, 32 query rows of a head a group of
+// 256 threads, K and V tiles of up to 64 keys (16 at head dim 256) loaded
+// once for all 32 rows, each score, maximum, sum and P·V element computed
+// by one thread in key order, so its bits are zf_attention_seq's; and
+// zf_attention_flash, the same tiles in one pass with a running maximum
+// and rescaled f32 sums, not bit-exact: within FlashBound of the CPU
+// backend under the same Spec (rel-RMS 1e-3 for 16-bit outputs, 1e-5
+// for f32 ones, 1e-2 under RoundWeights, whose weights it rounds against
+// the running maximum), and used only where Flash allows, as the CUDA
+// backend chooses its flash kernels. They need the target words of
+// cooperative kernels (ZF_SHARED, ZF_BARRIER, ZF_LID, ZF_GROUP_ID, …). The
+// Host target emulates them honestly rather than not at all: a launch's
+// threads of one group run as that many host threads (std::thread), one
+// group after another, group memory is the kernel's static arrays, and a
+// barrier is a real one (mutex and condition variable), so the Host
+// tests run the very text CUDA and Metal run, barriers and races
+// included (host_rows_test.go runs every linear and attention case on the
+// tiled kernels too, bit for bit; host_flash_test.go holds the flash
+// kernel to its bound). Such a run is slow (a barrier wakes 256 host
+// threads) and proves nothing about a GPU's memory ordering beyond what a
+// barrier promises.
+//
 // Epilogues (epilogue.go): an Epilogue is a chain of the vocabulary's
 // pointwise steps (bias, activation, GLU, gate multiply, gated residual,
 // modulate, cast, …) over one input, a GEMM's or a norm's stored output,
@@ -71,5 +99,7 @@
 //     so Metal's attention is within a few f32 ulps, not bit-exact.
 //   - Host: C++ for the machine running the tests (a C++ compiler, no GPU),
 //     used by this package's tests to check the source's semantics against
-//     the CPU backend bit for bit (host_test.go, host_rows_test.go).
+//     the CPU backend bit for bit (host_test.go, host_rows_test.go); the
+//     cooperative kernels' groups run as host threads (compile with
+//     -pthread).
 package kernels

@@ -148,6 +148,10 @@ func rowJobs(t *testing.T) []hostJob {
 		{7, 33, 37, bf, bf, 0, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
 		{64, 96, 256, f16, f16, f16, zexec.Spec{Out: f16, Round: zexec.RoundBeforeBias, Math: zexec.MathTensorCore}},
 		{64, 96, 256, bf, f32, f32, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
+		// no multiple of the tiled GEMM's 64 × 64 × 16 tiles
+		{70, 130, 37, bf, bf, bf, zexec.Out(bf)},
+		{65, 64, 17, f16, f16, 0, zexec.Out(f32)},
+		{70, 130, 37, bf, bf, bf, zexec.Spec{Out: bf, Math: zexec.MathTensorCore}},
 	}
 	linVals := 0
 	for _, c := range lcs {
@@ -273,8 +277,19 @@ func rowJobs(t *testing.T) []hostJob {
 		jobs = append(jobs, j)
 		attnVals += len(want)
 	}
-	t.Logf("row kernels: %d norm jobs (%d values), %d linear jobs (%d values), %d attention jobs (%d values, %d with a fully masked row)",
-		len(ncs), normVals, len(lcs), linVals, len(acs), attnVals, nanRows)
+	// The tiled kernels (tiles.zf) on the same cases: the same bits.
+	for _, j := range jobs {
+		switch j.kernel {
+		case 6:
+			j.kernel, j.name = 8, "tiled "+j.name
+			jobs = append(jobs, j)
+		case 7:
+			j.kernel, j.name = 9, "tiled "+j.name
+			jobs = append(jobs, j)
+		}
+	}
+	t.Logf("row kernels: %d norm jobs (%d values), %d linear jobs (%d values), %d attention jobs (%d values, %d with a fully masked row); "+
+		"the linear and attention jobs again on the tiled kernels", len(ncs), normVals, len(lcs), linVals, len(acs), attnVals, nanRows)
 	return jobs
 }
 

@@ -60,6 +60,25 @@ const hostDriver = driverOpening + `  while (fread(&kernel, 4, 1, in) == 1) {
     case 6: zf_linear_seq(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), *(const zf_linear_seq_p*)p.data()); break;
     case 7: zf_attention_seq(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), buf[3].data(), buf[4].data(), buf[5].data(),
                              *(const zf_attention_seq_p*)p.data()); break;
+    case 8: {
+      const zf_linear_seq_p& lp = *(const zf_linear_seq_p*)p.data();
+      zf_host_groups((lp.m + ZF_GEMM_BM - 1) / ZF_GEMM_BM * ((lp.n + ZF_GEMM_BN - 1) / ZF_GEMM_BN), ZF_GEMM_THREADS,
+                     [&] { zf_linear_tiled(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), lp); });
+      break;
+    }
+    case 9:
+    case 10: {
+      const zf_attention_seq_p& ap = *(const zf_attention_seq_p*)p.data();
+      int groups = ap.b * ap.h * ((ap.sq + ZF_AT_ROWS - 1) / ZF_AT_ROWS);
+      zf_host_groups(groups, ZF_AT_THREADS, [&] {
+        if (kernel == 9) {
+          zf_attention_tiled(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), buf[3].data(), buf[4].data(), buf[5].data(), ap);
+        } else {
+          zf_attention_flash(y.data(), buf[0].data(), buf[1].data(), buf[2].data(), buf[3].data(), buf[4].data(), buf[5].data(), ap);
+        }
+      });
+      break;
+    }
     default: fprintf(stderr, "kernel %d\n", kernel); return 2;
     }
     fwrite(y.data(), 1, on, out);
@@ -191,7 +210,7 @@ func compileSource(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "host")
-	cmd := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-o", bin, srcPath, "-lm")
+	cmd := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-pthread", "-o", bin, srcPath, "-lm")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling the host rendering: %v\n%s", err, out)
 	}

@@ -13,9 +13,13 @@ var pointwise string
 //go:embed rows.zf
 var rows string
 
+//go:embed tiles.zf
+var tiles string
+
 // Source is the target-neutral kernel source: pointwise.zf, then rows.zf
-// (the row kernels, which use pointwise.zf's functions).
-func Source() string { return pointwise + "\n" + rows }
+// (the row kernels, which use pointwise.zf's functions), then tiles.zf
+// (the cooperative kernels, which use both).
+func Source() string { return pointwise + "\n" + rows + "\n" + tiles }
 
 // Target is a language the source is rendered in.
 type Target uint8
@@ -39,19 +43,19 @@ func (t Target) String() string {
 }
 
 // Render returns the whole source for target t: its prelude, then
-// pointwise.zf and rows.zf unchanged (#line directives keep compiler
-// messages on each file's lines).
+// pointwise.zf, rows.zf and tiles.zf unchanged (#line directives keep
+// compiler messages on each file's lines).
 func Render(t Target) (string, error) {
 	src, err := RenderPointwise(t)
 	if err != nil {
 		return "", err
 	}
-	return src + "\n#line 1 \"rows.zf\"\n" + rows, nil
+	return src + "\n#line 1 \"rows.zf\"\n" + rows + "\n#line 1 \"tiles.zf\"\n" + tiles, nil
 }
 
-// RenderPointwise is Render without rows.zf: what a backend with norm,
-// linear and attention kernels of its own compiles (CUDA), sparing the
-// compile of row kernels it never launches.
+// RenderPointwise is Render without rows.zf and tiles.zf: what a
+// backend with norm, linear and attention kernels of its own compiles
+// (CUDA), sparing the compile of row kernels it never launches.
 func RenderPointwise(t Target) (string, error) {
 	p, ok := preludes[t]
 	if !ok {
@@ -101,6 +105,12 @@ struct alignas(16) zf_v4 { uint x, y, z, w; };
 #define ZF_PREF(T) const T&
 #define ZF_DEV
 #define ZF_THREAD
+#define ZF_GROUP_TID
+#define ZF_LID ((int)threadIdx.x)
+#define ZF_GROUP_ID ((int)blockIdx.x)
+#define ZF_SHARED __shared__
+#define ZF_SHM
+#define ZF_BARRIER() __syncthreads()
 #define ZF_UNROLL _Pragma("unroll")
 #define zf_bits(x) __float_as_uint(x)
 #define zf_float(u) __uint_as_float(u)
@@ -166,6 +176,12 @@ typedef ulong zf_u64;
 #define ZF_PREF(T) constant T&
 #define ZF_DEV device
 #define ZF_THREAD thread
+#define ZF_GROUP_TID , uint zf_lid [[thread_index_in_threadgroup]], uint zf_grp [[threadgroup_position_in_grid]]
+#define ZF_LID ((int)zf_lid)
+#define ZF_GROUP_ID ((int)zf_grp)
+#define ZF_SHARED threadgroup
+#define ZF_SHM threadgroup
+#define ZF_BARRIER() threadgroup_barrier(mem_flags::mem_threadgroup)
 #define ZF_UNROLL _Pragma("unroll")
 #define zf_bits(x) as_type<uint>(x)
 #define zf_float(u) as_type<float>(u)
@@ -212,6 +228,10 @@ static inline float zf_msl_expm1(float x) {
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 typedef unsigned int uint;
 typedef unsigned short ushort;
 typedef unsigned char uchar;
@@ -229,6 +249,52 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define ZF_PREF(T) const T&
 #define ZF_DEV
 #define ZF_THREAD
+/* Cooperative kernels: zf_host_groups runs a launch's threads as real
+ * threads (one group at a time, its threads concurrently), so a barrier
+ * is a barrier and group memory (a function's statics) is shared by the
+ * group's threads only. */
+#define ZF_GROUP_TID
+#define ZF_LID zf_host_lid
+#define ZF_GROUP_ID zf_host_grp
+#define ZF_SHARED static
+#define ZF_SHM
+#define ZF_BARRIER() zf_host_barrier()
+static thread_local int zf_host_lid, zf_host_grp;
+static std::mutex zf_host_mu;
+static std::condition_variable zf_host_cv;
+static int zf_host_n, zf_host_waiting, zf_host_gen;
+static inline void zf_host_barrier() {
+  std::unique_lock<std::mutex> l(zf_host_mu);
+  int g = zf_host_gen;
+  if (++zf_host_waiting == zf_host_n) {
+    zf_host_waiting = 0;
+    zf_host_gen++;
+    zf_host_cv.notify_all();
+    return;
+  }
+  zf_host_cv.wait(l, [g] { return zf_host_gen != g; });
+}
+/* Runs fn as groups × threads threads: thread t of every group is one
+ * host thread, with a barrier between groups (the next group's stores to
+ * group memory wait for this one's reads). */
+template <class F> static void zf_host_groups(int groups, int threads, F fn) {
+  zf_host_n = threads;
+  zf_host_waiting = 0;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; t++) {
+    ts.emplace_back([=] {
+      zf_host_lid = t;
+      for (int g = 0; g < groups; g++) {
+        zf_host_grp = g;
+        fn();
+        zf_host_barrier();
+      }
+    });
+  }
+  for (auto& th : ts) {
+    th.join();
+  }
+}
 #define ZF_UNROLL
 #define zf_bits(x) zf_host_bits(x)
 #define zf_float(u) zf_host_float(u)

@@ -29,14 +29,14 @@ func TestRenderingsShareTheSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(src, rows) || !strings.Contains(src, pointwise) {
-			t.Errorf("%v rendering does not hold pointwise.zf and end with rows.zf verbatim", tg)
+		if !strings.HasSuffix(src, tiles) || !strings.Contains(src, rows) || !strings.Contains(src, pointwise) {
+			t.Errorf("%v rendering does not hold pointwise.zf and rows.zf and end with tiles.zf verbatim", tg)
 		}
 		pw, err := RenderPointwise(tg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasSuffix(pw, pointwise) || strings.Contains(pw, rows) {
+		if !strings.HasSuffix(pw, pointwise) || strings.Contains(pw, rows) || strings.Contains(pw, tiles) {
 			t.Errorf("%v pointwise rendering is not pointwise.zf alone", tg)
 		}
 	}
@@ -85,7 +85,8 @@ func TestPreludesDefineTheSameWords(t *testing.T) {
 			t.Errorf("source uses %s, which neither it nor the preludes define", m[1])
 		}
 	}
-	want := []string{"zf_attention_seq", "zf_copy", "zf_elementwise", "zf_linear_seq", "zf_norm_seq", "zf_rope_kernel", "zf_timestep"}
+	want := []string{"zf_attention_flash", "zf_attention_seq", "zf_attention_tiled", "zf_copy", "zf_elementwise", "zf_linear_seq",
+		"zf_linear_tiled", "zf_norm_seq", "zf_rope_kernel", "zf_timestep"}
 	if got := Kernels(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kernels %v, want %v", got, want)
 	}
@@ -110,6 +111,8 @@ func TestCodesMatch(t *testing.T) {
 		"ZF_NORM_LAYER": NormLayer, "ZF_NORM_RMS": NormRMS, "ZF_ATTN_DMAX": AttnDMax, "ZF_MASK_CAUSAL": MaskCausal,
 		"ZF_MASK_EXPLICIT": MaskExplicit, "ZF_A_EACH": AEach, "ZF_A_SCORES": AScores, "ZF_A_PROBS": AProbs,
 		"ZF_A_WEIGHTS": AWeights, "ZF_A_ACCUM": AAccum,
+		"ZF_GEMM_BM": GemmBM, "ZF_GEMM_BN": GemmBN, "ZF_GEMM_BK": GemmBK, "ZF_GEMM_THREADS": GemmThreads,
+		"ZF_AT_ROWS": AttnRows, "ZF_AT_THREADS": AttnThreads, "ZF_AT_KV": AttnKV, "ZF_AT_KEYS": AttnKeys,
 	}
 
 	for name, want := range ints {

@@ -17,9 +17,10 @@ import (
 type Backend struct {
 	exec.Fallback // Chunk, Patchify, Unpatchify, RopeTable
 
-	mu      sync.Mutex
-	d       *device
-	pending []*buffer // freed while work may still read them; released after the next wait
+	mu        sync.Mutex
+	d         *device
+	pending   []*buffer // freed while work may still read them; released after the next wait
+	exactAttn bool      // every attention on the exact kernel (SetExactAttention)
 }
 
 var _ exec.Backend = (*Backend)(nil)
@@ -224,13 +225,24 @@ func (b *Backend) Reshape(x exec.Tensor, shape []int) (exec.Tensor, error) {
 
 // run allocates an output and dispatches one kernel into it.
 func (b *Backend) run(shape []int, f precision.Format, kernel string, n int, args func(out *Tensor) []arg) (exec.Tensor, error) {
+	return b.runGroups(shape, f, kernel, n, 0, args)
+}
+
+// runGroups is run for a cooperative kernel: n threadgroups of threads
+// threads each (threads 0: n threads of a grid-stride kernel).
+func (b *Backend) runGroups(shape []int, f precision.Format, kernel string, n, threads int, args func(out *Tensor) []arg) (exec.Tensor, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out, err := b.newTensor(shape, f)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.d.dispatch(kernel, n, args(out)...); err != nil {
+	if threads > 0 {
+		err = b.d.dispatchGroups(kernel, n, threads, args(out)...)
+	} else {
+		err = b.d.dispatch(kernel, n, args(out)...)
+	}
+	if err != nil {
 		out.buf.id.Send(sel.release)
 		return nil, err
 	}

@@ -11,11 +11,22 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// Norm, Linear and Attention run the one source's row kernels
-// (zf_norm_seq, zf_linear_seq, zf_attention_seq): one thread an output row
-// or element, each reduction in the CPU reference's order, so the
-// arithmetic is the one package kernels checks bit for bit on the host.
-// They are correct, not fast (README.md).
+// Norm runs the one source's row kernel zf_norm_seq (one thread a group
+// of the norm, the CPU reference's f64 statistics); Linear and Attention
+// run its cooperative kernels (tiles.zf): zf_linear_tiled, and
+// zf_attention_tiled or zf_attention_flash, with the threadgroup sizes
+// their tiles are written for. The tiled kernels compute the row kernels'
+// arithmetic, each reduction in the CPU reference's order, which package
+// kernels checks bit for bit on the host and package cuda on an NVIDIA GPU
+// (README.md says what has run where).
+
+// SetExactAttention, when on, sends every attention to the exact kernel
+// (zf_attention_tiled) even where the flash kernel may take it (tests).
+func (b *Backend) SetExactAttention(on bool) {
+	b.mu.Lock()
+	b.exactAttn = on
+	b.mu.Unlock()
+}
 
 func format(t *Tensor) precision.Format {
 	if t == nil {
@@ -63,7 +74,8 @@ func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spe
 	})
 }
 
-// Linear is x·Wᵀ + b, one thread an output, the sum in k order.
+// Linear is x·Wᵀ + b: zf_linear_tiled, 64 × 64 outputs a threadgroup of
+// 256 threads, each output's sum in k order (zf_linear_seq's bits).
 func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, error) {
 	xt, err := b.get("linear", "x", x)
 	if err != nil {
@@ -84,13 +96,17 @@ func (b *Backend) Linear(x, w, bias exec.Tensor, s exec.Spec) (exec.Tensor, erro
 	if bt != nil && (len(bt.shape) != 1 || bt.shape[0] != int(lp.N)) {
 		return nil, fmt.Errorf("exec: linear: bias %v for %d outputs", bt.shape, lp.N)
 	}
-	return b.run(shape, s.Out, "zf_linear_seq", int(lp.M)*int(lp.N), func(out *Tensor) []arg {
+	return b.runGroups(shape, s.Out, "zf_linear_tiled", kernels.LinearTiledGroups(lp), kernels.GemmThreads, func(out *Tensor) []arg {
 		return []arg{{buf: out.buf}, {buf: xt.buf}, {buf: wt.buf}, {buf: bufOr(bt, xt)}, {params: kernels.Bytes(&lp)}}
 	})
 }
 
-// Attention is the exact path of scaled dot-product attention, one thread
-// a query row of a head. Heads wider than kernels.AttnDMax are refused.
+// Attention is scaled dot-product attention, 32 query rows of a head a
+// threadgroup of 256 threads sharing each K and V tile: the flash kernel
+// (one pass, running maximum; not bit-exact, within kernels.FlashBound)
+// where kernels.Flash allows it, as the CUDA backend chooses its flash
+// kernels, else the exact one (zf_attention_seq's arithmetic). Heads
+// wider than kernels.AttnDMax, MathOnlineSoftmax and sinks are refused.
 func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.AttentionParams, s exec.Spec) (exec.Tensor, error) {
 	if sinks != nil {
 		return nil, exec.Unsupported(b.Name(), "attention", "attention sinks (no Metal kernel yet)")
@@ -139,8 +155,12 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		copy(sb.bytes(), unsafe.Slice((*byte)(unsafe.Pointer(&slopes[0])), 4*len(slopes)))
 		b.pending = append(b.pending, sb) // released once the queue has drained past this dispatch
 	}
-	err = b.d.dispatch("zf_attention_seq", g.B*g.H*g.Sq, arg{buf: out.buf}, arg{buf: qt.buf}, arg{buf: kt.buf}, arg{buf: vt.buf},
-		arg{buf: bufOr(mt, qt)}, arg{buf: bufOr(bt, qt)}, arg{buf: sb}, arg{params: kernels.Bytes(&ap)})
+	kernel := "zf_attention_tiled"
+	if ok, _ := kernels.Flash(ap, s, qt.format, kt.format, vt.format); ok && !b.exactAttn {
+		kernel = "zf_attention_flash"
+	}
+	err = b.d.dispatchGroups(kernel, kernels.AttentionGroups(ap), kernels.AttnThreads, arg{buf: out.buf}, arg{buf: qt.buf}, arg{buf: kt.buf},
+		arg{buf: vt.buf}, arg{buf: bufOr(mt, qt)}, arg{buf: bufOr(bt, qt)}, arg{buf: sb}, arg{params: kernels.Bytes(&ap)})
 	if err != nil {
 		out.buf.id.Send(sel.release)
 		return nil, err

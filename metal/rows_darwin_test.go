@@ -10,6 +10,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/kernels"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -57,6 +58,8 @@ func TestRowsAgainstCPU(t *testing.T) {
 		args  []pair
 		out   precision.Format
 		vmax  float64 // attention: the largest |v|, for the bound
+		flash bool    // the flash kernel: within kernels.FlashBound(spec)
+		spec  exec.Spec
 	}
 	var cases []tc
 	x := up(data(64*3072, 2), []int{64, 3072}, bf)
@@ -66,7 +69,7 @@ func TestRowsAgainstCPU(t *testing.T) {
 			p := exec.NormParams{Kind: kind, Eps: 1e-6}
 			cases = append(cases, tc{fmt.Sprintf("norm %v %v", kind, s), true, func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
 				return bk.Norm(a[0], a[1], a[2], p, s)
-			}, []pair{x, gm, bt}, s.Out, 0})
+			}, []pair{x, gm, bt}, s.Out, 0, false, s})
 		}
 	}
 	w := up(data(1536*3072, 0.02), []int{1536, 3072}, bf)
@@ -74,7 +77,7 @@ func TestRowsAgainstCPU(t *testing.T) {
 	for _, s := range []exec.Spec{exec.Out(bf), exec.Out(f32), {Out: bf, Round: exec.RoundBeforeBias}} {
 		cases = append(cases, tc{"linear " + s.String(), true, func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
 			return bk.Linear(a[0], a[1], a[2], s)
-		}, []pair{x, w, lb}, s.Out, 0})
+		}, []pair{x, w, lb}, s.Out, 0, false, s})
 	}
 	q := up(data(2*256*8*128, 1), []int{2, 256, 8 * 128}, bf)
 	k := up(data(2*256*2*128, 1), []int{2, 256, 2 * 128}, bf)
@@ -93,9 +96,21 @@ func TestRowsAgainstCPU(t *testing.T) {
 		{exec.AttentionParams{Heads: 8, KVHeads: 2, Mask: exec.MaskCausal, Window: 32, Softcap: 20}, exec.Composed(bf)},
 		{exec.AttentionParams{Heads: 8, KVHeads: 2, ALiBi: true}, exec.Spec{Out: bf, Round: exec.RoundScores | exec.RoundWeights}},
 	} {
-		cases = append(cases, tc{fmt.Sprintf("attention %+v %v", c.p, c.s), false, func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
+		// The exact kernel, forced; then the backend's own choice, which is
+		// the flash kernel where kernels.Flash allows it (bf16 inputs here).
+		exact := func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
+			if mb, ok := bk.(*Backend); ok {
+				mb.SetExactAttention(true)
+				defer mb.SetExactAttention(false)
+			}
 			return bk.Attention(a[0], a[1], a[2], nil, nil, nil, c.p, c.s)
-		}, []pair{q, k, v}, c.s.Out, vmax})
+		}
+		cases = append(cases, tc{fmt.Sprintf("attention exact %+v %v", c.p, c.s), false, exact, []pair{q, k, v}, c.s.Out, vmax, false, c.s})
+		if c.s.Round&(exec.RoundProbs|exec.RoundEach|exec.RoundAccum) == 0 && c.s.Math&exec.MathTensorCore == 0 {
+			cases = append(cases, tc{fmt.Sprintf("attention flash %+v %v", c.p, c.s), false, func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
+				return bk.Attention(a[0], a[1], a[2], nil, nil, nil, c.p, c.s)
+			}, []pair{q, k, v}, c.s.Out, vmax, true, c.s})
+		}
 	}
 	for _, c := range cases {
 		ca, ga := make([]exec.Tensor, len(c.args)), make([]exec.Tensor, len(c.args))
@@ -116,6 +131,18 @@ func TestRowsAgainstCPU(t *testing.T) {
 		got, err := b.Download(gt)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.flash {
+			rel, err := precision.RelRMS(c.out, got, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, _ := precision.ExactFraction(c.out, got, want)
+			t.Logf("%s: %d values, %.6f bit-exact, rel-RMS %.3e (bound %.0e)", c.name, len(want), ex, rel, kernels.FlashBound(c.spec))
+			if !(rel <= kernels.FlashBound(c.spec)) {
+				t.Errorf("%s: rel-RMS %.3e against the CPU, bound %.0e", c.name, rel, kernels.FlashBound(c.spec))
+			}
+			continue
 		}
 		// Attention's bound: exp a few f32 ulps off moves each output by a
 		// few ulps of the largest |v| before the final rounding, so 4 f32

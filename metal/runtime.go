@@ -23,7 +23,7 @@ var (
 	sel     struct {
 		new, release, retain, stringWithUTF8, utf8String, localizedDescription,
 		newCommandQueue, newLibrary, newFunction, newPipeline, newBuffer, contents,
-		commandBuffer, computeEncoder, setPipeline, setBuffer, setBytes, dispatch,
+		commandBuffer, computeEncoder, setPipeline, setBuffer, setBytes, dispatch, dispatchGroups,
 		endEncoding, commit, waitUntilCompleted, setFastMath, maxThreads, name, errorSel objc.SEL
 	}
 )
@@ -46,6 +46,7 @@ func initSelectors() {
 	s.setBuffer = r("setBuffer:offset:atIndex:")
 	s.setBytes = r("setBytes:length:atIndex:")
 	s.dispatch = r("dispatchThreads:threadsPerThreadgroup:")
+	s.dispatchGroups = r("dispatchThreadgroups:threadsPerThreadgroup:")
 	s.endEncoding, s.commit, s.waitUntilCompleted = r("endEncoding"), r("commit"), r("waitUntilCompleted")
 	s.setFastMath = r("setFastMathEnabled:")
 	s.maxThreads = r("maxTotalThreadsPerThreadgroup")
@@ -178,12 +179,38 @@ type arg struct {
 // dispatch encodes kernel k over n threads (grid-stride kernels) in its own
 // command buffer and commits it; work runs in order on the one queue.
 func (d *device) dispatch(k string, n int, args ...arg) error {
+	if n <= 0 {
+		return nil
+	}
+	return d.encode(k, func(enc objc.ID) {
+		tg := min(d.maxThreads[k], 256)
+		enc.Send(sel.dispatch, mtlSize{uint64(n), 1, 1}, mtlSize{tg, 1, 1})
+	}, args)
+}
+
+// dispatchGroups encodes cooperative kernel k (tiles.zf) as groups
+// threadgroups of threads threads each: the kernel's barriers and tiles
+// assume exactly that many, so a pipeline that cannot run them (its
+// maxTotalThreadsPerThreadgroup, lowered by register use) is an error,
+// not a smaller group.
+func (d *device) dispatchGroups(k string, groups, threads int, args ...arg) error {
+	if groups <= 0 {
+		return nil
+	}
+	if mt, ok := d.maxThreads[k]; ok && mt < uint64(threads) {
+		return exec.Unsupported("metal", k, "the pipeline runs at most %d threads a threadgroup on %s; the kernel needs %d", mt, d.name, threads)
+	}
+	return d.encode(k, func(enc objc.ID) {
+		enc.Send(sel.dispatchGroups, mtlSize{uint64(groups), 1, 1}, mtlSize{uint64(threads), 1, 1})
+	}, args)
+}
+
+// encode binds args to kernel k's pipeline, lets grid encode the dispatch,
+// and commits the command buffer.
+func (d *device) encode(k string, grid func(enc objc.ID), args []arg) error {
 	pso, ok := d.pipes[k]
 	if !ok {
 		return fmt.Errorf("metal: kernel %s not built", k)
-	}
-	if n <= 0 {
-		return nil
 	}
 	return autorelease(func() error {
 		cb := d.queue.Send(sel.commandBuffer)
@@ -196,8 +223,7 @@ func (d *device) dispatch(k string, n int, args ...arg) error {
 				enc.Send(sel.setBytes, unsafe.Pointer(&a.params[0]), uint64(len(a.params)), uint64(i))
 			}
 		}
-		tg := min(d.maxThreads[k], 256)
-		enc.Send(sel.dispatch, mtlSize{uint64(n), 1, 1}, mtlSize{tg, 1, 1})
+		grid(enc)
 		enc.Send(sel.endEncoding)
 		cb.Send(sel.commit)
 		if d.last != 0 {
