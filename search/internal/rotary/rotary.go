@@ -119,6 +119,7 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 	first := 0
 	for a, n := range axes {
 		slow := first + n - 1
+		refit(tabs, freq, first, slow)
 		for ti, t := range tabs {
 			for r := range t {
 				var id int
@@ -144,6 +145,50 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 		first += n
 	}
 	return &Positions{IDs: out, Pairs: axes, Freq: freq}, true
+}
+
+// refit refines the frequencies of the axis of pairs first…slow by least
+// squares over every row: the ids its slowest pair gives, then each pair's
+// angles, unwrapped against id·f, fitted as id·f. One step between two
+// rows of a table stored in a narrow format (bf16 cos and sin) is a few
+// per cent off, and so would be every id read with it; where the angles
+// are exact the fit returns the same frequencies.
+func refit(tabs [][][]float64, freq []float64, first, slow int) {
+	if math.IsInf(freq[slow], 1) {
+		return
+	}
+	id := func(x float64) float64 { return math.Round(x / freq[slow]) }
+	for range 2 {
+		var num, den float64
+		for _, t := range tabs {
+			for r := range t {
+				k := id(t[r][slow])
+				num += t[r][slow] * k
+				den += k * k
+			}
+		}
+		if den > 0 && num > 0 {
+			freq[slow] = num / den
+		}
+	}
+	for j := first; j < slow; j++ {
+		if math.IsInf(freq[j], 1) {
+			continue
+		}
+		var num, den float64
+		for _, t := range tabs {
+			for r := range t {
+				k := id(t[r][slow])
+				want := k * freq[j]
+				u := want - Wrap(want-t[r][j]) // the angle unwrapped next to id·f
+				num += u * k
+				den += k * k
+			}
+		}
+		if den > 0 && num > 0 {
+			freq[j] = num / den
+		}
+	}
 }
 
 // steps is each pair's frequency: its smallest angle step between
