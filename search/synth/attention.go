@@ -358,6 +358,9 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		// were refined already, three of them, by the plain search)
 		return nil
 	}
+	if !anyWithin(all, tol) {
+		s.rankUnderMasks(all, t, sc)
+	}
 	var best *attnChoice
 	if anyWithin(rounded, tol) {
 		best = s.refineBest(rounded, t, sc)
