@@ -471,6 +471,10 @@ var unseenFactors = map[string]map[string]any{
 	// frequencies every third channel; the caption prefix causal; SwiGLU MLPs
 	"cosmos3": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0, 0.0},
 		"attention_causal": true, "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
+	// jit_transformer_2d.py: RoPE modules rotating adjacent pairs of q and k by their own
+	// tables, axes of 8 channels (h, w), θ 10000; the pipeline steps with (z − x̂)/σ, sign +1
+	"jit": {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{8.0, 8.0}, "qk_norm": "rms",
+		"attention_causal": false, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true, "euler_sign": 1.0},
 }
 
 // discoverComplete discovers path (once per test binary for a repository
