@@ -6,7 +6,6 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
-	"github.com/zflow/zflow/precision"
 )
 
 // fitOwnRope explains a parameterless call that rotates its one argument
@@ -40,7 +39,7 @@ func (s *synth) fitOwnRope(x, t *val, sc *scope) *val {
 			return j, j + D/2
 		}
 		cos, sin := make([]float32, S*D), make([]float32, S*D)
-		onCircle := true
+		onCircle, noise := true, 0.0
 		for r := range S {
 			for j := range D / 2 {
 				a, b := pair(j)
@@ -62,6 +61,7 @@ func (s *synth) fitOwnRope(x, t *val, sc *scope) *val {
 				if math.Abs(c*c+si*si-1) > 0.05 {
 					onCircle = false
 				}
+				noise = math.Max(noise, math.Abs(math.Sqrt(c*c+si*si)-1))
 				cos[r*D+a], cos[r*D+b] = float32(c), float32(c)
 				sin[r*D+a], sin[r*D+b] = float32(si), float32(si)
 			}
@@ -69,9 +69,13 @@ func (s *synth) fitOwnRope(x, t *val, sc *scope) *val {
 		if !onCircle {
 			continue
 		}
-		cv := &val{shape: []int{S, D}, data: cos, format: precision.F32, origin: t.origin + "/cos"}
-		sv := &val{shape: []int{S, D}, data: sin, format: precision.F32, origin: t.origin + "/sin"}
-		f := s.fitReadRope([]*val{cv, sv})
+		// the readings carry the precision of the values they were read
+		// from: scored against the tables in that format's tolerance
+		cv := &val{shape: []int{S, D}, data: cos, format: t.format, origin: t.origin + "/cos"}
+		sv := &val{shape: []int{S, D}, data: sin, format: t.format, origin: t.origin + "/sin"}
+		// the angles' noise: the readings' distance from the unit
+		// circle, where the rounding of x and the result shows
+		f := s.fitReadRopeNoisy([]*val{cv, sv}, nil, noise)
 		if len(f) != 2 || f[0] == nil || f[1] == nil {
 			continue // tables no ids explain: not taken from one step's values
 		}

@@ -242,3 +242,32 @@ func TestReadPositionsRounded(t *testing.T) {
 		}
 	}
 }
+
+// TestReadPositionsWithinNoise: angles read back from rounded values (an
+// absolute error of a few thousandths on every angle, as a rotation's
+// (cos, sin) fitted from bf16 values has) over a 4×4 grid, two axes of 4
+// pairs, θ 10000: the slowest pairs turn less than the noise (their step
+// hidden), yet, told the noise, the ids and axes read back, the ids from
+// the pair turned furthest without wrapping.
+func TestReadPositionsWithinNoise(t *testing.T) {
+	dims := []int{8, 8}
+	ids := gridIDs([]int{0, 0}, []int{4, 4})
+	z := complexTable(ids, dims, 10000)
+	a := ComplexAngles(z, 8)
+	const noise = 0.004
+	for r := range a {
+		for j := range a[r] {
+			a[r][j] += noise * math.Sin(float64(7*r+13*j)) // deterministic, within ±noise
+		}
+	}
+	p, ok := ReadPositionsWithin([][][]float64{a}, noise)
+	if !ok {
+		t.Fatal("not read")
+	}
+	if !slices.Equal(p.AxesDims(), dims) {
+		t.Errorf("axes %v, want %v", p.AxesDims(), dims)
+	}
+	if !slices.EqualFunc(p.IDs[0], ids, slices.Equal[[]int]) {
+		t.Errorf("ids %v, want %v", p.IDs[0], ids)
+	}
+}
