@@ -38,10 +38,38 @@ type attnChoice struct {
 // and causality, then the score scale.
 func (s *synth) attention(t *val, sc *scope) *val { return s.attentionOf(t, sc, false) }
 
+// batchOfOne is sc with its rank-2 and rank-3 values ([S, W] rows, [S, H,
+// D] heads, [S, d] tables) of rows rows given a leading axis of 1, for a
+// batchless target of those rows read as a batch of one; with any, values
+// of other row counts too (keys and values joined from two streams);
+// integer values (ids, indices) are left as they are, and so is the rest.
+func (s *synth) batchOfOne(sc *scope, rows int, any bool) *scope {
+	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	for _, v := range sc.vals {
+		w := v
+		if !v.opaque && (len(v.shape) == 2 || len(v.shape) == 3) && !v.integral() && v.shape[0] > 1 && (any || v.shape[0] == rows) {
+			if r := s.reshape(v, append([]int{1}, v.shape...)); r != nil {
+				w = r
+			}
+		}
+		l.vals = append(l.vals, w)
+		if sc.own[v] {
+			l.own[w] = true
+		}
+		if sc.arg[v] {
+			l.arg[w] = true
+		}
+	}
+	return l
+}
+
 // joinedAttention explains t as attention of its rows over keys and
 // values joined from two streams (joinedKV): tried where every other
 // attention form failed, as the pieces multiply.
 func (s *synth) joinedAttention(t *val, sc *scope) *val {
+	if len(t.shape) == 2 {
+		return s.attentionOf(t, sc, true) // batchless: mayJoin asked of the batch of one
+	}
 	if !mayJoin(t, sc) {
 		return nil
 	}
@@ -64,6 +92,20 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		proxy.shape = merged
 		proxy.reshapedFrom = true
 		return s.reshape(s.attentionOf(&proxy, sc, joined), t.shape)
+	}
+	if len(t.shape) == 2 && !t.reshapedFrom && t.shape[0] > 1 {
+		// packed rows without a batch axis ([S, H·D]: a request's
+		// sequences laid end to end, as varlen kernels take them):
+		// explained as a batch of one over the scope's values given a
+		// leading axis of 1, the axis then dropped
+		proxy := *t
+		proxy.shape = []int{1, t.shape[0], t.shape[1]}
+		proxy.reshapedFrom = true
+		lifted := s.batchOfOne(sc, t.shape[0], joined)
+		if joined && !mayJoin(&proxy, lifted) {
+			return nil
+		}
+		return s.reshape(s.attentionOf(&proxy, lifted, joined), t.shape)
 	}
 	if len(t.shape) != 3 {
 		return nil
@@ -357,6 +399,9 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		// no temperature changed what the first stage saw (its choices
 		// were refined already, three of them, by the plain search)
 		return nil
+	}
+	if !anyWithin(all, tol) {
+		s.rankUnderMasks(all, t, sc)
 	}
 	var best *attnChoice
 	if anyWithin(rounded, tol) {

@@ -3,6 +3,7 @@ package synth
 import (
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/semantics"
 )
@@ -32,13 +33,17 @@ const joinedKeysLabel = "keys joined"
 func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 	rows, width := t.shape[1], t.shape[2]
 	pool, fused := s.allOperands(sc, t)
-	var qk, vs []*val
+	var qs, ks, vs []*val
 	for _, v := range pool {
-		if v.shape[1] == rows && v.shape[2] == width {
-			qk = append(qk, v)
-			if linearResult(v) {
-				vs = append(vs, v)
-			}
+		if v.shape[1] != rows || !kvWidth(v.shape[2], width) {
+			continue
+		}
+		if v.shape[2] == width {
+			qs = append(qs, v)
+		}
+		ks = append(ks, v)
+		if linearResult(v) {
+			vs = append(vs, v)
 		}
 	}
 	for _, f := range fused {
@@ -47,10 +52,10 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 		}
 	}
 	var mine [][3]*val
-	for _, q := range qk {
-		for _, k := range qk {
+	for _, q := range qs {
+		for _, k := range ks {
 			for _, v := range vs {
-				if q != k && q != v && k != v {
+				if q != k && q != v && k != v && k.shape[2] == v.shape[2] {
 					mine = append(mine, [3]*val{q, k, v})
 				}
 			}
@@ -60,6 +65,9 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 	var out [][3]*val
 	for _, m := range mine {
 		for _, o := range theirs {
+			if o[0].shape[2] != m[1].shape[2] || o[1].shape[2] != m[2].shape[2] {
+				continue
+			}
 			// one order only, the stream of fewer rows first: softmax over
 			// the keys does not depend on their order (the mask and RoPE
 			// follow the keys), so the other order is the same result
@@ -82,8 +90,8 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 
 // mayJoin reports, before anything is derived, whether t [B, S, W] may be
 // attention over keys joined from two streams: the scope made values of
-// other rows that could be another stream's k or v (width W or a fused
-// 2·W, or per head [B, H, S', D] with H·D = W).
+// other rows that could be another stream's k or v (width W or that of
+// fewer heads, or a fused 2·W, or per head [B, H, S', D] with H·D so).
 func mayJoin(t *val, sc *scope) bool {
 	if len(t.shape) != 3 {
 		return false
@@ -95,11 +103,11 @@ func mayJoin(t *val, sc *scope) bool {
 		}
 		switch len(v.shape) {
 		case 3:
-			if v.shape[1] != rows && (v.shape[2] == w || v.shape[2] == 2*w) {
+			if v.shape[1] != rows && (kvWidth(v.shape[2], w) || v.shape[2] == 2*w) {
 				return true
 			}
 		case 4:
-			if v.shape[2] != rows && v.shape[1]*v.shape[3] == w {
+			if v.shape[2] != rows && kvWidth(v.shape[1]*v.shape[3], w) {
 				return true
 			}
 		}
@@ -116,7 +124,7 @@ func (s *synth) otherKV(sc *scope, t *val, pool []*val) [][2]*val {
 	var ks, vs []*val
 	var pairs [][2]*val
 	for _, v := range pool {
-		if v.shape[1] != rows && v.shape[2] == width {
+		if v.shape[1] != rows && kvWidth(v.shape[2], width) {
 			ks = append(ks, v)
 			if linearResult(v) {
 				vs = append(vs, v)
@@ -134,13 +142,35 @@ func (s *synth) otherKV(sc *scope, t *val, pool []*val) [][2]*val {
 	}
 	for _, v := range vs {
 		for _, k := range ks {
-			if k != v && k.shape[1] == v.shape[1] {
+			if k != v && k.shape[1] == v.shape[1] && k.shape[2] == v.shape[2] {
 				pairs = append(pairs, [2]*val{k, v})
+			}
+		}
+	}
+	// the other stream's keys rotated by a table of their own rows (each
+	// stream's RoPE applied before the join): each pair again with its k
+	// so rotated, heads as wide as the table
+	n := len(pairs)
+	for _, tb := range s.ropeTables(sc) {
+		tw := tb[0].shape[len(tb[0].shape)-1]
+		for _, p := range pairs[:n] {
+			k := p[0]
+			if tableRows(tb[0]) != k.shape[1] || tw%2 != 0 || k.shape[2]%tw != 0 {
+				continue
+			}
+			for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
+				if rk := s.rotate(k, tb, layout, k.shape[2]/tw, tw); rk != nil {
+					pairs = append(pairs, [2]*val{rk, p[1]})
+				}
 			}
 		}
 	}
 	return pairs
 }
+
+// kvWidth reports whether keys or values w wide may serve queries width
+// wide: as wide, or the width of fewer heads (grouped-query attention).
+func kvWidth(w, width int) bool { return w == width || w < width && width%w == 0 }
 
 // halves cuts x [B, S, 2·W] into k and v: two blocks of W, or per head
 // [k v] of every head width that divides W.

@@ -462,6 +462,19 @@ var unseenFactors = map[string]map[string]any{
 	"ideogram4": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0, 1.0},
 		"qk_norm": "rms", "attention_scale": 0.0, "attention_causal": false, "modulation_plus_one": true, "gate_fn": "tanh",
 		"euler_sign": -1.0},
+	// ace_step_transformer.py: half-layout RoPE θ 1e6 (Qwen3's), a sliding window of |i − j| ≤ 2 in
+	// the first layer (the band |i − j| < 3 of exec's window), RMS q/k norms,
+	// SwiGLU, x·(1 + scale) + shift
+	"ace_step": {"rope_layout": "half", "rope_theta": 1e6, "attention_window": 3.0, "qk_norm": "rms", "mlp_act": "silu",
+		"mlp_glu": true, "modulation_plus_one": true},
+	// transformer_cosmos3.py: rotate-half interleaved MRoPE, θ 5e6, sections (4, 2, 2): h and w
+	// frequencies every third channel; the caption prefix causal; SwiGLU MLPs
+	"cosmos3": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0, 0.0},
+		"attention_causal": true, "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
+	// jit_transformer_2d.py: RoPE modules rotating adjacent pairs of q and k by their own
+	// tables, axes of 8 channels (h, w), θ 10000; the pipeline steps with (z − x̂)/σ, sign +1
+	"jit": {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{8.0, 8.0}, "qk_norm": "rms",
+		"attention_causal": false, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true, "euler_sign": 1.0},
 }
 
 // discoverComplete discovers path (once per test binary for a repository

@@ -796,25 +796,47 @@ func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, 
 	var best *val
 	bestSign, bestErr, runner := 1, math.Inf(1), math.Inf(1)
 	var cands []semantics.Candidate
-	for _, f := range forms {
-		fd := f.data
-		if len(fd) == latents.numel() {
-			fd = part(fd)
-		}
-		for _, sign := range []int{1, -1} {
-			d := make([]float32, len(fd))
-			for i := range d {
-				d[i] = float32(sign) * fd[i]
+	try := func(forms []*val) {
+		for _, f := range forms {
+			fd := f.data
+			if len(fd) == latents.numel() {
+				fd = part(fd)
 			}
-			e := relRMS(want.format, d, want.data)
-			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
-			if e < bestErr {
-				runner = bestErr
-				best, bestSign, bestErr = f, sign, e
-			} else if e < runner {
-				runner = e
+			for _, sign := range []int{1, -1} {
+				d := make([]float32, len(fd))
+				for i := range d {
+					d[i] = float32(sign) * fd[i]
+				}
+				e := relRMS(want.format, d, want.data)
+				cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
+				if e < bestErr {
+					runner = bestErr
+					best, bestSign, bestErr = f, sign, e
+				} else if e < runner {
+					runner = e
+				}
 			}
 		}
+	}
+	try(forms)
+	if bestErr > tolerance(want.format) && s.sigma != nil {
+		// no form of the result is the velocity: a model that predicts
+		// the clean sample, the pipeline stepping with (x − out)/σ
+		var clean []*val
+		x := latents
+		if s.latents != nil && slices.Equal(s.latents.shape, latents.shape) {
+			x = s.latents
+		}
+		for _, f := range forms {
+			if len(f.data) != latents.numel() {
+				continue
+			}
+			d := s.derive(&expr{op: program.OpSub, args: []*val{x, s.reshape(f, latents.shape)}, out: f32, label: "x − the predicted clean sample"})
+			if v := s.derive(&expr{op: program.OpDiv, args: []*val{d, s.sigma}, out: f32, label: "velocity (x − x̂)/σ"}); v != nil {
+				clean = append(clean, v)
+			}
+		}
+		try(clean)
 	}
 	if best == nil {
 		return nil, 0, nil, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)

@@ -149,6 +149,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// reader): tried where every other form fails
 				func() *val { return s.fitAngleRope(xs, t) },
 				func() *val { return s.fitPackedRope(xs, t) },
+				// a rotary module that keeps its tables (buffers): angles
+				// read back from its argument and result
+				func() *val { return s.fitOwnRope(xs[0], t, sc) },
 				func() *val { return s.fitSwish(xs[0], t) },
 				func() *val { return s.fitComposedAct(xs[0], t) },
 			} {
@@ -178,13 +181,21 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
 			fit = s.fitPointConv(xs[0], params, t)
 		case len(params[0].shape) == 3:
-			fit = s.fitConv1D(xs[0], params, t)
+			if fit = s.fitConv1D(xs[0], params, t); fit == nil {
+				fit = s.fitConvBlocks(xs[0], params, t)
+			}
+			if fit == nil {
+				fit = s.fitConvTransposed(xs[0], params, t)
+			}
 		case len(params[0].shape) >= 4:
 			if fit = s.fitConv(xs[0], params, t); fit == nil {
 				fit = s.fitConv2D(xs[0], params, t)
 			}
 			if fit == nil {
 				fit = s.fitConvBlocks(xs[0], params, t)
+			}
+			if fit == nil {
+				fit = s.fitConvTransposed(xs[0], params, t)
 			}
 		case len(params) == 1 && len(params[0].shape) == 1 && len(t.shape) == 2 && t.shape[1] == 2*params[0].numel():
 			fit = s.fitFourier(xs[0], params[0], t)
@@ -763,53 +774,6 @@ func (s *synth) fitConv(x *val, params []*val, t *val) *val {
 	}
 	s.patchRows = F * (H / p) * (W / p)
 	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("patch %d", p), Score: relRMS(t.format, y.data, t.data)}}}
-	return y
-}
-
-// fitConvBlocks explains a 3-D convolution whose kernel equals its stride
-// and spans several frames, or differs between the axes (w [O, C, kt, kh,
-// kw] over x [B, C, F, H, W], each size a multiple of its kernel): each
-// kt×kh×kw block of x a row of C·kt·kh·kw channels, blocks in (f, h, w)
-// order, through a linear of w's rows, channels first again. Tried where
-// fitConv's one-frame square patches do not fit.
-func (s *synth) fitConvBlocks(x *val, params []*val, t *val) *val {
-	w := params[0]
-	var bias *val
-	if len(params) > 1 && len(params[1].shape) == 1 {
-		bias = params[1]
-	}
-	if len(w.shape) != 5 || len(x.shape) != 5 || len(t.shape) != 5 {
-		return nil
-	}
-	B, C, O := x.shape[0], x.shape[1], w.shape[0]
-	kt, kh, kw := w.shape[2], w.shape[3], w.shape[4]
-	F, H, W := x.shape[2], x.shape[3], x.shape[4]
-	if C != w.shape[1] || F%kt != 0 || H%kh != 0 || W%kw != 0 ||
-		!slices.Equal(t.shape, []int{B, O, F / kt, H / kh, W / kw}) {
-		return nil
-	}
-	blocks := s.reshape(x, []int{B, C, F / kt, kt, H / kh, kh, W / kw, kw})
-	if blocks == nil {
-		return nil
-	}
-	rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 4, 6, 1, 3, 5, 7}}, args: []*val{blocks}, out: x.format, label: "kernel blocks"})
-	n := (F / kt) * (H / kh) * (W / kw)
-	rows = s.reshape(rows, []int{B * n, C * kt * kh * kw})
-	wm := s.reshape(w, []int{O, C * kt * kh * kw})
-	if rows == nil || wm == nil {
-		return nil
-	}
-	y := s.derive(&expr{op: program.OpLinear, args: []*val{rows, wm, bias}, out: t.format, label: fmt.Sprintf("blocks %dx%dx%d", kt, kh, kw)})
-	y = s.reshape(y, []int{B, n, O})
-	if y == nil {
-		return nil
-	}
-	y = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{y}, out: t.format, label: "channels first"})
-	y = s.reshape(y, t.shape)
-	if y == nil || relRMS(t.format, y.data, t.data) > tolerance(t.format) {
-		return nil
-	}
-	y.fit = &leafFit{kind: "conv", candidates: []semantics.Candidate{{Value: fmt.Sprintf("blocks %dx%dx%d", kt, kh, kw), Score: relRMS(t.format, y.data, t.data)}}}
 	return y
 }
 

@@ -196,6 +196,13 @@ func (s *synth) nearestOf(sc *scope, b, c int, want []float64, f exec.ActKind, t
 			return sv, be
 		}
 	}
+	// then a table's row plus a summed pair (a table added to the sum of
+	// two embedders' vectors)
+	if p, te, ok := nearestTableSum(sc, b, c, want, f); ok && te < be && te <= 10*tol {
+		if tv := s.tableSumVector(p, b, c); tv.v != nil {
+			return tv, te
+		}
+	}
 	// then a run of a table's rows plus chunks (the table longer)
 	if p, re, ok := nearestTableRun(sc, b, c, want, f); ok && re < be {
 		if rv := s.runVector(p, b, c); rv.v != nil {

@@ -3,6 +3,7 @@ package synth
 import (
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -190,4 +191,90 @@ func (s *synth) edgePadded(t *val, vals []*val) *val {
 	}
 	w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{piece, rep}, out: t.format, label: "padded with its last row"}})
 	return w
+}
+
+// zeroPadded explains t as a value made another way (moved, patched, cut
+// or joined, in t's axis order or with its axes then moved) followed, along
+// one axis, by entries that are all zero: a sequence zero-padded at its end
+// to a multiple of a patch or window (F.pad(x, (0, 0, 0, n))) before a
+// strided convolution reads it channels first. The zeros are a constant of
+// the request's shape; the head is explained as a piece, then joined with
+// them.
+func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) < 2 || len(t.shape) > 4 || t.integral() {
+		return nil
+	}
+	for ax := 1; ax < len(t.shape); ax++ {
+		S := t.shape[ax]
+		n := S // the entries along ax before the zeros
+		for n > 0 && allZero(sliceData(t, ax, n-1, n)) {
+			n--
+		}
+		if n == 0 || n == S {
+			continue
+		}
+		head := s.part(t, ax, 0, n)
+		piece := s.padHead(head, sc, vals)
+		if piece == nil {
+			continue
+		}
+		shape := slices.Clone(t.shape)
+		shape[ax] = S - n
+		zeros := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: t.format, origin: t.origin + "/zero-padding"}
+		s.em.constant(zeros, "zeros padding a value at its end along one axis (made from the request's shape)")
+		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{piece, zeros}, out: t.format, label: "padded with zeros"}}); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// padHead explains a zero-padded value's head: by the forms that bring a
+// value to a shape (moved, patched, cut, joined) in its own axis order,
+// else in another order then permuted (the padded value is read channels
+// first after the padding).
+func (s *synth) padHead(head *val, sc *scope, vals []*val) *val {
+	tol := tolerance(head.format)
+	forms := []func(*val) *val{
+		func(h *val) *val { return s.moved(h, vals) },
+		func(h *val) *val { return s.patched(h, vals) },
+		func(h *val) *val { return s.cut(h, vals) },
+		func(h *val) *val { return s.joined(h, sc, vals) },
+	}
+	try := func(h *val) *val {
+		for _, f := range forms {
+			if v := f(h); v != nil && relRMS(h.format, v.data, h.data) <= tol && s.everyStep(v, h, tol) {
+				return v
+			}
+		}
+		return nil
+	}
+	if v := try(head); v != nil {
+		return s.reshape(v, head.shape)
+	}
+	for _, perm := range permutations(len(head.shape))[1:] {
+		inv := make([]int, len(perm))
+		for i, a := range perm {
+			inv[a] = i
+		}
+		shape := make([]int, len(perm)) // the proxy's: permute(proxy, perm) has head's shape
+		for i, a := range perm {
+			shape[a] = head.shape[i]
+		}
+		proxy := s.readAs(head, shape, func(d []float32) []float32 { return permuteData(&val{shape: head.shape, data: d}, inv) })
+		if v := try(proxy); v != nil {
+			return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{s.reshape(v, shape)}, out: v.format, label: "axes moved"})
+		}
+	}
+	return nil
+}
+
+// allZero reports whether every entry of d is zero.
+func allZero(d []float32) bool {
+	for _, x := range d {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }

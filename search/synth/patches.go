@@ -34,7 +34,8 @@ func (s *synth) patched(t *val, vals []*val) *val {
 
 // batchReadings are the ways patched reads an image and token shapes: as
 // they are ([B, C, (F,) H, W], [B, N, D]), then, for one sample of a list
-// input ([C, (F,) H, W] beside [N, D] or [1, N, D]), with a batch of 1.
+// input ([C, (F,) H, W] beside [N, D] or [1, N, D]), with a batch of 1;
+// and tokens [N, D] of an image [1, C, (F,) H, W] as [1, N, D].
 func batchReadings(img, tok []int) [][2][]int {
 	out := [][2][]int{{img, tok}}
 	if (len(img) == 3 || len(img) == 4) && (len(tok) == 2 || len(tok) == 3 && tok[0] == 1 && img[0] != 1) {
@@ -43,6 +44,11 @@ func batchReadings(img, tok []int) [][2][]int {
 			bt = append([]int{1}, tok...)
 		}
 		out = append(out, [2][]int{append([]int{1}, img...), bt})
+	}
+	if (len(img) == 4 || len(img) == 5) && img[0] == 1 && len(tok) == 2 {
+		// one sample's tokens packed without a batch axis ([N, D]) beside
+		// an image that keeps its batch of one
+		out = append(out, [2][]int{img, append([]int{1}, tok...)})
 	}
 	return out
 }

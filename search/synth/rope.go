@@ -546,6 +546,12 @@ func (s *synth) fitReadRope(targets []*val) []*val { return s.fitReadRopeWith(ta
 // rows at one time id after the caption's, then padding at 0) reads
 // against one whose ids run consecutively.
 func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
+	return s.fitReadRopeNoisy(targets, extra, 0)
+}
+
+// fitReadRopeNoisy is fitReadRopeWith of tables whose angles are known to
+// within noise radians (tables read back from rounded values).
+func (s *synth) fitReadRopeNoisy(targets, extra []*val, noise float64) []*val {
 	var tabs []ropeTableTarget
 	var angles [][][]float64
 	interleaved := true
@@ -580,7 +586,7 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	if len(tabs) == 0 {
 		return nil
 	}
-	rp, ok := rotary.ReadPositions(angles)
+	rp, ok := rotary.ReadPositionsWithin(angles, noise)
 	if !ok || len(rp.Pairs) > 3 {
 		return nil
 	}
@@ -596,7 +602,11 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	}
 	thetas := []float64{10000}
 	if th := rotary.Theta(rp.Freq, dims); th > 1 && th != 10000 {
-		thetas = append([]float64{th}, thetas...)
+		if noise > 0 {
+			thetas = append(thetas, th) // read from noise: the round value first, kept on a near tie
+		} else {
+			thetas = append([]float64{th}, thetas...)
+		}
 	}
 	type cand struct {
 		p     exec.RopeTableParams
@@ -661,15 +671,28 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	}
 	best, bestScore := -1, math.Inf(1)
 	var ev []semantics.Candidate
+	var tried []ropeTry
 	for i, c := range cands {
 		_, sc := mk(c.p, exec.MathPrecise, c.label)
 		ev = append(ev, semantics.Candidate{Value: c.label, Score: finite(sc)})
+		tried = append(tried, ropeTry{p: c.p, score: sc})
 		if sc < bestScore {
 			best, bestScore = i, sc
 		}
 	}
 	if best < 0 || bestScore > tolerance(targets[0].format) {
 		return nil
+	}
+	if noise > 0 {
+		// tables read back from rounded values: candidates within a
+		// twentieth of the best are a tie the noise decides; the first
+		// (the round θ) is kept
+		for i, t := range tried {
+			if t.score <= bestScore*1.05 {
+				best = i
+				break
+			}
+		}
 	}
 	for i, v := range ids {
 		if !slices.Contains(targets, tabs[i].complex) && !slices.Contains(targets, tabs[i].cos) {
@@ -713,6 +736,9 @@ func (s *synth) fitReadRopeWith(targets, extra []*val) []*val {
 	})
 	made, _ := mk(variant(ar), ar.math, cands[best].label)
 	fit := &leafFit{kind: "rope_table", rope: variant(ar), candidates: ev}
+	if noise > 0 {
+		fit.ropeTried = tried // margins from the scores: a noisy reading decides nothing by itself
+	}
 	out := make([]*val, len(targets))
 	k := 0
 	for i, t := range targets {

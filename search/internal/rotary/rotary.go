@@ -98,17 +98,22 @@ func (p *Positions) AxesDims() []int {
 // [rows][pairs] array per table, all rotating by the same frequencies): a
 // pair's frequency is the smallest angle step between consecutive rows;
 // frequencies fall within an axis and stop falling where the next axis
-// starts (an axis of one pair is one frequency, 1); an axis's ids are its slowest pair's angle over its frequency
-// (no wrap-around there), checked against every pair of the axis.
-func ReadPositions(tabs [][][]float64) (*Positions, bool) {
+// starts (an axis of one pair is one frequency, 1); an axis's ids are its reading pair's angle over its frequency
+// (the pair turned furthest without wrapping), checked against every pair of the axis.
+func ReadPositions(tabs [][][]float64) (*Positions, bool) { return ReadPositionsWithin(tabs, 0) }
+
+// ReadPositionsWithin is ReadPositions of angles known to within noise
+// radians (angles read back from rounded values, not tables): a step
+// between two rows no larger than 2·noise is not a frequency's step.
+func ReadPositionsWithin(tabs [][][]float64, noise float64) (*Positions, bool) {
 	if len(tabs) == 0 || len(tabs[0]) == 0 {
 		return nil, false
 	}
-	freq, ok := steps(tabs)
+	freq, ok := steps(tabs, max(1e-6, 2*noise))
 	if !ok {
 		return nil, false
 	}
-	axes := fallingRuns(freq)
+	axes := fallingRuns(freq, noise > 0)
 	out := make([][][]int, len(tabs))
 	for ti, t := range tabs {
 		out[ti] = make([][]int, len(t))
@@ -118,23 +123,24 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 	}
 	first := 0
 	for a, n := range axes {
-		slow := first + n - 1
+		slow := reading(tabs, freq, first, first+n-1)
+		refit(tabs, freq, first, first+n-1, slow, noise > 0)
 		for ti, t := range tabs {
 			for r := range t {
 				var id int
 				if !math.IsInf(freq[slow], 1) {
 					x := t[r][slow] / freq[slow]
 					id = int(math.Round(x))
-					if math.Abs(x-float64(id)) > 0.05 {
+					if math.Abs(x-float64(id)) > max(0.05, 3*noise/freq[slow]) {
 						return nil, false
 					}
 				}
-				for j := first; j <= slow; j++ {
+				for j := first; j < first+n; j++ {
 					want := 0.0
 					if !math.IsInf(freq[j], 1) {
 						want = float64(id) * freq[j]
 					}
-					if math.Abs(Wrap(want-t[r][j])) > 1e-2 {
+					if math.Abs(Wrap(want-t[r][j])) > max(1e-2, 3*noise) {
 						return nil, false
 					}
 				}
@@ -146,10 +152,94 @@ func ReadPositions(tabs [][][]float64) (*Positions, bool) {
 	return &Positions{IDs: out, Pairs: axes, Freq: freq}, true
 }
 
+// reading is the pair of the axis first…last whose angles read the ids:
+// from the slowest pair, each faster one whose angles the ids read so far
+// say stay under 0.9·π (unwrapped) takes over, its ids read again: the
+// pair turned furthest without wrapping, where a narrow format's rounding
+// (an absolute error on cos and sin) is smallest against the angle.
+func reading(tabs [][][]float64, freq []float64, first, last int) int {
+	maxID := func(j int) float64 {
+		m := 0.0
+		for _, t := range tabs {
+			for r := range t {
+				m = math.Max(m, math.Abs(t[r][j]))
+			}
+		}
+		return m / freq[j]
+	}
+	j := last
+	for j > first && math.IsInf(freq[j], 1) {
+		j--
+	}
+	if math.IsInf(freq[j], 1) {
+		return last
+	}
+	ids := maxID(j)
+	for k := j - 1; k >= first; k-- {
+		if math.IsInf(freq[k], 1) {
+			continue
+		}
+		if ids*freq[k] >= 0.9*math.Pi {
+			break
+		}
+		j, ids = k, maxID(k)
+	}
+	return j
+}
+
+// refit refines the frequencies of the axis of pairs first…last by least
+// squares over every row: the ids its reading pair slow gives, then each
+// pair's angles, unwrapped against id·f, fitted as id·f. One step between
+// two rows of a table stored in a narrow format (bf16 cos and sin) is a
+// few per cent off, and so would be every id read with it; where the
+// angles are exact the fit returns the same frequencies. With noisy
+// angles, a pair whose step the noise hid is fitted from the ids too.
+func refit(tabs [][][]float64, freq []float64, first, last, slow int, noisy bool) {
+	if math.IsInf(freq[slow], 1) {
+		return
+	}
+	id := func(x float64) float64 { return math.Round(x / freq[slow]) }
+	for range 2 {
+		var num, den float64
+		for _, t := range tabs {
+			for r := range t {
+				k := id(t[r][slow])
+				num += t[r][slow] * k
+				den += k * k
+			}
+		}
+		if den > 0 && num > 0 {
+			freq[slow] = num / den
+		}
+	}
+	for j := first; j <= last; j++ {
+		if j == slow || math.IsInf(freq[j], 1) && !noisy {
+			continue
+		}
+		f := freq[j]
+		if math.IsInf(f, 1) {
+			f = 0 // a pair whose step the noise hid: fitted from the ids alone
+		}
+		var num, den float64
+		for _, t := range tabs {
+			for r := range t {
+				k := id(t[r][slow])
+				want := k * f
+				u := want - Wrap(want-t[r][j]) // the angle unwrapped next to id·f
+				num += u * k
+				den += k * k
+			}
+		}
+		if den > 0 && num > 0 {
+			freq[j] = num / den
+		}
+	}
+}
+
 // steps is each pair's frequency: its smallest angle step between
-// consecutive rows over every table (+Inf where no step shows); ok is
-// false where the tables' widths differ.
-func steps(tabs [][][]float64) ([]float64, bool) {
+// consecutive rows over every table larger than floor (+Inf where no step
+// shows); ok is false where the tables' widths differ.
+func steps(tabs [][][]float64, floor float64) ([]float64, bool) {
 	p := len(tabs[0][0])
 	freq := make([]float64, p)
 	for j := range p {
@@ -159,7 +249,7 @@ func steps(tabs [][][]float64) ([]float64, bool) {
 				return nil, false
 			}
 			for r := 1; r < len(t); r++ {
-				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > 1e-6 {
+				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > floor {
 					freq[j] = math.Min(freq[j], s)
 				}
 			}
@@ -170,10 +260,18 @@ func steps(tabs [][][]float64) ([]float64, bool) {
 
 // fallingRuns splits the pairs into axes: within an axis the frequencies
 // fall strictly (θ^(−2i/d)); one that does not, or a step after pairs
-// that never turn, starts the next. The result is pairs per axis.
-func fallingRuns(freq []float64) []int {
+// that never turn, starts the next; with noisy angles, a pair whose step
+// does not show continues the axis of the turning pair before it. The
+// result is pairs per axis.
+func fallingRuns(freq []float64, noisy bool) []int {
 	var axes []int
 	for j := range freq {
+		if noisy && j > 0 && math.IsInf(freq[j], 1) && !math.IsInf(freq[j-1], 1) {
+			// read from noisy angles: a pair too slow for its step to
+			// show above the noise continues its axis's fall
+			axes[len(axes)-1]++
+			continue
+		}
 		if j == 0 || freq[j] > freq[j-1]*(1-1e-3) || math.IsInf(freq[j-1], 1) && !math.IsInf(freq[j], 1) {
 			axes = append(axes, 0)
 		}
@@ -310,8 +408,8 @@ func estimateOne(cos, sin []float32, width int) (theta float64, axesDims []int, 
 	if len(ang) < 2 {
 		return 0, nil, false
 	}
-	freq, _ := steps([][][]float64{ang})
-	axes := fallingRuns(freq)
+	freq, _ := steps([][][]float64{ang}, 1e-6)
+	axes := fallingRuns(freq, false)
 	var geometric []float64
 	first := 0
 	for _, n := range axes {

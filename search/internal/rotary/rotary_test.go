@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/zflow/zflow/precision"
 )
 
 // complexTable makes the complex table of ids [rows][axes] with per-axis
@@ -197,5 +199,75 @@ func TestEstimate(t *testing.T) {
 				t.Errorf("θ %g axes %v, want %g %v", theta, axes, c.theta, c.axes)
 			}
 		})
+	}
+}
+
+// TestReadPositionsRounded: tables stored in bf16 (cos and sin each
+// rounded, as a model casts its RoPE tables to the activations' format)
+// still read back to their ids, axes and θ: a pair's frequency from one
+// rounded step is a few per cent off, so the ids it gives are refitted
+// against every row before they are checked.
+func TestReadPositionsRounded(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ids   [][]int
+		dims  []int
+		theta float64
+	}{
+		{"a sequence, θ 1e6", seqIDs(0, 8, 1), []int{16}, 1e6},
+		{"a sequence, θ 1e4", seqIDs(0, 12, 1), []int{32}, 10000},
+		{"a grid over three axes", gridIDs([]int{0, 0, 0}, []int{2, 4, 4}), []int{4, 6, 6}, 10000},
+	} {
+		z := complexTable(tc.ids, tc.dims, tc.theta)
+		for i, x := range z {
+			z[i] = precision.RoundBF16(x)
+		}
+		w := 0
+		for _, d := range tc.dims {
+			w += d / 2
+		}
+		p, ok := ReadPositions([][][]float64{ComplexAngles(z, w)})
+		if !ok {
+			t.Errorf("%s: not read", tc.name)
+			continue
+		}
+		if !slices.Equal(p.AxesDims(), tc.dims) {
+			t.Errorf("%s: axes %v, want %v", tc.name, p.AxesDims(), tc.dims)
+		}
+		if !slices.EqualFunc(p.IDs[0], tc.ids, slices.Equal[[]int]) {
+			t.Errorf("%s: ids %v, want %v", tc.name, p.IDs[0], tc.ids)
+		}
+		if th := Theta(p.Freq, p.AxesDims()); math.Abs(th/tc.theta-1) > 0.05 {
+			t.Errorf("%s: θ %v, want %v", tc.name, th, tc.theta)
+		}
+	}
+}
+
+// TestReadPositionsWithinNoise: angles read back from rounded values (an
+// absolute error of a few thousandths on every angle, as a rotation's
+// (cos, sin) fitted from bf16 values has) over a 4×4 grid, two axes of 4
+// pairs, θ 10000: the slowest pairs turn less than the noise (their step
+// hidden), yet, told the noise, the ids and axes read back, the ids from
+// the pair turned furthest without wrapping.
+func TestReadPositionsWithinNoise(t *testing.T) {
+	dims := []int{8, 8}
+	ids := gridIDs([]int{0, 0}, []int{4, 4})
+	z := complexTable(ids, dims, 10000)
+	a := ComplexAngles(z, 8)
+	const noise = 0.004
+	for r := range a {
+		for j := range a[r] {
+			a[r][j] += noise * math.Sin(float64(7*r+13*j)) // deterministic, within ±noise
+		}
+	}
+	p, ok := ReadPositionsWithin([][][]float64{a}, noise)
+	if !ok {
+		t.Fatal("not read")
+	}
+	if !slices.Equal(p.AxesDims(), dims) {
+		t.Errorf("axes %v, want %v", p.AxesDims(), dims)
+	}
+	if !slices.EqualFunc(p.IDs[0], ids, slices.Equal[[]int]) {
+		t.Errorf("ids %v, want %v", p.IDs[0], ids)
 	}
 }

@@ -1,0 +1,92 @@
+package synth
+
+import (
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// hardMaskLimit: an additive bias whose every entry is 0 or at most this
+// is a mask (finfo.min, −inf, −10000), not a learned bias.
+const hardMaskLimit = -1e4
+
+// rankLimit bounds how many first-stage choices rankUnderMasks rescores.
+const rankLimit = 48
+
+// hardMask reports whether v is an additive mask: entries 0 or at most
+// hardMaskLimit, both kinds present.
+func hardMask(v *val) bool {
+	zeros, masked := 0, 0
+	for _, x := range v.data {
+		switch {
+		case x == 0:
+			zeros++
+		case float64(x) <= hardMaskLimit:
+			masked++
+		default:
+			return false
+		}
+	}
+	return zeros > 0 && masked > 0
+}
+
+// rankUnderMasks reorders the first stage's choices (sorted by their
+// unmasked score) by their score under the scope's additive masks, where
+// it holds any: a choice whose operands are right scores far off without
+// the mask (a banded window over a few keys), as far as wrong operands do,
+// and rounding noise in a narrow format then decides which choices reach
+// the refinement slots. Scores are not changed: the refinement still
+// searches mask, window and bias for each choice it takes.
+func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
+	if len(all) < 2 {
+		return
+	}
+	key := make(map[int]float64, len(all))
+	n := min(rankLimit, len(all))
+	any := false
+	for i := range n {
+		ch := all[i]
+		key[i] = ch.score
+		for _, b := range biases(sc, ch.q, ch.k) {
+			if !hardMask(b) {
+				continue
+			}
+			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, b, ch.sinks}, out: t.format}
+			sc := math.Inf(1)
+			if ch.q.shape[1] == t.shape[1] {
+				_, sc = s.ev.score(e, t)
+			} else if full, err := s.ev.run(e); err == nil {
+				if v := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: ch.rows, End: ch.rows + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"}); v != nil {
+					sc = relRMS(t.format, v.data, t.data)
+				}
+			}
+			if sc < key[i] {
+				key[i], any = sc, true
+			}
+		}
+	}
+	if !any {
+		return
+	}
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		ka, ok := key[a]
+		if !ok {
+			ka = all[a].score
+		}
+		kb, ok := key[b]
+		if !ok {
+			kb = all[b].score
+		}
+		return cmpFloat(ka, kb)
+	})
+	sorted := make([]attnChoice, len(all))
+	for i, j := range idx {
+		sorted[i] = all[j]
+	}
+	copy(all, sorted)
+}
