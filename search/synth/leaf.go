@@ -149,6 +149,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// reader): tried where every other form fails
 				func() *val { return s.fitAngleRope(xs, t) },
 				func() *val { return s.fitPackedRope(xs, t) },
+				// RoPE by tables the call holds itself (buffers): solved
+				// from the argument and the result
+				func() *val { return s.fitBufferRope(xs, t) },
 				func() *val { return s.fitSwish(xs[0], t) },
 				func() *val { return s.fitComposedAct(xs[0], t) },
 			} {
