@@ -64,7 +64,7 @@ func TestCleanSamplePrediction(t *testing.T) {
 			trace.Call{ID: root, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{
 				{Name: "arg0", Key: pre + "m/arg0"}, {Name: "arg1", Key: pre + "m/arg1"}, {Name: "out", Key: pre + "m/out"}}},
 			trace.Call{ID: root + 1, Step: &st, Module: "m.proj", Parent: &root, Type: "Linear",
-				Params: []string{"m.proj.weight", "m.proj.bias"},
+				Params:  []string{"m.proj.weight", "m.proj.bias"},
 				Tensors: trace.Ports{{Name: "arg0", Key: pre + "m.proj/arg0"}, {Name: "out", Key: pre + "m.proj/out"}}})
 		// the pipeline: x̂ the last n rows, v = (x − x̂)/σ, x ← x + Δσ·v
 		next := make([]float32, len(x))
