@@ -22,7 +22,7 @@ the class label, and the model's clean-image prediction x̂ turned into the velo
 v = (x − x̂)/clamp(σ, 0.05) (σ ≥ 0.4 here, so the clamp does not act); the shared loop keeps x in the run's dtype
 (the pipeline keeps its sample in f32 and casts the model's input).
 
-usage: /usr/bin/python3 bench/unseen/replicas/jit.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/jit.py OUTDIR [--small]
 """
 import math
 import sys
@@ -334,10 +334,14 @@ class JiTTransformer2DModel(nn.Module):
         return (output,)
 
 
+SMALL = "--small" in sys.argv  # two blocks: the fixtures/unseen trace
+
+
 def build():
-    # 16×16 pixels in 4×4 patches (16 tokens), hidden 32 in 2 heads of 16 (RoPE 8 + 8), 3 blocks, 4 in-context
-    # tokens joined before block 1, bottleneck 8, SwiGLU 85 wide, 10 classes.
-    return JiTTransformer2DModel(sample_size=16, patch_size=4, in_channels=3, hidden_size=32, num_layers=3,
+    # 16×16 pixels in 4×4 patches (16 tokens), hidden 32 in 2 heads of 16 (RoPE 8 + 8), 3 blocks (2 with --small),
+    # 4 in-context tokens joined before block 1, bottleneck 8, SwiGLU 85 wide, 10 classes.
+    return JiTTransformer2DModel(sample_size=16, patch_size=4, in_channels=3, hidden_size=32,
+                                 num_layers=2 if SMALL else 3,
                                  num_attention_heads=2, mlp_ratio=4.0, num_classes=10, bottleneck_dim=8,
                                  in_context_len=4, in_context_start=1, norm_eps=1e-6)
 
