@@ -19,7 +19,10 @@ import (
 //	x   ← x + round(sign·(σ[i+1] − σ[i]) · v)  (mul "sampler.scale", add "sampler.update")
 //
 // with σ differences in f32 and the rounding of each op from the
-// precision plan. A program may denoise several latents together (roles
+// precision plan; under round=scale on "sampler.scale" the step size is
+// first rounded to the multiply's format (a Python scalar times a tensor
+// in PyTorch ≤ 1.13 on the CPU: the scalar is cast to the tensor's bf16
+// or f16 before the product). A program may denoise several latents together (roles
 // latents, latents.1, …): the one call reads them all and its k-th output
 // steps the k-th latents by the same update.
 type Runner struct {
@@ -344,12 +347,17 @@ func (r *Runner) Forward(i int, xs ...exec.Tensor) ([]exec.Tensor, error) {
 }
 
 // Update is the Euler update after model call i: x + round(sign·(σ[i+1] −
-// σ[i])·v) with the plan's sampler specs. The caller frees the result.
+// σ[i])·v) with the plan's sampler specs (the step size rounded to the
+// multiply's format first under its round=scale). The caller frees the
+// result.
 func (r *Runner) Update(i int, x, v exec.Tensor) (exec.Tensor, error) {
 	if r.sigmas == nil || i < 0 || i >= r.Steps() {
 		return nil, fmt.Errorf("program: step %d of a run with %d steps", i, r.Steps())
 	}
 	dt := r.sign * (r.sigmas[i+1] - r.sigmas[i])
+	if r.spec.scale.Round&exec.RoundScale != 0 {
+		dt = r.spec.scale.Out.Round(dt) // the step size a scalar of the tensor's format
+	}
 	dtT, err := r.B.Upload([]float32{dt}, []int{1}, precision.F32)
 	if err != nil {
 		return nil, err

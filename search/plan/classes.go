@@ -210,11 +210,18 @@ func classCandidates(class, acts string) []Candidate {
 	case ClassTimestepCast:
 		specs = product([]string{"", "f32"}, []string{""}, []string{""})
 	case ClassEulerStep:
-		return []Candidate{
+		out := []Candidate{
 			{Label: "scale=f32 update=" + acts, Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale, Out: "f32"}, {Op: "add", Role: roleUpdate}}},
 			{Label: "scale=" + acts + " update=" + acts, Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale}, {Op: "add", Role: roleUpdate}}},
 			{Label: "scale=f32 update=f32", Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale, Out: "f32"}, {Op: "add", Role: roleUpdate, Out: "f32"}}},
 		}
+		if acts != "f32" {
+			// the step size a Python scalar that PyTorch ≤ 1.13's CPU casts
+			// to the tensor's format before the product
+			out = append(out, Candidate{Label: "scale=" + acts + " (Δσ in " + acts + ") update=" + acts,
+				Rules: []semantics.PrecisionRule{{Op: "mul", Role: roleScale, Round: "scale"}, {Op: "add", Role: roleUpdate}}})
+		}
+		return out
 	case "rope_table":
 		var out []Candidate
 		freqs := []string{"f64", "f32"}

@@ -475,6 +475,12 @@ var unseenFactors = map[string]map[string]any{
 	// tables, axes of 8 channels (h, w), θ 10000; the pipeline steps with (z − x̂)/σ, sign +1
 	"jit": {"rope_layout": "interleaved", "rope_theta": 10000.0, "rope_axes": []any{8.0, 8.0}, "qk_norm": "rms",
 		"attention_causal": false, "mlp_act": "silu", "mlp_glu": true, "modulation_plus_one": true, "euler_sign": 1.0},
+	// transformer_hidream_o1.py with Qwen3-VL's text decoder: MRoPE sections [2, 1, 1] interleaved
+	// (T, H, W, T over 4 frequencies), θ 5·10⁶, rotate-half; per-head RMSNorm q/k; the timestep 1 − σ
+	// times 1000 inside, [cos, sin]; the model predicts the clean patches and the loop steps with
+	// v = (x − x̂)/σ (x-prediction, sign +1)
+	"hidream_o1": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0},
+		"qk_norm": "rms", "timestep_flip_sin_to_cos": true, "timestep_scale": 1000.0, "euler_sign": 1.0},
 }
 
 // discoverComplete discovers path (once per test binary for a repository

@@ -459,12 +459,7 @@ func (s *synth) outputShape() []int {
 // integer for an integer dtype). Each candidate is the program's own
 // expression, evaluated at every step against the argument.
 func (s *synth) timestep(p trace.Port, target, sigmas *val) *val {
-	if s.sigma == nil {
-		s.sigma = &val{shape: []int{1}, data: sigmas.data[:1], format: f32,
-			perStep: func(step int) []float32 { return sigmas.data[step : step+1] }}
-		s.em.bindLeaf(s.sigma, program.StepInput, program.StepTimestep, "timestep")
-	}
-	return s.timestepOf(p, target, s.sigma)
+	return s.timestepOf(p, target, s.stepSigma(sigmas))
 }
 
 // nextTimestep binds a model argument made from σ_{i+1}, the σ the step
@@ -719,7 +714,7 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 			latents = v
 		}
 		if s.latents != nil && v != nil && slices.Contains(s.latents.keys, m.Inputs[n]) {
-			latents = v // the input the driving bound as the latents (another may share their shape)
+			latents = s.latents // the input the driving bound as the latents (another may share their shape)
 		}
 		if s.isSigmas(v) {
 			sigmas = v
@@ -738,19 +733,22 @@ func (s *synth) velocity(root trace.Call, out *val) (*val, semantics.Factor, err
 			return sliceData(&val{shape: latents.shape, data: d}, j.axis, j.start, j.end)
 		}
 	}
-	best, bestSign, cands, err := s.fitVelocity(latents, next, dt, out, part)
+	best, bestSign, cands, err := s.fitVelocity(latents, sigmas, next, dt, out, part)
 	if err != nil {
 		return nil, semantics.Factor{}, err
 	}
 	f := factor("euler_sign", "sampler", bestSign, cands, "output/"+slices.Sorted(maps.Keys(m.Outputs))[0])
+	noteSample(&f, best)
 	return best, f, nil
 }
 
 // fitVelocity finds the form of the model's result out (reshaped, its
 // first half of channels, the latents' part) and the sign that make the
-// step from latents to next over dt, with every candidate's score; err
-// when none has the latents' shape.
-func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, part func([]float32) []float32) (*val, int, []semantics.Candidate, error) {
+// step from latents to next over dt, with every candidate's score, or,
+// where no form is the velocity, the form that is the clean sample the
+// loop steps towards (predictedSample); err when none has the latents'
+// shape.
+func (s *synth) fitVelocity(latents, sigmas *val, next []float32, dt float64, out *val, part func([]float32) []float32) (*val, int, []semantics.Candidate, error) {
 	x0 := part(latents.data)
 	if len(x0) != len(next) {
 		return nil, 0, nil, fmt.Errorf("synth: the flow loop's next latents: %d values for %d", len(next), len(x0))
@@ -773,7 +771,9 @@ func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, 
 	if len(forms) == 0 && len(out.shape) == len(latents.shape) {
 		// the leading part of one axis: the latents' rows of a result
 		// over the latents joined with a condition's (a reference
-		// image's latents after the noisy ones)
+		// image's latents after the noisy ones); or its trailing part:
+		// the latents' rows of a result over rows the model put before
+		// them (a prompt's, in a model that joins them itself)
 		for ax := range out.shape {
 			if out.shape[ax] <= latents.shape[ax] || !equalBut(out.shape, latents.shape, ax) {
 				continue
@@ -781,7 +781,9 @@ func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, 
 			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: latents.shape[ax]}, args: []*val{out}, out: out.format, label: "the latents' part"}); c != nil {
 				forms = append(forms, c)
 			}
-
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: out.shape[ax] - latents.shape[ax], End: out.shape[ax]}, args: []*val{out}, out: out.format, label: "the latents' part, last"}); c != nil {
+				forms = append(forms, c)
+			}
 		}
 	}
 	if j := s.latentsIn; j != nil && j.start > 0 && len(out.shape) == len(latents.shape) && j.axis < len(out.shape) &&
@@ -796,47 +798,30 @@ func (s *synth) fitVelocity(latents *val, next []float32, dt float64, out *val, 
 	var best *val
 	bestSign, bestErr, runner := 1, math.Inf(1), math.Inf(1)
 	var cands []semantics.Candidate
-	try := func(forms []*val) {
-		for _, f := range forms {
-			fd := f.data
-			if len(fd) == latents.numel() {
-				fd = part(fd)
+	for _, f := range forms {
+		fd := f.data
+		if len(fd) == latents.numel() {
+			fd = part(fd)
+		}
+		for _, sign := range []int{1, -1} {
+			d := make([]float32, len(fd))
+			for i := range d {
+				d[i] = float32(sign) * fd[i]
 			}
-			for _, sign := range []int{1, -1} {
-				d := make([]float32, len(fd))
-				for i := range d {
-					d[i] = float32(sign) * fd[i]
-				}
-				e := relRMS(want.format, d, want.data)
-				cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
-				if e < bestErr {
-					runner = bestErr
-					best, bestSign, bestErr = f, sign, e
-				} else if e < runner {
-					runner = e
-				}
+			e := relRMS(want.format, d, want.data)
+			cands = append(cands, semantics.Candidate{Value: sign, Score: finite(e)})
+			if e < bestErr {
+				runner = bestErr
+				best, bestSign, bestErr = f, sign, e
+			} else if e < runner {
+				runner = e
 			}
 		}
 	}
-	try(forms)
-	if bestErr > tolerance(want.format) && s.sigma != nil {
-		// no form of the result is the velocity: a model that predicts
-		// the clean sample, the pipeline stepping with (x − out)/σ
-		var clean []*val
-		x := latents
-		if s.latents != nil && slices.Equal(s.latents.shape, latents.shape) {
-			x = s.latents
+	if bestErr > notVelocity && len(x0) == latents.numel() {
+		if v, sign, cs := s.predictedSample(latents, sigmas, forms, bestErr); v != nil {
+			return v, sign, append(cands, cs...), nil
 		}
-		for _, f := range forms {
-			if len(f.data) != latents.numel() {
-				continue
-			}
-			d := s.derive(&expr{op: program.OpSub, args: []*val{x, s.reshape(f, latents.shape)}, out: f32, label: "x − the predicted clean sample"})
-			if v := s.derive(&expr{op: program.OpDiv, args: []*val{d, s.sigma}, out: f32, label: "velocity (x − x̂)/σ"}); v != nil {
-				clean = append(clean, v)
-			}
-		}
-		try(clean)
 	}
 	if best == nil {
 		return nil, 0, nil, fmt.Errorf("synth: the model's result %v does not make the latents %v", out.shape, latents.shape)
@@ -873,7 +858,7 @@ func (s *synth) velocities(outs map[string]*val, st []semantics.Output) ([]*val,
 		var cands []semantics.Candidate
 		bestErr := math.Inf(1)
 		for _, port := range slices.Sorted(maps.Keys(outs)) {
-			v, sg, cs, err := s.fitVelocity(l.in, next, dt, outs[port], func(d []float32) []float32 { return d })
+			v, sg, cs, err := s.fitVelocity(l.in, sigmas, next, dt, outs[port], func(d []float32) []float32 { return d })
 			if err != nil {
 				continue
 			}
@@ -886,6 +871,7 @@ func (s *synth) velocities(outs map[string]*val, st []semantics.Output) ([]*val,
 		}
 		if k == 0 {
 			f = factor("euler_sign", "sampler", sign, cands, "output/"+st[0].Name)
+			noteSample(&f, best)
 		} else if sign != f.Value {
 			return nil, semantics.Factor{}, fmt.Errorf("synth: %s is stepped with sign %d, the latents with %v: one sign per loop", semantics.LatentsRole(k), sign, f.Value)
 		}

@@ -979,7 +979,17 @@ func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val)
 	if !slices.Contains(lengths, 1) {
 		lengths = append(lengths, 1) // one token (a global or pooled one), whatever the values' lengths
 	}
-	for i, n := range lengths {
+	// the longest piece first: a run of rows one expression makes (tokens
+	// joined mid-network, an embedding broadcast over a table) is not read
+	// as lone tokens, each a row of the table, which would spend the
+	// join's pieces
+	order := make([]int, len(lengths))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return lengths[b] - lengths[a] })
+	for _, i := range order {
+		n := lengths[i]
 		if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
 			continue
 		}

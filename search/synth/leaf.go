@@ -152,6 +152,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// a rotary module that keeps its tables (buffers): angles
 				// read back from its argument and result
 				func() *val { return s.fitOwnRope(xs[0], t, sc) },
+				// RoPE by tables the call holds itself (buffers): solved
+				// from the argument and the result
+				func() *val { return s.fitBufferRope(xs, t) },
 				func() *val { return s.fitSwish(xs[0], t) },
 				func() *val { return s.fitComposedAct(xs[0], t) },
 			} {
