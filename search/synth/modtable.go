@@ -30,10 +30,7 @@ func nearestTableRun(sc *scope, b, c int, want []float64, f exec.ActKind) (best 
 			chunked = append(chunked, v)
 		}
 	}
-	w32 := make([]float32, len(want))
-	for i, x := range want {
-		w32[i] = float32(x)
-	}
+	w32 := float32s(want)
 	got := make([]float32, b*c)
 	for _, t := range tables {
 		kt := t.numel() / c
@@ -112,10 +109,7 @@ func nearestTableSum(sc *scope, b, c int, want []float64, f exec.ActKind) (best 
 	if len(tables) == 0 || len(pairs) == 0 {
 		return best, 0, false
 	}
-	w32 := make([]float32, len(want))
-	for i, x := range want {
-		w32[i] = float32(x)
-	}
+	w32 := float32s(want)
 	got := make([]float32, b*c)
 	for _, t := range tables {
 		kt := t.numel() / c
@@ -167,4 +161,13 @@ func (s *synth) tableSumVector(p tableSum, b, c int) vec {
 		return vec{}
 	}
 	return vec{v: out, label: fmt.Sprintf("%s row %d/%d + %s", p.t, p.row, kt, sv.label), index: p.row, parts: kt, src: sv.src}
+}
+
+// float32s is xs rounded to f32.
+func float32s(xs []float64) []float32 {
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		out[i] = float32(x)
+	}
+	return out
 }

@@ -26,11 +26,7 @@ func kernelLabel(k []int) string {
 // patches and the stride-1 forms do not fit (a 1-D patch embedding, a
 // 3-D one spanning several frames, kernels that differ between axes).
 func (s *synth) fitConvBlocks(x *val, params []*val, t *val) *val {
-	w := params[0]
-	var bias *val
-	if len(params) > 1 && len(params[1].shape) == 1 {
-		bias = params[1]
-	}
+	w, bias := convParams(params)
 	r := len(w.shape)
 	if r < 3 || len(x.shape) != r || len(t.shape) != r {
 		return nil
@@ -90,11 +86,7 @@ func (s *synth) fitConvBlocks(x *val, params []*val, t *val) *val {
 // over its k₁×…×kₙ block, channels first. Blocks do not overlap, so each
 // output is one sum of Cin products plus the bias, as the linear makes it.
 func (s *synth) fitConvTransposed(x *val, params []*val, t *val) *val {
-	w := params[0]
-	var bias *val
-	if len(params) > 1 && len(params[1].shape) == 1 {
-		bias = params[1]
-	}
+	w, bias := convParams(params)
 	r := len(w.shape)
 	if r < 3 || len(x.shape) != r || len(t.shape) != r {
 		return nil
@@ -152,4 +144,14 @@ func (s *synth) fitConvTransposed(x *val, params []*val, t *val) *val {
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v
+}
+
+// convParams is a convolution call's weight and its bias (nil when the
+// second parameter is not a vector).
+func convParams(params []*val) (w, bias *val) {
+	w = params[0]
+	if len(params) > 1 && len(params[1].shape) == 1 {
+		bias = params[1]
+	}
+	return w, bias
 }
