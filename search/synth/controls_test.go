@@ -128,6 +128,7 @@ func TestUnseenArchitectures(t *testing.T) {
 	}
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".npz"), func(t *testing.T) {
+			t.Parallel() // each fixture's discovery is independent (discovered is safe for concurrent use)
 			res, tr := discoverComplete(t, path)
 			selfChecked(t, res.Doc, tr)
 			namesWhatItShows(t, res.Doc)
