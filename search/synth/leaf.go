@@ -149,12 +149,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// reader): tried where every other form fails
 				func() *val { return s.fitAngleRope(xs, t) },
 				func() *val { return s.fitPackedRope(xs, t) },
-				// a rotary module that keeps its tables (buffers): angles
-				// read back from its argument and result
-				func() *val { return s.fitOwnRope(xs[0], t, sc) },
-				// RoPE by tables the call holds itself (buffers): solved
-				// from the argument and the result
-				func() *val { return s.fitBufferRope(xs, t) },
+				// a rotary module that keeps its tables (buffers): solved
+				// from its argument and result, then explained
+				func() *val { return s.fitModuleRope(xs, t, sc) },
 				func() *val { return s.fitSwish(xs[0], t) },
 				func() *val { return s.fitComposedAct(xs[0], t) },
 			} {

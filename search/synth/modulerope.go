@@ -8,35 +8,83 @@ import (
 	"github.com/zflow/zflow/exec/program"
 )
 
-// fitBufferRope explains a parameterless call that rotates its one
+// fitModuleRope explains a parameterless call that rotates its one
 // argument by RoPE tables it holds itself (buffers made at init, never
-// passed and so never captured): x [B, L, H, D] or [B, H, L, D] in, the
-// same shape out. The tables are solved from the argument and the result,
-// per row and rotation pair by least squares over the batch and the heads,
-// in each layout; they must lie on the unit circle, and are then explained
-// as a grid's RoPE (fitGridRope), rows that never turn (cos 1, sin 0: a
-// prefix of tokens joined before the grid's) kept before them as the
-// constants they are. The rotation made with the explained tables must
-// reproduce the result. Tried where every other form of such a call fails.
-func (s *synth) fitBufferRope(xs []*val, t *val) *val {
+// passed and so never captured: a rotary module called on q and on k):
+// x [B, L, D], [B, L, H, D] or [B, H, L, D] in, the same shape out. The
+// tables are solved from the argument and the result, per row and rotation
+// pair by least squares over the batch and the heads, in each layout, and
+// must lie on the unit circle. They are then explained, in order: by ids
+// read off their angles (fitReadRopeNoisy, the solve's distance from the
+// circle as the angles' noise), or as a grid's RoPE after rows that never
+// turn (explainTables). Tables nothing explains are not taken (they would
+// be one step's reading), and the rotation made with the explained tables
+// must reproduce the result.
+func (s *synth) fitModuleRope(xs []*val, t *val, sc *scope) *val {
 	if len(xs) == 0 {
 		return nil
 	}
 	x := xs[0]
-	if len(x.shape) != 4 || !slices.Equal(x.shape, t.shape) || x.intType || x.shape[3]%2 != 0 || x.shape[3] < 2 {
+	n := len(t.shape)
+	if n < 3 || n > 4 || !slices.Equal(x.shape, t.shape) || x.integral() || x.shape[n-1]%2 != 0 || x.shape[n-1] < 2 {
 		return nil
 	}
-	for _, rowsAxis := range []int{1, 2} {
+	x4, t4 := x, t
+	axes := []int{1, 2}
+	if n == 3 {
+		// one head: [B, L, D] is [B, L, 1, D]
+		x4 = &val{shape: []int{x.shape[0], x.shape[1], 1, x.shape[2]}, data: x.data, format: x.format, origin: x.origin}
+		t4 = &val{shape: []int{t.shape[0], t.shape[1], 1, t.shape[2]}, data: t.data, format: t.format, origin: t.origin}
+		axes = []int{1}
+	}
+	type solved struct {
+		rowsAxis int
+		layout   exec.RopeLayout
+		cos, sin *val
+		noise    float64
+	}
+	var sols []solved
+	for _, rowsAxis := range axes {
+		if x4.shape[rowsAxis] < 2 {
+			continue
+		}
 		for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
-			cosT, sinT := solveRotation(x, t, rowsAxis, layout)
-			if cosT == nil || !unitCircle(cosT, sinT) {
-				continue
+			if c, sn, noise := solveRotation(x4, t4, rowsAxis, layout); c != nil && unitCircle(c, sn) {
+				c.origin, sn.origin = t.origin+"/cos", t.origin+"/sin"
+				sols = append(sols, solved{rowsAxis, layout, c, sn, noise})
 			}
-			cosV, sinV := s.explainTables(cosT, sinT)
-			if cosV == nil {
-				continue
+		}
+	}
+	reproduces := func(sol solved, c, sn *val) *val {
+		y := s.rotateBuffered(x4, c, sn, sol.rowsAxis, sol.layout)
+		if y == nil {
+			return nil
+		}
+		if n == 3 {
+			y = s.reshape(y, t.shape)
+		}
+		if y != nil && relRMS(t.format, y.data, t.data) <= tolerance(t.format) {
+			return y
+		}
+		return nil
+	}
+	// ids read off the angles
+	for _, sol := range sols {
+		f := s.fitReadRopeNoisy([]*val{sol.cos, sol.sin}, nil, sol.noise)
+		if len(f) != 2 || f[0] == nil || f[1] == nil {
+			continue
+		}
+		if y := reproduces(sol, f[0], f[1]); y != nil {
+			if f[0].fit != nil && f[0].fit.kind == "rope_table" {
+				s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: t.origin, fit: f[0].fit})
 			}
-			if y := s.rotateBuffered(x, cosV, sinV, rowsAxis, layout); y != nil && relRMS(t.format, y.data, t.data) <= tolerance(t.format) {
+			return y
+		}
+	}
+	// a grid's RoPE, after rows that do not turn
+	for _, sol := range sols {
+		if c, sn := s.explainTables(sol.cos, sol.sin); c != nil {
+			if y := reproduces(sol, c, sn); y != nil {
 				return y
 			}
 		}
@@ -48,9 +96,13 @@ func (s *synth) fitBufferRope(xs []*val, t *val) *val {
 // both of its places) for which y = rope(x) in the layout, the rows along
 // rowsAxis and the heads along the other of axes 1 and 2: per row and
 // pair (a, b), c = Σ(x_a·y_a + x_b·y_b) / Σ(x_a² + x_b²) and s = Σ(x_a·y_b
-// − x_b·y_a) / Σ(x_a² + x_b²) over the batch and the heads. Nil where a
-// pair's x is zero everywhere.
-func solveRotation(x, y *val, rowsAxis int, layout exec.RopeLayout) (*val, *val) {
+// − x_b·y_a) / Σ(x_a² + x_b²) over the batch and the heads.
+//
+// The noise is the largest distance of a pair's (c, s) from the unit
+// circle: where the rounding of x and the result shows. A pair whose x is
+// zero everywhere cannot show its rotation; it is taken as (1, 0), and the
+// rotation made from the explained tables must still reproduce the result.
+func solveRotation(x, y *val, rowsAxis int, layout exec.RopeLayout) (cosT, sinT *val, noise float64) {
 	b, l, h, d := x.shape[0], x.shape[rowsAxis], x.shape[3-rowsAxis], x.shape[3]
 	half := d / 2
 	pair := func(i int) (int, int) {
@@ -65,8 +117,8 @@ func solveRotation(x, y *val, rowsAxis int, layout exec.RopeLayout) (*val, *val)
 		}
 		return ((bi*h+hi)*l + li) * d
 	}
-	cosT := &val{shape: []int{l, d}, data: make([]float32, l*d), format: y.format}
-	sinT := &val{shape: []int{l, d}, data: make([]float32, l*d), format: y.format}
+	cosT = &val{shape: []int{l, d}, data: make([]float32, l*d), format: y.format}
+	sinT = &val{shape: []int{l, d}, data: make([]float32, l*d), format: y.format}
 	for li := range l {
 		for i := range half {
 			ia, ib := pair(i)
@@ -81,15 +133,16 @@ func solveRotation(x, y *val, rowsAxis int, layout exec.RopeLayout) (*val, *val)
 					den += xa*xa + xb*xb
 				}
 			}
-			if den == 0 {
-				return nil, nil
+			c, sn := 1.0, 0.0
+			if den > 0 {
+				c, sn = nc/den, ns/den
 			}
-			c, sn := float32(nc/den), float32(ns/den)
-			cosT.data[li*d+ia], cosT.data[li*d+ib] = c, c
-			sinT.data[li*d+ia], sinT.data[li*d+ib] = sn, sn
+			noise = math.Max(noise, math.Abs(math.Hypot(c, sn)-1))
+			cosT.data[li*d+ia], cosT.data[li*d+ib] = float32(c), float32(c)
+			sinT.data[li*d+ia], sinT.data[li*d+ib] = float32(sn), float32(sn)
 		}
 	}
-	return cosT, sinT
+	return cosT, sinT, noise
 }
 
 // explainTables explains solved tables [L, D] as a grid's RoPE, or as
