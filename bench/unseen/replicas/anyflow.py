@@ -20,7 +20,7 @@ on [B, H, L, D]; an unpatchify whose patch order is (p_h, p_w, C) read as (C, h,
 Pipeline as AnyFlowPipeline calls it (FlowMatchEuler timesteps, float): timestep = sigma_i*1000 repeated over the
 frames, r_timestep = sigma_{i+1}*1000 (use_mean_velocity), the output used as the velocity as is.
 
-usage: /usr/bin/python3 bench/unseen/replicas/anyflow.py OUTDIR
+usage: /usr/bin/python3 bench/unseen/replicas/anyflow.py OUTDIR [--small]
 """
 import math
 import sys
@@ -379,12 +379,15 @@ class AnyFlowTransformer3DModel(nn.Module):
         return (output,)
 
 
+SMALL = "--small" in sys.argv  # one block: the fixtures/unseen trace
+
+
 def build():
     # Wan-sized like the skyreels_v2 replica: 2 heads of 18 (RoPE t/h/w 6/6/6 as 3/3/3 complex pairs), 2 blocks,
     # text 16 wide, sinusoid 16 wide.
     return AnyFlowTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=18,
                                      in_channels=4, out_channels=4, text_dim=16, freq_dim=16, ffn_dim=64,
-                                     num_layers=2, cross_attn_norm=True, eps=1e-6, rope_max_seq_len=32,
+                                     num_layers=1 if SMALL else 2, cross_attn_norm=True, eps=1e-6, rope_max_seq_len=32,
                                      gate_value=0.25, deltatime_type="r")
 
 
