@@ -373,6 +373,13 @@ var unseenFactors = map[string]map[string]any{
 	"skyreels_v2": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
 		"attention_scale": 0.0, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true, "gate_fn": "identity",
 		"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
+	// transformer_anyflow.py (bidirectional): Wan blocks (interleaved 3-D RoPE of 6/6/6 channels in
+	// complex128, θ 10⁴, RMSNorm q/k across heads, default scale, no mask, gelu_tanh FFN, (1 + scale),
+	// x + gate·y, [cos, sin] sinusoid of shift 0); the target timestep r = the next σ·1000 embedded
+	// beside t, the output used as is
+	"anyflow": {"rope_layout": "interleaved", "rope_axes": []any{6.0, 6.0, 6.0}, "rope_theta": 10000.0, "qk_norm": "rms",
+		"attention_scale": 0.0, "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true,
+		"gate_fn": "identity", "timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 	// transformer_chronoedit.py (Wan2.1 I2V body): interleaved 3-D RoPE (frame rows 0 and 7 at two
 	// frames), RMSNorm q/k across heads, default scale, no mask; the image context's attention
 	// added to the caption's; gelu_tanh FFN, 6-way (shift, scale, gate) with (1 + scale), x + gate·y,
