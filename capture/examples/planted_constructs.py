@@ -33,6 +33,10 @@ modules with seeded random weights, float32 on CPU:
 - table_run.npz: a DiT whose blocks keep a table of 5 rows: rows [:4] plus
   a shared projection's 4 chunks are the two norms' shift and scale, row 4
   plus another projection is the attention's gate; a 2-step Euler loop.
+- per_sample_rope.npz: a DiT over a batch of two whose samples' rows sit at
+  positions of their own (a request input [2, 12]): the RoPE tables made in
+  the forward, one per sample ([2, 12, 8], rotate-half), handed to each block,
+  whose self-attention turns each sample's q and k by its own table.
 """
 
 import math
@@ -368,6 +372,40 @@ class OwnTables(TwoLatents):
         return self.proj_out(self.norm_out(h)), self.audio_proj_out(self.audio_norm_out(g))
 
 
+class SampleRopeBlock(Block):
+    """Block whose self-attention rotates q and k by tables [B, S, d], one per sample."""
+
+    def forward(self, x, c, cos, sin):
+        scale1, gate1, scale2, gate2 = self.mod(F.silu(c)).chunk(4, dim=-1)
+        h = self.norm1(x) * (1 + scale1[:, None])
+        b, s, w = h.shape
+        d = w // self.heads
+        q, k, v = (p(h).view(b, s, self.heads, d).transpose(1, 2) for p in (self.q, self.k, self.v))
+        q, k = q * cos[:, None] + rotate_half(q) * sin[:, None], k * cos[:, None] + rotate_half(k) * sin[:, None]
+        a = (q @ k.transpose(-1, -2) / math.sqrt(d)).softmax(-1) @ v
+        x = x + torch.tanh(gate1[:, None]) * self.out(a.transpose(1, 2).reshape(b, s, w))
+        h = self.norm2(x) * (1 + scale2[:, None])
+        return x + torch.tanh(gate2[:, None]) * self.fc2(F.gelu(self.fc1(h), approximate="tanh"))
+
+
+class PerSampleRope(DiT):
+    """DiT over a batch whose samples' rows have positions of their own."""
+
+    def __init__(self, channels=8, hidden=32, heads=4):
+        super().__init__(channels=channels, hidden=hidden, heads=heads)
+        self.rotary = Rotary(hidden // heads)
+        self.blocks = nn.ModuleList(SampleRopeBlock(hidden, heads) for _ in range(2))
+
+    def forward(self, x, timestep, pos):
+        c = self.t2(F.silu(self.t1(self.time_proj(timestep * 1000))))
+        tables = [self.rotary(p) for p in pos]
+        cos, sin = torch.stack([t[0] for t in tables]), torch.stack([t[1] for t in tables])
+        h = self.embed(x)
+        for blk in self.blocks:
+            h = blk(h, c, cos, sin)
+        return self.proj_out(self.norm_out(h))
+
+
 class TableRunBlock(Block):
     """Block modulated by its own table of 5 rows added to shared projections."""
 
@@ -513,6 +551,23 @@ def main(argv=None):
     print(f"wrote {path}: {os.path.getsize(path)} bytes")
 
     capture_dit(TableRun().eval(), gen, os.path.join(out, "table_run.npz"))
+
+    # last, so that the traces above keep their weights
+    per = PerSampleRope().eval()
+    randomise(per, gen)
+    x = torch.randn(2, 12, 8, generator=gen)
+    pos = torch.stack([torch.arange(12) // 4, torch.arange(12) % 6 + 2])
+    path = os.path.join(out, "per_sample_rope.npz")
+    with torch.no_grad(), Capture(per, name="transformer", path=path) as cap:
+        cap.input("noise", x)
+        cap.input("sigmas", sigmas)
+        cap.input("pos", pos)
+        for i in range(len(sigmas) - 1):
+            with cap.step(i):
+                v = per(x, sigmas[i:i + 1].expand(2), pos)
+            x = x + (sigmas[i + 1] - sigmas[i]) * v
+        cap.output("latents", x)
+    print(f"wrote {path}: {os.path.getsize(path)} bytes")
     return 0
 
 

@@ -310,6 +310,9 @@ func tableRows(t *val) int {
 	if t.perHead > 0 {
 		return t.shape[0]
 	}
+	if t.samples > 0 {
+		return t.numel() / t.shape[len(t.shape)-1] / t.samples
+	}
 	return t.numel() / t.shape[len(t.shape)-1]
 }
 
@@ -336,8 +339,45 @@ func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int)
 		y := s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{s.reshape(x, []int{b, rows * h, d}), cos, sin}, out: x.format, label: layout.String() + " per head"})
 		return s.reshape(y, x.shape)
 	}
+	if n := tb[0].samples; n > 0 {
+		// one table per sample: the samples' rows laid end to end
+		// ([1, B·S, H·d]), each row turned by its own sample's angles
+		if x.shape[0] != n {
+			return nil
+		}
+		y := s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{s.reshape(x, []int{1, n * rows, x.shape[2]}), tb[0], tb[1]}, out: x.format, label: layout.String() + " per sample"})
+		return s.reshape(y, x.shape)
+	}
 	cos, sin := s.reshape(tb[0], []int{rows, r}), s.reshape(tb[1], []int{rows, r})
 	return s.derive(&expr{op: program.OpRope, attrs: program.Attrs{Rope: p}, args: []*val{x, cos, sin}, out: x.format, label: layout.String()})
+}
+
+// perSampleTables lays a table pair [B, S, r] that holds one table per
+// sample of a batch of B > 1 out as [B·S, r] marked per sample (rotate
+// turns each sample's rows by its own); nil where the pair is not that
+// (its leading axis not the batch's, or a single row per sample).
+func (s *synth) perSampleTables(c, sn *val) [][2]*val {
+	b := s.batch()
+	if b < 2 || len(c.shape) != 3 || c.shape[0] != b || c.shape[1] < 2 {
+		return nil
+	}
+	n, r := c.shape[0]*c.shape[1], c.shape[2]
+	pc := s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: []int{n, r}}, args: []*val{c}, out: c.format, label: "one table per sample"})
+	ps := s.derive(&expr{op: program.OpReshape, attrs: program.Attrs{Shape: []int{n, r}}, args: []*val{sn}, out: sn.format, label: "one table per sample"})
+	if pc == nil || ps == nil {
+		return nil
+	}
+	pc.samples, ps.samples = b, b
+	return [][2]*val{{pc, ps}}
+}
+
+// batch is the flow loop's batch (the latents' leading axis), 0 where the
+// run has no latents bound.
+func (s *synth) batch() int {
+	if s.latents == nil || len(s.latents.shape) == 0 {
+		return 0
+	}
+	return s.latents.shape[0]
 }
 
 // operands are the values attention may read: the scope's own rank-3
@@ -448,6 +488,7 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		}
 		if slices.Equal(c.shape, sn.shape) && len(c.shape) >= 2 && onCircle(c, sn) && !allOnes(c) {
 			out = append(out, [2]*val{c, sn})
+			out = append(out, s.perSampleTables(c, sn)...)
 		}
 	}
 	for i := 0; i+1 < len(sc.vals); i++ {

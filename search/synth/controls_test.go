@@ -85,6 +85,8 @@ func TestPlantedConstructs(t *testing.T) {
 		{"own_tables.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0}, 0, true},
 		// a table of more rows than the chunks added to it (its last row the gate's)
 		{"table_run.npz", map[string]any{"modulation_plus_one": true, "timestep_scale": 1000.0, "euler_sign": 1.0}, 0, false},
+		// a batch whose samples each take their own RoPE table [B, S, d]
+		{"per_sample_rope.npz", map[string]any{"rope_layout": "half", "rope_theta": 10000.0, "euler_sign": 1.0}, 0, true},
 	} {
 		t.Run(tc.trace, func(t *testing.T) {
 			res, tr := discoverComplete(t, filepath.Join("..", "..", "fixtures", "constructs", tc.trace))

@@ -297,6 +297,11 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 				}
 				conds := s.joinedInputs(target, ax, start, rest, inputs, map[string]bool{latName: true, sigmaName: true})
 				if conds == nil {
+					// the rest in no request input: a constant the
+					// pipeline joins at every step, where it does not vary
+					if v := s.latentsBesideConstant(target, lat, latName, roles, ax, at, n, start, rest, latFirst); v != nil {
+						return v
+					}
 					continue
 				}
 				s.bindLatents(lat, latName, roles, conds...)
@@ -317,6 +322,27 @@ func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName str
 		}
 	}
 	return nil
+}
+
+// latentsBesideConstant binds target as the latents joined along ax with a
+// constant part of rest entries at start (constantPart), the latents first
+// where latFirst; nil where the part is not a constant.
+func (s *synth) latentsBesideConstant(target, lat *val, latName string, roles map[string]string, ax, at, n, start, rest int, latFirst bool) *val {
+	c := s.constantPart(target, ax, start, rest)
+	if c == nil {
+		return nil
+	}
+	parts := []*val{lat, c}
+	if !latFirst {
+		parts = []*val{c, lat}
+	}
+	j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: "latents joined with a constant part"})
+	if j == nil {
+		return nil
+	}
+	s.bindLatents(lat, latName, roles)
+	s.latentsIn = &latentsPart{axis: ax, start: at, end: at + n}
+	return adopt(target, j)
 }
 
 // namedInput is a request input and its name.

@@ -57,6 +57,10 @@ type val struct {
 	// (H heads, each rotated by its own angles: learned per-head
 	// frequencies), made from a captured [S, H, r/2] table.
 	perHead int
+	// samples: a RoPE table [B·S, r] holding one table per sample (B =
+	// samples, the samples' rows end to end), each sample's rows turned
+	// by its own.
+	samples int
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }
