@@ -388,6 +388,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	// q and k rounded to a narrower format (an f32 run casting them to
 	// bf16): tried where no first-stage choice holds, on the three best;
 	// kept apart so they take no refinement slot from the others
+	if !anyWithin(all, tol) {
+		// zero keys padded on and attended (a sink of logit ln n): fitted
+		// on the three best, which try appends to all
+		s.zeroKeys(slices.Clone(all[:min(3, len(all))]), t, try)
+		slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	}
 	var rounded []attnChoice
 	if n := len(all); !anyWithin(all, tol) {
 		s.roundedOperands(all[:min(3, n)], t.format, try) // try appends to all
