@@ -28,3 +28,16 @@ func TestRotateRowsPastDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockSumPastDeadline: past the deadline the reshape a consumer's
+// blocks are summed from is never made; the sum of its blocks is then
+// nothing, not a nil dereference.
+func TestBlockSumPastDeadline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := &synth{ctx: ctx, ev: &evaluator{b: cpu.New(1), ctx: ctx}, params: map[string]*val{}}
+	d := &val{shape: []int{1, 4, 8}, data: make([]float32, 32), format: precision.F32, origin: "d"}
+	if got := s.blockSum(s.reshape(d, []int{4, 8}), 2, precision.F32); got != nil {
+		t.Error("blocks summed past the deadline")
+	}
+}
