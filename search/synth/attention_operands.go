@@ -292,7 +292,13 @@ func (s *synth) rotateRows(x *val, tb [2]*val, layout exec.RopeLayout, heads, d 
 	if rows[0] > 0 {
 		parts = append(parts, cut(0, rows[0]))
 	}
-	parts = append(parts, s.rotate(cut(rows[0], rows[1]), tb, layout, heads, d))
+	// a cut the evaluator did not make (the search's deadline passed
+	// mid-way) is no operand: nothing to rotate
+	mid := cut(rows[0], rows[1])
+	if mid == nil {
+		return nil
+	}
+	parts = append(parts, s.rotate(mid, tb, layout, heads, d))
 	if rows[1] < x.shape[1] {
 		parts = append(parts, cut(rows[1], x.shape[1]))
 	}
@@ -318,6 +324,9 @@ func tableRows(t *val) int {
 
 // rotate applies RoPE to x [B, S, H·d] with tables tb (cos, sin).
 func (s *synth) rotate(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int) *val {
+	if x == nil || tb[0] == nil || tb[1] == nil {
+		return nil
+	}
 	r := tb[0].shape[len(tb[0].shape)-1]
 	rows := tableRows(tb[0])
 	if rows != x.shape[1] || r%2 != 0 {

@@ -491,6 +491,13 @@ var unseenFactors = map[string]map[string]any{
 	// v = (x − x̂)/σ (x-prediction, sign +1)
 	"hidream_o1": {"rope_layout": "half", "rope_theta": 5e6, "rope_freq_axes": []any{0.0, 1.0, 2.0, 0.0},
 		"qk_norm": "rms", "timestep_flip_sin_to_cos": true, "timestep_scale": 1000.0, "euler_sign": 1.0},
+	// transformer_joyai_image.py: [image, text] joint attention (4 image rows, 5 caption rows: the
+	// image the shorter stream) under a bool key mask, interleaved RoPE (t/h/w 4/6/6, θ 256) on the
+	// image rows, per-head RMSNorm q/k, gelu-tanh FFNs, Wan-style (shift, scale, gate) with (1 + scale),
+	// x + y·gate; a [cos, sin] sinusoid (flip_sin_to_cos, shift 0); the output stepped as is
+	"joyai_image": {"rope_layout": "interleaved", "rope_axes": []any{4.0, 6.0, 6.0}, "rope_theta": 256.0, "joint_order": "image_first",
+		"qk_norm": "rms", "attention_causal": false, "mlp_act": "gelu_tanh", "mlp_glu": false, "modulation_plus_one": true,
+		"gate_fn": "identity", "timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "euler_sign": 1.0},
 }
 
 // discoverComplete discovers path (once per test binary for a repository

@@ -124,7 +124,7 @@ func (s *synth) blocksSummed(t *val, vals []*val) *val {
 // order (u.reshape(e, T, D).sum(0)) as [T, D] in format f. Past two
 // blocks the sum accumulates in f32 and is rounded once, as torch's sum.
 func (s *synth) blockSum(u *val, e int, f precision.Format) *val {
-	if e < 2 || len(u.shape) != 2 || u.shape[0]%e != 0 {
+	if u == nil || e < 2 || len(u.shape) != 2 || u.shape[0]%e != 0 {
 		return nil
 	}
 	tokens := u.shape[0] / e

@@ -267,6 +267,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.modulatedRows(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.segmentedRows(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.cutOfScaledSum(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}

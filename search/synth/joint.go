@@ -81,7 +81,8 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]*val, triplesOf func([]*val) [][3]*val) *val {
 	rows := t.shape[1]
 	mine := byRows[rows]
-	var best, textFirst *jointChoice // the best, and the best with the text rows first
+	// the best, and the best with the text rows first
+	var best, textFirst *jointChoice
 	var evidence []semantics.Candidate
 	for other, theirs := range byRows {
 		if other == rows {
@@ -104,7 +105,7 @@ func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]
 							if best == nil || ch.score < best.score {
 								best = ch
 							}
-							if ch.mineFirst == (rows < ch.otherRows) && (textFirst == nil || ch.score < textFirst.score) {
+							if s.jointOrder(ch.mineFirst, rows, ch.otherRows, false) == "text_first" && (textFirst == nil || ch.score < textFirst.score) {
 								textFirst = ch
 							}
 						}
@@ -122,13 +123,32 @@ func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]
 	if textFirst != nil && textFirst != best && textFirst.score <= tolerance(t.format) && textFirst.score < 2*best.score {
 		best = textFirst
 	}
-	order := "text_first"
-	if best.mineFirst == (rows > best.otherRows) {
-		order = "image_first"
-	}
+	order := s.jointOrder(best.mineFirst, rows, best.otherRows, true)
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: best.attnChoice, scope: sc.module, boundary: t.origin, candidates: evidence, joint: order})
 	return best.result
+}
+
+// jointOrder names the order of a joint sequence whose scored stream
+// (rows its own, otherRows the other stream's) comes first or not. The
+// image stream is the one whose rows are the latents' patches, where
+// exactly one of them is. Else the text is taken as the stream of fewer
+// rows (a caption is usually shorter than the image it describes; a long
+// prompt over a small image is not, which is why the patches decide
+// first); two streams of equal rows are named as before the patches
+// decided: text first when the other stream leads (tie), image first when
+// it does (label), so the documents of such traces do not change.
+func (s *synth) jointOrder(mineFirst bool, rows, otherRows int, label bool) string {
+	text := mineFirst == (rows < otherRows)
+	if s.patchRows > 0 && (rows == s.patchRows) != (otherRows == s.patchRows) {
+		text = mineFirst != (rows == s.patchRows)
+	} else if rows == otherRows && label {
+		text = mineFirst
+	}
+	if text {
+		return "text_first"
+	}
+	return "image_first"
 }
 
 // maxJointOperands bounds each stream's operands of a joint attention.
