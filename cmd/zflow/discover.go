@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -196,7 +197,7 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 		pg := u.progress("discover")
 		defer pg.Close() // after a panic too (Close twice is once)
 		pg.Stage("program search")
-		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search")})
+		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search"), Log: searchLog(u.stderr)})
 		pg.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)
@@ -435,4 +436,13 @@ func printFactors(w io.Writer, doc *semantics.Document) {
 		fmt.Fprintf(w, "; RoPE tables: frequencies %s, angles %s, stored %s", t.Freq, t.Angle, t.Out)
 	}
 	fmt.Fprintln(w)
+}
+
+// searchLog is the program search's log when ZFLOW_SEARCH_LOG is set (a
+// developer's view of where the search spends its time), nil otherwise.
+func searchLog(w io.Writer) func(format string, args ...any) {
+	if os.Getenv("ZFLOW_SEARCH_LOG") == "" {
+		return nil
+	}
+	return func(format string, args ...any) { fmt.Fprintf(w, "search: "+format+"\n", args...) }
 }

@@ -391,7 +391,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if !anyWithin(all, tol) {
 		// zero keys padded on and attended (a sink of logit ln n): fitted
 		// on the three best, which try appends to all
-		s.zeroKeys(slices.Clone(all[:min(3, len(all))]), t, try)
+		s.zeroKeys(bestUpToRowScale(all, t, 3), t, try)
 		slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
 	}
 	var rounded []attnChoice

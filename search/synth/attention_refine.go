@@ -11,6 +11,20 @@ import (
 	"github.com/zflow/zflow/exec/program"
 )
 
+// windowGrid is the widths below n that refine's window search tries
+// first: every width up to 8, then steps of about ×1.25.
+func windowGrid(n int) []int {
+	var out []int
+	for w := 1; w < n; w = max(w+1, w*5/4) {
+		out = append(out, w)
+	}
+	return out
+}
+
+// refineVariants is how many of refine's variants (mask, bias, ALiBi,
+// window), ranked by their coarse probe, are fitted by coordinate descent.
+const refineVariants = 4
+
 func cmpFloat(a, b float64) int {
 	switch {
 	case a < b:
@@ -47,13 +61,29 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		return relRMS(t.format, v.data, t.data), v
 	}
 	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
+	// window: the error falls toward the true window and rises past it,
+	// so a geometric grid of widths first, then every width between the
+	// grid's neighbours of its best
 	window := func(p exec.AttentionParams) exec.AttentionParams {
 		best, bestSc := p, score(p)
-		for w := 1; w < ch.k.shape[1]; w++ {
+		at := func(w int) {
 			q := p
 			q.Window = w
 			if sc := score(q); sc < 0.9*bestSc {
 				best, bestSc = q, sc
+			}
+		}
+		n := ch.k.shape[1]
+		grid := windowGrid(n)
+		for _, w := range grid {
+			at(w)
+		}
+		if i := slices.Index(grid, best.Window); i >= 0 {
+			lo, hi := grid[max(i-1, 0)], grid[min(i+1, len(grid)-1)]
+			for w := lo + 1; w < hi; w++ {
+				if w != best.Window {
+					at(w)
+				}
 			}
 		}
 		return best
@@ -85,8 +115,39 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		}
 		return p
 	}
-	best, bestSc := ch.params, ch.score
-	var bestBias, bestMask *val
+	// every variant is probed on a coarse grid of scales and caps first;
+	// only the best few are fitted by coordinate descent (fitting all of
+	// them cost ~16k evaluations per choice, nearly all on variants that
+	// no scale or cap brings near the target)
+	type variant struct {
+		p          exec.AttentionParams
+		bias, mask *val
+		win        bool
+		probe      float64
+	}
+	probe := func(p exec.AttentionParams) float64 {
+		base := p.Scale
+		if base == 0 {
+			base = float32(1 / math.Sqrt(float64(ch.headDim)))
+		}
+		best := score(p)
+		for k := -4; k <= 4; k++ {
+			if k != 0 {
+				q := p
+				q.Scale = base * float32(math.Pow(2, float64(k)))
+				best = min(best, score(q))
+			}
+		}
+		if p.Softcap == 0 {
+			for _, c := range []float32{1, 3, 10, 30, 100, 300} {
+				q := p
+				q.Softcap = c
+				best = min(best, score(q))
+			}
+		}
+		return best
+	}
+	var vars []variant
 	for _, pair := range maskedBiases(bias, masks, ch.params.Mask) {
 		curBias, curMask = pair[0], pair[1]
 		kinds := []exec.MaskKind{ch.params.Mask}
@@ -98,7 +159,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		// a band (a window around each query on a bidirectional
 		// mask) is tried only where every other variant fails
 		for _, band := range []bool{false, true} {
-			if band && (bestSc <= tolerance(t.format) || ch.params.Mask != exec.MaskNone) {
+			if band && (ch.score <= tolerance(t.format) || ch.params.Mask != exec.MaskNone) {
 				break
 			}
 			for _, kind := range kinds {
@@ -118,13 +179,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 								continue
 							}
 						}
-						p = continuous(p)
-						if win {
-							p = window(p)
-						}
-						if sc := score(p); sc < bestSc {
-							best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
-						}
+						vars = append(vars, variant{p: p, bias: curBias, mask: curMask, win: win, probe: probe(p)})
 					}
 				}
 			}
@@ -132,6 +187,19 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		// every bias is tried even after one fits: a fitted scale can
 		// make the wrong form pass a narrow format's tolerance (exp(a·x)
 		// at scale 0.255 where exp(a·softplus(x)) is exact at 1/√d)
+	}
+	slices.SortStableFunc(vars, func(a, b variant) int { return cmpFloat(a.probe, b.probe) })
+	best, bestSc := ch.params, ch.score
+	var bestBias, bestMask *val
+	for _, v := range vars[:min(refineVariants, len(vars))] {
+		curBias, curMask = v.bias, v.mask
+		p := continuous(v.p)
+		if v.win {
+			p = window(p)
+		}
+		if sc := score(p); sc < bestSc {
+			best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
+		}
 	}
 	curBias, curMask = bestBias, bestMask
 	if bestSc < ch.score {
@@ -281,7 +349,8 @@ func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
 	g := (math.Sqrt(5) - 1) / 2
 	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
 	fa, fb := f(math.Exp(a)), f(math.Exp(b))
-	for range 60 {
+	// 40 steps narrow any range below 1e-7 of a logarithm: past float32
+	for range 40 {
 		if fa < fb {
 			b0, b, fb = b, a, fa
 			a = b0 - g*(b0-a0)

@@ -143,6 +143,18 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if loose != nil {
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
+	// modulation and gates that change along the rows: fitted on the
+	// host, so tried before any attention search (whose refinement
+	// costs thousands of evaluations on a target it cannot explain)
+	if v := s.rowRuns(target, vals); v != nil {
+		return s.stored(v, target)
+	}
+	if v := s.modulatedRows(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.segmentedRows(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.replicatePadded(target, vals); v != nil {
 		return v
 	}
@@ -259,15 +271,6 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return s.stored(v, target)
 	}
 	if v := s.rowsJoined(target, sc, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.rowRuns(target, vals); v != nil {
-		return s.stored(v, target)
-	}
-	if v := s.modulatedRows(target, sc, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.segmentedRows(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.cutOfScaledSum(target, vals); v != nil {

@@ -103,6 +103,8 @@ type synth struct {
 	// explained of callsTotal.
 	progress          func(phase string, done, total int)
 	calls, callsTotal int
+	// logf is Options.Log (nil: no log).
+	logf func(format string, args ...any)
 }
 
 // Options configure Discover.
@@ -112,6 +114,10 @@ type Options struct {
 	// it is) up to all of them; PhaseSampler, without a counter, is the
 	// sampler around the model and the factors read from the program.
 	Progress func(phase string, done, total int)
+	// Log, when set, is told each boundary the search explains, with its
+	// time and how it ended: a developer's view of where a slow or
+	// failing search spends itself (zflow reads ZFLOW_SEARCH_LOG).
+	Log func(format string, args ...any)
 }
 
 // The phases Options.Progress names.
@@ -170,7 +176,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		act = precision.F16
 	}
 	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
-		progress: o.Progress, callsTotal: subtreeSize(tr, root)}
+		progress: o.Progress, logf: o.Log, callsTotal: subtreeSize(tr, root)}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/trace"
@@ -247,6 +248,24 @@ func (s *synth) argsAgain(ch trace.Call, sc *scope, args map[string]*val) {
 // explains is returned opaque (the program would have to take it from
 // the trace).
 func (s *synth) explain(target *val, sc *scope) *val {
+	if s.logf == nil {
+		return s.explainOnce(target, sc)
+	}
+	start := time.Now()
+	v := s.explainOnce(target, sc)
+	how := "opaque"
+	if v != nil && !v.opaque {
+		how = "explained"
+		if v.from != nil {
+			how += " by " + v.from.op.String() + " " + v.from.label
+		}
+	}
+	s.logf("explain %s %v: %s in %.2fs", target.origin, target.shape, how, time.Since(start).Seconds())
+	return v
+}
+
+// explainOnce is explain without the log.
+func (s *synth) explainOnce(target *val, sc *scope) *val {
 	v := s.glue(target, sc)
 	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
 		// a complex RoPE table no call makes (the model gathers it from

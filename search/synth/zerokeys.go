@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 )
@@ -102,4 +103,57 @@ func logCount(heads, n int) []float32 {
 		d[i] = float32(math.Log(float64(n)))
 	}
 	return d
+}
+
+// bestUpToRowScale is the n choices of all nearest t once each row of each
+// head is scaled by its own least-squares factor in (0, 1]: zero keys (or
+// any sink) shrink every row of a head by its own factor, so the right
+// operands can rank far down by plain error. Choices scored on sampled
+// rows (no whole result) are ranked by their plain score after the rest.
+func bestUpToRowScale(all []attnChoice, t *val, n int) []attnChoice {
+	type ranked struct {
+		ch  attnChoice
+		err float64
+	}
+	var rs []ranked
+	for _, ch := range all {
+		e := math.Inf(1)
+		if ch.result != nil && len(ch.result.data) == len(t.data) && ch.params.Heads > 0 && t.shape[len(t.shape)-1]%ch.params.Heads == 0 {
+			e = rowScaledErr(ch.result.data, t.data, t.shape[len(t.shape)-1]/ch.params.Heads)
+		}
+		rs = append(rs, ranked{ch, e})
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int { return cmpFloat(a.err, b.err) })
+	var out []attnChoice
+	for _, r := range rs[:min(n, len(rs))] {
+		out = append(out, r.ch)
+	}
+	return out
+}
+
+// rowScaledErr is the rel-RMS of t against o with every run of d values
+// (one head of one row) scaled by its least-squares factor, clamped to
+// [0, 1].
+func rowScaledErr(o, t []float32, d int) float64 {
+	var num, den float64
+	for i := 0; i+d <= len(t); i += d {
+		var ot, oo float64
+		for j := i; j < i+d; j++ {
+			ot += float64(o[j]) * float64(t[j])
+			oo += float64(o[j]) * float64(o[j])
+		}
+		a := 0.0
+		if oo > 0 {
+			a = min(max(ot/oo, 0), 1)
+		}
+		for j := i; j < i+d; j++ {
+			r := float64(t[j]) - a*float64(o[j])
+			num += r * r
+			den += float64(t[j]) * float64(t[j])
+		}
+	}
+	if den == 0 {
+		return math.Inf(1)
+	}
+	return math.Sqrt(num / den)
 }
