@@ -122,7 +122,13 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
-		func(t *val, vs []*val) *val { return s.rotated(t, sc) }} {
+		func(t *val, vs []*val) *val { return s.rotated(t, sc) },
+		// modulation and gates that change along the rows: fitted on the
+		// host, so tried before any attention search (whose refinement
+		// costs thousands of evaluations on a target it cannot explain)
+		s.rowRuns,
+		func(t *val, vs []*val) *val { return s.modulatedRows(t, sc, vs) },
+		func(t *val, vs []*val) *val { return s.segmentedRows(t, sc, vs) }} {
 		v := try(target, vals)
 		if v == nil {
 			continue
@@ -142,18 +148,6 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	if loose != nil {
 		return s.stored(s.consuming(loose, target, sc), target)
-	}
-	// modulation and gates that change along the rows: fitted on the
-	// host, so tried before any attention search (whose refinement
-	// costs thousands of evaluations on a target it cannot explain)
-	if v := s.rowRuns(target, vals); v != nil {
-		return s.stored(v, target)
-	}
-	if v := s.modulatedRows(target, sc, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
-	}
-	if v := s.segmentedRows(target, sc, vals); v != nil {
-		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.replicatePadded(target, vals); v != nil {
 		return v

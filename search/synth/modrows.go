@@ -152,12 +152,20 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 	tol := tolerance(t.format)
 	rv := s.rowVectors(sc, b, n, c)
 	got := make([]float32, len(t.data))
-	try := func(e *expr) *val {
+	// the nearest fit wins, not the first: in a narrow format a vector
+	// that misses a small term (a chunk without its table row) can pass
+	// the tolerance where the right one is exact
+	var best *val
+	bestErr := math.Inf(1)
+	try := func(e *expr) bool {
 		w := s.derive(e)
-		if w != nil && relRMS(t.format, w.data, t.data) <= tol && s.everyStep(w, t, tol) {
-			return w
+		if w == nil {
+			return false
 		}
-		return nil
+		if r := relRMS(t.format, w.data, t.data); r <= tol && r < bestErr && s.everyStep(w, t, tol) {
+			best, bestErr = w, r
+		}
+		return bestErr == 0
 	}
 	for _, x := range xs {
 		for _, sv := range rv {
@@ -174,9 +182,9 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 					if relRMS(t.format, sh.v.data, got) > 10*tol {
 						continue
 					}
-					if w := try(&expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}}, args: []*val{x, sh.v, sv.v}, out: t.format,
-						label: fmt.Sprintf("modulated per token: plus_one=%v scale=%s shift=%s", plus, sv.label, sh.label)}); w != nil {
-						return w
+					if try(&expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}}, args: []*val{x, sh.v, sv.v}, out: t.format,
+						label: fmt.Sprintf("modulated per token: plus_one=%v scale=%s shift=%s", plus, sv.label, sh.label)}) {
+						return best
 					}
 				}
 			}
@@ -195,13 +203,13 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 				if relRMS(t.format, got, t.data) > tol {
 					continue
 				}
-				if w := try(&expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: exec.ActIdentity}, args: []*val{x, y, g.v}, out: t.format, label: "gated residual per token: gate=" + g.label}); w != nil {
-					return w
+				if try(&expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: exec.ActIdentity}, args: []*val{x, y, g.v}, out: t.format, label: "gated residual per token: gate=" + g.label}) {
+					return best
 				}
 			}
 		}
 	}
-	return nil
+	return best
 }
 
 // gatedRowsWindow explains t [B, n, C] as the first or last n rows of a

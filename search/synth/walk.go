@@ -256,8 +256,12 @@ func (s *synth) explain(target *val, sc *scope) *val {
 	how := "opaque"
 	if v != nil && !v.opaque {
 		how = "explained"
-		if v.from != nil {
-			how += " by " + v.from.op.String() + " " + v.from.label
+		for w, sep := v, " by "; w.from != nil; sep = " of " {
+			how += sep + w.from.desc()
+			if w.from.op != program.OpCast && w.from.op != program.OpReshape || len(w.from.args) == 0 || w.from.args[0] == nil {
+				break
+			}
+			w = w.from.args[0]
 		}
 	}
 	s.logf("explain %s %v: %s in %.2fs", target.origin, target.shape, how, time.Since(start).Seconds())
