@@ -349,8 +349,7 @@ func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
 	g := (math.Sqrt(5) - 1) / 2
 	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
 	fa, fb := f(math.Exp(a)), f(math.Exp(b))
-	// 40 steps narrow any range below 1e-7 of a logarithm: past float32
-	for range 40 {
+	for range 60 {
 		if fa < fb {
 			b0, b, fb = b, a, fa
 			a = b0 - g*(b0-a0)
