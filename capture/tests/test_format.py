@@ -114,3 +114,24 @@ def test_producer_extras_and_one_run_per_capture(tmp_path):
     with pytest.raises(Exception, match="one run"):
         with cap:
             pass
+
+
+def test_producer_dtype_is_the_bulk_of_the_parameters(tmp_path):
+    # a model that keeps its first module in float32 (a timestep embedder, as
+    # _keep_in_fp32_modules does) while the rest is bfloat16 is a bfloat16 run
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(2, 4)
+            self.body = torch.nn.Linear(4, 64).to(torch.bfloat16)
+
+        def forward(self, x):
+            return self.body(self.embed(x).to(torch.bfloat16))
+
+    net = Mixed()
+    path = tmp_path / "mixed.npz"
+    with Capture(net, name="net", path=path) as cap:
+        with cap.step(0):
+            net(torch.randn(3, 2))
+    manifest, _ = tracefile.check(path)
+    assert manifest["producer"]["dtype"] == "bfloat16"

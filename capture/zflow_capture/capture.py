@@ -320,13 +320,19 @@ class Capture:
         self._hooked = set()
 
     def _producer(self):
-        # The device and dtype of the first (floating-point) parameter speak for
-        # the run; a model without parameters, the first tensor recorded.
+        # The device of the first parameter and the dtype most floating-point
+        # parameters hold (by element: a model that keeps its first modules in
+        # float32 while the rest runs in bfloat16 is a bfloat16 run) speak for the
+        # run; a model without parameters, the first tensor recorded.
         def params():
             return (p for m in self._models.values() for p in m.parameters())
 
         first = next(params(), None)
-        dtype = next((p.dtype for p in params() if p.is_floating_point()), self._dtype or torch.float32)
+        counts = {}
+        for p in params():
+            if p.is_floating_point():
+                counts[p.dtype] = counts.get(p.dtype, 0) + p.numel()
+        dtype = max(counts, key=counts.get) if counts else self._dtype or torch.float32
         producer = {
             "framework": "torch", "framework_version": torch.__version__,
             "device": first.device.type if first is not None else self._device or "cpu",

@@ -152,9 +152,12 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 	tol := tolerance(t.format)
 	rv := s.rowVectors(sc, b, n, c)
 	got := make([]float32, len(t.data))
-	// the nearest fit wins, not the first: in a narrow format a vector
-	// that misses a small term (a chunk without its table row) can pass
-	// the tolerance where the right one is exact
+	// a later fit replaces the first only when it is four times nearer:
+	// in a narrow format a vector that misses a small term (a chunk
+	// without its table row) can pass the tolerance where the right one
+	// is exact, while vectors that differ only in where they round score
+	// alike before the precision search settles the op's rounding (the
+	// first of those, in rowVectors' order, is the one kept)
 	var best *val
 	bestErr := math.Inf(1)
 	try := func(e *expr) bool {
@@ -162,7 +165,7 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 		if w == nil {
 			return false
 		}
-		if r := relRMS(t.format, w.data, t.data); r <= tol && r < bestErr && s.everyStep(w, t, tol) {
+		if r := relRMS(t.format, w.data, t.data); r <= tol && r < bestErr/4 && s.everyStep(w, t, tol) {
 			best, bestErr = w, r
 		}
 		return bestErr == 0

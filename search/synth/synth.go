@@ -169,11 +169,9 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		return nil, fmt.Errorf("synth: step 0 has %d root calls; one model call per step is supported", len(roots))
 	}
 	root := roots[0]
-	act := precision.F32
-	if d, _ := tr.Manifest.Producer["dtype"].(string); d == "bfloat16" {
-		act = precision.BF16
-	} else if d == "float16" {
-		act = precision.F16
+	act := tr.ActivationFormat()
+	if act != precision.BF16 && act != precision.F16 {
+		act = precision.F32 // a float64 reference is searched in f32
 	}
 	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
 		progress: o.Progress, logf: o.Log, callsTotal: subtreeSize(tr, root)}
