@@ -344,6 +344,10 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			scan(s.permutedQKV(sc, t), tables, false)
 		}
 		if !anyWithin(all, tol) {
+			// q and k captured over a joined sequence, v only per stream
+			scan(s.valuesJoined(sc, pool, width), tables, false)
+		}
+		if !anyWithin(all, tol) {
 			relaid := append(s.relaid(tables), s.doubled(tables)...)
 			scan(append(triples, mixed...), relaid, false)
 			scan(append(triples, mixed...), append(slices.Clone(tables), relaid...), true)

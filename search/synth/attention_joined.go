@@ -264,3 +264,55 @@ func (s *synth) ones(b, n int) *val {
 	}
 	return s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: b, Axis: 0}, args: []*val{row}, out: row.format, label: "ones"})
 }
+
+// maxValuesJoined bounds the triples valuesJoined makes.
+const maxValuesJoined = 16
+
+// valuesJoined are triples (q, k, v) whose q and k are operands of the
+// pool over a joined sequence of R rows while v is joined from two linear
+// projections of the scope whose rows add up to R, in either order: each
+// stream's value projection, then one attention over both streams' rows
+// (a block whose q and k norms are calls over the joined rows and whose v
+// is never captured joined). width is the attention's.
+func (s *synth) valuesJoined(sc *scope, pool []*val, width int) [][3]*val {
+	var own []*val // the projections' results, each stream's v
+	for _, v := range recentFirst(sc.vals) {
+		if sc.own[v] && !v.opaque && len(v.shape) == 3 && linearResult(v) {
+			own = append(own, v)
+		}
+	}
+	made := map[[2]*val]*val{}
+	join := func(a, b *val) *val {
+		if v, ok := made[[2]*val{a, b}]; ok {
+			return v
+		}
+		v := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{a, b}, out: a.format, label: "values joined"})
+		made[[2]*val{a, b}] = v
+		return v
+	}
+	var out [][3]*val
+	for _, q := range pool {
+		for _, k := range pool {
+			if q == k || q.shape[1] != k.shape[1] || q.shape[2] != width || !kvWidth(k.shape[2], width) {
+				continue
+			}
+			rows, w := k.shape[1], k.shape[2]
+			for i, a := range own {
+				for _, b := range own[i+1:] {
+					if a.shape[0] != k.shape[0] || b.shape[0] != k.shape[0] || a.shape[2] != w || b.shape[2] != w || a.shape[1]+b.shape[1] != rows || a == k || b == k {
+						continue
+					}
+					for _, pair := range [][2]*val{{a, b}, {b, a}} {
+						if v := join(pair[0], pair[1]); v != nil {
+							out = append(out, [3]*val{q, k, v})
+						}
+						if len(out) == maxValuesJoined {
+							return out
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}

@@ -122,6 +122,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
+		func(t *val, vs []*val) *val { return s.gatedSum(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.rotated(t, sc) },
 		// modulation and gates that change along the rows: fitted on the
 		// host, so tried before any attention search (whose refinement

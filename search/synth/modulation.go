@@ -322,9 +322,18 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 	}
 	tol := tolerance(t.format)
 	B, C := t.shape[0], t.shape[2]
-	xs := sameShape(t, vals)
-	if len(xs) > 6 {
-		xs = xs[:6]
+	// the six most recent values of t's shape that a per-channel affine
+	// map takes to t (a cheap test on the host): a block that made many
+	// values of the shape since its norm's (a second attention, its
+	// residual) leaves the norm's output far down the recent ones
+	var xs []*val
+	for _, x := range sameShape(t, vals) {
+		if len(xs) == 6 {
+			break
+		}
+		if _, _, ok := affinePerChannel(x, t, tol); ok {
+			xs = append(xs, x)
+		}
 	}
 	modOf := func(x *val) *val {
 		a, d, ok := affinePerChannel(x, t, tol)
