@@ -221,3 +221,34 @@ func TestDiscoverProgramBudget(t *testing.T) {
 		t.Errorf("auto wrote %v (program %v)", err, doc != nil && doc.Program != nil)
 	}
 }
+
+// TestDiscoverSearchLog: ZFLOW_SEARCH_LOG prints one line per boundary the
+// program search explains, saying how and how long it took; without it,
+// none.
+func TestDiscoverSearchLog(t *testing.T) {
+	toy := filepath.Join(fixtures, "toy.npz")
+	out := filepath.Join(t.TempDir(), "toy.json")
+	_, _, quiet := zflow(t, "discover", "--trace", toy, "--engine", "program", "-o", out)
+	if strings.Contains(quiet, "search: explain") {
+		t.Errorf("a search log without ZFLOW_SEARCH_LOG:\n%s", quiet)
+	}
+	t.Setenv("ZFLOW_SEARCH_LOG", "1")
+	code, _, stderr := zflow(t, "discover", "--trace", toy, "--engine", "program", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "search: explain ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 || !strings.Contains(strings.Join(lines, "\n"), " explained by linear") {
+		t.Fatalf("no search log lines naming how a boundary was explained:\n%s", stderr)
+	}
+	for _, l := range lines {
+		if !strings.HasSuffix(l, "s") || !strings.Contains(l, " in ") {
+			t.Errorf("a log line without its time: %q", l)
+		}
+	}
+}
