@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"gonum.org/v1/gonum/mat"
@@ -139,16 +140,19 @@ func (s *synth) gatedSumOf(t *val, sc *scope, ops []*val) *val {
 			base = o
 		case allNear(coef[i], 0, 10*tol):
 		default:
-			found := false
+			// the nearest gate over the functions, not the first within
+			// reach: tanh(g) ≈ g for small gates, within a narrow
+			// format's reach of the identity
+			best, bestErr := branch{}, math.Inf(1)
 			for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
-				if g, e := s.nearestOf(sc, b, c, coef[i], f, tol); e <= 10*tol {
-					branches, found = append(branches, branch{y: o, gate: g, f: f}), true
-					break
+				if g, e := s.nearestOf(sc, b, c, coef[i], f, tol); e <= 10*tol && e < bestErr {
+					best, bestErr = branch{y: o, gate: g, f: f}, e
 				}
 			}
-			if !found {
+			if best.y == nil {
 				return nil // a branch no vector of the scope gates
 			}
+			branches = append(branches, best)
 		}
 	}
 	if base == nil || len(branches) < 2 {
