@@ -24,24 +24,7 @@ func (s *synth) attentionPlus(t *val, sc *scope, vals []*val) *val {
 		if r == nil {
 			continue
 		}
-		minus := func(d, e []float32) []float32 {
-			out := make([]float32, len(d))
-			for i := range d {
-				out[i] = d[i] - e[i]
-			}
-			return out
-		}
-		rest := &val{shape: t.shape, data: minus(t.data, r.data), format: t.format, origin: t.origin, reshapedFrom: true}
-		if s.hasSteps(t) {
-			rest.perStep = func(st int) []float32 {
-				d, ok := s.at(t, st)
-				e, ok2 := s.at(r, st)
-				if !ok || !ok2 || len(d) != len(e) {
-					return nil
-				}
-				return minus(d, e)
-			}
-		}
+		rest := s.minus(t, r)
 		a := s.attention(rest, sc)
 		if a == nil {
 			continue

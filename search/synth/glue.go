@@ -150,6 +150,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if loose != nil {
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
+	if s.peeling {
+		// t − b of peeledAdd: the first forms only
+		return nil
+	}
 	if v := s.replicatePadded(target, vals); v != nil {
 		return v
 	}
@@ -273,6 +277,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	if v := s.seqFirstAttention(target, sc); v != nil {
 		return v
+	}
+	if v := s.peeledAdd(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
 	}
 	return nil
 }

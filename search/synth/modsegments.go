@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
@@ -32,7 +33,9 @@ func (s *synth) segmentedRows(t *val, sc *scope, vals []*val) *val {
 	if len(xs) > 6 {
 		xs = xs[:6]
 	}
-	pool := s.vectors(sc, b, c)
+	// a table's rows broadcast over the batch ([1, C] where B > 1) are
+	// not per-sample vectors: the runs read b·c elements of each
+	pool := slices.DeleteFunc(slices.Clone(s.vectors(sc, b, c)), func(p vec) bool { return p.v.numel() != b*c })
 	if len(pool) < 2 {
 		return nil
 	}

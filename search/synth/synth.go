@@ -28,6 +28,9 @@ type synth struct {
 	// choices, not three (widerAttention, a late form: a temperature far
 	// from 1/√d can rank the right operands fourth)
 	wideRefine bool
+	// peeling: peeledAdd is explaining t − b (glue tries its first forms
+	// only, and no peel inside the peel)
+	peeling bool
 	// sharedKV: sharedKVAttention's scan, keys and values one value of
 	// the scope (v as it is, or rotated as k is)
 	sharedKV bool

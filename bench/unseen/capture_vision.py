@@ -1,0 +1,172 @@
+"""Capture tiny random-weight vision and audio encoders (real third-party code: transformers'
+AutoModel types and timm's models) as zflow traces: transformer-shaped models whose request is
+not token ids but pixels, frames, spectrograms or waveforms (the image and audio encoders that
+diffusion and multimodal pipelines run beside their DiT).
+
+usage: python3 capture_vision.py OUTDIR [ARCH ...]       # default: every case below
+       python3 capture_vision.py --list                  # the cases, one per line
+Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
+bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it), one forward pass (scope s0),
+input "pixel_values" (or the model's main input name), output "hidden" (the last hidden state,
+or timm's unpooled tokens). Weights redrawn as the conformance traces' (weights.randomize).
+Needs torch 2.x, transformers and timm; one line per case, failures included."""
+import os, signal, sys, traceback
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "capture"))
+import zflow_capture  # noqa: E402
+from weights import place, randomize  # noqa: E402
+
+# A ViT at the conformance traces' sizes: hidden 64, 4 heads, 2 layers, 32×32 pixels in 8×8 patches.
+VIT = dict(hidden_size=64, num_attention_heads=4, num_hidden_layers=2, intermediate_size=96,
+           image_size=32, patch_size=8, num_channels=3)
+# transformers cases: model type → config settings (VIT's names the type spells its own way, or a
+# construct turned on).
+HF = {
+    "vit": {},
+    "deit": {},
+    "vit_msn": {},
+    "ijepa": {},
+    "vit_mae": dict(mask_ratio=0.0),
+    "dinov2": dict(layerscale_value=0.5),
+    "dinov2_with_registers": dict(layerscale_value=0.5, num_register_tokens=2),
+    "dinov3_vit": dict(num_register_tokens=2, layerscale_value=0.5),
+    "beit": dict(use_relative_position_bias=True, use_mean_pooling=False, layer_scale_init_value=0.5),
+    "data2vec-vision": dict(use_relative_position_bias=True, layer_scale_init_value=0.5),
+    "clip_vision_model": {},
+    "siglip_vision_model": {},
+    "chinese_clip_vision_model": {},
+    "aimv2_vision_model": {},
+    "pixtral": dict(head_dim=16),
+    "yolos": dict(num_detection_tokens=4, image_size=[32, 32]),
+    "vitdet": dict(window_block_indices=[0], residual_block_indices=[], use_relative_position_embeddings=True,
+                   window_size=2, pretrain_image_size=32),
+    "vivit": dict(num_frames=4, tubelet_size=[2, 8, 8], image_size=32),
+    "videomae": dict(num_frames=4, tubelet_size=2),
+    "timesformer": dict(num_frames=4),
+    "swin": dict(embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=2, patch_size=4),
+    "ast": dict(patch_size=8, frequency_stride=8, time_stride=8, max_length=32, num_mel_bins=16),
+    "whisper": dict(d_model=64, encoder_attention_heads=4, encoder_layers=2, encoder_ffn_dim=96, num_mel_bins=16,
+                    max_source_positions=8, decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=96,
+                    vocab_size=128),
+    "wav2vec2": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
+                     num_conv_pos_embedding_groups=4),
+    "hubert": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
+                   num_conv_pos_embedding_groups=4),
+    "wavlm": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
+                  num_conv_pos_embedding_groups=4, num_buckets=16, max_bucket_distance=32),
+    "data2vec-audio": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2],
+                           num_conv_pos_embeddings=5, num_conv_pos_embedding_groups=4, conv_pos_kernel_size=5,
+                           num_conv_pos_embeddings_layers=1),
+}
+# timm cases: model name → constructor settings (the same sizes; global_pool '' keeps every token).
+TIMM_SIZES = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=0, global_pool="")
+TIMM = {
+    "timm_vit": ("vit_base_patch16_224", dict(mlp_ratio=1.5)),
+    "timm_deit_distilled": ("deit_base_distilled_patch16_224", dict(mlp_ratio=1.5)),
+    "timm_vit_reg_dinov2": ("vit_base_patch14_reg4_dinov2", dict(mlp_ratio=1.5, init_values=0.5)),
+    "timm_vit_siglip": ("vit_base_patch16_siglip_224", dict(mlp_ratio=1.5)),
+    "timm_eva02": ("eva02_base_patch14_224", dict(mlp_ratio=1.5)),
+    "timm_beit": ("beit_base_patch16_224", dict(mlp_ratio=1.5, init_values=0.5)),
+}
+MAX_PARAMS = 3_000_000
+
+
+def hf_model(arch):
+    from transformers import AutoConfig, AutoModel
+    kw = dict(VIT)
+    kw.update(HF[arch])
+    cfg = AutoConfig.for_model(arch, **kw)
+    torch.manual_seed(0)
+    try:
+        model = AutoModel.from_config(cfg, attn_implementation="sdpa")
+    except ValueError:  # no SDPA path: its own (eager) attention
+        model = AutoModel.from_config(cfg, attn_implementation="eager")
+    if getattr(cfg, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+        model = model.get_encoder()
+    return model, cfg
+
+
+def hf_request(model, cfg, gen):
+    """The model's main input at the config's sizes, plus the keyword arguments it needs."""
+    name = getattr(model, "main_input_name", "pixel_values")
+    if name == "input_features":  # whisper: [B, mels, 2 · positions]
+        return name, torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=gen), {}
+    if name == "input_values" and hasattr(cfg, "conv_dim"):  # raw waveform
+        return name, torch.randn(1, 400, generator=gen), {}
+    if name == "input_values":  # ast: [B, frames, mels]
+        return name, torch.randn(1, cfg.max_length, cfg.num_mel_bins, generator=gen), {}
+    frames = getattr(cfg, "num_frames", None)
+    size = cfg.image_size if isinstance(cfg.image_size, int) else cfg.image_size[0]
+    if frames:
+        return name, torch.randn(1, frames, cfg.num_channels, size, size, generator=gen), {}
+    extra = {"image_sizes": torch.tensor([[size, size]])} if cfg.model_type == "pixtral" else {}
+    return name, torch.randn(1, cfg.num_channels, size, size, generator=gen), extra
+
+
+def timm_model(case):
+    import timm
+    name, kw = TIMM[case]
+    torch.manual_seed(0)
+    return timm.create_model(name, pretrained=False, **TIMM_SIZES, **kw)
+
+
+def capture(case, outdir):
+    done = []
+    runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
+    for tag, dtype, device in runs:
+        if case in TIMM:
+            model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
+            x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+        else:
+            model, cfg = hf_model(case)
+            name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
+            prod = {"library": "transformers", "model_type": cfg.model_type}
+        n = sum(p.numel() for p in model.parameters())
+        if n > MAX_PARAMS:
+            raise ValueError(f"{n} parameters: its config ignores the small sizes")
+        randomize(model, torch.Generator().manual_seed(1))
+        model = place(model.eval(), dtype, device)
+        x = x.to(device=device, dtype=dtype)
+        extra = {k: v.to(device) for k, v in extra.items()}
+        path = os.path.join(outdir, f"{case}-{tag}.npz")
+        with zflow_capture.Capture(model, name="encoder", path=path, producer=dict(prod, case=case)) as cap:
+            cap.input(name, x)
+            with torch.no_grad():
+                out = model(x, **extra) if case in TIMM else model(**{name: x}, **extra)
+            h = out if torch.is_tensor(out) else (out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0])
+            cap.output("hidden", h)
+        done.append(f"{tag} {cap.summary['calls']} calls")
+    return ", ".join(done)
+
+
+def _timeout(signum, frame):
+    raise TimeoutError("over CAPTURE_TIMEOUT")
+
+
+def main():
+    args = sys.argv[1:]
+    cases = list(HF) + list(TIMM)
+    if args[:1] == ["--list"]:
+        print("\n".join(cases))
+        return
+    outdir = args[0]
+    os.makedirs(outdir, exist_ok=True)
+    import transformers
+    print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
+    signal.signal(signal.SIGALRM, _timeout)
+    limit = int(os.environ.get("CAPTURE_TIMEOUT", "60"))
+    for case in args[1:] or cases:
+        try:
+            signal.alarm(limit)
+            print(f"{case:24s} ok   {capture(case, outdir)}", flush=True)
+        except Exception as e:
+            msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
+            print(f"{case:24s} FAIL {msg[:200]}", flush=True)
+        finally:
+            signal.alarm(0)
+
+
+if __name__ == "__main__":
+    main()

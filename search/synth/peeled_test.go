@@ -1,0 +1,117 @@
+package synth
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/zflow/zflow/precision"
+)
+
+// TestPeeledAdd: a vision encoder's embeddings, cat([class token,
+// patches]) + a learned position table, with a decoy of the patches'
+// shape: no first form explains the sum, and peeledAdd finds it as the
+// table added to the class token joined before the patches, in f32 and
+// in bf16 (the sum rounded once).
+func TestPeeledAdd(t *testing.T) {
+	const n, c = 6, 8
+	for _, f := range []precision.Format{precision.F32, precision.BF16} {
+		rng := rand.New(rand.NewPCG(3, uint64(f)))
+		fill := func(shape ...int) []float32 {
+			out := make([]float32, shape[0]*shape[1]*shape[2])
+			for i := range out {
+				out[i] = f.Round(float32(rng.NormFloat64()))
+			}
+			return out
+		}
+		cls := &val{shape: []int{1, 1, c}, data: fill(1, 1, c), format: f, origin: "cls", param: true}
+		pos := &val{shape: []int{1, n + 1, c}, data: fill(1, n+1, c), format: f, origin: "pos", param: true}
+		patches := &val{shape: []int{1, n, c}, data: fill(1, n, c), format: f, origin: "patches", seq: 10}
+		decoy := &val{shape: []int{1, n, c}, data: fill(1, n, c), format: f, origin: "decoy", seq: 11}
+		want := slices.Concat(cls.data, patches.data)
+		for i := range want {
+			want[i] = f.Round(want[i] + pos.data[i])
+		}
+		s, sc, target := planted(t, f, []int{1, n + 1, c}, want, cls, pos, patches, decoy)
+		s.peeling = true // glue's first forms alone
+		if got := s.glueIn(target, sc); got != nil {
+			t.Fatalf("%v: the first forms explain it already (%s): the plant does not need the peel", f, got.from.label)
+		}
+		s.peeling = false
+		got := s.peeledAdd(target, sc, recentFirst(sc.vals))
+		if got == nil {
+			t.Fatalf("%v: not explained", f)
+		}
+		if e := relRMS(f, got.data, want); e != 0 {
+			t.Errorf("%v: rel-RMS %.3g, want 0 (%s)", f, e, got.from.label)
+		}
+		if b := got.from.args[1]; b.origin != "pos" {
+			t.Errorf("%v: the known term is %s, want the position table", f, b.origin)
+		}
+	}
+}
+
+// TestSegmentedRowsBroadcastTable: a batch of two whose scope holds a
+// table of rows broadcast over the batch ([k, C]): the runs of rows read
+// only per-sample vectors, and a modulation by runs of per-sample chunks
+// is still found (the table's rows were read past their end before).
+func TestSegmentedRowsBroadcastTable(t *testing.T) {
+	const b, n, c = 2, 4, 8
+	rng := rand.New(rand.NewPCG(9, 1))
+	fill := func(k int) []float32 {
+		out := make([]float32, k)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	x := &val{shape: []int{b, n, c}, data: fill(b * n * c), format: precision.F32, origin: "x", seq: 1}
+	table := &val{shape: []int{3, c}, data: fill(3 * c), format: precision.F32, origin: "table", param: true}
+	chunks := &val{shape: []int{b, 2 * c}, data: fill(b * 2 * c), format: precision.F32, origin: "chunks", seq: 2}
+	// rows 0–1 scaled by chunk 0, rows 2–3 by chunk 1 (x·(1 + scale))
+	want := make([]float32, b*n*c)
+	for bi := range b {
+		for r := range n {
+			k := r / 2
+			for ch := range c {
+				i := (bi*n+r)*c + ch
+				want[i] = x.data[i] * (1 + chunks.data[bi*2*c+k*c+ch])
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{b, n, c}, want, table, x, chunks)
+	got := s.segmentedRows(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+	// the last row scaled by no vector of the scope: every pool vector,
+	// the table's rows too, is tried on it, and nothing explains it
+	for i := range c {
+		want[(b*n-1)*c+i] *= 3
+	}
+	s, sc, target = planted(t, precision.F32, []int{b, n, c}, want, table, x, chunks)
+	if got := s.segmentedRows(target, sc, recentFirst(sc.vals)); got != nil {
+		t.Errorf("a row no vector scales is explained: %s", got.from.label)
+	}
+}
+
+// TestFitLeafTableMiss: a call given only a table whose result is not the
+// table's leading rows (a relative position bias gathered from it) is
+// left unexplained by the leaf fit, not a nil dereference.
+func TestFitLeafTableMiss(t *testing.T) {
+	table := &val{shape: []int{5, 4}, data: make([]float32, 20), format: precision.F32, origin: "table", param: true}
+	for i := range table.data {
+		table.data[i] = float32(i%7) - 3
+	}
+	want := make([]float32, 12)
+	for i := range want {
+		want[i] = float32(i) * 0.37
+	}
+	s, sc, target := planted(t, precision.F32, []int{3, 4}, want)
+	if got := s.fitLeaf(sc, nil, []*val{table}, []*val{target}); got[0] != nil {
+		t.Errorf("explained by %v", got[0].from)
+	}
+}
