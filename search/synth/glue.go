@@ -281,6 +281,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.peeledAdd(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.insertedRows(target, sc, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	return nil
 }
 
@@ -1072,6 +1075,27 @@ func (s *synth) constantPiece(t *val, ax, off int, pieces []*val) *val {
 	return c
 }
 
+// movedPiece is t's entries from off on along ax as a value of the scope
+// with its axes moved (permuted, then reshaped), at every step; nil where
+// no value of a whole number of t's slices along ax is.
+func (s *synth) movedPiece(t *val, ax, off, rest int, vals []*val) *val {
+	tol := tolerance(t.format)
+	for _, v := range vals {
+		if v.opaque || v.numel()%rest != 0 || len(v.shape) < 2 {
+			continue
+		}
+		n := v.numel() / rest
+		if n == 0 || n >= t.shape[ax] || n > t.shape[ax]-off {
+			continue
+		}
+		sub := s.part(t, ax, off, off+n)
+		if w := s.moved(sub, []*val{v}); w != nil && w.from != nil && w.from.op != program.OpCast && s.everyStep(w, sub, tol) {
+			return w
+		}
+	}
+	return nil
+}
+
 // joined explains t as values of the scope joined along one axis (a
 // joint sequence, register tokens before the text, sinusoids side by
 // side), up to four pieces, each the same tensor as a value (moved).
@@ -1105,6 +1129,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				}
 				found = s.reshape(v, sub.shape) // the piece, in t's layout
 				break
+			}
+			if found == nil {
+				// a piece that is a value with its axes moved (a conv's
+				// channels-first patches read as rows after a class token)
+				found = s.movedPiece(t, ax, off, rest, vals)
 			}
 			if found == nil && depth == 0 {
 				// a piece that is itself a join of values

@@ -1,6 +1,8 @@
 package synth
 
 import (
+	"slices"
+
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -83,4 +85,75 @@ func (s *synth) minus(t, b *val) *val {
 		}
 	}
 	return r
+}
+
+// insertedRows explains t as a value p's rows inserted into a sequence
+// glue explains: t = cat(x[:k], p, x[k:]) along the rows, x found for t
+// with p's rows taken out (register tokens put after a class token, once
+// the class token, the patches and their position table are summed).
+// p is a value of the scope equal to rows [k, k+m) of t; tried once every
+// other form failed on t, never inside itself.
+func (s *synth) insertedRows(t *val, sc *scope, vals []*val) *val {
+	if s.inserting || len(t.shape) < 2 || t.integral() {
+		return nil
+	}
+	ax := len(t.shape) - 2
+	n, rest := t.shape[ax], t.numel()/t.shape[ax]
+	tol := tolerance(t.format)
+	for _, p := range vals {
+		if p.opaque || p.numel()%rest != 0 {
+			continue
+		}
+		m := p.numel() / rest
+		if m == 0 || m >= n {
+			continue
+		}
+		for k := range n - m + 1 {
+			if relRMS(t.format, p.data, sliceData(t, ax, k, k+m)) > tol {
+				continue
+			}
+			x := s.readAs(t, append(append(slices.Clone(t.shape[:ax]), n-m), t.shape[ax+1:]...), func(d []float32) []float32 {
+				return dropRows(d, t.shape, ax, k, k+m)
+			})
+			x.reshapedFrom = true
+			s.inserting = true
+			w := s.glueIn(x, sc)
+			s.inserting = false
+			if w == nil || w.opaque {
+				break // p is at k; no other place of it is tried
+			}
+			pr := s.reshape(p, append(append(slices.Clone(t.shape[:ax]), m), t.shape[ax+1:]...))
+			var pieces []*val
+			if k > 0 {
+				pieces = append(pieces, s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: 0, End: k}, args: []*val{w}, out: w.format, label: "rows before"}))
+			}
+			pieces = append(pieces, pr)
+			if k < n-m {
+				pieces = append(pieces, s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: k, End: n - m}, args: []*val{w}, out: w.format, label: "rows after"}))
+			}
+			if slices.Contains(pieces, nil) {
+				break
+			}
+			if v, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: pieces, out: t.format, label: "a value's rows inserted"}}); v != nil && relRMS(t.format, v.data, t.data) <= tol && s.everyStep(v, t, tol) {
+				return v
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// dropRows is d (of shape) without its entries [lo, hi) along ax.
+func dropRows(d []float32, shape []int, ax, lo, hi int) []float32 {
+	inner := 1
+	for _, n := range shape[ax+1:] {
+		inner *= n
+	}
+	dim := shape[ax]
+	out := make([]float32, 0, len(d)-len(d)/dim*(hi-lo))
+	for o := 0; o < len(d); o += dim * inner {
+		out = append(out, d[o:o+lo*inner]...)
+		out = append(out, d[o+hi*inner:o+dim*inner]...)
+	}
+	return out
 }

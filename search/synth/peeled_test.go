@@ -115,3 +115,82 @@ func TestFitLeafTableMiss(t *testing.T) {
 		t.Errorf("explained by %v", got[0].from)
 	}
 }
+
+// TestJoinedMovedPiece: a class vector [C] joined before a conv's
+// channels-first output [1, C, H, W] read as rows (flatten(2).transpose(1,
+// 2) inside the embeddings, so the rows are no captured value): joined
+// takes the conv's output with its axes moved as the second piece.
+func TestJoinedMovedPiece(t *testing.T) {
+	const c, h, w = 8, 2, 3
+	rng := rand.New(rand.NewPCG(4, 4))
+	fill := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	cls := &val{shape: []int{c}, data: fill(c), format: precision.F32, origin: "class", param: true}
+	img := &val{shape: []int{1, c, h, w}, data: fill(c * h * w), format: precision.F32, origin: "conv", seq: 3}
+	want := slices.Clone(cls.data)
+	for p := range h * w {
+		for ch := range c {
+			want = append(want, img.data[ch*h*w+p])
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, 1 + h*w, c}, want, cls, img)
+	got := s.joined(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+}
+
+// TestInsertedRows: register tokens put after the class token once the
+// class token, the patches and the position table are summed:
+// cat(x[:, :1], registers, x[:, 1:]) with x = cat(class, patches) + pos.
+// No join of values makes it (its pieces are sums of parts), peeledAdd
+// finds no term of its shape, and insertedRows finds x for the rows
+// without the registers (by the peel) and puts them back.
+func TestInsertedRows(t *testing.T) {
+	const n, c, r = 5, 8, 2
+	rng := rand.New(rand.NewPCG(6, 6))
+	fill := func(k int) []float32 {
+		out := make([]float32, k)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	cls := &val{shape: []int{1, 1, c}, data: fill(c), format: precision.F32, origin: "class", param: true}
+	pos := &val{shape: []int{1, n + 1, c}, data: fill((n + 1) * c), format: precision.F32, origin: "pos", param: true}
+	reg := &val{shape: []int{1, r, c}, data: fill(r * c), format: precision.F32, origin: "registers", param: true}
+	patches := &val{shape: []int{1, n, c}, data: fill(n * c), format: precision.F32, origin: "patches", seq: 10}
+	x := slices.Concat(cls.data, patches.data)
+	for i := range x {
+		x[i] += pos.data[i]
+	}
+	want := slices.Concat(x[:c], reg.data, x[c:])
+	s, sc, target := planted(t, precision.F32, []int{1, n + 1 + r, c}, want, cls, pos, reg, patches)
+	vals := recentFirst(sc.vals)
+	if got := s.peeledAdd(target, sc, vals); got != nil {
+		t.Fatalf("peeledAdd explains it already (%s): the plant does not need the insertion", got.from.label)
+	}
+	got := s.insertedRows(target, sc, vals)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+}
+
+// TestDropRows: entries [lo, hi) of an axis dropped in every outer slice.
+func TestDropRows(t *testing.T) {
+	d := []float32{0, 1, 2, 3, 10, 11, 12, 13} // shape [2, 4, 1]
+	if got, want := dropRows(d, []int{2, 4, 1}, 1, 1, 3), []float32{0, 3, 10, 13}; !slices.Equal(got, want) {
+		t.Errorf("dropRows = %v, want %v", got, want)
+	}
+}

@@ -31,6 +31,9 @@ type synth struct {
 	// peeling: peeledAdd is explaining t − b (glue tries its first forms
 	// only, and no peel inside the peel)
 	peeling bool
+	// inserting: insertedRows is explaining t with a value's rows taken
+	// out (no insertion inside it)
+	inserting bool
 	// sharedKV: sharedKVAttention's scan, keys and values one value of
 	// the scope (v as it is, or rotated as k is)
 	sharedKV bool
