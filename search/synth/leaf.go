@@ -116,7 +116,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 	out := make([]*val, len(targets))
 	if len(targets) == 1 && len(xs) == 0 && len(params) == 1 && isMatrix(params[0]) {
 		// a call given only the request's shape: a position table's rows
-		if f := s.fitLeadingRows(params[0], targets[0]); f != nil {
+		f := s.fitLeadingRows(params[0], targets[0])
+		if f == nil {
+			f = s.fitGatheredEntries(params[0], targets[0])
+		}
+		if f != nil {
 			out[0] = adopt(targets[0], f)
 		}
 		return out

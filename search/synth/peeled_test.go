@@ -194,3 +194,70 @@ func TestDropRows(t *testing.T) {
 		t.Errorf("dropRows = %v, want %v", got, want)
 	}
 }
+
+// TestFitGatheredEntries: a relative position bias, a table [R, H] read at
+// a fixed index pattern [N, N] and laid out [1, H, N, N], is the table's
+// entries gathered at indices read off the values; a result holding a
+// value the table lacks is not.
+func TestFitGatheredEntries(t *testing.T) {
+	const r, h, n = 7, 2, 4
+	table := &val{shape: []int{r, h}, data: make([]float32, r*h), format: precision.F32, origin: "table", param: true}
+	for i := range table.data {
+		table.data[i] = float32(i)*0.25 - 1.3
+	}
+	want := make([]float32, h*n*n)
+	for hi := range h {
+		for i := range n {
+			for j := range n {
+				want[(hi*n+i)*n+j] = table.data[(i-j+n-1)*h+hi] // relative distance i − j
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, h, n, n}, want)
+	got := s.fitLeaf(sc, nil, []*val{table}, []*val{target})[0]
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+	want[5] += 0.1
+	s, sc, target = planted(t, precision.F32, []int{1, h, n, n}, want)
+	if got := s.fitLeaf(sc, nil, []*val{table}, []*val{target})[0]; got != nil {
+		t.Error("a result with an entry the table lacks is explained")
+	}
+}
+
+// TestIsGridIDs: a grid's cells' coordinates, row-major, one row per cell
+// or one per axis; not a shuffled grid, nor one row of positions.
+func TestIsGridIDs(t *testing.T) {
+	grid := func(h, w int, perCell bool) *val {
+		v := &val{shape: []int{h * w, 2}, format: precision.F32, intType: true}
+		if !perCell {
+			v.shape = []int{2, h * w}
+		}
+		v.data = make([]float32, 2*h*w)
+		for c := range h * w {
+			if perCell {
+				v.data[2*c], v.data[2*c+1] = float32(c/w), float32(c%w)
+			} else {
+				v.data[c], v.data[h*w+c] = float32(c/w), float32(c%w)
+			}
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name string
+		v    *val
+		want bool
+	}{
+		{"3×4 per cell", grid(3, 4, true), true},
+		{"4×4 per axis", grid(4, 4, false), true},
+		{"swapped cells", func() *val { v := grid(3, 4, true); v.data[3], v.data[5] = v.data[5], v.data[3]; return v }(), false},
+		{"one axis", &val{shape: []int{2, 4}, data: []float32{0, 1, 2, 3, 0, 1, 2, 3}, format: precision.F32, intType: true}, false},
+	} {
+		if got := isGridIDs(c.v); got != c.want {
+			t.Errorf("%s: isGridIDs = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

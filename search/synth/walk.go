@@ -310,6 +310,13 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		s.em.iota(target)
 		return target
 	}
+	if v == nil && isGridIDs(target) {
+		// the positions of a grid's cells, row-major ([N, k] or [k, N]):
+		// made from the request's shape alone (an image's patch rows and
+		// columns)
+		s.em.constant(target, "the positions of a grid's cells, row-major (made from the request's shape)")
+		return target
+	}
 	if v == nil && target.integral() && s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 		// integer values equal at every step that no request input holds:
 		// positions or indices made from the request's shapes
@@ -521,4 +528,54 @@ func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
 		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: c.origin, fit: f[0].fit})
 	}
 	return cos, sin
+}
+
+// isGridIDs reports whether v holds, for each cell of a grid of k ≥ 2
+// axes in row-major order, its k coordinates: [N, k] (one row per cell)
+// or [k, N] (one row per axis), every axis at least 2 long.
+func isGridIDs(v *val) bool {
+	if len(v.shape) != 2 || !v.integral() {
+		return false
+	}
+	for _, perCell := range []bool{true, false} {
+		n, k := v.shape[0], v.shape[1]
+		if !perCell {
+			n, k = k, n
+		}
+		if k < 2 || k > 4 || n < 4 {
+			continue
+		}
+		at := func(cell, axis int) float32 {
+			if perCell {
+				return v.data[cell*k+axis]
+			}
+			return v.data[axis*n+cell]
+		}
+		dims := make([]int, k)
+		size := 1
+		for a := range k {
+			for c := range n {
+				dims[a] = max(dims[a], int(at(c, a))+1)
+			}
+			size *= dims[a]
+		}
+		if size != n || slices.Contains(dims, 1) {
+			continue
+		}
+		ok := true
+		for c := 0; c < n && ok; c++ {
+			rest := c
+			for a := k - 1; a >= 0; a-- {
+				if at(c, a) != float32(rest%dims[a]) {
+					ok = false
+					break
+				}
+				rest /= dims[a]
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
