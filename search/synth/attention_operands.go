@@ -700,14 +700,15 @@ func allOnes(v *val) bool {
 // complexTable reads a complex RoPE table [.., D/2, 2] (unit (re, im)
 // pairs, multiplied into adjacent pairs of channels) as the cos and sin
 // tables [.., D] of an interleaved rotation: each of re and im repeated
-// for its pair (a padding row of zeros gives zero tables there, as the
-// complex product does). nil when v is not one.
+// for its pair (a padding row of zeros, or pairs a model pads with
+// zeros, give zero tables there, as the complex product does). nil when v
+// is not one.
 func (s *synth) complexTable(v *val) (*val, *val) {
 	n := len(v.shape)
 	if v.opaque || n < 2 || v.shape[n-1] != 2 || v.numel() < 4 {
 		return nil, nil
 	}
-	if _, ok := unitRows(v); !ok { // rows that rotate, or padding rows of zeros
+	if _, ok := unitRows(v); !ok && !unitOrZeroPairs(v) { // rows that rotate, padding rows or pairs of zeros
 		return nil, nil
 	}
 	half := v.shape[n-2]

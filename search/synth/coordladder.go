@@ -253,7 +253,13 @@ func unwrappedFreq(ss []coordSample) (float64, bool) {
 // latticeFreqs are the values beyond prev (same sign, up to 10⁶ times
 // it) that every sample allows, at most 8, those whose f32 products
 // reproduce the angles best first: (φ + 2πk)/u at the sample of largest
-// |u|, each checked against all.
+// |u|, each checked against all. Where every u is an integer, only the
+// first 64 allowed values (the lowest) are refined and ranked: such
+// samples cannot tell f from f + 2π (every alias fits them: an axis of
+// integer positions 0 and 1 allows all million), and refining each is
+// where the time of a grid reading that cannot succeed went.
+const maxLattice = 64
+
 func latticeFreqs(ss []coordSample, prev float64) []float64 {
 	pivot := slices.MaxFunc(ss, func(a, b coordSample) int { return cmpAbs(a.u, b.u) })
 	if pivot.u == 0 {
@@ -263,6 +269,7 @@ func latticeFreqs(ss []coordSample, prev float64) []float64 {
 	if lo > hi {
 		lo, hi = hi, lo
 	}
+	integral := !slices.ContainsFunc(ss, func(s coordSample) bool { return s.u != math.Round(s.u) })
 	type cand struct{ f, res float64 }
 	var cs []cand
 	k0, k1 := math.Ceil((lo-pivot.phi)/(2*math.Pi)), math.Floor((hi-pivot.phi)/(2*math.Pi))
@@ -274,6 +281,9 @@ func latticeFreqs(ss []coordSample, prev float64) []float64 {
 		}
 		fv = lsqLattice(ss, fv)
 		cs = append(cs, cand{fv, residual32(ss, refineFreq(ss, fv))})
+		if integral && len(cs) >= maxLattice {
+			break
+		}
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int { return cmpAbs(a.res, b.res) })
 	var out []float64

@@ -20,8 +20,76 @@ import (
 // The map and the ladder are read off the angles (readCoordRope), never
 // assumed; the tables are recomputed by the program's own f32 ops (the
 // midpoint, the map, the product, cos, sin) and must reproduce both.
-// Tried where every table of integer ids fails.
+// Tried where every table of integer ids fails. Trailing channels whose
+// cos and sin are both 0 on every row (pairs a model pads with zeros,
+// which zero those channels of q and k: deadTail) are left out of the
+// fit and joined back as zeros after the recomputed tables.
 func (s *synth) fitCoordRope(xs []*val, cosT, sinT *val) (*val, *val) {
+	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 {
+		return nil, nil
+	}
+	d := cosT.shape[len(cosT.shape)-1]
+	dead := deadTail(cosT, sinT, d)
+	if dead == 0 {
+		return s.fitCoordRopeLive(xs, cosT, sinT)
+	}
+	if d-dead < 2 {
+		return nil, nil
+	}
+	rows := cosT.numel() / d
+	live := func(t *val) *val {
+		v := &val{shape: []int{rows, d - dead}, data: make([]float32, 0, rows*(d-dead)), format: t.format, origin: t.origin}
+		for r := range rows {
+			v.data = append(v.data, t.data[r*d:r*d+d-dead]...)
+		}
+		return v
+	}
+	cv, sv := s.fitCoordRopeLive(xs, live(cosT), live(sinT))
+	if cv == nil || sv == nil {
+		return nil, nil
+	}
+	pad := func(v, t *val) *val {
+		col := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: 1}, args: []*val{v}, out: v.format})
+		zero := s.derive(&expr{op: program.OpSub, args: []*val{col, col}, out: v.format, label: "dead pairs (cos = sin = 0)"})
+		if dead > 1 {
+			zero = s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: dead, Axis: 1}, args: []*val{zero}, out: v.format})
+		}
+		w := s.reshape(s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{v, zero}, out: v.format, label: "live channels, then the dead"}), t.shape)
+		if w == nil || relRMS(t.format, w.data, t.data) > tolerance(t.format) {
+			return nil
+		}
+		w.fit = v.fit
+		return w
+	}
+	cw, sw := pad(cv, cosT), pad(sv, sinT)
+	if cw == nil || sw == nil {
+		return nil, nil
+	}
+	return cw, sw
+}
+
+// deadTail is the number of trailing channels of tables [.., d] whose cos
+// and sin are both exactly 0 on every row (an even count: whole pairs in
+// either layout's tail); 0 where none is, or every channel is.
+func deadTail(cosT, sinT *val, d int) int {
+	n := 0
+	for c := d - 1; c >= 0; c-- {
+		for r := 0; r < len(cosT.data); r += d {
+			if cosT.data[r+c] != 0 || sinT.data[r+c] != 0 {
+				if n == d || n%2 != 0 {
+					return 0
+				}
+				return n
+			}
+		}
+		n++
+	}
+	return 0
+}
+
+// fitCoordRopeLive is fitCoordRope on tables every channel of which turns
+// or is still (cos² + sin² = 1).
+func (s *synth) fitCoordRopeLive(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
 		return nil, nil
 	}

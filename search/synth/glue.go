@@ -536,6 +536,9 @@ func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
 	if w := s.transposed(t, sc, vals); w != nil {
 		return w
 	}
+	if w := s.channelsLastRows(t, sc, vals); w != nil {
+		return w
+	}
 	tried := map[string]bool{fmt.Sprint(t.shape): true}
 	for _, v := range vals {
 		key := fmt.Sprint(v.shape)
@@ -582,6 +585,44 @@ func (s *synth) imageAsRows(t *val, sc *scope) *val {
 		return nil
 	}
 	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{img}, out: img.format, label: "channels first"})
+}
+
+// channelsLastRows explains a rows target [B, N, C] as an expression over a
+// recent channels-first value [B, C, d1, …, dk] (a convolution's output,
+// N = d1·…·dk) read as rows, channels last (permute, then flatten: what
+// a model does before adding a vector to every token), the reading
+// joining the scope for that one search. Tried once per target, late,
+// where a value of those numbers exists and no form took the target.
+func (s *synth) channelsLastRows(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	b, n, c := t.shape[0], t.shape[1], t.shape[2]
+	for _, v := range vals {
+		k := len(v.shape) - 2
+		if v.opaque || k < 1 || k > 3 || v.shape[0] != b || v.shape[1] != c || v.numel() != t.numel() || k == 1 && v.shape[2] == c {
+			continue
+		}
+		perm := []int{0}
+		for a := range k {
+			perm = append(perm, a+2)
+		}
+		perm = append(perm, 1)
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "channels last"})
+		rows := s.reshape(p, []int{b, n, c})
+		if rows == nil {
+			continue
+		}
+		proxy := *t
+		proxy.reshapedFrom = true
+		sc.vals = append(sc.vals, rows)
+		w := s.glueIn(&proxy, sc)
+		sc.vals = slices.DeleteFunc(sc.vals, func(x *val) bool { return x == rows })
+		if w != nil {
+			return w
+		}
+	}
+	return nil
 }
 
 // tablesLast moves the RoPE tables of float coordinates (rope_coords) after

@@ -288,6 +288,11 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 				v = f[0]
 			}
 		}
+		if v == nil {
+			// fractional positions (a grid normalised into [−1, 1]),
+			// pairs padded with zeros: a ladder read off the angles
+			v = s.fitGridCoordComplex(target)
+		}
 		if v != nil && v.fit != nil && v.fit.kind == "rope_table" {
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: target.origin, fit: v.fit})
 		}
@@ -510,12 +515,20 @@ func (s *synth) callInputs(c trace.Call, args map[string]*val) (xs, params []*va
 // returns the two explained values, the opaque ones replaced in the scope
 // and the opaque list; nil where the pair is not such tables.
 func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
-	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitCircle(c, sn) || !s.sameEveryStep([]*val{c, sn}) {
+	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitOrDead(c, sn) || !s.sameEveryStep([]*val{c, sn}) {
 		return nil, nil
 	}
-	f := s.fitReadRope([]*val{c, sn})
+	var f []*val
+	if unitCircle(c, sn) {
+		f = s.fitReadRope([]*val{c, sn})
+	}
 	if len(f) != 2 || f[0] == nil || f[1] == nil {
-		return nil, nil
+		// fractional positions on a grid, a ladder read off the angles
+		if cv, sv := s.fitGridCoordRope(c, sn); cv != nil && sv != nil {
+			f = []*val{cv, sv}
+		} else {
+			return nil, nil
+		}
 	}
 	cos, sin := adopt(c, f[0]), adopt(sn, f[1])
 	for _, t := range []*val{c, sn} {
