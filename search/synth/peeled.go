@@ -37,17 +37,24 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 }
 
 // addends are the values peeledAdd tries as the known term of t = a + b,
-// in t's shape: the scope's parameters of t's elements first (tables),
-// then its other values of t's elements, most recent first, skipping
-// values that are t itself to the format's tolerance (a − nothing).
+// in t's shape or broadcast to it (a table of one frame's rows added to
+// every frame of a batch): the scope's parameters first (tables), then
+// its other values, most recent first, skipping values that are t itself
+// to the format's tolerance (a − nothing).
 func (s *synth) addends(t *val, vals []*val) []*val {
 	tol := tolerance(t.format)
 	var params, others []*val
 	for _, v := range vals {
-		if v.opaque || v.integral() || v.numel() != t.numel() || relRMS(t.format, v.data, t.data) <= tol {
+		if v.opaque || v.integral() || v.numel() > t.numel() || v.numel() < 2 || v.numel() == t.numel() && relRMS(t.format, v.data, t.data) <= tol {
 			continue
 		}
 		r := s.reshape(v, t.shape)
+		if v.numel() < t.numel() {
+			r = nil
+			if broadcasts(v.shape, t.shape) {
+				r = v
+			}
+		}
 		if r == nil {
 			continue
 		}
@@ -64,9 +71,13 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 	return out
 }
 
-// minus is t − b as a target of its own, at every step t is known at.
+// minus is t − b (b of t's shape or broadcast to it) as a target of its
+// own, at every step t is known at.
 func (s *synth) minus(t, b *val) *val {
 	sub := func(d, e []float32) []float32 {
+		if len(e) != len(d) {
+			e = broadcastData(e, b.shape, t.shape)
+		}
 		out := make([]float32, len(d))
 		for i := range d {
 			out[i] = d[i] - e[i]
@@ -78,7 +89,7 @@ func (s *synth) minus(t, b *val) *val {
 		r.perStep = func(st int) []float32 {
 			d, ok := s.at(t, st)
 			e, ok2 := s.at(b, st)
-			if !ok || !ok2 || len(d) != len(e) {
+			if !ok || !ok2 || len(d) != len(t.data) || len(e) != len(b.data) {
 				return nil
 			}
 			return sub(d, e)

@@ -261,3 +261,42 @@ func TestIsGridIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPeeledAddBroadcast: a video encoder's frames as a batch, each frame
+// cat([class token, patches]) plus one position table [1, N, C] broadcast
+// over the frames: peeledAdd peels the table off every frame.
+func TestPeeledAddBroadcast(t *testing.T) {
+	const frames, n, c = 3, 4, 8
+	rng := rand.New(rand.NewPCG(8, 8))
+	fill := func(k int) []float32 {
+		out := make([]float32, k)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	cls := &val{shape: []int{frames, 1, c}, data: slices.Repeat(fill(c), frames), format: precision.F32, origin: "class", seq: 9}
+	pos := &val{shape: []int{1, n + 1, c}, data: fill((n + 1) * c), format: precision.F32, origin: "pos", param: true}
+	patches := &val{shape: []int{frames, n, c}, data: fill(frames * n * c), format: precision.F32, origin: "patches", seq: 10}
+	var want []float32
+	for f := range frames {
+		row := slices.Concat(cls.data[f*c:(f+1)*c], patches.data[f*n*c:(f+1)*n*c])
+		for i := range row {
+			row[i] += pos.data[i]
+		}
+		want = append(want, row...)
+	}
+	s, sc, target := planted(t, precision.F32, []int{frames, n + 1, c}, want, cls, pos, patches)
+	s.peeling = true
+	if got := s.glueIn(target, sc); got != nil {
+		t.Fatalf("the first forms explain it already (%s)", got.from.label)
+	}
+	s.peeling = false
+	got := s.peeledAdd(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+}
