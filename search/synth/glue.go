@@ -151,8 +151,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
 	if s.peeling {
-		// t − b of peeledAdd: the first forms only
-		return nil
+		// t − b of peeledAdd: the first forms only, and rows of a value
+		// in another order
+		return s.rowsGathered(target, vals)
 	}
 	if v := s.replicatePadded(target, vals); v != nil {
 		return v
@@ -283,6 +284,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	if v := s.insertedRows(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.rowsGathered(target, vals); v != nil {
+		return v
 	}
 	return nil
 }

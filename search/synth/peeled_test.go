@@ -300,3 +300,60 @@ func TestPeeledAddBroadcast(t *testing.T) {
 		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
 	}
 }
+
+// TestRowsGathered: an image's rows [1, H, W, C] cut into 2×2 windows
+// ([4, 2, 2, C], x.view(1, 2, 2, 2, 2, C).permute(0, 1, 3, 2, 4, 5)) are
+// its rows in a fixed order; the same windows plus a table broadcast over
+// them are found through the peel, whose t − b holds the rows to a
+// rounding only; rows that are no rows of a value are not explained.
+func TestRowsGathered(t *testing.T) {
+	const h, w, c = 4, 4, 8
+	rng := rand.New(rand.NewPCG(2, 2))
+	img := &val{shape: []int{1, h, w, c}, format: precision.F32, origin: "image", seq: 5}
+	for range h * w * c {
+		img.data = append(img.data, float32(rng.NormFloat64()))
+	}
+	var windows []float32
+	for wy := range 2 {
+		for wx := range 2 {
+			for y := range 2 {
+				for x := range 2 {
+					r := (wy*2+y)*w + wx*2 + x
+					windows = append(windows, img.data[r*c:(r+1)*c]...)
+				}
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{4, 2, 2, c}, windows, img)
+	if got := s.moved(target, recentFirst(sc.vals)); got != nil {
+		t.Fatalf("moved explains the windows already (%s)", got.from.label)
+	}
+	got := s.rowsGathered(target, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("windows: not explained")
+	}
+	if e := relRMS(precision.F32, got.data, windows); e != 0 {
+		t.Errorf("windows: rel-RMS %.3g", e)
+	}
+
+	table := &val{shape: []int{1, 2, 2, c}, format: precision.F32, origin: "table", param: true}
+	for range 4 * c {
+		table.data = append(table.data, float32(rng.NormFloat64()))
+	}
+	summed := slices.Clone(windows)
+	for i := range summed {
+		summed[i] += table.data[i%(4*c)]
+	}
+	s, sc, target = planted(t, precision.F32, []int{4, 2, 2, c}, summed, img, table)
+	if got := s.peeledAdd(target, sc, recentFirst(sc.vals)); got == nil {
+		t.Error("windows plus a table: not explained")
+	} else if e := relRMS(precision.F32, got.data, summed); e > 1e-7 {
+		t.Errorf("windows plus a table: rel-RMS %.3g", e)
+	}
+
+	windows[3] += 0.5
+	s, sc, target = planted(t, precision.F32, []int{4, 2, 2, c}, windows, img)
+	if got := s.rowsGathered(target, recentFirst(sc.vals)); got != nil {
+		t.Error("a row that is no row of the image is explained")
+	}
+}
