@@ -2,6 +2,8 @@ package synth
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
@@ -20,6 +22,9 @@ import (
 func (s *synth) fitGatheredEntries(table, t *val) *val {
 	if t.integral() || table.numel() < 2 || t.numel() <= table.numel() || t.numel() > 1<<20 {
 		return nil
+	}
+	if w := s.fitGatheredTableRows(table, t); w != nil {
+		return w
 	}
 	at := make(map[float32]int, table.numel())
 	for i, x := range table.data {
@@ -50,4 +55,76 @@ func (s *synth) fitGatheredEntries(table, t *val) *val {
 	}
 	s.em.constant(ids, "indices read off the values: each entry of the result is one entry of the table (a fixed pattern the model makes from its grid's shape, a buffer never captured)")
 	return w
+}
+
+// fitGatheredTableRows is fitGatheredEntries by whole rows of the table
+// [R, H]: t with an axis of H entries (the heads) holds, at each place of
+// its other axes, one row of the table along that axis (table[index]
+// permuted so the heads lead). A row names its entry where a single
+// entry would not: a narrow format's table repeats values.
+func (s *synth) fitGatheredTableRows(table, t *val) *val {
+	if len(table.shape) != 2 || len(t.shape) < 2 || len(t.shape) > 5 {
+		return nil
+	}
+	h := table.shape[1]
+	for ax := range t.shape {
+		if t.shape[ax] != h || h < 2 {
+			continue
+		}
+		perm := make([]int, 0, len(t.shape))
+		for a := range t.shape {
+			if a != ax {
+				perm = append(perm, a)
+			}
+		}
+		perm = append(perm, ax)
+		moved := &val{shape: make([]int, len(perm)), data: permuteData(t, perm), format: t.format}
+		for i, a := range perm {
+			moved.shape[i] = t.shape[a]
+		}
+		rows := moved.numel() / h
+		at := map[string]int{}
+		for r := range table.shape[0] {
+			k := rowKey(t.format, table.data[r*h:(r+1)*h])
+			if _, dup := at[k]; dup {
+				return nil // two rows alike: the pattern is not read off them
+			}
+			at[k] = r
+		}
+		ids := &val{shape: []int{rows}, data: make([]float32, rows), format: precision.F32, origin: t.origin + "/indices", intType: true}
+		ok := true
+		for r := range rows {
+			j, found := at[rowKey(t.format, moved.data[r*h:(r+1)*h])]
+			if !found {
+				ok = false
+				break
+			}
+			ids.data[r] = float32(j)
+		}
+		if !ok {
+			continue
+		}
+		g := s.derive(&expr{op: program.OpGather, args: []*val{table, ids}, out: table.format, label: fmt.Sprintf("table rows at %d fixed indices", rows)})
+		back := make([]int, len(perm)) // the inverse of perm
+		for i, a := range perm {
+			back[a] = i
+		}
+		w := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{s.reshape(g, moved.shape)}, out: table.format, label: "rows laid out"})
+		if w == nil || !slices.Equal(w.shape, t.shape) || relRMS(t.format, w.data, t.data) != 0 {
+			continue
+		}
+		s.em.constant(ids, "row indices read off the values: each place of the result holds one row of the table (a fixed pattern the model makes from its grid's shape, a buffer never captured)")
+		return w
+	}
+	return nil
+}
+
+// rowKey is a row's entries, rounded to f, as a map key.
+func rowKey(f precision.Format, row []float32) string {
+	b := make([]byte, 0, 4*len(row))
+	for _, x := range row {
+		u := math.Float32bits(f.Round(x))
+		b = append(b, byte(u), byte(u>>8), byte(u>>16), byte(u>>24))
+	}
+	return string(b)
 }

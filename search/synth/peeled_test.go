@@ -357,3 +357,30 @@ func TestRowsGathered(t *testing.T) {
 		t.Error("a row that is no row of the image is explained")
 	}
 }
+
+// TestFitGatheredTableRows: a bias table whose entries repeat (a narrow
+// format's) but whose rows do not is still read, row by row along the
+// heads' axis; entry by entry it would be ambiguous.
+func TestFitGatheredTableRows(t *testing.T) {
+	const r, h, n = 7, 2, 4
+	table := &val{shape: []int{r, h}, data: make([]float32, r*h), format: precision.F32, origin: "table", param: true}
+	for i := range r {
+		table.data[i*h], table.data[i*h+1] = float32(i)+0.5, float32((i+3)%r)+0.5 // every value twice, every row once
+	}
+	want := make([]float32, h*n*n)
+	for hi := range h {
+		for i := range n {
+			for j := range n {
+				want[(hi*n+i)*n+j] = table.data[(i-j+n-1)*h+hi]
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, h, n, n}, want)
+	got := s.fitLeaf(sc, nil, []*val{table}, []*val{target})[0]
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+}
