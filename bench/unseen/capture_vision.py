@@ -3,8 +3,9 @@ AutoModel types and timm's models) as zflow traces: transformer-shaped models wh
 not token ids but pixels, frames, spectrograms or waveforms (the image and audio encoders that
 diffusion and multimodal pipelines run beside their DiT).
 
-usage: python3 capture_vision.py OUTDIR [ARCH ...]       # default: every case below
-       python3 capture_vision.py --list                  # the cases, one per line
+usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every case below
+       python3 capture_vision.py --list                          # the cases, one per line
+--small: hidden 32 over 2 heads, f32 only (the committed test fixtures).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it), one forward pass (scope s0),
 input "pixel_values" (or the model's main input name), output "hidden" (the last hidden state,
@@ -45,11 +46,13 @@ HF = {
     "vivit": dict(num_frames=4, tubelet_size=[2, 8, 8], image_size=32),
     "videomae": dict(num_frames=4, tubelet_size=2),
     "timesformer": dict(num_frames=4),
-    "swin": dict(embed_dim=16, depths=[1, 1], num_heads=[2, 4], window_size=2, patch_size=4),
-    "ast": dict(patch_size=8, frequency_stride=8, time_stride=8, max_length=32, num_mel_bins=16),
+    "swin": dict(_drop=("hidden_size", "num_attention_heads", "num_hidden_layers"), embed_dim=32, depths=[2, 1],
+                 num_heads=[2, 4], window_size=2, patch_size=4, mlp_ratio=1.5),
+    "audio-spectrogram-transformer": dict(patch_size=8, frequency_stride=8, time_stride=8, max_length=32,
+                                          num_mel_bins=16),
     "whisper": dict(d_model=64, encoder_attention_heads=4, encoder_layers=2, encoder_ffn_dim=96, num_mel_bins=16,
                     max_source_positions=8, decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=96,
-                    vocab_size=128),
+                    vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1),
     "wav2vec2": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
                      num_conv_pos_embedding_groups=4),
     "hubert": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
@@ -64,19 +67,23 @@ HF = {
 TIMM_SIZES = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=0, global_pool="")
 TIMM = {
     "timm_vit": ("vit_base_patch16_224", dict(mlp_ratio=1.5)),
-    "timm_deit_distilled": ("deit_base_distilled_patch16_224", dict(mlp_ratio=1.5)),
     "timm_vit_reg_dinov2": ("vit_base_patch14_reg4_dinov2", dict(mlp_ratio=1.5, init_values=0.5)),
     "timm_vit_siglip": ("vit_base_patch16_siglip_224", dict(mlp_ratio=1.5)),
     "timm_eva02": ("eva02_base_patch14_224", dict(mlp_ratio=1.5)),
-    "timm_beit": ("beit_base_patch16_224", dict(mlp_ratio=1.5, init_values=0.5)),
 }
 MAX_PARAMS = 3_000_000
+# --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
+SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
 
 
-def hf_model(arch):
+def hf_model(arch, small=False):
     from transformers import AutoConfig, AutoModel
     kw = dict(VIT)
+    if small:
+        kw.update(SMALL)
     kw.update(HF[arch])
+    for k in kw.pop("_drop", ()):
+        kw.pop(k, None)
     cfg = AutoConfig.for_model(arch, **kw)
     torch.manual_seed(0)
     try:
@@ -112,15 +119,15 @@ def timm_model(case):
     return timm.create_model(name, pretrained=False, **TIMM_SIZES, **kw)
 
 
-def capture(case, outdir):
+def capture(case, outdir, small=False):
     done = []
     runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
-    for tag, dtype, device in runs:
+    for tag, dtype, device in runs[:1] if small else runs:
         if case in TIMM:
             model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
             x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
         else:
-            model, cfg = hf_model(case)
+            model, cfg = hf_model(case, small)
             name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
             prod = {"library": "transformers", "model_type": cfg.model_type}
         n = sum(p.numel() for p in model.parameters())
@@ -147,6 +154,8 @@ def _timeout(signum, frame):
 
 def main():
     args = sys.argv[1:]
+    small = "--small" in args
+    args = [a for a in args if a != "--small"]
     cases = list(HF) + list(TIMM)
     if args[:1] == ["--list"]:
         print("\n".join(cases))
@@ -160,7 +169,7 @@ def main():
     for case in args[1:] or cases:
         try:
             signal.alarm(limit)
-            print(f"{case:24s} ok   {capture(case, outdir)}", flush=True)
+            print(f"{case:24s} ok   {capture(case, outdir, small)}", flush=True)
         except Exception as e:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
             print(f"{case:24s} FAIL {msg[:200]}", flush=True)
