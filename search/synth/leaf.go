@@ -559,7 +559,63 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
 		return v
 	}
-	return s.groupedNorm(x, params, t)
+	if v := s.groupedNorm(x, params, t); v != nil {
+		return v
+	}
+	return s.channelsFirstNorm(x, params, t)
+}
+
+// channelsFirstNorm explains a group norm over x [B, C, ...] with the
+// channels first (torch's GroupNorm, an audio encoder's first conv layer):
+// G groups of C/G channels, each normalised over its channels and every
+// position, then γ and β per channel. x is read as [B, G, (C/G)·rest], a
+// layer norm without γ over the last axis, read back, then times γ and
+// plus β laid along the channels; every G dividing C is tried.
+func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
+	if len(x.shape) < 3 || !slices.Equal(x.shape, t.shape) || len(params) == 0 || len(params) > 2 {
+		return nil
+	}
+	b, c := x.shape[0], x.shape[1]
+	rest := x.numel() / (b * c)
+	col := append([]int{c}, slices.Repeat([]int{1}, len(x.shape)-2)...)
+	g := params[0]
+	var beta *val
+	if !slices.Equal(g.shape, []int{c}) {
+		return nil
+	}
+	if len(params) == 2 {
+		if beta = params[1]; !slices.Equal(beta.shape, []int{c}) {
+			return nil
+		}
+	}
+	gc, bc := s.reshape(g, col), s.reshape(beta, col)
+	var cands []*expr
+	for groups := c; groups >= 1; groups-- {
+		if c%groups != 0 {
+			continue
+		}
+		xr := s.reshape(x, []int{b, groups, c / groups * rest})
+		for _, eps := range commonEps {
+			n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: eps}}, args: []*val{xr, nil, nil}, out: t.format,
+				label: fmt.Sprintf("layer eps=%g over %d groups", eps, groups)})
+			m := s.derive(&expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: "times γ per channel"})
+			if m == nil {
+				continue
+			}
+			label := fmt.Sprintf("group norm of %d groups, eps=%g, channels first", groups, eps)
+			if beta == nil {
+				cands = append(cands, &expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: label})
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpAdd, args: []*val{m, bc}, out: t.format, label: label})
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	v.fit = &leafFit{kind: "norm", candidates: ev}
+	return v
 }
 
 // groupedNorm explains t as an RMS norm whose statistics are over groups
@@ -941,13 +997,13 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	if len(w.shape) != 3 || w.shape[2] < 2 || len(x.shape) != 3 || len(t.shape) != 3 || t.shape[0] != x.shape[0] || t.shape[1] != w.shape[0] {
 		return nil
 	}
-	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
-	if pad2 < 0 || pad2%2 != 0 {
-		return nil
-	}
 	var bias *val
 	if len(params) > 1 && len(params[1].shape) == 1 && params[1].shape[0] == w.shape[0] {
 		bias = params[1]
+	}
+	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
+	if pad2 < 0 || pad2%2 != 0 {
+		return s.fitStridedConv1D(x, w, bias, t)
 	}
 	groups := 1
 	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
@@ -974,6 +1030,51 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v
+}
+
+// fitStridedConv1D explains a 1-D convolution of stride 2…8 (an audio
+// encoder's feature extractor, Whisper's second conv): the stride-1
+// convolution at the padding the output's length allows, then every
+// stride-th position, gathered at a constant pattern of rows.
+func (s *synth) fitStridedConv1D(x, w, bias, t *val) *val {
+	b, l, k, lt := x.shape[0], x.shape[2], w.shape[2], t.shape[2]
+	if w.shape[1] != x.shape[1] || lt < 2 {
+		return nil
+	}
+	o := w.shape[0]
+	for stride := 2; stride <= 8; stride++ {
+		for pad := 0; pad <= k/2; pad++ {
+			l1 := l + 2*pad - k + 1
+			if l1 < 1 || (l1-1)/stride+1 != lt {
+				continue
+			}
+			img := s.reshape(x, []int{b, x.shape[1], 1, l})
+			w4 := s.reshape(w, []int{o, w.shape[1], 1, k})
+			conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad}}, args: []*val{img, w4, bias}, out: t.format,
+				label: fmt.Sprintf("conv1d %d pad %d", k, pad)})
+			row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: pad, End: pad + 1}, args: []*val{conv}, out: t.format, label: "the sequence's row"})
+			rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(row, []int{b, o, l1})}, out: t.format, label: "channels last"})
+			if rows == nil {
+				return nil
+			}
+			ids := &val{shape: []int{b * lt}, data: make([]float32, b*lt), format: precision.F32, origin: t.origin + "/strided", intType: true}
+			for bi := range b {
+				for j := range lt {
+					ids.data[bi*lt+j] = float32(bi*l1 + j*stride)
+				}
+			}
+			g := s.derive(&expr{op: program.OpGather, args: []*val{s.reshape(rows, []int{b * l1, o}), ids}, out: t.format, label: fmt.Sprintf("every %d-th position", stride)})
+			v, ev := s.best(t, []*expr{{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(g, []int{b, lt, o})}, out: t.format,
+				label: fmt.Sprintf("conv1d %d stride %d pad %d", k, stride, pad)}})
+			if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+				continue
+			}
+			s.em.constant(ids, fmt.Sprintf("every %d-th position of the stride-1 convolution: a stride, made from the request's length", stride))
+			v.fit = &leafFit{kind: "conv", candidates: ev}
+			return v
+		}
+	}
+	return nil
 }
 
 // sinusoidMaths are the exp, division and sin/cos variants a reference's

@@ -322,6 +322,14 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		s.em.constant(target, "the positions of a grid's cells, row-major (made from the request's shape)")
 		return target
 	}
+	if v == nil && target.integral() && len(s.tr.Steps()) < 2 && fewValues(target, 4) && !s.integerRequest() {
+		// one captured step, so no invariance to read: integers no
+		// expression makes, in a run whose request holds no integers (an
+		// image or a sound), come from its shapes alone (a shifted
+		// window's mask of 0 and −100)
+		s.em.constant(target, "integer values of a run whose request holds only floating values: a pattern made from the request's shapes")
+		return target
+	}
 	if v == nil && target.integral() && s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 		// integer values equal at every step that no request input holds:
 		// positions or indices made from the request's shapes
@@ -587,6 +595,29 @@ func isGridIDs(v *val) bool {
 			}
 		}
 		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fewValues reports whether v holds at most n distinct values.
+func fewValues(v *val, n int) bool {
+	seen := map[float32]bool{}
+	for _, x := range v.data {
+		if seen[x] = true; len(seen) > n {
+			return false
+		}
+	}
+	return true
+}
+
+// integerRequest reports whether some input of the request is of an
+// integer or boolean dtype (ids, a mask), or cannot be read.
+func (s *synth) integerRequest() bool {
+	for _, key := range s.tr.Manifest.Inputs {
+		t, err := s.tr.Tensor(key)
+		if err != nil || !t.DType.IsFloat() {
 			return true
 		}
 	}

@@ -1,0 +1,112 @@
+package synth
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zflow/zflow/precision"
+)
+
+func randomVal(rng *rand.Rand, origin string, shape ...int) *val {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := &val{shape: shape, data: make([]float32, n), format: precision.F32, origin: origin}
+	for i := range v.data {
+		v.data[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// TestFitStridedConv1D: a 1-D convolution of stride 2 and padding 1 (an
+// audio encoder's downsampling conv) is the stride-1 convolution's every
+// second position.
+func TestFitStridedConv1D(t *testing.T) {
+	const c, o, l, k, stride, pad = 3, 4, 20, 5, 2, 1
+	rng := rand.New(rand.NewPCG(1, 5))
+	x, w, b := randomVal(rng, "x", 1, c, l), randomVal(rng, "w", o, c, k), randomVal(rng, "b", o)
+	w.param, b.param = true, true
+	lt := (l+2*pad-k)/stride + 1
+	want := make([]float32, o*lt)
+	for oc := range o {
+		for j := range lt {
+			acc := float64(b.data[oc])
+			for ic := range c {
+				for tap := range k {
+					if p := j*stride + tap - pad; p >= 0 && p < l {
+						acc += float64(x.data[ic*l+p]) * float64(w.data[(oc*c+ic)*k+tap])
+					}
+				}
+			}
+			want[oc*lt+j] = float32(acc)
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, o, lt}, want)
+	got := s.fitConv1D(x, []*val{w, b}, target)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+}
+
+// TestChannelsFirstNorm: torch's GroupNorm of 4 groups over [B, 8, T]
+// (channels first), γ and β per channel, is found among the group counts.
+func TestChannelsFirstNorm(t *testing.T) {
+	const b, c, l, groups = 2, 8, 10, 4
+	const eps = 1e-5
+	rng := rand.New(rand.NewPCG(2, 5))
+	x, g, beta := randomVal(rng, "x", b, c, l), randomVal(rng, "γ", c), randomVal(rng, "β", c)
+	g.param, beta.param = true, true
+	want := make([]float32, len(x.data))
+	per := c / groups * l
+	for bi := range b {
+		for gi := range groups {
+			seg := x.data[(bi*groups+gi)*per : (bi*groups+gi+1)*per]
+			var mean, sq float64
+			for _, v := range seg {
+				mean += float64(v)
+			}
+			mean /= float64(per)
+			for _, v := range seg {
+				sq += (float64(v) - mean) * (float64(v) - mean)
+			}
+			rstd := 1 / math.Sqrt(sq/float64(per)+eps)
+			for i, v := range seg {
+				ch := gi*(c/groups) + i/l
+				want[(bi*groups+gi)*per+i] = float32((float64(v)-mean)*rstd*float64(g.data[ch]) + float64(beta.data[ch]))
+			}
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{b, c, l}, want)
+	got := s.fitNorm(x, []*val{g, beta}, target)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+}
+
+// TestIntegerPatternOneStep: a one-step run whose request holds no
+// integers reads a mask of 0 and −100 no expression makes (a shifted
+// window's) as a constant pattern of its shapes, not as an opaque value.
+func TestIntegerPatternOneStep(t *testing.T) {
+	mask := make([]float32, 16)
+	for i := range mask {
+		if i%3 == 0 {
+			mask[i] = -100
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{4, 4}, mask)
+	if s.integerRequest() {
+		t.Fatal("the planted request holds integers")
+	}
+	got := s.explainOnce(target, sc)
+	if got.opaque || got.name == "" {
+		t.Errorf("not a constant of the shapes (opaque %v, name %q)", got.opaque, got.name)
+	}
+}
