@@ -30,6 +30,42 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// summedBiases are two of the scope's score biases added together, each
+// laid out [B, H or 1, Sq, Sk] (a [B, Sq, Sk] one given a heads axis of
+// 1): a position bias per head and a mask per batch row, both added to
+// the scores (Swin's shifted windows: the relative position bias and the
+// windows' mask). At most two sums, of the first biases.
+func (s *synth) summedBiases(bs []*val, batch int) []*val {
+	if len(bs) < 2 {
+		return nil
+	}
+	four := func(v *val) *val {
+		if len(v.shape) == 3 && v.shape[0] == batch && batch > 1 {
+			return s.reshape(v, []int{batch, 1, v.shape[1], v.shape[2]})
+		}
+		return v
+	}
+	var out []*val
+	for i, a := range bs {
+		for _, b := range bs[i+1:] {
+			a4, b4 := four(a), four(b)
+			if a4 == nil || b4 == nil || len(a4.shape) != len(b4.shape) {
+				continue
+			}
+			if _, err := exec.Broadcast(a4.shape, b4.shape); err != nil {
+				continue
+			}
+			if sum := s.derive(&expr{op: program.OpAdd, args: []*val{a4, b4}, out: a.format, label: "two score biases added"}); sum != nil {
+				out = append(out, sum)
+			}
+			if len(out) == 2 {
+				return out
+			}
+		}
+	}
+	return out
+}
+
 // headsLastBiases are the scope's score biases laid out heads last
 // ([.., Sq, Sk, H], leading axes of 1: an embedding of relative position
 // buckets read per query and key, one column per head, as T5 computes

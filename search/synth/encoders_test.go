@@ -3,6 +3,7 @@ package synth
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -108,5 +109,36 @@ func TestIntegerPatternOneStep(t *testing.T) {
 	got := s.explainOnce(target, sc)
 	if got.opaque || got.name == "" {
 		t.Errorf("not a constant of the shapes (opaque %v, name %q)", got.opaque, got.name)
+	}
+}
+
+// TestSummedBiases: a position bias per head [1, H, S, S] and a mask per
+// batch row [B, S, S] (a shifted window's) are offered to the attention
+// search as one bias, their sum laid out [B, H, S, S]; a lone bias gives
+// no sum.
+func TestSummedBiases(t *testing.T) {
+	const b, h, n = 3, 2, 4
+	rng := rand.New(rand.NewPCG(3, 5))
+	pos, mask := randomVal(rng, "position bias", 1, h, n, n), randomVal(rng, "mask", b, n, n)
+	s, _, _ := planted(t, precision.F32, []int{1}, []float32{0})
+	sums := s.summedBiases([]*val{pos, mask}, b)
+	if len(sums) != 1 {
+		t.Fatalf("%d sums, want 1", len(sums))
+	}
+	got := sums[0]
+	if want := []int{b, h, n, n}; !slices.Equal(got.shape, want) {
+		t.Fatalf("shape %v, want %v", got.shape, want)
+	}
+	for bi := range b {
+		for hi := range h {
+			for i := range n * n {
+				if w := pos.data[hi*n*n+i] + mask.data[bi*n*n+i]; got.data[(bi*h+hi)*n*n+i] != w {
+					t.Fatalf("[%d, %d, %d] = %g, want %g", bi, hi, i, got.data[(bi*h+hi)*n*n+i], w)
+				}
+			}
+		}
+	}
+	if len(s.summedBiases([]*val{pos}, b)) != 0 {
+		t.Error("a lone bias gives a sum")
 	}
 }
