@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -89,6 +90,9 @@ func TestChannelsFirstNorm(t *testing.T) {
 	}
 	if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
 		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+	if got.fit == nil || got.fit.norm.Kind != exec.NormLayer || got.fit.norm.Eps != eps {
+		t.Errorf("the fit names no layer norm of ε %g (%+v): the document's norm factors would be invalid", eps, got.fit)
 	}
 }
 

@@ -590,6 +590,7 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 	}
 	gc, bc := s.reshape(g, col), s.reshape(beta, col)
 	var cands []*expr
+	var inner []exec.NormParams
 	for groups := c; groups >= 1; groups-- {
 		if c%groups != 0 {
 			continue
@@ -603,6 +604,7 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 				continue
 			}
 			label := fmt.Sprintf("group norm of %d groups, eps=%g, channels first", groups, eps)
+			inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
 			if beta == nil {
 				cands = append(cands, &expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: label})
 				continue
@@ -614,7 +616,7 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
 		return nil
 	}
-	v.fit = &leafFit{kind: "norm", candidates: ev}
+	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
 	return v
 }
 
