@@ -146,3 +146,61 @@ func TestSummedBiases(t *testing.T) {
 		t.Error("a lone bias gives a sum")
 	}
 }
+
+// TestShapeMade: windows of a 4×4 grid and frames exchanged with patches
+// (a class row per frame left out) are orders made from shapes; a
+// shuffled order and tokens picked by their values are not.
+func TestShapeMade(t *testing.T) {
+	f := func(xs ...int) []float32 {
+		out := make([]float32, len(xs))
+		for i, x := range xs {
+			out[i] = float32(x)
+		}
+		return out
+	}
+	windows := f(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15)
+	// 2 frames of [class, p0, p1, p2] → patches major, frames minor
+	frames := f(1, 5, 2, 6, 3, 7)
+	for _, c := range []struct {
+		name string
+		ids  []float32
+		n    int
+		want bool
+	}{
+		{"2×2 windows", windows, 16, true},
+		{"frames and patches exchanged", frames, 8, true},
+		{"shuffled", f(3, 0, 2, 1, 7, 5, 4, 6), 8, false},
+		{"tokens routed", f(0, 3, 4, 6), 8, false},
+		{"a row twice", f(0, 1, 1, 2), 4, false},
+	} {
+		if got := shapeMade(c.ids, c.n); got != c.want {
+			t.Errorf("%s: shapeMade = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestShapeMadeRolled: a 4×4 grid rolled by one row and one column
+// (torch.roll(x, (−1, −1))) then cut into 2×2 windows is an order made
+// from shapes.
+func TestShapeMadeRolled(t *testing.T) {
+	var ids []float32
+	for wy := range 2 {
+		for wx := range 2 {
+			for y := range 2 {
+				for x := range 2 {
+					ids = append(ids, float32((wy*2+y+1)%4*4+(wx*2+x+1)%4))
+				}
+			}
+		}
+	}
+	if !shapeMade(ids, 16) {
+		t.Error("a rolled grid's windows are not read as made from shapes")
+	}
+	back := make([]float32, len(ids)) // the windows put back, then rolled back
+	for i, j := range ids {
+		back[int(j)] = float32(i)
+	}
+	if !shapeMade(back, 16) {
+		t.Error("the windows put back and the grid rolled back are not read as made from shapes")
+	}
+}
