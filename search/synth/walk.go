@@ -515,7 +515,7 @@ func (s *synth) callInputs(c trace.Call, args map[string]*val) (xs, params []*va
 // returns the two explained values, the opaque ones replaced in the scope
 // and the opaque list; nil where the pair is not such tables.
 func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
-	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitOrDead(c, sn) || !s.sameEveryStep([]*val{c, sn}) {
+	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitOrDead(c, sn) || !s.tablesOfShape([]*val{c, sn}) {
 		return nil, nil
 	}
 	var f []*val
