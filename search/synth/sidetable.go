@@ -65,12 +65,20 @@ func (s *synth) fitSideBySideTable(t *val) *val {
 
 // shapeTables fits a cos and a sin table made from the request's shape
 // alone: the ids, axes and θ read back from the angles (fitReadRope),
-// else coordinates on a grid, a ladder read off the angles
+// else a grid's positions, perhaps strided (fitGridRope), else
+// coordinates on a grid, a ladder read off the angles
 // (fitGridCoordRope). nil where neither reproduces both.
 func (s *synth) shapeTables(c, sn *val) []*val {
 	if unitCircle(c, sn) {
 		if f := s.fitReadRope([]*val{c, sn}); len(f) == 2 && f[0] != nil && f[1] != nil {
 			return f
+		}
+	}
+	if unitCircle(c, sn) {
+		// rope_table over a grid's positions, perhaps scaled by a stride
+		// read off the angles: the ladder in its own form, 1/θ^(2i/d)
+		if cv, sv := s.fitGridRope(c, sn); cv != nil && sv != nil {
+			return []*val{cv, sv}
 		}
 	}
 	if cv, sv := s.fitGridCoordRope(c, sn); cv != nil && sv != nil {

@@ -37,7 +37,9 @@ func sideTable(t *testing.T, cosFirst bool) *val {
 
 // TestSideBySideTable: one tensor holding a RoPE table's sin and cos side
 // by side, made from the request's shape, is explained as the two tables
-// fitted and joined in their order ([sin | cos] and [cos | sin]); a
+// fitted and joined in their order ([sin | cos] and [cos | sin]), the
+// tables rope_table over the grid's positions at the stride read off the
+// angles (θ 10⁴, not a coordinate ladder's alias); a
 // tensor whose halves are not on the unit circle is not.
 func TestSideBySideTable(t *testing.T) {
 	for _, cosFirst := range []bool{false, true} {
@@ -49,6 +51,9 @@ func TestSideBySideTable(t *testing.T) {
 		}
 		if e := relRMS(precision.F32, v.data, tb.data); !slices.Equal(v.shape, tb.shape) || e > 1e-6 {
 			t.Errorf("cos first %v: %v not reproduced: rel-RMS %g", cosFirst, v.shape, e)
+		}
+		if v.fit == nil || v.fit.kind != "rope_table" || v.fit.rope.Theta != 1e4 {
+			t.Errorf("cos first %v: not read as rope_table θ 10⁴ over the strided grid: %+v", cosFirst, v.fit)
 		}
 	}
 	tb := sideTable(t, false)
