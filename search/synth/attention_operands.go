@@ -571,11 +571,12 @@ func takenValues(tables [][2]*val, operands [][3]*val) map[*val]bool {
 	return taken
 }
 
-// sideBySideTables read each value [.., S, 2w] of the scope that no
+// sideBySideTables read each value [.., S', 2w] (S' ≤ S) of the scope that no
 // other table form took as a rotation table's two halves kept side by
 // side ([sin | cos] as RoFormer hands every attention, or [cos | sin]):
 // (cos, sin) for heads of 2w, each angle twice in a row (interleaved) or
-// the half joined to itself (half). The values need not lie on the unit
+// the half joined to itself (half), or for heads of w as they are (each
+// half a whole table: timm's [sin | cos] of tables already laid out). The values need not lie on the unit
 // circle (a table parameter drawn at random rotates as any other), so
 // both orders are tried: a fallback, after every table on the circle.
 func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val, rows, width int) [][2]*val {
@@ -583,10 +584,10 @@ func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val
 	var out [][2]*val
 	for _, v := range sc.vals {
 		n := len(v.shape)
-		if v.opaque || v.integral() || taken[v] || n < 2 || v.shape[n-2] != rows || v.shape[n-1]%2 != 0 || v.shape[n-1] < 4 || v.shape[n-1] >= width {
-			continue
+		if v.opaque || v.integral() || taken[v] || n < 2 || v.shape[n-2] > rows || v.shape[n-2] < 2 || v.shape[n-1]%2 != 0 || v.shape[n-1] < 4 || v.shape[n-1] >= width {
+			continue // rows: the sequence's, or fewer (the rows after a class token, ropeRows)
 		}
-		if v.numel() != rows*v.shape[n-1] {
+		if v.numel() != v.shape[n-2]*v.shape[n-1] {
 			continue // one table for every sample and head: its leading axes all 1
 		}
 		w := v.shape[n-1] / 2
@@ -606,8 +607,9 @@ func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val
 		joined := func(t *val) *val {
 			return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: n - 1}, args: []*val{t, t}, out: t.format, label: "half"})
 		}
+		asIs := func(t *val) *val { return t }         // each half laid out already (every angle twice, or the half twice)
 		for _, cs := range [][2]*val{{b, a}, {a, b}} { // [sin | cos] first
-			for _, lay := range []func(*val) *val{inter, joined} {
+			for _, lay := range []func(*val) *val{inter, joined, asIs} {
 				if c, sn := lay(cs[0]), lay(cs[1]); c != nil && sn != nil {
 					out = append(out, [2]*val{c, sn})
 				}

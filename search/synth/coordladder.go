@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/search/internal/simple"
 )
 
@@ -18,8 +19,9 @@ type coordReading struct {
 	shared bool // one ladder read over every axis together
 }
 
-// coordSample is one angle of a slot: the row's u and the wrapped angle.
-type coordSample struct{ u, phi float64 }
+// coordSample is one angle of a slot: the row's u, the wrapped angle,
+// and how far the tables' storage may have moved it (0 for f32 tables).
+type coordSample struct{ u, phi, noise float64 }
 
 // readCoordRope reads the affine map and the ladder from wrapped angles
 // phi [rows][k] at coordinates m [rows][A], k = F·A slots, slot(i, a)
@@ -31,8 +33,10 @@ type coordSample struct{ u, phi float64 }
 // every row allows, the first by enumeration, the others by the ratio
 // of the two before. Readings: the maxima snapped to integers, else to
 // short decimals, where within 1e-4, and as read; nil where the angles
-// allow none.
-func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int) int) []coordReading {
+// allow none. noise is how far the tables' storage format may move an
+// angle (angleNoise): 0 for f32 tables, whose angles are read to the
+// product's rounding.
+func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int) int, noise float64) []coordReading {
 	rows := len(phi)
 	if rows < 2 || a < 1 || f < 1 {
 		return nil
@@ -42,7 +46,7 @@ func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int
 		if base > 0 {
 			dir = -1
 		}
-		raw, snapped, ok := coordMaxes(phi, m, a, func(ax int) int { return slot(base, ax) })
+		raw, snapped, ok := coordMaxes(phi, m, a, func(ax int) int { return slot(base, ax) }, noise)
 		if !ok {
 			continue
 		}
@@ -51,7 +55,7 @@ func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int
 			if slices.ContainsFunc(out, func(c coordReading) bool { return slices.Equal(c.maxes, maxes) }) {
 				continue
 			}
-			for _, r := range readLadders(phi, coordU(m, maxes), a, f, base, dir, slot) {
+			for _, r := range readLadders(phi, coordU(m, maxes), a, f, base, dir, slot, noise) {
 				r.maxes = maxes
 				out = append(out, r)
 			}
@@ -68,7 +72,7 @@ func readCoordRope(phi [][]float64, m [][]float32, a, f int, slot func(i, ax int
 
 // coordMaxes reads each axis's map from its end slot's angles, a line in
 // m: φ = (2f/max)·m − f. An intercept of zero leaves max 0 (u = m).
-func coordMaxes(phi [][]float64, m [][]float32, a int, end func(ax int) int) (raw, snapped []float32, ok bool) {
+func coordMaxes(phi [][]float64, m [][]float32, a int, end func(ax int) int, noise float64) (raw, snapped []float32, ok bool) {
 	raw, snapped = make([]float32, a), make([]float32, a)
 	for ax := range a {
 		j := end(ax)
@@ -87,11 +91,11 @@ func coordMaxes(phi [][]float64, m [][]float32, a int, end func(ax int) int) (ra
 		slope := (n*sxy - sx*sy) / den
 		icept := (sy - slope*sx) / n
 		for r := range phi {
-			if math.Abs(phi[r][j]-slope*float64(m[r][ax])-icept) > 1e-5 {
+			if math.Abs(phi[r][j]-slope*float64(m[r][ax])-icept) > 1e-5+2*noise {
 				return nil, nil, false // not a line: wrapped, or no affine map
 			}
 		}
-		if math.Abs(icept) < 1e-6 {
+		if math.Abs(icept) < 1e-6+noise {
 			continue // through zero: u = m
 		}
 		mx := -2 * icept / slope
@@ -129,12 +133,12 @@ func coordU(m [][]float32, maxes []float32) [][]float64 {
 // readLadders reads the frequencies of every slot: ladders over every
 // axis together where any fits them all (each a reading), else one
 // ladder per axis.
-func readLadders(phi [][]float64, u [][]float64, a, f, base, dir int, slot func(i, ax int) int) []coordReading {
+func readLadders(phi [][]float64, u [][]float64, a, f, base, dir int, slot func(i, ax int) int, noise float64) []coordReading {
 	samples := func(i int, axes []int) []coordSample {
 		var out []coordSample
 		for r := range phi {
 			for _, ax := range axes {
-				out = append(out, coordSample{u[r][ax], phi[r][slot(i, ax)]})
+				out = append(out, coordSample{u[r][ax], phi[r][slot(i, ax)], noise})
 			}
 		}
 		return out
@@ -212,7 +216,12 @@ func readLadder(samples func(i int) []coordSample, f, base, dir int) [][]float32
 		}
 		out = append(out, l)
 	}
-	slices.SortStableFunc(out, func(a, b ladder) int { return cmpAbs(a.res, b.res) })
+	if noisy(s0) {
+		// the ladder of the lowest frequencies first (latticeFreqs)
+		slices.SortStableFunc(out, func(a, b ladder) int { return cmpAbs(maxAbs(a.fs), maxAbs(b.fs)) })
+	} else {
+		slices.SortStableFunc(out, func(a, b ladder) int { return cmpAbs(a.res, b.res) })
+	}
 	var ls [][]float32
 	for _, l := range out[:min(len(out), 4)] {
 		ls = append(ls, l.fs)
@@ -224,13 +233,27 @@ func readLadder(samples func(i int) []coordSample, f, base, dir int) [][]float32
 // rounding and the product's half ulp, with room.
 func angleTol(x float64) float64 { return 2e-6 + 3e-7*math.Abs(x) }
 
+// angleNoise is how far storing cos and sin in format f may move the
+// angle atan2(sin, cos): each rounded to a relative error of at most half
+// an ulp, the angle moves by at most cos·sin times their difference,
+// under one ulp's relative size; doubled for room. 0 for f32 (and wider).
+func angleNoise(f precision.Format) float64 {
+	switch f {
+	case precision.BF16:
+		return 2 * 0x1p-8
+	case precision.F16:
+		return 2 * 0x1p-11
+	}
+	return 0
+}
+
 // wrap maps an angle to (−π, π].
 func wrap(x float64) float64 { return x - 2*math.Pi*math.Round(x/(2*math.Pi)) }
 
 // fits reports whether f reproduces every sample's wrapped angle.
 func fits(ss []coordSample, f float64) bool {
 	for _, s := range ss {
-		if math.Abs(wrap(s.phi-f*s.u)) > angleTol(f*s.u) {
+		if math.Abs(wrap(s.phi-f*s.u)) > angleTol(f*s.u)+s.noise {
 			return false
 		}
 	}
@@ -285,7 +308,15 @@ func latticeFreqs(ss []coordSample, prev float64) []float64 {
 			break
 		}
 	}
-	slices.SortStableFunc(cs, func(a, b cand) int { return cmpAbs(a.res, b.res) })
+	if noisy(ss) {
+		// angles known only to the storage's noise: many aliases of a
+		// grid's rational coordinates fit as well as the frequency does,
+		// and the residual no longer tells them apart; the lowest
+		// frequencies, nearest the one before, are followed first
+		slices.SortStableFunc(cs, func(a, b cand) int { return cmpAbs(a.f, b.f) })
+	} else {
+		slices.SortStableFunc(cs, func(a, b cand) int { return cmpAbs(a.res, b.res) })
+	}
 	var out []float64
 	for _, c := range cs[:min(len(cs), 8)] {
 		out = append(out, c.f)
@@ -346,6 +377,19 @@ func refineFreq(ss []coordSample, fv float64) float32 {
 		}
 	}
 	return best
+}
+
+// noisy reports whether the samples' angles are known only to a
+// storage format's noise.
+func noisy(ss []coordSample) bool { return len(ss) > 0 && ss[0].noise > 0 }
+
+// maxAbs is the largest |f|.
+func maxAbs(fs []float32) float64 {
+	m := 0.0
+	for _, f := range fs {
+		m = math.Max(m, math.Abs(float64(f)))
+	}
+	return m
 }
 
 func cmpAbs(a, b float64) int {

@@ -295,7 +295,7 @@ func (s *synth) coordCands(in coordInput, layout exec.RopeLayout, pad int, cosT,
 	}
 	var out []*coordCand
 	for _, o := range orders {
-		for _, rd := range readCoordRope(phi, m, a, f, o.slot) {
+		for _, rd := range readCoordRope(phi, m, a, f, o.slot, angleNoise(cosT.format)) {
 			for _, mul := range []bool{false, true} {
 				c := &coordCand{in: in, read: rd, layout: layout, pad: pad, mul: mul, order: o.name, slot: o.slot, f: f}
 				if s.coordTables(c, cosT, sinT) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/zflow/zflow/semantics"
 )
@@ -14,15 +16,16 @@ type coordRopeRecord struct {
 	scope, boundary string
 	best            *coordCand
 	theta           float64 // the ladder's θ where one reproduces the tables (else 0)
+	thetaForm       string  // how the ladder spreads its exponents (ladderForm.note)
 	thetaCands      []semantics.Candidate
 	maxCands        []semantics.Candidate
 	otherForm       float64 // the score of the map's other op order
 }
 
 // coordRecord scores what the factors compare: the ladder recomputed as
-// low·θ^(i/(F−1)) (in f64, cast to f32, or in f32 as torch's θ ** linspace
-// makes it, the better) for the θ the read ladder spans
-// and the common ones; every axis's maximum one step away (±1 where it
+// low·θ^(i/(F−1)) or low·θ^(i/F) (ladderForms; in f64, cast to f32, or in
+// f32 as torch's θ ** exponents makes it, the better) for the θ the read
+// ladder spans in each form and the common ones; every axis's maximum one step away (±1 where it
 // is an integer, ±0.1 % else); the map's other op order.
 func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
 	r := coordRopeRecord{scope: s.scopeOf, boundary: cosT.origin, best: best}
@@ -66,25 +69,53 @@ func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
 		lowIdx = f - 1
 	}
 	span := math.Abs(float64(best.read.freqs[best.slot(f-1-lowIdx, 0)]) / float64(best.read.freqs[best.slot(lowIdx, 0)]))
-	var thetas []float64
-	for _, t := range []float64{snapShort(span), 1e4, 1e3, 1e5, 1e6} {
-		if !slices.Contains(thetas, t) {
-			thetas = append(thetas, t)
+	// the θ the read ladder spans in each form, as read and at 3 and 2
+	// significant digits (tables stored in a narrow format move the read
+	// ladder), then the common ones. The forms' ladders are one where
+	// θ_a^(1/den_a) = θ_b^(1/den_b) (θ = 31.6 over F − 1 steps is θ = 100
+	// over F): of such aliases only the shortest decimal is scored, the
+	// first form's where both are as short (10⁴ over 4 steps is 10³ over
+	// 3: the tables cannot tell them apart).
+	type thetaCand struct {
+		th   float64
+		form int
+	}
+	var cands []thetaCand
+	for fi, form := range ladderForms {
+		den := form.den(f)
+		th0 := math.Pow(span, den/float64(f-1))
+		for _, t := range []float64{snapShort(th0), sigDigits(th0, 3), sigDigits(th0, 2), 1e4, 1e3, 1e5, 1e6} {
+			if !(t > 1) || math.IsInf(t, 0) {
+				continue
+			}
+			c := thetaCand{t, fi}
+			alias := slices.IndexFunc(cands, func(o thetaCand) bool {
+				x, y := math.Log(o.th)/ladderForms[o.form].den(f), math.Log(t)/den
+				return math.Abs(x-y) <= 1e-9*math.Abs(x)
+			})
+			switch {
+			case alias < 0:
+				cands = append(cands, c)
+			case digits(t) < digits(cands[alias].th):
+				cands[alias] = c
+			}
 		}
 	}
 	win := math.Inf(1)
-	for _, th := range thetas {
-		// the ladder in f64, or as torch makes it in f32 (θ ** linspace(0,
-		// 1, F) then · π / 2, each step rounded): the better of the two
+	for _, tc := range cands {
+		th, form := tc.th, ladderForms[tc.form]
+		den := form.den(f)
+		// the ladder in f64, or as torch makes it in f32 (θ ** the
+		// exponents, then · the low end, each step rounded): the better
 		sc := math.Inf(1)
 		for _, inF32 := range []bool{false, true} {
 			rd := best.read
 			rd.freqs = make([]float32, len(best.read.freqs))
 			for ax := range a {
 				low := snapPi(best.read.freqs[best.slot(lowIdx, ax)])
-				lad := ladderF32(th, low, f)
+				lad := ladderF32(th, low, f, form.exps(f))
 				for i := range f {
-					e := math.Abs(float64(i-lowIdx)) / float64(f-1)
+					e := float64(abs(i-lowIdx)) / den
 					rd.freqs[best.slot(i, ax)] = float32(low * math.Pow(th, e))
 					if inF32 {
 						rd.freqs[best.slot(i, ax)] = lad[abs(i-lowIdx)]
@@ -95,24 +126,68 @@ func (s *synth) coordRecord(best *coordCand, cosT, sinT *val) coordRopeRecord {
 		}
 		r.thetaCands = append(r.thetaCands, semantics.Candidate{Value: th, Score: finite(sc)})
 		if sc <= tolerance(cosT.format) && sc < win {
-			r.theta, win = th, sc
+			r.theta, r.thetaForm, win = th, form.note, sc
 		}
 	}
 	return r
 }
 
-// ladderF32 is θ ** torch.linspace(0, 1, n) times low, in f32 as torch
-// computes it: linspace's halves from either end (start + step·i below
-// n/2, end − step·(n − 1 − i) above), powf, then the product with low
-// (π/2 taken as f32(π) times then over 2, each rounded).
-func ladderF32(theta, low float64, n int) []float32 {
-	out := make([]float32, n)
-	step := float32(1) / float32(n-1)
-	for i := range n {
-		x := step * float32(i)
-		if i >= n/2 {
-			x = 1 - step*float32(n-1-i)
+// ladderForm is how a ladder of F frequencies spreads its exponents:
+// low·θ^(i/den(F)), the exponents as torch makes them in f32 (exps).
+type ladderForm struct {
+	note string
+	den  func(f int) float64
+	exps func(f int) []float32
+}
+
+// ladderForms: exponents linspace(0, 1, F) (the ladder spans θ), or
+// arange(0, 1, 1/F) (θ^(−i/F): the ladder stops one step short of θ, as
+// 1/θ^(2i/d) over d/2 frequencies does).
+var ladderForms = []ladderForm{
+	{"exponents linspace(0, 1, F)", func(f int) float64 { return float64(f - 1) }, func(f int) []float32 {
+		out := make([]float32, f)
+		step := float32(1) / float32(f-1)
+		for i := range f {
+			out[i] = step * float32(i)
+			if i >= f/2 {
+				out[i] = 1 - step*float32(f-1-i)
+			}
 		}
+		return out
+	}},
+	{"exponents arange(0, 1, 1/F)", func(f int) float64 { return float64(f) }, func(f int) []float32 {
+		out := make([]float32, f)
+		step := float32(1) / float32(f)
+		for i := range f {
+			out[i] = step * float32(i)
+		}
+		return out
+	}},
+}
+
+// digits is how many significant digits x's shortest decimal takes.
+func digits(x float64) int {
+	m := strconv.FormatFloat(x, 'e', -1, 64) // 3.1622776601683795e+01
+	m = m[:strings.IndexByte(m, 'e')]
+	return len(strings.Replace(m, ".", "", 1))
+}
+
+// sigDigits is x to n significant digits.
+func sigDigits(x float64, n int) float64 {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, float64(n)-1-math.Floor(math.Log10(x)))
+	return math.Round(x*p) / p
+}
+
+// ladderF32 is θ ** exps times low, in f32 as torch computes it (the
+// exponents as ladderForm.exps makes them), powf, then the product with
+// low (π/2 taken as f32(π) times then over 2, each rounded).
+func ladderF32(theta, low float64, n int, exps []float32) []float32 {
+	out := make([]float32, n)
+	for i := range n {
+		x := exps[i]
 		p := float32(math.Pow(float64(float32(theta)), float64(x)))
 		if q := low / math.Pi; q == math.Round(q*8)/8 {
 			// a multiple of π: f·π then the division, as freqs * math.pi / den
@@ -154,8 +229,8 @@ func (s *synth) coordRopeFactors() []semantics.Factor {
 		b := r.best
 		if r.theta != 0 {
 			f := factor("rope_theta", r.scope, r.theta, r.thetaCands, r.boundary)
-			f.Evidence.Note = fmt.Sprintf("the ladder read off the tables' angles at the coordinates (%d frequencies, %s) is low·θ^(i/(F−1)); each θ's ladder recomputed in f64, cast to f32, the tables scored (%.1f%% of the read tables' entries equal to the bit)",
-				b.f, b.order, 100*b.exact)
+			f.Evidence.Note = fmt.Sprintf("the ladder read off the tables' angles at the coordinates (%d frequencies, %s) is low·θ^(e_i), %s; each θ's ladder in both forms recomputed in f64, cast to f32, and in f32, the tables scored (%.1f%% of the read tables' entries equal to the bit)",
+				b.f, b.order, r.thetaForm, 100*b.exact)
 			out = append(out, f)
 		}
 		if r.maxCands != nil {

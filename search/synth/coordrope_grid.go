@@ -12,13 +12,12 @@ import (
 // request's shape alone, where no argument holds them and no call is
 // handed the sizes (a method of the model builds the tables and passes
 // them to each block): a row-major grid over 1 to 3 axes whose sizes
-// multiply to the tables' rows, each axis's coordinates either its
-// integer positions 0…n−1 (the map and ladder then read off the angles as
-// fitCoordRope does) or n points spaced evenly over [−1, 1] as torch's
-// f32 linspace makes them (linspaceF32: positions normalised into the
-// unit interval, fractional). The grid is a constant of the request's
-// shape. Tried where the tables of integer ids read back from the angles
-// fail.
+// multiply to the tables' rows, each axis's coordinates one of
+// gridCoordKinds (integer positions, whose map and ladder fitCoordRope
+// reads off the angles; n points over [−1, 1] as torch's f32 linspace
+// makes them; the centres of n cells normalised into [−1, 1]). The grid
+// is a constant of the request's shape. Tried where the tables of
+// integer ids read back from the angles fail.
 func (s *synth) fitGridCoordRope(cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 {
 		return nil, nil
@@ -29,15 +28,11 @@ func (s *synth) fitGridCoordRope(cosT, sinT *val) (*val, *val) {
 		return nil, nil
 	}
 	for _, grid := range factorizations(rows, 3) {
-		for _, unit := range []bool{true, false} {
-			pv := gridCoords(grid, unit)
+		for _, kind := range gridCoordKinds {
+			pv := gridCoords(grid, kind)
 			pv.origin = cosT.origin + "/grid"
 			if cv, sv := s.fitCoordRope([]*val{pv}, cosT, sinT); cv != nil {
-				note := fmt.Sprintf("integer positions on the %v grid, row-major (a constant of the request's shape)", grid)
-				if unit {
-					note = fmt.Sprintf("positions on the %v grid, row-major, each axis linspace(−1, 1, n) in f32 (a constant of the request's shape)", grid)
-				}
-				s.em.constant(pv, note)
+				s.em.constant(pv, fmt.Sprintf("positions on the %v grid, row-major, each axis %s (a constant of the request's shape)", grid, kind.note))
 				return cv, sv
 			}
 		}
@@ -45,11 +40,46 @@ func (s *synth) fitGridCoordRope(cosT, sinT *val) (*val, *val) {
 	return nil, nil
 }
 
+// gridCoordKind is how a grid's axis of n cells is turned into
+// coordinates: at returns them in f32 as the model computes them.
+type gridCoordKind struct {
+	note string
+	at   func(n int) []float32
+}
+
+// gridCoordKinds are the coordinates fitGridCoordRope tries, in order:
+// points spaced evenly over [−1, 1] (the first and last cells at the
+// ends), the cells' integer positions, and the cells' centres normalised
+// into [−1, 1] (the unit interval cut into n cells, each at its middle:
+// no cell at either end).
+var gridCoordKinds = []gridCoordKind{
+	{"linspace(−1, 1, n) in f32", func(n int) []float32 { return linspaceF32(-1, 1, n) }},
+	{"its integer positions 0…n−1", func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(i)
+		}
+		return out
+	}},
+	{"its cells' centres 2·((i + ½)/n) − 1 in f32", centresF32},
+}
+
+// centresF32 are the centres of n equal cells of [−1, 1] as a model
+// computes them in f32: c_i = (i + 0.5)/n (arange(0.5, n) divided by n,
+// rounded), then 2·c_i − 1, each step rounded.
+func centresF32(n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		c := (float32(i) + 0.5) / float32(n)
+		out[i] = float32(2*c) - 1
+	}
+	return out
+}
+
 // gridCoords are the coordinates of a row-major grid, one column per
 // axis ([rows, A]; [1, rows] for one axis, as fitCoordRope reads a single
-// axis): integer positions, or with unit each axis's n points over
-// [−1, 1] (linspaceF32).
-func gridCoords(grid []int, unit bool) *val {
+// axis), each axis's made by kind.
+func gridCoords(grid []int, kind gridCoordKind) *val {
 	rows := 1
 	for _, g := range grid {
 		rows *= g
@@ -57,13 +87,7 @@ func gridCoords(grid []int, unit bool) *val {
 	k := len(grid)
 	axes := make([][]float32, k)
 	for a, g := range grid {
-		axes[a] = make([]float32, g)
-		for i := range g {
-			axes[a][i] = float32(i)
-		}
-		if unit {
-			axes[a] = linspaceF32(-1, 1, g)
-		}
+		axes[a] = kind.at(g)
 	}
 	pos := make([]float32, rows*k)
 	stride := rowMajorStrides(grid)

@@ -139,3 +139,72 @@ func TestGridCoordRopeDeadPairs(t *testing.T) {
 		}
 	})
 }
+
+// centreGridTables makes RoPE tables the way a vision encoder does that
+// puts each patch at its centre: per axis c_i = (i + ½)/n, then 2·c − 1
+// (f32, each step rounded); one ladder f_j = 1/θ^(4j/hd) of hd/4
+// frequencies shared by both axes; angles (2π·u)·f_j laid out axis by
+// axis, the whole repeated (half layout).
+func centreGridTables(grid []int, hd int, theta float32) (cosT, sinT *val) {
+	nf := hd / 4
+	freqs := make([]float32, nf)
+	for j := range freqs {
+		e := float32(4*j) / float32(hd)
+		freqs[j] = 1 / float32(math.Pow(float64(theta), float64(e)))
+	}
+	rows := grid[0] * grid[1]
+	cosT = &val{shape: []int{rows, hd}, data: make([]float32, rows*hd), format: precision.F32, origin: "t/out.0"}
+	sinT = &val{shape: []int{rows, hd}, data: make([]float32, rows*hd), format: precision.F32, origin: "t/out.1"}
+	for r := range rows {
+		us := []float32{centresF32(grid[0])[r/grid[1]], centresF32(grid[1])[r%grid[1]]}
+		for a, u := range us {
+			for j, f := range freqs {
+				ang := float64(float32(float32(2*math.Pi)*u) * f)
+				for _, ch := range []int{a*nf + j, hd/2 + a*nf + j} {
+					cosT.data[r*hd+ch], sinT.data[r*hd+ch] = float32(math.Cos(ang)), float32(math.Sin(ang))
+				}
+			}
+		}
+	}
+	return cosT, sinT
+}
+
+// TestGridCoordRopeCentres: tables made from the request's shape alone
+// over the centres of a grid's cells normalised into [−1, 1] (no cell at
+// either end: neither the integer positions nor linspace(−1, 1)), angles
+// past π, are recomputed, and θ is read in the form that gives it short
+// (1/θ^(4j/hd): θ 100, not the 31.6 the same ladder spans over F − 1
+// steps); stored in bf16 (angles read to the format's noise), the same
+// within bf16's tolerance.
+func TestGridCoordRopeCentres(t *testing.T) {
+	for _, c := range []struct {
+		grid  []int
+		hd    int
+		theta float32
+	}{{[]int{4, 4}, 16, 100}, {[]int{3, 5}, 32, 100}, {[]int{6, 2}, 32, 1e4}} {
+		for _, f := range []precision.Format{precision.F32, precision.BF16} {
+			cosT, sinT := centreGridTables(c.grid, c.hd, c.theta)
+			for _, tb := range []*val{cosT, sinT} {
+				tb.format = f
+				for i, x := range tb.data {
+					tb.data[i] = f.Round(x)
+				}
+			}
+			s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+			cv, sv := s.fitGridCoordRope(cosT, sinT)
+			if cv == nil || sv == nil {
+				t.Fatalf("%v hd %d %v: no fit", c.grid, c.hd, f)
+			}
+			tol := 1e-6
+			if f == precision.BF16 {
+				tol = 1e-3
+			}
+			if e := max(relRMS(f, cv.data, cosT.data), relRMS(f, sv.data, sinT.data)); e > tol {
+				t.Errorf("%v hd %d %v: tables not reproduced: rel-RMS %g", c.grid, c.hd, f, e)
+			}
+			if f == precision.F32 && (len(s.coordRopes) != 1 || float32(s.coordRopes[0].theta) != c.theta) {
+				t.Errorf("%v hd %d: θ not read as %g: %+v", c.grid, c.hd, c.theta, s.coordRopes)
+			}
+		}
+	}
+}

@@ -123,6 +123,16 @@ func (s *synth) shapeConstant(v *val, args []*val) bool {
 	return true
 }
 
+// tablesOfShape reports whether RoPE tables may be read as made from the
+// request's shape alone, their angles then fitted by a form of a grid or
+// a sequence that must reproduce every entry: equal at every captured
+// step, or captured in a one-pass trace (an encoder run once: no second
+// step to compare, and a table that a handful of read constants
+// reproduces entry for entry is no function of the request's values).
+func (s *synth) tablesOfShape(vs []*val) bool {
+	return len(s.tr.Steps()) < 2 || s.sameEveryStep(vs)
+}
+
 // sameEveryStep reports whether every value is equal at each captured
 // step (trivially so in a one-pass trace): what a call makes from the
 // request's shapes and constants, never from the latents.

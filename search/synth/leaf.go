@@ -274,11 +274,27 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
 		}
+		// the same ladder, its pairs in another order than the ladder's
+		// (each axis's frequencies interleaved in the ladder, laid out
+		// axis by axis)
+		if cos, sin := s.fitPairOrderRope(xs, targets[0], targets[1]); cos != nil {
+			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+			return out
+		}
 		// float coordinates through an affine map times a ladder read
 		// off the angles (bounds reduced by their mean, still channels)
 		if cos, sin := s.fitCoordRope(xs, targets[0], targets[1]); cos != nil {
 			out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
 			return out
+		}
+		// fractional coordinates made from the request's shape alone (a
+		// grid's cells' centres or linspace(−1, 1) per axis), the call
+		// handed only the request: a ladder read off the angles
+		if s.varying(xs) && s.invariant(targets[0].format, func(st int) ([]float32, bool) { return s.at(targets[0], st) }, 0) || len(s.tr.Steps()) < 2 {
+			if cos, sin := s.fitGridCoordRope(targets[0], targets[1]); cos != nil {
+				out[0], out[1] = adopt(targets[0], cos), adopt(targets[1], sin)
+				return out
+			}
 		}
 	}
 	if len(params) == 0 && len(targets) <= 4 {

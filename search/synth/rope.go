@@ -310,7 +310,8 @@ func thetaCandidates(cosT, sinT, pos *val, d int, layout exec.RopeLayout) []floa
 
 // fitGridRope explains two parameterless results that are RoPE tables of
 // S rows as rope_table over grid positions (row-major over 1 to 3 axes
-// whose sizes multiply to S, each from 0): the split of the width into
+// whose sizes multiply to S, each from 0, scaled by a stride: gridStrides'
+// or one read off the angles, readStrides): the split of the width into
 // axes, the layout and θ searched, checked by recomputing both tables.
 func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
@@ -336,7 +337,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 					if joint && (layout != exec.RopeHalf || len(axes) < 2 || !allSame(axes)) {
 						continue
 					}
-					for _, stride := range gridStrides(grid) {
+					for _, stride := range append(gridStrides(grid), readStrides(cosT, sinT, grid)...) {
 						for _, theta := range []float64{10000, 256, 1000, 100000, 500000} {
 							cands = append(cands, cand{grid, axes, layout, theta, stride, joint})
 						}
@@ -419,6 +420,36 @@ func gridStrides(grid []int) []float32 {
 		n := slices.Max(grid)
 		if base%n == 0 && base/n > 1 {
 			out = append(out, float32(base/n))
+		}
+	}
+	return out
+}
+
+// readStrides are position scales read off the tables for a row-major
+// grid: the first pair turns by f_0 = 1 (θ^0) on the first axis, so its
+// angle at the first row of the first axis's index 1 is the stride,
+// wrapped; of the values φ + 2πk (k < 16) those within the angle's
+// reading of a short decimal (3 significant digits) other than the
+// strides gridStrides tries (a grid rescaled to the size the model was
+// trained at: 4 cells stretched over 16 positions).
+func readStrides(cosT, sinT *val, grid []int) []float32 {
+	d := cosT.shape[len(cosT.shape)-1]
+	rows := cosT.numel() / d
+	if len(grid) == 0 || grid[0] < 2 {
+		return nil
+	}
+	row := rows / grid[0]
+	phi := math.Atan2(float64(sinT.data[row*d]), float64(cosT.data[row*d]))
+	tol := 1e-5 + angleNoise(cosT.format)
+	known := gridStrides(grid)
+	var out []float32
+	for k := range 16 {
+		x := phi + 2*math.Pi*float64(k)
+		if x <= 0 {
+			continue
+		}
+		if r := sigDigits(x, 3); math.Abs(r-x) <= tol && !slices.Contains(known, float32(r)) && !slices.Contains(out, float32(r)) {
+			out = append(out, float32(r))
 		}
 	}
 	return out

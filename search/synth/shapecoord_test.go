@@ -19,7 +19,7 @@ import (
 func TestShapeCoordRope(t *testing.T) {
 	const fr, h, w, dim = 2, 4, 4, 32
 	rows, nf, pad := fr*h*w, dim/6, dim%6
-	lad := ladderF32(1e4, math.Pi/2, nf)
+	lad := ladderF32(1e4, math.Pi/2, nf, ladderForms[0].exps(nf))
 	scale := []struct{ mul, base float32 }{{0.32, 20}, {32, 2048}, {32, 2048}}
 	cosT := make([]float32, rows*dim)
 	sinT := make([]float32, rows*dim)

@@ -297,6 +297,11 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 			s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: target.origin, fit: v.fit})
 		}
 	}
+	if v == nil && len(target.shape) >= 2 && target.shape[len(target.shape)-1] >= 4 && !target.integral() {
+		// one tensor holding a RoPE table's sin and cos side by side, made
+		// from the request's shape (handed to every block as one value)
+		v = s.fitSideBySideTable(target)
+	}
 	if v == nil && target.integral() && len(target.shape) >= 2 {
 		// ids of relative positions (T5's buckets) made from the
 		// request's shape
@@ -523,20 +528,12 @@ func (s *synth) callInputs(c trace.Call, args map[string]*val) (xs, params []*va
 // returns the two explained values, the opaque ones replaced in the scope
 // and the opaque list; nil where the pair is not such tables.
 func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
-	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitOrDead(c, sn) || !s.sameEveryStep([]*val{c, sn}) {
+	if !slices.Equal(c.shape, sn.shape) || len(c.shape) < 2 || c.integral() || !unitOrDead(c, sn) || !s.tablesOfShape([]*val{c, sn}) {
 		return nil, nil
 	}
-	var f []*val
-	if unitCircle(c, sn) {
-		f = s.fitReadRope([]*val{c, sn})
-	}
-	if len(f) != 2 || f[0] == nil || f[1] == nil {
-		// fractional positions on a grid, a ladder read off the angles
-		if cv, sv := s.fitGridCoordRope(c, sn); cv != nil && sv != nil {
-			f = []*val{cv, sv}
-		} else {
-			return nil, nil
-		}
+	f := s.shapeTables(c, sn)
+	if f == nil {
+		return nil, nil
 	}
 	cos, sin := adopt(c, f[0]), adopt(sn, f[1])
 	for _, t := range []*val{c, sn} {

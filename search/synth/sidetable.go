@@ -1,0 +1,88 @@
+package synth
+
+import (
+	"github.com/zflow/zflow/exec/program"
+)
+
+// fitSideBySideTable explains one value [.., S, 2w] that no expression
+// explains as a RoPE table's two halves kept side by side, made from the
+// request's shape ([sin | cos], as a model hands one tensor to every
+// block, or [cos | sin]): the halves must lie on the unit circle, the
+// pair is fitted as tablePair fits two separate tables (shapeTables), and
+// the value is the fitted halves joined again in their order. nil where
+// neither order is such tables.
+func (s *synth) fitSideBySideTable(t *val) *val {
+	n := len(t.shape)
+	if n < 2 || t.shape[n-1]%4 != 0 || t.integral() || !s.tablesOfShape([]*val{t}) {
+		return nil
+	}
+	w := t.shape[n-1] / 2
+	rows := t.numel() / (2 * w)
+	if rows < 2 {
+		return nil
+	}
+	half := func(start int) *val {
+		v := &val{shape: []int{rows, w}, data: make([]float32, 0, rows*w), format: t.format, origin: t.origin}
+		for r := range rows {
+			v.data = append(v.data, t.data[r*2*w+start:r*2*w+start+w]...)
+		}
+		return v
+	}
+	a, b := half(0), half(w)
+	if !unitOrDead(a, b) {
+		return nil
+	}
+	for _, sinFirst := range []bool{true, false} {
+		c, sn := a, b
+		if sinFirst {
+			c, sn = b, a
+		}
+		f := s.shapeTables(c, sn)
+		if f == nil {
+			continue
+		}
+		parts := []*val{f[0], f[1]}
+		if sinFirst {
+			parts = []*val{f[1], f[0]}
+		}
+		label := "cos | sin, side by side"
+		if sinFirst {
+			label = "sin | cos, side by side"
+		}
+		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{s.reshape(parts[0], []int{rows, w}), s.reshape(parts[1], []int{rows, w})}, out: t.format, label: label})
+		v := s.reshape(j, t.shape)
+		if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+			continue
+		}
+		v.fit = f[0].fit
+		if f[0].fit != nil && f[0].fit.kind == "rope_table" {
+			s.ropes = append(s.ropes, ropeRecord{scope: s.scopeOf, boundary: t.origin, fit: f[0].fit})
+		}
+		return v
+	}
+	return nil
+}
+
+// shapeTables fits a cos and a sin table made from the request's shape
+// alone: the ids, axes and θ read back from the angles (fitReadRope),
+// else a grid's positions, perhaps strided (fitGridRope), else
+// coordinates on a grid, a ladder read off the angles
+// (fitGridCoordRope). nil where neither reproduces both.
+func (s *synth) shapeTables(c, sn *val) []*val {
+	if unitCircle(c, sn) {
+		if f := s.fitReadRope([]*val{c, sn}); len(f) == 2 && f[0] != nil && f[1] != nil {
+			return f
+		}
+	}
+	if unitCircle(c, sn) {
+		// rope_table over a grid's positions, perhaps scaled by a stride
+		// read off the angles: the ladder in its own form, 1/θ^(2i/d)
+		if cv, sv := s.fitGridRope(c, sn); cv != nil && sv != nil {
+			return []*val{cv, sv}
+		}
+	}
+	if cv, sv := s.fitGridCoordRope(c, sn); cv != nil && sv != nil {
+		return []*val{cv, sv}
+	}
+	return nil
+}
