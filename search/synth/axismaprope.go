@@ -21,20 +21,9 @@ import (
 // read from frequency 1; the tables are recomputed by rope_table with
 // that map and must reproduce both. Tried where the per-axis forms fail.
 func (s *synth) fitAxisMapRope(xs []*val, cosT, sinT *val) (*val, *val) {
-	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
+	d, rows, layouts := tableLayouts(cosT, sinT)
+	if len(layouts) == 0 {
 		return nil, nil
-	}
-	d := cosT.shape[len(cosT.shape)-1]
-	rows := cosT.numel() / d
-	if d%2 != 0 || d < 4 || rows < 2 {
-		return nil, nil
-	}
-	var layouts []exec.RopeLayout
-	if halvesEqual(cosT.data, d) && halvesEqual(sinT.data, d) {
-		layouts = append(layouts, exec.RopeHalf)
-	}
-	if pairsEqual(cosT.data) && pairsEqual(sinT.data) {
-		layouts = append(layouts, exec.RopeInterleaved)
 	}
 	var pairs [][2]*expr
 	for _, x := range xs {
@@ -223,4 +212,26 @@ func shown(margins []float64) int {
 		}
 	}
 	return n
+}
+
+// tableLayouts reads a pair of cos and sin tables [.., rows, d] on the
+// unit circle: their width, their rows and the layouts their repeated
+// entries allow (half: each row's halves equal; interleaved: each pair's
+// two entries equal); no layouts where the tables are no such pair.
+func tableLayouts(cosT, sinT *val) (d, rows int, layouts []exec.RopeLayout) {
+	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
+		return 0, 0, nil
+	}
+	d = cosT.shape[len(cosT.shape)-1]
+	rows = cosT.numel() / d
+	if d%2 != 0 || d < 4 || rows < 2 {
+		return 0, 0, nil
+	}
+	if halvesEqual(cosT.data, d) && halvesEqual(sinT.data, d) {
+		layouts = append(layouts, exec.RopeHalf)
+	}
+	if pairsEqual(cosT.data) && pairsEqual(sinT.data) {
+		layouts = append(layouts, exec.RopeInterleaved)
+	}
+	return d, rows, layouts
 }

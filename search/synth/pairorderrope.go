@@ -21,20 +21,9 @@ import (
 // channels whose indices are a constant read off the values. Tried where
 // the tables in the ladder's own order fail.
 func (s *synth) fitPairOrderRope(xs []*val, cosT, sinT *val) (*val, *val) {
-	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 || !unitCircle(cosT, sinT) {
+	d, rows, layouts := tableLayouts(cosT, sinT)
+	if len(layouts) == 0 {
 		return nil, nil
-	}
-	d := cosT.shape[len(cosT.shape)-1]
-	rows := cosT.numel() / d
-	if d%2 != 0 || d < 4 || rows < 2 {
-		return nil, nil
-	}
-	var layouts []exec.RopeLayout
-	if halvesEqual(cosT.data, d) && halvesEqual(sinT.data, d) {
-		layouts = append(layouts, exec.RopeHalf)
-	}
-	if pairsEqual(cosT.data) && pairsEqual(sinT.data) {
-		layouts = append(layouts, exec.RopeInterleaved)
 	}
 	for _, x := range xs {
 		k := x.numel() / rows
