@@ -204,3 +204,27 @@ func TestShapeMadeRolled(t *testing.T) {
 		t.Error("the windows put back and the grid rolled back are not read as made from shapes")
 	}
 }
+
+// TestReadStridesBounded: a bf16 table of a 4×4 grid at stride 4 (its
+// first pair turning by 4 per row) offers the stride first and at most
+// maxReadStrides strides, though its noise lets many turns of 2π read as
+// short decimals.
+func TestReadStridesBounded(t *testing.T) {
+	const rows, d = 16, 8
+	cosT := &val{shape: []int{rows, d}, data: make([]float32, rows*d), format: precision.BF16}
+	sinT := &val{shape: []int{rows, d}, data: make([]float32, rows*d), format: precision.BF16}
+	for r := range rows {
+		for j := range d {
+			a := float64(r/4*4) * math.Pow(10000, -float64(j/2*2)/float64(d))
+			cosT.data[r*d+j] = precision.BF16.Round(float32(math.Cos(a)))
+			sinT.data[r*d+j] = precision.BF16.Round(float32(math.Sin(a)))
+		}
+	}
+	got := readStrides(cosT, sinT, []int{4, 4})
+	if len(got) == 0 || got[0] != 4 {
+		t.Fatalf("strides %v, want 4 first", got)
+	}
+	if len(got) > maxReadStrides {
+		t.Errorf("%d strides offered, at most %d", len(got), maxReadStrides)
+	}
+}

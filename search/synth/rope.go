@@ -450,10 +450,18 @@ func readStrides(cosT, sinT *val, grid []int) []float32 {
 		}
 		if r := sigDigits(x, 3); math.Abs(r-x) <= tol && !slices.Contains(known, float32(r)) && !slices.Contains(out, float32(r)) {
 			out = append(out, float32(r))
+			if len(out) == maxReadStrides {
+				break // the shortest turns first: a noisy table reads a short decimal at many
+			}
 		}
 	}
 	return out
 }
+
+// maxReadStrides bounds the strides readStrides offers per grid: each
+// multiplies fitGridRope's candidates (a bf16 table's noise lets most of
+// the 16 turns read as a short decimal).
+const maxReadStrides = 2
 
 // regroup lays per-axis half tables [f_a f_a | f_b f_b] out as one half
 // layout over all axes [f_a f_b | f_a f_b] (k axes of equal width).
