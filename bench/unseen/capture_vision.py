@@ -3,8 +3,9 @@ AutoModel types and timm's models) as zflow traces: transformer-shaped models wh
 not token ids but pixels, frames, spectrograms or waveforms (the image and audio encoders that
 diffusion and multimodal pipelines run beside their DiT).
 
-usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every case below
-       python3 capture_vision.py --list                          # the cases, one per line
+usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every case of the first batch
+       python3 capture_vision.py OUTDIR more                     # the second batch (MORE_HF, MORE_TIMM, CLASSES)
+       python3 capture_vision.py --list [more]                   # a batch's cases, one per line
 --small: hidden 32 over 2 heads, f32 only (the committed test fixtures).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it), one forward pass (scope s0),
@@ -71,6 +72,63 @@ TIMM = {
     "timm_vit_siglip": ("vit_base_patch16_siglip_224", dict(mlp_ratio=1.5)),
     "timm_eva02": ("eva02_base_patch14_224", dict(mlp_ratio=1.5)),
 }
+# The second batch: encoders the first batch's forms were not built on (SAM's neck and decomposed
+# relative positions, hierarchical and sequence-reduction encoders, the Qwen-VL vision towers'
+# merged patches and windows, conformers and conv-subsampled audio, video with 3-D RoPE).
+NO_VIT = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size")
+STAGES = dict(_drop=NO_VIT, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[32, 64],
+              patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2])
+MORE_HF = {
+    "sam_vision_model": dict(mlp_dim=96, output_channels=32, window_size=2, global_attn_indexes=[1],
+                             use_rel_pos=True),
+    "swinv2": dict(_drop=NO_VIT, embed_dim=32, depths=[2, 1], num_heads=[2, 4], window_size=2, patch_size=4,
+                   mlp_ratio=1.5),
+    "segformer": STAGES,
+    "pvt_v2": STAGES,
+    "blip_vision_model": {},
+    "owlv2_vision_model": {},
+    "idefics3_vision": {},
+    "siglip2_vision_model": dict(num_patches=16),
+    "vjepa2": dict(crop_size=32, frames_per_clip=4, tubelet_size=2, mlp_ratio=1.5, pred_hidden_size=32,
+                   pred_num_attention_heads=2, pred_num_hidden_layers=1, pred_num_mask_tokens=2),
+    "speech_to_text": dict(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=96,
+                           decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=96, vocab_size=128,
+                           input_feat_per_channel=16, num_conv_layers=2, conv_channels=32, conv_kernel_sizes=[5, 5],
+                           max_source_positions=64, max_target_positions=64),
+    "wav2vec2-conformer": dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2],
+                               position_embeddings_type="rotary", conv_depthwise_kernel_size=3),
+    "wav2vec2-bert": dict(feature_projection_input_dim=32, position_embeddings_type="rotary",
+                          conv_depthwise_kernel_size=3, output_hidden_size=64, add_adapter=False),
+    "moonshine": dict(encoder_num_hidden_layers=2, decoder_num_hidden_layers=1, encoder_num_attention_heads=4,
+                      decoder_num_attention_heads=4, vocab_size=128, partial_rotary_factor=0.5),
+}
+MORE_TIMM = {
+    "timm_deit3": ("deit3_small_patch16_224", dict(mlp_ratio=1.5)),
+    "timm_cait": ("cait_xxs24_224", dict(mlp_ratio=1.5)),
+    "timm_xcit": ("xcit_nano_12_p16_224", dict(mlp_ratio=1.5)),
+    "timm_convit": ("convit_tiny", dict(mlp_ratio=1.5, local_up_to_layer=1)),
+    "timm_vit_relpos": ("vit_relpos_base_patch16_224", dict(mlp_ratio=1.5)),
+    "timm_vit_rope_mixed": ("vit_base_patch16_rope_mixed_224", dict(mlp_ratio=1.5)),
+    "timm_samvit": ("samvit_base_patch16", dict(mlp_ratio=1.5, window_size=2, global_attn_indexes=[1],
+                                                use_rel_pos=True)),
+    "timm_pe_core": ("vit_pe_core_base_patch16_224", dict(mlp_ratio=1.5)),
+}
+# Towers AutoModel does not build from a model type: (module, model class, config class, settings).
+# Their request is flattened patches [N, C·t·p·p] and a grid_thw of [[1, 8, 8]] patches.
+QWEN_VIS = dict(depth=2, num_heads=4, in_channels=3, patch_size=8, spatial_merge_size=2, temporal_patch_size=2)
+CLASSES = {
+    "qwen2_vl_vision": ("qwen2_vl", "Qwen2VisionTransformerPretrainedModel", "Qwen2VLVisionConfig",
+                        dict(QWEN_VIS, embed_dim=64, hidden_size=64, mlp_ratio=1.5)),
+    "qwen2_5_vl_vision": ("qwen2_5_vl", "Qwen2_5_VisionTransformerPretrainedModel", "Qwen2_5_VLVisionConfig",
+                          dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64, window_size=32,
+                               fullatt_block_indexes=[1])),
+    "qwen3_vl_vision": ("qwen3_vl", "Qwen3VLVisionModel", "Qwen3VLVisionConfig",
+                        dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64,
+                             num_position_embeddings=16, deepstack_visual_indexes=[0])),
+}
+HF.update(MORE_HF)
+TIMM.update(MORE_TIMM)
+MORE = list(MORE_HF) + list(MORE_TIMM) + list(CLASSES)
 MAX_PARAMS = 3_000_000
 # --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
 SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
@@ -95,9 +153,37 @@ def hf_model(arch, small=False):
     return model, cfg
 
 
+def class_model(case):
+    import importlib
+    mod, model_cls, cfg_cls, kw = CLASSES[case]
+    m = importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")
+    c = importlib.import_module(f"transformers.models.{mod}.configuration_{mod}")
+    cfg = getattr(c, cfg_cls)(**kw)
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return getattr(m, model_cls)(cfg), cfg
+
+
 def hf_request(model, cfg, gen):
     """The model's main input at the config's sizes, plus the keyword arguments it needs."""
     name = getattr(model, "main_input_name", "pixel_values")
+    kind = getattr(cfg, "model_type", "")
+    if hasattr(cfg, "spatial_merge_size"):  # Qwen-VL towers: flattened patches of an 8×8 grid, one frame
+        t, p = cfg.temporal_patch_size, cfg.patch_size
+        return "hidden_states", torch.randn(64, cfg.in_channels * t * p * p, generator=gen), {
+            "grid_thw": torch.tensor([[1, 8, 8]])}
+    if kind == "siglip2_vision_model":  # NaFlex: patches [B, N, C·p·p], their grid and mask
+        p = cfg.patch_size
+        return name, torch.randn(1, 16, cfg.num_channels * p * p, generator=gen), {
+            "spatial_shapes": torch.tensor([[4, 4]]), "pixel_attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    if kind == "vjepa2":
+        return name, torch.randn(1, cfg.frames_per_clip, 3, cfg.crop_size, cfg.crop_size, generator=gen), {}
+    if kind == "speech_to_text":  # [B, frames, features]
+        return name, torch.randn(1, 32, cfg.input_feat_per_channel * cfg.input_channels, generator=gen), {}
+    if kind == "wav2vec2-bert":
+        return name, torch.randn(1, 16, cfg.feature_projection_input_dim, generator=gen), {}
+    if kind == "moonshine":  # raw audio: the conv stem strides 384 samples
+        return name, torch.randn(1, 4000, generator=gen), {}
     if name == "input_features":  # whisper: [B, mels, 2 · positions]
         return name, torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=gen), {}
     if name == "input_values" and hasattr(cfg, "conv_dim"):  # raw waveform
@@ -127,16 +213,17 @@ def capture(case, outdir, small=False):
             model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
             x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
         else:
-            model, cfg = hf_model(case, small)
+            model, cfg = class_model(case) if case in CLASSES else hf_model(case, small)
             name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
-            prod = {"library": "transformers", "model_type": cfg.model_type}
+            prod = {"library": "transformers", "model_type": cfg.model_type or case}
         n = sum(p.numel() for p in model.parameters())
         if n > MAX_PARAMS:
             raise ValueError(f"{n} parameters: its config ignores the small sizes")
         randomize(model, torch.Generator().manual_seed(1))
         model = place(model.eval(), dtype, device)
         x = x.to(device=device, dtype=dtype)
-        extra = {k: v.to(device) for k, v in extra.items()}
+        extra = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+                 for k, v in extra.items()}
         path = os.path.join(outdir, f"{case}-{tag}.npz")
         with zflow_capture.Capture(model, name="encoder", path=path, producer=dict(prod, case=case)) as cap:
             cap.input(name, x)
@@ -156,17 +243,19 @@ def main():
     args = sys.argv[1:]
     small = "--small" in args
     args = [a for a in args if a != "--small"]
-    cases = list(HF) + list(TIMM)
+    first = [c for c in list(HF) + list(TIMM) if c not in MORE]
     if args[:1] == ["--list"]:
-        print("\n".join(cases))
+        print("\n".join(MORE if args[1:] == ["more"] else first))
         return
     outdir = args[0]
+    if args[1:] == ["more"]:
+        args = [outdir] + MORE
     os.makedirs(outdir, exist_ok=True)
     import transformers
     print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)
     signal.signal(signal.SIGALRM, _timeout)
     limit = int(os.environ.get("CAPTURE_TIMEOUT", "60"))
-    for case in args[1:] or cases:
+    for case in args[1:] or first:
         try:
             signal.alarm(limit)
             print(f"{case:24s} ok   {capture(case, outdir, small)}", flush=True)

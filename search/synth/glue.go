@@ -320,6 +320,9 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	}{
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
+		// a value plus an uncalled module's table (a position embedding
+		// whose weight the forward reads, resized, without calling it)
+		{try: s.peeledAddLate},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.normedCut(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.weightedSum(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.scaledRuns(t, vs) }},

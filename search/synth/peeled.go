@@ -168,3 +168,14 @@ func dropRows(d []float32, shape []int, ax, lo, hi int) []float32 {
 	}
 	return out
 }
+
+// peeledAddLate is peeledAdd in glue's second pass, whose values include
+// the tables of sub-modules no call holds (a position embedding whose
+// weight the forward reads, resized, without calling it); t − b is still
+// explained by glue's first forms, as peeledAdd's always is.
+func (s *synth) peeledAddLate(t *val, sc *scope, vals []*val) *val {
+	late := s.late
+	s.late = false
+	defer func() { s.late = late }()
+	return s.peeledAdd(t, sc, vals)
+}

@@ -384,3 +384,37 @@ func TestFitGatheredTableRows(t *testing.T) {
 		t.Errorf("rel-RMS %.3g", e)
 	}
 }
+
+// TestPeeledAddLate: a patch projection plus a table no call holds (a
+// position embedding's weight the forward reads without calling its
+// module): glue's second pass, given the table among its values, finds
+// the sum, the patches explained by the first forms inside it.
+func TestPeeledAddLate(t *testing.T) {
+	const n, c = 6, 8
+	rng := rand.New(rand.NewPCG(5, 2))
+	fill := func(k int) []float32 {
+		out := make([]float32, k)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	patches := &val{shape: []int{1, n, c}, data: fill(n * c), format: precision.F32, origin: "patches", seq: 10}
+	table := &val{shape: []int{n, c}, data: fill(n * c), format: precision.F32, origin: "uncalled table", param: true}
+	want := slices.Clone(patches.data)
+	for i := range want {
+		want[i] += table.data[i]
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, c}, want, patches)
+	s.late = true
+	got := s.lateForms(target, sc, append(recentFirst(sc.vals), table))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e > 1e-7 {
+		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+	}
+	if !s.late {
+		t.Error("the second pass's flag is not restored")
+	}
+}
