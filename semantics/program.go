@@ -151,7 +151,8 @@ type BucketAttrs struct {
 }
 
 // ConvAttrs configure a conv2d node (stride 1): pad zeros on each side of
-// H and W; groups 1, or the channel count (depthwise).
+// H and W; groups any count dividing the channels and the filters (1, or
+// the channel count: depthwise).
 type ConvAttrs struct {
 	Pad    int `json:"pad,omitempty"`
 	Groups int `json:"groups,omitempty"`

@@ -8,8 +8,9 @@ import (
 )
 
 // ConvParams configure a 2-D convolution of stride 1: Pad zeros on each
-// side of H and W, Groups 1 (every input channel feeds every output) or
-// the channel count (depthwise: one filter per channel).
+// side of H and W, Groups any count dividing the channels and the filters
+// (1: every input channel feeds every output; the channel count with one
+// filter per channel: depthwise).
 type ConvParams struct {
 	Pad    int
 	Groups int
@@ -22,11 +23,8 @@ func convShape(x, w []int, p ConvParams) ([]int, error) {
 		return nil, fmt.Errorf("conv2d of %v by %v: want x [B, C, H, W] and w [O, C/groups, kh, kw]", x, w)
 	}
 	g := max(p.Groups, 1)
-	switch {
-	case g == 1 && w[1] == x[1]:
-	case g == x[1] && w[1] == 1 && w[0] == x[1]:
-	default:
-		return nil, fmt.Errorf("conv2d of %v by %v in %d groups: only groups 1 or depthwise (groups = channels = filters)", x, w, g)
+	if x[1]%g != 0 || w[0]%g != 0 || w[1]*g != x[1] {
+		return nil, fmt.Errorf("conv2d of %v by %v in %d groups: the groups must divide the channels and the filters, w[1] = channels / groups", x, w, g)
 	}
 	h, wd := x[2]+2*p.Pad-w[2]+1, x[3]+2*p.Pad-w[3]+1
 	if p.Pad < 0 || h < 1 || wd < 1 {
@@ -39,12 +37,16 @@ func convShape(x, w []int, p ConvParams) ([]int, error) {
 // input padded with zeros, each filter tap a slice of it. Groups 1: the
 // taps gathered as columns (c, i, j) and one Linear against w [O, C·kh·kw]
 // (f32 accumulation, rounded once to s.Out); depthwise: Σ taps · w[c, i, j]
-// in f32, the bias added, rounded once to s.Out.
+// in f32, the bias added, rounded once to s.Out; other group counts: each
+// group's channels through its filters as groups 1 (groupedConv).
 func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec) (exec.Tensor, error) {
 	xs, ws := x.Shape(), w.Shape()
 	out, err := convShape(xs, ws, p)
 	if err != nil {
 		return nil, err
+	}
+	if g := max(p.Groups, 1); g > 1 && (g != xs[1] || ws[0] != xs[1]) {
+		return groupedConv(b, x, w, bias, p, s)
 	}
 	sc := &scratch{b: b}
 	defer sc.free()
@@ -140,6 +142,42 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 		}
 	}
 	return b.Cast(acc, s.Out)
+}
+
+// groupedConv is a convolution of g groups that is not depthwise: group
+// q's channels [q·C/g, (q+1)·C/g) through filters [q·O/g, (q+1)·O/g) as a
+// convolution of groups 1 (one Linear each: f32 accumulation, rounded
+// once), the groups' outputs joined along the channels.
+func groupedConv(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec) (exec.Tensor, error) {
+	sc := &scratch{b: b}
+	defer sc.free()
+	keep := sc.keep
+	g := p.Groups
+	c, o := x.Shape()[1]/g, w.Shape()[0]/g
+	one := ConvParams{Pad: p.Pad, Groups: 1}
+	var parts []exec.Tensor
+	for q := range g {
+		xq, err := keep(b.Slice(x, 1, q*c, (q+1)*c))
+		if err != nil {
+			return nil, fmt.Errorf("conv2d group %d: %w", q, err)
+		}
+		wq, err := keep(b.Slice(w, 0, q*o, (q+1)*o))
+		if err != nil {
+			return nil, fmt.Errorf("conv2d group %d: %w", q, err)
+		}
+		var bq exec.Tensor
+		if bias != nil {
+			if bq, err = keep(b.Slice(bias, 0, q*o, (q+1)*o)); err != nil {
+				return nil, fmt.Errorf("conv2d group %d: %w", q, err)
+			}
+		}
+		y, err := keep(conv2dRun(b, xq, wq, bq, one, s))
+		if err != nil {
+			return nil, fmt.Errorf("conv2d group %d: %w", q, err)
+		}
+		parts = append(parts, y)
+	}
+	return b.Concat(parts, 1)
 }
 
 // scratch holds a composed op's intermediates, freed when it returns

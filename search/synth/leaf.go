@@ -144,6 +144,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitRotationRope(xs, t)
 			}
 			if fit == nil {
+				fit = s.fitWeightNorm(xs, t)
+			}
+			if fit == nil {
 				fit = s.glue(t, sc)
 			}
 			// The forms below are tried where glue fails, or where it is
@@ -888,7 +891,8 @@ func (s *synth) fitPointConv(x *val, params []*val, t *val) *val {
 
 // fitConv2D explains a convolution of stride 1 that keeps or shrinks the
 // image by its kernel (not a patch embedding): x [B, C, H, W], w [O, C/g,
-// kh, kw], g 1 or depthwise, the padding read off the output's size.
+// kh, kw], g read off the weight's shape (convGroups), the padding read
+// off the output's size.
 func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	w := params[0]
 	if len(w.shape) != 4 || len(x.shape) != 4 || len(t.shape) != 4 || t.shape[1] != w.shape[0] {
@@ -903,9 +907,9 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
 		return nil
 	}
-	groups := 1
-	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
-		groups = x.shape[1]
+	groups := convGroups(x, w)
+	if groups == 0 {
+		return nil
 	}
 	p := program.ConvParams{Pad: max(pad2, padW2) / 2, Groups: groups}
 	e := &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
@@ -1005,7 +1009,7 @@ func (s *synth) normThenGate(xs, params []*val, t *val) *val {
 }
 
 // fitConv1D explains a 1-D convolution of stride 1 and kernel k > 1 over
-// x [B, C, T] (w [O, C/g, k], g 1 or depthwise), zeros padded on both
+// x [B, C, T] (w [O, C/g, k], g read off the shapes), zeros padded on both
 // sides as the output's length says (a causal convolution pads k − 1 and
 // its caller keeps the first T): a conv2d over x as a [B, C, 1, T] image
 // and w as [O, C/g, 1, k], the same padding on the height then its middle
@@ -1023,9 +1027,9 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	if pad2 < 0 || pad2%2 != 0 {
 		return s.fitStridedConv1D(x, w, bias, t)
 	}
-	groups := 1
-	if w.shape[1] == 1 && w.shape[0] == x.shape[1] && x.shape[1] > 1 {
-		groups = x.shape[1]
+	groups := convGroups(x, w)
+	if groups == 0 {
+		return nil
 	}
 	p := program.ConvParams{Pad: pad2 / 2, Groups: groups}
 	img := s.reshape(x, []int{x.shape[0], x.shape[1], 1, x.shape[2]})
@@ -1056,7 +1060,8 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 // stride-th position, gathered at a constant pattern of rows.
 func (s *synth) fitStridedConv1D(x, w, bias, t *val) *val {
 	b, l, k, lt := x.shape[0], x.shape[2], w.shape[2], t.shape[2]
-	if w.shape[1] != x.shape[1] || lt < 2 {
+	groups := convGroups(x, w)
+	if groups == 0 || lt < 2 {
 		return nil
 	}
 	o := w.shape[0]
@@ -1068,8 +1073,8 @@ func (s *synth) fitStridedConv1D(x, w, bias, t *val) *val {
 			}
 			img := s.reshape(x, []int{b, x.shape[1], 1, l})
 			w4 := s.reshape(w, []int{o, w.shape[1], 1, k})
-			conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad}}, args: []*val{img, w4, bias}, out: t.format,
-				label: fmt.Sprintf("conv1d %d pad %d", k, pad)})
+			conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad, Groups: groups}}, args: []*val{img, w4, bias}, out: t.format,
+				label: fmt.Sprintf("conv1d %d pad %d groups %d", k, pad, groups)})
 			row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: pad, End: pad + 1}, args: []*val{conv}, out: t.format, label: "the sequence's row"})
 			rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(row, []int{b, o, l1})}, out: t.format, label: "channels last"})
 			if rows == nil {
@@ -1093,6 +1098,20 @@ func (s *synth) fitStridedConv1D(x, w, bias, t *val) *val {
 		}
 	}
 	return nil
+}
+
+// convGroups is the group count of a convolution of x [B, C, ..] by w
+// [O, C/g, ..] read off the shapes: C / w[1] where it divides the
+// channels and the filters, else 0.
+func convGroups(x, w *val) int {
+	if len(x.shape) < 2 || len(w.shape) < 2 || w.shape[1] < 1 || x.shape[1]%w.shape[1] != 0 {
+		return 0
+	}
+	g := x.shape[1] / w.shape[1]
+	if w.shape[0]%g != 0 {
+		return 0
+	}
+	return g
 }
 
 // sinusoidMaths are the exp, division and sin/cos variants a reference's

@@ -319,7 +319,7 @@ func (s *synth) fitGridRope(cosT, sinT *val) (*val, *val) {
 	}
 	d := cosT.shape[len(cosT.shape)-1]
 	rows := cosT.numel() / d
-	if d%2 != 0 || rows < 2 {
+	if d%2 != 0 || rows < 2 || gridRopeHopeless(cosT, sinT) {
 		return nil, nil
 	}
 	type cand struct {

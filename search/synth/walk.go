@@ -138,7 +138,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 			outs[p.Name] = s.explain(target, sc)
 		}
 		s.explainAgain(c, sc, outs)
-		if len(c.Params) > 0 {
+		if len(c.Params) > 0 || len(s.madeWeights(sc)) > 0 {
 			s.refitAsLeaf(c, sc, args, outs)
 		}
 	}
@@ -479,7 +479,9 @@ func isFill(v *val) bool {
 // refitAsLeaf explains the results the children did not, by fitting the
 // call as a whole to its own arguments and parameters (a module whose
 // children see only a gathered part of its work: the experts of a
-// mixture, called on the tokens routed to each).
+// mixture, called on the tokens routed to each), the weights its children
+// made from parameters alone then tried before them (madeWeights: a
+// parametrized convolution's weight).
 func (s *synth) refitAsLeaf(c trace.Call, sc *scope, args map[string]*val, outs map[string]*val) {
 	var names []string
 	var targets []*val
@@ -497,11 +499,23 @@ func (s *synth) refitAsLeaf(c trace.Call, sc *scope, args map[string]*val, outs 
 	if len(xs) == 0 {
 		return
 	}
-	for i, f := range s.fitLeaf(sc, xs, params, targets) {
-		if t := targets[i]; f != nil && t.opaque {
-			t.opaque = false
-			s.opaque = slices.DeleteFunc(s.opaque, func(v *val) bool { return v == t })
-			outs[names[i]] = f
+	var tries [][]*val
+	if len(params) > 0 {
+		tries = append(tries, params)
+	}
+	if made := s.madeWeights(sc); len(made) > 0 {
+		tries = append(tries, append(made, params...))
+	}
+	for _, ps := range tries {
+		if !slices.ContainsFunc(targets, func(t *val) bool { return t.opaque }) {
+			return
+		}
+		for i, f := range s.fitLeaf(sc, xs, ps, targets) {
+			if t := targets[i]; f != nil && t.opaque {
+				t.opaque = false
+				s.opaque = slices.DeleteFunc(s.opaque, func(v *val) bool { return v == t })
+				outs[names[i]] = f
+			}
 		}
 	}
 }
