@@ -150,12 +150,16 @@ type BucketAttrs struct {
 	Bidirectional bool `json:"bidirectional,omitempty"`
 }
 
-// ConvAttrs configure a conv2d node (stride 1): pad zeros on each side of
-// H and W; groups any count dividing the channels and the filters (1, or
-// the channel count: depthwise).
+// ConvAttrs configure a conv2d node: pad zeros on each side of H and W;
+// groups any count dividing the channels and the filters (1, or the
+// channel count: depthwise); stride the step between output positions
+// (absent or 1: every position); seq a conv1d of x [B, C, 1, L], the pad
+// and stride along L alone.
 type ConvAttrs struct {
-	Pad    int `json:"pad,omitempty"`
-	Groups int `json:"groups,omitempty"`
+	Pad    int  `json:"pad,omitempty"`
+	Groups int  `json:"groups,omitempty"`
+	Stride int  `json:"stride,omitempty"`
+	Seq    bool `json:"seq,omitempty"`
 }
 
 // LinearAttentionAttrs configure kernelised attention: per head,

@@ -2,18 +2,33 @@ package program
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
 )
 
-// ConvParams configure a 2-D convolution of stride 1: Pad zeros on each
-// side of H and W, Groups any count dividing the channels and the filters
-// (1: every input channel feeds every output; the channel count with one
-// filter per channel: depthwise).
+// ConvParams configure a 2-D convolution: Pad zeros on each side of H
+// and W, Groups any count dividing the channels and the filters (1: every
+// input channel feeds every output; the channel count with one filter per
+// channel: depthwise), Stride the step between output positions along H
+// and W (0 or 1: every position; an overlapping patch embedding's 4). Seq
+// makes it torch's conv1d of a sequence laid out as [B, C, 1, L] with
+// w [O, C/g, 1, k]: the padding and the stride along L alone.
 type ConvParams struct {
 	Pad    int
 	Groups int
+	Stride int
+	Seq    bool
+}
+
+// axes are the padding and stride along H and along W.
+func (p ConvParams) axes() (padH, padW, strideH, strideW int) {
+	st := max(p.Stride, 1)
+	if p.Seq {
+		return 0, p.Pad, 1, st
+	}
+	return p.Pad, p.Pad, st, st
 }
 
 // convShape is the output shape of conv2d(x [B, C, H, W], w [O, C/g, kh,
@@ -26,10 +41,15 @@ func convShape(x, w []int, p ConvParams) ([]int, error) {
 	if x[1]%g != 0 || w[0]%g != 0 || w[1]*g != x[1] {
 		return nil, fmt.Errorf("conv2d of %v by %v in %d groups: the groups must divide the channels and the filters, w[1] = channels / groups", x, w, g)
 	}
-	h, wd := x[2]+2*p.Pad-w[2]+1, x[3]+2*p.Pad-w[3]+1
-	if p.Pad < 0 || h < 1 || wd < 1 {
-		return nil, fmt.Errorf("conv2d of %v by %v with padding %d leaves no output", x, w, p.Pad)
+	if p.Seq && (x[2] != 1 || w[2] != 1) {
+		return nil, fmt.Errorf("conv1d of %v by %v: want x [B, C, 1, L] and w [O, C/groups, 1, k]", x, w)
 	}
+	ph, pw, sh, sw := p.axes()
+	dh, dw := x[2]+2*ph-w[2], x[3]+2*pw-w[3]
+	if p.Pad < 0 || p.Stride < 0 || dh < 0 || dw < 0 {
+		return nil, fmt.Errorf("conv2d of %v by %v with padding %d, stride %d leaves no output", x, w, p.Pad, p.Stride)
+	}
+	h, wd := dh/sh+1, dw/sw+1
 	return []int{x[0], w[0], h, wd}, nil
 }
 
@@ -52,18 +72,11 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 	defer sc.free()
 	keep := sc.keep
 	f32 := exec.Out(precision.F32)
-	padded, err := padZeros(b, x, p.Pad, keep)
-	if err != nil {
-		return nil, err
-	}
 	B, C, H, W := xs[0], xs[1], out[2], out[3]
 	kh, kw := ws[2], ws[3]
-	tap := func(i, j int) (exec.Tensor, error) {
-		r, err := keep(b.Slice(padded, 2, i, i+H))
-		if err != nil {
-			return nil, err
-		}
-		return keep(b.Slice(r, 3, j, j+W))
+	tap, err := taps(b, x, p, H, W, keep)
+	if err != nil {
+		return nil, err
 	}
 	if max(p.Groups, 1) == 1 {
 		var cols []exec.Tensor
@@ -154,7 +167,8 @@ func groupedConv(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Sp
 	keep := sc.keep
 	g := p.Groups
 	c, o := x.Shape()[1]/g, w.Shape()[0]/g
-	one := ConvParams{Pad: p.Pad, Groups: 1}
+	one := p
+	one.Groups = 1
 	var parts []exec.Tensor
 	for q := range g {
 		xq, err := keep(b.Slice(x, 1, q*c, (q+1)*c))
@@ -202,27 +216,90 @@ func (s *scratch) free() {
 	}
 }
 
-// padZeros surrounds the last two axes of x with pad zeros on each side.
-func padZeros(b exec.Backend, x exec.Tensor, pad int, keep func(exec.Tensor, error) (exec.Tensor, error)) (exec.Tensor, error) {
-	if pad == 0 {
-		return x, nil
-	}
+// taps returns tap(i, j): the input positions filter tap (i, j) reads for
+// each of the H × W outputs, [B, C, H, W], from x zero-padded as p says.
+// A stride s reads every s-th position: the padded input, widened with
+// zeros to a multiple of the strides, is read as [B, C, ·/sh, sh, ·/sw,
+// sw], where tap (i, j) is one phase (i mod sh, j mod sw) of each axis,
+// offset by (i/sh, j/sw).
+func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W int, keep func(exec.Tensor, error) (exec.Tensor, error)) (func(i, j int) (exec.Tensor, error), error) {
+	ph, pw, sh, sw := p.axes()
 	xs := x.Shape()
-	f := x.Format()
-	zeros := func(shape []int) (exec.Tensor, error) {
-		return keep(b.Upload(make([]float32, exec.Numel(shape)), shape, f))
-	}
-	side, err := zeros([]int{xs[0], xs[1], xs[2], pad})
+	// sh − 1 and sw − 1 spare zeros at the end: the rounding up
+	padded, err := padZeros(b, x, [2][2]int{{ph, ph + sh - 1}, {pw, pw + sw - 1}}, keep)
 	if err != nil {
 		return nil, err
 	}
-	wide, err := keep(b.Concat([]exec.Tensor{side, x, side}, 3))
+	if sh == 1 && sw == 1 {
+		return func(i, j int) (exec.Tensor, error) {
+			r, err := keep(b.Slice(padded, 2, i, i+H))
+			if err != nil {
+				return nil, err
+			}
+			return keep(b.Slice(r, 3, j, j+W))
+		}, nil
+	}
+	hs, ws := (xs[2]+2*ph+sh-1)/sh, (xs[3]+2*pw+sw-1)/sw
+	if padded, err = keep(b.Slice(padded, 2, 0, hs*sh)); err != nil {
+		return nil, err
+	}
+	if padded, err = keep(b.Slice(padded, 3, 0, ws*sw)); err != nil {
+		return nil, err
+	}
+	grid, err := keep(b.Reshape(padded, []int{xs[0], xs[1], hs, sh, ws, sw}))
 	if err != nil {
 		return nil, err
 	}
-	top, err := zeros([]int{xs[0], xs[1], pad, xs[3] + 2*pad})
-	if err != nil {
-		return nil, err
+	return func(i, j int) (exec.Tensor, error) {
+		r, err := keep(b.Slice(grid, 3, i%sh, i%sh+1))
+		if err != nil {
+			return nil, err
+		}
+		if r, err = keep(b.Slice(r, 2, i/sh, i/sh+H)); err != nil {
+			return nil, err
+		}
+		if r, err = keep(b.Slice(r, 5, j%sw, j%sw+1)); err != nil {
+			return nil, err
+		}
+		if r, err = keep(b.Slice(r, 4, j/sw, j/sw+W)); err != nil {
+			return nil, err
+		}
+		return keep(b.Reshape(r, []int{xs[0], xs[1], H, W}))
+	}, nil
+}
+
+// padZeros surrounds the last two axes of x with zeros: pad[0] before
+// and after H, pad[1] before and after W.
+func padZeros(b exec.Backend, x exec.Tensor, pad [2][2]int, keep func(exec.Tensor, error) (exec.Tensor, error)) (exec.Tensor, error) {
+	zeros := func(ax, n int) (exec.Tensor, error) {
+		shape := slices.Clone(x.Shape())
+		shape[ax] = n
+		return keep(b.Upload(make([]float32, exec.Numel(shape)), shape, x.Format()))
 	}
-	return keep(b.Concat([]exec.Tensor{top, wide, top}, 2))
+	for a, pp := range pad {
+		if pp == [2]int{} {
+			continue
+		}
+		ax := 2 + a
+		parts := []exec.Tensor{x}
+		if pp[0] > 0 {
+			z, err := zeros(ax, pp[0])
+			if err != nil {
+				return nil, err
+			}
+			parts = append([]exec.Tensor{z}, parts...)
+		}
+		if pp[1] > 0 {
+			z, err := zeros(ax, pp[1])
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, z)
+		}
+		var err error
+		if x, err = keep(b.Concat(parts, ax)); err != nil {
+			return nil, err
+		}
+	}
+	return x, nil
 }

@@ -10,12 +10,14 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// refConv2D is torch's conv2d of stride 1 written out: zeros padded on
-// every side, group q's channels through its filters, sums in f64.
-func refConv2D(x, w, bias []float32, xs, ws []int, pad, groups int) []float32 {
+// refConv2D is torch's conv2d written out: zeros padded on every side,
+// group q's channels through its filters at every stride-th position,
+// sums in f64.
+func refConv2D(x, w, bias []float32, xs, ws []int, groups int, p ConvParams) []float32 {
+	ph, pw, sh, sw := p.axes()
 	B, C, H, W := xs[0], xs[1], xs[2], xs[3]
 	O, cg, kh, kw := ws[0], ws[1], ws[2], ws[3]
-	oh, ow := H+2*pad-kh+1, W+2*pad-kw+1
+	oh, ow := (H+2*ph-kh)/sh+1, (W+2*pw-kw)/sw+1
 	og := O / groups
 	out := make([]float32, B*O*oh*ow)
 	for b := range B {
@@ -31,7 +33,7 @@ func refConv2D(x, w, bias []float32, xs, ws []int, pad, groups int) []float32 {
 						ci := q*cg + c
 						for a := range kh {
 							for d := range kw {
-								y, z := i+a-pad, j+d-pad
+								y, z := i*sh+a-ph, j*sw+d-pw
 								if y < 0 || y >= H || z < 0 || z >= W {
 									continue
 								}
@@ -49,8 +51,10 @@ func refConv2D(x, w, bias []float32, xs, ws []int, pad, groups int) []float32 {
 
 // TestGroupedConv2D: a convolution of any group count dividing the
 // channels and the filters (4 groups of a 1-row image: a grouped conv1d;
-// depthwise with two filters per channel) matches the direct sum, and a
-// count that does not divide them is refused.
+// depthwise with two filters per channel), of stride 1 or more (an
+// overlapping patch embedding's 7×7 of stride 4, pad 3; a stride that
+// leaves positions unread) matches the direct sum, and a count that does
+// not divide them is refused.
 func TestGroupedConv2D(t *testing.T) {
 	f32 := precision.F32
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -62,18 +66,24 @@ func TestGroupedConv2D(t *testing.T) {
 		return v
 	}
 	cases := []struct {
-		x, w       []int
-		pad, group int
+		x, w               []int
+		pad, group, stride int
+		seq                bool
 	}{
-		{[]int{1, 8, 1, 11}, []int{8, 2, 1, 4}, 2, 4}, // conv1d as a 1-row image, even kernel
-		{[]int{2, 6, 5, 5}, []int{9, 2, 3, 3}, 1, 3},  // more filters than channels
-		{[]int{1, 4, 4, 4}, []int{8, 1, 3, 3}, 1, 4},  // depthwise, two filters per channel
-		{[]int{1, 4, 3, 3}, []int{4, 4, 3, 3}, 1, 1},  // groups 1
-		{[]int{1, 4, 3, 3}, []int{4, 1, 3, 3}, 0, 4},  // depthwise
-		{[]int{1, 6, 2, 7}, []int{6, 3, 1, 3}, 1, 2},  // two groups, bias-free below
+		{[]int{1, 8, 1, 11}, []int{8, 2, 1, 4}, 2, 4, 1, false},  // conv1d as a 1-row image, even kernel
+		{[]int{2, 6, 5, 5}, []int{9, 2, 3, 3}, 1, 3, 1, false},   // more filters than channels
+		{[]int{1, 4, 4, 4}, []int{8, 1, 3, 3}, 1, 4, 1, false},   // depthwise, two filters per channel
+		{[]int{1, 4, 3, 3}, []int{4, 4, 3, 3}, 1, 1, 1, false},   // groups 1
+		{[]int{1, 4, 3, 3}, []int{4, 1, 3, 3}, 0, 4, 1, false},   // depthwise
+		{[]int{1, 3, 16, 16}, []int{5, 3, 7, 7}, 3, 1, 4, false}, // overlapping patches, stride 4
+		{[]int{2, 4, 9, 7}, []int{4, 1, 3, 3}, 1, 4, 2, false},   // depthwise, stride 2, odd sizes
+		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 0, 2, 5, false},  // a strided grouped conv1d, the tail unread
+		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 3, 2, 5, true},   // conv1d: pad and stride along L alone
+		{[]int{1, 6, 2, 7}, []int{6, 3, 1, 3}, 1, 2, 1, false},   // two groups, bias-free below
 	}
 	for k, c := range cases {
-		name := fmt.Sprintf("x%v w%v groups %d", c.x, c.w, c.group)
+		stride := max(c.stride, 1)
+		name := fmt.Sprintf("x%v w%v groups %d stride %d", c.x, c.w, c.group, stride)
 		x, w := fill(exec.Numel(c.x)), fill(exec.Numel(c.w))
 		var bias []float32
 		ins := map[string]*Value{"x": in("x", Input, f32, c.x, x...), "w": in("w", Input, f32, c.w, w...)}
@@ -83,8 +93,8 @@ func TestGroupedConv2D(t *testing.T) {
 			ins["b"] = in("b", Input, f32, []int{c.w[0]}, bias...)
 			names[2] = "b"
 		}
-		got, _ := runOne(t, Node{Op: OpConv2D, In: names, Spec: exec.Out(f32), Attrs: Attrs{Conv: ConvParams{Pad: c.pad, Groups: c.group}}}, ins)
-		want := refConv2D(x, w, bias, c.x, c.w, c.pad, c.group)
+		got, _ := runOne(t, Node{Op: OpConv2D, In: names, Spec: exec.Out(f32), Attrs: Attrs{Conv: ConvParams{Pad: c.pad, Groups: c.group, Stride: c.stride, Seq: c.seq}}}, ins)
+		want := refConv2D(x, w, bias, c.x, c.w, c.group, ConvParams{Pad: c.pad, Stride: c.stride, Seq: c.seq})
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
 		}

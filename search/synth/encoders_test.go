@@ -22,36 +22,88 @@ func randomVal(rng *rand.Rand, origin string, shape ...int) *val {
 	return v
 }
 
-// TestFitStridedConv1D: a 1-D convolution of stride 2 and padding 1 (an
-// audio encoder's downsampling conv) is the stride-1 convolution's every
-// second position.
+// TestFitStridedConv1D: 1-D convolutions of stride 2 and padding 1 (an
+// audio encoder's downsampling conv) and of stride 16 with a padding the
+// stride does not divide (a raw waveform's first conv) are found at their
+// stride and padding.
 func TestFitStridedConv1D(t *testing.T) {
-	const c, o, l, k, stride, pad = 3, 4, 20, 5, 2, 1
-	rng := rand.New(rand.NewPCG(1, 5))
-	x, w, b := randomVal(rng, "x", 1, c, l), randomVal(rng, "w", o, c, k), randomVal(rng, "b", o)
-	w.param, b.param = true, true
-	lt := (l+2*pad-k)/stride + 1
-	want := make([]float32, o*lt)
-	for oc := range o {
-		for j := range lt {
-			acc := float64(b.data[oc])
-			for ic := range c {
-				for tap := range k {
-					if p := j*stride + tap - pad; p >= 0 && p < l {
-						acc += float64(x.data[ic*l+p]) * float64(w.data[(oc*c+ic)*k+tap])
+	for _, tc := range []struct{ c, o, l, k, stride, pad int }{
+		{3, 4, 20, 5, 2, 1},
+		{1, 4, 300, 31, 16, 3},
+	} {
+		rng := rand.New(rand.NewPCG(1, 5))
+		x, w, b := randomVal(rng, "x", 1, tc.c, tc.l), randomVal(rng, "w", tc.o, tc.c, tc.k), randomVal(rng, "b", tc.o)
+		w.param, b.param = true, true
+		lt := (tc.l+2*tc.pad-tc.k)/tc.stride + 1
+		want := make([]float32, tc.o*lt)
+		for oc := range tc.o {
+			for j := range lt {
+				acc := float64(b.data[oc])
+				for ic := range tc.c {
+					for tap := range tc.k {
+						if p := j*tc.stride + tap - tc.pad; p >= 0 && p < tc.l {
+							acc += float64(x.data[ic*tc.l+p]) * float64(w.data[(oc*tc.c+ic)*tc.k+tap])
+						}
 					}
 				}
+				want[oc*lt+j] = float32(acc)
 			}
-			want[oc*lt+j] = float32(acc)
+		}
+		s, _, target := planted(t, precision.F32, []int{1, tc.o, lt}, want)
+		got := s.fitConv1D(x, []*val{w, b}, target)
+		if got == nil {
+			t.Fatalf("%+v: not explained", tc)
+		}
+		if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
+			t.Errorf("%+v: rel-RMS %.3g (%s)", tc, e, got.from.label)
 		}
 	}
-	s, _, target := planted(t, precision.F32, []int{1, o, lt}, want)
-	got := s.fitConv1D(x, []*val{w, b}, target)
-	if got == nil {
-		t.Fatal("not explained")
-	}
-	if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
-		t.Errorf("rel-RMS %.3g (%s)", e, got.from.label)
+}
+
+// TestFitStridedConv2D: an overlapping patch embedding (7×7, stride 4,
+// pad 3) and a depthwise downsampling 3×3 of stride 2 are found by the
+// conv fit at their stride and padding.
+func TestFitStridedConv2D(t *testing.T) {
+	for _, tc := range []struct{ c, o, cg, h, k, stride, pad int }{
+		{3, 5, 3, 16, 7, 4, 3},
+		{4, 4, 1, 9, 3, 2, 1},
+	} {
+		rng := rand.New(rand.NewPCG(2, uint64(tc.k)))
+		x, w, b := randomVal(rng, "x", 1, tc.c, tc.h, tc.h), randomVal(rng, "w", tc.o, tc.cg, tc.k, tc.k), randomVal(rng, "b", tc.o)
+		w.param, b.param = true, true
+		oh := (tc.h+2*tc.pad-tc.k)/tc.stride + 1
+		per := tc.o / (tc.c / tc.cg)
+		want := make([]float32, tc.o*oh*oh)
+		for oc := range tc.o {
+			for i := range oh {
+				for j := range oh {
+					acc := float64(b.data[oc])
+					for ic := range tc.cg {
+						ch := oc/per*tc.cg + ic
+						for a := range tc.k {
+							for d := range tc.k {
+								y, z := i*tc.stride+a-tc.pad, j*tc.stride+d-tc.pad
+								if y >= 0 && y < tc.h && z >= 0 && z < tc.h {
+									acc += float64(x.data[(ch*tc.h+y)*tc.h+z]) * float64(w.data[((oc*tc.cg+ic)*tc.k+a)*tc.k+d])
+								}
+							}
+						}
+					}
+					want[(oc*oh+i)*oh+j] = float32(acc)
+				}
+			}
+		}
+		s, _, target := planted(t, precision.F32, []int{1, tc.o, oh, oh}, want)
+		got := s.fitConv2D(x, []*val{w, b}, target)
+		if got == nil {
+			t.Fatalf("%+v: not explained", tc)
+		}
+		if e := relRMS(precision.F32, got.data, want); e > 1e-6 {
+			t.Errorf("%+v: rel-RMS %.3g (%s)", tc, e, got.from.label)
+		}
+		if c := got.from.attrs.Conv; c.Stride != tc.stride || c.Pad != tc.pad {
+			t.Errorf("%+v: stride %d pad %d", tc, c.Stride, c.Pad)
+		}
 	}
 }
 

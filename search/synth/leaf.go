@@ -892,7 +892,8 @@ func (s *synth) fitPointConv(x *val, params []*val, t *val) *val {
 // fitConv2D explains a convolution of stride 1 that keeps or shrinks the
 // image by its kernel (not a patch embedding): x [B, C, H, W], w [O, C/g,
 // kh, kw], g read off the weight's shape (convGroups), the padding read
-// off the output's size.
+// off the output's size; a strided one where no stride-1 padding gives
+// the output's size (fitStridedConv2D).
 func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	w := params[0]
 	if len(w.shape) != 4 || len(x.shape) != 4 || len(t.shape) != 4 || t.shape[1] != w.shape[0] {
@@ -905,7 +906,7 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
 	padW2 := t.shape[3] - x.shape[3] + w.shape[3] - 1
 	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
-		return nil
+		return s.fitStridedConv2D(x, w, bias, t)
 	}
 	groups := convGroups(x, w)
 	if groups == 0 {
@@ -1054,50 +1055,73 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	return v
 }
 
-// fitStridedConv1D explains a 1-D convolution of stride 2…8 (an audio
-// encoder's feature extractor, Whisper's second conv): the stride-1
-// convolution at the padding the output's length allows, then every
-// stride-th position, gathered at a constant pattern of rows.
+// fitStridedConv1D explains a 1-D convolution of stride 2 or more (an
+// audio encoder's feature extractor, Whisper's second conv, a raw
+// waveform's first conv of stride 64): every stride and padding the
+// output's length allows, strides up to the kernel's width (at least 8),
+// as a conv1d of x read as [B, C, 1, L].
 func (s *synth) fitStridedConv1D(x, w, bias, t *val) *val {
 	b, l, k, lt := x.shape[0], x.shape[2], w.shape[2], t.shape[2]
 	groups := convGroups(x, w)
 	if groups == 0 || lt < 2 {
 		return nil
 	}
-	o := w.shape[0]
-	for stride := 2; stride <= 8; stride++ {
+	img := s.reshape(x, []int{b, x.shape[1], 1, l})
+	w4 := s.reshape(w, []int{w.shape[0], w.shape[1], 1, k})
+	if img == nil || w4 == nil {
+		return nil
+	}
+	var cands []*expr
+	for stride := 2; stride <= max(k, 8); stride++ {
 		for pad := 0; pad <= k/2; pad++ {
-			l1 := l + 2*pad - k + 1
-			if l1 < 1 || (l1-1)/stride+1 != lt {
+			if d := l + 2*pad - k; d < 0 || d/stride+1 != lt {
 				continue
 			}
-			img := s.reshape(x, []int{b, x.shape[1], 1, l})
-			w4 := s.reshape(w, []int{o, w.shape[1], 1, k})
-			conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad, Groups: groups}}, args: []*val{img, w4, bias}, out: t.format,
-				label: fmt.Sprintf("conv1d %d pad %d groups %d", k, pad, groups)})
-			row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: pad, End: pad + 1}, args: []*val{conv}, out: t.format, label: "the sequence's row"})
-			rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(row, []int{b, o, l1})}, out: t.format, label: "channels last"})
-			if rows == nil {
-				return nil
+			p := program.ConvParams{Pad: pad, Groups: groups, Stride: stride, Seq: true}
+			conv := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{img, w4, bias}, out: t.format,
+				label: fmt.Sprintf("conv1d %d stride %d pad %d groups %d", k, stride, pad, groups)})
+			if conv != nil {
+				cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{conv}, out: t.format, label: conv.from.label})
 			}
-			ids := &val{shape: []int{b * lt}, data: make([]float32, b*lt), format: precision.F32, origin: t.origin + "/strided", intType: true}
-			for bi := range b {
-				for j := range lt {
-					ids.data[bi*lt+j] = float32(bi*l1 + j*stride)
-				}
-			}
-			g := s.derive(&expr{op: program.OpGather, args: []*val{s.reshape(rows, []int{b * l1, o}), ids}, out: t.format, label: fmt.Sprintf("every %d-th position", stride)})
-			v, ev := s.best(t, []*expr{{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{s.reshape(g, []int{b, lt, o})}, out: t.format,
-				label: fmt.Sprintf("conv1d %d stride %d pad %d", k, stride, pad)}})
-			if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
-				continue
-			}
-			s.em.constant(ids, fmt.Sprintf("every %d-th position of the stride-1 convolution: a stride, made from the request's length", stride))
-			v.fit = &leafFit{kind: "conv", candidates: ev}
-			return v
 		}
 	}
-	return nil
+	v, ev := s.best(t, cands)
+	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
+}
+
+// fitStridedConv2D explains a 2-D convolution of one stride of 2 or more
+// along both axes whose kernel overlaps (kernel ≠ stride: an overlapping
+// patch embedding's 7×7 of stride 4, a downsampling 3×3 of stride 2):
+// every stride and padding both output sizes allow, strides up to the
+// kernel's size.
+func (s *synth) fitStridedConv2D(x, w, bias, t *val) *val {
+	groups := convGroups(x, w)
+	if groups == 0 || len(x.shape) != 4 || len(t.shape) != 4 || t.shape[0] != x.shape[0] || t.shape[1] != w.shape[0] {
+		return nil
+	}
+	k := max(w.shape[2], w.shape[3])
+	var cands []*expr
+	for stride := 2; stride <= k; stride++ {
+		for pad := 0; pad <= k/2; pad++ {
+			dh, dw := x.shape[2]+2*pad-w.shape[2], x.shape[3]+2*pad-w.shape[3]
+			if dh < 0 || dw < 0 || dh/stride+1 != t.shape[2] || dw/stride+1 != t.shape[3] {
+				continue
+			}
+			p := program.ConvParams{Pad: pad, Groups: groups, Stride: stride}
+			cands = append(cands, &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: p}, args: []*val{x, w, bias}, out: t.format,
+				label: fmt.Sprintf("conv %dx%d stride %d pad %d groups %d", w.shape[2], w.shape[3], stride, pad, groups)})
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
 }
 
 // convGroups is the group count of a convolution of x [B, C, ..] by w
