@@ -209,11 +209,21 @@ def capture(case, outdir, small=False):
     done = []
     runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
     for tag, dtype, device in runs[:1] if small else runs:
+        # built under the run's default dtype, as from_pretrained(dtype=...) builds: the buffers a
+        # module makes in __init__ (a relative-coordinates table, a sinusoid) in that dtype
+        torch.set_default_dtype(dtype)
+        try:
+            if case in TIMM:
+                model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
+            else:
+                model, cfg = class_model(case) if case in CLASSES else hf_model(case, small)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        for p in model.parameters():  # drawn in f32 and placed as before; only the buffers keep the dtype
+            p.data = p.data.float()
         if case in TIMM:
-            model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
             x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
         else:
-            model, cfg = class_model(case) if case in CLASSES else hf_model(case, small)
             name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
             prod = {"library": "transformers", "model_type": cfg.model_type or case}
         n = sum(p.numel() for p in model.parameters())

@@ -57,7 +57,8 @@ func convShape(x, w []int, p ConvParams) ([]int, error) {
 // input padded with zeros, each filter tap a slice of it. Groups 1: the
 // taps gathered as columns (c, i, j) and one Linear against w [O, C·kh·kw]
 // (f32 accumulation, rounded once to s.Out); depthwise: Σ taps · w[c, i, j]
-// in f32, the bias added, rounded once to s.Out; other group counts: each
+// in f32, the bias added, rounded once to s.Out (RoundBeforeBias, both:
+// the sum rounded to s.Out before the bias is added); other group counts: each
 // group's channels through its filters as groups 1 (groupedConv).
 func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec) (exec.Tensor, error) {
 	xs, ws := x.Shape(), w.Shape()
@@ -149,6 +150,13 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 		bb, err := keep(b.Reshape(bias, []int{1, C, 1, 1}))
 		if err != nil {
 			return nil, err
+		}
+		if s.Has(exec.RoundBeforeBias) {
+			// the sum rounded, then the bias added in the output's format
+			if acc, err = keep(b.Cast(acc, s.Out)); err != nil {
+				return nil, err
+			}
+			return b.Add(acc, bb, exec.Out(s.Out))
 		}
 		if acc, err = keep(b.Add(acc, bb, f32)); err != nil {
 			return nil, err

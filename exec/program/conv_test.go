@@ -108,3 +108,45 @@ func TestGroupedConv2D(t *testing.T) {
 		t.Error("4 groups of 6 channels: no error")
 	}
 }
+
+// TestConvRoundBeforeBias: under RoundBeforeBias a bf16 convolution's sum
+// is rounded before the bias is added, in the output's format (cuDNN's
+// convolutions), for groups 1 and depthwise alike; without it the sum and
+// the bias are rounded once together, and the two differ somewhere.
+func TestConvRoundBeforeBias(t *testing.T) {
+	bf := precision.BF16
+	rng := rand.New(rand.NewPCG(4, 4))
+	fill := func(n int, scale float64) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = bf.Round(float32(rng.NormFloat64() * scale))
+		}
+		return v
+	}
+	for _, c := range []struct {
+		x, w        []int
+		groups, pad int
+	}{
+		{[]int{1, 3, 8, 8}, []int{4, 3, 3, 3}, 1, 1},
+		{[]int{1, 4, 6, 6}, []int{4, 1, 3, 3}, 4, 1},
+	} {
+		x, w, bias := fill(exec.Numel(c.x), 1), fill(exec.Numel(c.w), 1), fill(c.w[0], 3)
+		ins := map[string]*Value{"x": in("x", Input, bf, c.x, x...), "w": in("w", Input, bf, c.w, w...), "b": in("b", Input, bf, []int{c.w[0]}, bias...)}
+		p := ConvParams{Pad: c.pad, Groups: c.groups}
+		sums := refConv2D(x, w, nil, c.x, c.w, c.groups, p)
+		per := len(sums) / c.w[0]
+		early, _ := runOne(t, Node{Op: OpConv2D, In: []string{"x", "w", "b"}, Spec: exec.Spec{Out: bf, Round: exec.RoundBeforeBias}, Attrs: Attrs{Conv: p}}, ins)
+		once, _ := runOne(t, Node{Op: OpConv2D, In: []string{"x", "w", "b"}, Spec: exec.Out(bf), Attrs: Attrs{Conv: p}}, ins)
+		differ := false
+		for i, s := range sums {
+			o := i / per % c.w[0]
+			if want := bf.Round(bf.Round(s) + bias[o]); early[i] != want {
+				t.Fatalf("groups %d: [%d] = %v, want round(round(Σ) + b) = %v", c.groups, i, early[i], want)
+			}
+			differ = differ || early[i] != once[i]
+		}
+		if !differ {
+			t.Errorf("groups %d: rounding before the bias changes nothing: the plant does not tell them apart", c.groups)
+		}
+	}
+}

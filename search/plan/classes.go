@@ -178,6 +178,10 @@ func classCandidates(class, acts string) []Candidate {
 			maths = append(maths, "tensor_core")
 		}
 		specs = product([]string{""}, []string{"", "before_bias"}, maths)
+	case "conv2d":
+		// the bias added after the sum is rounded (cuDNN's convolutions:
+		// the bias a separate step in the activations' format), or once
+		specs = product([]string{""}, []string{"", "before_bias"}, []string{""})
 	case "attention":
 		specs = product([]string{""}, []string{"", "weights", "probs", "scores", "scores|probs", "scores|weights", "scores|probs|accum"}, exp)
 		if acts != "f32" {
@@ -278,7 +282,7 @@ func tableLabel(t *semantics.RopeTableFormats) string {
 // Classes lists the op classes the search knows, in the order it reports
 // them.
 func Classes() []string {
-	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "rope", "attention",
+	return []string{"timestep_embed", "rope_table", "norm", "modulate", "linear", "conv2d", "rope", "attention",
 		"act", "glu", "gated_residual", "experts", "mean", "add", "mul", "sub", "div", "minimum", "maximum", ClassEulerStep, ClassTimestepCast}
 }
 
