@@ -100,6 +100,14 @@ func TestStridedConvolutionsOfAPaddedSequence(t *testing.T) {
 			{ID: 2, Step: &step, Module: "m.up", Parent: &root, Type: "ConvTranspose1d", Params: []string{"m.up.weight", "m.up.bias"},
 				Tensors: trace.Ports{{Name: "arg0", Key: "s0/m.up/arg0"}, {Name: "out", Key: "s0/m.up/out"}}},
 		}}
+	completeReading(t, pt, m, 1e-6, "param:m.conv.weight", "param:m.up.weight", "param:m.up.bias")
+}
+
+// completeReading discovers the planted trace of manifest m and checks
+// that the document is complete, that its output reads each of the
+// values named, and that it generates the output within bound.
+func completeReading(t *testing.T, pt *plantedTrace, m *trace.Manifest, bound float64, reads ...string) {
+	t.Helper()
 	tr, path := pt.open(m), pt.path
 	res, err := Discover(context.Background(), tr, path, Options{})
 	if err != nil {
@@ -108,12 +116,12 @@ func TestStridedConvolutionsOfAPaddedSequence(t *testing.T) {
 	if !res.Complete() {
 		t.Fatalf("not complete: %v", res.Doc.Undetermined)
 	}
-	for _, p := range []string{"param:m.conv.weight", "param:m.up.weight", "param:m.up.bias"} {
+	for _, p := range reads {
 		if !outputReads(res, p) {
 			t.Errorf("the program's output does not read %s", p)
 		}
 	}
-	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
+	if rel := generate(t, res.Doc, tr); rel > bound {
 		t.Errorf("generated output rel-RMS %.3g", rel)
 	}
 }

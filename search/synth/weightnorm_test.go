@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -121,20 +120,5 @@ func TestParametrizedGroupedConv(t *testing.T) {
 			{ID: 3, Step: &step, Module: "m.conv.p.0", Parent: &pl, Type: "N",
 				Tensors: trace.Ports{{Name: "arg0", Key: "s0/m.conv.p.0/arg0"}, {Name: "arg1", Key: "s0/m.conv.p.0/arg1"}, {Name: "out", Key: "s0/m.conv.p.0/out"}}},
 		}}
-	tr, path := pt.open(m), pt.path
-	res, err := Discover(context.Background(), tr, path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Complete() {
-		t.Fatalf("not complete: %v", res.Doc.Undetermined)
-	}
-	for _, p := range []string{"param:m.conv.p.original0", "param:m.conv.p.original1", "param:m.conv.bias"} {
-		if !outputReads(res, p) {
-			t.Errorf("the program's output does not read %s", p)
-		}
-	}
-	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
-		t.Errorf("generated output rel-RMS %.3g", rel)
-	}
+	completeReading(t, pt, m, 1e-6, "param:m.conv.p.original0", "param:m.conv.p.original1", "param:m.conv.bias")
 }
