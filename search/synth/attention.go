@@ -498,6 +498,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		bias := biases(sc, ch.q, ch.k)
 		bias = append(bias, s.summedBiases(bias, ch.q.shape[0])...)
+		bias = append(bias, s.queryPositionBiases(sc, ch)...)
 		switch pass {
 		case refinePairwise:
 			masks = s.queryMasks(sc, ch.q, ch.k)
