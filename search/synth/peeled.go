@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
@@ -22,6 +23,10 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	s.peeling = true
 	defer func() { s.peeling = false }()
 	tol := tolerance(t.format)
+	// the first sum near exact wins; else the nearest within tolerance (a
+	// term peeled off a much larger one leaves the other to a rounding)
+	var best *val
+	bestErr := math.Inf(1)
 	for _, b := range s.addends(t, vals) {
 		rest := s.minus(t, b)
 		a := s.glueIn(rest, sc)
@@ -29,18 +34,25 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 			continue
 		}
 		w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "a value added to an expression"}})
-		if w != nil && relRMS(t.format, w.data, t.data) <= tol && s.everyStep(w, t, tol) {
-			return w
+		if w == nil {
+			continue
+		}
+		if e := relRMS(t.format, w.data, t.data); e <= tol && e < bestErr && s.everyStep(w, t, tol) {
+			best, bestErr = w, e
+			if e <= looseFloor(t.format) {
+				break
+			}
 		}
 	}
-	return nil
+	return best
 }
 
 // addends are the values peeledAdd tries as the known term of t = a + b,
 // in t's shape or broadcast to it (a table of one frame's rows added to
 // every frame of a batch): the scope's parameters first (tables), then
 // its other values, most recent first, skipping values that are t itself
-// to the format's tolerance (a − nothing).
+// to the format's tolerance (a − nothing), then the parameters longer
+// than t on one axis cut to it (tableCuts).
 func (s *synth) addends(t *val, vals []*val) []*val {
 	tol := tolerance(t.format)
 	var params, others []*val
@@ -64,7 +76,7 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 			others = append(others, r)
 		}
 	}
-	out := append(params, others...)
+	out := append(append(params, others...), s.tableCuts(t, vals)...)
 	if len(out) > maxAddends {
 		out = out[:maxAddends]
 	}
@@ -167,4 +179,21 @@ func dropRows(d []float32, shape []int, ax, lo, hi int) []float32 {
 		out = append(out, d[o+hi*inner:o+dim*inner]...)
 	}
 	return out
+}
+
+// tableCuts are the parameters of t's rank longer than t on one axis and
+// equal on the rest, cut to t's length there at their start and at their
+// end: a position table with an entry for a class row the target has
+// not (its rows after the first added to the patches). Where the class
+// row is the larger term's peel, t − table is the small term to a
+// rounding of the sum only, which a narrow format's sum loses; the table
+// peeled leaves the large term, which survives it.
+func (s *synth) tableCuts(t *val, vals []*val) []*val {
+	var params []*val
+	for _, v := range vals {
+		if v.param && !v.opaque && !v.integral() && v.numel() > t.numel() {
+			params = append(params, v)
+		}
+	}
+	return s.windows(t, -1, params)
 }
