@@ -291,6 +291,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.rowsGathered(target, vals); v != nil {
 		return v
 	}
+	if v := s.classRowsApart(target, sc); v != nil {
+		return v
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxAddends bounds the values peeledAdd tries as the known term.
@@ -23,8 +24,9 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	s.peeling = true
 	defer func() { s.peeling = false }()
 	tol := tolerance(t.format)
-	// the first sum near exact wins; else the nearest within tolerance (a
-	// term peeled off a much larger one leaves the other to a rounding)
+	// the first sum near exact wins; in a narrow format, else the nearest
+	// within tolerance (a term peeled off a much larger one leaves the
+	// other to a rounding of the sum, which f32's is far inside)
 	var best *val
 	bestErr := math.Inf(1)
 	for _, b := range s.addends(t, vals) {
@@ -39,7 +41,7 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 		}
 		if e := relRMS(t.format, w.data, t.data); e <= tol && e < bestErr && s.everyStep(w, t, tol) {
 			best, bestErr = w, e
-			if e <= looseFloor(t.format) {
+			if e <= looseFloor(t.format) || t.format == precision.F32 {
 				break
 			}
 		}
