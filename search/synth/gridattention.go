@@ -36,22 +36,12 @@ func (s *synth) gridAttention(t *val, sc *scope) *val {
 		return nil
 	}
 	rows := prod(lead[1:])
-	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
-	for _, v := range sc.vals {
-		w := v
+	l := sc.mapped(func(v *val) *val {
 		if onGrid(v) {
-			if r := s.reshape(v, []int{lead[0], rows, v.shape[n-1]}); r != nil {
-				w = r
-			}
+			return s.reshape(v, []int{lead[0], rows, v.shape[n-1]})
 		}
-		l.vals = append(l.vals, w)
-		if sc.own[v] {
-			l.own[w] = true
-		}
-		if sc.arg[v] {
-			l.arg[w] = true
-		}
-	}
+		return nil
+	})
 	proxy := *t
 	proxy.shape = []int{lead[0], rows, t.shape[n-1]}
 	proxy.reshapedFrom = true

@@ -18,17 +18,7 @@ func TestSimplifyDropsFlatCap(t *testing.T) {
 	f := precision.F32
 	s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(f)}
 	rng := rand.New(rand.NewPCG(4, 9))
-	rnd := func(scale float64, shape ...int) *val {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := &val{shape: shape, data: make([]float32, n), format: f}
-		for i := range v.data {
-			v.data[i] = float32(scale * rng.NormFloat64())
-		}
-		return v
-	}
+	rnd := func(scale float64, shape ...int) *val { return normalVal(rng, f, scale, shape...) }
 	const sq, heads, d = 8, 2, 8
 	for _, tc := range []struct {
 		name      string
@@ -67,4 +57,17 @@ func TestSimplifyDropsFlatCap(t *testing.T) {
 			t.Errorf("%s: cap %g after simplify, want kept=%v", tc.name, ch.params.Softcap, tc.keep)
 		}
 	}
+}
+
+// normalVal is a value of shape, each entry scale·N(0, 1) in format f.
+func normalVal(rng *rand.Rand, f precision.Format, scale float64, shape ...int) *val {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	v := &val{shape: shape, data: make([]float32, n), format: f}
+	for i := range v.data {
+		v.data[i] = f.Round(float32(scale * rng.NormFloat64()))
+	}
+	return v
 }
