@@ -118,7 +118,7 @@ MORE_TIMM = {
 QWEN_VIS = dict(depth=2, num_heads=4, in_channels=3, patch_size=8, spatial_merge_size=2, temporal_patch_size=2)
 CLASSES = {
     "qwen2_vl_vision": ("qwen2_vl", "Qwen2VisionTransformerPretrainedModel", "Qwen2VLVisionConfig",
-                        dict(QWEN_VIS, embed_dim=64, hidden_size=64, mlp_ratio=1.5)),
+                        dict(QWEN_VIS, embed_dim=64, hidden_size=64, mlp_ratio=2)),
     "qwen2_5_vl_vision": ("qwen2_5_vl", "Qwen2_5_VisionTransformerPretrainedModel", "Qwen2_5_VLVisionConfig",
                           dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64, window_size=32,
                                fullatt_block_indexes=[1])),
@@ -209,9 +209,10 @@ def capture(case, outdir, small=False):
     done = []
     runs = [("f32", torch.float32, "cpu"), ("bf16", torch.bfloat16, "cuda" if torch.cuda.is_available() else "cpu")]
     for tag, dtype, device in runs[:1] if small else runs:
-        # built under the run's default dtype, as from_pretrained(dtype=...) builds: the buffers a
-        # module makes in __init__ (a relative-coordinates table, a sinusoid) in that dtype
-        torch.set_default_dtype(dtype)
+        # transformers: built under the run's default dtype, as from_pretrained(dtype=...) builds (the
+        # buffers a module makes in __init__, a relative-coordinates table, a sinusoid, in that dtype);
+        # timm: built in f32 and moved with .to(dtype) (every floating buffer cast, below)
+        torch.set_default_dtype(torch.float32 if case in TIMM else dtype)
         try:
             if case in TIMM:
                 model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
@@ -231,6 +232,8 @@ def capture(case, outdir, small=False):
             raise ValueError(f"{n} parameters: its config ignores the small sizes")
         randomize(model, torch.Generator().manual_seed(1))
         model = place(model.eval(), dtype, device)
+        if case in TIMM:
+            model = model.to(dtype)
         x = x.to(device=device, dtype=dtype)
         extra = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
                  for k, v in extra.items()}

@@ -44,13 +44,22 @@ func (s *synth) attention(t *val, sc *scope) *val { return s.attentionOf(t, sc, 
 // of other row counts too (keys and values joined from two streams);
 // integer values (ids, indices) are left as they are, and so is the rest.
 func (s *synth) batchOfOne(sc *scope, rows int, any bool) *scope {
+	return sc.mapped(func(v *val) *val {
+		if !v.opaque && (len(v.shape) == 2 || len(v.shape) == 3) && !v.integral() && v.shape[0] > 1 && (any || v.shape[0] == rows) {
+			return s.reshape(v, append([]int{1}, v.shape...))
+		}
+		return nil
+	})
+}
+
+// mapped is sc with each value v replaced by f(v) where that is not nil,
+// own and argument as v was.
+func (sc *scope) mapped(f func(*val) *val) *scope {
 	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 	for _, v := range sc.vals {
 		w := v
-		if !v.opaque && (len(v.shape) == 2 || len(v.shape) == 3) && !v.integral() && v.shape[0] > 1 && (any || v.shape[0] == rows) {
-			if r := s.reshape(v, append([]int{1}, v.shape...)); r != nil {
-				w = r
-			}
+		if r := f(v); r != nil {
+			w = r
 		}
 		l.vals = append(l.vals, w)
 		if sc.own[v] {
@@ -498,6 +507,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		bias := biases(sc, ch.q, ch.k)
 		bias = append(bias, s.summedBiases(bias, ch.q.shape[0])...)
+		bias = append(bias, s.queryPositionBiases(sc, ch)...)
 		switch pass {
 		case refinePairwise:
 			masks = s.queryMasks(sc, ch.q, ch.k)

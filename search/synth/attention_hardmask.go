@@ -36,8 +36,10 @@ func hardMask(v *val) bool {
 // it holds any: a choice whose operands are right scores far off without
 // the mask (a banded window over a few keys), as far as wrong operands do,
 // and rounding noise in a narrow format then decides which choices reach
-// the refinement slots. Scores are not changed: the refinement still
-// searches mask, window and bias for each choice it takes.
+// the refinement slots. The same holds under a bias made from the
+// queries and a grid's tables (queryPositionBiases), which can move the
+// scores as far. Scores are not changed: the refinement still searches
+// mask, window and bias for each choice it takes.
 func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	if len(all) < 2 {
 		return
@@ -48,10 +50,8 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	for i := range n {
 		ch := all[i]
 		key[i] = ch.score
-		for _, b := range biases(sc, ch.q, ch.k) {
-			if !hardMask(b) {
-				continue
-			}
+		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) })
+		for _, b := range append(bs, s.queryPositionBiases(sc, ch)...) {
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, b, ch.sinks}, out: t.format}
 			sc := math.Inf(1)
 			if ch.q.shape[1] == t.shape[1] {

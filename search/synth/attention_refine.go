@@ -387,8 +387,14 @@ func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float6
 		return append(out, float64(x))
 	}
 	limit := math.Max(1.05*ch.score, tol/2)
+	caps := near(ch.params.Softcap)
+	if ch.params.Softcap != 0 {
+		// no cap at all first: a cap far above the scores bends them
+		// less than a narrow format's rounding does, and fits that
+		caps = append([]float64{0}, caps...)
+	}
 	for _, sc := range near(ch.params.Scale) {
-		for _, cap := range near(ch.params.Softcap) {
+		for _, cap := range caps {
 			p := ch.params
 			p.Scale, p.Softcap = float32(sc), float32(cap)
 			if p == ch.params {

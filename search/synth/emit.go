@@ -94,6 +94,10 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 	if v.name != "" {
 		return v.name, nil
 	}
+	if v.from == nil && !v.opaque && v.constNote != "" {
+		em.constant(v, v.constNote)
+		return v.name, nil
+	}
 	if v.from == nil {
 		if !v.opaque {
 			return "", fmt.Errorf("value %s is neither bound nor computed", v)

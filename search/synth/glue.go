@@ -161,6 +161,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.attention(target, sc); v != nil {
 		return v
 	}
+	if v := s.gridAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.jointAttention(target, sc); v != nil {
 		return v
 	}
@@ -286,6 +289,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if v := s.rowsGathered(target, vals); v != nil {
+		return v
+	}
+	if v := s.classRowsApart(target, sc); v != nil {
 		return v
 	}
 	return nil

@@ -581,7 +581,10 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 	if v := s.groupedNorm(x, params, t); v != nil {
 		return v
 	}
-	return s.channelsFirstNorm(x, params, t)
+	if v := s.channelsFirstNorm(x, params, t); v != nil {
+		return v
+	}
+	return s.perPositionNorm(x, params, t)
 }
 
 // channelsFirstNorm explains a group norm over x [B, C, ...] with the

@@ -1,9 +1,11 @@
 package synth
 
 import (
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxAddends bounds the values peeledAdd tries as the known term.
@@ -22,6 +24,11 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	s.peeling = true
 	defer func() { s.peeling = false }()
 	tol := tolerance(t.format)
+	// the first sum near exact wins; in a narrow format, else the nearest
+	// within tolerance (a term peeled off a much larger one leaves the
+	// other to a rounding of the sum, which f32's is far inside)
+	var best *val
+	bestErr := math.Inf(1)
 	for _, b := range s.addends(t, vals) {
 		rest := s.minus(t, b)
 		a := s.glueIn(rest, sc)
@@ -29,18 +36,25 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 			continue
 		}
 		w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, b}, out: t.format, label: "a value added to an expression"}})
-		if w != nil && relRMS(t.format, w.data, t.data) <= tol && s.everyStep(w, t, tol) {
-			return w
+		if w == nil {
+			continue
+		}
+		if e := relRMS(t.format, w.data, t.data); e <= tol && e < bestErr && s.everyStep(w, t, tol) {
+			best, bestErr = w, e
+			if e <= looseFloor(t.format) || t.format == precision.F32 {
+				break
+			}
 		}
 	}
-	return nil
+	return best
 }
 
 // addends are the values peeledAdd tries as the known term of t = a + b,
 // in t's shape or broadcast to it (a table of one frame's rows added to
 // every frame of a batch): the scope's parameters first (tables), then
 // its other values, most recent first, skipping values that are t itself
-// to the format's tolerance (a − nothing).
+// to the format's tolerance (a − nothing), then the parameters longer
+// than t on one axis cut to it (tableCuts).
 func (s *synth) addends(t *val, vals []*val) []*val {
 	tol := tolerance(t.format)
 	var params, others []*val
@@ -64,7 +78,7 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 			others = append(others, r)
 		}
 	}
-	out := append(params, others...)
+	out := append(append(params, others...), s.tableCuts(t, vals)...)
 	if len(out) > maxAddends {
 		out = out[:maxAddends]
 	}
@@ -178,4 +192,21 @@ func (s *synth) peeledAddLate(t *val, sc *scope, vals []*val) *val {
 	s.late = false
 	defer func() { s.late = late }()
 	return s.peeledAdd(t, sc, vals)
+}
+
+// tableCuts are the parameters of t's rank longer than t on one axis and
+// equal on the rest, cut to t's length there at their start and at their
+// end: a position table with an entry for a class row the target has
+// not (its rows after the first added to the patches). Where the class
+// row is the larger term's peel, t − table is the small term to a
+// rounding of the sum only, which a narrow format's sum loses; the table
+// peeled leaves the large term, which survives it.
+func (s *synth) tableCuts(t *val, vals []*val) []*val {
+	var params []*val
+	for _, v := range vals {
+		if v.param && !v.opaque && !v.integral() && v.numel() > t.numel() {
+			params = append(params, v)
+		}
+	}
+	return s.windows(t, -1, params)
 }

@@ -418,3 +418,36 @@ func TestPeeledAddLate(t *testing.T) {
 		t.Error("the second pass's flag is not restored")
 	}
 }
+
+// TestPeeledTableCut: bf16 patches (entries near 3) plus a small position
+// table whose first row belongs to a class row the target has not (t =
+// patches + table[:, 1:]). Peeling the patches leaves the table only to a
+// rounding of the sum, far outside the table's own tolerance; the table's
+// last rows (tableCuts) must be peeled instead, leaving the patches to
+// that rounding, within theirs.
+func TestPeeledTableCut(t *testing.T) {
+	const n, c = 16, 32
+	bf := precision.BF16
+	rng := rand.New(rand.NewPCG(5, 8))
+	fill := func(scale float64, k int) []float32 {
+		out := make([]float32, k)
+		for i := range out {
+			out[i] = bf.Round(float32(scale * rng.NormFloat64()))
+		}
+		return out
+	}
+	pos := &val{shape: []int{1, n + 1, c}, data: fill(0.02, (n+1)*c), format: bf, origin: "pos", param: true}
+	patches := &val{shape: []int{1, n, c}, data: fill(3, n*c), format: bf, origin: "patches", seq: 10}
+	want := make([]float32, n*c)
+	for i := range want {
+		want[i] = bf.Round(patches.data[i] + pos.data[c+i])
+	}
+	s, sc, target := planted(t, bf, []int{1, n, c}, want, pos, patches)
+	got := s.peeledAdd(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(bf, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g, want 0 (%s)", e, got.from.label)
+	}
+}

@@ -37,10 +37,18 @@ type synth struct {
 	// sharedKV: sharedKVAttention's scan, keys and values one value of
 	// the scope (v as it is, or rotated as k is)
 	sharedKV bool
-	tr       *trace.Trace
-	ev       *evaluator
-	em       *emitter
-	params   map[string]*val
+	// splitting: classRowsApart is explaining a first row or the rest
+	// (no split inside it)
+	splitting bool
+	// grid: the grid gridAttention read its target's rows from (nil:
+	// none), for the biases made on it (queryPositionBiases)
+	grid []int
+	// relConsts: the offset patterns and resamplings those biases made
+	relConsts map[string]*val
+	tr        *trace.Trace
+	ev        *evaluator
+	em        *emitter
+	params    map[string]*val
 	// freqsRead: sinusoid frequency entries read off captures so far, by
 	// table (readTable), for sinusoids whose own captures do not decide
 	freqsRead map[freqKey]map[int]float32

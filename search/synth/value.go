@@ -61,6 +61,10 @@ type val struct {
 	// samples, the samples' rows end to end), each sample's rows turned
 	// by its own.
 	samples int
+	// constNote: a constant made by the search (an index pattern of a
+	// candidate that may lose), declared with this note only when a
+	// program first reads it
+	constNote string
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }

@@ -1,0 +1,248 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// queryPositionBiases are score biases made from the queries themselves
+// (decomposed relative positions: a query's content times a table of
+// offsets, per axis of the grid its rows are laid on): for a grid G1×…×Gn
+// of S rows, each axis a reads a parameter table R_a [L_a, D] (D the head
+// width), linearly resampled to 2·G_a − 1 rows where L_a differs, then
+// gathered at the fixed pattern idx[i, j] = i − j + G_a − 1 (or j − i +
+// G_a − 1) made from the grid's shape; bias_a[b, h, p, k] = Σ_c q[b, p,
+// h·D + c] · R_a[idx[p_a, k_a], c] (q as the choice reads it, unscaled),
+// the same for every key along the other axes; the bias is their sum,
+// [B, H, S, S]. The grid is the one a grid target was read from
+// (gridAttention), else every grid whose axes the tables' lengths give
+// (L = 2·G − 1). Keys must lie on the queries' grid. At most four: the
+// tables in scope order per axis, each orientation.
+func (s *synth) queryPositionBiases(sc *scope, ch attnChoice) []*val {
+	q, d := ch.q, ch.headDim
+	if d <= 0 || len(q.shape) != 3 || q.shape[2]%d != 0 || ch.k.shape[1] != q.shape[1] {
+		return nil
+	}
+	var tables []*val
+	for _, v := range sc.vals {
+		if !sc.own[v] && !v.opaque && !v.integral() && len(v.shape) == 2 && v.shape[1] == d && v.shape[0] >= 2 && !slices.Contains(tables, v) {
+			tables = append(tables, v)
+		}
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	grids := [][]int{s.grid}
+	if s.grid == nil {
+		grids = tableGrids(tables, q.shape[1])
+	}
+	var out []*val
+	for _, g := range grids {
+		if len(g) == 0 || prod(g) != q.shape[1] {
+			continue
+		}
+		for _, pick := range axisTables(tables, len(g)) {
+			for _, keyFirst := range []bool{false, true} {
+				if b := s.positionBias(q, d, g, pick, keyFirst); b != nil {
+					out = append(out, b)
+				}
+				if len(out) == 4 {
+					return out
+				}
+			}
+		}
+	}
+	return out
+}
+
+// tableGrids are the grids of n rows whose axes, in order, are read off
+// two or three of the tables' lengths (each odd, L = 2·G − 1).
+func tableGrids(tables []*val, n int) [][]int {
+	var out [][]int
+	for _, pick := range slices.Concat(axisTables(tables, 2), axisTables(tables, 3)) {
+		var g []int
+		for _, tb := range pick {
+			if tb.shape[0]%2 == 0 {
+				g = nil
+				break
+			}
+			g = append(g, (tb.shape[0]+1)/2)
+		}
+		if len(g) > 0 && prod(g) == n && !slices.ContainsFunc(out, func(h []int) bool { return slices.Equal(g, h) }) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// axisTables are the ordered choices of n distinct tables, one an axis,
+// the scope's order first; at most two.
+func axisTables(tables []*val, n int) [][]*val {
+	var out [][]*val
+	var pick func(cur []*val)
+	pick = func(cur []*val) {
+		if len(out) == 2 {
+			return
+		}
+		if len(cur) == n {
+			out = append(out, slices.Clone(cur))
+			return
+		}
+		for _, t := range tables {
+			if !slices.Contains(cur, t) {
+				pick(append(cur, t))
+			}
+		}
+	}
+	pick(nil)
+	return out
+}
+
+func prod(xs []int) int {
+	p := 1
+	for _, x := range xs {
+		p *= x
+	}
+	return p
+}
+
+// positionBias is queryPositionBiases' sum over the grid's axes for one
+// choice of tables and orientation; nil where a step does not derive.
+func (s *synth) positionBias(q *val, d int, grid []int, tables []*val, keyFirst bool) *val {
+	b, n := q.shape[0], len(grid)
+	h := q.shape[2] / d
+	cells := slices.Concat([]int{b}, grid, []int{h, d}) // [B, G1…Gn, H, D]
+	qg := s.reshape(q, cells)
+	var sum *val
+	for a, tb := range tables {
+		g := grid[a]
+		rel := s.offsetRows(tb, g, keyFirst) // [G, G, D]: query place, key place
+		if rel == nil {
+			return nil
+		}
+		// q with axis a first, the rest flattened: [G, B·H·…, D]
+		perm := []int{1 + a, 0, n + 1}
+		var rest []int
+		for o := range n {
+			if o != a {
+				perm = append(perm, 1+o)
+				rest = append(rest, grid[o])
+			}
+		}
+		perm = append(perm, n+2)
+		qa := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{qg}, out: q.format, label: "queries by their place on one axis"})
+		qa = s.reshape(qa, []int{g, qg.numel() / (g * d), d})
+		rt := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{rel}, out: rel.format, label: "offsets' rows by query place"})
+		if qa == nil || rt == nil {
+			return nil
+		}
+		m := s.derive(&expr{op: program.OpMatMul, args: []*val{qa, rt}, out: q.format, label: "queries times their offsets' rows"})
+		m = s.reshape(m, slices.Concat([]int{g, b, h}, rest, []int{g}))
+		if m == nil {
+			return nil
+		}
+		// back to [B, H, G1…Gn, key place]
+		back := []int{1, 2}
+		for o, r := 0, 0; o < n; o++ {
+			if o == a {
+				back = append(back, 0)
+			} else {
+				back = append(back, 3+r)
+				r++
+			}
+		}
+		back = append(back, n+2)
+		m = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{m}, out: q.format, label: "laid out by query place"})
+		keys := make([]int, n) // the key axes: one place along a, every place along the rest
+		for o := range n {
+			keys[o] = 1
+		}
+		keys[a] = g
+		m = s.reshape(m, slices.Concat([]int{b, h}, grid, keys))
+		if m == nil {
+			return nil
+		}
+		if sum == nil {
+			sum = m
+			continue
+		}
+		if sum = s.derive(&expr{op: program.OpAdd, args: []*val{sum, m}, out: q.format, label: "axes' offset terms added"}); sum == nil {
+			return nil
+		}
+	}
+	return s.reshape(sum, []int{b, h, prod(grid), prod(grid)})
+}
+
+// offsetRows is table [L, D] resampled to 2·g − 1 rows where L differs,
+// then gathered at idx[i, j] = i − j + g − 1 (keyFirst: j − i + g − 1):
+// [g, g, D].
+func (s *synth) offsetRows(table *val, g int, keyFirst bool) *val {
+	rows, m := table.shape[0], 2*g-1
+	if g < 2 {
+		return nil
+	}
+	t := table
+	if rows != m {
+		r := s.relConst(fmt.Sprintf("resample%dto%d", rows, m), []int{m, rows}, linearResample(rows, m),
+			fmt.Sprintf("linear resampling of %d rows to %d (align_corners=False): a table trained at another grid read at this one", rows, m))
+		t = s.derive(&expr{op: program.OpMatMul, args: []*val{r, table}, out: table.format, label: "table resampled to the grid"})
+		if t == nil {
+			return nil
+		}
+	}
+	ids := make([]float32, g*g)
+	for i := range g {
+		for j := range g {
+			if keyFirst {
+				ids[i*g+j] = float32(j - i + g - 1)
+			} else {
+				ids[i*g+j] = float32(i - j + g - 1)
+			}
+		}
+	}
+	name := fmt.Sprintf("reloffsets%d", g)
+	if keyFirst {
+		name += "k"
+	}
+	idx := s.relConst(name, []int{g * g}, ids, fmt.Sprintf("relative offsets on an axis of %d places, %s (made from the grid's shape)", g, map[bool]string{false: "query minus key", true: "key minus query"}[keyFirst]))
+	idx.intType = true
+	gth := s.derive(&expr{op: program.OpGather, args: []*val{t, idx}, out: table.format, label: "table rows at the relative offsets"})
+	return s.reshape(gth, []int{g, g, table.shape[1]})
+}
+
+// relConst is a constant made once per name, declared in the program
+// only where one reads it.
+func (s *synth) relConst(name string, shape []int, data []float32, note string) *val {
+	if v, ok := s.relConsts[name]; ok {
+		return v
+	}
+	if s.relConsts == nil {
+		s.relConsts = map[string]*val{}
+	}
+	s.seq++
+	v := &val{shape: shape, data: data, format: precision.F32, seq: s.seq, origin: name, constNote: note}
+	s.relConsts[name] = v
+	return v
+}
+
+// linearResample is the [m, n] matrix of torch's linear interpolation of
+// n samples to m (align_corners=False): output i reads the source at
+// (i + ½)·n/m − ½, clamped at 0, between its two neighbours.
+func linearResample(n, m int) []float32 {
+	out := make([]float32, m*n)
+	scale := float64(n) / float64(m)
+	for i := range m {
+		src := max(scale*(float64(i)+0.5)-0.5, 0)
+		i0 := int(math.Floor(src))
+		i0 = min(i0, n-1)
+		i1 := min(i0+1, n-1)
+		l := src - float64(i0)
+		out[i*n+i0] += float32(1 - l)
+		out[i*n+i1] += float32(l)
+	}
+	return out
+}
