@@ -233,6 +233,13 @@ type RopeTableParams struct {
 	// frequency ladder (t h w t h w …, sections, any map). nil: axis a
 	// is column a.
 	FreqAxes []int
+	// Joined lays the axes' frequencies out as one axis's: half gives
+	// [a_0 … a_m b_0 … b_n a_0 … a_m b_0 … b_n] (each axis's ladder over
+	// its own width, the ladders joined, then the whole half layout), as
+	// a 2-D RoPE whose per-axis frequencies are concatenated before the
+	// cat(freqs, freqs) (the Qwen-VL vision towers'); false, each axis is
+	// laid out by itself. The interleaved layout is the same either way.
+	Joined bool
 }
 
 // PatchParams configures Patchify and Unpatchify.

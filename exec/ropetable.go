@@ -17,7 +17,8 @@ import (
 //
 // (f_i = 0 for i ≥ Rotated[a] where Rotated is set; with FreqAxes, one
 // axis whose frequency i reads column FreqAxes[i]) and lays each axis out by Layout: interleaved [c0 c0 c1 c1 ...], half
-// [c0 c1 ... c0 c1 ...]; the axes are concatenated. cos and sin are f32,
+// [c0 c1 ... c0 c1 ...]; the axes are concatenated (with Joined and the
+// half layout, the axes' frequencies are joined first and laid out once). cos and sin are f32,
 // [S, Σ d] row-major (the caller rounds them to a storage format).
 func RopeTables(pos []float32, seq int, p RopeTableParams, m Math) (cos, sin []float32, err error) {
 	na := len(p.AxesDims)
@@ -54,8 +55,9 @@ func RopeTables(pos []float32, seq int, p RopeTableParams, m Math) (cos, sin []f
 	}
 	cos = make([]float32, seq*width)
 	sin = make([]float32, seq*width)
+	joined := p.Joined && p.Layout == RopeHalf
 	for s := range seq {
-		off := s * width
+		off, j := s*width, 0 // j: the frequency's index over the joined axes
 		for a, fs := range freqs {
 			half := len(fs)
 			for i, f := range fs {
@@ -72,13 +74,19 @@ func RopeTables(pos []float32, seq int, p RopeTableParams, m Math) (cos, sin []f
 				} else {
 					c, sn = float32(math.Cos(float64(ang))), float32(math.Sin(float64(ang)))
 				}
-				if p.Layout == RopeInterleaved {
+				switch {
+				case joined:
+					at := s*width + j
+					cos[at], cos[at+width/2] = c, c
+					sin[at], sin[at+width/2] = sn, sn
+				case p.Layout == RopeInterleaved:
 					cos[off+2*i], cos[off+2*i+1] = c, c
 					sin[off+2*i], sin[off+2*i+1] = sn, sn
-				} else {
+				default:
 					cos[off+i], cos[off+half+i] = c, c
 					sin[off+i], sin[off+half+i] = sn, sn
 				}
+				j++
 			}
 			off += 2 * half
 		}

@@ -264,6 +264,9 @@ type RopeTableAttrs struct {
 	// axis (multi-axis RoPE over one frequency ladder); absent, axis a
 	// reads column a
 	FreqAxes []int `json:"freq_axes,omitempty"`
+	// Joined: the axes' frequencies joined, then laid out once (half:
+	// [a… b… a… b…]); absent, each axis laid out by itself
+	Joined bool `json:"joined,omitempty"`
 }
 
 // PatchAttrs configure (un)patchify.
@@ -315,7 +318,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

@@ -247,7 +247,7 @@ func (b *builder) emit(op Op, role string, in []string, attrs Attrs) ([]string, 
 	if err != nil {
 		return nil, fmt.Errorf("%s (%s): %w", role, op, err)
 	}
-	if !op.movement() && op != OpConcat && op != OpRepeat && op != OpGather && op != OpRelBucket {
+	if !op.exact() {
 		if n.Spec, err = b.spec(op, role); err != nil {
 			return nil, err
 		}

@@ -203,7 +203,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		if err != nil {
 			return Node{}, err
 		}
-		a.RopeTable = exec.RopeTableParams{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: l, FreqFormat: ff, AngleFormat: af, Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes)}
+		a.RopeTable = exec.RopeTableParams{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: l, FreqFormat: ff, AngleFormat: af, Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes), Joined: t.Joined}
 	}
 	if t := d.Patch; t != nil {
 		a.Patch = exec.PatchParams{Patch: t.Patch, Height: t.Height, Width: t.Width}
@@ -256,7 +256,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 			return Node{}, err
 		}
 	}
-	if !op.movement() && op != OpConcat && op != OpRepeat && op != OpGather && op != OpRelBucket {
+	if !op.exact() {
 		if n.Spec, err = SpecFor(pr, op.String(), n.Role); err != nil {
 			return Node{}, err
 		}
@@ -335,7 +335,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		}
 	case OpRopeTable:
 		t := a.RopeTable
-		d.RopeTable = &semantics.RopeTableAttrs{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: t.Layout.String(), FreqFormat: t.FreqFormat.String(), AngleFormat: t.AngleFormat.String(), Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes)}
+		d.RopeTable = &semantics.RopeTableAttrs{Theta: t.Theta, AxesDims: slices.Clone(t.AxesDims), Layout: t.Layout.String(), FreqFormat: t.FreqFormat.String(), AngleFormat: t.AngleFormat.String(), Rotated: slices.Clone(t.Rotated), FreqAxes: slices.Clone(t.FreqAxes), Joined: t.Joined}
 	case OpPatchify, OpUnpatchify:
 		d.Patch = &semantics.PatchAttrs{Patch: a.Patch.Patch, Height: a.Patch.Height, Width: a.Patch.Width}
 	case OpCast:

@@ -55,12 +55,13 @@ const (
 	OpFFT2Real                      // x [.., N, M]: the real part of the 2-D Fourier transform over the last two axes (exec.Extended's FFT2Real)
 	OpSinkhorn                      // x [.., n, m]; Attrs.Sinkhorn: alternating column and row normalisations (exec.Extended's Sinkhorn)
 	OpMatMul                        // a [.., M, K], b [.., K, N]: the batched product (exec.Extended's MatMul)
+	OpSegmentMask                   // bounds [k+1]: the additive mask [1, 1, N, N] of attention within the segments they bound; Attrs.N (host step)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -74,6 +75,13 @@ func (o Op) String() string {
 // (a view): the interpreter keeps the input alive while they live.
 func (o Op) movement() bool {
 	return o == OpReshape || o == OpSlice || o == OpChunk || o == OpPatchify || o == OpUnpatchify || o == OpPermute
+}
+
+// exact reports whether o's outputs are exact whatever the precision plan
+// (moved or copied values, integer ids, masks of 0 and −∞): no precision
+// rule applies to it.
+func (o Op) exact() bool {
+	return o.movement() || o == OpConcat || o == OpRepeat || o == OpGather || o == OpRelBucket || o == OpSegmentMask
 }
 
 // Attrs are an op's parameters; each op reads the fields its constant names.

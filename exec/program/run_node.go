@@ -88,6 +88,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(softmaxHost(b, in[0], n.Spec))
 	case OpWhere:
 		return one(whereHost(b, in[0], in[1], in[2], n.Spec))
+	case OpSegmentMask:
+		return one(segmentMaskHost(b, in[0], a.N))
 	case OpRelBucket:
 		return one(relBucketHost(b, in[0], in[1], a.Bucket))
 	case OpAngular:

@@ -174,6 +174,11 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, err
 		}
 		return [][]int{s}, nil
+	case OpSegmentMask:
+		if len(x) != 1 || x[0] < 2 || n.Attrs.N < 1 {
+			return nil, fmt.Errorf("segment mask of bounds %v over %d rows: want a vector of two or more bounds and one row or more", x, n.Attrs.N)
+		}
+		return [][]int{{1, 1, n.Attrs.N, n.Attrs.N}}, nil
 	case OpRelBucket:
 		if len(x) != 1 || len(in[1]) != 1 {
 			return nil, fmt.Errorf("relative buckets of positions %v and %v: want two vectors", x, in[1])

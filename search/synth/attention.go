@@ -505,7 +505,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 			ch.result, ch.score = v, score
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
-		bias := biases(sc, ch.q, ch.k)
+		bias := append(biases(sc, ch.q, ch.k), s.segmentMasks(sc, ch.q, ch.k)...)
 		bias = append(bias, s.summedBiases(bias, ch.q.shape[0])...)
 		bias = append(bias, s.queryPositionBiases(sc, ch)...)
 		switch pass {

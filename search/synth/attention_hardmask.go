@@ -51,6 +51,7 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 		ch := all[i]
 		key[i] = ch.score
 		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) })
+		bs = append(bs, s.segmentMasks(sc, ch.q, ch.k)...)
 		for _, b := range append(bs, s.queryPositionBiases(sc, ch)...) {
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, b, ch.sinks}, out: t.format}
 			sc := math.Inf(1)

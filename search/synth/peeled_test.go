@@ -256,8 +256,8 @@ func TestIsGridIDs(t *testing.T) {
 		{"swapped cells", func() *val { v := grid(3, 4, true); v.data[3], v.data[5] = v.data[5], v.data[3]; return v }(), false},
 		{"one axis", &val{shape: []int{2, 4}, data: []float32{0, 1, 2, 3, 0, 1, 2, 3}, format: precision.F32, intType: true}, false},
 	} {
-		if got := isGridIDs(c.v); got != c.want {
-			t.Errorf("%s: isGridIDs = %v, want %v", c.name, got, c.want)
+		if got := gridIDsOrder(c.v) != ""; got != c.want {
+			t.Errorf("%s: gridIDsOrder found = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -102,9 +102,10 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 	var pairs [][2]*expr // cos and sin of one node each
 	for _, layout := range []exec.RopeLayout{exec.RopeHalf, exec.RopeInterleaved} {
 		splits := evenSplits(d, naxes)
-		if layout == exec.RopeHalf && naxes > 1 {
-			continue // per axis [f, f]: not how a half layout over several axes is laid out
-		}
+		// a half layout over several axes joins the axes' ladders and lays
+		// them out once ([h… w… h… w…]); per axis [f, f] is not how one is
+		// laid out
+		joined := layout == exec.RopeHalf && naxes > 1
 		// splits an earlier table took first: where positions that stay
 		// zero leave several splits exact (text ids (0, 0, 0, l)), the
 		// tie goes to the split the model's other tables showed
@@ -129,8 +130,11 @@ func (s *synth) fitRopeTableAxes(xs []*val, cosT, sinT *val, maxAxes int, perAxi
 			for _, theta := range thetas {
 				for _, ff := range []precision.Format{precision.F32, precision.F64} {
 					for _, af := range []precision.Format{precision.F32, precision.F64} {
-						p := exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: layout, FreqFormat: ff, AngleFormat: af}
+						p := exec.RopeTableParams{Theta: theta, AxesDims: axes, Layout: layout, FreqFormat: ff, AngleFormat: af, Joined: joined}
 						label := fmt.Sprintf("%s axes %v theta=%g freq=%s angle=%s", layout, axes, theta, ff, af)
+						if joined {
+							label = fmt.Sprintf("half, axes joined, %v theta=%g freq=%s angle=%s", axes, theta, ff, af)
+						}
 						if rotated > 0 {
 							p.Rotated = []int{rotated}
 							label += fmt.Sprintf(" rotated=%d", rotated)

@@ -320,11 +320,20 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		s.em.iota(target)
 		return target
 	}
-	if v == nil && isGridIDs(target) {
-		// the positions of a grid's cells, row-major ([N, k] or [k, N]):
-		// made from the request's shape alone (an image's patch rows and
-		// columns)
-		s.em.constant(target, "the positions of a grid's cells, row-major (made from the request's shape)")
+	if v == nil {
+		// the positions of a grid's cells ([N, k] or [k, N]), row-major or
+		// tile by tile: made from the request's shape alone (an image's
+		// patch rows and columns; merged patches visited together)
+		if order := gridIDsOrder(target); order != "" {
+			s.em.constant(target, fmt.Sprintf("the positions of a grid's cells, %s (made from the request's shape)", order))
+			return target
+		}
+	}
+	if v == nil && isBounds(target) && (!s.integerRequest() || s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0)) {
+		// segment bounds (cumulative lengths: windows, packed images) in a
+		// run whose request holds no integers, or equal at every step: made
+		// from the request's shapes
+		s.em.constant(target, fmt.Sprintf("segment bounds %v (cumulative lengths made from the request's shapes)", target.data))
 		return target
 	}
 	if v == nil && target.integral() && len(s.tr.Steps()) < 2 && fewValues(target, 4) && !s.integerRequest() {
@@ -562,12 +571,16 @@ func (s *synth) tablePair(c, sn *val, sc *scope) (*val, *val) {
 	return cos, sin
 }
 
-// isGridIDs reports whether v holds, for each cell of a grid of k ≥ 2
-// axes in row-major order, its k coordinates: [N, k] (one row per cell)
-// or [k, N] (one row per axis), every axis at least 2 long.
-func isGridIDs(v *val) bool {
+// gridIDsOrder reports whether v holds, for each cell of a grid of k ≥ 2
+// axes, its k coordinates: [N, k] (one row per cell) or [k, N] (one row
+// per axis), every axis at least 2 long, every cell once, in an order the
+// grid's shape makes: row-major, or the last two axes cut into square
+// tiles (and tiles of tiles) visited row-major, each tile's cells
+// row-major within it (merged patches, attention windows). It returns the
+// order's description; "" where v is no such grid.
+func gridIDsOrder(v *val) string {
 	if len(v.shape) != 2 || !v.integral() {
-		return false
+		return ""
 	}
 	for _, perCell := range []bool{true, false} {
 		n, k := v.shape[0], v.shape[1]
@@ -577,39 +590,90 @@ func isGridIDs(v *val) bool {
 		if k < 2 || k > 4 || n < 4 {
 			continue
 		}
-		at := func(cell, axis int) float32 {
-			if perCell {
-				return v.data[cell*k+axis]
-			}
-			return v.data[axis*n+cell]
-		}
-		dims := make([]int, k)
-		size := 1
-		for a := range k {
-			for c := range n {
-				dims[a] = max(dims[a], int(at(c, a))+1)
-			}
-			size *= dims[a]
-		}
-		if size != n || slices.Contains(dims, 1) {
-			continue
-		}
-		ok := true
-		for c := 0; c < n && ok; c++ {
-			rest := c
-			for a := k - 1; a >= 0; a-- {
-				if at(c, a) != float32(rest%dims[a]) {
-					ok = false
-					break
+		cells := make([][]int, n)
+		for c := range cells {
+			cells[c] = make([]int, k)
+			for a := range k {
+				if perCell {
+					cells[c][a] = int(v.data[c*k+a])
+				} else {
+					cells[c][a] = int(v.data[a*n+c])
 				}
-				rest /= dims[a]
 			}
 		}
-		if ok {
-			return true
+		if how := gridOrder(cells, k); how != "" {
+			return how
 		}
 	}
-	return false
+	return ""
+}
+
+// gridOrder names the order of cells (each k coordinates) over the grid
+// they fill: "" unless every cell of the grid appears once, in row-major
+// order or in tiles of the last two axes (gridTiles).
+func gridOrder(cells [][]int, k int) string {
+	dims := make([]int, k)
+	size := 1
+	for a := range k {
+		for _, c := range cells {
+			if c[a] < 0 {
+				return ""
+			}
+			dims[a] = max(dims[a], c[a]+1)
+		}
+		size *= dims[a]
+	}
+	if size != len(cells) || slices.Contains(dims, 1) {
+		return ""
+	}
+	for _, tiles := range gridTiles(dims[k-2], dims[k-1]) {
+		if tiledOrder(cells, tiles) {
+			if len(tiles) == 0 {
+				return "row-major"
+			}
+			return fmt.Sprintf("row-major in tiles of %v cells of the last two axes (a tile's cells row-major, then the next tile)", tiles)
+		}
+	}
+	return ""
+}
+
+// gridTiles are the tilings gridOrder tries for a last-two-axes grid of
+// h × w: none (row-major), square tiles of side s, and tiles of side S
+// cut into tiles of side s (s dividing S), smallest first.
+func gridTiles(h, w int) [][]int {
+	out := [][]int{nil}
+	side := max(h, w)
+	for s := 2; s < side; s++ {
+		out = append(out, []int{s})
+	}
+	for s := 2; s < side; s++ {
+		for big := 2 * s; big < side; big += s {
+			out = append(out, []int{s, big})
+		}
+	}
+	return out
+}
+
+// tiledOrder reports whether cells, in their order, are sorted by the key
+// (leading axes, then for each tile side from the largest: the last two
+// axes' tile indices, then the coordinates within the smallest tile).
+func tiledOrder(cells [][]int, tiles []int) bool {
+	key := func(c []int) []int {
+		k := len(c)
+		out := slices.Clone(c[:k-2])
+		h, w := c[k-2], c[k-1]
+		for i := len(tiles) - 1; i >= 0; i-- {
+			out = append(out, h/tiles[i], w/tiles[i])
+			h, w = h%tiles[i], w%tiles[i]
+		}
+		return append(out, h, w)
+	}
+	for i := 1; i < len(cells); i++ {
+		if slices.Compare(key(cells[i-1]), key(cells[i])) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // fewValues reports whether v holds at most n distinct values.
