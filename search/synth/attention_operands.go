@@ -515,6 +515,9 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 		if c, sn := s.complexTable(v); c != nil {
 			out = append(out, [2]*val{c, sn})
 		}
+		if c, sn := s.stackedTables(v); c != nil {
+			out = append(out, [2]*val{c, sn})
+		}
 		if _, shape, ok := rotationPairs(v); ok && !v.opaque {
 			// rotation matrices: their first columns are a complex table
 			n := len(v.shape)
@@ -830,7 +833,7 @@ func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnCho
 // and k after rotating them): the tables among the scope's values, both
 // layouts.
 func (s *synth) rotated(t *val, sc *scope) *val {
-	if len(t.shape) != 4 {
+	if len(t.shape) != 4 && len(t.shape) != 3 {
 		return nil
 	}
 	tables := s.ropeTables(sc)
@@ -839,6 +842,9 @@ func (s *synth) rotated(t *val, sc *scope) *val {
 	}
 	tables = append(tables, s.relaid(tables)...)
 	tables = append(tables, s.reversed(tables)...)
+	if len(t.shape) == 3 {
+		return s.rotatedRows(t, sc, tables)
+	}
 	pool, _ := s.allOperands(sc, t)
 	// the heads before the rows ([B, H, N, D], moved for attention) or
 	// after them ([B, N, H, D], the projection only split)
@@ -1063,4 +1069,51 @@ func (s *synth) rotateSections(x *val, sec ropeSections, layout exec.RopeLayout,
 	}
 	q := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 3, 1, 4}}, args: []*val{back}, out: x.format, label: "sections back"})
 	return s.reshape(q, x.shape)
+}
+
+// rotatedRows explains t [B, S, W] as a value of the scope of t's shape
+// rotated by one of the tables, W cut into heads of the tables' width
+// (RoPE applied to a projection's input before it is projected: one
+// rotated input read by the q and k projections, as in a conformer).
+func (s *synth) rotatedRows(t *val, sc *scope, tables [][2]*val) *val {
+	var cands []*expr
+	for _, x := range sc.vals {
+		if x.opaque || x.integral() || !slices.Equal(x.shape, t.shape) {
+			continue
+		}
+		for _, tb := range tables {
+			d := tb[0].shape[len(tb[0].shape)-1]
+			if d < 2 || t.shape[2]%d != 0 || tableRows(tb[0]) != t.shape[1] {
+				continue
+			}
+			for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
+				if y := s.reshape(s.rotate(x, tb, layout, t.shape[2]/d, d), t.shape); y != nil {
+					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{y}, out: t.format, label: layout.String() + " before the projection"})
+				}
+			}
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// stackedTables reads v [2, .., S, D] as a cos and a sin table stacked on
+// its first axis (torch.stack([cos, sin]), one value handed to every
+// layer), each [S, D]; nil where the halves are not on the unit circle.
+func (s *synth) stackedTables(v *val) (*val, *val) {
+	n := len(v.shape)
+	if v.opaque || v.integral() || n < 3 || v.shape[0] != 2 || v.shape[n-1] < 2 {
+		return nil, nil
+	}
+	d := v.shape[n-1]
+	rows := v.numel() / 2 / d
+	half := func(i int) *val {
+		h := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: i, End: i + 1}, args: []*val{v}, out: v.format, label: "one of stacked tables"})
+		return s.reshape(h, []int{rows, d})
+	}
+	c, sn := half(0), half(1)
+	if c == nil || sn == nil || !onCircle(c, sn) || allOnes(c) {
+		return nil, nil
+	}
+	return c, sn
 }

@@ -194,35 +194,49 @@ func (s *synth) edgePadded(t *val, vals []*val) *val {
 }
 
 // zeroPadded explains t as a value made another way (moved, patched, cut
-// or joined, in t's axis order or with its axes then moved) followed, along
-// one axis, by entries that are all zero: a sequence zero-padded at its end
-// to a multiple of a patch or window (F.pad(x, (0, 0, 0, n))) before a
-// strided convolution reads it channels first. The zeros are a constant of
-// the request's shape; the head is explained as a piece, then joined with
-// them.
+// or joined, in t's axis order or with its axes then moved) with, along
+// one axis, entries that are all zero after it or before it: a sequence
+// zero-padded at its end to a multiple of a patch or window (F.pad(x, (0,
+// 0, 0, n))) before a strided convolution reads it channels first, or at
+// its start before a causal convolution (F.pad(x, (k − 1, 0))). The zeros
+// are constants of the request's shape; the rest is explained as a
+// piece, then joined with them.
 func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) < 2 || len(t.shape) > 4 || t.integral() {
 		return nil
 	}
 	for ax := 1; ax < len(t.shape); ax++ {
 		S := t.shape[ax]
-		n := S // the entries along ax before the zeros
+		n := S // the entries along ax before the zeros at the end
 		for n > 0 && allZero(sliceData(t, ax, n-1, n)) {
 			n--
 		}
-		if n == 0 || n == S {
+		lead := 0 // the zeros at the start
+		for lead < n && allZero(sliceData(t, ax, lead, lead+1)) {
+			lead++
+		}
+		if n == 0 || lead == 0 && n == S {
 			continue
 		}
-		head := s.part(t, ax, 0, n)
-		piece := s.padHead(head, sc, vals)
+		piece := s.padHead(s.part(t, ax, lead, n), sc, vals)
 		if piece == nil {
 			continue
 		}
-		shape := slices.Clone(t.shape)
-		shape[ax] = S - n
-		zeros := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: t.format, origin: t.origin + "/zero-padding"}
-		s.em.constant(zeros, "zeros padding a value at its end along one axis (made from the request's shape)")
-		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: []*val{piece, zeros}, out: t.format, label: "padded with zeros"}}); w != nil {
+		zeros := func(k int, where string) *val {
+			shape := slices.Clone(t.shape)
+			shape[ax] = k
+			z := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: t.format, origin: t.origin + "/zero-padding-" + where}
+			s.em.constant(z, "zeros padding a value at its "+where+" along one axis (made from the request's shape)")
+			return z
+		}
+		parts := []*val{piece}
+		if lead > 0 {
+			parts = append([]*val{zeros(lead, "start")}, parts...)
+		}
+		if n < S {
+			parts = append(parts, zeros(S-n, "end"))
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: t.format, label: "padded with zeros"}}); w != nil {
 			return w
 		}
 	}

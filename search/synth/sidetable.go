@@ -13,6 +13,11 @@ import (
 // neither order is such tables.
 func (s *synth) fitSideBySideTable(t *val) *val {
 	n := len(t.shape)
+	if n >= 3 && t.shape[0] == 2 && t.shape[n-1]%2 == 0 && !t.integral() {
+		if v := s.fitStackedTable(t); v != nil {
+			return v
+		}
+	}
 	if n < 2 || t.shape[n-1]%4 != 0 || t.integral() || !s.tablesOfShape([]*val{t}) {
 		return nil
 	}
@@ -83,6 +88,54 @@ func (s *synth) shapeTables(c, sn *val) []*val {
 	}
 	if cv, sv := s.fitGridCoordRope(c, sn); cv != nil && sv != nil {
 		return []*val{cv, sv}
+	}
+	return nil
+}
+
+// fitStackedTable explains one value [2, .., S, D] that no expression
+// explains as a RoPE table's cos and sin stacked on its first axis
+// (torch.stack([cos, sin]), handed to every layer as one tensor; or sin
+// first), made from the request's shape: each half fitted as tablePair
+// fits two separate tables (shapeTables), the value the fitted halves
+// joined again in their order.
+func (s *synth) fitStackedTable(t *val) *val {
+	d := t.shape[len(t.shape)-1]
+	half := t.numel() / 2
+	rows := half / d
+	if rows < 2 || !s.tablesOfShape([]*val{t}) {
+		return nil
+	}
+	part := func(i int) *val {
+		return &val{shape: []int{rows, d}, data: t.data[i*half : (i+1)*half], format: t.format, origin: t.origin}
+	}
+	a, b := part(0), part(1)
+	if !unitOrDead(a, b) && !unitOrDead(b, a) {
+		return nil
+	}
+	for _, sinFirst := range []bool{false, true} {
+		c, sn := a, b
+		if sinFirst {
+			c, sn = b, a
+		}
+		f := s.shapeTables(c, sn)
+		if f == nil {
+			continue
+		}
+		parts := []*val{f[0], f[1]}
+		label := "cos, sin stacked"
+		if sinFirst {
+			parts, label = []*val{f[1], f[0]}, "sin, cos stacked"
+		}
+		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: []*val{s.reshape(parts[0], []int{1, rows, d}), s.reshape(parts[1], []int{1, rows, d})}, out: t.format, label: label})
+		v := s.reshape(j, t.shape)
+		if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+			continue
+		}
+		v.fit = f[0].fit
+		if f[0].fit != nil && f[0].fit.kind == "rope_table" {
+			s.ropes = append(s.ropes, ropeRecord{scope: s.scopeOf, boundary: t.origin, fit: f[0].fit})
+		}
+		return v
 	}
 	return nil
 }
