@@ -22,6 +22,9 @@ func biases(sc *scope, q, k *val) []*val {
 		if v.opaque || n < 3 || v.shape[n-1] != sk || (v.shape[n-2] != sq && v.shape[n-2] != 1) || v.integral() && allOnes(v) {
 			continue
 		}
+		if slices.Equal(v.data[:sk], q.data[:min(sk, len(q.data))]) || slices.Equal(v.data[:sk], k.data[:min(sk, len(k.data))]) {
+			continue // the queries or keys split into heads as wide as the keys are many, not a bias
+		}
 		out = append(out, v)
 		if len(out) == 4 {
 			break

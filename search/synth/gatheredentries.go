@@ -128,3 +128,24 @@ func rowKey(f precision.Format, row []float32) string {
 	}
 	return string(b)
 }
+
+// gatheredEntries explains t as entries, or rows, of a value the scope
+// computed, gathered by a fixed pattern (fitGatheredEntries over the
+// value laid out [rows, last axis]): a relative position bias made by an
+// MLP over a window's coordinates, then read at the relative position
+// index, a buffer never captured.
+func (s *synth) gatheredEntries(t *val, vals []*val) *val {
+	if t.integral() || t.numel() < 4 {
+		return nil
+	}
+	for _, v := range vals {
+		if v.opaque || v.param || v.integral() || len(v.shape) < 2 || v.numel() < 2 || v.numel() >= t.numel() {
+			continue
+		}
+		last := v.shape[len(v.shape)-1]
+		if w := s.fitGatheredEntries(s.reshape(v, []int{v.numel() / last, last}), t); w != nil {
+			return w
+		}
+	}
+	return nil
+}

@@ -325,6 +325,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		plain bool
 	}{
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
 		// a value plus an uncalled module's table (a position embedding
 		// whose weight the forward reads, resized, without calling it)

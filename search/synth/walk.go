@@ -329,6 +329,12 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 			return target
 		}
 	}
+	if v == nil && relCoordsTable(target) && (len(s.tr.Steps()) < 2 || s.sameEveryStep([]*val{target})) {
+		// a window's relative coordinates (linear or log-spaced), the
+		// input of a position MLP: made from the grid's shape at init
+		s.em.constant(target, "relative coordinates of a window's offsets, one axis per channel, odd about the centre (a table the model makes from its grid's shape at init)")
+		return target
+	}
 	if v == nil && isBounds(target) && (!s.integerRequest() || s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0)) {
 		// segment bounds (cumulative lengths: windows, packed images) in a
 		// run whose request holds no integers, or equal at every step: made
