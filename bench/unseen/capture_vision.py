@@ -6,7 +6,8 @@ diffusion and multimodal pipelines run beside their DiT).
 usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every case of the first batch
        python3 capture_vision.py OUTDIR more                     # the second batch (MORE_HF, MORE_TIMM, CLASSES)
        python3 capture_vision.py --list [more]                   # a batch's cases, one per line
---small: hidden 32 over 2 heads, f32 only (the committed test fixtures).
+--small: hidden 32 over 2 heads, f32 only (the committed test fixtures; timm's and the Qwen-VL
+towers' widths too).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it), one forward pass (scope s0),
 input "pixel_values" (or the model's main input name), output "hidden" (the last hidden state,
@@ -153,9 +154,12 @@ def hf_model(arch, small=False):
     return model, cfg
 
 
-def class_model(case):
+def class_model(case, small=False):
     import importlib
     mod, model_cls, cfg_cls, kw = CLASSES[case]
+    if small:  # every width the tower names, at the fixtures' sizes
+        kw = dict(kw, num_heads=2, **{k: 32 for k in ("embed_dim", "hidden_size", "out_hidden_size") if k in kw})
+        kw.update({k: 48 for k in ("intermediate_size",) if k in kw})
     m = importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")
     c = importlib.import_module(f"transformers.models.{mod}.configuration_{mod}")
     cfg = getattr(c, cfg_cls)(**kw)
@@ -198,11 +202,12 @@ def hf_request(model, cfg, gen):
     return name, torch.randn(1, cfg.num_channels, size, size, generator=gen), extra
 
 
-def timm_model(case):
+def timm_model(case, small=False):
     import timm
     name, kw = TIMM[case]
+    sizes = dict(TIMM_SIZES, embed_dim=32, num_heads=2) if small else TIMM_SIZES
     torch.manual_seed(0)
-    return timm.create_model(name, pretrained=False, **TIMM_SIZES, **kw)
+    return timm.create_model(name, pretrained=False, **sizes, **kw)
 
 
 def capture(case, outdir, small=False):
@@ -215,9 +220,9 @@ def capture(case, outdir, small=False):
         torch.set_default_dtype(torch.float32 if case in TIMM else dtype)
         try:
             if case in TIMM:
-                model, name, extra, prod = timm_model(case), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
+                model, name, extra, prod = timm_model(case, small), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
             else:
-                model, cfg = class_model(case) if case in CLASSES else hf_model(case, small)
+                model, cfg = class_model(case, small) if case in CLASSES else hf_model(case, small)
         finally:
             torch.set_default_dtype(torch.float32)
         for p in model.parameters():  # drawn in f32 and placed as before; only the buffers keep the dtype
