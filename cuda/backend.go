@@ -580,8 +580,8 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 	for i, a := range axes {
 		sst[i] = in[a]
 	}
-	if r > kernels.MaxRank {
-		return nil, exec.Unsupported(b.Name(), "permute", "rank %d (at most %d)", r, kernels.MaxRank)
+	if d, _, _ := kernels.CollapseAxes(outShape, sst, exec.Strides(outShape)); len(d) > kernels.MaxRank {
+		return nil, exec.Unsupported(b.Name(), "permute", "rank %d, %d once contiguous runs are merged (at most %d)", r, len(d), kernels.MaxRank)
 	}
 	return b.result(outShape, xt.format, func(out *Tensor) error {
 		if r == 0 {

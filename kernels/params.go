@@ -231,6 +231,7 @@ func vec8(dims []int, st [][]int) (ok bool, bits int32) {
 // (element units of esize bytes, 2 or 4).
 func NewCopy(dims, sst, dst []int, srcBase, dstBase, esize int) (CopyP, error) {
 	var p CopyP
+	dims, sst, dst = CollapseAxes(dims, sst, dst)
 	n := 1
 	for _, d := range dims {
 		n *= d
@@ -266,4 +267,29 @@ func NewCopy(dims, sst, dst []int, srcBase, dstBase, esize int) (CopyP, error) {
 		p.Dims[i], p.SSt[i], p.DSt[i] = int32(dims[i]), int32(sst[i]), int32(dst[i])
 	}
 	return p, nil
+}
+
+// CollapseAxes is the same strided copy over fewer axes: axes of one
+// element dropped, and each axis merged into the one before it where both
+// sides step over it as one run (sst[i] = sst[i+1]·dims[i+1], and the
+// same for dst), so a permutation of many axes that moves few blocks fits
+// MaxRank. The copy it describes reads and writes the same elements in
+// the same order. At least one axis is kept.
+func CollapseAxes(dims, sst, dst []int) ([]int, []int, []int) {
+	var d, s, t []int
+	for i := range dims {
+		if dims[i] == 1 && len(dims) > 1 {
+			continue
+		}
+		if k := len(d) - 1; k >= 0 && s[k] == sst[i]*dims[i] && t[k] == dst[i]*dims[i] {
+			d[k] *= dims[i]
+			s[k], t[k] = sst[i], dst[i]
+			continue
+		}
+		d, s, t = append(d, dims[i]), append(s, sst[i]), append(t, dst[i])
+	}
+	if len(d) == 0 {
+		return []int{1}, []int{0}, []int{0}
+	}
+	return d, s, t
 }

@@ -563,13 +563,13 @@ func (b *Backend) Permute(x exec.Tensor, perm []int) (exec.Tensor, error) {
 		return nil, err
 	}
 	r := len(outShape)
-	if r > kernels.MaxRank {
-		return nil, exec.Unsupported(b.Name(), "permute", "rank %d (at most %d)", r, kernels.MaxRank)
-	}
 	in := exec.Strides(xt.shape)
 	sst := make([]int, r)
 	for i, a := range axes {
 		sst[i] = in[a]
+	}
+	if d, _, _ := kernels.CollapseAxes(outShape, sst, exec.Strides(outShape)); len(d) > kernels.MaxRank {
+		return nil, exec.Unsupported(b.Name(), "permute", "rank %d, %d once contiguous runs are merged (at most %d)", r, len(d), kernels.MaxRank)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
