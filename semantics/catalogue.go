@@ -193,6 +193,7 @@ var catalogue = []FactorSpec{
 	{Name: "attention_softcap", Doc: "attention-logit soft cap c: scores c·tanh(s/c); 0 means none", typ: typeNumber, check: nonNegative},
 	{Name: "attention_alibi", Doc: "ALiBi: slope_h · key position added to head h's scores", typ: typeBool},
 	{Name: "attention_clip", Doc: "q, k and v clamped to [−c, c] before RoPE (a clip of the projections); 0 means none", typ: typeNumber, check: nonNegative},
+	{Name: "attention_segments", Doc: "attention within segments of the rows: the bounds [0, b_1, …, N] (a varlen attention's cu_seqlens) cut the sequence, a row attends to its own segment's keys alone; absent where none", typ: typeColumns},
 	{Name: "attention_sinks", Doc: "attention sinks: a learned logit per query head joined to every row's scores before the softmax, its probability dropped after", typ: typeBool},
 	{Name: "attention_qk_format", Doc: "q and k (after RoPE) rounded to this narrower format and read back before the scores (an f32 run that casts them to bf16); absent where they are not", typ: typeEnum, enum: []string{"bf16", "f16"}},
 	{Name: "attention_lambda", Doc: "differential attention (the first half of the heads' maps minus λ times the second half's, over values re-laid as [v_j, v_{j+H/2}]): λ computed from the attention's own vector parameters, Σ ± exp(x·y) + c with c = 1 − the scale the attention applies after (the pairing in the evidence), or a fitted number per call where they do not decide it", typ: typeEnum, enum: []string{"vectors", "fitted"}},

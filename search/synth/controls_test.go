@@ -193,6 +193,15 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	// the vision towers of transformers' modeling_qwen2_vl.py and
+	// modeling_qwen2_5_vl.py: 2-D RoPE of head_dim/4 frequencies per axis
+	// joined then laid out as halves; Qwen2.5's windowed blocks attend
+	// within cu_seqlens' windows (4 windows of 16 patches at 8×8)
+	"qwen2_vl_vision":   {"rope_layout": "half", "rope_axes": []int{8, 8}, "rope_theta": 10000.0, "mlp_swish_beta": 1.702},
+	"qwen2_5_vl_vision": {"rope_layout": "half", "rope_axes": []int{8, 8}, "attention_segments": []int{0, 16, 32, 48, 64}, "mlp_act": "silu", "mlp_glu": true},
+	// modeling_wav2vec2_bert.py with rotary positions: the hidden states
+	// rotated (rotate_half) before linear_q and linear_k
+	"wav2vec2-bert": {"rope_layout": "half", "rope_theta": 10000.0, "mlp_act": "silu"},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},

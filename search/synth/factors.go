@@ -145,6 +145,7 @@ func (s *synth) readFactors() []semantics.Factor {
 			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
 			{"attention_clip", ch.clip, ch.clip > 0},
 			{"attention_sinks", true, ch.sinks != nil},
+			{"attention_segments", segmentsOf(ch.bias), segmentsOf(ch.bias) != nil},
 			{"attention_qk_format", ch.rounded.String(), ch.rounded != 0}} {
 			if x.on {
 				add(semantics.Factor{Name: x.name, Scope: a.scope, Value: x.v, Margin: semantics.Margin(math.Inf(1)), Decisive: true,
@@ -622,13 +623,15 @@ func rotatedBefore(q *val) (exec.RopeLayout, bool) {
 }
 
 // ropeBefore is the rope node q was rotated by before attention (through
-// casts, moves and a norm after it), or nil.
+// casts, moves and a norm after it, or the projection of a rotated input:
+// a conformer rotates the hidden states q and k are projected from), or
+// nil.
 func ropeBefore(q *val) *expr {
 	for v, hops := q, 0; v != nil && v.from != nil && len(v.from.args) > 0 && hops < 8; hops++ {
 		switch v.from.op {
 		case program.OpRope:
 			return v.from
-		case program.OpCast, program.OpReshape, program.OpPermute, program.OpNorm:
+		case program.OpCast, program.OpReshape, program.OpPermute, program.OpNorm, program.OpLinear:
 			v = v.from.args[0]
 		default:
 			return nil

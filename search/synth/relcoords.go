@@ -2,7 +2,7 @@ package synth
 
 import "math"
 
-// relCoordsTable reports whether v [A, B, 2] holds the relative
+// relCoordsTable reports whether v [A, B, 2] (or [1, A, B, 2]) holds the relative
 // coordinates of a window's offsets, as a model builds them at init for
 // a position MLP (Swin V2's and timm's continuous position bias): channel
 // c a function of one axis alone (the row offset in one, the column
@@ -11,10 +11,11 @@ import "math"
 // (linear, log-spaced, scaled). Such a table is made from the grid's
 // shape and the model's constants: no request value reaches it.
 func relCoordsTable(v *val) bool {
-	if len(v.shape) != 3 || v.shape[2] != 2 || v.integral() {
-		return false
+	n := len(v.shape)
+	if n < 3 || v.shape[n-1] != 2 || v.integral() || v.numel() != v.shape[n-3]*v.shape[n-2]*2 {
+		return false // leading axes of one only ([1, A, B, 2])
 	}
-	a, b := v.shape[0], v.shape[1]
+	a, b := v.shape[n-3], v.shape[n-2]
 	if a < 3 || b < 3 || a%2 == 0 || b%2 == 0 {
 		return false
 	}

@@ -25,6 +25,19 @@ func isBounds(v *val) bool {
 	return true
 }
 
+// segmentsOf is the bounds a segment mask was made from, where bias is
+// one (attention within windows or packed sequences); nil otherwise.
+func segmentsOf(bias *val) []int {
+	if bias == nil || bias.from == nil || bias.from.op != program.OpSegmentMask || len(bias.from.args) == 0 {
+		return nil
+	}
+	out := make([]int, len(bias.from.args[0].data))
+	for i, x := range bias.from.args[0].data {
+		out[i] = int(x)
+	}
+	return out
+}
+
 // segmentMasks are the additive masks of attention within the segments
 // that a bounds vector of the scope cuts the sequence into (the windows
 // of a windowed vision tower, sequences packed into one), one per such
