@@ -179,6 +179,7 @@ var catalogue = []FactorSpec{
 	{Name: "norm_kind", Doc: "layer or RMS normalisation", typ: typeEnum, enum: []string{"layer", "rms"}},
 	{Name: "norm_eps", Doc: "ε added to the variance", typ: typeNumber, check: nonNegative},
 	{Name: "norm_offset", Doc: "γ' = γ + offset: 0 (γ) or 1 (zero-centred weights)", typ: typeNumber, check: oneOf(0, 1)},
+	{Name: "batch_norm_stats", Doc: "a batch norm in eval mode whose running statistics (buffers) the trace does not hold, read with these: initial (mean 0, variance 1)", typ: typeEnum, enum: []string{"initial"}},
 	{Name: "qk_norm", Doc: "per-head normalisation of q and k", typ: typeEnum, enum: []string{"none", "rms", "layer"}},
 	{Name: "mlp_act", Doc: "MLP activation (of the gate projection when gated)", typ: typeEnum, enum: acts},
 	{Name: "mlp_squared", Doc: "the MLP activation is squared: f(x)·f(x) (squared ReLU)", typ: typeBool},

@@ -325,10 +325,13 @@ func (g *graph) modulation() []semantics.Factor {
 // function (identity, or the tanh or sigmoid the chunk goes through) and
 // the chunk.
 func (g *graph) gateOf(add *semantics.ProgramNode) (string, chunk, bool) {
-	for _, in := range add.In {
+	for i, in := range add.In {
 		m := g.source(in)
 		if m == nil || m.Op != "mul" || len(m.In) != 2 {
 			continue
+		}
+		if g.stored(add.In[1-i]) {
+			continue // a parameter or constant added: a bias (an affine per channel), not a residual stream
 		}
 		for _, op := range m.In {
 			fn, gate := "identity", op

@@ -163,6 +163,9 @@ func (s *synth) readFactors() []semantics.Factor {
 	for _, l := range s.lambdas {
 		add(l.factor())
 	}
+	for _, b := range s.batchNorms {
+		add(b.factor())
+	}
 	for _, a := range s.linearAttn {
 		add(semantics.Factor{Name: "attention_kernel", Scope: a.scope, Value: a.params.Kernel.String(), Margin: semantics.Margin(math.Inf(1)), Decisive: true,
 			Candidates: a.candidates, Evidence: semantics.Evidence{Boundary: a.boundary, Metric: "rel_rms", Note: "kernelised attention, tried once softmax attention had failed"}})

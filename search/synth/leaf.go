@@ -584,7 +584,10 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 	if v := s.channelsFirstNorm(x, params, t); v != nil {
 		return v
 	}
-	return s.perPositionNorm(x, params, t)
+	if v := s.perPositionNorm(x, params, t); v != nil {
+		return v
+	}
+	return s.initialBatchNorm(x, params, t)
 }
 
 // channelsFirstNorm explains a group norm over x [B, C, ...] with the

@@ -77,10 +77,12 @@ type synth struct {
 	// sinkhorns: doubly stochastic mixing matrices (mixSinkhorn)
 	sinkhorns []sinkhornRecord
 	norms     []normRecord
-	scopeOf   string // the module of the call being explained
-	linears   []*val
-	gates     []gateRecord
-	seq       int
+	// batchNorms: batch norms read with their initial statistics
+	batchNorms []batchNormRecord
+	scopeOf    string // the module of the call being explained
+	linears    []*val
+	gates      []gateRecord
+	seq        int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when
