@@ -453,6 +453,12 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 			continue
 		}
 		switch len(v.shape) {
+		case 2:
+			// [B, W] where the target has one row ([B, 1, W]): one query
+			// per sample (class attention's q of the class token alone)
+			if t.shape[1] == 1 && v.shape[0] == t.shape[0] {
+				add(s.reshape(v, []int{v.shape[0], 1, v.shape[1]}))
+			}
 		case 3:
 			add(v)
 			w := v.shape[2]
