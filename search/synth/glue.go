@@ -326,6 +326,10 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	}{
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
+		// a step-by-step attention's scores, probabilities and output
+		{try: func(t *val, c *scope, _ []*val) *val { return s.scoresOf(t, c) }},
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.softmaxOf(t, vs) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
 		// a value plus an uncalled module's table (a position embedding
 		// whose weight the forward reads, resized, without calling it)

@@ -1,0 +1,207 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// Explicit attention: a model that computes attention step by step and
+// hands a step to a module of its own (talking heads' linears over the
+// heads axis, a dropout module on the probabilities) puts the scores or
+// the probabilities on a boundary, [B, H, Sq, Sk] in some axis order.
+// These forms explain such boundaries from the scope's operands:
+// scoresOf the scores q·kᵀ (scaled before or after, or not; with the
+// softmax after, the probabilities), softmaxOf the probabilities of a
+// scores value the scope holds, and weighedValues the output P·v of
+// probabilities the scope holds.
+
+// explicitScales are how a step-by-step attention scales its scores: q
+// times 1/√D before the product, the product times it, or neither (a
+// scale folded elsewhere).
+var explicitScales = []string{"q", "scores", "none"}
+
+// scoresOf explains t [.., 4 axes] as the scores (or, softmaxed, the
+// probabilities) of heads of q and k among the scope's operands, laid out
+// in t's axis order.
+func (s *synth) scoresOf(t *val, sc *scope) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	b := t.shape[0]
+	var cands []*expr
+	for _, wq := range s.operandWidths(sc, b) {
+		pool, fused := s.allOperands(sc, &val{shape: []int{b, 0, wq}})
+		pairs := [][2]*val{}
+		for _, f := range fused {
+			pairs = append(pairs, [2]*val{f[0], f[1]})
+		}
+		for _, q := range pool {
+			for _, k := range pool {
+				if q != k && q.shape[2] == k.shape[2] {
+					pairs = append(pairs, [2]*val{q, k})
+				}
+			}
+		}
+		for _, qk := range pairs {
+			q, k := qk[0], qk[1]
+			if q.shape[2] != wq || k.shape[2] != wq {
+				continue
+			}
+			for _, perm := range permutations(4)[:] {
+				// t's axis i is [B, H, Sq, Sk]'s axis perm[i]
+				canon := make([]int, 4)
+				for i, a := range perm {
+					canon[a] = t.shape[i]
+				}
+				h, sq, sk := canon[1], canon[2], canon[3]
+				if perm[0] != 0 || canon[0] != b || q.shape[1] != sq || k.shape[1] != sk || h < 1 || wq%h != 0 {
+					continue
+				}
+				d := wq / h
+				for _, where := range explicitScales {
+					for _, soft := range []bool{false, true} {
+						if e := s.scoresExpr(q, k, h, d, where, soft, perm, t); e != nil {
+							cands = append(cands, e)
+						}
+					}
+				}
+			}
+		}
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
+
+// operandWidths are the widths a query may have among the scope's
+// values of batch b: each [B, S, W] value's W, and W/3 (a fused q/k/v).
+func (s *synth) operandWidths(sc *scope, b int) []int {
+	var out []int
+	for _, v := range sc.vals {
+		if len(v.shape) != 3 || v.shape[0] != b || v.opaque {
+			continue
+		}
+		for _, w := range []int{v.shape[2], v.shape[2] / 3} {
+			if w > 0 && !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+// scoresExpr is the step-by-step scores of q [B, Sq, H·D] and k [B, Sk,
+// H·D] scaled where says, softmaxed over the keys where soft, laid out as
+// perm says (t's axis i is [B, H, Sq, Sk]'s axis perm[i]).
+func (s *synth) scoresExpr(q, k *val, h, d int, where string, soft bool, perm []int, t *val) *expr {
+	b, sq, sk := q.shape[0], q.shape[1], k.shape[1]
+	scale := s.constant(float64(float32(1 / math.Sqrt(float64(d)))))
+	if where == "q" {
+		q = s.derive(&expr{op: program.OpMul, args: []*val{q, scale}, out: q.format, label: "q times 1/√D"})
+	}
+	qh := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{s.reshape(q, []int{b, sq, h, d})}, out: t.format})
+	kt := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 3, 1}}, args: []*val{s.reshape(k, []int{b, sk, h, d})}, out: t.format})
+	if qh == nil || kt == nil {
+		return nil
+	}
+	sc := s.derive(&expr{op: program.OpMatMul, args: []*val{qh, kt}, out: t.format, label: "q·kᵀ per head"})
+	if where == "scores" {
+		sc = s.derive(&expr{op: program.OpMul, args: []*val{sc, scale}, out: t.format, label: "scores times 1/√D"})
+	}
+	label := fmt.Sprintf("scores of %d heads of %d, scaled at %s", h, d, where)
+	if soft {
+		sc = s.derive(&expr{op: program.OpSoftmax, args: []*val{sc}, out: t.format, label: "softmax over the keys"})
+		label = "probabilities: " + label
+	}
+	if sc == nil {
+		return nil
+	}
+	if slices.Equal(perm, []int{0, 1, 2, 3}) {
+		return &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{sc}, out: t.format, label: label}
+	}
+	return &expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{sc}, out: t.format, label: label}
+}
+
+// softmaxOf explains t [4 axes] as the softmax, over one axis, of a value
+// of the scope of as many entries (scores a module made), in t's axis
+// order: permute(softmax(permute(x, a last)), into t's order).
+func (s *synth) softmaxOf(t *val, vals []*val) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	var cands []*expr
+	for _, x := range vals {
+		if x.opaque || x.integral() || len(x.shape) != 4 || x.numel() != t.numel() || x == t {
+			continue
+		}
+		for a := range 4 {
+			p1 := []int{}
+			for i := range 4 {
+				if i != a {
+					p1 = append(p1, i)
+				}
+			}
+			p1 = append(p1, a)
+			xp := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: p1}, args: []*val{x}, out: x.format, label: "the softmax's axis last"})
+			if xp == nil {
+				continue
+			}
+			sm := s.derive(&expr{op: program.OpSoftmax, args: []*val{xp}, out: t.format, label: "softmax"})
+			if sm == nil {
+				continue
+			}
+			for _, p2 := range permutations(4) {
+				shape := make([]int, 4)
+				for i, src := range p2 {
+					shape[i] = sm.shape[src]
+				}
+				if !slices.Equal(shape, t.shape) {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: p2}, args: []*val{sm}, out: t.format,
+					label: fmt.Sprintf("softmax over axis %d of a value of the scope", a)})
+			}
+		}
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
+
+// weighedValues explains t [B, Sq, H·D] as probabilities P [B, H, Sq, Sk]
+// the scope holds times the heads of a value v [B, Sk, H·D] among its
+// operands, the heads merged.
+func (s *synth) weighedValues(t *val, sc *scope) *val {
+	if len(t.shape) != 3 || t.integral() {
+		return nil
+	}
+	b, sq, w := t.shape[0], t.shape[1], t.shape[2]
+	pool, fused := s.allOperands(sc, t)
+	for _, f := range fused {
+		pool = append(pool, f[2])
+	}
+	var cands []*expr
+	for _, p := range sc.vals {
+		if p.opaque || p.integral() || len(p.shape) != 4 || p.shape[0] != b || p.shape[2] != sq || p.shape[1] < 1 || w%p.shape[1] != 0 {
+			continue
+		}
+		h, sk := p.shape[1], p.shape[3]
+		d := w / h
+		for _, v := range pool {
+			if v.shape[1] != sk || v.shape[2] != w {
+				continue
+			}
+			vh := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{s.reshape(v, []int{b, sk, h, d})}, out: v.format})
+			o := s.derive(&expr{op: program.OpMatMul, args: []*val{p, vh}, out: t.format, label: "probabilities times v per head"})
+			o = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{o}, out: t.format})
+			if o == nil {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{o}, out: t.format,
+				label: fmt.Sprintf("step-by-step attention output of %d heads", h)})
+		}
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
