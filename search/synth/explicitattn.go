@@ -16,7 +16,10 @@ import (
 // scoresOf the scores q·kᵀ (scaled before or after, or not; with the
 // softmax after, the probabilities), softmaxOf the probabilities of a
 // scores value the scope holds, and weighedValues the output P·v of
-// probabilities the scope holds.
+// probabilities the scope holds. The scores and probabilities are
+// explained only where a module with parameters reads them (a dropout's
+// argument is left uncomputed: the attention op makes its output without
+// it, and computing it would cost an S² product per layer).
 
 // explicitScales are how a step-by-step attention scales its scores: q
 // times 1/√D before the product, the product times it, or neither (a
@@ -27,7 +30,7 @@ var explicitScales = []string{"q", "scores", "none"}
 // probabilities) of heads of q and k among the scope's operands, laid out
 // in t's axis order.
 func (s *synth) scoresOf(t *val, sc *scope) *val {
-	if len(t.shape) != 4 || t.integral() {
+	if len(t.shape) != 4 || t.integral() || !s.readerParams {
 		return nil
 	}
 	b := t.shape[0]
@@ -128,7 +131,7 @@ func (s *synth) scoresExpr(q, k *val, h, d int, where string, soft bool, perm []
 // of the scope of as many entries (scores a module made), in t's axis
 // order: permute(softmax(permute(x, a last)), into t's order).
 func (s *synth) softmaxOf(t *val, vals []*val) *val {
-	if len(t.shape) != 4 || t.integral() {
+	if len(t.shape) != 4 || t.integral() || !s.readerParams {
 		return nil
 	}
 	var cands []*expr

@@ -13,7 +13,8 @@ import (
 // f32): q [1, 6, 8] times 1/√D before the product, the scores laid out
 // [B, Sq, Sk, H]; the probabilities, softmaxed over the keys of a value
 // laid out the same way; and the output P·v with the heads merged. Each is
-// explained from the scope's values alone.
+// explained from the scope's values alone; the scores only where a module
+// with parameters reads them.
 func TestExplicitAttention(t *testing.T) {
 	const b, n, h, d = 1, 6, 2, 4
 	rng := rand.New(rand.NewPCG(4, 4))
@@ -49,6 +50,10 @@ func TestExplicitAttention(t *testing.T) {
 	}
 	s, sc, target := planted(t, precision.F32, []int{b, n, n, h}, scores, q, k, v)
 	own(sc, q, k, v)
+	if got := s.scoresOf(target, sc); got != nil {
+		t.Error("scores a parameterless module reads (a dropout) computed: the attention makes its output without them")
+	}
+	s.readerParams = true // read by talking heads' linear
 	got := s.scoresOf(target, sc)
 	if got == nil || relRMS(precision.F32, got.data, scores) > 1e-6 {
 		t.Fatalf("scores not explained (%v)", got)
@@ -72,6 +77,7 @@ func TestExplicitAttention(t *testing.T) {
 	}
 	sv := &val{shape: []int{b, n, n, h}, data: scores, format: precision.F32, origin: "talking heads' logits", seq: 4}
 	s2, sc2, pt := planted(t, precision.F32, []int{b, n, n, h}, probs, sv)
+	s2.readerParams = true
 	if got := s2.softmaxOf(pt, sc2.vals); got == nil || relRMS(precision.F32, got.data, probs) > 1e-6 {
 		t.Fatalf("probabilities not explained (%v)", got)
 	}

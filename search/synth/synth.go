@@ -79,10 +79,14 @@ type synth struct {
 	norms     []normRecord
 	// batchNorms: batch norms read with their initial statistics
 	batchNorms []batchNormRecord
-	scopeOf    string // the module of the call being explained
-	linears    []*val
-	gates      []gateRecord
-	seq        int
+	// readerParams: the call whose argument is being explained holds
+	// parameters (a module computes with it, as talking heads' linears
+	// read attention scores)
+	readerParams bool
+	scopeOf      string // the module of the call being explained
+	linears      []*val
+	gates        []gateRecord
+	seq          int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when

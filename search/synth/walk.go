@@ -103,7 +103,9 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 				if err != nil {
 					return nil, err
 				}
+				s.readerParams = len(ch.Params) > 0
 				v := s.explain(target, sc)
+				s.readerParams = false
 				markUsed(v)
 				if q, ok := chArgs[prev]; ok && v.opaque && q.opaque {
 					if cos, sin := s.tablePair(q, v, sc); cos != nil {
