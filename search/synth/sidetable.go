@@ -37,35 +37,7 @@ func (s *synth) fitSideBySideTable(t *val) *val {
 	if !unitOrDead(a, b) {
 		return nil
 	}
-	for _, sinFirst := range []bool{true, false} {
-		c, sn := a, b
-		if sinFirst {
-			c, sn = b, a
-		}
-		f := s.shapeTables(c, sn)
-		if f == nil {
-			continue
-		}
-		parts := []*val{f[0], f[1]}
-		if sinFirst {
-			parts = []*val{f[1], f[0]}
-		}
-		label := "cos | sin, side by side"
-		if sinFirst {
-			label = "sin | cos, side by side"
-		}
-		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{s.reshape(parts[0], []int{rows, w}), s.reshape(parts[1], []int{rows, w})}, out: t.format, label: label})
-		v := s.reshape(j, t.shape)
-		if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
-			continue
-		}
-		v.fit = f[0].fit
-		if f[0].fit != nil && f[0].fit.kind == "rope_table" {
-			s.ropes = append(s.ropes, ropeRecord{scope: s.scopeOf, boundary: t.origin, fit: f[0].fit})
-		}
-		return v
-	}
-	return nil
+	return s.rejoined(t, a, b, 1, []int{rows, w}, []bool{true, false}, "side by side")
 }
 
 // shapeTables fits a cos and a sin table made from the request's shape
@@ -112,7 +84,15 @@ func (s *synth) fitStackedTable(t *val) *val {
 	if !unitOrDead(a, b) && !unitOrDead(b, a) {
 		return nil
 	}
-	for _, sinFirst := range []bool{false, true} {
+	return s.rejoined(t, a, b, 0, []int{1, rows, d}, []bool{false, true}, "stacked")
+}
+
+// rejoined fits the halves a and b of t as a cos and a sin table made
+// from the request's shape (shapeTables), in each order of orders (sin
+// first or not), and joins the fitted tables again along axis, each laid
+// out as part: t rebuilt by the program; nil where no order reproduces t.
+func (s *synth) rejoined(t, a, b *val, axis int, part []int, orders []bool, how string) *val {
+	for _, sinFirst := range orders {
 		c, sn := a, b
 		if sinFirst {
 			c, sn = b, a
@@ -121,12 +101,11 @@ func (s *synth) fitStackedTable(t *val) *val {
 		if f == nil {
 			continue
 		}
-		parts := []*val{f[0], f[1]}
-		label := "cos, sin stacked"
+		parts, label := []*val{f[0], f[1]}, "cos, sin "+how
 		if sinFirst {
-			parts, label = []*val{f[1], f[0]}, "sin, cos stacked"
+			parts, label = []*val{f[1], f[0]}, "sin, cos "+how
 		}
-		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: []*val{s.reshape(parts[0], []int{1, rows, d}), s.reshape(parts[1], []int{1, rows, d})}, out: t.format, label: label})
+		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: axis}, args: []*val{s.reshape(parts[0], part), s.reshape(parts[1], part)}, out: t.format, label: label})
 		v := s.reshape(j, t.shape)
 		if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
 			continue
