@@ -202,6 +202,12 @@ var unseenFactors = map[string]map[string]any{
 	// modeling_wav2vec2_bert.py with rotary positions: the hidden states
 	// rotated (rotate_half) before linear_q and linear_k
 	"wav2vec2-bert": {"rope_layout": "half", "rope_theta": 10000.0, "mlp_act": "silu"},
+	// modeling_wav2vec2_conformer.py (rotary): the same rotation, and a
+	// BatchNorm1d in eval mode at its initial statistics in the conv module
+	"wav2vec2-conformer": {"rope_layout": "half", "batch_norm_stats": "initial"},
+	// timm's cait.py: talking heads (linears over the heads on the scores
+	// and on the probabilities), then class attention of the class token
+	"timm_cait": {"rope_layout": "none", "mlp_act": "gelu_erf", "attention_causal": false},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},
