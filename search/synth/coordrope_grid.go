@@ -29,15 +29,40 @@ func (s *synth) fitGridCoordRope(cosT, sinT *val) (*val, *val) {
 	}
 	for _, grid := range factorizations(rows, 3) {
 		for _, kind := range gridCoordKinds {
-			pv := gridCoords(grid, kind)
-			pv.origin = cosT.origin + "/grid"
-			if cv, sv := s.fitCoordRope([]*val{pv}, cosT, sinT); cv != nil {
-				s.em.constant(pv, fmt.Sprintf("positions on the %v grid, row-major, each axis %s (a constant of the request's shape)", grid, kind.note))
-				return cv, sv
+			for _, xy := range []bool{false, true} {
+				if xy && len(grid) < 2 {
+					continue
+				}
+				pv := gridCoords(grid, kind)
+				note := "row-major"
+				if xy {
+					// the columns last axis first (meshgrid's 'xy' indexing:
+					// x, the fastest axis, is the first coordinate)
+					pv = reversedColumns(pv)
+					note = "row-major, the coordinates last axis first"
+				}
+				pv.origin = cosT.origin + "/grid"
+				if cv, sv := s.fitCoordRope([]*val{pv}, cosT, sinT); cv != nil {
+					s.em.constant(pv, fmt.Sprintf("positions on the %v grid, %s, each axis %s (a constant of the request's shape)", grid, note, kind.note))
+					return cv, sv
+				}
 			}
 		}
 	}
 	return nil, nil
+}
+
+// reversedColumns is coordinates [rows, k] with the columns in reverse
+// order.
+func reversedColumns(pv *val) *val {
+	k := pv.shape[1]
+	out := &val{shape: slices.Clone(pv.shape), data: make([]float32, len(pv.data)), format: pv.format}
+	for r := 0; r < pv.shape[0]; r++ {
+		for a := range k {
+			out.data[r*k+a] = pv.data[r*k+k-1-a]
+		}
+	}
+	return out
 }
 
 // gridCoordKind is how a grid's axis of n cells is turned into
@@ -49,9 +74,9 @@ type gridCoordKind struct {
 
 // gridCoordKinds are the coordinates fitGridCoordRope tries, in order:
 // points spaced evenly over [−1, 1] (the first and last cells at the
-// ends), the cells' integer positions, and the cells' centres normalised
+// ends), the cells' integer positions, the cells' centres normalised
 // into [−1, 1] (the unit interval cut into n cells, each at its middle:
-// no cell at either end).
+// no cell at either end), and the positions from one.
 var gridCoordKinds = []gridCoordKind{
 	{"linspace(−1, 1, n) in f32", func(n int) []float32 { return linspaceF32(-1, 1, n) }},
 	{"its integer positions 0…n−1", func(n int) []float32 {
@@ -62,6 +87,15 @@ var gridCoordKinds = []gridCoordKind{
 		return out
 	}},
 	{"its cells' centres 2·((i + ½)/n) − 1 in f32", centresF32},
+	// positions from one (a grid offset of one: the cell after a class
+	// token's place), any scale absorbed by the ladder read off the angles
+	{"its integer positions plus one, 1…n", func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(i + 1)
+		}
+		return out
+	}},
 }
 
 // centresF32 are the centres of n equal cells of [−1, 1] as a model

@@ -208,3 +208,40 @@ func TestGridCoordRopeCentres(t *testing.T) {
 		}
 	}
 }
+
+// TestGridCoordRopeOffsetXY: tables over a grid's positions from one,
+// scaled to a reference grid ((i + 1)/n·ref, timm's grid offset and
+// ref_feat_shape, the Perception Encoder's), the coordinates of the last
+// axis first (meshgrid's 'xy' indexing), each axis's ladder f_i =
+// 1/θ^(i/F) interleaved, axis by axis: explained as the grid's positions
+// plus one, columns reversed, the scale absorbed by the ladder read off
+// the angles; the tables reproduced.
+func TestGridCoordRopeOffsetXY(t *testing.T) {
+	const h, w, f, ref = 3, 4, 4, 14
+	rows, d := h*w, 2*2*f
+	bands := make([]float32, f)
+	for i := range bands {
+		bands[i] = 1 / float32(math.Pow(1e4, float64(i)/f))
+	}
+	cosT := &val{shape: []int{rows, d}, data: make([]float32, rows*d), format: precision.F32, origin: "cos"}
+	sinT := &val{shape: []int{rows, d}, data: make([]float32, rows*d), format: precision.F32, origin: "sin"}
+	for r := range rows {
+		coords := []float32{float32(r%w+1) / w * ref, float32(r/w+1) / h * ref} // x (columns) first
+		for ax, c := range coords {
+			for i, b := range bands {
+				a := float64(c * b)
+				at := r*d + ax*2*f + 2*i
+				cosT.data[at], cosT.data[at+1] = float32(math.Cos(a)), float32(math.Cos(a))
+				sinT.data[at], sinT.data[at+1] = float32(math.Sin(a)), float32(math.Sin(a))
+			}
+		}
+	}
+	s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	cv, sv := s.fitGridCoordRope(cosT, sinT)
+	if cv == nil || sv == nil {
+		t.Fatal("no fit")
+	}
+	if e := max(relRMS(precision.F32, cv.data, cosT.data), relRMS(precision.F32, sv.data, sinT.data)); e > 1e-6 {
+		t.Errorf("tables not reproduced: rel-RMS %g", e)
+	}
+}
