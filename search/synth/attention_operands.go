@@ -596,8 +596,11 @@ func (s *synth) sideBySideTables(sc *scope, tables [][2]*val, operands [][3]*val
 	var out [][2]*val
 	for _, v := range sc.vals {
 		n := len(v.shape)
-		if v.opaque || v.integral() || taken[v] || n < 2 || v.shape[n-2] > rows || v.shape[n-2] < 2 || v.shape[n-1]%2 != 0 || v.shape[n-1] < 4 || v.shape[n-1] >= width {
+		if v.opaque || v.integral() || taken[v] || n < 2 || v.shape[n-2] > rows || v.shape[n-2] < 2 || v.shape[n-1]%2 != 0 || v.shape[n-1] < 4 || v.shape[n-1] > width {
 			continue // rows: the sequence's, or fewer (the rows after a class token, ropeRows)
+		}
+		if v.shape[n-1] == width && !ropeMade(v) {
+			continue // as wide as q: an activation, unless the search made it as RoPE tables
 		}
 		if v.numel() != v.shape[n-2]*v.shape[n-1] {
 			continue // one table for every sample and head: its leading axes all 1
@@ -1125,4 +1128,10 @@ func (s *synth) stackedTables(v *val) (*val, *val) {
 		return nil, nil
 	}
 	return c, sn
+}
+
+// ropeMade reports whether the search explained v as RoPE tables (a
+// rope_table node's or coordinates' tables, perhaps joined side by side).
+func ropeMade(v *val) bool {
+	return v.fit != nil && (v.fit.kind == "rope_table" || v.fit.kind == "rope_coords")
 }

@@ -208,6 +208,9 @@ var unseenFactors = map[string]map[string]any{
 	// timm's cait.py: talking heads (linears over the heads on the scores
 	// and on the probabilities), then class attention of the class token
 	"timm_cait": {"rope_layout": "none", "mlp_act": "gelu_erf", "attention_causal": false},
+	// timm's eva.py as the Perception Encoder builds it: a [sin | cos]
+	// table of interleaved pairs over grid positions (i + 1)·ref/n, x first
+	"timm_pe_core": {"rope_layout": "interleaved", "mlp_act": "gelu_erf"},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},
