@@ -83,10 +83,12 @@ type synth struct {
 	// parameters (a module computes with it, as talking heads' linears
 	// read attention scores)
 	readerParams bool
-	scopeOf      string // the module of the call being explained
-	linears      []*val
-	gates        []gateRecord
-	seq          int
+	// bilinear: corner ids read as a bilinear resampling (bilinearSum)
+	bilinear []bilinearRecord
+	scopeOf  string // the module of the call being explained
+	linears  []*val
+	gates    []gateRecord
+	seq      int
 	// steps memoises values recomputed at other steps.
 	steps map[*val]map[int][]float32
 	// patchRows is the image stream's rows (the latents' patches), 0 when

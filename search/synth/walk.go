@@ -331,6 +331,15 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 			return target
 		}
 	}
+	if v == nil && (!s.integerRequest() || s.sameEveryStep([]*val{target})) {
+		// the corner rows of a learned position table resampled
+		// bilinearly to the patches' grid: made from the grid's shape
+		if b := bilinearCornersOf(target); b != nil {
+			s.em.constant(target, fmt.Sprintf("the corner rows of a %d×%d table resampled bilinearly to a %d×%d grid, cells in tiles %v (made from the grid's shape)", b.g, b.g, b.h, b.w, b.tiles))
+			s.bilinear = append(s.bilinear, bilinearRecord{ids: target, grid: *b})
+			return target
+		}
+	}
 	if v == nil && relCoordsTable(target) && (len(s.tr.Steps()) < 2 || s.sameEveryStep([]*val{target})) {
 		// a window's relative coordinates (linear or log-spaced), the
 		// input of a position MLP: made from the grid's shape at init
@@ -666,22 +675,26 @@ func gridTiles(h, w int) [][]int {
 // (leading axes, then for each tile side from the largest: the last two
 // axes' tile indices, then the coordinates within the smallest tile).
 func tiledOrder(cells [][]int, tiles []int) bool {
-	key := func(c []int) []int {
-		k := len(c)
-		out := slices.Clone(c[:k-2])
-		h, w := c[k-2], c[k-1]
-		for i := len(tiles) - 1; i >= 0; i-- {
-			out = append(out, h/tiles[i], w/tiles[i])
-			h, w = h%tiles[i], w%tiles[i]
-		}
-		return append(out, h, w)
-	}
 	for i := 1; i < len(cells); i++ {
-		if slices.Compare(key(cells[i-1]), key(cells[i])) >= 0 {
+		if slices.Compare(tileKey(cells[i-1], tiles), tileKey(cells[i], tiles)) >= 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// tileKey is a cell's place in the tiled order: its leading axes, then
+// for each tile side from the largest the last two axes' tile indices,
+// then its coordinates within the smallest tile.
+func tileKey(c []int, tiles []int) []int {
+	k := len(c)
+	out := slices.Clone(c[:k-2])
+	h, w := c[k-2], c[k-1]
+	for i := len(tiles) - 1; i >= 0; i-- {
+		out = append(out, h/tiles[i], w/tiles[i])
+		h, w = h%tiles[i], w%tiles[i]
+	}
+	return append(out, h, w)
 }
 
 // fewValues reports whether v holds at most n distinct values.
