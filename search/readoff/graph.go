@@ -153,13 +153,15 @@ func (g *graph) whole(p *semantics.ProgramNode) bool {
 	return ax >= 0 && ax < len(v.Shape) && p.Attrs.End == v.Shape[ax]
 }
 
-// stored reports whether a value is, through layout ops, a parameter or a
-// constant of the program (no node computes it and it is no input).
+// stored reports whether a value is, through layout ops, a weight or a
+// constant of the program (its declared kind: no node computes it and it
+// is no input).
 func (g *graph) stored(name string) bool {
 	for range len(g.pg.Nodes) + 1 {
 		n := g.prod[name]
 		if n == nil || len(n.In) == 0 {
-			return strings.HasPrefix(name, "param:") || strings.HasPrefix(name, "const:")
+			v := g.vals[name]
+			return v != nil && (v.Kind == "weight" || v.Kind == "const")
 		}
 		if !layoutOps[n.Op] {
 			return false
