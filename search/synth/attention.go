@@ -376,6 +376,9 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
 			s.inlineRope(t, sc, all, try) // try collects into all
 		}
+		if len(tables) == 0 && !anyWithin(all, tolerance(t.format)) {
+			s.inlineGridRope(t, all, try) // try collects into all
+		}
 		if !anyWithin(all, tol) {
 			if bt := s.biasedTriples(sc, all, width); len(bt) > 0 {
 				scan(bt, tables, false)

@@ -79,13 +79,7 @@ type gridCoordKind struct {
 // no cell at either end), and the positions from one.
 var gridCoordKinds = []gridCoordKind{
 	{"linspace(−1, 1, n) in f32", func(n int) []float32 { return linspaceF32(-1, 1, n) }},
-	{"its integer positions 0…n−1", func(n int) []float32 {
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = float32(i)
-		}
-		return out
-	}},
+	integerCoords,
 	{"its cells' centres 2·((i + ½)/n) − 1 in f32", centresF32},
 	// positions from one (a grid offset of one: the cell after a class
 	// token's place), any scale absorbed by the ladder read off the angles
@@ -97,6 +91,15 @@ var gridCoordKinds = []gridCoordKind{
 		return out
 	}},
 }
+
+// integerCoords are an axis's integer positions.
+var integerCoords = gridCoordKind{"its integer positions 0…n−1", func(n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(i)
+	}
+	return out
+}}
 
 // centresF32 are the centres of n equal cells of [−1, 1] as a model
 // computes them in f32: c_i = (i + 0.5)/n (arange(0.5, n) divided by n,
