@@ -5,8 +5,8 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec"
-	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
