@@ -68,7 +68,7 @@ func TestRecipeRefused(t *testing.T) {
 		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "attrs": {"act": "gate_kind"}}`, `"gate_kind" is no factor`},
 		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "attrs": {"act": "block.width"}}`, `"block.width" is not one of`},
 		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "when": "qk_norm"}`, `not a boolean factor`},
-		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "when": "qk_norm == l2"}`, `"l2" is not a value of qk_norm`},
+		{`{"op": "act", "name": "a", "in": ["x"], "out": ["y"], "when": "qk_norm == l1"}`, `"l1" is not a value of qk_norm`},
 		{`{"op": "join", "name": "a", "in": ["x"], "out": ["y"]}`, `outside each`},
 		{`{"op": "add", "role": "r", "in": ["x", "x"], "out": ["y"]}`, `no parameters to bind`},
 		{`{"op": "add", "name": "a", "in": ["x", "x"], "out": ["z"]}`, `out "y" is not made`},

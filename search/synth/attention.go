@@ -29,6 +29,9 @@ type attnChoice struct {
 	sinks     *val             // a per-head logit joined to each row's softmax (an attention sink), or nil
 	rounded   precision.Format // q and k rounded to this format and read back (0: not)
 	keyParts  [2]int           // rows of the two streams' pieces of joined keys (zeros: not joined)
+	// temperature: how a cosine attention's per-head temperature is made
+	// from its parameter (cosineAttention; "": not cosine)
+	temperature string
 }
 
 // attention explains target [B, S, H·D] as scaled dot-product attention

@@ -156,12 +156,17 @@ func (s *synth) readFactors() []semantics.Factor {
 		qk := "none"
 		if f := s.normOf(ch.q); f != nil {
 			qk = f.norm.Kind.String()
+		} else if ch.temperature != "" {
+			qk = "l2" // cosine attention
 		}
 		add(semantics.Factor{Name: "qk_norm", Scope: a.scope, Value: qk, Margin: 0, Candidates: []semantics.Candidate{{Value: qk, Score: 0}},
 			Evidence: semantics.Evidence{Metric: "declared", Note: "read from the program: what q is made by before attention"}})
 	}
 	for _, l := range s.lambdas {
 		add(l.factor())
+	}
+	for _, r := range s.temperatures {
+		add(r.factor())
 	}
 	for _, b := range s.batchNorms {
 		add(b.factor())

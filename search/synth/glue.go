@@ -352,6 +352,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.softCapped(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatedMemory(t, vs) }, plain: true},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.unscaledAttention(t, c) }, plain: true},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.cosineAttention(t, c) }, plain: true},
+		{try: func(t *val, _ *scope, _ []*val) *val { return s.sineGridTable(t) }, plain: true},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.widerAttention(t, c) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.mixGate(t, vs) }},
 		{try: s.mixSinkhorn},

@@ -51,12 +51,13 @@ type synth struct {
 	params    map[string]*val
 	// freqsRead: sinusoid frequency entries read off captures so far, by
 	// table (readTable), for sinusoids whose own captures do not decide
-	freqsRead map[freqKey]map[int]float32
-	opaque    []*val
-	attn      []attnRecord
-	lambdas   []lambdaRecord // how each differential attention's λ was explained
-	mlps      []mlpRecord
-	ropes     []ropeRecord
+	freqsRead    map[freqKey]map[int]float32
+	opaque       []*val
+	attn         []attnRecord
+	lambdas      []lambdaRecord      // how each differential attention's λ was explained
+	temperatures []temperatureRecord // how each cosine attention's temperature was made
+	mlps         []mlpRecord
+	ropes        []ropeRecord
 	// coordRopes: RoPE tables made from float coordinates (fitCoordRope)
 	coordRopes []coordRopeRecord
 	// ropeSplits are the axis splits RoPE tables were fitted with, in
