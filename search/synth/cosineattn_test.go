@@ -116,3 +116,76 @@ func TestCosineAttention(t *testing.T) {
 		t.Errorf("temperature factor %+v not decisive", f)
 	}
 }
+
+// TestCrossCovarianceAttention: XCiT's attention over each head's channels,
+// stated in float64: q, k and v the pieces of one fused projection
+// [1, 6, 3·8] (heads of 4), q and k normalised over the 6 tokens per
+// channel, the channel-by-channel map times the head's temperature (a
+// [H, 1, 1] parameter as it is), softmax over the key channels, applied
+// to v's channels. cosineAttention must explain it read across, the
+// temperature p.
+func TestCrossCovarianceAttention(t *testing.T) {
+	const n, heads, d = 6, 2, 4
+	width := heads * d
+	rng := rand.New(rand.NewPCG(3, 77))
+	qkv := &val{shape: []int{1, n, 3 * width}, data: make([]float32, n*3*width), format: precision.F32, origin: "qkv/out", fit: &leafFit{kind: "linear"}}
+	for i := range qkv.data {
+		qkv.data[i] = float32(rng.NormFloat64())
+	}
+	temp := &val{shape: []int{heads, 1, 1}, data: []float32{0.8, 1.3}, format: precision.F32, origin: "temperature"}
+	at := func(part, tok, ch int) float64 { return float64(qkv.data[tok*3*width+part*width+ch]) }
+	// each channel of q and k divided by its norm over the tokens
+	norms := func(part int) []float64 {
+		out := make([]float64, width)
+		for ch := range width {
+			for tok := range n {
+				out[ch] += at(part, tok, ch) * at(part, tok, ch)
+			}
+			out[ch] = math.Sqrt(out[ch])
+		}
+		return out
+	}
+	qn, kn := norms(0), norms(1)
+	out := make([]float32, n*width)
+	for h := range heads {
+		for c1 := range d {
+			sc := make([]float64, d)
+			m := math.Inf(-1)
+			for c2 := range d {
+				for tok := range n {
+					sc[c2] += at(0, tok, h*d+c1) / qn[h*d+c1] * at(1, tok, h*d+c2) / kn[h*d+c2]
+				}
+				sc[c2] *= float64(temp.data[h])
+				m = math.Max(m, sc[c2])
+			}
+			var sum float64
+			for c2 := range d {
+				sc[c2] = math.Exp(sc[c2] - m)
+				sum += sc[c2]
+			}
+			for tok := range n {
+				var acc float64
+				for c2 := range d {
+					acc += sc[c2] / sum * at(2, tok, h*d+c2)
+				}
+				out[tok*width+h*d+c1] = float32(acc)
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, width}, out)
+	sc.add(temp, false)
+	sc.add(qkv, true)
+	got := s.cosineAttention(target, sc)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+	if len(s.attn) != 1 || !strings.Contains(s.attn[0].choice.label, "across the channels") {
+		t.Errorf("records %+v: want one attention across the channels", s.attn)
+	}
+	if len(s.temperatures) != 1 || s.temperatures[0].form != "param" {
+		t.Errorf("temperatures %+v: want the parameter as it is", s.temperatures)
+	}
+}
