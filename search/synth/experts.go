@@ -569,7 +569,7 @@ func (s *synth) routedBiased(t *val, vals []*val) *val {
 // its shape, or of a linear of one by a weight of the scope (router
 // scores computed in the forward: softmax(F.linear(x, W))).
 func (s *synth) softmaxed(t *val, vals []*val) *val {
-	if len(t.shape) == 0 || !rowsSumToOne(t) {
+	if len(t.shape) == 0 || !rowsSumToOne(t, 1e-3) {
 		return nil
 	}
 	e := t.shape[len(t.shape)-1]
@@ -598,8 +598,8 @@ func (s *synth) softmaxed(t *val, vals []*val) *val {
 }
 
 // rowsSumToOne reports whether every row of v (its last axis) is
-// nonnegative and sums to 1 within f32 rounding.
-func rowsSumToOne(v *val) bool {
+// nonnegative and sums to 1 within tol.
+func rowsSumToOne(v *val, tol float64) bool {
 	e := v.shape[len(v.shape)-1]
 	if e < 2 {
 		return false
@@ -612,7 +612,7 @@ func rowsSumToOne(v *val) bool {
 			}
 			sum += float64(x)
 		}
-		if math.Abs(sum-1) > 1e-3 {
+		if math.Abs(sum-1) > tol {
 			return false
 		}
 	}

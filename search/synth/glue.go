@@ -329,6 +329,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.bilinearSum(t, vs) }},
 		// a step-by-step attention's scores, probabilities and output
 		{try: func(t *val, c *scope, _ []*val) *val { return s.scoresOf(t, c) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.gatedProbabilities(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.softmaxOf(t, vs) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},

@@ -1,6 +1,11 @@
 package synth
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // relCoordsTable reports whether v [A, B, 2] (or [1, A, B, 2]) holds the relative
 // coordinates of a window's offsets, as a model builds them at init for
@@ -64,4 +69,62 @@ func relCoordsTable(v *val) bool {
 		}
 	}
 	return false
+}
+
+// pairOffsetsTable reads v [N, N, c] (leading axes of one) as a table of
+// every (query, key) pair's relative offset on a grid of N cells,
+// row-major: each channel one of the key-minus-query column offset, row
+// offset, their negatives, or the squared distance Δrow² + Δcol², as a
+// model builds it from the grid's shape for a position projection
+// (ConViT's rel_indices). It returns what each channel is, or "".
+func pairOffsetsTable(v *val) string {
+	n := len(v.shape)
+	if n < 3 || v.integral() && v.intType {
+		return ""
+	}
+	cells, c := v.shape[n-2], v.shape[n-1]
+	if v.shape[n-3] != cells || c < 1 || c > 4 || cells < 4 || v.numel() != cells*cells*c {
+		return ""
+	}
+	forms := []struct {
+		name string
+		f    func(dr, dc int) int
+	}{
+		{"Δcol", func(_, dc int) int { return dc }},
+		{"Δrow", func(dr, _ int) int { return dr }},
+		{"−Δcol", func(_, dc int) int { return -dc }},
+		{"−Δrow", func(dr, _ int) int { return -dr }},
+		{"Δrow² + Δcol²", func(dr, dc int) int { return dr*dr + dc*dc }},
+	}
+	for _, grid := range factorizations(cells, 2) {
+		if len(grid) != 2 {
+			continue
+		}
+		w := grid[1]
+		names := make([]string, c)
+		for ch := range c {
+			for _, f := range forms {
+				ok := true
+				for i := 0; i < cells && ok; i++ {
+					for j := range cells {
+						if v.data[(i*cells+j)*c+ch] != float32(f.f(j/w-i/w, j%w-i%w)) {
+							ok = false
+							break
+						}
+					}
+				}
+				if ok {
+					names[ch] = f.name
+					break
+				}
+			}
+			if names[ch] == "" {
+				break
+			}
+		}
+		if names[c-1] != "" && slices.ContainsFunc(v.data, func(x float32) bool { return x != 0 }) {
+			return fmt.Sprintf("each (query, key) pair's offset on the %v grid, key minus query: channels %s (a table the model makes from its grid's shape)", grid, strings.Join(names, ", "))
+		}
+	}
+	return ""
 }

@@ -346,6 +346,12 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		s.em.constant(target, "relative coordinates of a window's offsets, one axis per channel, odd about the centre (a table the model makes from its grid's shape at init)")
 		return target
 	}
+	if v == nil && (len(s.tr.Steps()) < 2 || s.sameEveryStep([]*val{target})) {
+		if note := pairOffsetsTable(target); note != "" {
+			s.em.constant(target, note)
+			return target
+		}
+	}
 	if v == nil && isBounds(target) && (!s.integerRequest() || s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0)) {
 		// segment bounds (cumulative lengths: windows, packed images) in a
 		// run whose request holds no integers, or equal at every step: made
