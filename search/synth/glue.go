@@ -138,6 +138,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		if e > tol || (loose != nil && e > looseErr/4) || !s.everyStep(v, target, tol) {
 			continue
 		}
+		if e > looseFloor(target.format) && wrongRow(v, target, 10*tol) {
+			// within tolerance on the whole, but some row far off: a
+			// different computation for a few rows (a class token's own
+			// residual) that the other rows' agreement hides
+			continue
+		}
 		if e > looseFloor(target.format) && loose == nil {
 			// within tolerance but far from exact: keep it and let the
 			// later forms try for a tight one (an f32 norm of a value
@@ -660,6 +666,21 @@ func recentFirst(vs []*val) []*val {
 	out := slices.Clone(vs)
 	slices.Reverse(out)
 	return out
+}
+
+// wrongRow reports whether some row of v (its last axis) misses t's by
+// more than tol in rel-RMS, over a row of t that is not all zeros.
+func wrongRow(v, t *val, tol float64) bool {
+	n := t.shape[len(t.shape)-1]
+	if n == 0 || len(v.data) != len(t.data) || len(t.data) == n {
+		return false
+	}
+	for r := 0; r+n <= len(t.data); r += n {
+		if rms(t.data[r:r+n]) > 0 && relRMS(t.format, v.data[r:r+n], t.data[r:r+n]) > tol {
+			return true
+		}
+	}
+	return false
 }
 
 // looseFloor is the error above which an explanation is loose: kept while

@@ -462,10 +462,16 @@ func (s *synth) gatedMoved(t *val, sc *scope, vals []*val) *val {
 	return s.gatedOf(t, sc, append(ops, moved...))
 }
 
-// gatedOf is gated over the operands ops.
+// gatedOf is gated over the operands ops: the first pair near exact
+// (within looseFloor), else the pair with the least error within the
+// tolerance (in a narrow format a wrong pair can come within it: the
+// residual and the branch swapped, a gate near one).
 func (s *synth) gatedOf(t *val, sc *scope, ops []*val) *val {
 	tol := tolerance(t.format)
 	B, R, C := t.shape[0], t.shape[1], t.shape[2]
+	var best *val
+	var bestRec gateRecord
+	bestErr := math.Inf(1)
 	for _, x := range ops {
 		for _, y := range ops {
 			if x == y {
@@ -500,12 +506,22 @@ func (s *synth) gatedOf(t *val, sc *scope, ops []*val) *val {
 			}
 			if w, ev := s.best(t, cands); w != nil {
 				w.fit = &leafFit{kind: "gated", act: w.from.attrs.Act, candidates: ev}
-				s.gates = append(s.gates, gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: info[w.from], candidates: ev})
-				return w
+				rec := gateRecord{scope: sc.module, boundary: t.origin, fn: w.from.attrs.Act, gate: info[w.from], candidates: ev}
+				e := relRMS(t.format, w.data, t.data)
+				if e <= looseFloor(t.format) {
+					s.gates = append(s.gates, rec)
+					return w
+				}
+				if e < bestErr {
+					best, bestRec, bestErr = w, rec, e
+				}
 			}
 		}
 	}
-	return nil
+	if best != nil {
+		s.gates = append(s.gates, bestRec)
+	}
+	return best
 }
 
 // modRecord is one modulation the search explained, for the factors.
