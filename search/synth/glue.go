@@ -373,6 +373,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		v := f.try(target, sc, vals)
 		switch {
 		case v == nil:
+		case len(v.data) == len(target.data) && relRMS(target.format, v.data, target.data) > looseFloor(target.format) && wrongRow(v, target, 10*tolerance(target.format)):
+			// as in glue's first forms: a row far off is another computation
 		case f.plain:
 			return v
 		default:

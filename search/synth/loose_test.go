@@ -207,3 +207,47 @@ func testSearch(tr *trace.Trace, f precision.Format) (*synth, *scope) {
 		steps: map[*val]map[int][]float32{}, joint: map[string]*val{}}
 	return s, &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
 }
+
+// TestLooseWrongRow: in bf16, a + b reproduces 63 of a target's 64 rows
+// bit for bit and misses its first row entirely (a class row with a
+// residual of its own, a tenth of the others' size), so on the whole it
+// is within bf16's tolerance. Glue must not take it: no other value
+// explains the first row, so nothing explains the target.
+func TestLooseWrongRow(t *testing.T) {
+	const rows, width = 64, 64
+	rng := rand.New(rand.NewPCG(9, 2))
+	bf := func(f func(i int) float64) []float32 {
+		out := make([]float32, rows*width)
+		for i := range out {
+			out[i] = precision.BF16.Round(float32(f(i)))
+		}
+		return out
+	}
+	a := bf(func(i int) float64 {
+		if i < width {
+			return 0.05 * rng.NormFloat64()
+		}
+		return rng.NormFloat64()
+	})
+	b := bf(func(i int) float64 {
+		if i < width {
+			return 0.05 * rng.NormFloat64()
+		}
+		return rng.NormFloat64()
+	})
+	target := bf(func(i int) float64 {
+		if i < width {
+			return 0.1 * rng.NormFloat64() // the first row: another computation
+		}
+		return float64(a[i] + b[i])
+	})
+	shape := []int{1, rows, width}
+	sum := bf(func(i int) float64 { return float64(a[i] + b[i]) })
+	if e := relRMS(precision.BF16, sum, target); e > tolerance(precision.BF16) {
+		t.Fatalf("a + b is %.3g from the target: the planted case wants it within bf16's tolerance", e)
+	}
+	s, sc, tv := plantedBF16(t, shape, target, &val{shape: shape, data: a, format: precision.BF16, origin: "a"}, &val{shape: shape, data: b, format: precision.BF16, origin: "b"})
+	if v := s.glue(tv, sc); v != nil {
+		t.Errorf("explained by %v (rel-RMS %.3g; first row %.3g)", v.from, relRMS(precision.BF16, v.data, target), relRMS(precision.BF16, v.data[:width], target[:width]))
+	}
+}
