@@ -138,7 +138,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		if e > tol || (loose != nil && e > looseErr/4) || !s.everyStep(v, target, tol) {
 			continue
 		}
-		if e > looseFloor(target.format) && wrongRow(v, target, 10*tol) {
+		if e > looseFloor(target.format) && wrongRow(v, target, tol) {
 			// within tolerance on the whole, but some row far off: a
 			// different computation for a few rows (a class token's own
 			// residual) that the other rows' agreement hides
@@ -373,7 +373,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		v := f.try(target, sc, vals)
 		switch {
 		case v == nil:
-		case len(v.data) == len(target.data) && relRMS(target.format, v.data, target.data) > looseFloor(target.format) && wrongRow(v, target, 10*tolerance(target.format)):
+		case len(v.data) == len(target.data) && relRMS(target.format, v.data, target.data) > looseFloor(target.format) && wrongRow(v, target, tolerance(target.format)):
 			// as in glue's first forms: a row far off is another computation
 		case f.plain:
 			return v
@@ -671,14 +671,21 @@ func recentFirst(vs []*val) []*val {
 }
 
 // wrongRow reports whether some row of v (its last axis) misses t's by
-// more than tol in rel-RMS, over a row of t that is not all zeros.
+// more than 10·tol of its own size and by more than tol of t's (a row
+// near zero, where rounding alone moves it by much of itself, is not
+// taken for a wrong one).
 func wrongRow(v, t *val, tol float64) bool {
 	n := t.shape[len(t.shape)-1]
 	if n == 0 || len(v.data) != len(t.data) || len(t.data) == n {
 		return false
 	}
+	all := rms(t.data)
+	diff := make([]float32, n)
 	for r := 0; r+n <= len(t.data); r += n {
-		if rms(t.data[r:r+n]) > 0 && relRMS(t.format, v.data[r:r+n], t.data[r:r+n]) > tol {
+		for i := range diff {
+			diff[i] = v.data[r+i] - t.data[r+i]
+		}
+		if e := rms(diff); e > 10*tol*rms(t.data[r:r+n]) && e > tol*all {
 			return true
 		}
 	}
