@@ -82,6 +82,7 @@ class Capture:
 
         self._entered = False
         self._writer = None
+        self._fastpath = None  # torch's MHA fast-path setting before the capture
         self._detach = []
         self._hooked = set()  # id() of every hooked module: each is hooked once
         self._error = None
@@ -114,6 +115,7 @@ class Capture:
             raise CaptureError("a Capture records one run; make a new one")
         self._entered = True
         self._writer = open_writer(self.path)
+        self._fastpath = _fastpath_off()
         try:
             for name, model in self._models.items():
                 self._attach(model, name)
@@ -318,6 +320,9 @@ class Capture:
             detach()
         self._detach = []
         self._hooked = set()
+        if self._fastpath is not None:
+            torch.backends.mha.set_fastpath_enabled(self._fastpath)
+            self._fastpath = None
 
     def _producer(self):
         # The device of the first parameter and the dtype most floating-point
@@ -339,6 +344,10 @@ class Capture:
             "dtype": dtype_name(dtype),
             "capture": f"zflow_capture {__version__}",
         }
+        if _has_fastpath_flag():
+            # torch's fused encoder-layer and attention kernels run a whole
+            # layer as one call, so no sub-module boundary would be recorded
+            producer["mha_fastpath"] = "off"
         producer.update(self._producer_extra)
         return producer
 
@@ -349,3 +358,19 @@ class Capture:
             "inputs": self._inputs, "outputs": self._outputs, "calls": self._calls,
         }
         return json.dumps(manifest, allow_nan=False, separators=(",", ":"))
+
+
+def _has_fastpath_flag():
+    mha = getattr(torch.backends, "mha", None)
+    return mha is not None and hasattr(mha, "set_fastpath_enabled")
+
+
+def _fastpath_off():
+    """Turn torch's fused TransformerEncoderLayer / MultiheadAttention fast
+    path off (torch >= 2.1) and return the setting to restore, or None where
+    torch has no such switch."""
+    if not _has_fastpath_flag():
+        return None
+    was = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    return was

@@ -185,6 +185,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.fitGroupedLinear(xs[0], params, t)
 			}
+			if fit == nil {
+				fit = s.fitPackedAttention(sc.module, xs, params, t)
+			}
 		case expertParams(params):
 			fit = s.fitExperts(xs, params, t)
 		case len(params[0].shape) == 3 && params[0].shape[2] == 1:
