@@ -211,6 +211,17 @@ var unseenFactors = map[string]map[string]any{
 	// timm's eva.py as the Perception Encoder builds it: a [sin | cos]
 	// table of interleaved pairs over grid positions (i + 1)·ref/n, x first
 	"timm_pe_core": {"rope_layout": "interleaved", "mlp_act": "gelu_erf"},
+	// modeling_swinv2.py: cosine attention (q, k L2-normalised per head,
+	// exp(min(logit_scale, ln 100)) per head), a position MLP's table
+	// gathered at the windows' relative offsets as 16·σ
+	"swinv2": {"qk_norm": "l2", "attention_temperature": "exp", "mlp_act": "gelu_erf"},
+	// timm's convit.py: gated positional self-attention in the local
+	// layers, plain attention after
+	"timm_convit": {"mlp_act": "gelu_erf"},
+	// torch.nn.TransformerEncoderLayer (sequence first, post- and pre-norm):
+	// nn.MultiheadAttention's packed in_proj_weight, out_proj never called
+	"torch_encoder_post": {"attention_causal": false, "mlp_act": "gelu_erf"},
+	"torch_encoder_pre":  {"attention_causal": false, "mlp_act": "gelu_erf"},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},

@@ -1,0 +1,73 @@
+"""Capture torch.nn's own transformer layers as zflow traces (f32, CPU, random weights).
+
+usage: /usr/bin/python3 capture_torchnn.py OUTDIR [CASE ...]
+
+Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerEncoderLayer
+(d_model 32, 4 heads, feed-forward 48, GELU, dropout 0), fed sequence first [S, B, E]:
+  torch_encoder_post  norm after each residual (norm_first=False, the default)
+  torch_encoder_pre   norm before each sub-layer (norm_first=True)
+  torch_encoder_batch batch first [B, S, E]: on torch >= 2.1 the capture turns torch's fused
+                      fast path off and the layers' calls are recorded; on older torch the
+                      fused path records each layer as one call (no sub-module boundary)
+What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
+q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
+sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
+"""
+import os
+import sys
+
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "capture"))
+import zflow_capture  # noqa: E402
+from weights import randomize  # noqa: E402
+
+
+class Encoder(nn.Module):
+    def __init__(self, norm_first, batch_first):
+        super().__init__()
+        self.embed = nn.Embedding(64, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 48, dropout=0.0, activation="gelu",
+                                           batch_first=batch_first, norm_first=norm_first)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.batch_first = batch_first
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        if self.batch_first:
+            return self.encoder(x)
+        return self.encoder(x.transpose(0, 1)).transpose(0, 1)
+
+
+CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True)}
+
+
+def capture(case, outdir):
+    norm_first, batch_first = CASES[case]
+    torch.manual_seed(0)
+    model = Encoder(norm_first, batch_first)
+    randomize(model, torch.Generator().manual_seed(1))
+    model.eval()
+    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
+    path = os.path.join(outdir, f"{case}-f32.npz")
+    prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
+    with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
+        cap.input("input_ids", ids)
+        with torch.no_grad():
+            h = model(ids)
+        cap.output("hidden", h)
+    return f"{cap.summary['calls']} calls, {os.path.getsize(path)} bytes"
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    for case in sys.argv[2:] or list(CASES):
+        print(f"{case:20s} {capture(case, outdir)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
