@@ -9,6 +9,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   torch_encoder_batch batch first [B, S, E]: on torch >= 2.1 the capture turns torch's fused
                       fast path off and the layers' calls are recorded; on older torch the
                       fused path records each layer as one call (no sub-module boundary)
+  torch_mha_cross     blocks calling nn.MultiheadAttention directly, batch first, need_weights at its
+                      default: self-attention, then cross-attention to a context of another width
+                      (kdim = vdim: q_proj_weight, k_proj_weight and v_proj_weight apart)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -42,13 +45,48 @@ class Encoder(nn.Module):
         return self.encoder(x.transpose(0, 1)).transpose(0, 1)
 
 
-CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True)}
+class CrossBlock(nn.Module):
+    """A block as third-party DiT code writes it with nn.MultiheadAttention called directly (need_weights left
+    at its default, so the call also returns the head-averaged weights): self-attention, batch first, then
+    cross-attention to a context of another width (kdim = vdim = 24: separate q/k/v weights), then an MLP."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(32)
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+        self.norm2 = nn.LayerNorm(32)
+        self.cross = nn.MultiheadAttention(32, 4, kdim=24, vdim=24, batch_first=True)
+        self.norm3 = nn.LayerNorm(32)
+        self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+
+    def forward(self, x, ctx):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h)[0]
+        x = x + self.cross(self.norm2(x), ctx, ctx)[0]
+        return x + self.mlp(self.norm3(x))
+
+
+class Cross(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(64, 32)
+        self.context = nn.Linear(16, 24)
+        self.blocks = nn.ModuleList([CrossBlock() for _ in range(2)])
+
+    def forward(self, ids, ctx):
+        x, c = self.embed(ids), self.context(ctx)
+        for b in self.blocks:
+            x = b(x, c)
+        return x
+
+
+CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
+         "torch_mha_cross": None}
 
 
 def capture(case, outdir):
-    norm_first, batch_first = CASES[case]
     torch.manual_seed(0)
-    model = Encoder(norm_first, batch_first)
+    model = Cross() if CASES[case] is None else Encoder(*CASES[case])
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
@@ -56,8 +94,13 @@ def capture(case, outdir):
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
         cap.input("input_ids", ids)
+        args = (ids,)
+        if CASES[case] is None:
+            ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))
+            cap.input("context", ctx)
+            args = (ids, ctx)
         with torch.no_grad():
-            h = model(ids)
+            h = model(*args)
         cap.output("hidden", h)
     return f"{cap.summary['calls']} calls, {os.path.getsize(path)} bytes"
 

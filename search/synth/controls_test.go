@@ -222,6 +222,9 @@ var unseenFactors = map[string]map[string]any{
 	// nn.MultiheadAttention's packed in_proj_weight, out_proj never called
 	"torch_encoder_post": {"attention_causal": false, "mlp_act": "gelu_erf"},
 	"torch_encoder_pre":  {"attention_causal": false, "mlp_act": "gelu_erf"},
+	// nn.MultiheadAttention called directly, batch first, need_weights on:
+	// self-attention, then cross-attention with q/k/v weights apart
+	"torch_mha_cross": {"attention_causal": false, "mlp_act": "gelu_erf"},
 	// transformers' modeling_bamba.py, reimplemented: a Mamba-2 mixer (its
 	// conv1d, scan and gated norm) beside partial-rotary attention
 	"bamba": {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true, "ssm_skip": true},

@@ -234,6 +234,14 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 		return out
 	}
+	if len(targets) == 2 && len(xs) >= 1 && len(params) > 0 && isMatrix(params[0]) && len(targets[1].shape) == 3 {
+		// nn.MultiheadAttention with need_weights: the output and the
+		// head-averaged weights [B, L, S], which nothing reads
+		if a := s.fitPackedAttention(sc.module, xs, params, targets[0]); a != nil {
+			out[0] = adopt(targets[0], a)
+			return out
+		}
+	}
 	if (len(targets) == 3 || len(targets) == 2) && routerParams(params) && len(xs) >= 1 {
 		if r := s.fitRouter(xs[0], params, targets); r != nil {
 			for i := range targets {

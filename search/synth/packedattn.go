@@ -10,29 +10,49 @@ import (
 
 // fitPackedAttention explains a leaf t [.., E] made from query, key and
 // value arguments (one tensor passed three times, or two or three) by one
-// packed input projection W [3E, Eq] (rows q, k, v; a [3E] bias or none),
+// packed input projection W [3E, Eq] (rows q, k, v) or three of their own
+// (keys and values of another width), a [3E] bias or none,
 // attention, and an output projection that is a sub-module the call does
 // not call: torch's nn.MultiheadAttention (F.multi_head_attention_forward
 // over in_proj_weight and out_proj's weight). Rows batch first [B, S, E]
 // or sequence first [S, B, E]; the head count and causality are searched.
 func (s *synth) fitPackedAttention(module string, xs, params []*val, t *val) *val {
-	if len(xs) == 0 || len(xs) > 3 || len(params) == 0 || len(params) > 2 || len(t.shape) != 3 {
+	if len(xs) == 0 || len(xs) > 3 || len(params) == 0 || len(t.shape) != 3 {
 		return nil
 	}
 	e := t.shape[2]
-	w := params[0]
-	if len(w.shape) != 2 || w.shape[0] != 3*e {
+	// the input projections: one packed [3E, Eq] matrix, or three [E, ·]
+	// (q_proj_weight, k_proj_weight, v_proj_weight: keys and values of
+	// another width), then a [3E] bias or none
+	var ws [3]*val
+	var b *val
+	n := 0
+	switch {
+	case len(params[0].shape) == 2 && params[0].shape[0] == 3*e:
+		n = 1
+	case len(params) >= 3 && isMatrix(params[1]) && isMatrix(params[2]):
+		for i := range 3 {
+			if ws[i] = params[i]; ws[i].shape[0] != e {
+				return nil
+			}
+		}
+		n = 3
+	default:
 		return nil
 	}
-	var b *val
-	if len(params) == 2 {
-		if b = params[1]; b.numel() != 3*e {
-			return nil
-		}
+	switch rest := params[n:]; {
+	case len(rest) == 1 && rest[0].numel() == 3*e:
+		b = rest[0]
+	case len(rest) != 0:
+		return nil
 	}
 	arg := func(i int) *val { return xs[min(i, len(xs)-1)] }
 	for i := range 3 {
-		if x := arg(i); len(x.shape) != 3 || x.shape[2] != w.shape[1] || x.integral() {
+		in := params[0].shape[1]
+		if n == 3 {
+			in = ws[i].shape[1]
+		}
+		if x := arg(i); len(x.shape) != 3 || x.shape[2] != in || x.integral() {
 			return nil
 		}
 	}
@@ -69,7 +89,11 @@ func (s *synth) fitPackedAttention(module string, xs, params []*val, t *val) *va
 		}
 		var qkv [3]*val
 		for i := range 3 {
-			qkv[i] = s.derive(&expr{op: program.OpLinear, args: []*val{rows(arg(i)), piece(w, i), piece(b, i)}, out: t.format, label: "packed input projection"})
+			w := ws[i]
+			if n == 1 {
+				w = piece(params[0], i)
+			}
+			qkv[i] = s.derive(&expr{op: program.OpLinear, args: []*val{rows(arg(i)), w, piece(b, i)}, out: t.format, label: "packed input projection"})
 			if qkv[i] == nil {
 				return nil
 			}
