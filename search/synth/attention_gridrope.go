@@ -7,7 +7,6 @@ import (
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
-	"github.com/zflow/zflow/semantics"
 )
 
 // inlineGridRope tries RoPE whose positions the attention makes itself
@@ -52,17 +51,9 @@ func (s *synth) inlineGridRope(t *val, all []attnChoice, try func(attnChoice)) {
 				}
 				for _, layout := range []exec.RopeLayout{exec.RopeInterleaved, exec.RopeHalf} {
 					desc := fmt.Sprintf("%s pairs, %v grid, tables %s per axis, %d of %d rotated, theta=1e4", layout, grid, tableLayout, r*len(grid), d)
-					fit := &leafFit{kind: "rope_table", rope: p, candidates: []semantics.Candidate{{Value: desc, Score: 0}}}
-					cosT.fit, sinT.fit = fit, fit
-					tb := [2]*val{cosT, sinT}
-					rq, rk := s.rotate(ch.q, tb, layout, ch.params.Heads, d), s.rotate(ch.k, tb, layout, ch.params.KVHeads, d)
-					if rq == nil || rk == nil {
-						continue
+					if c, ok := s.roped(ch, [2]*val{cosT, sinT}, p, layout, desc, " ("+desc+")"); ok {
+						try(c)
 					}
-					c := ch
-					c.q, c.k, c.rope, c.cos, c.sin = rq, rk, layout, cosT, sinT
-					c.label = fmt.Sprintf("heads=%d kv=%d causal=%v rope=%s (%s)", ch.params.Heads, ch.params.KVHeads, ch.params.Mask == exec.MaskCausal, layout, desc)
-					try(c)
 				}
 			}
 		}

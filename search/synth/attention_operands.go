@@ -823,21 +823,30 @@ func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnCho
 					if err1 != nil || err2 != nil {
 						continue
 					}
-					fit := &leafFit{kind: "rope_table", rope: p, candidates: []semantics.Candidate{{Value: fmt.Sprintf("%s theta=%g rotary=%d", layout, theta, r), Score: 0}}}
-					cosT.fit, sinT.fit = fit, fit
-					tb := [2]*val{cosT, sinT}
-					rq, rk := s.rotate(ch.q, tb, layout, ch.params.Heads, d), s.rotate(ch.k, tb, layout, ch.params.KVHeads, d)
-					if rq == nil || rk == nil {
-						continue
+					if c, ok := s.roped(ch, [2]*val{cosT, sinT}, p, layout, fmt.Sprintf("%s theta=%g rotary=%d", layout, theta, r), ""); ok {
+						try(c)
 					}
-					c := ch
-					c.q, c.k, c.rope, c.cos, c.sin = rq, rk, layout, cosT, sinT
-					c.label = fmt.Sprintf("heads=%d kv=%d causal=%v rope=%s", ch.params.Heads, ch.params.KVHeads, ch.params.Mask == exec.MaskCausal, layout)
-					try(c)
 				}
 			}
 		}
 	}
+}
+
+// roped is ch with q and k rotated by tables (cos, sin) that rope_table
+// made with p, pairs laid out as layout; desc names the tables in the
+// fit's candidates, note (when set) is added to the label. false where
+// either cannot rotate.
+func (s *synth) roped(ch attnChoice, tb [2]*val, p exec.RopeTableParams, layout exec.RopeLayout, desc, note string) (attnChoice, bool) {
+	fit := &leafFit{kind: "rope_table", rope: p, candidates: []semantics.Candidate{{Value: desc, Score: 0}}}
+	tb[0].fit, tb[1].fit = fit, fit
+	rq, rk := s.rotate(ch.q, tb, layout, ch.params.Heads, ch.headDim), s.rotate(ch.k, tb, layout, ch.params.KVHeads, ch.headDim)
+	if rq == nil || rk == nil {
+		return ch, false
+	}
+	c := ch
+	c.q, c.k, c.rope, c.cos, c.sin = rq, rk, layout, tb[0], tb[1]
+	c.label = fmt.Sprintf("heads=%d kv=%d causal=%v rope=%s%s", ch.params.Heads, ch.params.KVHeads, ch.params.Mask == exec.MaskCausal, layout, note)
+	return c, true
 }
 
 // rotated explains a per-head value t [B, H, S, D] as RoPE applied to a

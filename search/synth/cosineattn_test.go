@@ -74,19 +74,11 @@ func TestCosineAttention(t *testing.T) {
 					b := 16 / (1 + math.Exp(-float64(table.data[at*heads+h])))
 					sc[j] = dot*tau + b + float64(mask.data[(w*n+i)*n+j])
 				}
-				m := math.Inf(-1)
-				for _, x := range sc {
-					m = math.Max(m, x)
-				}
-				var sum float64
-				for j := range sc {
-					sc[j] = math.Exp(sc[j] - m)
-					sum += sc[j]
-				}
+				p := softmax64(sc)
 				for c := range d {
 					var acc float64
 					for j := range n {
-						acc += sc[j] / sum * float64(v.data[(w*n+j)*width+h*d+c])
+						acc += p[j] * float64(v.data[(w*n+j)*width+h*d+c])
 					}
 					out[(w*n+i)*width+h*d+c] = float32(acc)
 				}
@@ -150,23 +142,17 @@ func TestCrossCovarianceAttention(t *testing.T) {
 	for h := range heads {
 		for c1 := range d {
 			sc := make([]float64, d)
-			m := math.Inf(-1)
 			for c2 := range d {
 				for tok := range n {
 					sc[c2] += at(0, tok, h*d+c1) / qn[h*d+c1] * at(1, tok, h*d+c2) / kn[h*d+c2]
 				}
 				sc[c2] *= float64(temp.data[h])
-				m = math.Max(m, sc[c2])
 			}
-			var sum float64
-			for c2 := range d {
-				sc[c2] = math.Exp(sc[c2] - m)
-				sum += sc[c2]
-			}
+			p := softmax64(sc)
 			for tok := range n {
 				var acc float64
 				for c2 := range d {
-					acc += sc[c2] / sum * at(2, tok, h*d+c2)
+					acc += p[c2] * at(2, tok, h*d+c2)
 				}
 				out[tok*width+h*d+c1] = float32(acc)
 			}

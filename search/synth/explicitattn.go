@@ -36,23 +36,8 @@ func (s *synth) scoresOf(t *val, sc *scope) *val {
 	b := t.shape[0]
 	var cands []*expr
 	for _, wq := range s.operandWidths(sc, b) {
-		pool, fused := s.allOperands(sc, &val{shape: []int{b, 0, wq}})
-		pairs := [][2]*val{}
-		for _, f := range fused {
-			pairs = append(pairs, [2]*val{f[0], f[1]})
-		}
-		for _, q := range pool {
-			for _, k := range pool {
-				if q != k && q.shape[2] == k.shape[2] {
-					pairs = append(pairs, [2]*val{q, k})
-				}
-			}
-		}
-		for _, qk := range pairs {
+		for _, qk := range s.qkPairs(sc, b, wq) {
 			q, k := qk[0], qk[1]
-			if q.shape[2] != wq || k.shape[2] != wq {
-				continue
-			}
 			for _, perm := range permutations(4)[:] {
 				// t's axis i is [B, H, Sq, Sk]'s axis perm[i]
 				canon := make([]int, 4)
@@ -76,6 +61,25 @@ func (s *synth) scoresOf(t *val, sc *scope) *val {
 	}
 	v, _ := s.best(t, cands)
 	return v
+}
+
+// qkPairs are the (q, k) pairs of width wq among the scope's operands of
+// batch b: the first two pieces of each fused projection, then every
+// ordered pair of distinct operands.
+func (s *synth) qkPairs(sc *scope, b, wq int) [][2]*val {
+	pool, fused := s.allOperands(sc, &val{shape: []int{b, 0, wq}})
+	var pairs [][2]*val
+	for _, f := range fused {
+		pairs = append(pairs, [2]*val{f[0], f[1]})
+	}
+	for _, q := range pool {
+		for _, k := range pool {
+			if q != k && q.shape[2] == k.shape[2] {
+				pairs = append(pairs, [2]*val{q, k})
+			}
+		}
+	}
+	return slices.DeleteFunc(pairs, func(p [2]*val) bool { return p[0].shape[2] != wq || p[1].shape[2] != wq })
 }
 
 // operandWidths are the widths a query may have among the scope's

@@ -75,24 +75,10 @@ func (s *synth) gatedProbabilities(t *val, sc *scope) *val {
 		if wq%h != 0 {
 			continue
 		}
-		pool, fused := s.allOperands(sc, &val{shape: []int{b, 0, wq}})
-		var pairs [][2]*val
-		for _, f := range fused {
-			pairs = append(pairs, [2]*val{f[0], f[1]})
-		}
-		for _, q := range pool {
-			for _, k := range pool {
-				if q != k && q.shape[2] == k.shape[2] {
-					pairs = append(pairs, [2]*val{q, k})
-				}
+		for _, qk := range s.qkPairs(sc, b, wq) {
+			if qk[0].shape[1] == sq && qk[1].shape[1] == sk {
+				probs(qk[0], qk[1])
 			}
-		}
-		for _, qk := range pairs {
-			q, k := qk[0], qk[1]
-			if q.shape[2] != wq || k.shape[2] != wq || q.shape[1] != sq || k.shape[1] != sk {
-				continue
-			}
-			probs(q, k)
 		}
 	}
 	var cands []*expr

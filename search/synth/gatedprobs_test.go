@@ -42,22 +42,6 @@ func TestGatedProbabilities(t *testing.T) {
 	pos := rnd(1, n, n, heads)
 	pos.origin = "pos_proj/out"
 	gate := &val{shape: []int{heads}, data: []float32{0.3, -1.1}, format: precision.F32, origin: "gating_param"}
-	softmax := func(x []float64) []float64 {
-		m := math.Inf(-1)
-		for _, e := range x {
-			m = math.Max(m, e)
-		}
-		var sum float64
-		out := make([]float64, len(x))
-		for i, e := range x {
-			out[i] = math.Exp(e - m)
-			sum += out[i]
-		}
-		for i := range out {
-			out[i] /= sum
-		}
-		return out
-	}
 	probs := make([]float32, heads*n*n)
 	for h := range heads {
 		sg := 1 / (1 + math.Exp(-float64(gate.data[h])))
@@ -70,7 +54,7 @@ func TestGatedProbabilities(t *testing.T) {
 				sc[j] /= math.Sqrt(d)
 				ps[j] = float64(pos.data[(i*n+j)*heads+h])
 			}
-			a, b := softmax(sc), softmax(ps)
+			a, b := softmax64(sc), softmax64(ps)
 			for j := range n {
 				probs[(h*n+i)*n+j] = float32((1-sg)*a[j] + sg*b[j])
 			}
@@ -90,4 +74,22 @@ func TestGatedProbabilities(t *testing.T) {
 	if !strings.Contains(got.from.label, "(1 − σ(gating_param))·softmax(q·kᵀ)") {
 		t.Errorf("explained as %q", got.from.label)
 	}
+}
+
+// softmax64 is the softmax of x in float64 (the row's max subtracted).
+func softmax64(x []float64) []float64 {
+	m := math.Inf(-1)
+	for _, e := range x {
+		m = math.Max(m, e)
+	}
+	var sum float64
+	out := make([]float64, len(x))
+	for i, e := range x {
+		out[i] = math.Exp(e - m)
+		sum += out[i]
+	}
+	for i := range out {
+		out[i] /= sum
+	}
+	return out
 }
