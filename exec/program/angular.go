@@ -54,8 +54,42 @@ func angularHost(b exec.Backend, q, k, v exec.Tensor, p AngularParams, s exec.Sp
 // AngularAttention computes OpAngular on host slices: q [B, N,
 // H·D], k [B, M, H·D], v [B, M, H·Dv] → [B, N, H·Dv] (f32, unrounded).
 func AngularAttention(q, k, v []float32, B, N, M, D, Dv int, p AngularParams) []float32 {
-	H := p.Heads
-	out := make([]float32, B*N*H*Dv)
+	out := make([]float32, B*N*p.Heads*Dv)
+	angular(q, k, v, B, N, M, D, Dv, p.Heads, func(theta float64, vj []float32, c [][]float64) {
+		w := math.Pow(theta, float64(p.Power))
+		for d, x := range vj {
+			c[0][d] += w * float64(x)
+		}
+	}, 1, func(_ int, at int, c []float64) { normalised(out[at:at+Dv], c) })
+	return out
+}
+
+// AngularAttentionPowers is AngularAttention at every power 1…n at once,
+// out[τ−1] the result at power τ (each weight a running product of the
+// similarity rather than one Pow: equal to AngularAttention's to f64
+// rounding): the cosines and arc-cosines are computed once, not n times.
+func AngularAttentionPowers(q, k, v []float32, B, N, M, D, Dv, heads, n int) [][]float32 {
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = make([]float32, B*N*heads*Dv)
+	}
+	angular(q, k, v, B, N, M, D, Dv, heads, func(theta float64, vj []float32, c [][]float64) {
+		w := 1.0
+		for t := range c {
+			w *= theta
+			for d, x := range vj {
+				c[t][d] += w * float64(x)
+			}
+		}
+	}, n, func(t int, at int, c []float64) { normalised(out[t][at:at+Dv], c) })
+	return out
+}
+
+// angular walks every (query, key) pair of every head: the similarity
+// θ = 1 − acos(q̂·k̂)/π, handed with the key's value row to add into
+// the query's sums c (sums of them, cleared per query), then each sum
+// handed to done with the query's output offset.
+func angular(q, k, v []float32, B, N, M, D, Dv, H int, add func(theta float64, vj []float32, c [][]float64), sums int, done func(t, at int, c []float64)) {
 	unit := func(x []float32) []float64 {
 		var n float64
 		for _, e := range x {
@@ -69,7 +103,10 @@ func AngularAttention(q, k, v []float32, B, N, M, D, Dv int, p AngularParams) []
 		return u
 	}
 	kh := make([][]float64, M)
-	c := make([]float64, Dv)
+	c := make([][]float64, sums)
+	for i := range c {
+		c[i] = make([]float64, Dv)
+	}
 	for b := range B {
 		for h := range H {
 			for j := range M {
@@ -79,29 +116,34 @@ func AngularAttention(q, k, v []float32, B, N, M, D, Dv int, p AngularParams) []
 			for n := range N {
 				o := (b*N+n)*H*D + h*D
 				qh := unit(q[o : o+D])
-				clear(c)
+				for i := range c {
+					clear(c[i])
+				}
 				for j := range M {
 					var dot float64
 					for d := range D {
 						dot += qh[d] * kh[j][d]
 					}
-					w := math.Pow(1-math.Acos(math.Max(-1, math.Min(1, dot)))/math.Pi, float64(p.Power))
+					theta := 1 - math.Acos(math.Max(-1, math.Min(1, dot)))/math.Pi
 					vo := (b*M+j)*H*Dv + h*Dv
-					for d := range Dv {
-						c[d] += w * float64(v[vo+d])
-					}
+					add(theta, v[vo:vo+Dv], c)
 				}
-				var nn float64
-				for _, e := range c {
-					nn += e * e
-				}
-				nn = math.Max(math.Sqrt(nn), 1e-12)
-				oo := (b*N+n)*H*Dv + h*Dv
-				for d := range Dv {
-					out[oo+d] = float32(c[d] / nn)
+				for t := range c {
+					done(t, (b*N+n)*H*Dv+h*Dv, c[t])
 				}
 			}
 		}
 	}
-	return out
+}
+
+// normalised writes c / max(‖c‖, 1e-12) into dst.
+func normalised(dst []float32, c []float64) {
+	var nn float64
+	for _, e := range c {
+		nn += e * e
+	}
+	nn = math.Max(math.Sqrt(nn), 1e-12)
+	for d := range dst {
+		dst[d] = float32(c[d] / nn)
+	}
 }

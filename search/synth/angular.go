@@ -52,8 +52,8 @@ func (s *synth) angularAttention(t *val, sc *scope) *val {
 					H := q.shape[2] / d
 					var ev []semantics.Candidate
 					best, bestScore := 0, math.Inf(1)
-					for tau := 1; tau <= maxAngularPower; tau++ {
-						got := program.AngularAttention(q.data, k.data, v.data, B, N, M, d, W/H, program.AngularParams{Heads: H, Power: tau})
+					for i, got := range program.AngularAttentionPowers(q.data, k.data, v.data, B, N, M, d, W/H, H, maxAngularPower) {
+						tau := i + 1
 						score := relRMS(t.format, got, t.data)
 						ev = append(ev, semantics.Candidate{Value: float64(tau), Score: finite(score)})
 						if score < bestScore {

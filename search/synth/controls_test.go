@@ -218,6 +218,9 @@ var unseenFactors = map[string]map[string]any{
 	// timm's convit.py: gated positional self-attention in the local
 	// layers, plain attention after
 	"timm_convit": {"mlp_act": "gelu_erf"},
+	// timm's xcit.py: cross-covariance attention (q, k normalised over the
+	// tokens, a [H, 1, 1] temperature as it is), Fourier positions
+	"timm_xcit": {"qk_norm": "l2", "attention_temperature": "param", "mlp_act": "gelu_erf"},
 	// torch.nn.TransformerEncoderLayer (sequence first, post- and pre-norm):
 	// nn.MultiheadAttention's packed in_proj_weight, out_proj never called
 	"torch_encoder_post": {"attention_causal": false, "mlp_act": "gelu_erf"},
