@@ -20,7 +20,7 @@ import (
 // the scope holds such a gate and such a value, and the target's rows
 // sum to 1.
 func (s *synth) gatedProbabilities(t *val, sc *scope) *val {
-	if len(t.shape) != 4 || t.integral() || !rowsSumToOne(t, tolerance(t.format)) {
+	if len(t.shape) != 4 || t.numel() == 0 || t.integral() || !rowsSumToOne(t, tolerance(t.format)) {
 		return nil
 	}
 	b, h, sq, sk := t.shape[0], t.shape[1], t.shape[2], t.shape[3]

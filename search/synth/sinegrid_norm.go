@@ -22,7 +22,7 @@ import (
 // a constant of the grid's shape, the sinusoid the timestep op) and must
 // reproduce t. One of glue's late forms.
 func (s *synth) sineGridTable(t *val) *val {
-	if len(t.shape) != 4 || t.shape[1]%4 != 0 || t.shape[2] < 2 || t.shape[3] < 2 || !samplesEqual(t) {
+	if len(t.shape) != 4 || t.numel() == 0 || t.shape[1]%4 != 0 || t.shape[2] < 2 || t.shape[3] < 2 || !samplesEqual(t) {
 		return nil
 	}
 	c, grid := t.shape[1], t.shape[2:]
