@@ -5,7 +5,9 @@ diffusion and multimodal pipelines run beside their DiT).
 
 usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every case of the first batch
        python3 capture_vision.py OUTDIR more                     # the second batch (MORE_HF, MORE_TIMM, CLASSES)
-       python3 capture_vision.py --list [more]                   # a batch's cases, one per line
+       python3 capture_vision.py OUTDIR third                    # the third batch (THIRD_HF, THIRD_TIMM: hierarchical,
+                                                                 # hybrid and token-mixing encoders)
+       python3 capture_vision.py --list [more|third]             # a batch's cases, one per line
 --small: hidden 32 over 2 heads, f32 only (the committed test fixtures; timm's and the Qwen-VL
 towers' widths too).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
@@ -127,9 +129,118 @@ CLASSES = {
                         dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64,
                              num_position_embeddings=16, deepstack_visual_indexes=[0])),
 }
+# The third batch: hierarchical, hybrid and token-mixing encoders (timm's families beyond the ViT and
+# transformers' conv-attention hybrids). A timm case is (model name or "module:Class", settings, image
+# side); settings are the whole constructor's (TIMM_SIZES only where "_vit" says so), "_cfg" a config
+# object built first ("module:Class", settings).
+STAGE4 = dict(depths=(1, 1, 1, 1))
+VIT_LIKE = dict(_vit=True, mlp_ratio=1.5)
+THIRD_TIMM = {
+    "timm_twins_svt": ("twins_svt_small", dict(img_size=32, patch_size=4, embed_dims=(32, 64), num_heads=(1, 2),
+                                               mlp_ratios=(2, 2), depths=(1, 1), sr_ratios=(2, 1), wss=(2, 2)), 32),
+    "timm_twins_pcpvt": ("twins_pcpvt_small", dict(img_size=32, patch_size=4, embed_dims=(32, 64), num_heads=(1, 2),
+                                                   mlp_ratios=(2, 2), depths=(1, 1), sr_ratios=(2, 1)), 32),
+    "timm_crossvit": ("crossvit_tiny_240", dict(img_size=48, img_scale=(1.0, 1.0), patch_size=[12, 16],
+                                                embed_dim=[32, 64], depth=[[1, 1, 0]], num_heads=[2, 2],
+                                                mlp_ratio=[2, 2, 1], num_classes=8), 48),
+    "timm_pit": ("pit_ti_224", dict(img_size=32, patch_size=8, stride=4, base_dims=[16, 16], depth=[1, 1],
+                                    heads=[2, 4], mlp_ratio=2), 32),
+    "timm_coat_lite": ("coat_lite_tiny", dict(img_size=64, patch_size=4, embed_dims=(16, 32, 32, 64),
+                                              serial_depths=(1, 1, 1, 1), num_heads=4, mlp_ratios=(2, 2, 2, 2),
+                                              crpe_window={3: 2, 5: 1, 7: 1}), 64),
+    "timm_coat": ("coat_tiny", dict(img_size=64, patch_size=4, embed_dims=(16, 32, 32, 32),
+                                    serial_depths=(1, 1, 1, 1), parallel_depth=1, num_heads=4,
+                                    mlp_ratios=(2, 2, 2, 2), crpe_window={3: 2, 5: 1, 7: 1}), 64),
+    "timm_efficientformer": ("efficientformer_l1", dict(depths=(1, 1, 1, 2), embed_dims=(16, 24, 32, 48),
+                                                        num_vit=1, mlp_ratios=2), 224),
+    "timm_efficientformerv2": ("efficientformerv2_s0", dict(img_size=64, depths=(1, 1, 1, 1),
+                                                            embed_dims=(16, 24, 32, 48), num_vit=1), 64),
+    "timm_tiny_vit": ("tiny_vit_5m_224", dict(embed_dims=(16, 32, 32, 64), num_heads=(1, 2, 2, 4),
+                                              window_sizes=(2, 2, 2, 2), mlp_ratio=2, **STAGE4), 64),
+    "timm_gcvit": ("timm.models.gcvit:GlobalContextVit", dict(img_size=64, embed_dim=16, num_heads=(1, 2, 4, 4), mlp_ratio=2, **STAGE4), 64),
+    "timm_davit": ("davit_tiny", dict(embed_dims=(16, 32, 64, 128), num_heads=(1, 2, 4, 8), window_size=2,
+                                      mlp_ratio=2, **STAGE4), 64),
+    "timm_mvitv2": ("timm.models.mvitv2:MultiScaleVit", dict(img_size=64, _cfg=(
+        "timm.models.mvitv2:MultiScaleVitCfg", dict(embed_dim=16, num_heads=1, mlp_ratio=2, **STAGE4))), 64),
+    "timm_hiera": ("hiera_tiny_224", dict(img_size=64, embed_dim=16, num_heads=1, stages=(1, 1, 1, 1), mlp_ratio=2), 64),
+    "timm_volo": ("timm.models.volo:VOLO", dict(img_size=32, layers=(1, 1), embed_dims=(32, 64), num_heads=(1, 2),
+                                      outlook_attention=(True, False), downsamples=(True, False), mlp_ratio=2,
+                                      stem_hidden_dim=16, use_aux_head=False), 32),
+    "timm_nest": ("timm.models.nest:Nest", dict(img_size=32, patch_size=4, num_levels=3, embed_dims=(16, 32, 64),
+                                    num_heads=(1, 2, 4), depths=(1, 1, 1), mlp_ratio=2), 32),
+    "timm_tnt": ("tnt_s_patch16_224", dict(img_size=32, patch_size=8, embed_dim=64, inner_dim=16, depth=2,
+                                           num_heads_inner=2, num_heads_outer=4, mlp_ratio=2), 32),
+    "timm_visformer": ("visformer_tiny", dict(img_size=64, init_channels=16, embed_dim=64, depth=(1, 1, 1),
+                                              num_heads=2, mlp_ratio=2), 64),
+    "timm_edgenext": ("edgenext_xx_small", dict(dims=(16, 32, 48, 64), global_block_counts=(0, 1, 1, 1),
+                                                heads=(2, 2, 2, 2), d2_scales=(2, 2, 3, 4), **STAGE4), 64),
+    "timm_mobilevit": ("mobilevit_xxs", {}, 64),
+    "timm_mobilevitv2": ("mobilevitv2_050", {}, 64),
+    "timm_caformer": ("timm.models.metaformer:MetaFormer", dict(dims=(16, 32, 64, 128), token_mixers=(
+        "@timm.models.metaformer:SepConv", "@timm.models.metaformer:SepConv", "@timm.models.metaformer:Attention",
+        "@timm.models.metaformer:Attention"), **STAGE4), 64),
+    "timm_efficientvit_b": ("efficientvit_b0", dict(widths=(8, 16, 32, 64, 128), depths=(1, 1, 1, 1, 1),
+                                                    head_dim=16), 64),
+    "timm_efficientvit_m": ("efficientvit_m0", dict(img_size=64, embed_dim=(16, 32, 48), key_dim=(8, 8, 8),
+                                                    depth=(1, 1, 1), num_heads=(2, 2, 2), window_size=(2, 2, 2)), 64),
+    "timm_swin": ("swin_tiny_patch4_window7_224", dict(img_size=32, patch_size=4, embed_dim=32, depths=(2, 2),
+                                                       num_heads=(2, 4), window_size=2, mlp_ratio=2), 32),
+    "timm_swinv2_cr": ("swinv2_cr_tiny_ns_224", dict(img_size=32, patch_size=4, embed_dim=32, depths=(2, 2),
+                                                     num_heads=(2, 4), window_size=2, mlp_ratio=2), 32),
+    "timm_levit": ("timm.models.levit:LevitDistilled", dict(img_size=64, embed_dim=(32, 48, 64),
+                                                            key_dim=8, num_heads=(2, 3, 4), depth=(1, 1, 1),
+                                                            mlp_ratio=2, attn_ratio=2), 64),
+    "timm_levit_conv": ("timm.models.levit:LevitDistilled", dict(img_size=64, embed_dim=(32, 48, 64),
+                                                                 key_dim=8, num_heads=(2, 3, 4), depth=(1, 1, 1),
+                                                                 mlp_ratio=2, attn_ratio=2, use_conv=True), 64),
+    "timm_mixer": ("timm.models.mlp_mixer:MlpMixer", dict(img_size=32, patch_size=8, num_blocks=2, embed_dim=64), 32),
+    "timm_gmlp": ("timm.models.mlp_mixer:MlpMixer", dict(
+        img_size=32, patch_size=8, num_blocks=2, embed_dim=64, mlp_ratio=6,
+        block_layer="@timm.models.mlp_mixer:SpatialGatingBlock", mlp_layer="@timm.layers:GatedMlp"), 32),
+    "timm_resmlp": ("timm.models.mlp_mixer:MlpMixer", dict(
+        img_size=32, patch_size=8, num_blocks=2, embed_dim=64, mlp_ratio=4,
+        block_layer="@timm.models.mlp_mixer:ResBlock", norm_layer="@timm.models.mlp_mixer:Affine"), 32),
+    "timm_vit_parallel": ("vit_small_patch16_18x2_224", VIT_LIKE, 32),
+    "timm_vit_gap": ("vit_medium_patch16_gap_256", VIT_LIKE, 32),
+    "timm_deit_distilled": ("deit_tiny_distilled_patch16_224", dict(VIT_LIKE, global_pool="token"), 32),
+    "timm_beitv2": ("beitv2_base_patch16_224", VIT_LIKE, 32),
+    "timm_vit_rpn": ("vit_base_patch16_rpn_224", VIT_LIKE, 32),
+    "timm_vit_srelpos": ("vit_srelpos_small_patch16_224", VIT_LIKE, 32),
+    "timm_vit_pwee": ("vit_pwee_patch16_reg1_gap_256", VIT_LIKE, 32),
+    "timm_vit_betwixt": ("vit_betwixt_patch16_reg4_gap_256", VIT_LIKE, 32),
+    "timm_vit_quickgelu": ("vit_base_patch16_clip_quickgelu_224", VIT_LIKE, 32),
+    "timm_vit_intern": ("vit_intern300m_patch14_448", VIT_LIKE, 32),
+    "timm_aimv2": ("aimv2_large_patch14_224", VIT_LIKE, 32),
+    "timm_vit_rope_reg": ("vit_base_patch16_rope_reg1_gap_256", VIT_LIKE, 32),
+    "timm_test_vit": ("test_vit", dict(img_size=32), 32),
+    "timm_test_vit2": ("test_vit2", dict(img_size=32), 32),
+    "timm_test_vit3": ("test_vit3", dict(img_size=32), 32),
+    "timm_test_vit4": ("test_vit4", dict(img_size=32), 32),
+}
+THIRD_HF = {
+    "levit": dict(_drop=NO_VIT, image_size=64, patch_size=16, hidden_sizes=[32, 48, 64], num_attention_heads=[2, 3, 4],
+                  depths=[1, 1, 1], key_dim=[8, 8, 8], mlp_ratio=[2, 2, 2], attention_ratio=[2, 2, 2],
+                  down_ops=[["Subsample", 8, 4, 4, 2, 2], ["Subsample", 8, 6, 4, 2, 2]]),
+    "mobilevit": dict(_drop=NO_VIT, image_size=64, patch_size=2, hidden_sizes=[32, 48, 64], num_attention_heads=2,
+                      neck_hidden_sizes=[8, 16, 24, 32, 40, 48, 96]),
+    "mobilevitv2": dict(_drop=NO_VIT, image_size=64, patch_size=2, width_multiplier=0.5, n_attn_blocks=[1, 1, 1]),
+    "hiera": dict(_drop=NO_VIT + ("patch_size",), image_size=[64, 64], embed_dim=16, num_heads=[1, 2, 4, 8], depths=[1, 1, 1, 1]),
+    "swiftformer": dict(_drop=NO_VIT, image_size=64, depths=[1, 1, 1, 1], embed_dims=[16, 24, 32, 48]),
+    "donut-swin": dict(_drop=NO_VIT, embed_dim=32, depths=[2, 1], num_heads=[2, 4], window_size=2, patch_size=4,
+                       mlp_ratio=1.5),
+    "swin2sr": dict(_drop=NO_VIT, embed_dim=32, depths=[2, 1], num_heads=[2, 2], window_size=4, mlp_ratio=1.5,
+                    image_size=16, upscale=2, patch_size=1),
+    "internvl_vision": dict(use_qk_norm=True, layer_scale_init_value=0.5, use_mean_pooling=False),
+    "patchtst": dict(_drop=NO_VIT + ("image_size", "patch_size", "num_channels"), num_input_channels=3,
+                     context_length=32, patch_length=8, patch_stride=8, d_model=64, num_attention_heads=4,
+                     num_hidden_layers=2, ffn_dim=96),
+}
 HF.update(MORE_HF)
 TIMM.update(MORE_TIMM)
 MORE = list(MORE_HF) + list(MORE_TIMM) + list(CLASSES)
+HF.update(THIRD_HF)
+TIMM.update(THIRD_TIMM)
+THIRD = list(THIRD_HF) + list(THIRD_TIMM)
 MAX_PARAMS = 3_000_000
 # --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
 SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
@@ -143,6 +254,7 @@ def hf_model(arch, small=False):
     kw.update(HF[arch])
     for k in kw.pop("_drop", ()):
         kw.pop(k, None)
+    kw.pop("_img", None)
     cfg = AutoConfig.for_model(arch, **kw)
     torch.manual_seed(0)
     try:
@@ -180,6 +292,8 @@ def hf_request(model, cfg, gen):
         p = cfg.patch_size
         return name, torch.randn(1, 16, cfg.num_channels * p * p, generator=gen), {
             "spatial_shapes": torch.tensor([[4, 4]]), "pixel_attention_mask": torch.ones(1, 16, dtype=torch.long)}
+    if kind == "patchtst":  # a time series: [B, context, channels]
+        return name, torch.randn(1, cfg.context_length, cfg.num_input_channels, generator=gen), {}
     if kind == "vjepa2":
         return name, torch.randn(1, cfg.frames_per_clip, 3, cfg.crop_size, cfg.crop_size, generator=gen), {}
     if kind == "speech_to_text":  # [B, frames, features]
@@ -195,19 +309,46 @@ def hf_request(model, cfg, gen):
     if name == "input_values":  # ast: [B, frames, mels]
         return name, torch.randn(1, cfg.max_length, cfg.num_mel_bins, generator=gen), {}
     frames = getattr(cfg, "num_frames", None)
-    size = cfg.image_size if isinstance(cfg.image_size, int) else cfg.image_size[0]
+    size = getattr(cfg, "image_size", None) or HF.get(kind, {}).get("_img", 32)
+    size = size if isinstance(size, int) else size[0]
     if frames:
         return name, torch.randn(1, frames, cfg.num_channels, size, size, generator=gen), {}
     extra = {"image_sizes": torch.tensor([[size, size]])} if cfg.model_type == "pixtral" else {}
     return name, torch.randn(1, cfg.num_channels, size, size, generator=gen), extra
 
 
+def _resolve(path):
+    import importlib
+    mod, cls = path.split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def _settings(v):
+    """A setting with "@module:Name" strings (a layer class the constructor takes) resolved."""
+    if isinstance(v, str) and v.startswith("@"):
+        return _resolve(v[1:])
+    if isinstance(v, tuple):
+        return tuple(_settings(x) for x in v)
+    return v
+
+
 def timm_model(case, small=False):
+    """The timm model and the side of its square input."""
     import timm
-    name, kw = TIMM[case]
+    name, kw, side = (TIMM[case] + (32,))[:3]
     sizes = dict(TIMM_SIZES, embed_dim=32, num_heads=2) if small else TIMM_SIZES
+    kw = dict(kw)
+    if len(TIMM[case]) == 3 and not kw.pop("_vit", False):  # the third batch: its own constructor settings
+        sizes = dict(num_classes=0)
+    kw = {k: _settings(v) for k, v in kw.items()}
+    if "_cfg" in kw:
+        cfg_cls, cfg_kw = kw.pop("_cfg")
+        kw["cfg"] = _resolve(cfg_cls)(**cfg_kw)
     torch.manual_seed(0)
-    return timm.create_model(name, pretrained=False, **sizes, **kw)
+    kw = dict(sizes, **kw)
+    if ":" in name:
+        return _resolve(name)(**kw), side
+    return timm.create_model(name, pretrained=False, **kw), side
 
 
 def capture(case, outdir, small=False):
@@ -220,7 +361,8 @@ def capture(case, outdir, small=False):
         torch.set_default_dtype(torch.float32 if case in TIMM else dtype)
         try:
             if case in TIMM:
-                model, name, extra, prod = timm_model(case, small), "pixel_values", {}, {"library": "timm", "model": TIMM[case][0]}
+                (model, side), name, extra = timm_model(case, small), "pixel_values", {}
+                prod = {"library": "timm", "model": TIMM[case][0]}
             else:
                 model, cfg = class_model(case, small) if case in CLASSES else hf_model(case, small)
         finally:
@@ -228,7 +370,7 @@ def capture(case, outdir, small=False):
         for p in model.parameters():  # drawn in f32 and placed as before; only the buffers keep the dtype
             p.data = p.data.float()
         if case in TIMM:
-            x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+            x = torch.randn(1, 3, side, side, generator=torch.Generator().manual_seed(2))
         else:
             name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
             prod = {"library": "transformers", "model_type": cfg.model_type or case}
@@ -261,13 +403,14 @@ def main():
     args = sys.argv[1:]
     small = "--small" in args
     args = [a for a in args if a != "--small"]
-    first = [c for c in list(HF) + list(TIMM) if c not in MORE]
+    batches = {"more": MORE, "third": THIRD}
+    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD]
     if args[:1] == ["--list"]:
-        print("\n".join(MORE if args[1:] == ["more"] else first))
+        print("\n".join(batches.get("".join(args[1:]), first)))
         return
     outdir = args[0]
-    if args[1:] == ["more"]:
-        args = [outdir] + MORE
+    if len(args) == 2 and args[1] in batches:
+        args = [outdir] + batches[args[1]]
     os.makedirs(outdir, exist_ok=True)
     import transformers
     print("torch", torch.__version__, "transformers", transformers.__version__, flush=True)

@@ -199,8 +199,12 @@ func (s *synth) combined(t *val, vals []*val) *val {
 
 // pooled explains t [B, C] (or [B, 1, C], the mean kept as a row) as the
 // mean of a value [B, S, C] over its rows, weighted by a mask of the scope
-// ([B, S]) or not.
+// ([B, S]) or not, or of an image's cells: [B, H, W, C] channels last or
+// [B, C, H, W] channels first (a global average pool).
 func (s *synth) pooled(t *val, vals []*val) *val {
+	if v := s.pooledCells(t, vals); v != nil {
+		return v
+	}
 	if len(t.shape) == 3 && t.shape[1] == 1 {
 		flat := *t
 		flat.shape = []int{t.shape[0], t.shape[2]}
@@ -220,6 +224,14 @@ func (s *synth) pooled(t *val, vals []*val) *val {
 			continue
 		}
 		cands := []*expr{{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, nil}, out: t.format, label: "mean"}}
+		for k := 1; k <= maxPrefixRows && k < v.shape[1]; k++ {
+			// the mean of the rows after k leading ones (a class token
+			// and registers left out of the pool)
+			rest := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: k, End: v.shape[1]}, args: []*val{v}, out: v.format, label: fmt.Sprintf("rows after the %d leading", k)})
+			if rest != nil {
+				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{rest, nil}, out: t.format, label: "mean of the rows after the leading ones"})
+			}
+		}
 		for _, m := range masks {
 			if m.shape[0] == v.shape[0] && m.shape[1] == v.shape[1] {
 				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{v, m}, out: t.format, label: "masked mean"})
@@ -230,6 +242,42 @@ func (s *synth) pooled(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// maxPrefixRows bounds the leading rows (class and register tokens) a
+// pool may leave out.
+const maxPrefixRows = 8
+
+// pooledCells is pooled over the cells of an image [B, H, W, C] or [B,
+// C, H, W] (the axes between the batch and the channels, or after them,
+// read as one).
+func (s *synth) pooledCells(t *val, vals []*val) *val {
+	if len(t.shape) != 2 {
+		return nil
+	}
+	b, c := t.shape[0], t.shape[1]
+	var cands []*expr
+	for _, v := range vals {
+		n := len(v.shape)
+		if v.opaque || v.integral() || n < 4 || v.shape[0] != b {
+			continue
+		}
+		if v.shape[n-1] == c {
+			if r := s.reshape(v, []int{b, v.numel() / (b * c), c}); r != nil {
+				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{r, nil}, out: t.format, label: "mean over the image's cells, channels last"})
+			}
+		}
+		if v.shape[1] == c {
+			if r := s.reshape(v, []int{b, c, v.numel() / (b * c)}); r != nil {
+				cands = append(cands, &expr{op: program.OpMean, attrs: program.Attrs{Axis: 2}, args: []*val{r, nil}, out: t.format, label: "mean over the image's cells, channels first"})
+			}
+		}
+		if len(cands) >= 4 {
+			break
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
 }
 
 // summed explains t as the sum of three values of its shape (a

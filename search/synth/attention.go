@@ -512,8 +512,13 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		bias := append(biases(sc, ch.q, ch.k), s.segmentMasks(sc, ch.q, ch.k)...)
-		bias = append(bias, s.summedBiases(bias, ch.q.shape[0])...)
+		var offsets []*val
+		if ch.q.shape[1] == ch.k.shape[1] {
+			offsets = append(s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1]), s.absOffsetBiases(sc, ch.params.Heads, ch.q.shape[1])...)
+		}
+		bias = slices.Concat(bias, s.summedBiases(bias, ch.q.shape[0]), s.offsetBiasesSummed(offsets, bias, ch.q.shape[0]))
 		bias = append(bias, s.queryPositionBiases(sc, ch)...)
+		bias = append(bias, offsets...)
 		switch pass {
 		case refinePairwise:
 			masks = s.queryMasks(sc, ch.q, ch.k)

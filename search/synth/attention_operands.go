@@ -39,26 +39,10 @@ func biases(sc *scope, q, k *val) []*val {
 // the scores (Swin's shifted windows: the relative position bias and the
 // windows' mask). At most two sums, of the first biases.
 func (s *synth) summedBiases(bs []*val, batch int) []*val {
-	if len(bs) < 2 {
-		return nil
-	}
-	four := func(v *val) *val {
-		if len(v.shape) == 3 && v.shape[0] == batch && batch > 1 {
-			return s.reshape(v, []int{batch, 1, v.shape[1], v.shape[2]})
-		}
-		return v
-	}
 	var out []*val
 	for i, a := range bs {
 		for _, b := range bs[i+1:] {
-			a4, b4 := four(a), four(b)
-			if a4 == nil || b4 == nil || len(a4.shape) != len(b4.shape) {
-				continue
-			}
-			if _, err := exec.Broadcast(a4.shape, b4.shape); err != nil {
-				continue
-			}
-			if sum := s.derive(&expr{op: program.OpAdd, args: []*val{a4, b4}, out: a.format, label: "two score biases added"}); sum != nil {
+			if sum := s.biasSum(a, b, batch); sum != nil {
 				out = append(out, sum)
 			}
 			if len(out) == 2 {
@@ -67,6 +51,40 @@ func (s *synth) summedBiases(bs []*val, batch int) []*val {
 		}
 	}
 	return out
+}
+
+// offsetBiasesSummed are each bias made from a table of window offsets
+// added to each of the scope's own biases (a shifted window's mask beside
+// a parameter table's position bias: timm's Swin).
+func (s *synth) offsetBiasesSummed(offsets, bs []*val, batch int) []*val {
+	var out []*val
+	for _, a := range offsets {
+		for _, b := range bs {
+			if sum := s.biasSum(a, b, batch); sum != nil {
+				out = append(out, sum)
+			}
+		}
+	}
+	return out
+}
+
+// biasSum is a + b, each laid out [B, H or 1, Sq, Sk] (a [B, Sq, Sk] one
+// given a heads axis of 1); nil where they do not broadcast.
+func (s *synth) biasSum(a, b *val, batch int) *val {
+	four := func(v *val) *val {
+		if len(v.shape) == 3 && v.shape[0] == batch && batch > 1 {
+			return s.reshape(v, []int{batch, 1, v.shape[1], v.shape[2]})
+		}
+		return v
+	}
+	a4, b4 := four(a), four(b)
+	if a4 == nil || b4 == nil || len(a4.shape) != len(b4.shape) {
+		return nil
+	}
+	if _, err := exec.Broadcast(a4.shape, b4.shape); err != nil {
+		return nil
+	}
+	return s.derive(&expr{op: program.OpAdd, args: []*val{a4, b4}, out: a.format, label: "two score biases added"})
 }
 
 // headsLastBiases are the scope's score biases laid out heads last
@@ -475,15 +493,18 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 			if w > wq && (w-wq)%2 == 0 {
 				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
 			}
-			if s.leadingQKV && w > 3*wq {
-				// [q|k|v|rest]: the leading blocks of a projection fused
-				// with another's input (a parallel block's MLP)
-				var tr [3]*val
-				for i := range 3 {
-					tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: i * wq, End: (i + 1) * wq}, args: []*val{v}, out: v.format})
-				}
-				if tr[0] != nil && tr[1] != nil && tr[2] != nil {
-					fused = append(fused, tr)
+			if w > 3*wq {
+				// [q|k|v|rest] or [rest|q|k|v]: the leading or the
+				// trailing blocks of a projection fused with another's
+				// input (a parallel block's MLP)
+				for _, at := range []int{0, w - 3*wq} {
+					var tr [3]*val
+					for i := range 3 {
+						tr[i] = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: at + i*wq, End: at + (i+1)*wq}, args: []*val{v}, out: v.format})
+					}
+					if tr[0] != nil && tr[1] != nil && tr[2] != nil {
+						fused = append(fused, tr)
+					}
 				}
 			}
 			if w == 3*wq {

@@ -279,20 +279,23 @@ func (s *synth) fitBiasScale(ch attnChoice, pb, m *val, t *val, consider func(at
 }
 
 // offsetTableBiases are score biases [1, H, S, S] made from the scope's
-// own tables of H columns over the relative offsets of a window of S
-// cells: [1, 2h−1, 2w−1, H] (or [(2g−1)², H], a square window; [2S−1, H],
-// a line) gathered at each query and key's offset, query minus key or key
-// minus query, row-major (Swin's relative position index, a constant of
-// the window's shape).
+// tables (computed or parameters) of H columns over the relative offsets
+// of a window of S cells: [1, 2h−1, 2w−1, H] (or [(2g−1)², H], a square
+// window; [2S−1, H], a line) gathered at each query and key's offset,
+// query minus key or key minus query, row-major (Swin's relative position
+// index, a constant of the window's shape). A square table with three
+// rows more serves a window after one leading row (a class token: BEiT's
+// index, classOffsets).
 func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 	var out []*val
 	for _, tb := range sc.vals {
 		n := len(tb.shape)
-		if !sc.own[tb] || tb.opaque || tb.integral() || n < 2 || tb.shape[n-1] != heads {
+		if !(sc.own[tb] || tb.param) || tb.opaque || tb.integral() || n < 2 || tb.shape[n-1] != heads {
 			continue
 		}
 		l := tb.numel() / heads
 		var win []int // the window's sizes, row-major
+		class := false
 		switch {
 		case n >= 3 && tb.shape[n-3]%2 == 1 && tb.shape[n-2]%2 == 1 && (tb.shape[n-3]+1)/2*((tb.shape[n-2]+1)/2) == rows && l == tb.shape[n-3]*tb.shape[n-2]:
 			win = []int{(tb.shape[n-3] + 1) / 2, (tb.shape[n-2] + 1) / 2}
@@ -301,6 +304,8 @@ func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 		default:
 			if g := int(math.Round(math.Sqrt(float64(rows)))); g*g == rows && l == (2*g-1)*(2*g-1) {
 				win = []int{g, g}
+			} else if g := int(math.Round(math.Sqrt(float64(rows - 1)))); rows > 1 && g*g == rows-1 && l == (2*g-1)*(2*g-1)+3 {
+				win, class = []int{g, g}, true
 			}
 		}
 		if win == nil {
@@ -309,6 +314,9 @@ func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 		table := s.reshape(tb, []int{l, heads})
 		for _, keyFirst := range []bool{false, true} {
 			idx := s.windowOffsets(win, keyFirst)
+			if class {
+				idx = s.classOffsets(win, keyFirst)
+			}
 			g := s.derive(&expr{op: program.OpGather, args: []*val{table, idx}, out: tb.format, label: "table rows at the window's relative offsets"})
 			g = s.reshape(g, []int{rows, rows, heads})
 			if g == nil {
@@ -321,6 +329,43 @@ func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 		}
 	}
 	return out
+}
+
+// classOffsets is windowOffsets for a leading row before the window's
+// cells (a class token), the table's three last rows its own: the class
+// row's queries read row L−3, its key row L−2, itself L−1 (BEiT's
+// relative position index, a constant of the window's shape).
+func (s *synth) classOffsets(win []int, keyFirst bool) *val {
+	cells := s.windowOffsets(win, keyFirst)
+	m := prod(win)
+	n := m + 1
+	l := 1 // the table's rows: every offset, then the class row's three
+	for _, g := range win {
+		l *= 2*g - 1
+	}
+	l += 3
+	ids := make([]float32, n*n)
+	for i := range n {
+		for j := range n {
+			switch {
+			case i == 0 && j == 0:
+				ids[0] = float32(l - 1)
+			case i == 0:
+				ids[j] = float32(l - 3)
+			case j == 0:
+				ids[i*n] = float32(l - 2)
+			default:
+				ids[i*n+j] = cells.data[(i-1)*m+j-1]
+			}
+		}
+	}
+	name := fmt.Sprintf("classoffsets%v", win)
+	if keyFirst {
+		name += "k"
+	}
+	v := s.relConst(name, []int{n * n}, ids, fmt.Sprintf("each query and key's relative offset on the %v window after a leading class row (its query, key and own entries the table's three last rows), %s, as a row of the offsets' table (made from the window's shape)", win, map[bool]string{false: "query minus key", true: "key minus query"}[keyFirst]))
+	v.intType = true
+	return v
 }
 
 // windowOffsets is the row of the relative-offset table each (query,

@@ -534,9 +534,7 @@ func (s *synth) attentionBeside(t *val, sc *scope, vals []*val) *val {
 			}
 			rest := s.part(t, 2, alo, ahi)
 			rest.reshapedFrom = true // explained as it is, not read in other shapes
-			s.leadingQKV = true
 			a := s.attention(rest, sc)
-			s.leadingQKV = false
 			if a == nil {
 				continue
 			}

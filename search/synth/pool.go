@@ -189,9 +189,10 @@ func (s *synth) kvAttention(t *val, sc *scope) *val {
 		switch {
 		case slices.Equal(v.shape, t.shape) && (n == 1 || linearResult(v)):
 			q = append(q, v)
-		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c && (n == 1 || v.shape[1] != n && linearResult(v)):
-			// many queries: keys of another length (a cross-attention's,
-			// a perceiver's), both read as projections made them
+		case len(v.shape) == 3 && v.shape[0] == b && v.shape[1] > 1 && v.shape[2] == 2*c && (n == 1 || linearResult(v)):
+			// many queries: keys read as a projection made them, of
+			// another length (a cross-attention's, a perceiver's) or of
+			// the queries' own (a self-attention's q beside a fused kv)
 			kv = append(kv, s.halves(v, c)...)
 		}
 	}

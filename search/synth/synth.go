@@ -113,9 +113,6 @@ type synth struct {
 	sigma, sigmaNext *val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
-	// leadingQKV: attention operands may be the leading q, k, v blocks of
-	// a wider projection (set while attentionBeside searches).
-	leadingQKV bool
 	// latePieces: a join's pieces may be combined values along the last
 	// axis, or later parts of values (set while joinedWide searches).
 	latePieces bool

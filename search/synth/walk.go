@@ -87,6 +87,9 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 	start := len(s.em.p.Nodes)
 	outs := map[string]*val{}
 	children := s.children(c)
+	if len(children) > 0 {
+		s.addUncalledProjections(sc)
+	}
 	if len(children) == 0 {
 		if err := s.leaf(c, sc, args, outs); err != nil {
 			return nil, err
