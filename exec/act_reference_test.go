@@ -41,3 +41,34 @@ func TestSoftplusSqrt(t *testing.T) {
 		t.Error("the kinds before softplus have GPU kernels")
 	}
 }
+
+// hardswish and hardsigmoid: torch's x·min(max(x + 3, 0), 6)/6 and
+// min(max(x + 3, 0), 6)/6 at points on each side of the clamp, NaN kept;
+// the GPU kernels have both.
+func TestHardActivations(t *testing.T) {
+	for _, c := range []struct {
+		f    ActKind
+		x    float32
+		want float32
+	}{
+		{ActHardswish, -4, 0}, {ActHardswish, -3, 0}, {ActHardswish, 1, 1 * 4 / float32(6)},
+		{ActHardswish, 0.5, 0.5 * 3.5 / 6}, {ActHardswish, 3, 3}, {ActHardswish, 7, 7},
+		{ActHardsigmoid, -4, 0}, {ActHardsigmoid, 0, 0.5}, {ActHardsigmoid, 1.5, 4.5 / float32(6)}, {ActHardsigmoid, 5, 1},
+	} {
+		if got := Activate(c.f, c.x, 0); got != c.want {
+			t.Errorf("%v(%v) = %v, want %v", c.f, c.x, got, c.want)
+		}
+	}
+	nan := float32(math.NaN())
+	for _, f := range []ActKind{ActHardswish, ActHardsigmoid} {
+		if v := Activate(f, nan, 0); v == v {
+			t.Errorf("%v(NaN) = %v, want NaN", f, v)
+		}
+		if !f.Valid() || !f.Kernel() {
+			t.Errorf("%v: valid %v kernel %v, want both", f, f.Valid(), f.Kernel())
+		}
+		if g, err := ParseAct(f.String()); err != nil || g != f {
+			t.Errorf("ParseAct(%q) = %v, %v", f.String(), g, err)
+		}
+	}
+}

@@ -38,10 +38,15 @@ const (
 	ActExpm1
 	ActSoftplus // log(1 + e^x), x past 20 as it is (torch's softplus, β 1, threshold 20)
 	ActSqrt     // √x, NaN below 0
+	// ActHardswish is x·min(max(x + 3, 0), 6)/6 and ActHardsigmoid
+	// min(max(x + 3, 0), 6)/6, in f32 in that order (torch's
+	// hardswish and hardsigmoid: MobileNetV3's, LeViT's).
+	ActHardswish
+	ActHardsigmoid
 	actEnd
 )
 
-var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1", "softplus", "sqrt"}
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1", "softplus", "sqrt", "hardswish", "hardsigmoid"}
 
 func (a ActKind) String() string {
 	if a < actEnd {
@@ -54,9 +59,9 @@ func (a ActKind) String() string {
 func (a ActKind) Valid() bool { return a < actEnd }
 
 // Kernel reports whether the GPU backends' shared kernel source has a:
-// the kinds after expm1 (softplus, sqrt) are the CPU reference's only,
-// and the CUDA and Metal backends refuse them as unsupported.
-func (a ActKind) Kernel() bool { return a <= ActExpm1 }
+// softplus and sqrt are the CPU reference's only, and the CUDA and Metal
+// backends refuse them as unsupported.
+func (a ActKind) Kernel() bool { return a <= ActExpm1 || a == ActHardswish || a == ActHardsigmoid }
 
 // ParseAct reads the String form.
 func ParseAct(s string) (ActKind, error) {

@@ -155,6 +155,20 @@ func Activate(f ActKind, x float32, m Math) float32 {
 		return float32(math.Log1p(math.Exp(float64(x))))
 	case ActSqrt:
 		return float32(math.Sqrt(float64(x)))
+	case ActHardswish:
+		return x * hardClamp(x) / 6
+	case ActHardsigmoid:
+		return hardClamp(x) / 6
 	}
 	return float32(math.NaN())
+}
+
+// hardClamp is min(max(x + 3, 0), 6) in f32, NaN kept (torch's
+// std::min(std::max(x + 3, 0), 6) returns x + 3 for a NaN argument).
+func hardClamp(x float32) float32 {
+	y := x + 3
+	if y != y {
+		return y
+	}
+	return min(max(y, 0), 6)
 }

@@ -102,7 +102,7 @@ func blockRoleSpecs(kind string, streams []string) map[string]roleSpec {
 }
 
 // Activation names (the op vocabulary's, exec.ParseAct).
-var acts = []string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu"}
+var acts = []string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "hardswish", "hardsigmoid"}
 
 // Value types of factors.
 type valueType uint8

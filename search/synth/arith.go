@@ -36,7 +36,7 @@ func composedGELUs(v *val, f precision.Format) []*expr {
 	return out
 }
 
-var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU}
+var glueActs = []exec.ActKind{exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU, exec.ActHardswish, exec.ActHardsigmoid}
 
 // pointwise: an activation of a value, a parameterless norm of it, or
 // the value times a constant (an embedding or residual multiplier).

@@ -263,7 +263,10 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				if width%d != 0 || k.shape[2] < d || k.shape[2]%d != 0 || (width/d)%(k.shape[2]/d) != 0 {
 					continue
 				}
-				p := exec.AttentionParams{Heads: width / d, KVHeads: k.shape[2] / d}
+				if dv, ok := s.qkWidth[q]; ok && d != dv {
+					continue // a q padded per head of dv
+				}
+				p := exec.AttentionParams{Heads: width / d, KVHeads: k.shape[2] / d, Scale: s.qkScale[q]}
 				for _, causal := range []bool{false, true} {
 					pp := p
 					if causal {
@@ -354,6 +357,39 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		}
 		if !anyWithin(all, tol) {
 			scan(s.permutedQKV(sc, t), tables, false)
+		}
+		if !anyWithin(all, tol) {
+			// values wider per head than queries and keys
+			if u, dvs := s.unequalHeads(sc, pool, t); len(u) > 0 {
+				for _, d := range dvs {
+					if !slices.Contains(headDims, d) {
+						headDims = append(headDims, d)
+					}
+				}
+				n0 := len(all)
+				scan(u, nil, false)
+				// refined among themselves at once: their scores before a
+				// position bias (LeViT's always has one) rank them below
+				// choices that are no attention at all
+				// each apart, the best kept: a loose fit of one must not
+				// end the others' turn (a subsampled attention's queries
+				// beside its argument of the same width); only where the
+				// scope holds a table such a bias may come from
+				own := slices.Clone(all[n0:])
+				if !slices.ContainsFunc(sc.vals, func(v *val) bool { return v.param && len(v.shape) == 2 }) {
+					own = nil
+				}
+				slices.SortStableFunc(own, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+				var best *attnChoice
+				for _, c := range own[:min(refineVariants, len(own))] {
+					if r := s.refineBest([]attnChoice{c}, t, sc); r != nil && (best == nil || r.score < best.score) {
+						best = r
+					}
+				}
+				if best != nil && best.score <= tol {
+					all = append(all[:n0], *best)
+				}
+			}
 		}
 		if !anyWithin(all, tol) {
 			// q and k captured over a joined sequence, v only per stream
@@ -512,9 +548,9 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
 		bias := append(biases(sc, ch.q, ch.k), s.segmentMasks(sc, ch.q, ch.k)...)
-		var offsets []*val
+		offsets := s.absOffsetBiases(sc, ch.params.Heads, ch.q.shape[1], ch.k.shape[1])
 		if ch.q.shape[1] == ch.k.shape[1] {
-			offsets = append(s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1]), s.absOffsetBiases(sc, ch.params.Heads, ch.q.shape[1])...)
+			offsets = append(offsets, s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1])...)
 		}
 		bias = slices.Concat(bias, s.summedBiases(bias, ch.q.shape[0]), s.offsetBiasesSummed(offsets, bias, ch.q.shape[0]))
 		bias = append(bias, s.queryPositionBiases(sc, ch)...)

@@ -193,6 +193,7 @@ var unseenFactors = map[string]map[string]any{
 	"dbrx":             {"attention_clip": 2.0, "rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"afmoe":            {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"aria_text":        {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
+	"levit":            {"mlp_act": "hardswish"},
 	// the vision towers of transformers' modeling_qwen2_vl.py and
 	// modeling_qwen2_5_vl.py: 2-D RoPE of head_dim/4 frequencies per axis
 	// joined then laid out as halves; Qwen2.5's windowed blocks attend

@@ -194,6 +194,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.kvAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.windowRowsAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {
 		return v
 	}

@@ -24,6 +24,10 @@ type synth struct {
 	late bool
 	// unitScale: unscaledAttention's scan, every choice at scale 1
 	unitScale bool
+	// qkScale: the scale of attention over a q padded to the values' head
+	// width (unequalHeads), by that q; qkWidth: that head width.
+	qkScale map[*val]float32
+	qkWidth map[*val]int
 	// wideRefine: the attention search refines its six best first-stage
 	// choices, not three (widerAttention, a late form: a temperature far
 	// from 1/√d can rank the right operands fourth)

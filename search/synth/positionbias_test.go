@@ -1,0 +1,229 @@
+package synth
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/zflow/zflow/precision"
+)
+
+// headAttention is softmax(q·kᵀ·scale + bias(h, i, j))·v per head, in
+// float64: q, k [n, h·dk] and v [m, h·dv] rows of one sample, the result
+// [n, h·dv].
+func headAttention(q, k, v []float32, n, m, h, dk, dv int, scale float64, bias func(h, i, j int) float64) []float32 {
+	out := make([]float32, n*h*dv)
+	for hh := range h {
+		for i := range n {
+			sc := make([]float64, m)
+			for j := range m {
+				for c := range dk {
+					sc[j] += float64(q[i*h*dk+hh*dk+c]) * float64(k[j*h*dk+hh*dk+c])
+				}
+				sc[j] = sc[j]*scale + bias(hh, i, j)
+			}
+			p := softmax64(sc)
+			for c := range dv {
+				var acc float64
+				for j := range m {
+					acc += p[j] * float64(v[j*h*dv+hh*dv+c])
+				}
+				out[i*h*dv+hh*dv+c] = float32(acc)
+			}
+		}
+	}
+	return out
+}
+
+// cols are the columns [a, a+w) of each head's c-wide block of rows x.
+func cols(x []float32, rows, h, c, a, w int) []float32 {
+	out := make([]float32, 0, rows*h*w)
+	for r := range rows {
+		for hh := range h {
+			base := r*h*c + hh*c + a
+			out = append(out, x[base:base+w]...)
+		}
+	}
+	return out
+}
+
+// TestAbsOffsets: on one grid the offsets' first-met numbering is
+// |Δrow|·g + |Δcol|; on queries every second cell of a 4×4 grid there
+// are as many offsets as LeViT's subsampled attention's table holds.
+func TestAbsOffsets(t *testing.T) {
+	ids, n := absOffsets(3, 3, 1)
+	if n != 9 {
+		t.Fatalf("%d offsets on a 3×3 grid, want 9", n)
+	}
+	for i := range 9 {
+		for j := range 9 {
+			if want := abs(i/3-j/3)*3 + abs(i%3-j%3); ids[i*9+j] != float32(want) {
+				t.Fatalf("pair (%d, %d): %v, want %d", i, j, ids[i*9+j], want)
+			}
+		}
+	}
+	if _, n := absOffsets(2, 4, 2); n != 16 {
+		t.Errorf("%d offsets for queries every 2nd cell of 4×4, want 16", n)
+	}
+}
+
+// TestUnequalHeadsAttention plants LeViT's attention: each head's [q k v]
+// of widths 4, 4, 8 from one projection, q·kᵀ/√4 plus a per-head table
+// of the 3×3 grid's absolute offsets: explained by unequalHeads (q and k
+// padded to the values' width, the scale kept) with absOffsetBiases.
+func TestUnequalHeadsAttention(t *testing.T) {
+	const g, h, dk, dv = 3, 2, 4, 8
+	n, c := g*g, 2*dk+dv
+	rng := rand.New(rand.NewPCG(3, 9))
+	qkv := randVal(rng, 1, n, h*c)
+	qkv.origin, qkv.fit = "qkv/out", &leafFit{kind: "linear"}
+	table := randVal(rng, h, n)
+	table.origin, table.param = "attention_biases", true
+	ids, _ := absOffsets(g, g, 1)
+	want := headAttention(cols(qkv.data, n, h, c, 0, dk), cols(qkv.data, n, h, c, dk, dk), cols(qkv.data, n, h, c, 2*dk, dv),
+		n, n, h, dk, dv, 1/math.Sqrt(dk), func(hh, i, j int) float64 { return float64(table.data[hh*n+int(ids[i*n+j])]) })
+	s, sc, target := planted(t, precision.F32, []int{1, n, h * dv}, want)
+	sc.add(table, false)
+	sc.add(qkv, true)
+	got := s.attention(target, sc)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+}
+
+// TestClassOffsets plants BEiT's attention: a bias-free fused projection
+// whose q and v get biases of their own, and a relative position table
+// of (2g−1)² + 3 rows, the three last the class row's, gathered at
+// timm's gen_relative_position_index (restated here) for a class row
+// before a 2×2 grid.
+func TestClassOffsets(t *testing.T) {
+	const g, h, d = 2, 2, 4
+	n, w := g*g+1, h*d
+	l := (2*g-1)*(2*g-1) + 3
+	// timm's index: cells' offsets (Δrow + g − 1)·(2g − 1) + Δcol + g − 1;
+	// row 0 (the class query) l − 3, column 0 l − 2, the corner l − 1
+	index := func(i, j int) int {
+		switch {
+		case i == 0 && j == 0:
+			return l - 1
+		case i == 0:
+			return l - 3
+		case j == 0:
+			return l - 2
+		}
+		a, b := i-1, j-1
+		return (a/g-b/g+g-1)*(2*g-1) + a%g - b%g + g - 1
+	}
+	rng := rand.New(rand.NewPCG(4, 2))
+	qkv := randVal(rng, 1, n, 3*w)
+	qkv.origin, qkv.fit = "qkv/out", &leafFit{kind: "linear"}
+	qb, vb := randVal(rng, w), randVal(rng, w)
+	qb.origin, qb.param, vb.origin, vb.param = "q_bias", true, "v_bias", true
+	table := randVal(rng, l, h)
+	table.origin, table.param = "relative_position_bias_table", true
+	q := cols(qkv.data, n, 1, 3*w, 0, w)
+	for i := range q {
+		q[i] += qb.data[i%w]
+	}
+	v := cols(qkv.data, n, 1, 3*w, 2*w, w)
+	for i := range v {
+		v[i] += vb.data[i%w]
+	}
+	want := headAttention(q, cols(qkv.data, n, 1, 3*w, w, w), v, n, n, h, d, d, 1/math.Sqrt(d),
+		func(hh, i, j int) float64 { return float64(table.data[index(i, j)*h+hh]) })
+	s, sc, target := planted(t, precision.F32, []int{1, n, w}, want)
+	for _, p := range []*val{qb, vb, table} {
+		sc.add(p, false)
+	}
+	sc.add(qkv, true)
+	got := s.attention(target, sc)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+}
+
+// TestAssembledBiases: two vectors of 4 in a bias of 12 sit at three
+// placements, one of them [q, 0, v]; vectors as wide as the bias are none.
+func TestAssembledBiases(t *testing.T) {
+	s, _, _ := planted(t, precision.F32, []int{1}, []float32{0})
+	q := &val{shape: []int{4}, data: []float32{1, 2, 3, 4}, format: precision.F32, param: true}
+	v := &val{shape: []int{4}, data: []float32{5, 6, 7, 8}, format: precision.F32, param: true}
+	bs := s.assembledBiases([]*val{q, v}, 12)
+	if len(bs) != 3 {
+		t.Fatalf("%d placements, want 3", len(bs))
+	}
+	want := []float32{1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8}
+	if !slices.ContainsFunc(bs, func(b *val) bool { return slices.Equal(b.data, want) }) {
+		t.Errorf("no placement is %v", want)
+	}
+	if bs := s.assembledBiases([]*val{q, v}, 8); len(bs) != 0 {
+		t.Errorf("%d placements of 8 in 8, want none", len(bs))
+	}
+}
+
+// TestWindowRowsAttention plants Twins' locally grouped attention: a 4×4
+// grid's rows moved into 2×2 windows ([B, 2, 2, 2, 2, C]), projected
+// there to [Q|K|V], each window attending over its cells, the rows put
+// back: the order read off the moved argument.
+func TestWindowRowsAttention(t *testing.T) {
+	const g, ws, c = 4, 2, 4
+	n := g * g
+	rng := rand.New(rand.NewPCG(8, 1))
+	x := randVal(rng, 1, n, c)
+	x.origin = "m/arg0"
+	// moved: [1, gh, ws, gw, ws, C] → transpose(2, 3) → [1, gh, gw, ws, ws, C]
+	moved := &val{shape: []int{1, g / ws, g / ws, ws, ws, c}, format: precision.F32, origin: "qkv/arg0"}
+	var order []int // moved row → x row
+	for a := range g / ws {
+		for b := range g / ws {
+			for i := range ws {
+				for j := range ws {
+					r := (a*ws+i)*g + b*ws + j
+					order = append(order, r)
+					moved.data = append(moved.data, x.data[r*c:(r+1)*c]...)
+				}
+			}
+		}
+	}
+	wq := randVal(rng, 3*c, c)
+	fused := &val{shape: []int{1, g / ws, g / ws, ws, ws, 3 * c}, data: make([]float32, n*3*c), format: precision.F32, origin: "qkv/out", fit: &leafFit{kind: "linear"}}
+	for r := range n {
+		for o := range 3 * c {
+			var acc float32
+			for i := range c {
+				acc += moved.data[r*c+i] * wq.data[o*c+i]
+			}
+			fused.data[r*3*c+o] = acc
+		}
+	}
+	want := make([]float32, n*c)
+	cells := ws * ws
+	for win := range n / cells {
+		rows := fused.data[win*cells*3*c : (win+1)*cells*3*c]
+		a := headAttention(cols(rows, cells, 1, 3*c, 0, c), cols(rows, cells, 1, 3*c, c, c), cols(rows, cells, 1, 3*c, 2*c, c),
+			cells, cells, 1, c, c, 1/math.Sqrt(c), func(int, int, int) float64 { return 0 })
+		for i := range cells {
+			r := order[win*cells+i]
+			copy(want[r*c:(r+1)*c], a[i*c:(i+1)*c])
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, c}, want)
+	sc.add(x, false)
+	sc.arg[x] = true
+	sc.add(moved, false)
+	sc.add(fused, true)
+	got := s.windowRowsAttention(target, sc)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+}

@@ -1,0 +1,88 @@
+package synth
+
+import (
+	"math"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// unequalHeads are (q, k, v) triples whose values are wider per head than
+// the queries and keys (LeViT's, EfficientFormer's attention: each head's
+// [q k v] of widths dk, dk, dv, or a subsampled attention's keys and
+// values [k v] per head beside queries of their own), for a target of
+// h·dv columns: q and k padded with zeros to dv per head, which leaves
+// q·kᵀ as it was, their scale 1/√dk kept in s.qkScale by q. From each own
+// value of the scope, and, for [k v] values, each pooled q.
+func (s *synth) unequalHeads(sc *scope, pool []*val, t *val) (out [][3]*val, dvs []int) {
+	wt := t.shape[2]
+	for _, v := range sc.vals {
+		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.integral() {
+			continue
+		}
+		w := v.shape[2]
+		for h := 1; h <= wt && h <= w; h++ {
+			if wt%h != 0 || w%h != 0 {
+				continue
+			}
+			c, dv := w/h, wt/h
+			if dk := (c - dv) / 2; c > dv && (c-dv)%2 == 0 && dk < dv && dk > 0 && v.shape[1] == t.shape[1] {
+				// per head [q k v]
+				if tr, ok := s.splitHeads(v, h, []int{dk, dk, dv}); ok {
+					out, dvs = append(out, s.padded3(tr, h, dk, dv)), append(dvs, dv)
+				}
+			}
+			for _, q := range pool {
+				if q == v || len(q.shape) != 3 || q.shape[1] != t.shape[1] || q.shape[2]%h != 0 {
+					continue
+				}
+				if dk := q.shape[2] / h; dk+dv == c && dk < dv {
+					// per head [k v] beside queries of dk
+					if kv, ok := s.splitHeads(v, h, []int{dk, dv}); ok {
+						out, dvs = append(out, s.padded3([3]*val{q, kv[0], kv[1]}, h, dk, dv)), append(dvs, dv)
+					}
+				}
+			}
+		}
+	}
+	return out, dvs
+}
+
+// splitHeads cuts each of h heads of v [B, N, h·Σw] into consecutive
+// pieces of the widths w, each returned [B, N, h·w_i].
+func (s *synth) splitHeads(v *val, h int, widths []int) ([3]*val, bool) {
+	var out [3]*val
+	b, n := v.shape[0], v.shape[1]
+	c := v.shape[2] / h
+	x := s.reshape(v, []int{b, n, h, c})
+	at := 0
+	for i, w := range widths {
+		p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: at, End: at + w}, args: []*val{x}, out: v.format, label: "a piece of each head"})
+		if out[i] = s.reshape(p, []int{b, n, h * w}); out[i] == nil {
+			return out, false
+		}
+		at += w
+	}
+	return out, true
+}
+
+// padded3 is (q, k, v) with q and k padded per head from dk to dv
+// columns of zeros, their scale recorded.
+func (s *synth) padded3(tr [3]*val, h, dk, dv int) [3]*val {
+	pad := func(x *val) *val {
+		b, n := x.shape[0], x.shape[1]
+		x4 := s.reshape(x, []int{b, n, h, dk})
+		zeros := &val{shape: []int{b, n, h, dv - dk}, data: make([]float32, b*n*h*(dv-dk)), format: x.format, origin: x.origin + "/padding"}
+		s.em.constant(zeros, "zeros padding q and k to the values' head width (q·kᵀ unchanged; made from the request's shape)")
+		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 3}, args: []*val{x4, zeros}, out: x.format, label: "padded to the values' head width"})
+		return s.reshape(j, []int{b, n, h * dv})
+	}
+	q, k := pad(tr[0]), pad(tr[1])
+	if q == nil || k == nil {
+		return tr
+	}
+	if s.qkScale == nil {
+		s.qkScale, s.qkWidth = map[*val]float32{}, map[*val]int{}
+	}
+	s.qkScale[q], s.qkWidth[q] = float32(1/math.Sqrt(float64(dk))), dv
+	return [3]*val{q, k, tr[2]}
+}
