@@ -169,7 +169,7 @@ func widen(x []float32) []float64 {
 
 // Activations tried where a pointwise function sits between two captured
 // tensors (exec's vocabulary).
-var acts = []exec.ActKind{exec.ActIdentity, exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU}
+var acts = []exec.ActKind{exec.ActIdentity, exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU, exec.ActHardswish, exec.ActHardsigmoid}
 
 // actOf finds the activation f with y ≈ f(x) elementwise (computed in f32,
 // rounded to y's format): the best one and its rel-RMS.
