@@ -86,13 +86,7 @@ func TestUnequalHeadsAttention(t *testing.T) {
 	s, sc, target := planted(t, precision.F32, []int{1, n, h * dv}, want)
 	sc.add(table, false)
 	sc.add(qkv, true)
-	got := s.attention(target, sc)
-	if got == nil {
-		t.Fatal("not explained")
-	}
-	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
-		t.Errorf("rel-RMS %.3g", e)
-	}
+	explainedWithin(t, s.attention(target, sc), target)
 }
 
 // TestClassOffsets plants BEiT's attention: a bias-free fused projection
@@ -140,13 +134,7 @@ func TestClassOffsets(t *testing.T) {
 		sc.add(p, false)
 	}
 	sc.add(qkv, true)
-	got := s.attention(target, sc)
-	if got == nil {
-		t.Fatal("not explained")
-	}
-	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
-		t.Errorf("rel-RMS %.3g", e)
-	}
+	explainedWithin(t, s.attention(target, sc), target)
 }
 
 // TestAssembledBiases: two vectors of 4 in a bias of 12 sit at three
@@ -219,11 +207,50 @@ func TestWindowRowsAttention(t *testing.T) {
 	sc.arg[x] = true
 	sc.add(moved, false)
 	sc.add(fused, true)
-	got := s.windowRowsAttention(target, sc)
+	explainedWithin(t, s.windowRowsAttention(target, sc), target)
+}
+
+// explainedWithin fails t unless got explains target within the f32
+// tolerance.
+func explainedWithin(t *testing.T, got, target *val) {
+	t.Helper()
 	if got == nil {
 		t.Fatal("not explained")
 	}
 	if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
 		t.Errorf("rel-RMS %.3g", e)
+	}
+}
+
+// TestPooledForms: a mean over the rows after a class token and a
+// register (timm's avg pool past its prefix tokens), and a mean over an
+// image's cells channels last (timm's Swin head), each explained by
+// pooled and not by the plain mean over every row.
+func TestPooledForms(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	x := randVal(rng, 1, 6, 4)
+	rows := make([]float32, 4)
+	for r := 2; r < 6; r++ {
+		for c := range 4 {
+			rows[c] += x.data[r*4+c] / 4
+		}
+	}
+	img := randVal(rng, 1, 2, 3, 4)
+	cells := make([]float32, 4)
+	for i := range 6 {
+		for c := range 4 {
+			cells[c] += img.data[i*4+c] / 6
+		}
+	}
+	for _, c := range []struct {
+		name string
+		x    *val
+		want []float32
+	}{{"after two prefix rows", x, rows}, {"cells, channels last", img, cells}} {
+		s, _, target := planted(t, precision.F32, []int{1, 4}, c.want)
+		got := s.pooled(target, []*val{c.x})
+		if got == nil || relRMS(precision.F32, got.data, target.data) > tolerance(precision.F32) {
+			t.Errorf("%s: not explained", c.name)
+		}
 	}
 }
