@@ -2,8 +2,6 @@ package synth
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/zflow/zflow/exec/program"
@@ -65,16 +63,11 @@ func (s *synth) addUncalledProjections(sc *scope) {
 // (one level down): a deeper module's weights belong to its own scope.
 func (s *synth) directUncalledLinears(module string) [][2]*val {
 	base, _, _ := strings.Cut(module, "#")
-	subs := s.uncalledSubs(module)
 	var out [][2]*val
-	for _, sub := range slices.Sorted(maps.Keys(subs)) {
-		if strings.Contains(strings.TrimPrefix(sub, base+"."), ".") {
-			continue
-		}
-		for _, l := range s.uncalledLinears(module) {
-			if strings.HasPrefix(l[0].origin, sub+".") && !slices.ContainsFunc(out, func(o [2]*val) bool { return o[0] == l[0] }) {
-				out = append(out, l)
-			}
+	for _, l := range s.uncalledLinears(module) {
+		rest := strings.TrimPrefix(l[0].origin, base+".")
+		if i := strings.LastIndexByte(rest, '.'); i >= 0 && !strings.Contains(rest[:i], ".") {
+			out = append(out, l) // the weight of a direct sub-module: "sub.weight"
 		}
 	}
 	return out
