@@ -197,6 +197,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.windowRowsAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.channelAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.dynamicBiasAttention(target, sc); v != nil {
 		return v
 	}

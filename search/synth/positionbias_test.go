@@ -254,3 +254,37 @@ func TestPooledForms(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelAttention plants DaViT's channel attention: per head, A =
+// softmax((k·d^−½)ᵀ·v) over the head's channels, the result's channel i
+// Σ_j A[i, j]·q's channel j, q, k and v the thirds of one projection.
+func TestChannelAttention(t *testing.T) {
+	const n, h, d = 6, 2, 4
+	w := h * d
+	rng := rand.New(rand.NewPCG(2, 7))
+	qkv := randVal(rng, 1, n, 3*w)
+	qkv.origin, qkv.fit = "qkv/out", &leafFit{kind: "linear"}
+	at := func(part, tok, head, ch int) float64 { return float64(qkv.data[tok*3*w+part*w+head*d+ch]) }
+	want := make([]float32, n*w)
+	for hh := range h {
+		for i := range d {
+			sc := make([]float64, d)
+			for j := range d {
+				for tok := range n {
+					sc[j] += at(1, tok, hh, i) / math.Sqrt(d) * at(2, tok, hh, j)
+				}
+			}
+			a := softmax64(sc)
+			for tok := range n {
+				var acc float64
+				for j := range d {
+					acc += a[j] * at(0, tok, hh, j)
+				}
+				want[tok*w+hh*d+i] = float32(acc)
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, w}, want)
+	sc.add(qkv, true)
+	explainedWithin(t, s.channelAttention(target, sc), target)
+}
