@@ -612,6 +612,9 @@ func (s *synth) imageAsRows(t *val, sc *scope) *val {
 	rows.reshapedFrom = true
 	w := s.glueIn(rows, sc)
 	if w == nil {
+		w = s.channelsLastOperands(rows, sc, recentFirst(sc.vals))
+	}
+	if w == nil {
 		return nil
 	}
 	img := s.reshape(w, []int{B, H, W, C})
@@ -656,7 +659,48 @@ func (s *synth) channelsLastRows(t *val, sc *scope, vals []*val) *val {
 			return w
 		}
 	}
-	return nil
+	return s.channelsLastOperands(t, sc, vals)
+}
+
+// channelsLastOperands explains a rows target [B, N, C] as attention over
+// the scope's own channels-first values ([B, C', d1, …]: 1×1 convolutions'
+// q, k and v of a conv-form attention, fused or apart, the keys' grid
+// perhaps another than the queries': Visformer's, LeViT's in its conv
+// mode) read as rows, channels last, the four most recent joining the
+// scope's own values for that one search.
+func (s *synth) channelsLastOperands(t *val, sc *scope, vals []*val) *val {
+	b, c := t.shape[0], t.shape[2]
+	var added []*val
+	for _, v := range vals {
+		k := len(v.shape) - 2
+		if v.opaque || !sc.own[v] || v.integral() || k < 1 || k > 3 || v.shape[0] != b || v.shape[1] == c && v.numel() == t.numel() || len(added) == 4 {
+			continue
+		}
+		n := v.numel() / (b * v.shape[1])
+		perm := []int{0}
+		for a := range k {
+			perm = append(perm, a+2)
+		}
+		perm = append(perm, 1)
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "channels last"})
+		if rows := s.reshape(p, []int{b, n, v.shape[1]}); rows != nil {
+			added = append(added, rows)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	for _, r := range added {
+		sc.add(r, true)
+	}
+	proxy := *t
+	proxy.reshapedFrom = true
+	w := s.attention(&proxy, sc)
+	sc.vals = slices.DeleteFunc(sc.vals, func(x *val) bool { return slices.Contains(added, x) })
+	for _, r := range added {
+		delete(sc.own, r)
+	}
+	return w
 }
 
 // tablesLast moves the RoPE tables of float coordinates (rope_coords) after

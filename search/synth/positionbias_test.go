@@ -288,3 +288,32 @@ func TestChannelAttention(t *testing.T) {
 	sc.add(qkv, true)
 	explainedWithin(t, s.channelAttention(target, sc), target)
 }
+
+// TestConvFormAttention plants Visformer's attention: q, k and v the
+// [Q|K|V] channel blocks of a 1×1 convolution's output [B, 3C, H, W],
+// the result laid out channels first: explained through imageAsRows with
+// the projection read as rows (channelsLastOperands).
+func TestConvFormAttention(t *testing.T) {
+	const h, d, hh, ww = 2, 4, 2, 3
+	c, n := h*d, hh*ww
+	rng := rand.New(rand.NewPCG(9, 4))
+	qkv := randVal(rng, 1, 3*c, hh, ww)
+	qkv.origin, qkv.fit = "qkv/out", &leafFit{kind: "conv"}
+	rows := make([]float32, n*3*c) // channels last
+	for ch := range 3 * c {
+		for p := range n {
+			rows[p*3*c+ch] = qkv.data[ch*n+p]
+		}
+	}
+	a := headAttention(cols(rows, n, 1, 3*c, 0, c), cols(rows, n, 1, 3*c, c, c), cols(rows, n, 1, 3*c, 2*c, c),
+		n, n, h, d, d, 1/math.Sqrt(d), func(int, int, int) float64 { return 0 })
+	want := make([]float32, c*n) // channels first
+	for p := range n {
+		for ch := range c {
+			want[ch*n+p] = a[p*c+ch]
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, c, hh, ww}, want)
+	sc.add(qkv, true)
+	explainedWithin(t, s.imageAsRows(target, sc), target)
+}
