@@ -368,13 +368,13 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				}
 				n0 := len(all)
 				scan(u, nil, false)
-				// refined among themselves at once: their scores before a
-				// position bias (LeViT's always has one) rank them below
-				// choices that are no attention at all
-				// each apart, the best kept: a loose fit of one must not
-				// end the others' turn (a subsampled attention's queries
-				// beside its argument of the same width); only where the
-				// scope holds a table such a bias may come from
+				// refined at once, each apart, the best kept: before their
+				// position bias (LeViT's always has one) they rank below
+				// choices that are no attention at all, and a loose fit of
+				// one must not end the others' turn (a subsampled
+				// attention's queries beside its argument of the same
+				// width); only where the scope holds a table such a bias
+				// may come from
 				own := slices.Clone(all[n0:])
 				if !slices.ContainsFunc(sc.vals, func(v *val) bool { return v.param && len(v.shape) == 2 }) {
 					own = nil
