@@ -670,6 +670,17 @@ func (s *synth) channelsLastRows(t *val, sc *scope, vals []*val) *val {
 // scope's own values for that one search.
 func (s *synth) channelsLastOperands(t *val, sc *scope, vals []*val) *val {
 	b, c := t.shape[0], t.shape[2]
+	// only where one of them is a fused projection for the target's width
+	// and rows ([k | v] or [q | k | v]: 2C or 3C channels over the
+	// target's N cells), as a conv-form attention makes: every other
+	// channels-first reading would pay an attention search for nothing
+	fused := func(v *val) bool {
+		return sc.own[v] && !v.opaque && len(v.shape) >= 3 && len(v.shape) <= 5 && v.shape[0] == b &&
+			(v.shape[1] == 2*c || v.shape[1] == 3*c) && v.numel() == t.numel()/c*v.shape[1]
+	}
+	if !slices.ContainsFunc(vals, fused) {
+		return nil
+	}
 	var added []*val
 	for _, v := range vals {
 		k := len(v.shape) - 2
