@@ -874,3 +874,58 @@ func (s *synth) activatedSum(t *val, vals []*val) *val {
 	}
 	return nil
 }
+
+// paramScaled explains t as a value of its shape times a parameter vector
+// along one of t's axes (a layer scale: γ [C] on channels-last rows, γ [C,
+// 1, 1] on a channels-first map), the vector shaped to broadcast along each
+// axis of its length in turn (a map whose height, width and channels agree
+// leaves the axis to the values).
+func (s *synth) paramScaled(t *val, vals []*val) *val {
+	if len(t.shape) == 0 {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, p := range vals {
+		c := p.numel()
+		if !p.param || c < 2 || c >= t.numel() || !vectorShape(p.shape) {
+			continue
+		}
+		for ax, n := range t.shape {
+			if n != c {
+				continue
+			}
+			col := make([]int, len(t.shape)-ax) // [C, 1, …, 1]: broadcast along ax
+			for i := range col {
+				col[i] = 1
+			}
+			col[0] = c
+			g := s.reshape(p, col)
+			if g == nil {
+				continue
+			}
+			for _, v := range ops {
+				cands = append(cands, &expr{op: program.OpMul, args: []*val{v, g}, out: t.format, label: fmt.Sprintf("times a parameter along axis %d", ax)})
+			}
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// vectorShape reports whether shape has at most one axis longer than 1.
+func vectorShape(shape []int) bool {
+	long := 0
+	for _, n := range shape {
+		if n > 1 {
+			long++
+		}
+	}
+	return long <= 1
+}

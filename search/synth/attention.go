@@ -348,6 +348,19 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	} else {
 		scan(triples, tables, false)
 		if !anyWithin(all, tol) {
+			// heads of a width no power of two (12 of 48, MobileViT's):
+			// the other divisors, once the usual widths have failed
+			usual := headDims
+			headDims = nil
+			for d := minHeadDim; d <= maxHeadDim && d <= width; d++ {
+				if width%d == 0 && !slices.Contains(usual, d) {
+					headDims = append(headDims, d)
+				}
+			}
+			scan(triples, tables, false)
+			headDims = append(usual, headDims...)
+		}
+		if !anyWithin(all, tol) {
 			// kernelised attention is cheap to try, the rarer softmax forms
 			// below are not
 			if v := s.linearAttention(t, sc); v != nil {

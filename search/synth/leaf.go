@@ -949,7 +949,9 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	}
 	v, ev := s.best(t, []*expr{e})
 	if v == nil {
-		return nil
+		// a small image can take a stride-1 reading of its size (4×4 →
+		// 2×2: kernel 3 unpadded, or stride 2 padded 1): the values decide
+		return s.fitStridedConv2D(x, w, bias, t)
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v

@@ -1,0 +1,207 @@
+package synth
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/zflow/zflow/precision"
+)
+
+// TestParamScaled plants layer scales: a parameter vector times a value
+// of the target's shape along the channel axis, γ [C, 1, 1] on a
+// channels-first map (its height, width and channels all 4, so only the
+// values tell the axis) and γ [C] on channels-last rows.
+func TestParamScaled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, c := range []struct {
+		name  string
+		shape []int
+		gamma []int
+		axis  int
+	}{
+		{"channels first", []int{1, 4, 4, 4}, []int{4, 1, 1}, 1},
+		{"channels last", []int{1, 5, 6}, []int{6}, 2},
+	} {
+		x := randVal(rng, c.shape...)
+		g := randVal(rng, c.gamma...)
+		g.param = true
+		want := make([]float32, len(x.data))
+		stride := 1
+		for _, n := range c.shape[c.axis+1:] {
+			stride *= n
+		}
+		for i, v := range x.data {
+			want[i] = v * g.data[(i/stride)%c.shape[c.axis]]
+		}
+		s, _, target := planted(t, precision.F32, c.shape, want)
+		got := s.paramScaled(target, []*val{x, g})
+		if got == nil {
+			t.Errorf("%s: not explained", c.name)
+			continue
+		}
+		if e := relRMS(precision.F32, got.data, target.data); e > 1e-7 {
+			t.Errorf("%s: rel-RMS %.3g", c.name, e)
+		}
+	}
+}
+
+// TestOwnNorm plants a module that normalises its input itself with its
+// own γ and β before calling its children: a batch norm at its initial
+// statistics over a channels-first map (timm's BatchNormAct2d) and a
+// layer norm over channels-last rows; each explained by ownNorm from the
+// scope's argument and parameters.
+func TestOwnNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 1))
+	for _, c := range []struct {
+		name  string
+		shape []int
+		norm  func(x, g, b *val) []float32
+	}{
+		{"batch norm, channels first", []int{1, 4, 3, 3}, func(x, g, b *val) []float32 {
+			out := make([]float32, len(x.data))
+			inv := float32(1 / math.Sqrt(float64(float32(1)+1e-5)))
+			for i, v := range x.data {
+				ch := (i / 9) % 4
+				out[i] = v*(g.data[ch]*inv) + b.data[ch]
+			}
+			return out
+		}},
+		{"layer norm, channels last", []int{1, 5, 4}, func(x, g, b *val) []float32 {
+			out := make([]float32, len(x.data))
+			for r := range 5 {
+				row := x.data[r*4 : r*4+4]
+				var mean, vr float64
+				for _, v := range row {
+					mean += float64(v) / 4
+				}
+				for _, v := range row {
+					vr += (float64(v) - mean) * (float64(v) - mean) / 4
+				}
+				for i, v := range row {
+					out[r*4+i] = float32((float64(v)-mean)/math.Sqrt(vr+1e-5)*float64(g.data[i]) + float64(b.data[i]))
+				}
+			}
+			return out
+		}},
+	} {
+		x := randVal(rng, c.shape...)
+		g, b := randVal(rng, 4), randVal(rng, 4)
+		s, sc, target := planted(t, precision.F32, c.shape, c.norm(x, g, b))
+		for name, p := range map[string]*val{"own.weight": g, "own.bias": b} {
+			p.param, p.origin = true, name
+			s.params[name] = p
+		}
+		sc.call.Params = []string{"own.weight", "own.bias"}
+		sc.add(x, false)
+		sc.arg[x] = true
+		if got := s.ownNorm(target, sc); got == nil {
+			t.Errorf("%s: not explained", c.name)
+		} else if e := relRMS(precision.F32, got.data, target.data); e > tolerance(precision.F32) {
+			t.Errorf("%s: rel-RMS %.3g", c.name, e)
+		}
+	}
+}
+
+// TestChannelAffine plants a forward that normalises its pixels by
+// constants it keeps outside its parameters, (x − mean)·k per colour
+// channel, and checks the constants read off are the code's literals.
+func TestChannelAffine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 2))
+	mean := []float32{0.4488, 0.4371, 0.404}
+	for _, k := range []float32{1, 255} {
+		x := randVal(rng, 1, 3, 4, 4)
+		want := make([]float32, len(x.data))
+		for i, v := range x.data {
+			want[i] = (v - mean[i/16]) * k
+		}
+		s, _, target := planted(t, precision.F32, x.shape, want)
+		got := s.channelAffine(target, []*val{x})
+		if got == nil {
+			t.Fatalf("k=%g: not explained", k)
+		}
+		if e := relRMS(precision.F32, got.data, target.data); e > 1e-7 {
+			t.Errorf("k=%g: rel-RMS %.3g", k, e)
+		}
+		shift := got
+		if k != 1 {
+			shift = got.from.args[0]
+		}
+		if c := shift.from.args[1].data; !slices.Equal(c, []float32{-mean[0], -mean[1], -mean[2]}) {
+			t.Errorf("k=%g: shift constants %v, want the negated %v", k, c, mean)
+		}
+	}
+	// a value of the target itself is not this form's
+	x := randVal(rng, 1, 3, 4, 4)
+	s, _, target := planted(t, precision.F32, x.shape, x.data)
+	if got := s.channelAffine(target, []*val{x}); got != nil {
+		t.Errorf("the identity explained as %s", got)
+	}
+}
+
+// TestSmallStridedConv: a depthwise 3×3 convolution of stride 2, padded 1,
+// over a 4×4 map gives 2×2, the size an unpadded stride-1 one gives too;
+// the values decide (fitConv2D falls back to the strided readings).
+func TestSmallStridedConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	x := randVal(rng, 1, 2, 4, 4)
+	w := randVal(rng, 2, 1, 3, 3)
+	w.param = true
+	want := make([]float32, 2*2*2)
+	for ch := range 2 {
+		for i := range 2 {
+			for j := range 2 {
+				var acc float32
+				for a := range 3 {
+					for b := range 3 {
+						r, c := 2*i-1+a, 2*j-1+b
+						if r < 0 || c < 0 || r >= 4 || c >= 4 {
+							continue
+						}
+						acc += x.data[ch*16+r*4+c] * w.data[ch*9+a*3+b]
+					}
+				}
+				want[ch*4+i*2+j] = acc
+			}
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, 2, 2, 2}, want)
+	explainedWithin(t, s.fitConv2D(x, []*val{w}, target), target)
+}
+
+// TestRearranged plants element moves whose both sides split axes:
+// MobileViT's unfolding of a [1, C, H, W] map into [patch cells, patches,
+// C] rows, Swin's window partition of [1, H, W, C] into [windows, cells,
+// C], and the unfolding again over values of a few levels (bf16-like
+// repeats, a ReLU's zeros) where the map cannot be read off unique values.
+func TestRearranged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	coarse := func(v *val) *val {
+		for i, x := range v.data {
+			v.data[i] = float32(max(0, math.Round(float64(x)*2)) / 2)
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name        string
+		v           *val
+		split, perm []int
+		target      []int
+	}{
+		{"unfolded patches", randVal(rng, 1, 4, 4, 6), []int{1, 4, 2, 2, 3, 2}, []int{0, 3, 5, 2, 4, 1}, []int{4, 6, 4}},
+		{"window partition", randVal(rng, 1, 4, 6, 3), []int{1, 2, 2, 3, 2, 3}, []int{0, 1, 3, 2, 4, 5}, []int{6, 4, 3}},
+		{"repeated values", coarse(randVal(rng, 1, 4, 4, 6)), []int{1, 4, 2, 2, 3, 2}, []int{0, 3, 5, 2, 4, 1}, []int{4, 6, 4}},
+	} {
+		want := permuteData(&val{shape: c.split, data: c.v.data}, c.perm)
+		s, _, target := planted(t, precision.F32, c.target, want)
+		got := s.rearranged(target, []*val{c.v})
+		if got == nil {
+			t.Errorf("%s: not explained", c.name)
+			continue
+		}
+		if !slices.Equal(got.data, target.data) {
+			t.Errorf("%s: not reproduced exactly", c.name)
+		}
+	}
+}
