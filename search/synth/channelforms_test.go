@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -132,11 +133,36 @@ func TestChannelAffine(t *testing.T) {
 			t.Errorf("k=%g: shift constants %v, want the negated %v", k, c, mean)
 		}
 	}
-	// a value of the target itself is not this form's
+	// (x − mean)/std with ImageNet's literals: a division by the literal
+	std := []float32{0.229, 0.224, 0.225}
 	x := randVal(rng, 1, 3, 4, 4)
-	s, _, target := planted(t, precision.F32, x.shape, x.data)
+	want := make([]float32, len(x.data))
+	for i, v := range x.data {
+		want[i] = (v - 0.5) / std[i/16]
+	}
+	s, _, target := planted(t, precision.F32, x.shape, want)
+	if got := s.channelAffine(target, []*val{x}); got == nil || got.from.op != program.OpDiv || !slices.Equal(got.from.args[1].data, std) {
+		t.Errorf("(x − 0.5)/std: %v", got)
+	}
+	// no constants where there are none: the identity, and a series
+	// standardised by its own statistics (constants that fit this run
+	// alone)
+	s, _, target = planted(t, precision.F32, x.shape, x.data)
 	if got := s.channelAffine(target, []*val{x}); got != nil {
 		t.Errorf("the identity explained as %s", got)
+	}
+	for i := range want {
+		c := i / 16
+		var mean, sq float64
+		for _, v := range x.data[c*16 : c*16+16] {
+			mean += float64(v) / 16
+			sq += float64(v) * float64(v) / 16
+		}
+		want[i] = float32((float64(x.data[i]) - mean) / math.Sqrt(sq-mean*mean+1e-5))
+	}
+	s, _, target = planted(t, precision.F32, x.shape, want)
+	if got := s.channelAffine(target, []*val{x}); got != nil {
+		t.Errorf("a series standardised by its own statistics explained as constants: %s", got)
 	}
 }
 
@@ -204,4 +230,29 @@ func TestRearranged(t *testing.T) {
 			t.Errorf("%s: not reproduced exactly", c.name)
 		}
 	}
+}
+
+// TestAxisNorm plants a scaler that standardises a series [1, T, C] over
+// its time axis (PatchTST's): explained by axisNorm as a parameterless
+// layer norm with the time axis moved last.
+func TestAxisNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	const steps, ch = 8, 3
+	x := randVal(rng, 1, steps, ch)
+	want := make([]float32, len(x.data))
+	for c := range ch {
+		var mean, vr float64
+		for i := range steps {
+			mean += float64(x.data[i*ch+c]) / steps
+		}
+		for i := range steps {
+			d := float64(x.data[i*ch+c]) - mean
+			vr += d * d / steps
+		}
+		for i := range steps {
+			want[i*ch+c] = float32((float64(x.data[i*ch+c]) - mean) / math.Sqrt(vr+1e-5))
+		}
+	}
+	s, _, target := planted(t, precision.F32, x.shape, want)
+	explainedWithin(t, s.axisNorm(target, []*val{x}), target)
 }

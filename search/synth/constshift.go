@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxConstChannels bounds the constants a channelAffine fit may read off:
@@ -19,8 +20,8 @@ const maxConstChannels = 64
 // tensor attribute: (x − mean)·range). The constants are read off the
 // captured values by least squares per channel; the fit must then
 // reproduce t to the format's tolerance, each channel resting on at least
-// eight values. Tried once every other form failed: it is the weakest
-// explanation glue has.
+// eight values, and every constant be a short decimal (affineOf). Tried
+// once every other form failed: it is the weakest explanation glue has.
 func (s *synth) channelAffine(t *val, vals []*val) *val {
 	if len(t.shape) < 2 || t.numel() < 16 {
 		return nil
@@ -81,10 +82,13 @@ func fitChannelAffine(x, t []float32, n, stride int) (k, m []float64, ok bool) {
 	return k, m, true
 }
 
-// affineOf makes (v − m)·k along axis ax of t, leaving out a shift of
-// zero and a scale of one, each constant at the shortest decimal within
-// 1e-6 of its fit (a literal of the model's code: 0.4488, not the fit's
-// 0.44880006), and keeps it where it explains t.
+// affineOf makes (v − m)·k, or (v − m)/d where 1/k is the literal,
+// along axis ax of t, leaving out a shift of zero and a scale of one, and
+// keeps it where it explains t. Every constant must be a literal of the
+// model's code, a decimal of at most four significant digits within 1e-6
+// of its fit (0.4488, not the fit's 0.44880006): statistics of the
+// captured data (a series standardised by its own mean) fit as well but
+// are no constants, and would reproduce this run alone.
 func (s *synth) affineOf(v, t *val, ax int, k, m []float64) *val {
 	n := t.shape[ax]
 	col := make([]int, len(t.shape)-ax) // [n, 1, …, 1]: broadcast along ax
@@ -92,20 +96,36 @@ func (s *synth) affineOf(v, t *val, ax int, k, m []float64) *val {
 		col[i] = 1
 	}
 	col[0] = n
-	unit, zero := true, true
-	kd, md := make([]float32, n), make([]float32, n)
+	shift, scale, div := make([]float32, n), make([]float32, n), make([]float32, n)
+	zero, unit, byK, byD := true, true, true, true
+	// in a narrow format the fit is no closer than the format's rounding
+	// allows, and any number is near a short decimal: the constants are
+	// taken as fitted, and only the statistics test below guards them
+	narrow := t.format != precision.F32
 	for c := range n {
-		kd[c], md[c] = float32(shortDecimal(k[c])), float32(shortDecimal(m[c]))
-		if math.Abs(k[c]-1) > 1e-6 {
-			unit = false
-		} else {
-			kd[c] = 1
+		lm, ok := literal(m[c])
+		switch {
+		case math.Abs(m[c]) <= 1e-7*math.Max(1, rms(t.data)):
+			lm = 0
+		case !ok && !narrow:
+			return nil
 		}
-		if math.Abs(m[c]) > 1e-7*math.Max(1, rms(t.data)) {
-			zero = false
-		} else {
-			md[c] = 0
+		shift[c] = -float32(lm)
+		zero = zero && lm == 0
+		lk, okK := literal(k[c])
+		ld, okD := literal(1 / k[c])
+		if narrow && !okK {
+			lk, okK = k[c], true
 		}
+		scale[c], div[c] = float32(lk), float32(ld)
+		unit = unit && okK && math.Abs(lk-1) <= 1e-6
+		byK, byD = byK && okK, byD && okD
+	}
+	if ownStatistics(v, ax, m) {
+		return nil
+	}
+	if !unit && !byK && !byD {
+		return nil
 	}
 	if unit && zero {
 		return nil // t is v: not this form's to explain
@@ -113,18 +133,18 @@ func (s *synth) affineOf(v, t *val, ax int, k, m []float64) *val {
 	w := v
 	name := fmt.Sprintf("%s/channel constants %d", t, s.seq+1)
 	if !zero {
-		neg := make([]float32, n)
-		for c, x := range md {
-			neg[c] = -x
-		}
-		c := s.relConst(name+" shift", col, neg, fmt.Sprintf("%d constants subtracted along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
+		c := s.relConst(name+" shift", col, shift, fmt.Sprintf("%d constants subtracted along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
 		if w = s.derive(&expr{op: program.OpAdd, args: []*val{w, c}, out: t.format, label: "minus a constant per channel"}); w == nil {
 			return nil
 		}
 	}
 	if !unit {
-		c := s.relConst(name+" scale", col, kd, fmt.Sprintf("%d constant factors along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
-		if w = s.derive(&expr{op: program.OpMul, args: []*val{w, c}, out: t.format, label: "times a constant per channel"}); w == nil {
+		op, data, label := program.OpMul, scale, "times a constant per channel"
+		if !byK {
+			op, data, label = program.OpDiv, div, "over a constant per channel"
+		}
+		c := s.relConst(name+" scale", col, data, fmt.Sprintf("%d constant factors along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
+		if w = s.derive(&expr{op: op, args: []*val{w, c}, out: t.format, label: label}); w == nil {
 			return nil
 		}
 	}
@@ -134,17 +154,45 @@ func (s *synth) affineOf(v, t *val, ax int, k, m []float64) *val {
 	return w
 }
 
-// shortDecimal is x at the fewest significant decimal digits (up to 8)
-// that stay within 1e-6 of it, relative.
-func shortDecimal(x float64) float64 {
+// literal is x at the fewest significant decimal digits, at most four,
+// that stay within 1e-6 of it, relative; ok is false where none does. 0
+// is a literal.
+func literal(x float64) (float64, bool) {
 	if x == 0 {
-		return 0
+		return 0, true
 	}
-	for d := 1; d <= 8; d++ {
+	for d := 1; d <= 4; d++ {
 		r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', d, 64), 64)
 		if err == nil && math.Abs(r-x) <= 1e-6*math.Abs(x) {
-			return r
+			return r, true
 		}
 	}
-	return x
+	return x, false
+}
+
+// ownStatistics reports whether the shifts m are v's own means along axis
+// ax, channel by channel, to a hundredth of each channel's deviation: a
+// value standardised by its statistics, which no constant reproduces on
+// another input.
+func ownStatistics(v *val, ax int, m []float64) bool {
+	n := v.shape[ax]
+	stride := v.numel()
+	for _, d := range v.shape[:ax+1] {
+		stride /= d
+	}
+	sum, sq, cnt := make([]float64, n), make([]float64, n), make([]float64, n)
+	for i, x := range v.data {
+		c := (i / stride) % n
+		sum[c] += float64(x)
+		sq[c] += float64(x) * float64(x)
+		cnt[c]++
+	}
+	for c := range n {
+		mean := sum[c] / cnt[c]
+		sd := math.Sqrt(math.Max(sq[c]/cnt[c]-mean*mean, 0))
+		if math.Abs(m[c]-mean) > 0.01*sd {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,10 @@
 package synth
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
 
 // ownNorm explains t as a norm of one of the scope's arguments by the
 // scope's own γ (and β): a module that normalises its input itself before
@@ -29,6 +33,56 @@ func (s *synth) ownNorm(t *val, sc *scope) *val {
 		}
 		if v := s.fitNorm(x, vecs, t); v != nil {
 			return v
+		}
+	}
+	return nil
+}
+
+// axisNorm explains t as a parameterless norm of a value of its shape
+// over an axis that is not the last (a scaler that standardises a series
+// over its time axis, [B, T, C] normalised along T): the axis moved last,
+// normalised, moved back.
+func (s *synth) axisNorm(t *val, vals []*val) *val {
+	n := len(t.shape)
+	if n < 2 || t.intType {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > 4 {
+		ops = ops[:4]
+	}
+	for _, v := range ops {
+		for a := range n - 1 {
+			if t.shape[a] < 2 {
+				continue
+			}
+			perm := make([]int, 0, n) // axis a last
+			for i := range n {
+				if i != a {
+					perm = append(perm, i)
+				}
+			}
+			perm = append(perm, a)
+			inv := make([]int, n)
+			shape := make([]int, n)
+			for i, p := range perm {
+				inv[p] = i
+				shape[i] = t.shape[p]
+			}
+			vp := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "the normalised axis last"})
+			if vp == nil {
+				continue
+			}
+			tp := s.readAs(t, shape, func(d []float32) []float32 { return permuteData(&val{shape: t.shape, data: d}, perm) })
+			w, ev := s.best(tp, s.normCandidates(vp, tp))
+			if w == nil {
+				continue
+			}
+			back, _ := s.best(t, []*expr{{op: program.OpPermute, attrs: program.Attrs{Perm: inv}, args: []*val{w}, out: t.format, label: "axes back"}})
+			if back != nil {
+				s.norms = append(s.norms, normRecord{scope: s.scopeOf, boundary: t.origin, fit: &leafFit{kind: "norm", norm: w.from.attrs.Norm, candidates: ev}})
+				return back
+			}
 		}
 	}
 	return nil
