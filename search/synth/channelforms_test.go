@@ -256,3 +256,19 @@ func TestAxisNorm(t *testing.T) {
 	s, _, target := planted(t, precision.F32, x.shape, want)
 	explainedWithin(t, s.axisNorm(target, []*val{x}), target)
 }
+
+// TestUsualMove: the moves transposed reads by their order where a
+// target's axes share one length.
+func TestUsualMove(t *testing.T) {
+	for _, c := range []struct {
+		perm []int
+		want bool
+	}{
+		{[]int{0, 2, 3, 1}, true}, {[]int{0, 3, 1, 2}, true}, {[]int{0, 1, 3, 2}, true}, {[]int{1, 0, 2}, true},
+		{[]int{0, 2, 1}, true}, {[]int{2, 3, 0, 1}, false}, {[]int{1, 2, 3, 0}, false},
+	} {
+		if got := usualMove(c.perm); got != c.want {
+			t.Errorf("usualMove(%v) = %v, want %v", c.perm, got, c.want)
+		}
+	}
+}

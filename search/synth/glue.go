@@ -81,6 +81,15 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 			shape[a] = t.shape[i]
 		}
 		key := fmt.Sprint(shape)
+		if slices.Equal(shape, t.shape) {
+			// axes of one length (a 16×16 map of 16 channels): the shape
+			// cannot tell the layouts apart, so the usual moves are read by
+			// their order (channels last or first, two axes swapped)
+			if isIdentity(perm) || !usualMove(perm) {
+				continue
+			}
+			key = fmt.Sprint(perm)
+		}
 		// a recent value of that shape, or one longer on one axis (a part
 		// of it, then its axes moved: a split projection read channels
 		// first, a padded convolution's first T columns read back as rows)
@@ -96,6 +105,30 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// usualMove reports whether perm swaps two axes or turns the axes after
+// the first one step (channels first to last, or back).
+func usualMove(perm []int) bool {
+	moved := 0
+	for i, a := range perm {
+		if i != a {
+			moved++
+		}
+	}
+	if moved == 2 {
+		return true
+	}
+	n := len(perm)
+	if n < 3 || perm[0] != 0 {
+		return false
+	}
+	fwd, back := true, true
+	for i := 1; i < n; i++ {
+		fwd = fwd && perm[i] == 1+i%(n-1)
+		back = back && perm[i] == 1+(i+n-3)%(n-1)
+	}
+	return fwd || back
 }
 
 // representable reports whether every value of v is exact in format f.
