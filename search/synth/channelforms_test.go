@@ -272,3 +272,34 @@ func TestUsualMove(t *testing.T) {
 		}
 	}
 }
+
+// TestPairCoordsTable: SwinV2-CR's pair coordinates of a 2×3 window
+// (sign(Δ)·log(1 + |Δ|) of each pair's row and column offsets, query minus
+// key) are read as made from the window's shape, and bias [S², H] tables
+// of a position MLP read in place; random values and a table with one
+// entry changed are not.
+func TestPairCoordsTable(t *testing.T) {
+	const h, w = 2, 3
+	cells := h * w
+	table := &val{shape: []int{cells * cells, 2}, data: make([]float32, cells*cells*2), format: precision.F32}
+	f := func(d int) float32 {
+		return float32(math.Copysign(math.Log1p(math.Abs(float64(d))), float64(d)))
+	}
+	for i := range cells {
+		for j := range cells {
+			table.data[(i*cells+j)*2] = f(i/w - j/w)
+			table.data[(i*cells+j)*2+1] = f(i%w - j%w)
+		}
+	}
+	if !pairCoordsTable(table) {
+		t.Error("the pair coordinates are not read")
+	}
+	bent := &val{shape: table.shape, data: slices.Clone(table.data), format: precision.F32}
+	bent.data[7] += 0.5
+	if pairCoordsTable(bent) {
+		t.Error("a table with one entry changed is read as pair coordinates")
+	}
+	if pairCoordsTable(randVal(rand.New(rand.NewPCG(1, 1)), cells*cells, 2)) {
+		t.Error("random values are read as pair coordinates")
+	}
+}

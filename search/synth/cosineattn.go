@@ -285,7 +285,8 @@ func (s *synth) fitBiasScale(ch attnChoice, pb, m *val, t *val, consider func(at
 // query minus key or key minus query, row-major (Swin's relative position
 // index, a constant of the window's shape). A square table with three
 // rows more serves a window after one leading row (a class token: BEiT's
-// index, classOffsets).
+// index, classOffsets). A table of S² rows is one entry per query and key,
+// read in place.
 func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 	var out []*val
 	for _, tb := range sc.vals {
@@ -309,6 +310,15 @@ func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 			}
 		}
 		if win == nil {
+			if l == rows*rows && rows > 1 {
+				// one entry per query and key already (a position MLP run
+				// on every pair's coordinates: SwinV2-CR's meta network)
+				pairs := s.reshape(tb, []int{l, heads})
+				p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 0}}, args: []*val{pairs}, out: tb.format, label: "heads first"})
+				if b := s.reshape(p, []int{1, heads, rows, rows}); b != nil {
+					out = append(out, b)
+				}
+			}
 			continue
 		}
 		table := s.reshape(tb, []int{l, heads})

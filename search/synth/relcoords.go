@@ -48,27 +48,91 @@ func relCoordsTable(v *val) bool {
 		}
 		return f, true
 	}
-	odd := func(f []float32) bool {
-		mid := len(f) / 2
-		if f[mid] != 0 {
-			return false
-		}
-		for d := 1; d <= mid; d++ {
-			hi, lo := f[mid+d], f[mid-d]
-			if !(hi > f[mid+d-1]) || math.Abs(float64(hi+lo)) > 1e-6*math.Abs(float64(hi)) {
-				return false
-			}
-		}
-		return true
-	}
 	for _, axes := range [][2]int{{0, 1}, {1, 0}} {
 		f0, ok0 := along(0, axes[0])
 		f1, ok1 := along(1, axes[1])
-		if ok0 && ok1 && odd(f0) && odd(f1) {
+		if ok0 && ok1 && oddRising(f0) && oddRising(f1) {
 			return true
 		}
 	}
 	return false
+}
+
+// oddRising reports whether f, the values at offsets −m…m (len 2m+1), is
+// zero at the centre, odd about it and rising.
+func oddRising(f []float32) bool {
+	mid := len(f) / 2
+	if f[mid] != 0 {
+		return false
+	}
+	for d := 1; d <= mid; d++ {
+		hi, lo := f[mid+d], f[mid-d]
+		if !(hi > f[mid+d-1]) || math.Abs(float64(hi+lo)) > 1e-6*math.Abs(float64(hi)) {
+			return false
+		}
+	}
+	return true
+}
+
+// pairCoordsTable reports whether v [N·N, 2] (or [N, N, 2], leading axes
+// of one) holds, for every (query, key) pair of a window of N cells
+// row-major, a function of the pair's row offset in one channel and of
+// its column offset in the other, odd about zero and rising, whatever the
+// function (SwinV2-CR's log-spaced pair coordinates, the input of its
+// position MLP): relCoordsTable per pair, made from the window's shape.
+func pairCoordsTable(v *val) bool {
+	n := len(v.shape)
+	if n < 2 || v.shape[n-1] != 2 || v.integral() {
+		return false
+	}
+	pairs := v.numel() / 2
+	cells := int(math.Round(math.Sqrt(float64(pairs))))
+	if cells < 4 || cells*cells != pairs {
+		return false
+	}
+	for _, grid := range factorizations(cells, 2) {
+		if len(grid) != 2 || grid[0] < 2 || grid[1] < 2 {
+			continue
+		}
+		w := grid[1]
+		for _, sign := range []int{1, -1} { // query minus key, or key minus query
+			for _, ch := range [][2]int{{0, 1}, {1, 0}} { // the channel of the row offset, of the column one
+				fr, fc := readPairs(v.data, cells, w, sign, ch[0], true), readPairs(v.data, cells, w, sign, ch[1], false)
+				if fr != nil && fc != nil && oddRising(fr) && oddRising(fc) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// readPairs reads channel ch of a pair table over cells cells of rows of
+// w as a function of the pairs' row (rows) or column offset, sign·(query
+// − key): its values at offsets −m…m, nil where one offset has two values.
+func readPairs(d []float32, cells, w, sign, ch int, rows bool) []float32 {
+	m := w - 1
+	if rows {
+		m = cells/w - 1
+	}
+	f := make([]float32, 2*m+1)
+	seen := make([]bool, 2*m+1)
+	for i := range cells {
+		for j := range cells {
+			off := i%w - j%w
+			if rows {
+				off = i/w - j/w
+			}
+			k := sign*off + m
+			x := d[(i*cells+j)*2+ch]
+			if !seen[k] {
+				f[k], seen[k] = x, true
+			} else if f[k] != x {
+				return nil
+			}
+		}
+	}
+	return f
 }
 
 // pairOffsetsTable reads v [N, N, c] (leading axes of one) as a table of

@@ -349,6 +349,10 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		s.em.constant(target, "relative coordinates of a window's offsets, one axis per channel, odd about the centre (a table the model makes from its grid's shape at init)")
 		return target
 	}
+	if v == nil && pairCoordsTable(target) && (len(s.tr.Steps()) < 2 || s.sameEveryStep([]*val{target})) {
+		s.em.constant(target, "relative coordinates of every (query, key) pair of a window, one axis per channel, odd about zero (a table the model makes from its window's shape at init)")
+		return target
+	}
 	if v == nil && (len(s.tr.Steps()) < 2 || s.sameEveryStep([]*val{target})) {
 		if note := pairOffsetsTable(target); note != "" {
 			s.em.constant(target, note)
