@@ -264,8 +264,8 @@ func TestUsualMove(t *testing.T) {
 		perm []int
 		want bool
 	}{
-		{[]int{0, 2, 3, 1}, true}, {[]int{0, 3, 1, 2}, true}, {[]int{0, 1, 3, 2}, true}, {[]int{1, 0, 2}, true},
-		{[]int{0, 2, 1}, true}, {[]int{2, 3, 0, 1}, false}, {[]int{1, 2, 3, 0}, false},
+		{[]int{0, 2, 3, 1}, true}, {[]int{0, 3, 1, 2}, true}, {[]int{0, 1, 3, 2}, false}, {[]int{1, 0, 2}, false},
+		{[]int{0, 2, 1}, false}, {[]int{2, 3, 0, 1}, false}, {[]int{1, 2, 3, 0}, false},
 	} {
 		if got := usualMove(c.perm); got != c.want {
 			t.Errorf("usualMove(%v) = %v, want %v", c.perm, got, c.want)
@@ -301,5 +301,41 @@ func TestPairCoordsTable(t *testing.T) {
 	}
 	if pairCoordsTable(randVal(rand.New(rand.NewPCG(1, 1)), cells*cells, 2)) {
 		t.Error("random values are read as pair coordinates")
+	}
+}
+
+// TestAvgPool plants average pools of a 5×4 map: 3×3 of stride 1 padded
+// 1 without the padding in the count (PoolFormer's token mixer) and 2×2 of
+// stride 2; fitAvgPool reproduces each.
+func TestAvgPool(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	x := randVal(rng, 1, 2, 5, 4)
+	pool := func(k, st, p int) ([]int, []float32) {
+		ho, wo := (5+2*p-k)/st+1, (4+2*p-k)/st+1
+		out := make([]float32, 2*ho*wo)
+		for c := range 2 {
+			for i := range ho {
+				for j := range wo {
+					var sum float32
+					n := 0
+					for a := range k {
+						for b := range k {
+							r, q := i*st-p+a, j*st-p+b
+							if r >= 0 && q >= 0 && r < 5 && q < 4 {
+								sum += x.data[c*20+r*4+q]
+								n++
+							}
+						}
+					}
+					out[(c*ho+i)*wo+j] = sum / float32(n)
+				}
+			}
+		}
+		return []int{1, 2, ho, wo}, out
+	}
+	for _, c := range [][3]int{{3, 1, 1}, {2, 2, 0}} {
+		shape, want := pool(c[0], c[1], c[2])
+		s, _, target := planted(t, precision.F32, shape, want)
+		explainedWithin(t, s.fitAvgPool(x, target), target)
 	}
 }

@@ -285,7 +285,7 @@ func (s *synth) fitBiasScale(ch attnChoice, pb, m *val, t *val, consider func(at
 // query minus key or key minus query, row-major (Swin's relative position
 // index, a constant of the window's shape). A square table with three
 // rows more serves a window after one leading row (a class token: BEiT's
-// index, classOffsets). A table of S² rows is one entry per query and key,
+// index, classOffsets). A table [S², H] is one entry per query and key,
 // read in place.
 func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 	var out []*val
@@ -310,7 +310,7 @@ func (s *synth) offsetTableBiases(sc *scope, heads, rows int) []*val {
 			}
 		}
 		if win == nil {
-			if l == rows*rows && rows > 1 {
+			if l == rows*rows && rows > 1 && n == 2 {
 				// one entry per query and key already (a position MLP run
 				// on every pair's coordinates: SwinV2-CR's meta network)
 				pairs := s.reshape(tb, []int{l, heads})

@@ -83,8 +83,8 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 		key := fmt.Sprint(shape)
 		if slices.Equal(shape, t.shape) {
 			// axes of one length (a 16×16 map of 16 channels): the shape
-			// cannot tell the layouts apart, so the usual moves are read by
-			// their order (channels last or first, two axes swapped)
+			// cannot tell the layouts apart, so an image's channels moved
+			// last or first are read by their order
 			if isIdentity(perm) || !usualMove(perm) {
 				continue
 			}
@@ -107,28 +107,10 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 	return nil
 }
 
-// usualMove reports whether perm swaps two axes or turns the axes after
-// the first one step (channels first to last, or back).
+// usualMove reports whether perm turns an image's axes after the batch
+// one step: channels first to last, or back ([0 2 3 1], [0 3 1 2]).
 func usualMove(perm []int) bool {
-	moved := 0
-	for i, a := range perm {
-		if i != a {
-			moved++
-		}
-	}
-	if moved == 2 {
-		return true
-	}
-	n := len(perm)
-	if n < 3 || perm[0] != 0 {
-		return false
-	}
-	fwd, back := true, true
-	for i := 1; i < n; i++ {
-		fwd = fwd && perm[i] == 1+i%(n-1)
-		back = back && perm[i] == 1+(i+n-3)%(n-1)
-	}
-	return fwd || back
+	return slices.Equal(perm, []int{0, 2, 3, 1}) || slices.Equal(perm, []int{0, 3, 1, 2})
 }
 
 // representable reports whether every value of v is exact in format f.

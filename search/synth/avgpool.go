@@ -1,0 +1,68 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// fitAvgPool explains a parameterless call's result t [B, C, Ho, Wo] as
+// an average pool of x [B, C, H, W]: a k×k window of stride s, padded p,
+// each window's sum (a depthwise convolution by ones) over k² or over the
+// count of its cells inside the image (count_include_pad=False: a map of
+// counts made from the shapes), the last partial window dropped (torch's
+// floor mode). PoolFormer's and EfficientFormer's token
+// mixer (pool(x) − x) and the strided pools of hierarchical encoders.
+func (s *synth) fitAvgPool(x, t *val) *val {
+	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() {
+		return nil
+	}
+	c, h, w := x.shape[1], x.shape[2], x.shape[3]
+	var cands []*expr
+	for _, k := range []int{2, 3, 5, 7} {
+		for _, st := range slices.Compact([]int{1, 2, k}) {
+			for _, p := range slices.Compact([]int{0, k / 2}) {
+				ho, wo := (h+2*p-k)/st+1, (w+2*p-k)/st+1
+				if ho != t.shape[2] || wo != t.shape[3] || h+2*p < k || w+2*p < k {
+					continue
+				}
+				name := fmt.Sprintf("avg pool %d stride %d pad %d", k, st, p)
+				ones := s.relConst(fmt.Sprintf("ones [%d, 1, %d, %d]", c, k, k), []int{c, 1, k, k}, slices.Repeat([]float32{1}, c*k*k), "a window of ones (an average pool's sums)")
+				sums := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: p, Stride: st, Groups: c}}, args: []*val{x, ones, nil}, out: f32, label: name + " sums"})
+				if sums == nil {
+					continue
+				}
+				area := s.constant(float64(k * k))
+				cands = append(cands, &expr{op: program.OpDiv, args: []*val{sums, area}, out: t.format, label: name})
+				if p > 0 {
+					counts := windowCounts(h, w, k, st, p)
+					cv := s.relConst(fmt.Sprintf("window counts %dx%d k%d s%d p%d", h, w, k, st, p), []int{1, 1, ho, wo}, counts, "each window's cells inside the image (an average pool without its padding), made from the shapes")
+					cands = append(cands, &expr{op: program.OpDiv, args: []*val{sums, cv}, out: t.format, label: name + " without the padding"})
+				}
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "glue", candidates: ev}
+	}
+	return v
+}
+
+// windowCounts is, for each window of a k×k pool of stride st padded p over
+// an h×w image, how many of its cells lie inside the image.
+func windowCounts(h, w, k, st, p int) []float32 {
+	ho, wo := (h+2*p-k)/st+1, (w+2*p-k)/st+1
+	out := make([]float32, ho*wo)
+	span := func(i, n int) int {
+		lo, hi := i*st-p, i*st-p+k
+		return min(hi, n) - max(lo, 0)
+	}
+	for i := range ho {
+		for j := range wo {
+			out[i*wo+j] = float32(span(i, h) * span(j, w))
+		}
+	}
+	return out
+}
