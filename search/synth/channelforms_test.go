@@ -339,3 +339,28 @@ func TestAvgPool(t *testing.T) {
 		explainedWithin(t, s.fitAvgPool(x, target), target)
 	}
 }
+
+// TestMaxOverAxis plants Hiera's pooled queries: [B, heads, stride·n, d]
+// read as [B, heads, stride, n, d], the largest over the stride axis.
+func TestMaxOverAxis(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 5))
+	const heads, stride, n, d = 2, 4, 3, 5
+	v := randVal(rng, 1, heads, stride*n, d)
+	want := make([]float32, heads*n*d)
+	for h := range heads {
+		for i := range n {
+			for e := range d {
+				m := float32(math.Inf(-1))
+				for j := range stride {
+					m = max(m, v.data[((h*stride+j)*n+i)*d+e])
+				}
+				want[(h*n+i)*d+e] = m
+			}
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, heads, n, d}, want)
+	got := s.maxOverAxis(target, []*val{v})
+	if got == nil || !slices.Equal(got.data, target.data) {
+		t.Fatalf("not reproduced: %v", got)
+	}
+}
