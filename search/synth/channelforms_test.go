@@ -105,14 +105,16 @@ func TestOwnNorm(t *testing.T) {
 	}
 }
 
-// TestChannelAffine plants a forward that normalises its pixels by
-// constants it keeps outside its parameters, (x − mean)·k per colour
-// channel, and checks the constants read off are the code's literals.
+// TestChannelAffine plants a forward that normalises its pixels (the
+// request's input) by constants it keeps outside its parameters, (x −
+// mean)·k per colour channel, and checks the constants read off are the
+// code's literals.
 func TestChannelAffine(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 2))
 	mean := []float32{0.4488, 0.4371, 0.404}
 	for _, k := range []float32{1, 255} {
 		x := randVal(rng, 1, 3, 4, 4)
+		x.request = true
 		want := make([]float32, len(x.data))
 		for i, v := range x.data {
 			want[i] = (v - mean[i/16]) * k
@@ -136,6 +138,7 @@ func TestChannelAffine(t *testing.T) {
 	// (x − mean)/std with ImageNet's literals: a division by the literal
 	std := []float32{0.229, 0.224, 0.225}
 	x := randVal(rng, 1, 3, 4, 4)
+	x.request = true
 	want := make([]float32, len(x.data))
 	for i, v := range x.data {
 		want[i] = (v - 0.5) / std[i/16]
@@ -143,6 +146,14 @@ func TestChannelAffine(t *testing.T) {
 	s, _, target := planted(t, precision.F32, x.shape, want)
 	if got := s.channelAffine(target, []*val{x}); got == nil || got.from.op != program.OpDiv || !slices.Equal(got.from.args[1].data, std) {
 		t.Errorf("(x − 0.5)/std: %v", got)
+	}
+	// not of a value the model computed: there a per-channel map is as
+	// likely a statistic of the run
+	computed := *x
+	computed.request = false
+	s, _, target = planted(t, precision.F32, x.shape, want)
+	if got := s.channelAffine(target, []*val{&computed}); got != nil {
+		t.Errorf("constants read off a computed value: %s", got)
 	}
 	// no constants where there are none: the identity, and a series
 	// standardised by its own statistics (constants that fit this run

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/zflow/zflow/exec/program"
@@ -31,7 +32,7 @@ func (s *synth) channelAffine(t *val, vals []*val) *val {
 		ops = ops[:maxOperands]
 	}
 	for _, v := range ops {
-		if v.param || v.integral() {
+		if v.param || v.integral() || !s.requestInput(v) {
 			continue
 		}
 		stride := t.numel()
@@ -195,4 +196,23 @@ func ownStatistics(v *val, ax int, m []float64) bool {
 		}
 	}
 	return true
+}
+
+// requestInput reports whether v holds one of the request's inputs as it
+// is (the same values, in any shape).
+func (s *synth) requestInput(v *val) bool {
+	if v.request {
+		return true
+	}
+	for _, key := range s.tr.Manifest.Inputs {
+		t, err := s.tr.Tensor(key)
+		if err != nil || !t.DType.IsFloat() {
+			continue
+		}
+		d, err := t.Float32Rounded()
+		if err == nil && slices.Equal(d, v.data) {
+			return true
+		}
+	}
+	return false
 }
