@@ -349,9 +349,7 @@ func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
 	g := (math.Sqrt(5) - 1) / 2
 	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
 	fa, fb := f(math.Exp(a)), f(math.Exp(b))
-	// until the bracket is 1e-8 wide in log units (x known to a sixth of
-	// an f32 ulp: ~43 steps over the widest range asked for), at most 60
-	for i := 0; i < 60 && b0-a0 > 1e-8; i++ {
+	for range 60 {
 		if fa < fb {
 			b0, b, fb = b, a, fa
 			a = b0 - g*(b0-a0)
