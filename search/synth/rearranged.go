@@ -60,9 +60,10 @@ func sums(d []float32) (sum, sq float64) {
 // steps of the digits inside it) and stride (the step in the source).
 type digit struct{ radix, stride int }
 
-// rearrangeBudget bounds the candidate strides rearrangeMap follows (a map
-// of repeated values, a ReLU's zeros, can offer many).
-const rearrangeBudget = 512
+// rearrangeBudget bounds the steps rearrangeMap takes, each one scan of
+// the source (a map of repeated values, a ReLU's zeros, can offer many
+// candidate strides; each step follows at most three).
+const rearrangeBudget = 64
 
 // rearrangeMap finds digits, innermost first, such that t[i] =
 // src[Σ digit_k(i)·stride_k] for every i (digit_k(i) the mixed-radix digits of
@@ -83,13 +84,13 @@ func rearrangeMap(src, t []float32) []digit {
 		if block == n {
 			return digits
 		}
+		if budget--; budget < 0 {
+			return nil // each step scans src once: at most rearrangeBudget scans
+		}
 		var cands []digit
 		for p := 1; p < len(src); p++ {
 			if src[p] != t[block] {
 				continue
-			}
-			if budget--; budget < 0 {
-				return nil
 			}
 			r := 1
 			for block*(r+1) <= n && recurs(src, t, offs, block*r, p*r) {
