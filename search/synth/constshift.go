@@ -8,6 +8,7 @@ import (
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"gonum.org/v1/gonum/stat"
 )
 
 // maxConstChannels bounds the constants a channelAffine fit may read off:
@@ -22,7 +23,10 @@ const maxConstChannels = 64
 // captured values by least squares per channel; the fit must then
 // reproduce t to the format's tolerance, each channel resting on at least
 // eight values, and every constant be a short decimal (affineOf). Tried
-// once every other form failed: it is the weakest explanation glue has.
+// once every other form failed: it is the weakest explanation glue has,
+// so only for a value the request holds as it is (the model's own input):
+// inside the model a per-channel affine map of a computed value is as
+// likely a statistic of this run.
 func (s *synth) channelAffine(t *val, vals []*val) *val {
 	if len(t.shape) < 2 || t.numel() < 16 {
 		return nil
@@ -54,31 +58,26 @@ func (s *synth) channelAffine(t *val, vals []*val) *val {
 }
 
 // fitChannelAffine fits t ≈ k_c·x + b_c per channel c (c = (i/stride) mod
-// n) and returns k and m = −b/k, so that t = (x − m)·k; ok is false where a
-// channel's x is constant (k undetermined) or k is 0.
+// n) by least squares (gonum's stat.LinearRegression) and returns k and
+// m = −b/k, so that t = (x − m)·k; ok is false where a channel's x is
+// constant (k undetermined) or k is 0.
 func fitChannelAffine(x, t []float32, n, stride int) (k, m []float64, ok bool) {
-	var sx, sy, sxx, sxy, cnt = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	xs, ys := make([][]float64, n), make([][]float64, n)
 	for i, xv := range x {
 		c := (i / stride) % n
-		a, b := float64(xv), float64(t[i])
-		sx[c] += a
-		sy[c] += b
-		sxx[c] += a * a
-		sxy[c] += a * b
-		cnt[c]++
+		xs[c] = append(xs[c], float64(xv))
+		ys[c] = append(ys[c], float64(t[i]))
 	}
 	k, m = make([]float64, n), make([]float64, n)
 	for c := range n {
-		vx := sxx[c] - sx[c]*sx[c]/cnt[c]
-		if !(vx > 0) {
+		if stat.Variance(xs[c], nil) == 0 {
 			return nil, nil, false
 		}
-		k[c] = (sxy[c] - sx[c]*sy[c]/cnt[c]) / vx
-		if k[c] == 0 {
+		b, slope := stat.LinearRegression(xs[c], ys[c], nil, false)
+		if slope == 0 || math.IsNaN(slope) {
 			return nil, nil, false
 		}
-		b := (sy[c] - k[c]*sx[c]) / cnt[c]
-		m[c] = -b / k[c]
+		k[c], m[c] = slope, -b/slope
 	}
 	return k, m, true
 }
@@ -181,16 +180,13 @@ func ownStatistics(v *val, ax int, m []float64) bool {
 	for _, d := range v.shape[:ax+1] {
 		stride /= d
 	}
-	sum, sq, cnt := make([]float64, n), make([]float64, n), make([]float64, n)
+	xs := make([][]float64, n)
 	for i, x := range v.data {
 		c := (i / stride) % n
-		sum[c] += float64(x)
-		sq[c] += float64(x) * float64(x)
-		cnt[c]++
+		xs[c] = append(xs[c], float64(x))
 	}
 	for c := range n {
-		mean := sum[c] / cnt[c]
-		sd := math.Sqrt(math.Max(sq[c]/cnt[c]-mean*mean, 0))
+		mean, sd := stat.MeanStdDev(xs[c], nil)
 		if math.Abs(m[c]-mean) > 0.01*sd {
 			return false
 		}
