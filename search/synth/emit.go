@@ -98,6 +98,10 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 		em.constant(v, v.constNote)
 		return v.name, nil
 	}
+	if v.from == nil && v.scalar {
+		em.constScalar(v)
+		return v.name, nil
+	}
 	if v.from == nil {
 		if !v.opaque {
 			return "", fmt.Errorf("value %s is neither bound nor computed", v)

@@ -1026,12 +1026,11 @@ func (s *synth) imagesAsRows(t *val, vals []*val) []*val {
 	return out
 }
 
-// constant is a scalar the program holds.
+// constant is a scalar the program holds, declared where a node first
+// reads it (a fit tries hundreds that no node keeps).
 func (s *synth) constant(c float64) *val {
 	s.seq++
-	v := &val{shape: []int{1}, data: []float32{float32(c)}, format: f32, seq: s.seq}
-	s.em.constScalar(v)
-	return v
+	return &val{shape: []int{1}, data: []float32{float32(c)}, format: f32, seq: s.seq, scalar: true}
 }
 
 // leadingPart finds a value of t's shape but for axis ax whose first n

@@ -125,8 +125,8 @@ func (s *synth) latentOperands(q, kv, c *val, tb [2]*val, layout exec.RopeLayout
 	kk := s.reshape(join(cut(kv4, 3, 0, dn), kpe, "k: nope, rope"), []int{b, n, h * d})
 	vv := cut(kv4, 3, dn, dn+dv)
 	if dv < d && vv != nil {
-		zeros := &val{shape: []int{b, n, h, d - dv}, data: make([]float32, b*n*h*(d-dv)), format: vv.format, origin: kv.origin + "/padding"}
-		s.em.constant(zeros, "zeros padding the values to the queries' head width (made from the request's shape)")
+		zeros := &val{shape: []int{b, n, h, d - dv}, data: make([]float32, b*n*h*(d-dv)), format: vv.format, origin: kv.origin + "/padding",
+			constNote: "zeros padding the values to the queries' head width (made from the request's shape)"}
 		vv = join(vv, zeros, "v padded")
 	}
 	vv = s.reshape(vv, []int{b, n, h * d})

@@ -65,6 +65,9 @@ type val struct {
 	// candidate that may lose), declared with this note only when a
 	// program first reads it
 	constNote string
+	// scalar: a scalar constant of the search (s.constant), declared
+	// only when a program first reads it
+	scalar bool
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }
