@@ -154,12 +154,15 @@ type BucketAttrs struct {
 // groups any count dividing the channels and the filters (1, or the
 // channel count: depthwise); stride the step between output positions
 // (absent or 1: every position); seq a conv1d of x [B, C, 1, L], the pad
-// and stride along L alone.
+// and stride along L alone; kernel and ceil are a max_pool2d node's: the
+// window's side, and whether a last partial window is kept (ceil_mode).
 type ConvAttrs struct {
 	Pad    int  `json:"pad,omitempty"`
 	Groups int  `json:"groups,omitempty"`
 	Stride int  `json:"stride,omitempty"`
 	Seq    bool `json:"seq,omitempty"`
+	Kernel int  `json:"kernel,omitempty"`
+	Ceil   bool `json:"ceil,omitempty"`
 }
 
 // LinearAttentionAttrs configure kernelised attention: per head,
@@ -318,7 +321,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

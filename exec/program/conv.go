@@ -14,12 +14,16 @@ import (
 // channel: depthwise), Stride the step between output positions along H
 // and W (0 or 1: every position; an overlapping patch embedding's 4). Seq
 // makes it torch's conv1d of a sequence laid out as [B, C, 1, L] with
-// w [O, C/g, 1, k]: the padding and the stride along L alone.
+// w [O, C/g, 1, k]: the padding and the stride along L alone. Kernel and
+// Ceil are a pool's (OpMaxPool2D): the window's side, and whether a last
+// partial window is kept (torch's ceil_mode).
 type ConvParams struct {
 	Pad    int
 	Groups int
 	Stride int
 	Seq    bool
+	Kernel int
+	Ceil   bool
 }
 
 // axes are the padding and stride along H and along W.
@@ -75,7 +79,7 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 	f32 := exec.Out(precision.F32)
 	B, C, H, W := xs[0], xs[1], out[2], out[3]
 	kh, kw := ws[2], ws[3]
-	tap, err := taps(b, x, p, H, W, keep)
+	tap, err := taps(b, x, p, H, W, kh, kw, 0, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -225,20 +229,20 @@ func (s *scratch) free() {
 }
 
 // taps returns tap(i, j): the input positions filter tap (i, j) reads for
-// each of the H × W outputs, [B, C, H, W], from x zero-padded as p says.
+// each of the H × W outputs, [B, C, H, W], from x padded with fill as p
+// says (zeros for a convolution, −∞ for a max pool).
 // A stride s reads every s-th position: the padded input, widened with
-// zeros to a multiple of the strides, is read as [B, C, ·/sh, sh, ·/sw,
+// fill to a multiple of the strides, is read as [B, C, ·/sh, sh, ·/sw,
 // sw], where tap (i, j) is one phase (i mod sh, j mod sw) of each axis,
 // offset by (i/sh, j/sw).
-func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W int, keep func(exec.Tensor, error) (exec.Tensor, error)) (func(i, j int) (exec.Tensor, error), error) {
+func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W, kh, kw int, fill float32, keep func(exec.Tensor, error) (exec.Tensor, error)) (func(i, j int) (exec.Tensor, error), error) {
 	ph, pw, sh, sw := p.axes()
 	xs := x.Shape()
-	// sh − 1 and sw − 1 spare zeros at the end: the rounding up
-	padded, err := padZeros(b, x, [2][2]int{{ph, ph + sh - 1}, {pw, pw + sw - 1}}, keep)
-	if err != nil {
-		return nil, err
-	}
 	if sh == 1 && sw == 1 {
+		padded, err := padWith(b, x, [2][2]int{{ph, ph}, {pw, pw}}, fill, keep)
+		if err != nil {
+			return nil, err
+		}
 		return func(i, j int) (exec.Tensor, error) {
 			r, err := keep(b.Slice(padded, 2, i, i+H))
 			if err != nil {
@@ -247,7 +251,15 @@ func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W int, keep func(exec.
 			return keep(b.Slice(r, 3, j, j+W))
 		}, nil
 	}
-	hs, ws := (xs[2]+2*ph+sh-1)/sh, (xs[3]+2*pw+sw-1)/sw
+	// rows of the grid: enough for the last tap's phase and offset (a
+	// ceil-mode pool's last window reaches past the padding), the end
+	// filled up to a whole number of strides
+	hs := max((xs[2]+2*ph+sh-1)/sh, (kh-1)/sh+H)
+	ws := max((xs[3]+2*pw+sw-1)/sw, (kw-1)/sw+W)
+	padded, err := padWith(b, x, [2][2]int{{ph, max(hs*sh-xs[2]-ph, 0)}, {pw, max(ws*sw-xs[3]-pw, 0)}}, fill, keep)
+	if err != nil {
+		return nil, err
+	}
 	if padded, err = keep(b.Slice(padded, 2, 0, hs*sh)); err != nil {
 		return nil, err
 	}
@@ -276,13 +288,19 @@ func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W int, keep func(exec.
 	}, nil
 }
 
-// padZeros surrounds the last two axes of x with zeros: pad[0] before
-// and after H, pad[1] before and after W.
-func padZeros(b exec.Backend, x exec.Tensor, pad [2][2]int, keep func(exec.Tensor, error) (exec.Tensor, error)) (exec.Tensor, error) {
+// padWith surrounds the last two axes of x with fill: pad[0] before and
+// after H, pad[1] before and after W.
+func padWith(b exec.Backend, x exec.Tensor, pad [2][2]int, fill float32, keep func(exec.Tensor, error) (exec.Tensor, error)) (exec.Tensor, error) {
 	zeros := func(ax, n int) (exec.Tensor, error) {
 		shape := slices.Clone(x.Shape())
 		shape[ax] = n
-		return keep(b.Upload(make([]float32, exec.Numel(shape)), shape, x.Format()))
+		cells := make([]float32, exec.Numel(shape))
+		if fill != 0 {
+			for i := range cells {
+				cells[i] = fill
+			}
+		}
+		return keep(b.Upload(cells, shape, x.Format()))
 	}
 	for a, pp := range pad {
 		if pp == [2]int{} {

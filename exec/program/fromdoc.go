@@ -232,7 +232,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 	}
 	if c := d.Conv; c != nil {
-		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups, Stride: c.Stride, Seq: c.Seq}
+		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups, Stride: c.Stride, Seq: c.Seq, Kernel: c.Kernel, Ceil: c.Ceil}
 	}
 	if l := d.LinearAttention; l != nil {
 		k, err := exec.ParseAct(l.Kernel)
@@ -311,6 +311,8 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.PlusOne = a.Modulate.PlusOne
 	case OpConv2D:
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups, Stride: a.Conv.Stride, Seq: a.Conv.Seq}
+	case OpMaxPool2D:
+		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Stride: a.Conv.Stride, Kernel: a.Conv.Kernel, Ceil: a.Conv.Ceil}
 	case OpAngular:
 		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
 	case OpSinkhorn:

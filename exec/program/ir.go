@@ -56,12 +56,13 @@ const (
 	OpSinkhorn                      // x [.., n, m]; Attrs.Sinkhorn: alternating column and row normalisations (exec.Extended's Sinkhorn)
 	OpMatMul                        // a [.., M, K], b [.., K, N]: the batched product (exec.Extended's MatMul)
 	OpSegmentMask                   // bounds [k+1]: the additive mask [1, 1, N, N] of attention within the segments they bound; Attrs.N (host step)
+	OpMaxPool2D                     // x [B, C, H, W]; Attrs.Conv: Kernel, Stride, Pad (−∞), Ceil: the largest value of each window (torch's max_pool2d)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -81,7 +82,7 @@ func (o Op) movement() bool {
 // (moved or copied values, integer ids, masks of 0 and −∞): no precision
 // rule applies to it.
 func (o Op) exact() bool {
-	return o.movement() || o == OpConcat || o == OpRepeat || o == OpGather || o == OpRelBucket || o == OpSegmentMask
+	return o.movement() || o == OpConcat || o == OpRepeat || o == OpGather || o == OpRelBucket || o == OpSegmentMask || o == OpMaxPool2D
 }
 
 // Attrs are an op's parameters; each op reads the fields its constant names.
@@ -104,7 +105,7 @@ type Attrs struct {
 	Route     RouteParams   // OpRoute
 	UpFirst   bool          // OpExperts: w1 holds up before gate
 	Experts   ExpertsParams // OpExperts: clamp, Swish-β, offset of up
-	Conv      ConvParams    // OpConv2D
+	Conv      ConvParams    // OpConv2D, OpMaxPool2D
 	// LinearAttention configures OpLinearAttention.
 	LinearAttention LinearAttentionParams
 	// Bucket configures OpRelBucket.

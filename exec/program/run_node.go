@@ -96,6 +96,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(angularHost(b, in[0], in[1], in[2], a.Angular, n.Spec))
 	case OpExperts:
 		return one(expertsRun(b, in[0], in[1], in[2], in[3], in[4], at(in, 5), at(in, 6), a.Act, a.UpFirst, a.Experts, n.Spec))
+	case OpMaxPool2D:
+		return one(maxPoolRun(b, in[0], a.Conv))
 	case OpConv2D:
 		return one(conv2dRun(b, in[0], in[1], at(in, 2), a.Conv, n.Spec))
 	case OpLinearAttention:

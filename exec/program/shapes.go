@@ -245,6 +245,12 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("table %v is not [rows, width]", x)
 		}
 		return [][]int{append(slices.Clone(in[1]), x[1])}, nil
+	case OpMaxPool2D:
+		out, err := PoolShape(x, n.Attrs.Conv)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{out}, nil
 	case OpConv2D:
 		out, err := convShape(x, in[1], n.Attrs.Conv)
 		if err != nil {

@@ -375,3 +375,92 @@ func TestMaxOverAxis(t *testing.T) {
 		t.Fatalf("not reproduced: %v", got)
 	}
 }
+
+// TestMaxPool plants max pools of a 7×6 map (a stem's 3×3 of stride 2
+// padded 1, a 2×2 of stride 2 in ceil mode keeping the odd last row, a
+// stride-1 pool of the map's own size): each is read with its window,
+// stride, padding and mode, exactly; a map that is no pool of x (its
+// values are not x's) is not explained as one.
+func TestMaxPool(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 4))
+	const h, w = 7, 6
+	x := randVal(rng, 1, 2, h, w)
+	for _, p := range []program.ConvParams{
+		{Kernel: 3, Stride: 2, Pad: 1},
+		{Kernel: 2, Stride: 2, Ceil: true},
+		{Kernel: 3, Stride: 1, Pad: 1},
+	} {
+		out, err := program.PoolShape(x.shape, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, 0, out[1]*out[2]*out[3])
+		for c := range 2 {
+			for i := range out[2] {
+				for j := range out[3] {
+					m := float32(math.Inf(-1))
+					for a := range p.Kernel {
+						for b := range p.Kernel {
+							r, q := i*p.Stride-p.Pad+a, j*p.Stride-p.Pad+b
+							if r >= 0 && q >= 0 && r < h && q < w {
+								m = max(m, x.data[(c*h+r)*w+q])
+							}
+						}
+					}
+					want = append(want, m)
+				}
+			}
+		}
+		s, _, target := planted(t, precision.F32, out, want)
+		got := s.fitMaxPool(x, target)
+		if got == nil || !slices.Equal(got.data, want) {
+			t.Fatalf("pool %+v: not reproduced", p)
+		}
+		if a := got.from.attrs.Conv; a != p {
+			t.Errorf("pool %+v read as %+v", p, a)
+		}
+	}
+	act := make([]float32, len(x.data))
+	for i, v := range x.data {
+		act[i] = max(v, 0) + 0.5
+	}
+	s, _, target := planted(t, precision.F32, x.shape, act)
+	if got := s.fitMaxPool(x, target); got != nil {
+		t.Errorf("a shifted ReLU read as %s", got.from.label)
+	}
+}
+
+// TestOffsetBiasAdded plants a module that adds a relative-position bias
+// to the scores it is handed: table [(2g−1)², H] gathered at each query
+// and key's offset in a g×g window (query minus key, row-major), heads
+// first. The sum is read with the table; random scores plus noise are not.
+func TestOffsetBiasAdded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	const g, heads, batch = 3, 2, 2
+	rows, side := g*g, 2*g-1
+	scores := randVal(rng, batch, heads, rows, rows)
+	table := randVal(rng, side*side, heads)
+	table.param = true
+	want := make([]float32, len(scores.data))
+	for b := range batch {
+		for h := range heads {
+			for i := range rows {
+				for j := range rows {
+					dy, dx := i/g-j/g+g-1, i%g-j%g+g-1
+					k := ((b*heads+h)*rows+i)*rows + j
+					want[k] = scores.data[k] + table.data[(dy*side+dx)*heads+h]
+				}
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, scores.shape, want, scores, table)
+	explainedWithin(t, s.offsetBiasAdded(target, sc, sc.vals), target)
+	noise := slices.Clone(scores.data)
+	for i := range noise {
+		noise[i] += float32(rng.NormFloat64())
+	}
+	s, sc, target = planted(t, precision.F32, scores.shape, noise, scores, table)
+	if v := s.offsetBiasAdded(target, sc, sc.vals); v != nil {
+		t.Error("scores plus noise read as a relative-position bias")
+	}
+}

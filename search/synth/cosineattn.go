@@ -408,3 +408,39 @@ func (s *synth) windowOffsets(win []int, keyFirst bool) *val {
 	v.intType = true
 	return v
 }
+
+// offsetBiasAdded explains t [.., H, S, S] (attention scores) as a value
+// of its shape plus a relative-position bias made from a table of the
+// scope (offsetTableBiases): a module that holds the table and adds its
+// gathered bias to the scores it is handed (GCViT's RelPosBias), apart
+// from the attention that reads them.
+func (s *synth) offsetBiasAdded(t *val, sc *scope, vals []*val) *val {
+	n := len(t.shape)
+	if n < 3 || t.shape[n-1] != t.shape[n-2] {
+		return nil
+	}
+	vs := sameShape(t, vals)
+	if len(vs) == 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, b := range s.offsetTableBiases(sc, t.shape[n-3], t.shape[n-1]) {
+		if n > 4 {
+			continue
+		}
+		if n == 3 {
+			b = s.reshape(b, t.shape[:]) // one sample: [H, S, S]
+			if b == nil {
+				continue
+			}
+		}
+		for _, v := range vs {
+			cands = append(cands, &expr{op: program.OpAdd, args: []*val{v, b}, out: t.format, label: "relative position bias added"})
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	v, _ := s.best(t, cands)
+	return v
+}

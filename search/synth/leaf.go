@@ -147,6 +147,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitWeightNorm(xs, t)
 			}
 			if fit == nil {
+				fit = s.fitMaxPool(xs[0], t)
+			}
+			if fit == nil {
 				fit = s.fitAvgPool(xs[0], t)
 			}
 			if fit == nil {
