@@ -346,7 +346,22 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			scan(triples, slices.Concat(s.relaid(tables), s.doubled(tables), s.paired(tables)), false)
 		}
 	} else {
-		scan(triples, tables, false)
+		if hinted := s.hintedHeadDims(sc, t); len(hinted) > 0 {
+			// the scope's own scores or probabilities show the head count
+			// (an eager attention's dropout argument): those widths
+			// alone first, as a near-uniform attention's output can fit
+			// another head count as well
+			usual := headDims
+			headDims = hinted
+			scan(triples, tables, false)
+			headDims = slices.DeleteFunc(slices.Clone(usual), func(d int) bool { return slices.Contains(hinted, d) })
+			if !anyWithin(all, tol) {
+				scan(triples, tables, false)
+			}
+			headDims = append(hinted, headDims...)
+		} else {
+			scan(triples, tables, false)
+		}
 		if !anyWithin(all, tol) {
 			// heads of a width no power of two (12 of 48, MobileViT's):
 			// the other divisors, once the usual widths have failed
@@ -639,4 +654,22 @@ func (s *synth) unscaledAttention(t *val, sc *scope) *val {
 	s.unitScale = true
 	defer func() { s.unitScale = false }()
 	return s.attentionOf(t, sc, false)
+}
+
+// hintedHeadDims are the head widths the scope's own values of per-head
+// scores show: [B, H, Sq, Sk] with Sq t's rows (an eager attention's
+// scores or probabilities, captured at a child: its dropout's argument),
+// each giving width/H where H divides t's width.
+func (s *synth) hintedHeadDims(sc *scope, t *val) []int {
+	width := t.shape[2]
+	var out []int
+	for _, v := range sc.vals {
+		if !sc.own[v] || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[2] != t.shape[1] || v.shape[1] < 1 || width%v.shape[1] != 0 {
+			continue
+		}
+		if d := width / v.shape[1]; d >= minHeadDim && d <= maxHeadDim && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }

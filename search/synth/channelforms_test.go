@@ -464,3 +464,32 @@ func TestOffsetBiasAdded(t *testing.T) {
 		t.Error("scores plus noise read as a relative-position bias")
 	}
 }
+
+// TestHintedHeadDims: a scope that made per-head probabilities [B, H, S,
+// S] of the target's rows (an eager attention's dropout argument) shows
+// the head count, width/H; one of another row count, a value the scope
+// was handed rather than made, or a head count that does not divide the
+// width shows nothing.
+func TestHintedHeadDims(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	target := randVal(rng, 2, 16, 48)
+	cases := []struct {
+		name  string
+		probs *val
+		own   bool
+		want  []int
+	}{
+		{"four heads of 12", randVal(rng, 2, 4, 16, 16), true, []int{12}},
+		{"handed, not made", randVal(rng, 2, 4, 16, 16), false, nil},
+		{"other rows", randVal(rng, 2, 4, 9, 9), true, nil},
+		{"five heads", randVal(rng, 2, 5, 16, 16), true, nil},
+	}
+	for _, c := range cases {
+		sc := &scope{own: map[*val]bool{}, arg: map[*val]bool{}}
+		sc.add(c.probs, c.own)
+		var s synth
+		if got := s.hintedHeadDims(sc, target); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
