@@ -13,15 +13,20 @@ import (
 // count of its cells inside the image (count_include_pad=False: a map of
 // counts made from the shapes), the last partial window dropped (torch's
 // floor mode). PoolFormer's and EfficientFormer's token
-// mixer (pool(x) − x) and the strided pools of hierarchical encoders.
+// mixer (pool(x) − x), the strided pools of hierarchical encoders, and a
+// window of one cell of stride 2: every other cell (LeViT's subsampled
+// queries).
 func (s *synth) fitAvgPool(x, t *val) *val {
 	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() {
 		return nil
 	}
 	c, h, w := x.shape[1], x.shape[2], x.shape[3]
 	var cands []*expr
-	for _, k := range []int{2, 3, 5, 7} {
+	for _, k := range []int{1, 2, 3, 5, 7} {
 		for _, st := range slices.Compact([]int{1, 2, k}) {
+			if k == 1 && st == 1 {
+				continue // x itself
+			}
 			for _, p := range slices.Compact([]int{0, k / 2}) {
 				ho, wo := (h+2*p-k)/st+1, (w+2*p-k)/st+1
 				if ho != t.shape[2] || wo != t.shape[3] || h+2*p < k || w+2*p < k {
