@@ -3,6 +3,7 @@ package synth
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -59,5 +60,58 @@ func TestMapsAttention(t *testing.T) {
 	}
 	if got := s.attention(target, sc); got != nil {
 		t.Error("a random map read as an attention of the scope's maps")
+	}
+}
+
+// TestContextWeighted plants MobileViT v2's separable self-attention: a
+// fused projection x [1, 1+2C, P, N] split [1, C, C] along the channels,
+// w = softmax of the first channel over N (the scope's context scores),
+// t = relu(v)·Σ_n k·w. The form reads the slices and the ReLU; the same
+// values times a context of other weights (a plain mean) is not.
+func TestContextWeighted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	const c, p, n = 3, 2, 5
+	x := randVal(rng, 1, 1+2*c, p, n)
+	w := &val{shape: []int{1, 1, p, n}, data: make([]float32, p*n), format: precision.F32}
+	for r := range p {
+		var sum float64
+		for k := range n {
+			sum += math.Exp(float64(x.data[r*n+k]))
+		}
+		for k := range n {
+			w.data[r*n+k] = float32(math.Exp(float64(x.data[r*n+k])) / sum)
+		}
+	}
+	plant := func(vAt int) []float32 {
+		out := make([]float32, c*p*n)
+		for i := range c {
+			for r := range p {
+				var ctx float64
+				for k := range n {
+					ctx += float64(x.data[((1+i)*p+r)*n+k]) * float64(w.data[r*n+k])
+				}
+				for k := range n {
+					out[(i*p+r)*n+k] = float32(math.Max(float64(x.data[((vAt+i)*p+r)*n+k]), 0) * ctx)
+				}
+			}
+		}
+		return out
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, c, p, n}, plant(1+c), x)
+	sc.add(w, true)
+	explainedWithin(t, s.contextWeighted(target, sc, sc.vals), target)
+
+	// the context weighted by other weights than the scope's (a mean):
+	// no slice pair explains it
+	saved := slices.Clone(w.data)
+	for i := range w.data {
+		w.data[i] = 1.0 / n
+	}
+	uniform := plant(1 + c)
+	copy(w.data, saved)
+	s, sc, target = planted(t, precision.F32, []int{1, c, p, n}, uniform, x)
+	sc.add(w, true)
+	if v := s.contextWeighted(target, sc, sc.vals); v != nil {
+		t.Errorf("a context of other weights read as %s", v.from.label)
 	}
 }

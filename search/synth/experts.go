@@ -566,10 +566,15 @@ func (s *synth) routedBiased(t *val, vals []*val) *val {
 }
 
 // softmaxed explains t as the softmax over its last axis of a value of
-// its shape, or of a linear of one by a weight of the scope (router
+// its shape, of the first or last channels of a wider one, or of a linear
+// of one by a weight of the scope (router
 // scores computed in the forward: softmax(F.linear(x, W))).
 func (s *synth) softmaxed(t *val, vals []*val) *val {
-	if len(t.shape) == 0 || !rowsSumToOne(t, 1e-3) {
+	sumTol := 1e-3
+	if t.format != precision.F32 {
+		sumTol = 2e-2 // each probability rounded to 8 bits
+	}
+	if len(t.shape) == 0 || !rowsSumToOne(t, sumTol) {
 		return nil
 	}
 	e := t.shape[len(t.shape)-1]
@@ -579,6 +584,27 @@ func (s *synth) softmaxed(t *val, vals []*val) *val {
 	}
 	for _, v := range sameShape(t, vals) {
 		add(v)
+	}
+	// the first or last channels of a wider value (a fused projection's
+	// one-channel query: MobileViT v2's context scores)
+	for _, v := range vals {
+		if v.opaque || !longerOnOne(v.shape, t.shape) {
+			continue
+		}
+		ax := -1
+		for i := range v.shape {
+			if v.shape[i] != t.shape[i] {
+				ax = i
+			}
+		}
+		if ax == len(t.shape)-1 {
+			continue
+		}
+		for _, start := range slices.Compact([]int{0, v.shape[ax] - t.shape[ax]}) {
+			if p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + t.shape[ax]}, args: []*val{v}, out: v.format, label: "slice"}); p != nil {
+				add(p)
+			}
+		}
 	}
 	for _, w := range vals {
 		if !w.param || len(w.shape) != 2 || w.shape[0] != e {

@@ -144,7 +144,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		// costs thousands of evaluations on a target it cannot explain)
 		s.rowRuns,
 		func(t *val, vs []*val) *val { return s.modulatedRows(t, sc, vs) },
-		func(t *val, vs []*val) *val { return s.segmentedRows(t, sc, vs) }} {
+		func(t *val, vs []*val) *val { return s.segmentedRows(t, sc, vs) },
+		// a global context (a softmax-weighted sum over the rows) times
+		// the values: host scans of slices, after the cheaper forms
+		func(t *val, vs []*val) *val { return s.contextWeighted(t, sc, vs) }} {
 		v := try(target, vals)
 		if v == nil {
 			continue
