@@ -115,3 +115,50 @@ func TestContextWeighted(t *testing.T) {
 		t.Errorf("a context of other weights read as %s", v.from.label)
 	}
 }
+
+// TestGlobalQueryKeys plants SwiftFormer's additive attention: q̂, k̂ the
+// rows of q and k L2-normalised, t = (Σ_n q̂_n)·k̂ before the projection,
+// then the projection's output plus q̂. Both are read; where the scope
+// holds k but not q, the residual is not explained by k̂.
+func TestGlobalQueryKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	const n, d = 6, 4
+	q, k, proj := randVal(rng, 1, n, d), randVal(rng, 1, n, d), randVal(rng, 1, n, d)
+	unit := func(x *val) []float64 {
+		out := make([]float64, len(x.data))
+		for i := range n {
+			var sq float64
+			for j := range d {
+				sq += float64(x.data[i*d+j]) * float64(x.data[i*d+j])
+			}
+			for j := range d {
+				out[i*d+j] = float64(x.data[i*d+j]) / math.Sqrt(sq)
+			}
+		}
+		return out
+	}
+	qn, kn := unit(q), unit(k)
+	g := make([]float64, d)
+	for i := range n {
+		for j := range d {
+			g[j] += qn[i*d+j]
+		}
+	}
+	prod, res := make([]float32, n*d), make([]float32, n*d)
+	for i := range n * d {
+		prod[i] = float32(g[i%d] * kn[i])
+		res[i] = proj.data[i] + float32(qn[i])
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, d}, prod)
+	sc.add(q, true)
+	sc.add(k, true)
+	got := s.globalQueryKeys(target, sc, sc.vals)
+	explainedWithin(t, got, target)
+
+	s, sc, target = planted(t, precision.F32, []int{1, n, d}, res, proj, q, k)
+	explainedWithin(t, s.plusUnitRows(target, sc.vals), target)
+	s, sc, target = planted(t, precision.F32, []int{1, n, d}, res, proj, k)
+	if v := s.plusUnitRows(target, sc.vals); v != nil {
+		t.Errorf("the keys' unit rows taken for the queries': %s", v.from.label)
+	}
+}

@@ -194,3 +194,121 @@ func (s *synth) contextExpr(t, x, w *val, ax, a, b, c, n int, relu bool) *expr {
 	}
 	return &expr{op: program.OpMul, args: []*val{v, ctx}, out: t.format, label: label}
 }
+
+// globalQueryKeys explains t [B, N, D] as SwiftFormer's additive
+// attention's product before its projection: q̂ and k̂ two of the scope's
+// values of t's shape L2-normalised over D (F.normalize), the global
+// query G = Σ_n a_n·q̂_n over the rows, t = G·k̂ broadcast over the rows;
+// the weights a are ones (a softmax over an axis of one) or, where the
+// scope holds a parameter w [D, 1], q̂·w L2-normalised over the rows.
+func (s *synth) globalQueryKeys(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 || t.shape[1] < 2 {
+		return nil
+	}
+	b, n, d := t.shape[0], t.shape[1], t.shape[2]
+	var own []*val
+	for _, v := range sameShape(t, vals) {
+		if sc.own[v] {
+			own = append(own, v)
+		}
+	}
+	if len(own) < 2 || len(own) > 6 {
+		return nil
+	}
+	var gates []*val // w [D, 1] read as a linear's weight [1, D]
+	for _, w := range vals {
+		if w.param && len(w.shape) == 2 && w.shape[0] == d && w.shape[1] == 1 {
+			gates = append(gates, s.reshape(w, []int{1, d}))
+		}
+	}
+	rowsSum := func(x *val, label string) *val {
+		m := s.derive(&expr{op: program.OpMean, attrs: program.Attrs{Axis: 1}, args: []*val{x, nil}, out: f32, label: label + " (mean)"})
+		g := s.derive(&expr{op: program.OpMul, args: []*val{m, s.constant(float64(n))}, out: t.format, label: label})
+		return s.reshape(g, []int{b, 1, d})
+	}
+	var cands []*expr
+	for _, q := range own {
+		qn := s.headsL2(q, 1, d, nil)
+		if qn == nil {
+			continue
+		}
+		gs := []*val{rowsSum(qn, "the global query")}
+		for _, w := range gates {
+			a := s.derive(&expr{op: program.OpLinear, args: []*val{qn, w, nil}, out: t.format, label: "each row's weight"})
+			if a = s.reshape(a, []int{b, n}); a == nil {
+				continue
+			}
+			an := s.headsL2(s.reshape(a, []int{b, 1, n}), 1, n, nil)
+			if an = s.reshape(an, []int{b, n, 1}); an == nil {
+				continue
+			}
+			aq := s.derive(&expr{op: program.OpMul, args: []*val{an, qn}, out: t.format, label: "rows weighted"})
+			gs = append(gs, rowsSum(aq, "the weighted global query"))
+		}
+		for _, k := range own {
+			if k == q {
+				continue
+			}
+			kn := s.headsL2(k, 1, d, nil)
+			for _, g := range gs {
+				if g != nil && kn != nil {
+					cands = append(cands, &expr{op: program.OpMul, args: []*val{g, kn}, out: t.format, label: "global query times the keys"})
+				}
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
+
+// plusUnitRows explains t [.., D] as a + b/‖b‖: a value of t's shape plus
+// another's rows L2-normalised over D (F.normalize), found where t − a
+// has rows of norm 1 (SwiftFormer's residual of the normalised query).
+func (s *synth) plusUnitRows(t *val, vals []*val) *val {
+	if len(t.shape) < 2 {
+		return nil
+	}
+	d := t.shape[len(t.shape)-1]
+	rows := min(t.numel()/d, 8)
+	same := sameShape(t, vals)
+	unit := func(r []float64) bool {
+		var sq float64
+		for _, x := range r {
+			sq += x * x
+		}
+		return math.Abs(math.Sqrt(sq)-1) < 2e-2
+	}
+	var cands []*expr
+	for _, a := range same {
+		ok := true
+		for i := range rows {
+			r := make([]float64, d)
+			for j := range d {
+				r[j] = float64(t.data[i*d+j]) - float64(a.data[i*d+j])
+			}
+			if !unit(r) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for _, b := range same {
+			if b == a {
+				continue
+			}
+			if bn := s.headsL2(s.reshape(b, []int{1, b.numel() / d, d}), 1, d, nil); bn != nil {
+				cands = append(cands, &expr{op: program.OpAdd, args: []*val{a, s.reshape(bn, t.shape)}, out: t.format, label: "plus unit rows"})
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	v, _ := s.best(t, cands)
+	return v
+}

@@ -147,7 +147,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.segmentedRows(t, sc, vs) },
 		// a global context (a softmax-weighted sum over the rows) times
 		// the values: host scans of slices, after the cheaper forms
-		func(t *val, vs []*val) *val { return s.contextWeighted(t, sc, vs) }} {
+		func(t *val, vs []*val) *val { return s.contextWeighted(t, sc, vs) },
+		func(t *val, vs []*val) *val { return s.globalQueryKeys(t, sc, vs) },
+		s.plusUnitRows} {
 		v := try(target, vals)
 		if v == nil {
 			continue
