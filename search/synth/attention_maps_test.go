@@ -51,14 +51,14 @@ func TestMapsAttention(t *testing.T) {
 	for _, x := range []*val{q, k, v} {
 		sc.add(x, true)
 	}
-	explainedWithin(t, s.attention(target, sc), target)
+	explainedWithin(t, s.mapsAttention(target, sc, false), target)
 
 	noise := randVal(rng, 1, c, 3, 3)
 	s, sc, target = planted(t, precision.F32, q.shape, noise.data)
 	for _, x := range []*val{q, k, v} {
 		sc.add(x, true)
 	}
-	if got := s.attention(target, sc); got != nil {
+	if got := s.mapsAttention(target, sc, false); got != nil {
 		t.Error("a random map read as an attention of the scope's maps")
 	}
 }

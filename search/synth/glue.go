@@ -326,6 +326,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.classRowsApart(target, sc); v != nil {
 		return v
 	}
+	// a map's attention over its cells read as rows: after every other
+	// reading of a 4-D target (its axes moved, above) has failed, as the
+	// search costs as much as an attention's
+	if len(target.shape) == 4 {
+		return s.mapsAttention(target, sc, false)
+	}
 	return nil
 }
 
