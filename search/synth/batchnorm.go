@@ -27,8 +27,19 @@ type batchNormRecord struct {
 // over positions fails; the factor says what was assumed, and the
 // self-check holds the document to it.
 func (s *synth) initialBatchNorm(x *val, params []*val, t *val) *val {
+	v, rec := s.initialBatchNormFit(x, params, t)
+	if v != nil {
+		s.batchNorms = append(s.batchNorms, rec)
+	}
+	return v
+}
+
+// initialBatchNormFit is initialBatchNorm's reading and its factor's
+// record, not yet kept (a caller comparing it with other norms keeps it
+// only where it wins).
+func (s *synth) initialBatchNormFit(x *val, params []*val, t *val) (*val, batchNormRecord) {
 	if len(params) != 2 || len(x.shape) < 2 || !slices.Equal(x.shape, t.shape) {
-		return nil
+		return nil, batchNormRecord{}
 	}
 	c := x.shape[1]
 	col := append([]int{c}, slices.Repeat([]int{1}, len(x.shape)-2)...)
@@ -61,7 +72,7 @@ func (s *synth) initialBatchNorm(x *val, params []*val, t *val) *val {
 	}
 	v, _ := s.best(t, cands)
 	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
-		return nil
+		return nil, batchNormRecord{}
 	}
 	eps := epss[0]
 	for i, c := range cands {
@@ -70,8 +81,7 @@ func (s *synth) initialBatchNorm(x *val, params []*val, t *val) *val {
 			break
 		}
 	}
-	s.batchNorms = append(s.batchNorms, batchNormRecord{scope: s.scopeOf, boundary: t.origin, eps: eps, score: relRMS(t.format, v.data, t.data)})
-	return v
+	return v, batchNormRecord{scope: s.scopeOf, boundary: t.origin, eps: eps, score: relRMS(t.format, v.data, t.data)}
 }
 
 // factor is the record's batch_norm_stats factor: declared (the running

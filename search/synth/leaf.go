@@ -595,16 +595,37 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 		v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
 		return v
 	}
-	if v := s.groupedNorm(x, params, t); v != nil {
-		return v
+	// the norms over other axes, then a batch norm at its initial
+	// statistics: the first near exact wins; where each is only loosely
+	// within tolerance (bf16: a group norm of one group over a conv
+	// output of near-unit statistics comes within it), the closest
+	var loose *val
+	var looseRec *batchNormRecord
+	for _, try := range []func() (*val, *batchNormRecord){
+		func() (*val, *batchNormRecord) { return s.groupedNorm(x, params, t), nil },
+		func() (*val, *batchNormRecord) { return s.channelsFirstNorm(x, params, t), nil },
+		func() (*val, *batchNormRecord) { return s.perPositionNorm(x, params, t), nil },
+		func() (*val, *batchNormRecord) {
+			v, rec := s.initialBatchNormFit(x, params, t)
+			return v, &rec
+		},
+	} {
+		v, rec := try()
+		if v == nil {
+			continue
+		}
+		e := relRMS(t.format, v.data, t.data)
+		if loose == nil || e < relRMS(t.format, loose.data, t.data) {
+			loose, looseRec = v, rec
+		}
+		if e <= looseFloor(t.format) {
+			break
+		}
 	}
-	if v := s.channelsFirstNorm(x, params, t); v != nil {
-		return v
+	if looseRec != nil {
+		s.batchNorms = append(s.batchNorms, *looseRec)
 	}
-	if v := s.perPositionNorm(x, params, t); v != nil {
-		return v
-	}
-	return s.initialBatchNorm(x, params, t)
+	return loose
 }
 
 // channelsFirstNorm explains a group norm over x [B, C, ...] with the
