@@ -45,3 +45,77 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
 	return s.reshape(back, t.shape)
 }
+
+// blocksAttention explains t [B, T, N, C] as attention within each of T
+// blocks of N rows (NesT's blocks, a window axis kept apart from the
+// batch): t read as [B·T, N, C], the scope's values [B, T, N', X] read
+// the same way, per-head scores [B, H, T, N, N'] as [B·T, H, N, N'] (they
+// show the head count). Only where the scope made a value of t's blocks.
+func (s *synth) blocksAttention(t *val, sc *scope) *val {
+	b, nb, n, c := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
+	made := 0
+	mapped := sc.mapped(func(v *val) *val {
+		switch {
+		case len(v.shape) == 4 && v.shape[0] == b && v.shape[1] == nb && !v.opaque && !v.integral():
+			if sc.own[v] {
+				made++
+			}
+			return s.reshape(v, []int{b * nb, v.shape[2], v.shape[3]})
+		case len(v.shape) == 5 && v.shape[0] == b && v.shape[2] == nb && v.shape[3] == n:
+			// shapes only: the scores are read for their head count
+			return &val{shape: []int{b * nb, v.shape[1], n, v.shape[4]}, format: v.format, opaque: true}
+		}
+		return nil
+	})
+	if made == 0 {
+		return nil
+	}
+	proxy := s.readAs(t, []int{b * nb, n, c}, func(d []float32) []float32 { return d })
+	proxy.reshapedFrom = true
+	r := s.attentionOf(proxy, mapped, false)
+	if r == nil {
+		// heads merged last: the scores' head counts where the scope
+		// shows them, else each power-of-two head width
+		dims := s.hintedHeadDims(mapped, proxy)
+		if len(dims) == 0 {
+			for d := minHeadDim; d < c; d *= 2 {
+				if c%d == 0 {
+					dims = append(dims, d)
+				}
+			}
+		}
+		r = s.headsLastAttention(proxy, mapped, dims)
+	}
+	return s.reshape(r, t.shape)
+}
+
+// headsLastAttention explains t [B, S, H·D] as attention whose heads are
+// merged last, each row's channels (d, h) rather than (h, d) ((attn @
+// v).permute(.., 3, 1): NesT's): t read with its channels regrouped as
+// (h, d) is explained as attention, then regrouped back, for each head
+// width of dims.
+func (s *synth) headsLastAttention(t *val, sc *scope, dims []int) *val {
+	if len(t.shape) != 3 {
+		return nil
+	}
+	b, rows, w := t.shape[0], t.shape[1], t.shape[2]
+	for _, d := range dims {
+		h := w / d
+		if h < 2 || d < 2 {
+			continue
+		}
+		proxy := s.readAs(t, t.shape, func(x []float32) []float32 {
+			return permuteData(&val{shape: []int{b, rows, d, h}, data: x}, []int{0, 1, 3, 2})
+		})
+		proxy.reshapedFrom = true
+		r := s.attentionOf(proxy, sc, false)
+		if r == nil {
+			continue
+		}
+		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 3, 2}}, args: []*val{s.reshape(r, []int{b, rows, h, d})}, out: r.format, label: "heads merged last"})
+		if v := s.reshape(p, t.shape); v != nil {
+			return v
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -161,4 +162,89 @@ func TestGlobalQueryKeys(t *testing.T) {
 	if v := s.plusUnitRows(target, sc.vals); v != nil {
 		t.Errorf("the keys' unit rows taken for the queries': %s", v.from.label)
 	}
+}
+
+// plantedAttention is softmax(q·kᵀ/√d)·v for one head: q, k, v read by
+// at(row, channel), n rows, d channels; out(row, channel) is written.
+func plantedAttention(n, d int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
+	for i := range n {
+		scores := make([]float64, n)
+		top := math.Inf(-1)
+		for j := range n {
+			for e := range d {
+				scores[j] += q(i, e) * k(j, e)
+			}
+			scores[j] /= math.Sqrt(float64(d))
+			top = max(top, scores[j])
+		}
+		var sum float64
+		for j := range scores {
+			scores[j] = math.Exp(scores[j] - top)
+			sum += scores[j]
+		}
+		for e := range d {
+			var y float64
+			for j := range n {
+				y += scores[j] / sum * v(j, e)
+			}
+			out(i, e, y)
+		}
+	}
+}
+
+// TestBlocksAttention plants NesT's attention: x [1, T, N, C] through a
+// fused projection [1, T, N, 3C] laid out (3, H, D), attention within
+// each of the T blocks, the heads merged last ((attn @ v).permute(0, 2,
+// 3, 4, 1): each row's channels (d, h)). Read as blocks of rows with the
+// heads merged last; the heads merged first is another value, not read
+// for it.
+func TestBlocksAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 7))
+	const blocks, n, heads, d = 3, 4, 2, 4
+	c := heads * d
+	qkv := randVal(rng, 1, blocks, n, 3*c)
+	at := func(b, r, part, h, e int) float64 {
+		return float64(qkv.data[((b*n+r)*3+part)*c+h*d+e])
+	}
+	last, first := make([]float32, blocks*n*c), make([]float32, blocks*n*c)
+	for b := range blocks {
+		for h := range heads {
+			plantedAttention(n, d,
+				func(r, e int) float64 { return at(b, r, 0, h, e) },
+				func(r, e int) float64 { return at(b, r, 1, h, e) },
+				func(r, e int) float64 { return at(b, r, 2, h, e) },
+				func(r, e int, y float64) {
+					last[(b*n+r)*c+e*heads+h] = float32(y)
+					first[(b*n+r)*c+h*d+e] = float32(y)
+				})
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, blocks, n, c}, last)
+	sc.add(qkv, true)
+	explainedWithin(t, s.blocksAttention(target, sc), target)
+
+	s, sc, target = planted(t, precision.F32, []int{1, blocks, n, c}, first)
+	sc.add(qkv, true)
+	got := s.blocksAttention(target, sc)
+	explainedWithin(t, got, target)
+	if got != nil && madeBy(got, "heads merged last") {
+		t.Error("heads merged first read as merged last")
+	}
+	s, sc, target = planted(t, precision.F32, []int{1, blocks, n, c}, last)
+	sc.add(qkv, true)
+	if got := s.blocksAttention(target, sc); got == nil || !madeBy(got, "heads merged last") {
+		t.Error("heads merged last not read so")
+	}
+}
+
+// madeBy reports whether an expression labelled label makes v, at any
+// depth.
+func madeBy(v *val, label string) bool {
+	if v == nil || v.from == nil {
+		return false
+	}
+	if strings.Contains(v.from.label, label) {
+		return true
+	}
+	return slices.ContainsFunc(v.from.args, func(a *val) bool { return madeBy(a, label) })
 }

@@ -493,3 +493,45 @@ func TestHintedHeadDims(t *testing.T) {
 		}
 	}
 }
+
+// TestRearrangedPlus plants NesT's blockify: a map [1, C, 4, 4] moved
+// channels last and cut into 2×2 blocks ([1, 4 blocks, 4 cells, C]), plus
+// a position table [1, 4, 4, C], the sum rounded to bf16. Read as the
+// move plus the table; a sum with another map's elements is not.
+func TestRearrangedPlus(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	const c, side, blk = 3, 4, 2
+	round := func(v *val) *val {
+		for i := range v.data {
+			v.data[i] = precision.BF16.Round(v.data[i])
+		}
+		v.format = precision.BF16
+		return v
+	}
+	x := round(randVal(rng, 1, c, side, side))
+	pos := round(randVal(rng, 1, 4, blk*blk, c))
+	pos.param = true
+	want := make([]float32, 4*blk*blk*c)
+	for gy := range side / blk {
+		for gx := range side / blk {
+			for by := range blk {
+				for bx := range blk {
+					for ch := range c {
+						i := (((gy*2+gx)*blk+by)*blk+bx)*c + ch
+						want[i] = precision.BF16.Round(x.data[(ch*side+gy*blk+by)*side+gx*blk+bx] + pos.data[i])
+					}
+				}
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.BF16, []int{1, 4, blk * blk, c}, want, x, pos)
+	got := s.rearrangedPlus(target, sc.vals)
+	if got == nil || relRMS(precision.BF16, got.data, target.data) > looseFloor(precision.BF16) {
+		t.Fatalf("not explained: %v", got)
+	}
+	other := round(randVal(rng, 1, c, side, side))
+	s, sc, target = planted(t, precision.BF16, []int{1, 4, blk * blk, c}, want, other, pos)
+	if v := s.rearrangedPlus(target, sc.vals); v != nil {
+		t.Errorf("another map's elements read as the move: %s", v.from.label)
+	}
+}

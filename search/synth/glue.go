@@ -149,7 +149,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		// the values: host scans of slices, after the cheaper forms
 		func(t *val, vs []*val) *val { return s.contextWeighted(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.globalQueryKeys(t, sc, vs) },
-		s.plusUnitRows} {
+		s.plusUnitRows,
+		// a position table added after a rearrangement: read off t − p
+		s.rearrangedPlus} {
 		v := try(target, vals)
 		if v == nil {
 			continue
@@ -323,14 +325,26 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.rowsGathered(target, vals); v != nil {
 		return v
 	}
+	// attention over a map's cells or a value's blocks read as rows, or
+	// with its heads merged last: after every other reading of the target
+	// (its axes moved, above) has failed, as each search costs as much as
+	// an attention's; before its rows are split apart
+	switch len(target.shape) {
+	case 4:
+		if v := s.blocksAttention(target, sc); v != nil {
+			return v
+		}
+		if v := s.mapsAttention(target, sc, false); v != nil {
+			return v
+		}
+	case 3:
+		// only for the head counts the scope's own scores show
+		if v := s.headsLastAttention(target, sc, s.hintedHeadDims(sc, target)); v != nil {
+			return v
+		}
+	}
 	if v := s.classRowsApart(target, sc); v != nil {
 		return v
-	}
-	// a map's attention over its cells read as rows: after every other
-	// reading of a 4-D target (its axes moved, above) has failed, as the
-	// search costs as much as an attention's
-	if len(target.shape) == 4 {
-		return s.mapsAttention(target, sc, false)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // rearranged explains t as a value's elements moved, every axis of both
@@ -29,7 +30,7 @@ func (s *synth) rearranged(t *val, vals []*val) *val {
 		if vs, vq := sums(v.data); math.Abs(vs-ts) > 1e-9*(tq+1) || math.Abs(vq-tq) > 1e-9*(tq+1) {
 			continue
 		}
-		digits := rearrangeMap(v.data, t.data)
+		digits := rearrangeMap(v.data, t.data, exactly(t.data))
 		if digits == nil {
 			continue
 		}
@@ -67,14 +68,14 @@ const rearrangeBudget = 64
 
 // rearrangeMap finds digits, innermost first, such that t[i] =
 // src[Σ digit_k(i)·stride_k] for every i (digit_k(i) the mixed-radix digits of
-// i): each digit's stride is an offset at which the block of t the inner
+// i; "=" as same says: exactly, or within a rounding of t's i-th entry): each digit's stride is an offset at which the block of t the inner
 // digits cover recurs in src, its radix how often it recurs so. Candidates
 // that do not hold for every element of the block are dropped at once, so
 // a wrong one costs a comparison or two; ties (repeated values) are
 // followed depth-first, longest run first. nil when no map holds.
-func rearrangeMap(src, t []float32) []digit {
+func rearrangeMap(src, t []float32, same func(x float32, i int) bool) []digit {
 	n := len(t)
-	if src[0] != t[0] {
+	if !same(src[0], 0) {
 		return nil // every digit 0 is element 0 on both sides
 	}
 	budget := rearrangeBudget
@@ -89,11 +90,11 @@ func rearrangeMap(src, t []float32) []digit {
 		}
 		var cands []digit
 		for p := 1; p < len(src); p++ {
-			if src[p] != t[block] {
+			if !same(src[p], block) {
 				continue
 			}
 			r := 1
-			for block*(r+1) <= n && recurs(src, t, offs, block*r, p*r) {
+			for block*(r+1) <= n && recurs(src, n, offs, block*r, p*r, same) {
 				r++
 			}
 			for r > 1 && (n/block)%r != 0 {
@@ -120,15 +121,21 @@ func rearrangeMap(src, t []float32) []digit {
 	return walk([]int{0}, nil)
 }
 
-// recurs reports whether t's block [at, at+len(offs)) is src at shift +
-// offs (every offset inside src).
-func recurs(src, t []float32, offs []int, at, shift int) bool {
-	if at+len(offs) > len(t) {
+// exactly is rearrangeMap's test of a source value against t's i-th.
+func exactly(t []float32) func(x float32, i int) bool {
+	return func(x float32, i int) bool { return x == t[i] }
+}
+
+// recurs reports whether the block [at, at+len(offs)) of t (n values) is
+// src at shift + offs (every offset inside src), entry by entry as same
+// says.
+func recurs(src []float32, n int, offs []int, at, shift int, same func(x float32, i int) bool) bool {
+	if at+len(offs) > n {
 		return false
 	}
 	for i, o := range offs {
 		q := shift + o
-		if q < 0 || q >= len(src) || src[q] != t[at+i] {
+		if q < 0 || q >= len(src) || !same(src[q], at+i) {
 			return false
 		}
 	}
@@ -164,4 +171,74 @@ func splitOf(digits []digit) (split, perm []int) {
 		perm = append(perm, pos[k])
 	}
 	return split, perm
+}
+
+// rearrangedPlus explains t as a value's elements moved (as rearranged
+// reads them) plus a parameter broadcast over t's leading axes: a position
+// table added after the move (NesT's blocks, TNT's pixel patches). The map
+// is read off t − p against the value, each entry within a unit in the
+// last place of t's format (the sum rounded once); the sum is then scored
+// as any candidate.
+func (s *synth) rearrangedPlus(t *val, vals []*val) *val {
+	n := t.numel()
+	if n < 4 {
+		return nil
+	}
+	bits := map[precision.Format]int{precision.F32: 23, precision.BF16: 7, precision.F16: 10}[t.format]
+	if bits == 0 {
+		return nil
+	}
+	for _, p := range vals {
+		bshape := trailingBroadcast(p, t)
+		if !p.param || p.opaque || bshape == nil || p.numel() < 4 {
+			continue
+		}
+		pn := p.numel()
+		d, tol := make([]float32, n), make([]float64, n)
+		for i, x := range t.data {
+			d[i] = float32(float64(x) - float64(p.data[i%pn]))
+			tol[i] = math.Abs(float64(x))*math.Ldexp(1, -bits) + 1e-30
+		}
+		near := func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }
+		for _, v := range vals {
+			if v.opaque || v.param || v.numel() != n || v.format != t.format {
+				continue
+			}
+			digits := rearrangeMap(v.data, d, near)
+			if digits == nil {
+				continue
+			}
+			split, perm := splitOf(digits)
+			if split == nil || isIdentity(perm) {
+				continue // no move: a parameter added as it is (paramAdded)
+			}
+			r := s.reshape(v, split)
+			m := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "elements rearranged"}), t.shape)
+			pb := s.reshape(p, bshape)
+			if m == nil || pb == nil {
+				continue
+			}
+			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{m, pb}, out: t.format, label: "rearranged plus a parameter"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// trailingBroadcast is p's shape padded with leading ones to t's rank
+// where p's axes, leading ones dropped, are t's trailing axes (p
+// broadcast over t's leading axes), or nil.
+func trailingBroadcast(p, t *val) []int {
+	ps := slices.Clone(p.shape)
+	for len(ps) > 0 && ps[0] == 1 {
+		ps = ps[1:]
+	}
+	if len(ps) == 0 || len(ps) > len(t.shape) {
+		return nil
+	}
+	if !slices.Equal(ps, t.shape[len(t.shape)-len(ps):]) {
+		return nil
+	}
+	return append(slices.Repeat([]int{1}, len(t.shape)-len(ps)), ps...)
 }
