@@ -248,3 +248,25 @@ func madeBy(v *val, label string) bool {
 	}
 	return slices.ContainsFunc(v.from.args, func(a *val) bool { return madeBy(a, label) })
 }
+
+// TestFusedQKHalves plants TNT's attention: q and k the halves of one
+// projection [1, N, 2C], v another's [1, N, C], 2 heads. The halves are
+// operands of their own and the attention is read.
+func TestFusedQKHalves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	const n, heads, d = 5, 2, 4
+	c := heads * d
+	qk, v := randVal(rng, 1, n, 2*c), randVal(rng, 1, n, c)
+	want := make([]float32, n*c)
+	for h := range heads {
+		plantedAttention(n, d,
+			func(r, e int) float64 { return float64(qk.data[r*2*c+h*d+e]) },
+			func(r, e int) float64 { return float64(qk.data[r*2*c+c+h*d+e]) },
+			func(r, e int) float64 { return float64(v.data[r*c+h*d+e]) },
+			func(r, e int, y float64) { want[r*c+h*d+e] = float32(y) })
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, n, c}, want)
+	sc.add(qk, true)
+	sc.add(v, true)
+	explainedWithin(t, s.attention(target, sc), target)
+}

@@ -493,6 +493,13 @@ func (s *synth) allOperands(sc *scope, t *val) (pool []*val, fused [][3]*val) {
 			if w > wq && (w-wq)%2 == 0 {
 				fused = append(fused, s.groupedQKV(v, wq, (w-wq)/2)...)
 			}
+			if w == 2*wq {
+				// [q|k] of one projection, v another's (TNT's qk
+				// linear): each half an operand
+				for _, at := range []int{0, wq} {
+					add(s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: at, End: at + wq}, args: []*val{v}, out: v.format}))
+				}
+			}
 			if w > 3*wq {
 				// [q|k|v|rest] or [rest|q|k|v]: the leading or the
 				// trailing blocks of a projection fused with another's

@@ -535,3 +535,27 @@ func TestRearrangedPlus(t *testing.T) {
 		t.Errorf("another map's elements read as the move: %s", v.from.label)
 	}
 }
+
+// TestPlusRearranged plants TNT's pixel embedding: a position table
+// [1, C, 2, 2] added to each of 3 patches' maps [3, C, 2, 2], then each
+// map's cells laid out as rows ([3, 4, C]). Read as the sum moved; the
+// same move of the maps without the table is not taken for it.
+func TestPlusRearranged(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 9))
+	const patches, c = 3, 5
+	x, pos := randVal(rng, patches, c, 2, 2), randVal(rng, 1, c, 2, 2)
+	want := make([]float32, patches*4*c)
+	for p := range patches {
+		for cell := range 4 {
+			for ch := range c {
+				want[(p*4+cell)*c+ch] = x.data[(p*c+ch)*4+cell] + pos.data[ch*4+cell]
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{patches, 4, c}, want, x, pos)
+	explainedWithin(t, s.plusRearranged(target, sc.vals), target)
+	s, sc, target = planted(t, precision.F32, []int{patches, 4, c}, want, x)
+	if v := s.plusRearranged(target, sc.vals); v != nil {
+		t.Errorf("read without the table: %s", v.from.label)
+	}
+}

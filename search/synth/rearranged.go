@@ -223,6 +223,44 @@ func (s *synth) rearrangedPlus(t *val, vals []*val) *val {
 			}
 		}
 	}
+	return s.plusRearranged(t, vals)
+}
+
+// plusRearranged explains t as the elements of v + p moved, p a value
+// broadcast over v's leading axes (a position table added before the
+// move: TNT's pixel embedding, x + pos, then its cells laid out as rows):
+// the sum is made in t's format and its map to t read exactly.
+func (s *synth) plusRearranged(t *val, vals []*val) *val {
+	n := t.numel()
+	for _, v := range vals {
+		if v.opaque || v.param || v.numel() != n || v.format != t.format {
+			continue
+		}
+		for _, p := range vals {
+			bshape := trailingBroadcast(p, v)
+			if p == v || p.opaque || bshape == nil || p.numel() < 4 || p.numel() == n {
+				continue
+			}
+			pn := p.numel()
+			src := make([]float32, n)
+			for i, x := range v.data {
+				src[i] = t.format.Round(x + p.data[i%pn])
+			}
+			digits := rearrangeMap(src, t.data, exactly(t.data))
+			if digits == nil {
+				continue
+			}
+			split, perm := splitOf(digits)
+			if split == nil || isIdentity(perm) {
+				continue
+			}
+			sum := s.derive(&expr{op: program.OpAdd, args: []*val{v, s.reshape(p, bshape)}, out: t.format, label: "a table added"})
+			m := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{s.reshape(sum, split)}, out: t.format, label: "elements rearranged"})
+			if w := s.reshape(m, t.shape); w != nil && relRMS(t.format, w.data, t.data) <= looseFloor(t.format) {
+				return w
+			}
+		}
+	}
 	return nil
 }
 
