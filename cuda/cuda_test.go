@@ -972,8 +972,8 @@ func TestAttentionExtras(t *testing.T) {
 	}
 }
 
-// TestComposites runs the vocabulary's composed ops (conv2d, linear
-// attention) on the GPU through the program's node runner, as a document
+// TestComposites runs the vocabulary's composed ops (conv2d, max_pool2d,
+// linear attention) on the GPU through the program's node runner, as a document
 // would, against the CPU: they are sums of backend ops, so they differ
 // only where those ops do (the GEMMs' accumulation order).
 func TestComposites(t *testing.T) {
@@ -1000,6 +1000,11 @@ func TestComposites(t *testing.T) {
 		check(t, b, "conv2d 3x3", s, pair{run(ref, conv, x.c, w1.c, bias.c), run(b, conv, x.g, w1.g, bias.g)}, false)
 		dw := program.Node{Op: program.OpConv2D, Attrs: program.Attrs{Conv: program.ConvParams{Pad: 1, Groups: 64}}, Spec: s}
 		check(t, b, "conv2d 3x3 depthwise", s, pair{run(ref, dw, x.c, wd.c, nil), run(b, dw, x.g, wd.g, nil)}, true)
+		// a max pool is strided slices and maximum: bit for bit
+		for _, p := range []program.ConvParams{{Kernel: 3, Stride: 2, Pad: 1}, {Kernel: 2, Stride: 2, Ceil: true}} {
+			mp := program.Node{Op: program.OpMaxPool2D, Attrs: program.Attrs{Conv: p}}
+			check(t, b, fmt.Sprintf("max_pool2d %d/%d/%d", p.Kernel, p.Stride, p.Pad), s, pair{run(ref, mp, x.c), run(b, mp, x.g)}, true)
+		}
 		la := program.Node{Op: program.OpLinearAttention, Attrs: program.Attrs{LinearAttention: program.LinearAttentionParams{Heads: 4, Kernel: exec.ActReLU, Eps: 1e-15}}, Spec: s}
 		check(t, b, "linear attention", s, pair{run(ref, la, q.c, k.c, v.c), run(b, la, q.g, k.g, v.g)}, false)
 	}
