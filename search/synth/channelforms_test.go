@@ -559,3 +559,39 @@ func TestPlusRearranged(t *testing.T) {
 		t.Errorf("read without the table: %s", v.from.label)
 	}
 }
+
+// TestViewed plants CoaT's convolutional position encoding's inputs: v
+// [1, H, 1+S, C] per-head rows after a class row, the class row dropped,
+// each head's channels laid out as a map [1, H·C, h, w] and cut along the
+// channels into [2C, C, C] (a split of the heads). Each cut is read as a
+// part of v moved; a map with one element changed is not.
+func TestViewed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 1))
+	const heads, c, h, w = 4, 3, 3, 4
+	rows := 1 + h*w
+	v := randVal(rng, 1, heads, rows, c)
+	mapOf := func(ch0, chs int) []float32 {
+		out := make([]float32, 0, chs*h*w)
+		for ch := ch0; ch < ch0+chs; ch++ {
+			hd, e := ch/c, ch%c
+			for cell := range h * w {
+				out = append(out, v.data[(hd*rows+1+cell)*c+e])
+			}
+		}
+		return out
+	}
+	for _, cut := range [][2]int{{0, 2 * c}, {2 * c, c}, {3 * c, c}} {
+		want := mapOf(cut[0], cut[1])
+		s, sc, target := planted(t, precision.F32, []int{1, cut[1], h, w}, want, v)
+		got := s.viewed(target, sc.vals)
+		if got == nil || !slices.Equal(got.data, want) {
+			t.Fatalf("channels [%d, %d): not read", cut[0], cut[0]+cut[1])
+		}
+	}
+	bent := mapOf(c, c)
+	bent[5] += 1
+	s, sc, target := planted(t, precision.F32, []int{1, c, h, w}, bent, v)
+	if got := s.viewed(target, sc.vals); got != nil {
+		t.Error("a map with one element changed read as a part of v")
+	}
+}

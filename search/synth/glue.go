@@ -134,7 +134,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	var loose *val // the first explanation within tol but not near exact
 	var looseErr float64
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
+	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, s.viewed, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gatedSum(t, sc, vs) },

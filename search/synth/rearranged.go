@@ -74,9 +74,15 @@ const rearrangeBudget = 64
 // a wrong one costs a comparison or two; ties (repeated values) are
 // followed depth-first, longest run first. nil when no map holds.
 func rearrangeMap(src, t []float32, same func(x float32, i int) bool) []digit {
+	return rearrangeMapAt(src, t, same, 0)
+}
+
+// rearrangeMapAt is rearrangeMap with t's first element at src[start]
+// (t a part of src's elements: strides counted from there).
+func rearrangeMapAt(src, t []float32, same func(x float32, i int) bool, start int) []digit {
 	n := len(t)
-	if !same(src[0], 0) {
-		return nil // every digit 0 is element 0 on both sides
+	if start >= len(src) || !same(src[start], 0) {
+		return nil // every digit 0 is element start of src, 0 of t
 	}
 	budget := rearrangeBudget
 	var walk func(offs []int, digits []digit) []digit
@@ -89,19 +95,20 @@ func rearrangeMap(src, t []float32, same func(x float32, i int) bool) []digit {
 			return nil // each step scans src once: at most rearrangeBudget scans
 		}
 		var cands []digit
-		for p := 1; p < len(src); p++ {
+		for p := offs[0] + 1; p < len(src); p++ {
 			if !same(src[p], block) {
 				continue
 			}
+			st := p - offs[0]
 			r := 1
-			for block*(r+1) <= n && recurs(src, n, offs, block*r, p*r, same) {
+			for block*(r+1) <= n && recurs(src, n, offs, block*r, st*r, same) {
 				r++
 			}
 			for r > 1 && (n/block)%r != 0 {
 				r--
 			}
 			if r > 1 {
-				cands = append(cands, digit{radix: r, stride: p})
+				cands = append(cands, digit{radix: r, stride: st})
 			}
 		}
 		sort.SliceStable(cands, func(i, j int) bool { return cands[i].radix > cands[j].radix })
@@ -118,7 +125,7 @@ func rearrangeMap(src, t []float32, same func(x float32, i int) bool) []digit {
 		}
 		return nil
 	}
-	return walk([]int{0}, nil)
+	return walk([]int{start}, nil)
 }
 
 // exactly is rearrangeMap's test of a source value against t's i-th.
