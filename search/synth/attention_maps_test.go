@@ -22,31 +22,11 @@ func TestMapsAttention(t *testing.T) {
 	c := heads * d
 	q, k, v := randVal(rng, 1, c, 3, 3), randVal(rng, 1, c, 3, 3), randVal(rng, 1, c, 3, 3)
 	want := make([]float32, c*cells)
-	scale := 1 / math.Sqrt(d)
 	for h := range heads {
-		for i := range cells {
-			scores := make([]float64, cells)
-			top := math.Inf(-1)
-			for j := range cells {
-				for e := range d {
-					scores[j] += float64(q.data[(h*d+e)*cells+i]) * float64(k.data[(h*d+e)*cells+j])
-				}
-				scores[j] *= scale
-				top = max(top, scores[j])
-			}
-			var sum float64
-			for j := range scores {
-				scores[j] = math.Exp(scores[j] - top)
-				sum += scores[j]
-			}
-			for e := range d {
-				var y float64
-				for j := range cells {
-					y += scores[j] / sum * float64(v.data[(h*d+e)*cells+j])
-				}
-				want[(h*d+e)*cells+i] = float32(y)
-			}
+		at := func(x *val) func(r, e int) float64 {
+			return func(r, e int) float64 { return float64(x.data[(h*d+e)*cells+r]) }
 		}
+		plantedAttention(cells, d, at(q), at(k), at(v), func(r, e int, y float64) { want[(h*d+e)*cells+r] = float32(y) })
 	}
 	s, sc, target := planted(t, precision.F32, q.shape, want)
 	for _, x := range []*val{q, k, v} {
