@@ -161,7 +161,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if joined {
 		triples, mixed, joinedTriples = nil, nil, s.joinedKV(sc, t)
 	}
-	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 {
+	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 && (joined || !hasSeparateHeads(sc, t)) {
 		return nil
 	}
 	tables := s.ropeTables(sc)

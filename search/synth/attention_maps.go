@@ -1,6 +1,10 @@
 package synth
 
-import "github.com/zflow/zflow/exec/program"
+import (
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
 
 // mapsAttention explains t [B, C, h, w], a map laid out channels first,
 // as attention over rows: t read as [B, h·w, C], the scope's maps of the
@@ -10,8 +14,27 @@ import "github.com/zflow/zflow/exec/program"
 // conv outputs). The scope's own 4-D values stay beside their rows too:
 // per-head scores [B, H, h·w, Sk] show the head count.
 func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
-	b, c, h, w := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
-	n := h * w
+	mapped := s.mapsAsRows(sc, t.shape[0])
+	if mapped == nil {
+		return nil // no map made inside the scope: nothing to attend with
+	}
+	proxy := s.mapAsRows(t)
+	r := s.attentionOf(proxy, mapped, joined)
+	if r == nil {
+		r = s.plusOwnRows(proxy, mapped, func(rest *val) *val { return s.attentionOf(rest, mapped, joined) }, "attention")
+	}
+	if r == nil {
+		return nil
+	}
+	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
+	return s.reshape(back, t.shape)
+}
+
+// mapsAsRows is sc with each map of batch b ([B, C', h', w']: q, k and v
+// made by convolutions) read as rows [B, h'·w', C'], and the scope's own
+// 4-D values beside as they are too (per-head scores show the head count;
+// probabilities are read as they are); nil where the scope made no map.
+func (s *synth) mapsAsRows(sc *scope, b int) *scope {
 	maps := 0
 	mapped := sc.mapped(func(v *val) *val {
 		if v.opaque || v.integral() || len(v.shape) != 4 || v.shape[0] != b {
@@ -27,23 +50,46 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 		return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: v.format, label: "a map's cells as rows"})
 	})
 	if maps == 0 {
-		return nil // no map made inside the scope: nothing to attend with
+		return nil
 	}
 	for _, v := range sc.vals {
 		if len(v.shape) == 4 && sc.own[v] {
-			mapped.add(v, true) // as they are too: per-head scores show the head count
+			mapped.add(v, true)
 		}
 	}
+	return mapped
+}
+
+// mapAsRows is the map t [B, C, h, w] read as rows [B, h·w, C], a target
+// of its own.
+func (s *synth) mapAsRows(t *val) *val {
+	b, c, n := t.shape[0], t.shape[1], t.shape[2]*t.shape[3]
 	proxy := s.readAs(t, []int{b, n, c}, func(d []float32) []float32 {
 		return permuteData(&val{shape: []int{b, c, n}, data: d}, []int{0, 2, 1})
 	})
 	proxy.reshapedFrom = true
-	r := s.attentionOf(proxy, mapped, joined)
-	if r == nil {
-		return nil
+	return proxy
+}
+
+// plusOwnRows explains t as what explain makes of t minus one of the
+// scope's own values of t's shape, plus that value (a convolution of the
+// values added to an attention's output before the maps are laid back:
+// EfficientFormer v2's local value path); each such value is tried, and
+// the sum must hold within t's tolerance.
+func (s *synth) plusOwnRows(t *val, sc *scope, explain func(*val) *val, what string) *val {
+	for _, x := range sc.vals {
+		if x.opaque || x.integral() || !sc.own[x] || !slices.Equal(x.shape, t.shape) {
+			continue
+		}
+		a := explain(s.minus(t, x))
+		if a == nil {
+			continue
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, x}, out: t.format, label: what + " plus a value the scope made"}}); w != nil {
+			return w
+		}
 	}
-	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
-	return s.reshape(back, t.shape)
+	return nil
 }
 
 // blocksAttention explains t [B, T, N, C] as attention within each of T

@@ -28,11 +28,24 @@ var explicitScales = []string{"q", "scores", "none"}
 
 // scoresOf explains t [.., 4 axes] as the scores (or, softmaxed, the
 // probabilities) of heads of q and k among the scope's operands, laid out
-// in t's axis order.
+// in t's axis order, a position bias made from a parameter table added
+// or not; where none of the scope's rows fits, its maps read as rows (q
+// and k made by convolutions: EfficientFormer v2's talking heads).
 func (s *synth) scoresOf(t *val, sc *scope) *val {
 	if len(t.shape) != 4 || t.integral() || !s.readerParams {
 		return nil
 	}
+	if v := s.scoresIn(t, sc); v != nil {
+		return v
+	}
+	if m := s.mapsAsRows(sc, t.shape[0]); m != nil {
+		return s.scoresIn(t, m)
+	}
+	return nil
+}
+
+// scoresIn is scoresOf over one reading of the scope.
+func (s *synth) scoresIn(t *val, sc *scope) *val {
 	b := t.shape[0]
 	var cands []*expr
 	for _, wq := range s.operandWidths(sc, b) {
@@ -49,10 +62,15 @@ func (s *synth) scoresOf(t *val, sc *scope) *val {
 					continue
 				}
 				d := wq / h
+				// the tables of offsets between the rows' cells (LeViT's
+				// and EfficientFormer's biases) where the scope holds one
+				biases := append([]*val{nil}, s.absOffsetBiases(sc, h, sq, sk)...)
 				for _, where := range explicitScales {
 					for _, soft := range []bool{false, true} {
-						if e := s.scoresExpr(q, k, h, d, where, soft, perm, t); e != nil {
-							cands = append(cands, e)
+						for _, bias := range biases {
+							if e := s.scoresExpr(q, k, bias, h, d, where, soft, perm, t); e != nil {
+								cands = append(cands, e)
+							}
 						}
 					}
 				}
@@ -100,9 +118,9 @@ func (s *synth) operandWidths(sc *scope, b int) []int {
 }
 
 // scoresExpr is the step-by-step scores of q [B, Sq, H·D] and k [B, Sk,
-// H·D] scaled where says, softmaxed over the keys where soft, laid out as
+// H·D] scaled where says, plus bias [1, H, Sq, Sk] unless nil, softmaxed over the keys where soft, laid out as
 // perm says (t's axis i is [B, H, Sq, Sk]'s axis perm[i]).
-func (s *synth) scoresExpr(q, k *val, h, d int, where string, soft bool, perm []int, t *val) *expr {
+func (s *synth) scoresExpr(q, k, bias *val, h, d int, where string, soft bool, perm []int, t *val) *expr {
 	b, sq, sk := q.shape[0], q.shape[1], k.shape[1]
 	scale := s.constant(float64(float32(1 / math.Sqrt(float64(d)))))
 	if where == "q" {
@@ -118,6 +136,10 @@ func (s *synth) scoresExpr(q, k *val, h, d int, where string, soft bool, perm []
 		sc = s.derive(&expr{op: program.OpMul, args: []*val{sc, scale}, out: t.format, label: "scores times 1/√D"})
 	}
 	label := fmt.Sprintf("scores of %d heads of %d, scaled at %s", h, d, where)
+	if bias != nil {
+		sc = s.derive(&expr{op: program.OpAdd, args: []*val{sc, bias}, out: t.format, label: "plus a position bias"})
+		label += ", plus a position bias"
+	}
 	if soft {
 		sc = s.derive(&expr{op: program.OpSoftmax, args: []*val{sc}, out: t.format, label: "softmax over the keys"})
 		label = "probabilities: " + label
@@ -211,4 +233,28 @@ func (s *synth) weighedValues(t *val, sc *scope) *val {
 	}
 	v, _ := s.best(t, cands)
 	return v
+}
+
+// mapsWeighedValues explains a map t [B, C, h, w] as weighedValues of the
+// scope's maps read as rows, laid back out as a map, or that plus a map
+// the scope made (EfficientFormer v2: the probabilities times v's heads,
+// viewed as a map, plus a depthwise convolution of v).
+func (s *synth) mapsWeighedValues(t *val, sc *scope) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	mapped := s.mapsAsRows(sc, t.shape[0])
+	if mapped == nil {
+		return nil
+	}
+	proxy := s.mapAsRows(t)
+	r := s.weighedValues(proxy, mapped)
+	if r == nil {
+		r = s.plusOwnRows(proxy, mapped, func(rest *val) *val { return s.weighedValues(rest, mapped) }, "probabilities times values")
+	}
+	if r == nil {
+		return nil
+	}
+	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
+	return s.reshape(back, t.shape)
 }

@@ -53,7 +53,7 @@ func (s *synth) gatedProbabilities(t *val, sc *scope) *val {
 	var ps []*val
 	probs := func(q, k *val) {
 		for _, where := range explicitScales {
-			if e := s.scoresExpr(q, k, h, q.shape[2]/h, where, true, []int{0, 1, 2, 3}, t); e != nil {
+			if e := s.scoresExpr(q, k, nil, h, q.shape[2]/h, where, true, []int{0, 1, 2, 3}, t); e != nil {
 				if p := s.derive(e); p != nil {
 					ps = append(ps, p)
 				}

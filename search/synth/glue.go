@@ -384,6 +384,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, c *scope, _ []*val) *val { return s.gatedProbabilities(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.softmaxOf(t, vs) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.mapsWeighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
 		// a value plus an uncalled module's table (a position embedding
 		// whose weight the forward reads, resized, without calling it)

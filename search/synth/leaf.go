@@ -153,6 +153,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitAvgPool(xs[0], t)
 			}
 			if fit == nil {
+				fit = s.fitResample(xs[0], t)
+			}
+			if fit == nil {
 				fit = s.glue(t, sc)
 			}
 			// The forms below are tried where glue fails, or where it is

@@ -12,9 +12,11 @@ import (
 // values [k v] per head beside queries of their own), for a target of
 // h·dv columns: q and k padded with zeros to dv per head, which leaves
 // q·kᵀ as it was, their scale 1/√dk kept in s.qkScale by q. From each own
-// value of the scope, and, for [k v] values, each pooled q.
+// value of the scope, and, for [k v] values, each pooled q; and q, k and
+// v made apart (separateHeads).
 func (s *synth) unequalHeads(sc *scope, pool []*val, t *val) (out [][3]*val, dvs []int) {
 	wt := t.shape[2]
+	out, dvs = s.separateHeads(sc, t)
 	for _, v := range sc.vals {
 		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.integral() {
 			continue
@@ -45,6 +47,56 @@ func (s *synth) unequalHeads(sc *scope, pool []*val, t *val) (out [][3]*val, dvs
 		}
 	}
 	return out, dvs
+}
+
+// separateHeads are (q, k, v) triples the scope made apart, q and k
+// narrower than v (EfficientFormer v2's convolutions: q and k of h·dk
+// channels, v of h·dv, a subsampled attention's queries of their own
+// rows): for each own v of t's width, each own q of t's rows and each own
+// k of v's rows and q's width, every head count whose widths dk < dv are
+// whole, q and k padded (padded3).
+func (s *synth) separateHeads(sc *scope, t *val) (out [][3]*val, dvs []int) {
+	b, rows, wt := t.shape[0], t.shape[1], t.shape[2]
+	own := func(v *val) bool {
+		return sc.own[v] && !v.opaque && !v.integral() && len(v.shape) == 3 && v.shape[0] == b
+	}
+	for _, v := range sc.vals {
+		if !own(v) || v.shape[2] != wt {
+			continue
+		}
+		for _, q := range sc.vals {
+			if !own(q) || q == v || q.shape[1] != rows || q.shape[2] >= wt {
+				continue
+			}
+			for _, k := range sc.vals {
+				if !own(k) || k == q || k == v || k.shape[1] != v.shape[1] || k.shape[2] != q.shape[2] {
+					continue
+				}
+				wq := q.shape[2]
+				for h := 1; h <= wq/minHeadDim; h++ {
+					if wq%h == 0 && wt%h == 0 && wq/h < wt/h {
+						out, dvs = append(out, s.padded3([3]*val{q, k, v}, h, wq/h, wt/h)), append(dvs, wt/h)
+					}
+				}
+			}
+		}
+	}
+	return out, dvs
+}
+
+// hasSeparateHeads reports, from shapes alone, whether separateHeads may
+// find a triple in the scope.
+func hasSeparateHeads(sc *scope, t *val) bool {
+	b, rows, wt := t.shape[0], t.shape[1], t.shape[2]
+	var vs, qs bool
+	for _, v := range sc.vals {
+		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[0] != b {
+			continue
+		}
+		vs = vs || v.shape[2] == wt
+		qs = qs || v.shape[1] == rows && v.shape[2] < wt
+	}
+	return vs && qs
 }
 
 // splitHeads cuts each of h heads of v [B, N, h·Σw] into consecutive

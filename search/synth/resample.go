@@ -1,0 +1,168 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// A map resized the way torch's interpolate does it (nn.Upsample,
+// F.interpolate): each output cell reads, along each spatial axis, one
+// source cell (nearest) or two weighted by λ0 = 1 − λ1 and λ1 (linear),
+// the source index and λ computed in f32 from the sizes; a bilinear
+// resize is the linear one along the width, then along the height, in
+// f32, rounded once. Written with gathers, products and sums only, so
+// every backend runs it with torch's arithmetic.
+
+// resampleMode is one of interpolate's index rules.
+type resampleMode int
+
+const (
+	resampleNearest      resampleMode = iota // floor(i·n/m)
+	resampleLinear                           // (i + ½)·n/m − ½, clamped at 0
+	resampleLinearCorner                     // i·(n − 1)/(m − 1): align_corners=True
+)
+
+func (m resampleMode) String() string {
+	return [...]string{"nearest", "bilinear", "bilinear, corners aligned"}[m]
+}
+
+// resampleAxis is the source cells and weights of resizing n cells to m
+// along one axis: output i reads lo[i]·w0[i] + hi[i]·w1[i] (nearest:
+// lo[i] alone).
+func resampleAxis(n, m int, mode resampleMode) (lo, hi []int, w0, w1 []float32) {
+	lo, hi, w0, w1 = make([]int, m), make([]int, m), make([]float32, m), make([]float32, m)
+	scale := float32(n) / float32(m)
+	if mode == resampleLinearCorner {
+		scale = 0
+		if m > 1 {
+			scale = float32(n-1) / float32(m-1)
+		}
+	}
+	for i := range m {
+		switch mode {
+		case resampleNearest:
+			lo[i] = min(int(math.Floor(float64(float32(i)*scale))), n-1)
+			if m == 2*n {
+				lo[i] = i >> 1
+			}
+			hi[i], w0[i] = lo[i], 1
+			continue
+		case resampleLinear:
+			src := scale*(float32(i)+0.5) - 0.5
+			w1[i] = max(src, 0)
+		case resampleLinearCorner:
+			w1[i] = scale * float32(i)
+		}
+		lo[i] = int(w1[i])
+		hi[i] = lo[i]
+		if lo[i] < n-1 {
+			hi[i]++
+		}
+		w1[i] = min(max(w1[i]-float32(lo[i]), 0), 1)
+		w0[i] = 1 - w1[i]
+	}
+	return lo, hi, w0, w1
+}
+
+// fitResample explains t [B, C, Ho, Wo] as x [B, C, H, W] resized by
+// interpolate in each of its modes (a parameterless call's result: an
+// upsampling module; or a value of the scope resized inside a forward).
+// Only where the map's size changes.
+func (s *synth) fitResample(x, t *val) *val {
+	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() ||
+		slices.Equal(x.shape, t.shape) {
+		return nil
+	}
+	var cands []*expr
+	for _, mode := range []resampleMode{resampleNearest, resampleLinear, resampleLinearCorner} {
+		if e := s.resampleExpr(x, t.shape[2], t.shape[3], mode, t.format); e != nil {
+			cands = append(cands, e)
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "glue", candidates: ev}
+	}
+	return v
+}
+
+// resampleExpr is x [B, C, H, W] resized to [B, C, ho, wo] in mode: the
+// width pass, then the height pass, in f32, the last step rounded to out.
+func (s *synth) resampleExpr(x *val, ho, wo int, mode resampleMode, out precision.Format) *expr {
+	b, c, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+	// each pass gathers along the first axis of [n, rest]
+	pass := func(v *val, n, m int, axis string, last bool) *expr {
+		lo, hi, w0, w1 := resampleAxis(n, m, mode)
+		ids := func(name string, at []int) *val {
+			d := make([]float32, len(at))
+			for i, a := range at {
+				d[i] = float32(a)
+			}
+			c := s.relConst(fmt.Sprintf("resample[%d→%d,%s,%s]", n, m, mode, name), []int{m}, d,
+				fmt.Sprintf("the source cell each of %d cells reads, %s, along the %s (made from the sizes)", m, mode, axis))
+			c.intType = true
+			return c
+		}
+		weights := func(name string, ws []float32) *val {
+			return s.relConst(fmt.Sprintf("resample[%d→%d,%s,%s]", n, m, mode, name), []int{m, 1}, slices.Clone(ws),
+				fmt.Sprintf("the weight of each of %d cells' %s source, %s, along the %s (made from the sizes)", m, name, mode, axis))
+		}
+		f := precision.F32
+		if last {
+			f = out
+		}
+		a := s.derive(&expr{op: program.OpGather, args: []*val{v, ids("lo", lo)}, out: v.format, label: "each cell's source along the " + axis})
+		if a == nil {
+			return nil
+		}
+		if mode == resampleNearest {
+			return &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(a.shape)}, args: []*val{a}, out: f, label: "the nearest source along the " + axis}
+		}
+		bq := s.derive(&expr{op: program.OpGather, args: []*val{v, ids("hi", hi)}, out: v.format, label: "each cell's next source along the " + axis})
+		if bq == nil {
+			return nil
+		}
+		a = s.derive(&expr{op: program.OpMul, args: []*val{a, weights("w0", w0)}, out: precision.F32, label: "times λ0"})
+		bq = s.derive(&expr{op: program.OpMul, args: []*val{bq, weights("w1", w1)}, out: precision.F32, label: "times λ1"})
+		return &expr{op: program.OpAdd, args: []*val{a, bq}, out: f, label: "linear interpolation along the " + axis}
+	}
+	// the width pass: [W, B·C·H]
+	cur := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{3, 0, 1, 2}}, args: []*val{x}, out: x.format}), []int{w, b * c * h})
+	if cur == nil {
+		return nil
+	}
+	if w != wo {
+		e := pass(cur, w, wo, "width", h == ho)
+		if e == nil {
+			return nil
+		}
+		if cur = s.derive(e); cur == nil {
+			return nil
+		}
+	}
+	// the height pass: [H, B·C·Wo]
+	cur = s.reshape(cur, []int{wo, b, c, h})
+	cur = s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{3, 1, 2, 0}}, args: []*val{cur}, out: cur.format}), []int{h, b * c * wo})
+	if cur == nil {
+		return nil
+	}
+	if h != ho {
+		e := pass(cur, h, ho, "height", true)
+		if e == nil {
+			return nil
+		}
+		if cur = s.derive(e); cur == nil {
+			return nil
+		}
+	}
+	cur = s.reshape(cur, []int{ho, b, c, wo})
+	if cur == nil {
+		return nil
+	}
+	return &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 2, 0, 3}}, args: []*val{cur}, out: out,
+		label: fmt.Sprintf("resized %dx%d to %dx%d, %s", h, w, ho, wo, mode)}
+}
