@@ -57,7 +57,44 @@ func (s *synth) mapsAsRows(sc *scope, b int) *scope {
 			mapped.add(v, true)
 		}
 	}
+	for _, j := range s.mapJoins(sc, b) {
+		mapped.add(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}},
+			args: []*val{s.reshape(j, []int{b, j.shape[1], j.shape[2] * j.shape[3]})}, out: j.format, label: "a map's cells as rows"}), true)
+	}
 	return mapped
+}
+
+// maxMapJoins bounds how many joins mapJoins makes.
+const maxMapJoins = 6
+
+// mapJoins are runs of maps the scope made one after another, of batch b
+// and one size of cells, joined along the channels (torch.cat of a
+// projection and its multi-scale aggregations, read apart again as heads:
+// EfficientViT's and DC-AE's multi-scale linear attention): each run of
+// two or more, shortest first.
+func (s *synth) mapJoins(sc *scope, b int) []*val {
+	var maps []*val
+	for _, v := range sc.vals {
+		if sc.own[v] && !v.opaque && !v.integral() && len(v.shape) == 4 && v.shape[0] == b {
+			maps = append(maps, v)
+		}
+	}
+	var out []*val
+	for n := 2; n <= len(maps); n++ {
+		for i := 0; i+n <= len(maps); i++ {
+			run := maps[i : i+n]
+			if slices.ContainsFunc(run, func(v *val) bool { return !slices.Equal(v.shape[2:], run[0].shape[2:]) || v.format != run[0].format }) {
+				continue
+			}
+			if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: slices.Clone(run), out: run[0].format, label: "maps joined along the channels"}); j != nil {
+				out = append(out, j)
+			}
+			if len(out) == maxMapJoins {
+				return out
+			}
+		}
+	}
+	return out
 }
 
 // mapAsRows is the map t [B, C, h, w] read as rows [B, h·w, C], a target

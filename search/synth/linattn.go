@@ -49,7 +49,7 @@ func (s *synth) linearAttention(t *val, sc *scope) *val {
 			if q.shape[2]%d != 0 || v.shape[2]%(q.shape[2]/d) != 0 {
 				continue
 			}
-			for _, eps := range []float32{1e-15} { // Sana's and EfficientViT's
+			for _, eps := range []float32{1e-15, 1e-5} { // Sana's and EfficientViT's; timm's
 				p := program.LinearAttentionParams{Heads: q.shape[2] / d, Kernel: exec.ActReLU, Eps: eps}
 				cands = append(cands, &expr{op: program.OpLinearAttention, attrs: program.Attrs{LinearAttention: p}, args: []*val{q, k, v}, out: t.format,
 					label: fmt.Sprintf("linear attention heads=%d kernel=relu eps=%g", p.Heads, eps)})

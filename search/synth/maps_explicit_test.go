@@ -195,3 +195,56 @@ func TestResample(t *testing.T) {
 		t.Errorf("the map itself read as a resize: %s", got.from.label)
 	}
 }
+
+// TestJoinedMapsLinearAttention plants EfficientViT's multi-scale linear
+// attention: a projection's map and its aggregation (both [1, 3·h·d, g,
+// g], made one after the other) joined along the channels, read as 2h
+// heads of [q k v], ReLU kernels, normalised (timm's ε 1e-5), the heads'
+// outputs laid out as a map. Explained from the join; the projection's map
+// alone (h heads) does not make it.
+func TestJoinedMapsLinearAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 2))
+	const g, h, d = 3, 2, 4
+	n := g * g
+	qkv, agg := randVal(rng, 1, 3*h*d, g, g), randVal(rng, 1, 3*h*d, g, g)
+	// the joined map's channel c of head hh, piece p (q, k, v)
+	at := func(hh, p, c, cell int) float64 {
+		src, hl := qkv, hh
+		if hh >= h {
+			src, hl = agg, hh-h
+		}
+		return float64(src.data[((hl*3+p)*d+c)*n+cell])
+	}
+	relu := func(x float64) float64 { return math.Max(x, 0) }
+	want := make([]float32, 2*h*d*n)
+	for hh := range 2 * h {
+		for i := range n {
+			var den float64
+			num := make([]float64, d)
+			for j := range n {
+				var dot float64
+				for c := range d {
+					dot += relu(at(hh, 0, c, i)) * relu(at(hh, 1, c, j))
+				}
+				den += dot
+				for e := range d {
+					num[e] += dot * at(hh, 2, e, j)
+				}
+			}
+			for e := range d {
+				want[(hh*d+e)*n+i] = float32(num[e] / (den + 1e-5))
+			}
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, 2 * h * d, g, g}, want)
+	sc.add(qkv, true)
+	sc.add(agg, true)
+	got := s.mapsAttention(target, sc, false)
+	explainedWithin(t, got, target)
+
+	s, sc, target = planted(t, precision.F32, []int{1, 2 * h * d, g, g}, want)
+	sc.add(qkv, true)
+	if got := s.mapsAttention(target, sc, false); got != nil {
+		t.Errorf("explained without the aggregation: %s", got.from.label)
+	}
+}
