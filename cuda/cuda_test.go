@@ -973,7 +973,7 @@ func TestAttentionExtras(t *testing.T) {
 }
 
 // TestComposites runs the vocabulary's composed ops (conv2d, max_pool2d,
-// linear attention) on the GPU through the program's node runner, as a document
+// matmul, linear attention) on the GPU through the program's node runner, as a document
 // would, against the CPU: they are sums of backend ops, so they differ
 // only where those ops do (the GEMMs' accumulation order).
 func TestComposites(t *testing.T) {
@@ -986,8 +986,9 @@ func TestComposites(t *testing.T) {
 	q := up(t, b, randn(2*256*128, 15, 1), []int{2, 256, 128}, bf16)
 	k := up(t, b, randn(2*256*128, 16, 1), []int{2, 256, 128}, bf16)
 	v := up(t, b, randn(2*256*128, 17, 1), []int{2, 256, 128}, bf16)
+	kt := up(t, b, randn(2*128*64, 18, 1), []int{2, 128, 64}, bf16)
 	defer func() {
-		for _, p := range []pair{x, w1, wd, bias, q, k, v} {
+		for _, p := range []pair{x, w1, wd, bias, q, k, v, kt} {
 			p.free(b)
 		}
 	}()
@@ -1005,6 +1006,10 @@ func TestComposites(t *testing.T) {
 			mp := program.Node{Op: program.OpMaxPool2D, Attrs: program.Attrs{Conv: p}}
 			check(t, b, fmt.Sprintf("max_pool2d %d/%d/%d", p.Kernel, p.Stride, p.Pad), s, pair{run(ref, mp, x.c), run(b, mp, x.g)}, true)
 		}
+		// a batched matmul is products and sums in k order (Fallback's
+		// composition): bit for bit
+		mm := program.Node{Op: program.OpMatMul, Spec: s}
+		check(t, b, "matmul", s, pair{run(ref, mm, q.c, kt.c), run(b, mm, q.g, kt.g)}, true)
 		la := program.Node{Op: program.OpLinearAttention, Attrs: program.Attrs{LinearAttention: program.LinearAttentionParams{Heads: 4, Kernel: exec.ActReLU, Eps: 1e-15}}, Spec: s}
 		check(t, b, "linear attention", s, pair{run(ref, la, q.c, k.c, v.c), run(b, la, q.g, k.g, v.g)}, false)
 	}

@@ -334,8 +334,44 @@ func (fb Fallback) Sinkhorn(x Tensor, p SinkhornParams, s Spec) (Tensor, error) 
 	return nil, Unsupported(fb.B.Name(), "sinkhorn", "no Sinkhorn normalisation kernel (the cpu backend runs it)")
 }
 
-// MatMul has no composition from Basic ops: a backend that does not
-// define its own refuses it, naming itself.
+// MatMul composed of Basic ops with the arithmetic the op defines: for
+// each k in order, a's column k times b's row k ([.., M, 1]·[.., 1, N],
+// each product rounded to f32) added to the running f32 sum, which is
+// rounded once to s.Out. Two ops per k: a backend with a kernel of its
+// own runs long products faster.
 func (fb Fallback) MatMul(a, b Tensor, s Spec) (Tensor, error) {
-	return nil, Unsupported(fb.B.Name(), "matmul", "no batched matmul kernel (the cpu backend runs it)")
+	const op = "matmul"
+	if err := s.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if s.Round != 0 || s.Math != 0 {
+		return nil, Unsupported(fb.B.Name(), op, "spec %v: the product rounds once, in precise math", s)
+	}
+	shape, err := CheckMatMul(a.Shape(), b.Shape())
+	if err != nil {
+		return nil, err
+	}
+	r := len(shape)
+	f32 := Out(precision.F32)
+	var sum Tensor
+	for k := range a.Shape()[r-1] {
+		ak, err := fb.B.Slice(a, r-1, k, k+1)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		bk, err := fb.B.Slice(b, r-2, k, k+1)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		p, err := fb.B.Mul(ak, bk, f32)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if sum == nil {
+			sum = p
+		} else if sum, err = fb.B.Add(sum, p, f32); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return fb.B.Cast(sum, s.Out)
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"math/rand/v2"
 	"math"
 	"slices"
 	"strings"
@@ -118,7 +119,35 @@ func TestMatMul(t *testing.T) {
 	if _, err := bk.MatMul(a, b, exec.Out(precision.F32)); err == nil || !strings.Contains(err.Error(), "matmul") {
 		t.Errorf("inner widths 2 and 3: %v, want an error naming matmul", err)
 	}
-	if _, err := newBasicOnly(bk).MatMul(a, a, exec.Out(precision.F32)); !errors.Is(err, exec.ErrUnsupported) {
-		t.Errorf("a backend without the kernel: %v, want ErrUnsupported", err)
+	// a backend without the kernel composes it from Basic ops with the
+	// same arithmetic: bit for bit on random products, f32 and bf16
+	basic := newBasicOnly(bk)
+	rng := rand.New(rand.NewPCG(5, 27))
+	fill := func(n int) []float32 {
+		d := make([]float32, n)
+		for i := range d {
+			d[i] = float32(rng.NormFloat64())
+		}
+		return d
+	}
+	ra, _ := bk.Upload(fill(2*3*5*7), []int{2, 3, 5, 7}, precision.BF16)
+	rb, _ := bk.Upload(fill(2*3*7*4), []int{2, 3, 7, 4}, precision.BF16)
+	for _, f := range []precision.Format{precision.F32, precision.BF16} {
+		want, err := bk.MatMul(ra, rb, exec.Out(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := basic.MatMul(ra, rb, exec.Out(f))
+		if err != nil {
+			t.Fatalf("composed %s: %v", f, err)
+		}
+		w, _ := bk.Download(want)
+		g, _ := basic.Download(got)
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(g, w) {
+			t.Errorf("composed %s differs from the kernel", f)
+		}
+	}
+	if _, err := basic.MatMul(a, b, exec.Out(precision.F32)); err == nil || !strings.Contains(err.Error(), "matmul") {
+		t.Errorf("composed, inner widths 2 and 3: %v, want an error naming matmul", err)
 	}
 }
