@@ -2,8 +2,8 @@ package cpu
 
 import (
 	"errors"
-	"math/rand/v2"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
