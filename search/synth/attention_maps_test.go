@@ -147,10 +147,15 @@ func TestGlobalQueryKeys(t *testing.T) {
 // plantedAttention is softmax(q·kᵀ/√d)·v for one head: q, k, v read by
 // at(row, channel), n rows, d channels; out(row, channel) is written.
 func plantedAttention(n, d int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
-	for i := range n {
-		scores := make([]float64, n)
+	plantedAttentionQK(n, n, d, q, k, v, out)
+}
+
+// plantedAttentionQK is plantedAttention of nq queries over nk keys.
+func plantedAttentionQK(nq, nk, d int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
+	for i := range nq {
+		scores := make([]float64, nk)
 		top := math.Inf(-1)
-		for j := range n {
+		for j := range nk {
 			for e := range d {
 				scores[j] += q(i, e) * k(j, e)
 			}
@@ -164,7 +169,7 @@ func plantedAttention(n, d int, q, k, v func(r, c int) float64, out func(r, c in
 		}
 		for e := range d {
 			var y float64
-			for j := range n {
+			for j := range nk {
 				y += scores[j] / sum * v(j, e)
 			}
 			out(i, e, y)

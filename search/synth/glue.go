@@ -342,6 +342,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		if v := s.headsLastAttention(target, sc, s.hintedHeadDims(sc, target)); v != nil {
 			return v
 		}
+		if v := s.stridedWindowsAttention(target, sc); v != nil {
+			return v
+		}
 	}
 	if v := s.classRowsApart(target, sc); v != nil {
 		return v
@@ -379,6 +382,7 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.bilinearSum(t, vs) }},
+		{try: s.maxOverAxisPlus},
 		// a step-by-step attention's scores, probabilities and output
 		{try: func(t *val, c *scope, _ []*val) *val { return s.scoresOf(t, c) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.gatedProbabilities(t, c) }},

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxOverAxis explains t as the largest of k values along an axis of a
@@ -30,21 +31,7 @@ func (s *synth) maxOverAxis(t *val, vals []*val) *val {
 			if !maxAlong(v.data, t.data, shape, at) {
 				continue
 			}
-			r := s.reshape(v, shape)
-			var m *val
-			for i := range k {
-				sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: at, Start: i, End: i + 1}, args: []*val{r}, out: v.format, label: fmt.Sprintf("entry %d of %d", i, k)})
-				if sl == nil {
-					return nil
-				}
-				if m == nil {
-					m = sl
-					continue
-				}
-				if m = s.derive(&expr{op: program.OpMaximum, args: []*val{m, sl}, out: t.format, label: "the larger"}); m == nil {
-					return nil
-				}
-			}
+			m := s.maxPooled(v, shape, at, t.format)
 			if w := s.reshape(m, t.shape); w != nil && relRMS(t.format, w.data, t.data) <= tolerance(t.format) {
 				return w
 			}
@@ -53,24 +40,90 @@ func (s *synth) maxOverAxis(t *val, vals []*val) *val {
 	return nil
 }
 
-// maxAlong reports whether t is the maximum of d, read in shape, over
-// axis at (every element exactly: a maximum does not round).
-func maxAlong(d, t []float32, shape []int, at int) bool {
+// maxPooled is v read in shape, its largest entries along axis at: k
+// slices and their pairwise maxima (torch.maximum) rounded to f.
+func (s *synth) maxPooled(v *val, shape []int, at int, f precision.Format) *val {
+	r := s.reshape(v, shape)
+	var m *val
+	for i := range shape[at] {
+		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: at, Start: i, End: i + 1}, args: []*val{r}, out: v.format, label: fmt.Sprintf("entry %d of %d", i, shape[at])})
+		if sl == nil {
+			return nil
+		}
+		if m == nil {
+			m = sl
+			continue
+		}
+		if m = s.derive(&expr{op: program.OpMaximum, args: []*val{m, sl}, out: f, label: "the larger"}); m == nil {
+			return nil
+		}
+	}
+	return m
+}
+
+// maxOverAxisPlus explains t as maxOverAxis's pooled value plus a value
+// of t's shape the scope made (Hiera's stage-entry block: the projected
+// input max-pooled over the query stride, plus the attention's output):
+// each pooled reading screened on the host against t minus the addend,
+// the sum then scored.
+func (s *synth) maxOverAxisPlus(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) == 0 || t.numel() < 4 || t.integral() {
+		return nil
+	}
+	var cands []*expr
+	for _, a := range vals {
+		if !sc.own[a] || a.opaque || a == t || !slices.Equal(a.shape, t.shape) {
+			continue
+		}
+		rest := make([]float32, len(t.data))
+		for i := range rest {
+			rest[i] = t.data[i] - a.data[i]
+		}
+		for _, v := range vals {
+			if v.opaque || v.param || v == a || v.numel()%t.numel() != 0 {
+				continue
+			}
+			k := v.numel() / t.numel()
+			if k < 2 || k > 16 {
+				continue
+			}
+			for at := 0; at <= len(t.shape); at++ {
+				shape := slices.Insert(slices.Clone(t.shape), at, k)
+				if relRMS(t.format, maxAlongData(v.data, shape, at), rest) > tolerance(t.format) {
+					continue
+				}
+				if m := s.reshape(s.maxPooled(v, shape, at, t.format), t.shape); m != nil {
+					cands = append(cands, &expr{op: program.OpAdd, args: []*val{m, a}, out: t.format, label: fmt.Sprintf("the largest of %d along axis %d, plus a value", k, at)})
+				}
+			}
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// maxAlongData is d, read in shape, at its maximum over axis at.
+func maxAlongData(d []float32, shape []int, at int) []float32 {
 	inner := 1
 	for _, n := range shape[at+1:] {
 		inner *= n
 	}
 	k := shape[at]
-	for i, want := range t {
+	out := make([]float32, len(d)/k)
+	for i := range out {
 		outer, in := i/inner, i%inner
 		base := outer*k*inner + in
 		m := d[base]
 		for j := 1; j < k; j++ {
 			m = max(m, d[base+j*inner])
 		}
-		if m != want {
-			return false
-		}
+		out[i] = m
 	}
-	return true
+	return out
+}
+
+// maxAlong reports whether t is the maximum of d, read in shape, over
+// axis at (every element exactly: a maximum does not round).
+func maxAlong(d, t []float32, shape []int, at int) bool {
+	return slices.Equal(maxAlongData(d, shape, at), t)
 }
