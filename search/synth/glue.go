@@ -383,6 +383,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.bilinearSum(t, vs) }},
 		{try: s.maxOverAxisPlus},
+		{try: s.viewTimesPart},
+		{try: func(t *val, c *scope, _ []*val) *val { return s.factorizedAttention(t, c) }},
 		// a step-by-step attention's scores, probabilities and output
 		{try: func(t *val, c *scope, _ []*val) *val { return s.scoresOf(t, c) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.gatedProbabilities(t, c) }},

@@ -244,7 +244,8 @@ func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
 }
 
 // padHead explains a zero-padded value's head: by the forms that bring a
-// value to a shape (moved, patched, cut, joined) in its own axis order,
+// value to a shape (moved, patched, cut, joined, a part times a
+// rearrangement) in its own axis order,
 // else in another order then permuted (the padded value is read channels
 // first after the padding).
 func (s *synth) padHead(head *val, sc *scope, vals []*val) *val {
@@ -254,6 +255,7 @@ func (s *synth) padHead(head *val, sc *scope, vals []*val) *val {
 		func(h *val) *val { return s.patched(h, vals) },
 		func(h *val) *val { return s.cut(h, vals) },
 		func(h *val) *val { return s.joined(h, sc, vals) },
+		func(h *val) *val { return s.viewTimesPart(h, sc, vals) },
 	}
 	try := func(h *val) *val {
 		for _, f := range forms {
