@@ -19,15 +19,11 @@ func (s *synth) maxOverAxis(t *val, vals []*val) *val {
 		return nil
 	}
 	for _, v := range vals {
-		if v.opaque || v.param || v.numel()%t.numel() != 0 {
+		if v.opaque || v.param {
 			continue
 		}
-		k := v.numel() / t.numel()
-		if k < 2 || k > 16 {
-			continue
-		}
-		for at := 0; at <= len(t.shape); at++ {
-			shape := slices.Insert(slices.Clone(t.shape), at, k)
+		for _, r := range maxReadings(t, v) {
+			shape, at := r.shape, r.at
 			if !maxAlong(v.data, t.data, shape, at) {
 				continue
 			}
@@ -38,6 +34,29 @@ func (s *synth) maxOverAxis(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// maxReading is v read in shape, an axis of k put in t's at at.
+type maxReading struct {
+	shape []int
+	at    int
+}
+
+// maxReadings are v's readings as t's shape with an axis of k = |v|/|t|
+// (2…16) put in at each place; none where v holds no such multiple.
+func maxReadings(t, v *val) []maxReading {
+	if v.numel()%t.numel() != 0 {
+		return nil
+	}
+	k := v.numel() / t.numel()
+	if k < 2 || k > 16 {
+		return nil
+	}
+	var out []maxReading
+	for at := 0; at <= len(t.shape); at++ {
+		out = append(out, maxReading{slices.Insert(slices.Clone(t.shape), at, k), at})
+	}
+	return out
 }
 
 // maxPooled is v read in shape, its largest entries along axis at: k
@@ -80,15 +99,11 @@ func (s *synth) maxOverAxisPlus(t *val, sc *scope, vals []*val) *val {
 			rest[i] = t.data[i] - a.data[i]
 		}
 		for _, v := range vals {
-			if v.opaque || v.param || v == a || v.numel()%t.numel() != 0 {
+			if v.opaque || v.param || v == a {
 				continue
 			}
-			k := v.numel() / t.numel()
-			if k < 2 || k > 16 {
-				continue
-			}
-			for at := 0; at <= len(t.shape); at++ {
-				shape := slices.Insert(slices.Clone(t.shape), at, k)
+			for _, r := range maxReadings(t, v) {
+				shape, at, k := r.shape, r.at, r.shape[r.at]
 				if relRMS(t.format, maxAlongData(v.data, shape, at), rest) > tolerance(t.format) {
 					continue
 				}
