@@ -26,7 +26,7 @@ func (s *synth) viewed(t *val, vals []*val) *val {
 			continue
 		}
 		starts := 0
-		for at := 0; at < len(v.data) && starts < 4; at++ {
+		for at := 0; at < len(v.data) && starts < viewStarts(len(v.data)); at++ {
 			if v.data[at] != t.data[0] {
 				continue
 			}
@@ -41,6 +41,17 @@ func (s *synth) viewed(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// viewStarts is how many places holding t's first value viewed tries in
+// a value of n entries: a narrow format repeats values often, and the
+// right place may follow many others, so a small value's are tried
+// further (each wrong one fails in a comparison or two).
+func viewStarts(n int) int {
+	if n <= 1<<16 {
+		return 64
+	}
+	return 4
 }
 
 // viewOf builds the slices, split, permutation and reshape that read

@@ -9,10 +9,6 @@ import (
 	"github.com/zflow/zflow/precision"
 )
 
-// maxViewStarts bounds the places in a source where viewTimesPart looks
-// for the quotient's first entry.
-const maxViewStarts = 4
-
 // viewTimesPart explains t as a part of one value of the scope (the value
 // itself, or a slice of one axis of it) times a rearrangement of another
 // value, or of maps the scope made one after another joined along the
@@ -49,7 +45,7 @@ func (s *synth) viewTimesPart(t *val, sc *scope, vals []*val) *val {
 					continue
 				}
 				starts := 0
-				for at := 0; at < len(v.data) && starts < maxViewStarts; at++ {
+				for at := 0; at < len(v.data) && starts < viewStarts(len(v.data)); at++ {
 					if !same(v.data[at], 0) {
 						continue
 					}
