@@ -63,8 +63,12 @@ func (s *synth) scoresIn(t *val, sc *scope) *val {
 				}
 				d := wq / h
 				// the tables of offsets between the rows' cells (LeViT's
-				// and EfficientFormer's biases) where the scope holds one
+				// and EfficientFormer's absolute offsets, Swin's relative
+				// ones) where the scope holds one
 				biases := append([]*val{nil}, s.absOffsetBiases(sc, h, sq, sk)...)
+				if sq == sk {
+					biases = append(biases, s.offsetTableBiases(sc, h, sq)...)
+				}
 				for _, where := range explicitScales {
 					for _, soft := range []bool{false, true} {
 						for _, bias := range biases {
