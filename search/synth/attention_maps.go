@@ -21,7 +21,12 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 	proxy := s.mapAsRows(t)
 	r := s.attentionOf(proxy, mapped, joined)
 	if r == nil {
-		r = s.plusOwnRows(proxy, mapped, func(rest *val) *val { return s.attentionOf(rest, mapped, joined) }, "attention")
+		r = s.plusOwnRows(proxy, mapped, func(rest *val) *val {
+			if !heldByValues(rest, mapped) {
+				return nil // no value of the scope holds it: no attention's output
+			}
+			return s.attentionOf(rest, mapped, joined)
+		}, "attention")
 	}
 	if r == nil {
 		return nil
@@ -106,6 +111,19 @@ func (s *synth) mapAsRows(t *val) *val {
 	})
 	proxy.reshapedFrom = true
 	return proxy
+}
+
+// heldByValues reports whether some own value v [B, M, C] of the scope
+// holds t [B, N, C] within its rows' range, channel by channel (an
+// attention's output is a convex combination of its values' rows): a
+// screen before an attention search whose target is a difference.
+func heldByValues(t *val, sc *scope) bool {
+	for _, v := range sc.vals {
+		if sc.own[v] && !v.opaque && len(v.shape) == 3 && v.shape[0] == t.shape[0] && v.shape[2] == t.shape[2] && windowsHeld(t, v, 1) {
+			return true
+		}
+	}
+	return false
 }
 
 // plusOwnRows explains t as what explain makes of t minus one of the
