@@ -142,6 +142,9 @@ func (s *synth) pooledRows(x *val, stride int) *val {
 // of the entries may fall outside).
 func windowsHeld(t, v *val, w int) bool {
 	b, n, c, m := t.shape[0], t.shape[1], t.shape[2], v.shape[1]
+	if len(v.shape) != 3 || v.shape[0] != b || v.shape[2] != c || len(v.data) != b*m*c || len(t.data) != b*n*c {
+		return false // another batch or width, or a value not held whole
+	}
 	outside, total := 0, 0
 	for bi := range b {
 		for wi := range w {

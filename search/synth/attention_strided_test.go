@@ -93,3 +93,16 @@ func TestMaxOverAxisPlus(t *testing.T) {
 		t.Errorf("explained with another addend: %s", got.from.label)
 	}
 }
+
+// TestWindowsHeldShapes: a value of another batch or width, or one not
+// held whole, is no hull (and no panic: timm's relative-position ViT
+// handed the screen a value of another batch).
+func TestWindowsHeldShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 7))
+	tv := randVal(rng, 1, 4, 8)
+	for _, v := range []*val{randVal(rng, 2, 4, 8), randVal(rng, 1, 4, 6), {shape: []int{1, 4, 8}, format: precision.F32}} {
+		if windowsHeld(tv, v, 1) {
+			t.Errorf("%v held %v", v.shape, tv.shape)
+		}
+	}
+}
