@@ -185,6 +185,9 @@ func classCandidates(class, acts string) []Candidate {
 	case "attention":
 		specs = product([]string{""}, []string{"", "weights", "probs", "scores", "scores|probs", "scores|weights", "scores|probs|accum"}, exp)
 		if acts != "f32" {
+			// written step by step (q @ k * scale + bias, softmax, @ v):
+			// every product and sum stored, on any device
+			specs = append(specs, product([]string{""}, []string{"each"}, exp)...)
 			specs = append(specs, product([]string{""}, []string{"", "weights", "probs", "scores|probs", "scores|weights", "each"},
 				[]string{"tensor_core", "fast_exp|tensor_core"})...)
 			// a flash kernel's online softmax over key tiles (cuDNN's SDPA)

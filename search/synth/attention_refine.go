@@ -393,17 +393,39 @@ func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float6
 		// less than a narrow format's rounding does, and fits that
 		caps = append([]float64{0}, caps...)
 	}
-	for _, sc := range near(ch.params.Scale) {
-		for _, cap := range caps {
-			p := ch.params
-			p.Scale, p.Softcap = float32(sc), float32(cap)
-			if p == ch.params {
-				return
-			}
-			if e, v := eval(p); v != nil && e <= limit {
-				ch.params, ch.score, ch.result = p, e, v
-				ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g", sc, cap)
-				return
+	// the default scale (1/√D) and no causal mask first: in a narrow
+	// format a fitted scale or a mask over a few rows can buy a little
+	// error that is only rounding (LeViT's 4 rows in bf16 fit causal at
+	// 2.16 where the reference ran 1/√D unmasked)
+	canon := s.qkScale[ch.q] // 0: 1/√D; 1/√dk for q padded per head
+	scales := near(ch.params.Scale)
+	if ch.params.Scale != canon {
+		scales = append([]float64{float64(canon)}, scales...)
+	}
+	// the defaults within twice the fit's error (and the tolerance), the
+	// simple numbers near the fit within its error
+	canonLimit := math.Max(1.05*ch.score, math.Min(2*ch.score, tol/2))
+	masks := []exec.MaskKind{ch.params.Mask}
+	if ch.params.Mask == exec.MaskCausal && ch.q.shape[1] == ch.k.shape[1] {
+		masks = []exec.MaskKind{exec.MaskNone, exec.MaskCausal}
+	}
+	for _, mask := range masks {
+		for _, sc := range scales {
+			for _, cap := range caps {
+				p := ch.params
+				p.Scale, p.Softcap, p.Mask = float32(sc), float32(cap), mask
+				if p == ch.params {
+					return
+				}
+				lim := limit
+				if p.Scale == canon || p.Mask != ch.params.Mask {
+					lim = canonLimit
+				}
+				if e, v := eval(p); v != nil && e <= lim {
+					ch.params, ch.score, ch.result = p, e, v
+					ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g mask=%v", sc, cap, mask)
+					return
+				}
 			}
 		}
 	}

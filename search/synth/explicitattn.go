@@ -262,3 +262,51 @@ func (s *synth) mapsWeighedValues(t *val, sc *scope) *val {
 	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
 	return s.reshape(back, t.shape)
 }
+
+// heldScoresAttention explains t [B, Sq, H·D] as probabilities the scope
+// made itself, or the softmax of scores it made ([B, H, Sq, Sk]: a
+// module of the scope added a position bias to q·kᵀ, GCViT's and
+// others' step-by-step attention), times the heads of a value among its
+// operands: the literal computation, tried before the attention op,
+// which could take such scores only as a bias beside a q·kᵀ it would
+// scale to nothing, within tolerance but rounded elsewhere.
+func (s *synth) heldScoresAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 3 || t.integral() {
+		return nil
+	}
+	b, sq, w := t.shape[0], t.shape[1], t.shape[2]
+	var probs []*val
+	for _, v := range sc.vals {
+		if !sc.own[v] || v.integral() || len(v.shape) != 4 || v.shape[0] != b || v.shape[2] != sq || v.shape[1] < 1 || w%v.shape[1] != 0 || readsOpaque(v, 8) {
+			continue // (probabilities a dropout passes on, read from the trace, would make the program replay the run)
+		}
+		probs = append(probs, v)
+		if p := s.derive(&expr{op: program.OpSoftmax, args: []*val{v}, out: t.format, label: "softmax over the keys of scores the scope made"}); p != nil {
+			probs = append(probs, p)
+		}
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	held := sc.mapped(func(*val) *val { return nil })
+	held.vals = slices.DeleteFunc(held.vals, func(v *val) bool { return len(v.shape) == 4 })
+	for _, p := range probs {
+		held.add(p, true)
+	}
+	return s.weighedValues(t, held)
+}
+
+// readsOpaque reports whether v is, or is made (within depth steps) from,
+// a captured value no expression explains.
+func readsOpaque(v *val, depth int) bool {
+	if v == nil {
+		return false
+	}
+	if v.opaque {
+		return true
+	}
+	if v.from == nil || depth == 0 {
+		return false
+	}
+	return slices.ContainsFunc(v.from.args, func(a *val) bool { return readsOpaque(a, depth-1) })
+}

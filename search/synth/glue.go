@@ -123,6 +123,28 @@ func representable(v *val, f precision.Format) bool {
 	return true
 }
 
+// movedForms is how many of glueIn's first forms only move or cut a
+// value (moved, patched, rearranged, cut, viewed): exact where they are
+// the computation.
+const movedForms = 5
+
+// tighterAttention is an attention's output that explains target closer
+// than err, which a value moved or cut explained only within tolerance:
+// a copy is exact where it is the computation, so one that is merely
+// close is close by chance (bf16's tolerance, and probabilities that
+// nearly pick each row's own value: LeViT's position biases at random
+// weights). nil where no attention does better.
+func (s *synth) tighterAttention(target *val, sc *scope, err float64) *val {
+	attn, ropes := len(s.attn), len(s.ropes)
+	for _, f := range []func(*val, *scope) *val{s.heldScoresAttention, s.attention} {
+		if v := f(target, sc); v != nil && relRMS(target.format, v.data, target.data) < err {
+			return v
+		}
+		s.attn, s.ropes = s.attn[:attn], s.ropes[:ropes] // not taken: no record
+	}
+	return nil
+}
+
 func (s *synth) glueIn(target *val, sc *scope) *val {
 	tol := tolerance(target.format)
 	vals := tablesLast(recentFirst(sc.vals))
@@ -134,7 +156,8 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	}
 	var loose *val // the first explanation within tol but not near exact
 	var looseErr float64
-	for _, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, s.viewed, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
+	looseMoved := false // loose is a value moved or cut (movedForms)
+	for i, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, s.viewed, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gatedSum(t, sc, vs) },
@@ -170,12 +193,17 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 			// within tolerance but far from exact: keep it and let the
 			// later forms try for a tight one (an f32 norm of a value
 			// already normalised is the value to 3e-5, not to 1e-7)
-			loose, looseErr = v, e
+			loose, looseErr, looseMoved = v, e, i < movedForms
 			continue
 		}
 		return s.stored(s.consuming(v, target, sc), target)
 	}
 	if loose != nil {
+		if looseMoved && !s.peeling {
+			if v := s.tighterAttention(target, sc, looseErr); v != nil {
+				return v
+			}
+		}
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
 	if s.peeling {
@@ -184,6 +212,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return s.rowsGathered(target, vals)
 	}
 	if v := s.replicatePadded(target, vals); v != nil {
+		return v
+	}
+	if v := s.heldScoresAttention(target, sc); v != nil {
 		return v
 	}
 	if v := s.attention(target, sc); v != nil {

@@ -1153,8 +1153,14 @@ func (s *synth) fitStridedConv2D(x, w, bias, t *val) *val {
 		return nil
 	}
 	k := max(w.shape[2], w.shape[3])
+	// strides up to the kernel, or up to the sizes' ratio where that is
+	// more (a pooling convolution of kernel 3 at stride 4: MViTv2's keys)
+	most := k
+	if t.shape[2] > 0 && t.shape[3] > 0 {
+		most = max(k, min(64, max(x.shape[2]/t.shape[2], x.shape[3]/t.shape[3])))
+	}
 	var cands []*expr
-	for stride := 2; stride <= k; stride++ {
+	for stride := 2; stride <= most; stride++ {
 		for pad := 0; pad <= k/2; pad++ {
 			dh, dw := x.shape[2]+2*pad-w.shape[2], x.shape[3]+2*pad-w.shape[3]
 			if dh < 0 || dw < 0 || dh/stride+1 != t.shape[2] || dw/stride+1 != t.shape[3] {

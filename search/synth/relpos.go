@@ -20,13 +20,16 @@ import (
 // the same for every key along the other axes; the bias is their sum,
 // [B, H, S, S]. The grid is the one a grid target was read from
 // (gridAttention), else every grid whose axes the tables' lengths give
-// (L = 2·G − 1). Keys must lie on the queries' grid. At most four: the
-// tables in scope order per axis, each orientation.
+// (L = 2·G − 1). Keys on a grid of their own (pooled keys or queries:
+// MViTv2's, SAM's) take the queries' axes scaled by a whole factor, the
+// offsets as those models stretch them (offsetPattern). At most four:
+// the tables in scope order per axis, each orientation.
 func (s *synth) queryPositionBiases(sc *scope, ch attnChoice) []*val {
 	q, d := ch.q, ch.headDim
-	if d <= 0 || len(q.shape) != 3 || q.shape[2]%d != 0 || ch.k.shape[1] != q.shape[1] {
+	if d <= 0 || len(q.shape) != 3 || q.shape[2]%d != 0 {
 		return nil
 	}
+	sq, sk := q.shape[1], ch.k.shape[1]
 	var tables []*val
 	for _, v := range sc.vals {
 		if !sc.own[v] && !v.opaque && !v.integral() && len(v.shape) == 2 && v.shape[1] == d && v.shape[0] >= 2 && !slices.Contains(tables, v) {
@@ -36,18 +39,22 @@ func (s *synth) queryPositionBiases(sc *scope, ch attnChoice) []*val {
 	if len(tables) == 0 {
 		return nil
 	}
-	grids := [][]int{s.grid}
-	if s.grid == nil {
-		grids = tableGrids(tables, q.shape[1])
+	var pairs [][2][]int // (query grid, key grid)
+	if s.grid != nil {
+		pairs = gridPairs(s.grid, sq, sk)
+	} else {
+		for _, m := range tableGrids(tables) {
+			pairs = append(pairs, gridPairs(m, sq, sk)...)
+		}
 	}
 	var out []*val
-	for _, g := range grids {
-		if len(g) == 0 || prod(g) != q.shape[1] {
-			continue
-		}
-		for _, pick := range axisTables(tables, len(g)) {
+	for _, gp := range pairs {
+		for _, pick := range axisTables(tables, len(gp[0])) {
 			for _, keyFirst := range []bool{false, true} {
-				if b := s.positionBias(q, d, g, pick, keyFirst); b != nil {
+				if keyFirst && !slices.Equal(gp[0], gp[1]) {
+					continue // stretched offsets are query minus key
+				}
+				if b := s.positionBias(q, d, gp[0], gp[1], pick, keyFirst); b != nil {
 					out = append(out, b)
 				}
 				if len(out) == 4 {
@@ -59,9 +66,37 @@ func (s *synth) queryPositionBiases(sc *scope, ch attnChoice) []*val {
 	return out
 }
 
-// tableGrids are the grids of n rows whose axes, in order, are read off
-// two or three of the tables' lengths (each odd, L = 2·G − 1).
-func tableGrids(tables []*val, n int) [][]int {
+// gridPairs are the (query grid, key grid) pairs of sq and sk places
+// made from grid g: g itself, or g with every axis divided by one whole
+// factor (the pooled side), the other side g.
+func gridPairs(g []int, sq, sk int) [][2][]int {
+	var out [][2][]int
+	for f := 1; f <= slices.Min(g); f++ {
+		small := make([]int, len(g))
+		for a, x := range g {
+			if x%f != 0 {
+				small = nil
+				break
+			}
+			small[a] = x / f
+		}
+		if small == nil {
+			continue
+		}
+		for _, gp := range [][2][]int{{g, small}, {small, g}} {
+			if prod(gp[0]) == sq && prod(gp[1]) == sk && !slices.ContainsFunc(out, func(o [2][]int) bool {
+				return slices.Equal(o[0], gp[0]) && slices.Equal(o[1], gp[1])
+			}) {
+				out = append(out, gp)
+			}
+		}
+	}
+	return out
+}
+
+// tableGrids are the grids whose axes, in order, are read off two or
+// three of the tables' lengths (each odd, L = 2·G − 1).
+func tableGrids(tables []*val) [][]int {
 	var out [][]int
 	for _, pick := range slices.Concat(axisTables(tables, 2), axisTables(tables, 3)) {
 		var g []int
@@ -72,7 +107,7 @@ func tableGrids(tables []*val, n int) [][]int {
 			}
 			g = append(g, (tb.shape[0]+1)/2)
 		}
-		if len(g) > 0 && prod(g) == n && !slices.ContainsFunc(out, func(h []int) bool { return slices.Equal(g, h) }) {
+		if len(g) > 0 && !slices.ContainsFunc(out, func(h []int) bool { return slices.Equal(g, h) }) {
 			out = append(out, g)
 		}
 	}
@@ -110,17 +145,18 @@ func prod(xs []int) int {
 	return p
 }
 
-// positionBias is queryPositionBiases' sum over the grid's axes for one
-// choice of tables and orientation; nil where a step does not derive.
-func (s *synth) positionBias(q *val, d int, grid []int, tables []*val, keyFirst bool) *val {
+// positionBias is queryPositionBiases' sum over the grids' axes for one
+// choice of tables and orientation, the queries on grid, the keys on
+// kgrid; nil where a step does not derive.
+func (s *synth) positionBias(q *val, d int, grid, kgrid []int, tables []*val, keyFirst bool) *val {
 	b, n := q.shape[0], len(grid)
 	h := q.shape[2] / d
 	cells := slices.Concat([]int{b}, grid, []int{h, d}) // [B, G1…Gn, H, D]
 	qg := s.reshape(q, cells)
 	var sum *val
 	for a, tb := range tables {
-		g := grid[a]
-		rel := s.offsetRows(tb, g, keyFirst) // [G, G, D]: query place, key place
+		g, kg := grid[a], kgrid[a]
+		rel := s.offsetRows(tb, g, kg, keyFirst) // [G, Gk, D]: query place, key place
 		if rel == nil {
 			return nil
 		}
@@ -141,7 +177,7 @@ func (s *synth) positionBias(q *val, d int, grid []int, tables []*val, keyFirst 
 			return nil
 		}
 		m := s.derive(&expr{op: program.OpMatMul, args: []*val{qa, rt}, out: q.format, label: "queries times their offsets' rows"})
-		m = s.reshape(m, slices.Concat([]int{g, b, h}, rest, []int{g}))
+		m = s.reshape(m, slices.Concat([]int{g, b, h}, rest, []int{kg}))
 		if m == nil {
 			return nil
 		}
@@ -161,7 +197,7 @@ func (s *synth) positionBias(q *val, d int, grid []int, tables []*val, keyFirst 
 		for o := range n {
 			keys[o] = 1
 		}
-		keys[a] = g
+		keys[a] = kg
 		m = s.reshape(m, slices.Concat([]int{b, h}, grid, keys))
 		if m == nil {
 			return nil
@@ -174,15 +210,14 @@ func (s *synth) positionBias(q *val, d int, grid []int, tables []*val, keyFirst 
 			return nil
 		}
 	}
-	return s.reshape(sum, []int{b, h, prod(grid), prod(grid)})
+	return s.reshape(sum, []int{b, h, prod(grid), prod(kgrid)})
 }
 
-// offsetRows is table [L, D] resampled to 2·g − 1 rows where L differs,
-// then gathered at idx[i, j] = i − j + g − 1 (keyFirst: j − i + g − 1):
-// [g, g, D].
-func (s *synth) offsetRows(table *val, g int, keyFirst bool) *val {
-	rows, m := table.shape[0], 2*g-1
-	if g < 2 {
+// offsetRows is table [L, D] resampled to 2·max(g, kg) − 1 rows where L
+// differs, then gathered at offsetPattern's indices: [g, kg, D].
+func (s *synth) offsetRows(table *val, g, kg int, keyFirst bool) *val {
+	rows, m := table.shape[0], 2*max(g, kg)-1
+	if max(g, kg) < 2 {
 		return nil
 	}
 	t := table
@@ -194,24 +229,37 @@ func (s *synth) offsetRows(table *val, g int, keyFirst bool) *val {
 			return nil
 		}
 	}
-	ids := make([]float32, g*g)
-	for i := range g {
-		for j := range g {
-			if keyFirst {
-				ids[i*g+j] = float32(j - i + g - 1)
-			} else {
-				ids[i*g+j] = float32(i - j + g - 1)
-			}
-		}
-	}
-	name := fmt.Sprintf("reloffsets%d", g)
+	name := fmt.Sprintf("reloffsets%dx%d", g, kg)
+	how := "query minus key"
 	if keyFirst {
 		name += "k"
+		how = "key minus query"
 	}
-	idx := s.relConst(name, []int{g * g}, ids, fmt.Sprintf("relative offsets on an axis of %d places, %s (made from the grid's shape)", g, map[bool]string{false: "query minus key", true: "key minus query"}[keyFirst]))
+	idx := s.relConst(name, []int{g * kg}, offsetPattern(g, kg, keyFirst),
+		fmt.Sprintf("relative offsets between %d query places and %d key places on an axis, %s (made from the grid's shape)", g, kg, how))
 	idx.intType = true
 	gth := s.derive(&expr{op: program.OpGather, args: []*val{t, idx}, out: table.format, label: "table rows at the relative offsets"})
-	return s.reshape(gth, []int{g, g, table.shape[1]})
+	return s.reshape(gth, []int{g, kg, table.shape[1]})
+}
+
+// offsetPattern is the table row each (query place i, key place j) pair
+// of an axis reads: i − j + g − 1 (keyFirst: j − i + g − 1) on one grid;
+// on grids of g and kg places, each side's places stretched to the
+// longer (i·max(kg/g, 1) − j·max(g/kg, 1) + (kg − 1)·max(g/kg, 1),
+// truncated: SAM's and MViTv2's decomposed positions).
+func offsetPattern(g, kg int, keyFirst bool) []float32 {
+	ids := make([]float32, g*kg)
+	qr, kr := max(float64(kg)/float64(g), 1), max(float64(g)/float64(kg), 1)
+	for i := range g {
+		for j := range kg {
+			x := float64(i)*qr - float64(j)*kr + float64(kg-1)*kr
+			if keyFirst {
+				x = float64(j - i + g - 1)
+			}
+			ids[i*kg+j] = float32(math.Trunc(x))
+		}
+	}
+	return ids
 }
 
 // relConst is a constant made once per name, declared in the program

@@ -154,13 +154,13 @@ func TestPlantedQueryPositionBias(t *testing.T) {
 		}
 		return out.data
 	}
-	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []*val{relH, relW}, false)), want); e > 1e-6 {
+	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []int{gh, gw}, []*val{relH, relW}, false)), want); e > 1e-6 {
 		t.Errorf("the bias as built: rel-RMS %.3g", e)
 	}
-	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []*val{relW, relH}, false)), want); e < 0.01 {
+	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []int{gh, gw}, []*val{relW, relH}, false)), want); e < 0.01 {
 		t.Errorf("the tables swapped (each resampled to the other axis) explain the target too (rel-RMS %.3g)", e)
 	}
-	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []*val{relH, relW}, true)), want); e < 0.01 {
+	if e := relRMS(f, run(sx.positionBias(q, d, []int{gh, gw}, []int{gh, gw}, []*val{relH, relW}, true)), want); e < 0.01 {
 		t.Errorf("key minus query explains the target too (rel-RMS %.3g): the orientation is not tested", e)
 	}
 }
@@ -179,5 +179,78 @@ func TestLinearResample(t *testing.T) {
 		if math.Abs(float64(y-want[i])) > 1e-6 {
 			t.Errorf("row %d gives %g, want %g", i, y, want[i])
 		}
+	}
+}
+
+// TestOffsetPattern: the table rows of an axis's (query place, key place)
+// pairs, hand-computed from SAM's get_rel_pos (q·max(kg/g, 1) − k·max(g/kg,
+// 1) + (kg − 1)·max(g/kg, 1)): queries pooled to half the keys' places,
+// keys pooled to half the queries', one grid.
+func TestOffsetPattern(t *testing.T) {
+	for _, c := range []struct {
+		g, kg    int
+		keyFirst bool
+		want     []float32
+	}{
+		{2, 4, false, []float32{3, 2, 1, 0, 5, 4, 3, 2}},
+		{4, 2, false, []float32{2, 0, 3, 1, 4, 2, 5, 3}},
+		{3, 3, false, []float32{2, 1, 0, 3, 2, 1, 4, 3, 2}},
+		{3, 3, true, []float32{2, 3, 4, 1, 2, 3, 0, 1, 2}},
+	} {
+		if got := offsetPattern(c.g, c.kg, c.keyFirst); !slices.Equal(got, c.want) {
+			t.Errorf("offsetPattern(%d, %d, %v) = %v, want %v", c.g, c.kg, c.keyFirst, got, c.want)
+		}
+	}
+}
+
+// TestPooledKeyPositions: queries on a 2×2 grid, keys pooled on a 4×4 one
+// (MViTv2's stage entry: queries pooled, keys not), tables of 2·4 − 1
+// rows: queryPositionBiases makes the bias a loop computes, q times each
+// axis's table row at the stretched offset; with keys on the queries' grid
+// there is no pair of grids and no bias.
+func TestPooledKeyPositions(t *testing.T) {
+	const b, h, d, gq, gk = 1, 2, 4, 2, 4
+	sq, sk, w := gq*gq, gk*gk, h*d
+	r := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(r.NormFloat64())
+		}
+		return out
+	}
+	th, tw := fill((2*gk-1)*d), fill((2*gk-1)*d)
+	qd := fill(b * sq * w)
+	want := make([]float32, b*h*sq*sk)
+	pat := offsetPattern(gq, gk, false)
+	for hh := range h {
+		for p := range sq {
+			for k := range sk {
+				var a float64
+				rh, rw := int(pat[(p/gq)*gk+k/gk]), int(pat[(p%gq)*gk+k%gk])
+				for c := range d {
+					x := float64(qd[p*w+hh*d+c])
+					a += x*float64(th[rh*d+c]) + x*float64(tw[rw*d+c])
+				}
+				want[(hh*sq+p)*sk+k] = float32(a)
+			}
+		}
+	}
+	f := precision.F32
+	relH := &val{shape: []int{2*gk - 1, d}, data: th, format: f}
+	relW := &val{shape: []int{2*gk - 1, d}, data: tw, format: f}
+	sx, sc, _ := planted(t, f, []int{b, sq, w}, qd, relH, relW)
+	q := &val{shape: []int{b, sq, w}, data: qd, format: f}
+	k := &val{shape: []int{b, sk, w}, data: fill(b * sk * w), format: f}
+	biases := sx.queryPositionBiases(sc, attnChoice{q: q, k: k, v: k, headDim: d})
+	if len(biases) == 0 {
+		t.Fatal("no bias for keys on a grid of their own")
+	}
+	if e := relRMS(f, biases[0].data, want); e > 1e-6 {
+		t.Errorf("the first bias: rel-RMS %.3g from the loop's", e)
+	}
+	k3 := &val{shape: []int{b, 9, w}, data: fill(b * 9 * w), format: f}
+	if got := sx.queryPositionBiases(sc, attnChoice{q: q, k: k3, v: k3, headDim: d}); len(got) != 0 {
+		t.Errorf("keys on no grid of the tables (9 places beside 2×2 queries): %d biases", len(got))
 	}
 }

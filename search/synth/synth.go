@@ -27,6 +27,8 @@ type synth struct {
 	// qkScale: the scale of attention over a q padded to the values' head
 	// width (unequalHeads), by that q; qkWidth: that head width.
 	qkScale map[*val]float32
+	// columns: each value's per-column range (attentionHeld), memoised
+	columns map[*val][]span
 	qkWidth map[*val]int
 	// wideRefine: the attention search refines its six best first-stage
 	// choices, not three (widerAttention, a late form: a temperature far
