@@ -28,10 +28,7 @@ func (s *synth) absOffsetBiases(sc *scope, heads, qrows, krows int) []*val {
 			continue
 		}
 		ids, n := absOffsets(gq, gk, stride)
-		for _, tb := range sc.vals {
-			if !tb.param || tb.opaque || len(tb.shape) != 2 || tb.shape[0] != heads || tb.shape[1] != n {
-				continue
-			}
+		for _, tb := range s.headTables(sc, heads, n) {
 			idx := s.relConst(fmt.Sprintf("absoffsets[%d,%d,%d]", gq, gk, stride), []int{qrows * krows}, ids,
 				fmt.Sprintf("each query and key's absolute offset, queries every %d-th cell of a %d×%d grid of keys, numbered in the order the pairs first meet it (made from the grids' shapes)", stride, gk, gk))
 			idx.intType = true
@@ -70,3 +67,29 @@ func absOffsets(gq, gk, stride int) ([]float32, int) {
 }
 
 func isqrt(n int) int { return int(math.Round(math.Sqrt(float64(n)))) }
+
+// maxTableRows bounds how many rows of a table headTables offers apart.
+const maxTableRows = 16
+
+// headTables are the scope's parameter tables [heads, n], and where one
+// head attends apart (heads 1) each row of a table [H, n] (EfficientViT-M's
+// cascaded heads, each its own attention reading its row of the bias).
+func (s *synth) headTables(sc *scope, heads, n int) []*val {
+	var out []*val
+	for _, tb := range sc.vals {
+		if !tb.param || tb.opaque || len(tb.shape) != 2 || tb.shape[1] != n {
+			continue
+		}
+		switch {
+		case tb.shape[0] == heads:
+			out = append(out, tb)
+		case heads == 1 && tb.shape[0] <= maxTableRows:
+			for r := range tb.shape[0] {
+				if row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: r, End: r + 1}, args: []*val{tb}, out: tb.format, label: fmt.Sprintf("row %d of a table of heads", r)}); row != nil {
+					out = append(out, row)
+				}
+			}
+		}
+	}
+	return out
+}

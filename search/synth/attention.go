@@ -148,6 +148,11 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 					mixed = append(mixed, [3]*val{q, k, f[2]})
 				}
 			}
+			// q alone made over again after the split (a depthwise
+			// convolution of it: EfficientViT-M's), k and v as they are
+			if slices.Equal(q.shape, f[0].shape) && !slices.Contains(f[:], q) {
+				mixed = append(mixed, [3]*val{q, f[1], f[2]})
+			}
 		}
 	}
 	if s.sharedKV {
@@ -414,7 +419,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				if !slices.ContainsFunc(sc.vals, func(v *val) bool { return v.param && len(v.shape) == 2 }) {
 					own = nil
 				}
+				// ranked with the scope's masks and position tables tried
+				// at once (one run each): without its bias the right
+				// triple can rank below wrong ones (EfficientViT-M's
+				// cascaded heads, each reading a row of one table)
 				slices.SortStableFunc(own, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+				s.rankUnderMasks(own, t, sc)
 				var best *attnChoice
 				for _, c := range own[:min(refineVariants, len(own))] {
 					if r := s.refineBest([]attnChoice{c}, t, sc); r != nil && (best == nil || r.score < best.score) {
@@ -475,11 +485,12 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	all = slices.CompactFunc(all, func(a, b attnChoice) bool {
 		return a.label == b.label && a.score == b.score && a.rows == b.rows
 	})
-	if !slices.ContainsFunc(all, func(c attnChoice) bool { return c.score < 1 }) {
+	if !slices.ContainsFunc(all, func(c attnChoice) bool { return c.score < 1 }) && !s.holdsMasks(sc, all[0]) {
 		// every choice is no nearer the target than zeros are (or ran to
-		// a non-finite output): no attention over these operands, which
-		// the refinement would bend toward the target for thousands of
-		// runs (a pooled key read as rows, MViTv2's)
+		// a non-finite output), and the scope holds no mask that could
+		// change that: no attention over these operands, which the
+		// refinement would bend toward the target for thousands of runs
+		// (a pooled key read as rows, MViTv2's)
 		return nil
 	}
 	// q and k rounded to a narrower format (an f32 run casting them to
@@ -527,6 +538,13 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: *best, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return best.result
+}
+
+// holdsMasks reports whether the scope holds a mask or bias the
+// refinement would try for ch (a far-off first stage is then no verdict:
+// a mask can move every score).
+func (s *synth) holdsMasks(sc *scope, ch attnChoice) bool {
+	return len(biases(sc, ch.q, ch.k)) > 0 || len(s.keyMasks(sc, ch.q, ch.k)) > 0 || len(s.segmentMasks(sc, ch.q, ch.k)) > 0 || len(s.queryMasks(sc, ch.q, ch.k)) > 0
 }
 
 // refineGoal is the error below which refineBest stops refining: the

@@ -14,6 +14,10 @@ const hardMaskLimit = -1e4
 // rankLimit bounds how many first-stage choices rankUnderMasks rescores.
 const rankLimit = 48
 
+// smallRank is the size (entries × rows) up to which rankUnderMasks
+// ranks every choice.
+const smallRank = 1 << 14
+
 // hardMask reports whether v is an additive mask: entries 0 or at most
 // hardMaskLimit, both kinds present.
 func hardMask(v *val) bool {
@@ -46,12 +50,23 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	}
 	key := make(map[int]float64, len(all))
 	n := min(rankLimit, len(all))
+	if t.numel()*t.shape[1] <= smallRank {
+		// a few rows: runs are cheap, and rounding noise ranks many wrong
+		// choices (RoPE's variants over 4 rows) above the right one
+		n = len(all)
+	}
 	any := false
 	for i := range n {
 		ch := all[i]
 		key[i] = ch.score
 		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) })
 		bs = append(bs, s.segmentMasks(sc, ch.q, ch.k)...)
+		// the position tables over the cells' offsets, each row of one
+		// for a head attending apart (EfficientViT-M's cascaded heads)
+		bs = append(bs, s.absOffsetBiases(sc, ch.params.Heads, ch.q.shape[1], ch.k.shape[1])...)
+		if ch.q.shape[1] == ch.k.shape[1] {
+			bs = append(bs, s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1])...)
+		}
 		for _, b := range append(bs, s.queryPositionBiases(sc, ch)...) {
 			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, b, ch.sinks}, out: t.format}
 			sc := math.Inf(1)

@@ -19,20 +19,75 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 		return nil // no map made inside the scope: nothing to attend with
 	}
 	proxy := s.mapAsRows(t)
+	var part *val // the attention found as a part of t (plus or beside a value)
+	attend := func(rest *val) *val {
+		if !s.heldByValues(rest, mapped) {
+			return nil // no value of the scope holds it: no attention's output
+		}
+		a := s.attentionOf(rest, mapped, joined)
+		if a != nil {
+			part = a
+		}
+		return a
+	}
 	r := s.attentionOf(proxy, mapped, joined)
 	if r == nil {
-		r = s.plusOwnRows(proxy, mapped, func(rest *val) *val {
-			if !heldByValues(rest, mapped) {
-				return nil // no value of the scope holds it: no attention's output
+		r = s.plusOwnRows(proxy, mapped, attend, "attention")
+		if r == nil {
+			r = s.besideOwnRows(proxy, mapped, attend)
+		}
+		if r != nil && part != nil {
+			// the part stays in the scope as a map: a later boundary may
+			// join it (EfficientViT-M's cascaded heads: each head's
+			// output added to the next head's input, then all joined)
+			back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{part}, out: part.format, label: "rows laid out as a map"})
+			if m := s.reshape(back, slices.Concat([]int{t.shape[0], part.shape[2]}, t.shape[2:])); m != nil {
+				sc.add(m, true)
 			}
-			return s.attentionOf(rest, mapped, joined)
-		}, "attention")
+		}
 	}
 	if r == nil {
 		return nil
 	}
 	back := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: r.format, label: "rows laid out as a map"})
 	return s.reshape(back, t.shape)
+}
+
+// besideOwnRows explains t [B, N, W] as a value the program made, of
+// [B, N, n], joined along the width with what explain makes of the rest
+// (a head's attention joined after the heads before it:
+// EfficientViT-M's cascaded heads), the value first or last.
+func (s *synth) besideOwnRows(t *val, sc *scope, explain func(*val) *val) *val {
+	W, tol := t.shape[2], tolerance(t.format)
+	for _, x := range sc.vals {
+		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.shape[2] >= W {
+			continue
+		}
+		n := x.shape[2]
+		for _, last := range []bool{true, false} {
+			lo, alo, ahi := W-n, 0, W-n // x last: [rest, x]
+			if !last {
+				lo, alo, ahi = 0, n, W
+			}
+			if sub := s.part(t, 2, lo, lo+n); relRMS(t.format, x.data, sub.data) > tol {
+				continue
+			}
+			rest := s.part(t, 2, alo, ahi)
+			rest.reshapedFrom = true
+			a := explain(rest)
+			if a == nil {
+				continue
+			}
+			pieces := []*val{a, x}
+			if !last {
+				pieces = []*val{x, a}
+			}
+			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a value the program made"}}); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // mapsAsRows is sc with each map of batch b ([B, C', h', w']: q, k and v
@@ -57,15 +112,24 @@ func (s *synth) mapsAsRows(sc *scope, b int) *scope {
 	if maps == 0 {
 		return nil
 	}
+	// the maps as they are and the joins first, the least recent: they
+	// take no place of the maps' rows among the operands a pool keeps
+	// (recentFirst)
+	var joins []*val
 	for _, v := range sc.vals {
 		if len(v.shape) == 4 && sc.own[v] {
-			mapped.add(v, true)
+			joins = append(joins, v)
+			mapped.own[v] = true
 		}
 	}
 	for _, j := range s.mapJoins(sc, b) {
-		mapped.add(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}},
-			args: []*val{s.reshape(j, []int{b, j.shape[1], j.shape[2] * j.shape[3]})}, out: j.format, label: "a map's cells as rows"}), true)
+		if r := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}},
+			args: []*val{s.reshape(j, []int{b, j.shape[1], j.shape[2] * j.shape[3]})}, out: j.format, label: "a map's cells as rows"}); r != nil {
+			joins = append(joins, r)
+			mapped.own[r] = true
+		}
 	}
+	mapped.vals = append(joins, mapped.vals...)
 	return mapped
 }
 
@@ -115,15 +179,40 @@ func (s *synth) mapAsRows(t *val) *val {
 
 // heldByValues reports whether some own value v [B, M, C] of the scope
 // holds t [B, N, C] within its rows' range, channel by channel (an
-// attention's output is a convex combination of its values' rows): a
-// screen before an attention search whose target is a difference.
-func heldByValues(t *val, sc *scope) bool {
+// attention's output is a convex combination of its values' rows), or
+// some wider own value holds it in C columns in a row (the values a
+// slice of a fused projection: each column within its column's range
+// over every row): a screen before an attention search whose target is a
+// difference.
+func (s *synth) heldByValues(t *val, sc *scope) bool {
+	own := s.columnSpans(t)
 	for _, v := range sc.vals {
-		if sc.own[v] && !v.opaque && len(v.shape) == 3 && v.shape[0] == t.shape[0] && v.shape[2] == t.shape[2] && windowsHeld(t, v, 1) {
+		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[2] < t.shape[2] {
+			continue
+		}
+		if v.shape[2] == t.shape[2] && windowsHeld(t, v, 1) {
 			return true
+		}
+		cols := s.columnSpans(v)
+		for o := 0; o+len(own) <= len(cols); o++ {
+			if columnsWithin(own, cols[o:o+len(own)]) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// columnsWithin reports whether each span of t lies within the span of
+// the same place of v, give or take 2% of v's magnitude.
+func columnsWithin(t, v []span) bool {
+	for i, c := range t {
+		slack := 0.02*max(-v[i].lo, v[i].hi) + 1e-6
+		if c.lo < v[i].lo-slack || c.hi > v[i].hi+slack {
+			return false
+		}
+	}
+	return true
 }
 
 // plusOwnRows explains t as what explain makes of t minus one of the
@@ -132,8 +221,8 @@ func heldByValues(t *val, sc *scope) bool {
 // EfficientFormer v2's local value path); each such value is tried, and
 // the sum must hold within t's tolerance.
 func (s *synth) plusOwnRows(t *val, sc *scope, explain func(*val) *val, what string) *val {
-	for _, x := range sc.vals {
-		if x.opaque || x.integral() || !sc.own[x] || !slices.Equal(x.shape, t.shape) {
+	for _, x := range slices.Concat(sc.vals, s.argParts(t, sc)) {
+		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || !slices.Equal(x.shape, t.shape) {
 			continue
 		}
 		a := explain(s.minus(t, x))
@@ -145,6 +234,33 @@ func (s *synth) plusOwnRows(t *val, sc *scope, explain func(*val) *val, what str
 		}
 	}
 	return nil
+}
+
+// maxArgParts bounds how many pieces of one argument argParts cuts.
+const maxArgParts = 8
+
+// argParts are the pieces of t's width of the scope's arguments of t's
+// batch and rows, cut along the last axis (x.chunk(n, dim=1) of a map
+// read as rows: EfficientViT-M's cascaded heads, each head's input a
+// chunk of the argument plus the previous head's output).
+func (s *synth) argParts(t *val, sc *scope) []*val {
+	var out []*val
+	w := t.shape[len(t.shape)-1]
+	for _, x := range sc.vals {
+		if !sc.arg[x] || x.opaque || len(x.shape) != len(t.shape) || !slices.Equal(x.shape[:len(x.shape)-1], t.shape[:len(t.shape)-1]) {
+			continue
+		}
+		xw := x.shape[len(x.shape)-1]
+		if xw <= w || xw%w != 0 || xw/w > maxArgParts {
+			continue
+		}
+		for at := 0; at < xw; at += w {
+			if p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: len(x.shape) - 1, Start: at, End: at + w}, args: []*val{x}, out: x.format, label: "a piece of an argument"}); p != nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // blocksAttention explains t [B, T, N, C] as attention within each of T

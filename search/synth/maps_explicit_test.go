@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -246,5 +247,74 @@ func TestJoinedMapsLinearAttention(t *testing.T) {
 	sc.add(qkv, true)
 	if got := s.mapsAttention(target, sc, false); got != nil {
 		t.Errorf("explained without the aggregation: %s", got.from.label)
+	}
+}
+
+// TestCascadedHeads plants EfficientViT-M's cascaded group attention on a
+// 3×3 map: each head's input is a chunk of the argument plus the previous
+// head's output; each head's q, k and v are pieces of its own fused
+// projection, q made over again by a convolution of its own, and its
+// scores read its own row of one table over the cells' offsets; the
+// heads' outputs are joined. The second head's input is explained as the
+// first head's attention plus a chunk of the argument; the join as that
+// attention (kept in the scope) beside the second head's. Without the
+// first explanation in the scope the join is not explained.
+func TestCascadedHeads(t *testing.T) {
+	const g, dk, dv = 3, 4, 4
+	n := g * g
+	rng := rand.New(rand.NewPCG(28, 3))
+	table := randVal(rng, 2, n)
+	table.param, table.origin = true, "attention_biases"
+	x := randVal(rng, 1, 2*dv, g, g)
+	x.origin = "attn/arg0"
+	type head struct{ qkv, q, out *val }
+	heads := make([]head, 2)
+	for i := range heads {
+		qkv := randVal(rng, 1, 2*dk+dv, g, g)
+		qkv.origin = fmt.Sprintf("qkvs.%d/out", i)
+		q := randVal(rng, 1, dk, g, g)
+		q.origin = fmt.Sprintf("dws.%d/out", i)
+		a := &convAttention{g: g, h: 1, dk: dk, dv: dv, q: q,
+			k:  &val{data: qkv.data[dk*n : 2*dk*n]},
+			v:  &val{data: qkv.data[2*dk*n:]},
+			tb: &val{data: table.data[i*n : (i+1)*n]}}
+		out := a.weighed(softmaxRows(a.scores(), n), &val{data: make([]float32, dv*n)})
+		heads[i] = head{qkv: qkv, q: q, out: &val{shape: []int{1, dv, g, g}, data: out, format: precision.F32}}
+	}
+	// the second head's input: the first head's output plus x's second chunk
+	in1 := make([]float32, dv*n)
+	for i := range in1 {
+		in1[i] = heads[0].out.data[i] + x.data[dv*n+i]
+	}
+	s, sc, target := planted(t, precision.F32, []int{1, dv, g, g}, in1, table)
+	sc.add(x, false)
+	sc.arg[x] = true
+	sc.add(heads[0].qkv, true)
+	sc.add(heads[0].q, true)
+	got := s.mapsAttention(target, sc, false)
+	explainedWithin(t, got, target)
+	// the join, in the scope the first explanation left
+	join := slices.Concat(heads[0].out.data, heads[1].out.data)
+	target2 := &val{shape: []int{1, 2 * dv, g, g}, data: join, format: precision.F32, origin: "proj/arg0"}
+	fresh := &scope{module: "m", own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	for _, v := range sc.vals {
+		fresh.add(v, sc.own[v])
+		fresh.arg[v] = sc.arg[v]
+	}
+	if got != nil {
+		sc.add(got, false)
+	}
+	sc.add(heads[1].qkv, true)
+	sc.add(heads[1].q, true)
+	explainedWithin(t, s.mapsAttention(target2, sc, false), target2)
+
+	// control: the first head's attention never found
+	s2, _, _ := planted(t, precision.F32, []int{1, dv, g, g}, in1)
+	for _, v := range []*val{heads[1].qkv, heads[1].q} {
+		fresh.add(v, true)
+	}
+	fresh.vals = slices.DeleteFunc(fresh.vals, func(v *val) bool { return fresh.own[v] && v.from != nil })
+	if got := s2.mapsAttention(target2, fresh, false); got != nil {
+		t.Errorf("the join explained without the first head's attention: %s", got.from.label)
 	}
 }

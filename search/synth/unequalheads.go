@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 )
@@ -31,6 +32,14 @@ func (s *synth) unequalHeads(sc *scope, pool []*val, t *val) (out [][3]*val, dvs
 				// per head [q k v]
 				if tr, ok := s.splitHeads(v, h, []int{dk, dk, dv}); ok {
 					out, dvs = append(out, s.padded3(tr, h, dk, dv)), append(dvs, dv)
+					// the split's queries made over again by a module of
+					// the scope (EfficientViT-M's depthwise convolution of
+					// each head's q): each own value of their shape instead
+					for _, q := range sc.vals {
+						if sc.own[q] && !q.opaque && q != v && slices.Equal(q.shape, tr[0].shape) {
+							out, dvs = append(out, s.padded3([3]*val{q, tr[1], tr[2]}, h, dk, dv)), append(dvs, dv)
+						}
+					}
 				}
 			}
 			for _, q := range pool {
