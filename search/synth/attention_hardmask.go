@@ -15,7 +15,7 @@ const hardMaskLimit = -1e4
 const rankLimit = 48
 
 // smallRank is the size (entries × rows) up to which rankUnderMasks
-// ranks every choice.
+// ranks eight times as many choices.
 const smallRank = 1 << 14
 
 // hardMask reports whether v is an additive mask: entries 0 or at most
@@ -53,7 +53,7 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	if t.numel()*t.shape[1] <= smallRank {
 		// a few rows: runs are cheap, and rounding noise ranks many wrong
 		// choices (RoPE's variants over 4 rows) above the right one
-		n = len(all)
+		n = min(8*rankLimit, len(all))
 	}
 	any := false
 	for i := range n {
