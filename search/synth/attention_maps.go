@@ -58,33 +58,51 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 // (a head's attention joined after the heads before it:
 // EfficientViT-M's cascaded heads), the value first or last.
 func (s *synth) besideOwnRows(t *val, sc *scope, explain func(*val) *val) *val {
-	W, tol := t.shape[2], tolerance(t.format)
+	tol := tolerance(t.format)
 	for _, x := range sc.vals {
-		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.shape[2] >= W {
+		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.shape[2] >= t.shape[2] {
 			continue
 		}
-		n := x.shape[2]
-		for _, last := range []bool{true, false} {
-			lo, alo, ahi := W-n, 0, W-n // x last: [rest, x]
-			if !last {
-				lo, alo, ahi = 0, n, W
+		same := func(sub *val) *val {
+			if relRMS(t.format, x.data, sub.data) > tol {
+				return nil
 			}
-			if sub := s.part(t, 2, lo, lo+n); relRMS(t.format, x.data, sub.data) > tol {
-				continue
-			}
-			rest := s.part(t, 2, alo, ahi)
-			rest.reshapedFrom = true
-			a := explain(rest)
-			if a == nil {
-				continue
-			}
-			pieces := []*val{a, x}
-			if !last {
-				pieces = []*val{x, a}
-			}
-			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a value the program made"}}); w != nil {
-				return w
-			}
+			return x
+		}
+		if w := s.besideWidth(t, x.shape[2], same, explain, "attention joined with a value the program made"); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// besideWidth explains t [B, S, W] as two pieces joined along the width:
+// n columns that side makes of t's own n columns (nil: not), first or
+// last, and the rest as explain makes it (nil: not); the join must hold
+// within t's tolerance.
+func (s *synth) besideWidth(t *val, n int, side, explain func(*val) *val, label string) *val {
+	W := t.shape[2]
+	for _, last := range []bool{true, false} {
+		lo, alo, ahi := W-n, 0, W-n // the side piece last: [rest, side]
+		if !last {
+			lo, alo, ahi = 0, n, W
+		}
+		c := side(s.part(t, 2, lo, lo+n))
+		if c == nil {
+			continue
+		}
+		rest := s.part(t, 2, alo, ahi)
+		rest.reshapedFrom = true // explained as it is, not read in other shapes
+		a := explain(rest)
+		if a == nil {
+			continue
+		}
+		pieces := []*val{a, c}
+		if !last {
+			pieces = []*val{c, a}
+		}
+		if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: label}}); w != nil {
+			return w
 		}
 	}
 	return nil

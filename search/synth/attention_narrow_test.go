@@ -135,11 +135,7 @@ func TestSimplifyNarrow(t *testing.T) {
 func TestAttentionHeld(t *testing.T) {
 	const n, d = 8, 4
 	f := precision.F32
-	r := rand.New(rand.NewPCG(6, 6))
-	qd, kd, vd := narrowFill(r, n*d, f), narrowFill(r, n*d, f), narrowFill(r, n*d, f)
-	out := make([]float32, n*d)
-	at := func(x []float32) func(i, c int) float64 { return func(i, c int) float64 { return float64(x[i*d+c]) } }
-	plantedAttention(n, d, at(qd), at(kd), at(vd), func(i, c int, y float64) { out[i*d+c] = float32(y) })
+	qd, kd, vd, out := attentionOfRandom(rand.New(rand.NewPCG(6, 6)), n, d)
 	tripled := make([]float32, len(out))
 	for i, x := range out {
 		tripled[i] = 3 * x
@@ -172,11 +168,10 @@ func TestAttentionHeld(t *testing.T) {
 func TestAttentionPlusOneHead(t *testing.T) {
 	const n, d = 8, 8
 	f := precision.F32
-	r := rand.New(rand.NewPCG(7, 3))
-	qd, kd, vd := narrowFill(r, n*d, f), narrowFill(r, n*d, f), narrowFill(r, n*d, f)
-	out := make([]float32, n*d)
-	at := func(x []float32) func(i, c int) float64 { return func(i, c int) float64 { return float64(x[i*d+c]) } }
-	plantedAttention(n, d, at(qd), at(kd), at(vd), func(i, c int, y float64) { out[i*d+c] = float32(y + float64(qd[i*d+c])) })
+	qd, kd, vd, out := attentionOfRandom(rand.New(rand.NewPCG(7, 3)), n, d)
+	for i := range out {
+		out[i] += qd[i]
+	}
 	q := &val{shape: []int{1, n, d}, data: qd, format: f, origin: "q", seq: 1}
 	k := &val{shape: []int{1, n, d}, data: kd, format: f, origin: "k", seq: 2}
 	v := &val{shape: []int{1, n, d}, data: vd, format: f, origin: "v", seq: 3}
@@ -227,4 +222,15 @@ func TestTighterThanACopy(t *testing.T) {
 	if e := relRMS(bf, got.data, want.data); e != 0 {
 		t.Errorf("explained to rel-RMS %.3g (v itself is %.3g): want the attention, bit for bit", e, relRMS(bf, vd, want.data))
 	}
+}
+
+// attentionOfRandom is q, k and v [n, d] of standard normal f32 values
+// and their one-head attention, computed in float64 (plantedAttention).
+func attentionOfRandom(r *rand.Rand, n, d int) (q, k, v, out []float32) {
+	f := precision.F32
+	q, k, v = narrowFill(r, n*d, f), narrowFill(r, n*d, f), narrowFill(r, n*d, f)
+	out = make([]float32, n*d)
+	at := func(x []float32) func(i, c int) float64 { return func(i, c int) float64 { return float64(x[i*d+c]) } }
+	plantedAttention(n, d, at(q), at(k), at(v), func(i, c int, y float64) { out[i*d+c] = float32(y) })
+	return q, k, v, out
 }

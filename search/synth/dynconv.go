@@ -144,28 +144,9 @@ func (s *synth) attentionBesideConv(t *val, sc *scope, vals []*val) *val {
 		}
 		n := x.shape[2]
 		tried[n] = true
-		for _, last := range []bool{true, false} {
-			lo, alo, ahi := W-n, 0, W-n // the convolution last: [attention, convolution]
-			if !last {
-				lo, alo, ahi = 0, n, W
-			}
-			c := s.dynamicConvolved(s.part(t, 2, lo, lo+n), vals)
-			if c == nil {
-				continue
-			}
-			rest := s.part(t, 2, alo, ahi)
-			rest.reshapedFrom = true
-			a := s.attention(rest, sc)
-			if a == nil {
-				continue
-			}
-			pieces := []*val{a, c}
-			if !last {
-				pieces = []*val{c, a}
-			}
-			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a dynamic convolution"}}); w != nil {
-				return w
-			}
+		convolved := func(sub *val) *val { return s.dynamicConvolved(sub, vals) }
+		if w := s.besideWidth(t, n, convolved, func(rest *val) *val { return s.attention(rest, sc) }, "attention joined with a dynamic convolution"); w != nil {
+			return w
 		}
 	}
 	return nil

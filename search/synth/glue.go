@@ -603,33 +603,20 @@ func (s *synth) attentionBeside(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) != 3 || t.reshapedFrom {
 		return nil
 	}
-	W, tol := t.shape[2], tolerance(t.format)
+	tol := tolerance(t.format)
+	attend := func(rest *val) *val { return s.attention(rest, sc) }
 	for _, v := range vals {
-		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] || v.shape[2] >= W {
+		if v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] || v.shape[2] >= t.shape[2] {
 			continue
 		}
-		n := v.shape[2]
-		for _, last := range []bool{true, false} {
-			lo, alo, ahi := W-n, 0, W-n // v last: [attention, v]
-			if !last {
-				lo, alo, ahi = 0, n, W
+		same := func(sub *val) *val {
+			if relRMS(t.format, v.data, sub.data) > tol || !s.everyStep(v, sub, tol) {
+				return nil
 			}
-			if sub := s.part(t, 2, lo, lo+n); relRMS(t.format, v.data, sub.data) > tol || !s.everyStep(v, sub, tol) {
-				continue
-			}
-			rest := s.part(t, 2, alo, ahi)
-			rest.reshapedFrom = true // explained as it is, not read in other shapes
-			a := s.attention(rest, sc)
-			if a == nil {
-				continue
-			}
-			pieces := []*val{a, v}
-			if !last {
-				pieces = []*val{v, a}
-			}
-			if w, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: pieces, out: t.format, label: "attention joined with a value"}}); w != nil {
-				return w
-			}
+			return v
+		}
+		if w := s.besideWidth(t, v.shape[2], same, attend, "attention joined with a value"); w != nil {
+			return w
 		}
 	}
 	return nil
