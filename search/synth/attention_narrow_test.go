@@ -234,3 +234,46 @@ func attentionOfRandom(r *rand.Rand, n, d int) (q, k, v, out []float32) {
 	plantedAttention(n, d, at(q), at(k), at(v), func(i, c int, y float64) { out[i*d+c] = float32(y) })
 	return q, k, v, out
 }
+
+// TestLooksLikeScores: per-head queries [B, H, S, D] with D = S look like
+// scores to heldScoresAttention; at small weights (a near-uniform
+// attention, MobileViT's at random init) their softmax times v is within
+// bf16's tolerance of the attention's output, not near exact. The
+// attention op, closer, explains it instead.
+func TestLooksLikeScores(t *testing.T) {
+	const b, n, h, d = 1, 8, 2, 8
+	bf := precision.BF16
+	r := rand.New(rand.NewPCG(12, 4))
+	small := func(origin string, seq int) *val {
+		x := narrowFill(r, b*n*h*d, bf)
+		for i := range x {
+			x[i] = bf.Round(0.02 * x[i])
+		}
+		return &val{shape: []int{b, n, h * d}, data: x, format: bf, origin: origin, seq: seq}
+	}
+	q, k := small("q", 1), small("k", 2)
+	vd := narrowFill(r, b*n*h*d, bf)
+	for i := range vd {
+		vd[i] = bf.Round(1 + 0.5*vd[i]) // values away from 0: the output is no cancellation
+	}
+	v := &val{shape: []int{b, n, h * d}, data: vd, format: bf, origin: "v", seq: 3}
+	sx, _, _ := planted(t, bf, []int{b, n, h * d}, make([]float32, b*n*h*d))
+	want, err := sx.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: exec.AttentionParams{Heads: h, KVHeads: h}}, args: []*val{q, k, v, nil, nil, nil}, out: bf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q4 := sx.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3}}, args: []*val{sx.reshape(q, []int{b, n, h, d})}, out: bf})
+	s, sc, target := planted(t, bf, []int{b, n, h * d}, want.data, q, k, v, q4)
+	for _, x := range []*val{q, k, v, q4} {
+		sc.own[x] = true
+	}
+	held := s.heldScoresAttention(target, sc)
+	if held == nil {
+		t.Fatal("bad plant: the queries' softmax times v is not within tolerance, nothing to choose between")
+	}
+	eh := relRMS(bf, held.data, want.data)
+	got := s.heldOrAttention(held, target, sc)
+	if e := relRMS(bf, got.data, want.data); e >= eh {
+		t.Errorf("kept the queries' softmax times v (rel-RMS %.3g); the attention op reproduces it to %.3g", eh, e)
+	}
+}

@@ -123,6 +123,24 @@ func representable(v *val, f precision.Format) bool {
 	return true
 }
 
+// heldOrAttention is held, the softmax of scores the scope made times
+// its values, where that explains target near exactly; else the
+// attention op's explanation where that is closer (a 4-D value that only
+// looks like scores: per-head queries [B, H, S, D] with D = S, whose
+// softmax times v is near a near-uniform attention in bf16), else held.
+func (s *synth) heldOrAttention(held, target *val, sc *scope) *val {
+	e := relRMS(target.format, held.data, target.data)
+	if e <= looseFloor(target.format) {
+		return held
+	}
+	attn, ropes := len(s.attn), len(s.ropes)
+	if a := s.attention(target, sc); a != nil && relRMS(target.format, a.data, target.data) < e {
+		return a
+	}
+	s.attn, s.ropes = s.attn[:attn], s.ropes[:ropes] // not taken: no record
+	return held
+}
+
 // movedForms is how many of glueIn's first forms only move or cut a
 // value (moved, patched, rearranged, cut, viewed): exact where they are
 // the computation.
@@ -215,7 +233,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return v
 	}
 	if v := s.heldScoresAttention(target, sc); v != nil {
-		return v
+		return s.heldOrAttention(v, target, sc)
 	}
 	if v := s.attention(target, sc); v != nil {
 		return v
