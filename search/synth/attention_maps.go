@@ -203,6 +203,12 @@ func (s *synth) mapAsRows(t *val) *val {
 // over every row): a screen before an attention search whose target is a
 // difference.
 func (s *synth) heldByValues(t *val, sc *scope) bool {
+	if t.numel()*t.shape[1] <= smallRank {
+		// a few rows: the search is cheap, and a difference's rounding
+		// (bf16's, of a sum far larger than the part) can leave a
+		// single row's column just outside its value's
+		return true
+	}
 	own := s.columnSpans(t)
 	for _, v := range sc.vals {
 		if !sc.own[v] || v.opaque || len(v.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[2] < t.shape[2] {

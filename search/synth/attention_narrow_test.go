@@ -277,3 +277,23 @@ func TestLooksLikeScores(t *testing.T) {
 		t.Errorf("kept the queries' softmax times v (rel-RMS %.3g); the attention op reproduces it to %.3g", eh, e)
 	}
 }
+
+// TestHeldOneCell: EfficientViT-M's last stage has one cell, so each
+// head's attention is its v; the next head's input, bf16(v + x), minus x
+// leaves v off by the sum's rounding, which for a column where x is far
+// larger than v is more than 2% of v: a target of a few rows is always
+// held (the search is cheap there), so the one-key attention is found.
+func TestHeldOneCell(t *testing.T) {
+	bf := precision.BF16
+	v := &val{shape: []int{1, 1, 4}, data: []float32{0.01, 0.5, -0.25, 1}, format: bf, origin: "v", seq: 1}
+	x := []float32{8, 0.5, 0.25, -1}
+	rest := make([]float32, 4)
+	for i := range rest {
+		rest[i] = bf.Round(v.data[i]+x[i]) - x[i]
+	}
+	s, sc, target := planted(t, bf, []int{1, 1, 4}, rest, v)
+	sc.own[v] = true
+	if !s.heldByValues(target, sc) {
+		t.Error("one cell's v, off by the sum's rounding, not held")
+	}
+}
