@@ -133,21 +133,21 @@ func (s *synth) mapsAsRows(sc *scope, b int) *scope {
 	// the maps as they are and the joins first, the least recent: they
 	// take no place of the maps' rows among the operands a pool keeps
 	// (recentFirst)
-	var joins []*val
+	var older []*val
 	for _, v := range sc.vals {
 		if len(v.shape) == 4 && sc.own[v] {
-			joins = append(joins, v)
+			older = append(older, v)
 			mapped.own[v] = true
 		}
 	}
 	for _, j := range s.mapJoins(sc, b) {
 		if r := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}},
 			args: []*val{s.reshape(j, []int{b, j.shape[1], j.shape[2] * j.shape[3]})}, out: j.format, label: "a map's cells as rows"}); r != nil {
-			joins = append(joins, r)
+			older = append(older, r)
 			mapped.own[r] = true
 		}
 	}
-	mapped.vals = append(joins, mapped.vals...)
+	mapped.vals = append(older, mapped.vals...)
 	return mapped
 }
 

@@ -277,8 +277,10 @@ func (s *synth) heldScoresAttention(t *val, sc *scope) *val {
 	b, sq, w := t.shape[0], t.shape[1], t.shape[2]
 	var probs []*val
 	for _, v := range sc.vals {
+		// probabilities a dropout passes on, read from the trace, would
+		// make the program replay the captured run
 		if !sc.own[v] || v.integral() || len(v.shape) != 4 || v.shape[0] != b || v.shape[2] != sq || v.shape[1] < 1 || w%v.shape[1] != 0 || readsOpaque(v, 8) {
-			continue // (probabilities a dropout passes on, read from the trace, would make the program replay the run)
+			continue
 		}
 		probs = append(probs, v)
 		if p := s.derive(&expr{op: program.OpSoftmax, args: []*val{v}, out: t.format, label: "softmax over the keys of scores the scope made"}); p != nil {
