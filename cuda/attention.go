@@ -105,7 +105,9 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
-	if err := b.refuse("attention", s, exec.RoundAccum, 0); err != nil {
+	// RoundQuery (q scaled first) runs on the CPU and the kernels package's
+	// row and tile kernels (Metal); zf_attn_exact does not have it yet
+	if err := b.refuse("attention", s, exec.RoundAccum|exec.RoundQuery, 0); err != nil {
 		return nil, err
 	}
 	ts, err := b.gets("attention", []string{"q", "k", "v"}, q, k, v)

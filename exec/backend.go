@@ -103,7 +103,9 @@ type Basic interface {
 	// of s.Out). RoundProbs rounds the probabilities before ·v (math SDPA),
 	// RoundWeights rounds exp(s − max) before ·v and divides by the f32 sum
 	// after (flash attention's bf16 P); RoundAccum keeps the P·v sum in
-	// s.Out (each product and partial sum rounded, in key order). Output
+	// s.Out (each product and partial sum rounded, in key order);
+	// RoundQuery scales q first, q·scale rounded to s.Out before q·kᵀ, and
+	// the scores are not scaled again (refused with MathOnlineSoftmax). Output
 	// [B, Sq, H·D], rounded once. sinks, when not nil, holds one logit per
 	// query head ([H], read exactly in its format): an attention sink, a
 	// column joined to each row's scores after scale, cap, ALiBi, bias and

@@ -100,12 +100,18 @@ const (
 	// (PyTorch ≤ 1.13's CPU matmul without transposed operands on bf16).
 	// RoundEach does not imply it.
 	RoundAccum
+	// RoundQuery: attention: q·scale computed in f32 and rounded to the
+	// storage format element by element before q·kᵀ, which is then not
+	// scaled again (the scale applied to the queries first: timm's and
+	// other eager attentions, q = q * scale; attn = q @ kᵀ). RoundEach does
+	// not imply it.
+	RoundQuery
 
 	roundEnd
 	roundAll = roundEnd - 1
 )
 
-var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum"}
+var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum", "query"}
 
 // String lists the points joined by "|" ("none" for the empty set).
 func (r Round) String() string {

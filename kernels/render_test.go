@@ -110,7 +110,7 @@ func TestCodesMatch(t *testing.T) {
 		"ZF_R_NORMALIZED": RNormalized, "ZF_R_EACH": REach, "ZF_PLUS_ONE": PlusOne, "ZF_HAS_SHIFT": HasShift, "ZF_MAXR": MaxRank, "ZF_VEC8": Vec8, "ZF_EPI_MAXO": MaxEpiOperands,
 		"ZF_NORM_LAYER": NormLayer, "ZF_NORM_RMS": NormRMS, "ZF_ATTN_DMAX": AttnDMax, "ZF_MASK_CAUSAL": MaskCausal,
 		"ZF_MASK_EXPLICIT": MaskExplicit, "ZF_A_EACH": AEach, "ZF_A_SCORES": AScores, "ZF_A_PROBS": AProbs,
-		"ZF_A_WEIGHTS": AWeights, "ZF_A_ACCUM": AAccum,
+		"ZF_A_WEIGHTS": AWeights, "ZF_A_ACCUM": AAccum, "ZF_A_QUERY": AQuery,
 		"ZF_GEMM_BM": GemmBM, "ZF_GEMM_BN": GemmBN, "ZF_GEMM_BK": GemmBK, "ZF_GEMM_THREADS": GemmThreads,
 		"ZF_AT_ROWS": AttnRows, "ZF_AT_THREADS": AttnThreads, "ZF_AT_KV": AttnKV, "ZF_AT_KEYS": AttnKeys,
 	}

@@ -25,6 +25,7 @@ const (
 	AProbs       = 4   // ZF_A_PROBS
 	AWeights     = 8   // ZF_A_WEIGHTS
 	AAccum       = 16  // ZF_A_ACCUM
+	AQuery       = 32  // ZF_A_QUERY
 )
 
 // NormSeqP is zf_norm_seq_p.
@@ -218,6 +219,9 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	}
 	if s.Round&exec.RoundAccum != 0 {
 		ap.Flags |= AAccum
+	}
+	if s.Round&exec.RoundQuery != 0 {
+		ap.Flags |= AQuery
 	}
 	slopes := p.Slopes(g.H)
 	if slopes != nil {

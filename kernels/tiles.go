@@ -46,7 +46,7 @@ func AttentionTile(d int) int {
 // if not, why. As the CUDA backend chooses its flash kernel: bf16 or f16
 // inputs, and no rounding point that needs the final maximum or sum
 // (RoundProbs, RoundEach) or a summation of its own (RoundAccum, the
-// tensor-core sums); the flash kernel's own arithmetic (running maximum,
+// tensor-core sums), and q as stored (not RoundQuery's scaled q); the flash kernel's own arithmetic (running maximum,
 // rescaled sums) is not bit-exact, which such a Spec has not asked for.
 func Flash(ap AttentionSeqP, s exec.Spec, fq, fk, fv precision.Format) (bool, string) {
 	switch {
@@ -54,6 +54,8 @@ func Flash(ap AttentionSeqP, s exec.Spec, fq, fk, fv precision.Format) (bool, st
 		return false, "inputs not all bf16 or all f16"
 	case ap.Flags&(AEach|AProbs|AAccum) != 0:
 		return false, "the Spec rounds the probabilities or the accumulation"
+	case ap.Flags&AQuery != 0:
+		return false, "the Spec scales q first"
 	case ap.Math&int32(exec.MathTensorCore) != 0:
 		return false, "tensor-core sums"
 	}

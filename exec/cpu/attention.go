@@ -11,7 +11,7 @@ import (
 // Attention is scaled dot-product attention per head, f32 scores and
 // softmax (capped, biased, masked and sunk as exec.Backend says), with the Spec's
 // rounding points (RoundScores, RoundEach, RoundProbs, RoundWeights,
-// RoundAccum); the output is rounded once to s.Out. MathTensorCore sums
+// RoundAccum, RoundQuery); the output is rounded once to s.Out. MathTensorCore sums
 // q·k and the weights·v as a GPU's tensor cores do (exec.DotMMA: cuBLAS's
 // GEMMs of a math SDPA, a flash kernel's MMAs within one key tile).
 // MathOnlineSoftmax computes the softmax over key tiles as a flash
@@ -55,6 +55,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	each := s.Round&exec.RoundEach != 0
 	rs, rprob, rw := s.Has(exec.RoundScores), s.Round&exec.RoundProbs != 0, s.Round&exec.RoundWeights != 0
 	raccum := s.Round&exec.RoundAccum != 0
+	rq := s.Round&exec.RoundQuery != 0
 	mma := exec.TensorCoreSums(s, qt.format, kt.format, vt.format)
 	if mma && raccum {
 		return nil, exec.Unsupported(bk.Name(), "attention", "%v with RoundAccum (a GPU's tensor-core sums and a CPU's storage-format ones)", exec.MathTensorCore)
@@ -66,7 +67,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 		rprob = true // the math SDPA: every intermediate in the storage format
 	}
 	online := s.Math&exec.MathOnlineSoftmax != 0
-	if online && (rprob || raccum || st != nil) {
+	if online && (rprob || raccum || rq || st != nil) {
 		return nil, exec.Unsupported(bk.Name(), "attention", "%v with %v or sinks (a flash kernel rounds neither; no sinks measured)", exec.MathOnlineSoftmax, s.Round)
 	}
 	// a flash kernel folds the scale into the log2 units of a plain
@@ -94,6 +95,10 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	bk.parallel(g.B*g.H*g.Sq, 16, func(lo, hi int) {
 		sc := make([]float32, g.Sk)
 		acc := make([]float32, g.D)
+		var qs []float32 // q·scale rounded (RoundQuery)
+		if rq {
+			qs = make([]float32, g.D)
+		}
 
 		for idx := lo; idx < hi; idx++ {
 			i := idx % g.Sq
@@ -101,6 +106,12 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 			bb := idx / (g.Sq * g.H)
 			kh := h / rep
 			qrow := qt.data[(bb*g.Sq+i)*qw+h*g.D:][:g.D]
+			if rq {
+				for e, qv := range qrow {
+					qs[e] = f.Round(float32(qv * scale))
+				}
+				qrow = qs
+			}
 			mx := float32(math.Inf(-1))
 			for j := range g.Sk {
 				visible := true
@@ -129,8 +140,14 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 					sc[j] = dot
 					continue
 				}
-				// written as primitives, q·kᵀ is a matmul stored before the scale
-				sv := at(each, f, float32(at(each, f, dot)*scale))
+				// written as primitives, q·kᵀ is a matmul stored before the
+				// scale, or after it where q was scaled first
+				var sv float32
+				if rq {
+					sv = at(each, f, dot)
+				} else {
+					sv = at(each, f, float32(at(each, f, dot)*scale))
+				}
 				if capv > 0 {
 					sv = at(each, f, sv/capv)
 					sv = at(each, f, exec.Tanh32(sv, s.Math))

@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
@@ -296,5 +297,51 @@ func TestAttentionSinks(t *testing.T) {
 	near(t, "every key masked", values(t, bk, y, err), []float64{0, 0}, 0)
 	if _, err := bk.Attention(q, k, v, nil, nil, up(t, bk, f32, []int{3}, 0, 0, 0), exec.AttentionParams{Heads: 2, KVHeads: 1}, exec.Out(f32)); err == nil {
 		t.Error("three sinks for two heads accepted")
+	}
+}
+
+// TestAttentionQueryFirst: RoundQuery is q·scale rounded to the storage
+// format, then an attention at scale 1 (timm's eager q = q * scale;
+// q @ kᵀ), bit for bit; at a scale no power of two it differs from
+// scaling the stored q·kᵀ (EfficientViT-M's key dim 8).
+func TestAttentionQueryFirst(t *testing.T) {
+	bk := New(2)
+	const sq, sk, h, d = 5, 7, 2, 8
+	scale := float32(1 / math.Sqrt(d))
+	r := uint32(7)
+	draw := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			r = r*1664525 + 1013904223
+			v[i] = bf16.Round(float32(int32(r>>8)-1<<23) / (1 << 21))
+		}
+		return v
+	}
+	qv := draw(sq * h * d)
+	q := up(t, bk, bf16, []int{1, sq, h * d}, qv...)
+	k := up(t, bk, bf16, []int{1, sk, h * d}, draw(sk*h*d)...)
+	v := up(t, bk, bf16, []int{1, sk, h * d}, draw(sk*h*d)...)
+	scaled := make([]float32, len(qv))
+	for i, x := range qv {
+		scaled[i] = bf16.Round(x * scale)
+	}
+	qs := up(t, bk, bf16, []int{1, sq, h * d}, scaled...)
+	p := exec.AttentionParams{Heads: h, Scale: scale}
+	for _, m := range []exec.Math{0, exec.MathTensorCore} {
+		first := exec.Spec{Out: bf16, Round: exec.RoundEach | exec.RoundQuery, Math: m}
+		y, err := bk.Attention(q, k, v, nil, nil, nil, p, first)
+		got := values(t, bk, y, err)
+		y, err = bk.Attention(qs, k, v, nil, nil, nil, exec.AttentionParams{Heads: h, Scale: 1}, exec.Spec{Out: bf16, Round: exec.RoundEach, Math: m})
+		same(t, first.String(), got, values(t, bk, y, err))
+		y, err = bk.Attention(q, k, v, nil, nil, nil, p, exec.Spec{Out: bf16, Round: exec.RoundEach, Math: m})
+		if after := values(t, bk, y, err); slices.Equal(got, after) {
+			t.Errorf("%v: the same as scaling q·kᵀ after (the case shows nothing)", first)
+		}
+	}
+	if _, err := bk.Attention(q, k, v, nil, nil, nil, p, exec.Spec{Out: bf16, Round: exec.RoundQuery, Math: exec.MathOnlineSoftmax}); !errors.Is(err, exec.ErrUnsupported) {
+		t.Errorf("RoundQuery with an online softmax: %v, want ErrUnsupported", err)
+	}
+	if r, err := exec.ParseRound("each|query"); err != nil || r != exec.RoundEach|exec.RoundQuery || r.String() != "each|query" {
+		t.Errorf("ParseRound(each|query) = %v, %v", r, err)
 	}
 }

@@ -130,7 +130,8 @@ func product(outs, rounds, maths []string) []spec {
 //	                core's blocks (tensor_core: cuBLAS; costly, so scored
 //	                only where the plan in hand leaves a value inexact)
 //	attention       flash-style (bf16 weights P), math SDPA (scores and/or
-//	                probabilities rounded), or f32 throughout; the P·v sum
+//	                probabilities rounded), or f32 throughout; written out
+//	                step by step, q scaled first or the scores; the P·v sum
 //	                kept in the storage format (PyTorch ≤ 1.13's CPU matmul
 //	                on bf16); precise or fast exp; in bf16 and f16 the
 //	                products summed in order or as tensor cores do
@@ -187,8 +188,10 @@ func classCandidates(class, acts string) []Candidate {
 		if acts != "f32" {
 			// written step by step (q @ k * scale + bias, softmax, @ v):
 			// every product and sum stored, on any device
-			specs = append(specs, product([]string{""}, []string{"each"}, exp)...)
-			specs = append(specs, product([]string{""}, []string{"", "weights", "probs", "scores|probs", "scores|weights", "each"},
+			// and with q scaled first (q = q * scale; q @ kᵀ: timm's eager
+			// attentions), the scaled q stored
+			specs = append(specs, product([]string{""}, []string{"each", "each|query"}, exp)...)
+			specs = append(specs, product([]string{""}, []string{"", "weights", "probs", "scores|probs", "scores|weights", "each", "each|query"},
 				[]string{"tensor_core", "fast_exp|tensor_core"})...)
 			// a flash kernel's online softmax over key tiles (cuDNN's SDPA)
 			specs = append(specs, spec{"", "weights", "tensor_core|online_softmax"})

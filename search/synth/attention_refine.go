@@ -41,11 +41,13 @@ func cmpFloat(a, b float64) int {
 // variant is kept when it lowers the error.
 func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 	var curBias, curMask *val
-	eval := func(p exec.AttentionParams) (float64, *val) {
+	// evalAt runs the choice with p under rounding points r (0: the
+	// output rounded once, as the search scores every form)
+	evalAt := func(p exec.AttentionParams, r exec.Round) (float64, *val) {
 		if curMask != nil {
 			p.Mask = exec.MaskExplicit
 		}
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, curMask, curBias, ch.sinks}, out: t.format}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, curMask, curBias, ch.sinks}, out: t.format, round: r}
 		if ch.q.shape[1] == t.shape[1] {
 			v, sc := s.ev.score(e, t)
 			return sc, v
@@ -60,6 +62,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		}
 		return relRMS(t.format, v.data, t.data), v
 	}
+	eval := func(p exec.AttentionParams) (float64, *val) { return evalAt(p, 0) }
 	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
 	// window: the error falls toward the true window and rises past it,
 	// so a geometric grid of widths first, then every width between the
@@ -210,7 +213,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		ch.params, ch.score, ch.result, ch.bias = best, sc, v, bestBias
 		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v key_mask=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil, bestMask != nil)
 	}
-	s.simplify(ch, eval, tolerance(t.format))
+	s.simplify(ch, evalAt, tolerance(t.format))
 }
 
 // clamped tries a choice's q, k and v clamped to [−c, c] before RoPE
@@ -366,8 +369,9 @@ func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
 }
 
 // simplify replaces the fitted scale and cap by the simplest nearby
-// numbers (jointly: the two trade off) that keep the error.
-func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float64, *val), tol float64) {
+// numbers (jointly: the two trade off) that keep the error. eval runs
+// the choice with other parameters under the given rounding points.
+func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams, exec.Round) (float64, *val), tol float64) {
 	// how far the fit may be from the simple number: the fitted values
 	// scatter with the format's rounding
 	within := 2e-3
@@ -409,26 +413,52 @@ func (s *synth) simplify(ch *attnChoice, eval func(exec.AttentionParams) (float6
 	if ch.params.Mask == exec.MaskCausal && ch.q.shape[1] == ch.k.shape[1] {
 		masks = []exec.MaskKind{exec.MaskNone, exec.MaskCausal}
 	}
-	for _, mask := range masks {
-		for _, sc := range scales {
-			for _, cap := range caps {
-				p := ch.params
-				p.Scale, p.Softcap, p.Mask = float32(sc), float32(cap), mask
-				if p == ch.params {
-					return
-				}
-				lim := limit
-				if p.Scale == canon || p.Mask != ch.params.Mask {
-					lim = canonLimit
-				}
-				if e, v := eval(p); v != nil && e <= lim {
-					ch.params, ch.score, ch.result = p, e, v
-					ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g mask=%v", sc, cap, mask)
-					return
+	// no ALiBi first, likewise: slopes of 2⁻⁸ on a few keys move the
+	// scores by less than bf16's rounding (EfficientViT-M's 2×2 windows)
+	alibis := []bool{ch.params.ALiBi}
+	if ch.params.ALiBi {
+		alibis = []bool{false, true}
+	}
+	for _, alibi := range alibis {
+		for _, mask := range masks {
+			for _, sc := range scales {
+				for _, cap := range caps {
+					p := ch.params
+					p.Scale, p.Softcap, p.Mask = float32(sc), float32(cap), mask
+					if !alibi {
+						p.ALiBi, p.ALiBiScale = false, 0
+					}
+					if p == ch.params {
+						return
+					}
+					lim, rounds := limit, []exec.Round{0}
+					if p.Scale == canon || p.Mask != ch.params.Mask || p.ALiBi != ch.params.ALiBi {
+						lim, rounds = canonLimit, canonRounds(tol)
+					}
+					for _, r := range rounds {
+						if e, v := eval(p, r); v != nil && e <= lim {
+							ch.params, ch.score, ch.result = p, e, v
+							ch.label += fmt.Sprintf(" simplified scale=%g softcap=%g mask=%v alibi=%v round=%v", sc, cap, mask, p.ALiBi, r)
+							return
+						}
+					}
 				}
 			}
 		}
 	}
+}
+
+// canonRounds are the arithmetics the defaults are tried under: the
+// search's (the output rounded once) and, in a narrow format, written
+// out step by step with the scaled scores or the scaled queries stored.
+// On a few keys those roundings move the output as much as a fitted
+// scale does (EfficientViT-M's q·scale in bf16 fitted 0.351 for 1/√8);
+// the precision search then decides which one the reference ran.
+func canonRounds(tol float64) []exec.Round {
+	if tol <= 1e-3 {
+		return []exec.Round{0}
+	}
+	return []exec.Round{0, exec.RoundEach | exec.RoundQuery, exec.RoundEach}
 }
 
 func anyWithin(cs []attnChoice, tol float64) bool {

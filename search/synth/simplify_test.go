@@ -45,8 +45,8 @@ func TestSimplifyDropsFlatCap(t *testing.T) {
 				t.Fatalf("%s: no cap reproduces the target (%.3g): the case does not test what it says", tc.name, e)
 			}
 		}
-		eval := func(p exec.AttentionParams) (float64, *val) {
-			out, err := s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, nil, nil}, out: f})
+		eval := func(p exec.AttentionParams, r exec.Round) (float64, *val) {
+			out, err := s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, nil, nil}, out: f, round: r})
 			if err != nil {
 				return 1, nil
 			}
