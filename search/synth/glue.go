@@ -286,6 +286,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.manySummed(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.resizedSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.piecewiseJoin(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
