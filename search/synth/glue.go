@@ -225,8 +225,11 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
 	if s.peeling {
-		// t − b of peeledAdd: the first forms only, and rows of a value
-		// in another order
+		// t − b of peeledAdd: the first forms only, rows of a value in
+		// another order, and rows that are a map's cells
+		if v := s.rowsAsMap(target, sc, vals); v != nil {
+			return v
+		}
 		return s.rowsGathered(target, vals)
 	}
 	if v := s.replicatePadded(target, vals); v != nil {
@@ -660,6 +663,9 @@ func (s *synth) reshaped(t *val, sc *scope, vals []*val) *val {
 	if w := s.channelsLastRows(t, sc, vals); w != nil {
 		return w
 	}
+	if w := s.rowsAsMap(t, sc, vals); w != nil {
+		return w
+	}
 	tried := map[string]bool{fmt.Sprint(t.shape): true}
 	for _, v := range vals {
 		key := fmt.Sprint(v.shape)
@@ -709,6 +715,41 @@ func (s *synth) imageAsRows(t *val, sc *scope) *val {
 		return nil
 	}
 	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{img}, out: img.format, label: "channels first"})
+}
+
+// rowsAsMap explains a rows target [B, N, C] as a map [B, C, H, W] made in
+// the scope, its cells then read as rows (reshape to [B, C, H·W],
+// channels last): EdgeNeXt's split convolutions joined along the channels
+// before its transposed attention. The grids are those of the scope's
+// maps of N cells (two at most); tried once per target.
+func (s *synth) rowsAsMap(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 3 || t.reshapedFrom || t.shape[1] < 2 {
+		return nil
+	}
+	b, n, c := t.shape[0], t.shape[1], t.shape[2]
+	var grids [][2]int
+	for _, v := range vals {
+		if len(v.shape) != 4 || v.shape[0] != b || v.shape[2]*v.shape[3] != n || len(grids) == 2 {
+			continue
+		}
+		if g := [2]int{v.shape[2], v.shape[3]}; !slices.Contains(grids, g) {
+			grids = append(grids, g)
+		}
+	}
+	for _, g := range grids {
+		proxy := s.readAs(t, []int{b, c, g[0], g[1]}, func(d []float32) []float32 {
+			return permuteData(&val{shape: []int{b, n, c}, data: d}, []int{0, 2, 1})
+		})
+		proxy.reshapedFrom = true
+		w := s.glueIn(proxy, sc)
+		if w == nil {
+			continue
+		}
+		if r := s.cellsAsRows(w, t); r != nil {
+			return r
+		}
+	}
+	return nil
 }
 
 // channelsLastRows explains a rows target [B, N, C] as an expression over a

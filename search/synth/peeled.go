@@ -63,6 +63,12 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 			continue
 		}
 		r := s.reshape(v, t.shape)
+		if m := s.cellsAsRows(v, t); m != nil {
+			// a map [B, C, H, W] added to rows [B, H·W, C] as its cells
+			// (EdgeNeXt's Fourier positions, reshaped and permuted); the
+			// map as it lies is still tried below
+			others = append(others, m)
+		}
 		if v.numel() < t.numel() {
 			r = nil
 			if broadcasts(v.shape, t.shape) {
@@ -83,6 +89,20 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 		out = out[:maxAddends]
 	}
 	return out
+}
+
+// cellsAsRows is v [B, C, H, W] read as rows [B, H·W, C], t's shape (nil
+// where v is no such map of t's elements).
+func (s *synth) cellsAsRows(v, t *val) *val {
+	if len(v.shape) != 4 || len(t.shape) != 3 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[2] ||
+		v.shape[2]*v.shape[3] != t.shape[1] || t.shape[1] == 1 {
+		return nil
+	}
+	flat := s.reshape(v, []int{v.shape[0], v.shape[1], t.shape[1]})
+	if flat == nil {
+		return nil
+	}
+	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{flat}, out: v.format, label: "a map's cells as rows"})
 }
 
 // minus is t − b (b of t's shape or broadcast to it) as a target of its
