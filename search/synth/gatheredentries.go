@@ -143,7 +143,11 @@ func (s *synth) gatheredEntries(t *val, vals []*val) *val {
 			continue
 		}
 		last := v.shape[len(v.shape)-1]
-		if w := s.fitGatheredEntries(s.reshape(v, []int{v.numel() / last, last}), t); w != nil {
+		table := s.reshape(v, []int{v.numel() / last, last})
+		if table == nil {
+			continue // the run failed (the budget spent)
+		}
+		if w := s.fitGatheredEntries(table, t); w != nil {
 			return w
 		}
 	}

@@ -273,9 +273,25 @@ func (s *synth) explain(target *val, sc *scope) *val {
 	return v
 }
 
+// glueWithinBudget is glue, except that a form the budget stopped leaves
+// the target unexplained: past the budget every run fails, and a form may
+// meet the nil values that leaves (the search stops at the next call).
+// A panic within the budget is a bug and goes on.
+func (s *synth) glueWithinBudget(target *val, sc *scope) (v *val) {
+	defer func() {
+		if r := recover(); r != nil {
+			if s.ctx == nil || s.ctx.Err() == nil {
+				panic(r)
+			}
+			v = nil
+		}
+	}()
+	return s.glue(target, sc)
+}
+
 // explainOnce is explain without the log.
 func (s *synth) explainOnce(target *val, sc *scope) *val {
-	v := s.glue(target, sc)
+	v := s.glueWithinBudget(target, sc)
 	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
 		// a complex RoPE table no call makes (the model gathers it from
 		// tables it keeps, by ids made from the request's shapes)
