@@ -372,7 +372,7 @@ func discoverCheck(w io.Writer, bk exec.Backend, tr *trace.Trace, path string) e
 		fmt.Fprintf(w, "check: not run: the discovered document does not run: %v\n", err)
 		return nil
 	}
-	fmt.Fprintf(w, "check: generate with %s reproduces output/%s to rel-RMS %.3g, %.2f%% bit-exact (%d model calls on %s)\n",
+	fmt.Fprintf(w, "check: generate with %s reproduces output/%s to rel-RMS %.4g, %.2f%% bit-exact (%d model calls on %s)\n",
 		path, rep.Output, rep.RelRMS, 100*rep.Exact, rep.Steps, bk.Name())
 	return nil
 }
