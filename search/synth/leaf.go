@@ -111,6 +111,14 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 	return nil
 }
 
+// errOf is v's rel-RMS error against t (+Inf for no value).
+func errOf(v, t *val) float64 {
+	if v == nil {
+		return math.Inf(1)
+	}
+	return relRMS(t.format, v.data, t.data)
+}
+
 // fitLeaf returns, per target, the explained value (nil: not explained).
 func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 	out := make([]*val, len(targets))
@@ -222,6 +230,15 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
+			if e := errOf(fit, t); e > looseFloor(t.format) {
+				// a norm within a narrow format's tolerance only: rows
+				// whose RMS is near 1 make rms_norm(x)·γ look like x·γ
+				// (a LayerScale at random weights); glue's forms win
+				// where a quarter as far
+				if v := s.glue(t, sc); v != nil && errOf(v, t) <= e/4 {
+					fit = v
+				}
+			}
 		}
 		if fit == nil && len(xs) == 2 && allVectors(params) {
 			fit = s.fitGatedNorm(xs, params, t)
