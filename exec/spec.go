@@ -90,7 +90,9 @@ const (
 	// when its compute type is the tensor's own (torch ≤ 1.13 on bf16):
 	// Welford moments over 256-bit vectors with every operation rounded,
 	// eps, var + eps, √ and 1/√ rounded, and y = x·rstd + (−rstd·mean)
-	// (see NormMoments). On an RMS norm: the norm written as primitives on
+	// (see NormMoments); in f32 (the kernel on an f32 tensor), the same
+	// moments in f32 and x·rstd + shift, then ·γ + β, each one fused
+	// multiply-add, as its compiled vector code contracts them. On an RMS norm: the norm written as primitives on
 	// tensors of the storage format, x·rsqrt(mean(x²) + eps) with x², the
 	// mean, the sum with eps, rsqrt and x·r each rounded (RMSStats; eps
 	// kept f32, as a Python scalar is). RoundEach does not imply it.

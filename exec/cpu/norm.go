@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Norm normalises groups of the last axis (layer or RMS), statistics
@@ -12,7 +13,9 @@ import (
 // rstd = 1/√(var + eps) in f32), x̂ in f32, then y = x̂·(γ + offset) + β
 // with the Spec's rounding points: RoundNormalized (x̂), RoundScale
 // (γ + offset), RoundProduct (x̂·γ). RoundStats (layer norms) takes rstd
-// and shift from exec.NormStats instead and x̂ = x·rstd + shift;
+// and shift from exec.NormStats instead and x̂ = x·rstd + shift (in f32
+// output, x̂ and then x̂·γ + β each one fused multiply-add, as the f32
+// kernel's contracted vector code computes them);
 // MathWelford (layer norms) takes the mean and variance from
 // exec.WelfordMoments, rstd = 1/√(var + eps) rounded once, and γ·x̂ + β
 // as one fused multiply-add.
@@ -63,6 +66,9 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	if rstats && welford {
 		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
 	}
+	// the CPU kernel on an f32 tensor: its vector code contracted,
+	// x·rstd + shift and ·γ + β one fused multiply-add each
+	fused := rstats && p.Kind == exec.NormLayer && f == precision.F32 && !rn && !rp
 	// γ' = γ + offset once for all groups.
 	var scale []float32
 	if gt != nil {
@@ -96,13 +102,25 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 			}
 			for i, v := range src {
 				var n float32
-				if rstats {
+				switch {
+				case fused:
+					n = exec.FMA32(v, rstd, shift)
+				case rstats:
 					n = float32(v*rstd) + shift
-				} else {
+				default:
 					n = float32((v - mean) * rstd)
 				}
 				n = at(rn, f, n)
 				switch {
+				case fused:
+					g, b := float32(1), float32(0)
+					if scale != nil {
+						g = scale[i]
+					}
+					if bt != nil {
+						b = bt.data[i]
+					}
+					n = exec.FMA32(n, g, b)
 				case welford && scale != nil && bt != nil && !rp:
 					n = exec.FMA32(scale[i], n, bt.data[i]) // γ·x̂ + β contracted
 				default:

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -21,8 +22,14 @@ type lnCase struct {
 }
 
 func torch113(t *testing.T) (acts map[string][]float32, lns []lnCase) {
+	return torch113File(t, "testdata/torch113_bf16.txt", precision.BF16)
+}
+
+// torch113File reads a file of torch113's form whose bit patterns are of
+// format f (bf16, or f32 for torch113_f32.txt).
+func torch113File(t *testing.T, path string, format precision.Format) (acts map[string][]float32, lns []lnCase) {
 	t.Helper()
-	f, err := os.Open("testdata/torch113_bf16.txt")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +54,14 @@ func torch113(t *testing.T) (acts map[string][]float32, lns []lnCase) {
 		}
 		var v []float32
 		for _, h := range strings.Split(list, ",") {
+			if format == precision.F32 {
+				u, err := strconv.ParseUint(strings.TrimSpace(h), 0, 32)
+				if err != nil {
+					t.Fatalf("testdata: %v", err)
+				}
+				v = append(v, math.Float32frombits(uint32(u)))
+				continue
+			}
 			u, err := strconv.ParseUint(strings.TrimSpace(h), 0, 16)
 			if err != nil {
 				t.Fatalf("testdata: %v", err)
@@ -142,6 +157,52 @@ func TestLayerNormStatsTorch113(t *testing.T) {
 		if bad > 0 {
 			t.Errorf("N %d affine %v: %d values differ from torch 1.13", c.n, c.affine, bad)
 		}
+	}
+}
+
+// TestLayerNormStatsTorch113F32: the same kernel on f32 tensors (a norm a
+// narrow model runs in f32: diffusers' FP32LayerNorm on the CPU) is
+// reproduced by RoundStats in f32 bit for bit: its moments as in bf16 but
+// in f32 arithmetic, then x·rstd + shift and ·γ + β each one fused
+// multiply-add (the compiler contracts the f32 kernel's vector code;
+// torch113_f32.py). The plain f32 norm is not.
+func TestLayerNormStatsTorch113F32(t *testing.T) {
+	_, lns := torch113File(t, "testdata/torch113_f32.txt", precision.F32)
+	if len(lns) == 0 {
+		t.Fatal("no layer-norm cases")
+	}
+	bk := New(1)
+	plainExact := true
+	for _, c := range lns {
+		rows := len(c.x) / c.n
+		xt := up(t, bk, precision.F32, []int{rows, c.n}, c.x...)
+		var g, b exec.Tensor
+		if c.affine {
+			g = up(t, bk, precision.F32, []int{c.n}, c.g...)
+			b = up(t, bk, precision.F32, []int{c.n}, c.b...)
+		}
+		p := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}
+		gt, err := bk.Norm(xt, g, b, p, exec.Spec{Out: precision.F32, Round: exec.RoundStats})
+		got := values(t, bk, gt, err)
+		pt, err := bk.Norm(xt, g, b, p, exec.Out(precision.F32))
+		plain := values(t, bk, pt, err)
+		bad, badPlain := 0, 0
+		for i := range c.y {
+			if got[i] != c.y[i] {
+				bad++
+			}
+			if plain[i] != c.y[i] {
+				badPlain++
+			}
+		}
+		t.Logf("N %d affine %v: stats %d/%d exact, plain %d/%d", c.n, c.affine, len(c.y)-bad, len(c.y), len(c.y)-badPlain, len(c.y))
+		if bad > 0 {
+			t.Errorf("N %d affine %v: %d values differ from torch 1.13", c.n, c.affine, bad)
+		}
+		plainExact = plainExact && badPlain == 0
+	}
+	if plainExact {
+		t.Error("the plain f32 norm matches torch 1.13 too: the vectors do not tell the forms apart")
 	}
 }
 
