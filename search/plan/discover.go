@@ -655,8 +655,29 @@ func (ds *discovery) precisionOf(a search.Assignment) semantics.Precision {
 		emit(f, "")
 	}
 	p.Rules = append(p.Rules, ds.kept...)
+	withArithmetic(p.Rules)
 	p.Rules = ds.simplify(p)
 	return p
+}
+
+// withArithmetic gives each pinned rule without rounding points or math
+// variants those of the first searched rule after it that matches its node:
+// a pinned rule fixes a node's storage format (an f32 norm in a bf16
+// model), and shadows every rule after it, so without this the class's
+// arithmetic (CUDA's Welford statistics, the CPU kernel's) could never
+// reach that node.
+func withArithmetic(rules []semantics.PrecisionRule) {
+	for i, r := range rules {
+		if !r.Pinned || r.Round != "" || r.Math != "" {
+			continue
+		}
+		for _, q := range rules[i+1:] {
+			if !q.Pinned && q.Op == r.Op && (q.Role == "" || semantics.MatchScope(q.Role, r.Role)) {
+				rules[i].Round, rules[i].Math = q.Round, q.Math
+				break
+			}
+		}
+	}
 }
 
 // simplify drops the rules whose removal changes no unit's spec.

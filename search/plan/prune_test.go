@@ -10,6 +10,7 @@ import (
 
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/search"
+	"github.com/zflow/zflow/semantics"
 )
 
 // TestPruneRule: a costly candidate (a tensor core's sums) is ruled out,
@@ -218,4 +219,25 @@ func without(list []string, s string) []string {
 		}
 	}
 	return out
+}
+
+// TestPinnedTakesArithmetic: a pinned rule (an f32 norm's storage format
+// in a bf16 model) takes the rounding points and math variants of the
+// first searched rule after it that matches its node; one that names its
+// own keeps them, and a rule for another op or role gives none.
+func TestPinnedTakesArithmetic(t *testing.T) {
+	rules := []semantics.PrecisionRule{
+		{Op: "norm", Role: "blocks.0.attn.norm_q.norm3", Out: "f32", Pinned: true},
+		{Op: "norm", Role: "blocks.0.mlp.norm9", Out: "f32", Pinned: true},
+		{Op: "attention", Role: "blocks.0.attn.attention5", Out: "f32", Round: "probs", Pinned: true},
+		{Op: "norm", Role: "blocks.*.attn.*", Math: "welford"},
+		{Op: "attention", Round: "each"},
+		{Op: "norm", Round: "stats"},
+	}
+	withArithmetic(rules)
+	for i, want := range []struct{ round, math string }{{"", "welford"}, {"stats", ""}, {"probs", ""}} {
+		if r := rules[i]; r.Round != want.round || r.Math != want.math || r.Out != "f32" {
+			t.Errorf("rule %d: %+v, want out f32 round %q math %q", i, r, want.round, want.math)
+		}
+	}
 }
