@@ -121,70 +121,51 @@ func TestComposedActivationsTorch113(t *testing.T) {
 	}
 }
 
-// TestLayerNormStatsTorch113: PyTorch 1.13's CPU LayerNorm on bf16 (its
-// Welford moments in bf16 arithmetic, lane by lane, with the tail and the
-// chunk cascade) is reproduced by RoundStats bit for bit: one whole vector
-// (N 32), a scalar tail (N 20), a cascade of chunks (N 600), affine.
+// TestLayerNormStatsTorch113: PyTorch 1.13's CPU LayerNorm is reproduced
+// by RoundStats bit for bit: on bf16 its Welford moments in bf16
+// arithmetic, lane by lane, with the tail and the chunk cascade; on an f32
+// tensor (a norm a narrow model runs in f32: diffusers' FP32LayerNorm on
+// the CPU) the same moments in f32, then x·rstd + shift and ·γ + β each
+// one fused multiply-add (the compiler contracts the f32 kernel's vector
+// code; torch113_f32.py). Cases: one or two whole vectors (N 16, 32), a
+// scalar tail (N 20), a cascade of chunks (N 600), affine. The plain norm
+// (f64 statistics) is not bit-exact on either.
 func TestLayerNormStatsTorch113(t *testing.T) {
-	_, lns := torch113(t)
-	if len(lns) == 0 {
-		t.Fatal("no layer-norm cases")
-	}
-	bk := New(1)
-	for _, c := range lns {
-		rows := len(c.x) / c.n
-		xt := up(t, bk, precision.BF16, []int{rows, c.n}, c.x...)
-		var g, b exec.Tensor
-		if c.affine {
-			g = up(t, bk, precision.BF16, []int{c.n}, c.g...)
-			b = up(t, bk, precision.BF16, []int{c.n}, c.b...)
+	for _, c := range []struct {
+		path string
+		f    precision.Format
+		eps  float32
+	}{
+		{"testdata/torch113_bf16.txt", precision.BF16, 1e-6},
+		{"testdata/torch113_f32.txt", precision.F32, 1e-5},
+	} {
+		_, lns := torch113File(t, c.path, c.f)
+		if len(lns) == 0 {
+			t.Fatalf("%s: no layer-norm cases", c.path)
 		}
-		p := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6}
-		gt, err := bk.Norm(xt, g, b, p, exec.Spec{Out: precision.BF16, Round: exec.RoundStats})
-		got := values(t, bk, gt, err)
-		pt, err := bk.Norm(xt, g, b, p, exec.Out(precision.BF16))
-		plain := values(t, bk, pt, err)
-		bad, badPlain := 0, 0
-		for i := range c.y {
-			if got[i] != c.y[i] {
-				bad++
-			}
-			if plain[i] != c.y[i] {
-				badPlain++
-			}
-		}
-		t.Logf("N %d affine %v: stats %d/%d exact, f32 statistics %d/%d", c.n, c.affine, len(c.y)-bad, len(c.y), len(c.y)-badPlain, len(c.y))
-		if bad > 0 {
-			t.Errorf("N %d affine %v: %d values differ from torch 1.13", c.n, c.affine, bad)
+		if plainExact := layerNormStats(t, lns, c.f, c.eps); plainExact {
+			t.Errorf("%v: the plain norm matches torch 1.13 too: the vectors do not tell the forms apart", c.f)
 		}
 	}
 }
 
-// TestLayerNormStatsTorch113F32: the same kernel on f32 tensors (a norm a
-// narrow model runs in f32: diffusers' FP32LayerNorm on the CPU) is
-// reproduced by RoundStats in f32 bit for bit: its moments as in bf16 but
-// in f32 arithmetic, then x·rstd + shift and ·γ + β each one fused
-// multiply-add (the compiler contracts the f32 kernel's vector code;
-// torch113_f32.py). The plain f32 norm is not.
-func TestLayerNormStatsTorch113F32(t *testing.T) {
-	_, lns := torch113File(t, "testdata/torch113_f32.txt", precision.F32)
-	if len(lns) == 0 {
-		t.Fatal("no layer-norm cases")
-	}
+// layerNormStats checks RoundStats against torch 1.13's layer-norm cases
+// in format f and reports whether the plain norm matched them all too.
+func layerNormStats(t *testing.T, lns []lnCase, f precision.Format, eps float32) (plainExact bool) {
 	bk := New(1)
-	plainExact := true
+	plainExact = true
 	for _, c := range lns {
 		rows := len(c.x) / c.n
-		xt := up(t, bk, precision.F32, []int{rows, c.n}, c.x...)
+		xt := up(t, bk, f, []int{rows, c.n}, c.x...)
 		var g, b exec.Tensor
 		if c.affine {
-			g = up(t, bk, precision.F32, []int{c.n}, c.g...)
-			b = up(t, bk, precision.F32, []int{c.n}, c.b...)
+			g = up(t, bk, f, []int{c.n}, c.g...)
+			b = up(t, bk, f, []int{c.n}, c.b...)
 		}
-		p := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}
-		gt, err := bk.Norm(xt, g, b, p, exec.Spec{Out: precision.F32, Round: exec.RoundStats})
+		p := exec.NormParams{Kind: exec.NormLayer, Eps: eps}
+		gt, err := bk.Norm(xt, g, b, p, exec.Spec{Out: f, Round: exec.RoundStats})
 		got := values(t, bk, gt, err)
-		pt, err := bk.Norm(xt, g, b, p, exec.Out(precision.F32))
+		pt, err := bk.Norm(xt, g, b, p, exec.Out(f))
 		plain := values(t, bk, pt, err)
 		bad, badPlain := 0, 0
 		for i := range c.y {
@@ -195,15 +176,13 @@ func TestLayerNormStatsTorch113F32(t *testing.T) {
 				badPlain++
 			}
 		}
-		t.Logf("N %d affine %v: stats %d/%d exact, plain %d/%d", c.n, c.affine, len(c.y)-bad, len(c.y), len(c.y)-badPlain, len(c.y))
+		t.Logf("%v N %d affine %v: stats %d/%d exact, plain %d/%d", f, c.n, c.affine, len(c.y)-bad, len(c.y), len(c.y)-badPlain, len(c.y))
 		if bad > 0 {
-			t.Errorf("N %d affine %v: %d values differ from torch 1.13", c.n, c.affine, bad)
+			t.Errorf("%v N %d affine %v: %d values differ from torch 1.13", f, c.n, c.affine, bad)
 		}
 		plainExact = plainExact && badPlain == 0
 	}
-	if plainExact {
-		t.Error("the plain f32 norm matches torch 1.13 too: the vectors do not tell the forms apart")
-	}
+	return plainExact
 }
 
 // TestNormRefusals: the layer-norm kernel's Welford order is refused on
