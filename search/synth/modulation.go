@@ -162,7 +162,7 @@ func sumPairs(sc *scope, b, c int) [][2]*val {
 // within 10·tol, over the chunks of its summed pairs (vectorSum), scored
 // on the host; only the winner is derived.
 func (s *synth) nearestOf(sc *scope, b, c int, want []float64, f exec.ActKind, tol float64) (vec, float64) {
-	v, e := nearest(s.vectors(sc, b, c), want, f)
+	v, e := nearest(s.vectors(sc, b, c), want, f, sc.activatedOf)
 	if e <= 10*tol || len(want) != b*c {
 		return v, e
 	}
@@ -279,8 +279,8 @@ func affinePerChannel(x, t *val, tol float64) (a, d []float64, ok bool) {
 }
 
 // nearest is the vector of the pool closest to want (after f), and its
-// rel-RMS.
-func nearest(pool []vec, want []float64, f exec.ActKind) (vec, float64) {
+// rel-RMS; act, when not nil, gives a vector's values after f (memoised).
+func nearest(pool []vec, want []float64, f exec.ActKind, act func(*val, exec.ActKind) []float32) (vec, float64) {
 	best, be := vec{}, math.Inf(1)
 	w := make([]float32, len(want))
 	for i, x := range want {
@@ -291,17 +291,49 @@ func nearest(pool []vec, want []float64, f exec.ActKind) (vec, float64) {
 			continue
 		}
 		got := p.v.data
-		if f != exec.ActIdentity {
-			got = make([]float32, len(p.v.data))
-			for i, x := range p.v.data {
-				got[i] = exec.Activate(f, x, 0)
-			}
+		switch {
+		case f == exec.ActIdentity:
+		case act != nil:
+			got = act(p.v, f)
+		default:
+			got = activated(p.v.data, f)
 		}
 		if e := relRMS(p.v.format, got, w); e < be {
 			best, be = p, e
 		}
 	}
 	return best, be
+}
+
+// activated is f of each of xs.
+func activated(xs []float32, f exec.ActKind) []float32 {
+	out := make([]float32, len(xs))
+	for i, x := range xs {
+		out[i] = exec.Activate(f, x, 0)
+	}
+	return out
+}
+
+// actKey names a value's data after an activation.
+type actKey struct {
+	v *val
+	f exec.ActKind
+}
+
+// activatedOf is v's data after f, memoised for the scope's life: the
+// gate searches weigh the scope's vectors through the same activations
+// for every target (a fifth of a Swin2SR search recomputed them).
+func (sc *scope) activatedOf(v *val, f exec.ActKind) []float32 {
+	k := actKey{v, f}
+	if d, ok := sc.acts[k]; ok {
+		return d
+	}
+	if sc.acts == nil {
+		sc.acts = map[actKey][]float32{}
+	}
+	d := activated(v.data, f)
+	sc.acts[k] = d
+	return d
 }
 
 // modulated explains t = x·(1 + scale) + shift (or x·scale + shift, or
@@ -649,7 +681,7 @@ func (s *synth) headGated(t *val, sc *scope, vals []*val) *val {
 				pool := []vec{{v: host}}
 				fits := false
 				for _, f := range []exec.ActKind{exec.ActIdentity, exec.ActTanh, exec.ActSigmoid} {
-					_, e := nearest(pool, g, f)
+					_, e := nearest(pool, g, f, nil)
 					fits = fits || e <= 10*tol
 				}
 				if !fits {

@@ -22,6 +22,8 @@ type scope struct {
 	arg map[*val]bool // the call's arguments
 	// vecs memoises the vectors (vectors) by batch and width.
 	vecs map[string][]vec
+	// acts memoises values' data after an activation (activatedOf).
+	acts map[actKey][]float32
 }
 
 func (sc *scope) add(v *val, own bool) {
