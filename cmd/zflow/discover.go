@@ -197,7 +197,12 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 		pg := u.progress("discover")
 		defer pg.Close() // after a panic too (Close twice is once)
 		pg.Stage("program search")
-		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search"), Log: searchLog(u.stderr)})
+		// a bug met while explaining one boundary leaves it unexplained
+		// (the document says incomplete) instead of ending the search
+		fault := func(boundary string, err error) {
+			fmt.Fprintf(u.stderr, "discover: internal error explaining %s: %v (please report); left unexplained%s\n", boundary, err, traceback())
+		}
+		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search"), Log: searchLog(u.stderr), Fault: fault})
 		pg.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)

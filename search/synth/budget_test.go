@@ -49,3 +49,32 @@ func TestSpentBudget(t *testing.T) {
 		t.Errorf("gathered entries past the budget")
 	}
 }
+
+// TestFaultLeavesUnexplained: a panic while explaining one boundary (a bug:
+// here a value whose data does not fill its shape) is told to
+// Options.Fault and leaves that boundary unexplained, so that the search
+// goes on to a partial document; without a Fault it goes on as a panic.
+func TestFaultLeavesUnexplained(t *testing.T) {
+	f := precision.F32
+	short := &val{shape: []int{2, 8, 16}, data: make([]float32, 10), format: f, origin: "short", seq: 1}
+	sum := make([]float32, 2*8*16)
+	for i := range sum {
+		sum[i] = float32(i%7) - 3
+	}
+	s, sc, target := planted(t, f, []int{2, 8, 16}, sum, short)
+	var told []string
+	s.fault = func(boundary string, err error) { told = append(told, boundary+": "+err.Error()) }
+	if v := s.explain(target, sc); v != nil && v.from != nil {
+		t.Errorf("explained by %s", v.from.desc())
+	}
+	if len(told) != 1 {
+		t.Fatalf("faults told: %q, want one", told)
+	}
+	s, sc, target = planted(t, f, []int{2, 8, 16}, sum, short)
+	defer func() {
+		if recover() == nil {
+			t.Error("without a Fault the panic did not go on")
+		}
+	}()
+	s.explain(target, sc)
+}

@@ -131,6 +131,8 @@ type synth struct {
 	calls, callsTotal int
 	// logf is Options.Log (nil: no log).
 	logf func(format string, args ...any)
+	// fault is Options.Fault (nil: a panic goes on).
+	fault func(boundary string, err error)
 }
 
 // Options configure Discover.
@@ -144,6 +146,11 @@ type Options struct {
 	// time and how it ended: a developer's view of where a slow or
 	// failing search spends itself (zflow reads ZFLOW_SEARCH_LOG).
 	Log func(format string, args ...any)
+	// Fault, when set, is told of a panic while explaining one boundary
+	// (a bug), which then leaves that boundary unexplained, so that the
+	// document is written, incomplete, rather than none at all; unset,
+	// the panic goes on (tests).
+	Fault func(boundary string, err error)
 }
 
 // The phases Options.Progress names.
@@ -200,7 +207,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		act = precision.F32 // a float64 reference is searched in f32
 	}
 	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
-		progress: o.Progress, logf: o.Log, callsTotal: subtreeSize(tr, root)}
+		progress: o.Progress, logf: o.Log, fault: o.Fault, callsTotal: subtreeSize(tr, root)}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err

@@ -278,13 +278,19 @@ func (s *synth) explain(target *val, sc *scope) *val {
 // glueWithinBudget is glue, except that a form the budget stopped leaves
 // the target unexplained: past the budget every run fails, and a form may
 // meet the nil values that leaves (the search stops at the next call).
-// A panic within the budget is a bug and goes on.
+// A panic within the budget is a bug: told to Options.Fault, which leaves
+// the target unexplained too, or, without one, it goes on.
 func (s *synth) glueWithinBudget(target *val, sc *scope) (v *val) {
 	defer func() {
 		if r := recover(); r != nil {
-			if s.ctx == nil || s.ctx.Err() == nil {
+			if s.ctx != nil && s.ctx.Err() != nil {
+				v = nil
+				return
+			}
+			if s.fault == nil {
 				panic(r)
 			}
+			s.fault(target.origin, fmt.Errorf("%v", r))
 			v = nil
 		}
 	}()
