@@ -98,7 +98,12 @@ func (s *synth) cellsAsRows(v, t *val) *val {
 		v.shape[2]*v.shape[3] != t.shape[1] || t.shape[1] == 1 {
 		return nil
 	}
-	flat := s.reshape(v, []int{v.shape[0], v.shape[1], t.shape[1]})
+	return s.mapRows(v)
+}
+
+// mapRows is the map v [B, C, H, W] as rows [B, H·W, C], channels last.
+func (s *synth) mapRows(v *val) *val {
+	flat := s.reshape(v, []int{v.shape[0], v.shape[1], v.shape[2] * v.shape[3]})
 	if flat == nil {
 		return nil
 	}

@@ -161,11 +161,11 @@ func (s *synth) resizedRows(v *val, k, g, h int, mode resampleMode, out precisio
 	if e == nil {
 		return nil
 	}
-	r := s.reshape(s.derive(e), []int{b, c, h * h})
+	r := s.derive(e)
 	if r == nil {
 		return nil
 	}
-	rows := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}}, args: []*val{r}, out: out, label: "the resized grid as rows"})
+	rows := s.mapRows(r)
 	if k == 0 || rows == nil {
 		return rows
 	}
