@@ -23,6 +23,7 @@ type attnP struct {
 	BSb, BSh, BSi, BSj                        int32
 	HasSinks, FmtS                            int32
 	Online                                    int32 // 0 off; 1 a plain chain; 2 after cap, ALiBi or bias
+	RQ                                        int32 // q·scale rounded to OutFmt before q·kᵀ (exec.RoundQuery)
 }
 
 // flashP is zf_flash_p.
@@ -105,9 +106,7 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("attention: %w", err)
 	}
-	// RoundQuery (q scaled first) runs on the CPU and the kernels package's
-	// row and tile kernels (Metal); zf_attn_exact does not have it yet
-	if err := b.refuse("attention", s, exec.RoundAccum|exec.RoundQuery, 0); err != nil {
+	if err := b.refuse("attention", s, exec.RoundAccum, 0); err != nil {
 		return nil, err
 	}
 	ts, err := b.gets("attention", []string{"q", "k", "v"}, q, k, v)
@@ -151,6 +150,7 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	if each {
 		rprob = true
 	}
+	rq := s.Round&exec.RoundQuery != 0
 	outShape := []int{g.B, g.Sq, g.H * g.D}
 	if exec.Numel(outShape) > math.MaxInt32 || exec.Numel(kt.shape) > math.MaxInt32 {
 		return nil, exec.Unsupported(b.Name(), "attention", "tensors over 2³¹ elements")
@@ -184,10 +184,11 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 	fmtIn := qt.format
 	// Sinks run in the exact kernel only: the flash kernel's online
 	// softmax has no extra column.
-	flash := !b.exactAttn && !rprob && st == nil && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
+	// q scaled and rounded first (RoundQuery) is the exact kernel's alone.
+	flash := !b.exactAttn && !rprob && !rq && st == nil && (fmtIn == precision.BF16 || fmtIn == precision.F16) &&
 		kt.format == fmtIn && vt.format == fmtIn && (g.D == 64 || g.D == 128)
 	online := s.Math&exec.MathOnlineSoftmax != 0
-	if online && (rprob || st != nil) {
+	if online && (rprob || rq || st != nil) {
 		return nil, exec.Unsupported(b.Name(), "attention", "%v with %v or sinks (a flash kernel rounds neither; no sinks measured)", exec.MathOnlineSoftmax, s.Round)
 	}
 	return b.result(outShape, s.Out, func(out *Tensor) error {
@@ -238,6 +239,7 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		ap.RProb, ap.RW = int32(bit(rprob)), int32(bit(rw))
 		ap.Alibi, ap.HasBias = int32(bit(p.ALiBi)), int32(bit(bt != nil))
 		ap.HasSinks, ap.FmtS = int32(bit(st != nil)), int32(precision.F32)
+		ap.RQ = int32(bit(rq))
 		if online {
 			ap.Online = 1
 			if p.Softcap > 0 || p.ALiBi || bt != nil {

@@ -16,8 +16,15 @@ struct zf_attn_p {
   int m_sb; int m_si; int m_sj; int rs; int rprob; int rw; int math; int total;
   float scale; int each; int window; float cap;
   int alibi; int has_bias; int fmt_b; int b_sb; int b_sh; int b_si; int b_sj;
-  int has_sinks; int fmt_s; int online;
+  int has_sinks; int fmt_s; int online; int rq;
 };
+
+/* q's element e as the score chain reads it: as stored, or (rq,
+   exec.RoundQuery) times the scale in f32, rounded to the output format. */
+static __device__ __forceinline__ float zf_attn_q(const uchar* q, const zf_attn_p& p, int off) {
+  float x = zf_load(q, p.fmt_q, off);
+  return p.rq != 0 ? zf_round(x * p.scale, p.out_fmt) : x;
+}
 
 /* exec.Exp2Approx: 2^x for x <= 0, zero below -126 (ex2.approx.ftz's
    flush), else correctly rounded (the instruction is within two ulps). */
@@ -75,12 +82,12 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
         float pr[16];
         for (int e0 = 0; e0 < p.d; e0 += 16) {
           int nb = min(16, p.d - e0);
-          for (int e = 0; e < nb; e++) pr[e] = zf_load(q, p.fmt_q, qoff + e0 + e) * zf_load(k, p.fmt_k, koff + e0 + e);
+          for (int e = 0; e < nb; e++) pr[e] = zf_attn_q(q, p, qoff + e0 + e) * zf_load(k, p.fmt_k, koff + e0 + e);
           dot = zf_mma_block(dot, pr, nb);
         }
       } else {
         for (int e = 0; e < p.d; e++) {
-          dot += zf_load(q, p.fmt_q, qoff + e) * zf_load(k, p.fmt_k, koff + e);
+          dot += zf_attn_q(q, p, qoff + e) * zf_load(k, p.fmt_k, koff + e);
         }
       }
       if (p.online == 1) { /* a plain chain's scale goes into the log2 units */
@@ -88,8 +95,9 @@ extern "C" __global__ void zf_attn_exact(uchar* __restrict__ y, const uchar* __r
         continue;
       }
       /* The score chain of exec.Backend's Attention, in its order; written
-         as primitives, q·kᵀ is a matmul stored before the scale. */
-      float sv = zf_at(p.each, p.out_fmt, zf_at(p.each, p.out_fmt, dot) * p.scale);
+         as primitives, q·kᵀ is a matmul stored before the scale, or after
+         it where q was scaled first. */
+      float sv = p.rq != 0 ? zf_at(p.each, p.out_fmt, dot) : zf_at(p.each, p.out_fmt, zf_at(p.each, p.out_fmt, dot) * p.scale);
       if (p.cap > 0.0f) {
         sv = zf_at(p.each, p.out_fmt, sv / p.cap);
         sv = zf_at(p.each, p.out_fmt, zf_tanh(sv, p.math));

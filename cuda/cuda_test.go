@@ -699,6 +699,11 @@ func TestAttention(t *testing.T) {
 		{640, 8, 8, 128, bf16, exec.MaskExplicit, true, true, online(bf16), 0},
 		{517, 8, 2, 40, f16, exec.MaskCausal, true, false, online(f16), 0},
 		{333, 8, 2, 128, bf16, exec.MaskNone, true, false, online(bf16), 0},
+		// q·scale rounded first (exec.RoundQuery), the exact kernel's alone;
+		// head dims whose scale 1/√D is no power of two, so the rounding shows
+		{300, 8, 2, 40, bf16, exec.MaskNone, true, false, exec.Spec{Out: bf16, Round: exec.RoundEach | exec.RoundQuery}, 0},
+		{333, 8, 8, 96, bf16, exec.MaskCausal, true, false, exec.Spec{Out: bf16, Round: exec.RoundQuery}, 0},
+		{300, 4, 4, 96, f16, exec.MaskNone, true, false, exec.Spec{Out: f16, Round: exec.RoundQuery, Math: exec.MathTensorCore}, 0},
 	}
 	for _, c := range cases {
 		qd := randn(c.seq*c.h*c.d, uint64(c.seq+c.h), 1)
@@ -735,8 +740,19 @@ func TestAttention(t *testing.T) {
 			cpuF64 = attnRel(cd, c.h, c.d, rowIdx, want)
 			ref.Free(cr)
 		}
+		if c.cpu && c.s.Round&exec.RoundQuery != 0 {
+			// the case must test the flag: without it the CPU differs
+			plain := c.s
+			plain.Round &^= exec.RoundQuery
+			pr := m(ref.Attention(q.c, k.c, v.c, mt.c, nil, nil, p, plain))
+			pd, _ := ref.Download(pr)
+			if _, ex, _, _, _ := stats(c.s.Out, pd, cd); !(ex < 0.99) {
+				t.Errorf("%v: %.4f of the output unchanged without RoundQuery; the case tests nothing", c.s, ex)
+			}
+			ref.Free(pr)
+		}
 		kernel := "flash"
-		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.s.Round&exec.RoundEach != 0 || c.d%64 != 0 {
+		if c.exact || c.f == f32 || c.s.Has(exec.RoundProbs) || c.s.Round&(exec.RoundEach|exec.RoundQuery) != 0 || c.d%64 != 0 {
 			kernel = "exact"
 		}
 		routes := []string{"exact"}

@@ -19,7 +19,8 @@
 // flash-style tensor-core kernel (f32 scores and softmax, the unnormalised
 // weights rounded to the input format before ·V and divided by their f32
 // sum after: the Spec's RoundWeights, whatever the Spec asks); otherwise,
-// or when the Spec asks for RoundProbs or RoundEach, an exact kernel that
+// or when the Spec asks for RoundProbs, RoundEach or RoundQuery (q·scale
+// rounded before q·kᵀ), an exact kernel that
 // computes each query row in the CPU's order (bit-exact, slow; q·k and the
 // weights·v as exec.DotMMA sums them under MathTensorCore; under
 // exec.MathOnlineSoftmax it walks the keys in the CPU's tiles of 128, its
