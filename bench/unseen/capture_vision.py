@@ -7,7 +7,9 @@ usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every 
        python3 capture_vision.py OUTDIR more                     # the second batch (MORE_HF, MORE_TIMM, CLASSES)
        python3 capture_vision.py OUTDIR third                    # the third batch (THIRD_HF, THIRD_TIMM: hierarchical,
                                                                  # hybrid and token-mixing encoders)
-       python3 capture_vision.py --list [more|third]             # a batch's cases, one per line
+       python3 capture_vision.py OUTDIR fourth                   # the fourth batch (FOURTH_HF, FOURTH_TIMM: conv-token,
+                                                                 # pooling and focal mixers, audio relative attention)
+       python3 capture_vision.py --list [more|third|fourth]      # a batch's cases, one per line
 --small: hidden 32 over 2 heads, f32 only (the committed test fixtures; timm's and the Qwen-VL
 towers' widths too).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
@@ -238,9 +240,63 @@ THIRD_HF = {
 HF.update(MORE_HF)
 TIMM.update(MORE_TIMM)
 MORE = list(MORE_HF) + list(MORE_TIMM) + list(CLASSES)
+# The fourth batch: convolutional-token and pooling mixers, focal modulation, group tokens, disentangled and
+# relative-position audio attention, hybrid conv stems, cosine window attention with a log-spaced position MLP.
+AUDIO_CONV = dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], num_conv_pos_embeddings=16,
+                  num_conv_pos_embedding_groups=4)
+PYRAMID = dict(_drop=NO_VIT, image_size=64, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1])
+FOURTH_HF = {
+    "cvt": dict(_drop=NO_VIT, image_size=64, embed_dim=[16, 32, 64], num_heads=[1, 2, 4], depth=[1, 1, 1]),
+    "pvt": dict(PYRAMID, num_attention_heads=[1, 2, 2, 4]),
+    "focalnet": dict(_drop=NO_VIT[:3], image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                     focal_levels=[2, 2], focal_windows=[3, 3]),
+    "poolformer": PYRAMID,
+    "van": PYRAMID,
+    "convnext": PYRAMID,
+    "convnextv2": PYRAMID,
+    "glpn": dict(STAGES, image_size=64),
+    "sew": dict(AUDIO_CONV, squeeze_factor=2),
+    "sew-d": dict(AUDIO_CONV, squeeze_factor=2, max_position_embeddings=64, position_buckets=16),
+    "unispeech": AUDIO_CONV,
+    "unispeech-sat": AUDIO_CONV,
+    "wav2vec2-conformer-relpos": dict(AUDIO_CONV, _type="wav2vec2-conformer", position_embeddings_type="relative",
+                                      conv_depthwise_kernel_size=3),
+    "git_vision_model": {},
+    "owlvit_vision_model": {},
+    "groupvit_vision_model": dict(num_hidden_layers=3, depths=[1, 1, 1], num_group_tokens=[4, 2, 0],
+                                  num_output_groups=[4, 2, 2]),
+    "dpt": {},
+    "patchtsmixer": dict(_drop=NO_VIT + ("image_size", "patch_size", "num_channels"), context_length=32,
+                         patch_length=8, patch_stride=8, num_input_channels=3, d_model=16, num_layers=2),
+    "parakeet_encoder": dict(num_mel_bins=16, subsampling_conv_channels=16, conv_kernel_size=9,
+                             max_position_embeddings=256),
+}
+OVERLAY = dict(img_size=64, embed_dim=(16, 32, 32, 64), depths=(1, 1, 1, 1), stem_width=(8, 16), dim_head=8)
+METAFORMER = dict(depths=(1, 1, 1, 1), dims=(16, 32, 48, 64))
+FOURTH_TIMM = {
+    "timm_maxvit": ("maxvit_tiny_rw_224", OVERLAY, 64),
+    "timm_coatnet": ("coatnet_0_rw_224", OVERLAY, 64),
+    "timm_fastvit": ("fastvit_sa12", dict(layers=(1, 1, 1, 1), embed_dims=(16, 32, 48, 64)), 64),
+    "timm_focalnet": ("focalnet_tiny_srf", dict(embed_dim=16, depths=(1, 1, 1, 1)), 64),
+    "timm_vitamin": ("vitamin_small_224", dict(img_size=64, embed_dim=64, depth=2, num_heads=4), 64),
+    "timm_poolformer": ("poolformer_s12", METAFORMER, 64),
+    "timm_convformer": ("convformer_s18", METAFORMER, 64),
+    "timm_mambaout": ("mambaout_femto", METAFORMER, 64),
+    "timm_vit_hybrid": ("vit_tiny_r_s16_p8_224", dict(VIT_LIKE, patch_size=1), 32),
+    "timm_swinv2": ("swinv2_tiny_window8_256", dict(img_size=32, patch_size=4, embed_dim=32, depths=(2, 2),
+                                                    num_heads=(2, 4), window_size=4), 32),
+    "timm_pvt_v2": ("pvt_v2_b0", dict(img_size=64, embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1),
+                                      num_heads=(1, 2, 2, 4)), 64),
+    "timm_naflexvit": ("naflexvit_base_patch16_gap", VIT_LIKE, 32),
+    "timm_vit_dinov3": ("vit_small_patch16_dinov3", VIT_LIKE, 32),
+    "timm_shvit": ("shvit_s1", dict(embed_dim=(16, 32, 48), depth=(1, 1, 1), partial_dim=(8, 8, 12)), 64),
+}
 HF.update(THIRD_HF)
 TIMM.update(THIRD_TIMM)
 THIRD = list(THIRD_HF) + list(THIRD_TIMM)
+HF.update(FOURTH_HF)
+TIMM.update(FOURTH_TIMM)
+FOURTH = list(FOURTH_HF) + list(FOURTH_TIMM)
 MAX_PARAMS = 3_000_000
 # --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
 SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
@@ -255,7 +311,7 @@ def hf_model(arch, small=False):
     for k in kw.pop("_drop", ()):
         kw.pop(k, None)
     kw.pop("_img", None)
-    cfg = AutoConfig.for_model(arch, **kw)
+    cfg = AutoConfig.for_model(kw.pop("_type", arch), **kw)
     torch.manual_seed(0)
     try:
         model = AutoModel.from_config(cfg, attn_implementation="sdpa")
@@ -292,7 +348,7 @@ def hf_request(model, cfg, gen):
         p = cfg.patch_size
         return name, torch.randn(1, 16, cfg.num_channels * p * p, generator=gen), {
             "spatial_shapes": torch.tensor([[4, 4]]), "pixel_attention_mask": torch.ones(1, 16, dtype=torch.long)}
-    if kind == "patchtst":  # a time series: [B, context, channels]
+    if kind in ("patchtst", "patchtsmixer"):  # a time series: [B, context, channels]
         return name, torch.randn(1, cfg.context_length, cfg.num_input_channels, generator=gen), {}
     if kind == "vjepa2":
         return name, torch.randn(1, cfg.frames_per_clip, 3, cfg.crop_size, cfg.crop_size, generator=gen), {}
@@ -302,6 +358,8 @@ def hf_request(model, cfg, gen):
         return name, torch.randn(1, 16, cfg.feature_projection_input_dim, generator=gen), {}
     if kind == "moonshine":  # raw audio: the conv stem strides 384 samples
         return name, torch.randn(1, 4000, generator=gen), {}
+    if kind == "parakeet_encoder":  # [B, frames, mels]
+        return name, torch.randn(1, 64, cfg.num_mel_bins, generator=gen), {}
     if name == "input_features":  # whisper: [B, mels, 2 · positions]
         return name, torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=gen), {}
     if name == "input_values" and hasattr(cfg, "conv_dim"):  # raw waveform
@@ -403,8 +461,8 @@ def main():
     args = sys.argv[1:]
     small = "--small" in args
     args = [a for a in args if a != "--small"]
-    batches = {"more": MORE, "third": THIRD}
-    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD]
+    batches = {"more": MORE, "third": THIRD, "fourth": FOURTH}
+    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD + FOURTH]
     if args[:1] == ["--list"]:
         print("\n".join(batches.get("".join(args[1:]), first)))
         return
