@@ -246,12 +246,15 @@ AUDIO_CONV = dict(conv_dim=[32, 32], conv_kernel=[10, 3], conv_stride=[5, 2], nu
                   num_conv_pos_embedding_groups=4)
 PYRAMID = dict(_drop=NO_VIT, image_size=64, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1])
 FOURTH_HF = {
-    "cvt": dict(_drop=NO_VIT, image_size=64, embed_dim=[16, 32, 64], num_heads=[1, 2, 4], depth=[1, 1, 1]),
-    "pvt": dict(PYRAMID, num_attention_heads=[1, 2, 2, 4]),
+    "cvt": dict(_drop=NO_VIT, image_size=64, embed_dim=[16, 32, 64], num_heads=[1, 2, 4], depth=[1, 1, 1],
+                patch_sizes=[7, 3, 3], patch_stride=[4, 2, 2], patch_padding=[2, 1, 1], mlp_ratio=[4.0] * 3,
+                attention_drop_rate=[0.0] * 3, drop_rate=[0.0] * 3, drop_path_rate=[0.0] * 3, qkv_bias=[True] * 3,
+                cls_token=[False, False, True], qkv_projection_method=["dw_bn"] * 3, kernel_qkv=[3] * 3,
+                padding_kv=[1] * 3, stride_kv=[2] * 3, padding_q=[1] * 3, stride_q=[1] * 3),
+    "pvt": dict(PYRAMID, hidden_sizes=[16, 32, 40, 64]),  # its default heads [1, 2, 5, 8]
     "focalnet": dict(_drop=NO_VIT[:3], image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
                      focal_levels=[2, 2], focal_windows=[3, 3]),
     "poolformer": PYRAMID,
-    "van": PYRAMID,
     "convnext": PYRAMID,
     "convnextv2": PYRAMID,
     "glpn": dict(STAGES, image_size=64),
@@ -261,34 +264,30 @@ FOURTH_HF = {
     "unispeech-sat": AUDIO_CONV,
     "wav2vec2-conformer-relpos": dict(AUDIO_CONV, _type="wav2vec2-conformer", position_embeddings_type="relative",
                                       conv_depthwise_kernel_size=3),
-    "git_vision_model": {},
-    "owlvit_vision_model": {},
-    "groupvit_vision_model": dict(num_hidden_layers=3, depths=[1, 1, 1], num_group_tokens=[4, 2, 0],
-                                  num_output_groups=[4, 2, 2]),
     "dpt": {},
     "patchtsmixer": dict(_drop=NO_VIT + ("image_size", "patch_size", "num_channels"), context_length=32,
                          patch_length=8, patch_stride=8, num_input_channels=3, d_model=16, num_layers=2),
+    "dinov2-resized": dict(_type="dinov2", image_size=64, _input=32, layerscale_value=0.5),  # 8×8 table → 4×4
     "parakeet_encoder": dict(num_mel_bins=16, subsampling_conv_channels=16, conv_kernel_size=9,
                              max_position_embeddings=256),
 }
-OVERLAY = dict(img_size=64, embed_dim=(16, 32, 32, 64), depths=(1, 1, 1, 1), stem_width=(8, 16), dim_head=8)
+OVERLAY = dict(img_size=64, embed_dim=(16, 32, 32, 64), depths=(1, 1, 1, 1), stem_width=(8, 16), transformer_dim_head=8)
 METAFORMER = dict(depths=(1, 1, 1, 1), dims=(16, 32, 48, 64))
 FOURTH_TIMM = {
     "timm_maxvit": ("maxvit_tiny_rw_224", OVERLAY, 64),
     "timm_coatnet": ("coatnet_0_rw_224", OVERLAY, 64),
-    "timm_fastvit": ("fastvit_sa12", dict(layers=(1, 1, 1, 1), embed_dims=(16, 32, 48, 64)), 64),
-    "timm_focalnet": ("focalnet_tiny_srf", dict(embed_dim=16, depths=(1, 1, 1, 1)), 64),
-    "timm_vitamin": ("vitamin_small_224", dict(img_size=64, embed_dim=64, depth=2, num_heads=4), 64),
-    "timm_poolformer": ("poolformer_s12", METAFORMER, 64),
-    "timm_convformer": ("convformer_s18", METAFORMER, 64),
+    "timm_fastvit": ("fastvit_sa12", dict(layers=(1, 1, 1, 1), embed_dims=(32, 64, 128, 256)), 64),
+    "timm_focalnet": ("timm.models.focalnet:FocalNet", dict(embed_dim=16, depths=(1, 1, 1, 1), focal_levels=(2, 2, 2, 2),
+                                                           focal_windows=(3, 3, 3, 3)), 64),
     "timm_mambaout": ("mambaout_femto", METAFORMER, 64),
     "timm_vit_hybrid": ("vit_tiny_r_s16_p8_224", dict(VIT_LIKE, patch_size=1), 32),
     "timm_swinv2": ("swinv2_tiny_window8_256", dict(img_size=32, patch_size=4, embed_dim=32, depths=(2, 2),
                                                     num_heads=(2, 4), window_size=4), 32),
-    "timm_pvt_v2": ("pvt_v2_b0", dict(img_size=64, embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1),
+    "timm_pvt_v2": ("pvt_v2_b0", dict(embed_dims=(16, 32, 48, 64), depths=(1, 1, 1, 1),
                                       num_heads=(1, 2, 2, 4)), 64),
     "timm_naflexvit": ("naflexvit_base_patch16_gap", VIT_LIKE, 32),
     "timm_vit_dinov3": ("vit_small_patch16_dinov3", VIT_LIKE, 32),
+    "timm_vit_dynamic": ("vit_base_patch16_224", dict(VIT_LIKE, dynamic_img_size=True), 48),  # 4×4 table → 6×6
     "timm_shvit": ("shvit_s1", dict(embed_dim=(16, 32, 48), depth=(1, 1, 1), partial_dim=(8, 8, 12)), 64),
 }
 HF.update(THIRD_HF)
@@ -311,7 +310,10 @@ def hf_model(arch, small=False):
     for k in kw.pop("_drop", ()):
         kw.pop(k, None)
     kw.pop("_img", None)
+    side = kw.pop("_input", None)  # pixels of another size than the config's: its position table resized
     cfg = AutoConfig.for_model(kw.pop("_type", arch), **kw)
+    if side:
+        cfg.capture_input_size = side
     torch.manual_seed(0)
     try:
         model = AutoModel.from_config(cfg, attn_implementation="sdpa")
@@ -367,7 +369,7 @@ def hf_request(model, cfg, gen):
     if name == "input_values":  # ast: [B, frames, mels]
         return name, torch.randn(1, cfg.max_length, cfg.num_mel_bins, generator=gen), {}
     frames = getattr(cfg, "num_frames", None)
-    size = getattr(cfg, "image_size", None) or HF.get(kind, {}).get("_img", 32)
+    size = getattr(cfg, "capture_input_size", None) or getattr(cfg, "image_size", None) or HF.get(kind, {}).get("_img", 32)
     size = size if isinstance(size, int) else size[0]
     if frames:
         return name, torch.randn(1, frames, cfg.num_channels, size, size, generator=gen), {}

@@ -222,6 +222,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 				return v
 			}
 		}
+		if v := s.tighterTable(target, sc, vals, looseErr); v != nil {
+			return s.stored(s.consuming(v, target, sc), target)
+		}
 		return s.stored(s.consuming(loose, target, sc), target)
 	}
 	if s.peeling {

@@ -21,6 +21,11 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	if s.peeling || len(t.shape) < 2 || t.integral() {
 		return nil
 	}
+	return s.peeledWith(t, sc, s.addends(t, vals))
+}
+
+// peeledWith is peeledAdd over the given known terms.
+func (s *synth) peeledWith(t *val, sc *scope, addends []*val) *val {
 	s.peeling = true
 	defer func() { s.peeling = false }()
 	tol := tolerance(t.format)
@@ -29,7 +34,7 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	// other to a rounding of the sum, which f32's is far inside)
 	var best *val
 	bestErr := math.Inf(1)
-	for _, b := range s.addends(t, vals) {
+	for _, b := range addends {
 		rest := s.minus(t, b)
 		a := s.glueIn(rest, sc)
 		if a == nil || a.opaque {
@@ -88,7 +93,7 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 	if len(out) > maxAddends {
 		out = out[:maxAddends]
 	}
-	return out
+	return append(out, s.resizedTables(t, vals)...)
 }
 
 // cellsAsRows is v [B, C, H, W] read as rows [B, H·W, C], t's shape (nil

@@ -41,7 +41,7 @@ func (s *synth) resizedSum(t *val, vals []*val) *val {
 	if t.format != precision.F32 {
 		snap = 0.05
 	}
-	for _, mode := range []resampleMode{resampleLinear, resampleNearest, resampleLinearCorner} {
+	for _, mode := range resampleModes() {
 		resized, from := s.resizedToGrid(t, vals, mode)
 		if len(resized) == 0 {
 			return nil // no value of another grid: no mode makes one
