@@ -16,7 +16,7 @@ func TestResampleMatrixTorch(t *testing.T) {
 	cases := []struct {
 		n, m int
 		mode resampleMode
-		ulps float64    // 0: bit for bit; else within this many ulps of each weight
+		ulps float64   // 0: bit for bit; else within this many ulps of each weight
 		want []float32 // torch's [m, n], row-major
 	}{
 		{8, 4, resampleCubicAA, 0, []float32{
