@@ -17,6 +17,9 @@ import (
 // window of one cell of stride 2: every other cell (LeViT's subsampled
 // queries).
 func (s *synth) fitAvgPool(x, t *val) *val {
+	if len(x.shape) == 3 && len(t.shape) == 3 {
+		return s.fitAvgPool1D(x, t)
+	}
 	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() {
 		return nil
 	}
@@ -70,4 +73,44 @@ func windowCounts(h, w, k, st, p int) []float32 {
 		}
 	}
 	return out
+}
+
+// fitAvgPool1D explains t [B, C, Lo] as an average pool of x [B, C, L]
+// along its last axis (avg_pool1d: SEW's squeeze of the sequence by a
+// window of 2 at stride 2, the last odd row dropped): a window of k cells
+// at stride st, unpadded, each window's sum (a depthwise conv1d by ones)
+// over k.
+func (s *synth) fitAvgPool1D(x, t *val) *val {
+	b, c, l := x.shape[0], x.shape[1], x.shape[2]
+	if t.shape[0] != b || t.shape[1] != c || x.integral() || t.shape[2] >= l {
+		return nil
+	}
+	img := s.reshape(x, []int{b, c, 1, l})
+	if img == nil {
+		return nil
+	}
+	var cands []*expr
+	for k := 2; k <= 8; k++ {
+		for _, st := range slices.Compact([]int{1, 2, k}) {
+			if (l-k)/st+1 != t.shape[2] || l < k {
+				continue
+			}
+			name := fmt.Sprintf("avg pool1d %d stride %d", k, st)
+			ones := s.relConst(fmt.Sprintf("ones [%d, 1, 1, %d]", c, k), []int{c, 1, 1, k}, slices.Repeat([]float32{1}, c*k), "a window of ones (an average pool's sums)")
+			sums := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Stride: st, Groups: c, Seq: true}}, args: []*val{img, ones, nil}, out: f32, label: name + " sums"})
+			if sums == nil {
+				continue
+			}
+			rows := s.reshape(sums, slices.Clone(t.shape))
+			if rows == nil {
+				continue
+			}
+			cands = append(cands, &expr{op: program.OpDiv, args: []*val{rows, s.constant(float64(k))}, out: t.format, label: name})
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v != nil {
+		v.fit = &leafFit{kind: "glue", candidates: ev}
+	}
+	return v
 }

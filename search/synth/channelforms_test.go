@@ -349,6 +349,25 @@ func TestAvgPool(t *testing.T) {
 		s, _, target := planted(t, precision.F32, shape, want)
 		explainedWithin(t, s.fitAvgPool(x, target), target)
 	}
+	// along a sequence [B, C, L] (SEW's squeeze): windows of 2 at stride
+	// 2 over 9 cells, the last cell dropped; every third cell of 9 is not
+	seq := randVal(rng, 1, 3, 9)
+	squeezed := make([]float32, 3*4)
+	strided := make([]float32, 3*3)
+	for c := range 3 {
+		for i := range 4 {
+			squeezed[c*4+i] = (seq.data[c*9+2*i] + seq.data[c*9+2*i+1]) / 2
+		}
+		for i := range 3 {
+			strided[c*3+i] = seq.data[c*9+3*i]
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, 3, 4}, squeezed)
+	explainedWithin(t, s.fitAvgPool(seq, target), target)
+	s, _, target = planted(t, precision.F32, []int{1, 3, 3}, strided)
+	if v := s.fitAvgPool(seq, target); v != nil && relRMS(precision.F32, v.data, target.data) <= tolerance(precision.F32) {
+		t.Errorf("every third cell explained as an average pool: %s", describe(v))
+	}
 }
 
 // TestMaxOverAxis plants Hiera's pooled queries: [B, heads, stride·n, d]
