@@ -135,8 +135,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 	}
 	if len(targets) == 1 && len(xs) >= 1 {
 		t := targets[0]
-		var fit *val
+		fit := s.fitGRN(xs, params, t) // nil but for per-channel parameters [1, .., C] of a same-shape result
 		switch {
+		case fit != nil:
 		case len(params) == 0:
 			fit = s.fitSinusoid(xs[0], t)
 			if fit == nil {
