@@ -146,6 +146,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.idsPositionSinusoid(xs[0], t)
 			}
 			if fit == nil {
+				fit = s.shapePositionSinusoid(xs[0], t)
+			}
+			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
 			if fit == nil {
