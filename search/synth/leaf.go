@@ -146,9 +146,6 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.idsPositionSinusoid(xs[0], t)
 			}
 			if fit == nil {
-				fit = s.shapePositionSinusoid(xs[0], t)
-			}
-			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
 			if fit == nil {
@@ -190,6 +187,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				if v := try(); v != nil && (fit == nil || relRMS(t.format, v.data, t.data) <= relRMS(t.format, fit.data, t.data)/4) {
 					fit = v
 				}
+			}
+			if fit == nil {
+				// a sinusoid table of positions made from the argument's
+				// shape alone (a relative-offset table's)
+				fit = s.shapePositionSinusoid(xs[0], t)
 			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)

@@ -507,7 +507,7 @@ func (s *synth) idsPositionSinusoid(x, t *val) *val {
 // −(n − 1) along the rows, each plus an offset read off the values (a
 // table of relative offsets from the farthest key ahead to the farthest
 // behind, n = 2·S − 1, runs S − 1 … −(S − 1): Transformer-XL's). Tried
-// after the forms that read positions or ids from x.
+// once every other form of a parameterless call has failed.
 func (s *synth) shapePositionSinusoid(x, t *val) *val {
 	if x == nil || x.integral() || t.integral() || len(t.shape) < 2 {
 		return nil
@@ -518,14 +518,15 @@ func (s *synth) shapePositionSinusoid(x, t *val) *val {
 	}
 	lead := t.shape[:len(t.shape)-1]
 	for _, step := range []float32{1, -1} {
-		pos := &val{shape: slices.Clone(lead), data: make([]float32, prod(lead)), format: precision.F32, origin: t.origin + "/positions", intType: true}
+		// declared in the program only where the table it makes is read
+		note := fmt.Sprintf("positions 0…%d along the last axis (made from the request's shape)", n-1)
+		if step < 0 {
+			note = fmt.Sprintf("positions 0…−%d along the last axis, running down (made from the request's shape)", n-1)
+		}
+		s.seq++
+		pos := &val{shape: slices.Clone(lead), data: make([]float32, prod(lead)), format: precision.F32, origin: t.origin + "/positions", intType: true, seq: s.seq, constNote: note}
 		for i := range pos.data {
 			pos.data[i] = step * float32(i%n)
-		}
-		if step > 0 {
-			s.em.iota(pos)
-		} else {
-			s.em.constant(pos, fmt.Sprintf("positions 0…−%d along the last axis, running down (made from the request's shape)", n-1))
 		}
 		if v := s.fitPositionSinusoid(pos, t); v != nil {
 			return v
