@@ -162,6 +162,10 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(semantics.Factor{Name: "qk_norm", Scope: a.scope, Value: qk, Margin: 0, Candidates: []semantics.Candidate{{Value: qk, Score: 0}},
 			Evidence: semantics.Evidence{Metric: "declared", Note: "read from the program: what q is made by before attention"}})
 	}
+	for _, r := range s.relShifts {
+		add(factor("attention_relative_shift", r.scope, r.direction, r.shifts, r.boundary))
+		add(factor("attention_relative_biases", r.scope, r.terms, r.placesTried, r.boundary))
+	}
 	for _, l := range s.lambdas {
 		add(l.factor())
 	}

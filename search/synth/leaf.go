@@ -189,6 +189,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 					fit = v
 				}
 			}
+			if fit == nil {
+				// a sinusoid table of positions made from the argument's
+				// shape alone (a relative-offset table's)
+				fit = s.shapePositionSinusoid(xs[0], t)
+			}
 		case isMatrix(params[0]) && slices.ContainsFunc(xs, (*val).integral):
 			// the ids may be any integer argument (a mask may come first)
 			for _, x := range xs {

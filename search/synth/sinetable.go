@@ -308,11 +308,13 @@ func (s *synth) fitPositionSinusoid(x, t *val) *val {
 	if d%2 != 0 || d < 8 || n < 2 || t.integral() {
 		return nil
 	}
-	// two rows one position apart
+	// two rows one position apart (positions may run down: a table of
+	// relative offsets from the farthest key ahead to the farthest behind)
 	r0, r1 := -1, -1
+	step := 0.0
 	for i := 0; i+1 < n && r0 < 0; i++ {
-		if x.data[i+1] == x.data[i]+1 {
-			r0, r1 = i, i+1
+		if d := x.data[i+1] - x.data[i]; d == 1 || d == -1 {
+			r0, r1, step = i, i+1, float64(d)
 		}
 	}
 	if r0 < 0 {
@@ -370,7 +372,7 @@ func (s *synth) fitPositionSinusoid(x, t *val) *val {
 			// the frequencies, f_j < π: the turn between the two rows
 			freqs := make([]float64, half)
 			for j := range freqs {
-				freqs[j] = math.Remainder(ang(r1, j)-ang(r0, j), 2*math.Pi)
+				freqs[j] = step * math.Remainder(ang(r1, j)-ang(r0, j), 2*math.Pi)
 			}
 			for _, shift := range []float32{0, 1} {
 				l.shift = shift
@@ -378,16 +380,21 @@ func (s *synth) fitPositionSinusoid(x, t *val) *val {
 				if !ok {
 					continue
 				}
-				ladder := make([]float64, half)
-				for j := range ladder {
-					ladder[j] = math.Pow(float64(p), -float64(j)/(float64(half)-float64(shift)))
-				}
-				k, ok := readOffset(ladder, float64(x.data[r0]), func(j int) float64 { return ang(r0, j) })
-				if !ok {
-					continue
-				}
-				if e := make1(reading{l, p, k}); e != nil {
-					cands, reads = append(cands, e), append(reads, reading{l, p, k})
+				// the period read, and 10000 beside it (a narrow table's
+				// rounding moves the angles read one row apart enough to
+				// miss it, and the offset read at a far position with it)
+				for _, p := range slices.Compact([]float32{p, 10000}) {
+					ladder := make([]float64, half)
+					for j := range ladder {
+						ladder[j] = math.Pow(float64(p), -float64(j)/(float64(half)-float64(shift)))
+					}
+					k, ok := readOffset(ladder, float64(x.data[r0]), func(j int) float64 { return ang(r0, j) })
+					if !ok {
+						continue
+					}
+					if e := make1(reading{l, p, k}); e != nil {
+						cands, reads = append(cands, e), append(reads, reading{l, p, k})
+					}
 				}
 			}
 		}
@@ -491,4 +498,39 @@ func (s *synth) idsPositionSinusoid(x, t *val) *val {
 	}
 	s.em.iota(pos)
 	return s.fitPositionSinusoid(pos, t)
+}
+
+// shapePositionSinusoid explains t [.., n, D], the output of a call
+// without parameters whose argument x is no positions (hidden states,
+// whose shape alone it reads), as fitPositionSinusoid's table of
+// positions made from the request's shape: 0, 1, …, n − 1 or 0, −1, …,
+// −(n − 1) along the rows, each plus an offset read off the values (a
+// table of relative offsets from the farthest key ahead to the farthest
+// behind, n = 2·S − 1, runs S − 1 … −(S − 1): Transformer-XL's). Tried
+// once every other form of a parameterless call has failed.
+func (s *synth) shapePositionSinusoid(x, t *val) *val {
+	if x == nil || x.integral() || t.integral() || len(t.shape) < 2 {
+		return nil
+	}
+	n, d := t.shape[len(t.shape)-2], t.shape[len(t.shape)-1]
+	if n < 2 || d%2 != 0 || d < 8 {
+		return nil
+	}
+	lead := t.shape[:len(t.shape)-1]
+	for _, step := range []float32{1, -1} {
+		// declared in the program only where the table it makes is read
+		note := fmt.Sprintf("positions 0…%d along the last axis (made from the request's shape)", n-1)
+		if step < 0 {
+			note = fmt.Sprintf("positions 0…−%d along the last axis, running down (made from the request's shape)", n-1)
+		}
+		s.seq++
+		pos := &val{shape: slices.Clone(lead), data: make([]float32, prod(lead)), format: precision.F32, origin: t.origin + "/positions", intType: true, seq: s.seq, constNote: note}
+		for i := range pos.data {
+			pos.data[i] = step * float32(i%n)
+		}
+		if v := s.fitPositionSinusoid(pos, t); v != nil {
+			return v
+		}
+	}
+	return nil
 }

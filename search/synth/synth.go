@@ -60,6 +60,7 @@ type synth struct {
 	freqsRead    map[freqKey]map[int]float32
 	opaque       []*val
 	attn         []attnRecord
+	relShifts    []relShiftRecord    // how each relative-position attention's terms were found
 	lambdas      []lambdaRecord      // how each differential attention's λ was explained
 	temperatures []temperatureRecord // how each cosine attention's temperature was made
 	mlps         []mlpRecord
