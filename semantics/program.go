@@ -143,11 +143,13 @@ type AngularAttrs struct {
 // BucketAttrs configure a rel_bucket node: T5's relative position
 // buckets of query and key positions (n = q − k; bidirectional: half the
 // buckets for keys after the query), exact below half a side's buckets,
-// log-spaced up to max_distance.
+// log-spaced up to max_distance; or, signed_log, DeBERTa's: n itself up
+// to half the buckets, then log-spaced with n's sign.
 type BucketAttrs struct {
 	NumBuckets    int  `json:"num_buckets"`
 	MaxDistance   int  `json:"max_distance"`
 	Bidirectional bool `json:"bidirectional,omitempty"`
+	SignedLog     bool `json:"signed_log,omitempty"`
 }
 
 // ConvAttrs configure a conv2d node: pad zeros on each side of H and W;

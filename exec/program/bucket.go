@@ -16,13 +16,27 @@ import (
 // Below nb/2 the bucket is n itself; from there log-spaced up to
 // MaxDistance, nb/2 + ⌊ln(n/(nb/2)) / ln(MaxDistance/(nb/2)) · nb/2⌋ computed
 // in f32 as torch does, capped at nb − 1.
+//
+// SignedLog is DeBERTa's log buckets instead (make_log_bucket_position):
+// n = q − k kept with its sign where |n| ≤ mid = NumBuckets/2, else
+// sign(n)·(mid + ⌈ln(|n|/mid) / ln((MaxDistance − 1)/mid) · (mid − 1)⌉),
+// in f32 as torch does (|n|/mid and (MaxDistance − 1)/mid rounded to f32,
+// each logarithm, the quotient and the product in f32): ids from
+// −(NumBuckets − 1) to NumBuckets − 1, their reader offsets them.
 type BucketParams struct {
 	NumBuckets    int
 	MaxDistance   int
 	Bidirectional bool
+	SignedLog     bool
 }
 
 func (p BucketParams) check() error {
+	if p.SignedLog {
+		if p.Bidirectional || p.NumBuckets < 4 || p.MaxDistance <= p.NumBuckets/2+1 || p.MaxDistance > 1<<24 {
+			return fmt.Errorf("signed log buckets: %d buckets, max distance %d (bidirectional %v): need 4 or more buckets, a max distance above half of them plus one, and no bidirectional split", p.NumBuckets, p.MaxDistance, p.Bidirectional)
+		}
+		return nil
+	}
 	nb := p.NumBuckets
 	if p.Bidirectional {
 		nb /= 2
@@ -36,6 +50,9 @@ func (p BucketParams) check() error {
 // Bucket is the bucket of query position q and key position k.
 func (p BucketParams) Bucket(q, k int) int {
 	n := q - k
+	if p.SignedLog {
+		return p.signedLog(n)
+	}
 	nb, ret := p.NumBuckets, 0
 	if p.Bidirectional {
 		nb /= 2
@@ -54,6 +71,22 @@ func (p BucketParams) Bucket(q, k int) int {
 	l := float32(math.Log(float64(float32(n) / float32(exact))))
 	v := l / float32(math.Log(float64(p.MaxDistance)/float64(exact))) * float32(nb-exact)
 	return ret + min(exact+int(v), nb-1)
+}
+
+// signedLog is DeBERTa's bucket of the offset n (SignedLog).
+func (p BucketParams) signedLog(n int) int {
+	mid := p.NumBuckets / 2
+	a := max(n, -n)
+	if a <= mid {
+		return n
+	}
+	ratio := float32(math.Log(float64(float32(a) / float32(mid))))
+	span := float32(math.Log(float64(float32(float64(p.MaxDistance-1) / float64(mid)))))
+	b := mid + int(math.Ceil(float64(ratio/span*float32(mid-1))))
+	if n < 0 {
+		return -b
+	}
+	return b
 }
 
 // relBucketHost makes the [Sq, Sk] bucket ids of query positions q [Sq]

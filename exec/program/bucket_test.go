@@ -65,3 +65,31 @@ func TestRelBucketHost(t *testing.T) {
 		t.Error("position 0.5: no error")
 	}
 }
+
+// TestSignedLogBuckets: DeBERTa's make_log_bucket_position against torch
+// 1.13's own ids (the formula run in torch, CPU): offsets in the exact
+// zone kept, log-spaced ones with their sign, at a small table (16
+// buckets, positions up to 64) and DeBERTa-v3's (256, 512).
+func TestSignedLogBuckets(t *testing.T) {
+	cases := []struct {
+		nb, md int
+		n, want []int
+	}{
+		{16, 64, []int{0, 5, 8, 9, 10, 11, 18, -9, -18}, []int{0, 5, 8, 9, 9, 10, 11, -9, -11}},
+		{256, 512, []int{127, 128, 129, 130, 200, 511, 1000, -129, -300}, []int{127, 128, 129, 130, 169, 255, 317, -129, -207}},
+	}
+	for _, c := range cases {
+		p := BucketParams{NumBuckets: c.nb, MaxDistance: c.md, SignedLog: true}
+		if err := p.check(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range c.n {
+			if got := p.Bucket(n, 0); got != c.want[i] {
+				t.Errorf("%d buckets, max %d: offset %d → %d, torch %d", c.nb, c.md, n, got, c.want[i])
+			}
+		}
+	}
+	if err := (BucketParams{NumBuckets: 16, MaxDistance: 9, SignedLog: true}).check(); err == nil {
+		t.Error("a max distance inside the exact zone accepted")
+	}
+}

@@ -251,7 +251,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		a.Angular = AngularParams{Heads: g.Heads, Power: g.Power}
 	}
 	if r := d.Bucket; r != nil {
-		a.Bucket = BucketParams{NumBuckets: r.NumBuckets, MaxDistance: r.MaxDistance, Bidirectional: r.Bidirectional}
+		a.Bucket = BucketParams{NumBuckets: r.NumBuckets, MaxDistance: r.MaxDistance, Bidirectional: r.Bidirectional, SignedLog: r.SignedLog}
 		if err := a.Bucket.check(); err != nil {
 			return Node{}, err
 		}
@@ -320,7 +320,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	case OpMemoryScan:
 		d.Memory = &semantics.MemoryAttrs{Eps: float64(a.Memory.Eps)}
 	case OpRelBucket:
-		d.Bucket = &semantics.BucketAttrs{NumBuckets: a.Bucket.NumBuckets, MaxDistance: a.Bucket.MaxDistance, Bidirectional: a.Bucket.Bidirectional}
+		d.Bucket = &semantics.BucketAttrs{NumBuckets: a.Bucket.NumBuckets, MaxDistance: a.Bucket.MaxDistance, Bidirectional: a.Bucket.Bidirectional, SignedLog: a.Bucket.SignedLog}
 	case OpLinearAttention:
 		l := a.LinearAttention
 		d.LinearAttention = &semantics.LinearAttentionAttrs{Heads: l.Heads, Kernel: l.Kernel.String(), Eps: float64(l.Eps)}

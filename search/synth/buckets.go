@@ -34,6 +34,9 @@ func (s *synth) relBuckets(t *val) *val {
 		return nil
 	}
 	sq, sk := shape[0], shape[1]
+	if slices.ContainsFunc(t.data, func(x float32) bool { return x < 0 }) {
+		return s.signedLogBuckets(t, sq, sk)
+	}
 	if v := s.relBucketsAt(t, sq, sk, 0); v != nil || sk <= sq || (sk-sq)%2 != 0 {
 		return v
 	}
@@ -126,6 +129,74 @@ func (s *synth) relBucketsAt(t *val, sq, sk, off int) *val {
 	return nil
 }
 
+// signedLogBuckets explains integer ids t [.., Sq, Sk] with negative
+// entries as DeBERTa's signed log buckets of q − k (positions 0…Sq−1 and
+// 0…Sk−1): every bucket count whose exact zone (|n| up to half of it)
+// reads n itself, and every max distance that reproduces the log-spaced
+// ids beyond it, the usual distance kept among those that fit. Where no
+// offset reaches past the exact zone, the smallest count that holds them
+// all is taken (the ids do not decide it; the evidence says so).
+func (s *synth) signedLogBuckets(t *val, sq, sk int) *val {
+	ids := map[int]int{} // offset n = q − k → its id, one per offset
+	for q := range sq {
+		for k := range sk {
+			id := t.data[q*sk+k]
+			if id != float32(int(id)) {
+				return nil
+			}
+			if prev, ok := ids[q-k]; ok && prev != int(id) {
+				return nil // not a function of q − k
+			}
+			ids[q-k] = int(id)
+		}
+	}
+	reach := max(sq, sk) - 1
+	for nb := 4; nb <= 2*reach+2; nb += 2 {
+		mid := nb / 2
+		exact := true
+		for n, id := range ids {
+			if max(n, -n) <= mid && id != n {
+				exact = false
+				break
+			}
+		}
+		if !exact {
+			continue
+		}
+		if mid >= reach {
+			// no offset past the exact zone: the ids are q − k
+			p := program.BucketParams{NumBuckets: nb, MaxDistance: max(512, mid+2), SignedLog: true}
+			return s.bucketsOf(t, sq, sk, 0, p, []int{p.MaxDistance})
+		}
+		var fits []int
+		for md := mid + 2; md <= 4096; md++ {
+			p := program.BucketParams{NumBuckets: nb, MaxDistance: md, SignedLog: true}
+			ok := true
+			for n, id := range ids {
+				if p.Bucket(n, 0) != id {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				fits = append(fits, md)
+			}
+		}
+		if len(fits) == 0 {
+			continue
+		}
+		p := program.BucketParams{NumBuckets: nb, MaxDistance: fits[0], SignedLog: true}
+		for _, d := range usualDistances {
+			if slices.Contains(fits, d) {
+				p.MaxDistance = d
+				break
+			}
+		}
+		return s.bucketsOf(t, sq, sk, 0, p, fits)
+	}
+	return nil
+}
+
 // bucketsOf emits the positions and the rel_bucket node for p and returns
 // the ids in t's shape.
 func (s *synth) bucketsOf(t *val, sq, sk, off int, p program.BucketParams, fits []int) *val {
@@ -135,6 +206,9 @@ func (s *synth) bucketsOf(t *val, sq, sk, off int, p program.BucketParams, fits 
 	}
 	note := fmt.Sprintf("positions (made from the request's shape) of T5 relative position buckets: %d buckets, bidirectional %v, %s",
 		p.NumBuckets, p.Bidirectional, fit)
+	if p.SignedLog {
+		note = fmt.Sprintf("positions (made from the request's shape) of signed log relative buckets (DeBERTa's): %d buckets, %s", p.NumBuckets, fit)
+	}
 	if off != 0 {
 		note += fmt.Sprintf("; the queries at %d… among the keys (a block's queries in its 3-block window)", off)
 	}
@@ -152,7 +226,7 @@ func (s *synth) bucketsOf(t *val, sq, sk, off int, p program.BucketParams, fits 
 		k = positions(sk, 0, "key_positions")
 	}
 	ids := s.derive(&expr{op: program.OpRelBucket, attrs: program.Attrs{Bucket: p}, args: []*val{q, k}, out: precision.F32,
-		label: fmt.Sprintf("relative buckets: %d, bidirectional %v, max distance %d", p.NumBuckets, p.Bidirectional, p.MaxDistance)})
+		label: fmt.Sprintf("relative buckets: %d, bidirectional %v, signed log %v, max distance %d", p.NumBuckets, p.Bidirectional, p.SignedLog, p.MaxDistance)})
 	if ids == nil {
 		return nil
 	}

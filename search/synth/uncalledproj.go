@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/zflow/zflow/exec/program"
@@ -134,4 +135,17 @@ func (s *synth) placed(vecs []*val, offsets []int, n int) *val {
 		pieces = append(pieces, zeros(n-at))
 	}
 	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 0}, args: pieces, out: vecs[0].format, label: "a bias assembled from the call's vectors and zeros"})
+}
+
+// addUncalledTables adds to sc the matrices of its module's direct
+// sub-modules that no call holds, as values of their own: a table the
+// forward reads itself rather than calling its module (DeBERTa's
+// relative embeddings, self.rel_embeddings.weight, normalised before the
+// layers use them).
+func (s *synth) addUncalledTables(sc *scope) {
+	for _, l := range s.directUncalledLinears(sc.module) {
+		if !slices.Contains(sc.vals, l[0]) {
+			sc.add(l[0], false)
+		}
+	}
 }

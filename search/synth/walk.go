@@ -91,6 +91,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 	children := s.children(c)
 	if len(children) > 0 {
 		s.addUncalledProjections(sc)
+		s.addUncalledTables(sc)
 	}
 	if len(children) == 0 {
 		if err := s.leaf(c, sc, args, outs); err != nil {
