@@ -72,7 +72,7 @@ func TestRelBucketHost(t *testing.T) {
 // buckets, positions up to 64) and DeBERTa-v3's (256, 512).
 func TestSignedLogBuckets(t *testing.T) {
 	cases := []struct {
-		nb, md int
+		nb, md  int
 		n, want []int
 	}{
 		{16, 64, []int{0, 5, 8, 9, 10, 11, 18, -9, -18}, []int{0, 5, 8, 9, 9, 10, 11, -9, -11}},
