@@ -304,6 +304,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.gatedJoin(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.positionGatedSum(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.filled(target); v != nil {
 		return s.stored(v, target)
 	}
