@@ -44,16 +44,7 @@ func (s *synth) relShiftAttention(t *val, sc *scope) *val {
 	}
 	params, dims := relBiasParams(sc, width)
 	if len(dims) == 0 {
-		for _, r := range s.attn {
-			if d := r.choice.headDim; d > 0 && width%d == 0 && !slices.Contains(dims, d) {
-				dims = append(dims, d)
-			}
-		}
-		for d := minHeadDim; d <= maxHeadDim && d <= width; d *= 2 {
-			if width%d == 0 && !slices.Contains(dims, d) {
-				dims = append(dims, d)
-			}
-		}
+		dims = s.headDims(width)
 	}
 	pool, _ := s.operands(sc, t)
 	var ops []*val

@@ -27,17 +27,7 @@ func (s *synth) summedAttention(t *val, sc *scope) *val {
 		return nil
 	}
 	b, n, width := t.shape[0], t.shape[1], t.shape[2]
-	var dims []int
-	for _, r := range s.attn {
-		if d := r.choice.headDim; d > 0 && width%d == 0 && !slices.Contains(dims, d) {
-			dims = append(dims, d)
-		}
-	}
-	for d := minHeadDim; d <= maxHeadDim && d <= width; d *= 2 {
-		if width%d == 0 && !slices.Contains(dims, d) {
-			dims = append(dims, d)
-		}
-	}
+	dims := s.headDims(width)
 	pool, _ := s.operands(sc, t)
 	var qs [][2]*val // q, nil
 	var kvs [][2]*val
@@ -116,4 +106,22 @@ func (s *synth) summedAttention(t *val, sc *scope) *val {
 	ch.score, ch.result = relRMS(t.format, w.data, t.data), w
 	s.attn = append(s.attn, attnRecord{choice: ch, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return w
+}
+
+// headDims are the head widths to try for an attention of width
+// channels: those of the attentions found so far first, then the powers
+// of two from minHeadDim to maxHeadDim that divide it.
+func (s *synth) headDims(width int) []int {
+	var dims []int
+	for _, r := range s.attn {
+		if d := r.choice.headDim; d > 0 && width%d == 0 && !slices.Contains(dims, d) {
+			dims = append(dims, d)
+		}
+	}
+	for d := minHeadDim; d <= maxHeadDim && d <= width; d *= 2 {
+		if width%d == 0 && !slices.Contains(dims, d) {
+			dims = append(dims, d)
+		}
+	}
+	return dims
 }

@@ -97,32 +97,20 @@ func (s *synth) relBucketsAt(t *val, sq, sk, off int) *val {
 				continue
 			}
 			// every distance from exact + 1 up that gives these ids
-			var fits []int
-			for md := exact + 1; md <= 4096; md++ {
-				p.MaxDistance = md
-				ok := true
-				for q := 0; q < sq && ok; q++ {
-					for k := 0; k < sk; k++ {
+			fits, usual := fittingDistances(p, exact+1, func(p program.BucketParams) bool {
+				for q := range sq {
+					for k := range sk {
 						if p.Bucket(q+off, k) != at(q, k) {
-							ok = false
-							break
+							return false
 						}
 					}
 				}
-				if ok {
-					fits = append(fits, md)
-				}
-			}
+				return true
+			})
 			if len(fits) == 0 {
 				continue
 			}
-			p.MaxDistance = fits[0]
-			for _, d := range usualDistances {
-				if slices.Contains(fits, d) {
-					p.MaxDistance = d
-					break
-				}
-			}
+			p.MaxDistance = usual
 			return s.bucketsOf(t, sq, sk, off, p, fits)
 		}
 	}
@@ -168,33 +156,43 @@ func (s *synth) signedLogBuckets(t *val, sq, sk int) *val {
 			p := program.BucketParams{NumBuckets: nb, MaxDistance: max(512, mid+2), SignedLog: true}
 			return s.bucketsOf(t, sq, sk, 0, p, []int{p.MaxDistance})
 		}
-		var fits []int
-		for md := mid + 2; md <= 4096; md++ {
-			p := program.BucketParams{NumBuckets: nb, MaxDistance: md, SignedLog: true}
-			ok := true
+		p := program.BucketParams{NumBuckets: nb, SignedLog: true}
+		fits, usual := fittingDistances(p, mid+2, func(p program.BucketParams) bool {
 			for n, id := range ids {
 				if p.Bucket(n, 0) != id {
-					ok = false
-					break
+					return false
 				}
 			}
-			if ok {
-				fits = append(fits, md)
-			}
-		}
+			return true
+		})
 		if len(fits) == 0 {
 			continue
 		}
-		p := program.BucketParams{NumBuckets: nb, MaxDistance: fits[0], SignedLog: true}
-		for _, d := range usualDistances {
-			if slices.Contains(fits, d) {
-				p.MaxDistance = d
-				break
-			}
-		}
+		p.MaxDistance = usual
 		return s.bucketsOf(t, sq, sk, 0, p, fits)
 	}
 	return nil
+}
+
+// fittingDistances are the max distances from lo up to 4096 for which p
+// reproduces the ids (ok), and the one kept: the first usual distance
+// among them, else the smallest.
+func fittingDistances(p program.BucketParams, lo int, ok func(program.BucketParams) bool) (fits []int, kept int) {
+	for md := lo; md <= 4096; md++ {
+		p.MaxDistance = md
+		if ok(p) {
+			fits = append(fits, md)
+		}
+	}
+	if len(fits) == 0 {
+		return nil, 0
+	}
+	for _, d := range usualDistances {
+		if slices.Contains(fits, d) {
+			return fits, d
+		}
+	}
+	return fits, fits[0]
 }
 
 // bucketsOf emits the positions and the rel_bucket node for p and returns
