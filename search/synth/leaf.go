@@ -1196,7 +1196,7 @@ func (s *synth) fitStridedConv2D(x, w, bias, t *val) *val {
 	}
 	v, ev := s.best(t, cands)
 	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
-		return nil
+		return s.fitStdConv2D(x, w, bias, t)
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v
