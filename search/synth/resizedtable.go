@@ -36,7 +36,7 @@ func (s *synth) resizedTables(t *val, vals []*val) []*val {
 			continue
 		}
 		for _, v := range vals {
-			if !v.param || v.opaque || v.integral() || v.shape[0] != 1 {
+			if !v.param || v.opaque || v.integral() || len(v.shape) < 3 || v.shape[0] != 1 {
 				continue
 			}
 			grid, lead := s.tableGrid(v, c, k)
