@@ -143,7 +143,9 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 	for _, rc := range variants {
 		keep(try(rc))
 	}
-	if best.score > tolerance(t.format) {
+	if best.score > tolerance(t.format) || (!best.dc.c2p && !best.dc.p2c) {
+		// not within the tolerance, or no position term in the best
+		// choice: plain attention, the plain forms' to explain
 		return nil
 	}
 	dc := best.dc
