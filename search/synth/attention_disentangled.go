@@ -77,7 +77,10 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 			return nil
 		}
 		p := exec.AttentionParams{Heads: width / dc.d, KVHeads: width / dc.d, Scale: dc.scale()}
-		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{dc.q, dc.k, dc.v, nil, bias, nil}, out: t.format, label: dc.label()}
+		if dc.mask != nil {
+			p.Mask = exec.MaskExplicit
+		}
+		e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{dc.q, dc.k, dc.v, dc.mask, bias, nil}, out: t.format, label: dc.label()}
 		v, score := s.ev.score(e, t)
 		evidence = append(evidence, semantics.Candidate{Value: e.label, Score: finite(score)})
 		if v == nil {
@@ -96,6 +99,9 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 	}
 	func() {
 		for _, tr := range triples {
+			// no mask, then the scope's 0/1 key masks (an all-ones one is
+			// none)
+			masks := append([]*val{nil}, s.keyMasks(sc, tr[0], tr[1])...)
 			for _, d := range s.headDims(width) {
 				for _, rel := range rels {
 					for _, pk := range tables {
@@ -103,9 +109,11 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 							if pk.shape[len(pk.shape)-2] != pq.shape[len(pq.shape)-2] {
 								continue
 							}
-							keep(try(disentangledChoice{q: tr[0], k: tr[1], v: tr[2], pk: pk, pq: pq, rel: rel, d: d, c2p: true, p2c: true, factor: 3}))
-							if best != nil && best.score <= goal {
-								return
+							for _, m := range masks {
+								keep(try(disentangledChoice{q: tr[0], k: tr[1], v: tr[2], mask: m, pk: pk, pq: pq, rel: rel, d: d, c2p: true, p2c: true, factor: 3}))
+								if best != nil && best.score <= goal {
+									return
+								}
 							}
 						}
 					}
@@ -152,6 +160,9 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 	evidence = append(evidence, semantics.Candidate{Value: dc.label(), Score: finite(best.score)})
 	ch := attnChoice{q: dc.q, k: dc.k, v: dc.v, headDim: dc.d, params: exec.AttentionParams{Heads: width / dc.d, KVHeads: width / dc.d, Scale: dc.scale()},
 		label: dc.label(), score: best.score, result: best.result, bias: best.bias, rows: 0}
+	if dc.mask != nil {
+		ch.params.Mask = exec.MaskExplicit
+	}
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: ch, scope: sc.module, boundary: t.origin, candidates: evidence})
 	return best.result
@@ -160,6 +171,7 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 // disentangledChoice is one assignment of disentangledAttention's search.
 type disentangledChoice struct {
 	q, k, v, pk, pq, rel *val
+	mask                 *val // a 0/1 key mask [B, 1, S] (nonzero: attend), or nil
 	d                    int
 	c2p, p2c             bool
 	factor               int  // the scale's 1/√(D·factor)
@@ -184,6 +196,9 @@ func (c disentangledChoice) label() string {
 	l := fmt.Sprintf("heads=%d kv=%d causal=false rope=none disentangled=%v scale=1/sqrt(%d·%d) position_keys=%s position_queries=%s buckets=%s", c.q.shape[2]/c.d, c.k.shape[2]/c.d, terms, c.d, c.factor, c.pk.origin, c.pq.origin, c.rel.origin)
 	if c.signFlipped {
 		l += " buckets_negated"
+	}
+	if c.mask != nil {
+		l += " mask=" + c.mask.origin
 	}
 	return l
 }

@@ -14,9 +14,10 @@ import (
 // gather(q·Pkᵀ, c2p) + gather(k·Pqᵀ, p2c)ᵀ, all over √(d·factor), with
 // c2p[i, j] = clamp(rel[i, j] + span, 0, 2span − 1) and p2c[j, i] =
 // clamp(−rel[j, i] + span, …); softmax, times v. q, k, v [b, n, h·d],
-// pk, pq [2span, h·d], rel [n, n] (one for the batch); c2p and p2c pick
+// pk, pq [2span, h·d], rel [n, n] (one for the batch), keep [b·n] the
+// keys attended (nil: all; a masked key's score is −∞); c2p and p2c pick
 // the terms present (neither: plain attention, the negative control).
-func disentangledReference(q, k, v, pk, pq []float32, rel []int, b, n, h, d, span, factor int, c2p, p2c bool) []float32 {
+func disentangledReference(q, k, v, pk, pq []float32, rel []int, keep []bool, b, n, h, d, span, factor int, c2p, p2c bool) []float32 {
 	width, l := h*d, 2*span
 	clamp := func(x int) int { return min(max(x, 0), l-1) }
 	out := make([]float32, b*n*width)
@@ -41,6 +42,9 @@ func disentangledReference(q, k, v, pk, pq []float32, rel []int, b, n, h, d, spa
 						sc[j] += dot(k, bb*n+j, pq, clamp(-rel[j*n+i]+span), hh)
 					}
 					sc[j] /= scale
+					if keep != nil && !keep[bb*n+j] {
+						sc[j] = math.Inf(-1)
+					}
 				}
 				p := softmax64(sc)
 				for c := range d {
@@ -97,9 +101,11 @@ func TestDisentangledAttention(t *testing.T) {
 		factor   int
 		c2p, p2c bool
 		terms    string // the label's terms
+		masked   int    // keys masked at the end of the last sample (a 0/1 key mask in the scope)
 	}{
 		{name: "c2p and p2c, sequence longer than the span", b: 1, n: 11, span: 4, factor: 3, c2p: true, p2c: true, terms: "disentangled=[c2p p2c]"},
 		{name: "two samples, span wider than the sequence", b: 2, n: 5, span: 8, factor: 3, c2p: true, p2c: true, terms: "disentangled=[c2p p2c]"},
+		{name: "two samples, the last keys of one masked", b: 2, n: 7, span: 4, factor: 3, c2p: true, p2c: true, masked: 2, terms: "mask="},
 		{name: "c2p only", b: 1, n: 9, span: 4, factor: 2, c2p: true, terms: "disentangled=[c2p] "},
 		{name: "plain attention (negative control)", b: 1, n: 9, span: 4, factor: 1},
 	}
@@ -120,10 +126,25 @@ func TestDisentangledAttention(t *testing.T) {
 			}{{q, "q/out"}, {k, "k/out"}, {v, "v/out"}, {pq, "q#1/out"}, {pk, "k#1/out"}, {rv, "rel/out"}} {
 				x.v.origin, x.v.fit = x.name, &leafFit{kind: "linear"}
 			}
-			want := disentangledReference(q.data, k.data, v.data, pk.data, pq.data, rel, c.b, c.n, h, d, c.span, c.factor, c.c2p, c.p2c)
+			var keep []bool
+			var mv *val
+			if c.masked > 0 {
+				keep = make([]bool, c.b*c.n)
+				mv = &val{shape: []int{c.b, 1, 1, c.n}, data: make([]float32, c.b*c.n), format: precision.F32, intType: true, origin: "mask/in"}
+				for j := range keep {
+					keep[j] = j < c.b*c.n-c.masked
+					if keep[j] {
+						mv.data[j] = 1
+					}
+				}
+			}
+			want := disentangledReference(q.data, k.data, v.data, pk.data, pq.data, rel, keep, c.b, c.n, h, d, c.span, c.factor, c.c2p, c.p2c)
 			s, sc, target := planted(t, precision.F32, []int{c.b, c.n, width}, want)
 			for _, x := range []*val{rv, q, k, v, pq, pk} {
 				sc.add(x, true)
+			}
+			if mv != nil {
+				sc.add(mv, false)
 			}
 			got := s.disentangledAttention(target, sc)
 			if !c.c2p && !c.p2c {
