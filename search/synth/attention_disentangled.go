@@ -51,15 +51,7 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 		}
 	}
 	var triples [][3]*val
-	for _, q := range ops {
-		for _, k := range ops {
-			for _, v := range ops {
-				if q != k && q != v && k != v {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(ops, nil)...)
 	if len(triples) == 0 {
 		return nil
 	}

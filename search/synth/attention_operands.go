@@ -1172,3 +1172,19 @@ func (s *synth) stackedTables(v *val) (*val, *val) {
 func ropeMade(v *val) bool {
 	return v.fit != nil && (v.fit.kind == "rope_table" || v.fit.kind == "rope_coords")
 }
+
+// distinctTriples are the (q, k, v) of three different values of ops, in
+// ops' order, that ok accepts (every one where ok is nil).
+func distinctTriples(ops []*val, ok func(q, k, v *val) bool) [][3]*val {
+	var out [][3]*val
+	for _, q := range ops {
+		for _, k := range ops {
+			for _, v := range ops {
+				if q != k && q != v && k != v && (ok == nil || ok(q, k, v)) {
+					out = append(out, [3]*val{q, k, v})
+				}
+			}
+		}
+	}
+	return out
+}

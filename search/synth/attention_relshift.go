@@ -54,15 +54,9 @@ func (s *synth) relShiftAttention(t *val, sc *scope) *val {
 		}
 	}
 	var triples [][3]*val
-	for _, q := range ops {
-		for _, k := range ops {
-			for _, v := range ops {
-				if q != k && q != v && k != v && q.shape[2] == width && slices.Equal(k.shape, v.shape) {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(ops, func(q, k, v *val) bool {
+		return q.shape[2] == width && slices.Equal(k.shape, v.shape)
+	})...)
 	if len(triples) == 0 {
 		return nil
 	}

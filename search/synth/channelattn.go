@@ -23,15 +23,9 @@ func (s *synth) channelAttention(t *val, sc *scope) *val {
 	n, width := t.shape[1], t.shape[2]
 	pool, fused := s.operands(sc, t)
 	triples := fused
-	for _, q := range pool {
-		for _, k := range pool {
-			for _, v := range pool {
-				if q != k && q != v && k != v && slices.Equal(q.shape, t.shape) && slices.Equal(k.shape, t.shape) && slices.Equal(v.shape, t.shape) {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(pool, func(q, k, v *val) bool {
+		return slices.Equal(q.shape, t.shape) && slices.Equal(k.shape, t.shape) && slices.Equal(v.shape, t.shape)
+	})...)
 	var cands []*expr
 	for _, tr := range triples {
 		if !slices.Equal(tr[0].shape, t.shape) || !slices.Equal(tr[1].shape, t.shape) || !slices.Equal(tr[2].shape, t.shape) {

@@ -35,15 +35,7 @@ func (s *synth) cosineAttention(t *val, sc *scope) *val {
 		}
 	}
 	var triples [][3]*val
-	for _, q := range ops {
-		for _, k := range ops {
-			for _, v := range ops {
-				if k != q && v != q && v != k {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(ops, nil)...)
 	_, fused := s.allOperands(sc, t)
 	for _, f := range fused {
 		if slices.Equal(f[0].shape, t.shape) && slices.Equal(f[1].shape, t.shape) && slices.Equal(f[2].shape, t.shape) {

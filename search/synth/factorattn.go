@@ -22,15 +22,9 @@ func (s *synth) factorizedAttention(t *val, sc *scope) *val {
 	b, n, c := t.shape[0], t.shape[1], t.shape[2]
 	pool, fused := s.operands(sc, t)
 	triples := slices.Clone(fused)
-	for _, q := range pool {
-		for _, k := range pool {
-			for _, v := range pool {
-				if q != k && k != v && q != v && slices.Equal(q.shape, t.shape) && slices.Equal(k.shape, t.shape) && slices.Equal(v.shape, t.shape) {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(pool, func(q, k, v *val) bool {
+		return slices.Equal(q.shape, t.shape) && slices.Equal(k.shape, t.shape) && slices.Equal(v.shape, t.shape)
+	})...)
 	if len(triples) == 0 {
 		return nil
 	}

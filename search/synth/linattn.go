@@ -18,15 +18,9 @@ import (
 func (s *synth) linearTriples(sc *scope, t *val) [][3]*val {
 	pool, fused := s.operands(sc, t)
 	triples := fused
-	for _, q := range pool {
-		for _, k := range pool {
-			for _, v := range pool {
-				if q != k && q != v && k != v && k.shape[1] == v.shape[1] && q.shape[2] == k.shape[2] && v.shape[2] == t.shape[2] && q.shape[1] == t.shape[1] {
-					triples = append(triples, [3]*val{q, k, v})
-				}
-			}
-		}
-	}
+	triples = append(triples, distinctTriples(pool, func(q, k, v *val) bool {
+		return k.shape[1] == v.shape[1] && q.shape[2] == k.shape[2] && v.shape[2] == t.shape[2] && q.shape[1] == t.shape[1]
+	})...)
 	return triples
 }
 
