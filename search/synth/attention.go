@@ -170,7 +170,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if joined {
 		triples, mixed, joinedTriples = nil, nil, s.joinedKV(sc, t)
 	}
-	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 && (joined || !hasSeparateHeads(sc, t)) {
+	if len(triples) == 0 && len(mixed) == 0 && len(joinedTriples) == 0 && (joined || !hasSeparateHeads(sc, t) && !hasNarrowValues(sc, t)) {
 		return nil
 	}
 	tables := s.ropeTables(sc)
@@ -434,6 +434,13 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				if best != nil && best.score <= accept {
 					all = append(all[:n0], *best)
 				}
+			}
+		}
+		if !anyWithin(all, tol) {
+			// values narrower per head than queries and keys: searched
+			// padded, whole (its own refinement)
+			if r := s.narrowValues(t, sc); r != nil {
+				return r
 			}
 		}
 		if !anyWithin(all, tol) {

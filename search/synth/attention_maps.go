@@ -60,7 +60,13 @@ func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
 func (s *synth) besideOwnRows(t *val, sc *scope, explain func(*val) *val) *val {
 	tol := tolerance(t.format)
 	for _, x := range sc.vals {
-		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.shape[2] >= t.shape[2] {
+		if x.opaque || x.integral() || !sc.own[x] && x.from == nil || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] {
+			continue
+		}
+		if x.shape[2] >= t.shape[2] {
+			if w := s.besideColumnsOf(t, x, explain); w != nil {
+				return w
+			}
 			continue
 		}
 		same := func(sub *val) *val {
@@ -70,6 +76,45 @@ func (s *synth) besideOwnRows(t *val, sc *scope, explain func(*val) *val) *val {
 			return x
 		}
 		if w := s.besideWidth(t, x.shape[2], same, explain, "attention joined with a value the program made"); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// besideColumnsOf explains t [B, N, W] as a run of x's columns [B, N,
+// X], X ≥ W, kept where x holds them (t's last n columns x's last n, or
+// its first n x's first n), joined with what explain makes of the rest
+// (SHViT's single-head attention over the first channels of a map,
+// joined with the channels it left alone). n is the longest run of
+// columns that agree, each within t's tolerance.
+func (s *synth) besideColumnsOf(t, x *val, explain func(*val) *val) *val {
+	W, X := t.shape[2], x.shape[2]
+	tol := tolerance(t.format)
+	agree := func(tc, xc int) bool {
+		a, b := sliceData(t, 2, tc, tc+1), sliceData(x, 2, xc, xc+1)
+		return relRMS(t.format, b, a) <= tol
+	}
+	for _, last := range []bool{true, false} {
+		n := 0
+		for n < W-1 && (last && agree(W-1-n, X-1-n) || !last && agree(n, n)) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		lo := 0
+		if last {
+			lo = X - n
+		}
+		side := func(sub *val) *val {
+			c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: lo, End: lo + n}, args: []*val{x}, out: x.format, label: "columns of a value kept where they were"})
+			if c == nil || relRMS(t.format, c.data, sub.data) > tol {
+				return nil
+			}
+			return c
+		}
+		if w := s.besideWidth(t, n, side, explain, "attention joined with columns the program kept"); w != nil {
 			return w
 		}
 	}

@@ -152,6 +152,11 @@ func plantedAttention(n, d int, q, k, v func(r, c int) float64, out func(r, c in
 
 // plantedAttentionQK is plantedAttention of nq queries over nk keys.
 func plantedAttentionQK(nq, nk, d int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
+	plantedAttentionDV(nq, nk, d, d, q, k, v, out)
+}
+
+// plantedAttentionDV is plantedAttentionQK with values of dv columns.
+func plantedAttentionDV(nq, nk, d, dv int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
 	for i := range nq {
 		scores := make([]float64, nk)
 		top := math.Inf(-1)
@@ -167,7 +172,7 @@ func plantedAttentionQK(nq, nk, d int, q, k, v func(r, c int) float64, out func(
 			scores[j] = math.Exp(scores[j] - top)
 			sum += scores[j]
 		}
-		for e := range d {
+		for e := range dv {
 			var y float64
 			for j := range nk {
 				y += scores[j] / sum * v(j, e)

@@ -30,6 +30,8 @@ type synth struct {
 	// columns: each value's per-column range (attentionHeld), memoised
 	columns map[*val][]span
 	qkWidth map[*val]int
+	// narrowing: narrowValues' padded search is running (it does not nest).
+	narrowing bool
 	// wideRefine: the attention search refines its six best first-stage
 	// choices, not three (widerAttention, a late form: a temperature far
 	// from 1/√d can rank the right operands fourth)

@@ -130,12 +130,7 @@ func (s *synth) splitHeads(v *val, h int, widths []int) ([3]*val, bool) {
 // columns of zeros, their scale recorded.
 func (s *synth) padded3(tr [3]*val, h, dk, dv int) [3]*val {
 	pad := func(x *val) *val {
-		b, n := x.shape[0], x.shape[1]
-		x4 := s.reshape(x, []int{b, n, h, dk})
-		zeros := &val{shape: []int{b, n, h, dv - dk}, data: make([]float32, b*n*h*(dv-dk)), format: x.format, origin: x.origin + "/padding",
-			constNote: "zeros padding q and k to the values' head width (q·kᵀ unchanged; made from the request's shape)"}
-		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 3}, args: []*val{x4, zeros}, out: x.format, label: "padded to the values' head width"})
-		return s.reshape(j, []int{b, n, h * dv})
+		return s.padHeads(x, h, dk, dv, "zeros padding q and k to the values' head width (q·kᵀ unchanged; made from the request's shape)")
 	}
 	q, k := pad(tr[0]), pad(tr[1])
 	if q == nil || k == nil {
