@@ -95,6 +95,9 @@ func (b *Backend) planRegion(r exec.Region) (*epiPlan, string) {
 		if ph.Op == exec.HeadNorm && ph.Spec.Math&exec.MathWelford != 0 {
 			return nil, "a Welford layer norm (a kernel of its own)"
 		}
+		if ph.Op == exec.HeadNorm && ph.Spec.Round&exec.RoundMoments != 0 {
+			return nil, "a norm whose statistics are rounded (no kernel yet: run op by op, which says so)"
+		}
 	}
 	if h.Op == exec.HeadJoin && len(r.Steps) == 0 {
 		return b.planJoin(r)

@@ -366,7 +366,7 @@ func (b *Backend) normLaunch(x, gamma, beta exec.Tensor, p exec.NormParams, s ex
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
 	}
-	if err := b.refuse("norm", s, exec.RoundStats, exec.MathWelford); err != nil {
+	if err := b.refuse("norm", s, exec.RoundStats|exec.RoundMoments, exec.MathWelford); err != nil {
 		return nil, err
 	}
 	if p.Kind != exec.NormLayer && p.Kind != exec.NormRMS {

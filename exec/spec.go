@@ -108,12 +108,18 @@ const (
 	// other eager attentions, q = q * scale; attn = q @ kᵀ). RoundEach does
 	// not imply it.
 	RoundQuery
+	// RoundMoments: norm: the mean and 1/√(σ²+eps), computed in f32, each
+	// rounded to x's storage format before they are applied, x̂ = (x −
+	// mean)·rstd in f32 (PyTorch's CUDA group norm: native_group_norm
+	// keeps its statistics in the input's dtype, and its affine step
+	// reads them back). RoundEach does not imply it.
+	RoundMoments
 
 	roundEnd
 	roundAll = roundEnd - 1
 )
 
-var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum", "query"}
+var roundNames = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum", "query", "moments"}
 
 // String lists the points joined by "|" ("none" for the empty set).
 func (r Round) String() string {

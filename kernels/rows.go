@@ -69,9 +69,9 @@ func NormSeq(backend string, shape []int, fx, fg, fb precision.Format, p exec.No
 	if err := s.Check(); err != nil {
 		return np, fmt.Errorf("norm: %w", err)
 	}
-	if s.Round&exec.RoundStats != 0 || s.Math&exec.MathWelford != 0 {
+	if s.Round&(exec.RoundStats|exec.RoundMoments) != 0 || s.Math&exec.MathWelford != 0 {
 		return np, exec.Unsupported(backend, "norm", "%v: zf_norm_seq computes the f64 statistics only",
-			exec.Spec{Out: s.Out, Round: s.Round & exec.RoundStats, Math: s.Math & exec.MathWelford})
+			exec.Spec{Out: s.Out, Round: s.Round & (exec.RoundStats | exec.RoundMoments), Math: s.Math & exec.MathWelford})
 	}
 	switch p.Kind {
 	case exec.NormLayer:

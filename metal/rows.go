@@ -45,8 +45,8 @@ func bufOr(t, alt *Tensor) *buffer {
 }
 
 // Norm normalises groups of the last axis with the CPU reference's f64
-// statistics (emulated in integers: Metal has no f64). RoundStats and
-// MathWelford are refused.
+// statistics (emulated in integers: Metal has no f64). RoundStats,
+// RoundMoments and MathWelford are refused.
 func (b *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
 	xt, err := b.get("norm", "x", x)
 	if err != nil {

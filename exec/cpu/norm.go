@@ -18,7 +18,8 @@ import (
 // kernel's contracted vector code computes them);
 // MathWelford (layer norms) takes the mean and variance from
 // exec.WelfordMoments, rstd = 1/√(var + eps) rounded once, and γ·x̂ + β
-// as one fused multiply-add.
+// as one fused multiply-add. RoundMoments rounds the mean and rstd to
+// x's format before x̂ = (x − mean)·rstd.
 func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Spec) (exec.Tensor, error) {
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
@@ -63,6 +64,10 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	if rstats && p.Kind == exec.NormRMS {
 		rn = true // x·r is one of the primitives
 	}
+	moments := s.Round&exec.RoundMoments != 0
+	if moments && (rstats || welford) {
+		return nil, exec.Unsupported(bk.Name(), "norm", "RoundMoments with %v (two kernels' statistics)", s)
+	}
 	if rstats && welford {
 		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
 	}
@@ -99,6 +104,9 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 				rstd = float32(1 / math.Sqrt(float64(v+p.Eps)))
 			default:
 				mean, rstd = stats(src, p.Kind, p.Eps)
+			}
+			if moments {
+				mean, rstd = xt.format.Round(mean), xt.format.Round(rstd)
 			}
 			for i, v := range src {
 				var n float32

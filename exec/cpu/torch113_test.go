@@ -229,3 +229,30 @@ func TestRMSNormStepwise(t *testing.T) {
 		}
 	}
 }
+
+// TestNormRoundMoments: RoundMoments rounds the mean and rstd to x's
+// format before x̂ = (x − mean)·rstd (PyTorch's CUDA group norm). For bf16
+// x = [1, 2, 3, 5]: mean 2.75 (exact), variance 2.1875, rstd
+// 1/√(2.1875 + 1e-5) = 0.676118… → bf16 0.67578125, so x̂ in f32 is
+// (x − 2.75)·0.67578125 exactly; the statistics kept in f32 give
+// another first element. On an f32 x the point changes nothing, and it is
+// refused beside another kernel's statistics.
+func TestNormRoundMoments(t *testing.T) {
+	bk := New(1)
+	v := vals(t, bk)
+	p := exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}
+	x := up(t, bk, precision.BF16, []int{1, 4}, 1, 2, 3, 5)
+	const r = 0.67578125
+	want := []float32{-1.75 * r, -0.75 * r, 0.25 * r, 2.25 * r}
+	same(t, "moments", v(bk.Norm(x, nil, nil, p, exec.Spec{Out: precision.F32, Round: exec.RoundMoments})), want)
+	if got := v(bk.Norm(x, nil, nil, p, exec.Out(precision.F32))); got[0] == want[0] {
+		t.Errorf("statistics in f32 gave the rounded statistics' %v", got[0])
+	}
+	xf := up(t, bk, precision.F32, []int{1, 4}, 1, 2, 3, 5)
+	same(t, "f32 x", v(bk.Norm(xf, nil, nil, p, exec.Spec{Out: precision.F32, Round: exec.RoundMoments})), v(bk.Norm(xf, nil, nil, p, exec.Out(precision.F32))))
+	for _, s := range []exec.Spec{{Out: precision.BF16, Round: exec.RoundMoments | exec.RoundStats}, {Out: precision.BF16, Round: exec.RoundMoments, Math: exec.MathWelford}} {
+		if _, err := bk.Norm(x, nil, nil, p, s); err == nil {
+			t.Errorf("%v: no error", s)
+		}
+	}
+}

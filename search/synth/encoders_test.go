@@ -4,9 +4,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -278,5 +280,73 @@ func TestReadStridesBounded(t *testing.T) {
 	}
 	if len(got) > maxReadStrides {
 		t.Errorf("%d strides offered, at most %d", len(got), maxReadStrides)
+	}
+}
+
+// TestChannelsFirstNormMoments: a bf16 GroupNorm as PyTorch's CUDA kernel
+// computes it (one group per channel over [1, 8, 64]): the mean and rstd
+// rounded to bf16 and read back, a = rstd·γ and b = β − a·mean in f32, y
+// = a·x + b fused, rounded once. The fit takes the rounded statistics and
+// reproduces nearly every element bit for bit; the norm composed of bf16
+// primitives does not.
+func TestChannelsFirstNormMoments(t *testing.T) {
+	const c, l = 8, 64
+	const eps = 1e-5
+	rng := rand.New(rand.NewPCG(31, 7))
+	bf := func(v *val) *val {
+		for i, e := range v.data {
+			v.data[i] = precision.RoundBF16(e*3 + 1)
+		}
+		v.format = precision.BF16
+		return v
+	}
+	x, g, beta := bf(randomVal(rng, "x", 1, c, l)), bf(randomVal(rng, "γ", c)), bf(randomVal(rng, "β", c))
+	g.param, beta.param = true, true
+	want := make([]float32, len(x.data))
+	for ch := range c {
+		seg := x.data[ch*l : (ch+1)*l]
+		var mean, sq float64
+		for _, v := range seg {
+			mean += float64(v)
+		}
+		mean /= l
+		for _, v := range seg {
+			sq += (float64(v) - mean) * (float64(v) - mean)
+		}
+		rstd := precision.RoundBF16(1 / float32(math.Sqrt(float64(float32(sq/l)+eps))))
+		m := precision.RoundBF16(float32(mean))
+		a := rstd * g.data[ch]
+		b := exec.FMA32(-a, m, beta.data[ch])
+		for i, v := range seg {
+			want[ch*l+i] = precision.RoundBF16(exec.FMA32(v, a, b))
+		}
+	}
+	s, _, target := planted(t, precision.BF16, []int{1, c, l}, want)
+	got := s.channelsFirstNorm(x, []*val{g, beta}, target)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	exact := 0
+	for i, v := range got.data {
+		if v == want[i] {
+			exact++
+		}
+	}
+	if exact < len(want)*99/100 || !strings.Contains(got.from.label, "statistics in") {
+		t.Errorf("%d of %d bit for bit (%s)", exact, len(want), got.from.label)
+	}
+	steps := s.derive(&expr{op: program.OpAdd, args: []*val{
+		s.derive(&expr{op: program.OpMul, args: []*val{
+			s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: eps}}, args: []*val{x, nil, nil}, out: precision.BF16}),
+			s.reshape(g, []int{c, 1})}, out: precision.BF16}),
+		s.reshape(beta, []int{c, 1})}, out: precision.BF16})
+	same := 0
+	for i, v := range steps.data {
+		if v == want[i] {
+			same++
+		}
+	}
+	if same > len(want)*9/10 {
+		t.Errorf("the norm of bf16 primitives is %d of %d bit for bit too: the planted arithmetic does not tell them apart", same, len(want))
 	}
 }

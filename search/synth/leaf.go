@@ -686,19 +686,22 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 		}
 		xr := s.reshape(x, []int{b, groups, c / groups * rest})
 		for _, eps := range commonEps {
-			n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: eps}}, args: []*val{xr, nil, nil}, out: t.format,
-				label: fmt.Sprintf("layer eps=%g over %d groups", eps, groups)})
-			m := s.derive(&expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: "times γ per channel"})
-			if m == nil {
-				continue
+			for _, a := range groupNormArithmetics(t.format) {
+				n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: eps}}, args: []*val{xr, nil, nil}, out: a.inner, round: a.round,
+					label: fmt.Sprintf("layer eps=%g over %d groups", eps, groups)})
+				label := fmt.Sprintf("group norm of %d groups, eps=%g, channels first%s", groups, eps, a.label)
+				if beta == nil {
+					cands = append(cands, &expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: label})
+					inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
+					continue
+				}
+				m := s.derive(&expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: a.inner, label: "times γ per channel"})
+				if m == nil {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpAdd, args: []*val{m, bc}, out: t.format, label: label})
+				inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
 			}
-			label := fmt.Sprintf("group norm of %d groups, eps=%g, channels first", groups, eps)
-			inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
-			if beta == nil {
-				cands = append(cands, &expr{op: program.OpMul, args: []*val{s.reshape(n, x.shape), gc}, out: t.format, label: label})
-				continue
-			}
-			cands = append(cands, &expr{op: program.OpAdd, args: []*val{m, bc}, out: t.format, label: label})
 		}
 	}
 	v, ev := s.best(t, cands)
@@ -707,6 +710,27 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 	}
 	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
 	return v
+}
+
+// groupNormArithmetic is one way a group norm's steps are stored: the
+// normalised value and its product with γ in inner, the norm's rounding
+// points round.
+type groupNormArithmetic struct {
+	inner precision.Format
+	round exec.Round
+	label string
+}
+
+// groupNormArithmetics are the ways a group norm of a map in format f is
+// computed: as primitives, each stored in f; and, in a narrow format, as
+// PyTorch's CUDA kernel does, the statistics rounded to f and read back,
+// x̂·γ + β in f32, rounded once (exec.RoundMoments).
+func groupNormArithmetics(f precision.Format) []groupNormArithmetic {
+	out := []groupNormArithmetic{{inner: f}}
+	if f != precision.F32 {
+		out = append(out, groupNormArithmetic{inner: precision.F32, round: exec.RoundMoments, label: " (statistics in " + f.String() + ", affine in f32)"})
+	}
+	return out
 }
 
 // groupedNorm explains t as an RMS norm whose statistics are over groups
