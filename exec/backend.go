@@ -78,6 +78,8 @@ type Basic interface {
 	// kernel does for reduced-precision tensors, and x̂ = x·rstd + (−rstd·mean)
 	// (NormStats in moments.go); MathWelford (layer norms only) reduces them
 	// as PyTorch's CUDA kernel does (WelfordMoments in moments.go).
+	// RoundMoments rounds the mean and rstd to x's format before x̂ is
+	// formed (PyTorch's CUDA group norm, which keeps them in x's dtype).
 	Norm(x, gamma, beta Tensor, p NormParams, s Spec) (Tensor, error)
 	// Rope: for each head of x [B, S, H·D] (H = p.Heads), the first p.RotaryDim
 	// elements: y = x·cos + rot(x)·sin, rot by p.Layout (interleaved:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
@@ -140,8 +141,19 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 	r = w
 	r.signFlipped = true
 	variants = append(variants, r)
+	// each variant's score, for the document's factors (read below
+	// against the final winner)
+	type scored struct {
+		dc    disentangledChoice
+		score float64
+	}
+	seen := []scored{{w, best.score}}
 	for _, rc := range variants {
-		keep(try(rc))
+		c := try(rc)
+		if c != nil {
+			seen = append(seen, scored{rc, c.score})
+		}
+		keep(c)
 	}
 	if best.score > tolerance(t.format) || (!best.dc.c2p && !best.dc.p2c) {
 		// not within the tolerance, or no position term in the best
@@ -157,7 +169,40 @@ func (s *synth) disentangledAttention(t *val, sc *scope) *val {
 	}
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: ch, scope: sc.module, boundary: t.origin, candidates: evidence})
+	// the terms at the winner's factor, and the factors with its terms
+	rec := disentangledRecord{scope: sc.module, boundary: t.origin, terms: dc.terms(), factor: dc.factor}
+	for _, x := range seen {
+		if x.dc.signFlipped || x.dc.pk != dc.pk || x.dc.mask != dc.mask {
+			continue
+		}
+		if x.dc.factor == dc.factor {
+			rec.termScores = append(rec.termScores, semantics.Candidate{Value: x.dc.terms(), Score: finite(x.score)})
+		}
+		if x.dc.c2p == dc.c2p && x.dc.p2c == dc.p2c {
+			rec.factorScores = append(rec.factorScores, semantics.Candidate{Value: float64(x.dc.factor), Score: finite(x.score)})
+		}
+	}
+	s.disentangled = append(s.disentangled, rec)
 	return best.result
+}
+
+// disentangledRecord is what disentangledAttention found in one scope,
+// for the document's factors: the position terms summed and the scale's
+// factor, each with the variants' scores.
+type disentangledRecord struct {
+	scope, boundary          string
+	terms                    string
+	factor                   int
+	termScores, factorScores []semantics.Candidate
+}
+
+// factors are the record's attention_position_terms and
+// attention_scale_factor.
+func (r disentangledRecord) factors() []semantics.Factor {
+	return []semantics.Factor{
+		factor("attention_position_terms", r.scope, r.terms, r.termScores, r.boundary),
+		factor("attention_scale_factor", r.scope, float64(r.factor), r.factorScores, r.boundary),
+	}
 }
 
 // disentangledChoice is one assignment of disentangledAttention's search.
@@ -174,7 +219,9 @@ func (c disentangledChoice) scale() float32 {
 	return float32(1 / math.Sqrt(float64(c.d*c.factor)))
 }
 
-func (c disentangledChoice) label() string {
+// terms names the position terms summed: "c2p+p2c", "c2p", "p2c" or
+// "none".
+func (c disentangledChoice) terms() string {
 	var terms []string
 	if c.c2p {
 		terms = append(terms, "c2p")
@@ -183,9 +230,13 @@ func (c disentangledChoice) label() string {
 		terms = append(terms, "p2c")
 	}
 	if len(terms) == 0 {
-		terms = append(terms, "none")
+		return "none"
 	}
-	l := fmt.Sprintf("heads=%d kv=%d causal=false rope=none disentangled=%v scale=1/sqrt(%d·%d) position_keys=%s position_queries=%s buckets=%s", c.q.shape[2]/c.d, c.k.shape[2]/c.d, terms, c.d, c.factor, c.pk.origin, c.pq.origin, c.rel.origin)
+	return strings.Join(terms, "+")
+}
+
+func (c disentangledChoice) label() string {
+	l := fmt.Sprintf("heads=%d kv=%d causal=false rope=none disentangled=[%s] scale=1/sqrt(%d·%d) position_keys=%s position_queries=%s buckets=%s", c.q.shape[2]/c.d, c.k.shape[2]/c.d, strings.ReplaceAll(c.terms(), "+", " "), c.d, c.factor, c.pk.origin, c.pq.origin, c.rel.origin)
 	if c.signFlipped {
 		l += " buckets_negated"
 	}

@@ -164,6 +164,22 @@ func TestDisentangledAttention(t *testing.T) {
 			if !strings.Contains(ch.label, c.terms) {
 				t.Errorf("label %q, want the terms %q", ch.label, c.terms)
 			}
+			// the document's factors: the terms and the scale's factor,
+			// each decisive over the variants around the winner
+			if len(s.disentangled) != 1 {
+				t.Fatalf("%d disentangled records, want 1", len(s.disentangled))
+			}
+			wantTerms := map[[2]bool]string{{true, true}: "c2p+p2c", {true, false}: "c2p", {false, true}: "p2c"}[[2]bool{c.c2p, c.p2c}]
+			for _, f := range s.disentangled[0].factors() {
+				want := any(wantTerms)
+				if f.Name == "attention_scale_factor" {
+					want = float64(c.factor)
+				}
+				if f.Value != want || !(f.Margin > 2) {
+					t.Logf("%+v", f.Candidates)
+					t.Errorf("%s = %v (margin %v), want %v decisive", f.Name, f.Value, f.Margin, want)
+				}
+			}
 		})
 	}
 }

@@ -166,6 +166,11 @@ func (s *synth) readFactors() []semantics.Factor {
 		add(factor("attention_relative_shift", r.scope, r.direction, r.shifts, r.boundary))
 		add(factor("attention_relative_biases", r.scope, r.terms, r.placesTried, r.boundary))
 	}
+	for _, r := range s.disentangled {
+		for _, f := range r.factors() {
+			add(f)
+		}
+	}
 	for _, l := range s.lambdas {
 		add(l.factor())
 	}

@@ -62,9 +62,10 @@ type synth struct {
 	freqsRead    map[freqKey]map[int]float32
 	opaque       []*val
 	attn         []attnRecord
-	relShifts    []relShiftRecord    // how each relative-position attention's terms were found
-	lambdas      []lambdaRecord      // how each differential attention's λ was explained
-	temperatures []temperatureRecord // how each cosine attention's temperature was made
+	relShifts    []relShiftRecord     // how each relative-position attention's terms were found
+	disentangled []disentangledRecord // what each disentangled attention's terms and scale were
+	lambdas      []lambdaRecord       // how each differential attention's λ was explained
+	temperatures []temperatureRecord  // how each cosine attention's temperature was made
 	mlps         []mlpRecord
 	ropes        []ropeRecord
 	// coordRopes: RoPE tables made from float coordinates (fitCoordRope)
