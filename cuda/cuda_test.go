@@ -369,6 +369,11 @@ func TestNorm(t *testing.T) {
 		{"rms per group 8", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 8}, exec.Out(bf16)},
 		{"layer γ β, 512 rows", xs, g.g, be.g, pair{g.c, be.c}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Out(bf16)},
 		{"rms γ, 512 rows", xs, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
+		// PyTorch's CUDA group norm: mean and rstd rounded to x's format
+		// (RoundMoments), x̂ kept f32 for the affine after it
+		{"layer moments, f32 out", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Spec{Out: f32, Round: exec.RoundMoments}},
+		{"layer moments per group 64", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5, Group: 64}, exec.Spec{Out: f32, Round: exec.RoundMoments}},
+		{"layer moments, 512 rows", xs, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-5}, exec.Spec{Out: f32, Round: exec.RoundMoments}},
 		// PyTorch's CUDA layer-norm reduction (MathWelford), with γ·x̂ + β
 		// as one fma, or x̂·γ rounded first under RoundProduct; groups of 6
 		// leave a tail that the statistics do not read.

@@ -13,7 +13,8 @@
 // evaluated in f64 and rounded, as the CPU reference does; norm statistics
 // are f64 sums (exact for typical activations, so the order of summation
 // does not show), rounded to f32 as on the CPU; a MathWelford layer norm
-// reduces as PyTorch's CUDA kernel does (norm_welford.go). GEMMs are cuBLASLt's (f32
+// reduces as PyTorch's CUDA kernel does (norm_welford.go); RoundMoments rounds
+// the mean and rstd to x's format (a group norm's), run unfused. GEMMs are cuBLASLt's (f32
 // accumulation in its own order): within f32 rounding of the CPU. Attention
 // has two kernels: for bf16/f16 inputs with head dim 64 or 128 a
 // flash-style tensor-core kernel (f32 scores and softmax, the unnormalised

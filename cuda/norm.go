@@ -193,6 +193,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
       acc = zf_warp_sum(acc, 32);
       float var = (float)zf_norm_div(acc, p.g);
       float rstd = 1.0f / __fsqrt_rn(var + p.eps);
+      if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
       if (vec) {
         for (int j = lane * 8; j < p.g; j += 256) {
           float v[8], gv[8], bv[8], r[8];
@@ -273,6 +274,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
     acc = zf_group_sum(acc, w, p.wide, sh);
     float var = (float)zf_norm_div(acc, p.g);
     float rstd = 1.0f / __fsqrt_rn(var + p.eps);
+    if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
     if (vec) {
       for (int j = t * 8; j < end; j += step) {
         float v[8], gv[8], bv[8], r[8];
@@ -366,7 +368,7 @@ func (b *Backend) normLaunch(x, gamma, beta exec.Tensor, p exec.NormParams, s ex
 	if err := s.Check(); err != nil {
 		return nil, fmt.Errorf("norm: %w", err)
 	}
-	if err := b.refuse("norm", s, exec.RoundStats|exec.RoundMoments, exec.MathWelford); err != nil {
+	if err := b.refuse("norm", s, exec.RoundStats, exec.MathWelford); err != nil {
 		return nil, err
 	}
 	if p.Kind != exec.NormLayer && p.Kind != exec.NormRMS {

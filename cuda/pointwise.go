@@ -168,6 +168,9 @@ func flags(s exec.Spec) int32 {
 	if s.Has(exec.RoundNormalized) {
 		f |= kernels.RNormalized
 	}
+	if s.Round&exec.RoundMoments != 0 {
+		f |= kernels.RMoments
+	}
 	return f
 }
 

@@ -22,13 +22,14 @@ const (
 	OpMax      = 11
 	OpRope     = 12 // epilogues only: x·cos + rot(x)·sin of interleaved pairs (Epilogue)
 
-	RScale      = 1  // ZF_R_SCALE
-	RProduct    = 2  // ZF_R_PRODUCT
-	RGate       = 4  // ZF_R_GATE
-	RNormalized = 8  // ZF_R_NORMALIZED
-	PlusOne     = 16 // ZF_PLUS_ONE
-	HasShift    = 32 // ZF_HAS_SHIFT
-	REach       = 64 // ZF_R_EACH: an activation composed of rounded primitives
+	RScale      = 1   // ZF_R_SCALE
+	RProduct    = 2   // ZF_R_PRODUCT
+	RGate       = 4   // ZF_R_GATE
+	RNormalized = 8   // ZF_R_NORMALIZED
+	PlusOne     = 16  // ZF_PLUS_ONE
+	HasShift    = 32  // ZF_HAS_SHIFT
+	REach       = 64  // ZF_R_EACH: an activation composed of rounded primitives
+	RMoments    = 256 // ZF_R_MOMENTS: a norm's mean and rstd rounded to x's format (exec.RoundMoments)
 
 	MaxRank = 6   // ZF_MAXR
 	Vec8    = 128 // ZF_VEC8: 8 elements a thread
