@@ -3,6 +3,7 @@ package synth
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -119,5 +120,39 @@ func TestFactorizedAttention(t *testing.T) {
 		} else if got != nil {
 			t.Errorf("unscaled read as scaled: %s", got.from.label)
 		}
+	}
+}
+
+// TestZeroPaddedMap plants TensorFlow's 'same' padding split unevenly, as
+// HF MobileNet pads a map before a strided convolution: x [1, 3, 4, 5]
+// with one row of zeros at the top, two at the bottom and one column at
+// the right. It is x joined with zeros along both axes; the same map
+// with one padding cell not zero is not explained so.
+func TestZeroPaddedMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 9))
+	const c, h, w = 3, 4, 5
+	x := randVal(rng, 1, c, h, w)
+	want := make([]float32, c*(h+3)*(w+1))
+	for ch := range c {
+		for i := range h {
+			for j := range w {
+				want[(ch*(h+3)+1+i)*(w+1)+j] = x.data[(ch*h+i)*w+j]
+			}
+		}
+	}
+	shape := []int{1, c, h + 3, w + 1}
+	s, sc, target := planted(t, precision.F32, shape, want, x)
+	got := s.zeroPadded(target, sc, sc.vals)
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g, want 0 (zeros joined)", e)
+	}
+	bad := slices.Clone(want)
+	bad[len(bad)-1] = 0.5 // the bottom-right padding cell of the last channel
+	s, sc, target = planted(t, precision.F32, shape, bad, x)
+	if got := s.zeroPaddedAxes(target, sc, sc.vals); got != nil {
+		t.Errorf("a padding cell that is not zero explained: %s", got.from.label)
 	}
 }

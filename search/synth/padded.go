@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -205,6 +206,9 @@ func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) < 2 || len(t.shape) > 4 || t.integral() {
 		return nil
 	}
+	if w := s.zeroPaddedAxes(t, sc, vals); w != nil {
+		return w
+	}
 	for ax := 1; ax < len(t.shape); ax++ {
 		S := t.shape[ax]
 		n := S // the entries along ax before the zeros at the end
@@ -241,6 +245,63 @@ func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// zeroPaddedAxes is zeroPadded along two or more axes at once: a map
+// padded with zeros on its borders (F.pad(x, (l, r, t, b)) before a
+// convolution, TensorFlow's 'same' padding split unevenly: HF MobileNet's).
+// The part inside every axis's zeros is explained as zeroPadded's piece
+// is, then joined with zeros along each axis in turn; nil where fewer
+// than two axes hold zeros at an end.
+func (s *synth) zeroPaddedAxes(t *val, sc *scope, vals []*val) *val {
+	type pad struct{ ax, lead, n int } // entries [lead, n) of ax are the core
+	var pads []pad
+	core := t
+	for ax := 1; ax < len(t.shape); ax++ {
+		S := t.shape[ax]
+		n := S
+		for n > 0 && allZero(sliceData(t, ax, n-1, n)) {
+			n--
+		}
+		lead := 0
+		for lead < n && allZero(sliceData(t, ax, lead, lead+1)) {
+			lead++
+		}
+		if n == 0 {
+			return nil
+		}
+		if lead > 0 || n < S {
+			pads = append(pads, pad{ax, lead, n})
+			core = s.part(core, ax, lead, n)
+		}
+	}
+	if len(pads) < 2 {
+		return nil
+	}
+	cur := s.padHead(core, sc, vals)
+	for _, p := range pads {
+		if cur == nil {
+			return nil
+		}
+		zeros := func(k int, where string) *val {
+			shape := slices.Clone(cur.shape)
+			shape[p.ax] = k
+			return &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: t.format, origin: fmt.Sprintf("%s/zero-padding-%d-%s", t.origin, p.ax, where),
+				constNote: "zeros padding a map at its " + where + " along one axis (made from the request's shape)"}
+		}
+		parts := []*val{cur}
+		if p.lead > 0 {
+			parts = append([]*val{zeros(p.lead, "start")}, parts...)
+		}
+		if p.n < t.shape[p.ax] {
+			parts = append(parts, zeros(t.shape[p.ax]-p.n, "end"))
+		}
+		cur = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: p.ax}, args: parts, out: t.format, label: "padded with zeros"})
+	}
+	if cur == nil || relRMS(t.format, cur.data, t.data) > tolerance(t.format) || !s.everyStep(cur, t, tolerance(t.format)) {
+		return nil
+	}
+	return cur
 }
 
 // padHead explains a zero-padded value's head: by the forms that bring a
