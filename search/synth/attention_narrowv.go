@@ -17,7 +17,9 @@ const maxNarrowHeads = 4
 // scores and the weighted sum of the real columns are what they were.
 // The padded attention is searched as any other (attentionOf) against t
 // padded the same way, over a scope of q, k and the padded v beside the
-// scope's parameters and arguments.
+// scope's parameters and arguments; only where each column of t lies
+// within the range of v's (an attention's output is a convex combination
+// of its values' rows).
 func (s *synth) narrowValues(t *val, sc *scope) *val {
 	if s.narrowing || len(t.shape) != 3 {
 		return nil
@@ -25,8 +27,12 @@ func (s *synth) narrowValues(t *val, sc *scope) *val {
 	s.narrowing = true
 	defer func() { s.narrowing = false }()
 	b, n, wt := t.shape[0], t.shape[1], t.shape[2]
+	own := s.columnSpans(t)
 	for _, tr := range s.narrowTriples(sc, t) {
 		q, k, v := tr[0], tr[1], tr[2]
+		if !columnsWithin(own, s.columnSpans(v)) {
+			continue // t's columns are weighted means of v's rows: no attention over this v
+		}
 		wq := q.shape[2]
 		tried := 0
 		for h := 1; h <= wt && tried < maxNarrowHeads; h++ {
