@@ -9,7 +9,9 @@ usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every 
                                                                  # hybrid and token-mixing encoders)
        python3 capture_vision.py OUTDIR fourth                   # the fourth batch (FOURTH_HF, FOURTH_TIMM: conv-token,
                                                                  # pooling and focal mixers, audio relative attention)
-       python3 capture_vision.py --list [more|third|fourth]      # a batch's cases, one per line
+       python3 capture_vision.py OUTDIR fifth                    # the fifth batch (FIFTH_HF, FIFTH_CLASSES, FIFTH_TIMM:
+                                                                 # convolutional networks, more vision towers)
+       python3 capture_vision.py --list [more|third|fourth|fifth]  # a batch's cases, one per line
 --small: hidden 32 over 2 heads, f32 only (the committed test fixtures; timm's and the Qwen-VL
 towers' widths too).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
@@ -290,12 +292,65 @@ FOURTH_TIMM = {
     "timm_vit_dynamic": ("vit_base_patch16_224", dict(VIT_LIKE, dynamic_img_size=True), 48),  # 4×4 table → 6×6
     "timm_shvit": ("shvit_s1", dict(embed_dim=(16, 32, 48), depth=(1, 1, 1), partial_dim=(8, 8, 12)), 64),
 }
+# The fifth batch: convolutional networks (residual, inverted-residual, squeeze-excitation, weight-standardised,
+# large-kernel attention, lambda and bottleneck self-attention hybrids) and more multimodal vision towers
+# (fused q/v biases, group tokens with hard assignment, 2-D RoPE over unfolded patches).
+CONV_STAGES = dict(_drop=NO_VIT, image_size=64, embedding_size=16, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1])
+FIFTH_HF = {
+    "resnet": dict(CONV_STAGES, layer_type="bottleneck"),
+    "regnet": dict(CONV_STAGES, groups_width=8, layer_type="y"),
+    "bit": dict(CONV_STAGES, layer_type="bottleneck"),
+    "van": dict(_drop=NO_VIT, image_size=64, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1], mlp_ratios=[2, 2, 2, 2]),
+    "mobilenet_v1": dict(_drop=NO_VIT, image_size=64, depth_multiplier=0.25),
+    "mobilenet_v2": dict(_drop=NO_VIT, image_size=64, depth_multiplier=0.25),
+    "efficientnet": dict(_drop=NO_VIT, image_size=64, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=64),
+}
+TOWER = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8)
+FIFTH_CLASSES = {
+    "blip_2_vision": ("blip_2", "Blip2VisionModel", "Blip2VisionConfig", TOWER),
+    "owlvit_vision": ("owlvit", "OwlViTVisionModel", "OwlViTVisionConfig", TOWER),
+    "kosmos2_vision": ("kosmos2", "Kosmos2VisionModel", "Kosmos2VisionConfig", TOWER),
+    "altclip_vision": ("altclip", "AltCLIPVisionModel", "AltCLIPVisionConfig", TOWER),
+    "idefics2_vision": ("idefics2", "Idefics2VisionTransformer", "Idefics2VisionConfig", TOWER),
+    "groupvit_vision": ("groupvit", "GroupViTVisionModel", "GroupViTVisionConfig",
+                        dict(TOWER, depths=[1, 1], num_group_tokens=[4, 0], num_output_groups=[4, 2])),
+    "llama4_vision": ("llama4", "Llama4VisionModel", "Llama4VisionConfig",
+                      dict(TOWER, vision_output_dim=64, projector_input_dim=64, projector_output_dim=64,
+                           pixel_shuffle_ratio=0.5, rope_theta=10000)),
+}
+FIFTH_TIMM = {
+    "timm_test_byobnet": ("test_byobnet", {}, 64),
+    "timm_test_efficientnet": ("test_efficientnet", {}, 64),
+    "timm_test_efficientnet_gn": ("test_efficientnet_gn", {}, 64),
+    "timm_test_nfnet": ("test_nfnet", {}, 64),
+    "timm_test_resnet": ("test_resnet", {}, 64),
+    "timm_test_convnext": ("test_convnext", {}, 64),
+    "timm_mobilenetv3": ("mobilenetv3_small_050", {}, 64),
+    "timm_lcnet": ("lcnet_050", {}, 64),
+    "timm_ghostnet": ("ghostnet_050", {}, 64),
+    "timm_regnety": ("regnety_002", {}, 64),
+    "timm_mobilenetv4": ("mobilenetv4_conv_small_050", {}, 64),
+    "timm_dla": ("dla46x_c", {}, 64),
+    "timm_vovnet": ("ese_vovnet19b_slim_dw", {}, 64),
+    "timm_starnet": ("starnet_s050", {}, 64),
+    "timm_botnet": ("botnet26t_256", dict(img_size=64), 64),
+    "timm_lambda": ("lambda_resnet26t", {}, 64),
+    "timm_mobilenetv4_hybrid": ("mobilenetv4_hybrid_medium", {}, 64),
+    "timm_repvit": ("repvit_m0_9", {}, 64),
+    "timm_inception_next": ("inception_next_atto", {}, 64),
+}
+# cases whose smallest configuration is larger than MAX_PARAMS (the timm hybrids' fixed widths)
+BIG = {"timm_botnet", "timm_lambda", "timm_mobilenetv4_hybrid", "timm_repvit", "timm_inception_next"}
 HF.update(THIRD_HF)
 TIMM.update(THIRD_TIMM)
 THIRD = list(THIRD_HF) + list(THIRD_TIMM)
 HF.update(FOURTH_HF)
 TIMM.update(FOURTH_TIMM)
 FOURTH = list(FOURTH_HF) + list(FOURTH_TIMM)
+HF.update(FIFTH_HF)
+TIMM.update(FIFTH_TIMM)
+CLASSES.update(FIFTH_CLASSES)
+FIFTH = list(FIFTH_HF) + list(FIFTH_CLASSES) + list(FIFTH_TIMM)
 MAX_PARAMS = 3_000_000
 # --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
 SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
@@ -435,7 +490,7 @@ def capture(case, outdir, small=False):
             name, x, extra = hf_request(model, cfg, torch.Generator().manual_seed(2))
             prod = {"library": "transformers", "model_type": cfg.model_type or case}
         n = sum(p.numel() for p in model.parameters())
-        if n > MAX_PARAMS:
+        if n > (4 * MAX_PARAMS if case in BIG else MAX_PARAMS):
             raise ValueError(f"{n} parameters: its config ignores the small sizes")
         randomize(model, torch.Generator().manual_seed(1))
         model = place(model.eval(), dtype, device)
@@ -463,8 +518,8 @@ def main():
     args = sys.argv[1:]
     small = "--small" in args
     args = [a for a in args if a != "--small"]
-    batches = {"more": MORE, "third": THIRD, "fourth": FOURTH}
-    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD + FOURTH]
+    batches = {"more": MORE, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}
+    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD + FOURTH + FIFTH]
     if args[:1] == ["--list"]:
         print("\n".join(batches.get("".join(args[1:]), first)))
         return
