@@ -93,7 +93,9 @@ func (s *synth) transposed(t *val, sc *scope, vals []*val) *val {
 		// a recent value of that shape, or one longer on one axis (a part
 		// of it, then its axes moved: a split projection read channels
 		// first, a padded convolution's first T columns read back as rows)
-		if tried[key] || !slices.ContainsFunc(vals, func(v *val) bool { return !v.opaque && (slices.Equal(v.shape, shape) || longerOnOne(v.shape, shape)) }) {
+		if tried[key] || !slices.ContainsFunc(vals, func(v *val) bool {
+			return !v.opaque && (slices.Equal(v.shape, shape) || longerOnOne(v.shape, shape) || cutReshapes(v.shape, shape))
+		}) {
 			continue
 		}
 		tried[key] = true
@@ -192,7 +194,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, vs []*val) *val { return s.globalQueryKeys(t, sc, vs) },
 		s.plusUnitRows,
 		// a position table added after a rearrangement: read off t − p
-		s.rearrangedPlus} {
+		s.rearrangedPlus,
+		// relative logits made from the queries alone (a position
+		// module of its own: BoTNet's PosEmbedRel)
+		func(t *val, _ []*val) *val { return s.queryBiasOf(t, sc) }} {
 		v := try(target, vals)
 		if v == nil {
 			continue
@@ -1254,6 +1259,26 @@ func longerOnOne(a, b []int) bool {
 	}
 	for ax := range a {
 		if a[ax] > b[ax] && equalBut(a, b, ax) {
+			return true
+		}
+	}
+	return false
+}
+
+// cutReshapes reports whether a part of one axis of a value of shape a,
+// of another rank, holds the elements of shape b in b's order: the part's
+// elements a multiple of the rest of a, b's last axis within the axes
+// after the cut (q split from a map's channels and viewed as [B·H, D,
+// H·W]: BoTNet's and HaloNet's queries).
+func cutReshapes(a, b []int) bool {
+	if len(a) == len(b) || len(b) == 0 {
+		return false
+	}
+	n := exec.Numel(b)
+	for ax := range a {
+		rest := exec.Numel(a) / a[ax]
+		after := exec.Numel(a[ax+1:])
+		if rest > 0 && n%rest == 0 && n/rest < a[ax] && after%b[len(b)-1] == 0 {
 			return true
 		}
 	}

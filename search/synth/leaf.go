@@ -111,6 +111,19 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 	return nil
 }
 
+// leafScope is a scope of a leaf call's arguments and parameters alone.
+func leafScope(sc *scope, xs, params []*val) *scope {
+	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	for _, x := range xs {
+		l.add(x, false)
+		l.arg[x] = true
+	}
+	for _, p := range params {
+		l.add(p, false)
+	}
+	return l
+}
+
 // errOf is v's rel-RMS error against t (+Inf for no value).
 func errOf(v, t *val) float64 {
 	if v == nil {
@@ -210,6 +223,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			}
 			if fit == nil {
 				fit = s.fitPackedAttention(sc.module, xs, params, t)
+			}
+			if fit == nil {
+				// relative logits of the queries over its tables (a
+				// position module: BoTNet's PosEmbedRel)
+				fit = s.queryBiasOf(t, leafScope(sc, xs, params))
 			}
 		case expertParams(params):
 			fit = s.fitExperts(xs, params, t)

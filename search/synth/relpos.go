@@ -66,6 +66,39 @@ func (s *synth) queryPositionBiases(sc *scope, ch attnChoice) []*val {
 	return out
 }
 
+// queryBiasOf explains t [N, S, Sk] (or [B, H, S, Sk]) as the
+// decomposed relative logits of queries q [N, S, D] of the scope over the
+// scope's tables (queryPositionBiases, one head of D: N may fold the
+// batch and the heads together), standing alone: a position module that
+// hands its logits back to the attention (BoTNet's and HaloNet's
+// PosEmbedRel, q·R_h and q·R_w gathered at the key-minus-query offsets of
+// each axis, summed). Only where the scope holds a table [L, D].
+func (s *synth) queryBiasOf(t *val, sc *scope) *val {
+	if (len(t.shape) != 3 && len(t.shape) != 4) || t.integral() {
+		return nil
+	}
+	sq, sk := t.shape[len(t.shape)-2], t.shape[len(t.shape)-1]
+	n := t.numel() / (sq * sk)
+	var cands []*expr
+	for _, q := range sc.vals {
+		if q.opaque || q.integral() || len(q.shape) != 3 || q.shape[0] != n || q.shape[1] != sq {
+			continue
+		}
+		d := q.shape[2]
+		if !slices.ContainsFunc(sc.vals, func(v *val) bool { return !sc.own[v] && len(v.shape) == 2 && v.shape[1] == d }) {
+			continue
+		}
+		keys := &val{shape: []int{n, sk, d}, format: q.format}
+		for _, b := range s.queryPositionBiases(sc, attnChoice{q: q, k: keys, v: keys, headDim: d}) {
+			if r := s.reshape(b, t.shape); r != nil {
+				cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{b}, out: b.format, label: "relative logits of the queries"})
+			}
+		}
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
+
 // gridPairs are the (query grid, key grid) pairs of sq and sk places
 // made from grid g: g itself, or g with every axis divided by one whole
 // factor (the pooled side), the other side g.

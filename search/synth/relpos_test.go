@@ -254,3 +254,52 @@ func TestPooledKeyPositions(t *testing.T) {
 		t.Errorf("keys on no grid of the tables (9 places beside 2×2 queries): %d biases", len(got))
 	}
 }
+
+// TestQueryBiasOf plants BoTNet's PosEmbedRel standing alone: queries q
+// [2, 12, 8] on a 3×4 grid (the batch and the heads folded together),
+// tables R_h [5, 8] and R_w [7, 8]; the logits are q·R_h at y' − y + 2
+// plus q·R_w at x' − x + 3, [2, 12, 12]. They are explained from q and
+// the tables; a target of noise the same shape is not.
+func TestQueryBiasOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 11))
+	const n, gh, gw, d = 2, 3, 4, 8
+	s := gh * gw
+	q, rh, rw := randVal(rng, n, s, d), randVal(rng, 2*gh-1, d), randVal(rng, 2*gw-1, d)
+	dot := func(i int, r *val, row int) float32 {
+		var sum float32
+		for c := range d {
+			sum += q.data[i*d+c] * r.data[row*d+c]
+		}
+		return sum
+	}
+	want := make([]float32, n*s*s)
+	for b := range n {
+		for p := range s {
+			y, x := p/gw, p%gw
+			for k := range s {
+				yk, xk := k/gw, k%gw
+				i := b*s + p
+				want[(b*s+p)*s+k] = dot(i, rh, yk-y+gh-1) + dot(i, rw, xk-x+gw-1)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		data []float32
+		ok   bool
+	}{{"relative logits", want, true}, {"noise", randVal(rng, n, s, s).data, false}} {
+		sx, sc, target := planted(t, precision.F32, []int{n, s, s}, c.data)
+		sc.add(q, true)
+		rh.param, rw.param = true, true
+		sc.add(rh, false)
+		sc.add(rw, false)
+		got := sx.queryBiasOf(target, sc)
+		if !c.ok {
+			if got != nil {
+				t.Errorf("%s explained as relative logits", c.name)
+			}
+			continue
+		}
+		explainedWithin(t, got, target)
+	}
+}
