@@ -58,7 +58,7 @@ func (s *synth) batchOfOne(sc *scope, rows int, any bool) *scope {
 // mapped is sc with each value v replaced by f(v) where that is not nil,
 // own and argument as v was.
 func (sc *scope) mapped(f func(*val) *val) *scope {
-	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	l := sc.emptied()
 	for _, v := range sc.vals {
 		w := v
 		if r := f(v); r != nil {

@@ -47,7 +47,7 @@ func (s *synth) narrowValues(t *val, sc *scope) *val {
 			}
 			tp := s.readAs(t, []int{b, n, h * d}, func(x []float32) []float32 { return padHeadsData(x, b*n, h, dv, d) })
 			tp.reshapedFrom = true
-			sub := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+			sub := sc.emptied()
 			for _, x := range sc.vals {
 				if !sc.own[x] {
 					sub.add(x, false)

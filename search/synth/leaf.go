@@ -113,7 +113,7 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 
 // leafScope is a scope of a leaf call's arguments and parameters alone.
 func leafScope(sc *scope, xs, params []*val) *scope {
-	l := &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+	l := sc.emptied()
 	for _, x := range xs {
 		l.add(x, false)
 		l.arg[x] = true

@@ -26,6 +26,11 @@ type scope struct {
 	acts map[actKey][]float32
 }
 
+// emptied is a scope of sc's module and call holding no values yet.
+func (sc *scope) emptied() *scope {
+	return &scope{module: sc.module, call: sc.call, own: map[*val]bool{}, arg: map[*val]bool{}, vecs: map[string][]vec{}}
+}
+
 func (sc *scope) add(v *val, own bool) {
 	sc.vals = append(sc.vals, v)
 	if own {
