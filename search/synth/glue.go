@@ -1267,18 +1267,18 @@ func longerOnOne(a, b []int) bool {
 
 // cutReshapes reports whether a part of one axis of a value of shape a,
 // of another rank, holds the elements of shape b in b's order: the part's
-// elements a multiple of the rest of a, b's last axis within the axes
-// after the cut (q split from a map's channels and viewed as [B·H, D,
-// H·W]: BoTNet's and HaloNet's queries).
+// elements a multiple of the rest of a, b's last axis the axes after the
+// cut, its one before a divisor of the part (q split from a map's
+// channels and viewed as [B·H, D, H·W]: BoTNet's and HaloNet's queries).
 func cutReshapes(a, b []int) bool {
-	if len(a) == len(b) || len(b) == 0 {
+	if len(a) == len(b) || len(b) < 2 {
 		return false
 	}
 	n := exec.Numel(b)
 	for ax := range a {
 		rest := exec.Numel(a) / a[ax]
 		after := exec.Numel(a[ax+1:])
-		if rest > 0 && n%rest == 0 && n/rest < a[ax] && after%b[len(b)-1] == 0 {
+		if rest > 0 && n%rest == 0 && n/rest < a[ax] && after == b[len(b)-1] && (n/rest)%b[len(b)-2] == 0 {
 			return true
 		}
 	}
