@@ -41,8 +41,8 @@ func hardMask(v *val) bool {
 // the mask (a banded window over a few keys), as far as wrong operands do,
 // and rounding noise in a narrow format then decides which choices reach
 // the refinement slots. The same holds under a bias made from the
-// queries and a grid's tables (queryPositionBiases), which can move the
-// scores as far. Scores are not changed: the refinement still searches
+// queries and a grid's tables (queryPositionBiases), or made by a module
+// of the scope, which can move the scores as far. Scores are not changed: the refinement still searches
 // mask, window and bias for each choice it takes.
 func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	if len(all) < 2 {
@@ -59,7 +59,9 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 	for i := range n {
 		ch := all[i]
 		key[i] = ch.score
-		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) })
+		// additive masks, and score biases a module of the scope made
+		// (a position module's logits handed to the attention: BoTNet's)
+		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) && !sc.own[b] })
 		bs = append(bs, s.segmentMasks(sc, ch.q, ch.k)...)
 		// the position tables over the cells' offsets, each row of one
 		// for a head attending apart (EfficientViT-M's cascaded heads)
