@@ -157,6 +157,12 @@ func plantedAttentionQK(nq, nk, d int, q, k, v func(r, c int) float64, out func(
 
 // plantedAttentionDV is plantedAttentionQK with values of dv columns.
 func plantedAttentionDV(nq, nk, d, dv int, q, k, v func(r, c int) float64, out func(r, c int, y float64)) {
+	plantedAttentionBias(nq, nk, d, dv, q, k, v, nil, out)
+}
+
+// plantedAttentionBias is plantedAttentionDV with bias(i, j) added to
+// the scaled scores (nil: none).
+func plantedAttentionBias(nq, nk, d, dv int, q, k, v func(r, c int) float64, bias func(i, j int) float64, out func(r, c int, y float64)) {
 	for i := range nq {
 		scores := make([]float64, nk)
 		top := math.Inf(-1)
@@ -165,6 +171,9 @@ func plantedAttentionDV(nq, nk, d, dv int, q, k, v func(r, c int) float64, out f
 				scores[j] += q(i, e) * k(j, e)
 			}
 			scores[j] /= math.Sqrt(float64(d))
+			if bias != nil {
+				scores[j] += bias(i, j)
+			}
 			top = max(top, scores[j])
 		}
 		var sum float64

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -33,30 +32,8 @@ func TestRankUnderModuleBias(t *testing.T) {
 		return func(r, e int) float64 { return float64(qkv.data[(off+h*d+e)*s+r]) }
 	}
 	for h := range heads {
-		q, k, v := at(0, h), at(c, h), at(2*c, h)
-		for i := range s {
-			sc := make([]float64, s)
-			top := math.Inf(-1)
-			for j := range s {
-				for e := range d {
-					sc[j] += q(i, e) * k(j, e)
-				}
-				sc[j] = sc[j]/math.Sqrt(d) + float64(bias.data[(h*s+i)*s+j])
-				top = max(top, sc[j])
-			}
-			var sum float64
-			for j := range sc {
-				sc[j] = math.Exp(sc[j] - top)
-				sum += sc[j]
-			}
-			for e := range d {
-				var y float64
-				for j := range s {
-					y += sc[j] / sum * v(j, e)
-				}
-				want[(h*d+e)*s+i] = float32(y)
-			}
-		}
+		bh := func(i, j int) float64 { return float64(bias.data[(h*s+i)*s+j]) }
+		plantedAttentionBias(s, s, d, d, at(0, h), at(c, h), at(2*c, h), bh, func(r, e int, y float64) { want[(h*d+e)*s+r] = float32(y) })
 	}
 	for _, tc := range []struct {
 		name string
