@@ -584,6 +584,12 @@ func (s *synth) ropeTables(sc *scope) [][2]*val {
 			out = append(out, s.perHeadTables(c, sn)...)
 		}
 	}
+	for _, v := range sc.vals {
+		// per-head tables packed in one value [H, S, 2·D] ([sin | cos]
+		// or [cos | sin] along the last axis, each already laid out for
+		// heads of D: timm's mixed RoPE handed to its blocks)
+		out = append(out, s.packedPerHeadTables(v)...)
+	}
 	for i := 0; i+1 < len(sc.vals); i++ {
 		// tables some of whose rows are averages of rotations (a table
 		// pooled to a strided convolution's tokens, joined with plain
@@ -683,6 +689,32 @@ func (s *synth) perHeadTables(c, sn *val) [][2]*val {
 		out = append(out, [2]*val{a, b})
 	}
 	return out
+}
+
+// packedPerHeadTables reads v [H, S, 2·D] as per-head (cos, sin) tables
+// [S, H, D] (perHead H), both orders of its halves; nil unless the halves
+// lie on the unit circle.
+func (s *synth) packedPerHeadTables(v *val) [][2]*val {
+	if v.opaque || v.integral() || len(v.shape) != 3 || v.shape[0] < 2 || v.shape[2]%2 != 0 || v.shape[2] < 4 {
+		return nil
+	}
+	d := v.shape[2] / 2
+	half := func(at int) *val {
+		x := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: at, End: at + d}, args: []*val{v}, out: v.format, label: "half of a packed per-head table"})
+		t := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 0, 2}}, args: []*val{x}, out: v.format, label: "positions first"})
+		if t != nil {
+			t.perHead = v.shape[0]
+		}
+		return t
+	}
+	if !unitCircle(&val{data: sliceData(v, 2, 0, d)}, &val{data: sliceData(v, 2, d, 2*d)}) {
+		return nil
+	}
+	a, b := half(0), half(d)
+	if a == nil || b == nil {
+		return nil
+	}
+	return [][2]*val{{b, a}, {a, b}} // [sin | cos] first (timm's), then [cos | sin]
 }
 
 // mostlyOnUnitCircle reports whether no (c, s) pair lies outside the unit

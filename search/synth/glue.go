@@ -197,7 +197,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		s.rearrangedPlus,
 		// relative logits made from the queries alone (a position
 		// module of its own: BoTNet's PosEmbedRel)
-		func(t *val, _ []*val) *val { return s.queryBiasOf(t, sc) }} {
+		func(t *val, _ []*val) *val { return s.queryBiasOf(t, sc) },
+		// a RoPE table of learned per-head frequencies made in the
+		// forward from an uncalled module's parameter (timm's mixed RoPE)
+		func(t *val, _ []*val) *val { return s.learnedRopeTable(t, sc) }} {
 		v := try(target, vals)
 		if v == nil {
 			continue
