@@ -157,14 +157,16 @@ type BucketAttrs struct {
 // channel count: depthwise); stride the step between output positions
 // (absent or 1: every position); seq a conv1d of x [B, C, 1, L], the pad
 // and stride along L alone; kernel and ceil are a max_pool2d node's: the
-// window's side, and whether a last partial window is kept (ceil_mode).
+// window's side, and whether a last partial window is kept (ceil_mode);
+// dilation the spacing of a convolution's taps (absent or 1: adjacent).
 type ConvAttrs struct {
-	Pad    int  `json:"pad,omitempty"`
-	Groups int  `json:"groups,omitempty"`
-	Stride int  `json:"stride,omitempty"`
-	Seq    bool `json:"seq,omitempty"`
-	Kernel int  `json:"kernel,omitempty"`
-	Ceil   bool `json:"ceil,omitempty"`
+	Pad      int  `json:"pad,omitempty"`
+	Groups   int  `json:"groups,omitempty"`
+	Stride   int  `json:"stride,omitempty"`
+	Seq      bool `json:"seq,omitempty"`
+	Kernel   int  `json:"kernel,omitempty"`
+	Ceil     bool `json:"ceil,omitempty"`
+	Dilation int  `json:"dilation,omitempty"`
 }
 
 // LinearAttentionAttrs configure kernelised attention: per head,

@@ -12,6 +12,10 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   torch_mha_cross     blocks calling nn.MultiheadAttention directly, batch first, need_weights at its
                       default: self-attention, then cross-attention to a context of another width
                       (kdim = vdim: q_proj_weight, k_proj_weight and v_proj_weight apart)
+  torch_convzoo       a convolutional stack of torch.nn's other layers: GroupNorm, PReLU (one slope per
+                      channel), InstanceNorm2d, Mish, PixelShuffle and PixelUnshuffle, ELU, a dilated Conv2d,
+                      SELU, LeakyReLU(0.2), a bilinear Upsample, Softplus, a dilated Conv1d over the rows, and a
+                      learnable affine block (a scalar scale and shift of its own: HGNetV2's)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -80,20 +84,60 @@ class Cross(nn.Module):
         return x
 
 
+class ScalarAffine(nn.Module):
+    """A scalar scale and shift of its own (timm HGNetV2's LearnableAffineBlock)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return self.scale * x + self.bias
+
+
+class ConvZoo(nn.Module):
+    """torch.nn's convolutional layers and activations beyond the transformer's, on a 16×16 image."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn, self.prelu = nn.GroupNorm(2, 8), nn.PReLU(8)
+        self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.inorm, self.mish = nn.InstanceNorm2d(16, affine=True), nn.Mish()
+        self.expand, self.shuffle, self.elu = nn.Conv2d(16, 32, 1), nn.PixelShuffle(2), nn.ELU()
+        self.unshuffle, self.dilated, self.selu = nn.PixelUnshuffle(2), nn.Conv2d(32, 8, 3, padding=2, dilation=2), nn.SELU()
+        self.leaky, self.affine = nn.LeakyReLU(0.2), ScalarAffine()
+        self.up, self.proj, self.softplus = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), nn.Conv2d(8, 4, 1), nn.Softplus()
+        self.rows = nn.Conv1d(4, 4, 3, padding=3, dilation=3)
+
+    def forward(self, x):
+        x = self.prelu(self.gn(self.stem(x)))
+        x = self.mish(self.inorm(self.down(x)))
+        x = self.elu(self.shuffle(self.expand(x)))
+        x = self.affine(self.leaky(self.selu(self.dilated(self.unshuffle(x)))))
+        x = self.softplus(self.proj(self.up(x)))
+        return self.rows(x.flatten(2))
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None}
+         "torch_mha_cross": None, "torch_convzoo": "conv"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
-    model = Cross() if CASES[case] is None else Encoder(*CASES[case])
+    model = Cross() if CASES[case] is None else ConvZoo() if CASES[case] == "conv" else Encoder(*CASES[case])
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        cap.input("input_ids", ids)
+        if CASES[case] == "conv":
+            ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+            cap.input("pixel_values", ids)
+        else:
+            cap.input("input_ids", ids)
         args = (ids,)
         if CASES[case] is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))

@@ -11,14 +11,17 @@ usage: python3 capture_vision.py [--small] OUTDIR [ARCH ...]   # default: every 
                                                                  # pooling and focal mixers, audio relative attention)
        python3 capture_vision.py OUTDIR fifth                    # the fifth batch (FIFTH_HF, FIFTH_CLASSES, FIFTH_TIMM:
                                                                  # convolutional networks, more vision towers)
-       python3 capture_vision.py --list [more|third|fourth|fifth]  # a batch's cases, one per line
+       python3 capture_vision.py OUTDIR sixth                    # the sixth batch (SIXTH_TIMM, SIXTH_CLASSES: dense,
+                                                                 # dual-path, split-attention and halo networks, towers)
+       python3 capture_vision.py --list [more|third|fourth|fifth|sixth]  # a batch's cases, one per line
 --small: hidden 32 over 2 heads, f32 only (the committed test fixtures; timm's and the Qwen-VL
 towers' widths too).
 Writes OUTDIR/<case>-f32.npz (CPU, float32) and OUTDIR/<case>-bf16.npz (CUDA when present,
 bfloat16 placed as from_pretrained(torch_dtype=bf16) leaves it), one forward pass (scope s0),
 input "pixel_values" (or the model's main input name), output "hidden" (the last hidden state,
 or timm's unpooled tokens). Weights redrawn as the conformance traces' (weights.randomize).
-Needs torch 2.x, transformers and timm; one line per case, failures included."""
+Needs torch 2.x, transformers and timm; one line per case, failures included (CAPTURE_TRACEBACK=1
+adds a failure's last frames; CAPTURE_TIMEOUT, default 60, limits each case's seconds)."""
 import os, signal, sys, traceback
 
 import torch
@@ -341,6 +344,48 @@ FIFTH_TIMM = {
 }
 # cases whose smallest configuration is larger than MAX_PARAMS (the timm hybrids' fixed widths)
 BIG = {"timm_botnet", "timm_lambda", "timm_mobilenetv4_hybrid", "timm_repvit", "timm_inception_next"}
+# The sixth batch: more of timm's convolutional and hybrid families (dense concatenation, dual paths, split and
+# selective-kernel attention, mixed kernel sizes, halo attention, re-parameterisable branches) and more
+# transformers vision towers (video message tokens, 2-D RoPE towers, merged-patch towers).
+SIXTH_TIMM = {
+    "timm_densenet": ("densenet121", dict(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16), 64),
+    "timm_dpn": ("dpn48b", {}, 64),
+    "timm_resnest": ("resnest14d", {}, 64),
+    "timm_skresnet": ("skresnet18", {}, 64),
+    "timm_mixnet": ("mixnet_s", {}, 64),
+    "timm_tinynet": ("tinynet_e", {}, 64),
+    "timm_rexnet": ("rexnet_100", {}, 64),
+    "timm_ghostnetv2": ("ghostnetv2_100", {}, 64),
+    "timm_mobileone": ("mobileone_s0", {}, 64),
+    "timm_repghost": ("repghostnet_050", {}, 64),
+    "timm_hgnetv2": ("hgnetv2_b0", {}, 64),
+    "timm_efficientformerv2": ("efficientformerv2_s0", {}, 64),
+    "timm_gernet": ("gernet_s", {}, 64),
+    "timm_regnetz": ("regnetz_b16", {}, 64),
+    "timm_haloregnetz": ("haloregnetz_b", {}, 64),
+    "timm_halonext": ("eca_halonext26ts", {}, 64),
+    "timm_lambda_rpt": ("lambda_resnet26rpt_256", dict(img_size=64), 64),
+    "timm_test_convnext2": ("test_convnext2", {}, 64),
+    "timm_test_efficientnet_ln": ("test_efficientnet_ln", {}, 64),
+    "timm_fasternet": ("fasternet_t0", {}, 64),
+    "timm_sequencer": ("sequencer2d_s", dict(layers=(1, 1, 1, 1), embed_dims=(32, 64, 64, 64),
+                                             hidden_sizes=(16, 32, 32, 32)), 64),
+}
+SIXTH_CLASSES = {
+    "git_vision": ("git", "GitVisionModel", "GitVisionConfig", TOWER),
+    "clipseg_vision": ("clipseg", "CLIPSegVisionModel", "CLIPSegVisionConfig", TOWER),
+    "x_clip_vision": ("x_clip", "XCLIPVisionModel", "XCLIPVisionConfig", dict(TOWER, mit_hidden_size=64,
+                                                                           mit_intermediate_size=96)),
+    "flava_image": ("flava", "FlavaImageModel", "FlavaImageConfig", TOWER),
+    "metaclip_2_vision": ("metaclip_2", "MetaClip2VisionModel", "MetaClip2VisionConfig", TOWER),
+    "mlcd_vision": ("mlcd", "MLCDVisionModel", "MLCDVisionConfig", TOWER),
+    "janus_vision": ("janus", "JanusVisionModel", "JanusVisionConfig", TOWER),
+    "smolvlm_vision": ("smolvlm", "SmolVLMVisionTransformer", "SmolVLMVisionConfig", TOWER),
+    "glm4v_vision": ("glm4v", "Glm4vVisionModel", "Glm4vVisionConfig",
+                     dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64)),
+}
+SIXTH_BIG = {"timm_dpn", "timm_resnest", "timm_skresnet", "timm_ghostnetv2", "timm_regnetz", "timm_haloregnetz",
+             "timm_halonext", "timm_lambda_rpt", "timm_gernet", "timm_hgnetv2", "timm_rexnet", "timm_mobileone"}
 HF.update(THIRD_HF)
 TIMM.update(THIRD_TIMM)
 THIRD = list(THIRD_HF) + list(THIRD_TIMM)
@@ -351,6 +396,10 @@ HF.update(FIFTH_HF)
 TIMM.update(FIFTH_TIMM)
 CLASSES.update(FIFTH_CLASSES)
 FIFTH = list(FIFTH_HF) + list(FIFTH_CLASSES) + list(FIFTH_TIMM)
+TIMM.update(SIXTH_TIMM)
+CLASSES.update(SIXTH_CLASSES)
+BIG |= SIXTH_BIG
+SIXTH = list(SIXTH_TIMM) + list(SIXTH_CLASSES)
 MAX_PARAMS = 3_000_000
 # --small: the committed fixtures' width (hidden 32, 2 heads), f32 only.
 SMALL = dict(hidden_size=32, num_attention_heads=2, intermediate_size=48)
@@ -518,8 +567,8 @@ def main():
     args = sys.argv[1:]
     small = "--small" in args
     args = [a for a in args if a != "--small"]
-    batches = {"more": MORE, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}
-    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD + FOURTH + FIFTH]
+    batches = {"more": MORE, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}
+    first = [c for c in list(HF) + list(TIMM) if c not in MORE + THIRD + FOURTH + FIFTH + SIXTH]
     if args[:1] == ["--list"]:
         print("\n".join(batches.get("".join(args[1:]), first)))
         return
@@ -538,6 +587,8 @@ def main():
         except Exception as e:
             msg = "".join(traceback.format_exception_only(type(e), e)).strip().splitlines()[-1]
             print(f"{case:24s} FAIL {msg[:200]}", flush=True)
+            if os.environ.get("CAPTURE_TRACEBACK"):  # where it failed: the last frames
+                print("".join(traceback.format_tb(e.__traceback__)[-3:]), flush=True)
         finally:
             signal.alarm(0)
 

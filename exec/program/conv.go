@@ -16,15 +16,21 @@ import (
 // makes it torch's conv1d of a sequence laid out as [B, C, 1, L] with
 // w [O, C/g, 1, k]: the padding and the stride along L alone. Kernel and
 // Ceil are a pool's (OpMaxPool2D): the window's side, and whether a last
-// partial window is kept (torch's ceil_mode).
+// partial window is kept (torch's ceil_mode). Dilation spaces a
+// convolution's taps (0 or 1: adjacent; d: tap i reads offset i·d, the
+// kernel spanning d·(k − 1) + 1), with stride 1 only.
 type ConvParams struct {
-	Pad    int
-	Groups int
-	Stride int
-	Seq    bool
-	Kernel int
-	Ceil   bool
+	Pad      int
+	Groups   int
+	Stride   int
+	Seq      bool
+	Kernel   int
+	Ceil     bool
+	Dilation int
 }
+
+// dilation is the spacing of the taps: 1 unless Dilation says more.
+func (p ConvParams) dilation() int { return max(p.Dilation, 1) }
 
 // axes are the padding and stride along H and along W.
 func (p ConvParams) axes() (padH, padW, strideH, strideW int) {
@@ -49,9 +55,13 @@ func convShape(x, w []int, p ConvParams) ([]int, error) {
 		return nil, fmt.Errorf("conv1d of %v by %v: want x [B, C, 1, L] and w [O, C/groups, 1, k]", x, w)
 	}
 	ph, pw, sh, sw := p.axes()
-	dh, dw := x[2]+2*ph-w[2], x[3]+2*pw-w[3]
+	d := p.dilation()
+	if p.Dilation < 0 || d > 1 && max(sh, sw) > 1 {
+		return nil, fmt.Errorf("conv2d of %v by %v: dilation %d with stride %d (a dilated convolution has stride 1)", x, w, p.Dilation, p.Stride)
+	}
+	dh, dw := x[2]+2*ph-d*(w[2]-1)-1, x[3]+2*pw-d*(w[3]-1)-1
 	if p.Pad < 0 || p.Stride < 0 || dh < 0 || dw < 0 {
-		return nil, fmt.Errorf("conv2d of %v by %v with padding %d, stride %d leaves no output", x, w, p.Pad, p.Stride)
+		return nil, fmt.Errorf("conv2d of %v by %v with padding %d, stride %d, dilation %d leaves no output", x, w, p.Pad, p.Stride, d)
 	}
 	h, wd := dh/sh+1, dw/sw+1
 	return []int{x[0], w[0], h, wd}, nil
@@ -243,12 +253,13 @@ func taps(b exec.Backend, x exec.Tensor, p ConvParams, H, W, kh, kw int, fill fl
 		if err != nil {
 			return nil, err
 		}
+		d := p.dilation()
 		return func(i, j int) (exec.Tensor, error) {
-			r, err := keep(b.Slice(padded, 2, i, i+H))
+			r, err := keep(b.Slice(padded, 2, i*d, i*d+H))
 			if err != nil {
 				return nil, err
 			}
-			return keep(b.Slice(r, 3, j, j+W))
+			return keep(b.Slice(r, 3, j*d, j*d+W))
 		}, nil
 	}
 	// rows of the grid: enough for the last tap's phase and offset (a

@@ -11,13 +11,14 @@ import (
 )
 
 // refConv2D is torch's conv2d written out: zeros padded on every side,
-// group q's channels through its filters at every stride-th position,
-// sums in f64.
+// group q's channels through its filters at every stride-th position, the
+// taps p.Dilation apart, sums in f64.
 func refConv2D(x, w, bias []float32, xs, ws []int, groups int, p ConvParams) []float32 {
 	ph, pw, sh, sw := p.axes()
 	B, C, H, W := xs[0], xs[1], xs[2], xs[3]
 	O, cg, kh, kw := ws[0], ws[1], ws[2], ws[3]
-	oh, ow := (H+2*ph-kh)/sh+1, (W+2*pw-kw)/sw+1
+	dil := p.dilation()
+	oh, ow := (H+2*ph-dil*(kh-1)-1)/sh+1, (W+2*pw-dil*(kw-1)-1)/sw+1
 	og := O / groups
 	out := make([]float32, B*O*oh*ow)
 	for b := range B {
@@ -33,7 +34,7 @@ func refConv2D(x, w, bias []float32, xs, ws []int, groups int, p ConvParams) []f
 						ci := q*cg + c
 						for a := range kh {
 							for d := range kw {
-								y, z := i*sh+a-ph, j*sw+d-pw
+								y, z := i*sh+a*dil-ph, j*sw+d*dil-pw
 								if y < 0 || y >= H || z < 0 || z >= W {
 									continue
 								}
@@ -69,21 +70,25 @@ func TestGroupedConv2D(t *testing.T) {
 		x, w               []int
 		pad, group, stride int
 		seq                bool
+		dilation           int
 	}{
-		{[]int{1, 8, 1, 11}, []int{8, 2, 1, 4}, 2, 4, 1, false},  // conv1d as a 1-row image, even kernel
-		{[]int{2, 6, 5, 5}, []int{9, 2, 3, 3}, 1, 3, 1, false},   // more filters than channels
-		{[]int{1, 4, 4, 4}, []int{8, 1, 3, 3}, 1, 4, 1, false},   // depthwise, two filters per channel
-		{[]int{1, 4, 3, 3}, []int{4, 4, 3, 3}, 1, 1, 1, false},   // groups 1
-		{[]int{1, 4, 3, 3}, []int{4, 1, 3, 3}, 0, 4, 1, false},   // depthwise
-		{[]int{1, 3, 16, 16}, []int{5, 3, 7, 7}, 3, 1, 4, false}, // overlapping patches, stride 4
-		{[]int{2, 4, 9, 7}, []int{4, 1, 3, 3}, 1, 4, 2, false},   // depthwise, stride 2, odd sizes
-		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 0, 2, 5, false},  // a strided grouped conv1d, the tail unread
-		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 3, 2, 5, true},   // conv1d: pad and stride along L alone
-		{[]int{1, 6, 2, 7}, []int{6, 3, 1, 3}, 1, 2, 1, false},   // two groups, bias-free below
+		{[]int{1, 8, 1, 11}, []int{8, 2, 1, 4}, 2, 4, 1, false, 1},  // conv1d as a 1-row image, even kernel
+		{[]int{2, 6, 5, 5}, []int{9, 2, 3, 3}, 1, 3, 1, false, 1},   // more filters than channels
+		{[]int{1, 4, 4, 4}, []int{8, 1, 3, 3}, 1, 4, 1, false, 1},   // depthwise, two filters per channel
+		{[]int{1, 4, 3, 3}, []int{4, 4, 3, 3}, 1, 1, 1, false, 1},   // groups 1
+		{[]int{1, 4, 3, 3}, []int{4, 1, 3, 3}, 0, 4, 1, false, 1},   // depthwise
+		{[]int{1, 3, 16, 16}, []int{5, 3, 7, 7}, 3, 1, 4, false, 1}, // overlapping patches, stride 4
+		{[]int{2, 4, 9, 7}, []int{4, 1, 3, 3}, 1, 4, 2, false, 1},   // depthwise, stride 2, odd sizes
+		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 0, 2, 5, false, 1},  // a strided grouped conv1d, the tail unread
+		{[]int{1, 4, 1, 40}, []int{6, 2, 1, 9}, 3, 2, 5, true, 1},   // conv1d: pad and stride along L alone
+		{[]int{1, 4, 9, 9}, []int{6, 4, 3, 3}, 2, 1, 1, false, 2},   // dilated 2, padded to keep the size
+		{[]int{1, 4, 7, 8}, []int{4, 1, 3, 2}, 1, 4, 1, false, 3},   // dilated depthwise, shrinking
+		{[]int{1, 4, 1, 20}, []int{4, 2, 1, 3}, 9, 2, 1, true, 9},   // a dilated conv1d (WaveNet's 9)
+		{[]int{1, 6, 2, 7}, []int{6, 3, 1, 3}, 1, 2, 1, false, 1},   // two groups, bias-free below
 	}
 	for k, c := range cases {
 		stride := max(c.stride, 1)
-		name := fmt.Sprintf("x%v w%v groups %d stride %d", c.x, c.w, c.group, stride)
+		name := fmt.Sprintf("x%v w%v groups %d stride %d dilation %d", c.x, c.w, c.group, stride, c.dilation)
 		x, w := fill(exec.Numel(c.x)), fill(exec.Numel(c.w))
 		var bias []float32
 		ins := map[string]*Value{"x": in("x", Input, f32, c.x, x...), "w": in("w", Input, f32, c.w, w...)}
@@ -93,8 +98,9 @@ func TestGroupedConv2D(t *testing.T) {
 			ins["b"] = in("b", Input, f32, []int{c.w[0]}, bias...)
 			names[2] = "b"
 		}
-		got, _ := runOne(t, Node{Op: OpConv2D, In: names, Spec: exec.Out(f32), Attrs: Attrs{Conv: ConvParams{Pad: c.pad, Groups: c.group, Stride: c.stride, Seq: c.seq}}}, ins)
-		want := refConv2D(x, w, bias, c.x, c.w, c.group, ConvParams{Pad: c.pad, Stride: c.stride, Seq: c.seq})
+		p := ConvParams{Pad: c.pad, Groups: c.group, Stride: c.stride, Seq: c.seq, Dilation: c.dilation}
+		got, _ := runOne(t, Node{Op: OpConv2D, In: names, Spec: exec.Out(f32), Attrs: Attrs{Conv: p}}, ins)
+		want := refConv2D(x, w, bias, c.x, c.w, c.group, p)
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
 		}
@@ -106,6 +112,9 @@ func TestGroupedConv2D(t *testing.T) {
 	}
 	if _, err := convShape([]int{1, 6, 4, 4}, []int{6, 2, 3, 3}, ConvParams{Groups: 4}); err == nil {
 		t.Error("4 groups of 6 channels: no error")
+	}
+	if _, err := convShape([]int{1, 4, 9, 9}, []int{4, 4, 3, 3}, ConvParams{Stride: 2, Dilation: 2}); err == nil {
+		t.Error("dilation 2 at stride 2: no error")
 	}
 }
 

@@ -232,7 +232,7 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 		}
 	}
 	if c := d.Conv; c != nil {
-		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups, Stride: c.Stride, Seq: c.Seq, Kernel: c.Kernel, Ceil: c.Ceil}
+		a.Conv = ConvParams{Pad: c.Pad, Groups: c.Groups, Stride: c.Stride, Seq: c.Seq, Kernel: c.Kernel, Ceil: c.Ceil, Dilation: c.Dilation}
 	}
 	if l := d.LinearAttention; l != nil {
 		k, err := exec.ParseAct(l.Kernel)
@@ -310,7 +310,7 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 	case OpModulate:
 		d.PlusOne = a.Modulate.PlusOne
 	case OpConv2D:
-		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups, Stride: a.Conv.Stride, Seq: a.Conv.Seq}
+		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Groups: a.Conv.Groups, Stride: a.Conv.Stride, Seq: a.Conv.Seq, Dilation: a.Conv.Dilation}
 	case OpMaxPool2D:
 		d.Conv = &semantics.ConvAttrs{Pad: a.Conv.Pad, Stride: a.Conv.Stride, Kernel: a.Conv.Kernel, Ceil: a.Conv.Ceil}
 	case OpAngular:

@@ -184,7 +184,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			// only loose: in a narrow format ReLU is within tolerance of a
 			// leaky ReLU of slope 0.01, and the tighter form must win.
 			for _, try := range []func() *val{
-				func() *val { return s.fitLeaky(xs[0], t) },
+				func() *val { return s.fitPiecewise(xs[0], t) },
 				// a table of RoPE angles (cos and sin taken by its
 				// reader): tried where every other form fails
 				func() *val { return s.fitAngleRope(xs, t) },
@@ -254,6 +254,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
 			fit = s.fitNorm(xs[0], params, t)
+			if fit == nil && len(xs) == 1 {
+				// a scale and a shift of the call's own (a learnable
+				// affine block): before glue's searches
+				fit = s.fitParamAffine(xs[0], params, t)
+			}
 			if e := errOf(fit, t); e > looseFloor(t.format) {
 				// a norm within a narrow format's tolerance only: rows
 				// whose RMS is near 1 make rms_norm(x)·γ look like x·γ
@@ -273,6 +278,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		if fit == nil && len(xs) == 1 && len(params) > 0 {
 			// scalar parameters of a learned activation
 			fit = s.fitSignSplit(xs[0], params, t)
+		}
+		if fit == nil && len(xs) == 1 && len(params) == 1 {
+			// a learned slope of the negative side
+			fit = s.fitPReLU(xs[0], params[0], t)
 		}
 		if fit == nil && len(params) > 0 {
 			// none of the parameterised leaves: an expression over the
@@ -1018,7 +1027,7 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
 	padW2 := t.shape[3] - x.shape[3] + w.shape[3] - 1
 	if pad2 < 0 || pad2%2 != 0 || padW2 < 0 || padW2%2 != 0 {
-		return s.fitStridedConv2D(x, w, bias, t)
+		return s.spacedConv2D(x, w, bias, t)
 	}
 	groups := convGroups(x, w)
 	if groups == 0 {
@@ -1046,10 +1055,19 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	if v == nil {
 		// a small image can take a stride-1 reading of its size (4×4 →
 		// 2×2: kernel 3 unpadded, or stride 2 padded 1): the values decide
-		return s.fitStridedConv2D(x, w, bias, t)
+		return s.spacedConv2D(x, w, bias, t)
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v
+}
+
+// spacedConv2D is a 2-D convolution whose taps do not read adjacent
+// stride-1 positions: strided (fitStridedConv2D), else dilated.
+func (s *synth) spacedConv2D(x, w, bias, t *val) *val {
+	if v := s.fitStridedConv2D(x, w, bias, t); v != nil {
+		return v
+	}
+	return s.fitDilatedConv(x, w, bias, t)
 }
 
 // gateActs are the gate functions a gated norm is tried with.
@@ -1140,7 +1158,10 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	}
 	pad2 := t.shape[2] - x.shape[2] + w.shape[2] - 1
 	if pad2 < 0 || pad2%2 != 0 {
-		return s.fitStridedConv1D(x, w, bias, t)
+		if v := s.fitStridedConv1D(x, w, bias, t); v != nil {
+			return v
+		}
+		return s.fitDilatedConv(x, w, bias, t)
 	}
 	groups := convGroups(x, w)
 	if groups == 0 {
@@ -1163,7 +1184,8 @@ func (s *synth) fitConv1D(x *val, params []*val, t *val) *val {
 	}
 	v, ev := s.best(t, []*expr{{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{row}, out: t.format, label: "rows as a sequence"}})
 	if v == nil {
-		return nil
+		// taps spaced apart whose padding keeps the length
+		return s.fitDilatedConv(x, w, bias, t)
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v

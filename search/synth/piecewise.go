@@ -167,50 +167,171 @@ func (s *synth) bindScalar(k float64, params []*val, plus *val, role string, tol
 	return c
 }
 
-// fitLeaky explains t as a leaky ReLU of x (x > 0 ? x : α·x), the slope α
-// read off the negative side by least squares and snapped to a simple
-// number where one is as good (LeakyReLU's 0.01): where(x, x, α·x), the
-// product rounded once as torch's. Tried where a parameterless call's
-// other forms fail.
-func (s *synth) fitLeaky(x, t *val) *val {
+// fitPiecewise explains t as an activation split at zero, linear on the
+// positive side and one of a small family on the rest:
+//
+//	x > 0:  λ·x
+//	x ≤ 0:  c·x (a leaky ReLU: LeakyReLU's 0.01), or c·expm1(x) (ELU: c = α;
+//	        SELU: λ and c = λ·α)
+//
+// λ and c read off each side by least squares and snapped to a simple
+// number where one is as good; the pieces in f32 and the choice rounded
+// once, as torch's kernels compute them. Tried where a parameterless
+// call's other forms fail.
+func (s *synth) fitPiecewise(x, t *val) *val {
 	if !equalShape(x, t) || x.integral() || x.numel() < 8 {
 		return nil
 	}
-	var xx, xt float64
-	nNeg := 0
+	var pxx, pxt float64
+	nPos := 0
 	for i, xv := range x.data {
 		if xv > 0 {
-			if t.data[i] != xv {
-				return nil
-			}
-			continue
+			v := float64(xv)
+			pxx, pxt = pxx+v*v, pxt+v*float64(t.data[i])
+			nPos++
 		}
-		v := float64(xv)
-		xx, xt = xx+v*v, xt+v*float64(t.data[i])
-		nNeg++
 	}
-	if nNeg < 4 || xx == 0 {
+	if nPos < 4 || nPos > x.numel()-4 || pxx == 0 {
 		return nil
 	}
-	alpha := xt / xx
-	if !(math.Abs(alpha) < 1) || alpha == 0 {
+	lambda := pxt / pxx
+	if !(lambda > 0) {
 		return nil
 	}
+	expm1 := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExpm1}, args: []*val{x}, out: precision.F32, label: "expm1(x)"})
 	var cands []*expr
-	for _, a := range append(simple.Candidates(alpha), alpha) {
-		if math.Abs(a-alpha) > 1e-3*math.Abs(alpha) {
+	for _, basis := range []struct {
+		g    *val
+		name string
+	}{{x, "x"}, {expm1, "expm1(x)"}} {
+		if basis.g == nil {
 			continue
 		}
-		neg := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(a)}, out: t.format, label: fmt.Sprintf("%g·x", a)})
-		if neg == nil {
+		var gg, gt float64
+		for i, xv := range x.data {
+			if xv <= 0 {
+				g := float64(basis.g.data[i])
+				gg, gt = gg+g*g, gt+g*float64(t.data[i])
+			}
+		}
+		if gg == 0 {
 			continue
 		}
-		cands = append(cands, &expr{op: program.OpWhere, args: []*val{x, x, neg}, out: t.format, label: fmt.Sprintf("x > 0 ? x : %g·x (leaky relu)", a)})
+		c := gt / gg
+		if c == 0 || math.IsNaN(c) || basis.g == x && !(math.Abs(c) < 1) {
+			continue
+		}
+		for _, l := range snapped(lambda) {
+			pos := x
+			if l != 1 {
+				if pos = s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(l)}, out: precision.F32, label: fmt.Sprintf("%g·x", l)}); pos == nil {
+					continue
+				}
+			}
+			for _, k := range snapped(c) {
+				neg := s.derive(&expr{op: program.OpMul, args: []*val{basis.g, s.constant(k)}, out: precision.F32, label: fmt.Sprintf("%g·%s", k, basis.name)})
+				if neg == nil {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpWhere, args: []*val{x, pos, neg}, out: t.format,
+					label: fmt.Sprintf("x > 0 ? %g·x : %g·%s", l, k, basis.name)})
+			}
+		}
 	}
 	v, ev := s.best(t, cands)
 	if v == nil {
 		return nil
 	}
 	v.fit = &leafFit{kind: "piecewise", label: v.from.label, candidates: ev}
+	return v
+}
+
+// snapped are the simple numbers within 1e-3 of a fitted coefficient c,
+// then c itself.
+func snapped(c float64) []float64 {
+	var out []float64
+	for _, k := range simple.Candidates(c) {
+		if math.Abs(k-c) <= 1e-3*math.Abs(c) && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if !slices.Contains(out, c) {
+		out = append(out, c)
+	}
+	return out
+}
+
+// fitPReLU explains t as a leaky ReLU whose slope is a parameter w (torch's
+// PReLU): x > 0 ? x : w·x, w one slope for all (one entry) or one per
+// channel (axis 1 of a map [B, C, ...], else the last axis), the product
+// in f32 and the choice rounded once.
+func (s *synth) fitPReLU(x, w, t *val) *val {
+	if !equalShape(x, t) || x.integral() || len(x.shape) < 2 || len(w.shape) != 1 {
+		return nil
+	}
+	slope := s.channelwise(w, x)
+	if slope == nil {
+		return nil
+	}
+	neg := s.derive(&expr{op: program.OpMul, args: []*val{x, slope}, out: precision.F32, label: "w·x"})
+	if neg == nil {
+		return nil
+	}
+	v, ev := s.best(t, []*expr{{op: program.OpWhere, args: []*val{x, x, neg}, out: t.format, label: "x > 0 ? x : w·x (PReLU)"}})
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "piecewise", label: v.from.label, candidates: ev}
+	return v
+}
+
+// channelwise is w [1] or [C] laid out to broadcast over x along its
+// channels: one entry as it is, C entries along axis 1 of a map [B, C,
+// ...] (rank 3 or more), else along the last axis; nil where neither fits.
+func (s *synth) channelwise(w, x *val) *val {
+	if len(w.shape) != 1 || len(x.shape) < 2 {
+		return nil
+	}
+	switch c := w.shape[0]; {
+	case c == 1:
+		return w
+	case len(x.shape) >= 3 && x.shape[1] == c:
+		shape := make([]int, len(x.shape))
+		for i := range shape {
+			shape[i] = 1
+		}
+		shape[1] = c
+		return s.reshape(w, shape)
+	case x.shape[len(x.shape)-1] == c:
+		return w
+	}
+	return nil
+}
+
+// fitParamAffine explains t as an affine map of x by the call's two
+// parameters: a·x + b, each a scalar or one entry per channel (a learnable
+// affine block, a per-channel scale and shift), either parameter the
+// scale, each step rounded to t's format as torch's two ops.
+func (s *synth) fitParamAffine(x *val, params []*val, t *val) *val {
+	if len(params) != 2 || !equalShape(x, t) || x.integral() {
+		return nil
+	}
+	var cands []*expr
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		a, b := s.channelwise(params[order[0]], x), s.channelwise(params[order[1]], x)
+		if a == nil || b == nil {
+			continue
+		}
+		ax := s.derive(&expr{op: program.OpMul, args: []*val{a, x}, out: t.format, label: "a·x"})
+		if ax == nil {
+			continue
+		}
+		cands = append(cands, &expr{op: program.OpAdd, args: []*val{ax, b}, out: t.format, label: "a·x + b"})
+	}
+	v, ev := s.best(t, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: "affine", label: v.from.label, candidates: ev}
 	return v
 }
