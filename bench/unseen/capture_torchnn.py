@@ -15,7 +15,8 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   torch_convzoo       a convolutional stack of torch.nn's other layers: GroupNorm, PReLU (one slope per
                       channel), InstanceNorm2d, Mish, PixelShuffle and PixelUnshuffle, ELU, a dilated Conv2d,
                       SELU, LeakyReLU(0.2), a bilinear Upsample, Softplus, a dilated Conv1d over the rows, and a
-                      learnable affine block (a scalar scale and shift of its own: HGNetV2's)
+                      learnable affine block (a scalar scale and shift of its own: HGNetV2's), and timm's
+                      ScaledStdConv2d (NFNets: a standardised weight times a gain and a constant)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -96,6 +97,23 @@ class ScalarAffine(nn.Module):
         return self.scale * x + self.bias
 
 
+class ScaledStdConv(nn.Conv2d):
+    """timm's ScaledStdConv2d (NFNets): each filter standardised when called, times a learned gain and
+    γ·fan_in^-½ (γ = 1.7881293296813965, timm's SiLU gain), by F.batch_norm of the weight."""
+
+    def __init__(self, cin, cout, k, padding, gamma=1.7881293296813965, eps=1e-6):
+        super().__init__(cin, cout, k, padding=padding)
+        self.gain = nn.Parameter(torch.ones(cout, 1, 1, 1))
+        self.scale = gamma * self.weight[0].numel() ** -0.5
+        self.eps = eps
+
+    def forward(self, x):
+        weight = nn.functional.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None,
+                                          weight=(self.gain * self.scale).view(-1), training=True, momentum=0.,
+                                          eps=self.eps).reshape_as(self.weight)
+        return nn.functional.conv2d(x, weight, self.bias, self.stride, self.padding)
+
+
 class ConvZoo(nn.Module):
     """torch.nn's convolutional layers and activations beyond the transformer's, on a 16×16 image."""
 
@@ -110,13 +128,14 @@ class ConvZoo(nn.Module):
         self.leaky, self.affine = nn.LeakyReLU(0.2), ScalarAffine()
         self.up, self.proj, self.softplus = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), nn.Conv2d(8, 4, 1), nn.Softplus()
         self.rows = nn.Conv1d(4, 4, 3, padding=3, dilation=3)
+        self.scaled = ScaledStdConv(4, 4, 3, padding=1)
 
     def forward(self, x):
         x = self.prelu(self.gn(self.stem(x)))
         x = self.mish(self.inorm(self.down(x)))
         x = self.elu(self.shuffle(self.expand(x)))
         x = self.affine(self.leaky(self.selu(self.dilated(self.unshuffle(x)))))
-        x = self.softplus(self.proj(self.up(x)))
+        x = self.scaled(self.softplus(self.proj(self.up(x))))
         return self.rows(x.flatten(2))
 
 

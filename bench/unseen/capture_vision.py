@@ -22,7 +22,7 @@ input "pixel_values" (or the model's main input name), output "hidden" (the last
 or timm's unpooled tokens). Weights redrawn as the conformance traces' (weights.randomize).
 Needs torch 2.x, transformers and timm; one line per case, failures included (CAPTURE_TRACEBACK=1
 adds a failure's last frames; CAPTURE_TIMEOUT, default 60, limits each case's seconds)."""
-import os, signal, sys, traceback
+import inspect, os, signal, sys, traceback
 
 import torch
 
@@ -302,11 +302,11 @@ CONV_STAGES = dict(_drop=NO_VIT, image_size=64, embedding_size=16, hidden_sizes=
 FIFTH_HF = {
     "resnet": dict(CONV_STAGES, layer_type="bottleneck"),
     "regnet": dict(CONV_STAGES, groups_width=8, layer_type="y"),
-    "bit": dict(CONV_STAGES, layer_type="bottleneck"),
+    "bit": dict(CONV_STAGES, layer_type="bottleneck", num_groups=4),
     "van": dict(_drop=NO_VIT, image_size=64, hidden_sizes=[16, 32, 48, 64], depths=[1, 1, 1, 1], mlp_ratios=[2, 2, 2, 2]),
     "mobilenet_v1": dict(_drop=NO_VIT, image_size=64, depth_multiplier=0.25),
     "mobilenet_v2": dict(_drop=NO_VIT, image_size=64, depth_multiplier=0.25),
-    "efficientnet": dict(_drop=NO_VIT, image_size=64, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=64),
+    "efficientnet": dict(_drop=NO_VIT, image_size=64, width_coefficient=0.25, depth_coefficient=0.25, hidden_dim=320),
 }
 TOWER = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, image_size=32, patch_size=8)
 FIFTH_CLASSES = {
@@ -348,7 +348,7 @@ BIG = {"timm_botnet", "timm_lambda", "timm_mobilenetv4_hybrid", "timm_repvit", "
 # selective-kernel attention, mixed kernel sizes, halo attention, re-parameterisable branches) and more
 # transformers vision towers (video message tokens, 2-D RoPE towers, merged-patch towers).
 SIXTH_TIMM = {
-    "timm_densenet": ("densenet121", dict(growth_rate=8, block_config=(2, 2, 2, 2), num_init_features=16), 64),
+    "timm_densenet": ("densenet121", dict(growth_rate=8, block_config=(2, 2, 2, 2)), 64),
     "timm_dpn": ("dpn48b", {}, 64),
     "timm_resnest": ("resnest14d", {}, 64),
     "timm_skresnet": ("skresnet18", {}, 64),
@@ -385,7 +385,8 @@ SIXTH_CLASSES = {
                      dict(QWEN_VIS, hidden_size=64, intermediate_size=96, out_hidden_size=64)),
 }
 SIXTH_BIG = {"timm_dpn", "timm_resnest", "timm_skresnet", "timm_ghostnetv2", "timm_regnetz", "timm_haloregnetz",
-             "timm_halonext", "timm_lambda_rpt", "timm_gernet", "timm_hgnetv2", "timm_rexnet", "timm_mobileone"}
+             "timm_halonext", "timm_lambda_rpt", "timm_gernet", "timm_hgnetv2", "timm_rexnet", "timm_mobileone",
+             "timm_efficientformerv2"}
 HF.update(THIRD_HF)
 TIMM.update(THIRD_TIMM)
 THIRD = list(THIRD_HF) + list(THIRD_TIMM)
@@ -439,12 +440,19 @@ def class_model(case, small=False):
     cfg = getattr(c, cfg_cls)(**kw)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    return getattr(m, model_cls)(cfg), cfg
+    try:
+        return getattr(m, model_cls)(cfg), cfg
+    except ValueError:  # no SDPA path: its own (eager) attention
+        cfg._attn_implementation = "eager"
+        torch.manual_seed(0)
+        return getattr(m, model_cls)(cfg), cfg
 
 
 def hf_request(model, cfg, gen):
     """The model's main input at the config's sizes, plus the keyword arguments it needs."""
     name = getattr(model, "main_input_name", "pixel_values")
+    if "pixel_values" in inspect.signature(model.forward).parameters:  # a tower whose main input is named otherwise
+        name = "pixel_values"
     kind = getattr(cfg, "model_type", "")
     if hasattr(cfg, "spatial_merge_size"):  # Qwen-VL towers: flattened patches of an 8×8 grid, one frame
         t, p = cfg.temporal_patch_size, cfg.patch_size
@@ -478,7 +486,7 @@ def hf_request(model, cfg, gen):
     if frames:
         return name, torch.randn(1, frames, cfg.num_channels, size, size, generator=gen), {}
     extra = {"image_sizes": torch.tensor([[size, size]])} if cfg.model_type == "pixtral" else {}
-    return name, torch.randn(1, cfg.num_channels, size, size, generator=gen), extra
+    return name, torch.randn(1, getattr(cfg, "num_channels", 3), size, size, generator=gen), extra
 
 
 def _resolve(path):

@@ -2,10 +2,12 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // stdConvEpsilons are the ε a weight standardisation adds to each
@@ -40,24 +42,133 @@ func (s *synth) fitStdConv2D(x, w, bias, t *val) *val {
 		}
 	}
 	var cands []*expr
+	for _, ws := range weights {
+		cands = append(cands, s.stdConvGeometries(x, ws, bias, t, ws.from.args[0].from.label)...)
+	}
+	v, ev := s.best(t, cands)
+	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	v.fit = &leafFit{kind: "conv", candidates: ev}
+	return v
+}
+
+// stdConvGeometries are the convolutions of x by ws that give t's size:
+// every stride up to the kernel with symmetric pads, and 'same' padding
+// with the odd cell at the end; label names the weight's making.
+func (s *synth) stdConvGeometries(x, ws, bias, t *val, label string) []*expr {
+	groups := convGroups(x, ws)
+	kh, kw := ws.shape[2], ws.shape[3]
+	var cands []*expr
 	for stride := 1; stride <= max(kh, kw); stride++ {
-		for _, ws := range weights {
-			label := ws.from.args[0].from.label
-			// symmetric pads
-			for pad := 0; pad <= max(kh, kw)/2; pad++ {
-				if (x.shape[2]+2*pad-kh)/stride+1 == t.shape[2] && (x.shape[3]+2*pad-kw)/stride+1 == t.shape[3] && x.shape[2]+2*pad >= kh {
-					cands = append(cands, &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad, Groups: groups, Stride: stride}},
-						args: []*val{x, ws, bias}, out: t.format, label: fmt.Sprintf("conv %dx%d stride %d pad %d, %s", kh, kw, stride, pad, label)})
-				}
+		// symmetric pads
+		for pad := 0; pad <= max(kh, kw)/2; pad++ {
+			if (x.shape[2]+2*pad-kh)/stride+1 == t.shape[2] && (x.shape[3]+2*pad-kw)/stride+1 == t.shape[3] && x.shape[2]+2*pad >= kh {
+				cands = append(cands, &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pad, Groups: groups, Stride: stride}},
+					args: []*val{x, ws, bias}, out: t.format, label: fmt.Sprintf("conv %dx%d stride %d pad %d, %s", kh, kw, stride, pad, label)})
 			}
-			// 'same': the odd padding cell at the end
-			padded := s.samePadded(x, kh, kw, stride)
-			if padded == nil || (padded.shape[2]-kh)/stride+1 != t.shape[2] || (padded.shape[3]-kw)/stride+1 != t.shape[3] {
+		}
+		// 'same': the odd padding cell at the end
+		padded := s.samePadded(x, kh, kw, stride)
+		if padded == nil || (padded.shape[2]-kh)/stride+1 != t.shape[2] || (padded.shape[3]-kw)/stride+1 != t.shape[3] {
+			continue
+		}
+		cands = append(cands, &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Groups: groups, Stride: stride}},
+			args: []*val{padded, ws, bias}, out: t.format, label: fmt.Sprintf("conv %dx%d stride %d, same padding, %s", kh, kw, stride, label)})
+	}
+	return cands
+}
+
+// fitScaledStdConv2D explains a convolution whose weight is standardised
+// per filter and then scaled by a learned gain and a constant when it is
+// called (NFNet's ScaledStdConv2d: F.batch_norm of the weight with γ =
+// gain·scale, scale = γ_act·fan_in^−½, a constant the trace does not
+// hold): params are w, a bias [O] and the gain (O entries). The constant
+// is read off the output by least squares against the unit-scale
+// convolution (the convolution is linear in it), snapped to a simple
+// number where one is as good; the standardisation in f32, times gain·scale
+// (an f32 product), rounded to w's format.
+func (s *synth) fitScaledStdConv2D(x *val, params []*val, t *val) *val {
+	if len(params) != 3 || len(x.shape) != 4 || len(t.shape) != 4 || len(params[0].shape) != 4 || t.shape[1] != params[0].shape[0] {
+		return nil
+	}
+	w := params[0]
+	o := w.shape[0]
+	var bias, gain *val
+	for _, p := range params[1:] {
+		switch {
+		case len(p.shape) == 1 && p.shape[0] == o && bias == nil:
+			bias = p
+		case p.numel() == o && gain == nil:
+			gain = p
+		}
+	}
+	if gain == nil || convGroups(x, w) == 0 {
+		return nil
+	}
+	gainCol := s.reshape(gain, []int{o, 1})
+	flat := s.reshape(w, []int{o, w.numel() / o})
+	if gainCol == nil || flat == nil {
+		return nil
+	}
+	// the unit-scale convolutions without the bias: the geometry, ε and
+	// scale whose fit leaves the least residual
+	var best *expr
+	var bestNorm *val
+	bestScale, bestRes := 0.0, math.Inf(1)
+	for _, eps := range stdConvEpsilons {
+		n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: float32(eps)}},
+			args: []*val{flat, nil, nil}, out: precision.F32, label: fmt.Sprintf("each filter standardised, ε=%g", eps)})
+		ng := s.reshape(s.derive(&expr{op: program.OpMul, args: []*val{n, gainCol}, out: precision.F32, label: "times the gain"}), slices.Clone(w.shape))
+		if ng == nil {
+			continue
+		}
+		for _, e := range s.stdConvGeometries(x, ng, nil, t, n.from.label) {
+			y0 := s.derive(e)
+			if y0 == nil {
 				continue
 			}
-			cands = append(cands, &expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Groups: groups, Stride: stride}},
-				args: []*val{padded, ws, bias}, out: t.format, label: fmt.Sprintf("conv %dx%d stride %d, same padding, %s", kh, kw, stride, label)})
+			hw := t.shape[2] * t.shape[3]
+			var yy, yt float64
+			for i, yv := range y0.data {
+				r := float64(t.data[i])
+				if bias != nil {
+					r -= float64(bias.data[(i/hw)%o])
+				}
+				yy, yt = yy+float64(yv)*float64(yv), yt+float64(yv)*r
+			}
+			if yy == 0 {
+				continue
+			}
+			sc := yt / yy
+			var res float64
+			for i, yv := range y0.data {
+				r := float64(t.data[i])
+				if bias != nil {
+					r -= float64(bias.data[(i/hw)%o])
+				}
+				d := r - sc*float64(yv)
+				res += d * d
+			}
+			if res < bestRes {
+				best, bestNorm, bestScale, bestRes = e, n, sc, res
+			}
 		}
+	}
+	if best == nil || !(bestScale > 0) {
+		return nil
+	}
+	var cands []*expr
+	for _, sc := range snapped(bestScale) {
+		g := s.derive(&expr{op: program.OpMul, args: []*val{gainCol, s.constant(sc)}, out: precision.F32, label: fmt.Sprintf("gain·%g", sc)})
+		ws := s.reshape(s.derive(&expr{op: program.OpMul, args: []*val{bestNorm, g}, out: w.format, label: "the scaled standardised weight"}), slices.Clone(w.shape))
+		if ws == nil {
+			continue
+		}
+		args := slices.Clone(best.args)
+		args[1], args[2] = ws, bias
+		cands = append(cands, &expr{op: program.OpConv2D, attrs: best.attrs, args: args, out: t.format,
+			label: fmt.Sprintf("%s, times gain·%g", best.label, sc)})
 	}
 	v, ev := s.best(t, cands)
 	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
