@@ -929,3 +929,44 @@ func vectorShape(shape []int) bool {
 	}
 	return long <= 1
 }
+
+// broadcastProduct explains t as a·g, a a value of t's shape and g one of
+// fewer entries that broadcasts to it (each axis of g's t's or 1: a
+// squeeze-and-excitation gate [B, C, 1, 1] over a map [B, C, H, W]), the
+// product rounded once. A gate that is exactly 0 or 1 on whole channels
+// leaves ratios t/a undefined there, which forms reading the gate off
+// the values cannot take; the product itself is exact.
+func (s *synth) broadcastProduct(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	var gates []*val
+	for _, v := range vals {
+		if !v.opaque && len(v.shape) == len(t.shape) && v.numel() < t.numel() && broadcastsTo(v.shape, t.shape) {
+			gates = append(gates, v)
+		}
+	}
+	if len(ops) == 0 || len(gates) == 0 {
+		return nil
+	}
+	var cands []*expr
+	for _, a := range ops {
+		for _, g := range gates {
+			cands = append(cands, &expr{op: program.OpMul, args: []*val{a, g}, out: t.format, label: "a·g (a broadcast gate)"})
+		}
+	}
+	v, _ := s.best(t, cands)
+	return v
+}
+
+// broadcastsTo reports whether a shape broadcasts to another of its rank:
+// every axis equal or 1.
+func broadcastsTo(from, to []int) bool {
+	for i := range from {
+		if from[i] != to[i] && from[i] != 1 {
+			return false
+		}
+	}
+	return true
+}
