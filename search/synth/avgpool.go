@@ -114,3 +114,23 @@ func (s *synth) fitAvgPool1D(x, t *val) *val {
 	}
 	return v
 }
+
+// pooledMap explains t [B, C, h, w] as an average pool (fitAvgPool) of a
+// larger map of the scope with the same batch and channels, the pool
+// written in the forward (F.avg_pool2d) rather than called as a module:
+// GhostNetV2's attention branch halving its input.
+func (s *synth) pooledMap(t *val, vals []*val) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] ||
+			v.shape[2] < t.shape[2] || v.shape[3] < t.shape[3] || v.shape[2]*v.shape[3] == t.shape[2]*t.shape[3] {
+			continue
+		}
+		if p := s.fitAvgPool(v, t); p != nil {
+			return p
+		}
+	}
+	return nil
+}
