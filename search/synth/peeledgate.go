@@ -1,14 +1,13 @@
 package synth
 
 import (
-	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 )
 
 // peeledGate explains t as a·G, G a gate of the scope (every entry in
-// (0, 1] in magnitude, none zero) brought to t's shape by broadcasting or
+// (0, 1]: a sigmoid's) brought to t's shape by broadcasting or
 // by repeating each entry along the axes t is a whole multiple longer
 // (nearest upsampling: GhostNetV2's attention map pooled, gated and
 // resized back), and a found by glue for t / G, the quotient read as a
@@ -46,15 +45,15 @@ func (s *synth) peeledGate(t *val, sc *scope, vals []*val) *val {
 	return nil
 }
 
-// gateLike reports whether every entry of v is nonzero and at most 1 in
-// magnitude (a sigmoid's or a softmax's output): a quotient by it is
-// defined everywhere.
+// gateLike reports whether every entry of v lies in (0, 1] (a sigmoid's
+// output): a quotient by it is defined everywhere. Tables of cosines and
+// sines, with their signs, are not gates.
 func gateLike(v *val) bool {
 	if len(v.data) == 0 {
 		return false
 	}
 	for _, x := range v.data {
-		if x == 0 || math.Abs(float64(x)) > 1 || x != x {
+		if !(x > 0 && x <= 1) {
 			return false
 		}
 	}
