@@ -16,7 +16,8 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       channel), InstanceNorm2d, Mish, PixelShuffle and PixelUnshuffle, ELU, a dilated Conv2d,
                       SELU, LeakyReLU(0.2), a bilinear Upsample, Softplus, a dilated Conv1d over the rows, and a
                       learnable affine block (a scalar scale and shift of its own: HGNetV2's), and timm's
-                      ScaledStdConv2d (NFNets: a standardised weight times a gain and a constant)
+                      ScaledStdConv2d (NFNets: a standardised weight times a gain and a constant), and a
+                      ConvTranspose2d whose windows overlap (kernel 3, stride 2, output padding 1)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -129,13 +130,14 @@ class ConvZoo(nn.Module):
         self.up, self.proj, self.softplus = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False), nn.Conv2d(8, 4, 1), nn.Softplus()
         self.rows = nn.Conv1d(4, 4, 3, padding=3, dilation=3)
         self.scaled = ScaledStdConv(4, 4, 3, padding=1)
+        self.upconv = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1)
 
     def forward(self, x):
         x = self.prelu(self.gn(self.stem(x)))
         x = self.mish(self.inorm(self.down(x)))
         x = self.elu(self.shuffle(self.expand(x)))
         x = self.affine(self.leaky(self.selu(self.dilated(self.unshuffle(x)))))
-        x = self.scaled(self.softplus(self.proj(self.up(x))))
+        x = self.upconv(self.scaled(self.softplus(self.proj(self.up(x)))))
         return self.rows(x.flatten(2))
 
 

@@ -254,6 +254,10 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// a weight standardised and scaled by a gain of its own
 				fit = s.fitScaledStdConv2D(xs[0], params, t)
 			}
+			if fit == nil {
+				// overlapping windows: the input spread by zeros
+				fit = s.fitConvTransposed2D(xs[0], params, t)
+			}
 		case len(params) == 1 && len(params[0].shape) == 1 && len(t.shape) == 2 && t.shape[1] == 2*params[0].numel():
 			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
