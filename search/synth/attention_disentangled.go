@@ -282,10 +282,9 @@ func (s *synth) disentangledBias(dc disentangledChoice) *val {
 		add(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 3, 2}}, args: []*val{g}, out: g.format, label: "position to content: a row per query"}))
 	}
 	if sum == nil {
-		z := &val{shape: []int{b, h, n, n}, data: make([]float32, b*h*n*n), format: f32, origin: fmt.Sprintf("zeros%dx%dx%dx%d", b, h, n, n)}
+		z := s.zeros([]int{b, h, n, n}, f32, fmt.Sprintf("zeros%dx%dx%dx%d", b, h, n, n), "no position term")
 		s.seq++
 		z.seq = s.seq
-		s.em.constant(z, "no position term")
 		return z
 	}
 	return s.derive(&expr{op: program.OpMul, args: []*val{sum, s.constant(float64(dc.scale()))}, out: sum.format, label: "position terms scaled as the content term"})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -84,9 +83,7 @@ func (s *synth) flippedFilters(w *val) *val {
 func (s *synth) zeroInserted(x *val, st, op int) *val {
 	b, c, h, wd := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
 	zeros := func(shape []int) *val {
-		z := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: x.format, origin: fmt.Sprintf("zeros%v", shape)}
-		s.em.constant(z, "zeros spreading a transposed convolution's input (made from the request's shape)")
-		return z
+		return s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zeros spreading a transposed convolution's input (made from the request's shape)")
 	}
 	cur := x
 	if st > 1 {

@@ -1163,6 +1163,14 @@ func (s *synth) imagesAsRows(t *val, vals []*val) []*val {
 
 // constant is a scalar the program holds, declared where a node first
 // reads it (a fit tries hundreds that no node keeps).
+// zeros is a constant of zeros the program declares (note says what
+// it is and what it is made from).
+func (s *synth) zeros(shape []int, f precision.Format, origin, note string) *val {
+	z := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: f, origin: origin}
+	s.em.constant(z, note)
+	return z
+}
+
 func (s *synth) constant(c float64) *val {
 	s.seq++
 	return &val{shape: []int{1}, data: []float32{float32(c)}, format: f32, seq: s.seq, scalar: true}

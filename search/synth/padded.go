@@ -229,9 +229,7 @@ func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
 		zeros := func(k int, where string) *val {
 			shape := slices.Clone(t.shape)
 			shape[ax] = k
-			z := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: t.format, origin: t.origin + "/zero-padding-" + where}
-			s.em.constant(z, "zeros padding a value at its "+where+" along one axis (made from the request's shape)")
-			return z
+			return s.zeros(shape, t.format, t.origin+"/zero-padding-"+where, "zeros padding a value at its "+where+" along one axis (made from the request's shape)")
 		}
 		parts := []*val{piece}
 		if lead > 0 {

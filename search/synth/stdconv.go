@@ -193,9 +193,7 @@ func (s *synth) samePadded(x *val, kh, kw, stride int) *val {
 		return nil
 	}
 	zeros := func(shape []int) *val {
-		z := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: x.format, origin: fmt.Sprintf("zeros%v", shape)}
-		s.em.constant(z, "zeros of a 'same' padding (made from the request's shape)")
-		return z
+		return s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zeros of a 'same' padding (made from the request's shape)")
 	}
 	cur := x
 	join := func(ax, before, after int) {
