@@ -55,10 +55,5 @@ func (s *synth) channelAttention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	w, ev := s.best(t, cands)
-	if w == nil {
-		return nil
-	}
-	w.fit = &leafFit{kind: "attention", candidates: ev}
-	return w
+	return s.bestFit(t, cands, "attention")
 }

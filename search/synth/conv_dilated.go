@@ -63,10 +63,5 @@ func (s *synth) fitDilatedConv(x, w, bias, t *val) *val {
 		}
 		cands = append(cands, e)
 	}
-	v, ev := s.best(t, cands)
-	if v == nil {
-		return nil
-	}
-	v.fit = &leafFit{kind: "conv", candidates: ev}
-	return v
+	return s.bestFit(t, cands, "conv")
 }

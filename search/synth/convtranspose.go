@@ -48,12 +48,7 @@ func (s *synth) fitConvTransposed2D(x *val, params []*val, t *val) *val {
 				label: fmt.Sprintf("transposed conv %dx%d stride %d pad %d output padding %d", k, k, st, p, op)})
 		}
 	}
-	v, ev := s.best(t, cands)
-	if v == nil {
-		return nil
-	}
-	v.fit = &leafFit{kind: "conv", candidates: ev}
-	return v
+	return s.bestFit(t, cands, "conv")
 }
 
 // flippedFilters is w [Cin, Cout, k, k] as a convolution's filters [Cout,

@@ -67,10 +67,5 @@ func (s *synth) fitFourier(x *val, w *val, t *val) *val {
 			}
 		}
 	}
-	v, ev := s.best(t, cands)
-	if v == nil {
-		return nil
-	}
-	v.fit = &leafFit{kind: "fourier", candidates: ev}
-	return v
+	return s.bestFit(t, cands, "fourier")
 }

@@ -454,6 +454,17 @@ func tolerance(f precision.Format) float64 {
 	return 1e-4
 }
 
+// bestFit is best's winner labelled as a leaf fit of kind, every
+// candidate's score kept as its evidence; nil where none reproduces target.
+func (s *synth) bestFit(target *val, cands []*expr, kind string) *val {
+	v, ev := s.best(target, cands)
+	if v == nil {
+		return nil
+	}
+	v.fit = &leafFit{kind: kind, candidates: ev}
+	return v
+}
+
 // best scores candidates against target and returns the winner when it
 // reproduces target, with every candidate's score.
 func (s *synth) best(target *val, cands []*expr) (*val, []semantics.Candidate) {

@@ -77,12 +77,7 @@ func (s *synth) fitAttentionPool(module string, x *val, params []*val, t *val) *
 			}
 		}
 	}
-	w, ev := s.best(t, cands)
-	if w == nil {
-		return nil
-	}
-	w.fit = &leafFit{kind: "attention", candidates: ev}
-	return w
+	return s.bestFit(t, cands, "attention")
 }
 
 // uncalledSubs are module's sub-modules that no call of the trace holds
@@ -251,10 +246,5 @@ func (s *synth) kvAttention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	w, ev := s.best(t, cands)
-	if w == nil {
-		return nil
-	}
-	w.fit = &leafFit{kind: "attention", candidates: ev}
-	return w
+	return s.bestFit(t, cands, "attention")
 }

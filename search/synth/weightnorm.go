@@ -44,12 +44,7 @@ func (s *synth) fitWeightNorm(xs []*val, t *val) *val {
 	if len(cands) == 0 {
 		return nil
 	}
-	w, ev := s.best(t, cands)
-	if w == nil {
-		return nil
-	}
-	w.fit = &leafFit{kind: "weight_norm", candidates: ev}
-	return w
+	return s.bestFit(t, cands, "weight_norm")
 }
 
 // gainAxis reports whether g holds one entry per index of axis d of a

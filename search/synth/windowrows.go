@@ -65,12 +65,7 @@ func (s *synth) windowRowsAttention(t *val, sc *scope) *val {
 			}
 		}
 	}
-	w, ev := s.best(t, cands)
-	if w == nil {
-		return nil
-	}
-	w.fit = &leafFit{kind: "attention", candidates: ev}
-	return w
+	return s.bestFit(t, cands, "attention")
 }
 
 // movedRowsOrder finds a value of the scope laid out [lead..., W] whose
