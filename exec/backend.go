@@ -198,6 +198,22 @@ type Extended interface {
 	// shapes. It has no composition: Fallback refuses it (ErrUnsupported),
 	// so a backend without a kernel of its own (CUDA, Metal) says so.
 	MemoryScan(q, k, v, i, f Tensor, eps float32, s Spec) (Tensor, error)
+	// Recurrence: a recurrent layer's scan (torch's LSTM, GRU and RNN, one
+	// direction of one layer) over the input's projection xg [B, L, G·H]
+	// (x·W_ihᵀ + b_ih, computed before), the state's weight whh [G·H, H]
+	// and bias bh [G·H] (nil: none): per batch row, from h = 0 (and c = 0),
+	// position by position (from the last with p.Reverse), in f32,
+	//
+	//	a = xg_t + (whh·h + bh)  (each gate's block of H; the sum over H in order),
+	//
+	// then the cell's update (exec.Cell: LSTM's i, f, g, o; GRU's r, z, n,
+	// whose n adds σ(r)·(whh_n·h + bh_n) to xg_n; tanh or relu alone); y_t
+	// = h, [B, L, H], rounded to s.Out, the state itself kept in f32.
+	// σ, tanh and relu are exec.Activate's, precise. No internal rounding
+	// point and no math variant applies (one is refused). CheckRecurrence
+	// validates the shapes. It has no composition: Fallback refuses it, so
+	// a backend without a kernel of its own (CUDA, Metal) says so.
+	Recurrence(xg, whh, bh Tensor, p RecurrenceParams, s Spec) (Tensor, error)
 	// FFT2Real: the real part of the 2-D discrete Fourier transform over
 	// x's last two axes [.., N, M] (torch.fft.fftn(x, dim=(−2, −1)).real):
 	// y[a, b] = Σ_n Σ_m x[n, m]·cos(2π(a·n/N + b·m/M)), the angles reduced

@@ -375,3 +375,9 @@ func (fb Fallback) MatMul(a, b Tensor, s Spec) (Tensor, error) {
 	}
 	return fb.B.Cast(sum, s.Out)
 }
+
+// Recurrence has no composition from Basic ops here: a backend that does
+// not run it says so.
+func (fb Fallback) Recurrence(xg, whh, bh Tensor, p RecurrenceParams, s Spec) (Tensor, error) {
+	return nil, Unsupported(fb.B.Name(), "recurrence", "no recurrent scan kernel (the cpu backend runs it)")
+}

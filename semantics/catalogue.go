@@ -208,6 +208,8 @@ var catalogue = []FactorSpec{
 	{Name: "mix_sinkhorn_eps", Doc: "the same matrix: the ε added to the softmax and to every sum it is divided by", typ: typeNumber, check: nonNegative},
 	{Name: "attention_angular_power", Doc: "YOSO's expected LSH attention (angular_attention): the power τ of (1 − acos(q̂·k̂)/π) weighting the values (hash_code_len); absent for other attentions", typ: typeNumber, check: positive},
 	{Name: "ssm_skip", Doc: "a selective state-space scan (ssm_scan) adds the skip D·x (a [H] vector per head); absent where no scan was found", typ: typeBool},
+	{Name: "recurrent_cell", Doc: "a recurrent layer (recurrence nodes): the cell, lstm (gates i, f, g, o), gru (r, z, n) or an RNN of tanh or relu; absent where none was found", typ: typeEnum, enum: []string{"lstm", "gru", "tanh", "relu"}},
+	{Name: "recurrent_batch_first", Doc: "the same layer reads its input [B, L, I] (true) or [L, B, I] (false: torch's default)", typ: typeBool},
 	{Name: "patch_layout", Doc: "how latents become tokens: none (already tokens) or patches with features (c, ph, pw)", typ: typeEnum, enum: []string{"none", "c_ph_pw"}},
 	{Name: "euler_sign", Doc: "x ← x + sign·(σ[i+1] − σ[i])·v", typ: typeNumber, check: oneOf(1, -1)},
 }

@@ -116,12 +116,22 @@ type NodeAttrs struct {
 	Memory *MemoryAttrs `json:"memory,omitempty"`
 	// Sinkhorn configures a sinkhorn node.
 	Sinkhorn *SinkhornAttrs `json:"sinkhorn,omitempty"`
+	// Recurrence configures a recurrence node.
+	Recurrence *RecurrenceAttrs `json:"recurrence,omitempty"`
 }
 
 // MemoryAttrs configure a memory_scan node (the gated matrix-memory scan,
 // mLSTM's): the eps added to the normaliser max(|q·n|, exp(−m)).
 type MemoryAttrs struct {
 	Eps float64 `json:"eps"`
+}
+
+// RecurrenceAttrs configure a recurrence node (one direction of a
+// recurrent layer): the cell (lstm, gru, tanh or relu) and whether it
+// runs from the last position to the first.
+type RecurrenceAttrs struct {
+	Cell    string `json:"cell"`
+	Reverse bool   `json:"reverse,omitempty"`
 }
 
 // SinkhornAttrs configure a sinkhorn node: steps alternating
@@ -325,7 +335,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

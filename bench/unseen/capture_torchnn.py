@@ -18,6 +18,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       learnable affine block (a scalar scale and shift of its own: HGNetV2's), and timm's
                       ScaledStdConv2d (NFNets: a standardised weight times a gain and a constant), and a
                       ConvTranspose2d whose windows overlap (kernel 3, stride 2, output padding 1)
+  torch_rnn           torch.nn's recurrent layers over an nn.Embedding, two sequences of 8: a two-layer
+                      bidirectional LSTM (batch first), a GRU fed sequence first, an RNN of relu without
+                      biases and one of tanh (both batch first), then a Linear
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -141,26 +144,47 @@ class ConvZoo(nn.Module):
         return self.rows(x.flatten(2))
 
 
+class RNNZoo(nn.Module):
+    """torch.nn's recurrent layers, each returning its output and its final states (read by nothing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(64, 16)
+        self.lstm = nn.LSTM(16, 12, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(24, 10)
+        self.relu_rnn = nn.RNN(10, 8, nonlinearity="relu", bias=False, batch_first=True)
+        self.tanh_rnn = nn.RNN(8, 8, batch_first=True)
+        self.out = nn.Linear(8, 16)
+
+    def forward(self, ids):
+        x, _ = self.lstm(self.embed(ids))
+        y, _ = self.gru(x.transpose(0, 1))
+        x, _ = self.relu_rnn(y.transpose(0, 1))
+        x, _ = self.tanh_rnn(x)
+        return self.out(x)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None, "torch_convzoo": "conv"}
+         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
-    model = Cross() if CASES[case] is None else ConvZoo() if CASES[case] == "conv" else Encoder(*CASES[case])
+    kind = CASES[case]
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
-    ids = torch.randint(0, 64, (1, 8), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if CASES[case] == "conv":
+        if kind == "conv":
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
         args = (ids,)
-        if CASES[case] is None:
+        if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))
             cap.input("context", ctx)
             args = (ids, ctx)

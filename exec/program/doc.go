@@ -34,9 +34,10 @@
 // ssm_scan, a selective state-space scan, delta_scan, a gated delta-rule
 // scan, memory_scan, a gated matrix-memory scan, fft2_real, a 2-D
 // Fourier transform's real part, sinkhorn, a doubly stochastic
-// normalisation, and matmul, a batched product, are one backend call each
-// (exec.Extended's SSMScan, DeltaScan, MemoryScan, FFT2Real, Sinkhorn and
-// MatMul) with no composition: the
+// normalisation, matmul, a batched product, and recurrence, one direction
+// of a recurrent layer, are one backend call each (exec.Extended's
+// SSMScan, DeltaScan, MemoryScan, FFT2Real, Sinkhorn, MatMul and
+// Recurrence) with no composition: the
 // CPU backend runs them, a backend without its own kernel refuses them
 // (exec.ErrUnsupported).
 //

@@ -244,6 +244,13 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	if m := d.Memory; m != nil {
 		a.Memory = MemoryParams{Eps: float32(m.Eps)}
 	}
+	if r := d.Recurrence; r != nil {
+		c, err := exec.ParseCell(r.Cell)
+		if err != nil {
+			return Node{}, err
+		}
+		a.Recurrence = exec.RecurrenceParams{Cell: c, Reverse: r.Reverse}
+	}
 	if k := d.Sinkhorn; k != nil {
 		a.Sinkhorn = exec.SinkhornParams{Steps: k.Steps, Eps: float32(k.Eps), RowsFirst: k.RowsFirst}
 	}
@@ -317,6 +324,8 @@ func attrsToDoc(op Op, a *Attrs) semantics.NodeAttrs {
 		d.Angular = &semantics.AngularAttrs{Heads: a.Angular.Heads, Power: a.Angular.Power}
 	case OpSinkhorn:
 		d.Sinkhorn = &semantics.SinkhornAttrs{Steps: a.Sinkhorn.Steps, Eps: float64(a.Sinkhorn.Eps), RowsFirst: a.Sinkhorn.RowsFirst}
+	case OpRecurrence:
+		d.Recurrence = &semantics.RecurrenceAttrs{Cell: a.Recurrence.Cell.String(), Reverse: a.Recurrence.Reverse}
 	case OpMemoryScan:
 		d.Memory = &semantics.MemoryAttrs{Eps: float64(a.Memory.Eps)}
 	case OpRelBucket:

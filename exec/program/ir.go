@@ -57,12 +57,13 @@ const (
 	OpMatMul                        // a [.., M, K], b [.., K, N]: the batched product (exec.Extended's MatMul)
 	OpSegmentMask                   // bounds [k+1]: the additive mask [1, 1, N, N] of attention within the segments they bound; Attrs.N (host step)
 	OpMaxPool2D                     // x [B, C, H, W]; Attrs.Conv: Kernel, Stride, Pad (−∞), Ceil: the largest value of each window (torch's max_pool2d)
+	OpRecurrence                    // xg [B, L, G·H], whh [G·H, H], bh [G·H] (optional); Attrs.Recurrence: one direction of a recurrent layer (exec.Extended's Recurrence)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -116,6 +117,8 @@ type Attrs struct {
 	Memory MemoryParams
 	// Sinkhorn configures OpSinkhorn.
 	Sinkhorn exec.SinkhornParams
+	// Recurrence configures OpRecurrence.
+	Recurrence exec.RecurrenceParams
 }
 
 // Node is one operation.

@@ -114,6 +114,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Sinkhorn(in[0], a.Sinkhorn, n.Spec))
 	case OpMatMul:
 		return one(b.MatMul(in[0], in[1], n.Spec))
+	case OpRecurrence:
+		return one(b.Recurrence(in[0], in[1], at(in, 2), a.Recurrence, n.Spec))
 	}
 	return nil, fmt.Errorf("unknown op %v", n.Op)
 }

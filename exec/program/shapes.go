@@ -291,6 +291,19 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 			return nil, fmt.Errorf("memory_scan: eps %g is not a finite number ≥ 0", e)
 		}
 		return one(in[2])
+	case OpRecurrence:
+		if len(in) < 2 || len(in) > 3 {
+			return nil, fmt.Errorf("%d inputs, not xg, whh and an optional bias", len(in))
+		}
+		var bias []int
+		if len(in) == 3 {
+			bias = in[2]
+		}
+		d, err := exec.CheckRecurrence(x, in[1], bias, n.Attrs.Recurrence)
+		if err != nil {
+			return nil, err
+		}
+		return [][]int{{d.B, d.L, d.H}}, nil
 	case OpSinkhorn:
 		if len(in) != 1 {
 			return nil, fmt.Errorf("%d inputs, not x", len(in))

@@ -192,6 +192,11 @@ func (s *synth) readFactors() []semantics.Factor {
 			Candidates: r.candidates, Evidence: semantics.Evidence{Boundary: r.boundary, Metric: "rel_rms",
 				Note: fmt.Sprintf("a selective scan, tried once every other form had failed: %s (best of %d operand assignments; each candidate's score is the best assignment with or without D)", r.winner, r.scored)}})
 	}
+	for _, r := range s.recurrents {
+		for _, f := range r.factors() {
+			add(f)
+		}
+	}
 	for _, m := range s.mlps {
 		scope, x := m.scope, m.x
 		if x.fit != nil && x.fit.kind == "norm" && x.from != nil && len(x.from.args) > 0 && x.from.args[0].fit != nil {

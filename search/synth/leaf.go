@@ -301,6 +301,19 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		}
 		return out
 	}
+	if len(targets) >= 2 && len(xs) == 1 && len(params) >= 2 {
+		// a recurrent layer: its output, then its final states h_n (c_n,
+		// the LSTM's cells, no op returns: left to the trace)
+		if y, r := s.fitRecurrent(xs[0], params, targets[0]); y != nil {
+			out[0] = adopt(targets[0], y)
+			if hn := s.finalStates(r.each, r.dirs, targets[1]); hn != nil {
+				out[1] = adopt(targets[1], hn)
+			}
+			r.scope = sc.module
+			s.recurrents = append(s.recurrents, r)
+			return out
+		}
+	}
 	if len(targets) == 2 && len(xs) >= 1 && len(params) > 0 && isMatrix(params[0]) && len(targets[1].shape) == 3 {
 		// nn.MultiheadAttention with need_weights: the output and the
 		// head-averaged weights [B, L, S], which nothing reads
@@ -1576,5 +1589,5 @@ func rowOffset(table, ids, t *val) int {
 // optionalInputs are the ops whose absent inputs (nil arguments) derive
 // passes on: a linear's bias, a norm's γ and β, a convolution's bias, a
 // mean's mask, an attention's mask and bias, the experts' indices (dense
-// weights) and biases.
-var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts, program.OpSSMScan}
+// weights) and biases, a recurrence's bias.
+var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts, program.OpSSMScan, program.OpRecurrence}

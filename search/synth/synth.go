@@ -75,6 +75,9 @@ type synth struct {
 	ropeSplits [][]int
 	linearAttn []linearAttnRecord
 	scans      []ssmRecord // selective scans (ssm_scan), for ssm_skip
+	// recurrents: recurrent layers (recurrence), for recurrent_cell and
+	// recurrent_batch_first
+	recurrents []*recurrentRecord
 	// calledParams are the parameters some call of the trace holds (made
 	// once, on the first attention-pool attempt).
 	calledParams map[string]bool
