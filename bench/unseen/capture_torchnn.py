@@ -21,6 +21,11 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   torch_rnn           torch.nn's recurrent layers over an nn.Embedding, two sequences of 8: a two-layer
                       bidirectional LSTM (batch first), a GRU fed sequence first, an RNN of relu without
                       biases and one of tanh (both batch first), then a Linear
+  torch_signalzoo     padding modes, resizes and 1-D and 3-D convolutions on a 12×12 image: a Conv2d padded by
+                      reflection, a bicubic Upsample to 15×17, an AdaptiveAvgPool2d to 5×7 (windows that
+                      overlap), a Conv2d padded circularly and one of stride 2 padded by replication; then the
+                      map's cells as a sequence: a Conv1d padded by reflection, an overlapping ConvTranspose1d
+                      (kernel 4, stride 2); then the sequence as frames [2, 5, 7]: a Conv3d of kernel 3
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -164,22 +169,46 @@ class RNNZoo(nn.Module):
         return self.out(x)
 
 
+class SignalZoo(nn.Module):
+    """Convolutions padded in torch's other modes, resizes, and 1-D and 3-D convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        self.reflect = nn.Conv2d(3, 6, 3, padding=1, padding_mode="reflect")
+        self.bicubic = nn.Upsample(size=(15, 17), mode="bicubic", align_corners=False)
+        self.pool = nn.AdaptiveAvgPool2d((5, 7))
+        self.circular = nn.Conv2d(6, 6, 3, padding=1, padding_mode="circular")
+        self.replicate = nn.Conv2d(6, 4, 3, stride=2, padding=1, padding_mode="replicate")
+        self.seq = nn.Conv1d(6, 6, 5, padding=2, padding_mode="reflect")
+        self.up = nn.ConvTranspose1d(6, 4, 4, stride=2, padding=1)
+        self.act = nn.LeakyReLU(0.1)
+        self.video = nn.Conv3d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = self.circular(self.pool(self.bicubic(self.reflect(x))))
+        y = self.replicate(x)
+        x = self.act(self.up(self.seq(x.flatten(2))))
+        return self.video(x.reshape(x.shape[0], 4, 2, 5, 7)), y
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn"}
+         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind == "conv":
+        if kind in ("conv", "signal"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+            if kind == "signal":
+                ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
@@ -190,6 +219,9 @@ def capture(case, outdir):
             args = (ids, ctx)
         with torch.no_grad():
             h = model(*args)
+        if kind == "signal":
+            h, side = h
+            cap.output("side", side)
         cap.output("hidden", h)
     return f"{cap.summary['calls']} calls, {os.path.getsize(path)} bytes"
 

@@ -240,6 +240,13 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.fitConvTransposed(xs[0], params, t)
 			}
+			if fit == nil {
+				// overlapping windows along the sequence
+				fit = s.fitConvTransposed2D(xs[0], params, t)
+			}
+			if fit == nil {
+				fit = s.fitModePaddedConv(xs[0], params, t)
+			}
 		case len(params[0].shape) >= 4:
 			if fit = s.fitConv(xs[0], params, t); fit == nil {
 				fit = s.fitConv2D(xs[0], params, t)
@@ -257,6 +264,14 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				// overlapping windows: the input spread by zeros
 				fit = s.fitConvTransposed2D(xs[0], params, t)
+			}
+			if fit == nil {
+				// time taps over frames
+				fit = s.fitConv3D(xs[0], params, t)
+			}
+			if fit == nil {
+				// padded by reflecting, repeating or wrapping its borders
+				fit = s.fitModePaddedConv(xs[0], params, t)
 			}
 		case len(params) == 1 && len(params[0].shape) == 1 && len(t.shape) == 2 && t.shape[1] == 2*params[0].numel():
 			fit = s.fitFourier(xs[0], params[0], t)

@@ -26,22 +26,29 @@ const (
 	resampleLinearCorner                     // i·(n − 1)/(m − 1): align_corners=True
 	resampleLinearAA                         // antialias=True: a triangle filter widened by n/m
 	resampleCubicAA                          // antialias=True: Keys' cubic (a = −½) widened by n/m
+	resampleCubic                            // Keys' cubic (a = −¾) over the four cells around (i + ½)·n/m − ½, indices clamped at the borders
+	resampleCubicCorner                      // the same around i·(n − 1)/(m − 1): align_corners=True
+	resampleAdaptive                         // adaptive average pooling: cells ⌊i·n/m⌋ … ⌈(i + 1)·n/m⌉ − 1, averaged
 )
 
 func (m resampleMode) String() string {
-	return [...]string{"nearest", "bilinear", "bilinear, corners aligned", "bilinear, antialiased", "bicubic, antialiased"}[m]
+	return [...]string{"nearest", "bilinear", "bilinear, corners aligned", "bilinear, antialiased", "bicubic, antialiased",
+		"bicubic", "bicubic, corners aligned", "adaptive average"}[m]
 }
 
-// antialiased reports whether m is one of interpolate's antialias=True
-// filters (a separate kernel in torch, which also grows a map with them:
-// Keys' a = −½, not the plain bicubic's −¾).
-func (m resampleMode) antialiased() bool {
-	return m == resampleLinearAA || m == resampleCubicAA
+// weighted reports whether m's taps are a matrix of weights [m, n]
+// (resampleMatrix) rather than one or two gathered cells: interpolate's
+// antialias=True filters (a separate kernel in torch, which also grows a
+// map with them: Keys' a = −½, not the plain bicubic's −¾), the plain
+// bicubic's four taps, adaptive pooling's windows.
+func (m resampleMode) weighted() bool {
+	return m >= resampleLinearAA
 }
 
 // resampleModes are the modes tried for a resize.
 func resampleModes() []resampleMode {
-	return []resampleMode{resampleLinear, resampleNearest, resampleLinearCorner, resampleCubicAA, resampleLinearAA}
+	return []resampleMode{resampleLinear, resampleNearest, resampleLinearCorner, resampleCubicAA, resampleLinearAA,
+		resampleCubic, resampleCubicCorner, resampleAdaptive}
 }
 
 // resampleMatrix is the [m, n] weights of an antialiased resize of n
@@ -55,6 +62,12 @@ func resampleModes() []resampleMode {
 // fully recovered), the sums to within f32 rounding (torch's vectorised
 // loop adds some taps in another order): f32-close, not bit-exact.
 func resampleMatrix(n, m int, mode resampleMode) []float32 {
+	switch mode {
+	case resampleCubic, resampleCubicCorner:
+		return cubicMatrix(n, m, mode == resampleCubicCorner)
+	case resampleAdaptive:
+		return adaptiveMatrix(n, m)
+	}
 	scale := float32(n) / float32(m)
 	half, filter := float32(1), func(x float32) float32 { return max(1-x, 0) }
 	if mode == resampleCubicAA {
@@ -92,6 +105,54 @@ func resampleMatrix(n, m int, mode resampleMode) []float32 {
 			for j := lo; j < hi; j++ {
 				row[j] /= total
 			}
+		}
+	}
+	return w
+}
+
+// cubicMatrix is the [m, n] weights of torch's plain bicubic resize of n
+// cells to m (upsample_bicubic2d): the source x = (i + ½)·n/m − ½ (or
+// i·(n − 1)/(m − 1) with corners aligned), not clamped; the four cells
+// ⌊x⌋ − 1 … ⌊x⌋ + 2, each clamped into the axis, weighted by Keys'
+// cubic with a = −¾ at t = x − ⌊x⌋ (torch's cubic_convolution1 and 2, in
+// f32); taps that clamp onto one cell add up.
+func cubicMatrix(n, m int, corners bool) []float32 {
+	const a = -0.75
+	scale := float32(n) / float32(m)
+	if corners {
+		scale = 0
+		if m > 1 {
+			scale = float32(n-1) / float32(m-1)
+		}
+	}
+	near := func(x float32) float32 { return ((a+2)*x-(a+3))*x*x + 1 }  // |x| ≤ 1
+	far := func(x float32) float32 { return ((a*x-5*a)*x+8*a)*x - 4*a } // 1 < |x| < 2
+	w := make([]float32, m*n)
+	for i := range m {
+		x := scale*(float32(i)+0.5) - 0.5
+		if corners {
+			x = scale * float32(i)
+		}
+		f := float32(math.Floor(float64(x)))
+		t := x - f
+		taps := [4]float32{far(t + 1), near(t), near(1 - t), far(2 - t)}
+		for k, c := range taps {
+			j := min(max(int(f)-1+k, 0), n-1)
+			w[i*n+j] += c
+		}
+	}
+	return w
+}
+
+// adaptiveMatrix is the [m, n] weights of adaptive average pooling of n
+// cells to m (torch's adaptive_avg_pool): output i averages cells
+// ⌊i·n/m⌋ up to ⌈(i + 1)·n/m⌉ − 1, each weighted 1/count.
+func adaptiveMatrix(n, m int) []float32 {
+	w := make([]float32, m*n)
+	for i := range m {
+		lo, hi := i*n/m, ((i+1)*n+m-1)/m
+		for j := lo; j < hi; j++ {
+			w[i*n+j] = 1 / float32(hi-lo)
 		}
 	}
 	return w
@@ -182,7 +243,7 @@ func (s *synth) resampleExpr(x *val, ho, wo int, mode resampleMode, out precisio
 		if last {
 			f = out
 		}
-		if mode.antialiased() {
+		if mode.weighted() {
 			wm := s.relConst(fmt.Sprintf("resample[%d→%d,%s]", n, m, mode), []int{m, n}, resampleMatrix(n, m, mode),
 				fmt.Sprintf("the weights of each of %d cells' sources, %s, along the %s (made from the sizes)", m, mode, axis))
 			return &expr{op: program.OpMatMul, args: []*val{wm, v}, out: f, label: mode.String() + " along the " + axis}
