@@ -26,6 +26,12 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       overlap), a Conv2d padded circularly and one of stride 2 padded by replication; then the
                       map's cells as a sequence: a Conv1d padded by reflection, an overlapping ConvTranspose1d
                       (kernel 4, stride 2); then the sequence as frames [2, 5, 7]: a Conv3d of kernel 3
+  timm_branches       timm's branch-joining blocks, rebuilt in plain torch as timm writes them (same module
+                      tree, the same arithmetic in the same order; torch 1.13 here has no timm): two of
+                      DPN's DualPathBlocks (timm/models/dpn.py: a projection split into a residual part and a
+                      dense part, the dense path joined by channels), ResNeSt's SplitAttn with RadixSoftmax
+                      (timm/layers/split_attn.py: radix 2, 2 cardinal groups), SK-ResNet's SelectiveKernel
+                      (timm/layers/selective_kernel.py: paths dilated 1 and 2, a softmax across them)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -191,24 +197,152 @@ class SignalZoo(nn.Module):
         return self.video(x.reshape(x.shape[0], 4, 2, 5, 7)), y
 
 
+class BnAct(nn.Module):
+    """timm's BatchNormAct2d reduced to its eval arithmetic: batch norm, then ReLU."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.bn, self.act = nn.BatchNorm2d(c), nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.bn(x))
+
+
+class BnActConv2d(nn.Module):
+    def __init__(self, cin, cout, k=1, stride=1, groups=1):
+        super().__init__()
+        self.bn = BnAct(cin)
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=False)
+
+    def forward(self, x):
+        return self.conv(self.bn(x))
+
+
+class DualPathBlock(nn.Module):
+    """timm's DualPathBlock (b=True): a residual path and a dense path that grows by inc channels."""
+
+    def __init__(self, cin, r, inc, c, proj, stride=1):
+        super().__init__()
+        self.c = c
+        self.c1x1_w = BnActConv2d(cin, c + 2 * inc, stride=stride) if proj else None
+        self.c1x1_a = BnActConv2d(cin, r)
+        self.c3x3_b = BnActConv2d(r, r, 3, stride=stride, groups=4)
+        self.c1x1_c = BnAct(r)
+        self.c1x1_c1 = nn.Conv2d(r, c, 1, bias=False)
+        self.c1x1_c2 = nn.Conv2d(r, inc, 1, bias=False)
+
+    def forward(self, x):
+        x_in = torch.cat(x, dim=1) if isinstance(x, tuple) else x
+        if self.c1x1_w is None:
+            x_s1, x_s2 = x[0], x[1]
+        else:
+            x_s = self.c1x1_w(x_in)
+            x_s1, x_s2 = x_s[:, :self.c, :, :], x_s[:, self.c:, :, :]
+        x_in = self.c1x1_c(self.c3x3_b(self.c1x1_a(x_in)))
+        out1, out2 = self.c1x1_c1(x_in), self.c1x1_c2(x_in)
+        return x_s1 + out1, torch.cat([x_s2, out2], dim=1)
+
+
+class RadixSoftmax(nn.Module):
+    def __init__(self, radix, cardinality):
+        super().__init__()
+        self.radix, self.cardinality = radix, cardinality
+
+    def forward(self, x):
+        batch = x.size(0)
+        x = x.view(batch, self.cardinality, self.radix, -1).transpose(1, 2)
+        return nn.functional.softmax(x, dim=1).reshape(batch, -1)
+
+
+class SplitAttn(nn.Module):
+    """timm's SplitAttn (ResNeSt)."""
+
+    def __init__(self, cin, cout, radix=2, groups=2, rd=8):
+        super().__init__()
+        self.radix = radix
+        mid = cout * radix
+        self.conv = nn.Conv2d(cin, mid, 3, padding=1, groups=groups * radix, bias=False)
+        self.bn0, self.act0 = nn.BatchNorm2d(mid), nn.ReLU()
+        self.fc1 = nn.Conv2d(cout, rd, 1, groups=groups)
+        self.bn1, self.act1 = nn.BatchNorm2d(rd), nn.ReLU()
+        self.fc2 = nn.Conv2d(rd, mid, 1, groups=groups)
+        self.rsoftmax = RadixSoftmax(radix, groups)
+
+    def forward(self, x):
+        x = self.act0(self.bn0(self.conv(x)))
+        B, RC, H, W = x.shape
+        x = x.reshape((B, self.radix, RC // self.radix, H, W))
+        x_gap = x.sum(dim=1).mean((2, 3), keepdim=True)
+        x_gap = self.act1(self.bn1(self.fc1(x_gap)))
+        x_attn = self.rsoftmax(self.fc2(x_gap)).view(B, -1, 1, 1)
+        out = (x * x_attn.reshape((B, self.radix, RC // self.radix, 1, 1))).sum(dim=1)
+        return out.contiguous()
+
+
+class SelectiveKernelAttn(nn.Module):
+    def __init__(self, c, paths=2, rd=8):
+        super().__init__()
+        self.paths = paths
+        self.fc_reduce = nn.Conv2d(c, rd, 1, bias=False)
+        self.bn, self.act = nn.BatchNorm2d(rd), nn.ReLU()
+        self.fc_select = nn.Conv2d(rd, c * paths, 1, bias=False)
+
+    def forward(self, x):
+        x = self.act(self.bn(self.fc_reduce(x.sum(1).mean((2, 3), keepdim=True))))
+        x = self.fc_select(x)
+        B, C, H, W = x.shape
+        return torch.softmax(x.view(B, self.paths, C // self.paths, H, W), dim=1)
+
+
+class SelectiveKernel(nn.Module):
+    """timm's SelectiveKernel: 3x3 paths dilated 1 and 2, stacked, weighed by a softmax across them."""
+
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.paths = nn.ModuleList([nn.Sequential(nn.Conv2d(cin, cout, 3, padding=d, dilation=d, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+                                    for d in (1, 2)])
+        self.attn = SelectiveKernelAttn(cout)
+
+    def forward(self, x):
+        x = torch.stack([op(x) for op in self.paths], dim=1)
+        return torch.sum(x * self.attn(x), dim=1)
+
+
+class Branches(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.dpn1 = DualPathBlock(16, 16, 8, 16, True)
+        self.dpn2 = DualPathBlock(16 + 24, 16, 8, 16, False)
+        self.mix = nn.Conv2d(16 + 32, 16, 1)
+        self.split = SplitAttn(16, 8)
+        self.sk = SelectiveKernel(8, 8)
+
+    def forward(self, x):
+        x = self.mix(torch.cat(self.dpn2(self.dpn1(self.stem(x))), dim=1))
+        return self.sk(self.split(x))
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal"}
+         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind in ("conv", "signal"):
+        if kind in ("conv", "signal", "branches"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
+            if kind == "branches":
+                ids = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)

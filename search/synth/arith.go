@@ -970,3 +970,62 @@ func broadcastsTo(from, to []int) bool {
 	}
 	return true
 }
+
+// partPlus explains t as a leading or trailing part of a wider value plus
+// a value of t's shape (DPN's residual path: the first channels of a
+// projection added to a block's output), the part cut along the one axis
+// where the wider value is longer, the sum rounded once.
+func (s *synth) partPlus(t *val, vals []*val) *val {
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	if len(ops) == 0 || t.integral() {
+		return nil
+	}
+	tol := tolerance(t.format)
+	sum := make([]float32, len(t.data))
+	for _, v := range vals {
+		if v.opaque || v.integral() || len(v.shape) != len(t.shape) || len(v.data) != v.numel() {
+			continue
+		}
+		ax := -1
+		for i := range v.shape {
+			switch {
+			case v.shape[i] == t.shape[i]:
+			case v.shape[i] > t.shape[i] && ax < 0:
+				ax = i
+			default:
+				ax = -2
+			}
+		}
+		if ax < 0 {
+			continue
+		}
+		for _, start := range []int{0, v.shape[ax] - t.shape[ax]} {
+			part := sliceData(v, ax, start, start+t.shape[ax])
+			if len(part) != len(sum) {
+				continue
+			}
+			for _, w := range ops {
+				if len(w.data) != len(sum) {
+					continue // a value held in another form (a view's proxy)
+				}
+				for e := range sum {
+					sum[e] = part[e] + w.data[e]
+				}
+				if relRMS(t.format, sum, t.data) > tol {
+					continue
+				}
+				p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: start, End: start + t.shape[ax]}, args: []*val{v}, out: v.format, label: "part"})
+				if p == nil {
+					continue
+				}
+				if r, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{p, w}, out: t.format, label: "a value's part plus a value"}}); r != nil {
+					return r
+				}
+			}
+		}
+	}
+	return nil
+}

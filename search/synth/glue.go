@@ -177,7 +177,7 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	var loose *val // the first explanation within tol but not near exact
 	var looseErr float64
 	looseMoved := false // loose is a value moved or cut (movedForms)
-	for i, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, s.viewed, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.broadcastProduct, func(t *val, vs []*val) *val { return s.peeledGate(t, sc, vs) }, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.pooledMap, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
+	for i, try := range []func(*val, []*val) *val{s.moved, s.patched, s.rearranged, s.cut, s.viewed, func(t *val, vs []*val) *val { return s.joined(t, sc, vs) }, s.repeated, s.pointwise, s.axisNorm, s.maskBias, s.softmaxed, func(t *val, vs []*val) *val { return s.headGated(t, sc, vs) }, s.combined, s.partPlus, s.broadcastProduct, func(t *val, vs []*val) *val { return s.peeledGate(t, sc, vs) }, s.paramAdded, s.paramScaled, func(t *val, vs []*val) *val { return s.offsetBiasAdded(t, sc, vs) }, func(t *val, _ []*val) *val { return s.ownNorm(t, sc) }, s.rowGated, s.routed, func(t *val, vs []*val) *val { return s.expertModules(t, sc, vs) }, s.summed, s.pooled, s.pooledMap, s.pooledBranchSum, s.branchSoftmax, s.branchWeighted, s.maxOverAxis, s.projected, s.padded, s.edgePadded, func(t *val, vs []*val) *val { return s.zeroPadded(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.modulated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gated(t, sc, vs) },
 		func(t *val, vs []*val) *val { return s.gatedSum(t, sc, vs) },
@@ -1495,9 +1495,10 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 					found = s.leadingPart(t, ax, off, s.windows(t, ax, vals))
 				}
 			}
-			if found == nil && depth == 0 && off > 0 && (s.latePieces || s.nestedParts) {
+			if found == nil && depth == 0 && (off > 0 && (s.latePieces || s.nestedParts) || off == 0 && ax == 1 && len(t.shape) == 4) {
 				// a later part of a value (two captions' valid rows
-				// first, then the padding rows of each)
+				// first, then the padding rows of each; a map's channels
+				// split off to start a dense path, DPN's)
 				found = s.innerPart(t, ax, off, vals)
 			}
 			if found == nil && depth == 0 {
