@@ -26,6 +26,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       overlap), a Conv2d padded circularly and one of stride 2 padded by replication; then the
                       map's cells as a sequence: a Conv1d padded by reflection, an overlapping ConvTranspose1d
                       (kernel 4, stride 2); then the sequence as frames [2, 5, 7]: a Conv3d of kernel 3
+  torch_actzoo        torch.nn's other pointwise activations, each between two 1x1 Conv2d on an 8×8 image:
+                      Hardtanh(−0.5, 0.7), ReLU6, CELU(0.5), Softshrink(0.3), Hardshrink(0.2), LogSigmoid,
+                      Softsign, Tanhshrink, Hardswish, Hardsigmoid, GLU over the channels, Softmax2d
   timm_branches       timm's branch-joining blocks, rebuilt in plain torch as timm writes them (same module
                       tree, the same arithmetic in the same order; torch 1.13 here has no timm): two of
                       DPN's DualPathBlocks (timm/models/dpn.py: a projection split into a residual part and a
@@ -197,6 +200,22 @@ class SignalZoo(nn.Module):
         return self.video(x.reshape(x.shape[0], 4, 2, 5, 7)), y
 
 
+class ActZoo(nn.Module):
+    """torch.nn's pointwise activations beyond the transformer's, each after a 1x1 convolution."""
+
+    def __init__(self):
+        super().__init__()
+        acts = [nn.Hardtanh(-0.5, 0.7), nn.ReLU6(), nn.CELU(0.5), nn.Softshrink(0.3), nn.Hardshrink(0.2), nn.LogSigmoid(),
+                nn.Softsign(), nn.Tanhshrink(), nn.Hardswish(), nn.Hardsigmoid(), nn.GLU(dim=1), nn.Softmax2d()]
+        self.convs = nn.ModuleList([nn.Conv2d(3 if i == 0 else 4, 8 if isinstance(a, nn.GLU) else 4, 1) for i, a in enumerate(acts)])
+        self.acts = nn.ModuleList(acts)
+
+    def forward(self, x):
+        for conv, act in zip(self.convs, self.acts):
+            x = act(conv(x))
+        return x
+
+
 class BnAct(nn.Module):
     """timm's BatchNormAct2d reduced to its eval arithmetic: batch norm, then ReLU."""
 
@@ -324,24 +343,24 @@ class Branches(nn.Module):
 
 
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches"}
+         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind in ("conv", "signal", "branches"):
+        if kind in ("conv", "signal", "branches", "acts"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
-            if kind == "branches":
+            if kind in ("branches", "acts"):
                 ids = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
         else:

@@ -194,6 +194,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				func() *val { return s.fitModuleRope(xs, t, sc) },
 				func() *val { return s.fitSwish(xs[0], t) },
 				func() *val { return s.fitComposedAct(xs[0], t) },
+				// x with a function of itself or of −x (logsigmoid,
+				// tanhshrink, softsign), a clamp, a shrink
+				func() *val { return s.fitSignedAct(xs[0], t) },
 			} {
 				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
 					break

@@ -238,12 +238,63 @@ func (s *synth) fitPiecewise(x, t *val) *val {
 			}
 		}
 	}
+	// CELU: α·expm1(x/α) on the negative side, α read off it
+	if a, ok := celuAlpha(x.data, t.data); ok {
+		for _, k := range snapped(a) {
+			in := s.derive(&expr{op: program.OpDiv, args: []*val{x, s.constant(k)}, out: precision.F32, label: fmt.Sprintf("x/%g", k)})
+			e := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActExpm1}, args: []*val{in}, out: precision.F32, label: fmt.Sprintf("expm1(x/%g)", k)})
+			neg := s.derive(&expr{op: program.OpMul, args: []*val{e, s.constant(k)}, out: precision.F32, label: fmt.Sprintf("%g·expm1(x/%g)", k, k)})
+			if neg != nil {
+				cands = append(cands, &expr{op: program.OpWhere, args: []*val{x, x, neg}, out: t.format, label: fmt.Sprintf("x > 0 ? x : %g·expm1(x/%g) (CELU)", k, k)})
+			}
+		}
+	}
 	v, ev := s.best(t, cands)
 	if v == nil {
 		return nil
 	}
 	v.fit = &leafFit{kind: "piecewise", label: v.from.label, candidates: ev}
 	return v
+}
+
+// celuAlpha reads α of t = α·expm1(x/α) over the entries with x < 0
+// (golden-section search on ln α in [1e-3, 1e3] of the squared error);
+// false where no entry is negative or the fit is not close.
+func celuAlpha(x, t []float32) (float64, bool) {
+	var xs, ts []float64
+	for i, v := range x {
+		if v < 0 {
+			xs, ts = append(xs, float64(v)), append(ts, float64(t[i]))
+		}
+	}
+	if len(xs) < 4 {
+		return 0, false
+	}
+	cost := func(la float64) float64 {
+		a := math.Exp(la)
+		var e float64
+		for i, v := range xs {
+			d := a*math.Expm1(v/a) - ts[i]
+			e += d * d
+		}
+		return e
+	}
+	lo, hi := math.Log(1e-3), math.Log(1e3)
+	g := (math.Sqrt(5) - 1) / 2
+	for range 100 {
+		m1, m2 := hi-g*(hi-lo), lo+g*(hi-lo)
+		if cost(m1) < cost(m2) {
+			hi = m2
+		} else {
+			lo = m1
+		}
+	}
+	la := (lo + hi) / 2
+	var tt float64
+	for _, v := range ts {
+		tt += v * v
+	}
+	return math.Exp(la), tt > 0 && cost(la) <= 1e-6*tt
 }
 
 // snapped are the simple numbers within 1e-3 of a fitted coefficient c,
