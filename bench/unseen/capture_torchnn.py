@@ -34,7 +34,8 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       DPN's DualPathBlocks (timm/models/dpn.py: a projection split into a residual part and a
                       dense part, the dense path joined by channels), ResNeSt's SplitAttn with RadixSoftmax
                       (timm/layers/split_attn.py: radix 2, 2 cardinal groups), SK-ResNet's SelectiveKernel
-                      (timm/layers/selective_kernel.py: paths dilated 1 and 2, a softmax across them)
+                      (timm/layers/selective_kernel.py: paths dilated 1 and 2, a softmax across them; a second
+                      one of stride 2, its dilated path strided too)
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
@@ -316,9 +317,9 @@ class SelectiveKernelAttn(nn.Module):
 class SelectiveKernel(nn.Module):
     """timm's SelectiveKernel: 3x3 paths dilated 1 and 2, stacked, weighed by a softmax across them."""
 
-    def __init__(self, cin, cout):
+    def __init__(self, cin, cout, stride=1):
         super().__init__()
-        self.paths = nn.ModuleList([nn.Sequential(nn.Conv2d(cin, cout, 3, padding=d, dilation=d, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
+        self.paths = nn.ModuleList([nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=d, dilation=d, bias=False), nn.BatchNorm2d(cout), nn.ReLU())
                                     for d in (1, 2)])
         self.attn = SelectiveKernelAttn(cout)
 
@@ -336,10 +337,11 @@ class Branches(nn.Module):
         self.mix = nn.Conv2d(16 + 32, 16, 1)
         self.split = SplitAttn(16, 8)
         self.sk = SelectiveKernel(8, 8)
+        self.sk_down = SelectiveKernel(8, 8, stride=2)
 
     def forward(self, x):
         x = self.mix(torch.cat(self.dpn2(self.dpn1(self.stem(x))), dim=1))
-        return self.sk(self.split(x))
+        return self.sk_down(self.sk(self.split(x)))
 
 
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),

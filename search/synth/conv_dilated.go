@@ -63,5 +63,55 @@ func (s *synth) fitDilatedConv(x, w, bias, t *val) *val {
 		}
 		cands = append(cands, e)
 	}
+	if !seq {
+		cands = append(cands, s.stridedDilated(x, w, bias, t, groups)...)
+	}
 	return s.bestFit(t, cands, "conv")
+}
+
+// stridedDilated are the dilated convolutions of stride 2 or 3 whose
+// output has t's sides (a selective kernel's dilated path that also
+// downsamples): the convolution at stride 1, then every stride-th row and
+// column kept (each kept output is the same sum the strided convolution
+// makes).
+func (s *synth) stridedDilated(x, w, bias, t *val, groups int) []*expr {
+	k := w.shape[2]
+	if w.shape[3] != k {
+		return nil
+	}
+	var cands []*expr
+	for st := 2; st <= 3; st++ {
+		for d := 2; d <= maxDilation; d++ {
+			for p := 0; p <= d*(k-1)/2+1; p++ {
+				fh, fw := x.shape[2]+2*p-d*(k-1), x.shape[3]+2*p-d*(k-1) // the stride-1 sides
+				if fh < 1 || fw < 1 || (fh-1)/st+1 != t.shape[2] || (fw-1)/st+1 != t.shape[3] {
+					continue
+				}
+				full := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: p, Groups: groups, Dilation: d}}, args: []*val{x, w, bias}, out: t.format,
+					label: fmt.Sprintf("conv %dx%d dilation %d pad %d groups %d", k, k, d, p, groups)})
+				if full == nil {
+					continue
+				}
+				every := func(n, m int) *val {
+					ids := make([]float32, m)
+					for i := range ids {
+						ids[i] = float32(i * st)
+					}
+					c := s.relConst(fmt.Sprintf("every[%d,%d,%d]", n, st, m), []int{m}, ids,
+						fmt.Sprintf("every %dth of %d cells (a strided convolution's outputs, made from the sizes)", st, n))
+					c.intType = true
+					return c
+				}
+				rows := s.gatherAlong(full, 2, every(fh, t.shape[2]), "every stride-th row")
+				if rows == nil {
+					continue
+				}
+				if picked := s.gatherAlong(rows, 3, every(fw, t.shape[3]), "every stride-th column"); picked != nil {
+					cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{picked}, out: t.format,
+						label: fmt.Sprintf("conv %dx%d dilation %d stride %d pad %d groups %d", k, k, d, st, p, groups)})
+				}
+			}
+		}
+	}
+	return cands
 }
