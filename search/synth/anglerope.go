@@ -129,3 +129,49 @@ func (s *synth) angleTables(sc *scope) [][2]*val {
 	}
 	return out
 }
+
+// angleRowsPiece finds a piece of t's rows from off on that is cos or sin
+// of a parameter's rows of angles laid out as RoPE reads them (each angle
+// twice: [a a], or once): a class token's own angles, a learned row joined
+// before the patches' table (MLCD's class_pos_emb), taken in t's format or
+// in the parameter's and then cast. nil where none is.
+func (s *synth) angleRowsPiece(t *val, ax, off int, vals []*val) *val {
+	if len(t.shape) != 2 || ax != 0 {
+		return nil
+	}
+	d := t.shape[1]
+	for _, p := range vals {
+		if !p.param || p.opaque || len(p.shape) != 2 || p.shape[0] > t.shape[0]-off || p.shape[0] >= t.shape[0] {
+			continue
+		}
+		var laid []*val
+		switch p.shape[1] {
+		case d:
+			laid = append(laid, p)
+		case d / 2:
+			if d%2 == 0 {
+				if h := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{p, p}, out: p.format, label: "[a a]"}); h != nil {
+					laid = append(laid, h)
+				}
+			}
+		}
+		sub := s.part(t, ax, off, off+p.shape[0])
+		for _, a := range laid {
+			var cands []*expr
+			for _, f := range []exec.ActKind{exec.ActCos, exec.ActSin} {
+				cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{a}, out: t.format, label: f.String() + " of a parameter's angles"})
+				if a.format != t.format {
+					// computed in the parameter's format, then joined to
+					// a wider table (torch's type promotion)
+					if n := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: f}, args: []*val{a}, out: a.format, label: f.String()}); n != nil {
+						cands = append(cands, &expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{n}, out: t.format, label: f.String() + " of a parameter's angles in its format"})
+					}
+				}
+			}
+			if w, _ := s.best(sub, cands); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}

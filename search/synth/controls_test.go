@@ -178,6 +178,7 @@ var unseenFactors = map[string]map[string]any{
 	"hunyuan_v1_dense": {"rope_layout": "half", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	"helium":           {"rope_layout": "interleaved", "mlp_glu": true},
 	"glm":              {"rope_layout": "interleaved"},
+	"mlcd_vision":      {"rope_layout": "half", "mlp_act": "gelu_erf"},
 	"gemma":            {"mlp_act": "gelu_tanh", "mlp_glu": true},
 	"arcee":            {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": false},
 	"bitnet":           {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": true},

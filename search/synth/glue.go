@@ -1530,6 +1530,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// timestep's features beside a table of slot features)
 				found = s.broadcastPiece(t, ax, off, vals)
 			}
+			if found == nil && depth == 0 {
+				// cos or sin of a parameter's angles (a class token's
+				// row joined before a RoPE table)
+				found = s.angleRowsPiece(t, ax, off, vals)
+			}
 			if found == nil && depth == 0 && len(pieces) > 0 {
 				// the rest, equal at every step while what it joins
 				// varies: a table the model makes (a buffer)
