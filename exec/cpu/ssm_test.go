@@ -204,15 +204,7 @@ func TestSSMScanRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := runSSM(t, c.be, c.in, c.s)
-			if err == nil {
-				t.Fatal("ran; want an error")
-			}
-			if errors.Is(err, exec.ErrUnsupported) != c.unsupported {
-				t.Errorf("error %q: wraps ErrUnsupported = %v, want %v", err, !c.unsupported, c.unsupported)
-			}
-			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ssm_scan") {
-				t.Errorf("error %q does not name ssm_scan and %q", err, c.want)
-			}
+			refused(t, err, "ssm_scan", c.want, c.unsupported)
 		})
 	}
 }
@@ -310,5 +302,21 @@ func chunkedTorch(t *testing.T, fixture, m string, heads, groups, state int, dtM
 	}
 	if !(theirs < torchBound) || !(e < 1e-5) {
 		t.Errorf("torch's scan %.3g from float64 (bound %.1g), ours %.3g from torch's: want < 1e-5 (the f32 limit)", theirs, torchBound, e)
+	}
+}
+
+// refused checks a scan's refusal: an error naming the op and want,
+// wrapping ErrUnsupported exactly when unsupported (a rounding point, a
+// math variant, a backend without the kernel).
+func refused(t *testing.T, err error, op, want string, unsupported bool) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("ran; want an error")
+	}
+	if errors.Is(err, exec.ErrUnsupported) != unsupported {
+		t.Errorf("error %q: wraps ErrUnsupported = %v, want %v", err, !unsupported, unsupported)
+	}
+	if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), op) {
+		t.Errorf("error %q does not name %s and %q", err, op, want)
 	}
 }

@@ -22,22 +22,7 @@ const maxBranches = 4
 // branchSum is x [B, k, n] summed over its branches in order (torch's
 // sum(dim=1): each branch added to the running sum), [B, 1, n].
 func (s *synth) branchSum(x *val, format precision.Format) *val {
-	k := x.shape[1]
-	var sum *val
-	for i := range k {
-		p := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: i, End: i + 1}, args: []*val{x}, out: x.format, label: fmt.Sprintf("branch %d", i)})
-		if p == nil {
-			return nil
-		}
-		if sum == nil {
-			sum = p
-			continue
-		}
-		if sum = s.derive(&expr{op: program.OpAdd, args: []*val{sum, p}, out: format, label: "branches summed"}); sum == nil {
-			return nil
-		}
-	}
-	return sum
+	return s.foldAxis(x, 1, program.OpAdd, format, "branches summed")
 }
 
 // branched is v read as [B, k, rest]: k branches of its second axis (a

@@ -62,10 +62,19 @@ func maxReadings(t, v *val) []maxReading {
 // maxPooled is v read in shape, its largest entries along axis at: k
 // slices and their pairwise maxima (torch.maximum) rounded to f.
 func (s *synth) maxPooled(v *val, shape []int, at int, f precision.Format) *val {
-	r := s.reshape(v, shape)
+	return s.foldAxis(s.reshape(v, shape), at, program.OpMaximum, f, "the larger")
+}
+
+// foldAxis is v's slices along axis at combined left to right by the
+// binary op (each step rounded to f), keeping the axis with length 1: a
+// maximum or a sum over a short axis, in torch's order.
+func (s *synth) foldAxis(v *val, at int, op program.Op, f precision.Format, label string) *val {
+	if v == nil {
+		return nil
+	}
 	var m *val
-	for i := range shape[at] {
-		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: at, Start: i, End: i + 1}, args: []*val{r}, out: v.format, label: fmt.Sprintf("entry %d of %d", i, shape[at])})
+	for i := range v.shape[at] {
+		sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: at, Start: i, End: i + 1}, args: []*val{v}, out: v.format, label: fmt.Sprintf("entry %d of %d", i, v.shape[at])})
 		if sl == nil {
 			return nil
 		}
@@ -73,7 +82,7 @@ func (s *synth) maxPooled(v *val, shape []int, at int, f precision.Format) *val 
 			m = sl
 			continue
 		}
-		if m = s.derive(&expr{op: program.OpMaximum, args: []*val{m, sl}, out: f, label: "the larger"}); m == nil {
+		if m = s.derive(&expr{op: op, args: []*val{m, sl}, out: f, label: label}); m == nil {
 			return nil
 		}
 	}
