@@ -54,13 +54,13 @@ func (s *synth) fitStdConv2D(x, w, bias, t *val) *val {
 }
 
 // stdConvGeometries are the convolutions of x by ws that give t's size:
-// every stride up to the kernel with symmetric pads, and 'same' padding
+// every stride up to the kernel (at least 2) with symmetric pads, and 'same' padding
 // with the odd cell at the end; label names the weight's making.
 func (s *synth) stdConvGeometries(x, ws, bias, t *val, label string) []*expr {
 	groups := convGroups(x, ws)
 	kh, kw := ws.shape[2], ws.shape[3]
 	var cands []*expr
-	for stride := 1; stride <= max(kh, kw); stride++ {
+	for stride := 1; stride <= max(kh, kw, 2); stride++ { // a 1x1 of stride 2: a downsampling shortcut
 		// symmetric pads
 		for pad := 0; pad <= max(kh, kw)/2; pad++ {
 			if (x.shape[2]+2*pad-kh)/stride+1 == t.shape[2] && (x.shape[3]+2*pad-kw)/stride+1 == t.shape[3] && x.shape[2]+2*pad >= kh {
