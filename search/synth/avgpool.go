@@ -120,26 +120,19 @@ func (s *synth) fitAvgPool1D(x, t *val) *val {
 // written in the forward (F.avg_pool2d) rather than called as a module:
 // GhostNetV2's attention branch halving its input.
 func (s *synth) pooledMap(t *val, vals []*val) *val {
-	if len(t.shape) != 4 || t.integral() {
-		return nil
-	}
-	for _, v := range vals {
-		if v.opaque || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] ||
-			v.shape[2] < t.shape[2] || v.shape[3] < t.shape[3] || v.shape[2]*v.shape[3] == t.shape[2]*t.shape[3] {
-			continue
-		}
-		if p := s.fitAvgPool(v, t); p != nil {
-			return p
-		}
-	}
-	return nil
+	return s.pooledMapBy(t, vals, s.fitAvgPool)
 }
 
 // pooledMaxMap is pooledMap for a max pool written in the forward
 // (F.max_pool2d in a MaxPool2d subclass that pads first: BiT's stem
-// pool): fitMaxPool over a value of the scope with t's batch and
-// channels and larger sides.
+// pool).
 func (s *synth) pooledMaxMap(t *val, vals []*val) *val {
+	return s.pooledMapBy(t, vals, s.fitMaxPool)
+}
+
+// pooledMapBy is t as a pool (fit) of a value of the scope with t's batch
+// and channels and larger sides.
+func (s *synth) pooledMapBy(t *val, vals []*val, fit func(x, t *val) *val) *val {
 	if len(t.shape) != 4 || t.integral() {
 		return nil
 	}
@@ -148,7 +141,7 @@ func (s *synth) pooledMaxMap(t *val, vals []*val) *val {
 			v.shape[2] < t.shape[2] || v.shape[3] < t.shape[3] || v.shape[2]*v.shape[3] == t.shape[2]*t.shape[3] {
 			continue
 		}
-		if p := s.fitMaxPool(v, t); p != nil {
+		if p := fit(v, t); p != nil {
 			return p
 		}
 	}
