@@ -36,10 +36,16 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       (timm/layers/split_attn.py: radix 2, 2 cardinal groups), SK-ResNet's SelectiveKernel
                       (timm/layers/selective_kernel.py: paths dilated 1 and 2, a softmax across them; a second
                       one of stride 2, its dilated path strided too)
+  torch_poolzoo       torch.nn's window layers on a 22×26 image: LPPool2d(2, 2), an AdaptiveMaxPool2d to 5×7 (windows
+                      that do not divide), nn.Unfold (kernel 3, padding 1, stride 2) then a Linear over each patch,
+                      nn.Fold back onto the map
+  timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
+                      a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
 q, k and v by one packed in_proj_weight [3E, E] it holds itself and the output by out_proj, a
 sub-module it never calls. Weights are redrawn as weights.py does for the other captures.
 """
+import math
 import os
 import sys
 
@@ -344,26 +350,111 @@ class Branches(nn.Module):
         return self.sk_down(self.sk(self.split(x)))
 
 
+class PoolZoo(nn.Module):
+    """torch.nn's window layers not read before: LPPool2d, AdaptiveMaxPool2d to sizes that do not divide,
+    nn.Unfold then a Linear over each patch (T2T-ViT's soft split), nn.Fold back to the map."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.lp = nn.LPPool2d(2, 2)
+        self.amax = nn.AdaptiveMaxPool2d((5, 7))
+        self.mix = nn.Conv2d(6, 4, 1)
+        self.unfold = nn.Unfold(3, padding=1, stride=2)
+        self.proj = nn.Linear(4 * 9, 4 * 9)
+        self.fold = nn.Fold((5, 7), 3, padding=1, stride=2)
+        self.out = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        x = self.mix(self.amax(self.lp(self.conv(x))))      # [B, 4, 5, 7]
+        t = self.proj(self.unfold(x).transpose(1, 2))        # [B, 12 patches, 36]
+        return self.out(self.fold(t.transpose(1, 2))), t
+
+
+class OutlookAttention(nn.Module):
+    """timm's OutlookAttention (timm/models/volo.py): each position's k×k neighbourhood of values
+    weighted by a softmax the pooled map predicts, folded back over the overlaps."""
+
+    def __init__(self, dim, heads, k=3, pad=1, stride=2):
+        super().__init__()
+        self.heads, self.k, self.pad, self.stride = heads, k, pad, stride
+        self.scale = (dim // heads) ** -0.5
+        self.v = nn.Linear(dim, dim, bias=False)
+        self.attn = nn.Linear(dim, k ** 4 * heads)
+        self.proj = nn.Linear(dim, dim)
+        self.unfold = nn.Unfold(kernel_size=k, padding=pad, stride=stride)
+        self.pool = nn.AvgPool2d(kernel_size=stride, stride=stride, ceil_mode=True)
+
+    def forward(self, x):
+        B, H, W, C = x.shape
+        v = self.v(x).permute(0, 3, 1, 2)
+        h, w = math.ceil(H / self.stride), math.ceil(W / self.stride)
+        v = self.unfold(v).reshape(B, self.heads, C // self.heads, self.k * self.k, h * w).permute(0, 1, 4, 3, 2)
+        attn = self.pool(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+        attn = self.attn(attn).reshape(B, h * w, self.heads, self.k * self.k, self.k * self.k).permute(0, 2, 1, 3, 4)
+        attn = attn * self.scale
+        attn = attn.softmax(dim=-1)
+        x = (attn @ v).permute(0, 1, 4, 3, 2).reshape(B, C * self.k * self.k, h * w)
+        x = nn.functional.fold(x, output_size=(H, W), kernel_size=self.k, padding=self.pad, stride=self.stride)
+        return self.proj(x.permute(0, 2, 3, 1))
+
+
+class Outlooker(nn.Module):
+    """timm's Outlooker block: pre-norm outlook attention and MLP residuals over [B, H, W, C]."""
+
+    def __init__(self, dim, heads, stride):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = OutlookAttention(dim, heads, stride=stride)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 3 * dim), nn.GELU(), nn.Linear(3 * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class Outlook(nn.Module):
+    """VOLO's first stage: a patch convolution, then outlookers of stride 2 and 1 over the map."""
+
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Conv2d(3, 16, 2, stride=2)
+        self.blocks = nn.ModuleList([Outlooker(16, 2, 2), Outlooker(16, 2, 1)])
+        self.head = nn.Linear(16, 8)
+
+    def forward(self, x):
+        x = self.patch(x).permute(0, 2, 3, 1)
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
-         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts"}
+         "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
+         "torch_poolzoo": "pools", "timm_outlook": "outlook"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind in ("conv", "signal", "branches", "acts"):
+        if kind in ("conv", "signal", "branches", "acts", "pools", "outlook"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
             if kind in ("branches", "acts"):
                 ids = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+            if kind == "pools":
+                ids = torch.randn(2, 3, 22, 26, generator=torch.Generator().manual_seed(2))
+            if kind == "outlook":
+                ids = torch.randn(1, 3, 20, 24, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
@@ -374,7 +465,7 @@ def capture(case, outdir):
             args = (ids, ctx)
         with torch.no_grad():
             h = model(*args)
-        if kind == "signal":
+        if kind in ("signal", "pools"):
             h, side = h
             cap.output("side", side)
         cap.output("hidden", h)

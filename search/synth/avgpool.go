@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -146,4 +147,42 @@ func (s *synth) pooledMapBy(t *val, vals []*val, fit func(x, t *val) *val) *val 
 		}
 	}
 	return nil
+}
+
+// fitLPPool explains a parameterless call's result t [B, C, Ho, Wo] as an
+// L2 or L1 power-average pool of x (nn.LPPool2d: torch computes
+// avg_pool2d(x^p)·k², then the p-th root): x squared (p = 2) or itself,
+// each unpadded k×k window of stride st averaged, times k², its square
+// root. Other powers need a power the vocabulary lacks.
+func (s *synth) fitLPPool(x, t *val) *val {
+	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() {
+		return nil
+	}
+	c, h, w := x.shape[1], x.shape[2], x.shape[3]
+	var cands []*expr
+	for _, p := range []int{2, 1} {
+		pow := x
+		if p == 2 {
+			pow = s.derive(&expr{op: program.OpMul, args: []*val{x, x}, out: x.format, label: "x²"})
+		}
+		for k := 2; k <= 7; k++ {
+			for _, st := range slices.Compact([]int{k, 1, 2}) {
+				if (h-k)/st+1 != t.shape[2] || (w-k)/st+1 != t.shape[3] || h < k || w < k {
+					continue
+				}
+				name := fmt.Sprintf("power-average pool p=%d %d stride %d", p, k, st)
+				ones := s.relConst(fmt.Sprintf("ones [%d, 1, %d, %d]", c, k, k), []int{c, 1, k, k}, slices.Repeat([]float32{1}, c*k*k), "a window of ones (an average pool's sums)")
+				sums := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Stride: st, Groups: c}}, args: []*val{pow, ones, nil}, out: f32, label: name + " sums"})
+				area := s.constant(float64(k * k))
+				avg := s.derive(&expr{op: program.OpDiv, args: []*val{sums, area}, out: x.format, label: name + " average"})
+				if p == 1 {
+					cands = append(cands, &expr{op: program.OpMul, args: []*val{avg, area}, out: t.format, label: name})
+					continue
+				}
+				sum := s.derive(&expr{op: program.OpMul, args: []*val{avg, area}, out: x.format, label: name + " times k²"})
+				cands = append(cands, &expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActSqrt}, args: []*val{sum}, out: t.format, label: name})
+			}
+		}
+	}
+	return s.bestFit(t, cands, "glue")
 }

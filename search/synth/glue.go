@@ -339,6 +339,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.attentionBesideConv(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.outlookAttention(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.angularAttention(target, sc); v != nil {
 		return v
 	}

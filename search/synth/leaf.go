@@ -177,6 +177,13 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 			if fit == nil {
 				fit = s.fitResample(xs[0], t)
 			}
+			// windows torch.nn names: adaptive max pools to sizes that do
+			// not divide, power-average pools, unfold and fold
+			for _, try := range []func(x, t *val) *val{s.fitAdaptiveMaxPool, s.fitLPPool, s.fitUnfold, s.fitFold} {
+				if fit == nil {
+					fit = try(xs[0], t)
+				}
+			}
 			if fit == nil {
 				fit = s.glue(t, sc)
 			}

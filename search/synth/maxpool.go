@@ -75,3 +75,61 @@ func valuesOf(x, t []float32) bool {
 	}
 	return true
 }
+
+// adaptiveWindows are torch's adaptive pool windows of n cells to m: cell
+// i reads [⌊i·n/m⌋, ⌈(i+1)·n/m⌉), as the index of each of the longest
+// window's j taps (tap-major), a short window repeating its last cell.
+func adaptiveWindows(n, m int) (taps int, idx []float32) {
+	lo := func(i int) int { return i * n / m }
+	hi := func(i int) int { return ((i+1)*n + m - 1) / m }
+	for i := range m {
+		taps = max(taps, hi(i)-lo(i))
+	}
+	idx = make([]float32, taps*m)
+	for j := range taps {
+		for i := range m {
+			idx[j*m+i] = float32(min(lo(i)+j, hi(i)-1))
+		}
+	}
+	return taps, idx
+}
+
+// fitAdaptiveMaxPool explains a parameterless call's result t [B, C, Ho,
+// Wo] as x [B, C, H, W] max-pooled adaptively where the sizes do not
+// divide (windows of unequal lengths that may overlap; the dividing
+// sizes are fitMaxPool's windows): along each axis, each window's taps
+// gathered and their maximum taken.
+func (s *synth) fitAdaptiveMaxPool(x, t *val) *val {
+	if len(x.shape) != 4 || len(t.shape) != 4 || x.shape[0] != t.shape[0] || x.shape[1] != t.shape[1] || x.integral() ||
+		x.shape[2]%t.shape[2] == 0 && x.shape[3]%t.shape[3] == 0 || !valuesOf(x.data, t.data) {
+		return nil
+	}
+	cur := x
+	for _, a := range []int{3, 2} {
+		n, m := cur.shape[a], t.shape[a]
+		if n == m {
+			continue
+		}
+		taps, idx := adaptiveWindows(n, m)
+		ids := s.relConst(fmt.Sprintf("adaptive[%d→%d]", n, m), []int{taps * m}, idx,
+			fmt.Sprintf("the cells of each of %d adaptive windows over %d cells, the longest's %d taps (made from the sizes)", m, n, taps))
+		ids.intType = true
+		g := s.gatherAlong(cur, a, ids, "each window's taps")
+		if g == nil {
+			return nil
+		}
+		shape := slices.Concat(g.shape[:a], []int{taps, m}, g.shape[a+1:])
+		mx := s.maxPooled(g, shape, a, x.format)
+		if mx == nil {
+			return nil
+		}
+		if cur = s.reshape(mx, slices.Concat(g.shape[:a], []int{m}, g.shape[a+1:])); cur == nil {
+			return nil
+		}
+	}
+	if cur == x || cur.from == nil {
+		return nil
+	}
+	cur.from.label = fmt.Sprintf("adaptive max pool %dx%d to %dx%d", x.shape[2], x.shape[3], t.shape[2], t.shape[3])
+	return s.bestFit(t, []*expr{cur.from}, "glue")
+}
