@@ -39,6 +39,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   torch_poolzoo       torch.nn's window layers on a 22×26 image: LPPool2d(2, 2), an AdaptiveMaxPool2d to 5×7 (windows
                       that do not divide), nn.Unfold (kernel 3, padding 1, stride 2) then a Linear over each patch,
                       nn.Fold back onto the map
+  glm4v_tower         transformers' GLM-4V vision tower (modeling_glm4v.py) up to its merger, one block: a 12×12
+                      learned position table resampled by grid_sample (bicubic, border) at each patch's (h, w)
+                      of the 8×8 grid, the patches in 2×2 merge order
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -430,22 +433,177 @@ class Outlook(nn.Module):
         return self.head(x)
 
 
+class Glm4vRMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class Glm4vPatchEmbed(nn.Module):
+    def __init__(self, dim, patch=4, temporal=2):
+        super().__init__()
+        self.patch, self.temporal, self.dim = patch, temporal, dim
+        self.proj = nn.Conv3d(3, dim, (temporal, patch, patch), stride=(temporal, patch, patch))
+
+    def forward(self, x):
+        x = x.view(-1, 3, self.temporal, self.patch, self.patch)
+        return self.proj(x.to(dtype=self.proj.weight.dtype)).view(-1, self.dim)
+
+
+class Glm4vRotary(nn.Module):
+    """The vision rotary module: angles of positions 0..max for half the head's pairs, read at (h, w)."""
+
+    def __init__(self, dim, theta=10000.0):
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim)), persistent=False)
+
+    def forward(self, x, pos_ids):
+        seq = torch.arange(int(pos_ids.max()) + 1, dtype=self.inv_freq.dtype)
+        freqs = torch.outer(seq, self.inv_freq)[pos_ids].flatten(1)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos(), emb.sin()
+
+
+class Glm4vEmbeddings(nn.Module):
+    """transformers' Glm4vVisionEmbeddings: the learned g×g position table resampled at each patch's
+    (h, w) by grid_sample (bicubic, border), in f32, cast to the table's dtype, added."""
+
+    def __init__(self, dim, grid):
+        super().__init__()
+        self.position_embedding = nn.Embedding(grid * grid, dim)
+
+    def forward(self, embeddings, lengths, image_shapes, h_coords, w_coords):
+        pos_embed_weight = self.position_embedding.weight
+        hidden_size = pos_embed_weight.shape[1]
+        orig_size = int(pos_embed_weight.shape[0] ** 0.5)
+        pos_embed_2d = pos_embed_weight.view(orig_size, orig_size, hidden_size).permute(2, 0, 1).unsqueeze(0).to(dtype=torch.float32)
+        target_h = torch.cat([image_shapes[i, 1].repeat(lengths[i]) for i in range(len(lengths))]).to(dtype=torch.float32)
+        target_w = torch.cat([image_shapes[i, 2].repeat(lengths[i]) for i in range(len(lengths))]).to(dtype=torch.float32)
+        h_coords = h_coords.to(dtype=torch.float32)
+        w_coords = w_coords.to(dtype=torch.float32)
+        norm_w = ((w_coords + 0.5) / target_w) * 2 - 1
+        norm_h = ((h_coords + 0.5) / target_h) * 2 - 1
+        grid = torch.stack((norm_w, norm_h), dim=-1).unsqueeze(0).unsqueeze(2)
+        interpolated = nn.functional.grid_sample(pos_embed_2d, grid, mode="bicubic", align_corners=False, padding_mode="border")
+        adapted = interpolated.squeeze(0).squeeze(-1).permute(1, 0).to(pos_embed_weight.dtype)
+        return embeddings + adapted
+
+
+def glm4v_rotate(q, k, cos, sin):
+    def half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+    cos, sin = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+    q, k = q.float(), k.float()
+    return q * cos + half(q) * sin, k * cos + half(k) * sin
+
+
+class Glm4vAttention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads, self.scaling = heads, (dim // heads) ** -0.5
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.proj = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x, cu_seqlens, position_embeddings):
+        n = x.shape[0]
+        q, k, v = self.qkv(x).reshape(n, 3, self.heads, -1).permute(1, 0, 2, 3).unbind(0)
+        q, k = glm4v_rotate(q, k, *position_embeddings)
+        q, k, v = (t.transpose(0, 1).unsqueeze(0) for t in (q, k, v))
+        w = nn.functional.softmax(torch.matmul(q, k.transpose(2, 3)) * self.scaling, dim=-1, dtype=torch.float32).to(q.dtype)
+        return self.proj(torch.matmul(w, v).transpose(1, 2).reshape(n, -1))
+
+
+class Glm4vMlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Glm4vBlock(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.norm1, self.norm2 = Glm4vRMSNorm(dim), Glm4vRMSNorm(dim)
+        self.attn = Glm4vAttention(dim, heads)
+        self.mlp = Glm4vMlp(dim, 2 * dim)
+
+    def forward(self, x, cu_seqlens, position_embeddings):
+        x = x + self.attn(self.norm1(x), cu_seqlens=cu_seqlens, position_embeddings=position_embeddings)
+        return x + self.mlp(self.norm2(x))
+
+
+class Glm4vTower(nn.Module):
+    """transformers' GLM-4V vision tower up to its merger (modeling_glm4v.py), one block: patches in merge
+    order (2×2 blocks of the grid), their (h, w) read by the rotary module and the position table."""
+
+    def __init__(self, dim=32, heads=2, table=12, merge=2):
+        super().__init__()
+        self.merge = merge
+        self.patch_embed = Glm4vPatchEmbed(dim)
+        self.post_conv_layernorm = Glm4vRMSNorm(dim)
+        self.rotary_pos_emb = Glm4vRotary(dim // heads // 2)
+        self.embeddings = Glm4vEmbeddings(dim, table)
+        self.blocks = nn.ModuleList([Glm4vBlock(dim, heads)])
+        self.post_layernorm = Glm4vRMSNorm(dim)
+
+    def pos_ids(self, grid_thw):
+        out = []
+        for t, h, w in grid_thw.tolist():
+            m = self.merge
+            hp = torch.arange(h).unsqueeze(1).expand(-1, w).reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+            wp = torch.arange(w).unsqueeze(0).expand(h, -1).reshape(h // m, m, w // m, m).permute(0, 2, 1, 3).flatten()
+            out.append(torch.stack([hp, wp], dim=-1).repeat(t, 1))
+        return torch.cat(out, dim=0)
+
+    def forward(self, pixel_values, grid_thw):
+        x = self.post_conv_layernorm(self.patch_embed(pixel_values))
+        pos_ids = self.pos_ids(grid_thw)
+        cos, sin = self.rotary_pos_emb(x, pos_ids)
+        cu = torch.repeat_interleave(grid_thw[:, 1] * grid_thw[:, 2], grid_thw[:, 0]).cumsum(0, dtype=torch.int32)
+        cu = nn.functional.pad(cu, (1, 0), value=0)
+        seqlens = cu[1:] - cu[:-1]
+        x = self.embeddings(x, seqlens, grid_thw, pos_ids[:, 0], pos_ids[:, 1])
+        for blk in self.blocks:
+            x = blk(x, cu_seqlens=cu, position_embeddings=(cos, sin))
+        return self.post_layernorm(x)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
-         "torch_poolzoo": "pools", "timm_outlook": "outlook"}
+         "torch_poolzoo": "pools", "timm_outlook": "outlook",
+         "glm4v_tower": "glm4v"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind in ("conv", "signal", "branches", "acts", "pools", "outlook"):
+        if kind == "glm4v":
+            grid = torch.tensor([[1, 8, 8]])
+            ids = torch.randn(64, 3 * 2 * 4 * 4, generator=torch.Generator().manual_seed(2))
+            cap.input("pixel_values", ids)
+            cap.input("grid_thw", grid)
+            args = (ids, grid)
+        elif kind in ("conv", "signal", "branches", "acts", "pools", "outlook"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
@@ -458,7 +616,8 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
-        args = (ids,)
+        if kind != "glm4v":
+            args = (ids,)
         if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))
             cap.input("context", ctx)

@@ -1,9 +1,13 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxResizedTables bounds the resized parameter tables addends offers,
@@ -131,4 +135,109 @@ func (s *synth) tighterTable(t *val, sc *scope, vals []*val, err float64) *val {
 		return v
 	}
 	return nil
+}
+
+// maxCoordTables bounds the tables read at coordinates that
+// coordTableAdded scores.
+const maxCoordTables = 4
+
+// coordTableAdded explains t [N, C] (or [1, N, C]) as a value of the
+// scope plus a learned g×g table resampled at coordinates: the table an
+// uncalled sub-module's matrix [g², C] (an nn.Embedding the forward reads
+// itself), resized to the H×W grid two integer vectors h and w of the
+// scope span (H = max h + 1) in each of interpolate's modes, read at rows
+// h·W + w (GLM-4V's vision embeddings: grid_sample, bicubic, border, at
+// each patch's (h, w), the patches in merge order). One image: H·W = N.
+// Screened on the host against the scope's values first.
+func (s *synth) coordTableAdded(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) < 2 || len(t.shape) > 3 || len(t.shape) == 3 && t.shape[0] != 1 || t.integral() {
+		return nil
+	}
+	n, c := t.shape[len(t.shape)-2], t.shape[len(t.shape)-1]
+	var coords, tables []*val
+	for _, v := range vals {
+		if !v.param && v.numel() == n && v.integral() && slices.Min(v.data) >= 0 {
+			coords = append(coords, v)
+		}
+	}
+	for _, l := range s.directUncalledLinears(sc.module) {
+		if g := isqrt(l[0].shape[0]); g >= 2 && l[0].shape[1] == c {
+			tables = append(tables, l[0])
+		}
+	}
+	if len(coords) < 2 || len(tables) == 0 {
+		return nil
+	}
+	type scored struct {
+		b   *val
+		err float64
+	}
+	var cands []scored
+	for _, hc := range coords {
+		for _, wc := range coords {
+			h, w := int(slices.Max(hc.data))+1, int(slices.Max(wc.data))+1
+			if hc == wc || h*w != n {
+				continue
+			}
+			for _, tb := range tables {
+				for _, mode := range resampleModes() {
+					b := s.coordTable(tb, hc, wc, h, w, mode, t)
+					if b == nil {
+						continue
+					}
+					err := math.Inf(1)
+					for _, a := range vals {
+						if !a.param && !a.integral() && a.numel() == t.numel() {
+							err = min(err, relRMS(t.format, addData(a.data, b.data), t.data))
+						}
+					}
+					cands = append(cands, scored{b, err})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(cands, func(x, y scored) int { return cmp.Compare(x.err, y.err) })
+	var addends []*val
+	for _, c := range cands[:min(len(cands), maxCoordTables)] {
+		addends = append(addends, c.b)
+	}
+	return s.peeledWith(t, sc, addends)
+}
+
+// coordTable is the table tb [g², C] as a g×g map resized to h×w in
+// mode (in f32, rounded to t's format), read at rows hc·w + wc, in t's
+// shape.
+func (s *synth) coordTable(tb, hc, wc *val, h, w int, mode resampleMode, t *val) *val {
+	g, c := isqrt(tb.shape[0]), tb.shape[1]
+	grid := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{1, 0}}, args: []*val{tb}, out: tb.format, label: "a table's channels first"}), []int{1, c, g, g})
+	if grid == nil {
+		return nil
+	}
+	e := s.resampleExpr(grid, h, w, mode, t.format)
+	if e == nil {
+		return nil
+	}
+	rows := s.reshape(s.mapRows(s.derive(e)), []int{h * w, c})
+	n := hc.numel()
+	row := s.derive(&expr{op: program.OpMul, args: []*val{s.reshape(hc, []int{n}), s.constant(float64(w))}, out: precision.F32, label: "h·W"})
+	ids := s.derive(&expr{op: program.OpAdd, args: []*val{row, s.reshape(wc, []int{n})}, out: precision.F32, label: "the row h·W + w"})
+	if rows == nil || ids == nil {
+		return nil
+	}
+	ids.intType = true
+	gathered := s.derive(&expr{op: program.OpGather, args: []*val{rows, ids}, out: t.format, label: "the resized table's row at each coordinate"})
+	b := s.reshape(gathered, slices.Clone(t.shape))
+	if b != nil {
+		b.origin = fmt.Sprintf("%s resized %d→%dx%d (%s), read at coordinates", tb.origin, g, h, w, mode)
+	}
+	return b
+}
+
+// addData is a + b elementwise (f32).
+func addData(a, b []float32) []float32 {
+	out := make([]float32, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
 }
