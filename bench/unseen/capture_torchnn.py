@@ -42,6 +42,10 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   glm4v_tower         transformers' GLM-4V vision tower (modeling_glm4v.py) up to its merger, one block: a 12×12
                       learned position table resampled by grid_sample (bicubic, border) at each patch's (h, w)
                       of the 8×8 grid, the patches in 2×2 merge order
+  groupvit_tower      transformers' GroupViT vision model (modeling_groupvit.py), two stages: self-attention over
+                      [patches, 4 group tokens], the hard assignment of each patch to its most likely group
+                      (a one-hot argmax straight through the softmax, each group's patches averaged over
+                      count + 1), self-attention over the groups
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -581,16 +585,163 @@ class Glm4vTower(nn.Module):
         return self.post_layernorm(x)
 
 
+class GvMLP(nn.Module):
+    def __init__(self, dim, hidden, out=None):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, out or dim)
+        self.activation_fn = nn.GELU()
+
+    def forward(self, x):
+        return self.fc2(self.activation_fn(self.fc1(x)))
+
+
+class GvMixerMLP(GvMLP):
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class GvAttention(nn.Module):
+    """GroupViTAttention: CLIP's attention, q scaled before the product; self or cross."""
+
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads, self.head_dim, self.scale = heads, dim // heads, (dim // heads) ** -0.5
+        self.k_proj, self.v_proj, self.q_proj, self.out_proj = (nn.Linear(dim, dim) for _ in range(4))
+
+    def _shape(self, t, n, b):
+        return t.view(b, n, self.heads, self.head_dim).transpose(1, 2).contiguous()
+
+    def forward(self, hidden_states, encoder_hidden_states=None):
+        b, n, d = hidden_states.size()
+        src = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+        q = self._shape(self.q_proj(hidden_states) * self.scale, n, b).view(b * self.heads, -1, self.head_dim)
+        k = self._shape(self.k_proj(src), -1, b).view(b * self.heads, -1, self.head_dim)
+        v = self._shape(self.v_proj(src), -1, b).view(b * self.heads, -1, self.head_dim)
+        w = nn.functional.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
+        o = torch.bmm(w, v).view(b, self.heads, n, self.head_dim).transpose(1, 2).reshape(b, n, d)
+        return self.out_proj(o), None
+
+
+class GvEncoderLayer(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.self_attn = GvAttention(dim, heads)
+        self.layer_norm1, self.layer_norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.mlp = GvMLP(dim, 2 * dim)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.layer_norm1(x))[0]
+        return x + self.mlp(self.layer_norm2(x))
+
+
+class GvCrossLayer(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.attn = GvAttention(dim, heads)
+        self.norm2, self.norm_post = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.mlp = GvMLP(dim, 2 * dim)
+
+    def forward(self, query, key):
+        x = query + self.attn(query, encoder_hidden_states=key)[0]
+        x = x + self.mlp(self.norm2(x))
+        return self.norm_post(x)
+
+
+def gv_hard_softmax(logits, dim):
+    y_soft = logits.softmax(dim)
+    index = y_soft.max(dim, keepdim=True)[1]
+    y_hard = torch.zeros_like(logits, memory_format=torch.legacy_contiguous_format).scatter_(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft
+
+
+class GvAssignAttention(nn.Module):
+    """GroupViTAssignAttention in eval: each image token assigned to its most likely group (a one-hot
+    argmax over the groups, straight through the softmax), each group's tokens averaged over count + ε."""
+
+    def __init__(self, dim, eps=1.0):
+        super().__init__()
+        self.scale = dim ** -0.5
+        self.q_proj, self.k_proj, self.v_proj, self.proj = (nn.Linear(dim, dim) for _ in range(4))
+        self.assign_eps = eps
+
+    def forward(self, query, key):
+        value = key
+        query, key, value = self.q_proj(query), self.k_proj(key), self.v_proj(value)
+        raw_attn = (query @ key.transpose(-2, -1)) * self.scale
+        attn = gv_hard_softmax(raw_attn, dim=-2)
+        soft_attn = nn.functional.softmax(raw_attn, dim=-2)
+        attn = attn / (attn.sum(dim=-1, keepdim=True) + self.assign_eps)
+        return self.proj(attn @ value), soft_attn
+
+
+class GvTokenAssign(nn.Module):
+    def __init__(self, dim, heads, groups, out_groups):
+        super().__init__()
+        self.norm_tokens, self.norm_post_tokens, self.norm_x, self.norm_new_x = (nn.LayerNorm(dim) for _ in range(4))
+        self.mlp_inter = GvMixerMLP(groups, dim // 2, out_groups)
+        self.pre_assign_attn = GvCrossLayer(dim, heads)
+        self.assign = GvAssignAttention(dim)
+        self.mlp_channels = GvMLP(dim, 4 * dim, dim)
+
+    def forward(self, image_tokens, group_tokens):
+        group_tokens = self.norm_tokens(group_tokens)
+        image_tokens = self.norm_x(image_tokens)
+        projected = self.norm_post_tokens(self.mlp_inter(group_tokens))
+        projected = self.pre_assign_attn(projected, image_tokens)
+        new_image_tokens, attention = self.assign(projected, image_tokens)
+        new_image_tokens += projected
+        return new_image_tokens + self.mlp_channels(self.norm_new_x(new_image_tokens)), attention
+
+
+class GvStage(nn.Module):
+    def __init__(self, dim, heads, groups, out_groups):
+        super().__init__()
+        self.groups = groups
+        self.group_token = nn.Parameter(torch.zeros(1, groups, dim)) if groups else None
+        self.layers = nn.ModuleList([GvEncoderLayer(dim, heads)])
+        self.downsample = GvTokenAssign(dim, heads, groups, out_groups) if groups else None
+
+    def forward(self, x):
+        if self.group_token is not None:
+            x = torch.cat([x, self.group_token.expand(x.size(0), -1, -1)], dim=1)
+        for layer in self.layers:
+            x = layer(x)
+        if self.downsample is None:
+            return x
+        x, g = x[:, : -self.groups], x[:, -self.groups:]
+        return self.downsample(x, g)[0]
+
+
+class GroupViTTower(nn.Module):
+    """transformers' GroupViT vision model (modeling_groupvit.py), two stages: patches (a Conv2d, a LayerNorm,
+    a learned position table), a stage of self-attention over [patches, 4 group tokens] and the hard token
+    assignment to 4 groups, a stage of self-attention over the groups, a final LayerNorm."""
+
+    def __init__(self, dim=32, heads=2):
+        super().__init__()
+        self.projection = nn.Conv2d(3, dim, 4, stride=4)
+        self.layernorm = nn.LayerNorm(dim)
+        self.position_embeddings = nn.Parameter(torch.zeros(1, 16, dim))
+        self.stages = nn.ModuleList([GvStage(dim, heads, 4, 4), GvStage(dim, heads, 0, 0)])
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, pixel_values):
+        x = self.layernorm(self.projection(pixel_values).flatten(2).transpose(1, 2)) + self.position_embeddings
+        for st in self.stages:
+            x = st(x)
+        return self.norm(x)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
-         "glm4v_tower": "glm4v"}
+         "glm4v_tower": "glm4v", "groupvit_tower": "groupvit"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
@@ -603,7 +754,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
             cap.input("grid_thw", grid)
             args = (ids, grid)
-        elif kind in ("conv", "signal", "branches", "acts", "pools", "outlook"):
+        elif kind in ("conv", "signal", "branches", "acts", "pools", "outlook", "groupvit"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
@@ -611,6 +762,8 @@ def capture(case, outdir):
                 ids = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
             if kind == "pools":
                 ids = torch.randn(2, 3, 22, 26, generator=torch.Generator().manual_seed(2))
+            if kind == "groupvit":
+                ids = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "outlook":
                 ids = torch.randn(1, 3, 20, 24, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)

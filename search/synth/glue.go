@@ -342,6 +342,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.outlookAttention(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.hardAssigned(target, sc); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.angularAttention(target, sc); v != nil {
 		return v
 	}
