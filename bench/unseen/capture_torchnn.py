@@ -46,6 +46,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       [patches, 4 group tokens], the hard assignment of each patch to its most likely group
                       (a one-hot argmax straight through the softmax, each group's patches averaged over
                       count + 1), self-attention over the groups
+  timm_mobileone      timm's MobileOne (byobnet.py's MobileOneBlock before re-parameterisation) in mobileone_s0's
+                      layout at narrow widths on a 32×32 image: branch sums without norms between them, so the
+                      activations pass 2^24, where every f32 value is whole
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -732,16 +735,72 @@ class GroupViTTower(nn.Module):
         return self.norm(x)
 
 
+class OneConvBn(nn.Module):
+    def __init__(self, cin, cout, k, stride, groups):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class MobileOneBlock(nn.Module):
+    """timm's MobileOneBlock (timm/models/byobnet.py) before re-parameterisation: a batch-norm skip branch,
+    a 1x1 scale branch beside kernels larger than one, and four conv-BN branches, summed in place."""
+
+    def __init__(self, cin, cout, k, stride, depthwise, branches=4):
+        super().__init__()
+        groups = cin if depthwise else 1
+        self.identity = nn.BatchNorm2d(cout) if cin == cout and stride == 1 else None
+        self.conv_kxk = nn.ModuleList([OneConvBn(cin, cout, k, stride, groups) for _ in range(branches)])
+        self.conv_scale = OneConvBn(cin, cout, 1, stride, groups) if k > 1 else None
+        self.attn, self.drop_path, self.act = nn.Identity(), nn.Identity(), nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        identity_out = 0
+        if self.identity is not None:
+            identity_out = self.identity(x)
+        scale_out = 0
+        if self.conv_scale is not None:
+            scale_out = self.conv_scale(x)
+        out = scale_out + identity_out
+        for ck in self.conv_kxk:
+            out += ck(x)
+        return self.act(self.attn(self.drop_path(out)))
+
+
+class MobileOne(nn.Module):
+    """timm's mobileone_s0 layout (stages of 2, 8, 10 and 1 depthwise-then-pointwise pairs) at narrow widths:
+    no norm between the branch sums, so the activations grow by about 7.5 in variance per pair and pass 2^24,
+    where every f32 value is a whole number."""
+
+    def __init__(self, widths=(8, 8, 16, 16), depths=(2, 8, 10, 1)):
+        super().__init__()
+        self.stem = MobileOneBlock(3, 8, 3, 2, False, 1)
+        stages, cin = [], 8
+        for w, d in zip(widths, depths):
+            blocks = []
+            for i in range(d):
+                blocks += [MobileOneBlock(cin, cin, 3, 2 if i == 0 else 1, True), MobileOneBlock(cin, w, 1, 1, False)]
+                cin = w
+            stages.append(nn.Sequential(*blocks))
+        self.stages = nn.Sequential(*stages)
+
+    def forward(self, x):
+        return self.stages(self.stem(x))
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
-         "glm4v_tower": "glm4v", "groupvit_tower": "groupvit"}
+         "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
@@ -754,7 +813,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
             cap.input("grid_thw", grid)
             args = (ids, grid)
-        elif kind in ("conv", "signal", "branches", "acts", "pools", "outlook", "groupvit"):
+        elif kind in ("conv", "signal", "branches", "acts", "pools", "outlook", "groupvit", "mobileone"):
             ids = torch.randn(1, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "signal":
                 ids = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(2))
@@ -762,6 +821,8 @@ def capture(case, outdir):
                 ids = torch.randn(1, 3, 8, 8, generator=torch.Generator().manual_seed(2))
             if kind == "pools":
                 ids = torch.randn(2, 3, 22, 26, generator=torch.Generator().manual_seed(2))
+            if kind == "mobileone":
+                ids = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(2))
             if kind == "groupvit":
                 ids = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(2))
             if kind == "outlook":

@@ -468,14 +468,35 @@ func allVectors(vs []*val) bool {
 }
 
 // integral reports whether every value is an integer (token ids,
-// positions).
+// positions, a mask's 0 and −∞ or the format's lowest) that says so: past
+// 2^24 every f32 is whole, and in a narrow format every value past
+// 2^(its significand bits) is, so activations grown that large (a deep
+// network without residual norms) are not ids. A mask's fill (past 1e30)
+// still counts. A value of many elements is integral in a narrow format
+// only where some nonzero entry lies below that bound.
 func (v *val) integral() bool {
+	small := false
+	bound := float64(wholeBound(v.format))
 	for _, x := range v.data {
-		if x != float32(math.Trunc(float64(x))) {
+		a := math.Abs(float64(x))
+		if x != float32(math.Trunc(float64(x))) || a >= 1<<24 && a < 1e30 {
 			return false
 		}
+		small = small || x != 0 && a < bound
 	}
-	return len(v.data) > 0
+	return len(v.data) > 0 && (small || v.intType || len(v.data) < 64 || bound == 1<<24 || slices.Max(v.data) == 0 && slices.Min(v.data) == 0)
+}
+
+// wholeBound is the magnitude from which every value of f is a whole
+// number: 2^(significand bits), 2^24 for f32 and wider.
+func wholeBound(f precision.Format) int {
+	switch f {
+	case precision.BF16:
+		return 1 << 8
+	case precision.F16:
+		return 1 << 11
+	}
+	return 1 << 24
 }
 
 // tolerance is the rel-RMS under which a candidate reproduces a value of
