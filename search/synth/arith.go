@@ -937,14 +937,42 @@ func vectorShape(shape []int) bool {
 // leaves ratios t/a undefined there, which forms reading the gate off
 // the values cannot take; the product itself is exact.
 func (s *synth) broadcastProduct(t *val, vals []*val) *val {
+	return s.broadcastWith(t, vals, program.OpMul, "a·g (a broadcast gate)")
+}
+
+// broadcastSum explains t as a + g for a broadcast g as broadcastProduct
+// reads it, or g of t's leading axes given unit trailing ones (a
+// timestep embedding projected to [B, C] and added per channel to a map
+// [B, C, H, W]: a diffusion UNet's residual blocks, temb[:, :, None,
+// None]).
+func (s *synth) broadcastSum(t *val, vals []*val) *val {
+	if t.integral() {
+		return nil
+	}
+	return s.broadcastWith(t, vals, program.OpAdd, "a + g (a broadcast addend)")
+}
+
+// broadcastWith scores op(a, g) over the scope's values a of t's shape and
+// g of fewer entries that broadcast to it, directly or with unit axes
+// appended to a value of t's leading axes.
+func (s *synth) broadcastWith(t *val, vals []*val, op program.Op, label string) *val {
 	ops := sameShape(t, vals)
 	if len(ops) > maxOperands {
 		ops = ops[:maxOperands]
 	}
 	var gates []*val
 	for _, v := range vals {
-		if !v.opaque && len(v.shape) == len(t.shape) && v.numel() < t.numel() && broadcastsTo(v.shape, t.shape) {
+		if v.opaque || v.numel() >= t.numel() {
+			continue
+		}
+		switch {
+		case len(v.shape) == len(t.shape) && broadcastsTo(v.shape, t.shape):
 			gates = append(gates, v)
+		case op == program.OpAdd && len(v.shape) >= 2 && len(v.shape) < len(t.shape) && slices.Equal(v.shape, t.shape[:len(v.shape)]):
+			unit := slices.Concat(v.shape, slices.Repeat([]int{1}, len(t.shape)-len(v.shape)))
+			if g := s.reshape(v, unit); g != nil {
+				gates = append(gates, g)
+			}
 		}
 	}
 	if len(ops) == 0 || len(gates) == 0 {
@@ -953,7 +981,7 @@ func (s *synth) broadcastProduct(t *val, vals []*val) *val {
 	var cands []*expr
 	for _, a := range ops {
 		for _, g := range gates {
-			cands = append(cands, &expr{op: program.OpMul, args: []*val{a, g}, out: t.format, label: "a·g (a broadcast gate)"})
+			cands = append(cands, &expr{op: op, args: []*val{a, g}, out: t.format, label: label})
 		}
 	}
 	v, _ := s.best(t, cands)

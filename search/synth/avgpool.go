@@ -149,6 +149,26 @@ func (s *synth) pooledMapBy(t *val, vals []*val, fit func(x, t *val) *val) *val 
 	return nil
 }
 
+// resizedMap is t as a value of the scope with t's batch and channels
+// resized by interpolate (fitResample: every mode scored), the resize
+// written in the forward (a diffusion UNet's Upsample2D: nearest ×2, in
+// f32 for a bf16 map, then its convolution).
+func (s *synth) resizedMap(t *val, vals []*val) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] ||
+			v.shape[2] == t.shape[2] && v.shape[3] == t.shape[3] {
+			continue
+		}
+		if p := s.fitResample(v, t); p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
 // fitLPPool explains a parameterless call's result t [B, C, Ho, Wo] as an
 // L2 or L1 power-average pool of x (nn.LPPool2d: torch computes
 // avg_pool2d(x^p)·k², then the p-th root): x squared (p = 2) or itself,

@@ -179,6 +179,7 @@ var unseenFactors = map[string]map[string]any{
 	"helium":           {"rope_layout": "interleaved", "mlp_glu": true},
 	"glm":              {"rope_layout": "interleaved"},
 	"mlcd_vision":      {"rope_layout": "half", "mlp_act": "gelu_erf"},
+	"sd_unet":          {"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "mlp_act": "gelu_erf", "mlp_glu": true},
 	"gemma":            {"mlp_act": "gelu_tanh", "mlp_glu": true},
 	"arcee":            {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": false},
 	"bitnet":           {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": true},
