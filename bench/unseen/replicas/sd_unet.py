@@ -26,7 +26,7 @@ Pipeline as StableDiffusionPipeline calls it without guidance: timestep = the sc
 one per batch); encoder_hidden_states the text encoder's states [1, 6, 32]; the output the noise prediction,
 taken as the velocity as is (the capture's flow Euler loop).
 
-usage: /usr/bin/python3 bench/unseen/replicas/sd_unet.py OUTDIR [--small]
+usage: /usr/bin/python3 bench/unseen/replicas/sd_unet.py OUTDIR [--small] [--xl]
 """
 import sys
 
@@ -104,25 +104,44 @@ class BasicTransformerBlock(nn.Module):
 
 
 class Transformer2DModel(nn.Module):
-    def __init__(self, heads, dim_head, in_channels, cross_attention_dim, groups):
+    """linear: use_linear_projection (SD 2.x, SDXL), proj_in and proj_out Linear over the cells as rows."""
+
+    def __init__(self, heads, dim_head, in_channels, cross_attention_dim, groups, linear=False, layers=1):
         super().__init__()
         inner = heads * dim_head
+        self.linear = linear
         self.norm = nn.GroupNorm(num_groups=groups, num_channels=in_channels, eps=1e-6, affine=True)
-        self.proj_in = nn.Conv2d(in_channels, inner, kernel_size=1, stride=1, padding=0)
-        self.transformer_blocks = nn.ModuleList([BasicTransformerBlock(inner, heads, dim_head, cross_attention_dim)])
-        self.proj_out = nn.Conv2d(inner, in_channels, kernel_size=1, stride=1, padding=0)
+        if linear:
+            self.proj_in = nn.Linear(in_channels, inner)
+        else:
+            self.proj_in = nn.Conv2d(in_channels, inner, kernel_size=1, stride=1, padding=0)
+        self.transformer_blocks = nn.ModuleList([BasicTransformerBlock(inner, heads, dim_head, cross_attention_dim)
+                                                 for _ in range(layers)])
+        if linear:
+            self.proj_out = nn.Linear(inner, in_channels)
+        else:
+            self.proj_out = nn.Conv2d(inner, in_channels, kernel_size=1, stride=1, padding=0)
 
     def forward(self, hidden_states, encoder_hidden_states=None, return_dict=False):
         batch, _, height, width = hidden_states.shape
         residual = hidden_states
         hidden_states = self.norm(hidden_states)
-        hidden_states = self.proj_in(hidden_states)
-        inner_dim = hidden_states.shape[1]
-        hidden_states = hidden_states.permute(0, 2, 3, 1).reshape(batch, height * width, inner_dim)
+        if not self.linear:
+            hidden_states = self.proj_in(hidden_states)
+            inner_dim = hidden_states.shape[1]
+            hidden_states = hidden_states.permute(0, 2, 3, 1).reshape(batch, height * width, inner_dim)
+        else:
+            inner_dim = hidden_states.shape[1]
+            hidden_states = hidden_states.permute(0, 2, 3, 1).reshape(batch, height * width, inner_dim)
+            hidden_states = self.proj_in(hidden_states)
         for block in self.transformer_blocks:
             hidden_states = block(hidden_states, encoder_hidden_states=encoder_hidden_states)
-        hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
-        hidden_states = self.proj_out(hidden_states)
+        if not self.linear:
+            hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
+            hidden_states = self.proj_out(hidden_states)
+        else:
+            hidden_states = self.proj_out(hidden_states)
+            hidden_states = hidden_states.reshape(batch, height, width, inner_dim).permute(0, 3, 1, 2).contiguous()
         return (hidden_states + residual,)
 
 
@@ -182,10 +201,10 @@ class Upsample2D(nn.Module):
 
 
 class CrossAttnDownBlock2D(nn.Module):
-    def __init__(self, cin, cout, temb, heads, cross, groups, add_downsample):
+    def __init__(self, cin, cout, temb, heads, cross, groups, add_downsample, linear=False, layers=1):
         super().__init__()
         self.resnets = nn.ModuleList([ResnetBlock2D(cin, cout, temb, groups)])
-        self.attentions = nn.ModuleList([Transformer2DModel(heads, cout // heads, cout, cross, groups)])
+        self.attentions = nn.ModuleList([Transformer2DModel(heads, cout // heads, cout, cross, groups, linear, layers)])
         self.downsamplers = nn.ModuleList([Downsample2D(cout)]) if add_downsample else None
 
     def forward(self, hidden_states, temb=None, encoder_hidden_states=None):
@@ -220,9 +239,10 @@ class DownBlock2D(nn.Module):
 
 
 class UNetMidBlock2DCrossAttn(nn.Module):
-    def __init__(self, channels, temb, heads, cross, groups):
+    def __init__(self, channels, temb, heads, cross, groups, linear=False, layers=1):
         super().__init__()
-        self.attentions = nn.ModuleList([Transformer2DModel(heads, channels // heads, channels, cross, groups)])
+        self.attentions = nn.ModuleList([Transformer2DModel(heads, channels // heads, channels, cross, groups, linear,
+                                                            layers)])
         self.resnets = nn.ModuleList([ResnetBlock2D(channels, channels, temb, groups),
                                       ResnetBlock2D(channels, channels, temb, groups)])
 
@@ -255,12 +275,12 @@ class UpBlock2D(nn.Module):
 
 
 class CrossAttnUpBlock2D(nn.Module):
-    def __init__(self, cin, prev, cout, temb, heads, cross, groups, add_upsample, layers=2):
+    def __init__(self, cin, prev, cout, temb, heads, cross, groups, add_upsample, linear=False, tlayers=1, layers=2):
         super().__init__()
         self.resnets = nn.ModuleList([
             ResnetBlock2D((prev if i == 0 else cout) + (cin if i == layers - 1 else cout), cout, temb, groups)
             for i in range(layers)])
-        self.attentions = nn.ModuleList([Transformer2DModel(heads, cout // heads, cout, cross, groups)
+        self.attentions = nn.ModuleList([Transformer2DModel(heads, cout // heads, cout, cross, groups, linear, tlayers)
                                          for _ in range(layers)])
         self.upsamplers = nn.ModuleList([Upsample2D(cout)]) if add_upsample else None
 
@@ -279,33 +299,70 @@ class CrossAttnUpBlock2D(nn.Module):
 
 
 class UNet2DConditionModel(nn.Module):
+    """xl: SDXL's layout (unet_2d_condition.py with addition_embed_type "text_time", use_linear_projection and two
+    transformer layers per cross-attention block): the size and crop conditioning's six numbers each through
+    Timesteps(8), joined to the pooled text embedding, through add_embedding, added to the time embedding."""
+
     def __init__(self, in_channels=4, out_channels=4, block_out_channels=(32, 64), heads=2, cross_attention_dim=32,
-                 groups=8):
+                 groups=8, xl=False):
         super().__init__()
-        c0, c1 = block_out_channels
+        c0 = block_out_channels[0]
         temb = c0 * 4
+        down_types = ("DownBlock2D", "CrossAttnDownBlock2D") if xl else ("CrossAttnDownBlock2D", "DownBlock2D")
+        up_types = ("CrossAttnUpBlock2D", "UpBlock2D") if xl else ("UpBlock2D", "CrossAttnUpBlock2D")
+        linear, layers = xl, 2 if xl else 1
+        self.xl = xl
         self.conv_in = nn.Conv2d(in_channels, c0, kernel_size=3, padding=1)
         self.time_proj = Timesteps(c0, True, 0)
         self.time_embedding = TimestepEmbedding(c0, temb)
-        self.down_blocks = nn.ModuleList([
-            CrossAttnDownBlock2D(c0, c0, temb, heads, cross_attention_dim, groups, add_downsample=True),
-            DownBlock2D(c0, c1, temb, groups, add_downsample=False)])
-        self.mid_block = UNetMidBlock2DCrossAttn(c1, temb, heads, cross_attention_dim, groups)
-        # reversed widths (64, 32): up block i reads prev_output_channel, output reversed[i], input reversed[i+1]
-        self.up_blocks = nn.ModuleList([
-            UpBlock2D(c0, c1, c1, temb, groups, add_upsample=True),
-            CrossAttnUpBlock2D(c0, c1, c0, temb, heads, cross_attention_dim, groups, add_upsample=False)])
+        if xl:
+            self.add_time_proj = Timesteps(8, True, 0)
+            self.add_embedding = TimestepEmbedding(cross_attention_dim + 6 * 8, temb)
+        self.down_blocks = nn.ModuleList()
+        output_channel = c0
+        for i, kind in enumerate(down_types):
+            input_channel, output_channel = output_channel, block_out_channels[i]
+            final = i == len(block_out_channels) - 1
+            if kind == "CrossAttnDownBlock2D":
+                self.down_blocks.append(CrossAttnDownBlock2D(input_channel, output_channel, temb, heads,
+                                                             cross_attention_dim, groups, not final, linear, layers))
+            else:
+                self.down_blocks.append(DownBlock2D(input_channel, output_channel, temb, groups, not final))
+        self.mid_block = UNetMidBlock2DCrossAttn(block_out_channels[-1], temb, heads, cross_attention_dim, groups,
+                                                 linear, layers)
+        # up block i reads prev_output_channel, outputs reversed[i], and its last skip has reversed[i+1] channels
+        rev = list(reversed(block_out_channels))
+        self.up_blocks = nn.ModuleList()
+        output_channel = rev[0]
+        for i, kind in enumerate(up_types):
+            prev, output_channel = output_channel, rev[i]
+            input_channel = rev[min(i + 1, len(rev) - 1)]
+            final = i == len(rev) - 1
+            if kind == "CrossAttnUpBlock2D":
+                self.up_blocks.append(CrossAttnUpBlock2D(input_channel, prev, output_channel, temb, heads,
+                                                         cross_attention_dim, groups, not final, linear, layers))
+            else:
+                self.up_blocks.append(UpBlock2D(input_channel, prev, output_channel, temb, groups, not final))
         self.conv_norm_out = nn.GroupNorm(num_channels=c0, num_groups=groups, eps=1e-5)
         self.conv_act = nn.SiLU()
         self.conv_out = nn.Conv2d(c0, out_channels, kernel_size=3, padding=1)
 
-    def forward(self, sample, timestep, encoder_hidden_states, return_dict=False):
+    def forward(self, sample, timestep, encoder_hidden_states, added_cond_kwargs=None, return_dict=False):
         timesteps = timestep
         if len(timesteps.shape) == 0:
             timesteps = timesteps[None]
         timesteps = timesteps.expand(sample.shape[0])
         t_emb = self.time_proj(timesteps).to(dtype=sample.dtype)
         emb = self.time_embedding(t_emb)
+        if self.xl:
+            text_embeds = added_cond_kwargs.get("text_embeds")
+            time_ids = added_cond_kwargs.get("time_ids")
+            time_embeds = self.add_time_proj(time_ids.flatten())
+            time_embeds = time_embeds.reshape((text_embeds.shape[0], -1))
+            add_embeds = torch.concat([text_embeds, time_embeds], dim=-1)
+            add_embeds = add_embeds.to(emb.dtype)
+            aug_emb = self.add_embedding(add_embeds)
+            emb = emb + aug_emb
         sample = self.conv_in(sample)
         down_block_res_samples = (sample,)
         for downsample_block in self.down_blocks:
@@ -336,26 +393,32 @@ class UNet2DConditionModel(nn.Module):
 
 
 SMALL = "--small" in sys.argv
+XL = "--xl" in sys.argv
 
 
 def build():
     # widths 32 and 64, 2 heads, cross-attention to 32-wide text states, GroupNorm of 8 groups, on an 8x8 latent
     # (--small: widths 8 and 16, GroupNorm of 4 groups, 16-wide text: the fixtures/unseen trace)
     if SMALL:
-        return UNet2DConditionModel(block_out_channels=(8, 16), cross_attention_dim=16, groups=4)
-    return UNet2DConditionModel()
+        return UNet2DConditionModel(block_out_channels=(8, 16), cross_attention_dim=16, groups=4, xl=XL)
+    return UNet2DConditionModel(xl=XL)
 
 
 def inputs(g):
-    if SMALL:
-        return {"encoder_hidden_states": torch.randn((1, 4, 16), generator=g), "noise": torch.randn((1, 4, 8, 8), generator=g)}
-    return {"encoder_hidden_states": torch.randn((1, 6, 32), generator=g), "noise": torch.randn((1, 4, 8, 8), generator=g)}
+    width = 16 if SMALL else 32
+    c = {"encoder_hidden_states": torch.randn((1, 6, width), generator=g), "noise": torch.randn((1, 4, 8, 8), generator=g)}
+    if XL:
+        # StableDiffusionXLPipeline: the pooled text embedding and (original size, crop corner, target size)
+        c["text_embeds"] = torch.randn((1, width), generator=g)
+        c["time_ids"] = torch.tensor([[64.0, 64.0, 0.0, 0.0, 64.0, 64.0]])
+    return c
 
 
 def call(model, x, sigma, c):
     # StableDiffusionPipeline: the scheduler's t for the whole batch; the noise prediction used as is
     t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
-    return model(x, t, encoder_hidden_states=c["encoder_hidden_states"], return_dict=False)[0]
+    added = {"text_embeds": c["text_embeds"], "time_ids": c["time_ids"]} if XL else None
+    return model(x, t, encoder_hidden_states=c["encoder_hidden_states"], added_cond_kwargs=added, return_dict=False)[0]
 
 
 PRODUCER = dict(
@@ -368,5 +431,11 @@ PRODUCER = dict(
          "GroupNorm-SiLU-conv_out; time embedding Timesteps(32, flip_sin_to_cos, shift 0) -> Linear-SiLU-Linear, "
          "SiLU -> time_emb_proj added per channel in every resnet; GEGLU FeedForward; self- and cross-attention")
 
+if XL:
+    PRODUCER = dict(PRODUCER, note="SDXL's UNet2DConditionModel layout at widths 32/64: DownBlock2D then "
+                    "CrossAttnDownBlock2D with two transformer layers and linear projections; the size and crop "
+                    "conditioning (six numbers through Timesteps(8)) joined to the pooled text embedding through "
+                    "add_embedding and added to the time embedding; otherwise as SD 1.x")
+
 if __name__ == "__main__":
-    capture("sd_unet", build, inputs, call, sys.argv[1], PRODUCER)
+    capture("sdxl_unet" if XL else "sd_unet", build, inputs, call, sys.argv[1], PRODUCER)
