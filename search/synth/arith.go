@@ -189,12 +189,50 @@ func (s *synth) combined(t *val, vals []*val) *val {
 				cands = append(cands, &expr{op: program.OpGLU, attrs: program.Attrs{Act: f}, args: []*val{a, b}, out: t.format, label: f.String()})
 			}
 			if w, ev := s.best(t, cands); w != nil {
+				w = s.exactestGLU(t, w, cands)
 				w.fit = &leafFit{kind: "glu", act: w.from.attrs.Act, candidates: ev}
 				return w
 			}
 		}
 	}
 	return loose
+}
+
+// exactestGLU is, in a narrow format, the gated unit among cands whose
+// rel-RMS is within 1.5× of the winner w's that reproduces the most of
+// t's entries bit for bit: there GELU's erf and tanh forms lie within
+// each other's tolerance (a repeated block's GEGLU read as either), and
+// only the right one rounds as the reference did. w itself elsewhere.
+func (s *synth) exactestGLU(t, w *val, cands []*expr) *val {
+	if t.format == precision.F32 || len(cands) < 2 {
+		return w
+	}
+	bestErr := relRMS(t.format, w.data, t.data)
+	win, winExact := w, exactShare(w.data, t.data)
+	for _, e := range cands {
+		if e.attrs.Act == w.from.attrs.Act {
+			continue
+		}
+		v, sc := s.ev.score(e, t)
+		if v == nil || sc > 1.5*bestErr {
+			continue
+		}
+		if x := exactShare(v.data, t.data); x > winExact {
+			win, winExact = v, x
+		}
+	}
+	return win
+}
+
+// exactShare is the fraction of a's entries equal to b's.
+func exactShare(a, b []float32) float64 {
+	n := 0
+	for i := range a {
+		if a[i] == b[i] {
+			n++
+		}
+	}
+	return float64(n) / float64(max(len(a), 1))
 }
 
 // pooled explains t [B, C] (or [B, 1, C], the mean kept as a row) as the
