@@ -49,6 +49,8 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   timm_mobileone      timm's MobileOne (byobnet.py's MobileOneBlock before re-parameterisation) in mobileone_s0's
                       layout at narrow widths on a 32×32 image: branch sums without norms between them, so the
                       activations pass 2^24, where every f32 value is whole
+  svd_temporal_res    Stable Video Diffusion's SpatioTemporalResBlock (replicas/svd_unet.py) at 8 channels over 3
+                      frames: a per-frame time embedding [B, F, C] permuted to [B, C, F, 1, 1] and added to a 5-D map
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -791,23 +793,51 @@ class MobileOne(nn.Module):
         return self.stages(self.stem(x))
 
 
+class TemporalResProbe(nn.Module):
+    """SVD's SpatioTemporalResBlock (bench/unseen/replicas/svd_unet.py, diffusers' resnet.py) at 8 channels, GroupNorm
+    of 4 groups (upstream's 32 need 32 channels): a ResnetBlock2D per frame, a TemporalResnetBlock whose per-frame
+    time embedding [B, F, C] is permuted to [B, C, F] and broadcast over a 5-D map, an AlphaBlender."""
+
+    def __init__(self):
+        super().__init__()
+        sys.path.insert(0, os.path.join(HERE, "replicas"))
+        from svd_unet import SpatioTemporalResBlock
+        self.conv_in = nn.Conv2d(3, 8, 3, padding=1)
+        self.temb = nn.Linear(6, 32)
+        self.block = SpatioTemporalResBlock(8, 8, 32, groups=4)
+        self.frames = 3
+
+    def forward(self, x, t):
+        x = self.conv_in(x)
+        emb = self.temb(t).repeat_interleave(self.frames, dim=0)
+        ind = torch.zeros(x.shape[0] // self.frames, self.frames)
+        return self.block(x, emb, image_only_indicator=ind)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
-         "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone"}
+         "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone",
+         "svd_temporal_res": "temporal"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind == "glm4v":
+        if kind == "temporal":
+            ids = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+            t = torch.randn(1, 6, generator=torch.Generator().manual_seed(3))
+            cap.input("pixel_values", ids)
+            cap.input("temb", t)
+            args = (ids, t)
+        elif kind == "glm4v":
             grid = torch.tensor([[1, 8, 8]])
             ids = torch.randn(64, 3 * 2 * 4 * 4, generator=torch.Generator().manual_seed(2))
             cap.input("pixel_values", ids)
@@ -830,7 +860,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
-        if kind != "glm4v":
+        if kind not in ("glm4v", "temporal"):
             args = (ids,)
         if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))

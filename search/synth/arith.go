@@ -1006,10 +1006,26 @@ func (s *synth) broadcastWith(t *val, vals []*val, op program.Op, label string) 
 		switch {
 		case len(v.shape) == len(t.shape) && broadcastsTo(v.shape, t.shape):
 			gates = append(gates, v)
-		case op == program.OpAdd && len(v.shape) >= 2 && len(v.shape) < len(t.shape) && slices.Equal(v.shape, t.shape[:len(v.shape)]):
-			unit := slices.Concat(v.shape, slices.Repeat([]int{1}, len(t.shape)-len(v.shape)))
-			if g := s.reshape(v, unit); g != nil {
-				gates = append(gates, g)
+		case op == program.OpAdd && len(v.shape) >= 2 && len(v.shape) < len(t.shape) && len(v.shape) <= 3:
+			// v's axes, in some order, as t's leading ones (a frame axis
+			// before the channels: a temporal block's per-frame embedding,
+			// permuted to [B, C, F] then given unit axes)
+			for _, perm := range permutations(len(v.shape)) {
+				moved := make([]int, len(perm))
+				for i, a := range perm {
+					moved[i] = v.shape[a]
+				}
+				if !slices.Equal(moved, t.shape[:len(v.shape)]) {
+					continue
+				}
+				m := v
+				if !isIdentity(perm) {
+					m = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axes moved"})
+				}
+				unit := slices.Concat(moved, slices.Repeat([]int{1}, len(t.shape)-len(v.shape)))
+				if g := s.reshape(m, unit); g != nil {
+					gates = append(gates, g)
+				}
 			}
 		}
 	}

@@ -63,11 +63,11 @@ class Timesteps(nn.Module):
 
 
 class TimestepEmbedding(nn.Module):
-    def __init__(self, in_channels, time_embed_dim):
+    def __init__(self, in_channels, time_embed_dim, out_dim=None):
         super().__init__()
         self.linear_1 = nn.Linear(in_channels, time_embed_dim, True)
         self.act = nn.SiLU()
-        self.linear_2 = nn.Linear(time_embed_dim, time_embed_dim, True)
+        self.linear_2 = nn.Linear(time_embed_dim, out_dim or time_embed_dim, True)
 
     def forward(self, sample):
         sample = self.linear_1(sample)
