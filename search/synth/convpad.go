@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // padModes are torch's non-zero padding modes (a convolution's
@@ -63,6 +64,17 @@ func (s *synth) modePadded(x *val, axes, pad int, mode string) *val {
 // gatherAlong is v's cells along axis a at the indices idx: the axis moved
 // to the front, its rows gathered, moved back.
 func (s *synth) gatherAlong(v *val, a int, idx *val, label string) *val {
+	return s.alongFirst(v, a, idx.numel(), v.format, func(rows *val) *val {
+		return s.derive(&expr{op: program.OpGather, args: []*val{rows, idx}, out: v.format, label: label})
+	})
+}
+
+// alongFirst applies f to v with axis a moved to the front and the other
+// axes flattened ([len, rest] → [n, rest]), then moves the axis back.
+func (s *synth) alongFirst(v *val, a, n int, out precision.Format, f func(rows *val) *val) *val {
+	if v == nil {
+		return nil
+	}
 	r := len(v.shape)
 	perm := []int{a}
 	for i := range r {
@@ -74,18 +86,17 @@ func (s *synth) gatherAlong(v *val, a int, idx *val, label string) *val {
 	if front == nil {
 		return nil
 	}
-	rows := s.reshape(front, []int{front.shape[0], front.numel() / front.shape[0]})
-	g := s.derive(&expr{op: program.OpGather, args: []*val{rows, idx}, out: v.format, label: label})
+	g := f(s.reshape(front, []int{front.shape[0], front.numel() / front.shape[0]}))
 	if g == nil {
 		return nil
 	}
 	shape := slices.Clone(front.shape)
-	shape[0] = idx.numel()
+	shape[0] = n
 	back := make([]int, r) // the inverse permutation
 	for i, p := range perm {
 		back[p] = i
 	}
-	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{s.reshape(g, shape)}, out: v.format, label: "axis back"})
+	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{s.reshape(g, shape)}, out: out, label: "axis back"})
 }
 
 // fitModePaddedConv explains a convolution padded in a non-zero mode

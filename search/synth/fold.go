@@ -34,12 +34,19 @@ func (w window) source(o, i, n int) (int, bool) {
 }
 
 // windowsOf are the windows of k taps whose counts along h and w multiply
-// to l: dilation 1 to 3, stride 1 to k+1 or 2k, every padding up to the
-// kernel's reach.
+// to l: dilation 1 to 3, stride 1 to min(k+1, 8) or 2k, every padding up
+// to the kernel's reach.
 func windowsOf(k, h, w, l int) []window {
+	var strides []int
+	for st := 1; st <= min(k+1, 8); st++ {
+		strides = append(strides, st)
+	}
+	if 2*k > min(k+1, 8) {
+		strides = append(strides, 2*k)
+	}
 	var out []window
 	for d := 1; d <= 3; d++ {
-		for _, st := range slices.Compact(append([]int{1, 2, 3, 4, 5, 6, 7, 8}[:min(k+1, 8)], 2*k)) {
+		for _, st := range strides {
 			for p := 0; p <= d*(k-1); p++ {
 				win := window{k, d, p, st}
 				if oh, ow := win.count(h), win.count(w); oh > 0 && ow > 0 && oh*ow == l {
@@ -81,32 +88,9 @@ func matrixT(m []float32, r, c int) []float32 {
 // alongAxis is v multiplied along axis a by the [m, n] matrix mat (n = the
 // axis's length): the axis moved first, the product, moved back.
 func (s *synth) alongAxis(v *val, a int, mat *val, out precision.Format, label string) *val {
-	if v == nil {
-		return nil
-	}
-	r := len(v.shape)
-	perm := []int{a}
-	for i := range r {
-		if i != a {
-			perm = append(perm, i)
-		}
-	}
-	front := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axis first"})
-	if front == nil {
-		return nil
-	}
-	rows := s.reshape(front, []int{front.shape[0], front.numel() / front.shape[0]})
-	p := s.derive(&expr{op: program.OpMatMul, args: []*val{mat, rows}, out: out, label: label})
-	if p == nil {
-		return nil
-	}
-	shape := slices.Clone(front.shape)
-	shape[0] = mat.shape[0]
-	back := make([]int, r)
-	for i, q := range perm {
-		back[q] = i
-	}
-	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{s.reshape(p, shape)}, out: out, label: "axis back"})
+	return s.alongFirst(v, a, mat.shape[0], out, func(rows *val) *val {
+		return s.derive(&expr{op: program.OpMatMul, args: []*val{mat, rows}, out: out, label: label})
+	})
 }
 
 // selectionConst is selection(n, w) (or its transpose, for fold) as a

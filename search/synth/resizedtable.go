@@ -160,12 +160,15 @@ func (s *synth) coordTableAdded(t *val, sc *scope, vals []*val) *val {
 			coords = append(coords, v)
 		}
 	}
+	if len(coords) < 2 {
+		return nil
+	}
 	for _, l := range s.directUncalledLinears(sc.module) {
 		if g := isqrt(l[0].shape[0]); g >= 2 && l[0].shape[1] == c {
 			tables = append(tables, l[0])
 		}
 	}
-	if len(coords) < 2 || len(tables) == 0 {
+	if len(tables) == 0 {
 		return nil
 	}
 	type scored struct {

@@ -146,11 +146,15 @@ class Transformer2DModel(nn.Module):
 
 
 class ResnetBlock2D(nn.Module):
-    def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5):
+    """norm: time_embedding_norm, "default" (added before norm2) or "scale_shift" (the time projection twice as
+    wide, chunked, norm2(x)·(1 + scale) + shift: Kandinsky's and DeepFloyd IF's)."""
+
+    def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5, norm="default"):
         super().__init__()
+        self.time_embedding_norm = norm
         self.norm1 = nn.GroupNorm(num_groups=groups, num_channels=in_channels, eps=eps, affine=True)
         self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=1, padding=1)
-        self.time_emb_proj = nn.Linear(temb_channels, out_channels)
+        self.time_emb_proj = nn.Linear(temb_channels, 2 * out_channels if norm == "scale_shift" else out_channels)
         self.norm2 = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps, affine=True)
         self.dropout = nn.Dropout(0.0)
         self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, stride=1, padding=1)
@@ -163,8 +167,13 @@ class ResnetBlock2D(nn.Module):
         hidden_states = self.conv1(hidden_states)
         temb = self.nonlinearity(temb)
         temb = self.time_emb_proj(temb)[:, :, None, None]
-        hidden_states = hidden_states + temb
-        hidden_states = self.norm2(hidden_states)
+        if self.time_embedding_norm == "default":
+            hidden_states = hidden_states + temb
+            hidden_states = self.norm2(hidden_states)
+        else:
+            time_scale, time_shift = torch.chunk(temb, 2, dim=1)
+            hidden_states = self.norm2(hidden_states)
+            hidden_states = hidden_states * (1 + time_scale) + time_shift
         hidden_states = self.nonlinearity(hidden_states)
         hidden_states = self.dropout(hidden_states)
         hidden_states = self.conv2(hidden_states)

@@ -31,43 +31,9 @@ import torch.nn.functional as F
 
 from parts import TimestepEmbedding, Timesteps
 from run import capture, sdpa
-from sd_unet import Downsample2D, Upsample2D
+from sd_unet import Downsample2D, ResnetBlock2D, Upsample2D
 
 SCALE_SHIFT = "--scale-shift" in sys.argv
-
-
-class ResnetBlock2D(nn.Module):
-    def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5, norm="default"):
-        super().__init__()
-        self.time_embedding_norm = norm
-        self.norm1 = nn.GroupNorm(num_groups=groups, num_channels=in_channels, eps=eps, affine=True)
-        self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=1, padding=1)
-        self.time_emb_proj = nn.Linear(temb_channels, 2 * out_channels if norm == "scale_shift" else out_channels)
-        self.norm2 = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps, affine=True)
-        self.dropout = nn.Dropout(0.0)
-        self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, stride=1, padding=1)
-        self.nonlinearity = nn.SiLU()
-        self.conv_shortcut = nn.Conv2d(in_channels, out_channels, 1) if in_channels != out_channels else None
-
-    def forward(self, input_tensor, temb):
-        hidden_states = self.norm1(input_tensor)
-        hidden_states = self.nonlinearity(hidden_states)
-        hidden_states = self.conv1(hidden_states)
-        temb = self.nonlinearity(temb)
-        temb = self.time_emb_proj(temb)[:, :, None, None]
-        if self.time_embedding_norm == "default":
-            hidden_states = hidden_states + temb
-            hidden_states = self.norm2(hidden_states)
-        else:
-            time_scale, time_shift = torch.chunk(temb, 2, dim=1)
-            hidden_states = self.norm2(hidden_states)
-            hidden_states = hidden_states * (1 + time_scale) + time_shift
-        hidden_states = self.nonlinearity(hidden_states)
-        hidden_states = self.dropout(hidden_states)
-        hidden_states = self.conv2(hidden_states)
-        if self.conv_shortcut is not None:
-            input_tensor = self.conv_shortcut(input_tensor.contiguous())
-        return (input_tensor + hidden_states) / 1.0
 
 
 class Attention(nn.Module):
