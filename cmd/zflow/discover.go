@@ -93,7 +93,7 @@ error.`,
 	f.StringVar(&o.backend, "backend", "cpu", "backend for every run of the model: the auto engine's choice, the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
-	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run")
+	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run; at four fifths of it the search for expressions ends and the boundaries left are taken from the trace (listed as not searched), so that a partial document is still written")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
 	completeValues(cmd, "backend", backends)
 	completeValues(cmd, "engine", []string{"auto", "recipes", "program"})
@@ -194,6 +194,11 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 		}()
 		sctx, cancel := context.WithTimeout(ctx, o.programBudget)
 		defer cancel()
+		// at four fifths of the budget the search for expressions ends and
+		// the boundaries left are taken from the trace, so that the rest
+		// of the walk writes a partial document within the budget
+		hurry, stop := context.WithTimeout(sctx, o.programBudget*4/5)
+		defer stop()
 		pg := u.progress("discover")
 		defer pg.Close() // after a panic too (Close twice is once)
 		pg.Stage("program search")
@@ -202,7 +207,7 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 		fault := func(boundary string, err error) {
 			fmt.Fprintf(u.stderr, "discover: internal error explaining %s: %v (please report); left unexplained%s\n", boundary, err, traceback())
 		}
-		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search"), Log: searchLog(u.stderr), Fault: fault})
+		res, err := synth.Discover(sctx, tr, o.trace, synth.Options{Progress: pg.Under("program search"), Log: searchLog(u.stderr), Fault: fault, Hurry: hurry})
 		pg.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("program search: out of time after %s (--program-budget): %w", o.programBudget, err)
@@ -211,6 +216,9 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 			return nil, err
 		}
 		fmt.Fprintf(stderr, "discover: program search %.2fs, %d evaluations, %d boundaries taken from the trace\n", time.Since(t0).Seconds(), res.Evals, len(res.Opaque))
+		if res.Unsearched > 0 {
+			fmt.Fprintf(stderr, "discover: the search ran short of time (%s of --program-budget %s): %d boundaries taken from the trace unsearched; a larger budget may explain them\n", o.programBudget*4/5, o.programBudget, res.Unsearched)
+		}
 		if n := len(res.Unexplained); n > 0 {
 			first := res.Unexplained[:min(n, 3)]
 			fmt.Fprintf(stderr, "discover: %d boundaries no expression explains; first %s\n", n, strings.Join(first, ", "))

@@ -110,7 +110,7 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 		name := em.addValue(&program.Value{Name: "const:" + v.origin, Kind: program.Const, Shape: slices.Clone(v.shape),
 			Data: slices.Clone(v.data), Format: v.format})
 		v.name = name
-		em.notes[name] = "taken from the trace (step 0): no expression of the vocabulary makes it from the request"
+		em.notes[name] = "taken from the trace (step 0): " + whyOpaque(v) + " from the request"
 		em.fromTrace[name] = true
 		em.tapAll(v)
 		return name, nil

@@ -17,6 +17,9 @@ import (
 // attention), the first form that reproduces target within its format's
 // tolerance wins. nil: nothing in the vocabulary explains it.
 func (s *synth) glue(target *val, sc *scope) *val {
+	if s.hurried() {
+		return nil
+	}
 	if v := s.glueOnce(target, sc); v != nil || s.late {
 		return v
 	}

@@ -105,6 +105,7 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 			continue
 		}
 		t.opaque = true
+		t.unsearched = s.hurried()
 		s.opaque = append(s.opaque, t)
 		outs[p.Name] = t
 	}

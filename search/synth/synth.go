@@ -17,6 +17,10 @@ var f32 = precision.F32
 // synth is the state of one discovery.
 type synth struct {
 	ctx context.Context // cancelled: the search stops at the next call
+	// hurry done: boundaries not yet explained are taken from the trace
+	// without a search (their glue is skipped, a running one cut short),
+	// so that the walk ends with a partial program before ctx does.
+	hurry context.Context
 	// late: the glue search's second pass over a target every form of the
 	// first (the reshaped readings included) failed to explain, where the
 	// forms added for state-space mixers and multipliers are tried too
@@ -158,6 +162,12 @@ type Options struct {
 	// document is written, incomplete, rather than none at all; unset,
 	// the panic goes on (tests).
 	Fault func(boundary string, err error)
+	// Hurry, when set and done before Discover's context, ends the search
+	// for expressions: the boundaries left are taken from the trace (and
+	// listed as such) while the rest of the walk, the sampler and the
+	// factors still run, so that a search out of time still writes a
+	// partial document.
+	Hurry context.Context
 }
 
 // The phases Options.Progress names.
@@ -190,7 +200,10 @@ type Result struct {
 	// Unexplained lists every boundary, in the order the search met them,
 	// that no expression explains (needed by the output or not).
 	Unexplained []string
-	Evals       int
+	// Unsearched counts the unexplained boundaries left without a search
+	// because Options.Hurry ended it.
+	Unsearched int
+	Evals      int
 }
 
 // Complete reports whether the program makes its output from the request
@@ -213,7 +226,11 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	if act != precision.BF16 && act != precision.F16 {
 		act = precision.F32 // a float64 reference is searched in f32
 	}
-	s := &synth{ctx: ctx, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: ctx}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
+	hurry := o.Hurry
+	if hurry == nil {
+		hurry = ctx
+	}
+	s := &synth{ctx: ctx, hurry: hurry, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: hurry}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
 		progress: o.Progress, logf: o.Log, fault: o.Fault, callsTotal: subtreeSize(tr, root)}
 	drive, err := s.driving(root)
 	if err != nil {
@@ -224,6 +241,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	if err != nil {
 		return nil, err
 	}
+	s.ev.ctx = ctx // the sampler and the factors evaluate past a hurry
 	s.report(PhaseSampler, 0, 0)
 	out, ok := outs[drive.outPort]
 	if !ok {
@@ -293,15 +311,43 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		if !taken[v.origin] {
 			taken[v.origin] = true
 			doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: semantics.UndeterminedNotComputed, Scope: "model",
-				Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it; the program makes its output without reading it, so it does not compute it (not compared)", v.origin)})
+				Reason: fmt.Sprintf("%s: %s; the program makes its output without reading it, so it does not compute it (not compared)", v.origin, whyOpaque(v))})
 		}
 	}
 	for _, v := range s.em.consts {
 		res.Opaque = append(res.Opaque, v.origin)
 		doc.Undetermined = append(doc.Undetermined, semantics.Undetermined{Name: "value", Scope: "model",
-			Reason: fmt.Sprintf("%s: no expression of the vocabulary makes it from the request; the program takes it from the trace (step 0) as a constant", v.origin)})
+			Reason: fmt.Sprintf("%s: %s from the request; the program takes it from the trace (step 0) as a constant", v.origin, whyOpaque(v))})
+	}
+	if n := countUnsearched(s.opaque); n > 0 {
+		res.Unsearched = n
 	}
 	return res, nil
+}
+
+// whyOpaque says why no expression explains v: none of the vocabulary's,
+// or none searched for before the search's time ran out.
+func whyOpaque(v *val) string {
+	if v.unsearched {
+		return "not searched: the search's time ran out before it (a larger budget may explain it)"
+	}
+	return "no expression of the vocabulary makes it"
+}
+
+// countUnsearched counts the values left unexplained for want of time.
+func countUnsearched(vs []*val) int {
+	n := 0
+	for _, v := range vs {
+		if v.unsearched {
+			n++
+		}
+	}
+	return n
+}
+
+// hurried reports whether the search for expressions has ended (Options.Hurry).
+func (s *synth) hurried() bool {
+	return s.hurry != nil && s.hurry.Err() != nil
 }
 
 // subtreeSize counts c and the calls inside it: the calls call visits.

@@ -28,9 +28,11 @@ type val struct {
 	// from is how a computed value is made (nil for a leaf value).
 	from *expr
 	// opaque: a captured value no expression explains; a program that
-	// reads it takes it from the trace as a constant.
-	opaque bool
-	iota   bool // positions 0…n−1: a constant of the request's shape
+	// reads it takes it from the trace as a constant. unsearched: opaque
+	// because the search's time ran out first (Options.Hurry).
+	opaque     bool
+	unsearched bool
+	iota       bool // positions 0…n−1: a constant of the request's shape
 	// fit is what a fitted leaf found about the value (its activation, its
 	// norm): read by the factor readers.
 	fit *leafFit

@@ -289,7 +289,7 @@ func (s *synth) explain(target *val, sc *scope) *val {
 func (s *synth) glueWithinBudget(target *val, sc *scope) (v *val) {
 	defer func() {
 		if r := recover(); r != nil {
-			if s.ctx != nil && s.ctx.Err() != nil {
+			if s.ctx != nil && s.ctx.Err() != nil || s.hurried() {
 				v = nil
 				return
 			}
@@ -412,6 +412,7 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 	}
 	if v == nil {
 		target.opaque = true
+		target.unsearched = s.hurried()
 		s.opaque = append(s.opaque, target)
 		return target
 	}
