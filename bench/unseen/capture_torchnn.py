@@ -51,6 +51,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       activations pass 2^24, where every f32 value is whole
   svd_temporal_res    Stable Video Diffusion's SpatioTemporalResBlock (replicas/svd_unet.py) at 8 channels over 3
                       frames: a per-frame time embedding [B, F, C] permuted to [B, C, F, 1, 1] and added to a 5-D map
+  unet_if_blocks      DeepFloyd IF's and Kandinsky's UNet pieces (diffusers resnet.py, attention_processor.py):
+                      ResnetBlock2D downsampling (an average pool) and upsampling (nearest, in the forward) inside
+                      the block, scale_shift, (x + h)/√2, and AttnAddedKVProcessor's attention
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -814,24 +817,92 @@ class TemporalResProbe(nn.Module):
         return self.block(x, emb, image_only_indicator=ind)
 
 
+class IfResnetBlock2D(nn.Module):
+    """diffusers' ResnetBlock2D with down/up (avg pool or nearest inside), skip_time_act, output_scale_factor, scale_shift."""
+    def __init__(s, cin, cout, temb, groups, down=False, up=False, scale=math.sqrt(2)):
+        super().__init__()
+        s.norm1 = nn.GroupNorm(groups, cin, eps=1e-5); s.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
+        s.time_emb_proj = nn.Linear(temb, 2 * cout); s.norm2 = nn.GroupNorm(groups, cout, eps=1e-5)
+        s.dropout = nn.Dropout(0.0); s.conv2 = nn.Conv2d(cout, cout, 3, padding=1); s.nonlinearity = nn.SiLU()
+        s.down, s.up, s.scale = down, up, scale
+        if down: s.downsample = nn.AvgPool2d(2, 2)
+        s.conv_shortcut = nn.Conv2d(cin, cout, 1) if cin != cout else None
+    def forward(s, input_tensor, temb):
+        h = s.nonlinearity(s.norm1(input_tensor))
+        if s.up:
+            input_tensor = nn.functional.interpolate(input_tensor, scale_factor=2.0, mode="nearest"); h = nn.functional.interpolate(h, scale_factor=2.0, mode="nearest")
+        elif s.down:
+            input_tensor = s.downsample(input_tensor); h = s.downsample(h)
+        h = s.conv1(h)
+        temb = s.time_emb_proj(temb)[:, :, None, None]   # skip_time_act: no SiLU on temb
+        sc, sh = torch.chunk(temb, 2, dim=1)
+        h = s.norm2(h); h = h * (1 + sc) + sh
+        h = s.conv2(s.dropout(s.nonlinearity(h)))
+        if s.conv_shortcut is not None: input_tensor = s.conv_shortcut(input_tensor.contiguous())
+        return (input_tensor + h) / s.scale
+
+class AddedKVAttention(nn.Module):
+    """Attention with AttnAddedKVProcessor: the text's keys and values (add_k_proj, add_v_proj) joined before the map's."""
+    def __init__(s, dim, heads, cross, groups):
+        super().__init__()
+        s.heads = heads; s.group_norm = nn.GroupNorm(groups, dim, eps=1e-5)
+        s.to_q = nn.Linear(dim, dim); s.to_k = nn.Linear(dim, dim); s.to_v = nn.Linear(dim, dim)
+        s.add_k_proj = nn.Linear(cross, dim); s.add_v_proj = nn.Linear(cross, dim)
+        s.to_out = nn.ModuleList([nn.Linear(dim, dim), nn.Dropout(0.0)])
+    def hb(s, x):
+        b, n, d = x.shape; return x.reshape(b, n, s.heads, d // s.heads).permute(0, 2, 1, 3)
+    def forward(s, hidden_states, encoder_hidden_states):
+        residual = hidden_states
+        hidden_states = hidden_states.view(hidden_states.shape[0], hidden_states.shape[1], -1).transpose(1, 2)
+        b, n, _ = hidden_states.shape
+        hidden_states = s.group_norm(hidden_states.transpose(1, 2)).transpose(1, 2)
+        q = s.hb(s.to_q(hidden_states))
+        ek = s.hb(s.add_k_proj(encoder_hidden_states)); ev = s.hb(s.add_v_proj(encoder_hidden_states))
+        k = torch.cat([ek, s.hb(s.to_k(hidden_states))], dim=2); v = torch.cat([ev, s.hb(s.to_v(hidden_states))], dim=2)
+        h = (torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]), dim=-1) @ v).transpose(1, 2).reshape(b, -1, residual.shape[1])
+        h = s.to_out[1](s.to_out[0](h))
+        return h.transpose(-1, -2).reshape(residual.shape) + residual
+
+class IfBlocks(nn.Module):
+    """DeepFloyd IF's and Kandinsky's UNet pieces (diffusers resnet.py, attention_processor.py): resnets downsampling
+    by an average pool or upsampling by nearest inside the block, scale_shift without SiLU on temb, (x + h)/√2; an
+    attention joining the text's keys and values (add_k_proj, add_v_proj) before the map's."""
+
+    def __init__(s):
+        super().__init__()
+        s.conv_in = nn.Conv2d(3, 16, 3, padding=1); s.temb = nn.Linear(8, 64)
+        s.r1 = IfResnetBlock2D(16, 16, 64, 4); s.rd = IfResnetBlock2D(16, 16, 64, 4, down=True)
+        s.attn = AddedKVAttention(16, 2, 12, 4); s.ru = IfResnetBlock2D(16, 16, 64, 4, up=True); s.conv_out = nn.Conv2d(16, 3, 3, padding=1)
+    def forward(s, x, t, ctx):
+        e = s.temb(t); h = s.r1(s.conv_in(x), e); h = s.rd(h, e); h = s.attn(h, ctx); h = s.ru(h, e)
+        return s.conv_out(h)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
          "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone",
-         "svd_temporal_res": "temporal"}
+         "svd_temporal_res": "temporal", "unet_if_blocks": "ifblocks"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else IfBlocks() if kind == "ifblocks" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind == "temporal":
+        if kind == "ifblocks":
+            g = torch.Generator().manual_seed(2)
+            ids, t, ctx = torch.randn(1, 3, 8, 8, generator=g), torch.randn(1, 8, generator=g), torch.randn(1, 5, 12, generator=g)
+            cap.input("pixel_values", ids)
+            cap.input("temb", t)
+            cap.input("context", ctx)
+            args = (ids, t, ctx)
+        elif kind == "temporal":
             ids = torch.randn(3, 3, 8, 8, generator=torch.Generator().manual_seed(2))
             t = torch.randn(1, 6, generator=torch.Generator().manual_seed(3))
             cap.input("pixel_values", ids)
@@ -860,7 +931,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
-        if kind not in ("glm4v", "temporal"):
+        if kind not in ("glm4v", "temporal", "ifblocks"):
             args = (ids,)
         if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -169,6 +170,57 @@ func (s *synth) resizedMap(t *val, vals []*val) *val {
 	return nil
 }
 
+// maxResizedResiduals bounds the maps resizedResidual resizes.
+const maxResizedResiduals = 4
+
+// resizedResidual explains a map t [B, C, H, W] as a value of the scope of
+// t's batch and channels but another size (the call's arguments first),
+// resized in the forward (nearest or bilinear), plus a value of t's shape,
+// the sum scaled or not (a diffusion UNet's upsampling resnet: its input
+// upsampled by F.interpolate inside the block for the residual, (x↑ + h)
+// / √2).
+func (s *synth) resizedResidual(t *val, sc *scope, vals []*val) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	var maps []*val
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 4 || v.shape[0] != t.shape[0] || v.shape[1] != t.shape[1] ||
+			v.shape[2] == t.shape[2] && v.shape[3] == t.shape[3] || v.integral() {
+			continue
+		}
+		maps = append(maps, v)
+	}
+	slices.SortStableFunc(maps, func(a, b *val) int { return cmp.Compare(b2i(sc.arg[b]), b2i(sc.arg[a])) })
+	for _, v := range maps[:min(len(maps), maxResizedResiduals)] {
+		for _, mode := range []resampleMode{resampleNearest, resampleLinear} {
+			e := s.resampleExpr(v, t.shape[2], t.shape[3], mode, v.format)
+			if e == nil {
+				continue
+			}
+			r := s.derive(e)
+			if r == nil {
+				continue
+			}
+			var cands []*expr
+			for _, h := range ops {
+				cands = append(cands, &expr{op: program.OpAdd, args: []*val{r, h}, out: t.format, label: "a resized map plus a value"})
+			}
+			if w, _ := s.best(t, cands); w != nil {
+				return w
+			}
+			if w := s.scaledSum(t, append([]*val{r}, ops...)); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
 // fitLPPool explains a parameterless call's result t [B, C, Ho, Wo] as an
 // L2 or L1 power-average pool of x (nn.LPPool2d: torch computes
 // avg_pool2d(x^p)·k², then the p-th root): x squared (p = 2) or itself,
@@ -205,4 +257,12 @@ func (s *synth) fitLPPool(x, t *val) *val {
 		}
 	}
 	return s.bestFit(t, cands, "glue")
+}
+
+// b2i is 1 for true, 0 for false (a sort key).
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

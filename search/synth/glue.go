@@ -354,6 +354,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.scaledSum(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.resizedResidual(target, sc, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.scaledByValue(target, vals); v != nil && relRMS(target.format, v.data, target.data) <= tol && s.everyStep(v, target, tol) {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
