@@ -83,23 +83,27 @@ func EmbedAddress(stream string) string { return "embed." + stream }
 
 // MatchScope reports whether address a matches the scope glob.
 func MatchScope(scope, a string) bool {
-	parts := strings.Split(scope, "*")
-	if len(parts) == 1 {
+	// scanned part by part without splitting: the rounding-plan search
+	// asks once per node per candidate plan
+	first, rest, found := strings.Cut(scope, "*")
+	if !found {
 		return scope == a
 	}
-	if !strings.HasPrefix(a, parts[0]) {
+	if !strings.HasPrefix(a, first) {
 		return false
 	}
-	a = a[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, p := range parts[1 : len(parts)-1] {
+	a = a[len(first):]
+	for {
+		p, more, ok := strings.Cut(rest, "*")
+		if !ok {
+			return strings.HasSuffix(a, rest) // the last part
+		}
 		i := strings.Index(a, p)
 		if i < 0 {
 			return false
 		}
-		a = a[i+len(p):]
+		a, rest = a[i+len(p):], more
 	}
-	return strings.HasSuffix(a, last)
 }
 
 // Lookup returns the factor named name whose scope covers address a (at
