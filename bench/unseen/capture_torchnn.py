@@ -54,6 +54,8 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
   unet_if_blocks      DeepFloyd IF's and Kandinsky's UNet pieces (diffusers resnet.py, attention_processor.py):
                       ResnetBlock2D downsampling (an average pool) and upsampling (nearest, in the forward) inside
                       the block, scale_shift, (x + h)/√2, and AttnAddedKVProcessor's attention
+  unet_text_time      DeepFloyd IF's text-time embedding (diffusers embeddings.py: TextTimeEmbedding, AttentionPooling):
+                      the rows' mean plus a learned [1, D] position as a class token, attention from it, a projection
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -878,24 +880,76 @@ class IfBlocks(nn.Module):
         return s.conv_out(h)
 
 
+class AttentionPooling(nn.Module):
+    """diffusers embeddings.py's AttentionPooling: the rows' mean plus a learned position as a class token, one query
+    from it over [class, rows], q and k each scaled by D^(−1/4)."""
+
+    def __init__(self, num_heads, embed_dim):
+        super().__init__()
+        self.positional_embedding = nn.Parameter(torch.randn(1, embed_dim) / embed_dim**0.5)
+        self.k_proj = nn.Linear(embed_dim, embed_dim); self.q_proj = nn.Linear(embed_dim, embed_dim); self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.num_heads = num_heads; self.dim_per_head = embed_dim // self.num_heads
+    def forward(self, x):
+        bs, length, width = x.size()
+        def shape(x):
+            x = x.view(bs, -1, self.num_heads, self.dim_per_head)
+            x = x.transpose(1, 2)
+            x = x.reshape(bs * self.num_heads, -1, self.dim_per_head)
+            x = x.transpose(1, 2)
+            return x
+        class_token = x.mean(dim=1, keepdim=True) + self.positional_embedding.to(x.dtype)
+        x = torch.cat([class_token, x], dim=1)
+        q = shape(self.q_proj(class_token)); k = shape(self.k_proj(x)); v = shape(self.v_proj(x))
+        scale = 1 / math.sqrt(math.sqrt(self.dim_per_head))
+        weight = torch.einsum("bct,bcs->bts", q * scale, k * scale)
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        a = torch.einsum("bts,bcs->bct", weight, v)
+        a = a.reshape(bs, -1, 1).transpose(1, 2)
+        return a[:, 0, :]
+class TextTimeEmbedding(nn.Module):
+    """diffusers embeddings.py's TextTimeEmbedding (DeepFloyd IF's addition_embed_type "text")."""
+
+    def __init__(self, encoder_dim, time_embed_dim, num_heads=64):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(encoder_dim); self.pool = AttentionPooling(num_heads, encoder_dim)
+        self.proj = nn.Linear(encoder_dim, time_embed_dim); self.norm2 = nn.LayerNorm(time_embed_dim)
+    def forward(self, hidden_states):
+        return self.norm2(self.proj(self.pool(self.norm1(hidden_states))))
+
+
+class TextTimeProbe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.add_embedding = TextTimeEmbedding(16, 32, num_heads=2)
+        self.out = nn.Linear(32, 8)
+
+    def forward(self, ctx):
+        return self.out(self.add_embedding(ctx))
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
          "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone",
-         "svd_temporal_res": "temporal", "unet_if_blocks": "ifblocks"}
+         "svd_temporal_res": "temporal", "unet_if_blocks": "ifblocks",
+         "unet_text_time": "texttime"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else IfBlocks() if kind == "ifblocks" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else IfBlocks() if kind == "ifblocks" else TextTimeProbe() if kind == "texttime" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind == "ifblocks":
+        if kind == "texttime":
+            ids = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(2))
+            cap.input("context", ids)
+            args = (ids,)
+        elif kind == "ifblocks":
             g = torch.Generator().manual_seed(2)
             ids, t, ctx = torch.randn(1, 3, 8, 8, generator=g), torch.randn(1, 8, generator=g), torch.randn(1, 5, 12, generator=g)
             cap.input("pixel_values", ids)
@@ -931,7 +985,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
-        if kind not in ("glm4v", "temporal", "ifblocks"):
+        if kind not in ("glm4v", "temporal", "ifblocks", "texttime"):
             args = (ids,)
         if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))

@@ -76,8 +76,16 @@ func (s *synth) addends(t *val, vals []*val) []*val {
 		}
 		if v.numel() < t.numel() {
 			r = nil
-			if broadcasts(v.shape, t.shape) {
+			switch {
+			case broadcasts(v.shape, t.shape):
 				r = v
+			case len(v.shape) < len(t.shape):
+				// torch aligns the trailing axes: a table [1, D] added to
+				// rows [B, 1, D] (a pooled class token plus a position)
+				lead := slices.Concat(slices.Repeat([]int{1}, len(t.shape)-len(v.shape)), v.shape)
+				if broadcasts(lead, t.shape) {
+					r = s.reshape(v, lead)
+				}
 			}
 		}
 		if r == nil {
