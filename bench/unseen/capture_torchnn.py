@@ -56,6 +56,9 @@ Cases: nn.TransformerEncoder over an nn.Embedding, two layers of nn.TransformerE
                       the block, scale_shift, (x + h)/√2, and AttnAddedKVProcessor's attention
   unet_text_time      DeepFloyd IF's text-time embedding (diffusers embeddings.py: TextTimeEmbedding, AttentionPooling):
                       the rows' mean plus a learned [1, D] position as a class token, attention from it, a projection
+  cascade_blocks      StableCascade's UNet pieces (diffusers unet_stable_cascade.py): channels LayerNorm, ResBlock with
+                      GlobalResponseNorm, a TimestepBlock summing three mappers' chunks, an AttnBlock over the map's
+                      rows joined with the mapped conditioning; the timestep-ratio embeddings given as an input
   timm_outlook        VOLO's outlook attention as timm writes it (timm/models/volo.py: OutlookAttention, Outlooker):
                       a patch convolution, then two outlookers of stride 2 and 1 over a [B, H, W, C] map
 What they show: nn.MultiheadAttention, whose forward (F.multi_head_attention_forward) projects
@@ -927,25 +930,119 @@ class TextTimeProbe(nn.Module):
         return self.out(self.add_embedding(ctx))
 
 
+class SDCascadeLayerNorm(nn.LayerNorm):
+    def forward(self, x):
+        x = x.permute(0, 2, 3, 1); x = super().forward(x); return x.permute(0, 3, 1, 2)
+class SDCascadeTimestepBlock(nn.Module):
+    def __init__(self, c, c_timestep, conds=()):
+        super().__init__()
+        self.mapper = nn.Linear(c_timestep, c * 2); self.conds = conds
+        for cname in conds: setattr(self, f"mapper_{cname}", nn.Linear(c_timestep, c * 2))
+    def forward(self, x, t):
+        t = t.chunk(len(self.conds) + 1, dim=1)
+        a, b = self.mapper(t[0])[:, :, None, None].chunk(2, dim=1)
+        for i, c in enumerate(self.conds):
+            ac, bc = getattr(self, f"mapper_{c}")(t[i + 1])[:, :, None, None].chunk(2, dim=1)
+            a, b = a + ac, b + bc
+        return x * (1 + a) + b
+class GlobalResponseNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__(); self.gamma = nn.Parameter(torch.zeros(1, 1, 1, dim)); self.beta = nn.Parameter(torch.zeros(1, 1, 1, dim))
+    def forward(self, x):
+        agg_norm = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+        stand_div_norm = agg_norm / (agg_norm.mean(dim=-1, keepdim=True) + 1e-6)
+        return self.gamma * (x * stand_div_norm) + self.beta + x
+class SDCascadeResBlock(nn.Module):
+    def __init__(self, c, c_skip=0, kernel_size=3):
+        super().__init__()
+        self.depthwise = nn.Conv2d(c, c, kernel_size=kernel_size, padding=kernel_size // 2, groups=c)
+        self.norm = SDCascadeLayerNorm(c, elementwise_affine=False, eps=1e-6)
+        self.channelwise = nn.Sequential(nn.Linear(c + c_skip, c * 4), nn.GELU(), GlobalResponseNorm(c * 4), nn.Dropout(0.0), nn.Linear(c * 4, c))
+    def forward(self, x, x_skip=None):
+        x_res = x
+        x = self.norm(self.depthwise(x))
+        if x_skip is not None: x = torch.cat([x, x_skip], dim=1)
+        x = self.channelwise(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return x + x_res
+class CascadeAttention(nn.Module):
+    def __init__(self, query_dim, heads, dim_head):
+        super().__init__()
+        inner = heads * dim_head; self.heads = heads
+        self.to_q = nn.Linear(query_dim, inner, bias=True); self.to_k = nn.Linear(query_dim, inner, bias=True); self.to_v = nn.Linear(query_dim, inner, bias=True)
+        self.to_out = nn.ModuleList([nn.Linear(inner, query_dim), nn.Dropout(0.0)])
+    def forward(self, hidden_states, encoder_hidden_states=None):
+        b, c, h, w = hidden_states.shape
+        hidden_states = hidden_states.view(b, c, h * w).transpose(1, 2)
+        q = self.to_q(hidden_states); k = self.to_k(encoder_hidden_states); v = self.to_v(encoder_hidden_states)
+        d = k.shape[-1] // self.heads
+        q, k, v = (t.view(b, -1, self.heads, d).transpose(1, 2) for t in (q, k, v))
+        o = (torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(d), dim=-1) @ v).transpose(1, 2).reshape(b, -1, self.heads * d)
+        o = self.to_out[1](self.to_out[0](o))
+        return o.transpose(-1, -2).reshape(b, c, h, w)
+class SDCascadeAttnBlock(nn.Module):
+    def __init__(self, c, c_cond, nhead, self_attn=True):
+        super().__init__()
+        self.self_attn = self_attn; self.norm = SDCascadeLayerNorm(c, elementwise_affine=False, eps=1e-6)
+        self.attention = CascadeAttention(c, nhead, c // nhead); self.kv_mapper = nn.Sequential(nn.SiLU(), nn.Linear(c_cond, c))
+    def forward(self, x, kv):
+        kv = self.kv_mapper(kv); norm_x = self.norm(x)
+        if self.self_attn:
+            batch_size, channel, _, _ = x.shape
+            kv = torch.cat([norm_x.view(batch_size, channel, -1).transpose(1, 2), kv], dim=1)
+        return x + self.attention(norm_x, encoder_hidden_states=kv)
+class CascadeBlocks(nn.Module):
+    """StableCascade's UNet pieces (diffusers unets/unet_stable_cascade.py): a channels LayerNorm over a map, a
+    ResBlock (depthwise conv, GELU, GlobalResponseNorm over the cells), a TimestepBlock modulating the map by the sum
+    of three mappers' chunks (r, sca, crp), an AttnBlock whose keys are the map's rows joined with the mapped
+    conditioning; PixelUnshuffle in and PixelShuffle out. The timestep-ratio embeddings come in as an input (the
+    model makes them in its forward)."""
+
+    def __init__(s):
+        super().__init__()
+        s.embedding = nn.Sequential(nn.PixelUnshuffle(2), nn.Conv2d(12, 16, 1), SDCascadeLayerNorm(16, elementwise_affine=False, eps=1e-6))
+        s.res = SDCascadeResBlock(16); s.tblock = SDCascadeTimestepBlock(16, 8, conds=("sca", "crp")); s.attn = SDCascadeAttnBlock(16, 12, 2)
+        s.clf = nn.Sequential(SDCascadeLayerNorm(16, elementwise_affine=False, eps=1e-6), nn.Conv2d(16, 12, 1), nn.PixelShuffle(2))
+    def forward(s, x, r, clip):
+        h = s.embedding(x); h = s.res(h); h = s.tblock(h, r); h = s.attn(h, clip)
+        return s.clf(h)
+def cascade_r_embed(r, dim=8, max_positions=10000):
+    r = r * max_positions
+    half_dim = dim // 2
+    emb = math.log(max_positions) / (half_dim - 1)
+    emb = torch.arange(half_dim, device=r.device).float().mul(-emb).exp()
+    emb = r[:, None] * emb[None, :]
+    return torch.cat([emb.sin(), emb.cos()], dim=1)
+
+
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
          "torch_mha_cross": None, "torch_convzoo": "conv", "torch_rnn": "rnn", "torch_signalzoo": "signal", "timm_branches": "branches", "torch_actzoo": "acts",
          "torch_poolzoo": "pools", "timm_outlook": "outlook",
          "glm4v_tower": "glm4v", "groupvit_tower": "groupvit", "timm_mobileone": "mobileone",
          "svd_temporal_res": "temporal", "unet_if_blocks": "ifblocks",
-         "unet_text_time": "texttime"}
+         "unet_text_time": "texttime",
+         "cascade_blocks": "cascade"}
 
 
 def capture(case, outdir):
     torch.manual_seed(0)
     kind = CASES[case]
-    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else IfBlocks() if kind == "ifblocks" else TextTimeProbe() if kind == "texttime" else ActZoo() if kind == "acts" else Encoder(*kind)
+    model = Cross() if kind is None else ConvZoo() if kind == "conv" else RNNZoo() if kind == "rnn" else SignalZoo() if kind == "signal" else Branches() if kind == "branches" else PoolZoo() if kind == "pools" else Outlook() if kind == "outlook" else Glm4vTower() if kind == "glm4v" else GroupViTTower() if kind == "groupvit" else MobileOne() if kind == "mobileone" else TemporalResProbe() if kind == "temporal" else IfBlocks() if kind == "ifblocks" else TextTimeProbe() if kind == "texttime" else CascadeBlocks() if kind == "cascade" else ActZoo() if kind == "acts" else Encoder(*kind)
     randomize(model, torch.Generator().manual_seed(1))
     model.eval()
     ids = torch.randint(0, 64, (2 if kind == "rnn" else 1, 8), generator=torch.Generator().manual_seed(2))
     path = os.path.join(outdir, f"{case}-f32.npz")
     prod = {"case": case, "library": f"torch.nn {torch.__version__}", "model_type": case}
     with zflow_capture.Capture(model, name="text_encoder", path=path, producer=prod) as cap:
-        if kind == "texttime":
+        if kind == "cascade":
+            g = torch.Generator().manual_seed(2)
+            ids, clip = torch.randn(1, 3, 8, 8, generator=g), torch.randn(1, 4, 12, generator=g)
+            ratio = torch.tensor([0.6])
+            r = torch.cat([cascade_r_embed(ratio), cascade_r_embed(torch.zeros_like(ratio)), cascade_r_embed(torch.zeros_like(ratio))], dim=1)
+            cap.input("pixel_values", ids)
+            cap.input("r_embed", r)
+            cap.input("clip", clip)
+            args = (ids, r, clip)
+        elif kind == "texttime":
             ids = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(2))
             cap.input("context", ids)
             args = (ids,)
@@ -985,7 +1082,7 @@ def capture(case, outdir):
             cap.input("pixel_values", ids)
         else:
             cap.input("input_ids", ids)
-        if kind not in ("glm4v", "temporal", "ifblocks", "texttime"):
+        if kind not in ("glm4v", "temporal", "ifblocks", "texttime", "cascade"):
             args = (ids,)
         if kind is None:
             ctx = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(4))

@@ -209,12 +209,101 @@ func (s *synth) nearestOf(sc *scope, b, c int, want []float64, f exec.ActKind, t
 			return rv, re
 		}
 	}
+	// then chunks of three or four equal values summed in the order they
+	// were made (several conditioning mappers' outputs added: a + a_sca +
+	// a_crp, StableCascade's timestep blocks)
+	if p, ne, ok := nearestManySum(sc, b, c, want, f); ok && ne < be && ne <= 10*tol {
+		if nv := s.manySumVector(p, b, c); nv.v != nil {
+			return nv, ne
+		}
+	}
 	if best != nil {
 		if sv := s.sumVector(*best, b, c); sv.v != nil {
 			return sv, be
 		}
 	}
 	return v, e
+}
+
+// maxSummedVectors bounds the equal conditioning values nearestManySum
+// combines.
+const maxSummedVectors = 8
+
+// manySum is chunk i of k of the values in terms added in order.
+type manySum struct {
+	terms []*val
+	k, i  int
+}
+
+// nearestManySum scores, on the host, chunk i of every sum of three or
+// four of the scope's equal-sized per-sample values (sumPairs' kind) added
+// in the order they were made, against want; the best and its error.
+func nearestManySum(sc *scope, b, c int, want []float64, f exec.ActKind) (manySum, float64, bool) {
+	bySize := map[int][]*val{}
+	for _, p := range sumPairs(sc, b, c) {
+		for _, v := range p {
+			if !slices.Contains(bySize[v.numel()], v) {
+				bySize[v.numel()] = append(bySize[v.numel()], v)
+			}
+		}
+	}
+	w32 := make([]float32, len(want))
+	for i, x := range want {
+		w32[i] = float32(x)
+	}
+	got := make([]float32, b*c)
+	var best manySum
+	be, found := math.Inf(1), false
+	for _, vs := range bySize {
+		if len(vs) < 3 {
+			continue
+		}
+		slices.SortFunc(vs, func(x, y *val) int { return x.seq - y.seq })
+		vs = vs[:min(len(vs), maxSummedVectors)]
+		k := vs[0].numel() / (b * c)
+		for _, set := range slices.Concat(subsets(len(vs), 3), subsets(len(vs), 4)) {
+			terms := make([]*val, len(set))
+			for j, ix := range set {
+				terms[j] = vs[ix]
+			}
+			for i := range k {
+				for bi := range b {
+					for ch := range c {
+						at := bi*k*c + i*c + ch
+						x := terms[0].data[at]
+						for _, t := range terms[1:] {
+							x += t.data[at]
+						}
+						if f != exec.ActIdentity {
+							x = exec.Activate(f, x, 0)
+						}
+						got[bi*c+ch] = x
+					}
+				}
+				if r := relRMS(terms[0].format, got, w32); r < be {
+					be, best, found = r, manySum{terms: terms, k: k, i: i}, true
+				}
+			}
+		}
+	}
+	return best, be, found
+}
+
+// manySumVector derives a manySum's chunk.
+func (s *synth) manySumVector(p manySum, b, c int) vec {
+	sum := s.reshape(p.terms[0], []int{b, p.k * c})
+	for _, t := range p.terms[1:] {
+		if sum = s.derive(&expr{op: program.OpAdd, args: []*val{sum, s.reshape(t, []int{b, p.k * c})}, out: t.format, label: "vector + vector"}); sum == nil {
+			return vec{}
+		}
+	}
+	r := s.reshape(sum, []int{b, p.k, c})
+	sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: p.i, End: p.i + 1}, args: []*val{r}, out: sum.format})
+	out := s.reshape(sl, []int{b, c})
+	if out == nil {
+		return vec{}
+	}
+	return vec{v: out, label: fmt.Sprintf("a sum of %d values chunk %d/%d", len(p.terms), p.i, p.k), index: p.i, parts: p.k, src: sum}
 }
 
 // sumVector derives a vectorSum's chunk.
