@@ -297,13 +297,19 @@ func (s *synth) manySumVector(p manySum, b, c int) vec {
 			return vec{}
 		}
 	}
-	r := s.reshape(sum, []int{b, p.k, c})
-	sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: p.i, End: p.i + 1}, args: []*val{r}, out: sum.format})
+	return s.chunkVector(sum, b, c, p.k, p.i, fmt.Sprintf("a sum of %d values chunk %d/%d", len(p.terms), p.i, p.k))
+}
+
+// chunkVector is chunk i of k of the per-sample sum [B, k·C], as a vector
+// [B, C].
+func (s *synth) chunkVector(sum *val, b, c, k, i int, label string) vec {
+	r := s.reshape(sum, []int{b, k, c})
+	sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: i, End: i + 1}, args: []*val{r}, out: sum.format})
 	out := s.reshape(sl, []int{b, c})
 	if out == nil {
 		return vec{}
 	}
-	return vec{v: out, label: fmt.Sprintf("a sum of %d values chunk %d/%d", len(p.terms), p.i, p.k), index: p.i, parts: p.k, src: sum}
+	return vec{v: out, label: label, index: i, parts: k, src: sum}
 }
 
 // sumVector derives a vectorSum's chunk.
@@ -321,13 +327,7 @@ func (s *synth) sumVector(p vectorSum, b, c int) vec {
 	if sum == nil {
 		return vec{}
 	}
-	r := s.reshape(sum, []int{b, p.k, c})
-	sl := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: p.i, End: p.i + 1}, args: []*val{r}, out: sum.format})
-	out := s.reshape(sl, []int{b, c})
-	if out == nil {
-		return vec{}
-	}
-	return vec{v: out, label: fmt.Sprintf("%s + %s chunk %d/%d", p.u, p.w, p.i, p.k), index: p.i, parts: p.k, src: sum}
+	return s.chunkVector(sum, b, c, p.k, p.i, fmt.Sprintf("%s + %s chunk %d/%d", p.u, p.w, p.i, p.k))
 }
 
 // isRows: a value with rows of width c (a token sequence), not a vector.
