@@ -146,12 +146,8 @@ func (s *synth) fitUnfold(x, t *val) *val {
 	if len(x.shape) != 4 || len(t.shape) != 3 || x.shape[0] != t.shape[0] || x.integral() {
 		return nil
 	}
-	c := x.shape[1]
-	if t.shape[1]%c != 0 {
-		return nil
-	}
-	k := isqrt(t.shape[1] / c)
-	if k*k*c != t.shape[1] {
+	k := squareTaps(t.shape[1], x.shape[1])
+	if k == 0 {
 		return nil
 	}
 	for _, w := range windowsOf(k, x.shape[2], x.shape[3], t.shape[2]) {
@@ -176,11 +172,8 @@ func (s *synth) fitFold(x, t *val) *val {
 		return nil
 	}
 	c := t.shape[1]
-	if x.shape[1]%c != 0 {
-		return nil
-	}
-	k := isqrt(x.shape[1] / c)
-	if k*k*c != x.shape[1] {
+	k := squareTaps(x.shape[1], c)
+	if k == 0 {
 		return nil
 	}
 	tol := tolerance(t.format)
@@ -195,6 +188,18 @@ func (s *synth) fitFold(x, t *val) *val {
 		}
 	}
 	return s.bestFit(t, cands, "glue")
+}
+
+// squareTaps is k where wide = c·k² (an unfolded value's channels over
+// its map's), or 0 where no whole k is.
+func squareTaps(wide, c int) int {
+	if c <= 0 || wide%c != 0 {
+		return 0
+	}
+	if k := isqrt(wide / c); k > 0 && k*k*c == wide {
+		return k
+	}
+	return 0
 }
 
 // unfoldHost is torch's unfold of x [B, C, H, W] on the host.

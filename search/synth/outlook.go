@@ -29,11 +29,11 @@ func (s *synth) outlookAttention(t *val, vals []*val) *val {
 			c, h, w = t.shape[1], t.shape[2], t.shape[3]
 		}
 		for _, u := range vals {
-			if u.opaque || u.param || len(u.shape) != 3 || u.shape[0] != b || u.shape[1]%c != 0 {
+			if u.opaque || u.param || len(u.shape) != 3 || u.shape[0] != b {
 				continue
 			}
-			k := isqrt(u.shape[1] / c)
-			if k < 2 || k*k*c != u.shape[1] {
+			k := squareTaps(u.shape[1], c)
+			if k < 2 {
 				continue
 			}
 			l, k4 := u.shape[2], k*k*k*k
