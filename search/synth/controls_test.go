@@ -180,6 +180,7 @@ var unseenFactors = map[string]map[string]any{
 	"glm":              {"rope_layout": "interleaved"},
 	"mlcd_vision":      {"rope_layout": "half", "mlp_act": "gelu_erf"},
 	"sd_unet":          {"timestep_flip_sin_to_cos": true, "timestep_freq_shift": 0.0, "mlp_act": "gelu_erf", "mlp_glu": true},
+	"stable_cascade":   {"timestep_flip_sin_to_cos": false, "timestep_freq_shift": 1.0, "timestep_scale": 10000.0, "timestep_scale_at": "input"},
 	"gemma":            {"mlp_act": "gelu_tanh", "mlp_glu": true},
 	"arcee":            {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": false},
 	"bitnet":           {"mlp_act": "relu", "mlp_squared": true, "mlp_glu": true},

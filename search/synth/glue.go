@@ -394,6 +394,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.unitAxesSinusoid(target, vals); v != nil {
 		return v
 	}
+	if v := s.sinusoidsJoined(target, vals); v != nil {
+		return s.stored(v, target)
+	}
 	if v := s.aVector(target, sc); v != nil {
 		return s.stored(v, target)
 	}

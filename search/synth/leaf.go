@@ -1417,9 +1417,43 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 	if v != nil {
 		var r *freqReading
 		v, r = s.readSinusoidTable(v, t)
+		if twin := s.otherScaling(v, x, t); twin != nil {
+			// the scale applied before the frequencies or after rounds
+			// the angles apart by less than an ulp of a frequency does:
+			// the table read decides between them
+			if w, wr := s.readSinusoidTable(twin, t); s.stepsError(w, t) < s.stepsError(v, t)/2 {
+				v, r = w, wr
+			}
+		}
 		v.fit = &leafFit{kind: "sinusoid", timestep: v.from.attrs.Timestep, candidates: ev, freqs: r}
 	}
 	return v
+}
+
+// otherScaling is the fitted sinusoid v of x with its scale moved: onto
+// x first where v scales t·f, onto t·f where v scales x first; nil for a
+// scale of 1 or a value that does not score.
+func (s *synth) otherScaling(v, x, t *val) *val {
+	e := *v.from
+	switch pre := e.args[0].from; {
+	case e.args[0] == x && e.attrs.Timestep.Scale != 1:
+		xs := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(float64(e.attrs.Timestep.Scale))}, out: x.format,
+			label: fmt.Sprintf("t·%g", e.attrs.Timestep.Scale)})
+		if xs == nil {
+			return nil
+		}
+		e.args = []*val{xs}
+		e.attrs.Timestep.Scale = 1
+	case pre != nil && pre.op == program.OpMul && len(pre.args) == 2 && pre.args[0] == x && pre.args[1] != nil && pre.args[1].scalar && e.attrs.Timestep.Scale == 1:
+		e.args = []*val{x}
+		e.attrs.Timestep.Scale = pre.args[1].data[0]
+	default:
+		return nil
+	}
+	e.attrs.Timestep.FreqOverrides = nil
+	e.label += " (scale moved)"
+	w, _ := s.ev.score(&e, t)
+	return w
 }
 
 // readSinusoidTable reads the frequency table of the fitted sinusoid v
@@ -1490,10 +1524,15 @@ func (s *synth) sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
 				continue
 			}
 			row := td[n*p.Dim : (n+1)*p.Dim]
-			for _, i := range []int{len(freqs) - 1, len(freqs) - 2} {
-				a := math.Atan2(float64(row[sinAt+i]), float64(row[cosAt+i]))
-				reads = append(reads, a/(float64(tn)*float64(freqs[i])))
-			}
+			// the lowest frequency's angle read as is, the next one's
+			// brought to the turn that reading predicts (r·10⁴ turns it
+			// past π)
+			lo, next := len(freqs)-1, len(freqs)-2
+			a := math.Atan2(float64(row[sinAt+lo]), float64(row[cosAt+lo]))
+			b := math.Atan2(float64(row[sinAt+next]), float64(row[cosAt+next]))
+			want := a * float64(freqs[next]) / float64(freqs[lo])
+			b += 2 * math.Pi * math.Round((want-b)/(2*math.Pi))
+			reads = append(reads, a/(float64(tn)*float64(freqs[lo])), b/(float64(tn)*float64(freqs[next])))
 		}
 	}
 	if len(reads) == 0 {

@@ -1,10 +1,13 @@
 package synth
 
 import (
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -75,5 +78,94 @@ func TestSinusoidScaleRead(t *testing.T) {
 	s = &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
 	if got := s.sinusoidScales(x, noise, exec.TimestepParams{Dim: 16, MaxPeriod: 10000, Scale: 1}); got != nil {
 		t.Errorf("scales %v read from values that are no sinusoid", got)
+	}
+}
+
+// TestSinusoidsJoined: StableCascade's timestep-ratio embedding, made in
+// the forward as torch writes it (r·1e4 first, frequencies exp(i·c) with
+// c = f32(−ln 1e4 / (half − 1)), [sin, cos]) and joined with the same
+// embedding of zeros twice, is explained as three sinusoids joined: the
+// scale read although the second-lowest frequency's angle turns past π
+// at r = 1, put before the frequencies, and the table read to the
+// reference's rounding. Noise in place of the zeros' piece is not.
+func TestSinusoidsJoined(t *testing.T) {
+	steps := []float32{1, 0.75, 0.4, 0.1}
+	const dim, half = 16, 8
+	c := float32(-math.Log(1e4) / (half - 1))
+	ratio := func(r float32) []float32 {
+		row := make([]float32, dim)
+		a := r * 1e4
+		for i := range half {
+			f := float32(math.Exp(float64(float32(i) * c)))
+			angle := a * f
+			row[i], row[half+i] = float32(math.Sin(float64(angle))), float32(math.Cos(float64(angle)))
+		}
+		return row
+	}
+	joined := func(rest func(n int) []float32) *val {
+		data := make([]float32, 0, len(steps)*3*dim)
+		for n, r := range steps {
+			data = append(data, ratio(r)...)
+			data = append(data, rest(n)...)
+		}
+		return &val{shape: []int{len(steps), 3 * dim}, data: data, format: precision.F32}
+	}
+	x := &val{shape: []int{len(steps)}, data: steps, format: precision.F32}
+	zeros := joined(func(int) []float32 { return slices.Concat(ratio(0), ratio(0)) })
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.sinusoidsJoined(zeros, []*val{x})
+	if v == nil {
+		t.Fatal("three sinusoids joined: not explained")
+	}
+	if e := relRMS(precision.F32, v.data, zeros.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g against the joined embedding", e)
+	}
+	if len(v.from.args) != 3 {
+		t.Fatalf("%d pieces, want 3", len(v.from.args))
+	}
+	first := v.from.args[0].from
+	if first.args[0] == x || first.attrs.Timestep.Scale != 1 || first.attrs.Timestep.FreqShift != 1 || first.attrs.Timestep.FlipSinToCos {
+		t.Errorf("first piece %s: want [sin, cos], shift 1, r scaled by 1e4 first", first.label)
+	}
+	noisy := joined(func(n int) []float32 {
+		row := slices.Concat(ratio(0), ratio(0))
+		row[3] += 0.25 * float32(n+1)
+		return row
+	})
+	s = &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	if v := s.sinusoidsJoined(noisy, []*val{x}); v != nil {
+		t.Errorf("explained %s where a piece is no sinusoid", v.from.label)
+	}
+}
+
+// TestOtherScaling: a sinusoid of t scaled inside (t·f·s) is turned into
+// the one of t scaled first ((s·t)·f) and back, each scored; a scale of
+// 1 has nothing to move.
+func TestOtherScaling(t *testing.T) {
+	steps := []float32{1, 0.75, 0.4}
+	x := &val{shape: []int{len(steps)}, data: steps, format: precision.F32}
+	p := exec.TimestepParams{Dim: 16, FreqShift: 1, Scale: 1e4, MaxPeriod: 10000}
+	data, err := exec.TimestepEmbedding(steps, p, exec.MathPrecise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &val{shape: []int{len(steps), p.Dim}, data: data, format: precision.F32}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	inside, _ := s.ev.score(&expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: precision.F32}, target)
+	first := s.otherScaling(inside, x, target)
+	if first == nil || first.from.args[0] == x || first.from.attrs.Timestep.Scale != 1 {
+		t.Fatalf("scale inside moved: %v", first)
+	}
+	if e := relRMS(precision.F32, first.data, data); e == 0 || e > 1e-3 {
+		t.Errorf("scaled first: rel-RMS %g against the inside scaling, want rounding apart", e)
+	}
+	back := s.otherScaling(first, x, target)
+	if back == nil || back.from.args[0] != x || back.from.attrs.Timestep.Scale != 1e4 || relRMS(precision.F32, back.data, data) != 0 {
+		t.Fatalf("scale moved back: %v", back)
+	}
+	p.Scale = 1
+	plain, _ := s.ev.score(&expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: precision.F32}, target)
+	if w := s.otherScaling(plain, x, target); w != nil {
+		t.Errorf("no scale to move, yet moved: %s", w.from.label)
 	}
 }

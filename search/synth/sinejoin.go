@@ -1,0 +1,100 @@
+package synth
+
+import (
+	"fmt"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// sinusoidsJoined explains t [N, D] as k ≤ 4 sinusoid embeddings of
+// width D/k joined along the channels, all made in the forward: the first
+// of a 1-D value of the scope, each later one the same embedding of
+// another 1-D value or of zeros shaped like the first (StableCascade's
+// timestep ratio beside the conditionings a pipeline did not pass, each
+// zeros_like(r) through the same function). A later piece no value's
+// embedding makes may be fitted afresh.
+func (s *synth) sinusoidsJoined(t *val, vals []*val) *val {
+	if len(t.shape) != 2 || t.shape[1] < 4 {
+		return nil
+	}
+	n, d := t.shape[0], t.shape[1]
+	var sources []*val
+	for _, v := range vals {
+		if !v.opaque && len(v.shape) == 1 && v.shape[0] == n && !v.intType {
+			sources = append(sources, v)
+		}
+	}
+	if len(sources) == 0 {
+		return nil
+	}
+	tol := tolerance(t.format)
+	for k := 2; k <= 4; k++ {
+		w := d / k
+		if d%k != 0 || w%2 != 0 {
+			continue
+		}
+		for _, src := range sources {
+			first := s.fitSinusoid(src, s.part(t, 1, 0, w))
+			if first == nil {
+				continue
+			}
+			pieces := []*val{first}
+			zero := s.derive(&expr{op: program.OpMul, args: []*val{src, s.constant(0)}, out: src.format, label: "zeros shaped like " + src.origin})
+			for i := 1; i < k; i++ {
+				piece := s.part(t, 1, i*w, (i+1)*w)
+				var found *val
+				for _, u := range append([]*val{zero}, sources...) {
+					if e := s.sameSinusoid(first, src, u); e != nil && relRMS(t.format, e.data, piece.data) <= tol && s.everyStep(e, piece, tol) {
+						found = e
+						break
+					}
+				}
+				if found == nil {
+					for _, u := range sources {
+						if found = s.fitSinusoid(u, piece); found != nil {
+							break
+						}
+					}
+				}
+				if found == nil {
+					break
+				}
+				pieces = append(pieces, found)
+			}
+			if len(pieces) < k {
+				continue
+			}
+			if v, _ := s.best(t, []*expr{{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: pieces, out: t.format,
+				label: fmt.Sprintf("%d sinusoids joined", k)}}); v != nil {
+				// the first piece's fit is the factors' evidence
+				scale := 1.0
+				if pre := first.from.args[0].from; first.from.args[0] != src && pre != nil && pre.op == program.OpMul && pre.args[1] != nil && pre.args[1].scalar {
+					scale = float64(pre.args[1].data[0])
+				}
+				s.sinusoids = append(s.sinusoids, sinusoidRecord{scope: s.scopeOf, boundary: t.origin, fit: first.fit, inputScale: scale, out: v})
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+// sameSinusoid is the embedding that made fitted of src (a timestep_embed
+// of src, or of src scaled first) applied to u instead.
+func (s *synth) sameSinusoid(fitted, src, u *val) *val {
+	if u == nil || fitted.from == nil || fitted.from.op != program.OpTimestepEmbed {
+		return nil
+	}
+	e := *fitted.from
+	arg := u
+	if pre := e.args[0].from; e.args[0] != src && pre != nil && pre.op == program.OpMul && len(pre.args) == 2 && pre.args[0] == src && pre.args[1] != nil && pre.args[1].scalar {
+		// the angles' scale applied to the source first (r·10⁴)
+		arg = s.derive(&expr{op: program.OpMul, args: []*val{u, pre.args[1]}, out: u.format, label: pre.label})
+	}
+	if arg == nil {
+		return nil
+	}
+	e.args = []*val{arg}
+	e.label = "the same sinusoid of " + u.origin
+	return s.derive(&e)
+}
