@@ -130,6 +130,12 @@ type Options struct {
 	// descent, round (from 1) and the candidates scored of the round's;
 	// in a joint search, round 0 and the combinations scored.
 	Progress func(stage, round, done, total int)
+	// Hurry, when set and done, stops the search trying values (a budget
+	// shorter than the context's, which would end it with an error): the
+	// stage in hand keeps the best assignment found so far, no stage after
+	// it is searched (its factors keep their start), and a factor's report
+	// holds only the candidates already scored (Result.OutOfTime says so).
+	Hurry context.Context
 }
 
 func (o Options) withDefaults() Options {
@@ -156,6 +162,11 @@ type Result struct {
 	Evaluations  int // objective calls (cache misses)
 	Lookups      int // scores asked for, cached or not
 	Pruned       int // values not scored in descent (Pruner)
+	// OutOfTime: Options.Hurry was done before the search ended; the
+	// assignment is the best found by then, and Unscored candidates were
+	// left without a score.
+	OutOfTime bool
+	Unscored  int
 }
 
 // ErrNoCandidates: a factor was given without values.
@@ -193,9 +204,12 @@ func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment,
 	for _, st := range order {
 		fs := stages[st]
 		var err error
-		if combos(fs) <= o.MaxJoint {
+		switch {
+		case s.late():
+			// out of time before this stage: its factors keep their start
+		case combos(fs) <= o.MaxJoint:
 			a, err = s.joint(ctx, st, fs, a)
-		} else {
+		default:
 			a, err = s.descend(ctx, st, fs, a)
 		}
 		if err != nil {
@@ -217,17 +231,31 @@ func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment,
 	}
 	res.Assignment, res.Undetermined = a, undetermined
 	res.Evaluations, res.Lookups, res.Pruned = s.evals, s.lookups, s.pruned
+	res.OutOfTime, res.Unscored = s.outOfTime, s.unscored
 	return res, nil
 }
 
 type searcher struct {
-	obj     Objective
-	opts    Options
-	cache   map[string]Score
-	evals   int
-	lookups int
-	pruned  int
+	obj       Objective
+	opts      Options
+	cache     map[string]Score
+	evals     int
+	lookups   int
+	pruned    int
+	outOfTime bool // Options.Hurry was done
+	unscored  int  // candidates a report left unscored for want of time
 }
+
+// late reports whether Options.Hurry is done (and remembers it).
+func (s *searcher) late() bool {
+	if !s.outOfTime && s.opts.Hurry != nil && s.opts.Hurry.Err() != nil {
+		s.outOfTime = true
+	}
+	return s.outOfTime
+}
+
+// errLate ends a joint search's enumeration once Options.Hurry is done.
+var errLate = errors.New("search: out of time")
 
 // prune asks the objective, when it is a Pruner, whether factor f at
 // value v (a holding another) cannot win: the reason, or "".
@@ -372,6 +400,9 @@ func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignme
 	best, bestScore := a, Score{Err: math.Inf(1)}
 	n, done := combos(fs), 0
 	err := each(fs, a, func(c Assignment) error {
+		if s.late() && !math.IsInf(bestScore.Err, 1) {
+			return errLate // keep the best combination scored so far
+		}
 		t, err := s.total(ctx, fs, c, bestScore.Err)
 		if err != nil {
 			return err
@@ -385,6 +416,9 @@ func (s *searcher) joint(ctx context.Context, stage int, fs []Factor, a Assignme
 		}
 		return nil
 	})
+	if errors.Is(err, errLate) {
+		err = nil
+	}
 	return best, err
 }
 
@@ -400,10 +434,13 @@ func (s *searcher) descend(ctx context.Context, stage int, fs []Factor, a Assign
 	for _, f := range fs {
 		perRound += len(f.Values)
 	}
-	for round := 0; round < s.opts.MaxRounds; round++ {
+	for round := 0; round < s.opts.MaxRounds && !s.late(); round++ {
 		changed, done := false, 0
 		for _, f := range fs {
 			for _, v := range f.Values {
+				if s.late() {
+					return a, nil // the best assignment so far
+				}
 				reason, err := s.prune(ctx, f.Name, v, a)
 				if err != nil {
 					return nil, err
@@ -450,6 +487,7 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 	jointly := combos(fs) <= s.opts.MaxJoint
 	scores := make([]Score, len(f.Values))
 	pruned := make([]string, len(f.Values))
+	unscored := make([]bool, len(f.Values)) // out of time before their turn
 	for i, v := range f.Values {
 		if !jointly {
 			var err error
@@ -466,9 +504,12 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		try := func(c Assignment) error {
 			sc, ok := s.cache[f.Name+"|"+c.key()] // a bound too: the evidence says so
 			var err error
-			if !ok {
+			switch {
+			case !ok && s.late() && !reflect.DeepEqual(c[f.Name], a[f.Name]):
+				return nil // out of time: left unscored (the assignment's own value is always scored)
+			case !ok:
 				sc, err = s.score(ctx, f.Name, c)
-			} else {
+			default:
 				s.lookups++
 			}
 			// the first score stands even when it is +Inf (every
@@ -489,12 +530,16 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 			return semantics.Factor{}, nil, err
 		}
 		scores[i] = best
+		if best.Metric == "" && s.late() {
+			unscored[i] = true
+			s.unscored++
+		}
 	}
 	// A bound is not a score to win with: it only says the candidate
 	// could not beat the assignment's own value, which is scored whole.
 	win := -1
 	for i := range scores {
-		if pruned[i] == "" && !scores[i].Bound && (win < 0 || scores[i].less(scores[win])) {
+		if pruned[i] == "" && !unscored[i] && !scores[i].Bound && (win < 0 || scores[i].less(scores[win])) {
 			win = i
 		}
 	}
@@ -512,8 +557,12 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 			own = i
 		}
 	}
-	scored := 0
+	scored, left := 0, 0
 	for i, sc := range scores {
+		if unscored[i] {
+			left++
+			continue
+		}
 		if pruned[i] != "" {
 			out.Candidates = append(out.Candidates, semantics.Candidate{Value: f.Values[i], Score: finite(scores[own].Err),
 				AtLeast: true, Pruned: pruned[i]})
@@ -543,6 +592,11 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 	}
 	if !out.Decisive {
 		out.Evidence.Note = fmt.Sprintf("margin %.3g below %.3g: the trace does not tell the candidates apart", float64(out.Margin), s.opts.DecisiveMargin)
+	}
+	if left > 0 {
+		// the best of those scored: one left unscored might beat it
+		out.Decisive = false
+		out.Evidence.Note = strings.TrimPrefix(out.Evidence.Note+fmt.Sprintf("; %d of %d candidates not scored: the search ran out of time", left, len(f.Values)), "; ")
 	}
 	return out, nil, nil
 }

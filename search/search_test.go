@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/semantics"
@@ -378,5 +379,72 @@ func TestPrunerDescent(t *testing.T) {
 	}
 	if r.Pruned == 0 {
 		t.Error("Result.Pruned is 0")
+	}
+}
+
+// TestOutOfTime: once Options.Hurry is done the search keeps the best
+// assignment it has, leaves later stages at their start, and reports only
+// the candidates it scored, none of them decisive; a Hurry never done
+// changes nothing.
+func TestOutOfTime(t *testing.T) {
+	want := map[string]any{"a": 3, "b": 1, "c": 4}
+	f := func(factor string, a Assignment) float64 {
+		if a[factor] != want[factor] {
+			return 0.1
+		}
+		return 1e-6
+	}
+	var factors []Factor
+	for _, n := range []string{"a", "b"} {
+		factors = append(factors, Factor{Name: n, Values: []any{0, 1, 2, 3, 4}})
+	}
+	factors = append(factors, Factor{Name: "c", Values: []any{0, 4}, Stage: 1})
+	for _, tc := range []struct {
+		name     string
+		budget   int // objective calls before Hurry is done; 0: never
+		assigned map[string]any
+	}{
+		{"in time", 0, want},
+		// the start's total (a and b scored), then a = 1, 2, 3: a = 3
+		// found, b and c never tried
+		{"out of time in the first stage", 8, map[string]any{"a": 3, "b": 0, "c": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hurry, done := context.WithCancel(context.Background())
+			defer done()
+			n := 0
+			obj := ObjectiveFunc(func(_ context.Context, factor string, a Assignment) (Score, error) {
+				if n++; n == tc.budget {
+					done()
+				}
+				return Score{Err: f(factor, a), Boundary: "s0/m/out", Metric: MetricRelRMS}, nil
+			})
+			r, err := Run(context.Background(), factors, obj, nil, Options{MaxJoint: 1, Hurry: hurry})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.assigned {
+				if r.Assignment[k] != v {
+					t.Errorf("%s = %v, want %v", k, r.Assignment[k], v)
+				}
+			}
+			if r.OutOfTime != (tc.budget > 0) {
+				t.Fatalf("out of time %v", r.OutOfTime)
+			}
+			for i, fr := range r.Factors {
+				if !r.OutOfTime {
+					if len(fr.Candidates) != len(factors[i].Values) || !fr.Decisive {
+						t.Errorf("%s: %d candidates, decisive %v in time", fr.Name, len(fr.Candidates), fr.Decisive)
+					}
+					continue
+				}
+				if fr.Decisive || len(fr.Candidates) == 0 || len(fr.Candidates) == len(factors[i].Values) || !strings.Contains(fr.Evidence.Note, "ran out of time") {
+					t.Errorf("%s out of time: decisive %v, %d candidates, note %q", fr.Name, fr.Decisive, len(fr.Candidates), fr.Evidence.Note)
+				}
+			}
+			if r.OutOfTime && r.Unscored == 0 {
+				t.Error("out of time, yet every candidate scored")
+			}
+		})
 	}
 }

@@ -6,7 +6,8 @@ package semantics
 // bit-exact values.
 type Precision struct {
 	// Status: "declared" (written from the reference's source),
-	// "searched" (found by the precision search) or "placeholder".
+	// "searched" (found by the precision search), "partial" (the precision
+	// search's best plan when its time ran out) or "placeholder".
 	Status      string `json:"status"`
 	Activations string `json:"activations"` // f32 | bf16 | f16
 	// Rules apply to a program node when Op equals the node's op and Role
@@ -76,7 +77,7 @@ type RopeTableFormats struct {
 
 // Precision vocabulary.
 var (
-	precisionStatuses = []string{"declared", "searched", "placeholder"}
+	precisionStatuses = []string{"declared", "searched", "partial", "placeholder"}
 	formats           = []string{"f32", "bf16", "f16", "f64"}
 	precisionOps      = []string{"linear", "norm", "modulate", "rope", "attention", "act", "glu", "gated_residual", "add", "mul", "sub", "div", "timestep_embed", "cast", "rope_table", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "recurrence"}
 	roundPoints       = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum", "query", "moments"}

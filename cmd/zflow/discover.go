@@ -35,6 +35,9 @@ type discoverOpts struct {
 	// programBudget bounds the program search (auto then keeps the
 	// recipes' partial document).
 	programBudget time.Duration
+	// precisionBudget bounds the rounding-plan search (--precision): past
+	// it the best plan found so far is written, status "partial".
+	precisionBudget time.Duration
 }
 
 func newDiscoverCmd() *cobra.Command {
@@ -67,7 +70,8 @@ factors (value, margin, decisive) on stdout, or with --format json (or
 goes to stderr. The document's
 precision is a placeholder (activations in the trace's format, the timestep and
 RoPE-table formats the search saw) unless --precision runs the rounding-plan
-search on it. --check generates the trace's own request with the discovered
+search on it (for at most --precision-budget: then the best plan found so far,
+status "partial"). --check generates the trace's own request with the discovered
 document and reports how close the result is to the reference's output (a
 measurement: it runs an incomplete document too, where it builds, and says so).
 
@@ -93,6 +97,7 @@ error.`,
 	f.StringVar(&o.backend, "backend", "cpu", "backend for every run of the model: the auto engine's choice, the self-check, --precision and --check (cpu)")
 	f.BoolVar(&o.precision, "precision", false, "also search the rounding plan (search/plan) and write it")
 	f.BoolVar(&o.check, "check", false, "generate the trace's request with the discovered document and report rel-RMS")
+	f.DurationVar(&o.precisionBudget, "precision-budget", 10*time.Minute, "the longest the rounding-plan search (--precision) may try plans; past it the best plan found so far is written (precision.status \"partial\", the stages and candidates not reached left out)")
 	f.DurationVar(&o.programBudget, "program-budget", 5*time.Minute, "the longest the program search may run; at four fifths of it the search for expressions ends and the boundaries left are taken from the trace (listed as not searched), so that a partial document is still written")
 	f.StringVar(&o.engine, "engine", "auto", "recipes (the known block shapes), program (the dataflow searched call by call), or auto (recipes when they reproduce the trace, else program)")
 	completeValues(cmd, "backend", backends)
@@ -110,6 +115,9 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 	}
 	if o.programBudget <= 0 {
 		return badInput(fmt.Errorf("--program-budget %s: want a duration > 0", o.programBudget))
+	}
+	if o.precisionBudget <= 0 {
+		return badInput(fmt.Errorf("--precision-budget %s: want a duration > 0", o.precisionBudget))
 	}
 	if sameFile(o.out, o.trace) {
 		return badInput(fmt.Errorf("%s: would overwrite the trace", o.out))
@@ -135,7 +143,7 @@ func runDiscover(ctx context.Context, stdout io.Writer, u ui, o discoverOpts) er
 		return badInput(err)
 	}
 	if o.precision {
-		if err := discoverPrecision(ctx, u, b, tr, doc); err != nil {
+		if err := discoverPrecision(ctx, u, b, tr, doc, o.precisionBudget); err != nil {
 			return err
 		}
 	}
@@ -296,10 +304,11 @@ func outputTolerance(doc *semantics.Document) float64 {
 	return 5e-2
 }
 
-// discoverPrecision searches the rounding plan into doc. A document the
-// search cannot run (one with holes, one whose program does not build)
-// keeps its placeholder plan; the self-check says why it cannot run.
-func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document) error {
+// discoverPrecision searches the rounding plan into doc, for at most
+// budget. A document the search cannot run (one with holes, one whose
+// program does not build) keeps its placeholder plan; the self-check says
+// why it cannot run.
+func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document, budget time.Duration) error {
 	stderr := u.info()
 	if hs := doc.Holes(); len(hs) > 0 {
 		fmt.Fprintf(stderr, "precision: not searched: the document is incomplete (%s is not expressed)\n", hs[0].Address)
@@ -307,7 +316,7 @@ func discoverPrecision(ctx context.Context, u ui, b exec.Backend, tr *trace.Trac
 	}
 	fmt.Fprintln(stderr, "discover: searching the rounding plan (search/plan) ...")
 	start := time.Now()
-	rep, err := searchPlan(ctx, u, b, tr, doc, plan.Options{})
+	rep, err := searchPlan(ctx, u, b, tr, doc, plan.Options{}, budget, "--precision-budget")
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -330,8 +339,9 @@ const gpuCacheBytes = 2 << 30
 
 // searchPlan is plan.Discover with its progress shown: a stage while the
 // evaluator loads and scores the document's own plan, then the search's
-// stages ("op classes", "roles").
-func searchPlan(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document, eval plan.Options) (*plan.Report, error) {
+// stages ("op classes", "roles"). Past budget (0: none) it keeps the best
+// plan found and says so, naming flag.
+func searchPlan(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc *semantics.Document, eval plan.Options, budget time.Duration, flag string) (*plan.Report, error) {
 	if b.Name() != "cpu" && eval.CacheBytes == 0 {
 		// A GPU's memory is not the host's: keep a real-width block's
 		// re-read tensors there between candidates.
@@ -340,7 +350,17 @@ func searchPlan(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, doc 
 	pg := u.progress("precision")
 	defer pg.Close()
 	pg.Stage("scoring the document's plan")
-	return plan.Discover(ctx, b, tr, doc, plan.DiscoverOptions{Eval: eval, Progress: pg.Func()})
+	o := plan.DiscoverOptions{Eval: eval, Progress: pg.Func()}
+	if budget > 0 {
+		hurry, cancel := context.WithTimeout(ctx, budget)
+		defer cancel()
+		o.Search.Hurry = hurry
+	}
+	rep, err := plan.Discover(ctx, b, tr, doc, o)
+	if err == nil && rep.OutOfTime {
+		fmt.Fprintf(u.info(), "precision: out of time after %s (%s): the best plan found by then, status partial; the stages and candidates not reached are left out\n", budget, flag)
+	}
+	return rep, err
 }
 
 // selfCheck runs the document teacher forced at every captured boundary

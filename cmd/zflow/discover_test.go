@@ -252,3 +252,30 @@ func TestDiscoverSearchLog(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverPrecisionBudget: a rounding-plan search out of time writes
+// the best plan found by then, status "partial", says so, and the
+// document still checks; a budget that is no duration is refused.
+func TestDiscoverPrecisionBudget(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "dit.json")
+	code, _, stderr := zflow(t, "discover", "--trace", ditTrace, "--precision", "--precision-budget", "1ns", "-o", out)
+	if code != 0 || !strings.Contains(stderr, "precision: out of time after 1ns (--precision-budget)") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	doc, err := semantics.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Precision.Status != "partial" {
+		t.Errorf("precision status %q, want partial", doc.Precision.Status)
+	}
+	for _, r := range doc.Precision.Rules {
+		if r.Evidence != nil && r.Evidence.Decisive && len(r.Evidence.Candidates) < 2 {
+			t.Errorf("rule %s %s decisive on %d candidates", r.Op, r.Role, len(r.Evidence.Candidates))
+		}
+	}
+	code, _, stderr = zflow(t, "discover", "--trace", ditTrace, "--precision", "--precision-budget", "0s", "-o", out)
+	if code != exitBadInput || !strings.Contains(stderr, "--precision-budget 0s: want a duration > 0") {
+		t.Errorf("budget 0: exit %d: %s", code, stderr)
+	}
+}

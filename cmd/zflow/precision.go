@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,7 @@ type precisionOpts struct {
 	steps                 int
 	format                string
 	jobs                  int
+	budget                time.Duration // 0: no limit
 }
 
 // newPrecisionCmd is `zflow precision`: precision discovery (DESIGN.md,
@@ -51,6 +53,8 @@ over the class's boundaries before and after, and the margin (error of the
 best candidate that scores differently / the winner's). With -o it writes
 the document with the plan found (precision.status "searched", each rule's
 evidence, each boundary's exact fraction in precision.exact), atomically.
+--budget bounds the search: past it the plan is the best found by then
+(precision.status "partial"; stages and candidates not reached left out).
 
 Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
 		Example: `  zflow precision --trace fixtures/dit/dit-bf16.npz --semantics semantics/testdata/dit-bf16.json --from-scratch
@@ -66,6 +70,7 @@ Exit codes: 0 done, 2 bad input (a trace, a document, a flag).`,
 	f.StringVarP(&o.out, "out", "o", "", "write the document with the discovered plan here")
 	f.BoolVar(&o.fromScratch, "from-scratch", false, "start from an empty plan (no rules, no rope_table) instead of the document's")
 	f.IntVar(&o.steps, "steps", 0, "model calls per evaluation of a flow_euler run (0: all)")
+	f.DurationVar(&o.budget, "budget", 0, "the longest the search may try plans (0: no limit); past it the best plan found so far is kept (precision.status \"partial\")")
 	addFormatFlag(cmd, &o.format, tableJSON, nil)
 	f.IntVar(&o.jobs, "jobs", 0, "CPU worker goroutines, 1 to 1024 (default: one per core)")
 	return cmd
@@ -102,6 +107,9 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 	if o.steps < 0 {
 		return badInput(fmt.Errorf("--steps %d: want 0 (all) or more", o.steps))
 	}
+	if o.budget < 0 {
+		return badInput(fmt.Errorf("--budget %s: want 0 (no limit) or more", o.budget))
+	}
 	trPath, docPath, err := workspacePaths(o.trace, o.semantics)
 	if err != nil {
 		return badInput(err)
@@ -126,7 +134,7 @@ func runPrecision(stdout io.Writer, u ui, o precisionOpts) error {
 	if o.fromScratch {
 		doc.Precision = semantics.Precision{Status: "placeholder", Activations: doc.Precision.Activations}
 	}
-	rep, err := searchPlan(context.Background(), u, cpu.New(o.jobs), tr, doc, plan.Options{Steps: o.steps})
+	rep, err := searchPlan(context.Background(), u, cpu.New(o.jobs), tr, doc, plan.Options{Steps: o.steps}, o.budget, "--budget")
 	if err != nil {
 		return badInput(fmt.Errorf("%s on %s: %w", docPath, trPath, err))
 	}

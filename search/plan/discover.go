@@ -59,6 +59,10 @@ type Report struct {
 	// Scoring: the boundaries the candidates were scored at, and on how
 	// many of their rows (precision.scoring).
 	Scoring map[string]semantics.Scored
+	// OutOfTime: the search's Hurry was done before it ended (After's
+	// status "partial"): the best plan found by then, the stages and
+	// candidates not reached left out.
+	OutOfTime bool
 }
 
 // ClassReport is one op class's factor.
@@ -236,7 +240,11 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	a := res1.Assignment
+	rep.OutOfTime = res1.OutOfTime
 	for i := range res1.Factors {
+		if rep.OutOfTime {
+			break // no time to score the bounds exactly: they stay bounds
+		}
 		f := ds.byName[res1.Factors[i].Name]
 		if res1.Factors[i].Candidates, err = ds.resolve(ctx, f, a, res1.Factors[i].Candidates); err != nil {
 			return nil, err
@@ -251,6 +259,9 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 	}
 	var roleFactors []search.Factor
 	for _, f := range ds.order {
+		if rep.OutOfTime {
+			break // out of time: the classes' plan is the plan
+		}
 		if !slices.ContainsFunc(factors, func(sf search.Factor) bool { return sf.Name == f.name }) {
 			continue
 		}
@@ -282,11 +293,18 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 		a = res2.Assignment
+		rep.OutOfTime = res2.OutOfTime
 		for i, rf := range roleFactors {
 			f := ds.byName[rf.Name]
 			cv := a[f.class].(string)
-			if res2.Factors[i].Candidates, err = ds.resolve(ctx, f, a, res2.Factors[i].Candidates, cv); err != nil {
-				return nil, err
+			if rep.OutOfTime && !slices.ContainsFunc(res2.Factors[i].Candidates, func(c semantics.Candidate) bool { return c.Value == cv }) {
+				a[rf.Name] = cv // the role was not reached: the class's plan holds
+				continue
+			}
+			if !rep.OutOfTime {
+				if res2.Factors[i].Candidates, err = ds.resolve(ctx, f, a, res2.Factors[i].Candidates, cv); err != nil {
+					return nil, err
+				}
 			}
 			rr := RoleReport{Class: f.class, Role: f.glob, Value: a[rf.Name].(string), ClassValue: cv,
 				Candidates: res2.Factors[i].Candidates}
@@ -326,6 +344,9 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 	after.Exact = exactByBoundary(recs)
 	after.Scoring = scoringOf(scored)
 	after.Status = "searched"
+	if rep.OutOfTime {
+		after.Status = "partial"
+	}
 	rep.After, rep.AfterRecords, rep.Scoring = after, recs, after.Scoring
 	rep.Evaluations, rep.Stopped, rep.Pruned = ds.evals, ds.stops, res1.Pruned
 	if res2 != nil {
@@ -343,6 +364,11 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 				row.Decisive = row.Margin >= ds.opts.Search.DecisiveMargin
 				if !row.Decisive {
 					row.Note = fmt.Sprintf("margin %.3g below %.3g: the trace does not tell the candidates apart", row.Margin, ds.opts.Search.DecisiveMargin)
+				}
+				if n := len(f.cands) - len(sf.Candidates); n > 0 {
+					// the best of those scored, not of all
+					row.Decisive = false
+					row.Note = fmt.Sprintf("%d of %d candidates not scored: the search ran out of time", n, len(f.cands))
 				}
 			}
 		}
@@ -464,7 +490,9 @@ func (ds *discovery) attachEvidence(rep *Report, recs []Record) {
 		} else {
 			continue
 		}
-		ev.Decisive = float64(ev.Margin) >= ds.opts.Search.DecisiveMargin
+		// a class some of whose candidates the time left unscored is the
+		// best of those scored, never decisive
+		ev.Decisive = float64(ev.Margin) >= ds.opts.Search.DecisiveMargin && len(ev.Candidates) == len(f.cands)
 		r.Evidence = ev
 	}
 }
