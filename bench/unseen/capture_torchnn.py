@@ -68,6 +68,7 @@ sub-module it never calls. Weights are redrawn as weights.py does for the other 
 import math
 import os
 import sys
+import types
 
 import torch
 from torch import nn
@@ -930,66 +931,6 @@ class TextTimeProbe(nn.Module):
         return self.out(self.add_embedding(ctx))
 
 
-class SDCascadeLayerNorm(nn.LayerNorm):
-    def forward(self, x):
-        x = x.permute(0, 2, 3, 1); x = super().forward(x); return x.permute(0, 3, 1, 2)
-class SDCascadeTimestepBlock(nn.Module):
-    def __init__(self, c, c_timestep, conds=()):
-        super().__init__()
-        self.mapper = nn.Linear(c_timestep, c * 2); self.conds = conds
-        for cname in conds: setattr(self, f"mapper_{cname}", nn.Linear(c_timestep, c * 2))
-    def forward(self, x, t):
-        t = t.chunk(len(self.conds) + 1, dim=1)
-        a, b = self.mapper(t[0])[:, :, None, None].chunk(2, dim=1)
-        for i, c in enumerate(self.conds):
-            ac, bc = getattr(self, f"mapper_{c}")(t[i + 1])[:, :, None, None].chunk(2, dim=1)
-            a, b = a + ac, b + bc
-        return x * (1 + a) + b
-class GlobalResponseNorm(nn.Module):
-    def __init__(self, dim):
-        super().__init__(); self.gamma = nn.Parameter(torch.zeros(1, 1, 1, dim)); self.beta = nn.Parameter(torch.zeros(1, 1, 1, dim))
-    def forward(self, x):
-        agg_norm = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
-        stand_div_norm = agg_norm / (agg_norm.mean(dim=-1, keepdim=True) + 1e-6)
-        return self.gamma * (x * stand_div_norm) + self.beta + x
-class SDCascadeResBlock(nn.Module):
-    def __init__(self, c, c_skip=0, kernel_size=3):
-        super().__init__()
-        self.depthwise = nn.Conv2d(c, c, kernel_size=kernel_size, padding=kernel_size // 2, groups=c)
-        self.norm = SDCascadeLayerNorm(c, elementwise_affine=False, eps=1e-6)
-        self.channelwise = nn.Sequential(nn.Linear(c + c_skip, c * 4), nn.GELU(), GlobalResponseNorm(c * 4), nn.Dropout(0.0), nn.Linear(c * 4, c))
-    def forward(self, x, x_skip=None):
-        x_res = x
-        x = self.norm(self.depthwise(x))
-        if x_skip is not None: x = torch.cat([x, x_skip], dim=1)
-        x = self.channelwise(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-        return x + x_res
-class CascadeAttention(nn.Module):
-    def __init__(self, query_dim, heads, dim_head):
-        super().__init__()
-        inner = heads * dim_head; self.heads = heads
-        self.to_q = nn.Linear(query_dim, inner, bias=True); self.to_k = nn.Linear(query_dim, inner, bias=True); self.to_v = nn.Linear(query_dim, inner, bias=True)
-        self.to_out = nn.ModuleList([nn.Linear(inner, query_dim), nn.Dropout(0.0)])
-    def forward(self, hidden_states, encoder_hidden_states=None):
-        b, c, h, w = hidden_states.shape
-        hidden_states = hidden_states.view(b, c, h * w).transpose(1, 2)
-        q = self.to_q(hidden_states); k = self.to_k(encoder_hidden_states); v = self.to_v(encoder_hidden_states)
-        d = k.shape[-1] // self.heads
-        q, k, v = (t.view(b, -1, self.heads, d).transpose(1, 2) for t in (q, k, v))
-        o = (torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(d), dim=-1) @ v).transpose(1, 2).reshape(b, -1, self.heads * d)
-        o = self.to_out[1](self.to_out[0](o))
-        return o.transpose(-1, -2).reshape(b, c, h, w)
-class SDCascadeAttnBlock(nn.Module):
-    def __init__(self, c, c_cond, nhead, self_attn=True):
-        super().__init__()
-        self.self_attn = self_attn; self.norm = SDCascadeLayerNorm(c, elementwise_affine=False, eps=1e-6)
-        self.attention = CascadeAttention(c, nhead, c // nhead); self.kv_mapper = nn.Sequential(nn.SiLU(), nn.Linear(c_cond, c))
-    def forward(self, x, kv):
-        kv = self.kv_mapper(kv); norm_x = self.norm(x)
-        if self.self_attn:
-            batch_size, channel, _, _ = x.shape
-            kv = torch.cat([norm_x.view(batch_size, channel, -1).transpose(1, 2), kv], dim=1)
-        return x + self.attention(norm_x, encoder_hidden_states=kv)
 class CascadeBlocks(nn.Module):
     """StableCascade's UNet pieces (diffusers unets/unet_stable_cascade.py): a channels LayerNorm over a map, a
     ResBlock (depthwise conv, GELU, GlobalResponseNorm over the cells), a TimestepBlock modulating the map by the sum
@@ -999,19 +940,19 @@ class CascadeBlocks(nn.Module):
 
     def __init__(s):
         super().__init__()
+        sys.path.insert(0, os.path.join(HERE, "replicas"))
+        from stable_cascade import SDCascadeAttnBlock, SDCascadeLayerNorm, SDCascadeResBlock, SDCascadeTimestepBlock
         s.embedding = nn.Sequential(nn.PixelUnshuffle(2), nn.Conv2d(12, 16, 1), SDCascadeLayerNorm(16, elementwise_affine=False, eps=1e-6))
         s.res = SDCascadeResBlock(16); s.tblock = SDCascadeTimestepBlock(16, 8, conds=("sca", "crp")); s.attn = SDCascadeAttnBlock(16, 12, 2)
         s.clf = nn.Sequential(SDCascadeLayerNorm(16, elementwise_affine=False, eps=1e-6), nn.Conv2d(16, 12, 1), nn.PixelShuffle(2))
     def forward(s, x, r, clip):
         h = s.embedding(x); h = s.res(h); h = s.tblock(h, r); h = s.attn(h, clip)
         return s.clf(h)
-def cascade_r_embed(r, dim=8, max_positions=10000):
-    r = r * max_positions
-    half_dim = dim // 2
-    emb = math.log(max_positions) / (half_dim - 1)
-    emb = torch.arange(half_dim, device=r.device).float().mul(-emb).exp()
-    emb = r[:, None] * emb[None, :]
-    return torch.cat([emb.sin(), emb.cos()], dim=1)
+def cascade_r_embed(r, dim=8):
+    """StableCascade's timestep-ratio sinusoid (replicas/stable_cascade.py, as the UNet makes it) of width dim."""
+    sys.path.insert(0, os.path.join(HERE, "replicas"))
+    from stable_cascade import StableCascadeUNet
+    return StableCascadeUNet.get_timestep_ratio_embedding(types.SimpleNamespace(timestep_ratio_embedding_dim=dim), r)
 
 
 CASES = {"torch_encoder_post": (False, False), "torch_encoder_pre": (True, False), "torch_encoder_batch": (False, True),
