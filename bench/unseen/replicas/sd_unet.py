@@ -147,25 +147,39 @@ class Transformer2DModel(nn.Module):
 
 class ResnetBlock2D(nn.Module):
     """norm: time_embedding_norm, "default" (added before norm2) or "scale_shift" (the time projection twice as
-    wide, chunked, norm2(x)·(1 + scale) + shift: Kandinsky's and DeepFloyd IF's)."""
+    wide, chunked, norm2(x)·(1 + scale) + shift: Kandinsky's and DeepFloyd IF's). act: the non-linearity ("silu" or
+    IF's "gelu"); skip_time_act: the time embedding projected without it first (IF); output_scale_factor: (x + h)
+    divided by it (IF's 1.414); down / up: an average pool of 2 or a nearest ×2 (Downsample2D, Upsample2D without a
+    conv) of both the input and the normed map inside the block, before conv1 (IF's and Kandinsky's resamplers)."""
 
-    def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5, norm="default"):
+    def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5, norm="default", act="silu",
+                 skip_time_act=False, output_scale_factor=1.0, down=False, up=False):
         super().__init__()
         self.time_embedding_norm = norm
+        self.skip_time_act, self.output_scale_factor = skip_time_act, output_scale_factor
         self.norm1 = nn.GroupNorm(num_groups=groups, num_channels=in_channels, eps=eps, affine=True)
         self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=1, padding=1)
         self.time_emb_proj = nn.Linear(temb_channels, 2 * out_channels if norm == "scale_shift" else out_channels)
         self.norm2 = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps, affine=True)
         self.dropout = nn.Dropout(0.0)
         self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, stride=1, padding=1)
-        self.nonlinearity = nn.SiLU()
+        self.nonlinearity = nn.GELU() if act == "gelu" else nn.SiLU()
+        self.upsample = Upsample2D(in_channels, use_conv=False) if up else None
+        self.downsample = Downsample2D(in_channels, use_conv=False) if down else None
         self.conv_shortcut = nn.Conv2d(in_channels, out_channels, 1) if in_channels != out_channels else None
 
     def forward(self, input_tensor, temb):
         hidden_states = self.norm1(input_tensor)
         hidden_states = self.nonlinearity(hidden_states)
+        if self.upsample is not None:
+            input_tensor = self.upsample(input_tensor)
+            hidden_states = self.upsample(hidden_states)
+        elif self.downsample is not None:
+            input_tensor = self.downsample(input_tensor)
+            hidden_states = self.downsample(hidden_states)
         hidden_states = self.conv1(hidden_states)
-        temb = self.nonlinearity(temb)
+        if not self.skip_time_act:
+            temb = self.nonlinearity(temb)
         temb = self.time_emb_proj(temb)[:, :, None, None]
         if self.time_embedding_norm == "default":
             hidden_states = hidden_states + temb
@@ -179,22 +193,26 @@ class ResnetBlock2D(nn.Module):
         hidden_states = self.conv2(hidden_states)
         if self.conv_shortcut is not None:
             input_tensor = self.conv_shortcut(input_tensor.contiguous())
-        return (input_tensor + hidden_states) / 1.0
+        return (input_tensor + hidden_states) / self.output_scale_factor
 
 
 class Downsample2D(nn.Module):
-    def __init__(self, channels):
+    """use_conv: a 3x3 convolution of stride 2, padding 1; else an average pool of 2 (diffusers' downsampling.py)."""
+
+    def __init__(self, channels, use_conv=True):
         super().__init__()
-        self.conv = nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=1)
+        self.conv = nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=1) if use_conv else nn.AvgPool2d(2, 2)
 
     def forward(self, hidden_states):
         return self.conv(hidden_states)
 
 
 class Upsample2D(nn.Module):
-    def __init__(self, channels):
+    """nearest ×2 (in f32 for a bf16 input), then with use_conv a 3x3 convolution (diffusers' upsampling.py)."""
+
+    def __init__(self, channels, use_conv=True):
         super().__init__()
-        self.conv = nn.Conv2d(channels, channels, kernel_size=3, padding=1)
+        self.conv = nn.Conv2d(channels, channels, kernel_size=3, padding=1) if use_conv else None
 
     def forward(self, hidden_states, output_size=None):
         dtype = hidden_states.dtype
@@ -206,7 +224,7 @@ class Upsample2D(nn.Module):
             hidden_states = F.interpolate(hidden_states, size=output_size, mode="nearest")
         if dtype == torch.bfloat16:
             hidden_states = hidden_states.to(dtype)
-        return self.conv(hidden_states)
+        return hidden_states if self.conv is None else self.conv(hidden_states)
 
 
 class CrossAttnDownBlock2D(nn.Module):
