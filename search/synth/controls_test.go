@@ -170,7 +170,14 @@ func TestUnseenArchitectures(t *testing.T) {
 // (1.9e-5 in head 0) count more after it: the norm's output differs from
 // torch's by 6.7e-5, the model's output by 5.1e-5, every boundary within
 // the f32 gate (1e-4) teacher forced.
-var unseenGenerate = map[string]float64{"kandinsky5": 1e-4, "nemotron_h": 1e-4}
+//
+// oobleck_vae: the reference amplifies its own last-bit differences about
+// 140-fold: its input moved by 1e-7 (relative, random) moves its output
+// by 1.4e-5 rel-RMS (measured in torch 1.13 on the replica: 40 weight-
+// normed convolutions between 27 Snake activations whose redrawn β make
+// sin²'s slope large); every boundary is within 2e-7 teacher forced, the
+// free-running output 2.0e-5 from the reference's.
+var unseenGenerate = map[string]float64{"kandinsky5": 1e-4, "nemotron_h": 1e-4, "oobleck_vae": 1e-4}
 
 // unseenFactors are facts of fixtures/unseen's models read from their
 // source (transformers 5.17): what the documents must say.

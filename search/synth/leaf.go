@@ -64,6 +64,15 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 		targets[i] = t
 	}
 	fits := s.fitLeaf(sc, xs, params, targets)
+	if wn := s.weightNormed(params); wn != nil && slices.Contains(fits, nil) {
+		// a weight torch's weight_norm hook makes from its gain and
+		// direction before each call: the call's parameters hold those two
+		for i, f := range s.fitLeaf(sc, xs, wn, targets) {
+			if fits[i] == nil {
+				fits[i] = f
+			}
+		}
+	}
 	roped := false // one record of a call's RoPE tables
 	for i, f := range fits {
 		if f == nil || f.fit == nil {
@@ -316,6 +325,13 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		if fit == nil && len(xs) == 1 && len(params) == 1 {
 			// a learned slope of the negative side
 			fit = s.fitPReLU(xs[0], params[0], t)
+		}
+		if cols := s.channelColumns(params, xs[0]); fit == nil && len(xs) == 1 && cols != nil {
+			// per-channel parameters kept as columns ([C, 1, 1], [1, C,
+			// 1]): a norm over the channels, a learned periodic activation
+			if fit = s.fitNorm(xs[0], cols, t); fit == nil {
+				fit = s.fitSnake(xs[0], params, t)
+			}
 		}
 		if fit == nil && len(params) > 0 {
 			// none of the parameterised leaves: an expression over the

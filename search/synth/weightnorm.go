@@ -153,3 +153,34 @@ func fromParams(v *val) bool {
 	}
 	return true
 }
+
+// weightNormed are params with a gain g and a direction v (torch's
+// weight_norm hook over dim 0: g of v's rank, one entry per row of v, its
+// other axes 1; v of two axes or more) replaced, in v's place first, by
+// the weight g · v / ‖v‖ they make; the others follow. nil where params
+// hold no such pair.
+func (s *synth) weightNormed(params []*val) []*val {
+	for i, g := range params {
+		for j, v := range params {
+			if i == j || len(v.shape) < 2 || len(g.shape) != len(v.shape) || g.shape[0] != v.shape[0] || g.numel() != v.shape[0] || v.shape[0] < 2 {
+				continue
+			}
+			e := s.weightNorm(v, g, 0, v.format)
+			if e == nil {
+				continue
+			}
+			w := s.derive(e)
+			if w == nil {
+				continue
+			}
+			out := []*val{w}
+			for k, p := range params {
+				if k != i && k != j {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}

@@ -99,3 +99,32 @@ def capture(case, build, inputs, call, outdir, producer):
                 x = x + (SIGMAS[i + 1] - SIGMAS[i]) * v.to(x.dtype)
         cap.output("latents", x)
     print(f"{case}: {cap.summary['calls']} calls -> {path} ({os.path.getsize(path)} bytes)")
+
+
+def capture_once(case, build, inputs, outdir, producer, name="vae", output="sample"):
+    """One forward of build()'s model on inputs(g) (a dict of named tensors, passed in order), captured as a
+    trace with no sampling loop (an autoencoder's encode and decode): REPLICA_DTYPE and REPLICA_DEVICE as in
+    capture."""
+    torch.manual_seed(0)
+    model = build()
+    randomize(model, torch.Generator().manual_seed(1))
+    model = model.eval()
+    args = inputs(torch.Generator().manual_seed(2))
+    tag = os.environ.get("REPLICA_DTYPE", "f32")
+    device = os.environ.get("REPLICA_DEVICE", "cpu")
+    if tag == "bf16":
+        model = place(model, torch.bfloat16, device)
+        args = {k: _to(_bf16(k, v), device) for k, v in args.items()}
+        if device != "cpu":
+            torch.set_default_device(device)
+    elif tag != "f32" or device != "cpu":
+        raise SystemExit(f"REPLICA_DTYPE={tag} REPLICA_DEVICE={device}: f32 on the CPU, or bf16")
+    path = os.path.join(outdir, f"{case}-{tag}.npz")
+    prod = dict(producer, case=case, library="replica", placement="hf")
+    with zflow_capture.Capture(model, name=name, path=path, producer=prod) as cap:
+        for k, v in args.items():
+            cap.input(k, v)
+        with torch.no_grad():
+            out = model(*args.values())
+        cap.output(output, out)
+    print(f"{case}: {cap.summary['calls']} calls -> {path} ({os.path.getsize(path)} bytes)")

@@ -150,7 +150,8 @@ class ResnetBlock2D(nn.Module):
     wide, chunked, norm2(x)·(1 + scale) + shift: Kandinsky's and DeepFloyd IF's). act: the non-linearity ("silu" or
     IF's "gelu"); skip_time_act: the time embedding projected without it first (IF); output_scale_factor: (x + h)
     divided by it (IF's 1.414); down / up: an average pool of 2 or a nearest ×2 (Downsample2D, Upsample2D without a
-    conv) of both the input and the normed map inside the block, before conv1 (IF's and Kandinsky's resamplers)."""
+    conv) of both the input and the normed map inside the block, before conv1 (IF's and Kandinsky's resamplers).
+    temb_channels None: no time embedding (a VAE's resnets)."""
 
     def __init__(self, in_channels, out_channels, temb_channels, groups, eps=1e-5, norm="default", act="silu",
                  skip_time_act=False, output_scale_factor=1.0, down=False, up=False):
@@ -159,7 +160,8 @@ class ResnetBlock2D(nn.Module):
         self.skip_time_act, self.output_scale_factor = skip_time_act, output_scale_factor
         self.norm1 = nn.GroupNorm(num_groups=groups, num_channels=in_channels, eps=eps, affine=True)
         self.conv1 = nn.Conv2d(in_channels, out_channels, kernel_size=3, stride=1, padding=1)
-        self.time_emb_proj = nn.Linear(temb_channels, 2 * out_channels if norm == "scale_shift" else out_channels)
+        self.time_emb_proj = (nn.Linear(temb_channels, 2 * out_channels if norm == "scale_shift" else out_channels)
+                              if temb_channels is not None else None)
         self.norm2 = nn.GroupNorm(num_groups=groups, num_channels=out_channels, eps=eps, affine=True)
         self.dropout = nn.Dropout(0.0)
         self.conv2 = nn.Conv2d(out_channels, out_channels, kernel_size=3, stride=1, padding=1)
@@ -178,11 +180,13 @@ class ResnetBlock2D(nn.Module):
             input_tensor = self.downsample(input_tensor)
             hidden_states = self.downsample(hidden_states)
         hidden_states = self.conv1(hidden_states)
-        if not self.skip_time_act:
-            temb = self.nonlinearity(temb)
-        temb = self.time_emb_proj(temb)[:, :, None, None]
+        if self.time_emb_proj is not None:
+            if not self.skip_time_act:
+                temb = self.nonlinearity(temb)
+            temb = self.time_emb_proj(temb)[:, :, None, None]
         if self.time_embedding_norm == "default":
-            hidden_states = hidden_states + temb
+            if temb is not None:
+                hidden_states = hidden_states + temb
             hidden_states = self.norm2(hidden_states)
         else:
             time_scale, time_shift = torch.chunk(temb, 2, dim=1)
@@ -197,13 +201,18 @@ class ResnetBlock2D(nn.Module):
 
 
 class Downsample2D(nn.Module):
-    """use_conv: a 3x3 convolution of stride 2, padding 1; else an average pool of 2 (diffusers' downsampling.py)."""
+    """use_conv: a 3x3 convolution of stride 2 (padding 1, or with padding 0 the map padded by one zero row and
+    column at its end first: a VAE encoder's); else an average pool of 2 (diffusers' downsampling.py)."""
 
-    def __init__(self, channels, use_conv=True):
+    def __init__(self, channels, use_conv=True, padding=1):
         super().__init__()
-        self.conv = nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=1) if use_conv else nn.AvgPool2d(2, 2)
+        self.use_conv, self.padding = use_conv, padding
+        self.conv = (nn.Conv2d(channels, channels, kernel_size=3, stride=2, padding=padding) if use_conv
+                     else nn.AvgPool2d(2, 2))
 
     def forward(self, hidden_states):
+        if self.use_conv and self.padding == 0:
+            hidden_states = F.pad(hidden_states, (0, 1, 0, 1), mode="constant", value=0)
         return self.conv(hidden_states)
 
 

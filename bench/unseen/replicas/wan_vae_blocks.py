@@ -1,0 +1,171 @@
+"""The Wan VAE's (AutoencoderKLWan's) blocks, reimplemented for torch 1.13 (no diffusers here), captured small in
+f32 on CPU as one forward over a clip: the blocks as diffusers writes them, run without the frame cache
+(feat_cache None, so each causal convolution pads its past with zeros), stacked as the decoder stacks them.
+
+Follows huggingface/diffusers src/diffusers/models/autoencoders/autoencoder_kl_wan.py: WanCausalConv3d (the
+convolution's own padding moved into an F.pad of the forward: the width and height on both sides, twice the time
+padding before the clip and none after), WanRMS_norm (F.normalize over the channels, times √C and a γ kept [C, 1, 1]
+or [C, 1, 1, 1]), WanResidualBlock (norm, SiLU, causal conv, norm, SiLU, dropout, causal conv, plus a 1x1x1 causal
+conv shortcut), WanAttentionBlock (each frame's map normed, one 1x1 conv to q, k and v, single-head attention over
+its cells, a 1x1 conv, plus the input), WanMidBlock, and WanResample's 2-D modes (upsample2d: nearest-exact ×2 in
+f32, then a conv; downsample2d: ZeroPad2d at the end, a 3x3 conv of stride 2), frames folded into the batch.
+
+A [1, 3, 3, 8, 8] clip: a causal conv in, a residual block widening 8 → 16, a mid block, downsample2d and
+upsample2d, a residual block narrowing 8 → 8, the head (norm, SiLU, causal conv to 3 channels).
+
+usage: /usr/bin/python3 bench/unseen/replicas/wan_vae_blocks.py OUTDIR
+REPLICA_DTYPE=bf16 [REPLICA_DEVICE=cuda] as run.py's replicas: the bf16 run, beside the f32 one.
+"""
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from run import capture_once, sdpa
+
+
+class WanCausalConv3d(nn.Conv3d):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0):
+        super().__init__(in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size, stride=stride,
+                         padding=padding)
+        self._padding = (self.padding[2], self.padding[2], self.padding[1], self.padding[1], 2 * self.padding[0], 0)
+        self.padding = (0, 0, 0)
+
+    def forward(self, x, cache_x=None):
+        padding = list(self._padding)
+        if cache_x is not None and self._padding[4] > 0:
+            x = torch.cat([cache_x, x], dim=2)
+            padding[4] -= cache_x.shape[2]
+        x = F.pad(x, padding)
+        return super().forward(x)
+
+
+class WanRMS_norm(nn.Module):
+    def __init__(self, dim, channel_first=True, images=True, bias=False):
+        super().__init__()
+        broadcastable_dims = (1, 1, 1) if not images else (1, 1)
+        shape = (dim, *broadcastable_dims) if channel_first else (dim,)
+        self.channel_first = channel_first
+        self.scale = dim ** 0.5
+        self.gamma = nn.Parameter(torch.ones(shape))
+        self.bias = nn.Parameter(torch.zeros(shape)) if bias else 0.0
+
+    def forward(self, x):
+        return F.normalize(x, dim=(1 if self.channel_first else -1)) * self.scale * self.gamma + self.bias
+
+
+class WanUpsample(nn.Upsample):
+    def forward(self, x):
+        # nearest-exact (torch ≥ 1.11); at a scale of 2 it reads the same source cells as nearest
+        return super().forward(x.float()).type_as(x)
+
+
+class WanResample(nn.Module):
+    def __init__(self, dim, mode, upsample_out_dim=None):
+        super().__init__()
+        self.mode = mode
+        if upsample_out_dim is None:
+            upsample_out_dim = dim // 2
+        if mode == "upsample2d":
+            self.resample = nn.Sequential(WanUpsample(scale_factor=(2.0, 2.0), mode="nearest-exact"),
+                                          nn.Conv2d(dim, upsample_out_dim, 3, padding=1))
+        elif mode == "downsample2d":
+            self.resample = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(dim, dim, 3, stride=(2, 2)))
+        else:
+            self.resample = nn.Identity()
+
+    def forward(self, x):
+        b, c, t, h, w = x.size()
+        x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)
+        x = self.resample(x)
+        return x.view(b, t, x.size(1), x.size(2), x.size(3)).permute(0, 2, 1, 3, 4)
+
+
+class WanResidualBlock(nn.Module):
+    def __init__(self, in_dim, out_dim, dropout=0.0):
+        super().__init__()
+        self.nonlinearity = nn.SiLU()
+        self.norm1 = WanRMS_norm(in_dim, images=False)
+        self.conv1 = WanCausalConv3d(in_dim, out_dim, 3, padding=1)
+        self.norm2 = WanRMS_norm(out_dim, images=False)
+        self.dropout = nn.Dropout(dropout)
+        self.conv2 = WanCausalConv3d(out_dim, out_dim, 3, padding=1)
+        self.conv_shortcut = WanCausalConv3d(in_dim, out_dim, 1) if in_dim != out_dim else nn.Identity()
+
+    def forward(self, x):
+        h = self.conv_shortcut(x)
+        x = self.nonlinearity(self.norm1(x))
+        x = self.conv1(x)
+        x = self.nonlinearity(self.norm2(x))
+        x = self.dropout(x)
+        x = self.conv2(x)
+        return x + h
+
+
+class WanAttentionBlock(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = WanRMS_norm(dim)
+        self.to_qkv = nn.Conv2d(dim, dim * 3, 1)
+        self.proj = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x):
+        identity = x
+        batch_size, channels, time, height, width = x.size()
+        x = x.permute(0, 2, 1, 3, 4).reshape(batch_size * time, channels, height, width)
+        x = self.norm(x)
+        qkv = self.to_qkv(x)
+        qkv = qkv.reshape(batch_size * time, 1, channels * 3, -1)
+        qkv = qkv.permute(0, 1, 3, 2).contiguous()
+        q, k, v = qkv.chunk(3, dim=-1)
+        x = sdpa(q, k, v)
+        x = x.squeeze(1).permute(0, 2, 1).reshape(batch_size * time, channels, height, width)
+        x = self.proj(x)
+        x = x.view(batch_size, time, channels, height, width)
+        x = x.permute(0, 2, 1, 3, 4)
+        return x + identity
+
+
+class WanMidBlock(nn.Module):
+    def __init__(self, dim, num_layers=1):
+        super().__init__()
+        self.attentions = nn.ModuleList([WanAttentionBlock(dim) for _ in range(num_layers)])
+        self.resnets = nn.ModuleList([WanResidualBlock(dim, dim) for _ in range(num_layers + 1)])
+
+    def forward(self, x):
+        x = self.resnets[0](x)
+        for attn, resnet in zip(self.attentions, self.resnets[1:]):
+            if attn is not None:
+                x = attn(x)
+            x = resnet(x)
+        return x
+
+
+class WanVaeBlocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_in = WanCausalConv3d(3, 8, 3, padding=1)
+        self.res_in = WanResidualBlock(8, 16)
+        self.mid_block = WanMidBlock(16)
+        self.down = WanResample(16, "downsample2d")
+        self.up = WanResample(16, "upsample2d")
+        self.res_out = WanResidualBlock(8, 8)
+        self.norm_out = WanRMS_norm(8, images=False)
+        self.nonlinearity = nn.SiLU()
+        self.conv_out = WanCausalConv3d(8, 3, 3, padding=1)
+
+    def forward(self, x):
+        x = self.res_in(self.conv_in(x))
+        x = self.up(self.down(self.mid_block(x)))
+        x = self.res_out(x)
+        return self.conv_out(self.nonlinearity(self.norm_out(x)))
+
+
+if __name__ == "__main__":
+    capture_once(
+        "wan_vae_blocks", WanVaeBlocks, lambda g: {"video": torch.randn((1, 3, 3, 8, 8), generator=g)}, sys.argv[1],
+        dict(library_source="replica of huggingface/diffusers autoencoder_kl_wan.py's blocks (torch 1.13)",
+             note="Wan VAE blocks without the frame cache: causal 3-D convolutions padding their past with zeros, "
+                  "F.normalize RMS norms with column γ, per-frame single-head attention from a 1x1 conv, 2-D "
+                  "resamples with frames folded into the batch"))
