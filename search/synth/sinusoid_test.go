@@ -127,6 +127,32 @@ func TestSinusoidsJoined(t *testing.T) {
 	if first.args[0] == x || first.attrs.Timestep.Scale != 1 || first.attrs.Timestep.FreqShift != 1 || first.attrs.Timestep.FlipSinToCos {
 		t.Errorf("first piece %s: want [sin, cos], shift 1, r scaled by 1e4 first", first.label)
 	}
+	// in bf16: r and r·1e4 rounded to it, the angles and sin and cos in
+	// f32, the embedding rounded to bf16 (the scale is read to 2⁻⁸)
+	bf := func(v float32) float32 { return precision.BF16.Round(v) }
+	rb := make([]float32, len(steps))
+	bfData := make([]float32, 0, len(zeros.data))
+	for n, r := range steps {
+		rb[n] = bf(r)
+		a := bf(rb[n] * 1e4)
+		row := make([]float32, dim)
+		for i := range half {
+			angle := a * float32(math.Exp(float64(float32(i)*c)))
+			row[i], row[half+i] = bf(float32(math.Sin(float64(angle)))), bf(float32(math.Cos(float64(angle))))
+		}
+		bfData = append(bfData, row...)
+		for range 2 {
+			bfData = append(bfData, slices.Concat(make([]float32, half), slices.Repeat([]float32{1}, half))...)
+		}
+	}
+	xb := &val{shape: []int{len(steps)}, data: rb, format: precision.BF16}
+	target := &val{shape: zeros.shape, data: bfData, format: precision.BF16}
+	s = &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.BF16)}
+	if v := s.sinusoidsJoined(target, []*val{xb}); v == nil {
+		t.Error("bf16: three sinusoids joined: not explained")
+	} else if e := relRMS(precision.BF16, v.data, target.data); e > 1e-2 {
+		t.Errorf("bf16: rel-RMS %g against the joined embedding", e)
+	}
 	noisy := joined(func(n int) []float32 {
 		row := slices.Concat(ratio(0), ratio(0))
 		row[3] += 0.25 * float32(n+1)
