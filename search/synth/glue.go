@@ -1458,9 +1458,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 			continue
 		}
 		var pieces []*val
-		summedPieces := false            // a piece was a leading part of a sum: the conditions of one caption, each its valid rows, may be more
+		// up to six pieces: an unCLIP prior joins its text rows, three
+		// conditioning rows and a learned token; a caption's conditions
+		// their valid rows each
 		off, made, single := 0, 0, false // made: pieces combinedPiece explained; single: one of them a lone token no value's length gave
-		for off < t.shape[ax] && (len(pieces) < 4 || summedPieces && len(pieces) < 6) {
+		for off < t.shape[ax] && len(pieces) < 6 {
 			var found *val
 			rest := t.numel() / t.shape[ax]
 			for _, v := range vals {
@@ -1522,9 +1524,7 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 			if found == nil && depth == 0 {
 				// a proper leading part of a sum of two values (a caption
 				// plus its kind's embedding, cut to its valid rows)
-				if found = s.leadingSumPiece(t, ax, off, vals); found != nil {
-					summedPieces = true
-				}
+				found = s.leadingSumPiece(t, ax, off, vals)
 			}
 			if found == nil && depth == 0 && (ax < len(t.shape)-1 || s.latePieces) {
 				// a piece that is a sum or product of values (a global

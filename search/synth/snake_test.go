@@ -67,8 +67,8 @@ func TestSnake(t *testing.T) {
 
 // TestWeightNormed: a gain [O, 1, 1] and a direction [O, I, K] among a
 // call's parameters are replaced by g · v / ‖v‖ (the norm over each row),
-// put first, the bias kept after it; parameters without such a pair give
-// nil.
+// put first, the bias kept after it; a gain [1, 1, K] normalises over
+// every axis but the last; parameters without such a pair give nil.
 func TestWeightNormed(t *testing.T) {
 	const o, in, k = 3, 2, 4
 	bias := &val{shape: []int{o}, data: []float32{0.1, 0.2, 0.3}, format: precision.F32}
@@ -97,5 +97,24 @@ func TestWeightNormed(t *testing.T) {
 	}
 	if got := s.weightNormed([]*val{bias, v}); got != nil {
 		t.Errorf("no gain, yet %d parameters", len(got))
+	}
+	// over dim 2 (wav2vec2's positional convolution): a gain [1, 1, K]
+	g2 := &val{shape: []int{1, 1, k}, data: []float32{1, 2, 3, 4}, format: precision.F32}
+	got = s.weightNormed([]*val{g2, v})
+	if len(got) != 1 {
+		t.Fatalf("dim 2: got %d parameters", len(got))
+	}
+	for c := range k {
+		var ss float64
+		for r := range o * in {
+			x := float64(v.data[r*k+c])
+			ss += x * x
+		}
+		for r := range o * in {
+			want := float64(g2.data[c]) * float64(v.data[r*k+c]) / math.Sqrt(ss)
+			if d := math.Abs(float64(got[0].data[r*k+c]) - want); d > 1e-6*math.Max(1, math.Abs(want)) {
+				t.Fatalf("dim 2: w[%d][%d] = %g, want %g", r, c, got[0].data[r*k+c], want)
+			}
+		}
 	}
 }

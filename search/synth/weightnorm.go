@@ -155,17 +155,28 @@ func fromParams(v *val) bool {
 }
 
 // weightNormed are params with a gain g and a direction v (torch's
-// weight_norm hook over dim 0: g of v's rank, one entry per row of v, its
-// other axes 1; v of two axes or more) replaced, in v's place first, by
-// the weight g · v / ‖v‖ they make; the others follow. nil where params
-// hold no such pair.
+// weight_norm hook over one dim d, 0 by default, 2 for wav2vec2's
+// positional convolution: g of v's rank, one entry per index of v's axis
+// d, its other axes 1; v of two axes or more) replaced, in v's place
+// first, by the weight g · v / ‖v‖ they make; the others follow. nil
+// where params hold no such pair.
 func (s *synth) weightNormed(params []*val) []*val {
 	for i, g := range params {
 		for j, v := range params {
-			if i == j || len(v.shape) < 2 || len(g.shape) != len(v.shape) || g.shape[0] != v.shape[0] || g.numel() != v.shape[0] || v.shape[0] < 2 {
+			if i == j || len(v.shape) < 2 || len(g.shape) != len(v.shape) {
 				continue
 			}
-			e := s.weightNorm(v, g, 0, v.format)
+			d := -1
+			for a := range v.shape {
+				if gainAxis(g, v.shape, a) {
+					d = a
+					break
+				}
+			}
+			if d < 0 {
+				continue
+			}
+			e := s.weightNorm(v, g, d, v.format)
 			if e == nil {
 				continue
 			}
