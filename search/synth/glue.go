@@ -258,6 +258,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.relShiftAttention(target, sc); v != nil {
 		return v
 	}
+	if v := s.gatedBiasAttention(target, sc); v != nil {
+		return v
+	}
 	if v := s.disentangledAttention(target, sc); v != nil {
 		return v
 	}
