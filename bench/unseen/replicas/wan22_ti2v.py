@@ -73,12 +73,13 @@ class GELU(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """FeedForward(dim, inner_dim=ffn_dim, activation_fn="gelu-approximate")."""
+    """FeedForward(dim, inner_dim=ffn_dim, activation_fn="gelu-approximate"); approximate "none" with dim_out: the
+    image embedder's FeedForward(in, out, mult=1, activation_fn="gelu")."""
 
-    def __init__(self, dim, inner_dim, dropout=0.0, bias=True):
+    def __init__(self, dim, inner_dim, dropout=0.0, bias=True, out_features=None, approximate="tanh"):
         super().__init__()
-        self.net = nn.ModuleList([GELU(dim, inner_dim, approximate="tanh", bias=bias), nn.Dropout(dropout),
-                                  nn.Linear(inner_dim, dim, bias=bias)])
+        self.net = nn.ModuleList([GELU(dim, inner_dim, approximate=approximate, bias=bias), nn.Dropout(dropout),
+                                  nn.Linear(inner_dim, out_features or dim, bias=bias)])
 
     def forward(self, hidden_states):
         for module in self.net:
@@ -113,7 +114,9 @@ class PixArtAlphaTextProjection(nn.Module):
 
 
 class WanAttention(nn.Module):
-    """With WanAttnProcessor's __call__ as its forward (no added k/v: text to video)."""
+    """With WanAttnProcessor's __call__ as its forward; added_kv_proj_dim (Wan 2.1 image to video): the encoder
+    states' first rows past the 512 of the text are the image's, attended through add_k_proj and add_v_proj (keys
+    RMS-normed across heads) and added to the text's attention."""
 
     def __init__(self, dim, heads=8, dim_head=64, eps=1e-5, dropout=0.0, added_kv_proj_dim=None,
                  cross_attention_dim_head=None, processor=None, is_cross_attention=None):
@@ -130,11 +133,20 @@ class WanAttention(nn.Module):
         self.norm_q = RMSNorm(dim_head * heads, eps=eps, elementwise_affine=True)
         self.norm_k = RMSNorm(dim_head * heads, eps=eps, elementwise_affine=True)
         self.add_k_proj = self.add_v_proj = None
-        assert added_kv_proj_dim is None
+        if added_kv_proj_dim is not None:
+            self.add_k_proj = nn.Linear(added_kv_proj_dim, self.inner_dim, bias=True)
+            self.add_v_proj = nn.Linear(added_kv_proj_dim, self.inner_dim, bias=True)
+            self.norm_added_k = RMSNorm(dim_head * heads, eps=eps)
         self.is_cross_attention = cross_attention_dim_head is not None
 
     def forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None):
         attn = self
+        encoder_hidden_states_img = None
+        if attn.add_k_proj is not None:
+            # 512 is the context length of the text encoder, hardcoded upstream
+            image_context_length = encoder_hidden_states.shape[1] - 512
+            encoder_hidden_states_img = encoder_hidden_states[:, :image_context_length]
+            encoder_hidden_states = encoder_hidden_states[:, image_context_length:]
         if encoder_hidden_states is None:
             encoder_hidden_states = hidden_states
         query = attn.to_q(hidden_states)
@@ -161,11 +173,25 @@ class WanAttention(nn.Module):
             query = apply_rotary_emb(query, *rotary_emb)
             key = apply_rotary_emb(key, *rotary_emb)
 
+        hidden_states_img = None
+        if encoder_hidden_states_img is not None:
+            key_img = attn.add_k_proj(encoder_hidden_states_img)
+            value_img = attn.add_v_proj(encoder_hidden_states_img)
+            key_img = attn.norm_added_k(key_img)
+            key_img = key_img.unflatten(2, (attn.heads, -1))
+            value_img = value_img.unflatten(2, (attn.heads, -1))
+            hidden_states_img = sdpa(query.transpose(1, 2), key_img.transpose(1, 2),
+                                     value_img.transpose(1, 2)).transpose(1, 2)
+            hidden_states_img = hidden_states_img.flatten(2, 3)
+            hidden_states_img = hidden_states_img.type_as(query)
+
         # dispatch_attention_fn on [B, L, H, D]: SDPA's math on [B, H, L, D], default scale, no mask.
         hidden_states = sdpa(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
                              mask=attention_mask).transpose(1, 2)
         hidden_states = hidden_states.flatten(2, 3)
         hidden_states = hidden_states.type_as(query)
+        if hidden_states_img is not None:
+            hidden_states = hidden_states + hidden_states_img
 
         hidden_states = attn.to_out[0](hidden_states)
         hidden_states = attn.to_out[1](hidden_states)
@@ -192,8 +218,9 @@ class WanTimeTextImageEmbedding(nn.Module):
         self.act_fn = nn.SiLU()
         self.time_proj = nn.Linear(dim, time_proj_dim)
         self.text_embedder = PixArtAlphaTextProjection(text_embed_dim, dim)
-        assert image_embed_dim is None
         self.image_embedder = None
+        if image_embed_dim is not None:
+            self.image_embedder = WanImageEmbedding(image_embed_dim, dim, pos_embed_seq_len=pos_embed_seq_len)
 
     def forward(self, timestep, encoder_hidden_states, encoder_hidden_states_image=None, timestep_seq_len=None):
         timestep = self.timesteps_proj(timestep)
@@ -205,7 +232,26 @@ class WanTimeTextImageEmbedding(nn.Module):
         temb = self.time_embedder(timestep).type_as(encoder_hidden_states)
         timestep_proj = self.time_proj(self.act_fn(temb))
         encoder_hidden_states = self.text_embedder(encoder_hidden_states)
+        if encoder_hidden_states_image is not None:
+            encoder_hidden_states_image = self.image_embedder(encoder_hidden_states_image)
         return temb, timestep_proj, encoder_hidden_states, encoder_hidden_states_image
+
+
+class WanImageEmbedding(nn.Module):
+    """FP32LayerNorm, FeedForward(in, out, mult=1, activation_fn "gelu"), FP32LayerNorm: the CLIP image tokens."""
+
+    def __init__(self, in_features, out_features, pos_embed_seq_len=None):
+        super().__init__()
+        self.norm1 = FP32LayerNorm(in_features)
+        self.ff = FeedForward(in_features, in_features, out_features=out_features, approximate="none")
+        self.norm2 = FP32LayerNorm(out_features)
+        assert pos_embed_seq_len is None
+        self.pos_embed = None
+
+    def forward(self, encoder_hidden_states_image):
+        hidden_states = self.norm1(encoder_hidden_states_image)
+        hidden_states = self.ff(hidden_states)
+        return self.norm2(hidden_states)
 
 
 class WanRotaryPosEmbed(nn.Module):
