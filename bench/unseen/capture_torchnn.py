@@ -884,46 +884,13 @@ class IfBlocks(nn.Module):
         return s.conv_out(h)
 
 
-class AttentionPooling(nn.Module):
-    """diffusers embeddings.py's AttentionPooling: the rows' mean plus a learned position as a class token, one query
-    from it over [class, rows], q and k each scaled by D^(−1/4)."""
-
-    def __init__(self, num_heads, embed_dim):
-        super().__init__()
-        self.positional_embedding = nn.Parameter(torch.randn(1, embed_dim) / embed_dim**0.5)
-        self.k_proj = nn.Linear(embed_dim, embed_dim); self.q_proj = nn.Linear(embed_dim, embed_dim); self.v_proj = nn.Linear(embed_dim, embed_dim)
-        self.num_heads = num_heads; self.dim_per_head = embed_dim // self.num_heads
-    def forward(self, x):
-        bs, length, width = x.size()
-        def shape(x):
-            x = x.view(bs, -1, self.num_heads, self.dim_per_head)
-            x = x.transpose(1, 2)
-            x = x.reshape(bs * self.num_heads, -1, self.dim_per_head)
-            x = x.transpose(1, 2)
-            return x
-        class_token = x.mean(dim=1, keepdim=True) + self.positional_embedding.to(x.dtype)
-        x = torch.cat([class_token, x], dim=1)
-        q = shape(self.q_proj(class_token)); k = shape(self.k_proj(x)); v = shape(self.v_proj(x))
-        scale = 1 / math.sqrt(math.sqrt(self.dim_per_head))
-        weight = torch.einsum("bct,bcs->bts", q * scale, k * scale)
-        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
-        a = torch.einsum("bts,bcs->bct", weight, v)
-        a = a.reshape(bs, -1, 1).transpose(1, 2)
-        return a[:, 0, :]
-class TextTimeEmbedding(nn.Module):
-    """diffusers embeddings.py's TextTimeEmbedding (DeepFloyd IF's addition_embed_type "text")."""
-
-    def __init__(self, encoder_dim, time_embed_dim, num_heads=64):
-        super().__init__()
-        self.norm1 = nn.LayerNorm(encoder_dim); self.pool = AttentionPooling(num_heads, encoder_dim)
-        self.proj = nn.Linear(encoder_dim, time_embed_dim); self.norm2 = nn.LayerNorm(time_embed_dim)
-    def forward(self, hidden_states):
-        return self.norm2(self.proj(self.pool(self.norm1(hidden_states))))
-
-
 class TextTimeProbe(nn.Module):
+    """IF's TextTimeEmbedding (replicas/if_unet.py's class, as diffusers' embeddings.py writes it) and a linear."""
+
     def __init__(self):
         super().__init__()
+        sys.path.insert(0, os.path.join(HERE, "replicas"))
+        from if_unet import TextTimeEmbedding
         self.add_embedding = TextTimeEmbedding(16, 32, num_heads=2)
         self.out = nn.Linear(32, 8)
 

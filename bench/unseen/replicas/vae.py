@@ -10,7 +10,8 @@ UNetMidBlock2D, UpDecoderBlock2D, GroupNorm-SiLU-conv_out), unet_2d_blocks.py (D
 a time embedding, a Downsample2D whose 3x3 convolution of stride 2 has padding 0 after one zero row and column are
 padded at the end; UpDecoderBlock2D: resnets, an Upsample2D with its convolution; UNetMidBlock2D: resnet, attention,
 resnet), resnet.py (ResnetBlock2D, ε 1e-6: sd_unet.py's class) and attention_processor.py (Attention with the
-group norm, one head as wide as the map, AttnProcessor2_0 on a 4-D input, residual_connection, rescale 1). The
+group norm, one head as wide as the map, AttnProcessor2_0 on a 4-D input, residual_connection, rescale 1:
+unet2d.py's class). The
 same module tree, parameter names and shapes, call boundaries and arithmetic line for line. Stand-in for what
 torch 1.13 lacks: F.scaled_dot_product_attention (its math path).
 
@@ -25,45 +26,9 @@ import sys
 import torch
 import torch.nn as nn
 
-from run import capture_once, sdpa
+from run import capture_once
 from sd_unet import Downsample2D, ResnetBlock2D, Upsample2D
-
-
-class Attention(nn.Module):
-    """diffusers' Attention(query_dim=c, heads=1, dim_head=c, eps, norm_num_groups, residual_connection=True,
-    bias=True, upcast_softmax=True) with AttnProcessor2_0 on a 4-D input."""
-
-    def __init__(self, channels, heads, dim_head, groups, eps):
-        super().__init__()
-        inner = heads * dim_head
-        self.heads = heads
-        self.group_norm = nn.GroupNorm(num_channels=channels, num_groups=groups, eps=eps, affine=True)
-        self.to_q = nn.Linear(channels, inner, bias=True)
-        self.to_k = nn.Linear(channels, inner, bias=True)
-        self.to_v = nn.Linear(channels, inner, bias=True)
-        self.to_out = nn.ModuleList([nn.Linear(inner, channels, bias=True), nn.Dropout(0.0)])
-        self.rescale_output_factor = 1.0
-
-    def forward(self, hidden_states, temb=None):
-        residual = hidden_states
-        batch_size, channel, height, width = hidden_states.shape
-        hidden_states = hidden_states.view(batch_size, channel, height * width).transpose(1, 2)
-        hidden_states = self.group_norm(hidden_states.transpose(1, 2)).transpose(1, 2)
-        query = self.to_q(hidden_states)
-        key = self.to_k(hidden_states)
-        value = self.to_v(hidden_states)
-        head_dim = key.shape[-1] // self.heads
-        query = query.view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
-        key = key.view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
-        value = value.view(batch_size, -1, self.heads, head_dim).transpose(1, 2)
-        hidden_states = sdpa(query, key, value)
-        hidden_states = hidden_states.transpose(1, 2).reshape(batch_size, -1, self.heads * head_dim)
-        hidden_states = hidden_states.to(query.dtype)
-        hidden_states = self.to_out[0](hidden_states)
-        hidden_states = self.to_out[1](hidden_states)
-        hidden_states = hidden_states.transpose(-1, -2).reshape(batch_size, channel, height, width)
-        hidden_states = hidden_states + residual
-        return hidden_states / self.rescale_output_factor
+from unet2d import Attention
 
 
 class UNetMidBlock2D(nn.Module):
