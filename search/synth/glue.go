@@ -415,6 +415,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.peeledAdd(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.channelShortcut(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.coordTableAdded(target, sc, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}

@@ -757,6 +757,9 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 			v, rec := s.initialBatchNormFit(x, params, t)
 			return v, &rec
 		},
+		// an RMS norm with a bias as well (diffusers' RMSNorm(bias=True):
+		// DC-AE's), last: a batch norm at random statistics comes near it
+		func() (*val, *batchNormRecord) { return s.biasedRMSNorm(x, params, t), nil },
 	} {
 		v, rec := try()
 		if v == nil {
@@ -774,6 +777,40 @@ func (s *synth) fitNorm(x *val, params []*val, t *val) *val {
 		s.batchNorms = append(s.batchNorms, *looseRec)
 	}
 	return loose
+}
+
+// biasedRMSNorm explains t as an RMS norm of x over its last axis (or
+// groups of it) times γ plus β, the two vectors in either order.
+func (s *synth) biasedRMSNorm(x *val, params []*val, t *val) *val {
+	if len(params) != 2 || !slices.Equal(x.shape, t.shape) {
+		return nil
+	}
+	last := x.shape[len(x.shape)-1]
+	var cands []*expr
+	for _, gb := range [][2]*val{{params[0], params[1]}, {params[1], params[0]}} {
+		g, b := gb[0], gb[1]
+		if len(g.shape) != 1 || len(b.shape) != 1 || last%g.shape[0] != 0 || b.shape[0] != g.shape[0] {
+			continue
+		}
+		group := 0
+		if g.shape[0] != last {
+			group = g.shape[0]
+		}
+		for _, off := range []float32{0, 1} {
+			for _, eps := range epsCandidates(exec.NormRMS, x, g, b, off, group, t) {
+				p := exec.NormParams{Kind: exec.NormRMS, Eps: eps, Offset: off, Group: group}
+				cands = append(cands, &expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, g, b}, out: t.format,
+					label: fmt.Sprintf("rms eps=%g offset=%g, a bias", eps, off)})
+			}
+		}
+	}
+	v, ev := s.bestNorm(t, cands)
+	if v == nil {
+		return nil
+	}
+	v = s.simplestEps(v, t)
+	v.fit = &leafFit{kind: "norm", norm: v.from.attrs.Norm, candidates: ev}
+	return v
 }
 
 // channelsFirstNorm explains a group norm over x [B, C, ...] with the

@@ -206,23 +206,10 @@ func (s *synth) rearrangedPlus(t *val, vals []*val) *val {
 			d[i] = float32(float64(x) - float64(p.data[i%pn]))
 			tol[i] = math.Abs(float64(x))*math.Ldexp(1, -bits) + 1e-30
 		}
-		near := func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }
-		for _, v := range vals {
-			if v.opaque || v.param || v.numel() != n || v.format != t.format {
-				continue
-			}
-			digits := rearrangeMap(v.data, d, near)
-			if digits == nil {
-				continue
-			}
-			split, perm := splitOf(digits)
-			if split == nil || isIdentity(perm) {
-				continue // no move: a parameter added as it is (paramAdded)
-			}
-			r := s.reshape(v, split)
-			m := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "elements rearranged"}), t.shape)
+		// no move: a parameter added as it is is paramAdded's
+		for _, m := range s.nearMoves(t, d, tol, vals, false) {
 			pb := s.reshape(p, bshape)
-			if m == nil || pb == nil {
+			if pb == nil {
 				continue
 			}
 			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{m, pb}, out: t.format, label: "rearranged plus a parameter"}}); w != nil {
@@ -231,6 +218,39 @@ func (s *synth) rearrangedPlus(t *val, vals []*val) *val {
 		}
 	}
 	return s.plusRearranged(t, vals)
+}
+
+// nearMoves are the values of vals (not parameters) whose elements, moved
+// as rearranged reads them, are d's, each within tol[i] of it: each move
+// laid out in t's shape; a value that needs no move is one only where
+// still is set.
+func (s *synth) nearMoves(t *val, d []float32, tol []float64, vals []*val, still bool) []*val {
+	n := t.numel()
+	near := func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || v.param || v.numel() != n || v.format != t.format {
+			continue
+		}
+		digits := rearrangeMap(v.data, d, near)
+		if digits == nil {
+			continue
+		}
+		split, perm := splitOf(digits)
+		switch {
+		case split == nil:
+		case isIdentity(perm):
+			if still {
+				out = append(out, s.reshape(v, t.shape))
+			}
+		default:
+			r := s.reshape(v, split)
+			if m := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{r}, out: v.format, label: "elements rearranged"}), t.shape); m != nil {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // plusRearranged explains t as the elements of v + p moved, p a value

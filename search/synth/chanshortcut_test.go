@@ -1,0 +1,84 @@
+package synth
+
+import (
+	"math"
+	"testing"
+
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
+)
+
+// TestChannelShortcut: a map plus DC-AE's shortcuts, computed here by
+// hand, is read as the value (moved, or as it is) plus the shortcut:
+// down, each 2×2 of x's cells folded into channels and groups of 2
+// averaged; up, each channel of x repeated 2 times and unfolded 2×2 into
+// cells. A map no shortcut makes is not.
+func TestChannelShortcut(t *testing.T) {
+	const b, c, h, w = 1, 4, 2, 2
+	mk := func(shape []int, seed float64) *val {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := &val{shape: shape, data: make([]float32, n), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.37))
+		}
+		return v
+	}
+	y := mk([]int{b, c, h, w}, 1) // the value the shortcut is added to
+	// down: x [1, 2, 4, 4]; unshuffled [1, 8, 2, 2], channel k·4 + (i%2)·2 + j%2
+	// of channel k at cell (i, j); groups of 2 averaged to 4
+	x := mk([]int{b, 2, 2 * h, 2 * w}, 2)
+	down := make([]float32, b*c*h*w)
+	for oc := range c {
+		for i := range h {
+			for j := range w {
+				var sum float32
+				for g := range 2 {
+					u := oc*2 + g // unshuffled channel
+					k, di, dj := u/4, (u%4)/2, u%2
+					sum += x.data[(k*2*h+2*i+di)*2*w+2*j+dj]
+				}
+				down[(oc*h+i)*w+j] = y.data[(oc*h+i)*w+j] + sum/2
+			}
+		}
+	}
+	// up: z [1, 2, 1, 1]; each channel repeated 4 times, [1, 8, 1, 1],
+	// unfolded into [1, 2, 2, 2]: cell (i, j) of channel oc reads repeated
+	// channel oc·4 + i·2 + j, which is z's channel (oc·4 + i·2 + j)/4
+	z := mk([]int{b, 2, h / 2, w / 2}, 3)
+	yUp := mk([]int{b, 2, h, w}, 4)
+	up := make([]float32, len(yUp.data))
+	for oc := range 2 {
+		for i := range h {
+			for j := range w {
+				r := oc*4 + i*2 + j // the repeated channel
+				up[(oc*h+i)*w+j] = yUp.data[(oc*h+i)*w+j] + z.data[r/4]
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		target *val
+		vals   []*val
+	}{
+		{"down", &val{shape: []int{b, c, h, w}, data: down, format: precision.F32}, []*val{x, y}},
+		{"up", &val{shape: []int{b, 2, h, w}, data: up, format: precision.F32}, []*val{z, yUp}},
+	} {
+		s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+		v := s.channelShortcut(tc.target, tc.vals)
+		if v == nil {
+			t.Errorf("%s: not explained", tc.name)
+			continue
+		}
+		if e := relRMS(precision.F32, v.data, tc.target.data); e > 1e-6 {
+			t.Errorf("%s: rel-RMS %g", tc.name, e)
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	noise := mk([]int{b, c, h, w}, 9)
+	if v := s.channelShortcut(noise, []*val{x, y}); v != nil {
+		t.Errorf("a map no shortcut makes explained as %s", v.from.label)
+	}
+}
