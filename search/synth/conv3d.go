@@ -8,33 +8,29 @@ import (
 )
 
 // fitConv3D explains a 3-D convolution (w [O, C, kt, kh, kw] over x [B, C,
-// T, H, W], groups 1, stride 1 along time: a video model's convolutions)
-// as a 2-D one over frames whose channels hold the kt time taps: x padded
-// by zeros in time to keep or give t's length (as much before as after,
-// or all of it before: a causal convolution, a video VAE's, that pads the
-// past itself and convolves unpadded), the kt shifted windows of it
-// joined on the channel axis, every frame then convolved by w laid out
-// [O, kt·C, kh, kw] (one f32 sum over kt·C·kh·kw products and the bias,
-// rounded once). Every spatial stride and padding the sizes allow is
-// tried (stdConvGeometries). Kernels whose time taps equal the stride
-// with no overlap are fitConv's (a patch embedding).
+// T, H, W], groups 1: a video model's convolutions) as a 2-D one over
+// frames whose channels hold the kt time taps: x padded by zeros in time
+// to give t's length (as much before as after, or all of it before: a
+// causal convolution, a video VAE's, that pads the past itself and
+// convolves unpadded), the kt windows of it (every st-th frame from
+// each tap: a stride in time, a VAE's temporal downsampling) joined on
+// the channel axis, every frame then convolved by w laid out [O, kt·C,
+// kh, kw] (one f32 sum over kt·C·kh·kw products and the bias, rounded
+// once). Every spatial stride and padding the sizes allow is tried
+// (stdConvGeometries). Kernels whose time taps equal the stride with no
+// overlap are fitConv's (a patch embedding).
 func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
+	if x == nil {
+		return nil
+	}
 	w, bias := convParams(params)
 	if len(w.shape) != 5 || len(x.shape) != 5 || len(t.shape) != 5 || x.integral() {
 		return nil
 	}
 	b, c, tt, o, kt := x.shape[0], x.shape[1], x.shape[2], w.shape[0], w.shape[2]
 	to := t.shape[2]
-	grow := to - tt + kt - 1 // both time pads together, at stride 1
-	if w.shape[1] != c || t.shape[0] != b || t.shape[1] != o || to < 1 || grow < 0 {
+	if w.shape[1] != c || t.shape[0] != b || t.shape[1] != o || to < 1 {
 		return nil
-	}
-	pads := [][2]int{{grow, 0}} // causal
-	if grow%2 == 0 {
-		pads = [][2]int{{grow / 2, grow / 2}, {grow, 0}}
-	}
-	if grow == 0 {
-		pads = pads[:1]
 	}
 	wk := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{w}, out: w.format, label: "time taps before channels"}),
 		[]int{o, kt * c, w.shape[3], w.shape[4]})
@@ -42,28 +38,46 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 		return nil
 	}
 	var cands []*expr
-	for _, pad := range pads {
-		frames := s.timeTaps(x, pad, kt, to)
-		if frames == nil {
+	for st := 1; st <= max(1, min(kt, 4)); st++ {
+		if st > 1 && to == 1 {
+			break // one frame out: every stride reads the same taps
+		}
+		grow := (to-1)*st + kt - tt // both time pads together
+		if grow < 0 {
 			continue
 		}
-		proxy := &val{shape: []int{b * to, o, t.shape[3], t.shape[4]}, format: t.format}
-		for _, e := range s.stdConvGeometries(frames, wk, bias, proxy, fmt.Sprintf("%d time taps, padded %d before and %d after", kt, pad[0], pad[1])) {
-			y := s.reshape(s.derive(e), []int{b, to, o, t.shape[3], t.shape[4]})
-			if y == nil {
+		pads := [][2]int{{grow, 0}} // causal
+		if grow%2 == 0 && grow > 0 {
+			pads = [][2]int{{grow / 2, grow / 2}, {grow, 0}}
+		}
+		for _, pad := range pads {
+			frames := s.timeTaps(x, pad, kt, to, st)
+			if frames == nil {
 				continue
 			}
-			cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{y}, out: t.format, label: "conv3d: " + e.label})
+			proxy := &val{shape: []int{b * to, o, t.shape[3], t.shape[4]}, format: t.format}
+			how := fmt.Sprintf("%d time taps, padded %d before and %d after", kt, pad[0], pad[1])
+			if st > 1 {
+				how += fmt.Sprintf(", stride %d", st)
+			}
+			for _, e := range s.stdConvGeometries(frames, wk, bias, proxy, how) {
+				y := s.reshape(s.derive(e), []int{b, to, o, t.shape[3], t.shape[4]})
+				if y == nil {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{y}, out: t.format, label: "conv3d: " + e.label})
+			}
 		}
 	}
 	return s.bestFit(t, cands, "conv")
 }
 
 // timeTaps is x [B, C, T, H, W] padded by zeros in time (pad: before,
-// after), its kt windows of to frames joined on the channels, read as
-// frames [B·to, kt·C, H, W].
-func (s *synth) timeTaps(x *val, pad [2]int, kt, to int) *val {
-	b, c := x.shape[0], x.shape[1]
+// after), its kt windows of to frames, every st-th, joined on the
+// channels, read as frames [B·to, kt·C, H, W].
+func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int) *val {
+	b, c, h, w := x.shape[0], x.shape[1], x.shape[3], x.shape[4]
+	pad[1] += st - 1 // a strided tap's window reads past its last frame: zeros never used
 	parts := []*val{x}
 	for i, n := range pad {
 		if n == 0 {
@@ -86,7 +100,12 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to int) *val {
 	}
 	var taps []*val
 	for j := range kt {
-		tap := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: j, End: j + to}, args: []*val{xp}, out: x.format, label: fmt.Sprintf("time tap %d", j)})
+		tap := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: j, End: j + to*st}, args: []*val{xp}, out: x.format, label: fmt.Sprintf("time tap %d", j)})
+		if st > 1 {
+			// every st-th frame: the window read as [to, st] frames, the first of each
+			tap = s.reshape(s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 3, Start: 0, End: 1},
+				args: []*val{s.reshape(tap, []int{b, c, to, st, h, w})}, out: x.format, label: fmt.Sprintf("every %d-th frame", st)}), []int{b, c, to, h, w})
+		}
 		if tap == nil {
 			return nil
 		}
@@ -100,5 +119,20 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to int) *val {
 		return nil
 	}
 	return s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{stacked}, out: x.format, label: "frames first"}),
-		[]int{b * to, kt * c, x.shape[3], x.shape[4]})
+		[]int{b * to, kt * c, h, w})
+}
+
+// pastJoined is past joined before x in time (both [B, C, T, H, W], equal
+// but for T): a causal convolution handed its input's frames before
+// this chunk; nil where the shapes do not join.
+func (s *synth) pastJoined(past, x *val) *val {
+	if len(past.shape) != 5 || len(x.shape) != 5 || past.integral() {
+		return nil
+	}
+	for i := range 5 {
+		if i != 2 && past.shape[i] != x.shape[i] {
+			return nil
+		}
+	}
+	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{past, x}, out: x.format, label: "the frames before joined"})
 }

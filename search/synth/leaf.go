@@ -289,6 +289,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// time taps over frames
 				fit = s.fitConv3D(xs[0], params, t)
 			}
+			if fit == nil && len(xs) == 2 {
+				// the frames before passed beside the clip (a frame
+				// cache): the clip's past, joined before it
+				fit = s.fitConv3D(s.pastJoined(xs[1], xs[0]), params, t)
+			}
 			if fit == nil {
 				// padded by reflecting, repeating or wrapping its borders
 				fit = s.fitModePaddedConv(xs[0], params, t)

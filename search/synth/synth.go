@@ -63,8 +63,12 @@ type synth struct {
 	params    map[string]*val
 	// freqsRead: sinusoid frequency entries read off captures so far, by
 	// table (readTable), for sinusoids whose own captures do not decide
-	freqsRead    map[freqKey]map[int]float32
-	opaque       []*val
+	freqsRead map[freqKey]map[int]float32
+	opaque    []*val
+	// carried: values of calls that have returned, newest last, for a
+	// later call's arguments to read (carried.go)
+	carried      []*val
+	carriedSeen  map[*val]bool
 	attn         []attnRecord
 	relShifts    []relShiftRecord     // how each relative-position attention's terms were found
 	disentangled []disentangledRecord // what each disentangled attention's terms and scale were
@@ -101,6 +105,9 @@ type synth struct {
 	// parameters (a module computes with it, as talking heads' linears
 	// read attention scores)
 	readerParams bool
+	// readingArg: the target being explained is an argument of a child
+	// call (where a value kept from an earlier call comes in)
+	readingArg bool
 	// bilinear: corner ids read as a bilinear resampling (bilinearSum)
 	bilinear []bilinearRecord
 	scopeOf  string // the module of the call being explained

@@ -114,9 +114,9 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 				if err != nil {
 					return nil, err
 				}
-				s.readerParams = len(ch.Params) > 0
+				s.readerParams, s.readingArg = len(ch.Params) > 0, true
 				v := s.explain(target, sc)
-				s.readerParams = false
+				s.readerParams, s.readingArg = false, false
 				markUsed(v)
 				if q, ok := chArgs[prev]; ok && v.opaque && q.opaque {
 					if cos, sin := s.tablePair(q, v, sc); cos != nil {
@@ -161,6 +161,10 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 				return nil, err
 			}
 		}
+	}
+	s.keepCarried(sc.vals...)
+	for _, p := range c.Tensors {
+		s.keepCarried(outs[p.Name])
 	}
 	s.em.segment(module, module, start)
 	s.calls++
@@ -305,7 +309,16 @@ func (s *synth) glueWithinBudget(target *val, sc *scope) (v *val) {
 
 // explainOnce is explain without the log.
 func (s *synth) explainOnce(target *val, sc *scope) *val {
-	v := s.glueWithinBudget(target, sc)
+	var v *val
+	if s.readingArg && !s.hurried() && !holdsCopy(sc, target) {
+		// an argument the scope holds no copy of, made by an earlier
+		// call and kept (a frame cache): exact, and before glue, whose
+		// search over a large scope fails slowly
+		v = s.fromCarried(target)
+	}
+	if v == nil {
+		v = s.glueWithinBudget(target, sc)
+	}
 	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
 		// a complex RoPE table no call makes (the model gathers it from
 		// tables it keeps, by ids made from the request's shapes)
@@ -409,6 +422,11 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		// positions or indices made from the request's shapes
 		s.em.constant(target, "integer values equal at every captured step: positions made from the request's shapes")
 		return target
+	}
+	if v == nil && !s.readingArg && !s.hurried() {
+		// a value an earlier call made and the Python side kept (a
+		// frame cache)
+		v = s.fromCarried(target)
 	}
 	if v == nil {
 		target.opaque = true

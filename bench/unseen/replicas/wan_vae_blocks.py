@@ -61,25 +61,73 @@ class WanUpsample(nn.Upsample):
         return super().forward(x.float()).type_as(x)
 
 
+CACHE_T = 2
+
+
+def _cache_of(x, feat_cache, idx):
+    """The last CACHE_T frames of x, kept for the next chunk's call (with the frame before them from the cache
+    when x has one frame only), as upstream keeps them before each causal convolution."""
+    cache_x = x[:, :, -CACHE_T:, :, :].clone()
+    if cache_x.shape[2] < 2 and feat_cache[idx] is not None:
+        cache_x = torch.cat([feat_cache[idx][:, :, -1, :, :].unsqueeze(2), cache_x], dim=2)
+    return cache_x
+
+
 class WanResample(nn.Module):
     def __init__(self, dim, mode, upsample_out_dim=None):
         super().__init__()
         self.mode = mode
         if upsample_out_dim is None:
             upsample_out_dim = dim // 2
-        if mode == "upsample2d":
+        if mode in ("upsample2d", "upsample3d"):
             self.resample = nn.Sequential(WanUpsample(scale_factor=(2.0, 2.0), mode="nearest-exact"),
                                           nn.Conv2d(dim, upsample_out_dim, 3, padding=1))
-        elif mode == "downsample2d":
+            if mode == "upsample3d":
+                self.time_conv = WanCausalConv3d(dim, dim * 2, (3, 1, 1), padding=(1, 0, 0))
+        elif mode in ("downsample2d", "downsample3d"):
             self.resample = nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(dim, dim, 3, stride=(2, 2)))
+            if mode == "downsample3d":
+                self.time_conv = WanCausalConv3d(dim, dim, (3, 1, 1), stride=(2, 1, 1), padding=(0, 0, 0))
         else:
             self.resample = nn.Identity()
 
-    def forward(self, x):
+    def forward(self, x, feat_cache=None, feat_idx=[0]):
         b, c, t, h, w = x.size()
+        if self.mode == "upsample3d" and feat_cache is not None:
+            idx = feat_idx[0]
+            if feat_cache[idx] is None:
+                feat_cache[idx] = "Rep"
+                feat_idx[0] += 1
+            else:
+                cache_x = x[:, :, -CACHE_T:, :, :].clone()
+                if cache_x.shape[2] < 2 and feat_cache[idx] is not None and feat_cache[idx] != "Rep":
+                    cache_x = torch.cat([feat_cache[idx][:, :, -1, :, :].unsqueeze(2), cache_x], dim=2)
+                if cache_x.shape[2] < 2 and feat_cache[idx] is not None and feat_cache[idx] == "Rep":
+                    cache_x = torch.cat([torch.zeros_like(cache_x), cache_x], dim=2)
+                if feat_cache[idx] == "Rep":
+                    x = self.time_conv(x)
+                else:
+                    x = self.time_conv(x, feat_cache[idx])
+                feat_cache[idx] = cache_x
+                feat_idx[0] += 1
+                x = x.reshape(b, 2, c, t, h, w)
+                x = torch.stack((x[:, 0, :, :, :, :], x[:, 1, :, :, :, :]), 3)
+                x = x.reshape(b, c, t * 2, h, w)
+        t = x.shape[2]
         x = x.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)
         x = self.resample(x)
-        return x.view(b, t, x.size(1), x.size(2), x.size(3)).permute(0, 2, 1, 3, 4)
+        x = x.view(b, t, x.size(1), x.size(2), x.size(3)).permute(0, 2, 1, 3, 4)
+        if self.mode == "downsample3d" and feat_cache is not None:
+            idx = feat_idx[0]
+            if feat_cache[idx] is None:
+                feat_cache[idx] = x.clone()
+                feat_idx[0] += 1
+            else:
+                cache_x = x[:, :, -1:, :, :].clone()
+                x = self.time_conv(torch.cat([feat_cache[idx][:, :, -1:, :, :], x], 2))
+                feat_cache[idx] = cache_x
+                feat_idx[0] += 1
+        return x
 
 
 class WanResidualBlock(nn.Module):
@@ -93,13 +141,27 @@ class WanResidualBlock(nn.Module):
         self.conv2 = WanCausalConv3d(out_dim, out_dim, 3, padding=1)
         self.conv_shortcut = WanCausalConv3d(in_dim, out_dim, 1) if in_dim != out_dim else nn.Identity()
 
-    def forward(self, x):
+    def forward(self, x, feat_cache=None, feat_idx=[0]):
         h = self.conv_shortcut(x)
         x = self.nonlinearity(self.norm1(x))
-        x = self.conv1(x)
+        if feat_cache is not None:
+            idx = feat_idx[0]
+            cache_x = _cache_of(x, feat_cache, idx)
+            x = self.conv1(x, feat_cache[idx])
+            feat_cache[idx] = cache_x
+            feat_idx[0] += 1
+        else:
+            x = self.conv1(x)
         x = self.nonlinearity(self.norm2(x))
         x = self.dropout(x)
-        x = self.conv2(x)
+        if feat_cache is not None:
+            idx = feat_idx[0]
+            cache_x = _cache_of(x, feat_cache, idx)
+            x = self.conv2(x, feat_cache[idx])
+            feat_cache[idx] = cache_x
+            feat_idx[0] += 1
+        else:
+            x = self.conv2(x)
         return x + h
 
 
@@ -133,12 +195,12 @@ class WanMidBlock(nn.Module):
         self.attentions = nn.ModuleList([WanAttentionBlock(dim) for _ in range(num_layers)])
         self.resnets = nn.ModuleList([WanResidualBlock(dim, dim) for _ in range(num_layers + 1)])
 
-    def forward(self, x):
-        x = self.resnets[0](x)
+    def forward(self, x, feat_cache=None, feat_idx=[0]):
+        x = self.resnets[0](x, feat_cache, feat_idx)
         for attn, resnet in zip(self.attentions, self.resnets[1:]):
             if attn is not None:
                 x = attn(x)
-            x = resnet(x)
+            x = resnet(x, feat_cache, feat_idx)
         return x
 
 
