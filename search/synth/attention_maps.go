@@ -203,14 +203,66 @@ const maxMapJoins = 6
 // and one size of cells, joined along the channels (torch.cat of a
 // projection and its multi-scale aggregations, read apart again as heads:
 // EfficientViT's and DC-AE's multi-scale linear attention): each run of
-// two or more, shortest first.
+// two or more, shortest first; then the runs that hold a map the scope
+// computed between its calls and handed to one (DC-AE's three linears'
+// outputs joined and moved channels-first, the first of the run).
 func (s *synth) mapJoins(sc *scope, b int) []*val {
-	var maps []*val
+	isMap := func(v *val) bool {
+		return !v.opaque && !v.integral() && len(v.shape) == 4 && v.shape[0] == b
+	}
+	var own, made []*val
 	for _, v := range sc.vals {
-		if sc.own[v] && !v.opaque && !v.integral() && len(v.shape) == 4 && v.shape[0] == b {
-			maps = append(maps, v)
+		switch {
+		case sc.own[v] && isMap(v):
+			own = append(own, v)
+			made = append(made, v)
+		case !sc.arg[v] && v.used && v.from != nil && isMap(v):
+			made = append(made, v)
 		}
 	}
+	out := s.joinRuns(own, nil, maxMapJoins)
+	if len(made) > len(own) {
+		out = append(out, s.joinRuns(made, func(run []*val) bool {
+			return slices.ContainsFunc(run, func(v *val) bool { return !sc.own[v] })
+		}, maxMapJoins)...)
+	}
+	return out
+}
+
+// joinedMapCut explains t [B, G, c, N] as a part of a join of the
+// scope's maps (mapJoins) read as G groups of channels over its N cells
+// (reshape(torch.cat(maps, 1), [B, G, C/G, N]).chunk(…, dim=2)): the
+// heads of a multi-scale linear attention's q, k or v, read apart before
+// the attention (a ReLU module's input).
+func (s *synth) joinedMapCut(t *val, sc *scope) *val {
+	if len(t.shape) != 4 || t.integral() {
+		return nil
+	}
+	b, g, n := t.shape[0], t.shape[1], t.shape[3]
+	fits := func(v *val) bool {
+		return len(v.shape) == 4 && v.shape[0] == b && v.shape[2]*v.shape[3] == n && v.shape[1]%g == 0
+	}
+	if !slices.ContainsFunc(sc.vals, func(v *val) bool { return sc.own[v] && fits(v) }) {
+		return nil
+	}
+	var views []*val
+	for _, j := range s.mapJoins(sc, b) {
+		if fits(j) {
+			if v := s.reshape(j, []int{b, g, j.shape[1] / g, n}); v != nil {
+				views = append(views, v)
+			}
+		}
+	}
+	if len(views) == 0 {
+		return nil
+	}
+	return s.cut(t, views)
+}
+
+// joinRuns joins each run of two or more consecutive maps of one size of
+// cells and one format along the channels, shortest first, at most limit,
+// only the runs keep accepts (all where keep is nil).
+func (s *synth) joinRuns(maps []*val, keep func([]*val) bool, limit int) []*val {
 	var out []*val
 	for n := 2; n <= len(maps); n++ {
 		for i := 0; i+n <= len(maps); i++ {
@@ -218,10 +270,13 @@ func (s *synth) mapJoins(sc *scope, b int) []*val {
 			if slices.ContainsFunc(run, func(v *val) bool { return !slices.Equal(v.shape[2:], run[0].shape[2:]) || v.format != run[0].format }) {
 				continue
 			}
+			if keep != nil && !keep(run) {
+				continue
+			}
 			if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: slices.Clone(run), out: run[0].format, label: "maps joined along the channels"}); j != nil {
 				out = append(out, j)
 			}
-			if len(out) == maxMapJoins {
+			if len(out) == limit {
 				return out
 			}
 		}

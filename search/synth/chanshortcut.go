@@ -30,14 +30,23 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 		cx, hx, wx := x.shape[1], x.shape[2], x.shape[3]
 		for _, f := range []int{1, 2} {
 			// down: x's cells f×f into channels, groups of g averaged
-			if hx == f*h && wx == f*w && (cx*f*f)%c == 0 && cx*f*f > c {
-				if v := s.groupMean(s.unshuffle(x, f), c); v != nil {
+			// (groups of one where f > 1: the cells folded alone; at f 1
+			// that would be x itself, a plain residual, glue's)
+			if hx == f*h && wx == f*w && (cx*f*f)%c == 0 && (cx*f*f > c || f > 1 && cx*f*f == c) {
+				if u := s.unshuffle(x, f); u != nil && cx*f*f == c {
+					terms = append(terms, u)
+				} else if v := s.groupMean(u, c); v != nil {
 					terms = append(terms, v)
 				}
 			}
 			// up: each channel r times, then f×f channels into cells
-			if h == f*hx && w == f*wx && (c*f*f)%cx == 0 && c*f*f > cx {
-				if v := s.shuffle(s.repeatChannels(x, c*f*f/cx), f); v != nil {
+			// (once each where f > 1)
+			if h == f*hx && w == f*wx && (c*f*f)%cx == 0 && (c*f*f > cx || f > 1 && c*f*f == cx) {
+				r := x
+				if c*f*f > cx {
+					r = s.repeatChannels(x, c*f*f/cx)
+				}
+				if v := s.shuffle(r, f); v != nil {
 					terms = append(terms, v)
 				}
 			}

@@ -203,7 +203,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, _ []*val) *val { return s.queryBiasOf(t, sc) },
 		// a RoPE table of learned per-head frequencies made in the
 		// forward from an uncalled module's parameter (timm's mixed RoPE)
-		func(t *val, _ []*val) *val { return s.learnedRopeTable(t, sc) }} {
+		func(t *val, _ []*val) *val { return s.learnedRopeTable(t, sc) },
+		// heads cut from maps joined along the channels (DC-AE's
+		// multi-scale q, k and v, read before its attention)
+		func(t *val, _ []*val) *val { return s.joinedMapCut(t, sc) }} {
 		v := try(target, vals)
 		if v == nil {
 			continue
