@@ -206,7 +206,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		func(t *val, _ []*val) *val { return s.learnedRopeTable(t, sc) },
 		// heads cut from maps joined along the channels (DC-AE's
 		// multi-scale q, k and v, read before its attention)
-		func(t *val, _ []*val) *val { return s.joinedMapCut(t, sc) }} {
+		func(t *val, _ []*val) *val { return s.joinedMapCut(t, sc) },
+		// a video's frames averaged two by two, the first kept alone
+		s.framePairsAveraged} {
 		v := try(target, vals)
 		if v == nil {
 			continue

@@ -203,7 +203,7 @@ func (s *synth) edgePadded(t *val, vals []*val) *val {
 // are constants of the request's shape; the rest is explained as a
 // piece, then joined with them.
 func (s *synth) zeroPadded(t *val, sc *scope, vals []*val) *val {
-	if len(t.shape) < 2 || len(t.shape) > 4 || t.integral() {
+	if len(t.shape) < 2 || len(t.shape) > 5 || t.integral() {
 		return nil
 	}
 	if w := s.zeroPaddedAxes(t, sc, vals); w != nil {
@@ -315,6 +315,7 @@ func (s *synth) padHead(head *val, sc *scope, vals []*val) *val {
 		func(h *val) *val { return s.cut(h, vals) },
 		func(h *val) *val { return s.joined(h, sc, vals) },
 		func(h *val) *val { return s.viewTimesPart(h, sc, vals) },
+		func(h *val) *val { return s.framePairsAveraged(h, vals) },
 	}
 	try := func(h *val) *val {
 		for _, f := range forms {
@@ -326,6 +327,9 @@ func (s *synth) padHead(head *val, sc *scope, vals []*val) *val {
 	}
 	if v := try(head); v != nil {
 		return s.reshape(v, head.shape)
+	}
+	if len(head.shape) > 4 {
+		return nil // 119 orders of five axes: a video's map is padded in its own order
 	}
 	for _, perm := range permutations(len(head.shape))[1:] {
 		inv := make([]int, len(perm))
