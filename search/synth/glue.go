@@ -208,7 +208,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		// multi-scale q, k and v, read before its attention)
 		func(t *val, _ []*val) *val { return s.joinedMapCut(t, sc) },
 		// a video's frames averaged two by two, the first kept alone
-		s.framePairsAveraged} {
+		s.framePairsAveraged,
+		// a value's elements moved, then cut along one axis (a
+		// depth-to-space upsampler dropping its first frame)
+		s.rearrangedCut} {
 		v := try(target, vals)
 		if v == nil {
 			continue

@@ -1,0 +1,118 @@
+package synth
+
+import (
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// rearrangedCut explains t as a value's elements moved (rearranged's
+// reshape → permute → reshape) and then cut along one axis: a video
+// VAE's depth-to-space upsampler that drops the first frame it makes
+// (LTX-Video's [:, :, 1:] after the rearrangement). The cut axis of the
+// moved value w is k = t's length + extra; its entries are v's axis va
+// (F entries) times a radix r = k/F from other digits, so the part of t
+// past the cut's next multiple of r is the rearrangement of v cut along
+// va, which rearranged's map reads exactly; that split, with va's digit
+// whole again, moves all of v, and the cut is checked on every element.
+func (s *synth) rearrangedCut(t *val, vals []*val) *val {
+	if t.numel() < 8 || t.integral() {
+		return nil
+	}
+	for _, v := range vals {
+		if v.opaque || v.integral() || v.format != t.format || v.numel() <= t.numel() || v.numel() > 2*t.numel() {
+			continue
+		}
+		for ax := 1; ax < len(t.shape); ax++ {
+			inner := t.numel() / t.shape[ax]
+			if v.numel()%inner != 0 {
+				continue
+			}
+			k := v.numel() / inner
+			extra := k - t.shape[ax]
+			for va := 1; va < len(v.shape); va++ {
+				F := v.shape[va]
+				if F < 2 || k%F != 0 || extra <= 0 {
+					continue
+				}
+				for _, atStart := range []bool{true, false} {
+					if w := s.cutOfMoved(t, v, ax, va, k, atStart); w != nil {
+						return w
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// cutOfMoved is rearrangedCut for one value, axis pair and side: t =
+// w[extra:] along ax (atStart) or w[:len] (else).
+func (s *synth) cutOfMoved(t, v *val, ax, va, k int, atStart bool) *val {
+	F, n := v.shape[va], t.shape[ax]
+	r, extra := k/F, k-t.shape[ax]
+	// the whole digits of va inside t: [f0, f1) of v's va, t's [e0, e1)
+	f0, f1 := 0, n/r
+	if atStart {
+		f0, f1 = (extra+r-1)/r, F
+	}
+	e0, e1 := f0*r-extra, f1*r-extra
+	if !atStart {
+		e0, e1 = 0, f1*r
+	}
+	if f1-f0 < 2 || e0 < 0 || e1 > n {
+		return nil
+	}
+	sub, src := cutAxis(t, ax, e0, e1), cutAxis(v, va, f0, f1)
+	digits := rearrangeMap(src.data, sub.data, exactly(sub.data))
+	if digits == nil {
+		return nil
+	}
+	split, perm := splitOf(digits)
+	if split == nil || isIdentity(perm) {
+		return nil
+	}
+	// va's digit: the split's dims cover src's axes outermost first
+	at, dim := -1, 0
+	for i, size := range src.shape {
+		if size == 1 {
+			continue // an axis of one has no digit
+		}
+		prod := 1
+		start := dim
+		for dim < len(split) && prod < size {
+			prod *= split[dim]
+			dim++
+		}
+		if prod != size {
+			return nil
+		}
+		if i == va {
+			if dim-start != 1 {
+				return nil // va split further: its whole length is not one digit
+			}
+			at = start
+		}
+	}
+	if at < 0 {
+		return nil
+	}
+	full := slices.Clone(split)
+	full[at] = F
+	wShape := slices.Clone(t.shape)
+	wShape[ax] = k
+	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{s.reshape(v, full)}, out: v.format, label: "elements rearranged"})
+	w := s.reshape(moved, wShape)
+	if w == nil {
+		return nil
+	}
+	from, to := extra, k
+	if !atStart {
+		from, to = 0, n
+	}
+	cut := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: from, End: to}, args: []*val{w}, out: w.format, label: "the rearrangement cut"})
+	if cut == nil || !slices.Equal(cut.data, t.data) {
+		return nil
+	}
+	return cut
+}

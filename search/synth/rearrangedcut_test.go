@@ -1,0 +1,69 @@
+package synth
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/precision"
+)
+
+// TestRearrangedCut: a depth-to-space of a video map (each channel's
+// eight (time, row, column) offsets laid out as frames and cells),
+// computed here by hand, with its first frame cut (or its last), is read
+// from the map exactly; the same frames out of order are not.
+func TestRearrangedCut(t *testing.T) {
+	const c, F, h, w = 2, 3, 2, 2
+	v := &val{shape: []int{1, c * 8, F, h, w}, data: make([]float32, c*8*F*h*w), format: precision.F32}
+	for i := range v.data {
+		v.data[i] = float32(math.Sin(float64(i)*0.73 + 0.1))
+	}
+	full := make([]float32, c*2*F*2*h*2*w) // [1, c, 2F, 2h, 2w]
+	for ch := range c {
+		for st := range 2 {
+			for sh := range 2 {
+				for sw := range 2 {
+					for f := range F {
+						for y := range h {
+							for x := range w {
+								src := (((ch*8+st*4+sh*2+sw)*F+f)*h+y)*w + x
+								dst := ((ch*2*F+2*f+st)*2*h+2*y+sh)*2*w + 2*x + sw
+								full[dst] = v.data[src]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	fullVal := &val{shape: []int{1, c, 2 * F, 2 * h, 2 * w}, data: full, format: precision.F32}
+	for _, tc := range []struct {
+		name     string
+		from, to int
+	}{{"first frame cut", 1, 2 * F}, {"last frame cut", 0, 2*F - 1}} {
+		target := cutAxis(fullVal, 2, tc.from, tc.to)
+		s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+		got := s.rearrangedCut(target, []*val{v})
+		if got == nil {
+			t.Errorf("%s: not explained", tc.name)
+			continue
+		}
+		if !slices.Equal(got.shape, target.shape) || !slices.Equal(got.data, target.data) {
+			t.Errorf("%s: %v, not the target exactly", tc.name, got.shape)
+		}
+	}
+	// frames 1…5 with two of them swapped: no rearrangement of v then a cut
+	swapped := cutAxis(fullVal, 2, 1, 2*F)
+	n := 2 * h * 2 * w
+	for ch := range c {
+		a, b := (ch*(2*F-1)+0)*n, (ch*(2*F-1)+3)*n
+		for i := range n {
+			swapped.data[a+i], swapped.data[b+i] = swapped.data[b+i], swapped.data[a+i]
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	if got := s.rearrangedCut(swapped, []*val{v}); got != nil {
+		t.Errorf("frames out of order: explained by %v", got.from)
+	}
+}
