@@ -211,7 +211,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		s.framePairsAveraged,
 		// a value's elements moved, then cut along one axis (a
 		// depth-to-space upsampler dropping its first frame)
-		s.rearrangedCut} {
+		s.rearrangedCut,
+		// each axis read at positions of its own (a nearest resize of
+		// any rank, in a format that repeats values)
+		s.axisGathered} {
 		v := try(target, vals)
 		if v == nil {
 			continue
