@@ -15,9 +15,13 @@ import (
 // consecutive channels averaged down to C, or each channel repeated r
 // times and unfolded back into cells (repeat_interleave, pixel_shuffle):
 // DC-AE's down and up blocks and its encoder's and decoder's ends (f 1
-// or 2). The rest, t − the shortcut, is a value of the scope moved or as
-// it is (rearranged's reading, to two units in the last place).
+// or 2); for a video map [B, C, T, H, W], frames and cells folded into
+// the channels together (videoShortcuts). The rest, t − the shortcut, is
+// a value of the scope moved or as it is (shortcutPlus).
 func (s *synth) channelShortcut(t *val, vals []*val) *val {
+	if len(t.shape) == 5 && !t.integral() {
+		return s.shortcutPlus(t, s.videoShortcuts(t, vals), vals)
+	}
 	if len(t.shape) != 4 || t.integral() {
 		return nil
 	}
@@ -52,19 +56,25 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 			}
 		}
 	}
+	return s.shortcutPlus(t, terms, vals)
+}
+
+// shortcutPlus reads t as one of the shortcut terms plus a value of the
+// scope moved or as it is: t − the shortcut, each entry to four units in
+// the last place of t's and the shortcut's magnitudes (the sum rounded
+// once, the difference rounded once, half a unit each; the shortcut's
+// mean of up to 8 channels summed in another order, up to 3½ more at
+// the mean's magnitude).
+func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 	bits := map[precision.Format]int{precision.F32: 23, precision.BF16: 7, precision.F16: 10}[t.format]
 	if bits == 0 {
 		return nil
 	}
 	for _, sh := range terms {
-		// t − the shortcut, each entry to two units in the last place of
-		// t's and the shortcut's magnitudes (the sum rounded once, the
-		// shortcut's mean summed in another order), is a value of the
-		// scope moved or as it is
 		d, tol := make([]float32, t.numel()), make([]float64, t.numel())
 		for i, x := range t.data {
 			d[i] = float32(float64(x) - float64(sh.data[i]))
-			tol[i] = (math.Abs(float64(x))+math.Abs(float64(sh.data[i])))*math.Ldexp(1, 1-bits) + 1e-30
+			tol[i] = (math.Abs(float64(x))+math.Abs(float64(sh.data[i])))*math.Ldexp(1, 2-bits) + 1e-30
 		}
 		for _, m := range s.nearMoves(t, d, tol, vals, true) {
 			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{m, sh}, out: t.format, label: "plus a channel shortcut"}}); w != nil {
@@ -73,6 +83,57 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// videoShortcuts are the down shortcuts of a video map t [B, C, T, H,
+// W] made from each map x of the scope: x's frames and cells folded into
+// the channels ft×f×f at a time (a space-to-depth in time and space,
+// each channel's offsets innermost in (time, row, column) order) and
+// each group of channels averaged down to C (LTX-Video's downsamplers).
+func (s *synth) videoShortcuts(t *val, vals []*val) []*val {
+	b, c := t.shape[0], t.shape[1]
+	var terms []*val
+	for _, x := range vals {
+		if x.opaque || x.integral() || len(x.shape) != 5 || x.shape[0] != b || x == t || x.format != t.format {
+			continue
+		}
+		for _, f := range [][2]int{{2, 2}, {1, 2}, {2, 1}} {
+			ft, fs := f[0], f[1]
+			k := ft * fs * fs
+			if x.shape[2] != ft*t.shape[2] || x.shape[3] != fs*t.shape[3] || x.shape[4] != fs*t.shape[4] || (x.shape[1]*k)%c != 0 || x.shape[1]*k < c {
+				continue
+			}
+			u := s.spaceToDepth(x, ft, fs)
+			if u != nil && x.shape[1]*k > c {
+				u = s.groupMean5(u, c)
+			}
+			if u != nil {
+				terms = append(terms, u)
+			}
+		}
+	}
+	return terms
+}
+
+// spaceToDepth folds x [B, C, T, H, W] into [B, C·ft·f², T/ft, H/f, W/f],
+// channel c·ft·f² + (st·f + sh)·f + sw holding frame st, row sh, column sw
+// of each block.
+func (s *synth) spaceToDepth(x *val, ft, f int) *val {
+	b, c, T, h, w := x.shape[0], x.shape[1], x.shape[2]/ft, x.shape[3]/f, x.shape[4]/f
+	split := s.reshape(x, []int{b, c, T, ft, h, f, w, f})
+	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 3, 5, 7, 2, 4, 6}}, args: []*val{split}, out: x.format, label: "frames and cells into channels"})
+	return s.reshape(moved, []int{b, c * ft * f * f, T, h, w})
+}
+
+// groupMean5 is groupMean for a video map [B, C·g, T, H, W].
+func (s *synth) groupMean5(x *val, c int) *val {
+	if x == nil || x.shape[1]%c != 0 {
+		return nil
+	}
+	b, g := x.shape[0], x.shape[1]/c
+	grouped := s.reshape(x, []int{b, c, g, x.shape[2], x.shape[3], x.shape[4]})
+	m := s.derive(&expr{op: program.OpMean, attrs: program.Attrs{Axis: 2}, args: []*val{grouped, nil}, out: x.format, label: fmt.Sprintf("the mean of each %d channels", g)})
+	return s.reshape(m, []int{b, c, x.shape[2], x.shape[3], x.shape[4]})
 }
 
 // unshuffle is pixel_unshuffle(x, f): [B, C, H·f, W·f] → [B, C·f², H, W].

@@ -82,3 +82,51 @@ func TestChannelShortcut(t *testing.T) {
 		t.Errorf("a map no shortcut makes explained as %s", v.from.label)
 	}
 }
+
+// TestVideoShortcut: a video map plus LTX-Video's downsampler shortcut,
+// computed here by hand, is read as a value's elements moved plus the
+// shortcut: y's and x's frames and cells folded into channels 2×2×2 at a
+// time (channel c·8 + st·4 + sh·2 + sw), x's groups of two channels
+// averaged.
+func TestVideoShortcut(t *testing.T) {
+	const T, h, w = 4, 4, 4
+	mk := func(c int, seed float64) *val {
+		v := &val{shape: []int{1, c, T, h, w}, data: make([]float32, c*T*h*w), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.37))
+		}
+		return v
+	}
+	s2d := func(v *val) []float32 { // [1, C, T, H, W] → [1, C·8, T/2, H/2, W/2]
+		c := v.shape[1]
+		out := make([]float32, len(v.data))
+		for ch := range c {
+			for f := range T {
+				for y := range h {
+					for x := range w {
+						oc := ch*8 + (f%2)*4 + (y%2)*2 + x%2
+						out[((oc*T/2+f/2)*h/2+y/2)*w/2+x/2] = v.data[((ch*T+f)*h+y)*w+x]
+					}
+				}
+			}
+		}
+		return out
+	}
+	x, y := mk(2, 1), mk(1, 2)
+	sx, sy := s2d(x), s2d(y)
+	const n = 8 * T / 2 * h / 2 * w / 2 // [1, 8, 2, 2, 2]
+	target := &val{shape: []int{1, 8, T / 2, h / 2, w / 2}, data: make([]float32, n), format: precision.F32}
+	for i := range n {
+		oc, cell := i/(n/8), i%(n/8)
+		mean := (sx[(2*oc)*(n/8)+cell] + sx[(2*oc+1)*(n/8)+cell]) / 2
+		target.data[i] = sy[i] + mean
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.channelShortcut(target, []*val{x, y})
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}
