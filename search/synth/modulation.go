@@ -429,7 +429,7 @@ func (sc *scope) activatedOf(v *val, f exec.ActKind) []float32 {
 // without a shift) with scale and shift vectors of the scope.
 func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) > 3 {
-		if v := s.modulatedGrid(t, sc, vals); v != nil || len(t.shape) != 4 {
+		if v := s.modulatedGrid(t, sc, vals); v != nil || len(t.shape) > 5 {
 			return v
 		}
 		return s.modulatedMap(t, sc, vals)
@@ -715,15 +715,25 @@ func (s *synth) modulatedGrid(t *val, sc *scope, vals []*val) *val {
 	return s.reshape(s.modulated(&proxy, sc, xs), t.shape)
 }
 
-// modulatedMap explains a channels-first map t [B, C, H, W] modulated
-// per channel by per-sample vectors broadcast as [:, :, None, None] (a
-// diffusion UNet's "scale_shift" residual blocks: norm2(x)·(1 + scale) +
-// shift, the halves of a projected timestep embedding) as modulated rows
-// [B, H·W, C] of the map's cells, then moved back.
+// modulatedMap explains a channels-first map t [B, C, H, W] (or a video
+// map [B, C, T, H, W]) modulated per channel by per-sample vectors
+// broadcast as [:, :, None, None] (a diffusion UNet's "scale_shift"
+// residual blocks: norm2(x)·(1 + scale) + shift, the halves of a
+// projected timestep embedding; a video VAE's timestep-conditioned
+// blocks) as modulated rows [B, cells, C] of the map's cells, then moved
+// back.
 func (s *synth) modulatedMap(t *val, sc *scope, vals []*val) *val {
-	B, C, H, W := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
-	last := []int{0, 2, 3, 1}
-	rows := []int{B, H * W, C}
+	r := len(t.shape)
+	B, C := t.shape[0], t.shape[1]
+	last, first := []int{0}, []int{0, r - 1} // channels last, and back
+	cells := 1
+	for a := 2; a < r; a++ {
+		last = append(last, a)
+		first = append(first, a-1)
+		cells *= t.shape[a]
+	}
+	last = append(last, 1)
+	rows := []int{B, cells, C}
 	var xs []*val
 	for _, x := range sameShape(t, vals) {
 		p := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: last}, args: []*val{x}, out: x.format, label: "channels last"})
@@ -731,15 +741,24 @@ func (s *synth) modulatedMap(t *val, sc *scope, vals []*val) *val {
 			xs = append(xs, r)
 		}
 	}
+	// values already channels last (a norm applied through movedim)
+	moved := append([]int{B}, t.shape[2:]...)
+	for _, x := range vals {
+		if !x.opaque && x.format == t.format && slices.Equal(x.shape, append(slices.Clone(moved), C)) {
+			if r := s.reshape(x, rows); r != nil {
+				xs = append(xs, r)
+			}
+		}
+	}
 	if len(xs) == 0 {
 		return nil
 	}
 	proxy := s.readAs(t, rows, func(d []float32) []float32 { return permuteData(&val{shape: t.shape, data: d}, last) })
-	m := s.reshape(s.modulated(proxy, sc, xs), []int{B, H, W, C})
+	m := s.reshape(s.modulated(proxy, sc, xs), append(moved, C))
 	if m == nil {
 		return nil
 	}
-	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{m}, out: m.format, label: "channels first"})
+	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: first}, args: []*val{m}, out: m.format, label: "channels first"})
 }
 
 // headGated explains t [B, R, C] = x + f(p)·y where p is a parameter of
