@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
@@ -80,13 +81,7 @@ func axisMap(v, t *val, a int) []int {
 // values of each slice of v along a: what reading the other axes at
 // positions that cover each of them (an upsampling) leaves unchanged.
 func sliceExtremes(v *val, a int) [][3]float64 {
-	outer, inner := 1, 1
-	for _, n := range v.shape[:a] {
-		outer *= n
-	}
-	for _, n := range v.shape[a+1:] {
-		inner *= n
-	}
+	outer, inner := exec.Numel(v.shape[:a]), exec.Numel(v.shape[a+1:])
 	l := v.shape[a]
 	out := make([][3]float64, l)
 	seen := make([]map[float32]bool, l)

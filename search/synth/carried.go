@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -139,13 +140,7 @@ func runAxis(long, short []int) int {
 // runAt is the offset along ax at which v holds p, trying the last run
 // first (a cache keeps the last frames); −1 where none does.
 func runAt(v, p *val, ax int) int {
-	outer, inner := 1, 1
-	for _, n := range v.shape[:ax] {
-		outer *= n
-	}
-	for _, n := range v.shape[ax+1:] {
-		inner *= n
-	}
+	outer, inner := exec.Numel(v.shape[:ax]), exec.Numel(v.shape[ax+1:])
 	lv, lp := v.shape[ax], p.shape[ax]
 	for at := lv - lp; at >= 0; at-- {
 		same := true
@@ -165,21 +160,9 @@ func runAt(v, p *val, ax int) int {
 // cutAxis is t's run [from, to) along ax as a value of its own (data
 // only: a piece to look for).
 func cutAxis(t *val, ax, from, to int) *val {
-	outer, inner := 1, 1
-	for _, n := range t.shape[:ax] {
-		outer *= n
-	}
-	for _, n := range t.shape[ax+1:] {
-		inner *= n
-	}
-	l := t.shape[ax]
-	data := make([]float32, 0, outer*(to-from)*inner)
-	for o := range outer {
-		data = append(data, t.data[(o*l+from)*inner:(o*l+to)*inner]...)
-	}
 	shape := slices.Clone(t.shape)
 	shape[ax] = to - from
-	return &val{shape: shape, data: data, format: t.format}
+	return &val{shape: shape, data: sliceData(t, ax, from, to), format: t.format}
 }
 
 // varied reports whether xs holds at least 8 numbers, not all one value

@@ -2,6 +2,8 @@ package synth
 
 import (
 	"slices"
+
+	"github.com/zflow/zflow/exec"
 )
 
 func isIdentity(p []int) bool {
@@ -68,14 +70,7 @@ func permuteData(v *val, perm []int) []float32 {
 
 // sliceData is v[..., start:end, ...] along ax.
 func sliceData(v *val, ax, start, end int) []float32 {
-	outer := 1
-	for _, d := range v.shape[:ax] {
-		outer *= d
-	}
-	inner := 1
-	for _, d := range v.shape[ax+1:] {
-		inner *= d
-	}
+	outer, inner := exec.Numel(v.shape[:ax]), exec.Numel(v.shape[ax+1:])
 	dim := v.shape[ax]
 	out := make([]float32, 0, outer*(end-start)*inner)
 	for o := range outer {

@@ -26,17 +26,7 @@ import torch.nn as nn
 
 from run import capture_once
 from wan_vae_blocks import (WanAttentionBlock, WanCausalConv3d, WanMidBlock, WanRMS_norm, WanResample,
-                            WanResidualBlock, _cache_of)
-
-
-def _cached_conv(conv, x, feat_cache, feat_idx):
-    """A causal convolution called with the cache of its slot, the slot then holding this chunk's last frames."""
-    idx = feat_idx[0]
-    cache_x = _cache_of(x, feat_cache, idx)
-    x = conv(x, feat_cache[idx])
-    feat_cache[idx] = cache_x
-    feat_idx[0] += 1
-    return x
+                            WanResidualBlock, _cached_conv)
 
 
 class WanEncoder3d(nn.Module):

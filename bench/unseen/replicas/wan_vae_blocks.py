@@ -73,6 +73,16 @@ def _cache_of(x, feat_cache, idx):
     return cache_x
 
 
+def _cached_conv(conv, x, feat_cache, feat_idx):
+    """A causal convolution called with the cache of its slot, the slot then holding this chunk's last frames."""
+    idx = feat_idx[0]
+    cache_x = _cache_of(x, feat_cache, idx)
+    x = conv(x, feat_cache[idx])
+    feat_cache[idx] = cache_x
+    feat_idx[0] += 1
+    return x
+
+
 class WanResample(nn.Module):
     def __init__(self, dim, mode, upsample_out_dim=None):
         super().__init__()
@@ -144,24 +154,10 @@ class WanResidualBlock(nn.Module):
     def forward(self, x, feat_cache=None, feat_idx=[0]):
         h = self.conv_shortcut(x)
         x = self.nonlinearity(self.norm1(x))
-        if feat_cache is not None:
-            idx = feat_idx[0]
-            cache_x = _cache_of(x, feat_cache, idx)
-            x = self.conv1(x, feat_cache[idx])
-            feat_cache[idx] = cache_x
-            feat_idx[0] += 1
-        else:
-            x = self.conv1(x)
+        x = _cached_conv(self.conv1, x, feat_cache, feat_idx) if feat_cache is not None else self.conv1(x)
         x = self.nonlinearity(self.norm2(x))
         x = self.dropout(x)
-        if feat_cache is not None:
-            idx = feat_idx[0]
-            cache_x = _cache_of(x, feat_cache, idx)
-            x = self.conv2(x, feat_cache[idx])
-            feat_cache[idx] = cache_x
-            feat_idx[0] += 1
-        else:
-            x = self.conv2(x)
+        x = _cached_conv(self.conv2, x, feat_cache, feat_idx) if feat_cache is not None else self.conv2(x)
         return x + h
 
 
