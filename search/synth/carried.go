@@ -52,6 +52,14 @@ func (s *synth) fromCarried(target *val) *val {
 	if len(s.carried) == 0 || !varied(target.data) {
 		return nil
 	}
+	if v := s.carriedFound(target); v != nil && s.everyStep(v, target, 0) {
+		return v // the same at the other captured steps too: no coincidence of step 0
+	}
+	return nil
+}
+
+// carriedFound is fromCarried at step 0.
+func (s *synth) carriedFound(target *val) *val {
 	if v := s.carriedPiece(target); v != nil {
 		return v
 	}
