@@ -185,7 +185,7 @@ func (s *synth) mapsAsRows(sc *scope, b int) *scope {
 			mapped.own[v] = true
 		}
 	}
-	for _, j := range s.mapJoins(sc, b) {
+	for _, j := range slices.Concat(s.mapJoins(sc, b, false), sc.cutJoins) {
 		if r := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1}},
 			args: []*val{s.reshape(j, []int{b, j.shape[1], j.shape[2] * j.shape[3]})}, out: j.format, label: "a map's cells as rows"}); r != nil {
 			older = append(older, r)
@@ -203,26 +203,29 @@ const maxMapJoins = 6
 // and one size of cells, joined along the channels (torch.cat of a
 // projection and its multi-scale aggregations, read apart again as heads:
 // EfficientViT's and DC-AE's multi-scale linear attention): each run of
-// two or more, shortest first; then the runs that hold a map the scope
-// computed between its calls and handed to one (DC-AE's three linears'
-// outputs joined and moved channels-first, the first of the run).
-func (s *synth) mapJoins(sc *scope, b int) []*val {
+// two or more, shortest first; with made, then the runs that hold a map
+// the scope computed between its calls and handed to one (DC-AE's three
+// linears' outputs joined and moved channels-first, the first of the
+// run: read by joinedMapCut alone, which hands the join it cut from to
+// the attention search; all of them as its operands would multiply its
+// candidates).
+func (s *synth) mapJoins(sc *scope, b int, made bool) []*val {
 	isMap := func(v *val) bool {
 		return !v.opaque && !v.integral() && len(v.shape) == 4 && v.shape[0] == b
 	}
-	var own, made []*val
+	var own, all []*val
 	for _, v := range sc.vals {
 		switch {
 		case sc.own[v] && isMap(v):
 			own = append(own, v)
-			made = append(made, v)
-		case !sc.arg[v] && v.used && v.from != nil && isMap(v):
-			made = append(made, v)
+			all = append(all, v)
+		case made && !sc.arg[v] && v.used && v.from != nil && isMap(v):
+			all = append(all, v)
 		}
 	}
 	out := s.joinRuns(own, nil, maxMapJoins)
-	if len(made) > len(own) {
-		out = append(out, s.joinRuns(made, func(run []*val) bool {
+	if len(all) > len(own) {
+		out = append(out, s.joinRuns(all, func(run []*val) bool {
 			return slices.ContainsFunc(run, func(v *val) bool { return !sc.own[v] })
 		}, maxMapJoins)...)
 	}
@@ -245,18 +248,20 @@ func (s *synth) joinedMapCut(t *val, sc *scope) *val {
 	if !slices.ContainsFunc(sc.vals, func(v *val) bool { return sc.own[v] && fits(v) }) {
 		return nil
 	}
-	var views []*val
-	for _, j := range s.mapJoins(sc, b) {
-		if fits(j) {
-			if v := s.reshape(j, []int{b, g, j.shape[1] / g, n}); v != nil {
-				views = append(views, v)
+	for _, j := range s.mapJoins(sc, b, true) {
+		if !fits(j) {
+			continue
+		}
+		if v := s.reshape(j, []int{b, g, j.shape[1] / g, n}); v != nil {
+			if w := s.cut(t, []*val{v}); w != nil {
+				if !slices.Contains(sc.cutJoins, j) {
+					sc.cutJoins = append(sc.cutJoins, j)
+				}
+				return w
 			}
 		}
 	}
-	if len(views) == 0 {
-		return nil
-	}
-	return s.cut(t, views)
+	return nil
 }
 
 // joinRuns joins each run of two or more consecutive maps of one size of

@@ -21,7 +21,7 @@ func (s *synth) viewTimesPart(t *val, sc *scope, vals []*val) *val {
 	if t.integral() || t.numel() < 4 || len(t.shape) < 2 {
 		return nil
 	}
-	sources := slices.Concat(vals, s.mapJoins(sc, t.shape[0]))
+	sources := slices.Concat(vals, s.mapJoins(sc, t.shape[0], false))
 	rel := 1e-5
 	if t.format != precision.F32 {
 		rel = 2e-2

@@ -24,6 +24,9 @@ type scope struct {
 	vecs map[string][]vec
 	// acts memoises values' data after an activation (activatedOf).
 	acts map[actKey][]float32
+	// cutJoins: joins of maps a value of the scope was cut from
+	// (joinedMapCut), operands of its attention as the own joins are
+	cutJoins []*val
 }
 
 // emptied is a scope of sc's module and call holding no values yet.
