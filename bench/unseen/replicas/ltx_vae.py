@@ -34,43 +34,8 @@ import sys
 import torch
 import torch.nn as nn
 
-from parts import Timesteps, TimestepEmbedding
+from ltx import PixArtAlphaCombinedTimestepSizeEmbeddings, RMSNorm  # the same diffusers classes as the DiT's
 from run import capture_once
-
-
-class RMSNorm(nn.Module):
-    """diffusers.models.normalization.RMSNorm(dim, eps, elementwise_affine)."""
-
-    def __init__(self, dim, eps, elementwise_affine=False):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim)) if elementwise_affine else None
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
-        if self.weight is not None:
-            if self.weight.dtype in (torch.float16, torch.bfloat16):
-                hidden_states = hidden_states.to(self.weight.dtype)
-            hidden_states = hidden_states * self.weight
-        else:
-            hidden_states = hidden_states.to(input_dtype)
-        return hidden_states
-
-
-class PixArtAlphaCombinedTimestepSizeEmbeddings(nn.Module):
-    """use_additional_conditions=False (size_emb_dim 0): the timestep alone."""
-
-    def __init__(self, embedding_dim, size_emb_dim):
-        super().__init__()
-        self.outdim = size_emb_dim
-        self.time_proj = Timesteps(num_channels=256, flip_sin_to_cos=True, downscale_freq_shift=0)
-        self.timestep_embedder = TimestepEmbedding(in_channels=256, time_embed_dim=embedding_dim)
-
-    def forward(self, timestep, resolution, aspect_ratio, batch_size, hidden_dtype):
-        timesteps_proj = self.time_proj(timestep)
-        return self.timestep_embedder(timesteps_proj.to(dtype=hidden_dtype))
 
 
 def _triple(v):
