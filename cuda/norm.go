@@ -194,6 +194,10 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
       float var = (float)zf_norm_div(acc, p.g);
       float rstd = 1.0f / __fsqrt_rn(var + p.eps);
       if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
+      if ((p.flags & ZF_N_L2) != 0) {
+        rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.out_fmt);
+        mean = zf_l2_scale(__fsqrt_rn((float)p.g), p.flags, p.out_fmt);
+      }
       if (vec) {
         for (int j = lane * 8; j < p.g; j += 256) {
           float v[8], gv[8], bv[8], r[8];
@@ -275,6 +279,10 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
     float var = (float)zf_norm_div(acc, p.g);
     float rstd = 1.0f / __fsqrt_rn(var + p.eps);
     if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
+    if ((p.flags & ZF_N_L2) != 0) {
+      rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.out_fmt);
+      mean = zf_l2_scale(__fsqrt_rn((float)p.g), p.flags, p.out_fmt);
+    }
     if (vec) {
       for (int j = t * 8; j < end; j += step) {
         float v[8], gv[8], bv[8], r[8];
@@ -405,7 +413,11 @@ func (b *Backend) normLaunch(x, gamma, beta exec.Tensor, p exec.NormParams, s ex
 	if gt == nil && p.Offset != 0 {
 		return nil, fmt.Errorf("exec: norm: offset %g without γ", p.Offset)
 	}
-	l := &normArgs{x: xt, g: xt, b: xt, np: normP{Groups: int32(xt.numel() / g), G: int32(g), Kind: int32(p.Kind), Flags: flags(s),
+	fl, err := kernels.NormFlags(b.Name(), p, s)
+	if err != nil {
+		return nil, err
+	}
+	l := &normArgs{x: xt, g: xt, b: xt, np: normP{Groups: int32(xt.numel() / g), G: int32(g), Kind: int32(p.Kind), Flags: fl | flags(s),
 		FmtX: int32(xt.format), OutFmt: int32(s.Out), Eps: p.Eps, Offset: p.Offset}}
 	if gt != nil {
 		l.np.HasG, l.np.FmtG, l.g = 1, int32(gt.format), gt

@@ -235,3 +235,30 @@ func FMA32(a, b, c float32) float32 {
 	}
 	return r
 }
+
+// L2Denominator is max(‖x‖₂, eps) as F.normalize computes it on tensors of
+// format f (MathL2): the squares summed in f64, the sum rounded to f32,
+// its square root in f32, stored in f, then clamped at eps. With stored
+// (RoundStats) the sum is kept in f instead, each square and each partial
+// sum rounded in element order (PyTorch ≤ 1.13's CPU norm on bf16).
+func L2Denominator(x []float32, eps float32, f precision.Format, stored bool) float32 {
+	var sum float64
+	for _, v := range x {
+		if stored {
+			sum = float64(f.Round(float32(sum) + f.Round(v*v)))
+		} else {
+			sum += float64(v) * float64(v)
+		}
+	}
+	return max(f.Round(float32(math.Sqrt(float64(float32(sum))))), eps)
+}
+
+// L2Scale is √g as MathL2 multiplies by it: f32, or stored in f first
+// without MathScalarF32.
+func L2Scale(g int, f precision.Format, m Math) float32 {
+	c := float32(math.Sqrt(float64(g)))
+	if m&MathScalarF32 == 0 {
+		c = f.Round(c)
+	}
+	return c
+}

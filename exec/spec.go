@@ -208,15 +208,25 @@ const (
 	// running sum and output rescaled by 2^(m_old − m_new), the output
 	// divided by the sum once at the end (exec/cpu's Attention).
 	MathOnlineSoftmax Math = 1 << 8
+	// MathL2: an RMS norm computed as F.normalize times √G (G the group):
+	// n = ‖x‖₂ (the sum of squares in f64, rounded to f32, √ in f32)
+	// stored in the output format, x̂ = x / max(n, eps), then x̂·√G, ·γ'
+	// and +β, each step stored in the output format (PyTorch ops one
+	// after another: the Wan and Qwen-Image VAEs' norms). √G is f32 with
+	// MathScalarF32 (PyTorch 2's opmath scalar) and in the output format
+	// without it (PyTorch ≤ 1.13's CPU kernels); with RoundStats the sum of
+	// squares is kept in the output format, each square and partial sum
+	// rounded in element order (1.13's CPU norm). Layer norms refuse it.
+	MathL2 Math = 1 << 9
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax | MathL2
 )
 
 // FlashKeyTile is the key tile of MathOnlineSoftmax: cuDNN's SDPA on an
 // H200 reproduces with 128 for every head dim measured (8 to 256).
 const FlashKeyTile = 128
 
-var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax"}
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

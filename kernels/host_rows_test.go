@@ -103,6 +103,16 @@ func rowJobs(t *testing.T) []hostJob {
 			normCase{[]int{8, 64}, f16, zexec.NormParams{Kind: kind}, false, true, zexec.Out(f16), f16},
 		)
 	}
+	// RMS norms as F.normalize times √G (MathL2): √G in bf16 or f32, γ
+	// with an offset, β, groups, f32.
+	l2 := zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-12}
+	ncs = append(ncs,
+		normCase{[]int{16, 96}, bf, l2, true, false, zexec.Spec{Out: bf, Math: zexec.MathL2}, bf},
+		normCase{[]int{16, 96}, bf, l2, true, true, zexec.Spec{Out: bf, Math: zexec.MathL2 | zexec.MathScalarF32}, bf},
+		normCase{[]int{8, 3072}, bf, zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-6, Offset: 1}, true, false, zexec.Spec{Out: bf, Round: zexec.RoundScale, Math: zexec.MathL2}, f32},
+		normCase{[]int{8, 96}, f16, zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-6, Group: 24}, false, false, zexec.Spec{Out: f16, Math: zexec.MathL2}, 0},
+		normCase{[]int{8, 96}, f32, l2, true, false, zexec.Spec{Out: f32, Math: zexec.MathL2 | zexec.MathScalarF32}, f32},
+	)
 	normVals := 0
 	for _, c := range ncs {
 		g := c.p.Group

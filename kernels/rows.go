@@ -116,7 +116,28 @@ func NormSeq(backend string, shape []int, fx, fg, fb precision.Format, p exec.No
 	if s.Has(exec.RoundProduct) {
 		np.Flags |= RProduct
 	}
+	l2, err := NormFlags(backend, p, s)
+	if err != nil {
+		return np, err
+	}
+	np.Flags |= l2
 	return np, nil
+}
+
+// NormFlags are a norm's flags from its math variants (ZF_N_L2 and
+// ZF_N_L2_F32 for exec.MathL2), refusing MathL2 on a layer norm.
+func NormFlags(backend string, p exec.NormParams, s exec.Spec) (int32, error) {
+	if s.Math&exec.MathL2 == 0 {
+		return 0, nil
+	}
+	if p.Kind != exec.NormRMS {
+		return 0, exec.Unsupported(backend, "norm", "%v on a %v norm (F.normalize times √G: RMS norms)", exec.MathL2, p.Kind)
+	}
+	f := int32(NormL2)
+	if s.Math&exec.MathScalarF32 != 0 {
+		f |= NormL2F32
+	}
+	return f, nil
 }
 
 // LinearSeq lays out zf_linear_seq for x [..., in] and w [out, in], with a

@@ -72,6 +72,12 @@ func TestRowsAgainstCPU(t *testing.T) {
 			}, []pair{x, gm, bt}, s.Out, 0, false, s})
 		}
 	}
+	for _, s := range []exec.Spec{{Out: bf, Math: exec.MathL2}, {Out: bf, Math: exec.MathL2 | exec.MathScalarF32}} {
+		p := exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12}
+		cases = append(cases, tc{fmt.Sprintf("norm rms as F.normalize %v", s), true, func(bk exec.Backend, a ...exec.Tensor) (exec.Tensor, error) {
+			return bk.Norm(a[0], a[1], a[2], p, s)
+		}, []pair{x, gm, bt}, s.Out, 0, false, s})
+	}
 	w := up(data(1536*3072, 0.02), []int{1536, 3072}, bf)
 	lb := up(data(1536, 0.1), []int{1536}, bf)
 	for _, s := range []exec.Spec{exec.Out(bf), exec.Out(f32), {Out: bf, Round: exec.RoundBeforeBias}} {

@@ -71,6 +71,12 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	if rstats && welford {
 		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
 	}
+	if s.Math&exec.MathL2 != 0 {
+		if p.Kind != exec.NormRMS || welford || moments || gt == nil && p.Offset != 0 {
+			return nil, exec.Unsupported(bk.Name(), "norm", "%v on a %v norm (F.normalize times √G: RMS norms, no other statistics)", s, p.Kind)
+		}
+		return bk.normL2(xt, gt, bt, g, p, s), nil
+	}
 	// the CPU kernel on an f32 tensor: its vector code contracted,
 	// x·rstd + shift and ·γ + β one fused multiply-add each
 	fused := rstats && p.Kind == exec.NormLayer && f == precision.F32 && !rn && !rp
@@ -145,6 +151,38 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 		}
 	})
 	return out, nil
+}
+
+// normL2 is an RMS norm as F.normalize times √g computes it (MathL2):
+// every step stored in s.Out.
+func (bk *Backend) normL2(xt, gt, bt *Tensor, g int, p exec.NormParams, s exec.Spec) *Tensor {
+	f := s.Out
+	c := exec.L2Scale(g, f, s.Math)
+	var scale []float32
+	if gt != nil {
+		scale = make([]float32, g)
+		for i, v := range gt.data {
+			scale[i] = at(s.Has(exec.RoundScale), f, v+p.Offset)
+		}
+	}
+	out := newTensor(xt.shape, f)
+	bk.parallel(len(xt.data)/g, max(1, 2048/g), func(lo, hi int) {
+		for q := lo; q < hi; q++ {
+			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
+			den := exec.L2Denominator(src, p.Eps, f, s.Round&exec.RoundStats != 0)
+			for i, v := range src {
+				n := f.Round(f.Round(v/den) * c)
+				if scale != nil {
+					n = f.Round(n * scale[i])
+				}
+				if bt != nil {
+					n = f.Round(n + bt.data[i])
+				}
+				dst[i] = n
+			}
+		}
+	})
+	return out
 }
 
 // stats returns the mean to subtract (0 for RMS) and 1/√(var + eps), where
