@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/zflow/zflow/exec/program"
@@ -19,26 +20,64 @@ func (s *synth) rearrangedCut(t *val, vals []*val) *val {
 	if t.numel() < 8 || t.integral() {
 		return nil
 	}
+	movable := func(v *val) bool {
+		return !v.opaque && !v.integral() && v.format == t.format && v.numel() > t.numel() && v.numel() <= 2*t.numel()
+	}
 	for _, v := range vals {
-		if v.opaque || v.integral() || v.format != t.format || v.numel() <= t.numel() || v.numel() > 2*t.numel() {
+		if !movable(v) {
 			continue
 		}
-		for ax := 1; ax < len(t.shape); ax++ {
-			inner := t.numel() / t.shape[ax]
-			if v.numel()%inner != 0 {
+		if w := s.cutOfMovedAny(t, v); w != nil {
+			return w
+		}
+	}
+	// a sum moved and cut: v plus a map of the scope with v's trailing
+	// axes whose channels, tiled, are v's (LTX-Video 0.9.5's upsampler
+	// with its residual: the input's depth-to-space repeated over the
+	// channels and cut beside the convolution's, the same elements as
+	// the tiled input added before the move)
+	for _, v := range vals {
+		if !movable(v) || len(v.shape) < 3 {
+			continue
+		}
+		for _, x := range vals {
+			if x == v || x.opaque || x.integral() || x.format != t.format || len(x.shape) != len(v.shape) || x.shape[0] != v.shape[0] ||
+				!slices.Equal(x.shape[2:], v.shape[2:]) || v.shape[1]%x.shape[1] != 0 {
 				continue
 			}
-			k := v.numel() / inner
-			extra := k - t.shape[ax]
-			for va := 1; va < len(v.shape); va++ {
-				F := v.shape[va]
-				if F < 2 || k%F != 0 || extra <= 0 {
-					continue
-				}
-				for _, atStart := range []bool{true, false} {
-					if w := s.cutOfMoved(t, v, ax, va, k, atStart); w != nil {
-						return w
-					}
+			tiled := x
+			if r := v.shape[1] / x.shape[1]; r > 1 {
+				tiled = s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: r, Axis: 1}, args: []*val{x}, out: x.format, label: fmt.Sprintf("the channels tiled %d times", r)})
+			}
+			sum := s.derive(&expr{op: program.OpAdd, args: []*val{v, tiled}, out: t.format, label: "plus a map tiled over the channels"})
+			if sum == nil {
+				continue
+			}
+			if w := s.cutOfMovedAny(t, sum); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// cutOfMovedAny is cutOfMoved over t's and v's axes and both sides.
+func (s *synth) cutOfMovedAny(t, v *val) *val {
+	for ax := 1; ax < len(t.shape); ax++ {
+		inner := t.numel() / t.shape[ax]
+		if v.numel()%inner != 0 {
+			continue
+		}
+		k := v.numel() / inner
+		extra := k - t.shape[ax]
+		for va := 1; va < len(v.shape); va++ {
+			F := v.shape[va]
+			if F < 2 || k%F != 0 || extra <= 0 {
+				continue
+			}
+			for _, atStart := range []bool{true, false} {
+				if w := s.cutOfMoved(t, v, ax, va, k, atStart); w != nil {
+					return w
 				}
 			}
 		}

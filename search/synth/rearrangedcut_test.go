@@ -19,24 +19,7 @@ func TestRearrangedCut(t *testing.T) {
 	for i := range v.data {
 		v.data[i] = float32(math.Sin(float64(i)*0.73 + 0.1))
 	}
-	full := make([]float32, c*2*F*2*h*2*w) // [1, c, 2F, 2h, 2w]
-	for ch := range c {
-		for st := range 2 {
-			for sh := range 2 {
-				for sw := range 2 {
-					for f := range F {
-						for y := range h {
-							for x := range w {
-								src := (((ch*8+st*4+sh*2+sw)*F+f)*h+y)*w + x
-								dst := ((ch*2*F+2*f+st)*2*h+2*y+sh)*2*w + 2*x + sw
-								full[dst] = v.data[src]
-							}
-						}
-					}
-				}
-			}
-		}
-	}
+	full := depthToSpace(v.data, c, F, h, w)
 	fullVal := &val{shape: []int{1, c, 2 * F, 2 * h, 2 * w}, data: full, format: precision.F32}
 	for _, tc := range []struct {
 		name     string
@@ -65,5 +48,63 @@ func TestRearrangedCut(t *testing.T) {
 	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
 	if got := s.rearrangedCut(swapped, []*val{v}); got != nil {
 		t.Errorf("frames out of order: explained by %v", got.from)
+	}
+}
+
+// depthToSpace lays a video map [1, c·8, F, h, w] out as [1, c, 2F, 2h,
+// 2w], each channel's eight (time, row, column) offsets as frames and
+// cells, by hand.
+func depthToSpace(v []float32, c, F, h, w int) []float32 {
+	full := make([]float32, c*2*F*2*h*2*w)
+	for ch := range c {
+		for st := range 2 {
+			for sh := range 2 {
+				for sw := range 2 {
+					for f := range F {
+						for y := range h {
+							for x := range w {
+								src := (((ch*8+st*4+sh*2+sw)*F+f)*h+y)*w + x
+								dst := ((ch*2*F+2*f+st)*2*h+2*y+sh)*2*w + 2*x + sw
+								full[dst] = v[src]
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return full
+}
+
+// TestRearrangedCutOfSum: an upsampler with a residual (the convolution's
+// depth-to-space plus the input's, repeated over the channels, each with
+// its first frame cut) is the depth-to-space of the convolution plus the
+// input tiled over the channels, cut: read from the two maps exactly, and
+// not from the convolution alone.
+func TestRearrangedCutOfSum(t *testing.T) {
+	const c, F, h, w, cx = 2, 3, 2, 2, 4 // the input's 4 channels tiled 4 times to the convolution's 16
+	conv := &val{shape: []int{1, c * 8, F, h, w}, data: make([]float32, c*8*F*h*w), format: precision.F32}
+	x := &val{shape: []int{1, cx, F, h, w}, data: make([]float32, cx*F*h*w), format: precision.F32}
+	for i := range conv.data {
+		conv.data[i] = float32(math.Sin(float64(i)*0.73 + 0.1))
+	}
+	for i := range x.data {
+		x.data[i] = float32(math.Cos(float64(i)*1.31 - 0.4))
+	}
+	sum := make([]float32, len(conv.data))
+	per := F * h * w
+	for i := range sum {
+		ch, rest := i/per, i%per
+		sum[i] = conv.data[i] + x.data[(ch%cx)*per+rest]
+	}
+	full := &val{shape: []int{1, c, 2 * F, 2 * h, 2 * w}, data: depthToSpace(sum, c, F, h, w), format: precision.F32}
+	target := cutAxis(full, 2, 1, 2*F)
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	got := s.rearrangedCut(target, []*val{x, conv})
+	if got == nil || !slices.Equal(got.data, target.data) {
+		t.Fatalf("the sum moved and cut: not explained exactly (%v)", got)
+	}
+	if got := s.rearrangedCut(target, []*val{conv}); got != nil {
+		t.Errorf("the convolution alone: explained by %v", got.from)
 	}
 }
