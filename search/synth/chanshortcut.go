@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
@@ -59,8 +60,8 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 	return s.shortcutPlus(t, terms, vals)
 }
 
-// shortcutPlus reads t as one of the shortcut terms plus a value of the
-// scope moved or as it is: t − the shortcut, each entry to four units in
+// shortcutPlus reads t as one of the shortcut terms alone, or plus a
+// value of the scope moved or as it is: t − the shortcut, each entry to four units in
 // the last place of t's and the shortcut's magnitudes (the sum rounded
 // once, the difference rounded once, half a unit each; the shortcut's
 // mean of up to 8 channels summed in another order, up to 3½ more at
@@ -71,6 +72,13 @@ func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 		return nil
 	}
 	for _, sh := range terms {
+		if relRMS(t.format, sh.data, t.data) <= tolerance(t.format) {
+			// the shortcut alone (its own module's output: the Wan 2.2
+			// VAE's AvgDown3D)
+			if w, _ := s.best(t, []*expr{{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(t.shape)}, args: []*val{sh}, out: t.format, label: "a channel shortcut"}}); w != nil {
+				return w
+			}
+		}
 		d, tol := make([]float32, t.numel()), make([]float64, t.numel())
 		for i, x := range t.data {
 			d[i] = float32(float64(x) - float64(sh.data[i]))
@@ -89,7 +97,9 @@ func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 // W] made from each map x of the scope: x's frames and cells folded into
 // the channels ft×f×f at a time (a space-to-depth in time and space,
 // each channel's offsets innermost in (time, row, column) order) and
-// each group of channels averaged down to C (LTX-Video's downsamplers).
+// each group of channels averaged down to C (LTX-Video's downsamplers;
+// the Wan 2.2 VAE's, which first pads a clip whose frames ft does not
+// divide with zero frames in front).
 func (s *synth) videoShortcuts(t *val, vals []*val) []*val {
 	b, c := t.shape[0], t.shape[1]
 	var terms []*val
@@ -100,8 +110,19 @@ func (s *synth) videoShortcuts(t *val, vals []*val) []*val {
 		for _, f := range [][2]int{{2, 2}, {1, 2}, {2, 1}} {
 			ft, fs := f[0], f[1]
 			k := ft * fs * fs
-			if x.shape[2] != ft*t.shape[2] || x.shape[3] != fs*t.shape[3] || x.shape[4] != fs*t.shape[4] || (x.shape[1]*k)%c != 0 || x.shape[1]*k < c {
+			pad := ft*t.shape[2] - x.shape[2]
+			if pad < 0 || pad >= ft || x.shape[3] != fs*t.shape[3] || x.shape[4] != fs*t.shape[4] || (x.shape[1]*k)%c != 0 || x.shape[1]*k < c {
 				continue
+			}
+			x := x
+			if pad > 0 {
+				shape := slices.Clone(x.shape)
+				shape[2] = pad
+				z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zero frames padding a clip in front to whole frame groups (made from the request's shape)")
+				x = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{z, x}, out: x.format, label: "zero frames in front"})
+				if x == nil {
+					continue
+				}
 			}
 			u := s.spaceToDepth(x, ft, fs)
 			if u != nil && x.shape[1]*k > c {

@@ -97,23 +97,8 @@ func TestVideoShortcut(t *testing.T) {
 		}
 		return v
 	}
-	s2d := func(v *val) []float32 { // [1, C, T, H, W] → [1, C·8, T/2, H/2, W/2]
-		c := v.shape[1]
-		out := make([]float32, len(v.data))
-		for ch := range c {
-			for f := range T {
-				for y := range h {
-					for x := range w {
-						oc := ch*8 + (f%2)*4 + (y%2)*2 + x%2
-						out[((oc*T/2+f/2)*h/2+y/2)*w/2+x/2] = v.data[((ch*T+f)*h+y)*w+x]
-					}
-				}
-			}
-		}
-		return out
-	}
 	x, y := mk(2, 1), mk(1, 2)
-	sx, sy := s2d(x), s2d(y)
+	sx, sy := s2dByHand(x), s2dByHand(y)
 	const n = 8 * T / 2 * h / 2 * w / 2 // [1, 8, 2, 2, 2]
 	target := &val{shape: []int{1, 8, T / 2, h / 2, w / 2}, data: make([]float32, n), format: precision.F32}
 	for i := range n {
@@ -123,6 +108,56 @@ func TestVideoShortcut(t *testing.T) {
 	}
 	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
 	v := s.channelShortcut(target, []*val{x, y})
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}
+
+// s2dByHand folds a video map [1, C, T, H, W] into [1, C·8, T/2, H/2,
+// W/2], channel c·8 + st·4 + sh·2 + sw, by hand.
+func s2dByHand(v *val) []float32 {
+	c, T, h, w := v.shape[1], v.shape[2], v.shape[3], v.shape[4]
+	out := make([]float32, len(v.data))
+	for ch := range c {
+		for f := range T {
+			for y := range h {
+				for x := range w {
+					oc := ch*8 + (f%2)*4 + (y%2)*2 + x%2
+					out[((oc*T/2+f/2)*h/2+y/2)*w/2+x/2] = v.data[((ch*T+f)*h+y)*w+x]
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestVideoShortcutPadded: the Wan 2.2 VAE's AvgDown3D on a clip of 3
+// frames, by hand: one zero frame in front (whole pairs of frames), the
+// frames and cells folded 2×2×2 into the channels, each two channels
+// averaged; read as the shortcut alone, its own module's output.
+func TestVideoShortcutPadded(t *testing.T) {
+	const c, T, h, w = 2, 3, 4, 4
+	x := &val{shape: []int{1, c, T, h, w}, data: make([]float32, c*T*h*w), format: precision.F32}
+	for i := range x.data {
+		x.data[i] = float32(math.Sin(0.5 + float64(i)*0.37))
+	}
+	padded := &val{shape: []int{1, c, T + 1, h, w}, data: make([]float32, c*(T+1)*h*w), format: precision.F32}
+	for ch := range c {
+		copy(padded.data[(ch*(T+1)+1)*h*w:(ch+1)*(T+1)*h*w], x.data[ch*T*h*w:(ch+1)*T*h*w])
+	}
+	sp := s2dByHand(padded)
+	n := len(sp) / 2 // [1, 8, 2, 2, 2]
+	target := &val{shape: []int{1, c * 4, (T + 1) / 2, h / 2, w / 2}, data: make([]float32, n), format: precision.F32}
+	per := n / (c * 4)
+	for i := range n {
+		oc, cell := i/per, i%per
+		target.data[i] = (sp[(2*oc)*per+cell] + sp[(2*oc+1)*per+cell]) / 2
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.channelShortcut(target, []*val{x})
 	if v == nil {
 		t.Fatal("not explained")
 	}

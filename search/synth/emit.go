@@ -45,6 +45,29 @@ func (em *emitter) addValue(v *program.Value) string {
 	return name
 }
 
+// dropUnusedConsts removes the constants no node reads, no output is
+// and no boundary taps: made for candidates that lost (zeros for a
+// padding tried and not taken), they would only weigh on the document.
+func (em *emitter) dropUnusedConsts() {
+	used := map[string]bool{}
+	for _, n := range em.p.Nodes {
+		for _, in := range n.In {
+			used[in] = true
+		}
+	}
+	for _, o := range em.p.Outputs {
+		used[o] = true
+	}
+	em.p.Order = slices.DeleteFunc(em.p.Order, func(name string) bool {
+		v := em.p.Values[name]
+		if v.Kind != program.Const || used[name] || len(v.Taps) > 0 || em.fromTrace[name] {
+			return false
+		}
+		delete(em.p.Values, name)
+		return true
+	})
+}
+
 // bindLeaf declares a weight, input or step input and binds v to it.
 func (em *emitter) bindLeaf(v *val, kind program.ValueKind, name, source string) string {
 	v.name = em.addValue(&program.Value{Name: name, Kind: kind, Source: source, Shape: slices.Clone(v.shape)})

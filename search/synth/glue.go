@@ -214,7 +214,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		s.rearrangedCut,
 		// each axis read at positions of its own (a nearest resize of
 		// any rank, in a format that repeats values)
-		s.axisGathered} {
+		s.axisGathered,
+		// values moved, or pieces joined, then clamped (a decoded
+		// clip brought into [−1, 1])
+		s.clampedMoves} {
 		v := try(target, vals)
 		if v == nil {
 			continue

@@ -111,6 +111,9 @@ func (s *synth) cutOfMoved(t, v *val, ax, va, k int, atStart bool) *val {
 	if split == nil || isIdentity(perm) {
 		return nil
 	}
+	// va's digit may be merged with its neighbours where they stay
+	// together (frames and rows in a patchify): split at src's axes
+	split, perm = refineSplit(split, perm, src.shape)
 	// va's digit: the split's dims cover src's axes outermost first
 	at, dim := -1, 0
 	for i, size := range src.shape {
@@ -154,4 +157,74 @@ func (s *synth) cutOfMoved(t, v *val, ax, va, k int, atStart bool) *val {
 		return nil
 	}
 	return cut
+}
+
+// refineSplit splits the digits of a source split (outermost first, perm
+// laying them out in the target's order) wherever one of shape's axis
+// boundaries falls inside a digit: a digit that merged consecutive axes
+// (kept together by the move) becomes those axes again, its pieces kept
+// together and in order in the target. Where a digit boundary and an
+// axis boundary do not nest (neither place divides the other) the split
+// is returned as it is.
+func refineSplit(split, perm, shape []int) ([]int, []int) {
+	// places (strides from the innermost) of the digits' and the axes'
+	// boundaries; their union, if a chain of divisors, is the refinement
+	places := map[int]bool{}
+	p := 1
+	for i := len(split) - 1; i >= 0; i-- {
+		places[p] = true
+		p *= split[i]
+	}
+	total := p
+	p = 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		places[p] = true
+		p *= shape[i]
+	}
+	if p != total {
+		return split, perm
+	}
+	chain := make([]int, 0, len(places))
+	for q := range places {
+		chain = append(chain, q)
+	}
+	slices.Sort(chain)
+	for i := 1; i < len(chain); i++ {
+		if chain[i]%chain[i-1] != 0 {
+			return split, perm
+		}
+	}
+	// each digit's pieces, outermost first: the chain's places inside it
+	pieces := make([][]int, len(split))
+	p = 1
+	for i := len(split) - 1; i >= 0; i-- {
+		hi := p * split[i]
+		var in []int // innermost first
+		for j, c := range chain {
+			if c < p || c >= hi {
+				continue
+			}
+			next := hi
+			if j+1 < len(chain) && chain[j+1] < hi {
+				next = chain[j+1]
+			}
+			in = append(in, next/c)
+		}
+		slices.Reverse(in)
+		pieces[i] = in
+		p = hi
+	}
+	first := make([]int, len(split)) // a digit's first piece's index in the refined split
+	var out []int
+	for i, ps := range pieces {
+		first[i] = len(out)
+		out = append(out, ps...)
+	}
+	var outPerm []int
+	for _, d := range perm {
+		for k := range pieces[d] {
+			outPerm = append(outPerm, first[d]+k)
+		}
+	}
+	return out, outPerm
 }

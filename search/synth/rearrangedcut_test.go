@@ -108,3 +108,26 @@ func TestRearrangedCutOfSum(t *testing.T) {
 		t.Errorf("the convolution alone: explained by %v", got.from)
 	}
 }
+
+// TestRefineSplit: a digit that merged consecutive axes is split at them,
+// its pieces kept together in the target's order; boundaries that do not
+// nest leave the split as it is.
+func TestRefineSplit(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		split, perm, shape  []int
+		wantSplit, wantPerm []int
+	}{
+		// a patchify of [3, 4 frames, 16, 16]: frames and the 8 row blocks
+		// stay together as one digit of 32
+		{"frames merged with rows", []int{3, 32, 2, 8, 2}, []int{0, 4, 2, 1, 3}, []int{1, 3, 4, 16, 16},
+			[]int{3, 4, 8, 2, 8, 2}, []int{0, 5, 3, 1, 2, 4}},
+		{"already at the axes", []int{3, 4, 2}, []int{2, 0, 1}, []int{3, 4, 2}, []int{3, 4, 2}, []int{2, 0, 1}},
+		{"boundaries that do not nest", []int{6, 4}, []int{1, 0}, []int{4, 6}, []int{6, 4}, []int{1, 0}},
+	} {
+		gs, gp := refineSplit(c.split, c.perm, c.shape)
+		if !slices.Equal(gs, c.wantSplit) || !slices.Equal(gp, c.wantPerm) {
+			t.Errorf("%s: %v %v, want %v %v", c.name, gs, gp, c.wantSplit, c.wantPerm)
+		}
+	}
+}

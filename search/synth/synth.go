@@ -382,6 +382,7 @@ func stepRoots(tr *trace.Trace, step int) []trace.Call {
 // programDoc is the program in the document's form, with the notes of its
 // constants.
 func (s *synth) programDoc() *semantics.Program {
+	s.em.dropUnusedConsts()
 	dp := program.ToDoc(s.em.p)
 	for i := range dp.Values {
 		if n, ok := s.em.notes[dp.Values[i].Name]; ok {
