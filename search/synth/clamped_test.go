@@ -3,6 +3,7 @@ package synth
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -53,5 +54,37 @@ func TestClampedMoves(t *testing.T) {
 	}
 	if got := s.clampedMoves(plain, []*val{a, b}); got != nil {
 		t.Errorf("no repeated bound: read by %v", got.from)
+	}
+}
+
+// TestL2NormCandidate: rows divided by their L2 length (F.normalize, a
+// parameterless module's output) are among the norm candidates; rows
+// of other lengths do not bring that candidate.
+func TestL2NormCandidate(t *testing.T) {
+	x := &val{shape: []int{2, 5, 8}, data: make([]float32, 80), format: precision.F32}
+	for i := range x.data {
+		x.data[i] = float32(3 * math.Sin(float64(i)*0.77+0.1))
+	}
+	target := &val{shape: x.shape, data: make([]float32, 80), format: precision.F32}
+	for r := range 10 {
+		row := x.data[r*8 : (r+1)*8]
+		var ss float64
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		for i, v := range row {
+			target.data[r*8+i] = float32(float64(v) / math.Sqrt(ss))
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v, _ := s.best(target, s.normCandidates(x, target))
+	if v == nil || relRMS(precision.F32, v.data, target.data) > 1e-6 {
+		t.Fatalf("x / ‖x‖ not among the candidates: %v", v)
+	}
+	l2 := func(cands []*expr) bool {
+		return slices.ContainsFunc(cands, func(e *expr) bool { return strings.Contains(e.label, "an L2 norm") })
+	}
+	if !l2(s.normCandidates(x, target)) || l2(s.normCandidates(x, x)) {
+		t.Error("the L2 candidate: not offered for unit rows alone")
 	}
 }

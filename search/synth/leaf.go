@@ -170,6 +170,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.idsPositionSinusoid(xs[0], t)
 			}
 			if fit == nil {
+				fit = s.fitFourierFeatures(xs[0], t)
+			}
+			if fit == nil {
 				fit = s.fitComplexRope(xs, t)
 			}
 			if fit == nil {
@@ -1025,7 +1028,39 @@ func (s *synth) normCandidates(x *val, t *val) []*expr {
 				label: fmt.Sprintf("%s eps=%g", kind, eps)})
 		}
 	}
+	if d := t.shape[len(t.shape)-1]; d > 1 && l2Rows(t) {
+		// rows of unit length: x / ‖x‖ (F.normalize, an L2 norm: an RMS
+		// norm without ε over √d), as cosine attention's q and k
+		p := exec.NormParams{Kind: exec.NormRMS, Eps: float32(1e-24 / float64(d))}
+		if n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: p}, args: []*val{x, nil, nil}, out: precision.F32, label: "x / √(mean x²)"}); n != nil {
+			cands = append(cands, &expr{op: program.OpMul, args: []*val{n, s.constant(1 / math.Sqrt(float64(d)))}, out: t.format, label: "x / ‖x‖ (an L2 norm)"})
+		}
+	}
 	return cands
+}
+
+// l2Rows reports whether t's first rows (its last axis) are of unit
+// L2 length, to a rounding of its format: an L2 norm's output.
+func l2Rows(t *val) bool {
+	d := t.shape[len(t.shape)-1]
+	if len(t.data) < d {
+		return false
+	}
+	bits := map[precision.Format]int{precision.F32: 23, precision.BF16: 7, precision.F16: 10}[t.format]
+	if bits == 0 {
+		return false
+	}
+	tol := math.Ldexp(8, -bits) // each square's rounding, the sum's, the root's
+	for r := 0; r < min(4, len(t.data)/d); r++ {
+		var ss float64
+		for _, x := range t.data[r*d : (r+1)*d] {
+			ss += float64(x) * float64(x)
+		}
+		if math.Abs(math.Sqrt(ss)-1) > tol {
+			return false
+		}
+	}
+	return true
 }
 
 // bestNorm is s.best over the norm candidates and, in a narrow format,

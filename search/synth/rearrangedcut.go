@@ -10,10 +10,12 @@ import (
 // rearrangedCut explains t as a value's elements moved (rearranged's
 // reshape → permute → reshape) and then cut along one axis: a video
 // VAE's depth-to-space upsampler that drops the first frame it makes
-// (LTX-Video's [:, :, 1:] after the rearrangement). The cut axis of the
-// moved value w is k = t's length + extra; its entries are v's axis va
-// (F entries) times a radix r = k/F from other digits, so the part of t
-// past the cut's next multiple of r is the rearrangement of v cut along
+// (LTX-Video's [:, :, 1:] after the rearrangement), a patchify whose
+// frames are cut into chunks (Wan 2.2's), frames folded into the batch
+// and cut into chunks of a norm's (Mochi's). The cut axis of the moved
+// value w is k = t's length + extra; its entries are v's axis va (F
+// entries) times a radix r = k/F from other digits, so the part of t on
+// the window's whole multiples of r is the rearrangement of v cut along
 // va, which rearranged's map reads exactly; that split, with va's digit
 // whole again, moves all of v, and the cut is checked on every element.
 func (s *synth) rearrangedCut(t *val, vals []*val) *val {
@@ -21,7 +23,7 @@ func (s *synth) rearrangedCut(t *val, vals []*val) *val {
 		return nil
 	}
 	movable := func(v *val) bool {
-		return !v.opaque && !v.integral() && v.format == t.format && v.numel() > t.numel() && v.numel() <= 2*t.numel()
+		return !v.opaque && !v.integral() && v.format == t.format && v.numel() > t.numel() && v.numel() <= 4*t.numel()
 	}
 	for _, v := range vals {
 		if !movable(v) {
@@ -61,22 +63,33 @@ func (s *synth) rearrangedCut(t *val, vals []*val) *val {
 	return nil
 }
 
-// cutOfMovedAny is cutOfMoved over t's and v's axes and both sides.
+// cutOfMovedAny is cutOfMoved over t's and v's axes and the windows a
+// cut keeps: the last n entries, the first n, and the chunks of n (a
+// norm run chunk by chunk over frames folded into the batch, Mochi's
+// VAE: the leading axis too).
 func (s *synth) cutOfMovedAny(t, v *val) *val {
-	for ax := 1; ax < len(t.shape); ax++ {
+	for ax := range t.shape {
 		inner := t.numel() / t.shape[ax]
 		if v.numel()%inner != 0 {
 			continue
 		}
+		n := t.shape[ax]
 		k := v.numel() / inner
-		extra := k - t.shape[ax]
-		for va := 1; va < len(v.shape); va++ {
+		extra := k - n
+		if extra <= 0 {
+			continue
+		}
+		froms := []int{extra, 0}
+		for j := n; j < extra; j += n {
+			froms = append(froms, j)
+		}
+		for va := range v.shape {
 			F := v.shape[va]
-			if F < 2 || k%F != 0 || extra <= 0 {
+			if F < 2 || k%F != 0 {
 				continue
 			}
-			for _, atStart := range []bool{true, false} {
-				if w := s.cutOfMoved(t, v, ax, va, k, atStart); w != nil {
+			for _, from := range froms {
+				if w := s.cutOfMoved(t, v, ax, va, k, from); w != nil {
 					return w
 				}
 			}
@@ -85,20 +98,15 @@ func (s *synth) cutOfMovedAny(t, v *val) *val {
 	return nil
 }
 
-// cutOfMoved is rearrangedCut for one value, axis pair and side: t =
-// w[extra:] along ax (atStart) or w[:len] (else).
-func (s *synth) cutOfMoved(t, v *val, ax, va, k int, atStart bool) *val {
+// cutOfMoved is rearrangedCut for one value, axis pair and window: t =
+// w[from : from + len] along ax.
+func (s *synth) cutOfMoved(t, v *val, ax, va, k, from int) *val {
 	F, n := v.shape[va], t.shape[ax]
-	r, extra := k/F, k-t.shape[ax]
-	// the whole digits of va inside t: [f0, f1) of v's va, t's [e0, e1)
-	f0, f1 := 0, n/r
-	if atStart {
-		f0, f1 = (extra+r-1)/r, F
-	}
-	e0, e1 := f0*r-extra, f1*r-extra
-	if !atStart {
-		e0, e1 = 0, f1*r
-	}
+	r := k / F
+	// the whole digits of va inside the window: [f0, f1) of v's va, t's
+	// [e0, e1)
+	f0, f1 := (from+r-1)/r, (from+n)/r
+	e0, e1 := f0*r-from, f1*r-from
 	if f1-f0 < 2 || e0 < 0 || e1 > n {
 		return nil
 	}
@@ -148,11 +156,7 @@ func (s *synth) cutOfMoved(t, v *val, ax, va, k int, atStart bool) *val {
 	if w == nil {
 		return nil
 	}
-	from, to := extra, k
-	if !atStart {
-		from, to = 0, n
-	}
-	cut := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: from, End: to}, args: []*val{w}, out: w.format, label: "the rearrangement cut"})
+	cut := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: from, End: from + n}, args: []*val{w}, out: w.format, label: "the rearrangement cut"})
 	if cut == nil || !slices.Equal(cut.data, t.data) {
 		return nil
 	}

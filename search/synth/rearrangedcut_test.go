@@ -131,3 +131,29 @@ func TestRefineSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestRearrangedCutChunk: a map's frames folded into the batch (permute,
+// then flatten) and cut into chunks of 4 (a group norm run chunk by
+// chunk, Mochi's VAE): the middle chunk, along the leading axis, is read
+// from the map exactly.
+func TestRearrangedCutChunk(t *testing.T) {
+	const c, F, h = 2, 12, 3
+	v := &val{shape: []int{1, c, F, h}, data: make([]float32, c*F*h), format: precision.F32}
+	for i := range v.data {
+		v.data[i] = float32(math.Sin(float64(i)*0.53 + 0.3))
+	}
+	folded := make([]float32, len(v.data)) // [F, c, h]
+	for ch := range c {
+		for f := range F {
+			for y := range h {
+				folded[(f*c+ch)*h+y] = v.data[(ch*F+f)*h+y]
+			}
+		}
+	}
+	target := &val{shape: []int{4, c, h}, data: folded[4*c*h : 8*c*h], format: precision.F32}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	got := s.rearrangedCut(target, []*val{v})
+	if got == nil || !slices.Equal(got.data, target.data) {
+		t.Fatalf("the middle chunk: not read exactly (%v)", got)
+	}
+}
