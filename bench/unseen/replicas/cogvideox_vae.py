@@ -72,6 +72,9 @@ class CogVideoXCausalConv3d(nn.Module):
 
     def fake_context_parallel_forward(self, inputs, conv_cache=None):
         if self.pad_mode == "replicate":
+            if inputs.dtype == torch.bfloat16 and inputs.device.type == "cpu":  # torch 1.13's CPU replicate pad has
+                # no bf16 kernel: padding copies values, so padding in f32 and casting back gives the same tensor
+                return F.pad(inputs.float(), self.time_causal_padding, mode="replicate").to(inputs.dtype)
             return F.pad(inputs, self.time_causal_padding, mode="replicate")
         k = self.time_kernel_size
         if k > 1:

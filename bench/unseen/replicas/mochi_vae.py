@@ -45,65 +45,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from cogvideox_vae import CogVideoXCausalConv3d
 from run import capture_once, sdpa
-
-
-class CogVideoXSafeConv3d(nn.Conv3d):
-    """nn.Conv3d that, past 2 GiB of input, runs in time chunks overlapping by kernel-1 frames (never at this size)."""
-
-    def forward(self, input):
-        memory_count = (input.shape[0] * input.shape[1] * input.shape[2] * input.shape[3] * input.shape[4]) * 2 / 1024**3
-        if memory_count > 2:
-            kernel_size = self.kernel_size[0]
-            part_num = int(memory_count / 2) + 1
-            pieces = list(torch.chunk(input, part_num, dim=2))
-            if kernel_size > 1:
-                pieces = [pieces[0]] + [torch.cat((pieces[i - 1][:, :, -kernel_size + 1:], pieces[i]), dim=2)
-                                        for i in range(1, len(pieces))]
-            return torch.cat([super(CogVideoXSafeConv3d, self).forward(p) for p in pieces], dim=2)
-        return super().forward(input)
-
-
-class CogVideoXCausalConv3d(nn.Module):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, dilation=1, pad_mode="constant"):
-        super().__init__()
-        if isinstance(kernel_size, int):
-            kernel_size = (kernel_size,) * 3
-        time_kernel_size, height_kernel_size, width_kernel_size = kernel_size
-        time_pad = time_kernel_size - 1
-        height_pad = (height_kernel_size - 1) // 2
-        width_pad = (width_kernel_size - 1) // 2
-        self.pad_mode = pad_mode
-        self.height_pad, self.width_pad, self.time_pad = height_pad, width_pad, time_pad
-        self.time_causal_padding = (width_pad, width_pad, height_pad, height_pad, time_pad, 0)
-        self.temporal_dim = 2
-        self.time_kernel_size = time_kernel_size
-        stride = stride if isinstance(stride, tuple) else (stride, 1, 1)
-        self.conv = CogVideoXSafeConv3d(in_channels=in_channels, out_channels=out_channels, kernel_size=kernel_size,
-                                        stride=stride, dilation=(dilation, 1, 1))
-
-    def fake_context_parallel_forward(self, inputs, conv_cache=None):
-        if self.pad_mode == "replicate":
-            if inputs.dtype == torch.bfloat16 and inputs.device.type == "cpu":  # torch 1.13's CPU replicate pad has
-                # no bf16 kernel: padding copies values, so padding in f32 and casting back gives the same tensor
-                return F.pad(inputs.float(), self.time_causal_padding, mode="replicate").to(inputs.dtype)
-            return F.pad(inputs, self.time_causal_padding, mode="replicate")
-        k = self.time_kernel_size
-        if k > 1:
-            front = [conv_cache] if conv_cache is not None else [inputs[:, :, :1]] * (k - 1)
-            inputs = torch.cat(front + [inputs], dim=2)
-        return inputs
-
-    def forward(self, inputs, conv_cache=None):
-        inputs = self.fake_context_parallel_forward(inputs, conv_cache)
-        if self.pad_mode == "replicate":
-            conv_cache = None
-        else:
-            conv_cache = inputs[:, :, -self.time_kernel_size + 1:].clone()
-            inputs = F.pad(inputs, (self.width_pad, self.width_pad, self.height_pad, self.height_pad),
-                           mode="constant", value=0)
-        output = self.conv(inputs)
-        return output, conv_cache
 
 
 class LpNorm(nn.Module):
