@@ -28,34 +28,75 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 	}
 	b, c, h, w := t.shape[0], t.shape[1], t.shape[2], t.shape[3]
 	var terms []*val
+	// the shortcut beside another map of the scope moved the same way
+	// (a convolution's output folded or unfolded as the shortcut is):
+	// read as the sum itself, before the rest is searched for
+	var paired []*expr
+	pair := func(term *val, move func(*val) *val, fits func(*val) bool, x *val) {
+		if term == nil {
+			return
+		}
+		for _, v := range vals {
+			if v == x || v.opaque || v.integral() || len(v.shape) != 4 || v.shape[0] != b || !fits(v) {
+				continue
+			}
+			if m := move(v); m != nil {
+				paired = append(paired, &expr{op: program.OpAdd, args: []*val{m, term}, out: t.format, label: "moved as its channel shortcut, plus the shortcut"})
+			}
+		}
+	}
 	for _, x := range vals {
 		if x.opaque || x.integral() || len(x.shape) != 4 || x.shape[0] != b || x == t {
 			continue
 		}
 		cx, hx, wx := x.shape[1], x.shape[2], x.shape[3]
 		for _, f := range []int{1, 2} {
-			// down: x's cells f×f into channels, groups of g averaged
-			// (groups of one where f > 1: the cells folded alone; at f 1
-			// that would be x itself, a plain residual, glue's)
-			if hx == f*h && wx == f*w && (cx*f*f)%c == 0 && (cx*f*f > c || f > 1 && cx*f*f == c) {
-				if u := s.unshuffle(x, f); u != nil && cx*f*f == c {
-					terms = append(terms, u)
-				} else if v := s.groupMean(u, c); v != nil {
-					terms = append(terms, v)
-				}
+			// each cell offset's channels together (pixel_unshuffle's
+			// order, c·f² + offset) or each channel's offsets together
+			// (offset·C + c: HunyuanImage's VAE)
+			orders := []bool{false}
+			if f > 1 {
+				orders = append(orders, true)
 			}
-			// up: each channel r times, then f×f channels into cells
-			// (once each where f > 1)
-			if h == f*hx && w == f*wx && (c*f*f)%cx == 0 && (c*f*f > cx || f > 1 && c*f*f == cx) {
-				r := x
-				if c*f*f > cx {
-					r = s.repeatChannels(x, c*f*f/cx)
+			for _, offsetsFirst := range orders {
+				// down: x's cells f×f into channels, groups of g averaged
+				// (groups of one where f > 1: the cells folded alone; at
+				// f 1 that would be x itself, a plain residual, glue's)
+				if hx == f*h && wx == f*w && (cx*f*f)%c == 0 && (cx*f*f > c || f > 1 && cx*f*f == c) {
+					term := s.unshuffle(x, f, offsetsFirst)
+					if term != nil && cx*f*f > c {
+						term = s.groupMean(term, c)
+					}
+					if term != nil {
+						terms = append(terms, term)
+					}
+					if f > 1 {
+						pair(term, func(v *val) *val { return s.unshuffle(v, f, offsetsFirst) }, func(v *val) bool {
+							return v.shape[1]*f*f == c && v.shape[2] == f*h && v.shape[3] == f*w
+						}, x)
+					}
 				}
-				if v := s.shuffle(r, f); v != nil {
-					terms = append(terms, v)
+				// up: each channel r times, then f×f channels into cells
+				// (once each where f > 1)
+				if h == f*hx && w == f*wx && (c*f*f)%cx == 0 && (c*f*f > cx || f > 1 && c*f*f == cx) {
+					r := x
+					if c*f*f > cx {
+						r = s.repeatChannels(x, c*f*f/cx)
+					}
+					if v := s.shuffle(r, f, offsetsFirst); v != nil {
+						terms = append(terms, v)
+						if f > 1 {
+							pair(v, func(u *val) *val { return s.shuffle(u, f, offsetsFirst) }, func(u *val) bool {
+								return u.shape[1] == c*f*f && u.shape[2] == hx && u.shape[3] == wx
+							}, x)
+						}
+					}
 				}
 			}
 		}
+	}
+	if w, _ := s.best(t, paired); w != nil {
+		return w
 	}
 	return s.shortcutPlus(t, terms, vals)
 }
@@ -79,12 +120,17 @@ func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 				return w
 			}
 		}
+		// the rest first as the sum rounds it, exactly (a narrow format's
+		// loose bound admits many moves of a value with repeated
+		// entries), then within the bound
+		sum := func(x float32, i int) bool { return t.format.Round(x+sh.data[i]) == t.data[i] }
 		d, tol := make([]float32, t.numel()), make([]float64, t.numel())
 		for i, x := range t.data {
 			d[i] = float32(float64(x) - float64(sh.data[i]))
 			tol[i] = (math.Abs(float64(x))+math.Abs(float64(sh.data[i])))*math.Ldexp(1, 2-bits) + 1e-30
 		}
-		for _, m := range s.nearMoves(t, d, tol, vals, true) {
+		near := func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }
+		for _, m := range append(s.nearMovesBy(t, sum, vals, true), s.nearMovesBy(t, near, vals, true)...) {
 			if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{m, sh}, out: t.format, label: "plus a channel shortcut"}}); w != nil {
 				return w
 			}
@@ -157,23 +203,34 @@ func (s *synth) groupMean5(x *val, c int) *val {
 	return s.reshape(m, []int{b, c, x.shape[2], x.shape[3], x.shape[4]})
 }
 
-// unshuffle is pixel_unshuffle(x, f): [B, C, H·f, W·f] → [B, C·f², H, W].
-func (s *synth) unshuffle(x *val, f int) *val {
+// unshuffle is pixel_unshuffle(x, f): [B, C, H·f, W·f] → [B, C·f², H, W],
+// channel c·f² + offset; with offsetsFirst, channel offset·C + c.
+func (s *synth) unshuffle(x *val, f int, offsetsFirst bool) *val {
 	if f == 1 || x == nil {
 		return x
 	}
 	b, c, h, w := x.shape[0], x.shape[1], x.shape[2]/f, x.shape[3]/f
 	split := s.reshape(x, []int{b, c, h, f, w, f})
-	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 3, 5, 2, 4}}, args: []*val{split}, out: x.format, label: "cells into channels"})
+	perm := []int{0, 1, 3, 5, 2, 4}
+	if offsetsFirst {
+		perm = []int{0, 3, 5, 1, 2, 4}
+	}
+	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{split}, out: x.format, label: "cells into channels"})
 	return s.reshape(moved, []int{b, c * f * f, h, w})
 }
 
-// shuffle is pixel_shuffle(x, f): [B, C·f², H, W] → [B, C, H·f, W·f].
-func (s *synth) shuffle(x *val, f int) *val {
+// shuffle is pixel_shuffle(x, f): [B, C·f², H, W] → [B, C, H·f, W·f],
+// reading channel c·f² + offset; with offsetsFirst, offset·C + c.
+func (s *synth) shuffle(x *val, f int, offsetsFirst bool) *val {
 	if f == 1 || x == nil {
 		return x
 	}
 	b, c, h, w := x.shape[0], x.shape[1]/(f*f), x.shape[2], x.shape[3]
+	if offsetsFirst {
+		split := s.reshape(x, []int{b, f, f, c, h, w})
+		moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 4, 1, 5, 2}}, args: []*val{split}, out: x.format, label: "channels into cells"})
+		return s.reshape(moved, []int{b, c, h * f, w * f})
+	}
 	split := s.reshape(x, []int{b, c, f, f, h, w})
 	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 4, 2, 5, 3}}, args: []*val{split}, out: x.format, label: "channels into cells"})
 	return s.reshape(moved, []int{b, c, h * f, w * f})

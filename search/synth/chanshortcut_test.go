@@ -165,3 +165,41 @@ func TestVideoShortcutPadded(t *testing.T) {
 		t.Errorf("rel-RMS %g", e)
 	}
 }
+
+// TestChannelShortcutOffsetsFirst: HunyuanImage's VAE upsampler by hand:
+// out[c, 2i+r1, 2j+r2] = h[(2·r1+r2)·C + c, i, j] + x[((2·r1+r2)·C + c)/2,
+// i, j] (each channel's offsets outermost, not pixel_shuffle's c·4 +
+// offset; the input's channels each repeated twice) is read as the
+// convolution's output moved as the shortcut is, plus the shortcut.
+func TestChannelShortcutOffsetsFirst(t *testing.T) {
+	const co, ci, h, w = 2, 4, 2, 3
+	mk := func(c int, seed float64) *val {
+		v := &val{shape: []int{1, c, h, w}, data: make([]float32, c*h*w), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.61))
+		}
+		return v
+	}
+	x, conv := mk(ci, 0.4), mk(4*co, 1.3)
+	target := &val{shape: []int{1, co, 2 * h, 2 * w}, data: make([]float32, co*4*h*w), format: precision.F32}
+	for c := range co {
+		for i := range h {
+			for j := range w {
+				for r1 := range 2 {
+					for r2 := range 2 {
+						k := (2*r1+r2)*co + c
+						target.data[(c*2*h+2*i+r1)*2*w+2*j+r2] = conv.data[(k*h+i)*w+j] + x.data[((k/2)*h+i)*w+j]
+					}
+				}
+			}
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.channelShortcut(target, []*val{x, conv})
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}

@@ -225,14 +225,19 @@ func (s *synth) rearrangedPlus(t *val, vals []*val) *val {
 // laid out in t's shape; a value that needs no move is one only where
 // still is set.
 func (s *synth) nearMoves(t *val, d []float32, tol []float64, vals []*val, still bool) []*val {
+	return s.nearMovesBy(t, func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }, vals, still)
+}
+
+// nearMovesBy is nearMoves with the test of a source value against t's
+// i-th entry given.
+func (s *synth) nearMovesBy(t *val, near func(x float32, i int) bool, vals []*val, still bool) []*val {
 	n := t.numel()
-	near := func(x float32, i int) bool { return math.Abs(float64(x)-float64(d[i])) <= tol[i] }
 	var out []*val
 	for _, v := range vals {
 		if v.opaque || v.param || v.numel() != n || v.format != t.format {
 			continue
 		}
-		digits := rearrangeMap(v.data, d, near)
+		digits := rearrangeMap(v.data, t.data, near)
 		if digits == nil {
 			continue
 		}
