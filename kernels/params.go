@@ -22,14 +22,14 @@ const (
 	OpMax      = 11
 	OpRope     = 12 // epilogues only: x·cos + rot(x)·sin of interleaved pairs (Epilogue)
 
-	RScale      = 1   // ZF_R_SCALE
-	RProduct    = 2   // ZF_R_PRODUCT
-	RGate       = 4   // ZF_R_GATE
-	RNormalized = 8   // ZF_R_NORMALIZED
-	PlusOne     = 16  // ZF_PLUS_ONE
-	HasShift    = 32  // ZF_HAS_SHIFT
-	REach       = 64  // ZF_R_EACH: an activation composed of rounded primitives
-	RMoments    = 256 // ZF_R_MOMENTS: a norm's mean and rstd rounded to x's format (exec.RoundMoments)
+	RScale      = 1    // ZF_R_SCALE
+	RProduct    = 2    // ZF_R_PRODUCT
+	RGate       = 4    // ZF_R_GATE
+	RNormalized = 8    // ZF_R_NORMALIZED
+	PlusOne     = 16   // ZF_PLUS_ONE
+	HasShift    = 32   // ZF_HAS_SHIFT
+	REach       = 64   // ZF_R_EACH: an activation composed of rounded primitives
+	RMoments    = 256  // ZF_R_MOMENTS: a norm's mean and rstd rounded to x's format (exec.RoundMoments)
 	NormL2      = 512  // ZF_N_L2: an RMS norm as F.normalize times √G (exec.MathL2)
 	NormL2F32   = 1024 // ZF_N_L2_F32: with √G in f32 (exec.MathScalarF32)
 
