@@ -32,6 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import wan_vae as wan21
 from run import capture_once
 from wan_vae_blocks import (WanCausalConv3d, WanMidBlock, WanRMS_norm, WanResample, WanResidualBlock,
                             _cached_conv)
@@ -182,25 +183,12 @@ class WanDecoder3d(nn.Module):
         return _cached_conv(self.conv_out, x, feat_cache, feat_idx)
 
 
-def patchify(x, patch_size):
-    batch_size, channels, frames, height, width = x.shape
-    x = x.view(batch_size, channels, frames, height // patch_size, patch_size, width // patch_size, patch_size)
-    x = x.permute(0, 1, 6, 4, 2, 3, 5).contiguous()
-    return x.view(batch_size, channels * patch_size * patch_size, frames, height // patch_size, width // patch_size)
+class AutoencoderKLWan(wan21.AutoencoderKLWan):
+    """wan_vae.py's chunked encode and decode with a patch and 2.2's residual encoder and decoder."""
 
-
-def unpatchify(x, patch_size):
-    batch_size, c_patches, frames, height, width = x.shape
-    channels = c_patches // (patch_size * patch_size)
-    x = x.view(batch_size, channels, patch_size, patch_size, frames, height, width)
-    x = x.permute(0, 1, 4, 5, 3, 6, 2).contiguous()
-    return x.view(batch_size, channels, frames, height * patch_size, width * patch_size)
-
-
-class AutoencoderKLWan(nn.Module):
     def __init__(self, base_dim=4, decoder_base_dim=6, z_dim=4, dim_mult=(1, 2, 2), num_res_blocks=1,
                  temperal_downsample=(False, True), in_channels=3, out_channels=3, patch_size=2):
-        super().__init__()
+        nn.Module.__init__(self)
         dim_mult, temperal_downsample = list(dim_mult), list(temperal_downsample)
         self.z_dim = z_dim
         self.patch_size = patch_size
@@ -212,50 +200,6 @@ class AutoencoderKLWan(nn.Module):
                                     out_channels * patch_size ** 2)
         self._enc_convs = sum(isinstance(m, WanCausalConv3d) for m in self.encoder.modules())
         self._dec_convs = sum(isinstance(m, WanCausalConv3d) for m in self.decoder.modules())
-
-    def clear_cache(self):
-        self._conv_idx = [0]
-        self._feat_map = [None] * self._dec_convs
-        self._enc_conv_idx = [0]
-        self._enc_feat_map = [None] * self._enc_convs
-
-    def _encode(self, x):
-        num_frame = x.shape[2]
-        self.clear_cache()
-        x = patchify(x, patch_size=self.patch_size)
-        for i in range(1 + (num_frame - 1) // 4):
-            self._enc_conv_idx = [0]
-            if i == 0:
-                out = self.encoder(x[:, :, :1, :, :], feat_cache=self._enc_feat_map, feat_idx=self._enc_conv_idx)
-            else:
-                out_ = self.encoder(x[:, :, 1 + 4 * (i - 1):1 + 4 * i, :, :], feat_cache=self._enc_feat_map,
-                                    feat_idx=self._enc_conv_idx)
-                out = torch.cat([out, out_], 2)
-        enc = self.quant_conv(out)
-        self.clear_cache()
-        return enc
-
-    def _decode(self, z):
-        num_frame = z.shape[2]
-        self.clear_cache()
-        x = self.post_quant_conv(z)
-        for i in range(num_frame):
-            self._conv_idx = [0]
-            if i == 0:
-                out = self.decoder(x[:, :, i:i + 1, :, :], feat_cache=self._feat_map, feat_idx=self._conv_idx,
-                                   first_chunk=True)
-            else:
-                out_ = self.decoder(x[:, :, i:i + 1, :, :], feat_cache=self._feat_map, feat_idx=self._conv_idx)
-                out = torch.cat([out, out_], 2)
-        out = unpatchify(out, patch_size=self.patch_size)
-        out = torch.clamp(out, min=-1.0, max=1.0)
-        self.clear_cache()
-        return out
-
-    def forward(self, sample):
-        h = self._encode(sample)
-        mean, _ = torch.chunk(h, 2, dim=1)  # DiagonalGaussianDistribution(h).mode()
-        return self._decode(mean)
 
 
 if __name__ == "__main__":

@@ -110,12 +110,30 @@ class WanDecoder3d(nn.Module):
         return _cached_conv(self.conv_out, x, feat_cache, feat_idx)
 
 
+def patchify(x, patch_size):
+    batch_size, channels, frames, height, width = x.shape
+    x = x.view(batch_size, channels, frames, height // patch_size, patch_size, width // patch_size, patch_size)
+    x = x.permute(0, 1, 6, 4, 2, 3, 5).contiguous()
+    return x.view(batch_size, channels * patch_size * patch_size, frames, height // patch_size, width // patch_size)
+
+
+def unpatchify(x, patch_size):
+    batch_size, c_patches, frames, height, width = x.shape
+    channels = c_patches // (patch_size * patch_size)
+    x = x.view(batch_size, channels, patch_size, patch_size, frames, height, width)
+    x = x.permute(0, 1, 4, 5, 3, 6, 2).contiguous()
+    return x.view(batch_size, channels, frames, height * patch_size, width * patch_size)
+
+
 class AutoencoderKLWan(nn.Module):
+    """The chunked encode and decode; patch_size None (2.1) or a patch (2.2: wan22_vae.py builds that one)."""
+
     def __init__(self, base_dim=4, z_dim=4, dim_mult=(1, 2, 2), num_res_blocks=1, attn_scales=(),
                  temperal_downsample=(False, True)):
         super().__init__()
         dim_mult, temperal_downsample = list(dim_mult), list(temperal_downsample)
         self.z_dim = z_dim
+        self.patch_size = None
         self.encoder = WanEncoder3d(3, base_dim, z_dim * 2, dim_mult, num_res_blocks, list(attn_scales),
                                     temperal_downsample)
         self.quant_conv = WanCausalConv3d(z_dim * 2, z_dim * 2, 1)
@@ -133,6 +151,8 @@ class AutoencoderKLWan(nn.Module):
     def _encode(self, x):
         num_frame = x.shape[2]
         self.clear_cache()
+        if self.patch_size is not None:
+            x = patchify(x, patch_size=self.patch_size)
         for i in range(1 + (num_frame - 1) // 4):
             self._enc_conv_idx = [0]
             if i == 0:
@@ -157,6 +177,8 @@ class AutoencoderKLWan(nn.Module):
             else:
                 out_ = self.decoder(x[:, :, i:i + 1, :, :], feat_cache=self._feat_map, feat_idx=self._conv_idx)
                 out = torch.cat([out, out_], 2)
+        if self.patch_size is not None:
+            out = unpatchify(out, patch_size=self.patch_size)
         out = torch.clamp(out, min=-1.0, max=1.0)
         self.clear_cache()
         return out
