@@ -37,8 +37,12 @@ SMALL = "--small" in sys.argv
 
 
 class AlphaBlender(nn.Module):
-    def __init__(self, alpha=0.5):
+    """switch_spatial_to_temporal_mix: upstream sets it in SpatioTemporalResBlock only, so the
+    transformer's mix is σ(m)·spatial and the resnet's is (1 − σ(m))·spatial."""
+
+    def __init__(self, alpha=0.5, switch_spatial_to_temporal_mix=False):
         super().__init__()
+        self.switch_spatial_to_temporal_mix = switch_spatial_to_temporal_mix
         self.register_parameter("mix_factor", torch.nn.Parameter(torch.Tensor([alpha])))
 
     def get_alpha(self, image_only_indicator, ndims):
@@ -53,7 +57,8 @@ class AlphaBlender(nn.Module):
     def forward(self, x_spatial, x_temporal, image_only_indicator=None):
         alpha = self.get_alpha(image_only_indicator, x_spatial.ndim)
         alpha = alpha.to(x_spatial.dtype)
-        alpha = 1.0 - alpha
+        if self.switch_spatial_to_temporal_mix:
+            alpha = 1.0 - alpha
         return alpha * x_spatial + (1.0 - alpha) * x_temporal
 
 
@@ -93,7 +98,7 @@ class SpatioTemporalResBlock(nn.Module):
         super().__init__()
         self.spatial_res_block = ResnetBlock2D(in_channels, out_channels, temb_channels, groups, eps=1e-6)
         self.temporal_res_block = TemporalResnetBlock(out_channels, out_channels, temb_channels, groups=groups)
-        self.time_mixer = AlphaBlender()
+        self.time_mixer = AlphaBlender(switch_spatial_to_temporal_mix=True)
 
     def forward(self, hidden_states, temb=None, image_only_indicator=None):
         num_frames = image_only_indicator.shape[-1]

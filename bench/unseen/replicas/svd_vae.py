@@ -46,24 +46,16 @@ NUM_FRAMES = 3
 
 class AlphaBlender(svd_unet.AlphaBlender):
     """resnet.py's AlphaBlender with its merge_strategy ("learned": α = sigmoid(mix_factor), no image indicator)
-    and switch_spatial_to_temporal_mix (α taken as 1 − α) as arguments."""
+    as an argument."""
 
     def __init__(self, alpha, merge_strategy="learned_with_images", switch_spatial_to_temporal_mix=False):
-        super().__init__(alpha)
+        super().__init__(alpha, switch_spatial_to_temporal_mix)
         self.merge_strategy = merge_strategy
-        self.switch_spatial_to_temporal_mix = switch_spatial_to_temporal_mix
 
     def get_alpha(self, image_only_indicator, ndims):
         if self.merge_strategy == "learned":
             return torch.sigmoid(self.mix_factor)
         return super().get_alpha(image_only_indicator, ndims)
-
-    def forward(self, x_spatial, x_temporal, image_only_indicator=None):
-        alpha = self.get_alpha(image_only_indicator, x_spatial.ndim)
-        alpha = alpha.to(x_spatial.dtype)
-        if self.switch_spatial_to_temporal_mix:
-            alpha = 1.0 - alpha
-        return alpha * x_spatial + (1.0 - alpha) * x_temporal
 
 
 class TemporalResnetBlock(svd_unet.TemporalResnetBlock):
