@@ -127,10 +127,7 @@ func (s *synth) gatherAxis(x *val, a int, m []int, origin string) *val {
 			perm = append(perm, i)
 		}
 	}
-	inv := make([]int, r)
-	for i, p := range perm {
-		inv[p] = i
-	}
+	inv := inversePerm(perm)
 	front := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{x}, out: x.format, label: "the axis read first"})
 	if front == nil {
 		return nil

@@ -17,11 +17,16 @@ import (
 // times and unfolded back into cells (repeat_interleave, pixel_shuffle):
 // DC-AE's down and up blocks and its encoder's and decoder's ends (f 1
 // or 2); for a video map [B, C, T, H, W], frames and cells folded into
-// the channels together (videoShortcuts). The rest, t − the shortcut, is
+// the channels together (videoShortcuts); for either, a value of the
+// scope resampled along one axis (axisResampled). The rest, t − the shortcut, is
 // a value of the scope moved or as it is (shortcutPlus).
 func (s *synth) channelShortcut(t *val, vals []*val) *val {
 	if len(t.shape) == 5 && !t.integral() {
-		return s.shortcutPlus(t, s.videoShortcuts(t, vals), vals)
+		terms, paired := s.videoShortcuts(t, vals)
+		if w, _ := s.best(t, paired); w != nil {
+			return w
+		}
+		return s.shortcutPlus(t, append(terms, s.axisResampled(t, vals)...), vals)
 	}
 	if len(t.shape) != 4 || t.integral() {
 		return nil
@@ -98,7 +103,7 @@ func (s *synth) channelShortcut(t *val, vals []*val) *val {
 	if w, _ := s.best(t, paired); w != nil {
 		return w
 	}
-	return s.shortcutPlus(t, terms, vals)
+	return s.shortcutPlus(t, append(terms, s.axisResampled(t, vals)...), vals)
 }
 
 // shortcutPlus reads t as one of the shortcut terms alone, or plus a
@@ -139,57 +144,140 @@ func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 	return nil
 }
 
-// videoShortcuts are the down shortcuts of a video map t [B, C, T, H,
-// W] made from each map x of the scope: x's frames and cells folded into
-// the channels ft×f×f at a time (a space-to-depth in time and space,
-// each channel's offsets innermost in (time, row, column) order) and
-// each group of channels averaged down to C (LTX-Video's downsamplers;
-// the Wan 2.2 VAE's, which first pads a clip whose frames ft does not
-// divide with zero frames in front).
-func (s *synth) videoShortcuts(t *val, vals []*val) []*val {
+// videoShortcuts are the shortcuts of a video map t [B, C, T, H, W]
+// made from each map x of the scope, down and up (LTX-Video's, the Wan
+// 2.2 VAE's, HunyuanVideo 1.5's samplers): x's frames and cells folded
+// into the channels ft×f×f at a time (a space-to-depth in time and
+// space, each channel's offsets innermost in (time, row, column) order,
+// or outermost) and each group of channels averaged down to C, the clip
+// first padded with zero frames in front where ft does not divide its
+// frames (Wan 2.2's); or each of x's channels repeated and unfolded into
+// cells the same ways. paired are each term plus another map of the
+// scope moved as the shortcut is (a convolution's output rearranged
+// beside its input), its channels joined twice or halved where that
+// gives C (HunyuanVideo 1.5's first frame, packed apart).
+func (s *synth) videoShortcuts(t *val, vals []*val) (terms []*val, paired []*expr) {
 	b, c := t.shape[0], t.shape[1]
-	var terms []*val
-	for _, x := range vals {
-		if x.opaque || x.integral() || len(x.shape) != 5 || x.shape[0] != b || x == t || x.format != t.format {
-			continue
-		}
-		for _, f := range [][2]int{{2, 2}, {1, 2}, {2, 1}} {
-			ft, fs := f[0], f[1]
-			k := ft * fs * fs
-			pad := ft*t.shape[2] - x.shape[2]
-			if pad < 0 || pad >= ft || x.shape[3] != fs*t.shape[3] || x.shape[4] != fs*t.shape[4] || (x.shape[1]*k)%c != 0 || x.shape[1]*k < c {
+	clip := func(v *val) bool {
+		return !v.opaque && !v.integral() && len(v.shape) == 5 && v.shape[0] == b && v != t && v.format == t.format
+	}
+	pair := func(term, x *val, move func(*val) *val) {
+		for _, v := range vals {
+			if v == x || !clip(v) || !slices.Equal(v.shape[2:], x.shape[2:]) {
 				continue
 			}
-			x := x
-			if pad > 0 {
-				shape := slices.Clone(x.shape)
-				shape[2] = pad
-				z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zero frames padding a clip in front to whole frame groups (made from the request's shape)")
-				x = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{z, x}, out: x.format, label: "zero frames in front"})
-				if x == nil {
+			m := move(v)
+			if m == nil {
+				continue
+			}
+			switch m.shape[1] {
+			case c:
+			case c / 2:
+				if c%2 != 0 {
 					continue
 				}
+				m = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{m, m}, out: m.format, label: "the channels joined twice"})
+			case 2 * c:
+				m = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: c}, args: []*val{m}, out: m.format, label: "the first half of the channels"})
+			default:
+				continue
 			}
-			u := s.spaceToDepth(x, ft, fs)
-			if u != nil && x.shape[1]*k > c {
-				u = s.groupMean5(u, c)
-			}
-			if u != nil {
-				terms = append(terms, u)
+			if m != nil {
+				paired = append(paired, &expr{op: program.OpAdd, args: []*val{m, term}, out: t.format, label: "moved as its channel shortcut, plus the shortcut"})
 			}
 		}
 	}
-	return terms
+	for _, x := range vals {
+		if !clip(x) {
+			continue
+		}
+		// factors of one: the channels alone averaged or repeated (the
+		// encoder's and decoder's ends), never x itself (a residual, glue's)
+		for _, f := range [][2]int{{2, 2}, {1, 2}, {2, 1}, {1, 1}} {
+			ft, fs := f[0], f[1]
+			k := ft * fs * fs
+			for _, offsetsFirst := range []bool{false, true} {
+				if k == 1 && offsetsFirst {
+					continue // one order where nothing is folded
+				}
+				// down
+				if pad := ft*t.shape[2] - x.shape[2]; pad >= 0 && pad < ft && x.shape[3] == fs*t.shape[3] && x.shape[4] == fs*t.shape[4] && (x.shape[1]*k)%c == 0 && x.shape[1]*k >= c && (k > 1 || x.shape[1] > c) {
+					xp := x
+					if pad > 0 {
+						shape := slices.Clone(x.shape)
+						shape[2] = pad
+						z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zero frames padding a clip in front to whole frame groups (made from the request's shape)")
+						xp = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{z, x}, out: x.format, label: "zero frames in front"})
+					}
+					u := s.spaceToDepth(xp, ft, fs, offsetsFirst)
+					if u != nil && x.shape[1]*k > c {
+						u = s.groupMean5(u, c)
+					}
+					if u != nil {
+						terms = append(terms, u)
+						if pad == 0 {
+							pair(u, x, func(v *val) *val { return s.spaceToDepth(v, ft, fs, offsetsFirst) })
+						}
+					}
+				}
+				// up
+				if t.shape[2] == ft*x.shape[2] && t.shape[3] == fs*x.shape[3] && t.shape[4] == fs*x.shape[4] && (c*k)%x.shape[1] == 0 && (k > 1 || c > x.shape[1]) {
+					r := x
+					if c*k > x.shape[1] {
+						r = s.repeatChannels(x, c*k/x.shape[1])
+					}
+					if u := s.depthToSpace(r, ft, fs, offsetsFirst); u != nil {
+						terms = append(terms, u)
+						pair(u, x, func(v *val) *val {
+							if v.shape[1]%k != 0 {
+								return nil
+							}
+							return s.depthToSpace(v, ft, fs, offsetsFirst)
+						})
+					}
+				}
+			}
+		}
+	}
+	return terms, paired
 }
 
 // spaceToDepth folds x [B, C, T, H, W] into [B, C·ft·f², T/ft, H/f, W/f],
 // channel c·ft·f² + (st·f + sh)·f + sw holding frame st, row sh, column sw
-// of each block.
-func (s *synth) spaceToDepth(x *val, ft, f int) *val {
+// of each block; with offsetsFirst, channel ((st·f + sh)·f + sw)·C + c
+// (HunyuanVideo 1.5's VAE).
+func (s *synth) spaceToDepth(x *val, ft, f int, offsetsFirst bool) *val {
+	if x == nil || ft*f == 1 {
+		return x
+	}
 	b, c, T, h, w := x.shape[0], x.shape[1], x.shape[2]/ft, x.shape[3]/f, x.shape[4]/f
 	split := s.reshape(x, []int{b, c, T, ft, h, f, w, f})
-	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 1, 3, 5, 7, 2, 4, 6}}, args: []*val{split}, out: x.format, label: "frames and cells into channels"})
+	perm := []int{0, 1, 3, 5, 7, 2, 4, 6}
+	if offsetsFirst {
+		perm = []int{0, 3, 5, 7, 1, 2, 4, 6}
+	}
+	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{split}, out: x.format, label: "frames and cells into channels"})
 	return s.reshape(moved, []int{b, c * ft * f * f, T, h, w})
+}
+
+// depthToSpace unfolds x [B, C·ft·f², T, H, W] into [B, C, T·ft, H·f,
+// W·f], reading channel c·ft·f² + (st·f + sh)·f + sw (with offsetsFirst,
+// ((st·f + sh)·f + sw)·C + c) into frame st, row sh, column sw of each
+// block: spaceToDepth undone.
+func (s *synth) depthToSpace(x *val, ft, f int, offsetsFirst bool) *val {
+	if x == nil || ft*f == 1 {
+		return x
+	}
+	b, T, h, w := x.shape[0], x.shape[2], x.shape[3], x.shape[4]
+	c := x.shape[1] / (ft * f * f)
+	split := s.reshape(x, []int{b, c, ft, f, f, T, h, w})
+	perm := []int{0, 1, 5, 2, 6, 3, 7, 4}
+	if offsetsFirst {
+		split = s.reshape(x, []int{b, ft, f, f, c, T, h, w})
+		perm = []int{0, 4, 5, 1, 6, 2, 7, 3}
+	}
+	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{split}, out: x.format, label: "channels into frames and cells"})
+	return s.reshape(moved, []int{b, c, T * ft, h * f, w * f})
 }
 
 // groupMean5 is groupMean for a video map [B, C·g, T, H, W].
@@ -248,10 +336,9 @@ func (s *synth) groupMean(x *val, c int) *val {
 	return s.reshape(m, []int{b, c, h, w})
 }
 
-// repeatChannels is repeat_interleave(x, r, dim=1).
+// repeatChannels is repeat_interleave(x, r, dim=1), x [B, C, …].
 func (s *synth) repeatChannels(x *val, r int) *val {
-	b, c, h, w := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
-	one := s.reshape(x, []int{b, c, 1, h, w})
+	one := s.reshape(x, slices.Concat(x.shape[:2], []int{1}, x.shape[2:]))
 	rep := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: r, Axis: 2}, args: []*val{one}, out: x.format, label: fmt.Sprintf("each channel %d times", r)})
-	return s.reshape(rep, []int{b, c * r, h, w})
+	return s.reshape(rep, slices.Concat([]int{x.shape[0], x.shape[1] * r}, x.shape[2:]))
 }

@@ -86,8 +86,8 @@ func TestChannelShortcut(t *testing.T) {
 // TestVideoShortcut: a video map plus LTX-Video's downsampler shortcut,
 // computed here by hand, is read as a value's elements moved plus the
 // shortcut: y's and x's frames and cells folded into channels 2×2×2 at a
-// time (channel c·8 + st·4 + sh·2 + sw), x's groups of two channels
-// averaged.
+// time (channel c·8 + st·4 + sh·2 + sw, or HunyuanVideo 1.5's
+// (st·4 + sh·2 + sw)·C + c), x's groups of two channels averaged.
 func TestVideoShortcut(t *testing.T) {
 	const T, h, w = 4, 4, 4
 	mk := func(c int, seed float64) *val {
@@ -97,35 +97,45 @@ func TestVideoShortcut(t *testing.T) {
 		}
 		return v
 	}
-	x, y := mk(2, 1), mk(1, 2)
-	sx, sy := s2dByHand(x), s2dByHand(y)
-	const n = 8 * T / 2 * h / 2 * w / 2 // [1, 8, 2, 2, 2]
-	target := &val{shape: []int{1, 8, T / 2, h / 2, w / 2}, data: make([]float32, n), format: precision.F32}
-	for i := range n {
-		oc, cell := i/(n/8), i%(n/8)
-		mean := (sx[(2*oc)*(n/8)+cell] + sx[(2*oc+1)*(n/8)+cell]) / 2
-		target.data[i] = sy[i] + mean
-	}
-	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
-	v := s.channelShortcut(target, []*val{x, y})
-	if v == nil {
-		t.Fatal("not explained")
-	}
-	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
-		t.Errorf("rel-RMS %g", e)
+	for _, offsetsFirst := range []bool{false, true} {
+		x, y := mk(2, 1), mk(1, 2)
+		sx, sy := s2dByHandOrder(x, offsetsFirst), s2dByHandOrder(y, offsetsFirst)
+		const n = 8 * T / 2 * h / 2 * w / 2 // [1, 8, 2, 2, 2]
+		target := &val{shape: []int{1, 8, T / 2, h / 2, w / 2}, data: make([]float32, n), format: precision.F32}
+		for i := range n {
+			oc, cell := i/(n/8), i%(n/8)
+			mean := (sx[(2*oc)*(n/8)+cell] + sx[(2*oc+1)*(n/8)+cell]) / 2
+			target.data[i] = sy[i] + mean
+		}
+		s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+		v := s.channelShortcut(target, []*val{x, y})
+		if v == nil {
+			t.Fatalf("offsets first %v: not explained", offsetsFirst)
+		}
+		if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+			t.Errorf("offsets first %v: rel-RMS %g", offsetsFirst, e)
+		}
 	}
 }
 
 // s2dByHand folds a video map [1, C, T, H, W] into [1, C·8, T/2, H/2,
 // W/2], channel c·8 + st·4 + sh·2 + sw, by hand.
-func s2dByHand(v *val) []float32 {
+func s2dByHand(v *val) []float32 { return s2dByHandOrder(v, false) }
+
+// s2dByHandOrder is s2dByHand, with offsetsFirst channel
+// (st·4 + sh·2 + sw)·C + c.
+func s2dByHandOrder(v *val, offsetsFirst bool) []float32 {
 	c, T, h, w := v.shape[1], v.shape[2], v.shape[3], v.shape[4]
 	out := make([]float32, len(v.data))
 	for ch := range c {
 		for f := range T {
 			for y := range h {
 				for x := range w {
-					oc := ch*8 + (f%2)*4 + (y%2)*2 + x%2
+					off := (f%2)*4 + (y%2)*2 + x%2
+					oc := ch*8 + off
+					if offsetsFirst {
+						oc = off*c + ch
+					}
 					out[((oc*T/2+f/2)*h/2+y/2)*w/2+x/2] = v.data[((ch*T+f)*h+y)*w+x]
 				}
 			}
@@ -190,6 +200,45 @@ func TestChannelShortcutOffsetsFirst(t *testing.T) {
 						k := (2*r1+r2)*co + c
 						target.data[(c*2*h+2*i+r1)*2*w+2*j+r2] = conv.data[(k*h+i)*w+j] + x.data[((k/2)*h+i)*w+j]
 					}
+				}
+			}
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.channelShortcut(target, []*val{x, conv})
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}
+
+// TestVideoShortcutUp: HunyuanVideo 1.5's upsampler by hand: a
+// convolution's output h [1, C·8, T, H, W] unfolded 2×2×2 into frames and
+// cells (channel (st·4 + sh·2 + sw)·C + c), plus the input x [1, Cx, T,
+// H, W] with each channel repeated C·8/Cx times and unfolded the same
+// way, is read as h moved as the shortcut is, plus the shortcut.
+func TestVideoShortcutUp(t *testing.T) {
+	const c, cx, T, h, w = 2, 4, 2, 2, 3
+	mk := func(ch int, seed float64) *val {
+		v := &val{shape: []int{1, ch, T, h, w}, data: make([]float32, ch*T*h*w), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.43))
+		}
+		return v
+	}
+	x, conv := mk(cx, 0.8), mk(8*c, 2.1)
+	r := 8 * c / cx
+	target := &val{shape: []int{1, c, 2 * T, 2 * h, 2 * w}, data: make([]float32, 8*c*T*h*w), format: precision.F32}
+	for ch := range c {
+		for f := range 2 * T {
+			for y := range 2 * h {
+				for z := range 2 * w {
+					off := (f%2)*4 + (y%2)*2 + z%2
+					k := off*c + ch // the packed channel
+					at := func(v *val, kc int) float32 { return v.data[((kc*T+f/2)*h+y/2)*w+z/2] }
+					target.data[((ch*2*T+f)*2*h+y)*2*w+z] = at(conv, k) + at(x, k/r)
 				}
 			}
 		}

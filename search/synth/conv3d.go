@@ -9,10 +9,12 @@ import (
 
 // fitConv3D explains a 3-D convolution (w [O, C, kt, kh, kw] over x [B, C,
 // T, H, W], groups 1: a video model's convolutions) as a 2-D one over
-// frames whose channels hold the kt time taps: x padded by zeros in time
-// to give t's length (as much before as after, or all of it before: a
-// causal convolution, a video VAE's, that pads the past itself and
-// convolves unpadded), the kt windows of it (every st-th frame from
+// frames whose channels hold the kt time taps: x padded in time to give
+// t's length (as much before as after, or all of it before: a causal
+// convolution, a video VAE's, that pads the past itself and convolves
+// unpadded), by zeros or else by copies of the edge frame (a causal
+// convolution that repeats the first frame, inside the module that
+// holds the weight, so that no capture sees the padded clip), the kt windows of it (every st-th frame from
 // each tap: a stride in time, a VAE's temporal downsampling) joined on
 // the channel axis, every frame then convolved by w laid out [O, kt·C,
 // kh, kw] (one f32 sum over kt·C·kh·kw products and the bias, rounded
@@ -27,9 +29,8 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 	if len(w.shape) != 5 || len(x.shape) != 5 || len(t.shape) != 5 || x.integral() {
 		return nil
 	}
-	b, c, tt, o, kt := x.shape[0], x.shape[1], x.shape[2], w.shape[0], w.shape[2]
-	to := t.shape[2]
-	if w.shape[1] != c || t.shape[0] != b || t.shape[1] != o || to < 1 {
+	b, c, o, kt := x.shape[0], x.shape[1], w.shape[0], w.shape[2]
+	if w.shape[1] != c || t.shape[0] != b || t.shape[1] != o || t.shape[2] < 1 {
 		return nil
 	}
 	wk := s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{w}, out: w.format, label: "time taps before channels"}),
@@ -37,6 +38,17 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 	if wk == nil {
 		return nil
 	}
+	zeroPadded := s.conv3DCandidates(x, wk, bias, t, kt, false)
+	if v := s.bestFit(t, zeroPadded, "conv"); v != nil {
+		return v
+	}
+	return s.bestFit(t, append(zeroPadded, s.conv3DCandidates(x, wk, bias, t, kt, true)...), "conv")
+}
+
+// conv3DCandidates are fitConv3D's readings for one way of padding time:
+// every stride, pad placement and spatial geometry the sizes allow.
+func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool) []*expr {
+	b, tt, o, to := x.shape[0], x.shape[2], t.shape[1], t.shape[2]
 	var cands []*expr
 	for st := 1; st <= max(1, min(kt, 4)); st++ {
 		if st > 1 && to == 1 {
@@ -51,12 +63,18 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 			pads = [][2]int{{grow / 2, grow / 2}, {grow, 0}}
 		}
 		for _, pad := range pads {
-			frames := s.timeTaps(x, pad, kt, to, st)
+			if edge && pad == [2]int{0, 0} {
+				continue // nothing padded: the zeros' reading already
+			}
+			frames := s.timeTaps(x, pad, kt, to, st, edge)
 			if frames == nil {
 				continue
 			}
 			proxy := &val{shape: []int{b * to, o, t.shape[3], t.shape[4]}, format: t.format}
 			how := fmt.Sprintf("%d time taps, padded %d before and %d after", kt, pad[0], pad[1])
+			if edge {
+				how += " by copies of the edge frames"
+			}
 			if st > 1 {
 				how += fmt.Sprintf(", stride %d", st)
 			}
@@ -69,13 +87,14 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 			}
 		}
 	}
-	return s.bestFit(t, cands, "conv")
+	return cands
 }
 
-// timeTaps is x [B, C, T, H, W] padded by zeros in time (pad: before,
-// after), its kt windows of to frames, every st-th, joined on the
-// channels, read as frames [B·to, kt·C, H, W].
-func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int) *val {
+// timeTaps is x [B, C, T, H, W] padded in time (pad: before, after) by
+// zeros, or with edge by copies of its first and last frames, its kt
+// windows of to frames, every st-th, joined on the channels, read as
+// frames [B·to, kt·C, H, W].
+func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
 	b, c, h, w := x.shape[0], x.shape[1], x.shape[3], x.shape[4]
 	pad[1] += st - 1 // a strided tap's window reads past its last frame: zeros never used
 	parts := []*val{x}
@@ -83,9 +102,16 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int) *val {
 		if n == 0 {
 			continue
 		}
-		shape := slices.Clone(x.shape)
-		shape[2] = n
-		z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zeros padding a 3-D convolution's input in time (made from the request's shape)")
+		var z *val
+		if edge {
+			if z = s.edgeFrames(x, i == 1, n); z == nil {
+				return nil
+			}
+		} else {
+			shape := slices.Clone(x.shape)
+			shape[2] = n
+			z = s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zeros padding a 3-D convolution's input in time (made from the request's shape)")
+		}
 		if i == 0 {
 			parts = append([]*val{z}, parts...)
 		} else {
@@ -120,6 +146,20 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int) *val {
 	}
 	return s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{stacked}, out: x.format, label: "frames first"}),
 		[]int{b * to, kt * c, h, w})
+}
+
+// edgeFrames is n copies of x's first frame (last: its last), joined in
+// time: a clip padded by repeating its edge.
+func (s *synth) edgeFrames(x *val, last bool, n int) *val {
+	at := 0
+	if last {
+		at = x.shape[2] - 1
+	}
+	f := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: at, End: at + 1}, args: []*val{x}, out: x.format, label: "an edge frame"})
+	if f == nil || n == 1 {
+		return f
+	}
+	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: slices.Repeat([]*val{f}, n), out: x.format, label: fmt.Sprintf("the edge frame %d times", n)})
 }
 
 // pastJoined is past joined before x in time (both [B, C, T, H, W], equal

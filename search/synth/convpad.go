@@ -92,11 +92,7 @@ func (s *synth) alongFirst(v *val, a, n int, out precision.Format, f func(rows *
 	}
 	shape := slices.Clone(front.shape)
 	shape[0] = n
-	back := make([]int, r) // the inverse permutation
-	for i, p := range perm {
-		back[p] = i
-	}
-	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: back}, args: []*val{s.reshape(g, shape)}, out: out, label: "axis back"})
+	return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: inversePerm(perm)}, args: []*val{s.reshape(g, shape)}, out: out, label: "axis back"})
 }
 
 // fitModePaddedConv explains a convolution padded in a non-zero mode

@@ -78,3 +78,21 @@ func sliceData(v *val, ax, start, end int) []float32 {
 	}
 	return out
 }
+
+// permuteShape is shape with its axes in perm's order (torch.permute's).
+func permuteShape(shape, perm []int) []int {
+	out := make([]int, len(perm))
+	for i, a := range perm {
+		out[i] = shape[a]
+	}
+	return out
+}
+
+// inversePerm is the permutation that undoes perm.
+func inversePerm(perm []int) []int {
+	inv := make([]int, len(perm))
+	for i, p := range perm {
+		inv[p] = i
+	}
+	return inv
+}

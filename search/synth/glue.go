@@ -446,6 +446,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	// (its axes moved, above) has failed, as each search costs as much as
 	// an attention's; before its rows are split apart
 	switch len(target.shape) {
+	case 5:
+		if v := s.clipMapsAttention(target, sc); v != nil {
+			return v
+		}
 	case 4:
 		if v := s.blocksAttention(target, sc); v != nil {
 			return v
@@ -463,6 +467,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		}
 	}
 	if v := s.classRowsApart(target, sc); v != nil {
+		return v
+	}
+	if v := s.firstFrameApart(target, sc); v != nil {
 		return v
 	}
 	return nil
@@ -508,6 +515,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.mapsWeighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
+		// a smaller value copied along an axis, read off the target
+		{try: func(t *val, c *scope, _ []*val) *val { return s.copied(t, c) }},
 		// a value plus an uncalled module's table (a position embedding
 		// whose weight the forward reads, resized, without calling it)
 		{try: s.peeledAddLate},

@@ -63,12 +63,7 @@ func (s *synth) axisNorm(t *val, vals []*val) *val {
 				}
 			}
 			perm = append(perm, a)
-			inv := make([]int, n)
-			shape := make([]int, n)
-			for i, p := range perm {
-				inv[p] = i
-				shape[i] = t.shape[p]
-			}
+			inv, shape := inversePerm(perm), permuteShape(t.shape, perm)
 			vp := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "the normalised axis last"})
 			if vp == nil {
 				continue

@@ -71,11 +71,7 @@ func (s *synth) fitPackedRope(xs []*val, t *val) *val {
 			continue
 		}
 		j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: []*val{c, sn}, out: c.format, label: "cos and sin packed"})
-		inv := make([]int, n)
-		for i, p := range perm {
-			inv[p] = i
-		}
-		r := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: inv}, args: []*val{s.reshape(j, moved)}, out: c.format, label: "channels in place"})
+		r := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: inversePerm(perm)}, args: []*val{s.reshape(j, moved)}, out: c.format, label: "channels in place"})
 		if r != nil && slices.Equal(r.shape, t.shape) && relRMS(t.format, r.data, t.data) <= tol && s.everyStep(r, t, tol) {
 			r.fit = c.fit
 			return r

@@ -49,7 +49,8 @@ type synth struct {
 	// sharedKV: sharedKVAttention's scan, keys and values one value of
 	// the scope (v as it is, or rotated as k is)
 	sharedKV bool
-	// splitting: classRowsApart is explaining a first row or the rest
+	// splitting: classRowsApart or firstFrameApart is explaining a first
+	// row or frame, or the rest
 	// (no split inside it)
 	splitting bool
 	// grid: the grid gridAttention read its target's rows from (nil:

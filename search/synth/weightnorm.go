@@ -107,12 +107,7 @@ func (s *synth) weightNorm(v, g *val, d int, f precision.Format) *expr {
 	if d <= 0 {
 		return &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(v.shape)}, args: []*val{w}, out: f, label: label}
 	}
-	movedShape := make([]int, len(perm))
-	back := make([]int, len(perm))
-	for i, p := range perm {
-		movedShape[i] = v.shape[p]
-		back[p] = i
-	}
+	movedShape, back := permuteShape(v.shape, perm), inversePerm(perm)
 	if w = s.reshape(w, movedShape); w == nil {
 		return nil
 	}
