@@ -363,6 +363,7 @@ func TestNorm(t *testing.T) {
 		{"rms f32", xf, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Out(f32)},
 		{"rms as F.normalize times √G", x, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12}, exec.Spec{Out: bf16, Math: exec.MathL2}},
 		{"rms as F.normalize, √G in f32, per group 96", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12, Group: 96}, exec.Spec{Out: bf16, Math: exec.MathL2 | exec.MathScalarF32}},
+		{"rms as F.normalize upcast, √G in f32", x, g.g, nil, pair{g.c, nil}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12}, exec.Spec{Out: bf16, Math: exec.MathL2 | exec.MathNormalizeF32 | exec.MathScalarF32}},
 		// Groups of 128 or fewer share a warp (the kernel's lanes a group):
 		// whole powers of two, and 96 and 24, whose last lanes hold nothing.
 		{"layer per group 64", x, nil, nil, pair{}, exec.NormParams{Kind: exec.NormLayer, Eps: 1e-6, Group: 64}, exec.Out(bf16)},

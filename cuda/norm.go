@@ -195,7 +195,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
       float rstd = 1.0f / __fsqrt_rn(var + p.eps);
       if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
       if ((p.flags & ZF_N_L2) != 0) {
-        rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.out_fmt);
+        rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.flags, p.out_fmt);
         mean = zf_l2_scale(__fsqrt_rn((float)p.g), p.flags, p.out_fmt);
       }
       if (vec) {
@@ -280,7 +280,7 @@ extern "C" __global__ void ZF_NORM_BOUNDS ZF_NORM_NAME(uchar* __restrict__ y, co
     float rstd = 1.0f / __fsqrt_rn(var + p.eps);
     if ((p.flags & ZF_R_MOMENTS) != 0) { mean = zf_round(mean, p.fmt_x); rstd = zf_round(rstd, p.fmt_x); }
     if ((p.flags & ZF_N_L2) != 0) {
-      rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.out_fmt);
+      rstd = zf_l2_den(__fsqrt_rn((float)acc), p.eps, p.flags, p.out_fmt);
       mean = zf_l2_scale(__fsqrt_rn((float)p.g), p.flags, p.out_fmt);
     }
     if (vec) {

@@ -123,6 +123,7 @@ func TestSeqNorm(t *testing.T) {
 		{"rms per head (group 128)", x, gh, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6, Group: 128}, exec.Spec{Out: bf16, Round: exec.RoundNormalized}},
 		{"rms f32", xf, pair{}, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-6}, exec.Out(f32)},
 		{"rms as F.normalize times √G", x, g, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12}, exec.Spec{Out: bf16, Math: exec.MathL2 | exec.MathScalarF32}},
+		{"rms as F.normalize upcast times √G", x, g, pair{}, exec.NormParams{Kind: exec.NormRMS, Eps: 1e-12}, exec.Spec{Out: bf16, Math: exec.MathL2 | exec.MathNormalizeF32 | exec.MathScalarF32}},
 	}
 	for _, c := range cases {
 		np, err := kernels.NormSeq("cuda", shape, c.x.c.Format(), fmtOf(c.g.c), fmtOf(c.be.c), c.p, c.s)

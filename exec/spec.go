@@ -38,6 +38,9 @@ func (s Spec) Check() error {
 	if s.Math&^mathAll != 0 {
 		return fmt.Errorf("exec: spec: unknown math bits %#x", uint16(s.Math&^mathAll))
 	}
+	if s.Math&MathNormalizeF32 != 0 && s.Math&MathL2 == 0 {
+		return fmt.Errorf("exec: spec: %v without %v", MathNormalizeF32, MathL2)
+	}
 	return nil
 }
 
@@ -218,15 +221,20 @@ const (
 	// squares is kept in the output format, each square and partial sum
 	// rounded in element order (1.13's CPU norm). Layer norms refuse it.
 	MathL2 Math = 1 << 9
+	// MathNormalizeF32: MathL2 on x upcast to f32 and the result cast
+	// back (F.normalize(x.float()).to(dtype): the HunyuanVideo 1.5 VAE's
+	// norms): n = ‖x‖₂ kept in f32, x̂ = x / max(n, eps) rounded once to
+	// the output format; √G, γ and β then as MathL2's. Only with MathL2.
+	MathNormalizeF32 Math = 1 << 10
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax | MathL2
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax | MathL2 | MathNormalizeF32
 )
 
 // FlashKeyTile is the key tile of MathOnlineSoftmax: cuDNN's SDPA on an
 // H200 reproduces with 128 for every head dim measured (8 to 256).
 const FlashKeyTile = 128
 
-var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2"}
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2", "normalize_f32"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

@@ -112,6 +112,9 @@ func rowJobs(t *testing.T) []hostJob {
 		normCase{[]int{8, 3072}, bf, zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-6, Offset: 1}, true, false, zexec.Spec{Out: bf, Round: zexec.RoundScale, Math: zexec.MathL2}, f32},
 		normCase{[]int{8, 96}, f16, zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-6, Group: 24}, false, false, zexec.Spec{Out: f16, Math: zexec.MathL2}, 0},
 		normCase{[]int{8, 96}, f32, l2, true, false, zexec.Spec{Out: f32, Math: zexec.MathL2 | zexec.MathScalarF32}, f32},
+		// x normalised upcast, ‖x‖ kept in f32 (MathNormalizeF32)
+		normCase{[]int{16, 96}, bf, l2, true, false, zexec.Spec{Out: bf, Math: zexec.MathL2 | zexec.MathNormalizeF32 | zexec.MathScalarF32}, bf},
+		normCase{[]int{8, 96}, bf, zexec.NormParams{Kind: zexec.NormRMS, Eps: 1e-12, Group: 24}, true, false, zexec.Spec{Out: bf, Math: zexec.MathL2 | zexec.MathNormalizeF32}, bf},
 	)
 	normVals := 0
 	for _, c := range ncs {

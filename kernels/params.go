@@ -32,6 +32,7 @@ const (
 	RMoments    = 256  // ZF_R_MOMENTS: a norm's mean and rstd rounded to x's format (exec.RoundMoments)
 	NormL2      = 512  // ZF_N_L2: an RMS norm as F.normalize times √G (exec.MathL2)
 	NormL2F32   = 1024 // ZF_N_L2_F32: with √G in f32 (exec.MathScalarF32)
+	NormL2Up    = 2048 // ZF_N_L2_UP: ‖x‖ kept in f32, x normalised upcast (exec.MathNormalizeF32)
 
 	MaxRank = 6   // ZF_MAXR
 	Vec8    = 128 // ZF_VEC8: 8 elements a thread

@@ -124,8 +124,9 @@ func NormSeq(backend string, shape []int, fx, fg, fb precision.Format, p exec.No
 	return np, nil
 }
 
-// NormFlags are a norm's flags from its math variants (ZF_N_L2 and
-// ZF_N_L2_F32 for exec.MathL2), refusing MathL2 on a layer norm.
+// NormFlags are a norm's flags from its math variants (ZF_N_L2,
+// ZF_N_L2_F32 and ZF_N_L2_UP for exec.MathL2), refusing MathL2 on a layer
+// norm.
 func NormFlags(backend string, p exec.NormParams, s exec.Spec) (int32, error) {
 	if s.Math&exec.MathL2 == 0 {
 		return 0, nil
@@ -136,6 +137,9 @@ func NormFlags(backend string, p exec.NormParams, s exec.Spec) (int32, error) {
 	f := int32(NormL2)
 	if s.Math&exec.MathScalarF32 != 0 {
 		f |= NormL2F32
+	}
+	if s.Math&exec.MathNormalizeF32 != 0 {
+		f |= NormL2Up
 	}
 	return f, nil
 }

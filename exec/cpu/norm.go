@@ -158,6 +158,10 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 func (bk *Backend) normL2(xt, gt, bt *Tensor, g int, p exec.NormParams, s exec.Spec) *Tensor {
 	f := s.Out
 	c := exec.L2Scale(g, f, s.Math)
+	denFormat := f // ‖x‖ stored; kept f32 where x was normalised upcast
+	if s.Math&exec.MathNormalizeF32 != 0 {
+		denFormat = precision.F32
+	}
 	var scale []float32
 	if gt != nil {
 		scale = make([]float32, g)
@@ -169,7 +173,7 @@ func (bk *Backend) normL2(xt, gt, bt *Tensor, g int, p exec.NormParams, s exec.S
 	bk.parallel(len(xt.data)/g, max(1, 2048/g), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
-			den := exec.L2Denominator(src, p.Eps, f, s.Round&exec.RoundStats != 0)
+			den := exec.L2Denominator(src, p.Eps, denFormat, s.Round&exec.RoundStats != 0 && denFormat == f)
 			for i, v := range src {
 				n := f.Round(f.Round(v/den) * c)
 				if scale != nil {

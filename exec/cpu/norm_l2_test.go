@@ -15,7 +15,8 @@ import (
 // same steps with that product in f32. For [1, 3, 2, 3]: ‖x‖ = √23 →
 // bf16 4.78125, 1/4.78125 → 0.208984375, times 2 → 0.41796875; the
 // statistics of an RMS norm in f32 with x̂ rounded give 0.416015625
-// (TestRMSNormStepwise).
+// (TestRMSNormStepwise). With MathNormalizeF32 the wants are PyTorch
+// 1.13's F.normalize(x.float()).to(bf16) * √G: ‖x‖ kept in f32.
 func TestRMSNormL2(t *testing.T) {
 	bk := New(1)
 	bf := precision.BF16
@@ -31,6 +32,12 @@ func TestRMSNormL2(t *testing.T) {
 		{[]float32{1, 3, 2}, exec.Spec{Out: bf, Math: exec.MathL2 | exec.MathScalarF32}, []float32{0.462890625, 1.390625, 0.92578125}},
 		{[]float32{0.30078125, -7, 2.5, 11, 0.010009765625}, exec.Spec{Out: bf, Round: exec.RoundStats, Math: exec.MathL2},
 			[]float32{0.05078125, -1.1796875, 0.421875, 1.859375, 0.00168609619140625}},
+		// F.normalize(x.float()).to(bf16) * √G on torch 1.13's CPU (√G
+		// in bf16), and with the product in f32 ((n.float() * √G).to(bf16))
+		{[]float32{1, 3, 2}, exec.Spec{Out: bf, Math: exec.MathL2 | exec.MathNormalizeF32}, []float32{0.46484375, 1.390625, 0.9296875}},
+		{[]float32{1, 3, 2}, exec.Spec{Out: bf, Math: exec.MathL2 | exec.MathNormalizeF32 | exec.MathScalarF32}, []float32{0.462890625, 1.390625, 0.92578125}},
+		{[]float32{0.30078125, -7, 2.5, 11, 0.010009765625}, exec.Spec{Out: bf, Math: exec.MathL2 | exec.MathNormalizeF32},
+			[]float32{0.05078125, -1.1796875, 0.421875, 1.8515625, 0.00168609619140625}},
 	} {
 		x := up(t, bk, bf, []int{1, len(c.x)}, c.x...)
 		y, err := bk.Norm(x, nil, nil, p, c.s)

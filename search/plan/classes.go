@@ -117,7 +117,7 @@ func product(outs, rounds, maths []string) []spec {
 //	                PyTorch's CUDA kernel does (welford), or in the storage
 //	                format (PyTorch ≤ 1.13's CPU layer norm on bf16: stats);
 //	                RMS norms only: written out in the storage format (stats),
-//	                or as F.normalize times √G (l2)
+//	                or as F.normalize times √G (l2), of x upcast or not
 //	modulate        x·(1+scale)+shift fused, or 1+scale and/or the product
 //	                rounded (each PyTorch op on bf16 tensors)
 //	gated_residual  fused, or g(gate) and/or the product rounded; the
@@ -279,9 +279,10 @@ func classCandidates(class, acts string) []Candidate {
 			out = append(out, Candidate{Label: s.label() + " (rms)", Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round}}, onlyKind: exec.NormRMS})
 		}
 		// An RMS norm as F.normalize times √G, every step stored, √G
-		// in the storage format or in f32.
-		// The sum of squares in f32, or kept in the storage format.
-		for _, s := range []spec{{"", "", "l2"}, {"", "", "l2|scalar_f32"}, {"", "stats", "l2"}, {"", "stats", "l2|scalar_f32"}} {
+		// in the storage format or in f32; the sum of squares in f32, or
+		// kept in the storage format; or x normalised upcast to f32, ‖x‖
+		// kept in f32 and x̂ stored once.
+		for _, s := range []spec{{"", "", "l2"}, {"", "", "l2|scalar_f32"}, {"", "stats", "l2"}, {"", "stats", "l2|scalar_f32"}, {"", "", "l2|normalize_f32"}, {"", "", "l2|normalize_f32|scalar_f32"}} {
 			out = append(out, Candidate{Label: s.label() + " (rms)", Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, onlyKind: exec.NormRMS})
 		}
 	}
