@@ -22,6 +22,12 @@ import (
 // (stdConvGeometries). Kernels whose time taps equal the stride with no
 // overlap are fitConv's (a patch embedding).
 func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
+	return s.fitConv3DOf("", x, params, t)
+}
+
+// fitConv3DOf is fitConv3D for a call of module (its path without the
+// call's ordinal; "" for none), whose padded clip it keeps in convClips.
+func (s *synth) fitConv3DOf(module string, x *val, params []*val, t *val) *val {
 	if x == nil {
 		return nil
 	}
@@ -38,16 +44,50 @@ func (s *synth) fitConv3D(x *val, params []*val, t *val) *val {
 	if wk == nil {
 		return nil
 	}
-	zeroPadded := s.conv3DCandidates(x, wk, bias, t, kt, false)
-	if v := s.bestFit(t, zeroPadded, "conv"); v != nil {
-		return v
+	padded := map[*expr]*val{} // each candidate's clip, padded
+	zeroPadded := s.conv3DCandidates(x, wk, bias, t, kt, false, padded)
+	v := s.bestFit(t, zeroPadded, "conv")
+	if v == nil {
+		v = s.bestFit(t, append(zeroPadded, s.conv3DCandidates(x, wk, bias, t, kt, true, padded)...), "conv")
 	}
-	return s.bestFit(t, append(zeroPadded, s.conv3DCandidates(x, wk, bias, t, kt, true)...), "conv")
+	if v != nil && module != "" {
+		if s.convClips == nil {
+			s.convClips = map[string]*val{}
+		}
+		s.convClips[module] = padded[v.from]
+	}
+	return v
+}
+
+// convPast is the past a later call of a 3-D convolution module joins
+// before its clip x: the last kt − 1 frames of the clip its previous call
+// convolved, padded (convClips; kt − 2 behind a stride in time, which
+// keeps one frame fewer), each tried by fitConv3D unpadded.
+func (s *synth) convPast(module string, x *val, params []*val, t *val) *val {
+	prev := s.convClips[module]
+	w, _ := convParams(params)
+	if prev == nil || len(w.shape) != 5 || len(prev.shape) != 5 {
+		return nil
+	}
+	kt := w.shape[2]
+	for _, n := range []int{kt - 1, kt - 2} {
+		if n < 1 || n > prev.shape[2] {
+			continue
+		}
+		past := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: prev.shape[2] - n, End: prev.shape[2]}, args: []*val{prev}, out: prev.format, label: "the frames the module kept from its last call"})
+		if past == nil {
+			continue
+		}
+		if v := s.fitConv3DOf(module, s.pastJoined(past, x), params, t); v != nil {
+			return v
+		}
+	}
+	return nil
 }
 
 // conv3DCandidates are fitConv3D's readings for one way of padding time:
 // every stride, pad placement and spatial geometry the sizes allow.
-func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool) []*expr {
+func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool, padded map[*expr]*val) []*expr {
 	b, tt, o, to := x.shape[0], x.shape[2], t.shape[1], t.shape[2]
 	var cands []*expr
 	for st := 1; st <= max(1, min(kt, 4)); st++ {
@@ -66,7 +106,7 @@ func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool) []*expr
 			if edge && pad == [2]int{0, 0} {
 				continue // nothing padded: the zeros' reading already
 			}
-			frames := s.timeTaps(x, pad, kt, to, st, edge)
+			frames, xp := s.timeTaps(x, pad, kt, to, st, edge)
 			if frames == nil {
 				continue
 			}
@@ -83,7 +123,9 @@ func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool) []*expr
 				if y == nil {
 					continue
 				}
-				cands = append(cands, &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{y}, out: t.format, label: "conv3d: " + e.label})
+				c := &expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{y}, out: t.format, label: "conv3d: " + e.label}
+				padded[c] = xp
+				cands = append(cands, c)
 			}
 		}
 	}
@@ -93,10 +135,13 @@ func (s *synth) conv3DCandidates(x, wk, bias, t *val, kt int, edge bool) []*expr
 // timeTaps is x [B, C, T, H, W] padded in time (pad: before, after) by
 // zeros, or with edge by copies of its first and last frames, its kt
 // windows of to frames, every st-th, joined on the channels, read as
-// frames [B·to, kt·C, H, W].
-func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
+// frames [B·to, kt·C, H, W]; and the padded clip (the frames read
+// past the last window left out).
+func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) (*val, *val) {
+	clip := x
 	b, c, h, w := x.shape[0], x.shape[1], x.shape[3], x.shape[4]
-	pad[1] += st - 1 // a strided tap's window reads past its last frame: zeros never used
+	readPast := st - 1 // a strided tap's window reads past its last frame: frames never used
+	pad[1] += readPast
 	parts := []*val{x}
 	for i, n := range pad {
 		if n == 0 {
@@ -105,7 +150,7 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
 		var z *val
 		if edge {
 			if z = s.edgeFrames(x, i == 1, n); z == nil {
-				return nil
+				return nil, nil
 			}
 		} else {
 			shape := slices.Clone(x.shape)
@@ -121,7 +166,11 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
 	xp := x
 	if len(parts) > 1 {
 		if xp = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: parts, out: x.format, label: "padded in time"}); xp == nil {
-			return nil
+			return nil, nil
+		}
+		clip = xp
+		if readPast > 0 {
+			clip = s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: 0, End: xp.shape[2] - readPast}, args: []*val{xp}, out: x.format, label: "the padded clip"})
 		}
 	}
 	var taps []*val
@@ -133,7 +182,7 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
 				args: []*val{s.reshape(tap, []int{b, c, to, st, h, w})}, out: x.format, label: fmt.Sprintf("every %d-th frame", st)}), []int{b, c, to, h, w})
 		}
 		if tap == nil {
-			return nil
+			return nil, nil
 		}
 		taps = append(taps, tap)
 	}
@@ -142,10 +191,10 @@ func (s *synth) timeTaps(x *val, pad [2]int, kt, to, st int, edge bool) *val {
 		stacked = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 1}, args: taps, out: x.format, label: "time taps joined on the channels"})
 	}
 	if stacked == nil {
-		return nil
+		return nil, nil
 	}
 	return s.reshape(s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 2, 1, 3, 4}}, args: []*val{stacked}, out: x.format, label: "frames first"}),
-		[]int{b * to, kt * c, h, w})
+		[]int{b * to, kt * c, h, w}), clip
 }
 
 // edgeFrames is n copies of x's first frame (last: its last), joined in

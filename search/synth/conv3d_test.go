@@ -61,3 +61,66 @@ func TestConv3DTimePadding(t *testing.T) {
 		}
 	}
 }
+
+// TestConv3DModulePast: EasyAnimate's causal convolution by hand, called
+// twice: the first call's clip padded with two copies of its first frame,
+// the second call's joined after the last two frames the first call
+// convolved (kept on the module). The second call is read with that
+// past; without the first, it is not.
+func TestConv3DModulePast(t *testing.T) {
+	const c, o, h, w, kt = 2, 3, 2, 2, 3
+	mk := func(shape []int, seed float64) *val {
+		v := &val{shape: shape, data: make([]float32, shape[0]*shape[1]*shape[2]*shape[3]*shape[4]), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.53))
+		}
+		return v
+	}
+	wt, bias := mk([]int{o, c, kt, 1, 1}, 1.4), &val{shape: []int{o}, data: []float32{0.1, -0.2, 0.3}, format: precision.F32}
+	x0, x1 := mk([]int{1, c, 1, h, w}, 0.1), mk([]int{1, c, 4, h, w}, 2.6)
+	// conv of a clip given as frames (each [c, h·w]), stride 1, no padding
+	conv := func(frames [][]float32) *val {
+		T := len(frames) - kt + 1
+		y := &val{shape: []int{1, o, T, h, w}, data: make([]float32, o*T*h*w), format: precision.F32}
+		for oc := range o {
+			for f := range T {
+				for p := range h * w {
+					sum := float64(bias.data[oc])
+					for ch := range c {
+						for k := range kt {
+							sum += float64(wt.data[(oc*c+ch)*kt+k]) * float64(frames[f+k][ch*h*w+p])
+						}
+					}
+					y.data[(oc*T+f)*h*w+p] = float32(sum)
+				}
+			}
+		}
+		return y
+	}
+	frame := func(x *val, f int) []float32 {
+		T := x.shape[2]
+		out := make([]float32, 0, c*h*w)
+		for ch := range c {
+			out = append(out, x.data[(ch*T+f)*h*w:(ch*T+f+1)*h*w]...)
+		}
+		return out
+	}
+	f0 := frame(x0, 0)
+	y0 := conv([][]float32{f0, f0, f0})
+	y1 := conv([][]float32{f0, f0, frame(x1, 0), frame(x1, 1), frame(x1, 2), frame(x1, 3)})
+
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	if s.convPast("m", x1, []*val{wt, bias}, y1) != nil {
+		t.Fatal("a past read before the module's first call")
+	}
+	if s.fitConv3DOf("m", x0, []*val{wt, bias}, y0) == nil {
+		t.Fatal("the first call not explained")
+	}
+	v := s.convPast("m", x1, []*val{wt, bias}, y1)
+	if v == nil {
+		t.Fatal("the second call not explained")
+	}
+	if e := relRMS(precision.F32, v.data, y1.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}

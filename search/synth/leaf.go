@@ -288,14 +288,20 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// overlapping windows: the input spread by zeros
 				fit = s.fitConvTransposed2D(xs[0], params, t)
 			}
+			module, _, _ := strings.Cut(sc.module, "#")
 			if fit == nil {
 				// time taps over frames
-				fit = s.fitConv3D(xs[0], params, t)
+				fit = s.fitConv3DOf(module, xs[0], params, t)
 			}
 			if fit == nil && len(xs) == 2 {
 				// the frames before passed beside the clip (a frame
 				// cache): the clip's past, joined before it
-				fit = s.fitConv3D(s.pastJoined(xs[1], xs[0]), params, t)
+				fit = s.fitConv3DOf(module, s.pastJoined(xs[1], xs[0]), params, t)
+			}
+			if fit == nil {
+				// the frames before kept on the module since its last
+				// call
+				fit = s.convPast(module, xs[0], params, t)
 			}
 			if fit == nil {
 				// padded by reflecting, repeating or wrapping its borders

@@ -58,6 +58,12 @@ type synth struct {
 	grid []int
 	// relConsts: the offset patterns and resamplings those biases made
 	relConsts map[string]*val
+	// convClips: the clip each 3-D convolution module last convolved,
+	// padded as its fit read it, by module path without the call's
+	// ordinal: the past a later call may join before its own frames (a
+	// causal convolution keeping its last padded frames on the module
+	// between calls: EasyAnimate's VAE)
+	convClips map[string]*val
 	tr        *trace.Trace
 	ev        *evaluator
 	em        *emitter
