@@ -150,9 +150,10 @@ func (s *synth) shortcutPlus(t *val, terms, vals []*val) *val {
 // into the channels ft×f×f at a time (a space-to-depth in time and
 // space, each channel's offsets innermost in (time, row, column) order,
 // or outermost) and each group of channels averaged down to C, the clip
-// first padded with zero frames in front where ft does not divide its
-// frames (Wan 2.2's); or each of x's channels repeated and unfolded into
-// cells the same ways. paired are each term plus another map of the
+// first padded in front where ft does not divide its frames
+// (framesInFront); or x unfolded into frames and cells the same ways,
+// its channels repeated (upShortcuts), the first frames cut where the
+// unfold made more than t holds. paired are each term plus another map of the
 // scope moved as the shortcut is (a convolution's output rearranged
 // beside its input), its channels joined twice or halved where that
 // gives C (HunyuanVideo 1.5's first frame, packed apart).
@@ -202,37 +203,28 @@ func (s *synth) videoShortcuts(t *val, vals []*val) (terms []*val, paired []*exp
 				}
 				// down
 				if pad := ft*t.shape[2] - x.shape[2]; pad >= 0 && pad < ft && x.shape[3] == fs*t.shape[3] && x.shape[4] == fs*t.shape[4] && (x.shape[1]*k)%c == 0 && x.shape[1]*k >= c && (k > 1 || x.shape[1] > c) {
-					xp := x
-					if pad > 0 {
-						shape := slices.Clone(x.shape)
-						shape[2] = pad
-						z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zero frames padding a clip in front to whole frame groups (made from the request's shape)")
-						xp = s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{z, x}, out: x.format, label: "zero frames in front"})
-					}
-					u := s.spaceToDepth(xp, ft, fs, offsetsFirst)
-					if u != nil && x.shape[1]*k > c {
-						u = s.groupMean5(u, c)
-					}
-					if u != nil {
-						terms = append(terms, u)
-						if pad == 0 {
-							pair(u, x, func(v *val) *val { return s.spaceToDepth(v, ft, fs, offsetsFirst) })
+					for _, xp := range s.framesInFront(x, pad) {
+						u := s.spaceToDepth(xp, ft, fs, offsetsFirst)
+						if u != nil && x.shape[1]*k > c {
+							u = s.groupMean5(u, c)
+						}
+						if u != nil {
+							terms = append(terms, u)
+							if pad == 0 {
+								pair(u, x, func(v *val) *val { return s.spaceToDepth(v, ft, fs, offsetsFirst) })
+							}
 						}
 					}
 				}
-				// up
-				if t.shape[2] == ft*x.shape[2] && t.shape[3] == fs*x.shape[3] && t.shape[4] == fs*x.shape[4] && (c*k)%x.shape[1] == 0 && (k > 1 || c > x.shape[1]) {
-					r := x
-					if c*k > x.shape[1] {
-						r = s.repeatChannels(x, c*k/x.shape[1])
-					}
-					if u := s.depthToSpace(r, ft, fs, offsetsFirst); u != nil {
-						terms = append(terms, u)
-						pair(u, x, func(v *val) *val {
+				// up, the first cut frames dropped after (LTX-Video's)
+				if cut := ft*x.shape[2] - t.shape[2]; cut >= 0 && cut < ft && t.shape[3] == fs*x.shape[3] && t.shape[4] == fs*x.shape[4] && (k > 1 || c > x.shape[1]) {
+					for _, u := range s.upShortcuts(x, c, ft, fs, offsetsFirst) {
+						terms = append(terms, s.framesCut(u, cut))
+						pair(s.framesCut(u, cut), x, func(v *val) *val {
 							if v.shape[1]%k != 0 {
 								return nil
 							}
-							return s.depthToSpace(v, ft, fs, offsetsFirst)
+							return s.framesCut(s.depthToSpace(v, ft, fs, offsetsFirst), cut)
 						})
 					}
 				}
@@ -258,6 +250,57 @@ func (s *synth) spaceToDepth(x *val, ft, f int, offsetsFirst bool) *val {
 	}
 	moved := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{split}, out: x.format, label: "frames and cells into channels"})
 	return s.reshape(moved, []int{b, c * ft * f * f, T, h, w})
+}
+
+// framesInFront are x with pad frames joined in front: zeros (the Wan
+// 2.2 VAE's) or copies of its first frame (LTX-2's); x alone for none.
+func (s *synth) framesInFront(x *val, pad int) []*val {
+	if pad == 0 {
+		return []*val{x}
+	}
+	shape := slices.Clone(x.shape)
+	shape[2] = pad
+	z := s.zeros(shape, x.format, fmt.Sprintf("zeros%v", shape), "zero frames padding a clip in front to whole frame groups (made from the request's shape)")
+	var out []*val
+	for _, front := range []*val{z, s.edgeFrames(x, false, pad)} {
+		if v := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: []*val{front, x}, out: x.format, label: "frames in front"}); v != nil && front != nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// upShortcuts are x [B, Cx, T, H, W] unfolded into ft×f×f blocks of
+// frames and cells with c channels: each channel repeated first
+// (repeat_interleave, then the unfold: HunyuanVideo 1.5's), or the
+// unfolded channels tiled after (the unfold, then repeat: LTX-Video's).
+func (s *synth) upShortcuts(x *val, c, ft, fs int, offsetsFirst bool) []*val {
+	k := ft * fs * fs
+	var out []*val
+	if (c*k)%x.shape[1] == 0 {
+		r := x
+		if c*k > x.shape[1] {
+			r = s.repeatChannels(x, c*k/x.shape[1])
+		}
+		if u := s.depthToSpace(r, ft, fs, offsetsFirst); u != nil {
+			out = append(out, u)
+		}
+	}
+	if x.shape[1]%k == 0 && x.shape[1]/k < c && c%(x.shape[1]/k) == 0 && k > 1 {
+		u := s.depthToSpace(x, ft, fs, offsetsFirst)
+		if tiled := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: c / (x.shape[1] / k), Axis: 1}, args: []*val{u}, out: x.format, label: "the channels tiled"}); tiled != nil {
+			out = append(out, tiled)
+		}
+	}
+	return out
+}
+
+// framesCut is v without its first n frames.
+func (s *synth) framesCut(v *val, n int) *val {
+	if v == nil || n == 0 {
+		return v
+	}
+	return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 2, Start: n, End: v.shape[2]}, args: []*val{v}, out: v.format, label: fmt.Sprintf("the first %d frames cut", n)})
 }
 
 // depthToSpace unfolds x [B, C·ft·f², T, H, W] into [B, C, T·ft, H·f,

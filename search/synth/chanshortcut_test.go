@@ -252,3 +252,42 @@ func TestVideoShortcutUp(t *testing.T) {
 		t.Errorf("rel-RMS %g", e)
 	}
 }
+
+// TestVideoShortcutUpCut: LTX-2's upsampler by hand on a clip of two
+// frames: the convolution's output h [1, C·8, 2, H, W] unfolded 2×2×2 into
+// frames and cells (channel c·8 + offset), plus the input x [1, 8, 2, H,
+// W] unfolded the same way and its one channel tiled C times, both with
+// the first frame cut, is read as h moved as the shortcut is, plus it.
+func TestVideoShortcutUpCut(t *testing.T) {
+	const c, T, h, w = 2, 2, 2, 2
+	mk := func(ch int, seed float64) *val {
+		v := &val{shape: []int{1, ch, T, h, w}, data: make([]float32, ch*T*h*w), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.41))
+		}
+		return v
+	}
+	x, conv := mk(8, 0.5), mk(8*c, 1.6)
+	at := func(v *val, kc, f, y, z int) float32 { return v.data[((kc*T+f/2)*h+y/2)*w+z/2] }
+	const to = 2*T - 1
+	target := &val{shape: []int{1, c, to, 2 * h, 2 * w}, data: make([]float32, c*to*4*h*w), format: precision.F32}
+	for ch := range c {
+		for f := range to {
+			for y := range 2 * h {
+				for z := range 2 * w {
+					ff := f + 1 // the first unfolded frame cut
+					off := (ff%2)*4 + (y%2)*2 + z%2
+					target.data[((ch*to+f)*2*h+y)*2*w+z] = at(conv, ch*8+off, ff, y, z) + at(x, off, ff, y, z)
+				}
+			}
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	v := s.channelShortcut(target, []*val{x, conv})
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}

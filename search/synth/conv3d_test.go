@@ -124,3 +124,61 @@ func TestConv3DModulePast(t *testing.T) {
 		t.Errorf("rel-RMS %g", e)
 	}
 }
+
+// TestConv3DReflectSpace: LTX-2's decoder convolution by hand, a (3, 3, 3)
+// kernel over a clip reflect-padded by one cell in space and not in time
+// (its frames padded before the call), is read as reflect padding, then
+// the convolution.
+func TestConv3DReflectSpace(t *testing.T) {
+	const c, o, T, h, w, k = 2, 2, 4, 3, 3, 3
+	mk := func(shape []int, seed float64) *val {
+		v := &val{shape: shape, data: make([]float32, shape[0]*shape[1]*shape[2]*shape[3]*shape[4]), format: precision.F32}
+		for i := range v.data {
+			v.data[i] = float32(math.Sin(seed + float64(i)*0.47))
+		}
+		return v
+	}
+	x, wt := mk([]int{1, c, T, h, w}, 0.9), mk([]int{o, c, k, k, k}, 2.2)
+	reflect := func(i, n int) int {
+		if i < 0 {
+			return -i
+		}
+		if i >= n {
+			return 2*(n-1) - i
+		}
+		return i
+	}
+	to := T - k + 1
+	target := &val{shape: []int{1, o, to, h, w}, data: make([]float32, o*to*h*w), format: precision.F32}
+	for oc := range o {
+		for f := range to {
+			for y := range h {
+				for z := range w {
+					var sum float64
+					for ch := range c {
+						for kf := range k {
+							for ky := range k {
+								for kz := range k {
+									xi := ((ch*T+f+kf)*h+reflect(y+ky-1, h))*w + reflect(z+kz-1, w)
+									sum += float64(wt.data[(((oc*c+ch)*k+kf)*k+ky)*k+kz]) * float64(x.data[xi])
+								}
+							}
+						}
+					}
+					target.data[((oc*to+f)*h+y)*w+z] = float32(sum)
+				}
+			}
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32), relConsts: map[string]*val{}}
+	if s.fitConv3D(x, []*val{wt}, target) != nil {
+		t.Fatal("read zero-padded: the test does not need the mode")
+	}
+	v := s.fitModePaddedConv(x, []*val{wt}, target)
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}

@@ -100,11 +100,14 @@ func (s *synth) alongFirst(v *val, a, n int, out precision.Format, f func(rows *
 // restorer's convolutions): x padded by p on each side of its spatial
 // axes, then the convolution unpadded, by the convolution forms already
 // tried. p keeps the length at stride 1 ((k − 1)/2 for an odd kernel) or,
-// strided, is each of 1 … k/2. Tried where every zero-padded form fails.
+// strided, is each of 1 … k/2. A 3-D convolution is padded so in space
+// only, its time padding fitConv3D's (LTX-2's decoder: reflect in space,
+// the edge frames repeated before the call). Tried where every
+// zero-padded form fails.
 func (s *synth) fitModePaddedConv(x *val, params []*val, t *val) *val {
 	w, _ := convParams(params)
 	axes := len(w.shape) - 2
-	if axes < 1 || axes > 2 || len(x.shape) != axes+2 || len(t.shape) != axes+2 || x.integral() {
+	if axes < 1 || axes > 3 || len(x.shape) != axes+2 || len(t.shape) != axes+2 || x.integral() {
 		return nil
 	}
 	k := w.shape[len(w.shape)-1]
@@ -119,15 +122,20 @@ func (s *synth) fitModePaddedConv(x *val, params []*val, t *val) *val {
 	}
 	for _, p := range pads {
 		for _, mode := range padModes {
-			xp := s.modePadded(x, axes, p, mode)
+			xp := s.modePadded(x, min(axes, 2), p, mode)
 			if xp == nil {
 				continue
 			}
 			var v *val
-			if axes == 1 {
+			switch axes {
+			case 1:
 				v = s.fitConv1D(xp, params, t)
-			} else if v = s.fitConv(xp, params, t); v == nil {
-				v = s.fitConv2D(xp, params, t)
+			case 2:
+				if v = s.fitConv(xp, params, t); v == nil {
+					v = s.fitConv2D(xp, params, t)
+				}
+			case 3:
+				v = s.fitConv3D(xp, params, t)
 			}
 			if v != nil && v.fit != nil {
 				v.fit.label = fmt.Sprintf("%s padding %d, then %s", mode, p, v.fit.label)
