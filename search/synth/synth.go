@@ -3,6 +3,8 @@ package synth
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
@@ -232,8 +234,8 @@ func (r *Result) Complete() bool { return len(r.Opaque) == 0 }
 // check).
 func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Result, error) {
 	roots := stepRoots(tr, 0)
-	if len(roots) != 1 {
-		return nil, fmt.Errorf("synth: step 0 has %d root calls; one model call per step is supported", len(roots))
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("synth: step 0 has no root call")
 	}
 	root := roots[0]
 	act := tr.ActivationFormat()
@@ -245,7 +247,10 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		hurry = ctx
 	}
 	s := &synth{ctx: ctx, hurry: hurry, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: hurry}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
-		progress: o.Progress, logf: o.Log, fault: o.Fault, callsTotal: subtreeSize(tr, root)}
+		progress: o.Progress, logf: o.Log, fault: o.Fault}
+	for _, r := range roots {
+		s.callsTotal += subtreeSize(tr, r)
+	}
 	drive, err := s.driving(root)
 	if err != nil {
 		return nil, err
@@ -254,6 +259,23 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	outs, err := s.call(root, drive.args)
 	if err != nil {
 		return nil, err
+	}
+	// later model calls of the step (a ControlNet's UNet): their arguments
+	// the request's, as the first call's were bound, or results of the
+	// calls before them; the step's result is the last call's
+	pool := valuesInOrder(drive.args)
+	for _, r := range roots[1:] {
+		pool = append(pool, valuesInOrder(outs)...)
+		args, err := s.chainedArgs(r, pool)
+		if err != nil {
+			return nil, err
+		}
+		if outs, err = s.call(r, args); err != nil {
+			return nil, err
+		}
+		if drive.outPort = firstResult(r); drive.outPort == "" {
+			return nil, fmt.Errorf("synth: the model call %s has no tensor result", r.Module)
+		}
 	}
 	s.ev.ctx = ctx // the sampler and the factors evaluate past a hurry
 	s.report(PhaseSampler, 0, 0)
@@ -373,6 +395,50 @@ func subtreeSize(tr *trace.Trace, c trace.Call) int {
 		}
 	}
 	return n
+}
+
+// chainedArgs binds a later model call's tensor arguments to the values
+// of pool (the request's bound inputs, the results of the calls before
+// it) that hold them exactly; an argument none holds is an error naming
+// it.
+func (s *synth) chainedArgs(c trace.Call, pool []*val) (map[string]*val, error) {
+	args := map[string]*val{}
+	for _, p := range c.Tensors {
+		if trace.IsResult(p.Name) {
+			continue
+		}
+		target, err := s.capture(p.Key)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.IndexFunc(pool, func(v *val) bool {
+			return v != nil && !v.opaque && v.numel() == target.numel() && v.format == target.format && slices.Equal(v.data, target.data)
+		})
+		if i < 0 {
+			return nil, fmt.Errorf("synth: the model call %s: argument %s is neither an input of the request nor a result of the calls before it", c.Module, p.Name)
+		}
+		args[p.Name] = adopt(target, s.reshape(pool[i], target.shape))
+	}
+	return args, nil
+}
+
+// valuesInOrder are m's values in the order of their keys.
+func valuesInOrder(m map[string]*val) []*val {
+	var out []*val
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// firstResult is the name of c's first tensor result, "" for none.
+func firstResult(c trace.Call) string {
+	for _, p := range c.Tensors {
+		if trace.IsResult(p.Name) {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 // stepRoots are the calls of a step without a parent.
