@@ -614,3 +614,24 @@ func TestViewed(t *testing.T) {
 		t.Error("a map with one element changed read as a part of v")
 	}
 }
+
+// TestScalarAffineOfComputed: a computed value times 2 minus 1 (TAESD's
+// decoder output, x·2 − 1) is read with one constant pair; a per-channel
+// pair of the same value is not (a statistic of the run as likely).
+func TestScalarAffineOfComputed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 8))
+	x := randVal(rng, 1, 3, 4, 4)
+	want := make([]float32, len(x.data))
+	for i, v := range x.data {
+		want[i] = v*2 - 1
+	}
+	s, _, target := planted(t, precision.F32, x.shape, want)
+	explainedWithin(t, s.channelAffine(target, []*val{x}), target)
+	for i, v := range x.data {
+		want[i] = v*float32(2+i/16) - 1
+	}
+	s, _, target = planted(t, precision.F32, x.shape, want)
+	if got := s.channelAffine(target, []*val{x}); got != nil {
+		t.Errorf("per-channel constants read off a computed value: %s", got)
+	}
+}

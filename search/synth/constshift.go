@@ -24,9 +24,10 @@ const maxConstChannels = 64
 // reproduce t to the format's tolerance, each channel resting on at least
 // eight values, and every constant be a short decimal (affineOf). Tried
 // once every other form failed: it is the weakest explanation glue has,
-// so only for a value the request holds as it is (the model's own input):
-// inside the model a per-channel affine map of a computed value is as
-// likely a statistic of this run.
+// so per channel only for a value the request holds as it is (the model's
+// own input): inside the model a per-channel affine map of a computed
+// value is as likely a statistic of this run. A computed value is read
+// so with one constant pair for all of it alone (a decoder's x·2 − 1).
 func (s *synth) channelAffine(t *val, vals []*val) *val {
 	if len(t.shape) < 2 || t.numel() < 16 {
 		return nil
@@ -36,13 +37,14 @@ func (s *synth) channelAffine(t *val, vals []*val) *val {
 		ops = ops[:maxOperands]
 	}
 	for _, v := range ops {
-		if v.param || v.integral() || !s.requestInput(v) {
+		if v.param || v.integral() {
 			continue
 		}
+		input := s.requestInput(v)
 		stride := t.numel()
 		for ax, n := range t.shape {
 			stride /= n
-			if n > maxConstChannels || t.numel() < 8*n {
+			if n > maxConstChannels || t.numel() < 8*n || !input && n > 1 {
 				continue
 			}
 			k, m, ok := fitChannelAffine(v.data, t.data, n, stride)
