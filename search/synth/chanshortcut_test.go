@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -221,14 +222,8 @@ func TestChannelShortcutOffsetsFirst(t *testing.T) {
 // way, is read as h moved as the shortcut is, plus the shortcut.
 func TestVideoShortcutUp(t *testing.T) {
 	const c, cx, T, h, w = 2, 4, 2, 2, 3
-	mk := func(ch int, seed float64) *val {
-		v := &val{shape: []int{1, ch, T, h, w}, data: make([]float32, ch*T*h*w), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.43))
-		}
-		return v
-	}
-	x, conv := mk(cx, 0.8), mk(8*c, 2.1)
+	rng := rand.New(rand.NewPCG(6, 3))
+	x, conv := randVal(rng, 1, cx, T, h, w), randVal(rng, 1, 8*c, T, h, w)
 	r := 8 * c / cx
 	target := &val{shape: []int{1, c, 2 * T, 2 * h, 2 * w}, data: make([]float32, 8*c*T*h*w), format: precision.F32}
 	for ch := range c {
@@ -260,14 +255,8 @@ func TestVideoShortcutUp(t *testing.T) {
 // the first frame cut, is read as h moved as the shortcut is, plus it.
 func TestVideoShortcutUpCut(t *testing.T) {
 	const c, T, h, w = 2, 2, 2, 2
-	mk := func(ch int, seed float64) *val {
-		v := &val{shape: []int{1, ch, T, h, w}, data: make([]float32, ch*T*h*w), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.41))
-		}
-		return v
-	}
-	x, conv := mk(8, 0.5), mk(8*c, 1.6)
+	rng := rand.New(rand.NewPCG(6, 4))
+	x, conv := randVal(rng, 1, 8, T, h, w), randVal(rng, 1, 8*c, T, h, w)
 	at := func(v *val, kc, f, y, z int) float32 { return v.data[((kc*T+f/2)*h+y/2)*w+z/2] }
 	const to = 2*T - 1
 	target := &val{shape: []int{1, c, to, 2 * h, 2 * w}, data: make([]float32, c*to*4*h*w), format: precision.F32}

@@ -1,7 +1,7 @@
 package synth
 
 import (
-	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -14,18 +14,8 @@ import (
 // weight), is read with the padding it has.
 func TestConv3DTimePadding(t *testing.T) {
 	const c, o, T, h, w, kt = 2, 3, 4, 2, 3, 3
-	mk := func(shape []int, seed float64) *val {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := &val{shape: shape, data: make([]float32, n), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.73))
-		}
-		return v
-	}
-	x, wt, bias := mk([]int{1, c, T, h, w}, 0.2), mk([]int{o, c, kt, 1, 1}, 1.1), mk([]int{o}, 2.3)
+	rng := rand.New(rand.NewPCG(5, 1))
+	x, wt, bias := randVal(rng, 1, c, T, h, w), randVal(rng, o, c, kt, 1, 1), randVal(rng, o)
 	for _, edge := range []bool{false, true} {
 		frame := func(ch, f, p int) float64 { // the padded clip's frame f (kt-1 frames in front)
 			f -= kt - 1
@@ -69,15 +59,9 @@ func TestConv3DTimePadding(t *testing.T) {
 // past; without the first, it is not.
 func TestConv3DModulePast(t *testing.T) {
 	const c, o, h, w, kt = 2, 3, 2, 2, 3
-	mk := func(shape []int, seed float64) *val {
-		v := &val{shape: shape, data: make([]float32, shape[0]*shape[1]*shape[2]*shape[3]*shape[4]), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.53))
-		}
-		return v
-	}
-	wt, bias := mk([]int{o, c, kt, 1, 1}, 1.4), &val{shape: []int{o}, data: []float32{0.1, -0.2, 0.3}, format: precision.F32}
-	x0, x1 := mk([]int{1, c, 1, h, w}, 0.1), mk([]int{1, c, 4, h, w}, 2.6)
+	rng := rand.New(rand.NewPCG(5, 2))
+	wt, bias := randVal(rng, o, c, kt, 1, 1), randVal(rng, o)
+	x0, x1 := randVal(rng, 1, c, 1, h, w), randVal(rng, 1, c, 4, h, w)
 	// conv of a clip given as frames (each [c, h·w]), stride 1, no padding
 	conv := func(frames [][]float32) *val {
 		T := len(frames) - kt + 1
@@ -131,14 +115,8 @@ func TestConv3DModulePast(t *testing.T) {
 // the convolution.
 func TestConv3DReflectSpace(t *testing.T) {
 	const c, o, T, h, w, k = 2, 2, 4, 3, 3, 3
-	mk := func(shape []int, seed float64) *val {
-		v := &val{shape: shape, data: make([]float32, shape[0]*shape[1]*shape[2]*shape[3]*shape[4]), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.47))
-		}
-		return v
-	}
-	x, wt := mk([]int{1, c, T, h, w}, 0.9), mk([]int{o, c, k, k, k}, 2.2)
+	rng := rand.New(rand.NewPCG(5, 3))
+	x, wt := randVal(rng, 1, c, T, h, w), randVal(rng, o, c, k, k, k)
 	reflect := func(i, n int) int {
 		if i < 0 {
 			return -i

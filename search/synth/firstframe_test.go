@@ -1,7 +1,7 @@
 package synth
 
 import (
-	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -16,14 +16,8 @@ import (
 // clip; each explained apart and joined in time does.
 func TestFirstFrameApart(t *testing.T) {
 	const T, h, w = 3, 4, 4
-	mk := func(c int, seed float64) *val {
-		v := &val{shape: []int{1, c, T, h, w}, data: make([]float32, c*T*h*w), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.31))
-		}
-		return v
-	}
-	x, conv := mk(2, 0.6), mk(1, 1.9)
+	rng := rand.New(rand.NewPCG(6, 2))
+	x, conv := randVal(rng, 1, 2, T, h, w), randVal(rng, 1, 1, T, h, w)
 	at := func(v *val, c, f, y, z int) float64 { return float64(v.data[((c*T+f)*h+y)*w+z]) }
 	target := &val{shape: []int{1, 8, 2, h / 2, w / 2}, data: make([]float32, 8*2*h/2*w/2), format: precision.F32}
 	for k := range 8 {

@@ -1,7 +1,7 @@
 package synth
 
 import (
-	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -14,13 +14,8 @@ import (
 // the input resampled in time.
 func TestAxisResampledShortcut(t *testing.T) {
 	const c, h, w = 2, 3, 2
-	mk := func(frames int, seed float64) *val {
-		v := &val{shape: []int{1, c, frames, h, w}, data: make([]float32, c*frames*h*w), format: precision.F32}
-		for i := range v.data {
-			v.data[i] = float32(math.Sin(seed + float64(i)*0.59))
-		}
-		return v
-	}
+	rng := rand.New(rand.NewPCG(6, 1))
+	mk := func(frames int) *val { return randVal(rng, 1, c, frames, h, w) }
 	for _, tc := range []struct {
 		name      string
 		in, out   int
@@ -29,7 +24,7 @@ func TestAxisResampledShortcut(t *testing.T) {
 		{"every other frame", 4, 2, func(f int) int { return 2 * f }},
 		{"each frame twice", 2, 4, func(f int) int { return f / 2 }},
 	} {
-		x, conv := mk(tc.in, 0.3), mk(tc.out, 1.7)
+		x, conv := mk(tc.in), mk(tc.out)
 		target := &val{shape: conv.shape, data: make([]float32, len(conv.data)), format: precision.F32}
 		for ch := range c {
 			for f := range tc.out {
