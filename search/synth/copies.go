@@ -7,7 +7,7 @@ import (
 	"github.com/zflow/zflow/exec/program"
 )
 
-// maxCopies bounds the repeat factor copied reads.
+// maxCopies bounds the repeat factor copied reads along a map's axes.
 const maxCopies = 4
 
 // copied explains t [B, C, …] (a map or a clip) whose values show it is a
@@ -15,16 +15,22 @@ const maxCopies = 4
 // entries copies of the first kept one or its last of the last kept
 // (torch.cat([x[:, :, :1], x]), F.pad's replicate: a causal video
 // convolution's past), or each entry repeated k times (repeat_interleave,
-// a nearest upsampling). The smaller value, read off t, is explained by
+// a nearest upsampling), or its batch the copies of a smaller batch. The
+// smaller value, read off t, is explained by
 // glue as a target of its own, a sum two modules made say, then copied
 // back; one axis at a time, so copies along two axes recurse. A late
 // form: only where nothing else explains t, as equal entries can be a
 // coincidence of the request (equal tokens in a row).
 func (s *synth) copied(t *val, sc *scope) *val {
-	if len(t.shape) < 4 || t.integral() {
+	if len(t.shape) < 3 || t.integral() {
 		return nil
 	}
-	for ax := 2; ax < len(t.shape); ax++ {
+	// the batch: a batch of one spread over frames (I2VGen-XL's context
+	// joined, then repeated once per frame)
+	if w := s.repeatCopied(t, sc, 0); w != nil {
+		return w
+	}
+	for ax := 2; ax < len(t.shape) && len(t.shape) >= 4; ax++ {
 		if w := s.edgeCopied(t, sc, ax); w != nil {
 			return w
 		}
@@ -92,9 +98,13 @@ func (s *synth) edgeRepeat(v *val, ax, at, n int) *val {
 // repeatCopied is copied with each entry along ax repeated k times.
 func (s *synth) repeatCopied(t *val, sc *scope, ax int) *val {
 	S := t.shape[ax]
-	for k := 2; k <= maxCopies; k++ {
-		if S%k != 0 || S == k {
-			continue
+	most := maxCopies
+	if ax == 0 {
+		most = S // a batch of one copied once per frame: any count of frames
+	}
+	for k := 2; k <= most; k++ {
+		if S%k != 0 || S == k && ax > 0 {
+			continue // one entry along a map's axis: a broadcast, not copies
 		}
 		split := slices.Concat(t.shape[:ax], []int{S / k, k}, t.shape[ax+1:])
 		grouped := &val{shape: split, data: t.data}

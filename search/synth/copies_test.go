@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/precision"
@@ -43,4 +44,16 @@ func TestCopied(t *testing.T) {
 	if got := s.copied(target, sc); got != nil {
 		t.Error("a clip with no copies in it read as copied")
 	}
+}
+
+// TestCopiedBatch: rows joined from two values of a batch of one, then
+// the batch copied once per frame (I2VGen-XL's cross-attention context),
+// is read as the join copied; five frames, past the maps' bound of four.
+func TestCopiedBatch(t *testing.T) {
+	const frames, c = 5, 4
+	rng := rand.New(rand.NewPCG(4, 10))
+	a, b := randVal(rng, 1, 2, c), randVal(rng, 1, 3, c)
+	one := append(slices.Clone(a.data), b.data...)
+	s, sc, target := planted(t, precision.F32, []int{frames, 5, c}, slices.Repeat(one, frames), a, b)
+	explainedWithin(t, s.copied(target, sc), target)
 }
