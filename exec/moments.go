@@ -148,6 +148,18 @@ func RMSStats(x []float32, eps float32, f precision.Format) float32 {
 	return r(float32(1 / math.Sqrt(float64(r(ms+eps)))))
 }
 
+// RMSRoot is √(mean(x²) + eps) as RMSStats computes its argument, the
+// root rounded to f (MathSqrtDiv: the caller rounds x / root).
+func RMSRoot(x []float32, eps float32, f precision.Format) float32 {
+	r := f.Round
+	var sum float64
+	for _, v := range x {
+		sum += float64(r(float32(v * v)))
+	}
+	ms := r(float32(sum / float64(len(x))))
+	return r(float32(math.Sqrt(float64(r(ms + eps)))))
+}
+
 // WelfordMoments returns the mean and biased variance of x as PyTorch's
 // vectorised CUDA layer-norm kernel computes them in f32
 // (layer_norm_kernel.cu, compute_stats): a block of 4 warps of 32 threads;

@@ -41,6 +41,9 @@ func (s Spec) Check() error {
 	if s.Math&MathNormalizeF32 != 0 && s.Math&MathL2 == 0 {
 		return fmt.Errorf("exec: spec: %v without %v", MathNormalizeF32, MathL2)
 	}
+	if s.Math&MathSqrtDiv != 0 && s.Round&RoundStats == 0 {
+		return fmt.Errorf("exec: spec: %v without round %v", MathSqrtDiv, RoundStats)
+	}
 	return nil
 }
 
@@ -226,15 +229,22 @@ const (
 	// norms): n = ‖x‖₂ kept in f32, x̂ = x / max(n, eps) rounded once to
 	// the output format; √G, γ and β then as MathL2's. Only with MathL2.
 	MathNormalizeF32 Math = 1 << 10
+	// MathSqrtDiv: an RMS norm written out in the storage format
+	// (RoundStats) as x / √(mean(x²) + eps): the root rounded and x
+	// divided by it, where RoundStats alone multiplies by a rounded
+	// reciprocal root (LTX-2's VAE: torch.sqrt, then x / rms). Only with
+	// RoundStats, on RMS norms (the CPU's; the GPU kernels refuse
+	// RoundStats).
+	MathSqrtDiv Math = 1 << 11
 
-	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax | MathL2 | MathNormalizeF32
+	mathAll = MathFastExp | MathRecipDiv | MathWelford | MathTensorCore | MathCUDASinCos | MathScalarF32 | MathGELUFactored | MathF64SinCos | MathOnlineSoftmax | MathL2 | MathNormalizeF32 | MathSqrtDiv
 )
 
 // FlashKeyTile is the key tile of MathOnlineSoftmax: cuDNN's SDPA on an
 // H200 reproduces with 128 for every head dim measured (8 to 256).
 const FlashKeyTile = 128
 
-var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2", "normalize_f32"}
+var mathNames = []string{"fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2", "normalize_f32", "sqrt_div"}
 
 // String lists the variants joined by "|" ("precise" for none).
 func (m Math) String() string {

@@ -71,6 +71,10 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	if rstats && welford {
 		return nil, exec.Unsupported(bk.Name(), "norm", "RoundStats with MathWelford (two kernels' statistics)")
 	}
+	sqrtDiv := s.Math&exec.MathSqrtDiv != 0
+	if sqrtDiv && (p.Kind != exec.NormRMS || s.Math&exec.MathL2 != 0) {
+		return nil, exec.Unsupported(bk.Name(), "norm", "%v on a %v norm (x / √(mean(x²) + eps): RMS norms written out)", s, p.Kind)
+	}
 	if s.Math&exec.MathL2 != 0 {
 		if p.Kind != exec.NormRMS || welford || moments || gt == nil && p.Offset != 0 {
 			return nil, exec.Unsupported(bk.Name(), "norm", "%v on a %v norm (F.normalize times √G: RMS norms, no other statistics)", s, p.Kind)
@@ -98,8 +102,10 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 	bk.parallel(groups, max(1, 2048/g), func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			src, dst := xt.data[q*g:(q+1)*g], out.data[q*g:(q+1)*g]
-			var mean, rstd, shift float32
+			var mean, rstd, shift, root float32
 			switch {
+			case sqrtDiv:
+				root = exec.RMSRoot(src, p.Eps, f)
 			case rstats && p.Kind == exec.NormRMS:
 				rstd = exec.RMSStats(src, p.Eps, f)
 			case rstats:
@@ -119,6 +125,8 @@ func (bk *Backend) Norm(x, gamma, beta exec.Tensor, p exec.NormParams, s exec.Sp
 				switch {
 				case fused:
 					n = exec.FMA32(v, rstd, shift)
+				case sqrtDiv:
+					n = v / root
 				case rstats:
 					n = float32(v*rstd) + shift
 				default:

@@ -219,6 +219,9 @@ func TestRMSNormStepwise(t *testing.T) {
 	}{
 		{exec.Spec{Out: precision.BF16, Round: exec.RoundStats}, []float32{0.41796875, 1.25, 0.8359375, 1.25}},
 		{exec.Spec{Out: precision.BF16, Round: exec.RoundNormalized}, []float32{0.416015625, 1.25, 0.83203125, 1.25}},
+		// x / torch.sqrt(torch.mean(x**2, -1, keepdim=True) + eps) on
+		// bf16 (LTX-2's PerChannelRMSNorm), eps 2⁻⁷
+		{exec.Spec{Out: precision.BF16, Round: exec.RoundStats, Math: exec.MathSqrtDiv}, []float32{0.41796875, 1.2578125, 0.8359375, 1.2578125}},
 	} {
 		y, err := bk.Norm(x, nil, nil, p, c.s)
 		if err != nil {

@@ -274,9 +274,9 @@ func classCandidates(class, acts string) []Candidate {
 		}
 		// An RMS norm written out in the storage format (x², their mean,
 		// + eps, rsqrt and x·r each rounded), with or without x̂·γ rounded.
-		for _, r := range []string{"stats", "stats|product"} {
-			s := spec{"", r, ""}
-			out = append(out, Candidate{Label: s.label() + " (rms)", Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round}}, onlyKind: exec.NormRMS})
+		// Or with the root rounded and x divided by it (sqrt_div).
+		for _, s := range []spec{{"", "stats", ""}, {"", "stats|product", ""}, {"", "stats", "sqrt_div"}} {
+			out = append(out, Candidate{Label: s.label() + " (rms)", Rules: []semantics.PrecisionRule{{Op: "norm", Round: s.round, Math: s.math}}, onlyKind: exec.NormRMS})
 		}
 		// An RMS norm as F.normalize times √G, every step stored, √G
 		// in the storage format or in f32; the sum of squares in f32, or
