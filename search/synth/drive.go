@@ -47,16 +47,9 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 			sigmaName = name
 		}
 	}
-	var results []trace.Port
-	for _, p := range root.Tensors {
-		if trace.IsResult(p.Name) {
-			results = append(results, p)
-		}
-	}
-	if len(results) == 0 {
+	if d.outPort = firstResult(root); d.outPort == "" {
 		return nil, fmt.Errorf("synth: the model call %s has no tensor result", root.Module)
 	}
-	d.outPort = results[0].Name
 	outName := slices.Sorted(maps.Keys(m.Outputs))
 	if len(outName) == 0 {
 		return nil, fmt.Errorf("synth: the trace has no output")
