@@ -86,7 +86,9 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				roles[role] = name
 				kind := program.Input
 				vname := program.InputValue(role)
-				if k, lat := semantics.LatentsIndex(role); lat {
+				// the latents of a flow loop; in a forward run an input
+				// named as they are is an input like any other
+				if k, lat := semantics.LatentsIndex(role); lat && d.run == "flow_euler" {
 					kind, vname = program.StepInput, program.LatentsValue(k)
 					if k == 0 {
 						s.latents = in
