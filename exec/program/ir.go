@@ -58,12 +58,13 @@ const (
 	OpSegmentMask                   // bounds [k+1]: the additive mask [1, 1, N, N] of attention within the segments they bound; Attrs.N (host step)
 	OpMaxPool2D                     // x [B, C, H, W]; Attrs.Conv: Kernel, Stride, Pad (−∞), Ceil: the largest value of each window (torch's max_pool2d)
 	OpRecurrence                    // xg [B, L, G·H], whh [G·H, H], bh [G·H] (optional); Attrs.Recurrence: one direction of a recurrent layer (exec.Extended's Recurrence)
+	OpArgMin                        // x [.., n]: the index of each row's first least entry, f32 (host step: a quantizer's nearest codebook row)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence", "argmin"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {
@@ -83,7 +84,7 @@ func (o Op) movement() bool {
 // (moved or copied values, integer ids, masks of 0 and −∞): no precision
 // rule applies to it.
 func (o Op) exact() bool {
-	return o.movement() || o == OpConcat || o == OpRepeat || o == OpGather || o == OpRelBucket || o == OpSegmentMask || o == OpMaxPool2D
+	return o.movement() || o == OpConcat || o == OpRepeat || o == OpGather || o == OpRelBucket || o == OpSegmentMask || o == OpMaxPool2D || o == OpArgMin
 }
 
 // Attrs are an op's parameters; each op reads the fields its constant names.

@@ -176,12 +176,14 @@ func TestAttentionNodeBias(t *testing.T) {
 	}
 }
 
-// TestHostSteps: the mean (plain and masked) and the integer rounding the
-// program search emits, against hand-computed answers.
+// TestHostSteps: the mean (plain and masked), the integer rounding and
+// the argmin the program search emits, against hand-computed answers.
 func TestHostSteps(t *testing.T) {
 	x := &Value{Name: "x", Kind: Input, Shape: []int{1, 3, 2}, Data: []float32{1, 10, 2, 20, 6, 60}, Format: precision.F32}
 	m := &Value{Name: "m", Kind: Input, Shape: []int{1, 3}, Data: []float32{1, 1, 0}, Format: precision.F32}
 	r := &Value{Name: "r", Kind: Input, Shape: []int{4}, Data: []float32{0.5, 1.5, 2.5, 749.6}, Format: precision.F32}
+	nan := float32(math.NaN())
+	d := &Value{Name: "d", Kind: Input, Shape: []int{2, 2, 3}, Data: []float32{3, 1, 1, -2, 5, -7, 0, nan, -1, 4, 4, 4}, Format: precision.F32}
 	for _, tc := range []struct {
 		name  string
 		n     Node
@@ -191,9 +193,11 @@ func TestHostSteps(t *testing.T) {
 		{"mean", Node{Op: OpMean, In: []string{"x", ""}, Attrs: Attrs{Axis: 1}, Spec: exec.Out(precision.F32)}, []float32{3, 30}, []int{1, 2}},
 		{"masked mean", Node{Op: OpMean, In: []string{"x", "m"}, Attrs: Attrs{Axis: 1}, Spec: exec.Out(precision.F32)}, []float32{1.5, 15}, []int{1, 2}},
 		{"round half to even", Node{Op: OpRound, In: []string{"r"}, Spec: exec.Out(precision.F32)}, []float32{0, 2, 2, 750}, []int{4}},
+		// the first of equal least entries; a NaN counts as the least
+		{"argmin", Node{Op: OpArgMin, In: []string{"d"}}, []float32{1, 2, 1, 0}, []int{2, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, shape := runOne(t, tc.n, map[string]*Value{"x": x, "m": m, "r": r})
+			got, shape := runOne(t, tc.n, map[string]*Value{"x": x, "m": m, "r": r, "d": d})
 			if !slices.Equal(got, tc.want) || !slices.Equal(shape, tc.shape) {
 				t.Errorf("%v %v, want %v %v", got, shape, tc.want, tc.shape)
 			}

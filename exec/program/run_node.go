@@ -80,6 +80,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(b.Unpatchify(in[0], a.Patch))
 	case OpRound:
 		return one(roundHost(b, in[0], n.Spec))
+	case OpArgMin:
+		return one(argminHost(b, in[0]))
 	case OpMean:
 		return one(meanHost(b, in[0], at(in, 1), a.Axis, n.Spec))
 	case OpRoute:
@@ -131,6 +133,34 @@ func roundHost(b exec.Backend, x exec.Tensor, s exec.Spec) (exec.Tensor, error) 
 		v[i] = float32(math.RoundToEven(float64(f)))
 	}
 	return b.Upload(v, x.Shape(), s.Out)
+}
+
+// argminHost is the index of each row's first least entry (torch.argmin
+// over the last axis: a NaN counts as the least), stored f32 (host step:
+// ids, one per row).
+func argminHost(b exec.Backend, x exec.Tensor) (exec.Tensor, error) {
+	v, err := b.Download(x)
+	if err != nil {
+		return nil, err
+	}
+	shape := x.Shape()
+	n := shape[len(shape)-1]
+	out := make([]float32, len(v)/n)
+	for r := range out {
+		row := v[r*n : (r+1)*n]
+		best := 0
+		for i, f := range row {
+			if f != f {
+				best = i
+				break
+			}
+			if f < row[best] {
+				best = i
+			}
+		}
+		out[r] = float32(best)
+	}
+	return b.Upload(out, shape[:len(shape)-1], precision.F32)
 }
 
 // meanHost is the mean of x over axis, weighted by mask (x's shape up to

@@ -87,6 +87,11 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		return [][]int{s}, nil
 	case OpRound:
 		return one(x)
+	case OpArgMin:
+		if len(x) == 0 || x[len(x)-1] < 1 {
+			return nil, fmt.Errorf("argmin of %v: want rows of one entry or more", x)
+		}
+		return [][]int{slices.Clone(x[:len(x)-1])}, nil
 	case OpMean:
 		ax, err := exec.Axis(n.Attrs.Axis, len(x))
 		if err != nil {

@@ -198,7 +198,7 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 // (movement ops keep their input's format).
 func rounds(op program.Op) bool {
 	switch op {
-	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpRepeat, program.OpGather, program.OpRelBucket, program.OpSegmentMask, program.OpMaxPool2D,
+	case program.OpReshape, program.OpSlice, program.OpChunk, program.OpConcat, program.OpRepeat, program.OpGather, program.OpRelBucket, program.OpSegmentMask, program.OpMaxPool2D, program.OpArgMin,
 		program.OpPatchify, program.OpUnpatchify, program.OpCast, program.OpPermute:
 		return false
 	}

@@ -504,6 +504,10 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	}{
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
+		// ids of the table rows nearest a value's rows (a vector quantizer)
+		{try: s.nearestRows, plain: true},
+		// a value brought to a grid and back (a fake quantisation)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.gridQuantised(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.bilinearSum(t, vs) }},
 		{try: s.maxOverAxisPlus},
 		{try: s.viewTimesPart},
@@ -591,6 +595,10 @@ func axisCuts(t, v *val) iter.Seq[[3]int] {
 // difference, which must be the same everywhere. Tried once every other
 // form failed.
 func (s *synth) offsetCut(t *val, vals []*val) *val {
+	if t.numel() < 4 {
+		// one number is any entry plus a constant: no evidence
+		return nil
+	}
 	tol := tolerance(t.format)
 	for _, v := range vals {
 		if v.opaque || v.numel() <= t.numel() || len(v.shape) == 0 {

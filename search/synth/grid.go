@@ -1,0 +1,226 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// gridQuantised explains t as a value x of the scope brought to a grid
+// and back (a fake quantisation: TAESD's latents stored as bytes, scaled,
+// clamped, ×255, rounded, /255, unscaled): t's values lie on a lattice
+// u₀ + α·k of whole k, and k = round(clamp(β·x + γ)) for one x. The
+// lattice is read off t's sorted values; β and γ off the entries inside
+// the clamp (least squares, then the simplest numbers every entry
+// allows); the clamp's bounds, where some entry lies past them, from k's
+// least and greatest. Only where every entry agrees exactly; f32 only (a
+// narrower format's rounding of the grid blurs the lattice).
+func (s *synth) gridQuantised(t *val, vals []*val) *val {
+	if t.format != precision.F32 || t.numel() < 16 {
+		return nil
+	}
+	u0, alpha, ks, ok := latticeOf(t.data)
+	if !ok {
+		return nil
+	}
+	kmin, kmax := slices.Min(ks), slices.Max(ks)
+	for _, x := range vals {
+		if x.param || x.opaque || x == t || x.numel() != t.numel() || x.integral() {
+			continue
+		}
+		beta, gamma, lo, hi, ok := gridMap(x.data, ks, kmin, kmax)
+		if !ok {
+			continue
+		}
+		if v := s.gridExpr(x, t, beta, gamma, lo, hi, u0, alpha); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// latticeOf reads values as u₀ + α·k, k whole from 0: u₀ the least, α
+// the least gap between distinct values, refined by least squares. ok
+// where there are three or more levels, the lattice is coarse (α at least
+// 1/4096 of the range, and far above f32's spacing) and every value lies
+// on it within 1/1000 of a step.
+func latticeOf(data []float32) (u0, alpha float64, ks []float64, ok bool) {
+	levels := slices.Clone(data)
+	slices.Sort(levels)
+	levels = slices.Compact(levels)
+	if len(levels) < 3 || math.IsNaN(float64(levels[0])) || math.IsInf(float64(levels[0]), 0) || math.IsInf(float64(levels[len(levels)-1]), 0) {
+		return 0, 0, nil, false
+	}
+	u0 = float64(levels[0])
+	span := float64(levels[len(levels)-1]) - u0
+	alpha = math.Inf(1)
+	for i := 1; i < len(levels); i++ {
+		alpha = min(alpha, float64(levels[i])-float64(levels[i-1]))
+	}
+	big := math.Max(math.Abs(u0), math.Abs(float64(levels[len(levels)-1])))
+	if alpha < span/4096 || alpha < big*1e-4 {
+		return 0, 0, nil, false
+	}
+	var num, den float64
+	for _, l := range levels {
+		k := math.Round((float64(l) - u0) / alpha)
+		num += k * (float64(l) - u0)
+		den += k * k
+	}
+	alpha = num / den
+	ks = make([]float64, len(data))
+	for i, x := range data {
+		q := (float64(x) - u0) / alpha
+		k := math.Round(q)
+		if math.Abs(q-k) > 1e-3 {
+			return 0, 0, nil, false
+		}
+		ks[i] = k
+	}
+	return u0, alpha, ks, true
+}
+
+// gridMap finds β and γ with round(β·x + γ) = k for every entry inside
+// (kmin, kmax), and the clamp: lo = kmin where some entry at kmin lies
+// below kmin − ½ (NaN where none does: no clamp seen), hi likewise. The
+// least-squares line, then for β near it the interval of γ every entry
+// allows, then the simplest numbers inside both.
+func gridMap(x []float32, ks []float64, kmin, kmax float64) (beta, gamma, lo, hi float64, ok bool) {
+	var xs, ys []float64
+	for i, k := range ks {
+		if k > kmin && k < kmax {
+			xs = append(xs, float64(x[i]))
+			ys = append(ys, k)
+		}
+	}
+	if len(xs) < 8 {
+		return 0, 0, 0, 0, false
+	}
+	b0, g0 := leastSquaresLine(xs, ys)
+	if b0 == 0 || math.IsNaN(b0) {
+		return 0, 0, 0, 0, false
+	}
+	// γ's interval for a β: every interior entry's k − ½ ≤ β·x + γ < k + ½
+	gammaRange := func(b float64) (float64, float64) {
+		lo, hi := math.Inf(-1), math.Inf(1)
+		for i, xv := range xs {
+			lo = max(lo, ys[i]-0.5-b*xv)
+			hi = min(hi, ys[i]+0.5-b*xv)
+		}
+		return lo, hi
+	}
+	// the allowed (β, γ) are a convex set, so the width of γ's interval
+	// is concave in β: its widest β by golden sections near the
+	// least-squares one, then the ends of the allowed β by bisection,
+	// then the simplest numbers inside
+	width := func(b float64) float64 { lo, hi := gammaRange(b); return hi - lo }
+	a, c := b0-math.Abs(b0)/4, b0+math.Abs(b0)/4
+	const phi = 0.6180339887498949
+	for range 80 {
+		m1, m2 := c-phi*(c-a), a+phi*(c-a)
+		if width(m1) < width(m2) {
+			a = m1
+		} else {
+			c = m2
+		}
+	}
+	best := (a + c) / 2
+	if width(best) <= 0 {
+		return 0, 0, 0, 0, false
+	}
+	edge := func(inside, outside float64) float64 {
+		for range 60 {
+			mid := (inside + outside) / 2
+			if width(mid) > 0 {
+				inside = mid
+			} else {
+				outside = mid
+			}
+		}
+		return inside
+	}
+	blo, bhi := edge(best, b0-math.Abs(b0)/4), edge(best, b0+math.Abs(b0)/4)
+	beta = simplestIn(blo, math.Nextafter(bhi, math.Inf(1)), best)
+	glo, ghi := gammaRange(beta)
+	if glo >= ghi {
+		return 0, 0, 0, 0, false
+	}
+	gamma = simplestIn(glo, ghi, g0)
+	lo, hi = math.NaN(), math.NaN()
+	for i, k := range ks {
+		p := beta*float64(x[i]) + gamma
+		switch {
+		case k > kmin && k < kmax:
+		case k == kmin && p < kmin-0.5:
+			lo = kmin
+		case k == kmax && p >= kmax+0.5:
+			hi = kmax
+		case math.Round(p) != k:
+			return 0, 0, 0, 0, false
+		}
+	}
+	return beta, gamma, lo, hi, true
+}
+
+// leastSquaresLine fits y ≈ b·x + g.
+func leastSquaresLine(xs, ys []float64) (b, g float64) {
+	n := float64(len(xs))
+	var sx, sy, sxx, sxy float64
+	for i, x := range xs {
+		sx += x
+		sy += ys[i]
+		sxx += x * x
+		sxy += x * ys[i]
+	}
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return math.NaN(), math.NaN()
+	}
+	b = (n*sxy - sx*sy) / den
+	return b, (sy - b*sx) / n
+}
+
+// roundSignificant rounds v to the given number of significant digits.
+func roundSignificant(v float64, digits int) float64 {
+	if v == 0 {
+		return 0
+	}
+	p := math.Pow(10, float64(digits)-math.Ceil(math.Log10(math.Abs(v))))
+	return math.Round(v*p) / p
+}
+
+// simplestIn is the number of fewest significant digits in [lo, hi),
+// the nearest to near among equals (near itself past nine digits).
+func simplestIn(lo, hi, near float64) float64 {
+	for digits := 1; digits <= 9; digits++ {
+		for _, c := range []float64{roundSignificant(near, digits), roundSignificant((lo+hi)/2, digits)} {
+			if c >= lo && c < hi {
+				return c
+			}
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// gridExpr builds gridQuantised's reading in f32: β·x + γ, clamped where
+// lo and hi are numbers, rounded half to even, then u₀ + α·k.
+func (s *synth) gridExpr(x, t *val, beta, gamma, lo, hi, u0, alpha float64) *val {
+	p := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(beta)}, out: precision.F32, label: fmt.Sprintf("× %g (onto the grid)", beta)})
+	p = s.derive(&expr{op: program.OpAdd, args: []*val{p, s.constant(gamma)}, out: precision.F32, label: fmt.Sprintf("+ %g", gamma)})
+	if !math.IsNaN(lo) {
+		p = s.derive(&expr{op: program.OpMaximum, args: []*val{p, s.constant(lo)}, out: precision.F32, label: fmt.Sprintf("at least %g", lo)})
+	}
+	if !math.IsNaN(hi) {
+		p = s.derive(&expr{op: program.OpMinimum, args: []*val{p, s.constant(hi)}, out: precision.F32, label: fmt.Sprintf("at most %g", hi)})
+	}
+	k := s.derive(&expr{op: program.OpRound, args: []*val{p}, out: precision.F32, label: "the grid's level"})
+	back := s.derive(&expr{op: program.OpMul, args: []*val{k, s.constant(alpha)}, out: precision.F32, label: fmt.Sprintf("× %.8g (the grid's step)", alpha)})
+	back = s.derive(&expr{op: program.OpAdd, args: []*val{back, s.constant(u0)}, out: precision.F32, label: fmt.Sprintf("+ %.8g (its least level)", u0)})
+	if back == nil || relRMS(t.format, back.data, t.data) > looseFloor(t.format) {
+		return nil
+	}
+	return back
+}
