@@ -506,6 +506,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
 		// ids of the table rows nearest a value's rows (a vector quantizer)
 		{try: s.nearestRows, plain: true},
+		// tiles blended over their overlaps and summed (a tiled decode)
+		{try: s.overlapAdded, plain: true},
 		// a value brought to a grid and back (a fake quantisation)
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gridQuantised(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.bilinearSum(t, vs) }},
