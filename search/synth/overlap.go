@@ -18,8 +18,9 @@ const maxTileOffsets = 4096
 // with t's axes moved), multiplied along every tiled axis by a linear
 // ramp over its overlap with the tile before (0, 1/o, …, (o−1)/o) and
 // the one after (1 − the same), each axis in turn, then added into zeros
-// in the tiles' order. The offsets are read off where a tile equals t
-// (its interior has weight one) and must step evenly from 0 to the end.
+// in the tiles' order; t may hold the tiles' batch of one flattened
+// with another axis. The offsets are read off where a tile equals t (its
+// interior has weight one) and must step evenly from 0 to the end.
 func (s *synth) overlapAdded(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) < 2 || len(t.shape) > 6 || t.integral() {
 		return nil
@@ -27,7 +28,8 @@ func (s *synth) overlapAdded(t *val, sc *scope, vals []*val) *val {
 	groups := map[string][]*val{}
 	var keys []string
 	for _, v := range vals {
-		if !sc.own[v] || v.param || v.opaque || len(v.shape) != len(t.shape) || v.numel() >= t.numel() {
+		r := len(v.shape)
+		if !sc.own[v] || v.param || v.opaque || r != len(t.shape) && r != len(t.shape)+1 || v.numel() >= t.numel() {
 			continue
 		}
 		k := fmt.Sprint(v.shape)
@@ -41,22 +43,27 @@ func (s *synth) overlapAdded(t *val, sc *scope, vals []*val) *val {
 		if len(tiles) < 2 {
 			continue
 		}
-		for _, perm := range permutations(len(t.shape)) {
-			shape := make([]int, len(perm)) // the proxy's: permute(proxy, perm) has t's shape
+		// t itself, or t with a batch of one in front (the tiles' batch
+		// and another axis flattened together after the blend)
+		view := t.shape
+		if len(tiles[0].shape) > len(t.shape) {
+			view = append([]int{1}, t.shape...)
+		}
+		for _, perm := range permutations(len(view)) {
+			shape := make([]int, len(perm)) // the proxy's: permute(proxy, perm) has view's shape
 			for i, a := range perm {
-				shape[a] = t.shape[i]
+				shape[a] = view[i]
 			}
 			if !covers(shape, tiles[0].shape) {
 				continue
 			}
-			proxy := permuteData(t, inversePerm(perm))
-			if v := s.tilesBlended(tiles, shape, proxy, t.format); v != nil {
-				if !isIdentity(perm) {
-					v = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axes moved"})
-				}
-				if v != nil && relRMS(t.format, v.data, t.data) <= tolerance(t.format) {
-					return v
-				}
+			proxy := permuteData(&val{shape: view, data: t.data}, inversePerm(perm))
+			v := s.tilesBlended(tiles, shape, proxy, t.format)
+			if v != nil && !isIdentity(perm) {
+				v = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axes moved"})
+			}
+			if v = s.reshape(v, t.shape); v != nil && relRMS(t.format, v.data, t.data) <= tolerance(t.format) {
+				return v
 			}
 		}
 	}
@@ -109,7 +116,7 @@ func (s *synth) tilesBlended(tiles []*val, shape []int, data []float32, f precis
 			}
 		}
 		walk(0)
-		if bestN*4 < tile.numel() {
+		if bestN*64 < tile.numel() { // a tile overlapped on every side keeps little of weight one
 			return nil
 		}
 		offsets[i] = best

@@ -11,7 +11,8 @@ import (
 // zeros as Allegro's tiled decode does (each tiled axis in turn, the head
 // overlap times j/o where a tile comes before, the tail times 1 − j/o
 // where one comes after), over one axis and over two, the whole then
-// with its first two map axes swapped, are read as such; tiles summed
+// with its first two map axes swapped or its batch of one flattened
+// away, are read as such; tiles summed
 // with other weights are not.
 func TestOverlapAdded(t *testing.T) {
 	const c, h, w = 2, 4, 6
@@ -21,11 +22,13 @@ func TestOverlapAdded(t *testing.T) {
 		gh, gw     int // tiles along h and w
 		sh, sw     int // their strides
 		swap       bool
+		flat       bool // the batch of one dropped
 		otherRamps bool
 	}{
-		{"three along one axis", 1, 3, h, 4, false, false},
-		{"two by two, axes moved", 2, 2, 3, 4, true, false},
-		{"other weights", 1, 3, h, 4, false, true},
+		{"three along one axis", 1, 3, h, 4, false, false, false},
+		{"two by two, axes moved", 2, 2, 3, 4, true, false, false},
+		{"two by two, batch flattened", 2, 2, 3, 4, false, true, false},
+		{"other weights", 1, 3, h, 4, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			H, W := (tc.gh-1)*tc.sh+h, (tc.gw-1)*tc.sw+w
@@ -72,6 +75,9 @@ func TestOverlapAdded(t *testing.T) {
 					}
 				}
 				out, shape = moved, []int{1, H, c, W}
+			}
+			if tc.flat {
+				shape = shape[1:]
 			}
 			s, sc, target := planted(t, precision.F32, shape, out)
 			for _, tile := range tiles {
