@@ -98,3 +98,44 @@ func (s *synth) frameCausalMask(frames, n int) *val {
 	s.em.constant(m, fmt.Sprintf("a frame-causal attention mask over %d frames of %d cells (made from the request's shape)", frames, n))
 	return m
 }
+
+// frameBlockedAttention explains t [B, S, C] as attention within frames:
+// its S rows cut into T runs, run f attending to the N rows of frame f
+// of a value [B, T, N, …] of the scope (Wan Animate's face adapter: the
+// video's rows per latent frame against that frame's face tokens). The
+// scope's values of t's rows are read [B·T, S/T, …], those of T frames
+// [B·T, N, …], t likewise, and the result laid back as [B, S, C].
+func (s *synth) frameBlockedAttention(t *val, sc *scope) *val {
+	if len(t.shape) != 3 || t.integral() {
+		return nil
+	}
+	b, rowsN := t.shape[0], t.shape[1]
+	var frames []int
+	for _, v := range sc.vals {
+		if len(v.shape) >= 4 && v.shape[0] == b && v.shape[1] > 1 && v.shape[1] != rowsN && rowsN%v.shape[1] == 0 && !v.opaque && !v.integral() && !slices.Contains(frames, v.shape[1]) {
+			frames = append(frames, v.shape[1])
+		}
+	}
+	for _, T := range frames {
+		read := func(v *val) *val {
+			if v.opaque || len(v.shape) < 3 || v.shape[0] != b {
+				return nil
+			}
+			switch {
+			case v.shape[1] == rowsN:
+				return s.reshape(v, []int{b * T, rowsN / T, v.numel() / (b * rowsN)})
+			case v.shape[1] == T && len(v.shape) >= 4:
+				return s.reshape(v, []int{b * T, v.shape[2], v.numel() / (b * T * v.shape[2])})
+			}
+			return nil
+		}
+		proxy := s.readAs(t, []int{b * T, rowsN / T, t.shape[2]}, slices.Clone)
+		proxy.reshapedFrom = true
+		if r := s.attentionOf(proxy, sc.mapped(read), false); r != nil {
+			if back := s.reshape(r, t.shape); back != nil {
+				return back
+			}
+		}
+	}
+	return nil
+}

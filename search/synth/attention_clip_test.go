@@ -64,3 +64,49 @@ func TestClipMapsAttention(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameBlockedAttention plants a two-head attention whose query rows
+// [1, 6, 8] fall into three frames of two rows, frame f attending to the
+// four rows of frame f of keys and values [1, 3, 4, 8] (Wan Animate's
+// face adapter), and reads it; the same keys attended by every row
+// together are not read as per frame.
+func TestFrameBlockedAttention(t *testing.T) {
+	const T, per, n, heads, d = 3, 2, 4, 2, 4
+	c := heads * d
+	rng := rand.New(rand.NewPCG(8, 5))
+	q, k, v := randVal(rng, 1, T*per, c), randVal(rng, 1, T, n, c), randVal(rng, 1, T, n, c)
+	want := make([]float32, T*per*c)
+	for f := range T {
+		for h := range heads {
+			from := func(x *val, rows int) func(r, e int) float64 {
+				return func(r, e int) float64 { return float64(x.data[(f*rows+r)*c+h*d+e]) }
+			}
+			plantedAttentionBias(per, n, d, d, from(q, per), from(k, n), from(v, n), func(int, int) float64 { return 0 }, func(r, e int, y float64) {
+				want[(f*per+r)*c+h*d+e] = float32(y)
+			})
+		}
+	}
+	s, sc, target := planted(t, precision.F32, q.shape, want)
+	for _, x := range []*val{q, k, v} {
+		sc.add(x, true)
+	}
+	explainedWithin(t, s.frameBlockedAttention(target, sc), target)
+
+	// every query row over all T·n keys: not within frames
+	all := make([]float32, T*per*c)
+	for h := range heads {
+		at := func(x *val) func(r, e int) float64 {
+			return func(r, e int) float64 { return float64(x.data[r*c+h*d+e]) }
+		}
+		plantedAttentionBias(T*per, T*n, d, d, at(q), at(k), at(v), func(int, int) float64 { return 0 }, func(r, e int, y float64) {
+			all[r*c+h*d+e] = float32(y)
+		})
+	}
+	s, sc, target = planted(t, precision.F32, q.shape, all)
+	for _, x := range []*val{q, k, v} {
+		sc.add(x, true)
+	}
+	if got := s.frameBlockedAttention(target, sc); got != nil && relRMS(precision.F32, got.data, all) <= tolerance(precision.F32) {
+		t.Error("attention over every frame's keys read as per frame")
+	}
+}

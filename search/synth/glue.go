@@ -465,6 +465,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		if v := s.stridedWindowsAttention(target, sc); v != nil {
 			return v
 		}
+		if v := s.frameBlockedAttention(target, sc); v != nil {
+			return v
+		}
 	}
 	if v := s.classRowsApart(target, sc); v != nil {
 		return v
