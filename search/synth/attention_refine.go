@@ -348,22 +348,7 @@ func maskedBiases(bias, masks []*val, m exec.MaskKind) [][2]*val {
 // searchParam minimises f over [lo, hi] by golden section on a log scale
 // and returns the simplest number near the minimum that does as well.
 func (s *synth) searchParam(f func(float64) float64, lo, hi float64) float64 {
-	a0, b0 := math.Log(lo), math.Log(hi)
-	g := (math.Sqrt(5) - 1) / 2
-	a, b := b0-g*(b0-a0), a0+g*(b0-a0)
-	fa, fb := f(math.Exp(a)), f(math.Exp(b))
-	for range 60 {
-		if fa < fb {
-			b0, b, fb = b, a, fa
-			a = b0 - g*(b0-a0)
-			fa = f(math.Exp(a))
-		} else {
-			a0, a, fa = a, b, fb
-			b = a0 + g*(b0-a0)
-			fb = f(math.Exp(b))
-		}
-	}
-	x := math.Exp((a0 + b0) / 2)
+	x := math.Exp(goldenMin(func(u float64) float64 { return f(math.Exp(u)) }, math.Log(lo), math.Log(hi), 60))
 	at := f(x)
 	return snap(x, func(y float64) bool { return f(y) <= 1.01*at+1e-12 })
 }

@@ -117,17 +117,7 @@ func gridMap(x []float32, ks []float64, kmin, kmax float64) (beta, gamma, lo, hi
 	// least-squares one, then the ends of the allowed β by bisection,
 	// then the simplest numbers inside
 	width := func(b float64) float64 { lo, hi := gammaRange(b); return hi - lo }
-	a, c := b0-math.Abs(b0)/4, b0+math.Abs(b0)/4
-	const phi = 0.6180339887498949
-	for range 80 {
-		m1, m2 := c-phi*(c-a), a+phi*(c-a)
-		if width(m1) < width(m2) {
-			a = m1
-		} else {
-			c = m2
-		}
-	}
-	best := (a + c) / 2
+	best := goldenMin(func(b float64) float64 { return -width(b) }, b0-math.Abs(b0)/4, b0+math.Abs(b0)/4, 80)
 	if width(best) <= 0 {
 		return 0, 0, 0, 0, false
 	}

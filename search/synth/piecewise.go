@@ -279,17 +279,7 @@ func celuAlpha(x, t []float32) (float64, bool) {
 		}
 		return e
 	}
-	lo, hi := math.Log(1e-3), math.Log(1e3)
-	g := (math.Sqrt(5) - 1) / 2
-	for range 100 {
-		m1, m2 := hi-g*(hi-lo), lo+g*(hi-lo)
-		if cost(m1) < cost(m2) {
-			hi = m2
-		} else {
-			lo = m1
-		}
-	}
-	la := (lo + hi) / 2
+	la := goldenMin(cost, math.Log(1e-3), math.Log(1e3), 100)
 	var tt float64
 	for _, v := range ts {
 		tt += v * v
