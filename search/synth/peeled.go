@@ -21,7 +21,66 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	if s.peeling || len(t.shape) < 2 || t.integral() {
 		return nil
 	}
-	return s.peeledWith(t, sc, s.addends(t, vals))
+	v := s.peeledWith(t, sc, s.addends(t, vals))
+	if v != nil && relRMS(t.format, v.data, t.data) <= looseFloor(t.format) {
+		return v
+	}
+	// the known term with its axes moved: in a narrow format the small
+	// term of a sum is lost to the sum's rounding once the large one is
+	// peeled off, so the small one, moved into t's layout, is peeled
+	// instead (a residual added to a convolution's output laid out
+	// frames first, then flattened); kept where it comes nearer
+	w := s.peeledWith(t, sc, s.movedAddends(t, vals))
+	if w == nil || v != nil && relRMS(t.format, v.data, t.data) <= relRMS(t.format, w.data, t.data) {
+		return v
+	}
+	return w
+}
+
+// movedAddends are values of t's elements in another layout, their axes
+// moved so that merging neighbours gives t's shape: at most maxAddends.
+func (s *synth) movedAddends(t *val, vals []*val) []*val {
+	var out []*val
+	for _, v := range vals {
+		if v.opaque || v.param || v.integral() || v.numel() != t.numel() || slices.Equal(v.shape, t.shape) || len(v.shape) > 6 {
+			continue
+		}
+		for _, perm := range permutations(len(v.shape)) {
+			if isIdentity(perm) || !mergesTo(permuteShape(v.shape, perm), t.shape) {
+				continue
+			}
+			m := s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axes moved"})
+			if r := s.reshape(m, t.shape); r != nil {
+				out = append(out, r)
+			}
+			if len(out) == maxAddends {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// mergesTo reports whether shape a becomes b by merging runs of
+// neighbouring axes (axes of one aside).
+func mergesTo(a, b []int) bool {
+	i := 0
+	for _, n := range b {
+		p := 1
+		for p < n && i < len(a) {
+			p *= a[i]
+			i++
+		}
+		if p != n {
+			return false
+		}
+	}
+	for ; i < len(a); i++ {
+		if a[i] != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // peeledWith is peeledAdd over the given known terms.

@@ -451,3 +451,34 @@ func TestPeeledTableCut(t *testing.T) {
 		t.Errorf("rel-RMS %.3g, want 0 (%s)", e, got.from.label)
 	}
 }
+
+// TestPeeledMovedAddend: in bf16 a large value x [F, C, H, W] plus a
+// small one laid out [1, C, F, H, W], moved frames first and flattened
+// (a temporal layer's residual, Allegro's), the sum rounded once: peeling
+// x off leaves the small term to the sum's rounding, so the small one is
+// peeled instead, moved into the sum's layout, and the sum reproduced
+// bit for bit.
+func TestPeeledMovedAddend(t *testing.T) {
+	const F, C, H, W = 4, 2, 3, 3
+	f := precision.BF16
+	rng := rand.New(rand.NewPCG(7, 7))
+	big := &val{shape: []int{F, C, H, W}, data: make([]float32, F*C*H*W), format: f, origin: "x", seq: 10}
+	small := &val{shape: []int{1, C, F, H, W}, data: make([]float32, F*C*H*W), format: f, origin: "conv", seq: 11}
+	for i := range big.data {
+		big.data[i] = f.Round(float32(rng.NormFloat64() * 20))
+		small.data[i] = f.Round(float32(rng.NormFloat64() * 0.05))
+	}
+	moved := permuteData(small, []int{0, 2, 1, 3, 4})
+	want := make([]float32, len(moved))
+	for i := range want {
+		want[i] = f.Round(big.data[i] + moved[i])
+	}
+	s, sc, target := planted(t, f, big.shape, want, big, small)
+	got := s.peeledAdd(target, sc, recentFirst(sc.vals))
+	if got == nil {
+		t.Fatal("not explained")
+	}
+	if e := relRMS(f, got.data, want); e != 0 {
+		t.Errorf("rel-RMS %.3g, want 0 (%s)", e, got.from.label)
+	}
+}
