@@ -112,7 +112,8 @@ func (s *synth) frameBlockedAttention(t *val, sc *scope) *val {
 	b, rowsN := t.shape[0], t.shape[1]
 	var frames []int
 	for _, v := range sc.vals {
-		if len(v.shape) >= 4 && v.shape[0] == b && v.shape[1] > 1 && v.shape[1] != rowsN && rowsN%v.shape[1] == 0 && !v.opaque && !v.integral() && !slices.Contains(frames, v.shape[1]) {
+		// (a value holding t's rows on a later axis is per head, [B, H, S, D]: no frames)
+		if len(v.shape) >= 4 && v.shape[0] == b && v.shape[1] > 1 && v.shape[1] != rowsN && rowsN%v.shape[1] == 0 && !slices.Contains(v.shape[2:], rowsN) && !v.opaque && !v.integral() && !slices.Contains(frames, v.shape[1]) {
 			frames = append(frames, v.shape[1])
 		}
 	}

@@ -465,9 +465,6 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		if v := s.stridedWindowsAttention(target, sc); v != nil {
 			return v
 		}
-		if v := s.frameBlockedAttention(target, sc); v != nil {
-			return v
-		}
 	}
 	if v := s.classRowsApart(target, sc); v != nil {
 		return v
@@ -509,6 +506,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
 		// ids of the table rows nearest a value's rows (a vector quantizer)
 		{try: s.nearestRows, plain: true},
+		// attention within frames, tried once every other reading failed
+		{try: func(t *val, c *scope, _ []*val) *val { return s.frameBlockedAttention(t, c) }, plain: true},
 		// tiles blended over their overlaps and summed (a tiled decode)
 		{try: s.overlapAdded, plain: true},
 		// a value brought to a grid and back (a fake quantisation)

@@ -22,12 +22,12 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 		return nil
 	}
 	v := s.peeledWith(t, sc, s.addends(t, vals))
-	if v != nil && relRMS(t.format, v.data, t.data) <= looseFloor(t.format) {
+	if t.format == precision.F32 || v != nil && relRMS(t.format, v.data, t.data) <= looseFloor(t.format) {
 		return v
 	}
-	// the known term with its axes moved: in a narrow format the small
-	// term of a sum is lost to the sum's rounding once the large one is
-	// peeled off, so the small one, moved into t's layout, is peeled
+	// the known term with its axes moved: in a narrow format (f32's
+	// rounding leaves the other term whole) the small term of a sum is
+	// lost to the sum's rounding once the large one is peeled off, so the small one, moved into t's layout, is peeled
 	// instead (a residual added to a convolution's output laid out
 	// frames first, then flattened); kept where it comes nearer
 	w := s.peeledWith(t, sc, s.movedAddends(t, vals))
