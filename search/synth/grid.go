@@ -7,6 +7,7 @@ import (
 
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"gonum.org/v1/gonum/stat"
 )
 
 // gridQuantised explains t as a value x of the scope brought to a grid
@@ -99,8 +100,8 @@ func gridMap(x []float32, ks []float64, kmin, kmax float64) (beta, gamma, lo, hi
 	if len(xs) < 8 {
 		return 0, 0, 0, 0, false
 	}
-	b0, g0 := leastSquaresLine(xs, ys)
-	if b0 == 0 || math.IsNaN(b0) {
+	g0, b0 := stat.LinearRegression(xs, ys, nil, false)
+	if b0 == 0 || math.IsNaN(b0) || math.IsInf(b0, 0) {
 		return 0, 0, 0, 0, false
 	}
 	// γ's interval for a β: every interior entry's k − ½ ≤ β·x + γ < k + ½
@@ -153,24 +154,6 @@ func gridMap(x []float32, ks []float64, kmin, kmax float64) (beta, gamma, lo, hi
 		}
 	}
 	return beta, gamma, lo, hi, true
-}
-
-// leastSquaresLine fits y ≈ b·x + g.
-func leastSquaresLine(xs, ys []float64) (b, g float64) {
-	n := float64(len(xs))
-	var sx, sy, sxx, sxy float64
-	for i, x := range xs {
-		sx += x
-		sy += ys[i]
-		sxx += x * x
-		sxy += x * ys[i]
-	}
-	den := n*sxx - sx*sx
-	if den == 0 {
-		return math.NaN(), math.NaN()
-	}
-	b = (n*sxy - sx*sy) / den
-	return b, (sy - b*sx) / n
 }
 
 // roundSignificant rounds v to the given number of significant digits.
