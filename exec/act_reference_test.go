@@ -30,8 +30,8 @@ func TestSoftplusSqrt(t *testing.T) {
 		t.Errorf("sqrt(-1) = %v, want NaN", v)
 	}
 	for _, f := range []ActKind{ActSoftplus, ActSqrt} {
-		if !f.Valid() || f.Kernel() {
-			t.Errorf("%v: valid %v kernel %v, want a valid kind without a GPU kernel", f, f.Valid(), f.Kernel())
+		if !f.Valid() || f.Kernel() != (f == ActSqrt) {
+			t.Errorf("%v: valid %v kernel %v, want a valid kind, with a GPU kernel only for sqrt", f, f.Valid(), f.Kernel())
 		}
 		if g, err := ParseAct(f.String()); err != nil || g != f {
 			t.Errorf("ParseAct(%q) = %v, %v", f.String(), g, err)
@@ -39,6 +39,9 @@ func TestSoftplusSqrt(t *testing.T) {
 	}
 	if !ActExpm1.Kernel() || !ActSiLU.Kernel() {
 		t.Error("the kinds before softplus have GPU kernels")
+	}
+	if ActKind(actEnd).Kernel() {
+		t.Error("an invalid kind has no GPU kernel")
 	}
 }
 

@@ -59,9 +59,9 @@ func (a ActKind) String() string {
 func (a ActKind) Valid() bool { return a < actEnd }
 
 // Kernel reports whether the GPU backends' shared kernel source has a:
-// softplus and sqrt are the CPU reference's only, and the CUDA and Metal
-// backends refuse them as unsupported.
-func (a ActKind) Kernel() bool { return a <= ActExpm1 || a == ActHardswish || a == ActHardsigmoid }
+// softplus is the CPU reference's only, and the CUDA and Metal backends
+// refuse it as unsupported.
+func (a ActKind) Kernel() bool { return a <= ActExpm1 || a >= ActSqrt && a < actEnd }
 
 // ParseAct reads the String form.
 func ParseAct(s string) (ActKind, error) {

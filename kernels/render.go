@@ -155,6 +155,7 @@ static __device__ __forceinline__ uint zf_cuda_pack_bf16(float lo, float hi) {
 #define zf_cos_cr(x) ((float)cos((double)(x)))
 #define zf_atan_cr(x) ((float)atan((double)(x)))
 #define zf_log_cr(x) ((float)log((double)(x)))
+#define zf_sqrt_cr(x) __fsqrt_rn(x)
 #define zf_expm1_cr(x) ((float)expm1((double)(x)))
 #define ZF_FAST_ACT 1
 #define zf_exp_f(x) expf(x)
@@ -196,6 +197,7 @@ typedef ulong zf_u64;
 #define zf_cos_cr(x) precise::cos(x)
 #define zf_atan_cr(x) precise::atan(x)
 #define zf_log_cr(x) precise::log(x)
+#define zf_sqrt_cr(x) precise::sqrt(x) /* Metal's most accurate root; not checked against the CPU here (no Mac) */
 #define zf_expm1_cr(x) zf_msl_expm1(x)
 /* No f64 here: the "correctly rounded" functions are f32 already, so no fast path. */
 #define ZF_FAST_ACT 0
@@ -309,6 +311,7 @@ template <class F> static void zf_host_groups(int groups, int threads, F fn) {
 #define zf_cos_cr(x) ((float)std::cos((double)(x)))
 #define zf_atan_cr(x) ((float)std::atan((double)(x)))
 #define zf_log_cr(x) ((float)std::log((double)(x)))
+#define zf_sqrt_cr(x) ((float)std::sqrt((double)(x)))
 #define zf_expm1_cr(x) ((float)std::expm1((double)(x)))
 #define ZF_FAST_ACT 1
 #define zf_exp_f(x) std::exp((float)(x))
