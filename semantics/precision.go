@@ -79,7 +79,7 @@ type RopeTableFormats struct {
 var (
 	precisionStatuses = []string{"declared", "searched", "partial", "placeholder"}
 	formats           = []string{"f32", "bf16", "f16", "f64"}
-	precisionOps      = []string{"linear", "norm", "modulate", "rope", "attention", "act", "glu", "gated_residual", "add", "mul", "sub", "div", "timestep_embed", "cast", "rope_table", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "recurrence"}
+	precisionOps      = []string{"linear", "norm", "modulate", "rope", "attention", "act", "glu", "gated_residual", "add", "mul", "sub", "div", "timestep_embed", "cast", "rope_table", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "recurrence", "qr"}
 	roundPoints       = []string{"each", "normalized", "scale", "product", "gate", "before_bias", "scores", "probs", "weights", "stats", "accum", "query", "moments"}
 	mathVariants      = []string{"precise", "fast_exp", "recip_div", "welford", "tensor_core", "cuda_sincos", "scalar_f32", "gelu_factored", "f64_sincos", "online_softmax", "l2", "normalize_f32", "sqrt_div"}
 )

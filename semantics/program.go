@@ -335,7 +335,7 @@ var (
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",
 		"act", "glu", "add", "mul", "sub", "div", "cast", "reshape", "permute", "slice", "concat", "repeat", "chunk",
-		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence", "argmin"}
+		"timestep_embed", "rope_table", "gather", "patchify", "unpatchify", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence", "argmin", "qr"}
 	valueName = regexp.MustCompile(`^[^\s]+$`)
 )
 

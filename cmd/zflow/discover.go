@@ -267,7 +267,9 @@ func discoverDoc(ctx context.Context, u ui, b exec.Backend, tr *trace.Trace, o d
 	// near the output. One that misses it as a wrong factor does (0.78 for
 	// a causal text encoder read without its positions) is wrong where the
 	// program is exact but for the values it names: the program is kept.
-	if rerr == nil && (len(pdoc.Program.FromTrace()) > 0 && rrel <= recipesNearMiss || rrel <= outputRelRMS(b, tr, pdoc)) {
+	// A recipe document that does not run at all (+Inf) is never kept over
+	// a program: that holds what the search read, boundary by boundary.
+	if rerr == nil && !math.IsInf(rrel, 1) && (len(pdoc.Program.FromTrace()) > 0 && rrel <= recipesNearMiss || rrel <= outputRelRMS(b, tr, pdoc)) {
 		return rdoc, nil
 	}
 	return pdoc, nil

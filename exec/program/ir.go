@@ -59,12 +59,13 @@ const (
 	OpMaxPool2D                     // x [B, C, H, W]; Attrs.Conv: Kernel, Stride, Pad (−∞), Ceil: the largest value of each window (torch's max_pool2d)
 	OpRecurrence                    // xg [B, L, G·H], whh [G·H, H], bh [G·H] (optional); Attrs.Recurrence: one direction of a recurrent layer (exec.Extended's Recurrence)
 	OpArgMin                        // x [.., n]: the index of each row's first least entry, f32 (host step: a quantizer's nearest codebook row)
+	OpQR                            // x [.., m, n], m ≥ n: Q of the reduced QR factorisation, LAPACK's signs (host step, in float64)
 	opEnd
 )
 
 var opNames = [...]string{"", "linear", "norm", "modulate", "gated_residual", "rope", "attention",
 	"act", "glu", "add", "mul", "cast", "reshape", "slice", "concat", "chunk", "timestep_embed",
-	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence", "argmin"}
+	"rope_table", "gather", "patchify", "unpatchify", "permute", "sub", "div", "round", "mean", "route", "experts", "softmax", "minimum", "maximum", "conv2d", "linear_attention", "repeat", "where", "ssm_scan", "rel_bucket", "angular_attention", "delta_scan", "memory_scan", "fft2_real", "sinkhorn", "matmul", "segment_mask", "max_pool2d", "recurrence", "argmin", "qr"}
 
 // String is the op's name, as precision rules name it.
 func (o Op) String() string {

@@ -176,14 +176,16 @@ func TestAttentionNodeBias(t *testing.T) {
 	}
 }
 
-// TestHostSteps: the mean (plain and masked), the integer rounding and
-// the argmin the program search emits, against hand-computed answers.
+// TestHostSteps: the mean (plain and masked), the integer rounding, the
+// argmin and the QR basis the program search emits, against
+// hand-computed answers.
 func TestHostSteps(t *testing.T) {
 	x := &Value{Name: "x", Kind: Input, Shape: []int{1, 3, 2}, Data: []float32{1, 10, 2, 20, 6, 60}, Format: precision.F32}
 	m := &Value{Name: "m", Kind: Input, Shape: []int{1, 3}, Data: []float32{1, 1, 0}, Format: precision.F32}
 	r := &Value{Name: "r", Kind: Input, Shape: []int{4}, Data: []float32{0.5, 1.5, 2.5, 749.6}, Format: precision.F32}
 	nan := float32(math.NaN())
 	d := &Value{Name: "d", Kind: Input, Shape: []int{2, 2, 3}, Data: []float32{3, 1, 1, -2, 5, -7, 0, nan, -1, 4, 4, 4}, Format: precision.F32}
+	a := &Value{Name: "a", Kind: Input, Shape: []int{3, 2}, Data: []float32{3, 1, 4, 2, 0, 0}, Format: precision.F32}
 	for _, tc := range []struct {
 		name  string
 		n     Node
@@ -195,9 +197,13 @@ func TestHostSteps(t *testing.T) {
 		{"round half to even", Node{Op: OpRound, In: []string{"r"}, Spec: exec.Out(precision.F32)}, []float32{0, 2, 2, 750}, []int{4}},
 		// the first of equal least entries; a NaN counts as the least
 		{"argmin", Node{Op: OpArgMin, In: []string{"d"}}, []float32{1, 2, 1, 0}, []int{2, 2}},
+		// LAPACK's signs (torch.linalg.qr's): R₁₁ = −5 flips the first
+		// column; the second's entries below its diagonal are 0, so no
+		// reflection flips it
+		{"qr", Node{Op: OpQR, In: []string{"a"}, Spec: exec.Out(precision.F32)}, []float32{-0.6, -0.8, -0.8, 0.6, 0, 0}, []int{3, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, shape := runOne(t, tc.n, map[string]*Value{"x": x, "m": m, "r": r, "d": d})
+			got, shape := runOne(t, tc.n, map[string]*Value{"x": x, "m": m, "r": r, "d": d, "a": a})
 			if !slices.Equal(got, tc.want) || !slices.Equal(shape, tc.shape) {
 				t.Errorf("%v %v, want %v %v", got, shape, tc.want, tc.shape)
 			}
@@ -292,5 +298,22 @@ func TestLinearAttentionNumerator(t *testing.T) {
 	}
 	if _, err := inferShapes(&Node{Op: OpLinearAttention, Attrs: Attrs{LinearAttention: p}}, [][]int{{1, N, H * D}, {1, M, H * D}, {1, M, H * D}, {1, N, H * D}}); err == nil {
 		t.Error("one numerator operand accepted")
+	}
+}
+
+// TestQRReflects: a matrix whose columns both take a reflection gives
+// torch.linalg.qr's Q in float64 (LAPACK's dgeqrf and dorgqr, printed by
+// torch 1.13), rounded to f32.
+func TestQRReflects(t *testing.T) {
+	a := &Value{Name: "a", Kind: Input, Shape: []int{3, 2}, Data: []float32{1, 2, -3, 1, 2, -2}, Format: precision.F32}
+	want := []float64{-0.2672612419124243, -0.877585088175084, 0.8017837257372732, 0.026593487520457093, -0.5345224838248488, 0.4786827753682276}
+	got, shape := runOne(t, Node{Op: OpQR, In: []string{"a"}, Spec: exec.Out(precision.F32)}, map[string]*Value{"a": a})
+	if !slices.Equal(shape, []int{3, 2}) {
+		t.Fatalf("shape %v, want [3 2]", shape)
+	}
+	for i, w := range want {
+		if got[i] != float32(w) {
+			t.Errorf("Q[%d] = %v, want %v", i, got[i], float32(w))
+		}
 	}
 }

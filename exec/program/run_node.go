@@ -82,6 +82,8 @@ func RunNode(b exec.Backend, n *Node, in []exec.Tensor) ([]exec.Tensor, error) {
 		return one(roundHost(b, in[0], n.Spec))
 	case OpArgMin:
 		return one(argminHost(b, in[0]))
+	case OpQR:
+		return one(qrHost(b, in[0], n.Spec))
 	case OpMean:
 		return one(meanHost(b, in[0], at(in, 1), a.Axis, n.Spec))
 	case OpRoute:

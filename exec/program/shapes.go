@@ -87,6 +87,11 @@ func inferShapes(n *Node, in [][]int) ([][]int, error) {
 		return [][]int{s}, nil
 	case OpRound:
 		return one(x)
+	case OpQR:
+		if len(x) < 2 || x[len(x)-1] < 1 || x[len(x)-2] < x[len(x)-1] {
+			return nil, fmt.Errorf("qr of %v: want matrices [.., m, n] with m ≥ n ≥ 1", x)
+		}
+		return one(x)
 	case OpArgMin:
 		if len(x) == 0 || x[len(x)-1] < 1 {
 			return nil, fmt.Errorf("argmin of %v: want rows of one entry or more", x)

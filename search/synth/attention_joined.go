@@ -98,7 +98,7 @@ func mayJoin(t *val, sc *scope) bool {
 	}
 	b, rows, w := t.shape[0], t.shape[1], t.shape[2]
 	for _, v := range sc.vals {
-		if !sc.own[v] || v.opaque || v.shape[0] != b {
+		if !sc.own[v] || v.opaque || len(v.shape) == 0 || v.shape[0] != b {
 			continue
 		}
 		switch len(v.shape) {

@@ -523,6 +523,12 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.mapsWeighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
+		// a weight of the call's own, scaled by its fan-in or filtered
+		// first (StyleGAN-derived layers)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.equalisedLinear(t, vs) }},
+		{try: s.ownConv},
+		// a value times the orthogonal basis of a weight (its QR)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.qrProjected(t, vs) }},
 		// a smaller value copied along an axis, read off the target
 		{try: func(t *val, c *scope, _ []*val) *val { return s.copied(t, c) }},
 		// a value plus an uncalled module's table (a position embedding
@@ -1406,25 +1412,37 @@ func (s *synth) combinedPiece(t *val, sc *scope, ax, off, rest int, vals []*val)
 
 // broadcastPiece explains t's entries [off, off+n) along ax as a value
 // v with one of t's other axes of length 1 in v, repeated along it; n is
-// v's length along ax.
+// v's last axis where that is what joins, else (a parameter) the length
+// its entries fill.
 func (s *synth) broadcastPiece(t *val, ax, off int, vals []*val) *val {
+	rest := t.numel() / t.shape[ax]
 	for _, v := range vals {
 		if v.opaque || v.numel() == 0 || len(v.shape) == 0 {
 			continue
 		}
-		n := v.shape[len(v.shape)-1]
-		if ax != len(t.shape)-1 {
-			continue // the value's last axis is what joins
-		}
-		if n >= t.shape[ax] || n > t.shape[ax]-off {
+		// the value's last axis is what joins; along another axis only a
+		// parameter (learned tokens joined after each frame's rows)
+		if ax != len(t.shape)-1 && !v.param {
 			continue
 		}
-		sub := s.part(t, ax, off, off+n)
-		shape := sub.shape
-		for a := range shape {
-			if a == ax || shape[a] < 2 {
+		for a := range t.shape {
+			if a == ax || t.shape[a] < 2 {
 				continue
 			}
+			n := v.shape[len(v.shape)-1]
+			if ax != len(t.shape)-1 {
+				// as many entries along ax as the value holds once
+				// copied along a
+				if v.numel()*t.shape[a]%rest != 0 {
+					continue
+				}
+				n = v.numel() * t.shape[a] / rest
+			}
+			if n < 1 || n >= t.shape[ax] || n > t.shape[ax]-off {
+				continue
+			}
+			sub := s.part(t, ax, off, off+n)
+			shape := sub.shape
 			one := slices.Clone(shape)
 			one[a] = 1
 			if exec.Numel(one) != v.numel() {

@@ -271,42 +271,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				fit = s.fitModePaddedConv(xs[0], params, t)
 			}
 		case len(params[0].shape) >= 4:
-			if fit = s.fitConv(xs[0], params, t); fit == nil {
-				fit = s.fitConv2D(xs[0], params, t)
-			}
-			if fit == nil {
-				fit = s.fitConvBlocks(xs[0], params, t)
-			}
-			if fit == nil {
-				fit = s.fitConvTransposed(xs[0], params, t)
-			}
-			if fit == nil {
-				// a weight standardised and scaled by a gain of its own
-				fit = s.fitScaledStdConv2D(xs[0], params, t)
-			}
-			if fit == nil {
-				// overlapping windows: the input spread by zeros
-				fit = s.fitConvTransposed2D(xs[0], params, t)
-			}
-			module, _, _ := strings.Cut(sc.module, "#")
-			if fit == nil {
-				// time taps over frames
-				fit = s.fitConv3DOf(module, xs[0], params, t)
-			}
-			if fit == nil && len(xs) == 2 {
-				// the frames before passed beside the clip (a frame
-				// cache): the clip's past, joined before it
-				fit = s.fitConv3DOf(module, s.pastJoined(xs[1], xs[0]), params, t)
-			}
-			if fit == nil {
-				// the frames before kept on the module since its last
-				// call
-				fit = s.convPast(module, xs[0], params, t)
-			}
-			if fit == nil {
-				// padded by reflecting, repeating or wrapping its borders
-				fit = s.fitModePaddedConv(xs[0], params, t)
-			}
+			fit = s.leafConv(sc.module, xs, params, t)
 		case len(params) == 1 && len(params[0].shape) == 1 && len(t.shape) == 2 && t.shape[1] == 2*params[0].numel():
 			fit = s.fitFourier(xs[0], params[0], t)
 		case allVectors(params):
@@ -339,6 +304,11 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		if fit == nil && len(xs) == 1 && len(params) == 1 {
 			// a learned slope of the negative side
 			fit = s.fitPReLU(xs[0], params[0], t)
+		}
+		if fit == nil && len(xs) == 1 && len(params) == 1 && len(params[0].shape) == 1 {
+			// a bias of its own added before a fixed activation (a fused
+			// leaky ReLU)
+			fit = s.biasedPiecewise(xs[0], params[0], t)
 		}
 		if cols := s.channelColumns(params, xs[0]); fit == nil && len(xs) == 1 && cols != nil {
 			// per-channel parameters kept as columns ([C, 1, 1], [1, C,
@@ -1781,3 +1751,50 @@ func rowOffset(table, ids, t *val) int {
 // mean's mask, an attention's mask and bias, the experts' indices (dense
 // weights) and biases, a recurrence's bias.
 var optionalInputs = []program.Op{program.OpLinear, program.OpNorm, program.OpConv2D, program.OpMean, program.OpAttention, program.OpExperts, program.OpSSMScan, program.OpRecurrence}
+
+// leafConv explains t as a convolution of xs[0] by params[0] (a weight of
+// four or more axes, params[1] a bias where one is given): a patch
+// embedding, a padded, strided, dilated, grouped, transposed or
+// standardised convolution, time taps over frames (with the frames before
+// passed beside the clip or kept on the module since its last call), or
+// borders padded by a mode.
+func (s *synth) leafConv(module string, xs, params []*val, t *val) *val {
+	var fit *val
+	if fit = s.fitConv(xs[0], params, t); fit == nil {
+		fit = s.fitConv2D(xs[0], params, t)
+	}
+	if fit == nil {
+		fit = s.fitConvBlocks(xs[0], params, t)
+	}
+	if fit == nil {
+		fit = s.fitConvTransposed(xs[0], params, t)
+	}
+	if fit == nil {
+		// a weight standardised and scaled by a gain of its own
+		fit = s.fitScaledStdConv2D(xs[0], params, t)
+	}
+	if fit == nil {
+		// overlapping windows: the input spread by zeros
+		fit = s.fitConvTransposed2D(xs[0], params, t)
+	}
+	module, _, _ = strings.Cut(module, "#")
+	if fit == nil {
+		// time taps over frames
+		fit = s.fitConv3DOf(module, xs[0], params, t)
+	}
+	if fit == nil && len(xs) == 2 {
+		// the frames before passed beside the clip (a frame
+		// cache): the clip's past, joined before it
+		fit = s.fitConv3DOf(module, s.pastJoined(xs[1], xs[0]), params, t)
+	}
+	if fit == nil {
+		// the frames before kept on the module since its last
+		// call
+		fit = s.convPast(module, xs[0], params, t)
+	}
+	if fit == nil {
+		// padded by reflecting, repeating or wrapping its borders
+		fit = s.fitModePaddedConv(xs[0], params, t)
+	}
+	return fit
+}

@@ -88,8 +88,11 @@ func (s *synth) queryBiasOf(t *val, sc *scope) *val {
 		// a table of 2·G − 1 offsets for an axis of G places that
 		// divides the rows (an embedding matrix of the scope is not)
 		if !slices.ContainsFunc(sc.vals, func(v *val) bool {
+			if len(v.shape) != 2 {
+				return false
+			}
 			g := (v.shape[0] + 1) / 2
-			return !sc.own[v] && len(v.shape) == 2 && v.shape[1] == d && v.shape[0]%2 == 1 && g >= 2 && sq%g == 0
+			return !sc.own[v] && v.shape[1] == d && v.shape[0]%2 == 1 && g >= 2 && sq%g == 0
 		}) {
 			continue
 		}

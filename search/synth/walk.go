@@ -320,7 +320,7 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		v = s.fromCarried(target)
 	}
 	if v == nil {
-		v = s.glueWithinBudget(target, sc)
+		v = s.inTargetShape(s.glueWithinBudget(target, sc), target)
 	}
 	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
 		// a complex RoPE table no call makes (the model gathers it from
@@ -783,4 +783,25 @@ func (s *synth) integerRequest() bool {
 		}
 	}
 	return false
+}
+
+// inTargetShape reshapes an explanation whose expression makes the
+// target's values in another shape of as many entries (a 0-dim timestep
+// read as a [1] product with a constant) to the target's, so that the
+// program declares the shape its op makes.
+func (s *synth) inTargetShape(v, target *val) *val {
+	if v == nil || v.from == nil || v.from.pick < 0 || v.from.pick >= len(v.from.shapes) {
+		return v
+	}
+	made := v.from.shapes[v.from.pick]
+	if slices.Equal(made, target.shape) || (&val{shape: made}).numel() != target.numel() {
+		return v
+	}
+	inner := &val{shape: slices.Clone(made), data: v.data, format: v.format, origin: v.origin, from: v.from, seq: v.seq}
+	r := s.reshape(inner, target.shape)
+	if r == nil {
+		return v
+	}
+	r.fit = v.fit
+	return adopt(target, r)
 }
