@@ -198,3 +198,25 @@ func TestParamTokensJoined(t *testing.T) {
 		t.Errorf("read as %v, want a join", got.from)
 	}
 }
+
+// TestSinusoidPeriod: a timestep embedding whose max_period is a
+// config's 2000 (T5FilmDecoder's), not 10⁴: the period is read off the
+// two lowest frequencies' angles and the embedding reproduced.
+func TestSinusoidPeriod(t *testing.T) {
+	const dim, half = 32, 16
+	x := &val{shape: []int{3}, data: []float32{0.999, 0.749, 0.4}, format: precision.F32, origin: "t"}
+	want := make([]float32, 3*dim)
+	for n, tn := range x.data {
+		for i := range half {
+			f := math.Exp(-math.Log(2000) * float64(i) / float64(half-1))
+			a := float64(tn) * 2000 * f
+			want[n*dim+i], want[n*dim+half+i] = float32(math.Sin(a)), float32(math.Cos(a))
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{3, dim}, want, x)
+	got := s.fitSinusoid(x, target)
+	explainedWithin(t, got, target)
+	if got != nil && got.from.attrs.Timestep.MaxPeriod != 2000 {
+		t.Errorf("max period %v, want 2000", got.from.attrs.Timestep.MaxPeriod)
+	}
+}

@@ -1484,6 +1484,30 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 		}
 		v, ev = s.best(t, cands)
 	}
+	if v == nil {
+		// another period than 10⁴ (a config's max_period): read off the
+		// ratio of the two lowest frequencies' angles, then the scale
+		var cands []*expr
+		for _, flip := range []bool{true, false} {
+			for _, shift := range []float32{0, 1} {
+				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: 1, MaxPeriod: 10000}
+				period := s.sinusoidPeriod(x, t, p)
+				if period == 0 {
+					continue
+				}
+				p.MaxPeriod = period
+				scales := append([]float32{1, 1000}, s.sinusoidScales(x, t, p)...)
+				for _, scale := range scales {
+					p.Scale = scale
+					for _, m := range sinusoidMaths {
+						cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
+							math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g period=%g math=%s", flip, shift, scale, period, m)})
+					}
+				}
+			}
+		}
+		v, ev = s.best(t, cands)
+	}
 	if v != nil {
 		var r *freqReading
 		v, r = s.readSinusoidTable(v, t)
@@ -1632,6 +1656,49 @@ func (s *synth) sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
 		}
 	}
 	return out
+}
+
+// sinusoidPeriod reads a sinusoid's max_period off its two lowest
+// frequencies: their angles at one timestep stand in the ratio
+// P^(−1/(half − shift)) whatever the scale, so P is the ratio's power,
+// written to 4 significant digits; 0 where the rows disagree, or where
+// the period is 10⁴ (tried first).
+func (s *synth) sinusoidPeriod(x, t *val, p exec.TimestepParams) float32 {
+	half := p.Dim / 2
+	if half < 3 || float32(half) <= p.FreqShift {
+		return 0
+	}
+	sinAt, cosAt := exec.TimestepColumns(p)
+	var reads []float64
+	for _, st := range s.tr.Steps() {
+		xd, ok1 := s.at(x, st)
+		td, ok2 := s.at(t, st)
+		if !ok1 || !ok2 || len(td) != len(xd)*p.Dim {
+			continue
+		}
+		for n, tn := range xd {
+			if tn == 0 {
+				continue
+			}
+			row := td[n*p.Dim : (n+1)*p.Dim]
+			lo, next := half-1, half-2
+			a := math.Atan2(float64(row[sinAt+lo]), float64(row[cosAt+lo]))
+			b := math.Atan2(float64(row[sinAt+next]), float64(row[cosAt+next]))
+			if a == 0 || b/a <= 1 {
+				continue // the next angle turned past π: the ratio cannot be read
+			}
+			reads = append(reads, math.Pow(b/a, float64(float32(half)-p.FreqShift)))
+		}
+	}
+	if len(reads) == 0 {
+		return 0
+	}
+	slices.Sort(reads)
+	mid := reads[len(reads)/2]
+	if !(mid > 1) || math.IsInf(mid, 0) || reads[len(reads)-1]-reads[0] > 1e-2*mid || math.Abs(mid-1e4) < 1e2 {
+		return 0
+	}
+	return float32(roundSignificant(mid, 4))
 }
 
 // derive runs a movement or helper expression and returns its value (nil
