@@ -217,6 +217,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// x with a function of itself or of −x (logsigmoid,
 				// tanhshrink, softsign), a clamp, a shrink
 				func() *val { return s.fitSignedAct(xs[0], t) },
+				// a group or instance norm without γ and β over a
+				// channels-first map
+				func() *val { return s.channelsFirstNorm(xs[0], nil, t) },
 			} {
 				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
 					break
@@ -805,11 +808,14 @@ func (s *synth) biasedRMSNorm(x *val, params []*val, t *val) *val {
 // layer norm without γ over the last axis, read back, then times γ and
 // plus β laid along the channels; every G dividing C is tried.
 func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
-	if len(x.shape) < 3 || !slices.Equal(x.shape, t.shape) || len(params) == 0 || len(params) > 2 {
+	if len(x.shape) < 3 || !slices.Equal(x.shape, t.shape) || len(params) > 2 {
 		return nil
 	}
 	b, c := x.shape[0], x.shape[1]
 	rest := x.numel() / (b * c)
+	if len(params) == 0 {
+		return s.channelsFirstPlainNorm(x, t)
+	}
 	col := append([]int{c}, slices.Repeat([]int{1}, len(x.shape)-2)...)
 	g := params[0]
 	var beta *val
@@ -844,6 +850,46 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 					continue
 				}
 				cands = append(cands, &expr{op: program.OpAdd, args: []*val{m, bc}, out: t.format, label: label})
+				inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
+			}
+		}
+	}
+	v, ev := s.best(t, cands)
+	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
+		return nil
+	}
+	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
+	return v
+}
+
+// channelsFirstPlainNorm is channelsFirstNorm without γ and β (a
+// GroupNorm made with affine=False, an InstanceNorm: G = C): over x
+// [B, C, ...] read as [B, G, (C/G)·rest], a layer norm without γ over
+// the last axis, read back; every G dividing C is tried, and in a
+// narrow format PyTorch's CUDA arithmetic too (statistics rounded, the
+// value rounded once).
+func (s *synth) channelsFirstPlainNorm(x, t *val) *val {
+	b, c := x.shape[0], x.shape[1]
+	rest := x.numel() / (b * c)
+	if rest < 2 {
+		return nil
+	}
+	var cands []*expr
+	var inner []exec.NormParams
+	for groups := c; groups >= 1; groups-- {
+		if c%groups != 0 {
+			continue
+		}
+		xr := s.reshape(x, []int{b, groups, c / groups * rest})
+		for _, eps := range commonEps {
+			for _, a := range groupNormArithmetics(t.format) {
+				n := s.derive(&expr{op: program.OpNorm, attrs: program.Attrs{Norm: exec.NormParams{Kind: exec.NormLayer, Eps: eps}}, args: []*val{xr, nil, nil}, out: t.format, round: a.round,
+					label: fmt.Sprintf("layer eps=%g over %d groups", eps, groups)})
+				if n == nil {
+					continue
+				}
+				cands = append(cands, &expr{op: program.OpReshape, attrs: program.Attrs{Shape: slices.Clone(x.shape)}, args: []*val{n}, out: t.format,
+					label: fmt.Sprintf("group norm of %d groups, eps=%g, channels first, no affine%s", groups, eps, a.label)})
 				inner = append(inner, exec.NormParams{Kind: exec.NormLayer, Eps: eps})
 			}
 		}
