@@ -220,3 +220,28 @@ func TestSinusoidPeriod(t *testing.T) {
 		t.Errorf("max period %v, want 2000", got.from.attrs.Timestep.MaxPeriod)
 	}
 }
+
+// TestFlatSinusoidPiece: micro-conditions [B, k] embedded entry by entry
+// (get_timestep_embedding(v.flatten(), 4, flip_sin_to_cos=True,
+// downscale_freq_shift=0).reshape(B, −1)) and joined after a pooled
+// vector are read as that join.
+func TestFlatSinusoidPiece(t *testing.T) {
+	rng := rand.New(rand.NewPCG(40, 6))
+	p := randVal(rng, 2, 4)
+	x := &val{shape: []int{2, 3}, data: []float32{256, 0, 6, 512, 3, 6}, format: precision.F32, origin: "micro"}
+	want := make([]float32, 0, 2*16)
+	for b := range 2 {
+		want = append(want, p.data[b*4:(b+1)*4]...)
+		for j := range 3 {
+			tn := float64(x.data[b*3+j])
+			a0, a1 := tn, tn*math.Exp(-math.Log(10000)/2)
+			want = append(want, float32(math.Cos(a0)), float32(math.Cos(a1)), float32(math.Sin(a0)), float32(math.Sin(a1)))
+		}
+	}
+	s, sc, target := planted(t, precision.F32, []int{2, 16}, want, p, x)
+	got := s.joined(target, sc, sc.vals)
+	explainedWithin(t, got, target)
+	if got != nil && (got.from == nil || got.from.op != program.OpConcat) {
+		t.Errorf("read as %v, want a join", got.from)
+	}
+}

@@ -1612,6 +1612,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				// row joined before a RoPE table)
 				found = s.angleRowsPiece(t, ax, off, vals)
 			}
+			if found == nil && depth == 0 && ax == len(t.shape)-1 {
+				// sinusoids of each entry of a [B, k] value, laid side
+				// by side (micro-conditions embedded, then joined)
+				found = s.flatSinusoidPiece(t, ax, off, vals)
+			}
 			if found == nil && depth == 0 && len(pieces) > 0 {
 				// the rest, equal at every step while what it joins
 				// varies: a table the model makes (a buffer)

@@ -98,3 +98,37 @@ func (s *synth) sameSinusoid(fitted, src, u *val) *val {
 	e.label = "the same sinusoid of " + u.origin
 	return s.derive(&e)
 }
+
+// flatSinusoidPiece explains t's entries from off on along its last axis
+// as the sinusoidal embeddings (fitSinusoid) of each entry of a value
+// v [B, k], flattened to B·k timesteps and laid back as [B, k·d]
+// (get_timestep_embedding(v.flatten(), d).reshape(B, −1): a model's
+// micro-conditions joined to a pooled text vector); d is every even
+// width that fits.
+func (s *synth) flatSinusoidPiece(t *val, ax, off int, vals []*val) *val {
+	if len(t.shape) != 2 {
+		return nil
+	}
+	b := t.shape[0]
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != 2 || v.shape[0] != b || v.shape[1] < 2 {
+			continue
+		}
+		k := v.shape[1]
+		flat := s.reshape(v, []int{b * k})
+		if flat == nil {
+			continue
+		}
+		for d := 2; off+k*d <= t.shape[ax]; d += 2 {
+			sub := s.part(t, ax, off, off+k*d)
+			rows := s.readAs(sub, []int{b * k, d}, func(x []float32) []float32 { return x })
+			rows.reshapedFrom = true
+			if w := s.fitSinusoid(flat, rows); w != nil {
+				if r := s.reshape(w, sub.shape); r != nil && s.everyStep(r, sub, tolerance(t.format)) {
+					return r
+				}
+			}
+		}
+	}
+	return nil
+}
