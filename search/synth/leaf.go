@@ -220,6 +220,9 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// a group or instance norm without γ and β over a
 				// channels-first map
 				func() *val { return s.channelsFirstNorm(xs[0], nil, t) },
+				// a fixed filter over a sequence (a resampler's buffer)
+				func() *val { return s.fixedFilter1D(xs[0], t) },
+				func() *val { return s.fixedUpFilter1D(xs[0], t) },
 			} {
 				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
 					break
