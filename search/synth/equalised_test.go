@@ -245,3 +245,26 @@ func TestFlatSinusoidPiece(t *testing.T) {
 		t.Errorf("read as %v, want a join", got.from)
 	}
 }
+
+// TestModulatedExplained: a ConvNeXt block's end, x = y.permute(0, 3, 1,
+// 2) + x_res, then x·(1 + scale) + shift with scale and shift the chunks
+// of one [B, 2C] value, in one step: undone, explained as the sum, and
+// modulated again.
+func TestModulatedExplained(t *testing.T) {
+	rng := rand.New(rand.NewPCG(40, 8))
+	const C = 4
+	res := randVal(rng, 1, C, 3, 3)
+	y := randVal(rng, 1, 3, 3, C)
+	m := randVal(rng, 1, 2*C)
+	want := make([]float32, len(res.data))
+	for ch := range C {
+		for p := range 9 {
+			x := y.data[p*C+ch] + res.data[ch*9+p]
+			want[ch*9+p] = x*(1+m.data[ch]) + m.data[C+ch]
+		}
+	}
+	s, sc, target := planted(t, precision.F32, res.shape, want, res, y, m)
+	s.late = true
+	got := s.modulatedExplained(target, sc, sc.vals)
+	explainedWithin(t, got, target)
+}

@@ -527,6 +527,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		// first (StyleGAN-derived layers)
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.equalisedLinear(t, vs) }},
 		{try: s.ownConv},
+		// a map modulated per channel right after it is made
+		{try: s.modulatedExplained},
 		// a value times the orthogonal basis of a weight (its QR)
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.qrProjected(t, vs) }},
 		// a smaller value copied along an axis, read off the target
