@@ -553,6 +553,7 @@ func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 		}
 	}
 	cands = append(cands, s.affineTimesteps(p, sig)...)
+	cands = append(cands, s.gridTimesteps(p, sig)...)
 	var best *val
 	bestErr := math.Inf(1)
 	for _, v := range cands {
@@ -966,4 +967,69 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 		return nil, err
 	}
 	return t.Float32Rounded()
+}
+
+// gridTimesteps reads an argument that is an integer timestep divided
+// back by a power of ten d (a DDPM pipeline's noise time t/1000, t =
+// round(a·σ) on the scheduler's grid): d the smallest that makes every
+// step's value whole, a the simplest number whose rounding of a·σ gives
+// those integers at every step (of σ or 1 − σ); each reading is an
+// expression, round(a·σ)/d in f32.
+func (s *synth) gridTimesteps(p trace.Port, sig *val) []*val {
+	steps := s.tr.Steps()
+	if len(steps) < 2 {
+		return nil
+	}
+	ys := make([]float64, len(steps))
+	for i, st := range steps {
+		want, err := s.portAt(p, st)
+		if err != nil || len(want) == 0 || slices.ContainsFunc(want, func(v float32) bool { return v != want[0] }) {
+			return nil
+		}
+		ys[i] = float64(want[0])
+	}
+	d := 0.0
+	for _, c := range []float64{1, 10, 100, 1000, 10000} {
+		if !slices.ContainsFunc(ys, func(y float64) bool { return math.Abs(y*c-math.Round(y*c)) > 1e-3 }) {
+			d = c
+			break
+		}
+	}
+	if d == 0 {
+		return nil
+	}
+	one := s.constant(1)
+	var out []*val
+	for _, flip := range []bool{false, true} {
+		g := sig
+		if flip {
+			g = s.derive(&expr{op: program.OpSub, args: []*val{one, sig}, out: f32, label: "1 − σ"})
+		}
+		if g == nil {
+			continue
+		}
+		lo, hi := math.Inf(-1), math.Inf(1)
+		for i, st := range steps {
+			v, ok := s.at(g, st)
+			if !ok || len(v) != 1 {
+				lo = math.Inf(1)
+				break
+			}
+			k, x := math.Round(ys[i]*d), float64(v[0])
+			switch {
+			case x > 0:
+				lo, hi = max(lo, (k-0.5)/x), min(hi, (k+0.5)/x)
+			case k != 0:
+				lo = math.Inf(1)
+			}
+		}
+		if !(lo < hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi <= 1 {
+			continue
+		}
+		a := simplestIn(lo, hi, (lo+hi)/2)
+		v := s.derive(&expr{op: program.OpMul, args: []*val{g, s.constant(a)}, out: f32, label: fmt.Sprintf("σ·%g", a)})
+		v = s.derive(&expr{op: program.OpRound, args: []*val{v}, out: f32, label: "an integer timestep"})
+		out = append(out, s.derive(&expr{op: program.OpDiv, args: []*val{v, s.constant(d)}, out: f32, label: fmt.Sprintf("timestep / %g", d)}))
+	}
+	return out
 }
