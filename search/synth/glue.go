@@ -523,14 +523,6 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, c *scope, _ []*val) *val { return s.weighedValues(t, c) }},
 		{try: func(t *val, c *scope, _ []*val) *val { return s.mapsWeighedValues(t, c) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.causalConv(t, vs) }},
-		// a weight of the call's own, scaled by its fan-in or filtered
-		// first (StyleGAN-derived layers)
-		{try: func(t *val, _ *scope, vs []*val) *val { return s.equalisedLinear(t, vs) }},
-		{try: s.ownConv},
-		// a map modulated per channel right after it is made
-		{try: s.modulatedExplained},
-		// a value times the orthogonal basis of a weight (its QR)
-		{try: func(t *val, _ *scope, vs []*val) *val { return s.qrProjected(t, vs) }},
 		// a smaller value copied along an axis, read off the target
 		{try: func(t *val, c *scope, _ []*val) *val { return s.copied(t, c) }},
 		// a value plus an uncalled module's table (a position embedding
@@ -564,6 +556,14 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredScores(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.rejected(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.channelAffine(t, vs) }},
+		// last, where every other reading failed: a weight of the call's own, scaled by its fan-in or filtered
+		// first (StyleGAN-derived layers)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.equalisedLinear(t, vs) }},
+		{try: s.ownConv},
+		// a map modulated per channel right after it is made
+		{try: s.modulatedExplained},
+		// a value times the orthogonal basis of a weight (its QR)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.qrProjected(t, vs) }},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

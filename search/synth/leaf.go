@@ -218,11 +218,26 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// tanhshrink, softsign), a clamp, a shrink
 				func() *val { return s.fitSignedAct(xs[0], t) },
 				// a group or instance norm without γ and β over a
-				// channels-first map
-				func() *val { return s.channelsFirstNorm(xs[0], nil, t) },
-				// a fixed filter over a sequence (a resampler's buffer)
-				func() *val { return s.fixedFilter1D(xs[0], t) },
-				func() *val { return s.fixedUpFilter1D(xs[0], t) },
+				// channels-first map; a fixed filter over a sequence (a
+				// resampler's buffer): only where nothing else came near
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.channelsFirstNorm(xs[0], nil, t)
+				},
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.fixedFilter1D(xs[0], t)
+				},
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.fixedUpFilter1D(xs[0], t)
+				},
 			} {
 				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
 					break
@@ -874,7 +889,7 @@ func (s *synth) channelsFirstNorm(x *val, params []*val, t *val) *val {
 func (s *synth) channelsFirstPlainNorm(x, t *val) *val {
 	b, c := x.shape[0], x.shape[1]
 	rest := x.numel() / (b * c)
-	if rest < 2 {
+	if rest < 2 || !standardised(t, b) {
 		return nil
 	}
 	var cands []*expr
@@ -903,6 +918,26 @@ func (s *synth) channelsFirstPlainNorm(x, t *val) *val {
 	}
 	v.fit = &leafFit{kind: "norm", norm: inner[slices.Index(cands, v.from)], candidates: ev}
 	return v
+}
+
+// standardised reports whether each of t's b samples has mean near 0 and
+// variance near 1, as a norm over equal groups of it leaves them (the
+// groups' means are 0 and their variances 1 less ε's share): a cheap
+// test before any group count is tried.
+func standardised(t *val, b int) bool {
+	n := len(t.data) / b
+	for i := range b {
+		var sum, sq float64
+		for _, v := range t.data[i*n : (i+1)*n] {
+			sum += float64(v)
+			sq += float64(v) * float64(v)
+		}
+		mean := sum / float64(n)
+		if math.Abs(mean) > 1e-2 || math.Abs(sq/float64(n)-mean*mean-1) > 0.1 {
+			return false
+		}
+	}
+	return true
 }
 
 // groupNormArithmetic is one way a group norm's steps are stored: the

@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 )
@@ -12,17 +13,15 @@ import (
 // scale and shift the chunks of one [B, 2C] value: a ConvNeXt block
 // conditioned per channel): the modulation is undone on the host for each
 // [B, 2C] value of the scope, chunk order and "1 +" or not, and what is
-// left is explained by glue's first forms (a sum of values, moved); then
-// modulated again in the target's format. Tried once every other form
-// failed.
+// left is read as one map of the scope or the sum of two (sumOfMaps);
+// then modulated again in the target's format. Tried once every other
+// form failed.
 func (s *synth) modulatedExplained(t *val, sc *scope, vals []*val) *val {
-	if len(t.shape) != 4 || s.inModulatedExplained {
+	if len(t.shape) != 4 {
 		return nil
 	}
 	b, c := t.shape[0], t.shape[1]
 	hw := t.numel() / (b * c)
-	s.inModulatedExplained = true
-	defer func() { s.inModulatedExplained = false }()
 	for _, m := range vals {
 		if m.opaque || len(m.shape) != 2 || m.shape[0] != b || m.shape[1] != 2*c {
 			continue
@@ -58,10 +57,7 @@ func (s *synth) modulatedExplained(t *val, sc *scope, vals []*val) *val {
 						return undo(td, md)
 					}
 				}
-				late := s.late
-				s.late = false
-				x := s.glueIn(u, sc)
-				s.late = late
+				x := s.sumOfMaps(u, vals)
 				if x == nil {
 					continue
 				}
@@ -111,4 +107,55 @@ func bad(d []float32) bool {
 		}
 	}
 	return false
+}
+
+// sumOfMaps reads u [B, C, H, W] as a map of vals, or the sum of two, each
+// as it is or with its channels moved first from last ([B, H, W, C]): the
+// sums checked on the host, the one that holds at every step made.
+func (s *synth) sumOfMaps(u *val, vals []*val) *val {
+	tol := tolerance(u.format)
+	b, c, h, w := u.shape[0], u.shape[1], u.shape[2], u.shape[3]
+	type cand struct {
+		v     *val
+		moved bool
+		data  []float32
+	}
+	var cs []cand
+	for _, v := range vals {
+		if v.opaque || v.param || len(cs) == maxOperands {
+			continue
+		}
+		switch {
+		case slices.Equal(v.shape, u.shape):
+			cs = append(cs, cand{v, false, v.data})
+		case slices.Equal(v.shape, []int{b, h, w, c}):
+			cs = append(cs, cand{v, true, permuteData(v, []int{0, 3, 1, 2})})
+		}
+	}
+	made := func(c cand) *val {
+		if !c.moved {
+			return c.v
+		}
+		return s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: []int{0, 3, 1, 2}}, args: []*val{c.v}, out: c.v.format, label: "channels first"})
+	}
+	sum := make([]float32, len(u.data))
+	for i, x := range cs {
+		if relRMS(u.format, x.data, u.data) <= tol {
+			if v := made(x); v != nil && s.everyStep(v, u, tol) {
+				return v
+			}
+		}
+		for _, y := range cs[i+1:] {
+			for k := range sum {
+				sum[k] = x.data[k] + y.data[k]
+			}
+			if relRMS(u.format, sum, u.data) > tol {
+				continue
+			}
+			if v := s.derive(&expr{op: program.OpAdd, args: []*val{made(x), made(y)}, out: u.format, label: "a sum of two maps"}); v != nil && s.everyStep(v, u, tol) {
+				return v
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package synth
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/zflow/zflow/exec/program"
 )
@@ -121,6 +123,12 @@ func (s *synth) flatSinusoidPiece(t *val, ax, off int, vals []*val) *val {
 		}
 		for d := 2; off+k*d <= t.shape[ax]; d += 2 {
 			sub := s.part(t, ax, off, off+k*d)
+			if slices.ContainsFunc(sub.data, func(x float32) bool { return x > 1.001 || x < -1.001 }) {
+				break // sines and cosines only: a wider piece holds this entry too
+			}
+			if !sinCosPairs(sub.data, d) {
+				continue
+			}
 			rows := s.readAs(sub, []int{b * k, d}, func(x []float32) []float32 { return x })
 			rows.reshapedFrom = true
 			if w := s.fitSinusoid(flat, rows); w != nil {
@@ -131,4 +139,21 @@ func (s *synth) flatSinusoidPiece(t *val, ax, off int, vals []*val) *val {
 		}
 	}
 	return nil
+}
+
+// sinCosPairs reports whether data, read as rows of d, pairs entry j of
+// each row with entry j + d/2 as a sine and a cosine of one angle (their
+// squares sum to 1, within a narrow format's rounding): a cheap test
+// before any sinusoid is fitted.
+func sinCosPairs(data []float32, d int) bool {
+	h := d / 2
+	for r := 0; r+d <= len(data); r += d {
+		for j := range h {
+			a, b := float64(data[r+j]), float64(data[r+j+h])
+			if math.Abs(a*a+b*b-1) > 2e-2 {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -28,9 +28,6 @@ type synth struct {
 	// forms added for state-space mixers and multipliers are tried too
 	// (glue): a target the older forms explain never costs them.
 	late bool
-	// inModulatedExplained: modulatedExplained's inner glue is running (it
-	// does not nest)
-	inModulatedExplained bool
 	// unitScale: unscaledAttention's scan, every choice at scale 1
 	unitScale bool
 	// qkScale: the scale of attention over a q padded to the values' head
