@@ -5,8 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/mat"
-
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
@@ -183,41 +181,23 @@ func (s *synth) blurredConv(x *val, params []*val, t *val, raw bool) *val {
 }
 
 // blurTaps solves rest ≈ Σ K[a,b]·conv(shift_ab(x), w; cp) for the k×k
-// taps K (x padded by pb on every side, each channel shifted alike), at
-// up to 4096 evenly spaced entries of rest; nil where the system is
-// singular.
+// taps K (x padded by pb on every side, each channel shifted alike);
+// nil where the system is singular.
 func (s *synth) blurTaps(x, w, rest *val, k, pb int, cp program.ConvParams) []float32 {
 	c := x.shape[1]
-	n := rest.numel()
-	rows := min(n, 4096)
-	a := mat.NewDense(rows, k*k, nil)
-	y := mat.NewVecDense(rows, nil)
-	for r := range rows {
-		y.SetVec(r, float64(rest.data[r*n/rows]))
-	}
-	for tap := range k * k {
+	bases := make([]*val, k*k)
+	for tap := range bases {
 		one := &val{shape: []int{c, 1, k, k}, data: make([]float32, c*k*k), format: precision.F32}
 		for ch := range c {
 			one.data[ch*k*k+tap] = 1
 		}
 		shifted := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: program.ConvParams{Pad: pb, Groups: c}}, args: []*val{x, one, nil}, out: precision.F32})
-		basis := s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: cp}, args: []*val{shifted, w, nil}, out: precision.F32})
-		if basis == nil || basis.numel() != n {
+		bases[tap] = s.derive(&expr{op: program.OpConv2D, attrs: program.Attrs{Conv: cp}, args: []*val{shifted, w, nil}, out: precision.F32})
+		if bases[tap] == nil || bases[tap].numel() != rest.numel() {
 			return nil
 		}
-		for r := range rows {
-			a.Set(r, tap, float64(basis.data[r*n/rows]))
-		}
 	}
-	var sol mat.VecDense
-	if err := sol.SolveVec(a, y); err != nil {
-		return nil
-	}
-	taps := make([]float32, k*k)
-	for i := range taps {
-		taps[i] = float32(sol.AtVec(i))
-	}
-	return taps
+	return solveTaps(rest, k*k, func(e, j int) float64 { return float64(bases[j].data[e]) })
 }
 
 // snappedTaps are taps as whole numbers over the smallest denominator

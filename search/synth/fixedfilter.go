@@ -65,26 +65,35 @@ func (s *synth) fixedFilter1D(x, t *val) *val {
 
 // filterTaps solves t[b, c, i] ≈ Σ_j K_j·x[b, c, st·i + j − p] for the k
 // taps K (zeros outside x where zeroPad, else x already padded by p and
-// read from 0), at up to 4096 evenly spaced entries of t; nil where the
-// system is singular.
+// read from 0); nil where the system is singular.
 func filterTaps(x, t *val, k, st, p int, zeroPad bool) []float32 {
 	l, lo := x.shape[2], t.shape[2]
+	return solveTaps(t, k, func(e, j int) float64 {
+		bc, i := e/lo, e%lo
+		src := st*i + j
+		if zeroPad {
+			src -= p
+		}
+		if src < 0 || src >= l {
+			return 0
+		}
+		return float64(x.data[bc*l+src])
+	})
+}
+
+// solveTaps solves t ≈ Σ_j K_j·basis(e, j) for the k taps K by least
+// squares at up to 4096 evenly spaced entries e of t; nil where the
+// system is singular.
+func solveTaps(t *val, k int, basis func(e, j int) float64) []float32 {
 	n := t.numel()
 	rows := min(n, 4096)
 	a := mat.NewDense(rows, k, nil)
 	y := mat.NewVecDense(rows, nil)
 	for r := range rows {
 		e := r * n / rows
-		bc, i := e/lo, e%lo
 		y.SetVec(r, float64(t.data[e]))
 		for j := range k {
-			src := st*i + j
-			if zeroPad {
-				src -= p
-			}
-			if src >= 0 && src < l {
-				a.Set(r, j, float64(x.data[bc*l+src]))
-			}
+			a.Set(r, j, basis(e, j))
 		}
 	}
 	var sol mat.VecDense
@@ -159,31 +168,15 @@ func (s *synth) fixedUpFilter1D(x, t *val) *val {
 }
 
 // upFilterTaps solves t[b, c, o] ≈ Σ_j K_j·x[b, c, (o + P − j)/st] (the
-// terms whose index is whole and inside x) for the k taps K, at up to
-// 4096 evenly spaced entries of t; nil where the system is singular.
+// terms whose index is whole and inside x) for the k taps K; nil where
+// the system is singular.
 func upFilterTaps(x, t *val, k, st, pad int) []float32 {
 	l, lo := x.shape[2], t.shape[2]
-	n := t.numel()
-	rows := min(n, 4096)
-	a := mat.NewDense(rows, k, nil)
-	y := mat.NewVecDense(rows, nil)
-	for r := range rows {
-		e := r * n / rows
+	return solveTaps(t, k, func(e, j int) float64 {
 		bc, o := e/lo, e%lo
-		y.SetVec(r, float64(t.data[e]))
-		for j := range k {
-			if m := o + pad - j; m >= 0 && m%st == 0 && m/st < l {
-				a.Set(r, j, float64(x.data[bc*l+m/st]))
-			}
+		if m := o + pad - j; m >= 0 && m%st == 0 && m/st < l {
+			return float64(x.data[bc*l+m/st])
 		}
-	}
-	var sol mat.VecDense
-	if err := sol.SolveVec(a, y); err != nil {
-		return nil
-	}
-	taps := make([]float32, k)
-	for i := range taps {
-		taps[i] = float32(sol.AtVec(i))
-	}
-	return taps
+		return 0
+	})
 }
