@@ -1575,17 +1575,15 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 		for _, flip := range []bool{true, false} {
 			for _, shift := range []float32{0, 1} {
 				p := exec.TimestepParams{Dim: t.shape[1], FlipSinToCos: flip, FreqShift: shift, Scale: 1, MaxPeriod: 10000}
-				period := s.sinusoidPeriod(x, t, p)
-				if period == 0 {
-					continue
-				}
-				p.MaxPeriod = period
-				scales := append([]float32{1, 1000}, s.sinusoidScales(x, t, p)...)
-				for _, scale := range scales {
-					p.Scale = scale
-					for _, m := range sinusoidMaths {
-						cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
-							math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g period=%g math=%s", flip, shift, scale, period, m)})
+				for _, period := range s.sinusoidPeriods(x, t, p) {
+					p.MaxPeriod = period
+					scales := append([]float32{1, 1000}, s.sinusoidScales(x, t, p)...)
+					for _, scale := range scales {
+						p.Scale = scale
+						for _, m := range sinusoidMaths {
+							cands = append(cands, &expr{op: program.OpTimestepEmbed, attrs: program.Attrs{Timestep: p}, args: []*val{x}, out: t.format,
+								math: m, label: fmt.Sprintf("flip=%v shift=%g scale=%g period=%g math=%s", flip, shift, scale, period, m)})
+						}
 					}
 				}
 			}
@@ -1742,15 +1740,16 @@ func (s *synth) sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
 	return out
 }
 
-// sinusoidPeriod reads a sinusoid's max_period off its two lowest
+// sinusoidPeriods reads a sinusoid's max_period off its two lowest
 // frequencies: their angles at one timestep stand in the ratio
 // P^(−1/(half − shift)) whatever the scale, so P is the ratio's power,
-// written to 4 significant digits; 0 where the rows disagree, or where
-// the period is 10⁴ (tried first).
-func (s *synth) sinusoidPeriod(x, t *val, p exec.TimestepParams) float32 {
+// written to 4 significant digits (in a narrow format, whose sines blur
+// the angles and the power spreads, to 1 and 2); none where the rows
+// disagree, or where the period is 10⁴ (tried first).
+func (s *synth) sinusoidPeriods(x, t *val, p exec.TimestepParams) []float32 {
 	half := p.Dim / 2
 	if half < 3 || float32(half) <= p.FreqShift {
-		return 0
+		return nil
 	}
 	sinAt, cosAt := exec.TimestepColumns(p)
 	var reads []float64
@@ -1775,14 +1774,24 @@ func (s *synth) sinusoidPeriod(x, t *val, p exec.TimestepParams) float32 {
 		}
 	}
 	if len(reads) == 0 {
-		return 0
+		return nil
 	}
 	slices.Sort(reads)
 	mid := reads[len(reads)/2]
-	if !(mid > 1) || math.IsInf(mid, 0) || reads[len(reads)-1]-reads[0] > 1e-2*mid || math.Abs(mid-1e4) < 1e2 {
-		return 0
+	spread, digits := 1e-2, []int{4}
+	if t.format != precision.F32 {
+		spread, digits = 0.3, []int{1, 2}
 	}
-	return float32(roundSignificant(mid, 4))
+	if !(mid > 1) || math.IsInf(mid, 0) || reads[len(reads)-1]-reads[0] > spread*mid || math.Abs(mid-1e4) < 1e2 {
+		return nil
+	}
+	var out []float32
+	for _, d := range digits {
+		if v := float32(roundSignificant(mid, d)); v != 1e4 && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // derive runs a movement or helper expression and returns its value (nil
