@@ -408,7 +408,11 @@ func (r *Runner) SetPrecision(pr semantics.Precision) error {
 		switch v.Kind {
 		case Weight:
 			shapes.Weights[v.Source] = v.Shape
-		case Input, StepInput:
+		case Input:
+			// a request input may be named "timestep" too (a one-forward
+			// trace's): only the sampler's step inputs are made per step
+			shapes.Inputs[v.Source] = v.Shape
+		case StepInput:
 			if v.Source != "timestep" && v.Source != "next_timestep" {
 				shapes.Inputs[v.Source] = v.Shape
 			}
