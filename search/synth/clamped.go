@@ -47,8 +47,8 @@ func (s *synth) clampedMoves(t *val, vals []*val) *val {
 		}
 	}
 	clamp := func(y *val) *val {
-		if y == nil {
-			return nil
+		if y == nil || slices.Equal(y.data, t.data) {
+			return nil // nothing past a bound: no clamp to read (a plain move explains it)
 		}
 		if hiSat {
 			y = s.derive(&expr{op: program.OpMinimum, args: []*val{y, s.constant(float64(hi))}, out: t.format, label: fmt.Sprintf("clamp at %g", hi)})
@@ -56,7 +56,9 @@ func (s *synth) clampedMoves(t *val, vals []*val) *val {
 		if loSat && y != nil {
 			y = s.derive(&expr{op: program.OpMaximum, args: []*val{y, s.constant(float64(lo))}, out: t.format, label: fmt.Sprintf("clamp at %g", lo)})
 		}
-		if y == nil || !slices.Equal(y.data, t.data) {
+		// at every step: a narrow format's least value held twice by
+		// chance at step 0 is no clamp the other steps keep
+		if y == nil || !slices.Equal(y.data, t.data) || !s.everyStep(y, t, tolerance(t.format)) {
 			return nil
 		}
 		return y
