@@ -147,3 +147,65 @@ func (s *synth) fitModePaddedConv(x *val, params []*val, t *val) *val {
 	}
 	return nil
 }
+
+// paddedMove explains t as a value with its axes moved (or not) and its
+// last axis then padded by lo cells before and hi after in a mode
+// (replicate, reflect, circular): a sequence turned channels first and
+// padded causally for a convolution, F.pad(x.permute(0, 2, 1), (k − 1, 0),
+// mode="replicate"). Each move and split of the padding is checked on the
+// host first; the one that gives t exactly is made (a permute, then a
+// gather of the axis's cells). Where rows repeat, a gather of whole rows
+// cannot tell which row a cell copies; this reading does not need to.
+func (s *synth) paddedMove(t *val, vals []*val) *val {
+	r := len(t.shape)
+	if r < 2 || r > 4 || t.integral() {
+		return nil
+	}
+	last := t.shape[r-1]
+	for _, v := range vals {
+		if v.opaque || len(v.shape) != r || v.numel() >= t.numel() {
+			continue
+		}
+		for _, perm := range permutations(r) {
+			shape := permuteShape(v.shape, perm)
+			n := shape[r-1]
+			if n >= last || !slices.Equal(shape[:r-1], t.shape[:r-1]) {
+				continue
+			}
+			moved := permuteData(v, perm)
+			rows := len(moved) / n
+			for lo := 0; lo <= last-n; lo++ {
+				hi := last - n - lo
+				for _, mode := range padModes {
+					if mode == "reflect" && (lo >= n || hi >= n) {
+						continue
+					}
+					idx := padIndices(n, lo, hi, mode)
+					same := true
+					for row := 0; row < rows && same; row++ {
+						for i, j := range idx {
+							if moved[row*n+int(j)] != t.data[row*last+i] {
+								same = false
+								break
+							}
+						}
+					}
+					if !same {
+						continue
+					}
+					x := v
+					if !isIdentity(perm) {
+						x = s.derive(&expr{op: program.OpPermute, attrs: program.Attrs{Perm: perm}, args: []*val{v}, out: v.format, label: "axes moved"})
+					}
+					ids := s.relConst(fmt.Sprintf("pad[%d,%d,%d,%s]", n, lo, hi, mode), []int{last}, idx,
+						fmt.Sprintf("the source cell of each of %d cells, %d padded by %d before and %d after, %s (made from the sizes)", last, n, lo, hi, mode))
+					ids.intType = true
+					if w := s.gatherAlong(x, r-1, ids, fmt.Sprintf("%s padding (%d, %d)", mode, lo, hi)); w != nil && s.everyStep(w, t, 0) {
+						return w
+					}
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -63,3 +63,23 @@ func TestFixedFilters(t *testing.T) {
 		explainedWithin(t, s.fixedUpFilter1D(x, target), target)
 	})
 }
+
+// TestPaddedMove: F.pad(x.permute(0, 2, 1), (2, 0), mode="replicate") of
+// x [1, 5, 3] whose rows repeat (a gather of whole rows cannot tell them
+// apart) is read as the move, then the padding.
+func TestPaddedMove(t *testing.T) {
+	x := &val{shape: []int{1, 5, 3}, format: precision.F32, origin: "x",
+		data: []float32{0.5, -1.5, 2.25, 0.5, -1.5, 2.25, 0.75, 1.5, -0.25, 0.5, -1.5, 2.25, 3, 0.125, -2}}
+	want := make([]float32, 0, 3*7)
+	for c := range 3 {
+		for i := -2; i < 5; i++ {
+			want = append(want, x.data[max(i, 0)*3+c])
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, 3, 7}, want, x)
+	got := s.paddedMove(target, []*val{x})
+	explainedWithin(t, got, target)
+	if s.gatheredEntries(target, []*val{x}) != nil {
+		t.Error("rows that repeat were read as a gather of whole rows: the test shows nothing")
+	}
+}

@@ -504,6 +504,9 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 	}{
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredRows(t, vs) }, plain: true},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredEntries(t, vs) }, plain: true},
+		// a value moved, its last axis padded by a mode (rows repeat, so
+		// no gather of whole rows tells them apart)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.paddedMove(t, vs) }, plain: true},
 		// ids of the table rows nearest a value's rows (a vector quantizer)
 		{try: s.nearestRows, plain: true},
 		// attention within frames, tried once every other reading failed
