@@ -266,7 +266,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	pool := valuesInOrder(drive.args)
 	for _, r := range roots[1:] {
 		pool = append(pool, valuesInOrder(outs)...)
-		args, err := s.chainedArgs(r, pool)
+		args, err := s.chainedArgs(r, pool, func(target *val) *val { return s.laterInput(drive, target) })
 		if err != nil {
 			return nil, err
 		}
@@ -399,9 +399,9 @@ func subtreeSize(tr *trace.Trace, c trace.Call) int {
 
 // chainedArgs binds a later model call's tensor arguments to the values
 // of pool (the request's bound inputs, the results of the calls before
-// it) that hold them exactly; an argument none holds is an error naming
-// it.
-func (s *synth) chainedArgs(c trace.Call, pool []*val) (map[string]*val, error) {
+// it) that hold them exactly, else to a request input no call before took
+// (request); an argument none holds is an error naming it.
+func (s *synth) chainedArgs(c trace.Call, pool []*val, request func(*val) *val) (map[string]*val, error) {
 	args := map[string]*val{}
 	for _, p := range c.Tensors {
 		if trace.IsResult(p.Name) {
@@ -415,6 +415,13 @@ func (s *synth) chainedArgs(c trace.Call, pool []*val) (map[string]*val, error) 
 			return v != nil && !v.opaque && v.numel() == target.numel() && v.format == target.format && slices.Equal(v.data, target.data)
 		})
 		if i < 0 {
+			// a request input the first call did not take (an SD3
+			// ControlNet is given zeros for the pooled text the
+			// transformer then reads)
+			if in := request(target); in != nil {
+				args[p.Name] = adopt(target, s.reshape(in, target.shape))
+				continue
+			}
 			return nil, fmt.Errorf("synth: the model call %s: argument %s is neither an input of the request nor a result of the calls before it", c.Module, p.Name)
 		}
 		args[p.Name] = adopt(target, s.reshape(pool[i], target.shape))
@@ -464,4 +471,24 @@ func (s *synth) programDoc() *semantics.Program {
 		dp.Values[i].FromTrace = s.em.fromTrace[dp.Values[i].Name]
 	}
 	return dp
+}
+
+// laterInput binds the request input that holds target's values exactly
+// (same format, same entries) and that no model call took before, as an
+// input of the document under its own name; nil where none does.
+func (s *synth) laterInput(d *drive, target *val) *val {
+	m := s.tr.Manifest
+	for _, name := range slices.Sorted(maps.Keys(m.Inputs)) {
+		if slices.ContainsFunc(d.structure.Inputs, func(in semantics.Input) bool { return in.Name == name || in.Role == name }) {
+			continue
+		}
+		in, err := s.capture(m.Inputs[name])
+		if err != nil || in.numel() != target.numel() || in.format != target.format || !slices.Equal(in.data, target.data) {
+			continue
+		}
+		s.em.bindLeaf(in, program.Input, program.InputValue(name), name)
+		d.structure.Inputs = append(d.structure.Inputs, semantics.Input{Role: name, Name: name, Shape: slices.Clone(in.shape)})
+		return in
+	}
+	return nil
 }
