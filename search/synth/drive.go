@@ -133,6 +133,15 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 				continue
 			}
 		}
+		if by := s.madeBeforeLoop(target, tolerance(target.format)); by != "" {
+			// the result of a model call before the loop (an adapter's
+			// features), the same at every step: the program does not run
+			// that call, so the value is read from the trace, where the
+			// forms may use it, and the document says so (incomplete)
+			target.beforeLoop = by
+			d.args[p.Name] = target
+			continue
+		}
 		if s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0) {
 			// a setting the pipeline passes unchanged at every step (a
 			// guidance scale): a constant of the request
@@ -1032,4 +1041,58 @@ func (s *synth) gridTimesteps(p trace.Port, sig *val) []*val {
 		out = append(out, s.derive(&expr{op: program.OpDiv, args: []*val{v, s.constant(d)}, out: f32, label: fmt.Sprintf("timestep / %g", d)}))
 	}
 	return out
+}
+
+// madeBeforeLoop names the call outside the sampling loop (scope "pre")
+// one of whose results, times one constant (a pipeline's conditioning
+// scale, or 1), holds target's values within tol (rel-RMS), or "" where
+// none does. A value of one number never counts: a setting may equal any
+// one-number result.
+func (s *synth) madeBeforeLoop(target *val, tol float64) string {
+	if target.numel() < 2 || len(s.tr.Steps()) == 0 {
+		return ""
+	}
+	for _, c := range s.tr.Tree().Calls() {
+		if c.Step != nil {
+			continue
+		}
+		for _, p := range c.Tensors {
+			if !trace.IsResult(p.Name) {
+				continue
+			}
+			info, err := s.tr.Info(p.Key)
+			if err != nil || info.Len() != int64(target.numel()) {
+				continue
+			}
+			t, err := s.tr.Tensor(p.Key)
+			if err != nil {
+				continue
+			}
+			if d, err := t.Float32Rounded(); err == nil && scaledCopy(d, target.data, tol) {
+				return c.Module
+			}
+		}
+	}
+	return ""
+}
+
+// scaledCopy reports whether b is c·a for one nonzero c (least squares)
+// within tol rel-RMS of b, b not all 0.
+func scaledCopy(a, b []float32, tol float64) bool {
+	var ab, aa, bb float64
+	for i, x := range a {
+		ab += float64(x) * float64(b[i])
+		aa += float64(x) * float64(x)
+		bb += float64(b[i]) * float64(b[i])
+	}
+	if aa == 0 || bb == 0 || ab == 0 {
+		return false
+	}
+	c := ab / aa
+	var e float64
+	for i, x := range a {
+		d := c*float64(x) - float64(b[i])
+		e += d * d
+	}
+	return math.Sqrt(e/bb) <= tol
 }

@@ -126,7 +126,7 @@ func (em *emitter) emit(v *val, scope string) (string, error) {
 		return v.name, nil
 	}
 	if v.from == nil {
-		if !v.opaque {
+		if !v.opaque && v.beforeLoop == "" {
 			return "", fmt.Errorf("value %s is neither bound nor computed", v)
 		}
 		em.consts = append(em.consts, v)

@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/trace"
@@ -65,5 +66,69 @@ func TestLaterCallReadsAnotherInput(t *testing.T) {
 	}
 	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
 		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
+	}
+}
+
+// TestResultBeforeLoopTakenFromTrace: a call before the sampling loop
+// (a T2I adapter) makes features that every step's model call reads,
+// scaled by the pipeline (×0.5): the program does not run that call, so
+// the argument is taken from the trace and the document says so
+// (incomplete, naming it) instead of reading it as a constant table of
+// the model, which would generate the captured run and nothing else.
+func TestResultBeforeLoopTakenFromTrace(t *testing.T) {
+	const n = 6
+	sigmas := []float32{1, 0.75, 0.4, 0}
+	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 2}
+	img := []float32{0.3, -0.2, 0.9, 0.4, -0.6, 0.1}
+	feat := make([]float32, n)
+	half := make([]float32, n)
+	for i, v := range img {
+		feat[i] = v * 3
+		half[i] = feat[i] * 0.5
+	}
+	pt := newPlanted(t, "beforeloop")
+	pt.f32("input/x", []int{1, n}, x)
+	pt.f32("input/img", []int{1, n}, img)
+	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+	pt.f32("pre/enc/arg0", []int{1, n}, img)
+	pt.f32("pre/enc/out", []int{1, n}, feat)
+	calls := []trace.Call{{ID: 0, Module: "enc", Type: "Adapter", Tensors: trace.Ports{{Name: "arg0", Key: "pre/enc/arg0"}, {Name: "out", Key: "pre/enc/out"}}}}
+	for step := range len(sigmas) - 1 {
+		out := make([]float32, n)
+		for i := range x {
+			out[i] = x[i] + half[i]
+		}
+		pre := fmt.Sprintf("s%d/", step)
+		pt.f32(pre+"m/arg0", []int{1, n}, x)
+		pt.f32(pre+"m/arg1", []int{1, n}, half)
+		pt.f32(pre+"m/out", []int{1, n}, out)
+		st := step
+		calls = append(calls, trace.Call{ID: 1 + step, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{
+			{Name: "arg0", Key: pre + "m/arg0"}, {Name: "arg1", Key: pre + "m/arg1"}, {Name: "out", Key: pre + "m/out"}}})
+		next := make([]float32, n)
+		for i := range x {
+			next[i] = x[i] + (sigmas[step+1]-sigmas[step])*out[i]
+		}
+		x = next
+	}
+	pt.f32("output/latents", []int{1, n}, x)
+	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
+		Producer: map[string]any{"framework": "test", "dtype": "float32"},
+		Inputs:   map[string]string{"x": "input/x", "img": "input/img", "sigmas": "input/sigmas"},
+		Outputs:  map[string]string{"latents": "output/latents"},
+		Calls:    calls}
+	res, err := Discover(context.Background(), pt.open(m), pt.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Complete() {
+		t.Fatal("complete: the features made before the loop were read as part of the model")
+	}
+	found := false
+	for _, v := range res.Doc.Program.Values {
+		found = found || v.FromTrace && strings.Contains(v.Note, "called before the sampling loop")
+	}
+	if !found {
+		t.Errorf("no value taken from the trace names the call before the loop: %v", res.Doc.Undetermined)
 	}
 }

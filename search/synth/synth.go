@@ -364,6 +364,9 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 // whyOpaque says why no expression explains v: none of the vocabulary's,
 // or none searched for before the search's time ran out.
 func whyOpaque(v *val) string {
+	if v.beforeLoop != "" {
+		return "the result of " + v.beforeLoop + ", called before the sampling loop, which the program does not run; no expression makes it"
+	}
 	if v.unsearched {
 		return "not searched: the search's time ran out before it (a larger budget may explain it)"
 	}

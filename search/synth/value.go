@@ -70,6 +70,10 @@ type val struct {
 	// scalar: a scalar constant of the search (s.constant), declared
 	// only when a program first reads it
 	scalar bool
+	// beforeLoop: the call outside the sampling loop whose result this
+	// model argument is (an adapter's features): the forms may read it,
+	// and the program takes it from the trace, saying so
+	beforeLoop string
 }
 
 func (v *val) numel() int { return exec.Numel(v.shape) }
