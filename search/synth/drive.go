@@ -674,16 +674,9 @@ func (s *synth) maskedTimestep(p trace.Port, target *val, cands []*val) *val {
 // or more leave the line something to prove; each fit is an expression.
 func (s *synth) affineTimesteps(p trace.Port, sig *val) []*val {
 	steps := s.tr.Steps()
-	if len(steps) < 3 {
+	ys := s.stepScalars(p, 3)
+	if ys == nil {
 		return nil
-	}
-	ys := make([]float64, len(steps))
-	for i, st := range steps {
-		want, err := s.portAt(p, st)
-		if err != nil || len(want) == 0 || slices.ContainsFunc(want, func(v float32) bool { return v != want[0] }) {
-			return nil
-		}
-		ys[i] = float64(want[0])
 	}
 	var out []*val
 	for _, g := range []exec.ActKind{exec.ActIdentity, exec.ActAtan, exec.ActLog} {
@@ -986,16 +979,9 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 // expression, round(a·σ)/d in f32.
 func (s *synth) gridTimesteps(p trace.Port, sig *val) []*val {
 	steps := s.tr.Steps()
-	if len(steps) < 2 {
+	ys := s.stepScalars(p, 2)
+	if ys == nil {
 		return nil
-	}
-	ys := make([]float64, len(steps))
-	for i, st := range steps {
-		want, err := s.portAt(p, st)
-		if err != nil || len(want) == 0 || slices.ContainsFunc(want, func(v float32) bool { return v != want[0] }) {
-			return nil
-		}
-		ys[i] = float64(want[0])
 	}
 	d := 0.0
 	for _, c := range []float64{1, 10, 100, 1000, 10000} {
@@ -1095,4 +1081,23 @@ func scaledCopy(a, b []float32, tol float64) bool {
 		e += d * d
 	}
 	return math.Sqrt(e/bb) <= tol
+}
+
+// stepScalars is the argument's one value at each captured step (every
+// entry of it the same), nil where the trace has fewer than least steps
+// or a step holds more than one value.
+func (s *synth) stepScalars(p trace.Port, least int) []float64 {
+	steps := s.tr.Steps()
+	if len(steps) < least {
+		return nil
+	}
+	ys := make([]float64, len(steps))
+	for i, st := range steps {
+		want, err := s.portAt(p, st)
+		if err != nil || len(want) == 0 || slices.ContainsFunc(want, func(v float32) bool { return v != want[0] }) {
+			return nil
+		}
+		ys[i] = float64(want[0])
+	}
+	return ys
 }
