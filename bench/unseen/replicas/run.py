@@ -64,7 +64,10 @@ def _to(v, device):
     return v
 
 
-def capture(case, build, inputs, call, outdir, producer):
+def capture(case, build, inputs, call, outdir, producer, prepare=None):
+    """The 3-step flow loop: call(model, x, sigma, cond) at each step. prepare(model, cond), where given, runs once
+    before the loop, outside any step, as a pipeline's work before its denoising loop does (a T2I adapter's
+    features); it may add entries to cond for call to read."""
     torch.manual_seed(0)
     model = build()
     randomize(model, torch.Generator().manual_seed(1))
@@ -93,6 +96,8 @@ def capture(case, build, inputs, call, outdir, producer):
         cap.input("noise", x)
         cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32, device=x.device))
         with torch.no_grad():
+            if prepare is not None:
+                prepare(model, cond)
             for i in range(len(SIGMAS) - 1):
                 with cap.step(i):
                     v = call(model, x, SIGMAS[i], cond)

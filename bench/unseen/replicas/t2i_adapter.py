@@ -40,7 +40,6 @@ output). LightAdapter not replicated.
 usage: /usr/bin/python3 bench/unseen/replicas/t2i_adapter.py OUTDIR
 REPLICA_DTYPE=bf16 [REPLICA_DEVICE=cuda] as run.py's replicas: the bf16 run, beside the f32 one.
 """
-import os
 import sys
 
 import torch
@@ -48,7 +47,7 @@ import torch.nn as nn
 
 import sd_unet
 
-from run import SIGMAS, _bf16, _to, place, randomize, zflow_capture
+from run import capture
 from sd_unet import CrossAttnDownBlock2D, CrossAttnUpBlock2D
 
 
@@ -241,51 +240,20 @@ PRODUCER = dict(
          "and feature 1 in place to DownBlock2D's output (its saved skip too)")
 
 
-def main(outdir):
-    """run.py's capture loop, with the adapter called once before it (outside any step) as the pipeline does."""
-    torch.manual_seed(0)
-    model = StableDiffusionAdapter()
-    randomize(model, torch.Generator().manual_seed(1))
-    model = model.eval()
-    cond = inputs(torch.Generator().manual_seed(2))
-    x = cond.pop("noise")
-    tag = os.environ.get("REPLICA_DTYPE", "f32")
-    device = os.environ.get("REPLICA_DEVICE", "cpu")
-    if tag == "bf16":
-        model = place(model, torch.bfloat16, device)
-        cond = {k: _bf16(k, v) for k, v in cond.items()}
-        x = x.to(torch.bfloat16)
-    elif tag != "f32":
-        raise SystemExit(f"REPLICA_DTYPE={tag}: f32 or bf16")
-    if device != "cpu":
-        if tag != "bf16":
-            raise SystemExit("REPLICA_DEVICE: for the bf16 run only (the f32 reference runs on the CPU)")
-        cond = {k: _to(v, device) for k, v in cond.items()}
-        x = x.to(device)
-        torch.set_default_device(device)
-    case = "t2i_adapter"
-    path = os.path.join(outdir, f"{case}-{tag}.npz")
-    prod = dict(PRODUCER, case=case, library="replica", placement="hf")
-    with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
-        for k, v in cond.items():
-            cap.input(k, v)
-        cap.input("noise", x)
-        cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32, device=x.device))
-        with torch.no_grad():
-            # StableDiffusionAdapterPipeline: the adapter once, before the denoising loop
-            adapter_state = model.adapter(cond["adapter_input"])
-            for k, v in enumerate(adapter_state):
-                adapter_state[k] = v * ADAPTER_CONDITIONING_SCALE
-            for i in range(len(SIGMAS) - 1):
-                with cap.step(i):
-                    t = torch.tensor([SIGMAS[i] * 1000.0], dtype=torch.float32, device=x.device)
-                    v = model.unet(x, t, encoder_hidden_states=cond["encoder_hidden_states"],
-                                   down_intrablock_additional_residuals=[state.clone() for state in adapter_state],
-                                   return_dict=False)[0]
-                x = x + (SIGMAS[i + 1] - SIGMAS[i]) * v.to(x.dtype)
-        cap.output("latents", x)
-    print(f"{case}: {cap.summary['calls']} calls -> {path} ({os.path.getsize(path)} bytes)")
+def prepare(model, cond):
+    """StableDiffusionAdapterPipeline: the adapter once, before the denoising loop, each feature times the scale."""
+    adapter_state = model.adapter(cond["adapter_input"])
+    for k, v in enumerate(adapter_state):
+        adapter_state[k] = v * ADAPTER_CONDITIONING_SCALE
+    cond["adapter_state"] = adapter_state
+
+
+def call(model, x, sigma, cond):
+    t = torch.tensor([sigma * 1000.0], dtype=torch.float32, device=x.device)
+    return model.unet(x, t, encoder_hidden_states=cond["encoder_hidden_states"],
+                      down_intrablock_additional_residuals=[state.clone() for state in cond["adapter_state"]],
+                      return_dict=False)[0]
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    capture("t2i_adapter", StableDiffusionAdapter, inputs, call, sys.argv[1], PRODUCER, prepare=prepare)
