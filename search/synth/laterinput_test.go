@@ -69,30 +69,45 @@ func TestLaterCallReadsAnotherInput(t *testing.T) {
 	}
 }
 
-// TestResultBeforeLoopTakenFromTrace: a call before the sampling loop
-// (a T2I adapter) makes features that every step's model call reads,
-// scaled by the pipeline (×0.5): the program does not run that call, so
-// the argument is taken from the trace and the document says so
-// (incomplete, naming it) instead of reading it as a constant table of
-// the model, which would generate the captured run and nothing else.
-func TestResultBeforeLoopTakenFromTrace(t *testing.T) {
+// beforeLoopTrace plants a T2I-adapter-shaped run: a call "enc" before
+// the sampling loop makes features from the request's img (a linear of
+// weight w where linear, else the fixed table feat, which nothing explains),
+// and every step's model call reads them scaled by the pipeline (×0.5).
+func beforeLoopTrace(t *testing.T, name string, img []float32, linear bool) *plantedTrace {
 	const n = 6
 	sigmas := []float32{1, 0.75, 0.4, 0}
 	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 2}
-	img := []float32{0.3, -0.2, 0.9, 0.4, -0.6, 0.1}
-	feat := make([]float32, n)
+	w := make([]float32, n*n)
+	for i := range w {
+		w[i] = float32((i*7)%11-5) / 8
+	}
+	feat := []float32{0.7, -0.1, 0.35, 1.2, -0.9, 0.05}
+	if linear {
+		for o := range n {
+			feat[o] = 0
+			for i, v := range img {
+				feat[o] += w[o*n+i] * v
+			}
+		}
+	}
 	half := make([]float32, n)
-	for i, v := range img {
-		feat[i] = v * 3
+	for i := range feat {
 		half[i] = feat[i] * 0.5
 	}
-	pt := newPlanted(t, "beforeloop")
+	pt := newPlanted(t, name)
 	pt.f32("input/x", []int{1, n}, x)
 	pt.f32("input/img", []int{1, n}, img)
 	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
 	pt.f32("pre/enc/arg0", []int{1, n}, img)
 	pt.f32("pre/enc/out", []int{1, n}, feat)
-	calls := []trace.Call{{ID: 0, Module: "enc", Type: "Adapter", Tensors: trace.Ports{{Name: "arg0", Key: "pre/enc/arg0"}, {Name: "out", Key: "pre/enc/out"}}}}
+	enc := trace.Call{ID: 0, Module: "enc", Type: "Adapter", Tensors: trace.Ports{{Name: "arg0", Key: "pre/enc/arg0"}, {Name: "out", Key: "pre/enc/out"}}}
+	params := map[string]string{}
+	if linear {
+		pt.f32("param/enc.weight", []int{n, n}, w)
+		enc.Params = []string{"enc.weight"}
+		params["enc.weight"] = "param/enc.weight"
+	}
+	calls := []trace.Call{enc}
 	for step := range len(sigmas) - 1 {
 		out := make([]float32, n)
 		for i := range x {
@@ -112,23 +127,62 @@ func TestResultBeforeLoopTakenFromTrace(t *testing.T) {
 		x = next
 	}
 	pt.f32("output/latents", []int{1, n}, x)
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
+	pt.m = &trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "float32"},
+		Params:   params,
 		Inputs:   map[string]string{"x": "input/x", "img": "input/img", "sigmas": "input/sigmas"},
 		Outputs:  map[string]string{"latents": "output/latents"},
 		Calls:    calls}
-	res, err := Discover(context.Background(), pt.open(m), pt.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Complete() {
-		t.Fatal("complete: the features made before the loop were read as part of the model")
-	}
-	found := false
-	for _, v := range res.Doc.Program.Values {
-		found = found || v.FromTrace && strings.Contains(v.Note, "called before the sampling loop")
-	}
-	if !found {
-		t.Errorf("no value taken from the trace names the call before the loop: %v", res.Doc.Undetermined)
+	return pt
+}
+
+// TestCallBeforeLoop: a call before the sampling loop (a T2I adapter)
+// makes features that every step's model call reads, scaled by the
+// pipeline (×0.5). Where the call reads as a program (a linear of the
+// request's img), the program runs it: complete, and the document
+// generates a run with another img too. Before, the argument was taken
+// from the trace. Where it does not read (a fixed table nothing explains),
+// the argument is taken from the trace and the document says so
+// (incomplete, naming the call) instead of reading it as a constant table
+// of the model, which would generate the captured run and nothing else.
+func TestCallBeforeLoop(t *testing.T) {
+	img := []float32{0.3, -0.2, 0.9, 0.4, -0.6, 0.1}
+	other := []float32{-0.5, 0.8, 0.1, -0.3, 0.6, 1.1}
+	for _, tc := range []struct {
+		name   string
+		linear bool
+	}{{"read", true}, {"unreadable", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pt := beforeLoopTrace(t, tc.name, img, tc.linear)
+			tr := pt.open(pt.m)
+			res, err := Discover(context.Background(), tr, pt.path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.linear {
+				if res.Complete() {
+					t.Fatal("complete: the features made before the loop were read as part of the model")
+				}
+				found := false
+				for _, v := range res.Doc.Program.Values {
+					found = found || v.FromTrace && strings.Contains(v.Note, "called before the sampling loop")
+				}
+				if !found {
+					t.Errorf("no value taken from the trace names the call before the loop: %v", res.Doc.Undetermined)
+				}
+				return
+			}
+			if !res.Complete() {
+				t.Fatalf("not complete: %v", res.Doc.Undetermined)
+			}
+			if rel := generate(t, res.Doc, tr); rel > 1e-6 {
+				t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
+			}
+			// the same document, another control image: the run follows it
+			pt2 := beforeLoopTrace(t, "other", other, true)
+			if rel := generate(t, res.Doc, pt2.open(pt2.m)); rel > 1e-6 {
+				t.Errorf("another img: generated output rel-RMS %.3g > 1e-6", rel)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ type plantedTrace struct {
 	t    *testing.T
 	w    *trace.Writer
 	path string
+	m    *trace.Manifest // the manifest a builder made, for open
 }
 
 func newPlanted(t *testing.T, name string) *plantedTrace {

@@ -256,6 +256,9 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		return nil, err
 	}
 	s.report(PhaseCalls, 0, s.callsTotal)
+	if err := s.beforeLoop(drive); err != nil {
+		return nil, err
+	}
 	outs, err := s.call(root, drive.args)
 	if err != nil {
 		return nil, err
