@@ -14,6 +14,9 @@ import (
 // conv outputs). The scope's own 4-D values stay beside their rows too:
 // per-head scores [B, H, h·w, Sk] show the head count.
 func (s *synth) mapsAttention(t *val, sc *scope, joined bool) *val {
+	if s.rowsApart {
+		return nil // a part of token rows split apart is no map
+	}
 	mapped := s.mapsAsRows(sc, t.shape[0])
 	if mapped == nil {
 		return nil // no map made inside the scope: nothing to attend with

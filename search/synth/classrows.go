@@ -69,8 +69,8 @@ func (s *synth) classRowsApart(t *val, sc *scope) *val {
 	}
 	sub := &scope{module: sc.module, call: sc.call, own: sc.own, arg: sc.arg, vecs: map[string][]vec{}}
 	sub.vals = slices.Concat(sc.vals, heads, rests, sums)
-	s.splitting = true
-	defer func() { s.splitting = false }()
+	s.splitting, s.rowsApart = true, true
+	defer func() { s.splitting, s.rowsApart = false, false }()
 	head := s.glueIn(s.part(t, ax, 0, 1), sub)
 	if head == nil || head.opaque {
 		return nil

@@ -55,6 +55,10 @@ type synth struct {
 	// row or frame, or the rest
 	// (no split inside it)
 	splitting bool
+	// rowsApart: classRowsApart is explaining a first row or the rest:
+	// the target's rows are token rows, so no reading of it as a map laid
+	// out channels first (mapsAttention) applies
+	rowsApart bool
 	// grid: the grid gridAttention read its target's rows from (nil:
 	// none), for the biases made on it (queryPositionBiases)
 	grid []int
