@@ -110,6 +110,11 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 			continue
 		}
 		if _, taken := roles["latents"]; d.run == "flow_euler" && !taken {
+			if v := s.latentsRepeated(target, inputs, sigmaName, roles); v != nil {
+				d.args[p.Name] = v
+				s.latentsIn.port = p.Name
+				continue
+			}
 			if v := s.latentsJoined(target, inputs, sigmaName, roles); v != nil {
 				d.args[p.Name] = v
 				s.latentsIn.port = p.Name
@@ -573,7 +578,7 @@ func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 		case target.format != v.format:
 			v = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: target.format}, args: []*val{v}, out: target.format})
 		}
-		if v = s.reshape(v, target.shape); v == nil {
+		if v = s.timestepShaped(v, target.shape); v == nil {
 			continue
 		}
 		worst := 0.0
@@ -602,6 +607,21 @@ func (s *synth) timestepOf(p trace.Port, target, sig *val) *val {
 		return nil
 	}
 	return adopt(target, best)
+}
+
+// timestepShaped is the scalar timestep v in the argument's shape: as it
+// is, or repeated once per sample (t.expand(B): a batch the pipeline
+// doubled for guidance); nil where neither fits.
+func (s *synth) timestepShaped(v *val, shape []int) *val {
+	if r := s.reshape(v, shape); r != nil || v == nil || v.numel() != 1 {
+		return r
+	}
+	n := exec.Numel(shape)
+	if n < 2 {
+		return nil
+	}
+	r := s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: n, Axis: 0}, args: []*val{s.reshape(v, []int{1})}, out: v.format, label: "the timestep once per sample"})
+	return s.reshape(r, shape)
 }
 
 // maskedTimestep explains a model argument of several values per step as
@@ -809,6 +829,14 @@ func (s *synth) fitVelocity(latents, sigmas *val, next []float32, dt float64, ou
 				forms = append(forms, c)
 			}
 		}
+	}
+	for _, sign := range []float32{1, -1} {
+		// two predictions combined by the pipeline's guidance
+		w := make([]float32, len(implied))
+		for i, x := range implied {
+			w[i] = sign * x
+		}
+		forms = append(forms, s.guided(out, latents.shape, w)...)
 	}
 	if j := s.latentsIn; j != nil && j.start > 0 && len(out.shape) == len(latents.shape) && j.axis < len(out.shape) &&
 		j.end == out.shape[j.axis] && equalBut(out.shape, latents.shape, j.axis) {

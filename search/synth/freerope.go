@@ -20,6 +20,35 @@ import (
 // must reproduce both. A table may hold each frequency twice (half or
 // interleaved layout) or once.
 func (s *synth) fitFreeRope(xs []*val, cosT, sinT *val) (*val, *val) {
+	if c, sn := s.freeRopeOf(xs, cosT, sinT); c != nil {
+		return c, sn
+	}
+	// ids of several samples [B, S] and tables of one sample's rows: the
+	// tables of one sample's ids (a batch doubled for guidance, its
+	// tables made from the first prompt's positions, emb[0])
+	if len(cosT.shape) < 2 {
+		return nil, nil
+	}
+	rows := cosT.numel() / cosT.shape[len(cosT.shape)-1]
+	for _, x := range xs {
+		if !x.integral() || len(x.shape) != 2 || x.shape[0] < 2 || x.shape[1] != rows {
+			continue
+		}
+		for b := range x.shape[0] {
+			row := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 0, Start: b, End: b + 1}, args: []*val{x}, out: x.format, label: fmt.Sprintf("sample %d's position ids", b)})
+			if row == nil {
+				continue
+			}
+			if c, sn := s.freeRopeOf([]*val{row}, cosT, sinT); c != nil {
+				return c, sn
+			}
+		}
+	}
+	return nil, nil
+}
+
+// freeRopeOf is fitFreeRope with the ids as xs hold them.
+func (s *synth) freeRopeOf(xs []*val, cosT, sinT *val) (*val, *val) {
 	if cosT.numel() != sinT.numel() || len(cosT.shape) < 2 {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,5 +185,69 @@ func TestCallBeforeLoop(t *testing.T) {
 				t.Errorf("another img: generated output rel-RMS %.3g > 1e-6", rel)
 			}
 		})
+	}
+}
+
+// TestClassifierFreeGuidance: the pipeline doubles the batch (the latents
+// twice, a prompt's and a negative prompt's embedding, the timestep once
+// per sample), then steps by uncond + g·(cond − uncond) of the result's
+// halves, g = 2.5, the velocity negated. Before, the search refused the
+// trace ("no model argument holds the latents of the flow loop").
+func TestClassifierFreeGuidance(t *testing.T) {
+	const n = 6
+	sigmas := []float32{1, 0.75, 0.4, 0}
+	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 2}
+	emb := []float32{0.1, 0.2, -0.3, 0.4, -0.5, 0.6, -0.2, 0.05, 0.3, -0.1, 0.7, -0.4} // [2, n]: prompt, negative
+	pt := newPlanted(t, "cfg")
+	pt.f32("input/x", []int{1, n}, x)
+	pt.f32("input/emb", []int{2, n}, emb)
+	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+	var calls []trace.Call
+	for step := range len(sigmas) - 1 {
+		in := append(slices.Clone(x), x...)
+		ts := []float32{1 - sigmas[step], 1 - sigmas[step]}
+		out := make([]float32, 2*n)
+		for i := range out {
+			out[i] = in[i] + emb[i]
+		}
+		pre := fmt.Sprintf("s%d/", step)
+		pt.f32(pre+"m/arg0", []int{2, n}, in)
+		pt.f32(pre+"m/arg1", []int{2}, ts)
+		pt.f32(pre+"m/arg2", []int{2, n}, emb)
+		pt.f32(pre+"m/out", []int{2, n}, out)
+		st := step
+		calls = append(calls, trace.Call{ID: step, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{
+			{Name: "arg0", Key: pre + "m/arg0"}, {Name: "arg1", Key: pre + "m/arg1"}, {Name: "arg2", Key: pre + "m/arg2"}, {Name: "out", Key: pre + "m/out"}}})
+		next := make([]float32, n)
+		for i := range x {
+			cond, uncond := out[i], out[n+i]
+			v := -(uncond + 2.5*(cond-uncond))
+			next[i] = x[i] + (sigmas[step+1]-sigmas[step])*v
+		}
+		x = next
+	}
+	pt.f32("output/latents", []int{1, n}, x)
+	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
+		Producer: map[string]any{"framework": "test", "dtype": "float32"},
+		Inputs:   map[string]string{"x": "input/x", "emb": "input/emb", "sigmas": "input/sigmas"},
+		Outputs:  map[string]string{"latents": "output/latents"},
+		Calls:    calls}
+	tr := pt.open(m)
+	res, err := Discover(context.Background(), tr, pt.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete() {
+		t.Fatalf("not complete: %v", res.Doc.Undetermined)
+	}
+	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
+		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
+	}
+	scale := false
+	for _, v := range res.Doc.Program.Values {
+		scale = scale || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == 2.5
+	}
+	if !scale {
+		t.Error("no constant 2.5: the guidance scale was not read")
 	}
 }

@@ -137,6 +137,9 @@ type synth struct {
 	// latentsIn is where the latents sit in the model argument that joins
 	// them with a condition (nil: an argument is the latents as they are).
 	latentsIn *latentsPart
+	// guidance is where the model's argument repeats the latents for
+	// classifier-free guidance (nil: it does not)
+	guidance *guidanceAxis
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
 	// latents is the request input the driving bound as the flow loop's

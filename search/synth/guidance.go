@@ -1,0 +1,129 @@
+package synth
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
+)
+
+// latentsRepeated binds a model argument that is the latents repeated k ≥
+// 2 times along one axis (classifier-free guidance: the pipeline's
+// cat([latents] * 2), one copy for the prompt and one for the negative
+// prompt): the latents' input of the output's shape, every copy equal to
+// it at step 0 and changing with the steps; nil when the argument is not
+// that. The model's result then holds k predictions, which guided (below)
+// combines.
+func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
+	out := s.outputShape()
+	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
+		lat := inputs[latName]
+		if latName == sigmaName || !slices.Equal(lat.shape, out) || len(lat.shape) != len(target.shape) {
+			continue
+		}
+		for ax := range target.shape {
+			n := lat.shape[ax]
+			if n == 0 || target.shape[ax] < 2*n || target.shape[ax]%n != 0 || !equalBut(lat.shape, target.shape, ax) {
+				continue
+			}
+			k := target.shape[ax] / n
+			copies := true
+			for c := range k {
+				if relRMS(lat.format, sliceData(target, ax, c*n, (c+1)*n), lat.data) > 0 || !s.partVaries(target, ax, c*n, (c+1)*n) {
+					copies = false
+					break
+				}
+			}
+			if !copies {
+				continue
+			}
+			s.bindLatents(lat, latName, roles)
+			parts := make([]*val, k)
+			for c := range parts {
+				parts[c] = lat
+			}
+			j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: fmt.Sprintf("the latents repeated %d times (guidance)", k)})
+			if j == nil {
+				continue
+			}
+			s.guidance = &guidanceAxis{axis: ax, copies: k}
+			s.latentsIn = &latentsPart{axis: ax, start: 0, end: n} // the first copy shows each step's latents
+			return adopt(target, j)
+		}
+	}
+	return nil
+}
+
+// guidanceAxis is where a model argument repeats the latents: the axis
+// and how many copies.
+type guidanceAxis struct {
+	axis, copies int
+}
+
+// guided are the candidate velocities of a result out that holds two
+// predictions along the guidance axis, each of the latents' shape:
+// classifier-free guidance, uncond + g·(cond − uncond), g fitted by least
+// squares to want (the velocity the steps imply, times a sign) and
+// snapped to a simple number. Which half is the prompt's the values
+// cannot tell (either order fits, with g and 1 − g); the one read has g
+// ≥ ½, as a guidance scale is, so the document names the scale the
+// pipeline was given.
+func (s *synth) guided(out *val, shape []int, want []float32) []*val {
+	j := s.guidance
+	if j == nil || j.copies != 2 || len(out.shape) != len(shape) || !equalBut(out.shape, shape, j.axis) || out.shape[j.axis] != 2*shape[j.axis] {
+		return nil
+	}
+	n := shape[j.axis]
+	half := func(c int) *val {
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: j.axis, Start: c * n, End: (c + 1) * n}, args: []*val{out}, out: out.format, label: fmt.Sprintf("prediction %d of the guided batch", c)})
+	}
+	a, b := half(0), half(1)
+	if a == nil || b == nil {
+		return nil
+	}
+	var forms []*val
+	for _, p := range [][2]*val{{a, b}, {b, a}} {
+		cond, uncond := p[0], p[1]
+		diff := s.derive(&expr{op: program.OpSub, args: []*val{cond, uncond}, out: out.format, label: "the prediction less the unconditional one"})
+		if diff == nil {
+			continue
+		}
+		g, ok := guidanceScale(diff.data, uncond.data, want, out.format)
+		if !ok || g < 0.5 {
+			continue
+		}
+		scaled := s.derive(&expr{op: program.OpMul, args: []*val{diff, s.constant(g)}, out: out.format, label: fmt.Sprintf("times the guidance scale %g", g)})
+		if v := s.derive(&expr{op: program.OpAdd, args: []*val{uncond, scaled}, out: out.format, label: fmt.Sprintf("classifier-free guidance, scale %g", g)}); v != nil {
+			forms = append(forms, v)
+		}
+	}
+	return forms
+}
+
+// guidanceScale is the g minimising |u + g·d − w| (least squares), snapped
+// to the simplest number whose fit misses w by at most 1 % more than g's,
+// or by a hundredth of f's tolerance (w is read off stored latents, so its
+// own rounding sets the floor); ok false where d is all zero.
+func guidanceScale(d, u, w []float32, f precision.Format) (float64, bool) {
+	var dd, dr float64
+	for i := range d {
+		dd += float64(d[i]) * float64(d[i])
+		dr += float64(d[i]) * (float64(w[i]) - float64(u[i]))
+	}
+	if dd == 0 {
+		return 0, false
+	}
+	g := dr / dd
+	miss := func(x float64) float64 {
+		fit := make([]float32, len(d))
+		for i := range fit {
+			fit[i] = float32(float64(u[i]) + x*float64(d[i]))
+		}
+		return relRMS(f, fit, w)
+	}
+	at := miss(g)
+	return snap(g, func(x float64) bool { return miss(x) <= math.Max(1.01*at, tolerance(f)/100) }), true
+}
