@@ -83,7 +83,7 @@ func (s *synth) glueApart(t *val, sc *scope) *val {
 	late := s.late
 	s.late = false
 	defer func() { s.late = late }()
-	return s.glue(t, sc)
+	return s.glueWithinBudget(t, sc)
 }
 
 // edgeRepeat is v's entry at along ax, n times.

@@ -359,7 +359,7 @@ func (s *synth) paramCrop(c, t *val, sc *scope) *val {
 	// its rounding noise is t's)
 	tol := tolerance(c.format) * rms(t.data) / math.Max(rms(c.data), 1e-30)
 	for _, p := range sc.vals {
-		if !p.param || p.numel()%d != 0 || p.shape[len(p.shape)-1] != d {
+		if !p.param || len(p.shape) == 0 || p.numel()%d != 0 || p.shape[len(p.shape)-1] != d {
 			continue
 		}
 		rows := p.numel() / d

@@ -198,7 +198,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				}
 			}
 			if fit == nil {
-				fit = s.glue(t, sc)
+				fit = s.glueWithinBudget(t, sc)
 			}
 			// The forms below are tried where glue fails, or where it is
 			// only loose: in a narrow format ReLU is within tolerance of a
@@ -307,7 +307,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 				// whose RMS is near 1 make rms_norm(x)·γ look like x·γ
 				// (a LayerScale at random weights); glue's forms win
 				// where a quarter as far
-				if v := s.glue(t, sc); v != nil && errOf(v, t) <= e/4 {
+				if v := s.glueWithinBudget(t, sc); v != nil && errOf(v, t) <= e/4 {
 					fit = v
 				}
 			}
@@ -341,7 +341,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		if fit == nil && len(params) > 0 {
 			// none of the parameterised leaves: an expression over the
 			// arguments and the parameters (a bias added, say)
-			fit = s.glue(t, sc)
+			fit = s.glueWithinBudget(t, sc)
 		}
 		if fit != nil {
 			out[0] = adopt(t, fit)
@@ -460,7 +460,7 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		// chunked): each result an expression over its arguments and
 		// parameters
 		if out[i] == nil {
-			if v := s.glue(t, sc); v != nil {
+			if v := s.glueWithinBudget(t, sc); v != nil {
 				out[i] = adopt(t, v)
 			}
 		}

@@ -207,7 +207,7 @@ func (s *synth) explainAgain(c trace.Call, sc *scope, outs map[string]*val) {
 		if err != nil {
 			continue
 		}
-		if w := s.glue(target, sc); w != nil && !w.opaque {
+		if w := s.glueWithinBudget(target, sc); w != nil && !w.opaque {
 			outs[name] = w
 			s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == v })
 		}
