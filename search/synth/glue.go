@@ -559,6 +559,8 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.gatheredScores(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.rejected(t, vs) }},
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.channelAffine(t, vs) }},
+		// a branch added through a gate of one parameter, tanh(α)·b
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.scalarGated(t, vs) }},
 		// last, where every other reading failed: a weight of the call's own, scaled by its fan-in or filtered
 		// first (StyleGAN-derived layers)
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.equalisedLinear(t, vs) }},
