@@ -85,11 +85,19 @@ func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]
 	var best, textFirst *jointChoice
 	var evidence []semantics.Candidate
 	for other, theirs := range byRows {
-		if other == rows {
+		same := other == rows
+		if same && len(byRows) > 1 {
 			continue
 		}
+		// two streams of as many rows as each other (a caption as long as
+		// the image's patches): both streams' operands are in one group,
+		// each stream's triple from operands the other's does not use
 		for _, a := range triplesOf(mine) {
-			for _, b := range triplesOf(theirs) {
+			pool := theirs
+			if same {
+				pool = slices.DeleteFunc(slices.Clone(theirs), func(v *val) bool { return slices.Contains(a[:], v) })
+			}
+			for _, b := range triplesOf(pool) {
 				for _, mineFirst := range []bool{true, false} {
 					first, second := a, b
 					if !mineFirst {
@@ -124,6 +132,16 @@ func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]
 		best = textFirst
 	}
 	order := s.jointOrder(best.mineFirst, rows, best.otherRows, true)
+	if best.otherRows == rows {
+		// streams of as many rows: the image's is the one made from the
+		// latents, where exactly one is
+		if mi, ti := s.madeFromLatents(best.mine), s.madeFromLatents(best.theirs); mi != ti {
+			order = "text_first"
+			if best.mineFirst == mi {
+				order = "image_first"
+			}
+		}
+	}
 	best.result.fit = &leafFit{kind: "attention", candidates: evidence}
 	s.attn = append(s.attn, attnRecord{choice: best.attnChoice, scope: sc.module, boundary: t.origin, candidates: evidence, joint: order})
 	return best.result
@@ -159,6 +177,10 @@ type jointChoice struct {
 	attnChoice
 	mineFirst bool
 	otherRows int
+	// mine and theirs are the streams' queries as the scope held them,
+	// before any join or rotation (which is the image's, where the rows
+	// cannot tell)
+	mine, theirs *val
 }
 
 // jointRope is where RoPE goes in a joined sequence: nowhere, on the
@@ -308,6 +330,12 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 			}
 		}
 	}
+	if best != nil {
+		best.mine, best.theirs = first[0], second[0]
+		if !mineFirst {
+			best.mine, best.theirs = second[0], first[0]
+		}
+	}
 	return best
 }
 
@@ -381,4 +409,31 @@ func ropeName(l exec.RopeLayout) string {
 		return "none"
 	}
 	return l.String()
+}
+
+// madeFromLatents reports whether v is computed from the loop's latents
+// through a chain of expressions that passes no attention (the image
+// stream's values are, through their residuals, in every block; a
+// caption's reach the latents only through a joint attention, which
+// mixes the streams).
+func (s *synth) madeFromLatents(v *val) bool {
+	if s.latents == nil || v == nil {
+		return false
+	}
+	seen := map[*val]bool{}
+	var walk func(*val) bool
+	walk = func(x *val) bool {
+		if x == nil || seen[x] {
+			return false
+		}
+		seen[x] = true
+		if x == s.latents {
+			return true
+		}
+		if x.from == nil || x.from.op == program.OpAttention {
+			return false
+		}
+		return slices.ContainsFunc(x.from.args, walk)
+	}
+	return walk(v)
 }
