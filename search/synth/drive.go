@@ -251,12 +251,7 @@ func (s *synth) partVaries(t *val, ax, lo, hi int) bool {
 // (zero condition latents and a mask channel); nil when the argument is
 // not that.
 func (s *synth) latentsJoined(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
-	out := s.outputShape()
-	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
-		lat := inputs[latName]
-		if latName == sigmaName || !slices.Equal(lat.shape, out) || len(lat.shape) != len(target.shape) {
-			continue
-		}
+	for latName, lat := range s.latentsCandidates(target, inputs, sigmaName) {
 		for ax := range target.shape {
 			n, rest := lat.shape[ax], target.shape[ax]-lat.shape[ax]
 			if rest <= 0 || !equalBut(lat.shape, target.shape, ax) {

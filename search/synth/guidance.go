@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -18,12 +19,7 @@ import (
 // that. The model's result then holds k predictions, which guided (below)
 // combines.
 func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName string, roles map[string]string) *val {
-	out := s.outputShape()
-	for _, latName := range slices.Sorted(maps.Keys(inputs)) {
-		lat := inputs[latName]
-		if latName == sigmaName || !slices.Equal(lat.shape, out) || len(lat.shape) != len(target.shape) {
-			continue
-		}
+	for latName, lat := range s.latentsCandidates(target, inputs, sigmaName) {
 		for ax := range target.shape {
 			n := lat.shape[ax]
 			if n == 0 || target.shape[ax] < 2*n || target.shape[ax]%n != 0 || !equalBut(lat.shape, target.shape, ax) {
@@ -55,6 +51,24 @@ func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName s
 		}
 	}
 	return nil
+}
+
+// latentsCandidates are the request inputs, in name order, that may be
+// the latents a model argument joins or repeats: of the output's shape
+// and the argument's rank, σ's input aside.
+func (s *synth) latentsCandidates(target *val, inputs map[string]*val, sigmaName string) iter.Seq2[string, *val] {
+	return func(yield func(string, *val) bool) {
+		out := s.outputShape()
+		for _, name := range slices.Sorted(maps.Keys(inputs)) {
+			lat := inputs[name]
+			if name == sigmaName || !slices.Equal(lat.shape, out) || len(lat.shape) != len(target.shape) {
+				continue
+			}
+			if !yield(name, lat) {
+				return
+			}
+		}
+	}
 }
 
 // guidanceAxis is where a model argument repeats the latents: the axis
