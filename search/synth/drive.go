@@ -832,6 +832,7 @@ func (s *synth) fitVelocity(latents, sigmas *val, next []float32, dt float64, ou
 			w[i] = sign * x
 		}
 		forms = append(forms, s.guided(out, latents.shape, w)...)
+		forms = append(forms, s.guidedCalls(latents.shape, w)...)
 	}
 	if j := s.latentsIn; j != nil && j.start > 0 && len(out.shape) == len(latents.shape) && j.axis < len(out.shape) &&
 		j.end == out.shape[j.axis] && equalBut(out.shape, latents.shape, j.axis) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
@@ -94,23 +95,45 @@ func (s *synth) guided(out *val, shape []int, want []float32) []*val {
 	half := func(c int) *val {
 		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: j.axis, Start: c * n, End: (c + 1) * n}, args: []*val{out}, out: out.format, label: fmt.Sprintf("prediction %d of the guided batch", c)})
 	}
-	a, b := half(0), half(1)
+	return s.guidedOf(half(0), half(1), out.format, want)
+}
+
+// guidedCalls are guided's candidates over the results of two model calls
+// of a step, each of the latents' shape (a pipeline that calls the model
+// once for the prompt and once for the negative prompt), every ordered
+// pair of calls tried.
+func (s *synth) guidedCalls(shape []int, want []float32) []*val {
+	var forms []*val
+	for i, a := range s.callResults {
+		for _, b := range s.callResults[i+1:] {
+			if a == nil || b == nil || a.numel() != exec.Numel(shape) || b.numel() != a.numel() {
+				continue
+			}
+			forms = append(forms, s.guidedOf(s.reshape(a, shape), s.reshape(b, shape), a.format, want)...)
+		}
+	}
+	return forms
+}
+
+// guidedOf are uncond + g·(cond − uncond) over predictions a and b, each
+// taken as the prompt's in turn, g read as guided says.
+func (s *synth) guidedOf(a, b *val, format precision.Format, want []float32) []*val {
 	if a == nil || b == nil {
 		return nil
 	}
 	var forms []*val
 	for _, p := range [][2]*val{{a, b}, {b, a}} {
 		cond, uncond := p[0], p[1]
-		diff := s.derive(&expr{op: program.OpSub, args: []*val{cond, uncond}, out: out.format, label: "the prediction less the unconditional one"})
+		diff := s.derive(&expr{op: program.OpSub, args: []*val{cond, uncond}, out: format, label: "the prediction less the unconditional one"})
 		if diff == nil {
 			continue
 		}
-		g, ok := guidanceScale(diff.data, uncond.data, want, out.format)
+		g, ok := guidanceScale(diff.data, uncond.data, want, format)
 		if !ok || g < 0.5 {
 			continue
 		}
-		scaled := s.derive(&expr{op: program.OpMul, args: []*val{diff, s.constant(g)}, out: out.format, label: fmt.Sprintf("times the guidance scale %g", g)})
-		if v := s.derive(&expr{op: program.OpAdd, args: []*val{uncond, scaled}, out: out.format, label: fmt.Sprintf("classifier-free guidance, scale %g", g)}); v != nil {
+		scaled := s.derive(&expr{op: program.OpMul, args: []*val{diff, s.constant(g)}, out: format, label: fmt.Sprintf("times the guidance scale %g", g)})
+		if v := s.derive(&expr{op: program.OpAdd, args: []*val{uncond, scaled}, out: format, label: fmt.Sprintf("classifier-free guidance, scale %g", g)}); v != nil {
 			forms = append(forms, v)
 		}
 	}

@@ -251,3 +251,71 @@ func TestClassifierFreeGuidance(t *testing.T) {
 		t.Error("no constant 2.5: the guidance scale was not read")
 	}
 }
+
+// TestGuidanceOverTwoCalls: the pipeline calls the model twice a step,
+// once with the prompt's embedding and once with the negative prompt's
+// (a "true CFG" pipeline), and steps by uncond + 3·(cond − uncond) of the
+// two results. Before, the step was read off the last call alone and the
+// search refused the trace.
+func TestGuidanceOverTwoCalls(t *testing.T) {
+	const n = 6
+	sigmas := []float32{1, 0.75, 0.4, 0}
+	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 2}
+	pos := []float32{0.1, 0.2, -0.3, 0.4, -0.5, 0.6}
+	neg := []float32{-0.2, 0.05, 0.3, -0.1, 0.7, -0.4}
+	pt := newPlanted(t, "cfg2")
+	pt.f32("input/x", []int{1, n}, x)
+	pt.f32("input/pos", []int{1, n}, pos)
+	pt.f32("input/neg", []int{1, n}, neg)
+	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+	var calls []trace.Call
+	for step := range len(sigmas) - 1 {
+		pre := fmt.Sprintf("s%d/", step)
+		st := step
+		outs := map[string][]float32{}
+		for c, e := range map[string][]float32{"m": pos, "m#1": neg} {
+			out := make([]float32, n)
+			for i := range out {
+				out[i] = 2*x[i] + e[i]
+			}
+			outs[c] = out
+			pt.f32(pre+c+"/arg0", []int{1, n}, x)
+			pt.f32(pre+c+"/arg1", []int{1, n}, e)
+			pt.f32(pre+c+"/out", []int{1, n}, out)
+		}
+		for k, c := range []string{"m", "m#1"} {
+			calls = append(calls, trace.Call{ID: 2*step + k, Step: &st, Module: "m", Ordinal: k, Type: "M", Tensors: trace.Ports{
+				{Name: "arg0", Key: pre + c + "/arg0"}, {Name: "arg1", Key: pre + c + "/arg1"}, {Name: "out", Key: pre + c + "/out"}}})
+		}
+		next := make([]float32, n)
+		for i := range x {
+			cond, uncond := outs["m"][i], outs["m#1"][i]
+			next[i] = x[i] + (sigmas[step+1]-sigmas[step])*(uncond+3*(cond-uncond))
+		}
+		x = next
+	}
+	pt.f32("output/latents", []int{1, n}, x)
+	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
+		Producer: map[string]any{"framework": "test", "dtype": "float32"},
+		Inputs:   map[string]string{"x": "input/x", "pos": "input/pos", "neg": "input/neg", "sigmas": "input/sigmas"},
+		Outputs:  map[string]string{"latents": "output/latents"},
+		Calls:    calls}
+	tr := pt.open(m)
+	res, err := Discover(context.Background(), tr, pt.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Complete() {
+		t.Fatalf("not complete: %v", res.Doc.Undetermined)
+	}
+	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
+		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
+	}
+	scale := false
+	for _, v := range res.Doc.Program.Values {
+		scale = scale || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == 3
+	}
+	if !scale {
+		t.Error("no constant 3: the guidance scale was not read")
+	}
+}

@@ -140,6 +140,9 @@ type synth struct {
 	// guidance is where the model's argument repeats the latents for
 	// classifier-free guidance (nil: it does not)
 	guidance *guidanceAxis
+	// callResults are the first results of a step's model calls, in
+	// order (a prompt's and a negative prompt's calls, for guidance)
+	callResults []*val
 	// joins are the joined sequences of two streams the search found.
 	joins []joinRecord
 	// latents is the request input the driving bound as the flow loop's
@@ -274,6 +277,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	// the request's, as the first call's were bound, or results of the
 	// calls before them; the step's result is the last call's
 	pool := valuesInOrder(drive.args)
+	s.callResults = []*val{outs[drive.outPort]}
 	for _, r := range roots[1:] {
 		pool = append(pool, valuesInOrder(outs)...)
 		args, err := s.chainedArgs(r, pool, func(target *val) *val { return s.laterInput(drive, target) })
@@ -286,6 +290,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 		if drive.outPort = firstResult(r); drive.outPort == "" {
 			return nil, fmt.Errorf("synth: the model call %s has no tensor result", r.Module)
 		}
+		s.callResults = append(s.callResults, outs[drive.outPort])
 	}
 	s.ev.ctx = ctx // the sampler and the factors evaluate past a hurry
 	s.report(PhaseSampler, 0, 0)
