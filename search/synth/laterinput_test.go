@@ -227,29 +227,7 @@ func TestClassifierFreeGuidance(t *testing.T) {
 		x = next
 	}
 	pt.f32("output/latents", []int{1, n}, x)
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
-		Producer: map[string]any{"framework": "test", "dtype": "float32"},
-		Inputs:   map[string]string{"x": "input/x", "emb": "input/emb", "sigmas": "input/sigmas"},
-		Outputs:  map[string]string{"latents": "output/latents"},
-		Calls:    calls}
-	tr := pt.open(m)
-	res, err := Discover(context.Background(), tr, pt.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Complete() {
-		t.Fatalf("not complete: %v", res.Doc.Undetermined)
-	}
-	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
-		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
-	}
-	scale := false
-	for _, v := range res.Doc.Program.Values {
-		scale = scale || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == 2.5
-	}
-	if !scale {
-		t.Error("no constant 2.5: the guidance scale was not read")
-	}
+	guidanceRead(t, pt, calls, map[string]string{"x": "input/x", "emb": "input/emb", "sigmas": "input/sigmas"}, 2.5)
 }
 
 // TestGuidanceOverTwoCalls: the pipeline calls the model twice a step,
@@ -295,12 +273,19 @@ func TestGuidanceOverTwoCalls(t *testing.T) {
 		x = next
 	}
 	pt.f32("output/latents", []int{1, n}, x)
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
+	guidanceRead(t, pt, calls, map[string]string{"x": "input/x", "pos": "input/pos", "neg": "input/neg", "sigmas": "input/sigmas"}, 3)
+}
+
+// guidanceRead discovers the planted guided run (its calls, its inputs by
+// name) and requires a complete document that generates its output and
+// holds the guidance scale as a constant.
+func guidanceRead(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map[string]string, scale float32) {
+	t.Helper()
+	tr := pt.open(&trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "float32"},
-		Inputs:   map[string]string{"x": "input/x", "pos": "input/pos", "neg": "input/neg", "sigmas": "input/sigmas"},
+		Inputs:   inputs,
 		Outputs:  map[string]string{"latents": "output/latents"},
-		Calls:    calls}
-	tr := pt.open(m)
+		Calls:    calls})
 	res, err := Discover(context.Background(), tr, pt.path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -311,11 +296,11 @@ func TestGuidanceOverTwoCalls(t *testing.T) {
 	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
 		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
 	}
-	scale := false
+	found := false
 	for _, v := range res.Doc.Program.Values {
-		scale = scale || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == 3
+		found = found || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == scale
 	}
-	if !scale {
-		t.Error("no constant 3: the guidance scale was not read")
+	if !found {
+		t.Errorf("no constant %g: the guidance scale was not read", scale)
 	}
 }
