@@ -52,22 +52,7 @@ func TestLaterCallReadsAnotherInput(t *testing.T) {
 		x = next
 	}
 	pt.f32("output/latents", []int{1, n}, x)
-	m := &trace.Manifest{Format: "zflow-trace", Version: 1,
-		Producer: map[string]any{"framework": "test", "dtype": "float32"},
-		Inputs:   map[string]string{"x": "input/x", "cond": "input/cond", "sigmas": "input/sigmas"},
-		Outputs:  map[string]string{"latents": "output/latents"},
-		Calls:    calls}
-	tr := pt.open(m)
-	res, err := Discover(context.Background(), tr, pt.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Complete() {
-		t.Fatalf("not complete: %v", res.Doc.Undetermined)
-	}
-	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
-		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
-	}
+	discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "cond": "input/cond", "sigmas": "input/sigmas"})
 }
 
 // beforeLoopTrace plants a T2I-adapter-shaped run: a call "enc" before
@@ -276,10 +261,10 @@ func TestGuidanceOverTwoCalls(t *testing.T) {
 	guidanceRead(t, pt, calls, map[string]string{"x": "input/x", "pos": "input/pos", "neg": "input/neg", "sigmas": "input/sigmas"}, 3)
 }
 
-// guidanceRead discovers the planted guided run (its calls, its inputs by
-// name) and requires a complete document that generates its output and
-// holds the guidance scale as a constant.
-func guidanceRead(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map[string]string, scale float32) {
+// discoverGenerates discovers a planted flow run (its calls, its inputs
+// by name, output/latents) and requires a complete document that
+// generates its output.
+func discoverGenerates(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map[string]string) *Result {
 	t.Helper()
 	tr := pt.open(&trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "float32"},
@@ -296,6 +281,14 @@ func guidanceRead(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map
 	if rel := generate(t, res.Doc, tr); rel > 1e-6 {
 		t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
 	}
+	return res
+}
+
+// guidanceRead is discoverGenerates on a guided run, which must also hold
+// the guidance scale as a constant.
+func guidanceRead(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map[string]string, scale float32) {
+	t.Helper()
+	res := discoverGenerates(t, pt, calls, inputs)
 	found := false
 	for _, v := range res.Doc.Program.Values {
 		found = found || v.Kind == "const" && len(v.Data) == 1 && v.Data[0] == scale
