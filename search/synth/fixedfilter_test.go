@@ -21,47 +21,91 @@ func reflect101(i, n int) int {
 	return i
 }
 
-// TestFixedFilters: a [1, 3, 3, 1]/8 kernel held as a buffer, applied
-// channel by channel after reflect padding, strided down (Downsample1d)
-// or as a transposed convolution up (Upsample1d), is read off the values
-// with its taps as eighths.
+// TestFixedFilters: a kernel held as a buffer, applied channel by
+// channel after reflect padding, strided down (Downsample1d) or as a
+// transposed convolution up (Upsample1d), is read off the values: a
+// [1, 3, 3, 1]/8 kernel in f32, and Dance Diffusion's 8-tap cubic
+// kernel in 256ths in bf16, where a shorter kernel or the taps as solved
+// come within the format's tolerance and only the buffer's own taps
+// reproduce every rounding.
 func TestFixedFilters(t *testing.T) {
 	rng := rand.New(rand.NewPCG(40, 7))
-	kern := []float64{1.0 / 8, 3.0 / 8, 3.0 / 8, 1.0 / 8}
-	const C = 2
-	t.Run("down", func(t *testing.T) {
-		x := randVal(rng, 1, C, 16)
-		want := make([]float32, C*8)
-		for c := range C {
-			for i := range 8 {
-				var sum float64
-				for j, k := range kern {
-					sum += k * float64(x.data[c*16+reflect101(2*i+j-1, 16)])
-				}
-				want[c*8+i] = float32(sum)
-			}
-		}
-		s, _, target := planted(t, precision.F32, []int{1, C, 8}, want, x)
-		explainedWithin(t, s.fixedFilter1D(x, target), target)
-	})
-	t.Run("up", func(t *testing.T) {
-		x := randVal(rng, 1, C, 8)
-		const P = 3 // (10 − 1)·2 + 4 − 2·3 = 16
-		want := make([]float32, C*16)
-		for c := range C {
-			for o := range 16 {
-				var sum float64
-				for j, k := range kern {
-					if m := o + P - j; m >= 0 && m%2 == 0 && m/2 < 10 {
-						sum += k * float64(x.data[c*8+reflect101(m/2-1, 8)])
+	cubic := []float64{-3, -9, 29, 111, 111, 29, -9, -3}
+	for i := range cubic {
+		cubic[i] /= 256
+	}
+	for _, tc := range []struct {
+		name   string
+		f      precision.Format
+		kern   []float64
+		c, l   int
+		padIn  int // the reflect padding before the strided or transposed convolution
+		padOut int // the transposed convolution's own padding
+	}{
+		{"eighths f32", precision.F32, []float64{1.0 / 8, 3.0 / 8, 3.0 / 8, 1.0 / 8}, 2, 16, 1, 3},
+		{"cubic bf16", precision.BF16, cubic, 8, 32, 3, 7},
+	} {
+		k := len(tc.kern)
+		t.Run(tc.name+" down", func(t *testing.T) {
+			x := roundedVal(randVal(rng, 1, tc.c, tc.l), tc.f)
+			lo := (tc.l+2*tc.padIn-k)/2 + 1
+			want := make([]float32, tc.c*lo)
+			for c := range tc.c {
+				for i := range lo {
+					var sum float64
+					for j, w := range tc.kern {
+						sum += w * float64(x.data[c*tc.l+reflect101(2*i+j-tc.padIn, tc.l)])
 					}
+					want[c*lo+i] = float32(sum)
 				}
-				want[c*16+o] = float32(sum)
 			}
-		}
-		s, _, target := planted(t, precision.F32, []int{1, C, 16}, want, x)
-		explainedWithin(t, s.fixedUpFilter1D(x, target), target)
-	})
+			s, _, target := planted(t, tc.f, []int{1, tc.c, lo}, want, x)
+			explainedWithin(t, s.fixedFilter1D(x, target), target)
+			if tc.f != precision.F32 {
+				bitExact(t, s.fixedFilter1D(x, target), target)
+			}
+		})
+		t.Run(tc.name+" up", func(t *testing.T) {
+			x := roundedVal(randVal(rng, 1, tc.c, tc.l/2), tc.f)
+			lp := tc.l/2 + 2*(tc.padIn-1) // reflect-padded by padIn − 1
+			lo := (lp-1)*2 + k - 2*tc.padOut
+			want := make([]float32, tc.c*lo)
+			for c := range tc.c {
+				for o := range lo {
+					var sum float64
+					for j, w := range tc.kern {
+						if m := o + tc.padOut - j; m >= 0 && m%2 == 0 && m/2 < lp {
+							sum += 2 * w * float64(x.data[c*tc.l/2+reflect101(m/2-(tc.padIn-1), tc.l/2)])
+						}
+					}
+					want[c*lo+o] = float32(sum)
+				}
+			}
+			s, _, target := planted(t, tc.f, []int{1, tc.c, lo}, want, x)
+			explainedWithin(t, s.fixedUpFilter1D(x, target), target)
+			if tc.f != precision.F32 {
+				bitExact(t, s.fixedUpFilter1D(x, target), target)
+			}
+		})
+	}
+}
+
+// roundedVal is v with its entries rounded to f and stored as f.
+func roundedVal(v *val, f precision.Format) *val {
+	for i, x := range v.data {
+		v.data[i] = f.Round(x)
+	}
+	v.format = f
+	return v
+}
+
+// bitExact fails unless got reproduces target bit for bit (in a narrow
+// format, a filter's own taps do; a kernel only near them does not).
+func bitExact(t *testing.T, got, target *val) {
+	t.Helper()
+	if e := errOf(got, target); e != 0 {
+		t.Errorf("explained to rel-RMS %.3g, not exactly", e)
+	}
 }
 
 // TestPaddedMove: F.pad(x.permute(0, 2, 1), (2, 0), mode="replicate") of

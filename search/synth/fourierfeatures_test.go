@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -50,4 +51,35 @@ func TestFourierFeatures(t *testing.T) {
 	if v := s.fitFourierFeatures(x, features([]float32{3.3})); v != nil {
 		t.Errorf("a frequency of 3.3: read as %s", v.from.label)
 	}
+}
+
+// TestFourierProjectionRounded: a Gaussian Fourier projection of the
+// timestep run in bf16 (x[:, None]·W[None, :]·2·π, then cos and sin, as
+// Dance Diffusion's UNet1D embeds t) rounds the product x·W to bf16
+// before the scale: read with that rounding it is bit-exact, where the
+// products in f32 come only within the format's tolerance.
+func TestFourierProjectionRounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 1))
+	const n, f = 3, 8
+	x := roundedVal(&val{shape: []int{n}, data: []float32{0.93, 0.61, 0.27}}, precision.BF16)
+	w := roundedVal(randVal(rng, f), precision.BF16)
+	want := make([]float32, 0, n*2*f)
+	angles := make([]float32, 0, n*f)
+	for _, xv := range x.data {
+		for _, wv := range w.data {
+			a := precision.BF16.Round(precision.BF16.Round(xv*wv) * float32(2*math.Pi))
+			angles = append(angles, a)
+		}
+	}
+	for r := range n {
+		for _, fn := range []func(float64) float64{math.Cos, math.Sin} {
+			for _, a := range angles[r*f : (r+1)*f] {
+				want = append(want, float32(fn(float64(a))))
+			}
+		}
+	}
+	s, _, target := planted(t, precision.BF16, []int{n, 2 * f}, want, x, w)
+	got := s.fitFourier(x, w, target)
+	explainedWithin(t, got, target)
+	bitExact(t, got, target)
 }
