@@ -7,6 +7,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // scalarGated explains t as a + act(p)·b: a branch b (a value of t's
@@ -51,7 +52,7 @@ func (s *synth) scalarGated(t *val, vals []*val) *val {
 			}
 			for _, p := range gates {
 				for _, f := range []exec.ActKind{exec.ActTanh, exec.ActIdentity, exec.ActSigmoid} {
-					if !nearGate(f, float64(p.data[0]), g) {
+					if !nearGate(f, p, g, t.format) {
 						continue
 					}
 					gate := s.reshape(p, []int{1})
@@ -118,16 +119,24 @@ func residualScale(t, a, b []float32, tol float64) (float64, bool) {
 	return g, math.Sqrt(e/tt) <= tol
 }
 
-// nearGate reports whether f(p) is g within 10⁻³ of g's size.
-func nearGate(f exec.ActKind, p, g float64) bool {
+// nearGate reports whether f(p), stored in p's format as the forward
+// keeps it, is g within 10⁻³ of g's size; where t is narrow, within 2⁻⁶
+// (g is read through t's roundings; the gate built is checked whole).
+func nearGate(f exec.ActKind, p *val, g float64, t precision.Format) bool {
+	x := float64(p.data[0])
 	var v float64
 	switch f {
 	case exec.ActTanh:
-		v = math.Tanh(p)
+		v = math.Tanh(x)
 	case exec.ActSigmoid:
-		v = 1 / (1 + math.Exp(-p))
+		v = 1 / (1 + math.Exp(-x))
 	default:
-		v = p
+		v = x
 	}
-	return math.Abs(v-g) <= 1e-3*math.Max(math.Abs(g), 1e-6)
+	v = float64(p.format.Round(float32(v)))
+	tol := 1e-3
+	if t != precision.F32 {
+		tol = 1.0 / 64
+	}
+	return math.Abs(v-g) <= tol*math.Max(math.Abs(g), 1e-6)
 }

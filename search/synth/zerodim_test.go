@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -29,40 +30,52 @@ func TestZeroDimParamInScope(t *testing.T) {
 	}
 }
 
-// TestScalarGated: t = a + tanh(α)·b[:, :4], α a 0-dim parameter and b
+// TestScalarGated: t = a + tanh(α)·b[:, :32], α a 0-dim parameter and b
 // the attention output over the rows joined with extra tokens (GLIGEN's
 // gated self-attention), and the same with α itself and σ(α) as the gate;
-// a gate no parameter makes is not read.
+// a gate no parameter makes is not read; in bf16 too, where the gate is
+// stored rounded and the scale is read through t's roundings.
 func TestScalarGated(t *testing.T) {
-	a := []float32{0.5, -1, 1.5, 0.25, -0.75, 2, 0.1, -0.3}             // [1, 4, 2]
-	b := []float32{0.2, 0.4, -0.6, 0.8, 1.0, -1.2, 0.3, 0.9, -0.5, 0.7} // [1, 5, 2]
 	for _, tc := range []struct {
 		name  string
+		f     precision.Format
 		alpha float32
 		gate  func(float64) float64
 		want  bool
 	}{
-		{"tanh", 0.7, math.Tanh, true},
-		{"sigmoid", -0.4, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }, true},
-		{"none", 0.3, func(x float64) float64 { return x * x * 5 }, false},
+		{"tanh", precision.F32, 0.7, math.Tanh, true},
+		{"sigmoid", precision.F32, -0.4, func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }, true},
+		{"none", precision.F32, 0.3, func(x float64) float64 { return x * x * 5 }, false},
+		// bf16: the branch an eighth of the residual's size, so t's
+		// roundings move the scale read by least squares ~2·10⁻³ off the
+		// gate (a small gated branch on a large residual, as GLIGEN's)
+		{"tanh bf16", precision.BF16, 0.7, math.Tanh, true},
 	} {
-		g := float32(tc.gate(float64(tc.alpha)))
-		td := make([]float32, len(a))
-		for i := range td {
-			td[i] = a[i] + g*b[i]
+		f := tc.f
+		rng := rand.New(rand.NewPCG(0, 3))
+		a := roundedVal(randVal(rng, 1, 32, 2), f)
+		b := roundedVal(randVal(rng, 1, 40, 2), f)
+		for i := range a.data {
+			a.data[i] = f.Round(2 * a.data[i])
 		}
-		s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
-		av := &val{shape: []int{1, 4, 2}, data: a, format: precision.F32, origin: "x"}
-		bv := &val{shape: []int{1, 5, 2}, data: b, format: precision.F32, origin: "attn/out"}
-		alpha := &val{shape: []int{}, data: []float32{tc.alpha}, format: precision.F32, param: true, origin: "alpha"}
-		tv := &val{shape: []int{1, 4, 2}, data: td, format: precision.F32, origin: "t"}
-		got := s.scalarGated(tv, []*val{av, bv, alpha})
+		for i := range b.data {
+			b.data[i] = f.Round(b.data[i] / 4)
+		}
+		alpha := roundedVal(&val{shape: []int{}, data: []float32{tc.alpha}, param: true, origin: "alpha"}, f)
+		g := f.Round(float32(tc.gate(float64(alpha.data[0]))))
+		td := make([]float32, a.numel())
+		for i := range td {
+			td[i] = f.Round(a.data[i] + f.Round(g*b.data[i])) // b's leading rows
+		}
+		s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(f)}
+		tv := &val{shape: []int{1, 32, 2}, data: td, format: f, origin: "t"}
+		got := s.scalarGated(tv, []*val{a, b, alpha})
 		if (got != nil) != tc.want {
 			t.Errorf("%s: read %v, want %v", tc.name, got != nil, tc.want)
 			continue
 		}
-		if got != nil && relRMS(precision.F32, got.data, td) > 1e-6 {
-			t.Errorf("%s: off by %.3g", tc.name, relRMS(precision.F32, got.data, td))
+		if got != nil && relRMS(f, got.data, td) > 1e-6 {
+			t.Errorf("%s: off by %.3g", tc.name, relRMS(f, got.data, td))
 		}
 	}
 }
