@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
+	"github.com/zflow/zflow/search/internal/simple"
 )
 
 // maxOperands bounds how many of a scope's most recent values of the
@@ -176,7 +178,7 @@ func (s *synth) combined(t *val, vals []*val) *val {
 				r[k] = t.data[k] - a.data[k]
 			}
 			if c, ok := fitScalar(b, &val{data: r, format: t.format, shape: t.shape}); ok && c != 1 {
-				k := s.constant(c)
+				k := s.constant(exactestScale(a, b, t, c))
 				scaled := s.derive(&expr{op: program.OpMul, args: []*val{b, k}, out: t.format, label: "scaled"})
 				if scaled != nil {
 					if w, _ := s.best(t, []*expr{{op: program.OpAdd, args: []*val{a, scaled}, out: t.format, label: "scaled residual"}}); w != nil && take(w) {
@@ -196,6 +198,47 @@ func (s *synth) combined(t *val, vals []*val) *val {
 		}
 	}
 	return loose
+}
+
+// exactestScale is, in a narrow format, the number near the fitted c
+// (within 2⁻⁷ of it: c to 1, 2 or 3 significant digits, or simple.
+// Candidates') with which a + round(x·b), rounded, reproduces the most of
+// t's entries bit for bit, the shortest among equals; c itself
+// elsewhere. There t's roundings move a least-squares scale further
+// than a simple number's distance (0.801 for a pipeline's 0.8 where the
+// scaled branch is small beside a), and only the scale the forward used
+// rounds as it did.
+func exactestScale(a, b, t *val, c float64) float64 {
+	f := t.format
+	if f == precision.F32 || c == 0 {
+		return c
+	}
+	cands := []float64{c}
+	for _, digits := range []float64{1, 2, 3} {
+		p := math.Pow(10, math.Floor(math.Log10(math.Abs(c)))-digits+1)
+		cands = append(cands, math.Round(c/p)*p)
+	}
+	cands = append(cands, simple.Candidates(c)...)
+	exact := func(x float64) int {
+		n := 0
+		for i, tv := range t.data {
+			if f.Round(a.data[i]+f.Round(float32(x)*b.data[i])) == tv {
+				n++
+			}
+		}
+		return n
+	}
+	best, bestN, bestLen := c, exact(c), len(strconv.FormatFloat(c, 'g', -1, 64))
+	for _, x := range cands[1:] {
+		if math.Abs(x-c) > math.Ldexp(math.Abs(c), -7) {
+			continue
+		}
+		n, l := exact(x), len(strconv.FormatFloat(x, 'g', -1, 64))
+		if n > bestN || n == bestN && l < bestLen {
+			best, bestN, bestLen = x, n, l
+		}
+	}
+	return best
 }
 
 // exactestGLU is, in a narrow format, the gated unit among cands whose
