@@ -266,8 +266,16 @@ func TestGuidanceOverTwoCalls(t *testing.T) {
 // generates its output.
 func discoverGenerates(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs map[string]string) *Result {
 	t.Helper()
+	return discoverGeneratesWith(t, pt, calls, inputs, nil)
+}
+
+// discoverGeneratesWith is discoverGenerates with the run's parameters
+// (name → key).
+func discoverGeneratesWith(t *testing.T, pt *plantedTrace, calls []trace.Call, inputs, params map[string]string) *Result {
+	t.Helper()
 	tr := pt.open(&trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "float32"},
+		Params:   params,
 		Inputs:   inputs,
 		Outputs:  map[string]string{"latents": "output/latents"},
 		Calls:    calls})

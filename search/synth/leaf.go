@@ -64,6 +64,16 @@ func (s *synth) leaf(c trace.Call, sc *scope, args map[string]*val, outs map[str
 		targets[i] = t
 	}
 	fits := s.fitLeaf(sc, xs, params, targets)
+	if read := withoutScalars(params); len(read) < len(params) && slices.Contains(fits, nil) {
+		// a one-number parameter the forward need not read (a gate left
+		// at its init, a disabled branch's scale): the forms count a
+		// call's parameters, so they are tried again without it
+		for i, f := range s.fitLeaf(sc, xs, read, targets) {
+			if fits[i] == nil {
+				fits[i] = f
+			}
+		}
+	}
 	if wn := s.weightNormed(params); wn != nil && slices.Contains(fits, nil) {
 		// a weight torch's weight_norm hook makes from its gain and
 		// direction before each call: the call's parameters hold those two
@@ -140,6 +150,11 @@ func errOf(v, t *val) float64 {
 		return math.Inf(1)
 	}
 	return relRMS(t.format, v.data, t.data)
+}
+
+// withoutScalars is params less those of one number.
+func withoutScalars(params []*val) []*val {
+	return slices.DeleteFunc(slices.Clone(params), func(p *val) bool { return p.numel() == 1 })
 }
 
 // fitLeaf returns, per target, the explained value (nil: not explained).
