@@ -31,6 +31,8 @@ func TestIntegral(t *testing.T) {
 		{"bf16 past 256 beside a small entry", append(many(1024, 80), 3), precision.BF16, false, true},
 		{"bf16 timestep", []float32{1000}, precision.BF16, false, true},
 		{"a bf16 causal mask of 0 and −∞ alone", append(many(0, 40), many(float32(math.Inf(-1)), 40)...), precision.BF16, false, true},
+		// torch.finfo(bfloat16).min: a mask built in the run's format (HiDream-O1's token-type mask)
+		{"a bf16 mask of 0 and bf16's lowest alone", append(many(0, 40), many(-3.3895314e38, 40)...), precision.BF16, false, true},
 		{"f16 past 2048", many(4096, 70), precision.F16, false, false},
 		{"integer-typed ids past 256 in a narrow run", many(300, 70), precision.BF16, true, true},
 	} {

@@ -510,8 +510,9 @@ func allVectors(vs []*val) bool {
 // 2^(its significand bits) is, so activations grown that large (a deep
 // network without residual norms) are not ids. A mask's fill (past 1e30)
 // still counts. A value of many elements is integral in a narrow format
-// only where some nonzero entry lies below that bound or is infinite (a
-// mask of 0 and −∞ alone: no activation is that).
+// only where some nonzero entry lies below that bound or is a mask's fill
+// (a mask of 0 and −∞, or of 0 and bf16's lowest −3.39·10³⁸, alone: no
+// activation is that).
 func (v *val) integral() bool {
 	small := false
 	bound := float64(wholeBound(v.format))
@@ -520,7 +521,7 @@ func (v *val) integral() bool {
 		if x != float32(math.Trunc(float64(x))) || a >= 1<<24 && a < 1e30 {
 			return false
 		}
-		small = small || x != 0 && (a < bound || math.IsInf(a, 1))
+		small = small || x != 0 && (a < bound || a >= 1e30)
 	}
 	return len(v.data) > 0 && (small || v.intType || len(v.data) < 64 || bound == 1<<24 || slices.Max(v.data) == 0 && slices.Min(v.data) == 0)
 }
