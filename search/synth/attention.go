@@ -538,6 +538,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	if best == nil || best.score > accept {
 		return nil
 	}
+	s.narrowRopeInputs(best, t)
 	evidence = append(evidence, semantics.Candidate{Value: best.label, Score: finite(best.score)})
 	if best.cos != nil && best.cos.fit != nil && best.cos.fit.kind == "rope_table" {
 		s.ropes = append(s.ropes, ropeRecord{scope: sc.module, boundary: t.origin, fit: best.cos.fit})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // windowGrid is the widths below n that refine's window search tries
@@ -277,6 +278,46 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 	best.label += fmt.Sprintf(" clip=%g", c)
 	best.clip = c
 	*ch = *best
+}
+
+// narrowRopeInputs tries, in a narrow run, a choice's rotated q and k
+// with the value they were rotated from cast to the run's format first,
+// where that value is f32 (a q/k norm run in f32, its output .to(dtype)
+// before the rotary embedding: MAGI-1's): the attention reads q and k in
+// its own format whichever way, and only the cast the forward made
+// rounds as it did, so the variant is kept where it reproduces more of
+// t's entries bit for bit and is no further from t.
+func (s *synth) narrowRopeInputs(ch *attnChoice, t *val) {
+	if t.format == precision.F32 || ch.rope == 0 || ch.result == nil || len(ch.result.data) != len(t.data) {
+		return
+	}
+	c2 := *ch
+	memo := map[*val]*val{}
+	cast := func(x *val) *val {
+		return s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: t.format}, args: []*val{x}, out: t.format, label: "cast before rope"})
+	}
+	changed := false
+	for _, p := range []**val{&c2.q, &c2.k} {
+		x := operandOf(*p)
+		if x == nil || x.format != precision.F32 || x == *p {
+			continue
+		}
+		if *p = substituted(s, *p, x, cast, memo); *p == nil {
+			return
+		}
+		changed = true
+	}
+	if !changed {
+		return
+	}
+	e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: c2.params}, args: []*val{c2.q, c2.k, c2.v, nil, c2.bias, c2.sinks}, out: t.format}
+	v, sc := s.ev.score(e, t)
+	if v == nil || len(v.data) != len(t.data) || sc > ch.score || exactShare(v.data, t.data) <= exactShare(ch.result.data, t.data) {
+		return
+	}
+	c2.result, c2.score = v, sc
+	c2.label += " qk cast before rope"
+	*ch = c2
 }
 
 // operandOf is the value an attention operand was made from: through
