@@ -46,28 +46,8 @@ func TestNarrowRopeInputs(t *testing.T) {
 	}
 	q, k := rot(xq), rot(xk)
 	want := make([]float32, s*d)
-	for i := range s {
-		w := make([]float64, s)
-		var mx, z float64 = math.Inf(-1), 0
-		for j := range s {
-			for c := range d {
-				w[j] += float64(q[i*d+c]) * float64(k[j*d+c])
-			}
-			w[j] /= math.Sqrt(d)
-			mx = math.Max(mx, w[j])
-		}
-		for j := range s {
-			w[j] = math.Exp(w[j] - mx)
-			z += w[j]
-		}
-		for c := range d {
-			var o float64
-			for j := range s {
-				o += w[j] / z * float64(v.data[j*d+c])
-			}
-			want[i*d+c] = float32(o)
-		}
-	}
+	at := func(x []float32) func(r, c int) float64 { return func(r, c int) float64 { return float64(x[r*d+c]) } }
+	plantedAttention(s, d, at(q), at(k), at(v.data), func(r, c int, y float64) { want[r*d+c] = float32(y) })
 	sy, _, target := planted(t, precision.BF16, []int{1, s, d}, want, xq, xk, v)
 	tb := [2]*val{cos, sin}
 	ch := attnChoice{q: sy.rotate(xq, tb, exec.RopeHalf, 1, d), k: sy.rotate(xk, tb, exec.RopeHalf, 1, d), v: v, headDim: d, rope: exec.RopeHalf,
