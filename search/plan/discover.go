@@ -162,15 +162,14 @@ func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semant
 	d := *doc
 	Prepare(&d)
 	o.Eval.FreeRunning, o.Eval.Keep = false, false
-	ds := &discovery{start: d.Precision, acts: d.Precision.Activations, byName: map[string]*factor{},
-		cache: map[runKey][]Record{}, opts: o, sample: o.SampleRows}
-	if ds.sample == 0 {
-		ds.sample = DefaultSampleRows
+	sample := o.SampleRows
+	if sample == 0 {
+		sample = DefaultSampleRows
 	}
-	ds.sample = max(ds.sample, 0)
+	var ds *discovery // the pass in hand, whose stage the progress names
 	if o.Progress != nil {
 		o.Eval.Progress = func(done, total int) {
-			if ds.stage != "" { // the candidates' runs count as candidates
+			if ds != nil && ds.stage != "" { // the candidates' runs count as candidates
 				o.Progress(ds.stage, done, total)
 			}
 		}
@@ -180,8 +179,78 @@ func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semant
 		return nil, err
 	}
 	defer e.Close()
-	ds.e = e
-	return ds.discover(ctx)
+	cache := map[runKey][]Record{}
+	return passes(d.Precision, func(start semantics.Precision) (*Report, error) {
+		ds = &discovery{e: e, start: start, acts: d.Precision.Activations, byName: map[string]*factor{},
+			cache: cache, opts: o, sample: max(sample, 0)}
+		return ds.discover(ctx)
+	})
+}
+
+// passes runs pass from start, and again from the plan it found while the
+// pass kept per-role rules and left values inexact, up to maxPasses; a
+// later pass is taken only where it makes more values bit-exact.
+func passes(start semantics.Precision, pass func(start semantics.Precision) (*Report, error)) (*Report, error) {
+	rep, err := pass(start)
+	if err != nil {
+		return nil, err
+	}
+	for range maxPasses - 1 {
+		if len(rep.Roles) == 0 || rep.OutOfTime || exactValues(rep.AfterRecords) == values(rep.AfterRecords) {
+			break
+		}
+		next, err := pass(rep.After) // the classes again, under the roles' rules
+		if err != nil {
+			return nil, err
+		}
+		if exactValues(next.AfterRecords) <= exactValues(rep.AfterRecords) {
+			rep.Evaluations, rep.Stopped = rep.Evaluations+next.Evaluations, rep.Stopped+next.Stopped
+			break
+		}
+		next.following(rep)
+		rep = next
+	}
+	return rep, nil
+}
+
+// maxPasses bounds the searches of the classes and roles in turn: a
+// role's rule found in one pass (a projection's rounding) can change which
+// class plan wins in the next (a tie between a rope's formats that only
+// the projection's exact values break).
+const maxPasses = 3
+
+// following makes r, a later pass, report from where the first of prev's
+// passes began: its plan and records before, its classes' starting values,
+// and the runs of every pass.
+func (r *Report) following(prev *Report) {
+	r.Before, r.BeforeRecords = prev.Before, prev.BeforeRecords
+	r.Evaluations += prev.Evaluations
+	r.Stopped += prev.Stopped
+	r.Pruned += prev.Pruned
+	for i := range r.Classes {
+		for _, p := range prev.Classes {
+			if p.Class == r.Classes[i].Class {
+				r.Classes[i].Before, r.Classes[i].ExactBefore = p.Before, p.ExactBefore
+			}
+		}
+	}
+}
+
+// exactValues counts the bit-exact values of recs; values counts them all.
+func exactValues(recs []Record) int {
+	n := 0
+	for i := range recs {
+		n += recs[i].Exact
+	}
+	return n
+}
+
+func values(recs []Record) int {
+	n := 0
+	for i := range recs {
+		n += recs[i].N
+	}
+	return n
 }
 
 func (ds *discovery) discover(ctx context.Context) (*Report, error) {
