@@ -132,6 +132,9 @@ func (s *synth) affineOf(v, t *val, ax int, k, m []float64) *val {
 	if unit && zero {
 		return nil // t is v: not this form's to explain
 	}
+	if narrow {
+		return s.narrowAffine(v, t, ax, k, m, col)
+	}
 	w := v
 	name := fmt.Sprintf("%s/channel constants %d", t, s.seq+1)
 	if !zero {
@@ -213,4 +216,115 @@ func (s *synth) requestInput(v *val) bool {
 		}
 	}
 	return false
+}
+
+// affineForm is one order of an affine map's two steps in a narrow format,
+// each rounded: the shift first ((v + a)·k, (v + a)/d) or the scale first
+// (v·k + b, v/d + b).
+type affineForm struct {
+	shiftFirst, divide bool
+}
+
+func (f affineForm) apply(r func(float32) float32, x, shift, scale float32) float32 {
+	step := func(x float32) float32 {
+		if f.divide {
+			return r(x / scale)
+		}
+		return r(x * scale)
+	}
+	if f.shiftFirst {
+		return step(r(x + shift))
+	}
+	return r(step(x) + shift)
+}
+
+// narrowAffine is affineOf in a narrow format: the forward's constants
+// are short decimals a least-squares fit lands only near (1.0000135 for
+// 1, 0.4999958 for ½), and its two steps are rounded in its order (x·2 −
+// 1 is not (x − ½)·2 in bf16). Per channel the fitted constants and the
+// numbers of one to three significant digits within 2⁻⁶ of them are
+// tried in each order (affineForm), and the order, then the constants,
+// that reproduce the most entries of t bit for bit are built; kept where
+// the map explains t within the format's tolerance at every step.
+func (s *synth) narrowAffine(v, t *val, ax int, k, m []float64, col []int) *val {
+	n := t.shape[ax]
+	stride := t.numel()
+	for _, d := range t.shape[:ax+1] {
+		stride /= d
+	}
+	r := t.format.Round
+	forms := []affineForm{{true, false}, {true, true}, {false, false}, {false, true}}
+	type choice struct{ shift, scale []float32 }
+	best, bestN, bestForm := choice{}, -1, affineForm{}
+	for _, f := range forms {
+		ch := choice{make([]float32, n), make([]float32, n)}
+		total := 0
+		for c := range n {
+			shift := -m[c] // shift first: v − m
+			if !f.shiftFirst {
+				shift = -m[c] * k[c] // scale first: v·k − m·k
+			}
+			scale := k[c]
+			if f.divide {
+				scale = 1 / k[c]
+			}
+			cn := -1
+			for _, a := range nearLiterals(shift) {
+				for _, b := range nearLiterals(scale) {
+					if b == 0 {
+						continue
+					}
+					hits := 0
+					for i := c * stride; i < t.numel(); i += n * stride {
+						for j := i; j < i+stride; j++ {
+							if f.apply(r, v.data[j], float32(a), float32(b)) == t.data[j] {
+								hits++
+							}
+						}
+					}
+					if hits > cn {
+						cn, ch.shift[c], ch.scale[c] = hits, float32(a), float32(b)
+					}
+				}
+			}
+			total += cn
+		}
+		if total > bestN {
+			best, bestN, bestForm = ch, total, f
+		}
+	}
+	name := fmt.Sprintf("%s/channel constants %d", t, s.seq+1)
+	shift := s.relConst(name+" shift", col, best.shift, fmt.Sprintf("%d constants added along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
+	op, label := program.OpMul, "times a constant per channel"
+	if bestForm.divide {
+		op, label = program.OpDiv, "over a constant per channel"
+	}
+	scale := s.relConst(name+" scale", col, best.scale, fmt.Sprintf("%d constant factors along axis %d, read off the captured values (the trace holds no such tensor)", n, ax))
+	var w *val
+	if bestForm.shiftFirst {
+		w = s.derive(&expr{op: program.OpAdd, args: []*val{v, shift}, out: t.format, label: "plus a constant per channel"})
+		w = s.derive(&expr{op: op, args: []*val{w, scale}, out: t.format, label: label})
+	} else {
+		w = s.derive(&expr{op: op, args: []*val{v, scale}, out: t.format, label: label})
+		w = s.derive(&expr{op: program.OpAdd, args: []*val{w, shift}, out: t.format, label: "plus a constant per channel"})
+	}
+	if w == nil || relRMS(t.format, w.data, t.data) > tolerance(t.format) || !s.everyStep(w, t, tolerance(t.format)) {
+		return nil
+	}
+	return w
+}
+
+// nearLiterals are x and the numbers of one to three significant digits
+// within 2⁻⁶ of it (0 for an x within 2⁻¹⁴ of it).
+func nearLiterals(x float64) []float64 {
+	out := []float64{x}
+	if math.Abs(x) <= 0x1p-14 {
+		return append(out, 0)
+	}
+	for d := 1; d <= 3; d++ {
+		if r := roundSignificant(x, d); math.Abs(r-x) <= math.Ldexp(math.Abs(x), -6) && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

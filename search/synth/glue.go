@@ -246,6 +246,13 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 			if v := s.tighterAttention(target, sc, looseErr); v != nil {
 				return v
 			}
+			// a value near another in a narrow format, off by more than
+			// its rounding: a map near the identity on small values
+			// (3·tanh(x/3), a decoder's input cap), one of glue's late
+			// forms that a loose reading would otherwise keep from trying
+			if v := s.softCapped(target, vals); v != nil && relRMS(target.format, v.data, target.data) < looseErr/4 {
+				return s.stored(s.consuming(v, target, sc), target)
+			}
 		}
 		if v := s.tighterTable(target, sc, vals, looseErr); v != nil {
 			return s.stored(s.consuming(v, target, sc), target)

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -20,8 +21,11 @@ import (
 // least and greatest. Only where every entry agrees exactly; f32 only (a
 // narrower format's rounding of the grid blurs the lattice).
 func (s *synth) gridQuantised(t *val, vals []*val) *val {
-	if t.format != precision.F32 || t.numel() < 16 {
+	if t.numel() < 16 {
 		return nil
+	}
+	if t.format != precision.F32 {
+		return s.gridRoundTrip(t, vals)
 	}
 	u0, alpha, ks, ok := latticeOf(t.data)
 	if !ok {
@@ -196,4 +200,153 @@ func (s *synth) gridExpr(x, t *val, beta, gamma, lo, hi, u0, alpha float64) *val
 		return nil
 	}
 	return back
+}
+
+// gridLevels are the grids' top levels a round trip through whole numbers
+// is read with: a byte's, and the other widths of an unsigned integer.
+var gridLevels = []float64{255, 127, 65535, 15, 31, 63, 511, 1023, 4095}
+
+// gridRoundTrip explains t, of a narrow format, as a value x of the scope
+// stored on a grid of L+1 levels and read back, every step rounded to
+// t's format: k = round(clamp(x/M + s, 0, 1)·L), t = (k/L − s)·M (TAESD's
+// bf16 latents: x/6 + ½, ×255, rounded; /255, −½, ×6). The format blurs
+// the lattice that gridQuantised reads in f32 (k/L is rounded before it is
+// scaled back), so the reading is searched instead: x is t within a few
+// steps wherever t is not at a bound, the step α = M/L is about √12 times
+// their rms difference (a grid's uniform error), L is one of gridLevels,
+// M a number of one or two significant digits near α·L, s ½ or 0. Each
+// is tried on t's first entries in scalar arithmetic, and the first that
+// reproduces them is built whole and kept only where it reproduces t bit
+// for bit (all but one entry in a thousand, a tie's rounding).
+func (s *synth) gridRoundTrip(t *val, vals []*val) *val {
+	f := t.format
+	for _, x := range vals {
+		if x.param || x.opaque || x == t || x.numel() != t.numel() || x.integral() {
+			continue
+		}
+		alpha, ok := gridStep(x.data, t.data)
+		if !ok {
+			continue
+		}
+		for _, levels := range gridLevels {
+			for _, scale := range simpleNear(alpha*levels, 3) {
+				for _, shift := range []float64{0.5, 0} {
+					for _, addFirst := range []bool{false, true} {
+						if !tripHolds(x.data, t.data, f, levels, scale, shift, addFirst) {
+							continue
+						}
+						v := s.gridTrip(x, f, levels, scale, shift, addFirst)
+						if v != nil && exactShare(v.data, t.data) >= 0.999 {
+							return v
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// gridStep is a grid's step read off x and t, t x brought to the grid:
+// √12 times their rms difference where t is not at its least or greatest
+// value (a clamp's bounds). ok where such entries are an eighth of
+// them, they differ somewhere, and nowhere by more than a tenth of t's
+// range (t is x, coarsened).
+func gridStep(x, t []float32) (float64, bool) {
+	lo, hi := slices.Min(t), slices.Max(t)
+	span := float64(hi) - float64(lo)
+	if !(span > 0) || math.IsInf(span, 0) {
+		return 0, false
+	}
+	var sum float64
+	n := 0
+	for i, tv := range t {
+		if tv == lo || tv == hi {
+			continue
+		}
+		d := float64(x[i]) - float64(tv)
+		if math.Abs(d) > span/10 {
+			return 0, false
+		}
+		sum += d * d
+		n++
+	}
+	if n < max(len(t)/8, 8) || sum == 0 {
+		return 0, false
+	}
+	return math.Sqrt(12 * sum / float64(n)), true
+}
+
+// simpleNear are the numbers of one, then two, significant digits within
+// a factor of c, nearest c first among equals.
+func simpleNear(c, factor float64) []float64 {
+	if !(c > 0) || math.IsInf(c, 0) {
+		return nil
+	}
+	lo, hi := c/factor, c*factor
+	var out []float64
+	for _, digits := range []int{1, 2} {
+		var these []float64
+		for p := math.Floor(math.Log10(lo)) - 1; p <= math.Ceil(math.Log10(hi)); p++ {
+			unit := math.Pow(10, p)
+			first, last := math.Pow(10, float64(digits-1)), math.Pow(10, float64(digits))-1
+			for m := first; m <= last; m++ {
+				v := roundSignificant(m*unit, digits)
+				if v >= lo && v <= hi && !slices.Contains(out, v) && !slices.Contains(these, v) {
+					these = append(these, v)
+				}
+			}
+		}
+		slices.SortFunc(these, func(a, b float64) int {
+			return cmp.Compare(math.Abs(math.Log(a/c)), math.Abs(math.Log(b/c)))
+		})
+		out = append(out, these...)
+	}
+	return out
+}
+
+// tripHolds reports whether gridTrip's round trip, in scalar arithmetic
+// rounded to f as torch's elementwise kernels round it (each op in f32,
+// stored in f), reproduces t's first entries (up to 64).
+func tripHolds(x, t []float32, f precision.Format, levels, scale, shift float64, addFirst bool) bool {
+	r := f.Round
+	L, M, S := float32(levels), float32(scale), float32(shift)
+	for i := range min(len(t), 64) {
+		var p float32
+		if addFirst {
+			p = r(r(x[i]+r(S*M)) / M)
+		} else {
+			p = r(r(x[i]/M) + S)
+		}
+		p = min(max(p, 0), 1)
+		k := r(float32(math.RoundToEven(float64(r(p * L)))))
+		if r(r(r(k/L)-S)*M) != t[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// gridTrip builds the round trip of gridRoundTrip in format f: x/M + s
+// (or (x + s·M)/M where addFirst), clamped to [0, 1], ×L, rounded to a
+// whole level; then /L, −s, ×M.
+func (s *synth) gridTrip(x *val, f precision.Format, levels, scale, shift float64, addFirst bool) *val {
+	step := func(op program.Op, a *val, c float64, label string) *val {
+		return s.derive(&expr{op: op, args: []*val{a, s.constant(c)}, out: f, label: label})
+	}
+	var p *val
+	if addFirst {
+		p = step(program.OpAdd, x, shift*scale, fmt.Sprintf("+ %g", shift*scale))
+		p = step(program.OpDiv, p, scale, fmt.Sprintf("/ %g (onto [0, 1])", scale))
+	} else {
+		p = step(program.OpDiv, x, scale, fmt.Sprintf("/ %g", scale))
+		p = step(program.OpAdd, p, shift, fmt.Sprintf("+ %g (onto [0, 1])", shift))
+	}
+	p = step(program.OpMaximum, p, 0, "at least 0")
+	p = step(program.OpMinimum, p, 1, "at most 1")
+	p = step(program.OpMul, p, levels, fmt.Sprintf("× %g (the grid's levels)", levels))
+	k := s.derive(&expr{op: program.OpRound, args: []*val{p}, out: f, label: "the grid's level"})
+	back := step(program.OpDiv, k, levels, fmt.Sprintf("/ %g", levels))
+	back = step(program.OpSub, back, shift, fmt.Sprintf("− %g", shift))
+	return step(program.OpMul, back, scale, fmt.Sprintf("× %g (back to x's range)", scale))
 }

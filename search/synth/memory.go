@@ -7,6 +7,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -41,7 +42,7 @@ func (s *synth) softCapped(t *val, vals []*val) *val {
 		if !ok {
 			continue
 		}
-		for _, cv := range slices.Compact([]float64{snapShort(c), c}) {
+		for _, cv := range slices.Compact([]float64{snapShort(c), c, exactestCap(x, t, c)}) {
 			k := s.constant(cv)
 			div := s.derive(&expr{op: program.OpDiv, args: []*val{x, k}, out: t.format, label: fmt.Sprintf("x / %g", cv)})
 			th := s.derive(&expr{op: program.OpAct, attrs: program.Attrs{Act: exec.ActTanh}, args: []*val{div}, out: t.format, label: "tanh"})
@@ -53,6 +54,35 @@ func (s *synth) softCapped(t *val, vals []*val) *val {
 	}
 	v, _ := s.best(t, cands)
 	return v
+}
+
+// exactestCap is, in a narrow format, the number of one or two
+// significant digits within a third of c that makes c·tanh(x/c), each
+// step rounded to t's format, reproduce the most entries of t bit for bit
+// (c itself where none beats it): on small x the cap bends the values by
+// little more than the format's rounding, and the fit of c moves with it
+// (3·tanh(x/3) on values below ½ reads as 2.6 or 3.4). In f32, c.
+func exactestCap(x, t *val, c float64) float64 {
+	f := t.format
+	if f == precision.F32 {
+		return c
+	}
+	exact := func(cv float64) int {
+		k, n := float32(cv), 0
+		for i, xv := range x.data {
+			if f.Round(f.Round(float32(math.Tanh(float64(f.Round(xv/k)))))*k) == t.data[i] {
+				n++
+			}
+		}
+		return n
+	}
+	best, bestN := c, exact(c)
+	for _, cv := range simpleNear(c, 4.0/3) {
+		if n := exact(cv); n > bestN {
+			best, bestN = cv, n
+		}
+	}
+	return best
 }
 
 // softCap fits c in y = c·tanh(x/c): bisection on the entry of largest
