@@ -19,8 +19,8 @@ import (
 // Each frequency is read off the first channel's sines among the powers
 // of two times 2π, π or 1, as the forward makes them in f32.
 func (s *synth) fitFourierFeatures(x, t *val) *val {
-	if len(x.shape) < 2 || len(x.shape) != len(t.shape) || x.integral() {
-		return nil
+	if len(x.shape) < 2 || len(x.shape) != len(t.shape) || x.numel() == 0 || x.integral() {
+		return nil // an empty x (a chunk of no frames) has no channel to read
 	}
 	c, ct := x.shape[1], t.shape[1]
 	for a := range x.shape {

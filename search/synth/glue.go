@@ -169,8 +169,13 @@ func (s *synth) tighterAttention(target *val, sc *scope, err float64) *val {
 }
 
 func (s *synth) glueIn(target *val, sc *scope) *val {
+	if target.numel() == 0 {
+		return nil // no entry to explain (a call on a chunk of no frames)
+	}
 	tol := tolerance(target.format)
-	vals := tablesLast(recentFirst(sc.vals))
+	// an empty value (a chunk of no frames) explains nothing and would
+	// leave the forms an axis of length zero to divide by
+	vals := slices.DeleteFunc(tablesLast(recentFirst(sc.vals)), func(v *val) bool { return v.numel() == 0 })
 	if s.late {
 		if v := s.lateForms(target, sc, vals); v != nil {
 			return v
