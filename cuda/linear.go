@@ -160,6 +160,9 @@ func (b *Backend) linearFill(x, w, bias exec.Tensor, s exec.Spec) ([]int, func(o
 	if err := s.Check(); err != nil {
 		return nil, nil, fmt.Errorf("linear: %w", err)
 	}
+	if s.Has(exec.RoundAccum) {
+		return nil, nil, exec.Unsupported(b.Name(), "linear", "%v (sums stored in %v one product at a time)", exec.RoundAccum, s.Out)
+	}
 	xt, err := b.get("linear", "x", x)
 	if err != nil {
 		return nil, nil, err

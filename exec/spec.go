@@ -106,7 +106,10 @@ const (
 	// RoundAccum: attention: probabilities·v accumulated in the storage
 	// format, in key order, every product and every partial sum rounded
 	// (PyTorch ≤ 1.13's CPU matmul without transposed operands on bf16).
-	// RoundEach does not imply it.
+	// Linear (and the convolutions composed on it): the same in k order,
+	// the bias the first partial sum (PyTorch ≤ 1.13's CPU convolutions on
+	// bf16, their columns (channel, row, column) of the filter); a
+	// narrow output only. RoundEach does not imply it.
 	RoundAccum
 	// RoundQuery: attention: q·scale computed in f32 and rounded to the
 	// storage format element by element before q·kᵀ, which is then not

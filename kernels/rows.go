@@ -167,6 +167,9 @@ func LinearSeq(backend string, xs, ws []int, fx, fw, fb precision.Format, s exec
 	if s.Has(exec.RoundBeforeBias) {
 		lp.RoundBeforeBias = 1
 	}
+	if s.Has(exec.RoundAccum) {
+		return lp, nil, exec.Unsupported(backend, "linear", "%v (sums stored in %v one product at a time)", exec.RoundAccum, s.Out)
+	}
 	if nIn%8 == 0 {
 		lp.Vec = 1 // every row starts on a 16-byte boundary
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // Linear is y = x·Wᵀ + b: f32 accumulation in k order (gemm), the bias
@@ -38,6 +39,10 @@ func (bk *Backend) Linear(x, w, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
 	if nOut == 0 {
 		return out, nil
 	}
+	if s.Has(exec.RoundAccum) && s.Out != precision.F32 {
+		bk.gemmStored(out.data, xt.data, wt.data, bt, m, nOut, nIn, s.Out)
+		return out, nil
+	}
 	if exec.TensorCoreSums(s, xt.format, wt.format) {
 		bk.gemmMMA(out.data, xt.data, wt.data, m, nOut, nIn)
 	} else {
@@ -59,6 +64,60 @@ func (bk *Backend) Linear(x, w, b exec.Tensor, s exec.Spec) (exec.Tensor, error)
 		}
 	})
 	return out, nil
+}
+
+// gemmStored is a linear whose sums are stored in format f one product at
+// a time (exec.RoundAccum): each output starts at its bias (0 without
+// one), and for each k in order the product is rounded to f, then the
+// sum with it (PyTorch 1.13's CPU convolutions on bf16: their unfolded
+// columns times the filters, bit for bit).
+func (bk *Backend) gemmStored(c, a, b []float32, bias *Tensor, m, n, k int, f precision.Format) {
+	start := func(j int) float32 {
+		if bias == nil {
+			return 0
+		}
+		return f.Round(bias.data[j])
+	}
+	bk.parallel(m, max(1, 4096/max(k*n, 1)), func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x, row := a[i*k:(i+1)*k], c[i*n:(i+1)*n]
+			j := 0
+			if f == precision.BF16 {
+				// four outputs at a time: each sum is a chain of
+				// dependent roundings, so four chains keep the core busy
+				for ; j+4 <= n; j += 4 {
+					row[j], row[j+1], row[j+2], row[j+3] = storedSumsBF16(start(j), start(j+1), start(j+2), start(j+3),
+						x, b[j*k:(j+1)*k], b[(j+1)*k:(j+2)*k], b[(j+2)*k:(j+3)*k], b[(j+3)*k:(j+4)*k])
+				}
+			}
+			for ; j < n; j++ {
+				acc, w := start(j), b[j*k:(j+1)*k]
+				for t, xv := range x {
+					acc = f.Round(acc + f.Round(xv*w[t]))
+				}
+				row[j] = acc
+			}
+		}
+	})
+}
+
+// storedSumsBF16 is four sums a_q + Σ x·w_q with every product and partial
+// sum rounded to bfloat16, interleaved.
+func storedSumsBF16(a0, a1, a2, a3 float32, x, w0, w1, w2, w3 []float32) (float32, float32, float32, float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:n], w1[:n], w2[:n], w3[:n]
+	for t, xv := range x {
+		a0 = roundBF16(a0 + roundBF16(xv*w0[t]))
+		a1 = roundBF16(a1 + roundBF16(xv*w1[t]))
+		a2 = roundBF16(a2 + roundBF16(xv*w2[t]))
+		a3 = roundBF16(a3 + roundBF16(xv*w3[t]))
+	}
+	return a0, a1, a2, a3
+}
+
+// roundBF16 is precision.RoundBF16 for the stored sums' inner loop.
+func roundBF16(x float32) float32 {
+	return precision.BF16ToF32(precision.BF16Bits(x))
 }
 
 // gemmMMA is gemm with each output accumulated as a tensor core does

@@ -134,6 +134,19 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 	if err != nil {
 		return nil, err
 	}
+	var bb exec.Tensor
+	if bias != nil {
+		if bb, err = keep(b.Reshape(bias, []int{1, C, 1, 1})); err != nil {
+			return nil, err
+		}
+	}
+	// stored: every product and partial sum in s.Out, the bias first
+	// (exec.RoundAccum, as the groups-1 path's Linear does it)
+	stored := s.Has(exec.RoundAccum) && s.Out != precision.F32
+	step := f32
+	if stored {
+		step = exec.Out(s.Out)
+	}
 	var acc exec.Tensor
 	for i := range kh {
 		for j := range kw {
@@ -149,22 +162,27 @@ func conv2dRun(b exec.Backend, x, w, bias exec.Tensor, p ConvParams, s exec.Spec
 			if err != nil {
 				return nil, err
 			}
-			prod, err := keep(b.Mul(t, k, f32))
+			prod, err := keep(b.Mul(t, k, step))
 			if err != nil {
 				return nil, err
 			}
-			if acc == nil {
+			switch {
+			case acc != nil:
+				acc, err = keep(b.Add(acc, prod, step))
+			case stored && bb != nil:
+				acc, err = keep(b.Add(prod, bb, step))
+			default:
 				acc = prod
-			} else if acc, err = keep(b.Add(acc, prod, f32)); err != nil {
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
 	}
+	if stored {
+		return b.Cast(acc, s.Out)
+	}
 	if bias != nil {
-		bb, err := keep(b.Reshape(bias, []int{1, C, 1, 1}))
-		if err != nil {
-			return nil, err
-		}
 		if s.Has(exec.RoundBeforeBias) {
 			// the sum rounded, then the bias added in the output's format
 			if acc, err = keep(b.Cast(acc, s.Out)); err != nil {

@@ -455,7 +455,7 @@ func expertOnce(b exec.Backend, x exec.Tensor, ws expertWeights, e, inner int, c
 	if err != nil {
 		return nil, err
 	}
-	h, err := keep(b.Linear(x, we1, be1, s))
+	h, err := keep(b.Linear(x, we1, be1, expertLinear(s)))
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +548,7 @@ func expertDown(b exec.Backend, sc *scratch, g exec.Tensor, ws expertWeights, ro
 	if err != nil {
 		return nil, err
 	}
-	y, err := keep(b.Linear(g, we2, be2, s))
+	y, err := keep(b.Linear(g, we2, be2, expertLinear(s)))
 	if err != nil {
 		return nil, err
 	}
@@ -557,4 +557,12 @@ func expertDown(b exec.Backend, sc *scratch, g exec.Tensor, ws expertWeights, ro
 		return nil, err
 	}
 	return b.Mul(y, c, s)
+}
+
+// expertLinear is an expert's projections' spec: the experts' own, less
+// RoundAccum, which stores the sum over the experts (a Linear would read
+// it as its products' sums stored one at a time).
+func expertLinear(s exec.Spec) exec.Spec {
+	s.Round &^= exec.RoundAccum
+	return s
 }

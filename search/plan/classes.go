@@ -56,6 +56,11 @@ type Candidate struct {
 	// tensor core's sums, which the CPU forms at a few ns a product), so
 	// the search scores it only where it could win (discovery.Prune).
 	costly bool
+	// far: a costly candidate scored only where the plan in hand leaves
+	// the class's values farther than a rounding from the trace (sums
+	// stored one product at a time drift by 10⁻² from one f32 sum; a
+	// GPU's convolutions, near it, need not try them).
+	far bool
 }
 
 // String is the label (search keys assignments by it).
@@ -126,6 +131,8 @@ func product(outs, rounds, maths []string) []spec {
 //	                primitives (act: constants rounded or kept in f32,
 //	                gelu_tanh spelled two ways) / the gate rounded (glu);
 //	                precise or fast exp
+//	conv2d          the bias added in f32 or after rounding; in bf16 and f16
+//	                every product and partial sum stored (PyTorch 1.13's CPU)
 //	linear          the bias added in f32 (fused epilogue) or after rounding;
 //	                in bf16 and f16, summed in k order or in a GPU tensor
 //	                core's blocks (tensor_core: cuBLAS; costly, so scored
@@ -184,6 +191,11 @@ func classCandidates(class, acts string) []Candidate {
 		// the bias added after the sum is rounded (cuDNN's convolutions:
 		// the bias a separate step in the activations' format), or once
 		specs = product([]string{""}, []string{"", "before_bias"}, []string{""})
+		if acts != "f32" {
+			// every product and partial sum stored, from the bias
+			// (PyTorch 1.13's CPU convolutions on bf16)
+			specs = append(specs, spec{"", "accum", ""})
+		}
 	case "attention":
 		specs = product([]string{""}, []string{"", "weights", "probs", "scores", "scores|probs", "scores|weights", "scores|probs|accum"}, exp)
 		if acts != "f32" {
@@ -259,8 +271,11 @@ func classCandidates(class, acts string) []Candidate {
 	var out []Candidate
 	for _, s := range specs {
 		m, _ := exec.ParseMath(s.math)
+		// costly: a tensor core's sums, and sums stored one product at a
+		// time, each formed scalar by scalar on the CPU
+		stored := class == "conv2d" && s.round == "accum"
 		c := Candidate{Label: s.label(), Rules: []semantics.PrecisionRule{{Op: op, Out: s.out, Round: s.round, Math: s.math}},
-			costly: m&exec.MathTensorCore != 0}
+			costly: m&exec.MathTensorCore != 0 || stored, far: stored}
 		if class == ClassTimestepCast {
 			c.Rules[0].Op, c.Rules[0].Role = "cast", roleTimestep
 		}

@@ -924,7 +924,8 @@ func (ds *discovery) Prune(ctx context.Context, name string, v any, a search.Ass
 	if ds.opts.Exhaustive {
 		return "", nil
 	}
-	if c, ok := f.candidate(v); !ok || !c.costly {
+	c, ok := f.candidate(v)
+	if !ok || !c.costly {
 		return "", nil
 	}
 	if f.glob != "" && v == a[f.class] {
@@ -937,10 +938,30 @@ func (ds *discovery) Prune(ctx context.Context, name string, v any, a search.Ass
 	case err != nil:
 		return "", err
 	}
-	if sc := ds.errOf(recs, f); ds.scored(recs, f) == 0 || sc.Err != 0 || sc.TieBreak != 0 {
+	sc := ds.errOf(recs, f)
+	if c.far && ds.scored(recs, f) > 0 && sc.TieBreak <= unitRoundoff(ds.acts) {
+		return fmt.Sprintf("%s: every value it can change is within a rounding of the trace under %v (rel-RMS %.3g)", PrunedExact, a[name], sc.TieBreak), nil
+	}
+	if ds.scored(recs, f) == 0 || sc.Err != 0 || sc.TieBreak != 0 {
 		return "", nil
 	}
 	return fmt.Sprintf("%s: every value it can change is bit-exact under %v", PrunedExact, a[name]), nil
+}
+
+// unitRoundoff is the activations' format's unit roundoff (2⁻⁸ in bf16),
+// +Inf for f32 and unknown formats (no stored-sum candidate there).
+func unitRoundoff(acts string) float64 {
+	f, err := precision.ParseFormat(acts)
+	if err != nil {
+		return math.Inf(1)
+	}
+	switch f {
+	case precision.BF16:
+		return 0x1p-8
+	case precision.F16:
+		return 0x1p-11
+	}
+	return math.Inf(1)
 }
 
 // PrunedExact begins the reason of a candidate Prune did not score.

@@ -1300,7 +1300,7 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 		e = &expr{op: program.OpSlice, attrs: program.Attrs{Axis: ax, Start: lo, End: lo + t.shape[ax]}, args: []*val{wide}, out: t.format,
 			label: fmt.Sprintf("conv %dx%d pad (%d, %d) groups %d", w.shape[2], w.shape[3], pad2/2, padW2/2, groups)}
 	}
-	v, ev := s.best(t, []*expr{e})
+	v, ev := s.storedSums(t, []*expr{e})
 	if v == nil {
 		// a small image can take a stride-1 reading of its size (4×4 →
 		// 2×2: kernel 3 unpadded, or stride 2 padded 1): the values decide
@@ -1308,6 +1308,44 @@ func (s *synth) fitConv2D(x *val, params []*val, t *val) *val {
 	}
 	v.fit = &leafFit{kind: "conv", candidates: ev}
 	return v
+}
+
+// storedSums is best over convolutions cands, and, in a narrow format
+// where the winner misses t by more than a rounding or none is within
+// tolerance, over the same with their sums stored in t's format one
+// product at a time (exec.RoundAccum: PyTorch 1.13's CPU convolutions on
+// bf16, whose partial sums drift from one f32 sum by 10⁻² over a few
+// hundred taps): the closer of the two readings. Only convolutions
+// (OpConv2D) are retried; a tight winner costs nothing more (the stored
+// sums are formed scalar by scalar).
+func (s *synth) storedSums(t *val, cands []*expr) (*val, []semantics.Candidate) {
+	v, ev := s.best(t, cands)
+	if t.format == precision.F32 || v != nil && relRMS(t.format, v.data, t.data) <= looseFloor(t.format) {
+		return v, ev
+	}
+	if v != nil {
+		cands = []*expr{v.from}
+	}
+	var stored []*expr
+	for _, e := range cands {
+		if e == nil || e.op != program.OpConv2D || e.round&exec.RoundAccum != 0 {
+			continue
+		}
+		c := *e
+		c.round |= exec.RoundAccum
+		c.shapes = nil
+		c.label += ", its sums stored one product at a time"
+		stored = append(stored, &c)
+	}
+	if len(stored) == 0 {
+		return v, ev
+	}
+	w, ev2 := s.best(t, stored)
+	ev = append(ev, ev2...)
+	if w == nil || v != nil && relRMS(t.format, w.data, t.data) >= relRMS(t.format, v.data, t.data) {
+		return v, ev
+	}
+	return w, ev
 }
 
 // spacedConv2D is a 2-D convolution whose taps do not read adjacent
@@ -1507,7 +1545,7 @@ func (s *synth) fitStridedConv2D(x, w, bias, t *val) *val {
 				label: fmt.Sprintf("conv %dx%d stride %d pad %d groups %d", w.shape[2], w.shape[3], stride, pad, groups)})
 		}
 	}
-	v, ev := s.best(t, cands)
+	v, ev := s.storedSums(t, cands)
 	if v == nil || relRMS(t.format, v.data, t.data) > tolerance(t.format) {
 		return s.fitStdConv2D(x, w, bias, t)
 	}
