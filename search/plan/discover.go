@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
@@ -180,7 +181,7 @@ func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semant
 	}
 	defer e.Close()
 	cache := map[runKey][]Record{}
-	return passes(d.Precision, func(start semantics.Precision) (*Report, error) {
+	return passes(d.Precision, o.Search.Hurry, func(start semantics.Precision) (*Report, error) {
 		ds = &discovery{e: e, start: start, acts: d.Precision.Activations, byName: map[string]*factor{},
 			cache: cache, opts: o, sample: max(sample, 0)}
 		return ds.discover(ctx)
@@ -189,8 +190,12 @@ func Discover(ctx context.Context, b exec.Backend, ref *trace.Trace, doc *semant
 
 // passes runs pass from start, and again from the plan it found while the
 // pass kept per-role rules and left values inexact, up to maxPasses; a
-// later pass is taken only where it makes more values bit-exact.
-func passes(start semantics.Precision, pass func(start semantics.Precision) (*Report, error)) (*Report, error) {
+// later pass is taken only where it makes more values bit-exact. With a
+// budget (hurry's deadline), a pass is begun only where twice the last
+// one's time is left: the plan in hand is kept whole rather than a later
+// pass cut short.
+func passes(start semantics.Precision, hurry context.Context, pass func(start semantics.Precision) (*Report, error)) (*Report, error) {
+	began := time.Now()
 	rep, err := pass(start)
 	if err != nil {
 		return nil, err
@@ -199,6 +204,11 @@ func passes(start semantics.Precision, pass func(start semantics.Precision) (*Re
 		if len(rep.Roles) == 0 || rep.OutOfTime || exactValues(rep.AfterRecords) == values(rep.AfterRecords) {
 			break
 		}
+		took := time.Since(began)
+		if deadline, ok := deadlineOf(hurry); ok && time.Until(deadline) < 2*took {
+			break
+		}
+		began = time.Now()
 		next, err := pass(rep.After) // the classes again, under the roles' rules
 		if err != nil {
 			return nil, err
@@ -211,6 +221,14 @@ func passes(start semantics.Precision, pass func(start semantics.Precision) (*Re
 		rep = next
 	}
 	return rep, nil
+}
+
+// deadlineOf is hurry's deadline, if it has one.
+func deadlineOf(hurry context.Context) (time.Time, bool) {
+	if hurry == nil {
+		return time.Time{}, false
+	}
+	return hurry.Deadline()
 }
 
 // maxPasses bounds the searches of the classes and roles in turn: a
@@ -939,8 +957,13 @@ func (ds *discovery) Prune(ctx context.Context, name string, v any, a search.Ass
 		return "", err
 	}
 	sc := ds.errOf(recs, f)
-	if c.far && ds.scored(recs, f) > 0 && sc.TieBreak <= unitRoundoff(ds.acts) {
-		return fmt.Sprintf("%s: every value it can change is within a rounding of the trace under %v (rel-RMS %.3g)", PrunedExact, a[name], sc.TieBreak), nil
+	if c.far {
+		// judged on the class's own outputs: every boundary after a
+		// convolution depends on it, and its attention's misses are not
+		// the convolution's; with none captured it is not tried
+		if e := classRelRMS(recs, f.class); e <= unitRoundoff(ds.acts) {
+			return fmt.Sprintf("%s: the class's outputs are within a rounding of the trace under %v (rel-RMS %.3g)", PrunedExact, a[name], e), nil
+		}
 	}
 	if ds.scored(recs, f) == 0 || sc.Err != 0 || sc.TieBreak != 0 {
 		return "", nil
@@ -1169,6 +1192,22 @@ func classExact(recs []Record, class string) (int, float64) {
 		return b, 1
 	}
 	return b, float64(exact) / float64(n)
+}
+
+// classRelRMS pools the rel-RMS of the records an op of class made (0
+// where there are none).
+func classRelRMS(recs []Record, class string) float64 {
+	var sd, sr float64
+	for i := range recs {
+		if recs[i].OpClass == class {
+			sd += recs[i].SumD2
+			sr += recs[i].SumR2
+		}
+	}
+	if sr == 0 {
+		return 0
+	}
+	return precision.RelRMSFromSums(sd, sr)
 }
 
 // exactByBoundary pools each boundary's exact fraction over the steps.

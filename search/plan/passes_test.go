@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/zflow/zflow/semantics"
 )
@@ -50,7 +52,7 @@ func TestPasses(t *testing.T) {
 				}
 				return r, nil
 			}
-			rep, err := passes(semantics.Precision{Activations: "start"}, pass)
+			rep, err := passes(semantics.Precision{Activations: "start"}, nil, pass)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,5 +78,24 @@ func TestPasses(t *testing.T) {
 					rep.Before.Activations, rep.BeforeRecords[0].Exact, rep.Classes[0].Before, rep.Classes[0].ExactBefore)
 			}
 		})
+	}
+}
+
+// TestPassesWithinBudget: with a budget whose deadline is nearer than
+// twice the first pass's time, no later pass is begun, roles or not.
+func TestPassesWithinBudget(t *testing.T) {
+	hurry, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	runs := 0
+	pass := func(start semantics.Precision) (*Report, error) {
+		runs++
+		time.Sleep(20 * time.Millisecond)
+		return &Report{AfterRecords: []Record{{N: 10, Exact: 5 + runs}}, Roles: []RoleReport{{Class: "linear"}}}, nil
+	}
+	if _, err := passes(semantics.Precision{}, hurry, pass); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 1 {
+		t.Errorf("passes run: %d, want 1 (the budget leaves less than twice the first's time)", runs)
 	}
 }
