@@ -18,8 +18,8 @@ import (
 // lattice is read off t's sorted values; β and γ off the entries inside
 // the clamp (least squares, then the simplest numbers every entry
 // allows); the clamp's bounds, where some entry lies past them, from k's
-// least and greatest. Only where every entry agrees exactly; f32 only (a
-// narrower format's rounding of the grid blurs the lattice).
+// least and greatest. Only where every entry agrees exactly; in f32 (a
+// narrower format's rounding blurs the lattice: gridRoundTrip reads it).
 func (s *synth) gridQuantised(t *val, vals []*val) *val {
 	if t.numel() < 16 {
 		return nil
