@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,5 +240,52 @@ func TestPinnedTakesArithmetic(t *testing.T) {
 		if r := rules[i]; r.Round != want.round || r.Math != want.math || r.Out != "f32" {
 			t.Errorf("rule %d: %+v, want out f32 round %q math %q", i, r, want.round, want.math)
 		}
+	}
+}
+
+// TestPruneStoredSums: a convolution's sums stored one product at a time
+// (round=accum, costly and scalar) are scored only where the class's own
+// outputs are farther than bf16's unit roundoff from the trace (torch
+// 1.13's CPU kernels: ~10⁻²); a GPU's convolutions, near it, do not try
+// them, however far the boundaries after them are (an attention's miss);
+// with no convolution output captured, they are not tried.
+func TestPruneStoredSums(t *testing.T) {
+	var own bits
+	own.set(0)
+	rec := func(class string, n, exact int, d2 float64) Record {
+		return Record{Key: "s0/" + class + "/out", OpClass: class, N: n, Exact: exact, SumD2: d2, SumR2: 1, cone: own}
+	}
+	cands := classCandidates("conv2d", "bf16")
+	conv := &factor{name: "conv2d", class: "conv2d", cands: cands, cover: own}
+	a := search.Assignment{"conv2d": "plain"}
+	for _, tc := range []struct {
+		name   string
+		recs   []Record
+		pruned bool
+	}{
+		{"own outputs 10⁻² off: scored", []Record{rec("conv2d", 64, 10, 1e-4)}, false},
+		{"own outputs within a rounding, the attention after them far: pruned",
+			[]Record{rec("conv2d", 64, 60, 1e-6), rec("attention", 64, 0, 1e-2)}, true},
+		{"no convolution output captured: pruned", []Record{rec("attention", 64, 0, 1e-2)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := &discovery{acts: "bf16", byName: map[string]*factor{conv.name: conv}, order: []*factor{conv},
+				cache: map[runKey][]Record{}, sample: DefaultSampleRows}
+			js, err := json.Marshal(ds.precisionOf(a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds.cache[runKey{plan: string(js), sampled: true}] = tc.recs
+			got, err := ds.Prune(context.Background(), conv.name, "round=accum", a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pruned := strings.HasPrefix(got, PrunedExact); pruned != tc.pruned {
+				t.Errorf("Prune(round=accum) = %q, want pruned %v", got, tc.pruned)
+			}
+		})
+	}
+	if slices.ContainsFunc(classCandidates("conv2d", "f32"), func(c Candidate) bool { return c.Label == "round=accum" }) {
+		t.Error("stored sums offered in f32")
 	}
 }
