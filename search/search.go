@@ -42,7 +42,14 @@ func (a Assignment) key() string {
 	sort.Strings(names)
 	var sb strings.Builder
 	for _, k := range names {
-		fmt.Fprintf(&sb, "%s=%v;", k, a[k])
+		sb.WriteString(k)
+		sb.WriteByte('=')
+		if v, ok := a[k].(string); ok {
+			sb.WriteString(v) // most values: as %v writes them, without its cost
+		} else {
+			fmt.Fprint(&sb, a[k])
+		}
+		sb.WriteByte(';')
 	}
 	return sb.String()
 }
@@ -176,7 +183,7 @@ var ErrNoCandidates = errors.New("search: factor has no candidate values")
 // starts at its first value).
 func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment, o Options) (*Result, error) {
 	o = o.withDefaults()
-	s := &searcher{obj: obj, opts: o, cache: map[string]Score{}}
+	s := &searcher{obj: obj, opts: o, cache: scoreCache{}}
 	a := start.clone()
 	if a == nil {
 		a = Assignment{}
@@ -238,12 +245,30 @@ func Run(ctx context.Context, factors []Factor, obj Objective, start Assignment,
 type searcher struct {
 	obj       Objective
 	opts      Options
-	cache     map[string]Score
+	cache     scoreCache
 	evals     int
 	lookups   int
 	pruned    int
 	outOfTime bool // Options.Hurry was done
 	unscored  int  // candidates a report left unscored for want of time
+}
+
+// scoreCache holds the scores taken, by assignment (its key) and factor:
+// a stage's run scores every factor of the assignment at once.
+type scoreCache map[string]map[string]Score
+
+func (c scoreCache) get(factor, key string) (Score, bool) {
+	sc, ok := c[key][factor]
+	return sc, ok
+}
+
+func (c scoreCache) put(factor, key string, sc Score) {
+	m := c[key]
+	if m == nil {
+		m = map[string]Score{}
+		c[key] = m
+	}
+	m[factor] = sc
 }
 
 // late reports whether Options.Hurry is done (and remembers it).
@@ -273,8 +298,8 @@ func (s *searcher) prune(ctx context.Context, f string, v any, a Assignment) (st
 
 func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Score, error) {
 	s.lookups++
-	k := factor + "|" + a.key()
-	if sc, ok := s.cache[k]; ok && !sc.Bound {
+	k := a.key()
+	if sc, ok := s.cache.get(factor, k); ok && !sc.Bound {
 		return sc, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -288,7 +313,7 @@ func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Scor
 		sc.Err = math.Inf(1) // a candidate that produces NaN explains nothing
 	}
 	s.evals++
-	s.cache[k] = sc
+	s.cache.put(factor, k, sc)
 	return sc, nil
 }
 
@@ -298,9 +323,9 @@ func (s *searcher) score(ctx context.Context, factor string, a Assignment) (Scor
 func (s *searcher) total(ctx context.Context, fs []Factor, a Assignment, bound float64) (Score, error) {
 	if bo, ok := s.obj.(BoundedObjective); ok {
 		var t Score
-		known := true
+		known, k := true, a.key()
 		for _, f := range fs {
-			sc, ok := s.cache[f.Name+"|"+a.key()]
+			sc, ok := s.cache.get(f.Name, k)
 			known = known && ok
 			t.Err += sc.Err
 			t.TieBreak += sc.TieBreak
@@ -343,14 +368,15 @@ func (s *searcher) stage(ctx context.Context, bo BoundedObjective, fs []Factor, 
 	s.evals++
 	s.lookups += len(fs)
 	var t Score
+	k := a.key()
 	for i, f := range fs {
 		sc := scores[i]
 		if math.IsNaN(sc.Err) {
 			sc.Err = math.Inf(1)
 		}
 		sc.Bound = !complete
-		if old, ok := s.cache[f.Name+"|"+a.key()]; !ok || old.Bound {
-			s.cache[f.Name+"|"+a.key()] = sc
+		if old, ok := s.cache.get(f.Name, k); !ok || old.Bound {
+			s.cache.put(f.Name, k, sc)
 		}
 		t.Err += sc.Err
 		t.TieBreak += sc.TieBreak
@@ -502,7 +528,7 @@ func (s *searcher) report(ctx context.Context, f Factor, fs []Factor, a Assignme
 		base[f.Name] = v
 		best := Score{Err: math.Inf(1)}
 		try := func(c Assignment) error {
-			sc, ok := s.cache[f.Name+"|"+c.key()] // a bound too: the evidence says so
+			sc, ok := s.cache.get(f.Name, c.key()) // a bound too: the evidence says so
 			var err error
 			switch {
 			case !ok && s.late() && !reflect.DeepEqual(c[f.Name], a[f.Name]):

@@ -136,6 +136,8 @@ type discovery struct {
 	tmpl []Record
 	// stage names the whole runs' progress.
 	stage string
+	// scopes: the units each rule scope matches (scopeUnits)
+	scopes map[string]bits
 }
 
 // runKey is a plan (its JSON) and whether its run sampled rows.
@@ -793,29 +795,6 @@ func withArithmetic(rules []semantics.PrecisionRule) {
 			}
 		}
 	}
-}
-
-// simplify drops the rules whose removal changes no unit's spec.
-func (ds *discovery) simplify(p semantics.Precision) []semantics.PrecisionRule {
-	specs := func(q semantics.Precision) []exec.Spec {
-		out := make([]exec.Spec, len(ds.units))
-		for i, u := range ds.units {
-			out[i], _ = program.SpecFor(&q, u.Op, u.Role)
-		}
-		return out
-	}
-	want := specs(p)
-	rules := slices.Clone(p.Rules)
-	for i := 0; i < len(rules); {
-		q := p
-		q.Rules = slices.Delete(slices.Clone(rules), i, i+1)
-		if slices.Equal(specs(q), want) {
-			rules = q.Rules
-			continue
-		}
-		i++
-	}
-	return rules
 }
 
 // run evaluates a plan (memoised by the plan): on every row, or as the

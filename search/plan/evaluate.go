@@ -144,6 +144,7 @@ type Evaluator struct {
 	// per program
 	nodeKey  []uint64
 	nodeUnit []int             // unit id of node i, -1 for none
+	starting map[int][]segmentStart
 	envVer   map[string]uint64 // versions of the constants (weights and inputs never change)
 }
 
@@ -226,6 +227,7 @@ func (e *Evaluator) program() {
 	p := e.r.P
 	e.nodeKey = make([]uint64, len(p.Nodes))
 	e.nodeUnit = make([]int, len(p.Nodes))
+	e.starting = segmentStarts(p)
 	for i := range p.Nodes {
 		n := &p.Nodes[i]
 		h := fnv.New64a()

@@ -295,27 +295,51 @@ func (f *fwd) rootOf(name string) string {
 // enter opens the segments that start at node i (outermost first) and
 // serves their modules' input taps whose values exist already.
 func (f *fwd) enter(i int) error {
-	for _, s := range f.p.Segments {
-		if s.Start != i || s.End <= s.Start {
-			continue
-		}
-		f.active = append(f.active, s)
-		for _, name := range f.p.Order {
-			v := f.p.Values[name]
-			for _, tp := range v.Taps {
-				if !tp.In || tp.Module != s.Module {
-					continue
-				}
-				if _, err := f.get(name); err != nil {
-					continue // made inside the segment: served when made
-				}
-				if err := f.serve(name, tp); err != nil {
-					return err
-				}
+	for _, st := range f.e.starting[i] {
+		f.active = append(f.active, st.seg)
+		for _, in := range st.inputs {
+			if _, err := f.get(in.name); err != nil {
+				continue // made inside the segment: served when made
+			}
+			if err := f.serve(in.name, in.tap); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
+}
+
+// segmentStart is a segment and the input taps of its module, each with
+// its value, in the program's order of values.
+type segmentStart struct {
+	seg    program.Segment
+	inputs []namedTap
+}
+
+type namedTap struct {
+	name string
+	tap  program.Tap
+}
+
+// segmentStarts indexes p's segments by the node they start at (those
+// of no nodes left out), in p's order of segments: every node of every
+// forward asks which segments begin there.
+func segmentStarts(p *program.Program) map[int][]segmentStart {
+	inputs := map[string][]namedTap{} // by module
+	for _, name := range p.Order {
+		for _, tp := range p.Values[name].Taps {
+			if tp.In {
+				inputs[tp.Module] = append(inputs[tp.Module], namedTap{name, tp})
+			}
+		}
+	}
+	out := map[int][]segmentStart{}
+	for _, s := range p.Segments {
+		if s.End > s.Start {
+			out[s.Start] = append(out[s.Start], segmentStart{seg: s, inputs: inputs[s.Module]})
+		}
+	}
+	return out
 }
 
 // leave closes the segments that end before node i.
