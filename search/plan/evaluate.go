@@ -143,7 +143,7 @@ type Evaluator struct {
 
 	// per program
 	nodeKey  []uint64
-	nodeUnit []int             // unit id of node i, -1 for none
+	nodeUnit []int // unit id of node i, -1 for none
 	starting map[int][]segmentStart
 	envVer   map[string]uint64 // versions of the constants (weights and inputs never change)
 }
