@@ -113,6 +113,9 @@ type factor struct {
 	glob  string // "" for the whole class
 	cands []Candidate
 	cover bits // units it sets
+	// recs: the template's records whose cone meets cover, by index
+	// (tmplRecs), once the template is run
+	recs []int
 }
 
 type discovery struct {
@@ -138,6 +141,9 @@ type discovery struct {
 	stage string
 	// scopes: the units each rule scope matches (scopeUnits)
 	scopes map[string]bits
+	// likeRecs, likeOK: likeTmpl's last answer
+	likeRecs *Record
+	likeOK   bool
 }
 
 // runKey is a plan (its JSON) and whether its run sampled rows.
@@ -887,13 +893,9 @@ func (ds *discovery) Stage(ctx context.Context, names []string, a search.Assignm
 	// Stopped: each factor's inexact values so far over all it scores.
 	for i, f := range fs {
 		n, bad := 0, 0
-		for j := range ds.tmpl {
-			if ds.tmpl[j].cone.intersects(f.cover) {
-				n += ds.tmpl[j].N
-			}
-		}
-		for j := range recs {
-			if recs[j].cone.intersects(f.cover) {
+		for _, j := range ds.tmplRecs(f) {
+			n += ds.tmpl[j].N
+			if j < len(recs) { // the records so far: the template's first
 				bad += recs[j].N - recs[j].Exact
 			}
 		}
@@ -986,23 +988,22 @@ func (f *factor) candidate(v any) (Candidate, bool) {
 // once that exceeds bound. A run whose records are not the template's
 // (another program) is not stopped.
 func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) bool {
-	fs := make([]*factor, len(names))
 	n := make([]int, len(names))
-	for i, name := range names {
-		fs[i] = ds.byName[name]
-		for j := range ds.tmpl {
-			if ds.tmpl[j].cone.intersects(fs[i].cover) {
-				n[i] += ds.tmpl[j].N
-			}
+	covering := make([][]int, len(ds.tmpl)) // the factors of each record, in names' order
+	for k, name := range names {
+		f := ds.byName[name]
+		for _, j := range ds.tmplRecs(f) {
+			n[k] += ds.tmpl[j].N
+			covering[j] = append(covering[j], k)
 		}
 	}
 	i, lb, off := 0, 0.0, false
 	limit := bound*(1+1e-9) + 1e-15 // never on a tie
-	weigh := func(r *Record) float64 {
+	weigh := func(r *Record) float64 { // r is the template's record i
 		w := 0.0
 		if bad := r.N - r.Exact; bad > 0 {
-			for k, f := range fs {
-				if n[k] > 0 && r.cone.intersects(f.cover) {
+			for _, k := range covering[i] {
+				if n[k] > 0 {
 					w += float64(bad) / float64(n[k])
 				}
 			}
@@ -1017,8 +1018,8 @@ func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) 
 		if partial {
 			return lb+weigh(r) > limit
 		}
-		i++
 		lb += weigh(r)
+		i++
 		return lb > limit
 	}
 }
@@ -1125,11 +1126,8 @@ func (ds *discovery) errOf(recs []Record, f *factor) search.Score {
 	var n, exact int
 	var sd, sr float64
 	worst, worstFrac := "", 2.0
-	for i := range recs {
+	for _, i := range ds.recsOf(recs, f) {
 		r := &recs[i]
-		if !r.cone.intersects(f.cover) {
-			continue
-		}
 		n += r.N
 		exact += r.Exact
 		sd += r.SumD2
@@ -1148,13 +1146,60 @@ func (ds *discovery) errOf(recs []Record, f *factor) search.Score {
 
 // scored counts f's records.
 func (ds *discovery) scored(recs []Record, f *factor) int {
-	n := 0
+	return len(ds.recsOf(recs, f))
+}
+
+// recsOf lists the indexes of f's records in recs, those whose cone meets
+// f's cover: the template's list where recs are the template's records
+// (every complete run of the program), else found anew.
+func (ds *discovery) recsOf(recs []Record, f *factor) []int {
+	if ds.likeTmpl(recs) {
+		return ds.tmplRecs(f)
+	}
+	var out []int
 	for i := range recs {
 		if recs[i].cone.intersects(f.cover) {
-			n++
+			out = append(out, i)
 		}
 	}
-	return n
+	return out
+}
+
+// tmplRecs lists the indexes of the template's records whose cone meets
+// f's cover (kept on f: every candidate's run asks).
+func (ds *discovery) tmplRecs(f *factor) []int {
+	if f.recs == nil {
+		f.recs = []int{}
+		for j := range ds.tmpl {
+			if ds.tmpl[j].cone.intersects(f.cover) {
+				f.recs = append(f.recs, j)
+			}
+		}
+	}
+	return f.recs
+}
+
+// likeTmpl reports whether recs are the template's records: the same
+// boundaries in the same order (and so the same cones). The last answer
+// is kept: one run's records are asked about once per factor.
+func (ds *discovery) likeTmpl(recs []Record) bool {
+	if ds.tmpl == nil || len(recs) != len(ds.tmpl) {
+		return false
+	}
+	if len(recs) > 0 && &recs[0] == ds.likeRecs {
+		return ds.likeOK
+	}
+	ok := true
+	for i := range recs {
+		if recs[i].Key != ds.tmpl[i].Key || !slices.Equal(recs[i].cone, ds.tmpl[i].cone) {
+			ok = false
+			break
+		}
+	}
+	if len(recs) > 0 {
+		ds.likeRecs, ds.likeOK = &recs[0], ok
+	}
+	return ok
 }
 
 // classExact pools the records made by an op of class.
