@@ -253,6 +253,20 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 					}
 					return s.fixedUpFilter1D(xs[0], t)
 				},
+				// a fixed linear map on blocks of each channel (a wavelet
+				// patcher and its inverse): only where nothing else came near
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.fixedBlockMap(xs[0], t)
+				},
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.fixedBlockUnmap(xs[0], t)
+				},
 			} {
 				if fit != nil && relRMS(t.format, fit.data, t.data) <= looseFloor(t.format) {
 					break
