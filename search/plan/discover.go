@@ -998,7 +998,7 @@ func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) 
 		}
 	}
 	i, lb, off := 0, 0.0, false
-	limit := bound*(1+1e-9) + 1e-15 // never on a tie
+	limit := bound*(1+1e-9) + 1e-15    // never on a tie
 	weigh := func(r *Record) float64 { // r is the template's record i
 		w := 0.0
 		if bad := r.N - r.Exact; bad > 0 {

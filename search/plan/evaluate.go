@@ -151,7 +151,7 @@ type Evaluator struct {
 	// attributes for every candidate's program was a third of its run
 	prevNodes  []program.Node
 	prevShapes []uint64
-	envVer   map[string]uint64 // versions of the constants (weights and inputs never change)
+	envVer     map[string]uint64 // versions of the constants (weights and inputs never change)
 }
 
 // refMeta is what is known of the reference's tensor at a key: where it
