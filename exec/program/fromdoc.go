@@ -271,6 +271,25 @@ func nodeFromDoc(pr *semantics.Precision, dn semantics.ProgramNode) (Node, error
 	return n, nil
 }
 
+// withSpecs is p with every node's spec resolved from pr (buildProgram's
+// program of the same document under another plan): the nodes are new,
+// the values, constants included, are p's.
+func (p *Program) withSpecs(pr *semantics.Precision) (*Program, error) {
+	q := *p
+	q.Nodes = slices.Clone(p.Nodes)
+	for i := range q.Nodes {
+		n := &q.Nodes[i]
+		if n.Op.exact() {
+			continue
+		}
+		var err error
+		if n.Spec, err = SpecFor(pr, n.Op.String(), n.Role); err != nil {
+			return nil, fmt.Errorf("node %d (%s %s): %w", i, n.Op, n.Role, err)
+		}
+	}
+	return &q, nil
+}
+
 func parseRopeLayout(s string) (exec.RopeLayout, error) {
 	switch s {
 	case "interleaved":

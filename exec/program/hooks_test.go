@@ -1,6 +1,7 @@
 package program_test
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -77,6 +78,72 @@ func TestSetPrecision(t *testing.T) {
 	}
 	if got := run(r); !slices.Equal(got, base) {
 		t.Error("SetPrecision back: result differs")
+	}
+}
+
+// TestSetPrecisionProgram: a document that carries its program, set to
+// another plan, has the nodes a runner built under that plan has, and
+// runs like it, and back.
+func TestSetPrecisionProgram(t *testing.T) {
+	c := fixtureCases()[1] // dit-bf16
+	tr, doc := open(t, c)
+	b := cpu.New(1)
+	p, err := program.Build(doc, shapesOf(t, doc, tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried := *doc
+	carried.Program = program.ToDoc(p)
+	other := doc.Precision
+	other.Rules = append([]semantics.PrecisionRule{{Op: "norm", Role: "blocks.*.norm1", Round: "stats"}, {Op: "act", Round: "each"}}, other.Rules...)
+	runner := func(d *semantics.Document) *program.Runner {
+		r, err := program.NewRunner(b, d, program.TraceParams(tr), program.TraceInputs(tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		return r
+	}
+	run := func(r *program.Runner) []float32 {
+		out, err := r.Run(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Free(out)
+		v, err := b.Download(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	r := runner(&carried)
+	base := run(r)
+	d2 := carried
+	d2.Precision = other
+	r2 := runner(&d2)
+	want := run(r2)
+	if slices.Equal(base, want) {
+		t.Fatal("the two plans give the same result: the test shows nothing")
+	}
+	if err := r.SetPrecision(other); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.P.Nodes, r2.P.Nodes) {
+		t.Error("SetPrecision: the nodes differ from those of a runner built under the plan")
+	}
+	if got := run(r); !slices.Equal(got, want) {
+		t.Error("SetPrecision: result differs from a runner built under the plan")
+	}
+	if err := r.SetPrecision(doc.Precision); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(r); !slices.Equal(got, base) {
+		t.Error("SetPrecision back: result differs")
+	}
+	bad := other
+	bad.Rules = append([]semantics.PrecisionRule{{Op: "act", Out: "no format"}}, bad.Rules...)
+	if err := r.SetPrecision(bad); err == nil {
+		t.Error("SetPrecision: a rule whose format does not parse was taken")
 	}
 }
 

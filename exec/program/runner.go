@@ -31,12 +31,15 @@ type Runner struct {
 	P   *Program
 	It  *Interpreter
 
-	build   func(*semantics.Document, Shapes) (*Program, error)
-	env     map[string]exec.Tensor // weights, inputs, constants
-	latents []exec.Tensor          // the request's initial latents, by index k of their role
-	sigmas  []float32
-	sign    float32
-	spec    struct{ timestep, scale, update exec.Spec }
+	build func(*semantics.Document, Shapes) (*Program, error)
+	// fromProgram: P is the program the document carries (Build of a
+	// version 2 document), which a plan changes only in its specs
+	fromProgram bool
+	env         map[string]exec.Tensor // weights, inputs, constants
+	latents     []exec.Tensor          // the request's initial latents, by index k of their role
+	sigmas      []float32
+	sign        float32
+	spec        struct{ timestep, scale, update exec.Spec }
 
 	// MemoLimit bounds what Run keeps of the step-invariant nodes' results
 	// (0: MemoBytes; see Memo).
@@ -46,7 +49,11 @@ type Runner struct {
 // NewRunner builds doc's program for the request in inputs, with the
 // weights from weights, and uploads both.
 func NewRunner(b exec.Backend, doc *semantics.Document, weights, inputs Source) (*Runner, error) {
-	return newRunner(b, doc, weights, inputs, Build)
+	r, err := newRunner(b, doc, weights, inputs, Build)
+	if r != nil {
+		r.fromProgram = doc.Program != nil
+	}
+	return r, err
 }
 
 // NewPartialRunner is NewRunner for a teacher-forced check of a document
@@ -399,10 +406,24 @@ func isLatents(source string) bool {
 
 // SetPrecision rebuilds the program under another precision plan (the
 // document is copied; its structure and factors are unchanged), keeping
-// the uploaded weights and inputs and re-uploading the constants.
+// the uploaded weights and inputs and re-uploading the constants (a
+// document's own program keeps its constants: only its specs change).
 func (r *Runner) SetPrecision(pr semantics.Precision) error {
 	doc := *r.Doc
 	doc.Precision = pr
+	if r.fromProgram && doc.Program != nil {
+		// a document that carries its program depends on the plan only
+		// through its nodes' specs: they are resolved again on the
+		// program in hand, which keeps its values and constants (a plan
+		// search sets a plan for every candidate it scores)
+		p, err := r.P.withSpecs(&doc.Precision)
+		if err != nil {
+			return fmt.Errorf("program: %w", err)
+		}
+		r.Doc, r.P = &doc, p
+		r.It = &Interpreter{B: r.B, P: p, Hooks: r.It.Hooks}
+		return r.loadSpecs()
+	}
 	shapes := Shapes{Weights: map[string][]int{}, Inputs: map[string][]int{}}
 	for _, v := range r.P.Values {
 		switch v.Kind {
