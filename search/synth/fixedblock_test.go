@@ -246,3 +246,40 @@ func TestFixedBlockInverse(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedBlockNonFinite: a NaN or an infinity among x's cells, or
+// zeros on both sides (a singular system: any map, so none read), leaves
+// the block map unread in both directions.
+func TestFixedBlockNonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(44, 1))
+	for _, tc := range []struct {
+		name string
+		bad  float32
+		zero bool
+	}{
+		{"NaN", float32(math.NaN()), false},
+		{"+Inf", float32(math.Inf(1)), false},
+		{"zeros", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := randVal(rng, 1, 2, 4, 4)
+			want := make([]float32, 1*8*2*2)
+			for i := range want {
+				want[i] = float32(rng.NormFloat64())
+			}
+			if tc.zero {
+				clear(x.data)
+				clear(want)
+			} else {
+				x.data[5] = tc.bad
+			}
+			s, _, target := planted(t, precision.F32, []int{1, 8, 2, 2}, want, x)
+			if v := s.fixedBlockMap(x, target); v != nil {
+				t.Errorf("read as a block map, to rel-RMS %.3g", errOf(v, target))
+			}
+			if v := s.fixedBlockUnmap(target, x); v != nil {
+				t.Errorf("read as a block unmap, to rel-RMS %.3g", errOf(v, x))
+			}
+		})
+	}
+}
