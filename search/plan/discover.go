@@ -998,8 +998,9 @@ func (ds *discovery) stopper(names []string, bound float64) func(*Record, bool) 
 		}
 	}
 	i, lb, off := 0, 0.0, false
-	limit := bound*(1+1e-9) + 1e-15    // never on a tie
-	weigh := func(r *Record) float64 { // r is the template's record i
+	limit := bound*(1+1e-9) + 1e-15 // never on a tie
+	// weigh is r's inexact values in the total; r is the template's record i
+	weigh := func(r *Record) float64 {
 		w := 0.0
 		if bad := r.N - r.Exact; bad > 0 {
 			for _, k := range covering[i] {
