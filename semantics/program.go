@@ -31,7 +31,7 @@ type Program struct {
 type ProgramValue struct {
 	Name string `json:"name"`
 	// Kind: weight (Source: parameter path), input (Source: input role),
-	// step_input (Source: latents | timestep | next_timestep: σ_i and σ_{i+1}), const (Data), temp.
+	// step_input (Source: latents | timestep | next_timestep | index: σ_i, σ_{i+1}, i), const (Data), temp.
 	Kind   string       `json:"kind"`
 	Source string       `json:"source,omitempty"`
 	Shape  []int        `json:"shape"`
@@ -330,7 +330,7 @@ func (f *Float32s) UnmarshalJSON(data []byte) error {
 var (
 	valueKinds = []string{"weight", "input", "step_input", "const", "temp"}
 	// stepSources are what a step input may be: the latents, σ_i, σ_{i+1}.
-	stepSources = []string{"latents", "timestep", "next_timestep"}
+	stepSources = []string{"latents", "timestep", "next_timestep", "index"}
 	// ProgramOps are the op names a program node may use (exec/program's
 	// Op names).
 	ProgramOps = []string{"linear", "norm", "modulate", "gated_residual", "rope", "attention",

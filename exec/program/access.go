@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // This file holds what an evaluator that runs the nodes itself
@@ -39,17 +40,36 @@ func (r *Runner) StepEnv(i int, xs ...exec.Tensor) (env map[string]exec.Tensor, 
 		}
 	}
 	env[stepTimestep] = t
-	if v, ok := r.P.Values[stepNextTimestep]; !ok || v.Kind != StepInput {
-		return env, func() { r.B.Free(t) }, nil
+	made := []exec.Tensor{t}
+	done = func() {
+		for _, x := range made {
+			r.B.Free(x)
+		}
 	}
-	// σ[i+1], in the timestep's format (a mean-flow model's second time)
-	n, err := r.B.Upload([]float32{r.sigmas[i+1]}, []int{1}, r.spec.timestep.Out)
-	if err != nil {
-		r.B.Free(t)
-		return nil, nil, fmt.Errorf("program: step %d: next timestep: %w", i, err)
+	// the step inputs a program reads only where it declares them: σ[i+1]
+	// in the timestep's format (a mean-flow model's second time) and the
+	// call's index i (a module switched by step)
+	for _, opt := range []struct {
+		name string
+		x    float32
+		f    precision.Format
+	}{{stepNextTimestep, 0, r.spec.timestep.Out}, {stepIndex, float32(i), precision.F32}} {
+		if v, ok := r.P.Values[opt.name]; !ok || v.Kind != StepInput {
+			continue
+		}
+		x := opt.x
+		if opt.name == stepNextTimestep {
+			x = r.sigmas[i+1]
+		}
+		u, err := r.B.Upload([]float32{x}, []int{1}, opt.f)
+		if err != nil {
+			done()
+			return nil, nil, fmt.Errorf("program: step %d: %s: %w", i, opt.name, err)
+		}
+		env[opt.name] = u
+		made = append(made, u)
 	}
-	env[stepNextTimestep] = n
-	return env, func() { r.B.Free(t); r.B.Free(n) }, nil
+	return env, done, nil
 }
 
 // Views reports whether o's outputs may share storage with its input, so

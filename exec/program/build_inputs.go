@@ -15,6 +15,10 @@ const (
 	// second timestep, the one its step ends at); programs read it only
 	// where a model argument is made from it.
 	stepNextTimestep = "step:next_timestep"
+	// stepIndex is the model call's index i in the run (0 first), as f32:
+	// a module a pipeline switches on or off by step (GLIGEN's fusers,
+	// on for the first steps only) reads it.
+	stepIndex = "step:index"
 )
 
 // InputValue is the value name of the request input with a role.

@@ -16,6 +16,8 @@ const (
 	StepTimestep = stepTimestep
 	// StepNextTimestep is the step input σ[i+1] (source "next_timestep").
 	StepNextTimestep = stepNextTimestep
+	// StepIndex is the step input i, the model call's index (source "index").
+	StepIndex = stepIndex
 )
 
 // ParseOp reads an op's name (Op.String).

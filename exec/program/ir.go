@@ -139,7 +139,7 @@ type ValueKind uint8
 const (
 	Weight    ValueKind = iota + 1 // a parameter (Source: its path); lives for the whole run
 	Input                          // a request input (Source: its role); lives for the whole run
-	StepInput                      // given to each forward (Source: "latents", "timestep", "next_timestep")
+	StepInput                      // given to each forward (Source: "latents", "timestep", "next_timestep", "index")
 	Const                          // host data made by the builder (Data); uploaded once
 	Temp                           // an intermediate: freed after its last use
 )
@@ -174,7 +174,7 @@ func (t Tap) Key(step int) string { return fmt.Sprintf("s%d/%s/%s", step, t.Modu
 type Value struct {
 	Name   string
 	Kind   ValueKind
-	Source string // Weight: parameter path; Input: role; StepInput: "latents" | "timestep" | "next_timestep"
+	Source string // Weight: parameter path; Input: role; StepInput: "latents" | "timestep" | "next_timestep" | "index"
 	Shape  []int  // static: a program is built for one request's shapes
 	Data   []float32
 	Format precision.Format // Const: the format Data is uploaded in

@@ -434,7 +434,7 @@ func (r *Runner) SetPrecision(pr semantics.Precision) error {
 			// trace's): only the sampler's step inputs are made per step
 			shapes.Inputs[v.Source] = v.Shape
 		case StepInput:
-			if v.Source != "timestep" && v.Source != "next_timestep" {
+			if v.Source != "timestep" && v.Source != "next_timestep" && v.Source != "index" {
 				shapes.Inputs[v.Source] = v.Shape
 			}
 		}

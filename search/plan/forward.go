@@ -563,6 +563,11 @@ func (rs *runState) flowRun() error {
 			f.steps["next_timestep"] = &slot{kind: slotEnv, ver: hashString(fmt.Sprintf("next_timestep:%d|%s", i, timestep.Out)),
 				deps: td, makers: td, shape: slices.Clone(ts.Shape()), format: ts.Format(), envT: ts}
 		}
+		if ix := env[program.StepIndex]; ix != nil {
+			// the call's index: no rule rounds it
+			f.steps["index"] = &slot{kind: slotEnv, ver: hashString(fmt.Sprintf("index:%d", i)),
+				shape: slices.Clone(ix.Shape()), format: ix.Format(), envT: ix}
+		}
 		outs, err := f.forward()
 		if err == nil && len(outs) < len(xs) {
 			err = fmt.Errorf("program: %d outputs for %d latents", len(outs), len(xs))
