@@ -56,6 +56,7 @@ func (s *synth) driving(root trace.Call) (*drive, error) {
 	}
 	if sigmaName != "" {
 		d.run = "flow_euler"
+		s.stepped = true
 	}
 	st.Run = d.run
 	roles := map[string]string{}

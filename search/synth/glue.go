@@ -222,7 +222,10 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 		s.axisGathered,
 		// values moved, or pieces joined, then clamped (a decoded
 		// clip brought into [−1, 1])
-		s.clampedMoves} {
+		s.clampedMoves,
+		// a value where a mask keeps its rows, a learned null vector
+		// where it drops them
+		s.nullBlended} {
 		v := try(target, vals)
 		if v == nil {
 			continue
@@ -1557,6 +1560,11 @@ func (s *synth) joinedAt(t *val, sc *scope, vals []*val, depth int) *val {
 				}
 				found = s.reshape(v, sub.shape) // the piece, in t's layout
 				break
+			}
+			if found == nil && depth == 0 {
+				// a value where a mask keeps its rows, a learned null
+				// vector where it drops them (padded objects' features)
+				found = s.nullBlendedPiece(t, ax, off, vals)
 			}
 			if found == nil {
 				// a piece that is a value with its axes moved (a conv's

@@ -1813,13 +1813,50 @@ func (s *synth) sinusoidScales(x, t *val, p exec.TimestepParams) []float32 {
 // P^(−1/(half − shift)) whatever the scale, so P is the ratio's power,
 // written to 4 significant digits (in a narrow format, whose sines blur
 // the angles and the power spreads, to 1 and 2); none where the rows
-// disagree, or where the period is 10⁴ (tried first).
+// disagree, or where the period is 10⁴ (tried first). A period below 1
+// makes the frequencies rise along the table (GLIGEN's boxes: 100^(i/8),
+// a period of 1/100): the lowest are its first two. Both readings are
+// kept where each holds (one row whose last angles turned past π may
+// read as a falling table by chance).
 func (s *synth) sinusoidPeriods(x, t *val, p exec.TimestepParams) []float32 {
 	half := p.Dim / 2
 	if half < 3 || float32(half) <= p.FreqShift {
 		return nil
 	}
+	spread, digits := 1e-2, []int{4}
+	if t.format != precision.F32 {
+		spread, digits = 0.3, []int{1, 2}
+	}
+	var out []float32
+	for _, rising := range []bool{false, true} {
+		reads := s.periodReads(x, t, p, rising)
+		if len(reads) == 0 {
+			continue
+		}
+		slices.Sort(reads)
+		mid := reads[len(reads)/2]
+		if !(mid > 0) || math.IsInf(mid, 0) || (mid > 1) == rising || reads[len(reads)-1]-reads[0] > spread*mid || math.Abs(mid-1e4) < 1e2 {
+			continue
+		}
+		for _, d := range digits {
+			if v := float32(roundSignificant(mid, d)); v != 1e4 && v > 0 && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// periodReads are the periods each nonzero timestep's row gives from
+// the ratio of its two lowest frequencies' angles: the table's last two
+// (falling frequencies, a period above 1) or its first two (rising).
+func (s *synth) periodReads(x, t *val, p exec.TimestepParams, rising bool) []float64 {
+	half := p.Dim / 2
 	sinAt, cosAt := exec.TimestepColumns(p)
+	lo, next := half-1, half-2
+	if rising {
+		lo, next = 0, 1
+	}
 	var reads []float64
 	for _, st := range s.tr.Steps() {
 		xd, ok1 := s.at(x, st)
@@ -1832,34 +1869,19 @@ func (s *synth) sinusoidPeriods(x, t *val, p exec.TimestepParams) []float32 {
 				continue
 			}
 			row := td[n*p.Dim : (n+1)*p.Dim]
-			lo, next := half-1, half-2
 			a := math.Atan2(float64(row[sinAt+lo]), float64(row[cosAt+lo]))
 			b := math.Atan2(float64(row[sinAt+next]), float64(row[cosAt+next]))
 			if a == 0 || b/a <= 1 {
 				continue // the next angle turned past π: the ratio cannot be read
 			}
-			reads = append(reads, math.Pow(b/a, float64(float32(half)-p.FreqShift)))
+			r := math.Pow(b/a, float64(float32(half)-p.FreqShift))
+			if rising {
+				r = 1 / r
+			}
+			reads = append(reads, r)
 		}
 	}
-	if len(reads) == 0 {
-		return nil
-	}
-	slices.Sort(reads)
-	mid := reads[len(reads)/2]
-	spread, digits := 1e-2, []int{4}
-	if t.format != precision.F32 {
-		spread, digits = 0.3, []int{1, 2}
-	}
-	if !(mid > 1) || math.IsInf(mid, 0) || reads[len(reads)-1]-reads[0] > spread*mid || math.Abs(mid-1e4) < 1e2 {
-		return nil
-	}
-	var out []float32
-	for _, d := range digits {
-		if v := float32(roundSignificant(mid, d)); v != 1e4 && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
+	return reads
 }
 
 // derive runs a movement or helper expression and returns its value (nil

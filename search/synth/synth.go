@@ -154,6 +154,11 @@ type synth struct {
 	// sigma is σ_i, the step input every timestep argument is made from;
 	// sigmaNext σ_{i+1}, bound where an argument is made from it.
 	sigma, sigmaNext *val
+	// stepIndex is the model call's index i (stepIndexValue), bound where
+	// a module is switched by step; stepped: the run is a sampling loop,
+	// whose program the runner gives i at each call.
+	stepIndex *val
+	stepped   bool
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
 	// latePieces: a join's pieces may be combined values along the last

@@ -154,6 +154,7 @@ func (s *synth) call(c trace.Call, args map[string]*val) (map[string]*val, error
 			outs[p.Name] = s.explain(target, sc)
 		}
 		s.explainAgain(c, sc, outs)
+		s.stepSwitched(c, sc, outs)
 		if len(c.Params) > 0 || len(s.madeWeights(sc)) > 0 {
 			s.refitAsLeaf(c, sc, args, outs)
 		}
