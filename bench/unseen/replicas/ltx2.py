@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from run import SIGMAS, get_timestep_embedding, sdpa
+from run import SIGMAS, _bf16, _to, get_timestep_embedding, place, sdpa
 import zflow_capture
 from weights import randomize
 
@@ -622,18 +622,34 @@ def main(outdir, layers=2):
     model = model.eval()
     cond = inputs(model, torch.Generator().manual_seed(2))
     x, a = cond.pop("noise"), cond.pop("audio_noise")
-    path = os.path.join(outdir, "ltx2-f32.npz")
+    # REPLICA_DTYPE=bf16 [REPLICA_DEVICE=cuda] as run.py's capture: the model and the floating inputs in bf16
+    # (the coordinates kept f32, as the model makes its own), the latents updated in their dtype
+    tag = os.environ.get("REPLICA_DTYPE", "f32")
+    device = os.environ.get("REPLICA_DEVICE", "cpu")
+    if tag == "bf16":
+        model = place(model, torch.bfloat16, device)
+        cond = {k: v if "coords" in k else _bf16(k, v) for k, v in cond.items()}
+        x, a = x.to(torch.bfloat16), a.to(torch.bfloat16)
+    elif tag != "f32":
+        raise SystemExit(f"REPLICA_DTYPE={tag}: f32 or bf16")
+    if device != "cpu":
+        if tag != "bf16":
+            raise SystemExit("REPLICA_DEVICE: for the bf16 run only (the f32 reference runs on the CPU)")
+        cond = {k: _to(v, device) for k, v in cond.items()}
+        x, a = x.to(device), a.to(device)
+        torch.set_default_device(device)
+    path = os.path.join(outdir, f"ltx2-{tag}.npz")
     prod = dict(PRODUCER, case="ltx2", library="replica", placement="hf")
     with zflow_capture.Capture(model, name="transformer", path=path, producer=prod) as cap:
         for k, v in cond.items():
             cap.input(k, v)
         cap.input("noise", x)
         cap.input("audio_noise", a)
-        cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32))
+        cap.input("sigmas", torch.tensor(SIGMAS, dtype=torch.float32, device=x.device))
         with torch.no_grad():
             for i in range(len(SIGMAS) - 1):
                 with cap.step(i):
-                    t = torch.tensor([SIGMAS[i] * 1000.0], dtype=torch.float32).expand(x.shape[0])
+                    t = torch.tensor([SIGMAS[i] * 1000.0], dtype=torch.float32, device=x.device).expand(x.shape[0])
                     v, va = model(
                         hidden_states=x, audio_hidden_states=a, encoder_hidden_states=cond["prompt_embeds"],
                         audio_encoder_hidden_states=cond["audio_prompt_embeds"], timestep=t,
@@ -641,8 +657,8 @@ def main(outdir, layers=2):
                         audio_encoder_attention_mask=cond["prompt_attention_mask"], num_frames=FRAMES, height=HEIGHT,
                         width=WIDTH, fps=FPS, audio_num_frames=AUDIO_FRAMES, video_coords=cond["video_coords"],
                         audio_coords=cond["audio_coords"], return_dict=False)
-                x = x + (SIGMAS[i + 1] - SIGMAS[i]) * v.float()
-                a = a + (SIGMAS[i + 1] - SIGMAS[i]) * va.float()
+                x = x + (SIGMAS[i + 1] - SIGMAS[i]) * v.to(x.dtype)
+                a = a + (SIGMAS[i + 1] - SIGMAS[i]) * va.to(a.dtype)
         cap.output("latents", x)
         cap.output("audio_latents", a)
     deflate(path)
