@@ -51,7 +51,8 @@ class Kandinsky5TimeEmbeddings(nn.Module):
         self.activation = nn.SiLU()
         self.out_layer = nn.Linear(time_dim, time_dim, bias=True)
 
-    def forward(self, time):  # upstream: @torch.autocast("cuda", float32), a no-op on CPU f32
+    @torch.autocast(device_type="cuda", dtype=torch.float32)  # upstream's: the bf16 run's time MLP in f32 on CUDA
+    def forward(self, time):
         args = torch.outer(time, self.freqs.to(device=time.device))
         time_embed = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
         return self.out_layer(self.activation(self.in_layer(time_embed)))
@@ -127,6 +128,7 @@ class Kandinsky5Modulation(nn.Module):
         self.activation = nn.SiLU()
         self.out_layer = nn.Linear(time_dim, num_params * model_dim)
 
+    @torch.autocast(device_type="cuda", dtype=torch.float32)  # upstream's, as above
     def forward(self, x):
         return self.out_layer(self.activation(x))
 
