@@ -300,8 +300,10 @@ def inputs(g):
 def call(model, x, sigma, c):
     t = torch.tensor(sigma * 1000, dtype=torch.float32)
     t_model = 1.0 - (t.float() / 1000)
-    t_model = t_model.expand(x.shape[0]).to(torch.float32)
-    pos_z = torch.cat([c["text_z_padding"], x], dim=1)
+    # the pipeline's .to(self.transformer.dtype) on both (f32 in the f32 run)
+    dtype = next(model.parameters()).dtype
+    t_model = t_model.expand(x.shape[0]).to(dtype)
+    pos_z = torch.cat([c["text_z_padding"], x], dim=1).to(dtype)
     pos_out = model(hidden_states=pos_z, timestep=t_model, encoder_hidden_states=c["encoder_hidden_states"],
                     position_ids=c["position_ids"], segment_ids=c["segment_ids"], indicator=c["indicator"],
                     return_dict=False)[0]
@@ -312,7 +314,7 @@ def call(model, x, sigma, c):
 PRODUCER = dict(
     library_source="replica of huggingface/diffusers transformer_ideogram4.py@33c76774cc1e and the parts it imports "
                    "(torch 1.13)",
-    timestep="1 - sigma (model time t_model = 1 - t/1000, t = sigma*1000), float32",
+    timestep="1 - sigma (model time t_model = 1 - t/1000, t = sigma*1000), in the model's dtype",
     velocity="the image rows of the output, negated (Ideogram4Pipeline: scheduler.step(-v)), guidance 1",
     note="Ideogram 4 single-sequence DiT, 2 blocks: [left pad 2, text 4, image 2x4] packed rows, roles from an "
          "integer indicator (image rows x (ind == 2), text features x (ind == 3), embedding of ind == 2); "
