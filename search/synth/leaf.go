@@ -1636,6 +1636,19 @@ func (s *synth) fitSinusoid(x, t *val) *val {
 		}
 		v, ev = s.best(t, cands)
 	}
+	if v == nil && x.format != precision.F32 {
+		// the timestep scaled by 1000 in its own narrow format before the
+		// frequencies (scale · t on a bf16 tensor inside the embedding,
+		// F5-TTS's): the product rounds, 0.6 · 1000 to 600
+		if xs := s.derive(&expr{op: program.OpMul, args: []*val{x, s.constant(1000)}, out: x.format, label: "t·1000"}); xs != nil {
+			cands := sinusoids(func(exec.TimestepParams) []float32 { return []float32{1} })
+			for _, c := range cands {
+				c.args = []*val{xs}
+				c.label = strings.Replace(c.label, "scale=1", "t scaled first by 1000 in "+x.format.String(), 1)
+			}
+			v, ev = s.best(t, cands)
+		}
+	}
 	if v == nil {
 		// another period than 10⁴ (a config's max_period): read off the
 		// ratio of the two lowest frequencies' angles, then the scale

@@ -195,3 +195,49 @@ func TestOtherScaling(t *testing.T) {
 		t.Errorf("no scale to move, yet moved: %s", w.from.label)
 	}
 }
+
+// TestSinusoidNarrowTimestepScaled: a bf16 timestep multiplied by 1000
+// in bf16 before its frequencies (0.6 becomes 0.6015625, then 600, not
+// 601.5625: F5-TTS's embedding of a bf16 time) is read as that product,
+// stored in bf16, then the sinusoid; the same table of the f32 product
+// is not within the tolerance, so no other reading explains it.
+func TestSinusoidNarrowTimestepScaled(t *testing.T) {
+	steps := []float32{0.6015625, 0.25, 0.8984375, 0.1}
+	for i, v := range steps {
+		steps[i] = precision.BF16.Round(v)
+	}
+	x := &val{shape: []int{len(steps)}, data: steps, format: precision.BF16}
+	pre := make([]float32, len(steps))
+	for i, v := range steps {
+		pre[i] = precision.BF16.Round(v * 1000)
+	}
+	p := exec.TimestepParams{Dim: 32, FreqShift: 1, Scale: 1, MaxPeriod: 10000}
+	data, err := exec.TimestepEmbedding(pre, p, exec.MathPrecise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &val{shape: []int{len(steps), p.Dim}, data: data, format: precision.F32}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.BF16)}
+	v := s.fitSinusoid(x, target)
+	if v == nil {
+		t.Fatal("the bf16 timestep scaled in bf16 before its sinusoid: not explained")
+	}
+	arg := v.from.args[0]
+	if arg == x || arg.from == nil || arg.from.op != program.OpMul || arg.format != precision.BF16 {
+		t.Errorf("the sinusoid reads %v, want t·1000 stored in bf16", arg.shape)
+	}
+	if sc := relRMS(precision.F32, v.data, data); sc > 1e-6 {
+		t.Errorf("rel-RMS %g against the sinusoid of bf16(1000·t)", sc)
+	}
+	exact := make([]float32, len(steps))
+	for i, v := range steps {
+		exact[i] = v * 1000
+	}
+	wide, err := exec.TimestepEmbedding(exact, p, exec.MathPrecise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := relRMS(precision.F32, wide, data); sc <= tolerance(precision.F32) {
+		t.Fatalf("the planted table is within f32's tolerance of the f32 product's (%g): the case shows nothing", sc)
+	}
+}
