@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
 )
 
@@ -69,8 +70,21 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 		if ch.q.shape[1] == ch.k.shape[1] {
 			bs = append(bs, s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1])...)
 		}
-		for _, b := range append(bs, s.queryPositionBiases(sc, ch)...) {
-			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: ch.params}, args: []*val{ch.q, ch.k, ch.v, nil, b, ch.sinks}, out: t.format}
+		bs = append(bs, s.queryPositionBiases(sc, ch)...)
+		// a 0/1 mask per query and key (a caption's padding made pairwise,
+		// its first key kept for every query: HunyuanVideo's and
+		// Step1X-Edit's token refiners) on a choice without a mask of its
+		// own, after the biases
+		var qm []*val
+		if ch.params.Mask == exec.MaskNone {
+			qm = s.queryMasks(sc, ch.q, ch.k)
+		}
+		for j, b := range append(bs, qm...) {
+			p, bias, mask := ch.params, b, (*val)(nil)
+			if j >= len(bs) {
+				p.Mask, bias, mask = exec.MaskExplicit, nil, b
+			}
+			e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{ch.q, ch.k, ch.v, mask, bias, ch.sinks}, out: t.format}
 			sc := math.Inf(1)
 			if ch.q.shape[1] == t.shape[1] {
 				_, sc = s.ev.score(e, t)

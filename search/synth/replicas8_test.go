@@ -10,6 +10,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/cpu"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/trace"
 )
@@ -170,5 +171,43 @@ func TestLeadingSumPiece(t *testing.T) {
 	whole := &val{shape: []int{1, 4, 8}, data: sum(a, ka, 4), format: precision.F32}
 	if p = s.leadingSumPiece(whole, 1, 0, vals); p != nil {
 		t.Errorf("a whole sum was taken as a leading part: %v", p.shape)
+	}
+}
+
+// TestRankUnderPairwiseMask: a caption's padding mask made pairwise with
+// its first key kept for every query (HunyuanVideo's and Step1X-Edit's
+// token refiners: the padded queries attend to token 0 alone) moves the
+// right operands' score from far off to exact. Ranked under the masks
+// the scope holds, they come first among choices that scored better
+// without it, so the refinement's few slots reach them.
+func TestRankUnderPairwiseMask(t *testing.T) {
+	const S, H, D = 5, 2, 4
+	rng := rand.New(rand.NewPCG(45, 3))
+	q, k, v := randVal(rng, 1, S, H*D), randVal(rng, 1, S, H*D), randVal(rng, 1, S, H*D)
+	valid := []bool{true, true, true, false, false}
+	mask := &val{shape: []int{1, 1, S, S}, data: make([]float32, S*S), format: precision.F32}
+	for i := range S {
+		for j := range S {
+			if valid[i] && valid[j] || j == 0 {
+				mask.data[i*S+j] = 1
+			}
+		}
+	}
+	s, sc := testSearch(nil, precision.F32)
+	sc.add(mask, false)
+	p := exec.AttentionParams{Heads: H, KVHeads: H, Mask: exec.MaskExplicit}
+	want, err := s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, s.reshape(mask, []int{1, S, S}), nil, nil}, out: precision.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	right := attnChoice{q: q, k: k, v: v, headDim: D, params: exec.AttentionParams{Heads: H, KVHeads: H}, score: 0.9, label: "right"}
+	all := []attnChoice{}
+	for i := range 8 { // decoys the first stage, without the mask, ranked better
+		all = append(all, attnChoice{q: q, k: k, v: randVal(rng, 1, S, H*D), headDim: D, params: right.params, score: 0.5 + float64(i)/100, label: "decoy"})
+	}
+	all = append(all, right)
+	s.rankUnderMasks(all, want, sc)
+	if all[0].label != "right" {
+		t.Errorf("first after ranking: %s; want the right operands, exact under the mask", all[0].label)
 	}
 }
