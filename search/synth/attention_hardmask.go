@@ -62,7 +62,7 @@ func (s *synth) rankUnderMasks(all []attnChoice, t *val, sc *scope) {
 		key[i] = ch.score
 		// additive masks, and score biases a module of the scope made
 		// (a position module's logits handed to the attention: BoTNet's)
-		bs := slices.DeleteFunc(biases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) && !sc.own[b] })
+		bs := slices.DeleteFunc(s.scoreBiases(sc, ch.q, ch.k), func(b *val) bool { return !hardMask(b) && !sc.own[b] })
 		bs = append(bs, s.segmentMasks(sc, ch.q, ch.k)...)
 		// the position tables over the cells' offsets, each row of one
 		// for a head attending apart (EfficientViT-M's cascaded heads)

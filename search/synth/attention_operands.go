@@ -33,6 +33,36 @@ func biases(sc *scope, q, k *val) []*val {
 	return out
 }
 
+// scoreBiases are biases' values, and each rank-3 one of one row per
+// sample ([B, Sq or 1, Sk], B > 1: a padding mask made additive per
+// sample, as diffusers hands encoder_attention_mask to its processors)
+// with a heads axis too ([B, 1, Sq or 1, Sk]): the attention op reads a
+// rank-3 bias as [B·H, …], which it is only with one head.
+func (s *synth) scoreBiases(sc *scope, q, k *val) []*val {
+	bs := biases(sc, q, k)
+	b := q.shape[0]
+	if b < 2 {
+		return bs
+	}
+	for _, v := range bs {
+		if len(v.shape) != 3 || v.shape[0] != b {
+			continue
+		}
+		w, ok := s.headsAxis[v]
+		if !ok {
+			w = s.reshape(v, []int{b, 1, v.shape[1], v.shape[2]})
+			if s.headsAxis == nil {
+				s.headsAxis = map[*val]*val{}
+			}
+			s.headsAxis[v] = w
+		}
+		if w != nil {
+			bs = append(bs, w)
+		}
+	}
+	return bs
+}
+
 // summedBiases are two of the scope's score biases added together, each
 // laid out [B, H or 1, Sq, Sk] (a [B, Sq, Sk] one given a heads axis of
 // 1): a position bias per head and a mask per batch row, both added to

@@ -108,7 +108,7 @@ func (s *synth) cosineAttention(t *val, sc *scope) *val {
 					ch := attnChoice{q: qn, k: kn, v: v, headDim: d, params: exec.AttentionParams{Heads: heads, KVHeads: heads, Scale: 1},
 						label: label, rows: -1, temperature: tf.form}
 					b := based{ch: ch, masks: []*val{nil}, score: math.Inf(1)}
-					for _, m := range biases(sc, q, k) {
+					for _, m := range s.scoreBiases(sc, q, k) {
 						b.masks = append(b.masks, s.asScoreBias(m, t.shape[0]))
 					}
 					for _, m := range b.masks {

@@ -833,6 +833,13 @@ func (s *synth) fitVelocity(latents, sigmas *val, next []float32, dt float64, ou
 			w[i] = sign * x
 		}
 		forms = append(forms, s.guided(out, latents.shape, w)...)
+		if j, g := s.latentsIn, s.guidance; j != nil && g != nil && j.axis != g.axis && j.axis < len(out.shape) {
+			// the joined latents repeated: the guided predictions of the
+			// result's latents' part
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: j.axis, Start: j.start, End: j.end}, args: []*val{out}, out: out.format, label: "the latents' part"}); c != nil {
+				forms = append(forms, s.guided(c, latents.shape, w)...)
+			}
+		}
 		forms = append(forms, s.guidedCalls(latents.shape, w)...)
 	}
 	if j := s.latentsIn; j != nil && j.start > 0 && len(out.shape) == len(latents.shape) && j.axis < len(out.shape) &&
@@ -975,6 +982,12 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 					v, err := s.capture(p.Key)
 					if err != nil {
 						return nil, err
+					}
+					if g := s.guidance; g != nil && g.axis != j.axis {
+						// the joined latents repeated: their first copy
+						v = &val{shape: v.shape, data: sliceData(v, g.axis, 0, v.shape[g.axis]/g.copies)}
+						v.shape = slices.Clone(v.shape)
+						v.shape[g.axis] /= g.copies
 					}
 					return sliceData(v, j.axis, j.start, j.end), nil
 				}

@@ -23,7 +23,15 @@ func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName s
 	for latName, lat := range s.latentsCandidates(target, inputs, sigmaName) {
 		for ax := range target.shape {
 			n := lat.shape[ax]
-			if n == 0 || target.shape[ax] < 2*n || target.shape[ax]%n != 0 || !equalBut(lat.shape, target.shape, ax) {
+			if n == 0 || target.shape[ax] < 2*n || target.shape[ax]%n != 0 {
+				continue
+			}
+			if !equalBut(lat.shape, target.shape, ax) {
+				// the copies longer along another axis: each the latents
+				// joined with a condition
+				if v := s.joinedRepeated(target, inputs, sigmaName, roles, ax, n); v != nil {
+					return v
+				}
 				continue
 			}
 			k := target.shape[ax] / n
@@ -50,6 +58,50 @@ func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName s
 			s.latentsIn = &latentsPart{axis: ax, start: 0, end: n} // the first copy shows each step's latents
 			return adopt(target, j)
 		}
+	}
+	return nil
+}
+
+// joinedRepeated binds a model argument that is the latents joined with a
+// condition (latentsJoined, along another axis) and that join repeated k
+// ≥ 2 times along ax, n entries each (a pipeline that joins the latents
+// with a reference's or zeros by width, then doubles the batch for
+// classifier-free guidance: DreamLite's); nil when the argument is not
+// that.
+func (s *synth) joinedRepeated(target *val, inputs map[string]*val, sigmaName string, roles map[string]string, ax, n int) *val {
+	size := target.shape[ax]
+	for k := 2; k*n <= size; k++ {
+		if size%k != 0 {
+			continue
+		}
+		m := size / k
+		first := s.part(target, ax, 0, m)
+		same := true
+		for c := 1; c < k && same; c++ {
+			same = relRMS(target.format, sliceData(target, ax, c*m, (c+1)*m), first.data) == 0
+		}
+		if !same {
+			continue
+		}
+		j := s.latentsJoined(first, inputs, sigmaName, roles)
+		if j == nil {
+			continue
+		}
+		if s.latentsIn.axis == ax {
+			s.latentsIn = nil // joined along the copies' own axis: not this reading
+			continue
+		}
+		parts := make([]*val, k)
+		for c := range parts {
+			parts[c] = j
+		}
+		r := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: fmt.Sprintf("the joined latents repeated %d times (guidance)", k)})
+		if r == nil {
+			s.latentsIn = nil
+			continue
+		}
+		s.guidance = &guidanceAxis{axis: ax, copies: k}
+		return adopt(target, r)
 	}
 	return nil
 }

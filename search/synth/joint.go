@@ -286,7 +286,7 @@ func (s *synth) tryJoint(t *val, sc *scope, first, second [3]*val, mineFirst boo
 	// without a bias, or with each the scope holds over the joined rows
 	// (a mask added to the scores), as given or before the scale
 	var best *jointChoice
-	for _, bias := range append([]*val{nil}, s.withScaled(biases(sc, q, k), d)...) {
+	for _, bias := range append([]*val{nil}, s.withScaled(s.scoreBiases(sc, q, k), d)...) {
 		ch := s.jointWith(t, q, k, v, nil, bias, p, mineFirst, r1)
 		if ch == nil {
 			continue

@@ -211,3 +211,37 @@ func TestRankUnderPairwiseMask(t *testing.T) {
 		t.Errorf("first after ranking: %s; want the right operands, exact under the mask", all[0].label)
 	}
 }
+
+// TestPerSampleKeyBias: cross-attention of a batch of two samples, two
+// heads, under a padding mask made additive per sample ([B, 1, Sk]:
+// (1 − m)·−10000, the second sample's caption shorter), as diffusers hands
+// encoder_attention_mask to its processors. The attention op reads a
+// rank-3 bias as [B·H, …]; the search offers the bias with a heads axis
+// ([B, 1, 1, Sk]) too, and explains the target with it.
+func TestPerSampleKeyBias(t *testing.T) {
+	const B, Sq, Sk, H, D = 2, 5, 4, 2, 4
+	rng := rand.New(rand.NewPCG(45, 4))
+	q, k, v := randVal(rng, B, Sq, H*D), randVal(rng, B, Sk, H*D), randVal(rng, B, Sk, H*D)
+	bias := &val{shape: []int{B, 1, Sk}, data: []float32{0, 0, 0, 0, 0, 0, -10000, -10000}, format: precision.F32}
+	s0, _ := testSearch(nil, precision.F32)
+	p := exec.AttentionParams{Heads: H, KVHeads: H}
+	want, err := s0.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, s0.reshape(bias, []int{B, 1, 1, Sk}), nil}, out: precision.F32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range []*val{q, k, v} {
+		x.origin, x.fit, x.seq = []string{"to_q/out", "to_k/out", "to_v/out"}[i], &leafFit{kind: "linear"}, i+1
+	}
+	bias.origin = "attention_mask"
+	s, sc, target := planted(t, precision.F32, want.shape, want.data, bias)
+	for _, x := range []*val{q, k, v} {
+		sc.add(x, true)
+	}
+	got := s.attention(target, sc)
+	if got == nil {
+		t.Fatal("attention under a per-sample key bias not explained")
+	}
+	if e := errOf(got, target); e > 1e-6 {
+		t.Errorf("rel-RMS %.3g", e)
+	}
+}

@@ -159,6 +159,9 @@ type synth struct {
 	// whose program the runner gives i at each call.
 	stepIndex *val
 	stepped   bool
+	// headsAxis: each per-sample score bias [B, Sq or 1, Sk] given a heads
+	// axis (scoreBiases), made once
+	headsAxis map[*val]*val
 	// joint memoises joined attentions (two streams' rows of one node).
 	joint map[string]*val
 	// latePieces: a join's pieces may be combined values along the last
