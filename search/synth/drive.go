@@ -985,9 +985,9 @@ func (s *synth) nextLatents(root trace.Call) ([]float32, error) {
 					}
 					if g := s.guidance; g != nil && g.axis != j.axis {
 						// the joined latents repeated: their first copy
-						v = &val{shape: v.shape, data: sliceData(v, g.axis, 0, v.shape[g.axis]/g.copies)}
-						v.shape = slices.Clone(v.shape)
-						v.shape[g.axis] /= g.copies
+						shape := slices.Clone(v.shape)
+						shape[g.axis] /= g.copies
+						v = &val{shape: shape, data: sliceData(v, g.axis, 0, shape[g.axis])}
 					}
 					return sliceData(v, j.axis, j.start, j.end), nil
 				}

@@ -63,47 +63,34 @@ func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName s
 }
 
 // joinedRepeated binds a model argument that is the latents joined with a
-// condition (latentsJoined, along another axis) and that join repeated k
-// ≥ 2 times along ax, n entries each (a pipeline that joins the latents
-// with a reference's or zeros by width, then doubles the batch for
-// classifier-free guidance: DreamLite's); nil when the argument is not
-// that.
+// condition along another axis (latentsJoined) and that join repeated k =
+// size/n ≥ 2 times along ax, where the latents hold n entries (a pipeline
+// that joins the latents with a reference's or zeros by width, then
+// doubles the batch for classifier-free guidance: DreamLite's); nil when
+// the argument is not that.
 func (s *synth) joinedRepeated(target *val, inputs map[string]*val, sigmaName string, roles map[string]string, ax, n int) *val {
-	size := target.shape[ax]
-	for k := 2; k*n <= size; k++ {
-		if size%k != 0 {
-			continue
+	k := target.shape[ax] / n
+	first := s.part(target, ax, 0, n)
+	for c := 1; c < k; c++ {
+		if relRMS(target.format, sliceData(target, ax, c*n, (c+1)*n), first.data) != 0 {
+			return nil
 		}
-		m := size / k
-		first := s.part(target, ax, 0, m)
-		same := true
-		for c := 1; c < k && same; c++ {
-			same = relRMS(target.format, sliceData(target, ax, c*m, (c+1)*m), first.data) == 0
-		}
-		if !same {
-			continue
-		}
-		j := s.latentsJoined(first, inputs, sigmaName, roles)
-		if j == nil {
-			continue
-		}
-		if s.latentsIn.axis == ax {
-			s.latentsIn = nil // joined along the copies' own axis: not this reading
-			continue
-		}
-		parts := make([]*val, k)
-		for c := range parts {
-			parts[c] = j
-		}
-		r := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: fmt.Sprintf("the joined latents repeated %d times (guidance)", k)})
-		if r == nil {
-			s.latentsIn = nil
-			continue
-		}
-		s.guidance = &guidanceAxis{axis: ax, copies: k}
-		return adopt(target, r)
 	}
-	return nil
+	j := s.latentsJoined(first, inputs, sigmaName, roles) // along another axis: first holds n along ax, as the latents do
+	if j == nil {
+		return nil
+	}
+	parts := make([]*val, k)
+	for c := range parts {
+		parts[c] = j
+	}
+	r := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: fmt.Sprintf("the joined latents repeated %d times (guidance)", k)})
+	if r == nil {
+		s.latentsIn = nil
+		return nil
+	}
+	s.guidance = &guidanceAxis{axis: ax, copies: k}
+	return adopt(target, r)
 }
 
 // latentsCandidates are the request inputs, in name order, that may be
