@@ -49,7 +49,7 @@ import torch.nn as nn
 
 from run import capture, sdpa
 from flux2 import RMSNorm, apply_rotary_emb, attention, get_1d_rotary_pos_embed
-from chroma import FeedForward
+from chroma import FeedForward, FluxAttention
 from ovis_image import AdaLayerNormContinuous, AdaLayerNormZero, AdaLayerNormZeroSingle
 
 
@@ -82,92 +82,12 @@ def get_norm_layer(norm_layer):
         raise NotImplementedError(f"Norm layer {norm_layer} is not implemented")
 
 
-class Step1XEditAttention(nn.Module):
-    """With Step1XEditAttnProcessor's __call__ as its forward (unfused projections)."""
+class Step1XEditAttention(FluxAttention):
+    """transformer_flux's attention with Step1XEditAttnProcessor's __call__ as its forward (unfused projections):
+    the same module and arithmetic as chroma.py's FluxAttention, whose default eps here is 1e-6."""
 
-    def __init__(self, query_dim, heads=8, dim_head=64, dropout=0.0, bias=False, added_kv_proj_dim=None,
-                 added_proj_bias=True, out_bias=True, eps=1e-6, out_dim=None, context_pre_only=None, pre_only=False,
-                 elementwise_affine=True):
-        super().__init__()
-        self.head_dim = dim_head
-        self.inner_dim = out_dim if out_dim is not None else dim_head * heads
-        self.query_dim = query_dim
-        self.use_bias = bias
-        self.dropout = dropout
-        self.out_dim = out_dim if out_dim is not None else query_dim
-        self.context_pre_only = context_pre_only
-        self.pre_only = pre_only
-        self.heads = out_dim // dim_head if out_dim is not None else heads
-        self.added_kv_proj_dim = added_kv_proj_dim
-        self.added_proj_bias = added_proj_bias
-
-        self.norm_q = RMSNorm(dim_head, eps=eps, elementwise_affine=elementwise_affine)
-        self.norm_k = RMSNorm(dim_head, eps=eps, elementwise_affine=elementwise_affine)
-        self.to_q = nn.Linear(query_dim, self.inner_dim, bias=bias)
-        self.to_k = nn.Linear(query_dim, self.inner_dim, bias=bias)
-        self.to_v = nn.Linear(query_dim, self.inner_dim, bias=bias)
-
-        if not self.pre_only:
-            self.to_out = nn.ModuleList([])
-            self.to_out.append(nn.Linear(self.inner_dim, self.out_dim, bias=out_bias))
-            self.to_out.append(nn.Dropout(dropout))
-
-        if added_kv_proj_dim is not None:
-            self.norm_added_q = RMSNorm(dim_head, eps=eps)
-            self.norm_added_k = RMSNorm(dim_head, eps=eps)
-            self.add_q_proj = nn.Linear(added_kv_proj_dim, self.inner_dim, bias=added_proj_bias)
-            self.add_k_proj = nn.Linear(added_kv_proj_dim, self.inner_dim, bias=added_proj_bias)
-            self.add_v_proj = nn.Linear(added_kv_proj_dim, self.inner_dim, bias=added_proj_bias)
-            self.to_add_out = nn.Linear(self.inner_dim, query_dim, bias=out_bias)
-
-    def forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None):
-        attn = self
-        # _get_projections
-        query = attn.to_q(hidden_states)
-        key = attn.to_k(hidden_states)
-        value = attn.to_v(hidden_states)
-        encoder_query = encoder_key = encoder_value = None
-        if encoder_hidden_states is not None and attn.added_kv_proj_dim is not None:
-            encoder_query = attn.add_q_proj(encoder_hidden_states)
-            encoder_key = attn.add_k_proj(encoder_hidden_states)
-            encoder_value = attn.add_v_proj(encoder_hidden_states)
-
-        query = query.unflatten(-1, (attn.heads, -1))
-        key = key.unflatten(-1, (attn.heads, -1))
-        value = value.unflatten(-1, (attn.heads, -1))
-
-        query = attn.norm_q(query)
-        key = attn.norm_k(key)
-
-        if attn.added_kv_proj_dim is not None:
-            encoder_query = encoder_query.unflatten(-1, (attn.heads, -1))
-            encoder_key = encoder_key.unflatten(-1, (attn.heads, -1))
-            encoder_value = encoder_value.unflatten(-1, (attn.heads, -1))
-            encoder_query = attn.norm_added_q(encoder_query)
-            encoder_key = attn.norm_added_k(encoder_key)
-
-            query = torch.cat([encoder_query, query], dim=1)
-            key = torch.cat([encoder_key, key], dim=1)
-            value = torch.cat([encoder_value, value], dim=1)
-
-        if image_rotary_emb is not None:
-            query = apply_rotary_emb(query, image_rotary_emb, sequence_dim=1)
-            key = apply_rotary_emb(key, image_rotary_emb, sequence_dim=1)
-
-        hidden_states = attention(query, key, value, attn_mask=attention_mask)
-
-        hidden_states = hidden_states.flatten(2, 3)
-        hidden_states = hidden_states.to(query.dtype)
-
-        if encoder_hidden_states is not None:
-            encoder_hidden_states, hidden_states = hidden_states.split_with_sizes(
-                [encoder_hidden_states.shape[1], hidden_states.shape[1] - encoder_hidden_states.shape[1]], dim=1)
-            hidden_states = attn.to_out[0](hidden_states)
-            hidden_states = attn.to_out[1](hidden_states)
-            encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
-            return hidden_states, encoder_hidden_states
-        else:
-            return hidden_states
+    def __init__(self, *args, eps=1e-6, **kwargs):
+        super().__init__(*args, eps=eps, **kwargs)
 
 
 class Step1XEditSingleTransformerBlock(nn.Module):
