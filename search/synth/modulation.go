@@ -335,14 +335,18 @@ func isRows(v *val, c int) bool { return len(v.shape) == 3 && v.shape[1] > 16 &&
 
 // affinePerChannel fits t[b, r, c] ≈ a[b, c]·x[b, r, c] + d[b, c] by
 // least squares over the rows; ok is false when the fit leaves more than
-// the format's tolerance.
+// the format's tolerance. A sample whose rows of x are all equal in a
+// channel (an unconditional caption of zeros, every row the projection's
+// bias) shows no slope there: it takes another sample's (the batch of a
+// guided step shares its modulation), its intercept what the rows then
+// need; the caller's expression, checked against t, decides.
 func affinePerChannel(x, t *val, tol float64) (a, d []float64, ok bool) {
 	if len(t.shape) != 3 || !slices.Equal(x.shape, t.shape) || t.shape[1] < 2 {
 		return nil, nil, false
 	}
 	B, R, C := t.shape[0], t.shape[1], t.shape[2]
 	a, d = make([]float64, B*C), make([]float64, B*C)
-	fit := make([]float32, len(t.data))
+	flat := make([]bool, B*C) // rows of x all equal: no slope to read
 	for b := range B {
 		for c := range C {
 			var sx, sy, sxx, sxy float64
@@ -353,12 +357,36 @@ func affinePerChannel(x, t *val, tol float64) (a, d []float64, ok bool) {
 			}
 			n := float64(R)
 			den := n*sxx - sx*sx
-			if den == 0 {
-				return nil, nil, false
+			if den <= 1e-12*n*sxx || den == 0 {
+				flat[b*C+c] = true
+				a[b*C+c], d[b*C+c] = sx/n, sy/n // the rows' means, for below
+				continue
 			}
 			a[b*C+c] = (n*sxy - sx*sy) / den
 			d[b*C+c] = (sy - a[b*C+c]*sx) / n
-			for r := range R {
+		}
+	}
+	for i, f := range flat {
+		if !f {
+			continue
+		}
+		c, mx, my := i%C, a[i], d[i]
+		j := -1
+		for b := range B {
+			if k := b*C + c; !flat[k] {
+				j = k
+				break
+			}
+		}
+		if j < 0 {
+			return nil, nil, false // no sample shows this channel's slope
+		}
+		a[i], d[i] = a[j], my-a[j]*mx
+	}
+	fit := make([]float32, len(t.data))
+	for b := range B {
+		for r := range R {
+			for c := range C {
 				i := (b*R+r)*C + c
 				fit[i] = float32(a[b*C+c]*float64(x.data[i]) + d[b*C+c])
 			}
