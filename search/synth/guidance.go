@@ -125,16 +125,93 @@ type guidanceAxis struct {
 // cannot tell (either order fits, with g and 1 − g); the one read has g
 // ≥ ½, as a guidance scale is, so the document names the scale the
 // pipeline was given.
+//
+// A batch of three predictions is combined with two scales: a base plus
+// two scaled differences, in the two arrangements pipelines write
+// (perturbed-attention guidance's u + g·(c − u) + p·(c − t), an image
+// edit's u + g·(a − b) + p·(b − u)), every order of the copies tried.
 func (s *synth) guided(out *val, shape []int, want []float32) []*val {
 	j := s.guidance
-	if j == nil || j.copies != 2 || len(out.shape) != len(shape) || !equalBut(out.shape, shape, j.axis) || out.shape[j.axis] != 2*shape[j.axis] {
+	if j == nil || j.copies != 2 && j.copies != 3 || len(out.shape) != len(shape) || !equalBut(out.shape, shape, j.axis) || out.shape[j.axis] != j.copies*shape[j.axis] {
 		return nil
 	}
 	n := shape[j.axis]
-	half := func(c int) *val {
+	copyOf := func(c int) *val {
 		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: j.axis, Start: c * n, End: (c + 1) * n}, args: []*val{out}, out: out.format, label: fmt.Sprintf("prediction %d of the guided batch", c)})
 	}
-	return s.guidedOf(half(0), half(1), out.format, want)
+	if j.copies == 2 {
+		return s.guidedOf(copyOf(0), copyOf(1), out.format, want)
+	}
+	return s.guidedOfThree([3]*val{copyOf(0), copyOf(1), copyOf(2)}, out.format, want)
+}
+
+// guidedOfThree are x0 + g·(x1 − x0) + p·(x1 − x2) and x0 + g·(x1 − x2) +
+// p·(x2 − x0) over every order (x0, x1, x2) of three predictions, g and p
+// fitted jointly by least squares to want and snapped to simple numbers;
+// a scale that snaps to 0 drops its term (guidance over two of the three).
+func (s *synth) guidedOfThree(p [3]*val, format precision.Format, want []float32) []*val {
+	if p[0] == nil || p[1] == nil || p[2] == nil {
+		return nil
+	}
+	sub := func(a, b *val) *val {
+		return s.derive(&expr{op: program.OpSub, args: []*val{a, b}, out: format, label: "the difference of two predictions"})
+	}
+	var forms []*val
+	for _, o := range [][3]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}} {
+		x0, x1, x2 := p[o[0]], p[o[1]], p[o[2]]
+		for _, d := range [][2]*val{{sub(x1, x0), sub(x1, x2)}, {sub(x1, x2), sub(x2, x0)}} {
+			if d[0] == nil || d[1] == nil {
+				continue
+			}
+			g, q, ok := twoScales(d[0].data, d[1].data, x0.data, want, format)
+			if !ok || g < 0.5 {
+				continue
+			}
+			v := x0
+			for i, k := range []float64{g, q} {
+				if k == 0 {
+					continue
+				}
+				scaled := s.derive(&expr{op: program.OpMul, args: []*val{d[i], s.constant(k)}, out: format, label: fmt.Sprintf("times the scale %g", k)})
+				v = s.derive(&expr{op: program.OpAdd, args: []*val{v, scaled}, out: format, label: fmt.Sprintf("guidance over three predictions, scales %g and %g", g, q)})
+				if v == nil {
+					break
+				}
+			}
+			if v != nil && v != x0 {
+				forms = append(forms, v)
+			}
+		}
+	}
+	return forms
+}
+
+// twoScales are the g and p minimising |u + g·d1 + p·d2 − w| (least
+// squares), each snapped as guidanceScale snaps one; ok false where d1
+// and d2 are parallel (or zero).
+func twoScales(d1, d2, u, w []float32, f precision.Format) (g, p float64, ok bool) {
+	var a, b, c, r1, r2 float64
+	for i := range d1 {
+		x, y, r := float64(d1[i]), float64(d2[i]), float64(w[i])-float64(u[i])
+		a, b, c, r1, r2 = a+x*x, b+x*y, c+y*y, r1+x*r, r2+y*r
+	}
+	det := a*c - b*b
+	if det <= 1e-12*a*c || det == 0 {
+		return 0, 0, false
+	}
+	g, p = (r1*c-r2*b)/det, (r2*a-r1*b)/det
+	miss := func(g, p float64) float64 {
+		fit := make([]float32, len(d1))
+		for i := range fit {
+			fit[i] = float32(float64(u[i]) + g*float64(d1[i]) + p*float64(d2[i]))
+		}
+		return relRMS(f, fit, w)
+	}
+	at := miss(g, p)
+	keep := func(e float64) bool { return e <= math.Max(1.01*at, tolerance(f)/100) }
+	g = snap(g, func(x float64) bool { return keep(miss(x, p)) })
+	p = snap(p, func(x float64) bool { return keep(miss(g, x)) })
+	return g, p, true
 }
 
 // guidedCalls are guided's candidates over the results of two model calls

@@ -59,3 +59,61 @@ func TestJoinedLatentsRepeated(t *testing.T) {
 	pt.f32("output/latents", []int{1, 1, n}, x)
 	discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "cond": "input/cond", "sigmas": "input/sigmas"})
 }
+
+// TestThreeCopiesGuided: a batch of three copies of the latents, each
+// with its own condition, combined as perturbed-attention guidance does
+// (u + 5·(c − u) + 3·(c − t)) or as an image edit does (u + 7·(a − b) +
+// 1.5·(b − u)): the argument is read as the latents repeated three times,
+// the velocity as the combination, and the document generates the run.
+func TestThreeCopiesGuided(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		combine func(p [3]float32) float32
+	}{
+		{"perturbed", func(p [3]float32) float32 { return p[0] + 5*(p[1]-p[0]) + 3*(p[1]-p[2]) }},
+		{"edit", func(p [3]float32) float32 { return p[2] + 7*(p[0]-p[1]) + 1.5*(p[1]-p[2]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4
+			sigmas := []float32{1, 0.75, 0.4, 0}
+			x := []float32{0.5, -1, 1.5, 0.25}
+			cond := []float32{0.1, -0.2, 0.3, 0.05, -0.4, 0.2, 0.1, -0.1, -0.3, 0.4, -0.1, 0.2}
+			pt := newPlanted(t, "three"+tc.name)
+			pt.f32("input/x", []int{1, n}, x)
+			pt.f32("input/cond", []int{3, n}, cond)
+			pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+			var calls []trace.Call
+			for step := range len(sigmas) - 1 {
+				arg := make([]float32, 0, 3*n)
+				for range 3 {
+					arg = append(arg, x...)
+				}
+				sum, out := make([]float32, 3*n), make([]float32, 3*n)
+				for i := range sum {
+					sum[i] = arg[i] + cond[i]
+					out[i] = float32(math.Tanh(float64(sum[i])))
+				}
+				pre := fmt.Sprintf("s%d/", step)
+				pt.f32(pre+"m/arg0", []int{3, n}, arg)
+				pt.f32(pre+"m/arg1", []int{3, n}, cond)
+				pt.f32(pre+"m/out", []int{3, n}, out)
+				pt.f32(pre+"m.act/arg0", []int{3, n}, sum)
+				pt.f32(pre+"m.act/out", []int{3, n}, out)
+				st, id := step, 2*step
+				calls = append(calls,
+					trace.Call{ID: id, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{
+						{Name: "arg0", Key: pre + "m/arg0"}, {Name: "arg1", Key: pre + "m/arg1"}, {Name: "out", Key: pre + "m/out"}}},
+					trace.Call{ID: id + 1, Step: &st, Parent: &id, Module: "m.act", Type: "Tanh", Tensors: trace.Ports{
+						{Name: "arg0", Key: pre + "m.act/arg0"}, {Name: "out", Key: pre + "m.act/out"}}})
+				next := make([]float32, n)
+				for i := range x {
+					v := tc.combine([3]float32{out[i], out[n+i], out[2*n+i]})
+					next[i] = x[i] + (sigmas[step+1]-sigmas[step])*v
+				}
+				x = next
+			}
+			pt.f32("output/latents", []int{1, n}, x)
+			discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "cond": "input/cond", "sigmas": "input/sigmas"})
+		})
+	}
+}

@@ -29,11 +29,13 @@ const (
 	resampleCubic                            // Keys' cubic (a = −¾) over the four cells around (i + ½)·n/m − ½, indices clamped at the borders
 	resampleCubicCorner                      // the same around i·(n − 1)/(m − 1): align_corners=True
 	resampleAdaptive                         // adaptive average pooling: cells ⌊i·n/m⌋ … ⌈(i + 1)·n/m⌉ − 1, averaged
+	resampleLinearAACorner                   // antialias=True, align_corners=True: the triangle filter at the scale (n − 1)/(m − 1)
+	resampleCubicAACorner                    // antialias=True, align_corners=True: Keys' cubic (a = −½) at that scale
 )
 
 func (m resampleMode) String() string {
 	return [...]string{"nearest", "bilinear", "bilinear, corners aligned", "bilinear, antialiased", "bicubic, antialiased",
-		"bicubic", "bicubic, corners aligned", "adaptive average"}[m]
+		"bicubic", "bicubic, corners aligned", "adaptive average", "bilinear, antialiased, corners aligned", "bicubic, antialiased, corners aligned"}[m]
 }
 
 // weighted reports whether m's taps are a matrix of weights [m, n]
@@ -48,7 +50,7 @@ func (m resampleMode) weighted() bool {
 // resampleModes are the modes tried for a resize.
 func resampleModes() []resampleMode {
 	return []resampleMode{resampleLinear, resampleNearest, resampleLinearCorner, resampleCubicAA, resampleLinearAA,
-		resampleCubic, resampleCubicCorner, resampleAdaptive}
+		resampleCubic, resampleCubicCorner, resampleAdaptive, resampleCubicAACorner, resampleLinearAACorner}
 }
 
 // resampleMatrix is the [m, n] weights of an antialiased resize of n
@@ -56,7 +58,9 @@ func resampleModes() []resampleMode {
 // computes them: centre c = s·(i + ½) with s = n/m, the filter widened to
 // a support of s·(its half-width) where s ≥ 1, each tap's weight
 // filter((j − c + ½)/s) over the cells within the support, divided by
-// their sum. Every output sums its taps in index order. The weights agree
+// their sum; with corners aligned torch's kernel only takes s = (n − 1)/(m
+// − 1) (0 for one output cell), the centres and filter as they are.
+// Every output sums its taps in index order. The weights agree
 // with torch's bit for bit on whole-ratio shrinks and to a few ulps
 // elsewhere (87–94 % of them exact: torch's compiled arithmetic is not
 // fully recovered), the sums to within f32 rounding (torch's vectorised
@@ -69,8 +73,14 @@ func resampleMatrix(n, m int, mode resampleMode) []float32 {
 		return adaptiveMatrix(n, m)
 	}
 	scale := float32(n) / float32(m)
+	if mode == resampleLinearAACorner || mode == resampleCubicAACorner {
+		scale = 0
+		if m > 1 {
+			scale = float32(n-1) / float32(m-1)
+		}
+	}
 	half, filter := float32(1), func(x float32) float32 { return max(1-x, 0) }
-	if mode == resampleCubicAA {
+	if mode == resampleCubicAA || mode == resampleCubicAACorner {
 		const a = -0.5
 		half = 2
 		// torch's compiled polynomials, multiplies and adds fused

@@ -11,7 +11,8 @@ import (
 
 // TestResampleMatrixTorch: the antialiased filters' weights against
 // torch's own, read from F.interpolate(antialias=True) of one-hot rows
-// (torch 1.13, CPU, f32): a whole ratio, one that is not, and a map grown.
+// (torch 1.13, CPU, f32): a whole ratio, one that is not, and a map grown;
+// with align_corners=True too (Würstchen's resized EfficientNet maps).
 func TestResampleMatrixTorch(t *testing.T) {
 	cases := []struct {
 		n, m int
@@ -41,6 +42,21 @@ func TestResampleMatrixTorch(t *testing.T) {
 			0, 0.333333373, 0.555555582, 0.111111097, 0, 0,
 			0, 0, 0.111111082, 0.555555522, 0.333333343, 0,
 			0, 0, 0, 0, 0.37500003, 0.625}},
+		// align_corners=True with antialias=True: the scale (n − 1)/(m − 1)
+		{6, 4, resampleLinearAACorner, 8, []float32{
+			0.571428597, 0.428571403, 0, 0, 0, 0,
+			0, 0.222222209, 0.555555582, 0.222222209, 0, 0,
+			0, 0, 0, 0.375000089, 0.49999997, 0.124999925,
+			0, 0, 0, 0, 0.200000092, 0.799999893}},
+		{3, 8, resampleCubicAACorner, 32, []float32{ // grown: one weight 22 ulps off (the tap sum's rounding)
+			1.10922337, -0.109223314, 0,
+			1.03217816, -0.0321781375, 0,
+			0.844128966, 0.172790945, -0.0169199593,
+			0.529411793, 0.529411793, -0.0588235296,
+			0.180955678, 0.884016514, -0.0649721846,
+			-0.0307218414, 0.985457301, 0.0452645682,
+			-0.0708909631, 0.719936967, 0.350954086,
+			-0.0381808169, 0.340233952, 0.697946846}},
 	}
 	for _, c := range cases {
 		got := resampleMatrix(c.n, c.m, c.mode)
