@@ -21,16 +21,16 @@ import (
 type resampleMode int
 
 const (
-	resampleNearest      resampleMode = iota // floor(i·n/m)
-	resampleLinear                           // (i + ½)·n/m − ½, clamped at 0
-	resampleLinearCorner                     // i·(n − 1)/(m − 1): align_corners=True
-	resampleLinearAA                         // antialias=True: a triangle filter widened by n/m
-	resampleCubicAA                          // antialias=True: Keys' cubic (a = −½) widened by n/m
-	resampleCubic                            // Keys' cubic (a = −¾) over the four cells around (i + ½)·n/m − ½, indices clamped at the borders
-	resampleCubicCorner                      // the same around i·(n − 1)/(m − 1): align_corners=True
-	resampleAdaptive                         // adaptive average pooling: cells ⌊i·n/m⌋ … ⌈(i + 1)·n/m⌉ − 1, averaged
-	resampleLinearAACorner                   // antialias=True, align_corners=True: the triangle filter at the scale (n − 1)/(m − 1)
-	resampleCubicAACorner                    // antialias=True, align_corners=True: Keys' cubic (a = −½) at that scale
+	resampleNearest        resampleMode = iota // floor(i·n/m)
+	resampleLinear                             // (i + ½)·n/m − ½, clamped at 0
+	resampleLinearCorner                       // i·(n − 1)/(m − 1): align_corners=True
+	resampleLinearAA                           // antialias=True: a triangle filter widened by n/m
+	resampleCubicAA                            // antialias=True: Keys' cubic (a = −½) widened by n/m
+	resampleCubic                              // Keys' cubic (a = −¾) over the four cells around (i + ½)·n/m − ½, indices clamped at the borders
+	resampleCubicCorner                        // the same around i·(n − 1)/(m − 1): align_corners=True
+	resampleAdaptive                           // adaptive average pooling: cells ⌊i·n/m⌋ … ⌈(i + 1)·n/m⌉ − 1, averaged
+	resampleLinearAACorner                     // antialias=True, align_corners=True: the triangle filter at the scale (n − 1)/(m − 1)
+	resampleCubicAACorner                      // antialias=True, align_corners=True: Keys' cubic (a = −½) at that scale
 )
 
 func (m resampleMode) String() string {
