@@ -322,6 +322,14 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 	}
 	if v == nil {
 		v = s.inTargetShape(s.glueRecalled(target, sc, "first"), target)
+		if v != nil && !slices.Contains(sc.vals, v) && s.fewWholeConstants(target) {
+			// one to three whole numbers equal at every step, made by
+			// an expression: too few entries to be evidence of it (σ₀
+			// sliced for a data type id of 1, a table row's argmin for
+			// a second timestep of 0); the model makes them from
+			// Python numbers, a constant below
+			v = nil
+		}
 	}
 	if v == nil && len(target.shape) >= 3 && target.shape[len(target.shape)-1] == 2 && s.sameEveryStep([]*val{target}) {
 		// a complex RoPE table no call makes (the model gathers it from
@@ -566,6 +574,13 @@ func isFill(v *val) bool {
 		}
 	}
 	return true
+}
+
+// fewWholeConstants reports whether t holds one to three whole numbers,
+// equal at every captured step of a run of several.
+func (s *synth) fewWholeConstants(t *val) bool {
+	return t.numel() < 4 && t.integral() && len(s.tr.Steps()) >= 2 &&
+		s.invariant(t.format, func(st int) ([]float32, bool) { return s.at(t, st) }, 0)
 }
 
 // refitAsLeaf explains the results the children did not, by fitting the
