@@ -322,12 +322,14 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 	}
 	if v == nil {
 		v = s.inTargetShape(s.glueRecalled(target, sc, "first"), target)
-		if v != nil && !slices.Contains(sc.vals, v) && s.fewWholeConstants(target) {
+		if v != nil && !slices.Contains(sc.vals, v) && s.fewWholeConstants(target) && !s.readsRequestWhole(v, map[*val]bool{}) {
 			// one to three whole numbers equal at every step, made by
-			// an expression: too few entries to be evidence of it (σ₀
-			// sliced for a data type id of 1, a table row's argmin for
-			// a second timestep of 0); the model makes them from
-			// Python numbers, a constant below
+			// an expression that reads no request input as a whole: too
+			// few entries to be evidence of it (σ₀ sliced for a data
+			// type id of 1, a table row's argmin for a second timestep
+			// of 0); the model makes them from Python numbers, a
+			// constant below. A guidance scale the request gives, times
+			// 1000, stays the request's.
 			v = nil
 		}
 	}
@@ -581,6 +583,32 @@ func isFill(v *val) bool {
 func (s *synth) fewWholeConstants(t *val) bool {
 	return t.numel() < 4 && t.integral() && len(s.tr.Steps()) >= 2 &&
 		s.invariant(t.format, func(st int) ([]float32, bool) { return s.at(t, st) }, 0)
+}
+
+// readsRequestWhole reports whether v's expression reads an input of the
+// request (or a step input) other than through a selection of some of
+// its entries (a slice, a gather, an argmin).
+func (s *synth) readsRequestWhole(v *val, seen map[*val]bool) bool {
+	if v == nil || seen[v] {
+		return false
+	}
+	seen[v] = true
+	if pv := s.em.p.Values[v.name]; v.name != "" && pv != nil && (pv.Kind == program.Input || pv.Kind == program.StepInput) {
+		return true
+	}
+	if v.from == nil {
+		return false
+	}
+	switch v.from.op {
+	case program.OpSlice, program.OpChunk, program.OpGather, program.OpArgMin:
+		return false
+	}
+	for _, a := range v.from.args {
+		if s.readsRequestWhole(a, seen) {
+			return true
+		}
+	}
+	return false
 }
 
 // refitAsLeaf explains the results the children did not, by fitting the
