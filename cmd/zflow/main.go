@@ -50,12 +50,14 @@ func main() {
 
 // cleanupOnSignal makes SIGINT and SIGTERM remove the temporary files the
 // run's writers have not renamed into place yet (nothing half-written is
-// left behind), then exit 130 or 143 as a shell would report the signal.
+// left behind), write the CPU profile ZFLOW_CPUPROFILE asked for, then
+// exit 130 or 143 as a shell would report the signal.
 func cleanupOnSignal() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		s := <-sigs
+		pprof.StopCPUProfile() // a long run stopped is what ZFLOW_CPUPROFILE is for: write what it holds
 		n := tempfiles.RemoveAll()
 		fmt.Fprintf(os.Stderr, "zflow: %v: stopped (%d unfinished files removed)\n", s, n)
 		code := 130

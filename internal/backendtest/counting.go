@@ -17,12 +17,14 @@ func NewCounting(b exec.Backend) *Counting {
 type Counting struct {
 	exec.Backend
 	Live, Peak int // tensors handed out and not freed now, and at most
+	Made       int // tensors handed out in all
 	made       map[exec.Tensor]bool
 }
 
 func (c *Counting) track(t exec.Tensor, err error) (exec.Tensor, error) {
 	if err == nil {
 		c.made[t] = true
+		c.Made++
 		c.Live++
 		c.Peak = max(c.Peak, c.Live)
 	}

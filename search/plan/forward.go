@@ -214,6 +214,18 @@ func (f *fwd) forward() ([]*slot, error) {
 			in[j] = s
 		}
 		outs := f.node(i, n, in)
+		if f.e.opt.FreeRunning {
+			// every value is ours and read again downstream: made now,
+			// once, and freed after its last use as the interpreter
+			// does; made on demand instead, a value freed after its last
+			// reader ran would be made again, with its inputs, for each
+			// later tap that needs it (a VAE's free run went quadratic)
+			for _, o := range outs {
+				if _, err := f.e.make(o, true); err != nil {
+					return nil, fmt.Errorf("program: node %d (%s %s): %w", i, n.Op, n.Role, err)
+				}
+			}
+		}
 		for j, name := range n.Out {
 			f.vals[name] = outs[j]
 			if n.Op.Views() {

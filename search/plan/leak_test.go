@@ -64,3 +64,33 @@ func TestEvaluatorFreesEverything(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeRunningMakesEachValueOnce: free running with nothing cached
+// (as a one-shot verify runs), the evaluator makes no more tensors than
+// the plain interpreter's run does, record for record: each value once,
+// not again with its inputs for every later boundary that needs it.
+func TestFreeRunningMakesEachValueOnce(t *testing.T) {
+	tr, doc := load(t, ditCase())
+	Prepare(doc)
+	ref := backendtest.NewCounting(cpu.New(1))
+	want, err := referenceRun(ref, tr, doc, doc.Precision, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := backendtest.NewCounting(cpu.New(1))
+	e, err := NewEvaluator(b, tr, doc, Options{FreeRunning: true, CacheBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	got, err := e.Run(doc.Precision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, the interpreter's run %d", len(got), len(want))
+	}
+	if b.Made > ref.Made {
+		t.Errorf("%d tensors made, the interpreter's run %d", b.Made, ref.Made)
+	}
+}
