@@ -347,6 +347,29 @@ func nodeUnit(n *program.Node) (Unit, bool) {
 	return u, true
 }
 
+// blockNode reads a program node's role ("<module path>.<op><n>") as a
+// node of a block: the path with each index (a part of digits) a
+// wildcard, the module and the op; ok false for a node outside any
+// indexed block, or a role not of that form.
+func blockNode(role string) (pattern, module, op string, ok bool) {
+	i := strings.LastIndexByte(role, '.')
+	if i < 0 {
+		return "", "", "", false
+	}
+	module, last := role[:i], role[i+1:]
+	op = strings.TrimRight(last, "0123456789")
+	if op == "" || op == last {
+		return "", "", "", false
+	}
+	parts := strings.Split(module, ".")
+	for k, p := range parts {
+		if p != "" && strings.Trim(p, "0123456789") == "" {
+			parts[k], ok = "*", true
+		}
+	}
+	return strings.Join(parts, ".") + "." + op, module, op, ok
+}
+
 // RoleGroup is the role glob a role belongs to for per-role factors: its
 // part name under its kind of address, every block and stream together
 // ("blocks.0.image.q_norm" → "blocks.*.q_norm", "final.norm" stays).

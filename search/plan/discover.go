@@ -111,6 +111,10 @@ type factor struct {
 	name  string // search name: the class, or "class@glob"
 	class string
 	glob  string // "" for the whole class
+	// roles: the group's nodes where it is a program's node in every
+	// block of one shape (roleGroups), each given the rule by its own
+	// role; nil where glob is a role glob of its own
+	roles []string
 	cands []Candidate
 	cover bits // units it sets
 	// recs: the template's records whose cone meets cover, by index
@@ -360,13 +364,13 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 		if !slices.ContainsFunc(factors, func(sf search.Factor) bool { return sf.Name == f.name }) {
 			continue
 		}
-		groups := ds.groups(f.class)
+		groups := ds.roleGroups(f.class)
 		if len(groups) < 2 {
 			continue
 		}
 		for _, g := range groups {
-			us := ds.classUnits(f.class, g)
-			rf := &factor{name: f.class + "@" + g, class: f.class, glob: g, cover: ds.coverOf(us)}
+			us := g.units
+			rf := &factor{name: f.class + "@" + g.name, class: f.class, glob: g.name, roles: g.roles, cover: ds.coverOf(us)}
 			if ds.scored(mid, rf) == 0 || ds.errOf(mid, rf).Err == 0 {
 				continue
 			}
@@ -374,7 +378,7 @@ func (ds *discovery) discover(ctx context.Context) (*Report, error) {
 			ds.byName[rf.name] = rf
 			ds.roles = append(ds.roles, rf)
 			a[rf.name] = a[f.name]
-			roleFactors = append(roleFactors, search.Factor{Name: rf.name, Scope: g, Values: labels(rf.cands)})
+			roleFactors = append(roleFactors, search.Factor{Name: rf.name, Scope: g.name, Values: labels(rf.cands)})
 		}
 	}
 	var res2 *search.Result
@@ -639,11 +643,42 @@ func (ds *discovery) coverOf(idx []int) bits {
 }
 
 // groups lists a class's role groups in first-seen order.
-func (ds *discovery) groups(class string) []string {
-	var out []string
+// roleGroup is the units of one per-role factor: a role glob's, or one
+// node of a program in every block of one shape.
+type roleGroup struct {
+	name  string
+	units []int
+	roles []string // a program's: each unit's role (nil: name is a glob)
+}
+
+// roleGroups are class's role groups: a document's roles by RoleGroup;
+// a program's node with the same node of the other blocks of its shape
+// (blockNode: its module path with the blocks' indices wildcards, its op,
+// and which node of that op it is in its module), since blocks of one
+// shape round alike; any other node alone.
+func (ds *discovery) roleGroups(class string) []roleGroup {
+	var out []roleGroup
+	index := map[string]int{}
+	nth := map[string]int{} // a module's nodes of one op so far
 	for _, j := range ds.classUnits(class, "") {
-		if g := RoleGroup(ds.units[j].Role); !slices.Contains(out, g) {
-			out = append(out, g)
+		role := ds.units[j].Role
+		name, roles := RoleGroup(role), []string(nil)
+		if name == role {
+			if pattern, module, op, ok := blockNode(role); ok {
+				k := nth[module+"|"+op]
+				nth[module+"|"+op] = k + 1
+				name, roles = fmt.Sprintf("%s[%d]", pattern, k), []string{role}
+			}
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(out)
+			index[name] = i
+			out = append(out, roleGroup{name: name})
+		}
+		out[i].units = append(out[i].units, j)
+		if roles != nil {
+			out[i].roles = append(out[i].roles, roles...)
 		}
 	}
 	return out
@@ -770,8 +805,14 @@ func (ds *discovery) precisionOf(a search.Assignment) semantics.Precision {
 		}
 	}
 	for _, f := range ds.roles {
-		if a[f.name] != nil && a[f.name] != a[f.class] {
+		if a[f.name] == nil || a[f.name] == a[f.class] {
+			continue
+		}
+		if f.roles == nil {
 			emit(f, f.glob)
+		}
+		for _, r := range f.roles {
+			emit(f, r)
 		}
 	}
 	for _, f := range ds.order {

@@ -268,6 +268,27 @@ func TestRoleGroup(t *testing.T) {
 	}
 }
 
+// TestBlockNode: a program node's role is read as a node of indexed
+// blocks (the indices wildcards, the op's counter dropped); a node
+// outside any indexed block, or a role without a counter, is not.
+func TestBlockNode(t *testing.T) {
+	for _, c := range []struct {
+		role, pattern, module, op string
+		ok                        bool
+	}{
+		{"transformer.down_blocks.1.resnets.0.norm1.norm14", "transformer.down_blocks.*.resnets.*.norm1.norm", "transformer.down_blocks.1.resnets.0.norm1", "norm", true},
+		{"text_encoder.layers.12.mlp.fc2.linear7", "text_encoder.layers.*.mlp.fc2.linear", "text_encoder.layers.12.mlp.fc2", "linear", true},
+		{"transformer.time_proj.mul1", "", "", "", false},      // no block index
+		{"transformer.blocks.3.attn.q_norm", "", "", "", false}, // no counter: a role of its own
+		{"norm3", "", "", "", false},
+	} {
+		pattern, module, op, ok := blockNode(c.role)
+		if ok != c.ok || ok && (pattern != c.pattern || module != c.module || op != c.op) {
+			t.Errorf("blockNode(%q) = %q %q %q %v, want %q %q %q %v", c.role, pattern, module, op, ok, c.pattern, c.module, c.op, c.ok)
+		}
+	}
+}
+
 // TestRoleCandidates: a role group is scored against its class's value:
 // the class's declared plan (a start that matched no candidate, as when
 // some of its nodes are pinned) is among the role's candidates, and a
