@@ -278,7 +278,7 @@ func TestBlockNode(t *testing.T) {
 	}{
 		{"transformer.down_blocks.1.resnets.0.norm1.norm14", "transformer.down_blocks.*.resnets.*.norm1.norm", "transformer.down_blocks.1.resnets.0.norm1", "norm", true},
 		{"text_encoder.layers.12.mlp.fc2.linear7", "text_encoder.layers.*.mlp.fc2.linear", "text_encoder.layers.12.mlp.fc2", "linear", true},
-		{"transformer.time_proj.mul1", "", "", "", false},      // no block index
+		{"transformer.time_proj.mul1", "", "", "", false},       // no block index
 		{"transformer.blocks.3.attn.q_norm", "", "", "", false}, // no counter: a role of its own
 		{"norm3", "", "", "", false},
 	} {
