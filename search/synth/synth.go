@@ -159,6 +159,9 @@ type synth struct {
 	// whose program the runner gives i at each call.
 	stepIndex *val
 	stepped   bool
+	// replay: what glue found in the first of repeated calls (replay.go);
+	// nil: every target searched afresh (Options.Afresh)
+	replay *replays
 	// headsAxis: each per-sample score bias [B, Sq or 1, Sk] given a heads
 	// axis (scoreBiases), made once
 	headsAxis map[*val]*val
@@ -196,6 +199,10 @@ type Options struct {
 	// document is written, incomplete, rather than none at all; unset,
 	// the panic goes on (tests).
 	Fault func(boundary string, err error)
+	// Afresh, when set, searches every target of a repeated call anew
+	// instead of first replaying what the first call of its shape found
+	// (replay.go): slower, for measuring what the replay changes.
+	Afresh bool
 	// Hurry, when set and done before Discover's context, ends the search
 	// for expressions: the boundaries left are taken from the trace (and
 	// listed as such) while the rest of the walk, the sampler and the
@@ -266,6 +273,9 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	}
 	s := &synth{ctx: ctx, hurry: hurry, tr: tr, ev: &evaluator{b: cpu.New(1), ctx: hurry}, em: newEmitter(act), params: map[string]*val{}, steps: map[*val]map[int][]float32{}, joint: map[string]*val{},
 		progress: o.Progress, logf: o.Log, fault: o.Fault}
+	if !o.Afresh {
+		s.replay = newReplays()
+	}
 	for _, r := range roots {
 		s.callsTotal += subtreeSize(tr, r)
 	}

@@ -208,7 +208,7 @@ func (s *synth) explainAgain(c trace.Call, sc *scope, outs map[string]*val) {
 		if err != nil {
 			continue
 		}
-		if w := s.glueWithinBudget(target, sc); w != nil && !w.opaque {
+		if w := s.glueRecalled(target, sc, "again"); w != nil && !w.opaque {
 			outs[name] = w
 			s.opaque = slices.DeleteFunc(s.opaque, func(o *val) bool { return o == v })
 		}
@@ -321,7 +321,7 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 		v = s.fromCarried(target)
 	}
 	if v == nil {
-		v = s.inTargetShape(s.glueWithinBudget(target, sc), target)
+		v = s.inTargetShape(s.glueRecalled(target, sc, "first"), target)
 		if v != nil && !slices.Contains(sc.vals, v) && s.fewWholeConstants(target) && !s.readsRequestWhole(v, map[*val]bool{}) {
 			// one to three whole numbers equal at every step, made by
 			// an expression that reads no request input as a whole: too
