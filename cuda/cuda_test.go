@@ -282,7 +282,7 @@ func TestPointwise(t *testing.T) {
 	}
 	check(t, b, "div f32/bf16", exec.Out(bf16), pair{m(ref.Div(xf.c, y.c, exec.Out(bf16))), m(b.Div(xf.g, y.g, exec.Out(bf16)))}, true)
 	check(t, b, "add f32+bf16", exec.Out(bf16), pair{m(ref.Add(xf.c, y.c, exec.Out(bf16))), m(b.Add(xf.g, y.g, exec.Out(bf16)))}, true)
-	for _, act := range []exec.ActKind{exec.ActIdentity, exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU, exec.ActHardswish, exec.ActHardsigmoid, exec.ActSqrt} {
+	for _, act := range []exec.ActKind{exec.ActIdentity, exec.ActSiLU, exec.ActGELUTanh, exec.ActGELUErf, exec.ActTanh, exec.ActSigmoid, exec.ActReLU, exec.ActHardswish, exec.ActHardsigmoid, exec.ActSqrt, exec.ActAbs} {
 		for _, s := range []exec.Spec{exec.Out(bf16), {Out: bf16, Math: exec.MathFastExp}, exec.Out(f32)} {
 			in := x
 			if s.Out == f32 {

@@ -57,13 +57,14 @@ func TestHardActivations(t *testing.T) {
 		{ActHardswish, -4, 0}, {ActHardswish, -3, 0}, {ActHardswish, 1, 1 * 4 / float32(6)},
 		{ActHardswish, 0.5, 0.5 * 3.5 / 6}, {ActHardswish, 3, 3}, {ActHardswish, 7, 7},
 		{ActHardsigmoid, -4, 0}, {ActHardsigmoid, 0, 0.5}, {ActHardsigmoid, 1.5, 4.5 / float32(6)}, {ActHardsigmoid, 5, 1},
+		{ActAbs, -1.5, 1.5}, {ActAbs, 2, 2}, {ActAbs, 0, 0},
 	} {
 		if got := Activate(c.f, c.x, 0); got != c.want {
 			t.Errorf("%v(%v) = %v, want %v", c.f, c.x, got, c.want)
 		}
 	}
 	nan := float32(math.NaN())
-	for _, f := range []ActKind{ActHardswish, ActHardsigmoid} {
+	for _, f := range []ActKind{ActHardswish, ActHardsigmoid, ActAbs} {
 		if v := Activate(f, nan, 0); v == v {
 			t.Errorf("%v(NaN) = %v, want NaN", f, v)
 		}

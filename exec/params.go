@@ -43,10 +43,13 @@ const (
 	// hardswish and hardsigmoid: MobileNetV3's, LeViT's).
 	ActHardswish
 	ActHardsigmoid
+	// ActAbs is |x|, NaN kept (an output head's positive divisor,
+	// (x − a)/(|1 − b| + ε)).
+	ActAbs
 	actEnd
 )
 
-var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1", "softplus", "sqrt", "hardswish", "hardsigmoid"}
+var actNames = [...]string{"identity", "silu", "gelu_tanh", "gelu_erf", "tanh", "sigmoid", "relu", "sin", "cos", "atan", "log", "exp", "expm1", "softplus", "sqrt", "hardswish", "hardsigmoid", "abs"}
 
 func (a ActKind) String() string {
 	if a < actEnd {

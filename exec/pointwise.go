@@ -159,6 +159,8 @@ func Activate(f ActKind, x float32, m Math) float32 {
 		return x * hardClamp(x) / 6
 	case ActHardsigmoid:
 		return hardClamp(x) / 6
+	case ActAbs:
+		return float32(math.Abs(float64(x)))
 	}
 	return float32(math.NaN())
 }

@@ -104,7 +104,7 @@ func TestCodesMatch(t *testing.T) {
 		"ZF_ACT_IDENTITY": int(exec.ActIdentity), "ZF_ACT_SILU": int(exec.ActSiLU), "ZF_ACT_GELU_TANH": int(exec.ActGELUTanh),
 		"ZF_ACT_GELU_ERF": int(exec.ActGELUErf), "ZF_ACT_TANH": int(exec.ActTanh), "ZF_ACT_SIGMOID": int(exec.ActSigmoid),
 		"ZF_ACT_RELU": int(exec.ActReLU), "ZF_ACT_SIN": int(exec.ActSin), "ZF_ACT_COS": int(exec.ActCos),
-		"ZF_ACT_ATAN": int(exec.ActAtan), "ZF_ACT_LOG": int(exec.ActLog), "ZF_ACT_EXP": int(exec.ActExp), "ZF_ACT_EXPM1": int(exec.ActExpm1), "ZF_ACT_SQRT": int(exec.ActSqrt), "ZF_ACT_HARDSWISH": int(exec.ActHardswish), "ZF_ACT_HARDSIGMOID": int(exec.ActHardsigmoid), "ZF_MATH_FAST_EXP": int(exec.MathFastExp), "ZF_MATH_RECIP_DIV": int(exec.MathRecipDiv), "ZF_MATH_TENSOR_CORE": int(exec.MathTensorCore),
+		"ZF_ACT_ATAN": int(exec.ActAtan), "ZF_ACT_LOG": int(exec.ActLog), "ZF_ACT_EXP": int(exec.ActExp), "ZF_ACT_EXPM1": int(exec.ActExpm1), "ZF_ACT_SQRT": int(exec.ActSqrt), "ZF_ACT_HARDSWISH": int(exec.ActHardswish), "ZF_ACT_HARDSIGMOID": int(exec.ActHardsigmoid), "ZF_ACT_ABS": int(exec.ActAbs), "ZF_MATH_FAST_EXP": int(exec.MathFastExp), "ZF_MATH_RECIP_DIV": int(exec.MathRecipDiv), "ZF_MATH_TENSOR_CORE": int(exec.MathTensorCore),
 		"ZF_OP_ADD": OpAdd, "ZF_OP_MUL": OpMul, "ZF_OP_ACT": OpAct, "ZF_OP_CAST": OpCast, "ZF_OP_MODULATE": OpModulate,
 		"ZF_OP_GATED": OpGated, "ZF_OP_GLU": OpGLU, "ZF_OP_SUB": OpSub, "ZF_OP_DIV": OpDiv, "ZF_OP_MIN": OpMin, "ZF_OP_MAX": OpMax, "ZF_OP_ROPE": OpRope, "ZF_R_SCALE": RScale, "ZF_R_PRODUCT": RProduct, "ZF_R_GATE": RGate,
 		"ZF_R_NORMALIZED": RNormalized, "ZF_R_EACH": REach, "ZF_R_MOMENTS": RMoments, "ZF_PLUS_ONE": PlusOne, "ZF_HAS_SHIFT": HasShift, "ZF_MAXR": MaxRank, "ZF_VEC8": Vec8, "ZF_EPI_MAXO": MaxEpiOperands,

@@ -398,6 +398,9 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.ssmScanned(target, sc, vals); v != nil {
 		return v
 	}
+	if v := s.quotient(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.reshaped(target, sc, vals); v != nil {
 		return v
 	}
