@@ -66,15 +66,23 @@ func (s *synth) latentsRepeated(target *val, inputs map[string]*val, sigmaName s
 // condition along another axis (latentsJoined) and that join repeated k =
 // size/n ≥ 2 times along ax, where the latents hold n entries (a pipeline
 // that joins the latents with a reference's or zeros by width, then
-// doubles the batch for classifier-free guidance: DreamLite's); nil when
-// the argument is not that.
+// doubles the batch for classifier-free guidance: DreamLite's). The
+// copies' conditions may differ: each is the first copy's, zeros, or a
+// request input (an image edit's batch of three joins the image's
+// latents to the first two copies and zeros to the third:
+// InstructPix2Pix's). nil when the argument is not that.
 func (s *synth) joinedRepeated(target *val, inputs map[string]*val, sigmaName string, roles map[string]string, ax, n int) *val {
 	k := target.shape[ax] / n
 	first := s.part(target, ax, 0, n)
+	same := true
 	for c := 1; c < k; c++ {
 		if relRMS(target.format, sliceData(target, ax, c*n, (c+1)*n), first.data) != 0 {
-			return nil
+			same = false
+			break
 		}
+	}
+	if !same && !s.copiesJoinedAlike(target, ax, n, inputs, sigmaName) {
+		return nil
 	}
 	j := s.latentsJoined(first, inputs, sigmaName, roles) // along another axis: first holds n along ax, as the latents do
 	if j == nil {
@@ -83,6 +91,13 @@ func (s *synth) joinedRepeated(target *val, inputs map[string]*val, sigmaName st
 	parts := make([]*val, k)
 	for c := range parts {
 		parts[c] = j
+		if !same && c > 0 {
+			parts[c] = s.copyJoined(target, ax, c, n, j, inputs, roles)
+		}
+		if parts[c] == nil {
+			s.latentsIn = nil
+			return nil
+		}
 	}
 	r := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: parts, out: target.format, label: fmt.Sprintf("the joined latents repeated %d times (guidance)", k)})
 	if r == nil {
@@ -91,6 +106,107 @@ func (s *synth) joinedRepeated(target *val, inputs map[string]*val, sigmaName st
 	}
 	s.guidance = &guidanceAxis{axis: ax, copies: k}
 	return adopt(target, r)
+}
+
+// copiesJoinedAlike reports, before anything is bound, whether every copy
+// along ax of target (n entries each) holds a latents candidate at the
+// same place along another axis, the same in every copy, beside a rest
+// that is the first copy's, zeros, or a request input's values.
+func (s *synth) copiesJoinedAlike(target *val, ax, n int, inputs map[string]*val, sigmaName string) bool {
+	k := target.shape[ax] / n
+	copies := make([]*val, k)
+	for c := range copies {
+		copies[c] = &val{shape: slices.Clone(target.shape), data: sliceData(target, ax, c*n, (c+1)*n), format: target.format}
+		copies[c].shape[ax] = n
+	}
+	for _, lat := range s.latentsCandidates(copies[0], inputs, sigmaName) {
+		for ax2 := range target.shape {
+			m, rest := lat.shape[ax2], copies[0].shape[ax2]-lat.shape[ax2]
+			if ax2 == ax || rest <= 0 || !equalBut(lat.shape, copies[0].shape, ax2) {
+				continue
+			}
+			for _, at := range []int{0, rest} {
+				restAt := m
+				if at > 0 {
+					restAt = 0
+				}
+				alike := true
+				for _, cp := range copies {
+					if relRMS(target.format, sliceData(cp, ax2, at, at+m), lat.data) != 0 {
+						alike = false
+						break
+					}
+					r := sliceData(cp, ax2, restAt, restAt+rest)
+					if !slices.Equal(r, sliceData(copies[0], ax2, restAt, restAt+rest)) && !allZero(r) && inputHolding(inputs, r) == "" {
+						alike = false
+						break
+					}
+				}
+				if alike {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// copyJoined is copy c of target's join along ax: the bound latents
+// (first's join j: latentsIn says where) beside zeros or the request
+// input the copy holds in place of the first copy's condition; j itself
+// where the copy is first's.
+func (s *synth) copyJoined(target *val, ax, c, n int, j *val, inputs map[string]*val, roles map[string]string) *val {
+	d := sliceData(target, ax, c*n, (c+1)*n)
+	if slices.Equal(d, j.data) {
+		return j
+	}
+	in := s.latentsIn
+	if in == nil || in.axis == ax || j.from == nil || len(j.from.args) < 2 {
+		return nil
+	}
+	args := j.from.args
+	lat := args[0]
+	if in.start > 0 {
+		lat = args[len(args)-1]
+	}
+	shape := slices.Clone(j.shape)
+	rest := shape[in.axis] - (in.end - in.start)
+	shape[in.axis] = rest
+	cp := &val{shape: slices.Clone(j.shape), data: d, format: target.format}
+	restAt := in.end
+	if in.start > 0 {
+		restAt = 0
+	}
+	r := sliceData(cp, in.axis, restAt, restAt+rest)
+	var cond *val
+	if allZero(r) {
+		cond = s.zeros(shape, target.format, target.origin, "the condition a guided copy joins in place of another's: zeros")
+	} else if name := inputHolding(inputs, r); name != "" {
+		cond = s.reshape(inputs[name], shape)
+		if _, dup := roles[name]; !dup && cond != nil {
+			roles[name] = name
+			s.em.bindLeaf(inputs[name], program.Input, program.InputValue(name), name)
+		}
+	}
+	if cond == nil {
+		return nil
+	}
+	parts := []*val{lat, cond}
+	if in.start > 0 {
+		parts = []*val{cond, lat}
+	}
+	return s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: in.axis}, args: parts, out: target.format, label: "latents joined with another copy's condition"})
+}
+
+// inputHolding is the first request input, in name order, whose values
+// are d's exactly; "" when none is.
+func inputHolding(inputs map[string]*val, d []float32) string {
+	for _, name := range slices.Sorted(maps.Keys(inputs)) {
+		if slices.Equal(inputs[name].data, d) {
+			return name
+		}
+	}
+	return ""
 }
 
 // latentsCandidates are the request inputs, in name order, that may be

@@ -117,3 +117,58 @@ func TestThreeCopiesGuided(t *testing.T) {
 		})
 	}
 }
+
+// TestCopiesJoinedApart: an image edit's batch of three joins the
+// latents with the image's latents in the first two copies and with zeros
+// in the third (InstructPix2Pix's [text, image, unconditional]), and
+// combines the three predictions with two scales: the argument is read as
+// the latents joined with each copy's own condition, and the run
+// generates.
+func TestCopiesJoinedApart(t *testing.T) {
+	const c, w = 2, 3
+	n := c * w
+	sigmas := []float32{1, 0.75, 0.4, 0}
+	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 1}
+	img := []float32{0.1, -0.2, 0.3, 0.05, -0.4, 0.2}
+	pt := newPlanted(t, "copiesapart")
+	pt.f32("input/x", []int{1, c, w}, x)
+	pt.f32("input/image", []int{1, c, w}, img)
+	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+	var calls []trace.Call
+	for step := range len(sigmas) - 1 {
+		var arg []float32
+		for copy := range 3 {
+			cond := img
+			if copy == 2 {
+				cond = make([]float32, n)
+			}
+			arg = append(append(arg, x...), cond...)
+		}
+		act := make([]float32, len(arg))
+		for i := range act {
+			act[i] = float32(math.Tanh(float64(arg[i])))
+		}
+		var out []float32
+		for copy := range 3 {
+			out = append(out, act[copy*2*n:copy*2*n+n]...)
+		}
+		pre := fmt.Sprintf("s%d/", step)
+		pt.f32(pre+"m/arg0", []int{3, 2 * c, w}, arg)
+		pt.f32(pre+"m/out", []int{3, c, w}, out)
+		pt.f32(pre+"m.act/arg0", []int{3, 2 * c, w}, arg)
+		pt.f32(pre+"m.act/out", []int{3, 2 * c, w}, act)
+		st, id := step, 2*step
+		calls = append(calls,
+			trace.Call{ID: id, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{{Name: "arg0", Key: pre + "m/arg0"}, {Name: "out", Key: pre + "m/out"}}},
+			trace.Call{ID: id + 1, Step: &st, Parent: &id, Module: "m.act", Type: "Tanh", Tensors: trace.Ports{
+				{Name: "arg0", Key: pre + "m.act/arg0"}, {Name: "out", Key: pre + "m.act/out"}}})
+		next := make([]float32, n)
+		for i := range x {
+			v := out[2*n+i] + 7.5*(out[i]-out[n+i]) + 1.5*(out[n+i]-out[2*n+i])
+			next[i] = x[i] + (sigmas[step+1]-sigmas[step])*v
+		}
+		x = next
+	}
+	pt.f32("output/latents", []int{1, c, w}, x)
+	discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "image": "input/image", "sigmas": "input/sigmas"})
+}
