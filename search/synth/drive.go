@@ -833,6 +833,14 @@ func (s *synth) fitVelocity(latents, sigmas *val, next []float32, dt float64, ou
 			w[i] = sign * x
 		}
 		forms = append(forms, s.guided(out, latents.shape, w)...)
+		if g := s.guidance; g != nil && g.axis != 1 && len(out.shape) >= 2 && out.shape[1] == 2*latents.shape[1] {
+			// a learned variance beside each copy's prediction: the
+			// guided predictions of the first half of channels
+			// (Kandinsky 2.1's and unCLIP's split before their guidance)
+			if c := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: 0, End: latents.shape[1]}, args: []*val{out}, out: out.format, label: "first half of channels"}); c != nil {
+				forms = append(forms, s.guided(c, latents.shape, w)...)
+			}
+		}
 		if j, g := s.latentsIn, s.guidance; j != nil && g != nil && j.axis != g.axis && j.axis < len(out.shape) {
 			// the joined latents repeated: the guided predictions of the
 			// result's latents' part

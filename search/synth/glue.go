@@ -401,6 +401,12 @@ func (s *synth) glueIn(target *val, sc *scope) *val {
 	if v := s.quotient(target, vals); v != nil {
 		return s.stored(s.consuming(v, target, sc), target)
 	}
+	if v := s.averaged(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
+	if v := s.piecewiseOfValue(target, vals); v != nil {
+		return s.stored(s.consuming(v, target, sc), target)
+	}
 	if v := s.reshaped(target, sc, vals); v != nil {
 		return v
 	}

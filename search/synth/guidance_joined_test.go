@@ -172,3 +172,56 @@ func TestCopiesJoinedApart(t *testing.T) {
 	pt.f32("output/latents", []int{1, c, w}, x)
 	discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "image": "input/image", "sigmas": "input/sigmas"})
 }
+
+// TestGuidedVarianceSplit: a model whose result holds a learned variance
+// beside each prediction (twice the latents' channels), run on a doubled
+// batch, guided on the first half of channels (Kandinsky 2.1's and
+// unCLIP's split before their guidance), is read and generates.
+func TestGuidedVarianceSplit(t *testing.T) {
+	const c, w = 2, 3
+	n := c * w
+	sigmas := []float32{1, 0.75, 0.4, 0}
+	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 1}
+	cond := []float32{0.1, -0.2, 0.3, 0.05, -0.4, 0.2, 0.1, -0.1, -0.3, 0.4, -0.1, 0.2}
+	pt := newPlanted(t, "variancesplit")
+	pt.f32("input/x", []int{1, c, w}, x)
+	pt.f32("input/cond", []int{2, c, w}, cond)
+	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
+	var calls []trace.Call
+	for step := range len(sigmas) - 1 {
+		arg := append(append([]float32(nil), x...), x...)
+		sum, a, b := make([]float32, 2*n), make([]float32, 2*n), make([]float32, 2*n)
+		for i := range arg {
+			sum[i] = arg[i] + cond[i]
+			a[i] = float32(math.Tanh(float64(sum[i])))
+			b[i] = float32(1 / (1 + math.Exp(-float64(sum[i]))))
+		}
+		var out []float32
+		for cp := range 2 {
+			out = append(append(out, a[cp*n:(cp+1)*n]...), b[cp*n:(cp+1)*n]...)
+		}
+		pre := fmt.Sprintf("s%d/", step)
+		pt.f32(pre+"m/arg0", []int{2, c, w}, arg)
+		pt.f32(pre+"m/arg1", []int{2, c, w}, cond)
+		pt.f32(pre+"m/out", []int{2, 2 * c, w}, out)
+		pt.f32(pre+"m.a/arg0", []int{2, c, w}, sum)
+		pt.f32(pre+"m.a/out", []int{2, c, w}, a)
+		pt.f32(pre+"m.b/arg0", []int{2, c, w}, sum)
+		pt.f32(pre+"m.b/out", []int{2, c, w}, b)
+		st, id := step, 3*step
+		calls = append(calls,
+			trace.Call{ID: id, Step: &st, Module: "m", Type: "M", Tensors: trace.Ports{{Name: "arg0", Key: pre + "m/arg0"}, {Name: "arg1", Key: pre + "m/arg1"}, {Name: "out", Key: pre + "m/out"}}},
+			trace.Call{ID: id + 1, Step: &st, Parent: &id, Module: "m.a", Type: "Tanh", Tensors: trace.Ports{
+				{Name: "arg0", Key: pre + "m.a/arg0"}, {Name: "out", Key: pre + "m.a/out"}}},
+			trace.Call{ID: id + 2, Step: &st, Parent: &id, Module: "m.b", Type: "Sigmoid", Tensors: trace.Ports{
+				{Name: "arg0", Key: pre + "m.b/arg0"}, {Name: "out", Key: pre + "m.b/out"}}})
+		next := make([]float32, n)
+		for i := range x {
+			u, cnd := a[i], a[n+i]
+			next[i] = x[i] + (sigmas[step+1]-sigmas[step])*(u+4*(cnd-u))
+		}
+		x = next
+	}
+	pt.f32("output/latents", []int{1, c, w}, x)
+	discoverGenerates(t, pt, calls, map[string]string{"x": "input/x", "cond": "input/cond", "sigmas": "input/sigmas"})
+}

@@ -59,7 +59,10 @@ func TestLaterCallReadsAnotherInput(t *testing.T) {
 // the sampling loop makes features from the request's img (a linear of
 // weight w where linear, else the fixed table feat, which nothing explains),
 // and every step's model call reads them scaled by the pipeline (×0.5).
-func beforeLoopTrace(t *testing.T, name string, img []float32, linear bool) *plantedTrace {
+// Where split, img is two request inputs, its halves, that the pipeline
+// joins before the call (cat([negative, prompt]) before unCLIP's text
+// projection).
+func beforeLoopTrace(t *testing.T, name string, img []float32, linear, split bool) *plantedTrace {
 	const n = 6
 	sigmas := []float32{1, 0.75, 0.4, 0}
 	x := []float32{0.5, -1, 1.5, 0.25, -0.75, 2}
@@ -82,7 +85,15 @@ func beforeLoopTrace(t *testing.T, name string, img []float32, linear bool) *pla
 	}
 	pt := newPlanted(t, name)
 	pt.f32("input/x", []int{1, n}, x)
-	pt.f32("input/img", []int{1, n}, img)
+	inputs := map[string]string{"x": "input/x", "img": "input/img", "sigmas": "input/sigmas"}
+	if split {
+		pt.f32("input/imga", []int{1, n / 2}, img[:n/2])
+		pt.f32("input/imgb", []int{1, n / 2}, img[n/2:])
+		delete(inputs, "img")
+		inputs["imga"], inputs["imgb"] = "input/imga", "input/imgb"
+	} else {
+		pt.f32("input/img", []int{1, n}, img)
+	}
 	pt.f32("input/sigmas", []int{len(sigmas)}, sigmas)
 	pt.f32("pre/enc/arg0", []int{1, n}, img)
 	pt.f32("pre/enc/out", []int{1, n}, feat)
@@ -116,7 +127,7 @@ func beforeLoopTrace(t *testing.T, name string, img []float32, linear bool) *pla
 	pt.m = &trace.Manifest{Format: "zflow-trace", Version: 1,
 		Producer: map[string]any{"framework": "test", "dtype": "float32"},
 		Params:   params,
-		Inputs:   map[string]string{"x": "input/x", "img": "input/img", "sigmas": "input/sigmas"},
+		Inputs:   inputs,
 		Outputs:  map[string]string{"latents": "output/latents"},
 		Calls:    calls}
 	return pt
@@ -135,11 +146,11 @@ func TestCallBeforeLoop(t *testing.T) {
 	img := []float32{0.3, -0.2, 0.9, 0.4, -0.6, 0.1}
 	other := []float32{-0.5, 0.8, 0.1, -0.3, 0.6, 1.1}
 	for _, tc := range []struct {
-		name   string
-		linear bool
-	}{{"read", true}, {"unreadable", false}} {
+		name          string
+		linear, split bool
+	}{{"read", true, false}, {"unreadable", false, false}, {"joined inputs", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			pt := beforeLoopTrace(t, tc.name, img, tc.linear)
+			pt := beforeLoopTrace(t, tc.name, img, tc.linear, tc.split)
 			tr := pt.open(pt.m)
 			res, err := Discover(context.Background(), tr, pt.path, Options{})
 			if err != nil {
@@ -165,7 +176,7 @@ func TestCallBeforeLoop(t *testing.T) {
 				t.Errorf("generated output rel-RMS %.3g > 1e-6", rel)
 			}
 			// the same document, another control image: the run follows it
-			pt2 := beforeLoopTrace(t, "other", other, true)
+			pt2 := beforeLoopTrace(t, "other", other, true, tc.split)
 			if rel := generate(t, res.Doc, pt2.open(pt2.m)); rel > 1e-6 {
 				t.Errorf("another img: generated output rel-RMS %.3g > 1e-6", rel)
 			}

@@ -376,3 +376,25 @@ func (s *synth) fitParamAffine(x *val, params []*val, t *val) *val {
 	v.fit = &leafFit{kind: "affine", label: v.from.label, candidates: ev}
 	return v
 }
+
+// maxPiecewiseValues bounds the scope's most recent values of the
+// target's shape piecewiseOfValue tries.
+const maxPiecewiseValues = 4
+
+// piecewiseOfValue explains t as a piecewise activation (fitPiecewise)
+// of a recent value of its shape: an activation called as a function
+// between modules (F.leaky_relu(x, 0.1) before a vocoder's upsampler,
+// where only module calls have boundaries). Tried once every other form
+// failed.
+func (s *synth) piecewiseOfValue(t *val, vals []*val) *val {
+	for i, v := range sameShape(t, vals) {
+		if i == maxPiecewiseValues {
+			break
+		}
+		if w := s.fitPiecewise(v, t); w != nil {
+			w.fit = &leafFit{kind: "glue", label: w.fit.label, candidates: w.fit.candidates}
+			return w
+		}
+	}
+	return nil
+}

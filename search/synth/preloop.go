@@ -39,7 +39,7 @@ func (s *synth) beforeLoop(d *drive) error {
 		if c.Step != nil || c.Parent != nil || len(ports) == 0 {
 			continue
 		}
-		args, err := s.chainedArgs(c, pool, func(target *val) *val { return s.laterInput(d, target) })
+		args, err := s.chainedArgs(c, pool, func(target *val) *val { return s.requestFor(d, target) })
 		if err != nil {
 			if s.logf != nil {
 				s.logf("synth: the call %s before the loop is not read: %v", c.Module, err)

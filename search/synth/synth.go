@@ -298,7 +298,7 @@ func Discover(ctx context.Context, tr *trace.Trace, path string, o Options) (*Re
 	s.callResults = []*val{outs[drive.outPort]}
 	for _, r := range roots[1:] {
 		pool = append(pool, valuesInOrder(outs)...)
-		args, err := s.chainedArgs(r, pool, func(target *val) *val { return s.laterInput(drive, target) })
+		args, err := s.chainedArgs(r, pool, func(target *val) *val { return s.requestFor(drive, target) })
 		if err != nil {
 			return nil, err
 		}
@@ -527,4 +527,44 @@ func (s *synth) laterInput(d *drive, target *val) *val {
 		return in
 	}
 	return nil
+}
+
+// laterJoined is target made of two or more request inputs joined along
+// one axis, each bound as an input (a pipeline's cat([negative, prompt])
+// before a call outside the loop: unCLIP's text projection); nil where no
+// such join holds it.
+func (s *synth) laterJoined(d *drive, target *val) *val {
+	inputs := map[string]*val{}
+	for name, key := range s.tr.Manifest.Inputs {
+		if in, err := s.capture(key); err == nil && in.format == target.format {
+			inputs[name] = in
+		}
+	}
+	for ax := range target.shape {
+		parts := s.joinedInputs(target, ax, 0, target.shape[ax], inputs, nil)
+		if len(parts) < 2 {
+			continue
+		}
+		args := make([]*val, len(parts))
+		for i, p := range parts {
+			s.em.bindLeaf(p.in, program.Input, program.InputValue(p.name), p.name)
+			if !slices.ContainsFunc(d.structure.Inputs, func(in semantics.Input) bool { return in.Name == p.name }) {
+				d.structure.Inputs = append(d.structure.Inputs, semantics.Input{Role: p.name, Name: p.name, Shape: slices.Clone(p.in.shape)})
+			}
+			args[i] = p.in
+		}
+		if j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: ax}, args: args, out: target.format, label: "request inputs joined"}); j != nil {
+			return j
+		}
+	}
+	return nil
+}
+
+// requestFor is a later call's argument made from the request: one input
+// no call before took (laterInput), or several joined (laterJoined).
+func (s *synth) requestFor(d *drive, target *val) *val {
+	if in := s.laterInput(d, target); in != nil {
+		return in
+	}
+	return s.laterJoined(d, target)
 }
