@@ -2,6 +2,7 @@ package synth
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zflow/zflow/exec/cpu"
@@ -155,6 +156,48 @@ func TestConv3DReflectSpace(t *testing.T) {
 	v := s.fitModePaddedConv(x, []*val{wt}, target)
 	if v == nil {
 		t.Fatal("not explained")
+	}
+	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
+		t.Errorf("rel-RMS %g", e)
+	}
+}
+
+// TestSqueezedConv: a 2-D convolution run on a video of one frame, its
+// frame axis squeezed out and put back (x.squeeze(2), zero padded, conv,
+// unsqueeze(2): QwenImage 2.1's VAE), its weight of four axes at
+// boundaries of five, is read as that convolution.
+func TestSqueezedConv(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 1))
+	const c, o, h, w, k = 2, 3, 5, 4, 3
+	x := randVal(rng, 1, c, 1, h, w)
+	wt := randVal(rng, o, c, k, k)
+	target := &val{shape: []int{1, o, 1, h, w}, data: make([]float32, o*h*w), format: precision.F32}
+	for oc := range o {
+		for y := range h {
+			for z := range w {
+				var sum float64
+				for ch := range c {
+					for ky := range k {
+						for kz := range k {
+							yy, zz := y+ky-1, z+kz-1
+							if yy < 0 || yy >= h || zz < 0 || zz >= w {
+								continue
+							}
+							sum += float64(wt.data[((oc*c+ch)*k+ky)*k+kz]) * float64(x.data[(ch*h+yy)*w+zz])
+						}
+					}
+				}
+				target.data[(oc*h+y)*w+z] = float32(sum)
+			}
+		}
+	}
+	s := &synth{tr: oneStepTrace(t), ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32), relConsts: map[string]*val{}}
+	v := s.leafConv("m", []*val{x}, []*val{wt}, target)
+	if v == nil {
+		t.Fatal("not explained")
+	}
+	if !slices.Equal(v.shape, target.shape) {
+		t.Errorf("shape %v, want %v", v.shape, target.shape)
 	}
 	if e := relRMS(precision.F32, v.data, target.data); e > 1e-6 {
 		t.Errorf("rel-RMS %g", e)

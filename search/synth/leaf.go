@@ -2059,5 +2059,38 @@ func (s *synth) leafConv(module string, xs, params []*val, t *val) *val {
 		// padded by reflecting, repeating or wrapping its borders
 		fit = s.fitModePaddedConv(xs[0], params, t)
 	}
+	if fit == nil {
+		fit = s.squeezedConv(module, xs, params, t)
+	}
 	return fit
+}
+
+// squeezedConv explains t as leafConv's convolution of xs[0] with a
+// length-one axis taken out, put back after: a 2-D convolution run on a
+// video of one frame (x.squeeze(2), conv, unsqueeze(2): QwenImage 2.1's
+// VAE), its weight one axis short of its boundaries. nil where no such
+// axis is both x's and t's, or the convolution does not explain t.
+func (s *synth) squeezedConv(module string, xs, params []*val, t *val) *val {
+	x := xs[0]
+	if len(params) == 0 || len(x.shape) != len(t.shape) || len(params[0].shape) != len(x.shape)-1 {
+		return nil
+	}
+	for ax := 2; ax < len(x.shape); ax++ {
+		if x.shape[ax] != 1 || t.shape[ax] != 1 {
+			continue
+		}
+		drop := func(shape []int) []int { return append(slices.Clone(shape[:ax]), shape[ax+1:]...) }
+		sx := s.reshape(x, drop(x.shape))
+		st := s.readAs(t, drop(t.shape), func(d []float32) []float32 { return d })
+		if sx == nil || st == nil {
+			continue
+		}
+		if fit := s.leafConv(module, append([]*val{sx}, xs[1:]...), params, st); fit != nil {
+			if r := s.reshape(fit, t.shape); r != nil {
+				r.fit = fit.fit
+				return r
+			}
+		}
+	}
+	return nil
 }
