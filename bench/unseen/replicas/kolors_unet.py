@@ -96,7 +96,7 @@ class UNet2DConditionModel(SDXLUNet2DConditionModel):
         order.remove("encoder_hid_proj")
         order.insert(order.index("time_embedding") + 1, "encoder_hid_proj")
         for name in order:
-            self._modules.move_to_end(name)
+            self._modules[name] = self._modules.pop(name)  # to the end (a dict in torch 2, an OrderedDict in 1.13)
 
     def get_class_embed(self, sample, class_labels):
         # class_embedding None

@@ -223,7 +223,7 @@ def call(model, x, sigma, c):
     guidance = guidance.expand(x.shape[0]).to(prompt_embeds.dtype)
     guidance = guidance * GUIDANCE_EMBEDS_SCALE
     latents = x
-    t = TIMESTEPS[i]
+    t = TIMESTEPS[i].to(x.device)
     timestep = t.expand(latents.shape[0])
     latents_model_input = latents / SIGMA_DATA
     scm_timestep = torch.sin(timestep) / (torch.cos(timestep) + torch.sin(timestep))
@@ -239,8 +239,8 @@ def call(model, x, sigma, c):
                   ) / torch.sqrt(scm_timestep_expanded ** 2 + (1 - scm_timestep_expanded) ** 2)
     noise_pred = noise_pred.float() * SIGMA_DATA
     # SCMScheduler.step(noise_pred, timestep, latents) with prediction_type "trigflow"
-    t_next = TIMESTEPS[i + 1]
-    s = TIMESTEPS[i]
+    t_next = TIMESTEPS[i + 1].to(x.device)
+    s = TIMESTEPS[i].to(x.device)
     pred_x0 = torch.cos(s) * latents - torch.sin(s) * noise_pred
     noise = c["step_noise"][i].to(noise_pred.dtype) * SIGMA_DATA
     prev_sample = torch.cos(t_next) * pred_x0 + torch.sin(t_next) * noise
