@@ -627,7 +627,7 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 			ch.result, ch.score = v, score
 		}
 		masks := append(s.keyMasks(sc, ch.q, ch.k), s.joinedMasks(sc, ch.q.shape[0], ch.keyParts)...)
-		bias := append(s.scoreBiases(sc, ch.q, ch.k), s.segmentMasks(sc, ch.q, ch.k)...)
+		bias := slices.Concat(s.scoreBiases(sc, ch.q, ch.k), s.segmentMasks(sc, ch.q, ch.k), s.joinedBiases(sc, ch.q.shape[0], ch.keyParts))
 		offsets := s.absOffsetBiases(sc, ch.params.Heads, ch.q.shape[1], ch.k.shape[1])
 		if ch.q.shape[1] == ch.k.shape[1] {
 			offsets = append(offsets, s.offsetTableBiases(sc, ch.params.Heads, ch.q.shape[1])...)

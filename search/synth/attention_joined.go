@@ -316,3 +316,40 @@ func (s *synth) valuesJoined(sc *scope, pool []*val, width int) [][3]*val {
 	}
 	return out
 }
+
+// joinedBiases are the scope's additive key masks of one piece of joined
+// keys (float, one entry per key of that piece and batch row: a padding
+// mask made (1 − m)·−10000 before the call), each joined with zeros for
+// the other piece's keys, laid out [B, 1, 1, Sk] (a heads axis of one):
+// the added-KV attention's mask padded inside its processor (unCLIP's
+// decoder: the caption's keys first, the map's own after, attending).
+func (s *synth) joinedBiases(sc *scope, b int, parts [2]int) []*val {
+	if parts[0] == 0 {
+		return nil
+	}
+	var out []*val
+	for i, n := range parts {
+		for _, v := range sc.vals {
+			if v.opaque || v.intType || v.param || v.numel() != b*n || len(v.shape) < 2 || v.shape[len(v.shape)-1] != n || allZero(v.data) {
+				continue
+			}
+			m := s.reshape(v, []int{b, 1, n})
+			zeros := s.zeros([]int{b, 1, parts[1-i]}, v.format, "", "the other piece's keys: attended (zeros added to their scores)")
+			if m == nil {
+				continue
+			}
+			args := []*val{m, zeros}
+			if i == 1 {
+				args = []*val{zeros, m}
+			}
+			j := s.derive(&expr{op: program.OpConcat, attrs: program.Attrs{Axis: 2}, args: args, out: v.format, label: "key bias joined with zeros"})
+			if j = s.reshape(j, []int{b, 1, 1, parts[0] + parts[1]}); j != nil {
+				out = append(out, j)
+			}
+			if len(out) == 2 {
+				return out
+			}
+		}
+	}
+	return out
+}

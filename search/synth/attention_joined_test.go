@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/precision"
 )
 
 // TestUnseenJoinedKeys: prx (fixtures/unseen, a replica of diffusers'
@@ -71,5 +72,33 @@ func TestRopeRows(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestJoinedBiases: an additive key mask over one piece of joined keys (a
+// caption's padding made (1 − m)·−10000, the map's own keys after it)
+// is offered joined with zeros for the other piece, laid out [B, 1, 1,
+// Sk], in the order the keys are joined; a mask of an integer dtype is
+// not (that is joinedMasks' 0/1 mask).
+func TestJoinedBiases(t *testing.T) {
+	const b, n, own = 2, 3, 4
+	mask := &val{shape: []int{b, 1, n}, data: []float32{0, 0, -10000, 0, -10000, -10000}, format: precision.F32}
+	s, sc, _ := planted(t, precision.F32, []int{1, 2}, []float32{1, 2}, mask)
+	got := s.joinedBiases(sc, b, [2]int{n, own})
+	if len(got) == 0 {
+		t.Fatal("no bias offered")
+	}
+	want := []float32{0, 0, -10000, 0, 0, 0, 0, 0, -10000, -10000, 0, 0, 0, 0}
+	if !slices.Equal(got[0].shape, []int{b, 1, 1, n + own}) || !slices.Equal(got[0].data, want) {
+		t.Errorf("bias %v %v, want [2 1 1 7] %v", got[0].shape, got[0].data, want)
+	}
+	after := s.joinedBiases(sc, b, [2]int{own, n})
+	if len(after) == 0 || !slices.Equal(after[0].data[:own], []float32{0, 0, 0, 0}) || after[0].data[own+2] != -10000 {
+		t.Errorf("the mask's piece second: %v", after)
+	}
+	ints := &val{shape: mask.shape, data: mask.data, format: precision.F32, intType: true}
+	s, sc, _ = planted(t, precision.F32, []int{1, 2}, []float32{1, 2}, ints)
+	if got := s.joinedBiases(sc, b, [2]int{n, own}); len(got) != 0 {
+		t.Errorf("an integer mask offered as a bias: %v", got[0].data)
 	}
 }
