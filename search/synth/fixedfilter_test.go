@@ -127,3 +127,40 @@ func TestPaddedMove(t *testing.T) {
 		t.Error("rows that repeat were read as a gather of whole rows: the test shows nothing")
 	}
 }
+
+// TestFixedFilter2D: a binomial 5×5 kernel held as a buffer, applied to
+// each channel of a map, zero padded by 2 and strided by 2 (LTX-2's
+// latent upsampler's blur before it strides down), is read off the
+// values, and the expression reproduces the map.
+func TestFixedFilter2D(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 2))
+	const c, h, w, k, st, p = 2, 9, 12, 5, 2, 2
+	binom := []float64{1, 4, 6, 4, 1}
+	x := randVal(rng, 1, c, h, w)
+	ho, wo := (h+2*p-k)/st+1, (w+2*p-k)/st+1
+	want := make([]float32, c*ho*wo)
+	for ch := range c {
+		for i := range ho {
+			for j := range wo {
+				var sum float64
+				for u := range k {
+					for v := range k {
+						y, z := st*i+u-p, st*j+v-p
+						if y >= 0 && y < h && z >= 0 && z < w {
+							sum += binom[u] * binom[v] / 256 * float64(x.data[(ch*h+y)*w+z])
+						}
+					}
+				}
+				want[(ch*ho+i)*wo+j] = float32(sum)
+			}
+		}
+	}
+	s, _, target := planted(t, precision.F32, []int{1, c, ho, wo}, want, x)
+	v := s.fixedFilter2D(x, target)
+	explainedWithin(t, v, target)
+	if v != nil {
+		if kern := v.from.args[1].data[:k*k]; kern[0] != 1.0/256 || kern[12] != 36.0/256 {
+			t.Errorf("taps %v, want the binomial's in 256ths", kern)
+		}
+	}
+}

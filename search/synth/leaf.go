@@ -253,6 +253,12 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 					}
 					return s.fixedUpFilter1D(xs[0], t)
 				},
+				func() *val {
+					if fit != nil {
+						return nil
+					}
+					return s.fixedFilter2D(xs[0], t)
+				},
 				// a fixed linear map on blocks of each channel (a wavelet
 				// patcher and its inverse): only where nothing else came near
 				func() *val {
