@@ -62,10 +62,17 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 		}
 	}
 	theirs := s.otherKV(sc, t, pool)
+	alike := len(theirs)
+	theirs = append(theirs, sameRowsKV(t, pool)...)
 	var out [][3]*val
 	for _, m := range mine {
-		for _, o := range theirs {
+		for i, o := range theirs {
 			if o[0].shape[2] != m[1].shape[2] || o[1].shape[2] != m[2].shape[2] {
+				continue
+			}
+			if i >= alike && !otherSource(m, o) {
+				// rows as many as the queried stream's: only a pair
+				// projected from another input than q, k and v
 				continue
 			}
 			// one order only, the stream of fewer rows first: softmax over
@@ -106,8 +113,28 @@ func mayJoin(t *val, sc *scope) bool {
 			if v.shape[1] != rows && (kvWidth(v.shape[2], w) || v.shape[2] == 2*w) {
 				return true
 			}
+			if v.shape[1] == rows && kvWidth(v.shape[2], w) && otherProjection(v, sc) {
+				return true
+			}
 		case 4:
 			if v.shape[2] != rows && kvWidth(v.shape[1]*v.shape[3], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// otherProjection reports whether the scope made a projection of v's
+// shape from another input than v's: another stream of as many rows.
+func otherProjection(v *val, sc *scope) bool {
+	src := projectedFrom(v)
+	if src == nil {
+		return false
+	}
+	for _, u := range sc.vals {
+		if sc.own[u] && u != v && slices.Equal(u.shape, v.shape) {
+			if o := projectedFrom(u); o != nil && !sameEntries(o, src) {
 				return true
 			}
 		}
@@ -166,6 +193,52 @@ func (s *synth) otherKV(sc *scope, t *val, pool []*val) [][2]*val {
 		}
 	}
 	return pairs
+}
+
+// sameRowsKV are the (k, v) pairs of another stream that happens to have
+// as many rows as t (a caption of 16 tokens beside a map of 4×4 cells):
+// two projections' results of t's rows and width made from one input,
+// in both orders; joinedKV keeps those whose input is not the queried
+// stream's.
+func sameRowsKV(t *val, pool []*val) [][2]*val {
+	var ps []*val
+	for _, v := range pool {
+		if v.shape[1] == t.shape[1] && kvWidth(v.shape[2], t.shape[2]) && projectedFrom(v) != nil {
+			ps = append(ps, v)
+		}
+	}
+	var pairs [][2]*val
+	for _, k := range ps {
+		for _, v := range ps {
+			if k != v && slices.Equal(k.shape, v.shape) && sameEntries(projectedFrom(k), projectedFrom(v)) {
+				pairs = append(pairs, [2]*val{k, v})
+			}
+		}
+	}
+	return pairs
+}
+
+// otherSource reports whether the pair o is projected from one input and
+// the triple m's k and v from another, the same for both.
+func otherSource(m [3]*val, o [2]*val) bool {
+	mk, mv, ok := projectedFrom(m[1]), projectedFrom(m[2]), projectedFrom(o[0])
+	return mk != nil && mv != nil && ok != nil && sameEntries(mk, mv) && !sameEntries(mk, ok)
+}
+
+// projectedFrom is the input of the projection that made v (moved or
+// not), nil where no linear did.
+func projectedFrom(v *val) *val {
+	u := through(v)
+	if u == nil || u.fit == nil || u.fit.kind != "linear" || u.from == nil || len(u.from.args) == 0 {
+		return nil
+	}
+	return through(u.from.args[0])
+}
+
+// sameEntries reports whether a and b hold the same entries in the same
+// shape (two explanations of one boundary are distinct values).
+func sameEntries(a, b *val) bool {
+	return a == b || a != nil && b != nil && slices.Equal(a.shape, b.shape) && slices.Equal(a.data, b.data)
 }
 
 // kvWidth reports whether keys or values w wide may serve queries width

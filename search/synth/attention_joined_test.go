@@ -1,12 +1,14 @@
 package synth
 
 import (
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -100,5 +102,43 @@ func TestJoinedBiases(t *testing.T) {
 	s, sc, _ = planted(t, precision.F32, []int{1, 2}, []float32{1, 2}, ints)
 	if got := s.joinedBiases(sc, b, [2]int{n, own}); len(got) != 0 {
 		t.Errorf("an integer mask offered as a bias: %v", got[0].data)
+	}
+}
+
+// TestSameRowsKV: where the other stream has as many rows as the queried
+// one (a caption of 16 tokens beside a map of 4×4 cells), its k and v are
+// told from the queried stream's by the input they were projected from:
+// pairs of one input are offered, and a triple is joined only with a pair
+// of another input.
+func TestSameRowsKV(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 3))
+	mapRows, text := randVal(rng, 1, 4, 8), randVal(rng, 1, 4, 8)
+	proj := func(src *val) *val {
+		v := randVal(rng, 1, 4, 8)
+		v.from = &expr{op: program.OpLinear, args: []*val{src, randVal(rng, 8, 8), nil}}
+		v.fit = &leafFit{kind: "linear"}
+		return v
+	}
+	q, k, v := proj(mapRows), proj(mapRows), proj(mapRows)
+	ak, av := proj(text), proj(text)
+	target := randVal(rng, 1, 4, 8)
+	pairs := sameRowsKV(target, []*val{q, k, v, ak, av})
+	var theirs, mixed int
+	for _, p := range pairs {
+		if !sameEntries(projectedFrom(p[0]), projectedFrom(p[1])) {
+			mixed++
+		}
+		if otherSource([3]*val{q, k, v}, p) {
+			theirs++
+		}
+	}
+	if mixed != 0 {
+		t.Errorf("%d pairs of two inputs offered", mixed)
+	}
+	if theirs != 2 { // (ak, av) and (av, ak)
+		t.Errorf("%d pairs of the other input joinable, want 2", theirs)
+	}
+	if otherSource([3]*val{q, k, ak}, [2]*val{ak, av}) {
+		t.Error("a triple of two inputs joined")
 	}
 }
