@@ -43,14 +43,7 @@ func (s *synth) fixedFilter1D(x, t *val) *val {
 						}
 					}
 					sys := filterTaps(xp, t, k, st, p, mode == "zeros")
-					taps := sys.solve()
-					if taps == nil {
-						continue
-					}
-					for _, kern := range [][]float32{snappedTaps(taps), sys.latticeTaps(taps, t.format), taps} {
-						if kern == nil {
-							continue
-						}
+					for _, kern := range sys.kernels(t.format) {
 						kc := &val{shape: []int{c, 1, k}, data: make([]float32, c*k), format: x.format, origin: fmt.Sprintf("filter%d", k)}
 						for ch := range c {
 							for i, v := range kern {
@@ -165,6 +158,18 @@ func (ts *tapSystem) solve() []float32 {
 	return taps
 }
 
+// kernels are the kernels a solved system offers, in the order tried:
+// its taps snapped to a common denominator, the binary fractions that
+// round as a narrow format's forward did, and the taps as solved; nil
+// where the system is singular.
+func (ts *tapSystem) kernels(f precision.Format) [][]float32 {
+	taps := ts.solve()
+	if taps == nil {
+		return nil
+	}
+	return slices.DeleteFunc([][]float32{snappedTaps(taps), ts.latticeTaps(taps, f), taps}, func(k []float32) bool { return k == nil })
+}
+
 // exactRows is how many of the system's first rows (at most 512) the
 // kernel reproduces exactly once its sum is rounded to f.
 func (ts *tapSystem) exactRows(kern []float32, f precision.Format) int {
@@ -266,14 +271,7 @@ func (s *synth) fixedUpFilter1D(x, t *val) *val {
 						}
 					}
 					sys := upFilterTaps(xp, t, k, st, tp)
-					taps := sys.solve()
-					if taps == nil {
-						continue
-					}
-					for _, kern := range [][]float32{snappedTaps(taps), sys.latticeTaps(taps, t.format), taps} {
-						if kern == nil {
-							continue
-						}
+					for _, kern := range sys.kernels(t.format) {
 						kc := &val{shape: []int{c, c, k}, data: make([]float32, c*c*k), format: x.format, origin: fmt.Sprintf("upfilter%d", k)}
 						for ch := range c {
 							for i, v := range kern {

@@ -34,15 +34,7 @@ func (s *synth) fixedFilter2D(x, t *val) *val {
 				if h+2*p < k || w+2*p < k || (h+2*p-k)/st+1 != ho || (w+2*p-k)/st+1 != wo {
 					continue
 				}
-				sys := filter2DTaps(x, t, k, st, p)
-				taps := sys.solve()
-				if taps == nil {
-					continue
-				}
-				for _, kern := range [][]float32{snappedTaps(taps), sys.latticeTaps(taps, t.format), taps} {
-					if kern == nil {
-						continue
-					}
+				for _, kern := range filter2DTaps(x, t, k, st, p).kernels(t.format) {
 					kc := &val{shape: []int{c, 1, k, k}, data: make([]float32, c*k*k), format: x.format, origin: fmt.Sprintf("filter%dx%d", k, k)}
 					for ch := range c {
 						for i, v := range kern {
