@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/zflow/zflow/exec"
@@ -152,7 +151,7 @@ func quotientSample(t []float32) []int {
 	for k, i := range idx {
 		mags[k] = math.Abs(float64(t[i]))
 	}
-	sort.Float64s(mags)
+	slices.Sort(mags)
 	if len(mags) == 0 {
 		return nil
 	}
