@@ -579,12 +579,24 @@ func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 		return nil
 	}
 	ops := sameShape(t, vals)
-	if len(ops) > 8 {
-		ops = ops[:8]
+	if n := gatedOperands(t); len(ops) > n {
+		ops = ops[:n]
 	}
 	ops = append(ops, s.rowSlices(t, vals)...)
 	ops = append(ops, s.imagesAsRows(t, vals)...)
 	return s.gatedOf(t, sc, ops)
+}
+
+// gatedOperands bounds the scope's most recent values of t's shape
+// gated pairs: 8, or 24 where t has one row per sample (a one-token
+// caption's stream), whose shape every per-sample vector of the scope
+// shares: the modulation's chunks would crowd out the residual and its
+// branch.
+func gatedOperands(t *val) int {
+	if t.shape[1] == 1 {
+		return 24
+	}
+	return 8
 }
 
 // gatedMoved is gated with the values of t's size and width in another
