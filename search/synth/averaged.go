@@ -60,8 +60,7 @@ func (s *synth) averaged(t *val, vals []*val) *val {
 		// the mean then an activation split at zero, called as a
 		// function (F.leaky_relu(mean, 0.1) before the next upsampler)
 		if m := s.derive(cand); m != nil {
-			if w := s.fitPiecewise(m, t); w != nil {
-				w.fit = &leafFit{kind: "glue", label: w.fit.label, candidates: w.fit.candidates}
+			if w := s.piecewiseGlue(m, t); w != nil {
 				return w
 			}
 		}

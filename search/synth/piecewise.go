@@ -391,10 +391,20 @@ func (s *synth) piecewiseOfValue(t *val, vals []*val) *val {
 		if i == maxPiecewiseValues {
 			break
 		}
-		if w := s.fitPiecewise(v, t); w != nil {
-			w.fit = &leafFit{kind: "glue", label: w.fit.label, candidates: w.fit.candidates}
+		if w := s.piecewiseGlue(v, t); w != nil {
 			return w
 		}
 	}
 	return nil
+}
+
+// piecewiseGlue is fitPiecewise of x for t read as glue between modules
+// (its form and candidates kept), not as a parameterless call's
+// activation; nil where no form fits.
+func (s *synth) piecewiseGlue(x, t *val) *val {
+	w := s.fitPiecewise(x, t)
+	if w != nil {
+		w.fit = &leafFit{kind: "glue", label: w.fit.label, candidates: w.fit.candidates}
+	}
+	return w
 }
