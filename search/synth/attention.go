@@ -608,6 +608,9 @@ func (s *synth) refineWith(all []attnChoice, t *val, sc *scope, pass refinePass)
 		if pairwise && len(s.queryMasks(sc, ch.q, ch.k)) == 0 {
 			continue
 		}
+		if reachBound(t, ch.v, ch.params.Heads, ch.params.KVHeads) > outOfReach {
+			continue // no scale, mask, bias, window or cap brings it within tolerance
+		}
 		var lastBias []*val
 		switch pass {
 		case refineHeadsLast:
