@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
 	if err := os.WriteFile(cc, []byte(src+drv.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-o", bin, cc, "-lm").CombinedOutput(); err != nil {
+	if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-pthread", "-o", bin, cc, "-lm").CombinedOutput(); err != nil {
 		t.Fatalf("compiling the planned epilogues: %v\n%s", err, out)
 	}
 	var in bytes.Buffer

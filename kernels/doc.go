@@ -49,12 +49,13 @@
 // Host target emulates them honestly rather than not at all: a launch's
 // threads of one group run as that many host threads (std::thread), one
 // group after another, group memory is the kernel's static arrays, and a
-// barrier is a real one (mutex and condition variable), so the Host
+// barrier is a real one (a generation word the threads wait on, C++20's
+// atomic wait; the host rendering compiles as C++20), so the Host
 // tests run the very text CUDA and Metal run, barriers and races
 // included (host_rows_test.go runs every linear and attention case on the
 // tiled kernels too, bit for bit; host_flash_test.go holds the flash
-// kernel to its bound). Such a run is slow (a barrier wakes 256 host
-// threads) and proves nothing about a GPU's memory ordering beyond what a
+// kernel to its bound). Such a run is slower than a plain one (a barrier
+// wakes 256 host threads) and proves nothing about a GPU's memory ordering beyond what a
 // barrier promises.
 //
 // Epilogues (epilogue.go): an Epilogue is a chain of the vocabulary's

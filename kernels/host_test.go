@@ -210,7 +210,7 @@ func compileSource(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "host")
-	cmd := exec.Command(cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-pthread", "-o", bin, srcPath, "-lm")
+	cmd := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-pthread", "-o", bin, srcPath, "-lm")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compiling the host rendering: %v\n%s", err, out)
 	}

@@ -226,12 +226,11 @@ static inline float zf_msl_expm1(float x) {
   return precise::exp(x) - 1.0f;
 }
 `,
-	Host: `/* target: host C++ (tests only; compile with -ffp-contract=off, SSE math) */
+	Host: `/* target: host C++20 (tests only; compile with -ffp-contract=off, SSE math) */
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <cstdint>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 typedef unsigned int uint;
@@ -262,26 +261,30 @@ static inline float zf_host_float(uint u) { float x; std::memcpy(&x, &u, 4); ret
 #define ZF_SHM
 #define ZF_BARRIER() zf_host_barrier()
 static thread_local int zf_host_lid, zf_host_grp;
-static std::mutex zf_host_mu;
-static std::condition_variable zf_host_cv;
-static int zf_host_n, zf_host_waiting, zf_host_gen;
+/* The barrier: the last thread to arrive opens the next generation and
+ * wakes the others, which wait on the generation word itself (a futex,
+ * C++20's atomic wait): no mutex for 256 woken threads to queue on, which
+ * on a 2-core machine cost seconds a test. */
+static int zf_host_n;
+static std::atomic<int> zf_host_arrived{0}, zf_host_gen{0};
 static inline void zf_host_barrier() {
-  std::unique_lock<std::mutex> l(zf_host_mu);
-  int g = zf_host_gen;
-  if (++zf_host_waiting == zf_host_n) {
-    zf_host_waiting = 0;
-    zf_host_gen++;
-    zf_host_cv.notify_all();
+  int g = zf_host_gen.load(std::memory_order_acquire);
+  if (zf_host_arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == zf_host_n) {
+    zf_host_arrived.store(0, std::memory_order_relaxed);
+    zf_host_gen.fetch_add(1, std::memory_order_acq_rel);
+    zf_host_gen.notify_all();
     return;
   }
-  zf_host_cv.wait(l, [g] { return zf_host_gen != g; });
+  while (zf_host_gen.load(std::memory_order_acquire) == g) {
+    zf_host_gen.wait(g, std::memory_order_acquire);
+  }
 }
 /* Runs fn as groups × threads threads: thread t of every group is one
  * host thread, with a barrier between groups (the next group's stores to
  * group memory wait for this one's reads). */
 template <class F> static void zf_host_groups(int groups, int threads, F fn) {
   zf_host_n = threads;
-  zf_host_waiting = 0;
+  zf_host_arrived = 0;
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; t++) {
     ts.emplace_back([=] {
