@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -26,6 +27,13 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 			byRows[v.shape[1]] = append(byRows[v.shape[1]], v)
 		}
 	}
+	// two streams of as many rows as each other (a caption as long as the
+	// image's patches) share one group: told apart by the input each
+	// operand was projected from, the most recent few of each source
+	var sources [][]*val
+	if len(byRows) == 1 {
+		sources = bySource(byRows[t.shape[1]])
+	}
 	// the most recent few per stream: the triples grow as the cube
 	for r, vs := range byRows {
 		if len(vs) > maxJointOperands {
@@ -33,7 +41,20 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 		}
 	}
 	tables := s.ropeTables(sc)
-	if v := s.jointOver(t, sc, byRows, tables, s.triplesOf); v != nil {
+	if len(sources) > 1 {
+		var pairs []streamPair
+		for i, a := range sources {
+			for j, b := range sources {
+				if i != j {
+					pairs = append(pairs, streamPair{mine: a, theirs: b})
+				}
+			}
+		}
+		if v := s.jointOver(t, sc, pairs, tables, s.triplesOf); v != nil {
+			return v
+		}
+	}
+	if v := s.jointOver(t, sc, streamPairs(byRows, t.shape[1]), tables, s.triplesOf); v != nil {
 		return v
 	}
 	// each stream's q, k and v cut from one fused projection [q|k|v]
@@ -73,26 +94,82 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 		}
 		return out
 	}
-	return s.jointOver(t, sc, withFused, tables, triples)
+	return s.jointOver(t, sc, streamPairs(withFused, t.shape[1]), tables, triples)
 }
 
-// jointOver is jointAttention's search over the streams' operands (by
-// their rows) and the triples one stream's operands give.
-func (s *synth) jointOver(t *val, sc *scope, byRows map[int][]*val, tables [][2]*val, triplesOf func([]*val) [][3]*val) *val {
-	rows := t.shape[1]
-	mine := byRows[rows]
-	// the best, and the best with the text rows first
-	var best, textFirst *jointChoice
-	var evidence []semantics.Candidate
-	for other, theirs := range byRows {
+// streamPair is one pairing of a joint attention's streams: the operands
+// of the stream scored and those of the other; same where both are one
+// group of as many rows (each stream's triple from operands the other's
+// does not use).
+type streamPair struct {
+	mine, theirs []*val
+	same         bool
+}
+
+// streamPairs pairs the operands of rows rows with those of each other
+// row count, or, where they are the only group, with themselves.
+func streamPairs(byRows map[int][]*val, rows int) []streamPair {
+	var out []streamPair
+	for _, other := range slices.Sorted(maps.Keys(byRows)) {
 		same := other == rows
 		if same && len(byRows) > 1 {
 			continue
 		}
-		// two streams of as many rows as each other (a caption as long as
-		// the image's patches): both streams' operands are in one group,
-		// each stream's triple from operands the other's does not use
-		for _, a := range triplesOf(mine) {
+		out = append(out, streamPair{mine: byRows[rows], theirs: byRows[other], same: same})
+	}
+	return out
+}
+
+// bySource splits operands by the input their projection read (through
+// per-row ops: a q normalised, rotated, reshaped after its projection),
+// keeping the most recent maxJointOperands of each source; operands no
+// projection made are left out.
+func bySource(vs []*val) [][]*val {
+	var srcs []*val
+	var out [][]*val
+	for _, v := range vs {
+		src := streamSource(v)
+		if src == nil {
+			continue
+		}
+		i := slices.IndexFunc(srcs, func(x *val) bool { return sameEntries(x, src) })
+		if i < 0 {
+			srcs, out = append(srcs, src), append(out, nil)
+			i = len(out) - 1
+		}
+		if len(out[i]) < maxJointOperands {
+			out[i] = append(out[i], v)
+		}
+	}
+	return out
+}
+
+// streamSource is the input of the projection that made v, followed back
+// through the ops that keep its rows (norms, RoPE, moves); nil where none.
+func streamSource(v *val) *val {
+	for depth := 0; v != nil && depth < 16; depth++ {
+		if src := projectedFrom(v); src != nil {
+			return src
+		}
+		u := through(v)
+		if u == nil || u.from == nil || len(u.from.args) == 0 || u.from.args[0] == nil || len(u.from.args[0].shape) < 2 || len(u.shape) < 2 || u.from.args[0].shape[1] != u.shape[1] {
+			return nil
+		}
+		v = u.from.args[0]
+	}
+	return nil
+}
+
+// jointOver is jointAttention's search over the streams' operands (by
+// their rows) and the triples one stream's operands give.
+func (s *synth) jointOver(t *val, sc *scope, pairs []streamPair, tables [][2]*val, triplesOf func([]*val) [][3]*val) *val {
+	rows := t.shape[1]
+	// the best, and the best with the text rows first
+	var best, textFirst *jointChoice
+	var evidence []semantics.Candidate
+	for _, sp := range pairs {
+		theirs, same := sp.theirs, sp.same
+		for _, a := range triplesOf(sp.mine) {
 			pool := theirs
 			if same {
 				pool = slices.DeleteFunc(slices.Clone(theirs), func(v *val) bool { return slices.Contains(a[:], v) })

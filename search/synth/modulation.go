@@ -465,12 +465,24 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) != 3 {
 		return nil
 	}
-	if t.shape[1] == 1 && t.shape[0] > 1 {
-		// rows laid out sequence first ([S, 1, C]: one sample): read as
-		// the rows of that sample, [1, S, C], the same bytes
-		proxy := *t
-		proxy.shape = []int{1, t.shape[0], t.shape[2]}
-		return s.reshape(s.modulated(&proxy, sc, vals), t.shape)
+	if t.shape[1] == 1 {
+		if t.shape[0] > 1 {
+			// rows laid out sequence first ([S, 1, C]: one sample): read
+			// as the rows of that sample, [1, S, C], the same bytes
+			proxy := *t
+			proxy.shape = []int{1, t.shape[0], t.shape[2]}
+			if r := s.reshape(s.modulated(&proxy, sc, vals), t.shape); r != nil {
+				return r
+			}
+		}
+		if t.shape[0] > 1 || s.splitting {
+			// several samples of one row read as one sample's rows
+			// above; a row split apart from the rest, or a join's piece,
+			// is no stream of one row: a one-row reading of either fits
+			// any gated residual (the residual's row as the shift)
+			return nil
+		}
+		return s.modulatedOneRow(t, sc, vals)
 	}
 	tol := tolerance(t.format)
 	B, C := t.shape[0], t.shape[2]
@@ -572,20 +584,95 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 	return nil
 }
 
+// modulatedOneRow explains t [1, 1, C], a stream of one row (a one-token
+// caption's), as x·(1 + scale) + shift or x·scale + shift, x one
+// of the six most recent values of t's shape. One row shows no slope per
+// channel, so each of the scope's vectors is tried as the scale and the
+// shift it then needs is looked up among them (none where it needs none):
+// a wrong scale leaves a shift no vector holds.
+func (s *synth) modulatedOneRow(t *val, sc *scope, vals []*val) *val {
+	tol := tolerance(t.format)
+	B, C := t.shape[0], t.shape[2]
+	xs := sameShape(t, vals)
+	xs = xs[:min(6, len(xs))]
+	// conditioning vectors only: not values of the stream (t's shape) nor
+	// rows of values of several rows per sample read as chunks. A gated
+	// residual x + g·y reads as y·g + x, the residual as the shift: that
+	// is gated's reading, not a modulation
+	pool := slices.DeleteFunc(slices.Clone(s.vectors(sc, B, C)), func(v vec) bool {
+		src := v.src
+		return src != nil && (slices.Equal(src.shape, t.shape) || len(src.shape) >= 3 && src.shape[len(src.shape)-1] == C && src.shape[len(src.shape)-2] > 1)
+	})
+	var cands []*expr
+	info := map[*expr][2]vec{}
+	var tn float64
+	for _, y := range t.data {
+		tn += float64(y) * float64(y)
+	}
+	want := make([]float64, B*C)
+	for _, x := range xs {
+		for _, scale := range pool {
+			if scale.v == nil || len(scale.v.data) != B*C {
+				continue
+			}
+			for _, plus := range []bool{true, false} {
+				var wn float64
+				for i := range want {
+					a := float64(scale.v.data[i])
+					if plus {
+						a++
+					}
+					want[i] = float64(t.data[i]) - float64(x.data[i])*a
+					wn += want[i] * want[i]
+				}
+				label := fmt.Sprintf("plus_one=%v scale=%s", plus, scale.label)
+				var shift vec
+				if wn > tol*tol*tn {
+					sh, e := nearest(pool, want, exec.ActIdentity, sc.activatedOf)
+					if e > 10*tol || sh.v == nil {
+						continue
+					}
+					shift = sh
+					label += " shift=" + sh.label
+				}
+				e := &expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}},
+					args: []*val{x, shift.v, scale.v}, out: t.format, label: label}
+				cands = append(cands, e)
+				info[e] = [2]vec{scale, shift}
+			}
+		}
+	}
+	w, ev := s.best(t, cands)
+	if w == nil {
+		return nil
+	}
+	w.fit = &leafFit{kind: "modulate", candidates: ev}
+	in := info[w.from]
+	s.mods = append(s.mods, modRecord{scope: sc.module, boundary: t.origin, plusOne: w.from.attrs.Modulate.PlusOne,
+		scale: in[0], shift: in[1], candidates: ev})
+	return w
+}
+
 // gated explains t = x + g(gate)·y, gate a vector of the scope and g
 // the identity, tanh or sigmoid.
 func (s *synth) gated(t *val, sc *scope, vals []*val) *val {
 	if len(t.shape) != 3 {
 		return nil
 	}
-	ops := sameShape(t, vals)
-	if n := gatedOperands(t); len(ops) > n {
-		ops = ops[:n]
+	same := sameShape(t, vals)
+	n := gatedOperands(t)
+	more := slices.Concat(s.rowSlices(t, vals), s.imagesAsRows(t, vals))
+	if r := s.gatedOf(t, sc, append(slices.Clone(same[:min(n, len(same))]), more...)); r != nil || len(same) <= n {
+		return r
 	}
-	ops = append(ops, s.rowSlices(t, vals)...)
-	ops = append(ops, s.imagesAsRows(t, vals)...)
-	return s.gatedOf(t, sc, ops)
+	// a second stream of t's shape (a caption as long as the image's
+	// patches) crowds the recent few: its residual lies further back
+	return s.gatedOf(t, sc, append(slices.Clone(same[:min(maxGatedOperands, len(same))]), more...))
 }
+
+// maxGatedOperands bounds gated's second look over the scope's values of
+// t's shape.
+const maxGatedOperands = 32
 
 // gatedOperands bounds the scope's most recent values of t's shape
 // gated pairs: 8, or 24 where t has one row per sample (a one-token
