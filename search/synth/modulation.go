@@ -33,7 +33,7 @@ func (s *synth) spread(v *val, b, c int) *val {
 		return nil
 	}
 	bb := v.shape[0]
-	if bb >= b || b%bb != 0 || v.numel()%(bb*c) != 0 || v.numel()/(bb*c) > 16 {
+	if bb == 0 || bb >= b || b%bb != 0 || v.numel()%(bb*c) != 0 || v.numel()/(bb*c) > 16 {
 		return nil
 	}
 	w := v.numel() / bb
@@ -591,6 +591,9 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 // shift it then needs is looked up among them (none where it needs none):
 // a wrong scale leaves a shift no vector holds.
 func (s *synth) modulatedOneRow(t *val, sc *scope, vals []*val) *val {
+	if t.numel() == 0 || t.integral() {
+		return nil
+	}
 	tol := tolerance(t.format)
 	B, C := t.shape[0], t.shape[2]
 	xs := sameShape(t, vals)
