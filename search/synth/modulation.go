@@ -477,9 +477,9 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 		}
 		if t.shape[0] > 1 || s.splitting {
 			// several samples of one row read as one sample's rows
-			// above; a row split apart from the rest, or a join's piece,
-			// is no stream of one row: a one-row reading of either fits
-			// any gated residual (the residual's row as the shift)
+			// above; a row split apart from the rest is no stream of
+			// one row: a one-row reading of either fits any gated
+			// residual (the residual's row as the shift)
 			return nil
 		}
 		return s.modulatedOneRow(t, sc, vals)
@@ -551,14 +551,7 @@ func (s *synth) modulated(t *val, sc *scope, vals []*val) *val {
 				}
 			}
 		}
-		if w, ev := s.best(t, cands); w != nil {
-			w.fit = &leafFit{kind: "modulate", candidates: ev}
-			in := info[w.from]
-			s.mods = append(s.mods, modRecord{scope: sc.module, boundary: t.origin, plusOne: w.from.attrs.Modulate.PlusOne,
-				scale: in[0], shift: in[1], candidates: ev})
-			return w
-		}
-		return nil
+		return s.bestModulation(t, sc, cands, info)
 	}
 	for _, x := range xs {
 		if w := modOf(x); w != nil {
@@ -645,6 +638,13 @@ func (s *synth) modulatedOneRow(t *val, sc *scope, vals []*val) *val {
 			}
 		}
 	}
+	return s.bestModulation(t, sc, cands, info)
+}
+
+// bestModulation is the best of the modulation candidates cands (each
+// with its scale and shift in info), recorded for the factors with every
+// candidate's score; nil where none reproduces t.
+func (s *synth) bestModulation(t *val, sc *scope, cands []*expr, info map[*expr][2]vec) *val {
 	w, ev := s.best(t, cands)
 	if w == nil {
 		return nil
