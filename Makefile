@@ -4,7 +4,7 @@ PYTHON  ?= /usr/bin/python3
 BIN     := bin/zflow
 FUZZTIME ?= 3000x
 
-.PHONY: build test demo bench lint fixtures fuzz clean conformance
+.PHONY: build test demo bench lint fixtures fuzz clean conformance unseen
 
 build:
 	$(GO) build -o $(BIN) ./cmd/zflow
@@ -30,6 +30,12 @@ demo: build
 	./$(BIN) generate --semantics $(DEMO_DIR)/semantics.json --inputs fixtures/dit/dit-bf16.npz -o $(DEMO_DIR)/latents.npz --trace-out $(DEMO_DIR)/ours.npz
 	./$(BIN) diff $(DEMO_DIR)/ours.npz fixtures/dit/dit-bf16.npz --only-failing --plot $(DEMO_DIR)/plots
 	./$(BIN) diff fixtures/faults/wrong_activation.npz fixtures/faults/ref.npz --only-failing --plot $(DEMO_DIR)/plots-fault || echo "(a planted fault, caught: exit $$?)"
+
+# Discovery over every fixture of fixtures/unseen (real architectures the
+# shared set does not hold: complete, self-checked, generating their
+# output); make test runs a sample of them, .ci/run calls this too.
+unseen:
+	ZFLOW_UNSEEN=all $(GO) test -timeout 30m -run '^TestUnseenArchitectures$$' ./search/synth/
 
 # The Go tests over the shared traces (ZFLOW_CONFORMANCE=1 go test -run
 # '^TestShared' ./search/synth/ ./cmd/zflow/), the shared conformance table

@@ -181,7 +181,12 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				mx = max(mx, sink)
 			}
 			var sum float32
+			masked := float32(math.Inf(-1))
 			for j, sv := range sc {
+				if sv == masked && mx != masked {
+					sc[j] = 0 // exp(−∞) exactly, without the call
+					continue
+				}
 				e := exec.Exp32(at(each && st != nil, f, sv-mx), s.Math)
 				sc[j] = e
 				sum += e

@@ -101,6 +101,23 @@ func (b *Backend) Upload(data []float32, shape []int, f precision.Format) (exec.
 	return t, nil
 }
 
+// Borrow is Upload without the copy for f32 values (exec.Borrower): the
+// tensor reads data itself, which the caller leaves unchanged while it
+// lives (ops never write an input, and Free only drops the reference).
+// Narrower formats are rounded into a copy, as Upload does.
+func (b *Backend) Borrow(data []float32, shape []int, f precision.Format) (exec.Tensor, error) {
+	if f != precision.F32 {
+		return b.Upload(data, shape, f)
+	}
+	if err := exec.CheckShape(shape); err != nil {
+		return nil, fmt.Errorf("borrow: %w", err)
+	}
+	if n := exec.Numel(shape); n != len(data) {
+		return nil, fmt.Errorf("exec: cpu: borrow: %d values for shape %v (%d elements)", len(data), shape, n)
+	}
+	return &Tensor{shape: append([]int(nil), shape...), format: f, data: data}, nil
+}
+
 // Download returns a copy of t's values.
 func (b *Backend) Download(t exec.Tensor) ([]float32, error) {
 	ct, err := b.get("download", "tensor", t)

@@ -34,6 +34,23 @@ type attnChoice struct {
 	temperature string
 }
 
+// sortByScore sorts choices by score, best first, ties in their order:
+// slices.SortStableFunc's order, reached by moving indices rather than
+// the choices themselves (a first stage ranks thousands, each a few
+// hundred bytes).
+func sortByScore(choices []attnChoice) {
+	idx := make([]int, len(choices))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmpFloat(choices[a].score, choices[b].score) })
+	sorted := make([]attnChoice, len(choices))
+	for i, j := range idx {
+		sorted[i] = choices[j]
+	}
+	copy(choices, sorted)
+}
+
 // attention explains target [B, S, H·D] as scaled dot-product attention
 // over values the scope made (its children's results, and the pieces of a
 // fused projection), each of q and k optionally rotated by RoPE tables
@@ -254,6 +271,23 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	}
 	// each choice is tried as it is and with each sink the scope holds
 	try = s.withSinks(sc, try)
+	// q (or k) rotated once per table, layout, heads and rows, not once
+	// per triple it joins: the scans pair each q with every k and v
+	type rotation struct {
+		x, cos, sin      *val
+		layout           exec.RopeLayout
+		heads, d, lo, hi int
+	}
+	rotations := map[rotation]*val{}
+	rotateRows := func(x *val, tb [2]*val, layout exec.RopeLayout, heads, d int, rows [2]int) *val {
+		key := rotation{x, tb[0], tb[1], layout, heads, d, rows[0], rows[1]}
+		if r, ok := rotations[key]; ok {
+			return r
+		}
+		r := s.rotateRows(x, tb, layout, heads, d, rows)
+		rotations[key] = r
+		return r
+	}
 	// scan tries every triple × head width × causality × RoPE choice;
 	// wide adds the rarer forms (q rotated alone, tables re-laid for
 	// adjacent pairs), which a second scan tries only when the first
@@ -314,11 +348,11 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 								if !wide && k.shape[1] != q.shape[1] {
 									continue // only q can rotate: the wide scan's q_only
 								}
-								rq := s.rotateRows(q, tb, layout, hq, rd, rows.q)
+								rq := rotateRows(q, tb, layout, hq, rd, rows.q)
 								if rq == nil {
 									continue
 								}
-								if rk := s.rotateRows(k, tb, layout, hk, rd, rows.k); rk != nil {
+								if rk := rotateRows(k, tb, layout, hk, rd, rows.k); rk != nil {
 									try(attnChoice{q: rq, k: rk, v: v, headDim: d, rope: layout, cos: tb[0], sin: tb[1], params: pp,
 										label: base + " rope=" + layout.String() + rows.label, keyParts: parts})
 									if s.sharedKV && k == v {
@@ -423,7 +457,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 				// at once (one run each): without its bias the right
 				// triple can rank below wrong ones (EfficientViT-M's
 				// cascaded heads, each reading a row of one table)
-				slices.SortStableFunc(own, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+				sortByScore(own)
 				s.rankUnderMasks(own, t, sc)
 				var best *attnChoice
 				for _, c := range own[:min(refineVariants, len(own))] {
@@ -486,7 +520,7 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 	// (scale, window, ALiBi, cap, a bias) by coordinate descent on the
 	// three best; on three more where the scope holds a bias (a mask the
 	// first stage lacks can make a worse-scoring choice the right one).
-	slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	sortByScore(all)
 	// choices that are the same computation over equal operands (a
 	// value and its alias) take one refinement slot, not several
 	all = slices.CompactFunc(all, func(a, b attnChoice) bool {
@@ -507,14 +541,14 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 		// zero keys padded on and attended (a sink of logit ln n): fitted
 		// on the three best, which try appends to all
 		s.zeroKeys(bestUpToRowScale(all, t, 3), t, try)
-		slices.SortStableFunc(all, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+		sortByScore(all)
 	}
 	var rounded []attnChoice
 	if n := len(all); !anyWithin(all, tol) {
 		s.roundedOperands(all[:min(3, n)], t.format, try) // try appends to all
 		rounded = slices.Clone(all[n:])
 		all = all[:n]
-		slices.SortStableFunc(rounded, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+		sortByScore(rounded)
 	}
 	if s.wideRefine && !anyWithin(all, accept) && s.rankByScale(all, t) < minScaleGain {
 		// no temperature changed what the first stage saw (its choices

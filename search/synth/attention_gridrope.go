@@ -26,7 +26,7 @@ func (s *synth) inlineGridRope(t *val, all []attnChoice, try func(attnChoice)) {
 		return
 	}
 	base := slices.Clone(all)
-	slices.SortStableFunc(base, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	sortByScore(base)
 	if len(base) > 3 {
 		base = base[:3]
 	}

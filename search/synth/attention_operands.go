@@ -209,7 +209,7 @@ func (s *synth) biasedTriples(sc *scope, all []attnChoice, width int) [][3]*val 
 		return nil
 	}
 	ranked := slices.Clone(all)
-	slices.SortStableFunc(ranked, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	sortByScore(ranked)
 	var bases [][3]*val
 	for _, ch := range ranked {
 		tr := [3]*val{ch.q, ch.k, ch.v}
@@ -894,7 +894,7 @@ func (s *synth) inlineRope(t *val, sc *scope, all []attnChoice, try func(attnCho
 		return
 	}
 	base := slices.Clone(all)
-	slices.SortStableFunc(base, func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	sortByScore(base)
 	if len(base) > 3 {
 		base = base[:3]
 	}

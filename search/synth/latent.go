@@ -290,6 +290,6 @@ func (s *synth) rankByScale(all []attnChoice, t *val) float64 {
 			gain = max(gain, first/ch.score)
 		}
 	}
-	slices.SortStableFunc(all[:n], func(a, b attnChoice) int { return cmpFloat(a.score, b.score) })
+	sortByScore(all[:n])
 	return gain
 }

@@ -181,8 +181,9 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 					}
 					got[i] = t.data[i] - x.data[i]*m
 				}
+				need := precision.NewRef(t.format, got) // against every shift
 				for _, sh := range rv {
-					if relRMS(t.format, sh.v.data, got) > 10*tol {
+					if need.Beyond(sh.v.data, 10*tol) {
 						continue
 					}
 					if try(&expr{op: program.OpModulate, attrs: program.Attrs{Modulate: exec.ModulateParams{PlusOne: plus}}, args: []*val{x, sh.v, sv.v}, out: t.format,
@@ -194,6 +195,7 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 		}
 	}
 	// x + y·gate
+	target := precision.NewRef(t.format, t.data)
 	for _, x := range xs {
 		for _, y := range xs {
 			if x == y {
@@ -203,7 +205,7 @@ func (s *synth) modulatedRows(t *val, sc *scope, vals []*val) *val {
 				for i := range got {
 					got[i] = x.data[i] + y.data[i]*g.v.data[i]
 				}
-				if relRMS(t.format, got, t.data) > tol {
+				if target.Beyond(got, tol) {
 					continue
 				}
 				if try(&expr{op: program.OpGatedResidual, attrs: program.Attrs{Act: exec.ActIdentity}, args: []*val{x, y, g.v}, out: t.format, label: "gated residual per token: gate=" + g.label}) {

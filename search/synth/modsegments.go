@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"github.com/zflow/zflow/precision"
 	"math"
 	"slices"
 
@@ -243,9 +244,18 @@ func rowOf(v *val, r int, dst []float32) {
 // the vector's own format).
 func nearestRow(pool []vec, want []float32) (int, float64) {
 	best, be := -1, math.Inf(1)
+	refs := map[precision.Format]*precision.Ref{} // want, in each vector's format
 	for i, p := range pool {
 		if p.v.numel() != len(want) {
 			continue
+		}
+		ref := refs[p.v.format]
+		if ref == nil {
+			ref = precision.NewRef(p.v.format, want)
+			refs[p.v.format] = ref
+		}
+		if ref.Beyond(p.v.data, be) {
+			continue // farther than the best so far: read only until that shows
 		}
 		if e := relRMS(p.v.format, p.v.data, want); e < be {
 			best, be = i, e

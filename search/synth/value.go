@@ -154,7 +154,7 @@ func (ev *evaluator) run(e *expr) (*val, error) {
 		if a == nil {
 			continue
 		}
-		t, err := ev.b.Upload(a.data, a.shape, a.format)
+		t, err := exec.Borrow(ev.b, a.data, a.shape, a.format) // read in place for this run only (the result is downloaded, a copy)
 		if err != nil {
 			return nil, err
 		}

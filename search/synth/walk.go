@@ -272,7 +272,7 @@ func (s *synth) explain(target *val, sc *scope) *val {
 	if s.logf == nil {
 		return s.explainOnce(target, sc)
 	}
-	start := time.Now()
+	start, evals := time.Now(), s.ev.evals
 	v := s.explainOnce(target, sc)
 	how := "opaque"
 	if v != nil && !v.opaque {
@@ -285,7 +285,7 @@ func (s *synth) explain(target *val, sc *scope) *val {
 			w = w.from.args[0]
 		}
 	}
-	s.logf("explain %s %v: %s in %.2fs", target.origin, target.shape, how, time.Since(start).Seconds())
+	s.logf("explain %s %v: %s in %.2fs (%d evaluations)", target.origin, target.shape, how, time.Since(start).Seconds(), s.ev.evals-evals)
 	return v
 }
 
