@@ -24,6 +24,9 @@ func Exp32(x float32, m Math) float32 {
 	if m&MathFastExp != 0 {
 		return float32(math.Exp2(float64(float32(x * log2e))))
 	}
+	if y, ok := expNear(x); ok {
+		return y
+	}
 	return float32(math.Exp(float64(x)))
 }
 
