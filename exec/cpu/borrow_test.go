@@ -41,6 +41,11 @@ func TestBorrow(t *testing.T) {
 	if zd := z.(*Tensor).data; &zd[0] == &data[0] || zd[2] != precision.BF16.Round(3.0000002) || data[2] != 3.0000002 {
 		t.Errorf("bf16: %v (caller's %v)", zd, data)
 	}
+	// values bf16 holds already are read where they lie
+	held := []float32{1, -2.5, 3, 0.15625}
+	if w, err := exec.Borrow(b, held, []int{4}, precision.BF16); err != nil || &w.(*Tensor).data[0] != &held[0] {
+		t.Errorf("bf16 values borrowed as a copy (%v)", err)
+	}
 	if _, err := exec.Borrow(b, data, []int{3}, precision.F32); err == nil {
 		t.Error("4 values borrowed as shape [3]")
 	}

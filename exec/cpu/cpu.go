@@ -6,6 +6,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/zflow/zflow/exec"
@@ -101,13 +102,17 @@ func (b *Backend) Upload(data []float32, shape []int, f precision.Format) (exec.
 	return t, nil
 }
 
-// Borrow is Upload without the copy for f32 values (exec.Borrower): the
-// tensor reads data itself, which the caller leaves unchanged while it
-// lives (ops never write an input, and Free only drops the reference).
-// Narrower formats are rounded into a copy, as Upload does.
+// Borrow is Upload without the copy where every value is already one of
+// f, bit for bit (exec.Borrower): the tensor reads data itself, which the
+// caller leaves unchanged while it lives (ops never write an input, and
+// Free only drops the reference). Values f would round are rounded into a
+// copy, as Upload does.
 func (b *Backend) Borrow(data []float32, shape []int, f precision.Format) (exec.Tensor, error) {
-	if f != precision.F32 {
+	if f != precision.F32 && !holds(f, data) {
 		return b.Upload(data, shape, f)
+	}
+	if !f.Valid() {
+		return nil, fmt.Errorf("exec: cpu: borrow: invalid format %v", f)
 	}
 	if err := exec.CheckShape(shape); err != nil {
 		return nil, fmt.Errorf("borrow: %w", err)
@@ -116,6 +121,17 @@ func (b *Backend) Borrow(data []float32, shape []int, f precision.Format) (exec.
 		return nil, fmt.Errorf("exec: cpu: borrow: %d values for shape %v (%d elements)", len(data), shape, n)
 	}
 	return &Tensor{shape: append([]int(nil), shape...), format: f, data: data}, nil
+}
+
+// holds reports whether rounding to f leaves every value of data as it is,
+// bit for bit (a NaN's payload included).
+func holds(f precision.Format, data []float32) bool {
+	for _, x := range data {
+		if math.Float32bits(f.Round(x)) != math.Float32bits(x) {
+			return false
+		}
+	}
+	return true
 }
 
 // Download returns a copy of t's values.
