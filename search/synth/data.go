@@ -39,29 +39,40 @@ func permutations(n int) [][]int {
 // permuteData is v's data permuted (torch.permute), row-major.
 func permuteData(v *val, perm []int) []float32 {
 	n := len(v.shape)
+	out := make([]float32, len(v.data))
+	if n == 0 || len(out) == 0 {
+		copy(out, v.data)
+		return out
+	}
 	strides := make([]int, n)
 	st := 1
 	for i := n - 1; i >= 0; i-- {
 		strides[i] = st
 		st *= v.shape[i]
 	}
-	outShape := make([]int, n)
+	// the output's axes, each with the input stride it steps by
+	outShape, step := make([]int, n), make([]int, n)
 	for i, a := range perm {
-		outShape[i] = v.shape[a]
+		outShape[i], step[i] = v.shape[a], strides[a]
 	}
-	out := make([]float32, len(v.data))
+	// the last output axis copied in a strided run; the others counted
+	// like an odometer, the input offset kept as they turn
 	idx := make([]int, n)
-	for k := range out {
-		off := 0
-		for i := range n {
-			off += idx[i] * strides[perm[i]]
+	last, lastStep := outShape[n-1], step[n-1]
+	off := 0
+	for k := 0; k < len(out); k += last {
+		o := off
+		for j := range last {
+			out[k+j] = v.data[o]
+			o += lastStep
 		}
-		out[k] = v.data[off]
-		for i := n - 1; i >= 0; i-- {
+		for i := n - 2; i >= 0; i-- {
 			idx[i]++
+			off += step[i]
 			if idx[i] < outShape[i] {
 				break
 			}
+			off -= idx[i] * step[i]
 			idx[i] = 0
 		}
 	}
