@@ -53,3 +53,31 @@ func TestRefBeyond(t *testing.T) {
 		t.Error("a shorter candidate is not beyond a finite bound")
 	}
 }
+
+// BenchmarkRefBeyond: one target against candidates far from it (the
+// common case of a search's comparisons), answered by Ref.Beyond and by
+// RelRMS then a comparison, the baseline it replaces; compare the two
+// lines' ns/op.
+func BenchmarkRefBeyond(b *testing.B) {
+	r := rand.New(rand.NewPCG(11, 12))
+	ref, far := make([]float32, 4096), make([]float32, 4096)
+	for i := range ref {
+		ref[i], far[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	const bound = 1e-4
+	held := NewRef(F32, ref)
+	b.Run("Beyond", func(b *testing.B) {
+		for b.Loop() {
+			if !held.Beyond(far, bound) {
+				b.Fatal("a far candidate within the bound")
+			}
+		}
+	})
+	b.Run("RelRMS", func(b *testing.B) {
+		for b.Loop() {
+			if e, _ := RelRMS(F32, far, ref); !(e > bound) {
+				b.Fatal("a far candidate within the bound")
+			}
+		}
+	})
+}
