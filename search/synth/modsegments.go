@@ -2,12 +2,12 @@ package synth
 
 import (
 	"fmt"
-	"github.com/zflow/zflow/precision"
 	"math"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 )
 
 // maxSegmentRuns bounds the runs of rows a segmented vector is made of.
