@@ -88,14 +88,8 @@ func (b *Backend) opt(op, name string, t exec.Tensor) (*Tensor, error) {
 
 // Upload copies data into a new tensor, rounding each value to f.
 func (b *Backend) Upload(data []float32, shape []int, f precision.Format) (exec.Tensor, error) {
-	if err := exec.CheckShape(shape); err != nil {
-		return nil, fmt.Errorf("upload: %w", err)
-	}
-	if !f.Valid() {
-		return nil, fmt.Errorf("exec: cpu: upload: invalid format %v", f)
-	}
-	if n := exec.Numel(shape); n != len(data) {
-		return nil, fmt.Errorf("exec: cpu: upload: %d values for shape %v (%d elements)", len(data), shape, n)
+	if err := checkHost("upload", data, shape, f); err != nil {
+		return nil, err
 	}
 	t := newTensor(shape, f)
 	b.round(t.data, data, f)
@@ -108,19 +102,30 @@ func (b *Backend) Upload(data []float32, shape []int, f precision.Format) (exec.
 // Free only drops the reference). Values f would round are rounded into a
 // copy, as Upload does.
 func (b *Backend) Borrow(data []float32, shape []int, f precision.Format) (exec.Tensor, error) {
+	if err := checkHost("borrow", data, shape, f); err != nil {
+		return nil, err
+	}
 	if f != precision.F32 && !holds(f, data) {
-		return b.Upload(data, shape, f)
-	}
-	if !f.Valid() {
-		return nil, fmt.Errorf("exec: cpu: borrow: invalid format %v", f)
-	}
-	if err := exec.CheckShape(shape); err != nil {
-		return nil, fmt.Errorf("borrow: %w", err)
-	}
-	if n := exec.Numel(shape); n != len(data) {
-		return nil, fmt.Errorf("exec: cpu: borrow: %d values for shape %v (%d elements)", len(data), shape, n)
+		t := newTensor(shape, f)
+		b.round(t.data, data, f)
+		return t, nil
 	}
 	return &Tensor{shape: append([]int(nil), shape...), format: f, data: data}, nil
+}
+
+// checkHost checks host values handed to op (upload, borrow): a valid
+// shape and format, and as many values as the shape holds.
+func checkHost(op string, data []float32, shape []int, f precision.Format) error {
+	if err := exec.CheckShape(shape); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if !f.Valid() {
+		return fmt.Errorf("exec: cpu: %s: invalid format %v", op, f)
+	}
+	if n := exec.Numel(shape); n != len(data) {
+		return fmt.Errorf("exec: cpu: %s: %d values for shape %v (%d elements)", op, len(data), shape, n)
+	}
+	return nil
 }
 
 // holds reports whether rounding to f leaves every value of data as it is,
