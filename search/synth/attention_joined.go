@@ -63,7 +63,7 @@ func (s *synth) joinedKV(sc *scope, t *val) [][3]*val {
 	}
 	theirs := s.otherKV(sc, t, pool)
 	alike := len(theirs)
-	theirs = append(theirs, sameRowsKV(t, pool)...)
+	theirs = append(theirs, s.sameRowsKV(sc, t, pool)...)
 	var out [][3]*val
 	for _, m := range mine {
 		for i, o := range theirs {
@@ -113,7 +113,7 @@ func mayJoin(t *val, sc *scope) bool {
 			if v.shape[1] != rows && (kvWidth(v.shape[2], w) || v.shape[2] == 2*w) {
 				return true
 			}
-			if v.shape[1] == rows && kvWidth(v.shape[2], w) && otherProjection(v, sc) {
+			if v.shape[1] == rows && (kvWidth(v.shape[2], w) || v.shape[2] == 2*w) && otherProjection(v, sc) {
 				return true
 			}
 		case 4:
@@ -126,14 +126,14 @@ func mayJoin(t *val, sc *scope) bool {
 }
 
 // otherProjection reports whether the scope made a projection of v's
-// shape from another input than v's: another stream of as many rows.
+// rows from another input than v's: another stream of as many rows.
 func otherProjection(v *val, sc *scope) bool {
 	src := projectedFrom(v)
 	if src == nil {
 		return false
 	}
 	for _, u := range sc.vals {
-		if sc.own[u] && u != v && slices.Equal(u.shape, v.shape) {
+		if sc.own[u] && u != v && len(u.shape) == 3 && u.shape[0] == v.shape[0] && u.shape[1] == v.shape[1] {
 			if o := projectedFrom(u); o != nil && !sameEntries(o, src) {
 				return true
 			}
@@ -198,12 +198,15 @@ func (s *synth) otherKV(sc *scope, t *val, pool []*val) [][2]*val {
 // sameRowsKV are the (k, v) pairs of another stream that happens to have
 // as many rows as t (a caption of 16 tokens beside a map of 4×4 cells):
 // two projections' results of t's rows and width made from one input,
-// in both orders; joinedKV keeps those whose input is not the queried
-// stream's.
-func sameRowsKV(t *val, pool []*val) [][2]*val {
+// in both orders; and each fused [k|v] projection of t's rows cut in
+// halves, its v half also paired with each value of its k half's shape
+// made from that projection (a k normalised after the split). joinedKV
+// keeps those whose input is not the queried stream's.
+func (s *synth) sameRowsKV(sc *scope, t *val, pool []*val) [][2]*val {
+	rows, width := t.shape[1], t.shape[2]
 	var ps []*val
 	for _, v := range pool {
-		if v.shape[1] == t.shape[1] && kvWidth(v.shape[2], t.shape[2]) && projectedFrom(v) != nil {
+		if v.shape[1] == rows && kvWidth(v.shape[2], width) && projectedFrom(v) != nil {
 			ps = append(ps, v)
 		}
 	}
@@ -215,14 +218,69 @@ func sameRowsKV(t *val, pool []*val) [][2]*val {
 			}
 		}
 	}
+	for _, x := range recentFirst(sc.vals) {
+		if !sc.own[x] || x.opaque || len(x.shape) != 3 || x.shape[0] != t.shape[0] || x.shape[1] != rows || x.shape[2] != 2*width || !linearResult(x) {
+			continue
+		}
+		for _, h := range s.halves(x, width) {
+			pairs = append(pairs, h)
+			for _, k := range pool {
+				if k != h[0] && slices.Equal(k.shape, h[0].shape) && madeFrom(k, x) {
+					pairs = append(pairs, [2]*val{k, h[1]})
+				}
+			}
+		}
+	}
 	return pairs
 }
 
-// otherSource reports whether the pair o is projected from one input and
-// the triple m's k and v from another, the same for both.
+// madeFrom reports whether v is x or is made from x through a chain of
+// first arguments (a cut, a move, a norm) of a few links.
+func madeFrom(v, x *val) bool {
+	for range 8 {
+		if v == nil {
+			return false
+		}
+		if v == x || sameEntries(v, x) {
+			return true
+		}
+		if v.from == nil || len(v.from.args) == 0 {
+			return false
+		}
+		v = v.from.args[0]
+	}
+	return false
+}
+
+// otherSource reports whether the pair o's v is projected from one input
+// and the triple m's k and v (and q, where it is a projection's) from
+// another, the same for all (each through the cuts, moves and norms after
+// its projection).
 func otherSource(m [3]*val, o [2]*val) bool {
-	mk, mv, ok := projectedFrom(m[1]), projectedFrom(m[2]), projectedFrom(o[0])
-	return mk != nil && mv != nil && ok != nil && sameEntries(mk, mv) && !sameEntries(mk, ok)
+	mk, mv, ov := sourceOf(m[1]), sourceOf(m[2]), sourceOf(o[1])
+	if mq := sourceOf(m[0]); mq != nil && !sameEntries(mq, mk) {
+		return false
+	}
+	return mk != nil && mv != nil && ov != nil && sameEntries(mk, mv) && !sameEntries(mk, ov)
+}
+
+// sourceOf is the input of the projection v is made from through a chain
+// of first arguments (a cut of a fused projection, a norm after it), nil
+// where none is within a few links.
+func sourceOf(v *val) *val {
+	for range 8 {
+		if v == nil {
+			return nil
+		}
+		if src := projectedFrom(v); src != nil {
+			return src
+		}
+		if v.from == nil || len(v.from.args) == 0 {
+			return nil
+		}
+		v = v.from.args[0]
+	}
+	return nil
 }
 
 // projectedFrom is the input of the projection that made v (moved or

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/zflow/zflow/exec"
+	"github.com/zflow/zflow/exec/cpu"
 	"github.com/zflow/zflow/exec/program"
 	"github.com/zflow/zflow/precision"
 )
@@ -122,7 +123,9 @@ func TestSameRowsKV(t *testing.T) {
 	q, k, v := proj(mapRows), proj(mapRows), proj(mapRows)
 	ak, av := proj(text), proj(text)
 	target := randVal(rng, 1, 4, 8)
-	pairs := sameRowsKV(target, []*val{q, k, v, ak, av})
+	s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(precision.F32)}
+	sc := &scope{own: map[*val]bool{}, arg: map[*val]bool{}}
+	pairs := s.sameRowsKV(sc, target, []*val{q, k, v, ak, av})
 	var theirs, mixed int
 	for _, p := range pairs {
 		if !sameEntries(projectedFrom(p[0]), projectedFrom(p[1])) {
@@ -140,5 +143,67 @@ func TestSameRowsKV(t *testing.T) {
 	}
 	if otherSource([3]*val{q, k, ak}, [2]*val{ak, av}) {
 		t.Error("a triple of two inputs joined")
+	}
+
+	// the other input's k and v from one fused [k|v] projection, its k
+	// normalised after the cut (PRX's caption beside as many image rows):
+	// the halves and the normalised k with the v half are offered, and
+	// joinable with the queried stream's normalised k
+	kv := randVal(rng, 1, 4, 16)
+	kv.from = &expr{op: program.OpLinear, args: []*val{text, randVal(rng, 16, 8), nil}}
+	kv.fit = &leafFit{kind: "linear"}
+	sc.vals, sc.own[kv] = []*val{kv}, true
+	nk := randVal(rng, 1, 4, 8)
+	cutK := &val{shape: []int{1, 4, 8}, format: precision.F32, from: &expr{op: program.OpSlice, args: []*val{kv}}}
+	nk.from = &expr{op: program.OpNorm, args: []*val{cutK, nil, nil}}
+	qk := randVal(rng, 1, 4, 8)
+	qk.from = &expr{op: program.OpNorm, args: []*val{k, nil, nil}}
+	pairs = s.sameRowsKV(sc, target, []*val{q, qk, v, nk})
+	var fused, normed int
+	for _, p := range pairs {
+		if !otherSource([3]*val{q, qk, v}, p) {
+			continue
+		}
+		if p[0] == nk {
+			normed++
+		} else if madeFrom(p[0], kv) && madeFrom(p[1], kv) {
+			fused++
+		}
+	}
+	if normed == 0 || fused == 0 {
+		t.Errorf("fused [k|v] of the other input: %d pairs of its halves, %d of its normalised k joinable; want both", fused, normed)
+	}
+	if otherSource([3]*val{q, qk, v}, [2]*val{qk, v}) {
+		t.Error("the queried stream's own normalised k joined as another stream's")
+	}
+}
+
+// TestRopeRowsJoined: a table of q's rows over keys joined from two
+// streams rotates the keys' piece of q's stream; where both pieces have
+// q's rows either may be q's, so both spans are offered.
+func TestRopeRowsJoined(t *testing.T) {
+	joined := func(a, b int) *val {
+		k := &val{shape: []int{1, a + b, 8}, format: precision.F32}
+		k.from = &expr{op: program.OpConcat, label: joinedKeysLabel, args: []*val{{shape: []int{1, a, 8}}, {shape: []int{1, b, 8}}}}
+		return k
+	}
+	table := &val{shape: []int{4, 8}, format: precision.F32}
+	q := &val{shape: []int{1, 4, 8}, format: precision.F32}
+	for _, c := range []struct {
+		k    *val
+		want []string
+	}{
+		{joined(4, 3), []string{"", " k_first_rows"}},
+		{joined(3, 4), []string{"", " k_last_rows"}},
+		{joined(4, 4), []string{"", " k_first_rows", " k_last_rows"}},
+		{&val{shape: []int{1, 6, 8}}, []string{""}},
+	} {
+		var got []string
+		for _, r := range ropeRows([2]*val{table, table}, q, c.k) {
+			got = append(got, r.label)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("keys %v: spans %q, want %q", joinedParts(c.k), got, c.want)
+		}
 	}
 }

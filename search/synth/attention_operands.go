@@ -355,9 +355,12 @@ func ropeRows(tb [2]*val, q, k *val) []ropeSpan {
 	case r == n:
 		// k of other rows (cross-attention): only q can rotate (q_only)
 		out := []ropeSpan{{}}
-		if parts := joinedParts(k); parts[0] == n {
+		// (both where the two pieces have as many rows: either may be q's)
+		parts := joinedParts(k)
+		if parts[0] == n {
 			out = append(out, ropeSpan{k: [2]int{0, n}, label: " k_first_rows"})
-		} else if parts[1] == n {
+		}
+		if parts[1] == n {
 			out = append(out, ropeSpan{k: [2]int{m - n, m}, label: " k_last_rows"})
 		}
 		return out
