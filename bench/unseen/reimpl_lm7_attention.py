@@ -22,15 +22,15 @@ order, as any two kernels do). BERT-style embeddings (positions from padding_idx
 FFNs, a tanh pooler over the first token.
 
 longt5 follows src/transformers/models/longt5/modeling_longt5.py at commit fd365f0f5165c04aec1be34359d0c37d13a4c413
-(LongT5Stack as the encoder, encoder_attention_type "local", one block: local_radius 7, so block_len 8, and the
+(LongT5Stack as the encoder, encoder_attention_type "local", two layers: local_radius 7, so block_len 8, and the
 request's 8 ids are one block). What it shows: local block attention: q, k, v split into blocks of 8, each
 block's keys and values the block before, its own and the one after joined (zeros beyond the sequence), scores
 [B, blocks, H, 8, 24] unscaled (T5), plus the relative position bias computed over one block's 3-block window
 (compute_bias(block_len): T5's bidirectional buckets, 32 buckets, max distance 128, of key position − query
 position with the queries at positions 8…15 of the 24) and the local mask (blocked padding mask, |i − j| <
-block_len) as −1e10; softmax in f32, the first S rows kept, o. RMS layer norms (f32 variance), ReLU FFN. One
-block only: a second block reads the bias the first returns, mask included, which no form makes (see
-BENCHMARKS.md).
+block_len) as −1e10; softmax in f32, the first S rows kept, o. RMS layer norms (f32 variance), ReLU FFN. The second layer reads
+the bias the first returns, the local mask included: the mask (a bool value the stack builds from the request's
+length) is a constant of the request's shape, one band of keys per query and one key range per block.
 """
 import math
 
@@ -284,7 +284,7 @@ class LongformerModel(nn.Module):
 
 
 class LongT5Config:
-    vocab_size, d_model, d_kv, d_ff, num_layers, num_heads = 64, 32, 16, 48, 1, 2
+    vocab_size, d_model, d_kv, d_ff, num_layers, num_heads = 64, 32, 16, 48, 2, 2
     local_radius, relative_attention_num_buckets, relative_attention_max_distance, layer_norm_epsilon = 7, 32, 128, 1e-6
 
 

@@ -10,11 +10,18 @@ import (
 // many as t's) made into an additive bias: c·(1 − m), c where the mask is
 // 0 and ±0 where it is 1 ((1 − mask)·finfo.min, a mask's −10000), or c·m.
 // c is read off t; the mask must hold both 0s and 1s, or the values do
-// not show which entries c marks.
+// not show which entries c marks. A mask of fewer entries that
+// broadcasts to t (one per key, the same for every head) is repeated
+// along its axes of one first.
 func (s *synth) maskBias(t *val, vals []*val) *val {
 	for _, m := range vals {
-		if m.opaque || m.numel() != t.numel() || !zeroOne(m) {
+		if m.opaque || m.numel() > t.numel() || m.numel() < 2 || !zeroOne(m) {
 			continue
+		}
+		if m.numel() < t.numel() {
+			if m = s.expanded(m, t.shape); m == nil {
+				continue
+			}
 		}
 		for _, zeroAt := range []float32{1, 0} {
 			c, ok := maskConstant(t, m, zeroAt)
@@ -61,4 +68,19 @@ func maskConstant(t, m *val, zeroAt float32) (c float32, ok bool) {
 		marked++
 	}
 	return c, zeros > 0 && marked > 0
+}
+
+// expanded is v repeated along each of its axes of one to shape's length
+// there (torch's expand, as a broadcast add reads it); nil where v does
+// not broadcast to shape.
+func (s *synth) expanded(v *val, shape []int) *val {
+	if !broadcasts(v.shape, shape) {
+		return nil
+	}
+	for ax, n := range shape {
+		if v != nil && v.shape[ax] != n {
+			v = s.derive(&expr{op: program.OpRepeat, attrs: program.Attrs{N: n, Axis: ax}, args: []*val{v}, out: v.format, label: "broadcast"})
+		}
+	}
+	return v
 }

@@ -22,7 +22,7 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 		return nil
 	}
 	v := s.peeledWith(t, sc, s.addends(t, vals))
-	if t.format == precision.F32 || v != nil && relRMS(t.format, v.data, t.data) <= looseFloor(t.format) {
+	if v != nil && (t.format == precision.F32 || relRMS(t.format, v.data, t.data) <= looseFloor(t.format)) {
 		return v
 	}
 	// the known term with its axes moved: in a narrow format (f32's

@@ -415,6 +415,10 @@ func (s *synth) explainOnce(target *val, sc *scope) *val {
 			s.em.constant(target, note)
 			return target
 		}
+		if note := bandMaskNote(target); note != "" {
+			s.em.constant(target, note)
+			return target
+		}
 	}
 	if v == nil && isBounds(target) && (!s.integerRequest() || s.invariant(target.format, func(st int) ([]float32, bool) { return s.at(target, st) }, 0)) {
 		// segment bounds (cumulative lengths: windows, packed images) in a
