@@ -8,12 +8,14 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        reimpl_mixers.py's: jetmoe, xlstm, fnet, reimpl_text.py's: t5, umt5, clip_text_model, dpr, deberta,
        reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text,
        reimpl_lm7.py's: m2m_100, switch_transformers, muse_glimmer_text, reimpl_lm7_attention.py's: fsmt,
-       longformer, longt5, reimpl_hc.py's: deepseek_v4_hc, and reimpl_dsv4.py's: deepseek_v4_attn)
+       longformer, longt5, reimpl_hc.py's: deepseek_v4_hc, reimpl_dsv4.py's: deepseek_v4_attn, and
+       reimpl_sam3_lite_text.py's: sam3_lite_text_text_model, sam3_lite_text_text_model_l4)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
 mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
 t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text m2m_100
-switch_transformers muse_glimmer_text fsmt longformer longt5 deepseek_v4_hc deepseek_v4_attn.
+switch_transformers muse_glimmer_text fsmt longformer longt5 deepseek_v4_hc deepseek_v4_attn
+sam3_lite_text_text_model.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module
@@ -3943,6 +3945,8 @@ import reimpl_hc  # noqa: E402  (deepseek_v4_hc: DeepSeek-V4's hyper-connections
 CASES.update(reimpl_hc.CASES)
 import reimpl_dsv4  # noqa: E402  (deepseek_v4_attn: DeepSeek-V4's attention in a plain decoder)
 CASES.update(reimpl_dsv4.CASES)
+import reimpl_sam3_lite_text  # noqa: E402  (sam3_lite_text_text_model: a resized position table, RepMixer blocks)
+CASES.update(reimpl_sam3_lite_text.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 PREPARE.update(reimpl_lm7.PREPARE)
 

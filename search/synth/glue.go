@@ -593,6 +593,9 @@ func (s *synth) lateForms(target *val, sc *scope, vals []*val) *val {
 		{try: s.modulatedExplained},
 		// a value times the orthogonal basis of a weight (its QR)
 		{try: func(t *val, _ *scope, vs []*val) *val { return s.qrProjected(t, vs) }},
+		// a residual plus a layer-scaled update or difference made in
+		// the forward (a re-parameterisable mixer's training form)
+		{try: func(t *val, _ *scope, vs []*val) *val { return s.scaledUpdate(t, vs) }},
 	} {
 		v := f.try(target, sc, vals)
 		switch {

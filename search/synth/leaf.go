@@ -166,7 +166,17 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		if f == nil {
 			f = s.fitGatheredEntries(params[0], targets[0])
 		}
+		if f == nil {
+			f = s.fitResizedRows(params[0], targets[0])
+		}
 		if f != nil {
+			out[0] = adopt(targets[0], f)
+		}
+		return out
+	}
+	if len(targets) == 1 && len(xs) == 0 && len(params) == 1 && len(params[0].shape) > 2 {
+		// the same, the table held with leading axes of one ([1, 1, L, C])
+		if f := s.fitResizedRows(params[0], targets[0]); f != nil {
 			out[0] = adopt(targets[0], f)
 		}
 		return out

@@ -244,3 +244,45 @@ func addData(a, b []float32) []float32 {
 	}
 	return out
 }
+
+// fitResizedRows explains t [.., n, C] as the rows of a table [.., L, C]
+// (leading axes of one) resized to n along its rows in one of
+// interpolate's modes, its columns kept: a learned position table held
+// at its longest and resampled to the sequence in the forward
+// (SAM3-Lite-Text's text encoder: F.interpolate(P, size=(n, C),
+// mode="bilinear") of P [1, 1, L, C]). The mode nearest t wins, within
+// the format's tolerance.
+func (s *synth) fitResizedRows(table, t *val) *val {
+	r := len(table.shape)
+	l, c := table.shape[r-2], table.shape[r-1]
+	if table.numel() != l*c || len(t.shape) < 2 || t.shape[len(t.shape)-1] != c || t.numel()%c != 0 {
+		return nil
+	}
+	n := t.numel() / c
+	if n == l || n < 1 {
+		return nil
+	}
+	grid := s.reshape(table, []int{1, 1, l, c})
+	if grid == nil {
+		return nil
+	}
+	var best *val
+	bestErr := tolerance(t.format)
+	for _, mode := range resampleModes() {
+		e := s.resampleExpr(grid, n, c, mode, t.format)
+		if e == nil {
+			continue
+		}
+		w := s.reshape(s.derive(e), t.shape)
+		if w == nil {
+			continue
+		}
+		if err := relRMS(t.format, w.data, t.data); err <= bestErr {
+			best, bestErr = w, err
+			if err == 0 {
+				break
+			}
+		}
+	}
+	return best
+}

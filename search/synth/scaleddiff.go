@@ -1,0 +1,147 @@
+package synth
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zflow/zflow/exec/program"
+)
+
+// maxScaledUpdates bounds the updates scaledUpdate scores for each
+// residual and scale, the nearest on the host first.
+const maxScaledUpdates = 4
+
+// scaledUpdate explains t as x + γ·u: x a value of t's shape, γ a
+// parameter vector along one of t's axes (a layer scale), and u a value
+// of t's shape or the difference a − b of two (a re-parameterisable
+// token mixer in its training form: x + γ·(mixer(x) − norm(x)), the
+// difference made in the forward, not by a module). Each u is screened
+// on the host against (t − x)/γ, then the nearest few run.
+func (s *synth) scaledUpdate(t *val, vals []*val) *val {
+	if len(t.shape) == 0 || t.integral() {
+		return nil
+	}
+	ops := sameShape(t, vals)
+	if len(ops) > maxOperands {
+		ops = ops[:maxOperands]
+	}
+	if len(ops) < 2 {
+		return nil
+	}
+	var cands []*expr
+	for _, p := range vals {
+		c := p.numel()
+		if !p.param || p.opaque || c < 2 || c >= t.numel() || !vectorShape(p.shape) {
+			continue
+		}
+		for ax, n := range t.shape {
+			if n != c {
+				continue
+			}
+			col := make([]int, len(t.shape)-ax) // [C, 1, …, 1]: broadcast along ax
+			for i := range col {
+				col[i] = 1
+			}
+			col[0] = c
+			g := s.reshape(p, col)
+			if g == nil {
+				continue
+			}
+			inner := 1
+			for _, m := range t.shape[ax+1:] {
+				inner *= m
+			}
+			for _, x := range ops {
+				want, ok := impliedUpdate(t.data, x.data, p.data, c, inner)
+				if !ok {
+					continue
+				}
+				for _, u := range s.nearestUpdates(want, ops, x) {
+					upd := u[0]
+					label := "x + γ·u (a layer-scaled update)"
+					if u[1] != nil {
+						upd = s.derive(&expr{op: program.OpSub, args: []*val{u[0], u[1]}, out: t.format, label: "a − b"})
+						label = "x + γ·(a − b) (a layer-scaled difference)"
+					}
+					if upd == nil {
+						continue
+					}
+					scaled := s.derive(&expr{op: program.OpMul, args: []*val{g, upd}, out: t.format, label: fmt.Sprintf("times a parameter along axis %d", ax)})
+					if scaled != nil {
+						cands = append(cands, &expr{op: program.OpAdd, args: []*val{x, scaled}, out: t.format, label: label})
+					}
+				}
+			}
+		}
+	}
+	w, _ := s.best(t, cands)
+	return w
+}
+
+// impliedUpdate is (t − x)/γ, γ's entry i·… of c along the axis whose
+// trailing axes hold inner entries; NaN where γ is 0. ok is false where
+// γ is 0 throughout.
+func impliedUpdate(t, x, g []float32, c, inner int) ([]float64, bool) {
+	out := make([]float64, len(t))
+	any := false
+	for i := range t {
+		gi := float64(g[(i/inner)%c])
+		if gi == 0 {
+			out[i] = math.NaN()
+			continue
+		}
+		out[i] = (float64(t[i]) - float64(x[i])) / gi
+		any = true
+	}
+	return out, any
+}
+
+// nearestUpdates are the values u (second nil) and differences a − b of
+// ops other than x nearest want on the host, at most maxScaledUpdates,
+// each within 1e-3 of want (rel-RMS over the entries γ does not zero).
+func (s *synth) nearestUpdates(want []float64, ops []*val, x *val) [][2]*val {
+	type scored struct {
+		u   [2]*val
+		err float64
+	}
+	var near []scored
+	consider := func(a, b *val) {
+		var d, r float64
+		for i, w := range want {
+			if math.IsNaN(w) {
+				continue
+			}
+			u := float64(a.data[i])
+			if b != nil {
+				u -= float64(b.data[i])
+			}
+			d += (u - w) * (u - w)
+			r += w * w
+		}
+		if r == 0 {
+			return
+		}
+		if e := math.Sqrt(d / r); e <= 1e-3 {
+			near = append(near, scored{[2]*val{a, b}, e})
+		}
+	}
+	for _, a := range ops {
+		if a == x {
+			continue
+		}
+		consider(a, nil)
+		for _, b := range ops {
+			if b != x && b != a {
+				consider(a, b)
+			}
+		}
+	}
+	slices.SortStableFunc(near, func(a, b scored) int { return cmp.Compare(a.err, b.err) })
+	out := make([][2]*val, 0, maxScaledUpdates)
+	for _, n := range near[:min(len(near), maxScaledUpdates)] {
+		out = append(out, n.u)
+	}
+	return out
+}
