@@ -1,10 +1,12 @@
 package synth
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/precision"
 )
 
@@ -23,11 +25,25 @@ func maskOf(p, lq, lk int, keep func(b, i, j int) bool) *val {
 	return v
 }
 
+// lowest is float32's finfo.min, the masked value of an additive mask.
+const lowest = -math.MaxFloat32
+
+// additive is an additive mask of shape: the first kept entries 0, the
+// rest the masked values in turn.
+func additive(shape []int, kept int, masked ...float32) *val {
+	v := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: precision.F32}
+	for i := kept; i < len(v.data); i++ {
+		v.data[i] = masked[i%len(masked)]
+	}
+	return v
+}
+
 // TestBandMaskNote: masks a forward builds from the sequence's length —
 // causal, a sliding window, LongT5's local blocks over a padded 3-block
 // window — are read as one band and a key range per leading index;
 // patterns no such rule makes (a padding mask per query, a random one,
-// no zero) are not.
+// no zero) are not. Additive masks (0 and one value at most −10⁴) are
+// read by their zeros; a row per leading index has no band.
 func TestBandMaskNote(t *testing.T) {
 	const l, s = 4, 10 // LongT5: blocks of 4 over 10 positions (3 blocks, the last padded)
 	local := func(b, i, j int) bool {
@@ -46,6 +62,9 @@ func TestBandMaskNote(t *testing.T) {
 		{"keys padded per query", maskOf(1, 4, 4, func(_, i, j int) bool { return (i+j)%3 != 0 }), ""},
 		{"random", maskOf(1, 5, 7, func(_, _, _ int) bool { return rng.IntN(2) == 0 }), ""},
 		{"all ones", maskOf(1, 3, 3, func(_, _, _ int) bool { return true }), ""},
+		{"additive padding to a block's length", additive([]int{1, 12}, 8, lowest), "additive mask made from the request's shape: the keys of each leading index's range kept (keys [0, 8) of queries [0, 1))"},
+		{"additive, two masked values", additive([]int{1, 12}, 8, lowest, -1e4), ""},
+		{"additive, a masked value too small to mask", additive([]int{1, 12}, 8, -3), ""},
 	} {
 		got := bandMaskNote(c.m)
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {

@@ -257,7 +257,8 @@ func (s *synth) widerAttention(t *val, sc *scope) *val {
 // traces of TestDiscoverProperty).
 const minScaleGain = 4
 
-// rankByScale re-sorts the first stage's choices (the 24 best) by their
+// rankByScale re-sorts the first stage's choices (the 96 best: at 1/√d
+// the right operands of a real-width q × 3.87 ranked past the 24th) by their
 // best score over a few temperatures (the scale times ½, 2, 4 and 8),
 // so that refinement, which fits the scale on the best six, reaches
 // operands that only a scale far from 1/√d makes right (widerAttention).
@@ -266,7 +267,7 @@ const minScaleGain = 4
 // choice's error: near 1, no temperature changed what the first stage
 // saw, and the wider refinement has nothing to add.
 func (s *synth) rankByScale(all []attnChoice, t *val) float64 {
-	n := min(24, len(all))
+	n := min(96, len(all))
 	gain := 1.0
 	for i := range all[:n] {
 		ch := &all[i]

@@ -18,7 +18,7 @@ const maxScaledUpdates = 4
 // of t's shape or the difference a − b of two (a re-parameterisable
 // token mixer in its training form: x + γ·(mixer(x) − norm(x)), the
 // difference made in the forward, not by a module). Each u is screened
-// on the host against (t − x)/γ, then the nearest few run.
+// on the host by how near x + γ·u comes to t, then the nearest few run.
 func (s *synth) scaledUpdate(t *val, vals []*val) *val {
 	if len(t.shape) == 0 || t.integral() {
 		return nil
@@ -54,11 +54,7 @@ func (s *synth) scaledUpdate(t *val, vals []*val) *val {
 				inner *= m
 			}
 			for _, x := range ops {
-				want, ok := impliedUpdate(t.data, x.data, p.data, c, inner)
-				if !ok {
-					continue
-				}
-				for _, u := range s.nearestUpdates(want, ops, x) {
+				for _, u := range nearestUpdates(t, x, p.data, c, inner, ops) {
 					upd := u[0]
 					label := "x + γ·u (a layer-scaled update)"
 					if u[1] != nil {
@@ -80,50 +76,37 @@ func (s *synth) scaledUpdate(t *val, vals []*val) *val {
 	return w
 }
 
-// impliedUpdate is (t − x)/γ, γ's entry i·… of c along the axis whose
-// trailing axes hold inner entries; NaN where γ is 0. ok is false where
-// γ is 0 throughout.
-func impliedUpdate(t, x, g []float32, c, inner int) ([]float64, bool) {
-	out := make([]float64, len(t))
-	any := false
-	for i := range t {
-		gi := float64(g[(i/inner)%c])
-		if gi == 0 {
-			out[i] = math.NaN()
-			continue
-		}
-		out[i] = (float64(t[i]) - float64(x[i])) / gi
-		any = true
-	}
-	return out, any
-}
-
 // nearestUpdates are the values u (second nil) and differences a − b of
-// ops other than x nearest want on the host, at most maxScaledUpdates,
-// each within 1e-3 of want (rel-RMS over the entries γ does not zero).
-func (s *synth) nearestUpdates(want []float64, ops []*val, x *val) [][2]*val {
+// ops other than x for which x + γ·u, summed in float64 on the host, is
+// nearest t: at most maxScaledUpdates, each within the format's
+// tolerance (γ's entry i/inner mod c along its axis). Read through t
+// itself, not through (t − x)/γ, which a narrow format's rounding of t
+// swamps where γ·u is small beside x.
+func nearestUpdates(t, x *val, g []float32, c, inner int, ops []*val) [][2]*val {
 	type scored struct {
 		u   [2]*val
 		err float64
 	}
+	var r float64
+	for _, w := range t.data {
+		r += float64(w) * float64(w)
+	}
+	if r == 0 {
+		return nil
+	}
+	tol := tolerance(t.format)
 	var near []scored
 	consider := func(a, b *val) {
-		var d, r float64
-		for i, w := range want {
-			if math.IsNaN(w) {
-				continue
-			}
+		var d float64
+		for i, w := range t.data {
 			u := float64(a.data[i])
 			if b != nil {
 				u -= float64(b.data[i])
 			}
-			d += (u - w) * (u - w)
-			r += w * w
+			e := float64(x.data[i]) + float64(g[(i/inner)%c])*u - float64(w)
+			d += e * e
 		}
-		if r == 0 {
-			return
-		}
-		if e := math.Sqrt(d / r); e <= 1e-3 {
+		if e := math.Sqrt(d / r); e <= tol {
 			near = append(near, scored{[2]*val{a, b}, e})
 		}
 	}

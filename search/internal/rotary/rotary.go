@@ -109,7 +109,7 @@ func ReadPositionsWithin(tabs [][][]float64, noise float64) (*Positions, bool) {
 	if len(tabs) == 0 || len(tabs[0]) == 0 {
 		return nil, false
 	}
-	freq, ok := steps(tabs, max(1e-6, 2*noise))
+	freq, ok := steps(tabs, max(1e-6, 2*noise), true)
 	if !ok {
 		return nil, false
 	}
@@ -238,24 +238,66 @@ func refit(tabs [][][]float64, freq []float64, first, last, slow int, noisy bool
 
 // steps is each pair's frequency: its smallest angle step between
 // consecutive rows over every table larger than floor (+Inf where no step
-// shows); ok is false where the tables' widths differ.
-func steps(tabs [][][]float64, floor float64) ([]float64, bool) {
+// shows); ok is false where the tables' widths differ. Where consistent,
+// the smallest step that every other step is a whole multiple of,
+// wrapped: a jump of several positions wraps past 2π to a step smaller
+// than one position's (ids 0…7 along one axis, then back to 0 where the
+// next run starts: 7 radians wrap to 0.72), which no other step is a
+// multiple of; where no step is consistent the smallest is taken.
+func steps(tabs [][][]float64, floor float64, consistent bool) ([]float64, bool) {
 	p := len(tabs[0][0])
 	freq := make([]float64, p)
 	for j := range p {
-		freq[j] = math.Inf(1)
+		var seen []float64
 		for _, t := range tabs {
 			if len(t) > 0 && len(t[0]) != p {
 				return nil, false
 			}
 			for r := 1; r < len(t); r++ {
 				if s := math.Abs(Wrap(t[r][j] - t[r-1][j])); s > floor {
-					freq[j] = math.Min(freq[j], s)
+					seen = append(seen, s)
 				}
+			}
+		}
+		freq[j] = math.Inf(1)
+		if len(seen) == 0 {
+			continue
+		}
+		slices.Sort(seen)
+		seen = slices.CompactFunc(seen, func(a, b float64) bool { return math.Abs(b-a) <= floor })
+		freq[j] = seen[0]
+		for _, f := range seen {
+			if !consistent {
+				break
+			}
+			if stepsOf(f, seen, floor) {
+				freq[j] = f
+				break
 			}
 		}
 	}
 	return freq, true
+}
+
+// maxStepMultiple bounds the positions one step between consecutive rows
+// may jump for stepsOf: more multiples would let a wrong step pass by
+// chance.
+const maxStepMultiple = 64
+
+// stepsOf reports whether every step in seen is a whole multiple of f,
+// wrapped into [0, π], to within floor and f32's error in f times the
+// multiple.
+func stepsOf(f float64, seen []float64, floor float64) bool {
+	for _, d := range seen {
+		ok := false
+		for k := 1; k <= maxStepMultiple && !ok; k++ {
+			ok = math.Abs(math.Abs(Wrap(float64(k)*f))-d) <= floor+1e-6*float64(k)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // fallingRuns splits the pairs into axes: within an axis the frequencies
@@ -408,7 +450,7 @@ func estimateOne(cos, sin []float32, width int) (theta float64, axesDims []int, 
 	if len(ang) < 2 {
 		return 0, nil, false
 	}
-	freq, _ := steps([][][]float64{ang}, 1e-6)
+	freq, _ := steps([][][]float64{ang}, 1e-6, false) // the estimate as it was read: a declared figure, never decisive
 	axes := fallingRuns(freq, false)
 	var geometric []float64
 	first := 0
