@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strconv"
@@ -978,19 +979,7 @@ func (s *synth) paramScaled(t *val, vals []*val) *val {
 		if !p.param || c < 2 || c >= t.numel() || !vectorShape(p.shape) {
 			continue
 		}
-		for ax, n := range t.shape {
-			if n != c {
-				continue
-			}
-			col := make([]int, len(t.shape)-ax) // [C, 1, …, 1]: broadcast along ax
-			for i := range col {
-				col[i] = 1
-			}
-			col[0] = c
-			g := s.reshape(p, col)
-			if g == nil {
-				continue
-			}
+		for ax, g := range s.vectorAxes(p, t) {
 			for _, v := range ops {
 				cands = append(cands, &expr{op: program.OpMul, args: []*val{v, g}, out: t.format, label: fmt.Sprintf("times a parameter along axis %d", ax)})
 			}
@@ -998,6 +987,27 @@ func (s *synth) paramScaled(t *val, vals []*val) *val {
 	}
 	w, _ := s.best(t, cands)
 	return w
+}
+
+// vectorAxes yields each axis of t as long as the vector p, with p shaped
+// [C, 1, …, 1] to broadcast along it.
+func (s *synth) vectorAxes(p, t *val) iter.Seq2[int, *val] {
+	return func(yield func(int, *val) bool) {
+		c := p.numel()
+		for ax, n := range t.shape {
+			if n != c {
+				continue
+			}
+			col := make([]int, len(t.shape)-ax)
+			for i := range col {
+				col[i] = 1
+			}
+			col[0] = c
+			if g := s.reshape(p, col); g != nil && !yield(ax, g) {
+				return
+			}
+		}
+	}
 }
 
 // vectorShape reports whether shape has at most one axis longer than 1.

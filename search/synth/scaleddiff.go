@@ -36,19 +36,7 @@ func (s *synth) scaledUpdate(t *val, vals []*val) *val {
 		if !p.param || p.opaque || c < 2 || c >= t.numel() || !vectorShape(p.shape) {
 			continue
 		}
-		for ax, n := range t.shape {
-			if n != c {
-				continue
-			}
-			col := make([]int, len(t.shape)-ax) // [C, 1, …, 1]: broadcast along ax
-			for i := range col {
-				col[i] = 1
-			}
-			col[0] = c
-			g := s.reshape(p, col)
-			if g == nil {
-				continue
-			}
+		for ax, g := range s.vectorAxes(p, t) {
 			inner := 1
 			for _, m := range t.shape[ax+1:] {
 				inner *= m
