@@ -178,8 +178,8 @@ func (s *synth) fitLeaf(sc *scope, xs, params []*val, targets []*val) []*val {
 		// the same, the table held with leading axes of one ([1, 1, L, C])
 		if f := s.fitResizedRows(params[0], targets[0]); f != nil {
 			out[0] = adopt(targets[0], f)
+			return out
 		}
-		return out
 	}
 	if len(targets) == 1 && len(xs) >= 1 {
 		t := targets[0]

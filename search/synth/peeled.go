@@ -25,11 +25,13 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	if v != nil && (t.format == precision.F32 || relRMS(t.format, v.data, t.data) <= looseFloor(t.format)) {
 		return v
 	}
-	// the known term with its axes moved: in a narrow format (f32's
-	// rounding leaves the other term whole) the small term of a sum is
-	// lost to the sum's rounding once the large one is peeled off, so the small one, moved into t's layout, is peeled
+	// the known term with its axes moved: in a narrow format the small
+	// term of a sum is lost to the sum's rounding once the large one is
+	// peeled off, so the small one, moved into t's layout, is peeled
 	// instead (a residual added to a convolution's output laid out
-	// frames first, then flattened); kept where it comes nearer
+	// frames first, then flattened), kept where it comes nearer; in f32,
+	// where no term in t's layout explains it (a bias computed heads
+	// last and permuted, plus a mask: LongT5's returned position bias)
 	w := s.peeledWith(t, sc, s.movedAddends(t, vals))
 	if w == nil || v != nil && relRMS(t.format, v.data, t.data) <= relRMS(t.format, w.data, t.data) {
 		return v
