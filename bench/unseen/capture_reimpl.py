@@ -7,7 +7,7 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        minimax, qwen3_next, reimpl_encoders.py's: xglm, mobilebert, layoutlm, mpnet, nystromformer, convbert, yoso,
        reimpl_mixers.py's: jetmoe, xlstm, fnet, reimpl_text.py's: t5, umt5, clip_text_model, dpr, deberta,
        reimpl_lm6.py's: qwen3_vl_text, olmo_hybrid, gemma4_text, qwen3_5_text,
-       reimpl_lm7.py's: m2m_100, switch_transformers, muse_glimmer_text, reimpl_lm7_attention.py's: fsmt,
+       reimpl_lm7.py's: m2m_100, switch_transformers, switch_transformers_idle, muse_glimmer_text, reimpl_lm7_attention.py's: fsmt,
        longformer, longt5, reimpl_hc.py's: deepseek_v4_hc, reimpl_dsv4.py's: deepseek_v4_attn, and
        reimpl_sam3_lite_text.py's: sam3_lite_text_text_model, sam3_lite_text_text_model_l4, reimpl_pegasus_x.py's:
        pegasus_x, pegasus_x_b4)
@@ -16,7 +16,7 @@ gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer r
 mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
 t5 umt5 clip_text_model dpr deberta qwen3_vl_text olmo_hybrid gemma4_text qwen3_5_text m2m_100
 switch_transformers muse_glimmer_text fsmt longformer longt5 deepseek_v4_hc deepseek_v4_attn
-sam3_lite_text_text_model.
+sam3_lite_text_text_model switch_transformers_idle.
 
 Each case rebuilds the real model's forward in plain torch: the same module tree, the same
 parameter names and shapes and the same call boundaries (the capture hooks every module

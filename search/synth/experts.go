@@ -1,9 +1,12 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/zflow/zflow/exec"
@@ -923,7 +926,7 @@ func (s *synth) groupedExperts(sc *scope, d int) (*val, *val) {
 func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 	// siblings alike in their parameters' shapes, each with weights of
 	// its own (a module called twice is one expert, not two)
-	groups := map[string][]trace.Call{}
+	groups := map[string][]expertUnit{}
 	var order []string
 	owner := map[string]bool{}
 	for _, ch := range s.children(sc.call) {
@@ -932,28 +935,29 @@ func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 			continue
 		}
 		owner[names[0]] = true
-		var shapes []string
-		for _, name := range names {
-			if info, err := s.tr.Info(s.tr.Manifest.Params[name]); err == nil {
-				shapes = append(shapes, fmt.Sprint(info.Shape))
-			}
-		}
-		key := strings.Join(shapes, " ")
+		key := s.shapesKey(names)
 		if _, ok := groups[key]; !ok {
 			order = append(order, key)
 		}
-		groups[key] = append(groups[key], ch)
+		groups[key] = append(groups[key], expertUnit{address: ch.Module, params: names})
 	}
 	for _, base := range order {
-		calls := groups[base]
-		if len(calls) < 2 {
+		units := groups[base]
+		if len(units) < 2 {
 			continue
+		}
+		if more := s.uncalledExperts(sc.module, base); len(more) > 0 {
+			// experts no token reached are no calls: their weights join the
+			// stack at their place in the module list, so the called ones
+			// keep the indices the router gives them
+			units = append(units, more...)
+			slices.SortStableFunc(units, func(a, b expertUnit) int { return naturalCompare(a.address, b.address) })
 		}
 		var ups, downs []*val
 		ok := true
-		for _, c := range calls {
+		for _, u := range units {
 			var in, out []*val
-			for _, name := range s.subtreeParams(c) {
+			for _, name := range u.params {
 				p, err := s.param(name)
 				if err != nil || len(p.shape) != 2 {
 					continue
@@ -988,6 +992,82 @@ func (s *synth) stackedExperts(sc *scope, d int) (*val, *val) {
 		}
 	}
 	return nil, nil
+}
+
+// expertUnit is one expert module: its address and its parameters, in
+// the order its call lists them (address order where it was not called).
+type expertUnit struct {
+	address string
+	params  []string
+}
+
+// shapesKey names a set of parameters by their shapes, as a sorted list
+// (a called module lists them in call order, an uncalled one in address
+// order).
+func (s *synth) shapesKey(names []string) string {
+	var shapes []string
+	for _, name := range names {
+		if info, err := s.tr.Info(s.tr.Manifest.Params[name]); err == nil {
+			shapes = append(shapes, fmt.Sprint(info.Shape))
+		}
+	}
+	slices.Sort(shapes)
+	return strings.Join(shapes, " ")
+}
+
+// uncalledExperts are the sub-modules of module that no call holds and
+// whose parameters have the shapes key: experts no token was routed to,
+// each the parent address of uncalled parameter groups (an expert's own
+// linears are sub-modules of it).
+func (s *synth) uncalledExperts(module, key string) []expertUnit {
+	byParent := map[string][]string{}
+	for sub, names := range s.uncalledSubs(module) {
+		parent := sub
+		if i := strings.LastIndexByte(sub, '.'); i > len(module) {
+			parent = sub[:i]
+		}
+		byParent[parent] = append(byParent[parent], names...)
+	}
+	var out []expertUnit
+	for _, parent := range slices.Sorted(maps.Keys(byParent)) {
+		names := byParent[parent]
+		slices.Sort(names)
+		if s.shapesKey(names) == key {
+			out = append(out, expertUnit{address: parent, params: names})
+		}
+	}
+	return out
+}
+
+// naturalCompare orders addresses with their runs of digits read as
+// numbers (a module list's entries: 2 before 10).
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			x, _ := strconv.Atoi(a[:da])
+			y, _ := strconv.Atoi(b[:db])
+			if c := cmp.Compare(x, y); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// digitRun is the length of s's leading run of decimal digits.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // subtreeParams lists the parameters of c and of every call below it, in

@@ -115,3 +115,23 @@ func TestFusedUngatedExperts(t *testing.T) {
 		}
 	}
 }
+
+// TestNaturalCompare: a module list's addresses in list order, their
+// digit runs read as numbers.
+func TestNaturalCompare(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"m.experts.expert_2", "m.experts.expert_10", -1},
+		{"m.experts.expert_10", "m.experts.expert_2", 1},
+		{"m.experts.expert_3", "m.experts.expert_3", 0},
+		{"m.experts.3.w", "m.experts.3", 1},
+		{"a.1.b", "a.1.c", -1},
+		{"a.01", "a.1", 0},
+	} {
+		if got := naturalCompare(c.a, c.b); got != c.want {
+			t.Errorf("naturalCompare(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
