@@ -29,10 +29,16 @@ func (s *synth) peeledAdd(t *val, sc *scope, vals []*val) *val {
 	// term of a sum is lost to the sum's rounding once the large one is
 	// peeled off, so the small one, moved into t's layout, is peeled
 	// instead (a residual added to a convolution's output laid out
-	// frames first, then flattened), kept where it comes nearer; in f32,
-	// where no term in t's layout explains it (a bias computed heads
-	// last and permuted, plus a mask: LongT5's returned position bias)
-	w := s.peeledWith(t, sc, s.movedAddends(t, vals))
+	// frames first, then flattened), kept where it comes nearer
+	moved := s.movedAddends(t, vals)
+	if t.format == precision.F32 {
+		// f32's rounding leaves the other term whole, so a moved term
+		// is tried only where what remains is a pattern of at most two
+		// values (a mask: a bias computed heads last and permuted, plus
+		// the mask made additive, LongT5's returned position bias)
+		moved = slices.DeleteFunc(moved, func(b *val) bool { return !fewValuesLeft(t, b, 2) })
+	}
+	w := s.peeledWith(t, sc, moved)
 	if w == nil || v != nil && relRMS(t.format, v.data, t.data) <= relRMS(t.format, w.data, t.data) {
 		return v
 	}
@@ -308,4 +314,21 @@ func (s *synth) tableCuts(t *val, vals []*val) []*val {
 		}
 	}
 	return s.windows(t, -1, params)
+}
+
+// fewValuesLeft reports whether t − b holds at most n distinct values.
+func fewValuesLeft(t, b *val, n int) bool {
+	if len(t.data) != len(b.data) {
+		return false
+	}
+	seen := make([]float32, 0, n+1)
+	for i, x := range t.data {
+		d := x - b.data[i]
+		if !slices.Contains(seen, d) {
+			if seen = append(seen, d); len(seen) > n {
+				return false
+			}
+		}
+	}
+	return true
 }
