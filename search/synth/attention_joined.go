@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"iter"
 	"slices"
 
 	"github.com/zflow/zflow/exec"
@@ -237,19 +238,25 @@ func (s *synth) sameRowsKV(sc *scope, t *val, pool []*val) [][2]*val {
 // madeFrom reports whether v is x or is made from x through a chain of
 // first arguments (a cut, a move, a norm) of a few links.
 func madeFrom(v, x *val) bool {
-	for range 8 {
-		if v == nil {
-			return false
-		}
-		if v == x || sameEntries(v, x) {
+	for u := range firstArgs(v) {
+		if u == x || sameEntries(u, x) {
 			return true
 		}
-		if v.from == nil || len(v.from.args) == 0 {
-			return false
-		}
-		v = v.from.args[0]
 	}
 	return false
+}
+
+// firstArgs yields v and the values it is made from through its first
+// arguments, at most eight.
+func firstArgs(v *val) iter.Seq[*val] {
+	return func(yield func(*val) bool) {
+		for range 8 {
+			if v == nil || !yield(v) || v.from == nil || len(v.from.args) == 0 {
+				return
+			}
+			v = v.from.args[0]
+		}
+	}
 }
 
 // otherSource reports whether the pair o's v is projected from one input
@@ -268,17 +275,10 @@ func otherSource(m [3]*val, o [2]*val) bool {
 // of first arguments (a cut of a fused projection, a norm after it), nil
 // where none is within a few links.
 func sourceOf(v *val) *val {
-	for range 8 {
-		if v == nil {
-			return nil
-		}
-		if src := projectedFrom(v); src != nil {
+	for u := range firstArgs(v) {
+		if src := projectedFrom(u); src != nil {
 			return src
 		}
-		if v.from == nil || len(v.from.args) == 0 {
-			return nil
-		}
-		v = v.from.args[0]
 	}
 	return nil
 }
