@@ -134,6 +134,9 @@ func (b *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atten
 		// the kernels skip key blocks by the causal window only
 		return nil, exec.Unsupported(b.Name(), "attention", "a bidirectional window (band) of %d", p.Window)
 	}
+	if p.Block > 0 {
+		return nil, exec.Unsupported(b.Name(), "attention", "block-local attention (blocks of %d)", p.Block)
+	}
 	g := a.AttentionDims
 	mst, bst := a.MaskStrides, a.BiasStrides
 	if mst == nil {

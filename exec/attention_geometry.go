@@ -116,6 +116,12 @@ func CheckAttention(q, k, v, mask, bias, sinks Tensor, p AttentionParams) (Atten
 		return a, fmt.Errorf("exec: attention: window %d", p.Window)
 	case p.Window > 0 && p.Mask == MaskExplicit:
 		return a, fmt.Errorf("exec: attention: %w: a sliding window of %d on an explicit mask", ErrUnsupported, p.Window)
+	case p.Block < 0:
+		return a, fmt.Errorf("exec: attention: block %d", p.Block)
+	case p.Block > 0 && (p.Mask != MaskNone || p.Window > 0):
+		return a, fmt.Errorf("exec: attention: %w: blocks of %d with mask %v and window %d (blocks are bidirectional, alone)", ErrUnsupported, p.Block, p.Mask, p.Window)
+	case p.Block > 0 && g.Sk < g.Sq:
+		return a, fmt.Errorf("exec: attention: blocks of %d over %d keys for %d queries (want at least as many keys)", p.Block, g.Sk, g.Sq)
 	case p.Softcap < 0 || math.IsNaN(float64(p.Softcap)) || math.IsInf(float64(p.Softcap), 0):
 		return a, fmt.Errorf("exec: attention: softcap %g (want a positive finite cap, or 0 for none)", p.Softcap)
 	}

@@ -96,7 +96,9 @@ type Basic interface {
 	// (read exactly in its format; broadcast as BiasStrides says: [B, 1, Sq,
 	// Sk], [1, H, 1, Sk], [B·H, 1, Sk], …). Mask per p.Mask (causal: j ≤ i,
 	// and j > i − p.Window when p.Window > 0; none with p.Window > 0: the
-	// band |i − j| < p.Window; explicit: a tensor that
+	// band |i − j| < p.Window; none with p.Block > 0: the first Sk − Sq
+	// keys for every query, the rest by blocks, ⌊i/Block⌋ = ⌊(j − P)/Block⌋
+	// (AttentionParams.Block); explicit: a tensor that
 	// broadcasts to [B, Sq, Sk], nonzero = attend); a row with every key
 	// masked gives NaN, as PyTorch's math SDPA does (zeros with a sink). RoundScores rounds the
 	// scores once, after the last of scale, cap, ALiBi and bias that applies

@@ -167,6 +167,12 @@ type AttentionParams struct {
 	// band around each query, |i − j| < Window (bidirectional local
 	// attention); 0 = none. An explicit mask with a window is refused.
 	Window int
+	// Block, when > 0 on MaskNone, is block-local attention: with P =
+	// Sk − Sq keys first (global keys, seen by every query), query i sees
+	// key j ≥ P only when ⌊i/Block⌋ = ⌊(j − P)/Block⌋ (the queries' block
+	// of the keys that follow); 0 = none. Sk < Sq, or a block with a
+	// window, a causal or an explicit mask, is refused.
+	Block int
 	// Softcap, when > 0, caps the scaled scores: s ← Softcap·tanh(s/Softcap),
 	// in f32, before any bias or mask is added (attention-logit soft-capping).
 	Softcap float32

@@ -192,6 +192,9 @@ func AttentionSeq(backend string, a exec.AttentionArgs, p exec.AttentionParams, 
 	if p.Window > 0 && p.Mask != exec.MaskCausal {
 		return ap, nil, exec.Unsupported(backend, "attention", "a bidirectional window (band) of %d", p.Window)
 	}
+	if p.Block > 0 {
+		return ap, nil, exec.Unsupported(backend, "attention", "block-local attention (blocks of %d)", p.Block)
+	}
 	if g.D > AttnDMax {
 		return ap, nil, exec.Unsupported(backend, "attention", "head dim %d (zf_attention_seq holds at most %d)", g.D, AttnDMax)
 	}

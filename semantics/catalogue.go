@@ -191,6 +191,7 @@ var catalogue = []FactorSpec{
 	{Name: "attention_causal", Doc: "query i sees keys j ≤ i only", typ: typeBool},
 	{Name: "attention_scale", Doc: "score scale; 0 means 1/√head_dim", typ: typeNumber, check: nonNegative},
 	{Name: "attention_window", Doc: "sliding window of a causal attention: query i sees keys i − window < j ≤ i; 0 means none", typ: typeNumber, check: nonNegative},
+	{Name: "attention_block", Doc: "block-local attention: queries in blocks of this size see their own block of keys, after the keys past the queries' count, which every query sees; 0 means none", typ: typeNumber, check: nonNegative},
 	{Name: "attention_softcap", Doc: "attention-logit soft cap c: scores c·tanh(s/c); 0 means none", typ: typeNumber, check: nonNegative},
 	{Name: "attention_alibi", Doc: "ALiBi: slope_h · key position added to head h's scores", typ: typeBool},
 	{Name: "attention_clip", Doc: "q, k and v clamped to [−c, c] before RoPE (a clip of the projections); 0 means none", typ: typeNumber, check: nonNegative},

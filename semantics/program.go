@@ -241,6 +241,8 @@ type AttentionAttrs struct {
 	Mask    string  `json:"mask,omitempty"` // none | causal | explicit
 	Scale   float64 `json:"scale,omitempty"`
 	Window  int     `json:"window,omitempty"`
+	// Block: block-local attention (exec.AttentionParams.Block).
+	Block   int     `json:"block,omitempty"`
 	Softcap float64 `json:"softcap,omitempty"`
 	ALiBi   bool    `json:"alibi,omitempty"`
 	// ALiBiScale multiplies the slopes (absent: 1): ALiBi added before the

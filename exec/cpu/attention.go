@@ -75,6 +75,7 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 	plain := online && capv == 0 && slopes == nil && bt == nil
 	out := newTensor([]int{g.B, g.Sq, g.H * g.D}, f)
 	rep := g.H / g.KV
+	prefix := g.Sk - g.Sq // keys every query sees before the blocks (Block > 0)
 	qw, kw := g.H*g.D, g.KV*g.D
 	// mma: v laid out [B, KV, D, Sk], each output's column of products
 	// contiguous for exec.DotMMA
@@ -118,6 +119,9 @@ func (bk *Backend) Attention(q, k, v, mask, bias, sinks exec.Tensor, p exec.Atte
 				switch p.Mask {
 				case exec.MaskNone:
 					visible = p.Window == 0 || j > i-p.Window && j < i+p.Window
+					if p.Block > 0 && j >= prefix {
+						visible = i/p.Block == (j-prefix)/p.Block
+					}
 				case exec.MaskCausal:
 					visible = j <= i && (p.Window == 0 || j > i-p.Window)
 				case exec.MaskExplicit:

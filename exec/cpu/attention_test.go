@@ -59,6 +59,43 @@ func TestAttentionWindow(t *testing.T) {
 	}
 }
 
+// Blocks: the keys past the queries' count first, seen by every query,
+// then the queries' own block of the rest.
+func TestAttentionBlock(t *testing.T) {
+	bk := New(2)
+	q := up(t, bk, f32, []int{1, 4, 1}, 0, 0, 0, 0)
+	cases := []struct {
+		name  string
+		block int
+		kv    []float32 // v by key (k = 1 throughout)
+		want  []float64
+	}{
+		{"blocks of 2, no prefix", 2, []float32{1, 2, 4, 8}, []float64{1.5, 1.5, 6, 6}},
+		{"blocks of 1, no prefix", 1, []float32{1, 2, 4, 8}, []float64{1, 2, 4, 8}},
+		{"blocks of 4: every key", 4, []float32{1, 2, 4, 8}, []float64{15.0 / 4, 15.0 / 4, 15.0 / 4, 15.0 / 4}},
+		// one global key (16) first, seen by every block
+		{"blocks of 2 after a global key", 2, []float32{16, 1, 2, 4, 8}, []float64{19.0 / 3, 19.0 / 3, 28.0 / 3, 28.0 / 3}},
+	}
+	for _, c := range cases {
+		n := len(c.kv)
+		ones := make([]float32, n)
+		for i := range ones {
+			ones[i] = 1
+		}
+		k := up(t, bk, f32, []int{1, n, 1}, ones...)
+		v := up(t, bk, f32, []int{1, n, 1}, c.kv...)
+		y, err := bk.Attention(q, k, v, nil, nil, nil, exec.AttentionParams{Heads: 1, Block: c.block}, exec.Out(f32))
+		near(t, c.name, values(t, bk, y, err), c.want, 3e-7)
+	}
+	k := up(t, bk, f32, []int{1, 2, 1}, 1, 1)
+	if _, err := bk.Attention(q, k, k, nil, nil, nil, exec.AttentionParams{Heads: 1, Block: 2}, exec.Out(f32)); err == nil {
+		t.Error("blocks over fewer keys than queries: no error")
+	}
+	if _, err := bk.Attention(q, q, q, nil, nil, nil, exec.AttentionParams{Heads: 1, Mask: exec.MaskCausal, Block: 2}, exec.Out(f32)); !errors.Is(err, exec.ErrUnsupported) {
+		t.Errorf("blocks on a causal mask: %v, want ErrUnsupported", err)
+	}
+}
+
 func TestAttentionSoftcap(t *testing.T) {
 	bk := New(2)
 	// Scale 1, q = 1: the scores are k, here 10 and 0; v = 1, 0 picks p0.

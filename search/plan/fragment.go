@@ -357,8 +357,8 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 		}
 		in = parts
 	}
-	if a := n.Attrs.Attention; n.Op == program.OpAttention && rows != nil && !cut && (a.Mask == exec.MaskCausal || a.Mask == exec.MaskNone && a.Window > 0) {
-		mask, err := r.causalMask(&n, rows, in[1].Shape()[1])
+	if a := n.Attrs.Attention; n.Op == program.OpAttention && rows != nil && !cut && (a.Mask == exec.MaskCausal || a.Mask == exec.MaskNone && (a.Window > 0 || a.Block > 0)) {
+		mask, err := r.causalMask(&n, rows, in[1].Shape()[1], v.Shape[1])
 		if err != nil {
 			return nil, 0, err
 		}
@@ -367,7 +367,7 @@ func (r *fragRun) node(name string, v *program.Value, rows []int, top bool) (exe
 			in = append(in, nil)
 		}
 		in[3] = mask
-		n.Attrs.Attention.Mask, n.Attrs.Attention.Window = exec.MaskExplicit, 0 // the window is in the mask
+		n.Attrs.Attention.Mask, n.Attrs.Attention.Window, n.Attrs.Attention.Block = exec.MaskExplicit, 0, 0 // the window is in the mask
 	}
 	outs, err := program.RunNode(f.B, &n, in)
 	if err != nil {
@@ -487,13 +487,16 @@ func (r *fragRun) demands(n *program.Node, v *program.Value, rows []int) (demand
 
 // causalMask is the explicit mask of a causal attention (with its
 // window) at query rows of keys: row i sees key j ≤ rows[i] (and
-// j > rows[i] − window); of a band, |j − rows[i]| < window.
-func (r *fragRun) causalMask(n *program.Node, rows []int, keys int) (exec.Tensor, error) {
-	w, band := n.Attrs.Attention.Window, n.Attrs.Attention.Mask == exec.MaskNone
+// j > rows[i] − window); of a band, |j − rows[i]| < window; of blocks
+// (queries of queries rows in all), the keys before the blocks and those
+// of rows[i]'s block.
+func (r *fragRun) causalMask(n *program.Node, rows []int, keys, queries int) (exec.Tensor, error) {
+	a := n.Attrs.Attention
+	w, band, b, pre := a.Window, a.Mask == exec.MaskNone, a.Block, keys-queries
 	m := make([]float32, len(rows)*keys)
 	for i, q := range rows {
 		for j := range keys {
-			if band && j > q-w && j < q+w || !band && j <= q && (w == 0 || j > q-w) {
+			if b > 0 && (j < pre || q/b == (j-pre)/b) || b == 0 && (band && j > q-w && j < q+w || !band && j <= q && (w == 0 || j > q-w)) {
 				m[i*keys+j] = 1
 			}
 		}
@@ -521,7 +524,7 @@ func nodeKey(h interface{ Write([]byte) (int, error) }, n *program.Node) {
 		err = binary.Write(h, binary.LittleEndian, [3]int64{int64(a.Rope.Heads), int64(a.Rope.Layout), int64(a.Rope.RotaryDim)})
 	case program.OpAttention:
 		p := a.Attention
-		fmt.Fprintf(h, "%d|%d|%d|%g|%d|%g|%v|%g", p.Heads, p.KVHeads, p.Mask, p.Scale, p.Window, p.Softcap, p.ALiBi, p.ALiBiScale)
+		fmt.Fprintf(h, "%d|%d|%d|%g|%d|%d|%g|%v|%g", p.Heads, p.KVHeads, p.Mask, p.Scale, p.Window, p.Block, p.Softcap, p.ALiBi, p.ALiBiScale)
 	default:
 		fmt.Fprintf(h, "%v", *a)
 	}

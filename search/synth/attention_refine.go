@@ -64,7 +64,16 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		return relRMS(t.format, v.data, t.data), v
 	}
 	eval := func(p exec.AttentionParams) (float64, *val) { return evalAt(p, 0) }
-	score := func(p exec.AttentionParams) float64 { sc, _ := eval(p); return sc }
+	// candidates are scored at a sample of a long target's rows, the
+	// best on every row
+	sm := sampleAttention(ch, t)
+	score := func(p exec.AttentionParams) float64 {
+		if sm != nil {
+			return sm.score(s, ch, p, curMask, curBias, 0, t)
+		}
+		sc, _ := eval(p)
+		return sc
+	}
 	// window: the error falls toward the true window and rises past it,
 	// so a geometric grid of widths first, then every width between the
 	// grid's neighbours of its best
@@ -87,6 +96,22 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 			for w := lo + 1; w < hi; w++ {
 				if w != best.Window {
 					at(w)
+				}
+			}
+		}
+		return best
+	}
+	// blocks: block-local attention, every block size dividing the
+	// queries (the keys past the queries' count seen by every query)
+	blocks := func(p exec.AttentionParams) exec.AttentionParams {
+		best, bestSc := p, score(p)
+		n := ch.q.shape[1]
+		for b := 1; b < n; b++ {
+			if n%b == 0 {
+				q := p
+				q.Block = b
+				if sc := score(q); sc < 0.9*bestSc {
+					best, bestSc = q, sc
 				}
 			}
 		}
@@ -126,7 +151,7 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 	type variant struct {
 		p          exec.AttentionParams
 		bias, mask *val
-		win        bool
+		win, block bool
 		probe      float64
 	}
 	probe := func(p exec.AttentionParams) float64 {
@@ -188,12 +213,24 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 				}
 			}
 		}
+		// blocks (queries attending their own block of keys, after keys
+		// every query sees) likewise only where every other variant fails
+		if ch.score > tolerance(t.format) && ch.params.Mask == exec.MaskNone && curMask == nil && ch.k.shape[1] >= ch.q.shape[1] {
+			if p := blocks(ch.params); p.Block > 0 {
+				vars = append(vars, variant{p: p, bias: curBias, block: true, probe: probe(p)})
+			}
+		}
 		// every bias is tried even after one fits: a fitted scale can
 		// make the wrong form pass a narrow format's tolerance (exp(a·x)
 		// at scale 0.255 where exp(a·softplus(x)) is exact at 1/√d)
 	}
 	slices.SortStableFunc(vars, func(a, b variant) int { return cmpFloat(a.probe, b.probe) })
-	best, bestSc := ch.params, ch.score
+	base := ch.score // the choice as it came, on the variants' measure
+	if sm != nil {
+		curBias, curMask = ch.bias, nil
+		base = score(ch.params)
+	}
+	best, bestSc := ch.params, base
 	var bestBias, bestMask *val
 	for _, v := range vars[:min(refineVariants, len(vars))] {
 		curBias, curMask = v.bias, v.mask
@@ -201,18 +238,26 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 		if v.win {
 			p = window(p)
 		}
+		if v.block {
+			p = blocks(p)
+		}
 		if sc := score(p); sc < bestSc {
 			best, bestSc, bestBias, bestMask = p, sc, curBias, curMask
 		}
 	}
 	curBias, curMask = bestBias, bestMask
-	if bestSc < ch.score {
+	if bestSc < base {
 		sc, v := eval(best)
 		if bestMask != nil {
 			best.Mask = exec.MaskExplicit
 		}
+		if sc >= ch.score { // better on the sample only
+			curBias, curMask = ch.bias, nil
+			s.simplify(ch, evalAt, tolerance(t.format))
+			return
+		}
 		ch.params, ch.score, ch.result, ch.bias = best, sc, v, bestBias
-		ch.label += fmt.Sprintf(" window=%d alibi=%v softcap=%g scale=%g bias=%v key_mask=%v", best.Window, best.ALiBi, best.Softcap, best.Scale, bestBias != nil, bestMask != nil)
+		ch.label += fmt.Sprintf(" window=%d block=%d alibi=%v softcap=%g scale=%g bias=%v key_mask=%v", best.Window, best.Block, best.ALiBi, best.Softcap, best.Scale, bestBias != nil, bestMask != nil)
 	}
 	s.simplify(ch, evalAt, tolerance(t.format))
 }
@@ -227,10 +272,7 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 	mk := func(c float64) (*attnChoice, float64) {
 		hi = &val{shape: []int{1}, data: []float32{float32(c)}, format: f32}
 		lo = &val{shape: []int{1}, data: []float32{float32(-c)}, format: f32}
-		clamp := func(x *val) *val {
-			m := s.derive(&expr{op: program.OpMinimum, args: []*val{x, hi}, out: x.format, label: "clip"})
-			return s.derive(&expr{op: program.OpMaximum, args: []*val{m, lo}, out: x.format, label: "clip"})
-		}
+		clamp := clampTo(s, lo, hi)
 		c2 := *ch
 		memo := map[*val]*val{}
 		for _, p := range []**val{&c2.q, &c2.k, &c2.v} {
@@ -255,8 +297,23 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 		return &c2, sc
 	}
 	// the error is flat above the largest |x| (nothing clipped): a grid
-	// first, then golden section between the grid points around its best
+	// first, then golden section between the grid points around its best;
+	// a long target's at a sample of its rows, the clip found run whole
+	sm := sampleAttention(ch, t)
 	f := func(c float64) float64 { _, sc := mk(c); return sc }
+	if sm != nil {
+		f = func(c float64) float64 {
+			hi = &val{shape: []int{1}, data: []float32{float32(c)}, format: f32}
+			lo = &val{shape: []int{1}, data: []float32{float32(-c)}, format: f32}
+			c2, memo := *ch, map[*val]*val{}
+			for _, p := range []**val{&c2.q, &c2.k, &c2.v} {
+				if *p = substituted(s, *p, operandOf(*p), clampTo(s, lo, hi), memo); *p == nil {
+					return math.Inf(1)
+				}
+			}
+			return sm.score(s, &c2, c2.params, nil, c2.bias, 0, t)
+		}
+	}
 	grid := make([]float64, 33)
 	bi, bestF := 0, math.Inf(1)
 	for i := range grid {
@@ -278,6 +335,14 @@ func (s *synth) clamped(ch *attnChoice, t *val) {
 	best.label += fmt.Sprintf(" clip=%g", c)
 	best.clip = c
 	*ch = *best
+}
+
+// clampTo is x ↦ max(min(x, hi), lo) made in the search's values.
+func clampTo(s *synth, lo, hi *val) func(*val) *val {
+	return func(x *val) *val {
+		m := s.derive(&expr{op: program.OpMinimum, args: []*val{x, hi}, out: x.format, label: "clip"})
+		return s.derive(&expr{op: program.OpMaximum, args: []*val{m, lo}, out: x.format, label: "clip"})
+	}
 }
 
 // narrowRopeInputs tries, in a narrow run, a choice's rotated q and k

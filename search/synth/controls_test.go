@@ -336,6 +336,9 @@ var unseenFactors = map[string]map[string]any{
 	// modeling_longformer.py, reimplemented: attention_window 4, each query over |i − j| ≤ 2 (a band:
 	// window 3 counting the query's own key), projections read sequence first, GELU (erf) FFNs
 	"longformer": {"rope_layout": "none", "attention_causal": false, "attention_window": 3.0, "attention_scale": 0.0, "mlp_act": "gelu_erf", "mlp_glu": false},
+	// modeling_pegasus_x.py, reimplemented at block_size 4 and 2 global tokens: token queries in blocks
+	// of 4 over [the global keys | their block's keys], the second layer's blocks staggered by half a block
+	"pegasus_x_b4": {"attention_block": 4.0, "attention_causal": false, "rope_layout": "none", "mlp_act": "gelu_erf", "mlp_glu": false},
 	// transformers' modeling_mobilebert.py, reimplemented: the trigram input (the word rows shifted up
 	// and down one row with a zero row, joined along the channels), bottlenecks, NoNorm, no mask
 	"mobilebert": {"attention_causal": false, "rope_layout": "none"},

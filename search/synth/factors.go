@@ -141,6 +141,7 @@ func (s *synth) readFactors() []semantics.Factor {
 			v    any
 			on   bool
 		}{{"attention_window", float64(ch.params.Window), ch.params.Window > 0},
+			{"attention_block", float64(ch.params.Block), ch.params.Block > 0},
 			{"attention_softcap", snap(float64(ch.params.Softcap), func(x float64) bool { return float32(x) == ch.params.Softcap }), ch.params.Softcap > 0},
 			{"attention_alibi", ch.params.ALiBi, ch.params.ALiBi},
 			{"attention_clip", ch.clip, ch.clip > 0},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/zflow/zflow/exec"
 	"github.com/zflow/zflow/exec/program"
+	"github.com/zflow/zflow/precision"
 	"github.com/zflow/zflow/semantics"
 )
 
@@ -445,9 +446,12 @@ func (s *synth) maskedRowsZeroed(t *val, ch *jointChoice, m *val, mineFirst bool
 	return &out
 }
 
-// jointWith runs one joint attention (memoised by its operands) and
-// scores this stream's rows of it: under a 0/1 key mask where mask is
-// not nil, else with the bias (or none).
+// jointWith runs one joint attention (memoised by its operands and the
+// rows asked for) and scores this stream's rows of it: under a 0/1 key
+// mask where mask is not nil, else with the bias (or none). Only this
+// stream's query rows are computed (each row's attention reads its own
+// query alone): a caption of 32 rows beside 512 image rows costs 32 rows'
+// work, not 544.
 func (s *synth) jointWith(t, q, k, v, mask, bias *val, p exec.AttentionParams, mineFirst bool, r1 int) *jointChoice {
 	var bf *expr
 	if bias != nil {
@@ -456,29 +460,136 @@ func (s *synth) jointWith(t, q, k, v, mask, bias *val, p exec.AttentionParams, m
 	if mask != nil {
 		p.Mask = exec.MaskExplicit
 	}
-	key := fmt.Sprintf("%p %p %p %p %p %p %v", q.from, k.from, v.from, mask, bias, bf, p)
-	full, ok := s.joint[key]
-	if !ok {
-		var err error
-		full, err = s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, mask, bias}, out: t.format})
-		if err != nil {
-			return nil
-		}
-		s.joint[key] = full
-	}
 	start := 0
 	if !mineFirst {
 		start = r1
 	}
-	out := s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: 1, Start: start, End: start + t.shape[1]}, args: []*val{full}, out: full.format, label: "stream rows"})
-	if out == nil {
-		return nil
+	if sc, ok := s.screenJoint(t, q, k, v, mask, bias, p, start); ok && sc > jointScreenFactor*tolerance(t.format) {
+		// far off on the sampled rows: scored there alone (no result)
+		return &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, params: p, score: sc, bias: bias}, mineFirst: mineFirst}
+	}
+	key := fmt.Sprintf("%p %p %p %p %p %p %v %d", q.from, k.from, v.from, mask, bias, bf, p, start)
+	out, ok := s.joint[key]
+	if !ok {
+		out = s.attentionRows(q, k, v, mask, bias, p, t.format, start, t.shape[1])
+		if out == nil {
+			return nil
+		}
+		s.joint[key] = out
 	}
 	sc := relRMS(t.format, out.data, t.data)
 	if math.IsNaN(sc) {
 		return nil
 	}
 	return &jointChoice{attnChoice: attnChoice{q: q, k: k, v: v, params: p, score: sc, result: out, bias: bias}, mineFirst: mineFirst}
+}
+
+// A joint attention of at least jointScreenRows rows is screened on
+// jointScreen of them, evenly spaced, before its whole result is
+// computed: a candidate missing there by more than jointScreenFactor
+// tolerances keeps the sampled rows' score as its evidence (of hundreds
+// of operand triples, orders and head widths, one is right).
+const (
+	jointScreenRows   = 128
+	jointScreen       = 32
+	jointScreenFactor = 16
+)
+
+// screenJoint scores the joint attention's rows [start, start+n) (n =
+// t's rows) at jointScreen of them, the queries and any per-query axis of
+// mask or bias gathered on the host; with a key mask, also with the rows
+// it drops zeroed (maskedRowsZeroed), the lower score kept. ok is false
+// for targets too short to screen or where the sample cannot be run.
+func (s *synth) screenJoint(t, q, k, v, mask, bias *val, p exec.AttentionParams, start int) (float64, bool) {
+	n := t.shape[1]
+	if n < jointScreenRows || len(q.shape) != 3 || len(t.shape) != 3 || q.shape[1] < start+n {
+		return 0, false
+	}
+	rel := make([]int, jointScreen)
+	abs := make([]int, jointScreen)
+	for i := range rel {
+		rel[i] = i * n / jointScreen
+		abs[i] = start + rel[i]
+	}
+	per := func(x *val) *val { // x's per-query axis gathered, if it has one
+		if x == nil || len(x.shape) < 2 || x.shape[len(x.shape)-2] != q.shape[1] {
+			return x
+		}
+		return takeRows(x, len(x.shape)-2, abs)
+	}
+	e := &expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{takeRows(q, 1, abs), k, v, per(mask), per(bias)}, out: t.format}
+	y, err := s.ev.run(e)
+	want := takeRows(t, 1, rel)
+	if err != nil || y.numel() != want.numel() {
+		return 0, false
+	}
+	sc := relRMS(t.format, y.data, want.data)
+	if mask != nil && len(mask.shape) == 3 && mask.shape[1] == 1 && mask.shape[0] == t.shape[0] {
+		z := slices.Clone(y.data)
+		sk, w := mask.shape[2], t.shape[2]
+		for b := range t.shape[0] {
+			for i, r := range abs {
+				if r < sk && mask.data[b*sk+r] == 0 {
+					clear(z[(b*jointScreen+i)*w:][:w])
+				}
+			}
+		}
+		sc = min(sc, relRMS(t.format, z, want.data))
+	}
+	if math.IsNaN(sc) {
+		return 0, false
+	}
+	return sc, true
+}
+
+// takeRows is x with only the given indices of one axis, in their order
+// (a host copy: a screen, not a value of the program).
+func takeRows(x *val, axis int, idx []int) *val {
+	outer, inner := 1, 1
+	for _, d := range x.shape[:axis] {
+		outer *= d
+	}
+	for _, d := range x.shape[axis+1:] {
+		inner *= d
+	}
+	n := x.shape[axis]
+	data := make([]float32, 0, outer*len(idx)*inner)
+	for o := range outer {
+		for _, r := range idx {
+			data = append(data, x.data[(o*n+r)*inner:][:inner]...)
+		}
+	}
+	shape := slices.Clone(x.shape)
+	shape[axis] = len(idx)
+	return &val{shape: shape, data: data, format: x.format}
+}
+
+// attentionRows is rows [start, start+n) of attention(q, k, v, mask,
+// bias): the queries, and a mask's or bias's query axis where it has one
+// of q's length, sliced first; nil where the attention fails.
+func (s *synth) attentionRows(q, k, v, mask, bias *val, p exec.AttentionParams, f precision.Format, start, n int) *val {
+	rows := func(x *val, axis int) *val {
+		if x == nil || start == 0 && n == q.shape[1] || axis < 0 || x.shape[axis] != q.shape[1] || q.shape[1] == 1 {
+			return x
+		}
+		return s.derive(&expr{op: program.OpSlice, attrs: program.Attrs{Axis: axis, Start: start, End: start + n}, args: []*val{x}, out: x.format, label: "stream rows"})
+	}
+	qs := rows(q, 1)
+	var ms, bs *val
+	if mask != nil {
+		ms = rows(mask, len(mask.shape)-2)
+	}
+	if bias != nil {
+		bs = rows(bias, len(bias.shape)-2)
+	}
+	if qs == nil || mask != nil && ms == nil || bias != nil && bs == nil {
+		return nil
+	}
+	out := s.derive(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{qs, k, v, ms, bs}, out: f})
+	if out == nil || out.shape[1] != n {
+		return nil
+	}
+	return out
 }
 
 func ropeName(l exec.RopeLayout) string {

@@ -109,3 +109,47 @@ func TestZeroKeysRankUpToRowScale(t *testing.T) {
 		t.Errorf("bestUpToRowScale ranked %v first, want the right operands", got)
 	}
 }
+
+// TestRefineFindsBlocks: block-local attention after global keys (the
+// keys past the queries' count, seen by every query), from the plain
+// unmasked choice: refine must find the block size, short and long (a
+// long target's candidates are scored at a sample of its rows, each at
+// its own position, and the winner on every row).
+func TestRefineFindsBlocks(t *testing.T) {
+	f := precision.F32
+	for _, c := range []struct{ sq, global, block int }{{40, 3, 8}, {320, 4, 64}} {
+		s := &synth{ev: &evaluator{b: cpu.New(1)}, em: newEmitter(f)}
+		r := rand.New(rand.NewPCG(5, uint64(c.sq)))
+		rnd := func(shape ...int) *val {
+			v := &val{shape: shape, data: make([]float32, exec.Numel(shape)), format: f}
+			for i := range v.data {
+				v.data[i] = float32(2 * r.NormFloat64())
+			}
+			return v
+		}
+		const heads, d = 2, 8
+		q, k, v := rnd(1, c.sq, heads*d), rnd(1, c.global+c.sq, heads*d), rnd(1, c.global+c.sq, heads*d)
+		run := func(p exec.AttentionParams) *val {
+			out, err := s.ev.run(&expr{op: program.OpAttention, attrs: program.Attrs{Attention: p}, args: []*val{q, k, v, nil, nil, nil}, out: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		plainParams := exec.AttentionParams{Heads: heads, KVHeads: heads}
+		truth := plainParams
+		truth.Block = c.block
+		target, plain := run(truth), run(plainParams)
+		ch := attnChoice{q: q, k: k, v: v, headDim: d, params: plainParams, score: relRMS(f, plain.data, target.data), result: plain}
+		if ch.score < 0.05 {
+			t.Fatalf("%d rows: the plain choice misses by only %.3g", c.sq, ch.score)
+		}
+		s.refine(&ch, target, nil, nil)
+		if ch.params.Block != c.block || ch.score > tolerance(f) {
+			t.Errorf("%d rows: refine found block %d at %.3g (want %d within %.3g): %s", c.sq, ch.params.Block, ch.score, c.block, tolerance(f), ch.label)
+		}
+		if want := relRMS(f, ch.result.data, target.data); want != ch.score {
+			t.Errorf("%d rows: the choice's score %.3g is not its result's on every row, %.3g", c.sq, ch.score, want)
+		}
+	}
+}
