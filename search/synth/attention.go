@@ -433,6 +433,13 @@ func (s *synth) attentionOf(t *val, sc *scope, joined bool) *val {
 			scan(s.permutedQKV(sc, t), tables, false)
 		}
 		if !anyWithin(all, tol) {
+			// keys zeroed on the rows a 0/1 mask of the scope drops
+			// (padding rows' keys × 0, still in every softmax)
+			if masks := rowMasks(sc, t.shape[0]); len(masks) > 0 {
+				scan(s.maskKeys(masks, triples), tables, false)
+			}
+		}
+		if !anyWithin(all, tol) {
 			// values wider per head than queries and keys
 			if u, dvs := s.unequalHeads(sc, pool, t); len(u) > 0 {
 				for _, d := range dvs {

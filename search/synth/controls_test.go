@@ -406,6 +406,8 @@ var unseenFactors = map[string]map[string]any{
 	"latte":        {"rope_layout": "none", "mlp_act": "gelu_tanh", "modulation_plus_one": true},
 	"omnigen":      {"rope_layout": "half", "mlp_act": "silu", "mlp_glu": true},
 	"hidream":      {"rope_layout": "interleaved", "joint_order": "image_first", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
+	// the same on wide latents: the padding rows' keys multiplied by the model's row mask
+	"hidream_i1_wide": {"rope_layout": "interleaved", "joint_order": "image_first", "qk_norm": "rms", "mlp_act": "silu", "mlp_glu": true},
 	// replicas of diffusers code on torch 1.13 (bench/unseen/replicas)
 	// attn1's scale: √(log₆₄ 16)/√8 = 12^-0.5 (proportional attention at 16 rows, base 64), correctly rounded.
 	// Not listed though true (SwiGLU): mlp_act silu, mlp_glu; the search explains the FFN's product as two

@@ -58,6 +58,14 @@ func (s *synth) jointAttention(t *val, sc *scope) *val {
 	if v := s.jointOver(t, sc, streamPairs(byRows, t.shape[1]), tables, s.triplesOf); v != nil {
 		return v
 	}
+	// keys zeroed on the rows a 0/1 mask of the scope drops (an image
+	// stream padded to a fixed length: its padding rows' keys × 0, their
+	// values as projected, still in every softmax): once plain keys fail
+	if masks := rowMasks(sc, t.shape[0]); len(masks) > 0 {
+		if v := s.jointOver(t, sc, streamPairs(byRows, t.shape[1]), tables, s.maskedKeys(masks)); v != nil {
+			return v
+		}
+	}
 	// each stream's q, k and v cut from one fused projection [q|k|v]
 	// (torch's chunk(3): three contiguous slices; q and k normalised after
 	// the cut by modules of their own, or read as cut): tried once the
@@ -210,9 +218,10 @@ func (s *synth) jointOver(t *val, sc *scope, pairs []streamPair, tables [][2]*va
 		best = textFirst
 	}
 	order := s.jointOrder(best.mineFirst, rows, best.otherRows, true)
-	if best.otherRows == rows {
-		// streams of as many rows: the image's is the one made from the
-		// latents, where exactly one is
+	if best.otherRows == rows || !s.patchesDecide(rows, best.otherRows) {
+		// streams of as many rows, or neither of the patches' count (an
+		// image padded to a fixed length): the image's is the one made
+		// from the latents, where exactly one is
 		if mi, ti := s.madeFromLatents(best.mine), s.madeFromLatents(best.theirs); mi != ti {
 			order = "text_first"
 			if best.mineFirst == mi {
@@ -236,7 +245,7 @@ func (s *synth) jointOver(t *val, sc *scope, pairs []streamPair, tables [][2]*va
 // it does (label), so the documents of such traces do not change.
 func (s *synth) jointOrder(mineFirst bool, rows, otherRows int, label bool) string {
 	text := mineFirst == (rows < otherRows)
-	if s.patchRows > 0 && (rows == s.patchRows) != (otherRows == s.patchRows) {
+	if s.patchesDecide(rows, otherRows) {
 		text = mineFirst != (rows == s.patchRows)
 	} else if rows == otherRows && label {
 		text = mineFirst
@@ -245,6 +254,12 @@ func (s *synth) jointOrder(mineFirst bool, rows, otherRows int, label bool) stri
 		return "text_first"
 	}
 	return "image_first"
+}
+
+// patchesDecide reports whether exactly one of two streams has as many
+// rows as the latents have patches (which names it the image's).
+func (s *synth) patchesDecide(rows, otherRows int) bool {
+	return s.patchRows > 0 && (rows == s.patchRows) != (otherRows == s.patchRows)
 }
 
 // maxJointOperands bounds each stream's operands of a joint attention.
@@ -624,4 +639,55 @@ func (s *synth) madeFromLatents(v *val) bool {
 		return slices.ContainsFunc(x.from.args, walk)
 	}
 	return walk(v)
+}
+
+// rowMasks are the scope's 0/1 row masks of b samples, [b, S] or [b, S,
+// 1], that drop some row.
+func rowMasks(sc *scope, b int) []*val {
+	var out []*val
+	for _, v := range sc.vals {
+		n := len(v.shape)
+		if v.opaque || v.shape[0] != b || (n != 2 && (n != 3 || v.shape[2] != 1)) || allOnes(v) || !zeroOne(v) {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// maskedKeys is triplesOf with each k times a row mask of as many rows
+// (maskKeys); a stream no mask has as many rows as keeps its triples.
+func (s *synth) maskedKeys(masks []*val) func([]*val) [][3]*val {
+	return func(vs []*val) [][3]*val {
+		plain := s.triplesOf(vs)
+		if out := s.maskKeys(masks, plain); len(out) > 0 {
+			return out
+		}
+		return plain
+	}
+}
+
+// maskKeys is each triple with its k times each row mask of as many rows
+// as k, k·m[.., None] (none where no mask fits).
+func (s *synth) maskKeys(masks []*val, triples [][3]*val) [][3]*val {
+	var out [][3]*val
+	for _, tr := range triples {
+		k := tr[1]
+		for _, m := range masks {
+			if len(k.shape) != 3 || m.shape[1] != k.shape[1] {
+				continue
+			}
+			col := s.reshape(m, []int{m.shape[0], m.shape[1], 1})
+			if col != nil && m.format != k.format {
+				col = s.derive(&expr{op: program.OpCast, attrs: program.Attrs{Format: k.format}, args: []*val{col}, out: k.format})
+			}
+			if col == nil {
+				continue
+			}
+			if mk := s.derive(&expr{op: program.OpMul, args: []*val{k, col}, out: k.format, label: "keys masked"}); mk != nil {
+				out = append(out, [3]*val{tr[0], mk, tr[2]})
+			}
+		}
+	}
+	return out
 }

@@ -657,11 +657,14 @@ def build():
     return HiDreamImageTransformer2DModel(patch_size=2, in_channels=4, num_layers=2, num_single_layers=1,
                                           attention_head_dim=16, num_attention_heads=2, caption_channels=[20, 24],
                                           text_emb_dim=16, num_routed_experts=4, num_activated_experts=2,
-                                          axes_dims_rope=(8, 4, 4), max_resolution=(16, 16),
+                                          axes_dims_rope=(8, 4, 4), max_resolution=(8, 8) if WIDE else (16, 16),
                                           llama_layers=[0, 3, 3])
 
 
 EQUAL_ROWS = "--equal-rows" in sys.argv
+# --wide: latents 4 high and 8 wide (not square), so the model pads its 8 patch rows to max_seq = 16 rows
+# (max_resolution 8×8) with hidden_states_masks, the padding rows' keys multiplied by 0 in every attention
+WIDE = "--wide" in sys.argv
 
 
 def inputs(g):
@@ -669,7 +672,7 @@ def inputs(g):
     t5 = torch.randn((1, 6 if EQUAL_ROWS else 8, 20), generator=g)
     llama3 = torch.randn((LLAMA_STACK, 1, 5, 24), generator=g)
     pooled = torch.randn((1, 16), generator=g)
-    lat = torch.randn((1, 4, 8, 8), generator=g)
+    lat = torch.randn((1, 4, 4, 8) if WIDE else (1, 4, 8, 8), generator=g)
     return {"encoder_hidden_states_t5": t5, "encoder_hidden_states_llama3": llama3, "pooled_embeds": pooled,
             "noise": lat}
 
@@ -700,4 +703,4 @@ PRODUCER = dict(
          "patches 2x2 of 4 channels (B, C, H, W) in and out")
 
 if __name__ == "__main__":
-    capture("hidream_i1_equal" if EQUAL_ROWS else "hidream_i1", build, inputs, call, sys.argv[1], PRODUCER)
+    capture("hidream_i1_equal" if EQUAL_ROWS else "hidream_i1_wide" if WIDE else "hidream_i1", build, inputs, call, sys.argv[1], PRODUCER)
