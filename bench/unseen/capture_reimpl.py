@@ -10,7 +10,7 @@ usage: /usr/bin/python3 capture_reimpl.py OUTDIR [CASE ...]
        reimpl_lm7.py's: m2m_100, switch_transformers, switch_transformers_idle, muse_glimmer_text, reimpl_lm7_attention.py's: fsmt,
        longformer, longt5, reimpl_hc.py's: deepseek_v4_hc, reimpl_dsv4.py's: deepseek_v4_attn, and
        reimpl_sam3_lite_text.py's: sam3_lite_text_text_model, sam3_lite_text_text_model_l4, reimpl_pegasus_x.py's:
-       pegasus_x, pegasus_x_b4)
+       pegasus_x, pegasus_x_b4, reimpl_canine.py's: canine)
 The committed traces: capture_reimpl.py fixtures/unseen gpt_oss llama4_text diffllama phimoe doge ctrl apertus
 gpt_neox_japanese bamba mamba nemotron_h falcon_h1 jamba falcon_mamba roformer recurrent_gemma rwkv
 mamba_kernel_path minimax qwen3_next xglm mobilebert layoutlm mpnet nystromformer convbert yoso jetmoe xlstm fnet
@@ -3950,6 +3950,8 @@ import reimpl_sam3_lite_text  # noqa: E402  (sam3_lite_text_text_model: a resize
 CASES.update(reimpl_sam3_lite_text.CASES)
 import reimpl_pegasus_x  # noqa: E402  (pegasus_x: global tokens beside block-local attention; not read yet)
 CASES.update(reimpl_pegasus_x.CASES)
+import reimpl_canine  # noqa: E402  (canine: character hashing, downsampling conv, upsampling)
+CASES.update(reimpl_canine.CASES)
 PREPARE = {"gpt_oss": widen_experts, "diffllama": diffllama_lambdas}
 PREPARE.update(reimpl_lm7.PREPARE)
 

@@ -214,8 +214,11 @@ func (s *synth) refine(ch *attnChoice, t *val, bias, masks []*val) {
 			}
 		}
 		// blocks (queries attending their own block of keys, after keys
-		// every query sees) likewise only where every other variant fails
-		if ch.score > tolerance(t.format) && ch.params.Mask == exec.MaskNone && curMask == nil && ch.k.shape[1] >= ch.q.shape[1] {
+		// every query sees) likewise only where every other variant
+		// fails, and only with such keys: blocks of the queries' own
+		// keys alone are attention within frames, which the forms that
+		// reshape the blocks into a batch read (and every backend runs)
+		if ch.score > tolerance(t.format) && ch.params.Mask == exec.MaskNone && curMask == nil && ch.k.shape[1] > ch.q.shape[1] {
 			if p := blocks(ch.params); p.Block > 0 {
 				vars = append(vars, variant{p: p, bias: curBias, block: true, probe: probe(p)})
 			}
